@@ -1,0 +1,33 @@
+/*
+ * cli.h: what the pieces of the mha command share: exit statuses, messages
+ * and the subcommands.  Nothing here does arithmetic; that is lib/mha.h.
+ */
+#ifndef MHA_CLI_H
+#define MHA_CLI_H
+
+#include <stdarg.h>
+
+/* Exit statuses, documented in mha(1). */
+enum {
+	EXIT_OK = 0,
+	EXIT_DATA = 1,  /* bad data: a file that cannot be read, parsed or used */
+	EXIT_USAGE = 2  /* bad command line */
+};
+
+#if defined(__GNUC__)
+#define CLI_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define CLI_PRINTF(a, b)
+#endif
+
+/* "mha: MESSAGE" on stderr; returns -1 so callers can 'return error(...)'. */
+int error(const char *fmt, ...) CLI_PRINTF(1, 2);
+/* "mha: warning: MESSAGE" on stderr. */
+void warning(const char *fmt, ...) CLI_PRINTF(1, 2);
+/* "mha: MESSAGE" plus a hint to try --help; returns EXIT_USAGE. */
+int usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
+
+/* Subcommands: each parses its own argv (argv[0] is the command's name). */
+int cmd_forward(int argc, char **argv);
+
+#endif

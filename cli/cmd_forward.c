@@ -1,0 +1,871 @@
+/*
+ * cmd_forward.c: 'mha forward', one multi-head attention from files, with
+ * any of its intermediates printed.
+ *
+ * This file owns the command line and the checks that need the files'
+ * names to explain themselves (shapes, heads, masks).  The arithmetic is
+ * the library's: one mha_forward() call, with an observer that keeps a
+ * copy of each intermediate the user asked to see.
+ */
+#include "cli.h"
+#include "matrix.h"
+#include "outfile.h"
+#include "weights.h"
+#include "write.h"
+
+#include "../lib/mha.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char forward_usage[] =
+	"usage: mha forward -x FILE [-w FILE] [--kv FILE] [options]\n"
+	"       mha forward --q FILE --k FILE --v FILE [-w FILE] [options]\n"
+	"\n"
+	"Compute multi-head attention and print the output, or any step of it.\n"
+	"\n"
+	"Inputs (JSON files; '-' reads standard input):\n"
+	"  -x, --x FILE          X, n x d_model: a 2-D array, or an object holding it\n"
+	"                        under \"output\" or \"X\" (mha's own JSON output works)\n"
+	"  -w, --weights FILE    object with W_Q, W_K, W_V and optionally W_O, b_Q, b_K,\n"
+	"                        b_V, b_O (d_in x d_out, applied as x*W); without -w,\n"
+	"                        Q = K = V = X\n"
+	"      --kv FILE         keys and values from this matrix (cross-attention)\n"
+	"      --q FILE, --k FILE, --v FILE\n"
+	"                        Q, K and V given directly: no projections (-w may\n"
+	"                        then hold only W_O and b_O)\n"
+	"      --mask FILE       n_q x n_kv, or heads x n_q x n_kv: booleans (true =\n"
+	"                        may attend) or numbers added to the scores (\"-inf\")\n"
+	"\n"
+	"Attention:\n"
+	"      --heads H         query heads (default 1); each takes an equal block of\n"
+	"                        Q's columns\n"
+	"      --kv-heads G      key/value heads for grouped-query attention (G divides\n"
+	"                        H; query head i uses key/value head i/(H/G))\n"
+	"      --scale S         dk: 1/sqrt(d_k) (default), dmodel: 1/sqrt(d_model),\n"
+	"                        seqlen: 1/sqrt(n_kv), none: 1, or a NUMBER multiplier\n"
+	"      --causal[=ALIGN]  query i sees keys j <= i (top-left, the default), or\n"
+	"                        j <= i + n_kv - n_q (bottom-right, as in decoding)\n"
+	"      --softcap C       scores become C*tanh(scores/C) before the mask\n"
+	"\n"
+	"Output:\n"
+	"  -p, --print LIST      comma-separated steps to print: x, q, k, v, scores,\n"
+	"                        scaled, softcapped, mask, masked, softmax, heads,\n"
+	"                        concat, output; or all (default: output)\n"
+	"  -f, --format FMT      text (default) or json\n"
+	"      --precision N     significant digits in text (default 6)\n"
+	"  -o, --output FILE     write to FILE (replaced only when all went well)\n"
+	"  -h, --help            show this help\n"
+	"\n"
+	"Exit status: 0 success, 1 bad data (files, shapes), 2 bad command line.\n";
+
+enum print_item {
+	P_X, P_Q, P_K, P_V, P_SCORES, P_SCALED, P_SOFTCAPPED, P_MASK, P_MASKED,
+	P_SOFTMAX, P_HEADS, P_CONCAT, P_OUTPUT, P_COUNT
+};
+
+static const char *const print_names[P_COUNT] = {
+	"x", "q", "k", "v", "scores", "scaled", "softcapped", "mask", "masked",
+	"softmax", "heads", "concat", "output",
+};
+
+#define PBIT(p) (1u << (p))
+
+struct options {
+	const char *x, *kv, *w, *q, *k, *v, *mask, *output;
+	size_t heads, kv_heads;
+	mha_config cfg;
+	unsigned print;
+	int print_all;
+	out_format format;
+	int precision;
+};
+
+struct inputs {
+	matrix x, kv, q, k, v, mask;
+	weights w;
+	unsigned char *allow; /* the boolean mask as bytes, or NULL */
+	int direct;           /* Q, K, V given directly */
+};
+
+/* A copy of every intermediate the user asked for. */
+struct results {
+	size_t heads;
+	int mask_per_head;
+	matrix whole[MHA_STAGE_COUNT];     /* Q, K, V, concat, output; and a shared mask */
+	matrix *per_head[MHA_STAGE_COUNT]; /* [heads] for each per-head stage */
+};
+
+/* ---- option values ----------------------------------------------------- */
+
+static int parse_count(const char *opt, const char *arg, size_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	if (*arg == '-' || *arg == '+' || *arg == '\0')
+		goto bad;
+	v = strtoull(arg, &end, 10);
+	if (errno || *end || v == 0 || v > SIZE_MAX / 2)
+		goto bad;
+	*out = (size_t)v;
+	return 0;
+bad:
+	usage_error("forward", "%s expects a whole number of at least 1, not '%s'", opt, arg);
+	return -1;
+}
+
+static int parse_real(const char *opt, const char *arg, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(arg, &end);
+	if (end == arg || *end || errno == ERANGE || !isfinite(*out)) {
+		usage_error("forward", "%s expects a finite number, not '%s'", opt, arg);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_scale(const char *arg, mha_config *cfg)
+{
+	static const struct { const char *name; mha_scale_mode mode; } modes[] = {
+		{ "dk", MHA_SCALE_DK }, { "dmodel", MHA_SCALE_DMODEL },
+		{ "seqlen", MHA_SCALE_SEQLEN }, { "none", MHA_SCALE_NONE },
+	};
+
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		if (!strcmp(arg, modes[i].name)) {
+			cfg->scale_mode = modes[i].mode;
+			return 0;
+		}
+	cfg->scale_mode = MHA_SCALE_VALUE;
+	if (parse_real("--scale", arg, &cfg->scale)) {
+		fputs("mha: --scale takes dk, dmodel, seqlen, none or a number\n", stderr);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_print(const char *arg, struct options *o)
+{
+	char *copy = strdup(arg), *save = NULL;
+	int rc = 0;
+
+	if (!copy)
+		return error("out of memory");
+	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		size_t i;
+
+		if (!strcmp(tok, "all")) {
+			o->print_all = 1;
+			continue;
+		}
+		for (i = 0; i < P_COUNT && strcmp(tok, print_names[i]); i++)
+			;
+		if (i == P_COUNT) {
+			usage_error("forward", "--print: unknown step '%s' (known: x, q, k, v, scores, scaled, "
+				    "softcapped, mask, masked, softmax, heads, concat, output, all)", tok);
+			rc = -1;
+			break;
+		}
+		o->print |= PBIT(i);
+	}
+	free(copy);
+	return rc;
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	enum { O_KV = 256, O_Q, O_K, O_V, O_MASK, O_HEADS, O_KV_HEADS, O_SCALE,
+	       O_CAUSAL, O_SOFTCAP, O_PRECISION };
+	static const struct option longopts[] = {
+		{ "x", required_argument, NULL, 'x' },
+		{ "weights", required_argument, NULL, 'w' },
+		{ "kv", required_argument, NULL, O_KV },
+		{ "q", required_argument, NULL, O_Q },
+		{ "k", required_argument, NULL, O_K },
+		{ "v", required_argument, NULL, O_V },
+		{ "mask", required_argument, NULL, O_MASK },
+		{ "heads", required_argument, NULL, O_HEADS },
+		{ "kv-heads", required_argument, NULL, O_KV_HEADS },
+		{ "scale", required_argument, NULL, O_SCALE },
+		{ "causal", optional_argument, NULL, O_CAUSAL },
+		{ "softcap", required_argument, NULL, O_SOFTCAP },
+		{ "print", required_argument, NULL, 'p' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "precision", required_argument, NULL, O_PRECISION },
+		{ "output", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	size_t n;
+
+	memset(o, 0, sizeof(*o));
+	o->heads = 1;
+	o->precision = 6;
+	opterr = 0;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, ":x:w:p:f:o:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'x': o->x = optarg; break;
+		case 'w': o->w = optarg; break;
+		case O_KV: o->kv = optarg; break;
+		case O_Q: o->q = optarg; break;
+		case O_K: o->k = optarg; break;
+		case O_V: o->v = optarg; break;
+		case O_MASK: o->mask = optarg; break;
+		case 'o': o->output = optarg; break;
+		case O_HEADS:
+			if (parse_count("--heads", optarg, &o->heads))
+				return -1;
+			break;
+		case O_KV_HEADS:
+			if (parse_count("--kv-heads", optarg, &o->kv_heads))
+				return -1;
+			break;
+		case O_SCALE:
+			if (parse_scale(optarg, &o->cfg))
+				return -1;
+			break;
+		case O_CAUSAL:
+			if (!optarg || !strcmp(optarg, "top-left")) {
+				o->cfg.causal = MHA_CAUSAL_TOP_LEFT;
+			} else if (!strcmp(optarg, "bottom-right")) {
+				o->cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT;
+			} else {
+				usage_error("forward", "--causal takes top-left or bottom-right, not '%s'", optarg);
+				return -1;
+			}
+			break;
+		case O_SOFTCAP:
+			if (parse_real("--softcap", optarg, &o->cfg.softcap))
+				return -1;
+			if (o->cfg.softcap <= 0) {
+				usage_error("forward", "--softcap expects a number above 0, not '%s'", optarg);
+				return -1;
+			}
+			break;
+		case 'p':
+			if (parse_print(optarg, o))
+				return -1;
+			break;
+		case 'f':
+			if (!strcmp(optarg, "text")) {
+				o->format = FORMAT_TEXT;
+			} else if (!strcmp(optarg, "json")) {
+				o->format = FORMAT_JSON;
+			} else {
+				usage_error("forward", "--format takes text or json, not '%s'", optarg);
+				return -1;
+			}
+			break;
+		case O_PRECISION:
+			if (parse_count("--precision", optarg, &n))
+				return -1;
+			if (n > 17) {
+				usage_error("forward", "--precision takes 1 to 17 digits, not %zu", n);
+				return -1;
+			}
+			o->precision = (int)n;
+			break;
+		case 'h':
+			fputs(forward_usage, stdout);
+			return 1;
+		case ':':
+			usage_error("forward", "option '%s' needs a value", argv[optind - 1]);
+			return -1;
+		default:
+			if (optopt)
+				usage_error("forward", "unknown option '-%c'", optopt);
+			else
+				usage_error("forward", "unknown option '%s'", argv[optind - 1]);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		usage_error("forward", "unexpected argument '%s'", argv[optind]);
+		return -1;
+	}
+	return 0;
+}
+
+/* Which inputs go together: everything here is known before reading a file. */
+static int check_option_combinations(struct options *o)
+{
+	const int direct = o->q || o->k || o->v;
+
+	if (!o->x && !direct)
+		return usage_error("forward", "no input: give -x FILE, or --q, --k and --v");
+	if (o->x && direct)
+		return usage_error("forward", "-x and --q/--k/--v cannot be used together");
+	if (direct && !(o->q && o->k && o->v))
+		return usage_error("forward", "--q, --k and --v go together: missing %s",
+				   !o->q ? "--q" : !o->k ? "--k" : "--v");
+	if (direct && o->kv)
+		return usage_error("forward", "--kv cannot be used with --q/--k/--v (K and V are given)");
+	if (!o->kv_heads)
+		o->kv_heads = o->heads;
+	if (o->kv_heads > o->heads || o->heads % o->kv_heads)
+		return usage_error("forward", "--kv-heads %zu does not divide --heads %zu",
+				   o->kv_heads, o->heads);
+	if ((o->print & PBIT(P_SOFTCAPPED)) && !(o->cfg.softcap > 0))
+		return usage_error("forward", "--print softcapped needs --softcap");
+	if (!o->print && !o->print_all)
+		o->print = PBIT(P_OUTPUT);
+	return 0;
+}
+
+/* ---- reading and checking the data ------------------------------------- */
+
+static const char *const x_keys[] = { "output", "X", NULL };
+static const char *const kv_keys[] = { "output", "X", NULL };
+static const char *const q_keys[] = { "Q", NULL };
+static const char *const k_keys[] = { "K", NULL };
+static const char *const v_keys[] = { "V", NULL };
+static const char *const mask_keys[] = { "mask", NULL };
+
+static int read_inputs(const struct options *o, struct inputs *in)
+{
+	if (o->x && read_matrix_file(&in->x, o->x, x_keys, "X", 2, 2, 0))
+		return -1;
+	if (o->kv && read_matrix_file(&in->kv, o->kv, kv_keys, "X_kv", 2, 2, 0))
+		return -1;
+	in->direct = o->q != NULL;
+	if (in->direct && (read_matrix_file(&in->q, o->q, q_keys, "Q", 2, 2, 0) ||
+			   read_matrix_file(&in->k, o->k, k_keys, "K", 2, 2, 0) ||
+			   read_matrix_file(&in->v, o->v, v_keys, "V", 2, 2, 0)))
+		return -1;
+	if (o->w && weights_load(&in->w, o->w))
+		return -1;
+	if (o->mask && read_matrix_file(&in->mask, o->mask, mask_keys, "mask", 2, 3,
+					READ_NONFINITE | READ_BOOL))
+		return -1;
+	return 0;
+}
+
+/* Bias lengths must match the columns of their weight. */
+static int check_bias(const weights *w, int b, size_t want, const char *against)
+{
+	if (weights_has(w, b) && w->m[b].dim[0] != want)
+		return error("'%s': %s has %zu entries but %s: expected %zu", w->file,
+			     weight_names[b], w->m[b].dim[0], against, want);
+	return 0;
+}
+
+/*
+ * Work out mha_dims from the inputs, explaining any mismatch with both
+ * shapes and where they came from.
+ */
+static int derive_dims(const struct options *o, const struct inputs *in, mha_dims *d)
+{
+	const weights *w = &in->w;
+	const size_t H = o->heads, G = o->kv_heads;
+	char against[160];
+
+	memset(d, 0, sizeof(*d));
+	d->heads = H;
+	d->kv_heads = G;
+
+	if (in->direct) {
+		for (int i = WQ; i < N_WEIGHTS; i++)
+			if (i != WO && i != BO && weights_has(w, i))
+				return error("'%s': %s cannot be used with --q/--k/--v (they are given "
+					     "directly); only W_O and b_O can", w->file, weight_names[i]);
+		d->n_q = in->q.dim[0];
+		d->n_kv = in->k.dim[0];
+		d->d_q_in = in->q.dim[1];
+		d->d_k_in = in->k.dim[1];
+		d->d_v_in = in->v.dim[1];
+		if (d->d_q_in % H)
+			return error("'%s': Q has %zu columns, which --heads %zu does not divide",
+				     o->q, d->d_q_in, H);
+		d->d_k = d->d_q_in / H;
+		if (d->d_k_in != G * d->d_k)
+			return error("'%s': K has %zu columns but needs %zu (%zu key/value heads of "
+				     "d_k %zu, as Q has %zu columns for %zu heads)", o->k, d->d_k_in,
+				     G * d->d_k, G, d->d_k, d->d_q_in, H);
+		if (in->v.dim[0] != d->n_kv)
+			return error("'%s': V has %zu rows but K ('%s') has %zu: one value per key",
+				     o->v, in->v.dim[0], o->k, d->n_kv);
+		if (d->d_v_in % G)
+			return error("'%s': V has %zu columns, which %zu key/value heads do not divide",
+				     o->v, d->d_v_in, G);
+		d->d_v = d->d_v_in / G;
+	} else {
+		const matrix *kv = o->kv ? &in->kv : &in->x;
+		const char *kvname = o->kv ? "X_kv" : "X";
+		const char *kvfile = o->kv ? o->kv : o->x;
+		const int n_proj = weights_has(w, WQ) + weights_has(w, WK) + weights_has(w, WV);
+
+		d->n_q = in->x.dim[0];
+		d->n_kv = kv->dim[0];
+		d->d_q_in = in->x.dim[1];
+		d->d_k_in = d->d_v_in = kv->dim[1];
+		if (n_proj != 0 && n_proj != 3)
+			return error("'%s': missing %s (W_Q, W_K and W_V go together)", w->file,
+				     !weights_has(w, WQ) ? "W_Q" : !weights_has(w, WK) ? "W_K" : "W_V");
+		for (int b = BQ; b <= BV; b++)
+			if (!n_proj && weights_has(w, b))
+				return error("'%s': %s without %s", w->file, weight_names[b],
+					     weight_names[b - BQ + WQ]);
+		if (n_proj) {
+			const matrix *wq = &w->m[WQ], *wk = &w->m[WK], *wv = &w->m[WV];
+
+			if (wq->dim[0] != d->d_q_in)
+				return error("'%s': W_Q is %zux%zu but X ('%s') has %zu columns: W_Q "
+					     "needs %zu rows", w->file, wq->dim[0], wq->dim[1], o->x,
+					     d->d_q_in, d->d_q_in);
+			if (wq->dim[1] % H)
+				return error("'%s': W_Q has %zu columns, which --heads %zu does not "
+					     "divide (each head takes an equal block)", w->file,
+					     wq->dim[1], H);
+			d->d_k = wq->dim[1] / H;
+			if (wk->dim[0] != d->d_k_in || wv->dim[0] != d->d_k_in) {
+				const matrix *bad = wk->dim[0] != d->d_k_in ? wk : wv;
+
+				return error("'%s': %s is %zux%zu but %s ('%s') has %zu columns: it "
+					     "needs %zu rows", w->file, bad == wk ? "W_K" : "W_V",
+					     bad->dim[0], bad->dim[1], kvname, kvfile, d->d_k_in,
+					     d->d_k_in);
+			}
+			if (wk->dim[1] != G * d->d_k)
+				return error("'%s': W_K has %zu columns but needs %zu (%zu key/value "
+					     "heads of d_k %zu, as W_Q has %zu columns for %zu heads)",
+					     w->file, wk->dim[1], G * d->d_k, G, d->d_k, wq->dim[1], H);
+			if (wv->dim[1] % G)
+				return error("'%s': W_V has %zu columns, which %zu key/value heads do "
+					     "not divide", w->file, wv->dim[1], G);
+			d->d_v = wv->dim[1] / G;
+			snprintf(against, sizeof(against), "W_Q has %zu columns", wq->dim[1]);
+			if (check_bias(w, BQ, wq->dim[1], against))
+				return -1;
+			snprintf(against, sizeof(against), "W_K has %zu columns", wk->dim[1]);
+			if (check_bias(w, BK, wk->dim[1], against))
+				return -1;
+			snprintf(against, sizeof(against), "W_V has %zu columns", wv->dim[1]);
+			if (check_bias(w, BV, wv->dim[1], against))
+				return -1;
+		} else {
+			/* Q = X, K = V = X_kv: the heads split X's own columns */
+			if (d->d_q_in % H)
+				return error("--heads %zu does not divide d_model %zu (the columns of X, "
+					     "'%s')", H, d->d_q_in, o->x);
+			d->d_k = d->d_v = d->d_q_in / H;
+			if (d->d_k_in != G * d->d_k)
+				return error("'%s': X_kv has %zu columns but without weights it needs "
+					     "%zu (%zu key/value heads of %zu, like X's %zu columns)",
+					     kvfile, d->d_k_in, G * d->d_k, G, d->d_k, d->d_q_in);
+		}
+	}
+
+	if (weights_has(w, WO)) {
+		const matrix *wo = &w->m[WO];
+
+		if (wo->dim[0] != H * d->d_v)
+			return error("'%s': W_O is %zux%zu but the heads concatenate to %zu columns "
+				     "(%zu heads of d_v %zu): W_O needs %zu rows", w->file,
+				     wo->dim[0], wo->dim[1], H * d->d_v, H, d->d_v, H * d->d_v);
+		d->d_out = wo->dim[1];
+		snprintf(against, sizeof(against), "W_O has %zu columns", wo->dim[1]);
+		if (check_bias(w, BO, wo->dim[1], against))
+			return -1;
+	} else if (weights_has(w, BO)) {
+		return error("'%s': b_O without W_O", w->file);
+	}
+	return 0;
+}
+
+/* The mask must fit the scores, and may only add numbers or -inf. */
+static int check_mask(const struct options *o, struct inputs *in, const mha_dims *d,
+		      mha_config *cfg)
+{
+	matrix *m = &in->mask;
+	const size_t n = d->n_q * d->n_kv;
+	char shape[64];
+
+	if (!o->mask)
+		return 0;
+	if ((m->rank == 2 && (m->dim[0] != d->n_q || m->dim[1] != d->n_kv)) ||
+	    (m->rank == 3 && (m->dim[0] != d->heads || m->dim[1] != d->n_q || m->dim[2] != d->n_kv)))
+		return error("'%s': mask is %s but the scores are %zux%zu (%zu queries x %zu keys)%s",
+			     o->mask, matrix_shape(m, shape, sizeof(shape)), d->n_q, d->n_kv,
+			     d->n_q, d->n_kv, m->rank == 3 ? " for each head" : "");
+	if (m->rank == 3 && m->dim[0] != d->heads)
+		return error("'%s': mask has %zu per-head matrices but there are %zu heads",
+			     o->mask, m->dim[0], d->heads);
+	cfg->mask.per_head = m->rank == 3;
+	if (m->is_bool) {
+		const size_t count = matrix_size(m);
+
+		in->allow = malloc(count ? count : 1);
+		if (!in->allow)
+			return error("out of memory");
+		for (size_t i = 0; i < count; i++)
+			in->allow[i] = m->v[i] != 0;
+		cfg->mask.allow = in->allow;
+		return 0;
+	}
+	for (size_t i = 0; i < matrix_size(m); i++) {
+		if (isnan(m->v[i]) || m->v[i] == INFINITY) {
+			const size_t h = i / n, r = i % n / d->n_kv, c = i % d->n_kv;
+
+			if (m->rank == 3)
+				return error("'%s': mask[%zu][%zu][%zu] is %s: a mask adds numbers or -inf",
+					     o->mask, h, r, c, isnan(m->v[i]) ? "nan" : "inf");
+			return error("'%s': mask[%zu][%zu] is %s: a mask adds numbers or -inf",
+				     o->mask, r, c, isnan(m->v[i]) ? "nan" : "inf");
+		}
+	}
+	cfg->mask.bias = m->v;
+	return 0;
+}
+
+/* ---- collecting intermediates ------------------------------------------ */
+
+static int keep(void *ctx, mha_stage stage, int head, const double *m, size_t rows, size_t cols)
+{
+	struct results *r = ctx;
+	matrix *dst;
+
+	if (head < 0) {
+		dst = &r->whole[stage];
+	} else if (stage == MHA_STAGE_MASK && !r->mask_per_head) {
+		/* one mask for every head: keep the first copy as the whole-model mask */
+		if (head > 0)
+			return 0;
+		dst = &r->whole[stage];
+	} else {
+		if (!r->per_head[stage]) {
+			r->per_head[stage] = calloc(r->heads, sizeof(matrix));
+			if (!r->per_head[stage])
+				return error("out of memory"), 1;
+		}
+		dst = &r->per_head[stage][head];
+	}
+	if (matrix_alloc(dst, 2, rows, cols, 1))
+		return 1;
+	memcpy(dst->v, m, rows * cols * sizeof(double));
+	return 0;
+}
+
+static void results_free(struct results *r)
+{
+	for (int s = 0; s < MHA_STAGE_COUNT; s++) {
+		matrix_free(&r->whole[s]);
+		if (r->per_head[s])
+			for (size_t h = 0; h < r->heads; h++)
+				matrix_free(&r->per_head[s][h]);
+		free(r->per_head[s]);
+	}
+}
+
+/* Per-head masks are printed as one (H, n_q, n_kv) array, as they are read. */
+static int stack_mask(struct results *r)
+{
+	matrix *per = r->per_head[MHA_STAGE_MASK];
+	matrix *all = &r->whole[MHA_STAGE_MASK];
+	size_t plane;
+
+	if (!per)
+		return 0;
+	plane = per[0].dim[0] * per[0].dim[1];
+	if (matrix_alloc(all, 3, r->heads, per[0].dim[0], per[0].dim[1]))
+		return -1;
+	for (size_t h = 0; h < r->heads; h++)
+		memcpy(all->v + h * plane, per[h].v, plane * sizeof(double));
+	return 0;
+}
+
+/* ---- printing ---------------------------------------------------------- */
+
+static unsigned print_set(const struct options *o, const struct inputs *in)
+{
+	unsigned p = o->print;
+
+	if (o->print_all) {
+		p |= PBIT(P_X) | PBIT(P_Q) | PBIT(P_K) | PBIT(P_V) | PBIT(P_SCORES) |
+		     PBIT(P_SCALED) | PBIT(P_SOFTMAX) | PBIT(P_OUTPUT);
+		if (o->cfg.softcap > 0)
+			p |= PBIT(P_SOFTCAPPED);
+		if (o->cfg.causal || o->mask)
+			p |= PBIT(P_MASK) | PBIT(P_MASKED);
+		/* skip exact repeats: one head's output is the concat, which
+		 * without W_O is the output */
+		if (o->heads > 1)
+			p |= PBIT(P_HEADS);
+		if (weights_has(&in->w, WO))
+			p |= PBIT(P_CONCAT);
+	}
+	if (in->direct)
+		p &= ~PBIT(P_X);
+	return p;
+}
+
+static unsigned stages_wanted(unsigned p, size_t heads)
+{
+	static const struct { int item; mha_stage stage, slice; } map[] = {
+		{ P_Q, MHA_STAGE_Q, MHA_STAGE_HEAD_Q },
+		{ P_K, MHA_STAGE_K, MHA_STAGE_HEAD_K },
+		{ P_V, MHA_STAGE_V, MHA_STAGE_HEAD_V },
+		{ P_SCORES, MHA_STAGE_SCORES, MHA_STAGE_SCORES },
+		{ P_SCALED, MHA_STAGE_SCALED, MHA_STAGE_SCALED },
+		{ P_SOFTCAPPED, MHA_STAGE_SOFTCAPPED, MHA_STAGE_SOFTCAPPED },
+		{ P_MASK, MHA_STAGE_MASK, MHA_STAGE_MASK },
+		{ P_MASKED, MHA_STAGE_MASKED, MHA_STAGE_MASKED },
+		{ P_SOFTMAX, MHA_STAGE_SOFTMAX, MHA_STAGE_SOFTMAX },
+		{ P_HEADS, MHA_STAGE_HEAD_OUTPUT, MHA_STAGE_HEAD_OUTPUT },
+		{ P_CONCAT, MHA_STAGE_CONCAT, MHA_STAGE_CONCAT },
+	};
+	unsigned bits = 0;
+
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (p & PBIT(map[i].item)) {
+			bits |= MHA_STAGE_BIT(map[i].stage);
+			/* with several heads, each one's block of Q, K, V is shown too */
+			if (heads > 1)
+				bits |= MHA_STAGE_BIT(map[i].slice);
+		}
+	return bits;
+}
+
+/* How the scores were scaled, in words a tutorial would use. */
+static void describe_scale(char *buf, size_t size, const mha_dims *d, const mha_config *cfg,
+			   double scale)
+{
+	switch (cfg->scale_mode) {
+	case MHA_SCALE_DK:
+		snprintf(buf, size, "%.6g = 1/sqrt(d_k), d_k = %zu", scale, d->d_k);
+		break;
+	case MHA_SCALE_DMODEL:
+		snprintf(buf, size, "%.6g = 1/sqrt(d_model), d_model = %zu", scale, d->d_q_in);
+		break;
+	case MHA_SCALE_SEQLEN:
+		snprintf(buf, size, "%.6g = 1/sqrt(n_kv), n_kv = %zu", scale, d->n_kv);
+		break;
+	default:
+		snprintf(buf, size, "%.17g", scale);
+		break;
+	}
+}
+
+static void projection_title(char *buf, size_t size, char name, const struct options *o,
+			     const struct inputs *in, int w, int b)
+{
+	const char *src = (name == 'Q' || !o->kv) ? "X" : "X_kv";
+
+	if (in->direct)
+		snprintf(buf, size, "%c", name);
+	else if (!weights_has(&in->w, w))
+		snprintf(buf, size, "%c = %s", name, src);
+	else
+		snprintf(buf, size, "%c = %s*W_%c%s%c", name, src, name,
+			 weights_has(&in->w, b) ? " + b_" : "", weights_has(&in->w, b) ? name : '\0');
+}
+
+static int write_results(writer *wr, const struct options *o, const struct inputs *in,
+			 const struct results *r, const mha_dims *d, const matrix *out,
+			 unsigned p, double scale)
+{
+	char title[200], how[96];
+	const size_t G = d->kv_heads, per = d->heads / G;
+	int any_head = 0;
+
+	out_begin(wr);
+	if (p & PBIT(P_X))
+		out_matrix(wr, "X", "X", &in->x);
+	if (p & PBIT(P_Q)) {
+		projection_title(title, sizeof(title), 'Q', o, in, WQ, BQ);
+		out_matrix(wr, "Q", title, &r->whole[MHA_STAGE_Q]);
+	}
+	if (p & PBIT(P_K)) {
+		projection_title(title, sizeof(title), 'K', o, in, WK, BK);
+		out_matrix(wr, "K", title, &r->whole[MHA_STAGE_K]);
+	}
+	if (p & PBIT(P_V)) {
+		projection_title(title, sizeof(title), 'V', o, in, WV, BV);
+		out_matrix(wr, "V", title, &r->whole[MHA_STAGE_V]);
+	}
+	if (p & PBIT(P_MASK)) {
+		snprintf(title, sizeof(title), "mask (added to the scores)%s%s%s",
+			 o->cfg.causal == MHA_CAUSAL_TOP_LEFT ? ": causal" :
+			 o->cfg.causal == MHA_CAUSAL_BOTTOM_RIGHT ? ": causal, bottom-right" : ":",
+			 o->mask ? (o->cfg.causal ? " and " : " ") : (o->cfg.causal ? "" : " none"),
+			 o->mask ? o->mask : "");
+		out_matrix(wr, "mask", title, &r->whole[MHA_STAGE_MASK]);
+	}
+
+	describe_scale(how, sizeof(how), d, &o->cfg, scale);
+	for (size_t h = 0; h < d->heads; h++) {
+		static const struct { mha_stage s; const char *key; } order[] = {
+			{ MHA_STAGE_HEAD_Q, "Q" }, { MHA_STAGE_HEAD_K, "K" }, { MHA_STAGE_HEAD_V, "V" },
+			{ MHA_STAGE_SCORES, "scores" }, { MHA_STAGE_SCALED, "scaled" },
+			{ MHA_STAGE_SOFTCAPPED, "softcapped" }, { MHA_STAGE_MASKED, "masked" },
+			{ MHA_STAGE_SOFTMAX, "softmax" }, { MHA_STAGE_HEAD_OUTPUT, "output" },
+		};
+		const size_t q = h + 1, kv = h / per + 1;
+		int opened = 0;
+
+		for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+			const mha_stage s = order[i].s;
+
+			if (!r->per_head[s])
+				continue;
+			if (!any_head) {
+				out_heads_begin(wr);
+				any_head = 1;
+			}
+			if (!opened) {
+				out_head_begin(wr, h);
+				opened = 1;
+			}
+			switch (s) {
+			case MHA_STAGE_HEAD_Q: snprintf(title, sizeof(title), "head %zu: Q%zu", q, q); break;
+			case MHA_STAGE_HEAD_K: snprintf(title, sizeof(title), "head %zu: K%zu", q, kv); break;
+			case MHA_STAGE_HEAD_V: snprintf(title, sizeof(title), "head %zu: V%zu", q, kv); break;
+			case MHA_STAGE_SCORES:
+				snprintf(title, sizeof(title), "head %zu: scores = Q%zu*K%zu^T", q, q, kv);
+				break;
+			case MHA_STAGE_SCALED:
+				snprintf(title, sizeof(title), "head %zu: scaled = scores * %s", q, how);
+				break;
+			case MHA_STAGE_SOFTCAPPED:
+				snprintf(title, sizeof(title), "head %zu: softcapped = %.17g*tanh(scaled/%.17g)",
+					 q, o->cfg.softcap, o->cfg.softcap);
+				break;
+			case MHA_STAGE_MASKED:
+				snprintf(title, sizeof(title), "head %zu: masked = %s + mask", q,
+					 o->cfg.softcap > 0 ? "softcapped" : "scaled");
+				break;
+			case MHA_STAGE_SOFTMAX:
+				snprintf(title, sizeof(title), "head %zu: softmax(masked), row by row", q);
+				break;
+			default:
+				snprintf(title, sizeof(title), "head %zu: output = softmax*V%zu", q, kv);
+				break;
+			}
+			out_matrix(wr, order[i].key, title, &r->per_head[s][h]);
+		}
+		if (opened)
+			out_head_end(wr);
+	}
+	if (any_head)
+		out_heads_end(wr);
+	if (p & PBIT(P_CONCAT))
+		out_matrix(wr, "concat", "concat (the heads' outputs side by side)",
+			   &r->whole[MHA_STAGE_CONCAT]);
+	if (p & PBIT(P_OUTPUT)) {
+		if (!weights_has(&in->w, WO))
+			snprintf(title, sizeof(title), "output");
+		else
+			snprintf(title, sizeof(title), "output = concat*W_O%s",
+				 weights_has(&in->w, BO) ? " + b_O" : "");
+		out_matrix(wr, "output", title, out);
+	}
+	out_end(wr);
+	return 0;
+}
+
+/* ---- the command ------------------------------------------------------- */
+
+static void inputs_free(struct inputs *in)
+{
+	matrix_free(&in->x);
+	matrix_free(&in->kv);
+	matrix_free(&in->q);
+	matrix_free(&in->k);
+	matrix_free(&in->v);
+	matrix_free(&in->mask);
+	weights_free(&in->w);
+	free(in->allow);
+}
+
+static const double *weight_ptr(const weights *w, int i)
+{
+	return weights_has(w, i) ? w->m[i].v : NULL;
+}
+
+int cmd_forward(int argc, char **argv)
+{
+	struct options o;
+	struct inputs in;
+	struct results res;
+	mha_dims d;
+	mha_inputs src;
+	mha_weights mw;
+	mha_observer obs;
+	mha_report rep;
+	mha_status st;
+	matrix out = { 0 };
+	outfile of = { 0 };
+	writer wr;
+	unsigned p;
+	int rc = EXIT_DATA;
+
+	switch (parse_options(argc, argv, &o)) {
+	case 1: return EXIT_OK;
+	case 0: break;
+	default: return EXIT_USAGE;
+	}
+	if (check_option_combinations(&o))
+		return EXIT_USAGE;
+
+	memset(&in, 0, sizeof(in));
+	memset(&res, 0, sizeof(res));
+	if (read_inputs(&o, &in) || derive_dims(&o, &in, &d) || check_mask(&o, &in, &d, &o.cfg))
+		goto done;
+
+	src.xq = in.direct ? in.q.v : in.x.v;
+	src.xk = in.direct ? in.k.v : (o.kv ? in.kv.v : in.x.v);
+	src.xv = in.direct ? in.v.v : src.xk;
+	mw = (mha_weights){
+		.W_Q = weight_ptr(&in.w, WQ), .W_K = weight_ptr(&in.w, WK),
+		.W_V = weight_ptr(&in.w, WV), .W_O = weight_ptr(&in.w, WO),
+		.b_Q = weight_ptr(&in.w, BQ), .b_K = weight_ptr(&in.w, BK),
+		.b_V = weight_ptr(&in.w, BV), .b_O = weight_ptr(&in.w, BO),
+	};
+	p = print_set(&o, &in);
+	res.heads = d.heads;
+	res.mask_per_head = o.cfg.mask.per_head;
+	obs = (mha_observer){ .fn = keep, .ctx = &res, .wanted = stages_wanted(p, d.heads) };
+	if (matrix_alloc(&out, 2, d.n_q, mha_output_cols(&d, mw.W_O != NULL), 1))
+		goto done;
+
+	st = mha_forward(out.v, &d, &src, &mw, &o.cfg, &obs, &rep);
+	if (st == MHA_ERR_OBSERVER)
+		goto done; /* keep() said why */
+	if (st != MHA_OK) {
+		error("%s", mha_strerror(st));
+		goto done;
+	}
+	if (rep.blocked_rows == 1)
+		warning("head %d, query row %zu: every key is masked; its softmax row and output "
+			"are zero", rep.first_blocked_head + 1, rep.first_blocked_row + 1);
+	else if (rep.blocked_rows > 1)
+		warning("%zu query rows have every key masked (the first: head %d, row %zu); their "
+			"softmax rows and outputs are zero", rep.blocked_rows,
+			rep.first_blocked_head + 1, rep.first_blocked_row + 1);
+	if (stack_mask(&res))
+		goto done;
+
+	if (outfile_open(&of, o.output))
+		goto done;
+	wr = (writer){ .fp = of.fp, .format = o.format, .precision = o.precision };
+	write_results(&wr, &o, &in, &res, &d, &out, p, rep.scale);
+	if (outfile_commit(&of))
+		goto done;
+	rc = EXIT_OK;
+done:
+	matrix_free(&out);
+	results_free(&res);
+	inputs_free(&in);
+	return rc;
+}

@@ -1,0 +1,68 @@
+/*
+ * main.c: the mha command: finds the subcommand in a table and hands it
+ * the rest of the command line (git's builtin table, in small).
+ */
+#include "cli.h"
+
+#include "../lib/mha.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct command commands[] = {
+	{ "forward", cmd_forward, "compute multi-head attention, showing any step of it" },
+};
+
+static void print_usage(FILE *fp)
+{
+	fputs("usage: mha COMMAND [options]\n"
+	      "       mha --help | --version\n"
+	      "\n"
+	      "Multi-head attention computed exactly in float64, every step visible.\n"
+	      "\n"
+	      "Commands:\n", fp);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(fp, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fputs("\n"
+	      "'mha COMMAND --help' describes a command; 'man mha' describes them all.\n"
+	      "Example: mha forward -x x.json -w weights.json --heads 2 --causal --print all\n",
+	      fp);
+}
+
+int main(int argc, char **argv)
+{
+	const char *name = argc > 1 ? argv[1] : NULL;
+
+	if (!name) {
+		print_usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
+		if (!strcmp(name, "help") && argc > 2) {
+			char *help_argv[] = { argv[2], (char *)"--help", NULL };
+
+			for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+				if (!strcmp(argv[2], commands[i].name))
+					return commands[i].run(2, help_argv);
+			return usage_error(NULL, "'%s' is not a command", argv[2]);
+		}
+		print_usage(stdout);
+		return EXIT_OK;
+	}
+	if (!strcmp(name, "--version") || !strcmp(name, "-V")) {
+		printf("mha %s\n", mha_version());
+		return EXIT_OK;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(name, commands[i].name))
+			return commands[i].run(argc - 1, argv + 1);
+	if (name[0] == '-')
+		return usage_error(NULL, "unknown option '%s' (options follow the command)", name);
+	return usage_error(NULL, "'%s' is not a command", name);
+}

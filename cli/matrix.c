@@ -1,0 +1,68 @@
+/*
+ * matrix.c: allocation and shape helpers for the CLI's matrices.
+ */
+#include "matrix.h"
+#include "cli.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+size_t matrix_size(const matrix *m)
+{
+	return m->rank ? m->dim[0] * m->dim[1] * m->dim[2] : 0;
+}
+
+size_t matrix_cols(const matrix *m)
+{
+	return m->rank ? m->dim[m->rank - 1] : 0;
+}
+
+size_t matrix_rows(const matrix *m)
+{
+	return m->rank >= 2 ? m->dim[m->rank - 2] : (m->rank ? 1 : 0);
+}
+
+const char *matrix_shape(const matrix *m, char *buf, size_t size)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t r = 0; r < m->rank && used < size; r++) {
+		int n = snprintf(buf + used, size - used, "%s%zu", r ? "x" : "", m->dim[r]);
+
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
+	return buf;
+}
+
+int matrix_alloc(matrix *m, size_t rank, size_t d0, size_t d1, size_t d2)
+{
+	size_t n = d0;
+
+	m->rank = rank;
+	m->dim[0] = d0;
+	m->dim[1] = rank >= 2 ? d1 : 1;
+	m->dim[2] = rank >= 3 ? d2 : 1;
+	m->is_bool = 0;
+	m->v = NULL;
+	if ((m->dim[1] && n > SIZE_MAX / m->dim[1]) ||
+	    (n *= m->dim[1], m->dim[2] && n > SIZE_MAX / m->dim[2]) ||
+	    (n *= m->dim[2], n > SIZE_MAX / sizeof(double)))
+		return error("a %zux%zux%zu array is too large to address", d0, d1, d2);
+	m->v = calloc(n ? n : 1, sizeof(double));
+	if (!m->v)
+		return error("out of memory for %zu numbers (%zu bytes)", n, n * sizeof(double));
+	return 0;
+}
+
+void matrix_free(matrix *m)
+{
+	if (!m)
+		return;
+	free(m->v);
+	m->v = NULL;
+	m->rank = 0;
+}

@@ -1,0 +1,225 @@
+/*
+ * write.c: text tables and JSON for matrices.
+ *
+ * Text is for reading: each matrix titled with its name and shape, columns
+ * right-aligned, --precision significant digits.  JSON is for programs:
+ * strict RFC 8259, every number in the shortest form that reads back to
+ * the same double, and the non-finite values a mask can hold as strings.
+ */
+#include "write.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void format_shortest(char *buf, size_t size, double v)
+{
+	/* 15 digits always survive a round trip when the shortest form has at
+	 * most 15, and %g drops the trailing zeros; 17 always suffice */
+	for (int p = 15; p <= 17; p++) {
+		snprintf(buf, size, "%.*g", p, v);
+		if (strtod(buf, NULL) == v)
+			return;
+	}
+}
+
+static void format_text(char *buf, size_t size, double v, int precision)
+{
+	if (isnan(v))
+		snprintf(buf, size, "nan");
+	else if (isinf(v))
+		snprintf(buf, size, v < 0 ? "-inf" : "inf");
+	else
+		snprintf(buf, size, "%.*g", precision, v == 0 ? 0.0 : v); /* no "-0" */
+}
+
+static void indent(writer *w)
+{
+	for (int i = 0; i < w->depth; i++)
+		fputs("  ", w->fp);
+}
+
+/* JSON: the separator and indentation before a new member or element */
+static void next_member(writer *w)
+{
+	fputs(w->need_comma ? ",\n" : "\n", w->fp);
+	indent(w);
+	w->need_comma = 1;
+}
+
+void out_begin(writer *w)
+{
+	w->depth = 0;
+	w->need_comma = 0;
+	w->in_heads = 0;
+	w->blocks = 0;
+	if (w->format == FORMAT_JSON) {
+		fputc('{', w->fp);
+		w->depth = 1;
+	}
+}
+
+void out_end(writer *w)
+{
+	if (w->format == FORMAT_JSON)
+		fputs(w->need_comma ? "\n}\n" : "}\n", w->fp);
+}
+
+static void json_number(FILE *fp, double v)
+{
+	char buf[40];
+
+	if (isnan(v)) {
+		fputs("\"nan\"", fp);
+	} else if (isinf(v)) {
+		fputs(v < 0 ? "\"-inf\"" : "\"inf\"", fp);
+	} else {
+		format_shortest(buf, sizeof(buf), v);
+		fputs(buf, fp);
+	}
+}
+
+static void json_rows(writer *w, const double *v, size_t rows, size_t cols)
+{
+	fputc('[', w->fp);
+	for (size_t i = 0; i < rows; i++) {
+		fputs(i ? ",\n" : "\n", w->fp);
+		indent(w);
+		fputs("  [", w->fp);
+		for (size_t j = 0; j < cols; j++) {
+			if (j)
+				fputs(", ", w->fp);
+			json_number(w->fp, v[i * cols + j]);
+		}
+		fputc(']', w->fp);
+	}
+	fputc('\n', w->fp);
+	indent(w);
+	fputc(']', w->fp);
+}
+
+static void json_matrix_out(writer *w, const char *key, const matrix *m)
+{
+	next_member(w);
+	fprintf(w->fp, "\"%s\": ", key);
+	if (m->rank == 1) {
+		fputc('[', w->fp);
+		for (size_t j = 0; j < m->dim[0]; j++) {
+			if (j)
+				fputs(", ", w->fp);
+			json_number(w->fp, m->v[j]);
+		}
+		fputc(']', w->fp);
+	} else if (m->rank == 2) {
+		json_rows(w, m->v, m->dim[0], m->dim[1]);
+	} else {
+		const size_t plane = m->dim[1] * m->dim[2];
+
+		fputc('[', w->fp);
+		w->depth++;
+		for (size_t h = 0; h < m->dim[0]; h++) {
+			fputs(h ? ",\n" : "\n", w->fp);
+			indent(w);
+			json_rows(w, m->v + h * plane, m->dim[1], m->dim[2]);
+		}
+		w->depth--;
+		fputc('\n', w->fp);
+		indent(w);
+		fputc(']', w->fp);
+	}
+}
+
+static void text_table(writer *w, const double *v, size_t rows, size_t cols)
+{
+	size_t *width = calloc(cols ? cols : 1, sizeof(*width));
+	char buf[64];
+
+	/* two passes: widths first, so each column lines up */
+	for (size_t i = 0; i < rows; i++)
+		for (size_t j = 0; j < cols; j++) {
+			size_t n;
+
+			format_text(buf, sizeof(buf), v[i * cols + j], w->precision);
+			n = strlen(buf);
+			if (width && n > width[j])
+				width[j] = n;
+		}
+	for (size_t i = 0; i < rows; i++) {
+		for (size_t j = 0; j < cols; j++) {
+			format_text(buf, sizeof(buf), v[i * cols + j], w->precision);
+			fprintf(w->fp, "  %*s", width ? (int)width[j] : 0, buf);
+		}
+		fputc('\n', w->fp);
+	}
+	free(width);
+}
+
+static void text_matrix_out(writer *w, const char *title, const matrix *m)
+{
+	const size_t rows = m->rank >= 2 ? m->dim[m->rank - 2] : 1;
+	const size_t cols = m->dim[m->rank - 1];
+	const size_t planes = m->rank == 3 ? m->dim[0] : 1;
+
+	for (size_t h = 0; h < planes; h++) {
+		if (w->blocks++)
+			fputc('\n', w->fp);
+		if (m->rank == 3)
+			fprintf(w->fp, "%s, head %zu (%zux%zu)\n", title, h + 1, rows, cols);
+		else
+			fprintf(w->fp, "%s (%zux%zu)\n", title, rows, cols);
+		text_table(w, m->v + h * rows * cols, rows, cols);
+	}
+}
+
+void out_matrix(writer *w, const char *key, const char *title, const matrix *m)
+{
+	if (w->format == FORMAT_JSON)
+		json_matrix_out(w, key, m);
+	else
+		text_matrix_out(w, title, m);
+}
+
+void out_heads_begin(writer *w)
+{
+	if (w->format != FORMAT_JSON)
+		return;
+	next_member(w);
+	fputs("\"heads\": [", w->fp);
+	w->depth++;
+	w->need_comma = 0;
+	w->in_heads = 1;
+}
+
+void out_head_begin(writer *w, size_t head)
+{
+	(void)head;
+	if (w->format != FORMAT_JSON)
+		return;
+	next_member(w);
+	fputc('{', w->fp);
+	w->depth++;
+	w->need_comma = 0;
+}
+
+void out_head_end(writer *w)
+{
+	if (w->format != FORMAT_JSON)
+		return;
+	w->depth--;
+	fputc('\n', w->fp);
+	indent(w);
+	fputc('}', w->fp);
+	w->need_comma = 1;
+}
+
+void out_heads_end(writer *w)
+{
+	if (w->format != FORMAT_JSON)
+		return;
+	w->depth--;
+	fputc('\n', w->fp);
+	indent(w);
+	fputc(']', w->fp);
+	w->need_comma = 1;
+	w->in_heads = 0;
+}

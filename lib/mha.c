@@ -1,0 +1,515 @@
+/*
+ * mha.c: the float64 multi-head attention of mha.h.
+ *
+ * This is the exact path: it computes one query row of one head at a time,
+ * in the order the formula is written, so that every intermediate can be
+ * handed to an observer and every sum is taken in a fixed order (keys, then
+ * features, ascending).  It builds an (n_q, n_kv) matrix only for a stage
+ * somebody asked to see; otherwise a row of n_kv doubles is all the
+ * attention itself needs.  It is not the fast path: no blocking, no threads.
+ */
+#include "mha.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *mha_version(void)
+{
+	return MHA_VERSION_STRING;
+}
+
+const char *mha_strerror(mha_status status)
+{
+	switch (status) {
+	case MHA_OK: return "success";
+	case MHA_ERR_NULL: return "a required input is missing (NULL pointer)";
+	case MHA_ERR_DIM: return "a dimension is zero";
+	case MHA_ERR_HEADS: return "the number of heads is zero, or the key/value heads do not divide the query heads";
+	case MHA_ERR_SHAPE: return "an input without a projection weight does not have the width the heads need";
+	case MHA_ERR_SCALE: return "the scale is not a finite number";
+	case MHA_ERR_SOFTCAP: return "the softcap is negative or not finite";
+	case MHA_ERR_MASK: return "a mask entry is NaN or +inf (only numbers and -inf may be added)";
+	case MHA_ERR_RANGE: return "an intermediate result overflowed (infinity or NaN)";
+	case MHA_ERR_NOMEM: return "out of memory";
+	case MHA_ERR_TOOBIG: return "the sizes are too large to address";
+	case MHA_ERR_OBSERVER: return "stopped by the observer";
+	}
+	return "unknown status";
+}
+
+static const char *const stage_names[MHA_STAGE_COUNT] = {
+	[MHA_STAGE_Q] = "Q",
+	[MHA_STAGE_K] = "K",
+	[MHA_STAGE_V] = "V",
+	[MHA_STAGE_HEAD_Q] = "head_Q",
+	[MHA_STAGE_HEAD_K] = "head_K",
+	[MHA_STAGE_HEAD_V] = "head_V",
+	[MHA_STAGE_SCORES] = "scores",
+	[MHA_STAGE_SCALED] = "scaled",
+	[MHA_STAGE_SOFTCAPPED] = "softcapped",
+	[MHA_STAGE_MASK] = "mask",
+	[MHA_STAGE_MASKED] = "masked",
+	[MHA_STAGE_SOFTMAX] = "softmax",
+	[MHA_STAGE_HEAD_OUTPUT] = "head_output",
+	[MHA_STAGE_CONCAT] = "concat",
+	[MHA_STAGE_OUTPUT] = "output",
+};
+
+const char *mha_stage_name(mha_stage stage)
+{
+	if ((unsigned)stage >= MHA_STAGE_COUNT)
+		return "unknown";
+	return stage_names[stage];
+}
+
+/* a·b into *r, or 0 when it does not fit in size_t */
+static int mul_size(size_t a, size_t b, size_t *r)
+{
+	if (a != 0 && b > SIZE_MAX / a)
+		return 0;
+	*r = a * b;
+	return 1;
+}
+
+static size_t kv_heads_of(const mha_dims *d)
+{
+	return d->kv_heads ? d->kv_heads : d->heads;
+}
+
+mha_status mha_check(const mha_dims *d, const mha_config *cfg)
+{
+	size_t g, w;
+
+	if (!d)
+		return MHA_ERR_NULL;
+	if (!d->n_q || !d->n_kv || !d->d_q_in || !d->d_k_in || !d->d_v_in ||
+	    !d->d_k || !d->d_v)
+		return MHA_ERR_DIM;
+	if (!d->heads)
+		return MHA_ERR_HEADS;
+	g = kv_heads_of(d);
+	if (g > d->heads || d->heads % g)
+		return MHA_ERR_HEADS;
+	/* every product the computation forms must be addressable */
+	if (!mul_size(d->heads, d->d_k, &w) || !mul_size(d->heads, d->d_v, &w) ||
+	    !mul_size(d->n_q, w, &w) || !mul_size(d->n_q, d->n_kv, &w) ||
+	    !mul_size(w, d->heads, &w) || !mul_size(w, sizeof(double), &w) ||
+	    !mul_size(d->n_q, d->d_q_in, &w) || !mul_size(d->n_kv, d->d_k_in, &w) ||
+	    !mul_size(d->n_kv, d->d_v_in, &w) || !mul_size(d->n_q, d->d_out, &w) ||
+	    !mul_size(d->n_q * d->heads, d->d_k * sizeof(double), &w) ||
+	    !mul_size(d->n_kv * g, (d->d_k + d->d_v) * sizeof(double), &w))
+		return MHA_ERR_TOOBIG;
+	if (cfg) {
+		if (cfg->scale_mode == MHA_SCALE_VALUE && !isfinite(cfg->scale))
+			return MHA_ERR_SCALE;
+		if ((unsigned)cfg->scale_mode > MHA_SCALE_VALUE)
+			return MHA_ERR_SCALE;
+		if (!isfinite(cfg->softcap) || cfg->softcap < 0)
+			return MHA_ERR_SOFTCAP;
+	}
+	return MHA_OK;
+}
+
+size_t mha_output_cols(const mha_dims *d, int has_wo)
+{
+	if (!d)
+		return 0;
+	return has_wo ? d->d_out : d->heads * d->d_v;
+}
+
+double mha_scale_of(const mha_dims *d, const mha_config *cfg)
+{
+	mha_scale_mode mode = cfg ? cfg->scale_mode : MHA_SCALE_DK;
+
+	switch (mode) {
+	case MHA_SCALE_DK: return 1.0 / sqrt((double)d->d_k);
+	case MHA_SCALE_DMODEL: return 1.0 / sqrt((double)d->d_q_in);
+	case MHA_SCALE_SEQLEN: return 1.0 / sqrt((double)d->n_kv);
+	case MHA_SCALE_NONE: return 1.0;
+	case MHA_SCALE_VALUE: return cfg->scale;
+	}
+	return NAN;
+}
+
+/*
+ * out (rows, cols) = x (rows, d_in) · W (d_in, cols) + b (cols).
+ * Each element sums over the inputs in ascending order, then adds the bias.
+ */
+static void project(double *out, const double *x, size_t rows, size_t d_in,
+		    const double *W, const double *b, size_t cols)
+{
+	for (size_t i = 0; i < rows; i++) {
+		double *o = out + i * cols;
+		const double *xi = x + i * d_in;
+
+		memset(o, 0, cols * sizeof(*o));
+		for (size_t k = 0; k < d_in; k++) {
+			const double a = xi[k];
+			const double *wk = W + k * cols;
+
+			for (size_t c = 0; c < cols; c++)
+				o[c] += a * wk[c];
+		}
+		if (b)
+			for (size_t c = 0; c < cols; c++)
+				o[c] += b[c];
+	}
+}
+
+/*
+ * One projection: Q = x·W + b, or x itself (+ b) when W is NULL.  *owned
+ * receives what must be freed (NULL when x is used in place).
+ */
+static mha_status make_projection(const double **res, double **owned,
+				  const double *x, size_t rows, size_t d_in,
+				  const double *W, const double *b, size_t cols)
+{
+	size_t n;
+
+	*owned = NULL;
+	if (!W && !b) {
+		*res = x;
+		return MHA_OK;
+	}
+	if (!mul_size(rows, cols, &n) || !mul_size(n, sizeof(double), &n))
+		return MHA_ERR_TOOBIG;
+	*owned = malloc(n ? n : 1);
+	if (!*owned)
+		return MHA_ERR_NOMEM;
+	if (W) {
+		project(*owned, x, rows, d_in, W, b, cols);
+	} else {
+		for (size_t i = 0; i < rows; i++)
+			for (size_t c = 0; c < cols; c++)
+				(*owned)[i * cols + c] = x[i * cols + c] + b[c];
+	}
+	*res = *owned;
+	return MHA_OK;
+}
+
+static int wants(const mha_observer *obs, mha_stage s)
+{
+	return obs && obs->fn && (obs->wanted & MHA_STAGE_BIT(s));
+}
+
+static int all_finite(const double *a, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(a[i]))
+			return 0;
+	return 1;
+}
+
+/* copy a column block (rows, width) at column col0 of m (rows, ld) into dst */
+static void copy_block(double *dst, const double *m, size_t rows, size_t ld,
+		       size_t col0, size_t width)
+{
+	for (size_t i = 0; i < rows; i++)
+		memcpy(dst + i * width, m + i * ld + col0, width * sizeof(*dst));
+}
+
+/* hand a column block to the observer, through scratch space of rows·width */
+static int observe_block(const mha_observer *obs, mha_stage s, int head,
+			 double *scratch, const double *m, size_t rows,
+			 size_t ld, size_t col0, size_t width)
+{
+	copy_block(scratch, m, rows, ld, col0, width);
+	return obs->fn(obs->ctx, s, head, scratch, rows, width);
+}
+
+/* The per-head (n_q, n_kv) stages, in the order they are computed. */
+static const mha_stage square_stages[] = {
+	MHA_STAGE_SCORES, MHA_STAGE_SCALED, MHA_STAGE_SOFTCAPPED,
+	MHA_STAGE_MASK, MHA_STAGE_MASKED, MHA_STAGE_SOFTMAX,
+};
+#define N_SQUARE (sizeof(square_stages) / sizeof(square_stages[0]))
+
+struct run {
+	const mha_dims *d;
+	const mha_config *cfg;
+	const mha_observer *obs;
+	size_t H, G, dk, dv;
+	double scale;
+	const double *Q, *K, *V; /* (n_q, H·dk), (n_kv, G·dk), (n_kv, G·dv) */
+	double *concat;          /* (n_q, H·dv) */
+	double *row;             /* (n_kv) the row being worked on */
+	double *square[N_SQUARE];/* (n_q, n_kv) each, only for the wanted stages */
+	double *scratch;         /* (max(n_q, n_kv), max(dk, dv)) for head blocks */
+	size_t blocked;
+	int first_blocked_head;
+	size_t first_blocked_row;
+};
+
+static void keep_row(struct run *r, size_t which, size_t i)
+{
+	if (r->square[which])
+		memcpy(r->square[which] + i * r->d->n_kv, r->row,
+		       r->d->n_kv * sizeof(double));
+}
+
+/* The mask entry for (head h, query i, key j): what masked adds to the score. */
+static double mask_entry(const struct run *r, size_t h, size_t i, size_t j)
+{
+	const mha_dims *d = r->d;
+	const mha_mask *m = &r->cfg->mask;
+	size_t at = i * d->n_kv + j;
+
+	if (r->cfg->causal == MHA_CAUSAL_TOP_LEFT && j > i)
+		return -INFINITY;
+	/* j > i + (n_kv - n_q), kept unsigned: n_q may exceed n_kv */
+	if (r->cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT && j + d->n_q > i + d->n_kv)
+		return -INFINITY;
+	if (m->per_head)
+		at += h * d->n_q * d->n_kv;
+	if (m->allow && !m->allow[at])
+		return -INFINITY;
+	return m->bias ? m->bias[at] : 0.0;
+}
+
+/* One query head: every (n_q, n_kv) stage row by row, then softmax·V into concat. */
+static mha_status run_head(struct run *r, size_t h)
+{
+	const mha_dims *d = r->d;
+	const size_t g = h / (r->H / r->G);
+	const size_t ldq = r->H * r->dk, ldk = r->G * r->dk, ldv = r->G * r->dv;
+	const size_t ldc = r->H * r->dv;
+	const double c = r->cfg->softcap;
+	const int head = (int)h;
+	const mha_observer *obs = r->obs;
+
+	if (wants(obs, MHA_STAGE_HEAD_Q) &&
+	    observe_block(obs, MHA_STAGE_HEAD_Q, head, r->scratch, r->Q, d->n_q, ldq, h * r->dk, r->dk))
+		return MHA_ERR_OBSERVER;
+	if (wants(obs, MHA_STAGE_HEAD_K) &&
+	    observe_block(obs, MHA_STAGE_HEAD_K, head, r->scratch, r->K, d->n_kv, ldk, g * r->dk, r->dk))
+		return MHA_ERR_OBSERVER;
+	if (wants(obs, MHA_STAGE_HEAD_V) &&
+	    observe_block(obs, MHA_STAGE_HEAD_V, head, r->scratch, r->V, d->n_kv, ldv, g * r->dv, r->dv))
+		return MHA_ERR_OBSERVER;
+
+	for (size_t i = 0; i < d->n_q; i++) {
+		const double *q = r->Q + i * ldq + h * r->dk;
+		double *o = r->concat + i * ldc + h * r->dv;
+		double *x = r->row;
+		double max = -INFINITY, sum = 0.0;
+
+		for (size_t j = 0; j < d->n_kv; j++) {
+			const double *k = r->K + j * ldk + g * r->dk;
+			double s = 0.0;
+
+			for (size_t t = 0; t < r->dk; t++)
+				s += q[t] * k[t];
+			x[j] = s;
+		}
+		keep_row(r, 0, i);
+		for (size_t j = 0; j < d->n_kv; j++) {
+			x[j] *= r->scale;
+			if (!isfinite(x[j]))
+				return MHA_ERR_RANGE;
+		}
+		keep_row(r, 1, i);
+		if (c > 0) {
+			for (size_t j = 0; j < d->n_kv; j++)
+				x[j] = c * tanh(x[j] / c);
+			keep_row(r, 2, i);
+		}
+		if (r->square[3])
+			for (size_t j = 0; j < d->n_kv; j++)
+				r->square[3][i * d->n_kv + j] = mask_entry(r, h, i, j);
+		for (size_t j = 0; j < d->n_kv; j++) {
+			x[j] += mask_entry(r, h, i, j);
+			if (x[j] > max)
+				max = x[j];
+		}
+		keep_row(r, 4, i);
+
+		if (max == -INFINITY) {
+			/* every key blocked: no distribution to speak of; say zero, not NaN */
+			memset(x, 0, d->n_kv * sizeof(*x));
+			if (!r->blocked++) {
+				r->first_blocked_head = head;
+				r->first_blocked_row = i;
+			}
+		} else {
+			/* subtract the row max: exp() of a large score would overflow */
+			for (size_t j = 0; j < d->n_kv; j++) {
+				x[j] = exp(x[j] - max);
+				sum += x[j];
+			}
+			/* sum >= 1: the max term is exp(0) */
+			for (size_t j = 0; j < d->n_kv; j++)
+				x[j] /= sum;
+		}
+		keep_row(r, 5, i);
+
+		memset(o, 0, r->dv * sizeof(*o));
+		for (size_t j = 0; j < d->n_kv; j++) {
+			const double p = x[j];
+			const double *v = r->V + j * ldv + g * r->dv;
+
+			if (p == 0.0)
+				continue;
+			for (size_t t = 0; t < r->dv; t++)
+				o[t] += p * v[t];
+		}
+	}
+
+	for (size_t s = 0; s < N_SQUARE; s++)
+		if (r->square[s] &&
+		    obs->fn(obs->ctx, square_stages[s], head, r->square[s], d->n_q, d->n_kv))
+			return MHA_ERR_OBSERVER;
+	if (wants(obs, MHA_STAGE_HEAD_OUTPUT) &&
+	    observe_block(obs, MHA_STAGE_HEAD_OUTPUT, head, r->scratch, r->concat, d->n_q, ldc, h * r->dv, r->dv))
+		return MHA_ERR_OBSERVER;
+	return MHA_OK;
+}
+
+static mha_status check_mask(const mha_dims *d, const mha_mask *m)
+{
+	size_t n;
+
+	if (!m->bias)
+		return MHA_OK;
+	if (!mul_size(d->n_q, d->n_kv, &n) || (m->per_head && !mul_size(n, d->heads, &n)))
+		return MHA_ERR_TOOBIG;
+	for (size_t i = 0; i < n; i++)
+		if (isnan(m->bias[i]) || m->bias[i] == INFINITY)
+			return MHA_ERR_MASK;
+	return MHA_OK;
+}
+
+static void *alloc_doubles(size_t rows, size_t cols)
+{
+	size_t n;
+
+	if (!mul_size(rows, cols, &n) || !mul_size(n, sizeof(double), &n))
+		return NULL;
+	return malloc(n ? n : 1);
+}
+
+mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
+		       const mha_weights *w, const mha_config *cfg,
+		       const mha_observer *obs, mha_report *rep)
+{
+	static const mha_weights no_weights;
+	static const mha_config defaults;
+	struct run r;
+	double *owned_q = NULL, *owned_k = NULL, *owned_v = NULL, *owned_c = NULL;
+	mha_status st;
+	size_t out_cols;
+
+	if (!w)
+		w = &no_weights;
+	if (!cfg)
+		cfg = &defaults;
+	if (rep) {
+		rep->blocked_rows = 0;
+		rep->first_blocked_head = -1;
+		rep->first_blocked_row = 0;
+		rep->scale = NAN;
+	}
+	st = mha_check(d, cfg);
+	if (st != MHA_OK)
+		return st;
+	if (!out || !in || !in->xq || !in->xk || !in->xv)
+		return MHA_ERR_NULL;
+
+	memset(&r, 0, sizeof(r));
+	r.d = d;
+	r.cfg = cfg;
+	r.obs = obs;
+	r.H = d->heads;
+	r.G = kv_heads_of(d);
+	r.dk = d->d_k;
+	r.dv = d->d_v;
+	r.scale = mha_scale_of(d, cfg);
+	r.first_blocked_head = -1;
+	if (!isfinite(r.scale))
+		return MHA_ERR_SCALE;
+	if ((!w->W_Q && d->d_q_in != r.H * r.dk) ||
+	    (!w->W_K && d->d_k_in != r.G * r.dk) ||
+	    (!w->W_V && d->d_v_in != r.G * r.dv) || (w->W_O && !d->d_out))
+		return (w->W_O && !d->d_out) ? MHA_ERR_DIM : MHA_ERR_SHAPE;
+	st = check_mask(d, &cfg->mask);
+	if (st != MHA_OK)
+		return st;
+	out_cols = mha_output_cols(d, w->W_O != NULL);
+
+	st = make_projection(&r.Q, &owned_q, in->xq, d->n_q, d->d_q_in, w->W_Q, w->b_Q, r.H * r.dk);
+	if (st == MHA_OK)
+		st = make_projection(&r.K, &owned_k, in->xk, d->n_kv, d->d_k_in, w->W_K, w->b_K, r.G * r.dk);
+	if (st == MHA_OK)
+		st = make_projection(&r.V, &owned_v, in->xv, d->n_kv, d->d_v_in, w->W_V, w->b_V, r.G * r.dv);
+	if (st != MHA_OK)
+		goto done;
+	if (!all_finite(r.Q, d->n_q * r.H * r.dk) || !all_finite(r.K, d->n_kv * r.G * r.dk) ||
+	    !all_finite(r.V, d->n_kv * r.G * r.dv)) {
+		st = MHA_ERR_RANGE;
+		goto done;
+	}
+	if ((wants(obs, MHA_STAGE_Q) && obs->fn(obs->ctx, MHA_STAGE_Q, -1, r.Q, d->n_q, r.H * r.dk)) ||
+	    (wants(obs, MHA_STAGE_K) && obs->fn(obs->ctx, MHA_STAGE_K, -1, r.K, d->n_kv, r.G * r.dk)) ||
+	    (wants(obs, MHA_STAGE_V) && obs->fn(obs->ctx, MHA_STAGE_V, -1, r.V, d->n_kv, r.G * r.dv))) {
+		st = MHA_ERR_OBSERVER;
+		goto done;
+	}
+
+	/* without W_O the concatenation is the output: build it in place */
+	if (w->W_O) {
+		owned_c = alloc_doubles(d->n_q, r.H * r.dv);
+		r.concat = owned_c;
+	} else {
+		r.concat = out;
+	}
+	r.row = alloc_doubles(d->n_kv, 1);
+	r.scratch = alloc_doubles(d->n_q > d->n_kv ? d->n_q : d->n_kv,
+				  r.dk > r.dv ? r.dk : r.dv);
+	st = (r.concat && r.row && r.scratch) ? MHA_OK : MHA_ERR_NOMEM;
+	for (size_t s = 0; s < N_SQUARE && st == MHA_OK; s++) {
+		if (square_stages[s] == MHA_STAGE_SOFTCAPPED && !(cfg->softcap > 0))
+			continue;
+		if (wants(obs, square_stages[s])) {
+			r.square[s] = alloc_doubles(d->n_q, d->n_kv);
+			if (!r.square[s])
+				st = MHA_ERR_NOMEM;
+		}
+	}
+	for (size_t h = 0; h < r.H && st == MHA_OK; h++)
+		st = run_head(&r, h);
+	if (st != MHA_OK)
+		goto done;
+
+	if (wants(obs, MHA_STAGE_CONCAT) &&
+	    obs->fn(obs->ctx, MHA_STAGE_CONCAT, -1, r.concat, d->n_q, r.H * r.dv)) {
+		st = MHA_ERR_OBSERVER;
+		goto done;
+	}
+	if (w->W_O)
+		project(out, r.concat, d->n_q, r.H * r.dv, w->W_O, w->b_O, out_cols);
+	if (!all_finite(out, d->n_q * out_cols)) {
+		st = MHA_ERR_RANGE;
+		goto done;
+	}
+	if (wants(obs, MHA_STAGE_OUTPUT) &&
+	    obs->fn(obs->ctx, MHA_STAGE_OUTPUT, -1, out, d->n_q, out_cols))
+		st = MHA_ERR_OBSERVER;
+
+done:
+	if (rep && st == MHA_OK) {
+		rep->blocked_rows = r.blocked;
+		rep->first_blocked_head = r.first_blocked_head;
+		rep->first_blocked_row = r.first_blocked_row;
+		rep->scale = r.scale;
+	}
+	for (size_t s = 0; s < N_SQUARE; s++)
+		free(r.square[s]);
+	free(r.scratch);
+	free(r.row);
+	free(owned_c);
+	free(owned_q);
+	free(owned_k);
+	free(owned_v);
+	return st;
+}

@@ -1,0 +1,237 @@
+/*
+ * mha.h: multi-head attention, computed exactly, with every step visible.
+ *
+ * This is the whole public interface of libmha.  The library does the
+ * arithmetic and nothing else: it depends on libc and libm only, never
+ * prints, never exits, never reads a file.  Errors come back as an
+ * mha_status; mha_strerror() names them.
+ *
+ * What it computes, for a query source Xq (n_q rows) and key and value
+ * sources Xk, Xv (n_kv rows each), all row vectors:
+ *
+ *   Q = Xq·W_Q + b_Q        (n_q,  H·d_k)
+ *   K = Xk·W_K + b_K        (n_kv, G·d_k)
+ *   V = Xv·W_V + b_V        (n_kv, G·d_v)
+ *
+ * Query head h uses column block h of Q and column block g = h / (H/G) of
+ * K and V (G = H: ordinary multi-head; G < H: grouped-query; G = 1:
+ * multi-query).  Per head:
+ *
+ *   scores     = Q_h·K_gᵀ                    (n_q, n_kv)
+ *   scaled     = scores × scale
+ *   softcapped = c·tanh(scaled / c)          (only when softcap c > 0)
+ *   masked     = softcapped + mask           (mask: 0 or -inf from the causal
+ *                                             rule and a boolean mask, plus
+ *                                             an additive mask)
+ *   softmax    = row-wise softmax(masked)    (a row that is -inf throughout
+ *                                             gives zeros, never NaN)
+ *   output_h   = softmax·V_g                 (n_q, d_v)
+ *
+ *   concat = [output_0 … output_{H-1}]      (n_q, H·d_v)
+ *   output = concat·W_O + b_O               (n_q, d_out), or concat without W_O
+ *
+ * Weights are stored (d_in, d_out) and applied as x·W, as the tutorials
+ * write them.  A NULL projection weight means the identity: Q = Xq, which
+ * is how Q = K = V = X (no weights at all) and directly given Q, K, V
+ * (Xq = Q, Xk = K, Xv = V) are both expressed.
+ *
+ * Matrices are dense, row-major arrays of double.  Shapes are written
+ * (rows, cols) next to every pointer.
+ *
+ * Memory: the caller owns every input and the output array; the library
+ * allocates only scratch space, which it frees before returning.  Matrices
+ * handed to an observer are the library's: valid only during the call.
+ */
+#ifndef MHA_H
+#define MHA_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && defined(MHA_BUILDING)
+#define MHA_API __attribute__((visibility("default")))
+#else
+#define MHA_API
+#endif
+
+#define MHA_VERSION_MAJOR 0
+#define MHA_VERSION_MINOR 1
+#define MHA_VERSION_PATCH 0
+#define MHA_VERSION_STRING "0.1.0"
+
+/* ---- status codes ------------------------------------------------------ */
+
+typedef enum mha_status {
+	MHA_OK = 0,
+	MHA_ERR_NULL,      /* a required pointer is NULL */
+	MHA_ERR_DIM,       /* a dimension is zero */
+	MHA_ERR_HEADS,     /* heads is zero, or kv_heads does not divide heads */
+	MHA_ERR_SHAPE,     /* an identity projection needs a width the input lacks */
+	MHA_ERR_SCALE,     /* the scale is not a finite number */
+	MHA_ERR_SOFTCAP,   /* the softcap is negative or not finite */
+	MHA_ERR_MASK,      /* a mask entry is NaN or +inf */
+	MHA_ERR_RANGE,     /* an intermediate overflowed to infinity or NaN */
+	MHA_ERR_NOMEM,     /* scratch memory could not be allocated */
+	MHA_ERR_TOOBIG,    /* a size does not fit in size_t */
+	MHA_ERR_OBSERVER   /* the observer asked to stop */
+} mha_status;
+
+/* A short lowercase description of a status, never NULL. */
+MHA_API const char *mha_strerror(mha_status status);
+
+/* The library's version, "MAJOR.MINOR.PATCH". */
+MHA_API const char *mha_version(void);
+
+/* ---- shapes ------------------------------------------------------------ */
+
+typedef struct mha_dims {
+	size_t n_q;       /* query positions: rows of Xq */
+	size_t n_kv;      /* key/value positions: rows of Xk and Xv */
+	size_t d_q_in;    /* columns of Xq (d_model); rows of W_Q */
+	size_t d_k_in;    /* columns of Xk; rows of W_K */
+	size_t d_v_in;    /* columns of Xv; rows of W_V */
+	size_t heads;     /* query heads H, at least 1 */
+	size_t kv_heads;  /* key/value heads G, dividing H; 0 means H */
+	size_t d_k;       /* per-head width of Q and K: W_Q has H·d_k columns, W_K G·d_k */
+	size_t d_v;       /* per-head width of V: W_V has G·d_v columns, W_O H·d_v rows */
+	size_t d_out;     /* columns of W_O; ignored without W_O (output = concat) */
+} mha_dims;
+
+/* ---- inputs ------------------------------------------------------------ */
+
+typedef struct mha_inputs {
+	const double *xq; /* (n_q,  d_q_in) query source: X */
+	const double *xk; /* (n_kv, d_k_in) key source: X, or X_kv for cross-attention */
+	const double *xv; /* (n_kv, d_v_in) value source, usually the same array as xk */
+} mha_inputs;
+
+typedef struct mha_weights {
+	const double *W_Q; /* (d_q_in, H·d_k); NULL: identity (needs d_q_in == H·d_k) */
+	const double *W_K; /* (d_k_in, G·d_k); NULL: identity (needs d_k_in == G·d_k) */
+	const double *W_V; /* (d_v_in, G·d_v); NULL: identity (needs d_v_in == G·d_v) */
+	const double *W_O; /* (H·d_v, d_out);  NULL: output = concat */
+	const double *b_Q; /* (H·d_k) or NULL for zero */
+	const double *b_K; /* (G·d_k) or NULL */
+	const double *b_V; /* (G·d_v) or NULL */
+	const double *b_O; /* (d_out) or NULL; ignored without W_O */
+} mha_weights;
+
+/* ---- options ----------------------------------------------------------- */
+
+/* The multiplier applied to the scores.  The tutorials disagree. */
+typedef enum mha_scale_mode {
+	MHA_SCALE_DK = 0,  /* 1/√d_k (the default, "Attention is all you need") */
+	MHA_SCALE_DMODEL,  /* 1/√d_q_in (d_model) */
+	MHA_SCALE_SEQLEN,  /* 1/√n_kv (the key sequence length) */
+	MHA_SCALE_NONE,    /* 1 */
+	MHA_SCALE_VALUE    /* mha_config.scale, used as given */
+} mha_scale_mode;
+
+typedef enum mha_causal {
+	MHA_CAUSAL_NONE = 0,
+	MHA_CAUSAL_TOP_LEFT,     /* query i sees keys j <= i */
+	MHA_CAUSAL_BOTTOM_RIGHT  /* query i sees keys j <= i + n_kv - n_q (KV-cache decoding) */
+} mha_causal;
+
+/*
+ * A mask, shared by all heads ((n_q, n_kv)) or one per query head
+ * ((H, n_q, n_kv), per_head = 1).  Either part, or both, may be given:
+ * where allow is 0 the score becomes -inf; bias is added to the scores
+ * (-inf blocks; NaN and +inf are refused with MHA_ERR_MASK).
+ */
+typedef struct mha_mask {
+	const unsigned char *allow; /* (n_q, n_kv) or (H, n_q, n_kv); nonzero: may attend; NULL: all */
+	const double *bias;         /* (n_q, n_kv) or (H, n_q, n_kv); NULL: zero */
+	int per_head;               /* 0: one matrix for every head; 1: one per query head */
+} mha_mask;
+
+/* All fields zero is the default: scale 1/√d_k, not causal, no softcap, no mask. */
+typedef struct mha_config {
+	mha_scale_mode scale_mode;
+	double scale;       /* the multiplier when scale_mode is MHA_SCALE_VALUE */
+	mha_causal causal;
+	double softcap;     /* 0: none; c > 0: scores become c·tanh(scores / c) */
+	mha_mask mask;
+} mha_config;
+
+/* ---- intermediates ----------------------------------------------------- */
+
+typedef enum mha_stage {
+	MHA_STAGE_Q = 0,       /* (n_q,  H·d_k)  whole projection, head < 0 */
+	MHA_STAGE_K,           /* (n_kv, G·d_k) */
+	MHA_STAGE_V,           /* (n_kv, G·d_v) */
+	MHA_STAGE_HEAD_Q,      /* (n_q,  d_k)    head h's column block of Q */
+	MHA_STAGE_HEAD_K,      /* (n_kv, d_k)    the block of K that head h uses */
+	MHA_STAGE_HEAD_V,      /* (n_kv, d_v) */
+	MHA_STAGE_SCORES,      /* (n_q, n_kv)    Q_h·K_gᵀ */
+	MHA_STAGE_SCALED,      /* (n_q, n_kv)    × scale */
+	MHA_STAGE_SOFTCAPPED,  /* (n_q, n_kv)    c·tanh(scaled / c); only with a softcap */
+	MHA_STAGE_MASK,        /* (n_q, n_kv)    what is added: 0, -inf or the bias */
+	MHA_STAGE_MASKED,      /* (n_q, n_kv)    softcapped + mask */
+	MHA_STAGE_SOFTMAX,     /* (n_q, n_kv)    attention weights */
+	MHA_STAGE_HEAD_OUTPUT, /* (n_q, d_v)     softmax·V_g */
+	MHA_STAGE_CONCAT,      /* (n_q, H·d_v),  head < 0 */
+	MHA_STAGE_OUTPUT,      /* (n_q, d_out or H·d_v), head < 0 */
+	MHA_STAGE_COUNT
+} mha_stage;
+
+#define MHA_STAGE_BIT(stage) (1u << (stage))
+
+/* A lowercase name for a stage ("scores", "head_output", …), never NULL. */
+MHA_API const char *mha_stage_name(mha_stage stage);
+
+/*
+ * Called once per wanted stage, in the order of the computation: Q, K, V,
+ * then for each head in turn its Q, K, V blocks, scores, scaled, softcapped,
+ * mask, masked, softmax and output, then concat and output.  head is the
+ * query head (0-based), or -1 for whole-model stages.  m is (rows, cols),
+ * row-major, owned by the library and valid only during the call.  Return
+ * 0 to go on; anything else stops the computation with MHA_ERR_OBSERVER.
+ */
+typedef int (*mha_observe_fn)(void *ctx, mha_stage stage, int head,
+			      const double *m, size_t rows, size_t cols);
+
+typedef struct mha_observer {
+	mha_observe_fn fn;
+	void *ctx;
+	unsigned wanted; /* MHA_STAGE_BIT()s of the stages to hand over */
+} mha_observer;
+
+/* What a run noticed that is not an error. */
+typedef struct mha_report {
+	size_t blocked_rows;   /* query rows, over all heads, whose every key was masked */
+	int first_blocked_head;    /* the first such row's head, -1 if none */
+	size_t first_blocked_row;  /* and its row */
+	double scale;          /* the multiplier that was applied to the scores */
+} mha_report;
+
+/* ---- the computation --------------------------------------------------- */
+
+/* Checks dims and cfg as mha_forward() would, without computing. */
+MHA_API mha_status mha_check(const mha_dims *dims, const mha_config *cfg);
+
+/* Columns of the output: d_out with W_O (has_wo != 0), else H·d_v. */
+MHA_API size_t mha_output_cols(const mha_dims *dims, int has_wo);
+
+/* The multiplier cfg applies to the scores for these dims. */
+MHA_API double mha_scale_of(const mha_dims *dims, const mha_config *cfg);
+
+/*
+ * Multi-head attention.  out is (n_q, mha_output_cols()) and caller-owned.
+ * w may be NULL (all identity, no W_O), cfg may be NULL (defaults), obs may
+ * be NULL or want nothing (then no (n_q, n_kv) matrix is ever built), and
+ * rep may be NULL.  On error out's contents are unspecified.
+ */
+MHA_API mha_status mha_forward(double *out, const mha_dims *dims,
+			       const mha_inputs *in, const mha_weights *w,
+			       const mha_config *cfg, const mha_observer *obs,
+			       mha_report *rep);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MHA_H */
