@@ -312,6 +312,15 @@ static int check_option_combinations(struct options *o)
 				   !o->q ? "--q" : !o->k ? "--k" : "--v");
 	if (direct && o->kv)
 		return usage_error("forward", "--kv cannot be used with --q/--k/--v (K and V are given)");
+	{
+		const char *const files[] = { o->x, o->kv, o->w, o->q, o->k, o->v, o->mask };
+		int stdin_uses = 0;
+
+		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+			stdin_uses += files[i] && !strcmp(files[i], "-");
+		if (stdin_uses > 1)
+			return usage_error("forward", "only one input can be '-' (standard input)");
+	}
 	if (!o->kv_heads)
 		o->kv_heads = o->heads;
 	if (o->kv_heads > o->heads || o->heads % o->kv_heads)

@@ -78,9 +78,17 @@ static size_t kv_heads_of(const mha_dims *d)
 	return d->kv_heads ? d->kv_heads : d->heads;
 }
 
+/* whether a (rows, cols) matrix of doubles fits in size_t bytes */
+static int bytes_fit(size_t rows, size_t cols)
+{
+	size_t n;
+
+	return mul_size(rows, cols, &n) && mul_size(n, sizeof(double), &n);
+}
+
 mha_status mha_check(const mha_dims *d, const mha_config *cfg)
 {
-	size_t g, w;
+	size_t g, hk, hv, gk, gv;
 
 	if (!d)
 		return MHA_ERR_NULL;
@@ -92,14 +100,15 @@ mha_status mha_check(const mha_dims *d, const mha_config *cfg)
 	g = kv_heads_of(d);
 	if (g > d->heads || d->heads % g)
 		return MHA_ERR_HEADS;
-	/* every product the computation forms must be addressable */
-	if (!mul_size(d->heads, d->d_k, &w) || !mul_size(d->heads, d->d_v, &w) ||
-	    !mul_size(d->n_q, w, &w) || !mul_size(d->n_q, d->n_kv, &w) ||
-	    !mul_size(w, d->heads, &w) || !mul_size(w, sizeof(double), &w) ||
-	    !mul_size(d->n_q, d->d_q_in, &w) || !mul_size(d->n_kv, d->d_k_in, &w) ||
-	    !mul_size(d->n_kv, d->d_v_in, &w) || !mul_size(d->n_q, d->d_out, &w) ||
-	    !mul_size(d->n_q * d->heads, d->d_k * sizeof(double), &w) ||
-	    !mul_size(d->n_kv * g, (d->d_k + d->d_v) * sizeof(double), &w))
+	/* every matrix the computation reads or builds must be addressable */
+	if (!mul_size(d->heads, d->d_k, &hk) || !mul_size(d->heads, d->d_v, &hv) ||
+	    !mul_size(g, d->d_k, &gk) || !mul_size(g, d->d_v, &gv) ||
+	    !bytes_fit(d->n_q, d->d_q_in) || !bytes_fit(d->n_kv, d->d_k_in) ||
+	    !bytes_fit(d->n_kv, d->d_v_in) || !bytes_fit(d->n_q, hk) ||
+	    !bytes_fit(d->n_kv, gk) || !bytes_fit(d->n_kv, gv) ||
+	    !bytes_fit(d->n_q, hv) || !bytes_fit(d->n_q, d->n_kv) ||
+	    !bytes_fit(d->n_q, d->d_out) || !bytes_fit(d->d_q_in, hk) ||
+	    !bytes_fit(d->d_k_in, gk) || !bytes_fit(d->d_v_in, gv) || !bytes_fit(hv, d->d_out))
 		return MHA_ERR_TOOBIG;
 	if (cfg) {
 		if (cfg->scale_mode == MHA_SCALE_VALUE && !isfinite(cfg->scale))
@@ -220,11 +229,12 @@ static int observe_block(const mha_observer *obs, mha_stage s, int head,
 }
 
 /* The per-head (n_q, n_kv) stages, in the order they are computed. */
-static const mha_stage square_stages[] = {
-	MHA_STAGE_SCORES, MHA_STAGE_SCALED, MHA_STAGE_SOFTCAPPED,
-	MHA_STAGE_MASK, MHA_STAGE_MASKED, MHA_STAGE_SOFTMAX,
+enum { SQ_SCORES, SQ_SCALED, SQ_SOFTCAPPED, SQ_MASK, SQ_MASKED, SQ_SOFTMAX, N_SQUARE };
+static const mha_stage square_stages[N_SQUARE] = {
+	[SQ_SCORES] = MHA_STAGE_SCORES, [SQ_SCALED] = MHA_STAGE_SCALED,
+	[SQ_SOFTCAPPED] = MHA_STAGE_SOFTCAPPED, [SQ_MASK] = MHA_STAGE_MASK,
+	[SQ_MASKED] = MHA_STAGE_MASKED, [SQ_SOFTMAX] = MHA_STAGE_SOFTMAX,
 };
-#define N_SQUARE (sizeof(square_stages) / sizeof(square_stages[0]))
 
 struct run {
 	const mha_dims *d;
@@ -303,27 +313,28 @@ static mha_status run_head(struct run *r, size_t h)
 				s += q[t] * k[t];
 			x[j] = s;
 		}
-		keep_row(r, 0, i);
+		keep_row(r, SQ_SCORES, i);
 		for (size_t j = 0; j < d->n_kv; j++) {
 			x[j] *= r->scale;
 			if (!isfinite(x[j]))
 				return MHA_ERR_RANGE;
 		}
-		keep_row(r, 1, i);
+		keep_row(r, SQ_SCALED, i);
 		if (c > 0) {
 			for (size_t j = 0; j < d->n_kv; j++)
 				x[j] = c * tanh(x[j] / c);
-			keep_row(r, 2, i);
+			keep_row(r, SQ_SOFTCAPPED, i);
 		}
-		if (r->square[3])
-			for (size_t j = 0; j < d->n_kv; j++)
-				r->square[3][i * d->n_kv + j] = mask_entry(r, h, i, j);
 		for (size_t j = 0; j < d->n_kv; j++) {
-			x[j] += mask_entry(r, h, i, j);
+			const double m = mask_entry(r, h, i, j);
+
+			if (r->square[SQ_MASK])
+				r->square[SQ_MASK][i * d->n_kv + j] = m;
+			x[j] += m;
 			if (x[j] > max)
 				max = x[j];
 		}
-		keep_row(r, 4, i);
+		keep_row(r, SQ_MASKED, i);
 
 		if (max == -INFINITY) {
 			/* every key blocked: no distribution to speak of; say zero, not NaN */
@@ -342,7 +353,7 @@ static mha_status run_head(struct run *r, size_t h)
 			for (size_t j = 0; j < d->n_kv; j++)
 				x[j] /= sum;
 		}
-		keep_row(r, 5, i);
+		keep_row(r, SQ_SOFTMAX, i);
 
 		memset(o, 0, r->dv * sizeof(*o));
 		for (size_t j = 0; j < d->n_kv; j++) {
@@ -468,7 +479,7 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 				  r.dk > r.dv ? r.dk : r.dv);
 	st = (r.concat && r.row && r.scratch) ? MHA_OK : MHA_ERR_NOMEM;
 	for (size_t s = 0; s < N_SQUARE && st == MHA_OK; s++) {
-		if (square_stages[s] == MHA_STAGE_SOFTCAPPED && !(cfg->softcap > 0))
+		if (s == SQ_SOFTCAPPED && !(cfg->softcap > 0))
 			continue;
 		if (wants(obs, square_stages[s])) {
 			r.square[s] = alloc_doubles(d->n_q, d->n_kv);

@@ -1,0 +1,223 @@
+/*
+ * ref.c: the reference multi-head attention described in ref.h.
+ */
+#include "ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double *new_matrix(size_t rows, size_t cols)
+{
+	double *m = calloc(rows && cols ? rows * cols : 1, sizeof(double));
+
+	if (!m)
+		abort();
+	return m;
+}
+
+static double **new_list(size_t n)
+{
+	double **l = calloc(n, sizeof(double *));
+
+	if (!l)
+		abort();
+	return l;
+}
+
+/* C (n, p) = A (n, m) · B (m, p) */
+static double *matmul(const double *A, const double *B, size_t n, size_t m, size_t p)
+{
+	double *C = new_matrix(n, p);
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < p; j++) {
+			long double s = 0;
+
+			for (size_t k = 0; k < m; k++)
+				s += (long double)A[i * m + k] * B[k * p + j];
+			C[i * p + j] = (double)s;
+		}
+	return C;
+}
+
+static double *transpose(const double *A, size_t n, size_t m)
+{
+	double *T = new_matrix(m, n);
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < m; j++)
+			T[j * n + i] = A[i * m + j];
+	return T;
+}
+
+/* x·W + b, or x + b without W (identity projection) */
+static double *linear(const double *x, size_t n, size_t d_in, const double *W,
+		      const double *b, size_t d_out)
+{
+	double *y;
+
+	if (W) {
+		y = matmul(x, W, n, d_in, d_out);
+	} else {
+		y = new_matrix(n, d_out);
+		memcpy(y, x, n * d_out * sizeof(double));
+	}
+	if (b)
+		for (size_t i = 0; i < n; i++)
+			for (size_t j = 0; j < d_out; j++)
+				y[i * d_out + j] += b[j];
+	return y;
+}
+
+/* columns [c0, c0+w) of A (n, cols) */
+static double *columns(const double *A, size_t n, size_t cols, size_t c0, size_t w)
+{
+	double *B = new_matrix(n, w);
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < w; j++)
+			B[i * w + j] = A[i * cols + c0 + j];
+	return B;
+}
+
+int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
+		const mha_weights *w, const mha_config *cfg)
+{
+	static const mha_weights none;
+	static const mha_config defaults;
+	const size_t H = d->heads, G = d->kv_heads ? d->kv_heads : d->heads;
+	const size_t nq = d->n_q, nkv = d->n_kv, dk = d->d_k, dv = d->d_v;
+	double scale;
+
+	if (!w)
+		w = &none;
+	if (!cfg)
+		cfg = &defaults;
+	memset(r, 0, sizeof(*r));
+	r->H = H;
+	r->G = G;
+	r->n_q = nq;
+	r->n_kv = nkv;
+	r->dk = dk;
+	r->dv = dv;
+	r->d_out = w->W_O ? d->d_out : H * dv;
+
+	switch (cfg->scale_mode) {
+	case MHA_SCALE_DK: scale = 1 / sqrt((double)dk); break;
+	case MHA_SCALE_DMODEL: scale = 1 / sqrt((double)d->d_q_in); break;
+	case MHA_SCALE_SEQLEN: scale = 1 / sqrt((double)nkv); break;
+	case MHA_SCALE_NONE: scale = 1; break;
+	default: scale = cfg->scale; break;
+	}
+
+	r->Q = linear(in->xq, nq, d->d_q_in, w->W_Q, w->b_Q, H * dk);
+	r->K = linear(in->xk, nkv, d->d_k_in, w->W_K, w->b_K, G * dk);
+	r->V = linear(in->xv, nkv, d->d_v_in, w->W_V, w->b_V, G * dv);
+
+	r->head_q = new_list(H);
+	r->head_k = new_list(H);
+	r->head_v = new_list(H);
+	r->scores = new_list(H);
+	r->scaled = new_list(H);
+	r->softcapped = new_list(H);
+	r->mask = new_list(H);
+	r->masked = new_list(H);
+	r->softmax = new_list(H);
+	r->head_out = new_list(H);
+	r->concat = new_matrix(nq, H * dv);
+
+	for (size_t h = 0; h < H; h++) {
+		const size_t g = h * G / H; /* H/G query heads share each kv head */
+		double *Kt, *pre;
+
+		r->head_q[h] = columns(r->Q, nq, H * dk, h * dk, dk);
+		r->head_k[h] = columns(r->K, nkv, G * dk, g * dk, dk);
+		r->head_v[h] = columns(r->V, nkv, G * dv, g * dv, dv);
+		Kt = transpose(r->head_k[h], nkv, dk);
+		r->scores[h] = matmul(r->head_q[h], Kt, nq, dk, nkv);
+		free(Kt);
+
+		r->scaled[h] = new_matrix(nq, nkv);
+		r->softcapped[h] = new_matrix(nq, nkv);
+		r->mask[h] = new_matrix(nq, nkv);
+		r->masked[h] = new_matrix(nq, nkv);
+		r->softmax[h] = new_matrix(nq, nkv);
+		for (size_t i = 0; i < nq; i++)
+			for (size_t j = 0; j < nkv; j++) {
+				const size_t at = i * nkv + j;
+				const size_t mat = (cfg->mask.per_head ? h * nq * nkv : 0) + at;
+				double m = 0;
+
+				r->scaled[h][at] = r->scores[h][at] * scale;
+				r->softcapped[h][at] = cfg->softcap > 0
+					? cfg->softcap * tanh(r->scaled[h][at] / cfg->softcap)
+					: r->scaled[h][at];
+				/* causal: key j is in the future of query i */
+				if (cfg->causal == MHA_CAUSAL_TOP_LEFT && (long)j > (long)i)
+					m = -INFINITY;
+				if (cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT &&
+				    (long)j > (long)i + (long)nkv - (long)nq)
+					m = -INFINITY;
+				if (cfg->mask.allow && !cfg->mask.allow[mat])
+					m = -INFINITY;
+				if (m == 0 && cfg->mask.bias)
+					m = cfg->mask.bias[mat];
+				r->mask[h][at] = m;
+				r->masked[h][at] = r->softcapped[h][at] + m;
+			}
+		pre = r->masked[h];
+		for (size_t i = 0; i < nq; i++) {
+			double mx = -INFINITY;
+			long double sum = 0;
+
+			for (size_t j = 0; j < nkv; j++)
+				mx = fmax(mx, pre[i * nkv + j]);
+			if (mx == -INFINITY) {
+				r->blocked++;
+				continue; /* the row stays zero */
+			}
+			for (size_t j = 0; j < nkv; j++)
+				sum += expl((long double)pre[i * nkv + j] - mx);
+			for (size_t j = 0; j < nkv; j++)
+				r->softmax[h][i * nkv + j] =
+					(double)(expl((long double)pre[i * nkv + j] - mx) / sum);
+		}
+		r->head_out[h] = matmul(r->softmax[h], r->head_v[h], nq, nkv, dv);
+		for (size_t i = 0; i < nq; i++)
+			for (size_t c = 0; c < dv; c++)
+				r->concat[i * H * dv + h * dv + c] = r->head_out[h][i * dv + c];
+	}
+	r->output = w->W_O ? linear(r->concat, nq, H * dv, w->W_O, w->b_O, d->d_out)
+			   : linear(r->concat, nq, H * dv, NULL, NULL, H * dv);
+	return 0;
+}
+
+static void free_list(double **l, size_t n)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(l[i]);
+	free(l);
+}
+
+void ref_free(ref_result *r)
+{
+	free(r->Q);
+	free(r->K);
+	free(r->V);
+	free_list(r->head_q, r->H);
+	free_list(r->head_k, r->H);
+	free_list(r->head_v, r->H);
+	free_list(r->scores, r->H);
+	free_list(r->scaled, r->H);
+	free_list(r->softcapped, r->H);
+	free_list(r->mask, r->H);
+	free_list(r->masked, r->H);
+	free_list(r->softmax, r->H);
+	free_list(r->head_out, r->H);
+	free(r->concat);
+	free(r->output);
+	memset(r, 0, sizeof(*r));
+}

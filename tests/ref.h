@@ -1,0 +1,31 @@
+/*
+ * ref.h: a plain, obviously correct multi-head attention for the tests.
+ *
+ * Written from the formula, not from lib/mha.c: every matrix is built whole
+ * (Q, K, V, each head's slices, Kᵀ, scores, mask, softmax), products are
+ * textbook triple loops accumulated in long double, and nothing is fused
+ * or skipped.  Slow and memory-hungry on purpose.
+ */
+#ifndef MHA_TESTS_REF_H
+#define MHA_TESTS_REF_H
+
+#include "../lib/mha.h"
+
+/* Everything the reference computes, each a malloc'd row-major matrix. */
+typedef struct ref_result {
+	size_t H, G, n_q, n_kv, dk, dv, d_out;
+	double *Q, *K, *V;                 /* (n_q, H·dk), (n_kv, G·dk), (n_kv, G·dv) */
+	double **head_q, **head_k, **head_v; /* [H] of (n_q, dk), (n_kv, dk), (n_kv, dv) */
+	double **scores, **scaled, **softcapped, **mask, **masked, **softmax; /* [H] (n_q, n_kv) */
+	double **head_out;                 /* [H] (n_q, dv) */
+	double *concat;                    /* (n_q, H·dv) */
+	double *output;                    /* (n_q, d_out) */
+	size_t blocked;                    /* rows with every key masked */
+} ref_result;
+
+/* Same arguments as mha_forward (w and cfg may be NULL).  0 on success. */
+int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
+		const mha_weights *w, const mha_config *cfg);
+void ref_free(ref_result *r);
+
+#endif
