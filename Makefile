@@ -43,7 +43,7 @@ CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 TEST_OBJ = build/tests/test_lib.o build/tests/ref.o
 
 .PHONY: all demo check deps install uninstall clean test-unit test-cli test-numpy \
-        test-samples test-docs FORCE
+        test-samples test-docs test-install FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -97,7 +97,7 @@ demo: deps
 
 check: deps
 	$(MAKE) STRICT=-Werror all tests/test_lib
-	$(MAKE) test-unit test-cli test-numpy test-samples test-docs
+	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-samples test-docs test-install
 	@echo "make check: all tests passed"
 
 test-unit: tests/test_lib
@@ -115,12 +115,10 @@ test-samples: mha
 test-docs: mha
 	sh tests/doc_examples.sh README.md man/mha.1
 
-mha.pc: Makefile lib/mha.h
-	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
-		'Name: mha' 'Description: multi-head attention, exactly' 'Version: $(VERSION)' \
-		'Libs: -L$${libdir} -lmha' 'Libs.private: -lm' 'Cflags: -I$${includedir}' > $@
+test-install: all
+	sh tests/install_test.sh
 
-install: all mha.pc
+install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
 		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 755 mha $(DESTDIR)$(BINDIR)/mha
@@ -129,7 +127,11 @@ install: all mha.pc
 	ln -sf libmha.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libmha.so.$(SOVERSION)
 	ln -sf libmha.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmha.so
 	install -m 644 lib/mha.h $(DESTDIR)$(INCLUDEDIR)/mha.h
-	install -m 644 mha.pc $(DESTDIR)$(PKGCONFIGDIR)/mha.pc
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+		'Name: mha' 'Description: multi-head attention, exactly' 'Version: $(VERSION)' \
+		'Libs: -L$${libdir} -lmha' 'Libs.private: -lm' 'Cflags: -I$${includedir}' \
+		> $(DESTDIR)$(PKGCONFIGDIR)/mha.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/mha.pc
 	install -m 644 man/mha.1 $(DESTDIR)$(MANDIR)/man1/mha.1
 
 uninstall:
@@ -139,4 +141,4 @@ uninstall:
 		$(DESTDIR)$(PKGCONFIGDIR)/mha.pc $(DESTDIR)$(MANDIR)/man1/mha.1
 
 clean:
-	rm -rf build mha mha.pc lib/libmha.a lib/libmha.so tests/test_lib
+	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib

@@ -101,6 +101,12 @@ struct results {
 	matrix *per_head[MHA_STAGE_COUNT]; /* [heads] for each per-head stage */
 };
 
+/* "s" for a plural count: "%zu head%s" */
+static const char *plural(size_t n)
+{
+	return n == 1 ? "" : "s";
+}
+
 /* ---- option values ----------------------------------------------------- */
 
 static int parse_count(const char *opt, const char *arg, size_t *out)
@@ -121,13 +127,19 @@ bad:
 	return -1;
 }
 
-static int parse_real(const char *opt, const char *arg, double *out)
+/* a whole, finite number in arg: 1, or 0 when it is not one */
+static int parse_number(const char *arg, double *out)
 {
 	char *end;
 
 	errno = 0;
 	*out = strtod(arg, &end);
-	if (end == arg || *end || errno == ERANGE || !isfinite(*out)) {
+	return end != arg && !*end && errno != ERANGE && isfinite(*out);
+}
+
+static int parse_real(const char *opt, const char *arg, double *out)
+{
+	if (!parse_number(arg, out)) {
 		usage_error("forward", "%s expects a finite number, not '%s'", opt, arg);
 		return -1;
 	}
@@ -147,8 +159,8 @@ static int parse_scale(const char *arg, mha_config *cfg)
 			return 0;
 		}
 	cfg->scale_mode = MHA_SCALE_VALUE;
-	if (parse_real("--scale", arg, &cfg->scale)) {
-		fputs("mha: --scale takes dk, dmodel, seqlen, none or a number\n", stderr);
+	if (!parse_number(arg, &cfg->scale)) {
+		usage_error("forward", "--scale takes dk, dmodel, seqlen, none or a number, not '%s'", arg);
 		return -1;
 	}
 	return 0;
@@ -179,6 +191,11 @@ static int parse_print(const char *arg, struct options *o)
 		o->print |= PBIT(i);
 	}
 	free(copy);
+	if (!rc && !o->print && !o->print_all) {
+		usage_error("forward", "--print needs at least one step (x, q, k, v, scores, scaled, "
+			    "softcapped, mask, masked, softmax, heads, concat, output, all)");
+		rc = -1;
+	}
 	return rc;
 }
 
@@ -399,14 +416,14 @@ static int derive_dims(const struct options *o, const struct inputs *in, mha_dim
 				     o->q, d->d_q_in, H);
 		d->d_k = d->d_q_in / H;
 		if (d->d_k_in != G * d->d_k)
-			return error("'%s': K has %zu columns but needs %zu (%zu key/value heads of "
-				     "d_k %zu, as Q has %zu columns for %zu heads)", o->k, d->d_k_in,
-				     G * d->d_k, G, d->d_k, d->d_q_in, H);
+			return error("'%s': K has %zu columns but needs %zu (%zu key/value head%s of "
+				     "d_k %zu, as Q has %zu columns for %zu head%s)", o->k, d->d_k_in,
+				     G * d->d_k, G, plural(G), d->d_k, d->d_q_in, H, plural(H));
 		if (in->v.dim[0] != d->n_kv)
 			return error("'%s': V has %zu rows but K ('%s') has %zu: one value per key",
 				     o->v, in->v.dim[0], o->k, d->n_kv);
 		if (d->d_v_in % G)
-			return error("'%s': V has %zu columns, which %zu key/value heads do not divide",
+			return error("'%s': V has %zu columns, which --kv-heads %zu does not divide",
 				     o->v, d->d_v_in, G);
 		d->d_v = d->d_v_in / G;
 	} else {
@@ -448,10 +465,11 @@ static int derive_dims(const struct options *o, const struct inputs *in, mha_dim
 			}
 			if (wk->dim[1] != G * d->d_k)
 				return error("'%s': W_K has %zu columns but needs %zu (%zu key/value "
-					     "heads of d_k %zu, as W_Q has %zu columns for %zu heads)",
-					     w->file, wk->dim[1], G * d->d_k, G, d->d_k, wq->dim[1], H);
+					     "head%s of d_k %zu, as W_Q has %zu columns for %zu head%s)",
+					     w->file, wk->dim[1], G * d->d_k, G, plural(G), d->d_k,
+					     wq->dim[1], H, plural(H));
 			if (wv->dim[1] % G)
-				return error("'%s': W_V has %zu columns, which %zu key/value heads do "
+				return error("'%s': W_V has %zu columns, which --kv-heads %zu does "
 					     "not divide", w->file, wv->dim[1], G);
 			d->d_v = wv->dim[1] / G;
 			snprintf(against, sizeof(against), "W_Q has %zu columns", wq->dim[1]);
@@ -471,8 +489,8 @@ static int derive_dims(const struct options *o, const struct inputs *in, mha_dim
 			d->d_k = d->d_v = d->d_q_in / H;
 			if (d->d_k_in != G * d->d_k)
 				return error("'%s': X_kv has %zu columns but without weights it needs "
-					     "%zu (%zu key/value heads of %zu, like X's %zu columns)",
-					     kvfile, d->d_k_in, G * d->d_k, G, d->d_k, d->d_q_in);
+					     "%zu (%zu key/value head%s of %zu, like X's %zu columns)",
+					     kvfile, d->d_k_in, G * d->d_k, G, plural(G), d->d_k, d->d_q_in);
 		}
 	}
 
@@ -481,8 +499,8 @@ static int derive_dims(const struct options *o, const struct inputs *in, mha_dim
 
 		if (wo->dim[0] != H * d->d_v)
 			return error("'%s': W_O is %zux%zu but the heads concatenate to %zu columns "
-				     "(%zu heads of d_v %zu): W_O needs %zu rows", w->file,
-				     wo->dim[0], wo->dim[1], H * d->d_v, H, d->d_v, H * d->d_v);
+				     "(%zu head%s of d_v %zu): W_O needs %zu rows", w->file,
+				     wo->dim[0], wo->dim[1], H * d->d_v, H, plural(H), d->d_v, H * d->d_v);
 		d->d_out = wo->dim[1];
 		snprintf(against, sizeof(against), "W_O has %zu columns", wo->dim[1]);
 		if (check_bias(w, BO, wo->dim[1], against))
@@ -503,14 +521,14 @@ static int check_mask(const struct options *o, struct inputs *in, const mha_dims
 
 	if (!o->mask)
 		return 0;
-	if ((m->rank == 2 && (m->dim[0] != d->n_q || m->dim[1] != d->n_kv)) ||
-	    (m->rank == 3 && (m->dim[0] != d->heads || m->dim[1] != d->n_q || m->dim[2] != d->n_kv)))
-		return error("'%s': mask is %s but the scores are %zux%zu (%zu queries x %zu keys)%s",
-			     o->mask, matrix_shape(m, shape, sizeof(shape)), d->n_q, d->n_kv,
-			     d->n_q, d->n_kv, m->rank == 3 ? " for each head" : "");
 	if (m->rank == 3 && m->dim[0] != d->heads)
-		return error("'%s': mask has %zu per-head matrices but there are %zu heads",
-			     o->mask, m->dim[0], d->heads);
+		return error("'%s': mask has %zu per-head matrices but there %s %zu head%s",
+			     o->mask, m->dim[0], d->heads == 1 ? "is" : "are", d->heads, plural(d->heads));
+	if (m->dim[m->rank - 2] != d->n_q || m->dim[m->rank - 1] != d->n_kv)
+		return error("'%s': mask is %s but the scores are %zux%zu (%zu quer%s x %zu key%s)%s",
+			     o->mask, matrix_shape(m, shape, sizeof(shape)), d->n_q, d->n_kv,
+			     d->n_q, d->n_q == 1 ? "y" : "ies", d->n_kv, plural(d->n_kv),
+			     m->rank == 3 ? " for each head" : "");
 	cfg->mask.per_head = m->rank == 3;
 	if (m->is_bool) {
 		const size_t count = matrix_size(m);
@@ -755,7 +773,9 @@ static int write_results(writer *wr, const struct options *o, const struct input
 					 o->cfg.softcap > 0 ? "softcapped" : "scaled");
 				break;
 			case MHA_STAGE_SOFTMAX:
-				snprintf(title, sizeof(title), "head %zu: softmax(masked), row by row", q);
+				snprintf(title, sizeof(title), "head %zu: softmax(%s), row by row", q,
+					 (o->cfg.causal || o->mask) ? "masked" :
+					 o->cfg.softcap > 0 ? "softcapped" : "scaled");
 				break;
 			default:
 				snprintf(title, sizeof(title), "head %zu: output = softmax*V%zu", q, kv);

@@ -6,6 +6,7 @@
 
 #include "../lib/mha.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,7 +36,24 @@ static void print_usage(FILE *fp)
 	      fp);
 }
 
+/* Help and version go to standard output too: a failed write must not pass for success. */
+static int finish(int rc)
+{
+	if ((fflush(stdout) != 0 || ferror(stdout)) && rc == EXIT_OK) {
+		error("error writing to standard output: %s", strerror(errno));
+		return EXIT_DATA;
+	}
+	return rc; /* a command that failed has said why already */
+}
+
+static int run(int argc, char **argv);
+
 int main(int argc, char **argv)
+{
+	return finish(run(argc, argv));
+}
+
+static int run(int argc, char **argv)
 {
 	const char *name = argc > 1 ? argv[1] : NULL;
 

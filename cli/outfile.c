@@ -23,6 +23,14 @@ int outfile_open(outfile *o, const char *path)
 	}
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
 		return error("'%s': is a directory", path);
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		/* a FIFO, a device, a terminal: write to it as it is, never replace it */
+		o->fp = fopen(path, "w");
+		if (!o->fp)
+			return error("'%s': %s", path, strerror(errno));
+		o->path = path;
+		return 0;
+	}
 	o->path = path;
 	o->tmp = malloc(strlen(path) + sizeof(suffix));
 	if (!o->tmp)
@@ -66,8 +74,14 @@ int outfile_commit(outfile *o)
 		e = errno;
 	}
 	if (!o->tmp) {
+		if (o->path && fclose(o->fp) != 0 && !failed) {
+			failed = 1;
+			e = errno;
+		}
+		o->fp = NULL;
 		if (failed)
-			return error("error writing to %s: %s", name, strerror(e));
+			return error("error writing to %s%s%s: %s", o->path ? "'" : "", name,
+				     o->path ? "'" : "", strerror(e));
 		return 0;
 	}
 	if (fclose(o->fp) != 0 && !failed) {
@@ -90,6 +104,8 @@ int outfile_commit(outfile *o)
 
 void outfile_abort(outfile *o)
 {
+	if (!o->tmp && o->path && o->fp)
+		fclose(o->fp);
 	if (o->tmp) {
 		if (o->fp)
 			fclose(o->fp);

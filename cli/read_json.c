@@ -115,20 +115,27 @@ int json_file_load(json_file *f, const char *path)
 	/* the length counts the terminating NUL: cJSON checks for it */
 	f->root = cJSON_ParseWithLengthOpts(f->text + skip, f->len - skip + 1, &end, 1);
 	if (!f->root) {
-		size_t off = end ? (size_t)(end - f->text) : f->len, line, col;
-		char near[24];
-		size_t k = 0;
+		size_t off = end ? (size_t)(end - f->text) : f->len, line, col, from, to, k = 0;
+		char near[40];
 
 		if (off > f->len)
 			off = f->len;
 		line_col(f->text, off, &line, &col);
-		for (size_t i = off; i < f->len && k < 16 && f->text[i] != '\n'; i++)
+		if (off >= f->len)
+			return error("'%s':%zu:%zu: invalid JSON: the text ends too early", f->name,
+				     line, col);
+		/* cJSON stops where it gave up, which can be just past the culprit:
+		 * show a little of the line on both sides */
+		from = off;
+		while (from > 0 && off - from < 12 && f->text[from - 1] != '\n')
+			from--;
+		to = off;
+		while (to < f->len && to - off < 12 && f->text[to] != '\n')
+			to++;
+		for (size_t i = from; i < to; i++)
 			near[k++] = isprint((unsigned char)f->text[i]) ? f->text[i] : '?';
 		near[k] = '\0';
-		if (k)
-			return error("'%s':%zu:%zu: invalid JSON at '%s'", f->name, line, col, near);
-		return error("'%s':%zu:%zu: invalid JSON: unexpected end of %s", f->name, line, col,
-			     off >= f->len ? "file" : "line");
+		return error("'%s':%zu:%zu: invalid JSON near '%s'", f->name, line, col, near);
 	}
 	return 0;
 }
@@ -250,10 +257,14 @@ static int fill(struct conv *c, const cJSON *n, size_t depth, size_t *idx)
 		return error("'%s': %s: expected an array of %zu entries, found %s", c->f->name,
 			     path_of(c, idx, depth), c->dim[depth], describe(n, buf, sizeof(buf)));
 	if ((size_t)cJSON_GetArraySize(n) != c->dim[depth]) {
-		path_of(c, idx, depth);
-		return error("'%s': %s has %d entries but %s%s has %zu: rows must be equally long",
-			     c->f->name, c->path, cJSON_GetArraySize(n), c->what,
-			     depth ? "[0]…" : "", c->dim[depth]);
+		const int got = cJSON_GetArraySize(n);
+		char first[96];
+		const size_t zeros[3] = { 0, 0, 0 };
+
+		snprintf(first, sizeof(first), "%s", path_of(c, zeros, depth));
+		return error("'%s': %s has %d entr%s but %s has %zu: rows must be equally long",
+			     c->f->name, path_of(c, idx, depth), got, got == 1 ? "y" : "ies", first,
+			     c->dim[depth]);
 	}
 	cJSON_ArrayForEach(e, n) {
 		idx[depth] = i++;

@@ -71,8 +71,11 @@ int weights_load(weights *w, const char *path)
 			goto done;
 		}
 		if (given[i]) {
-			rc = error("'%s': \"%s\" and \"%s\" are both %s", f.name, given[i],
-				   e->string, weight_names[i]);
+			if (!strcmp(given[i], e->string))
+				rc = error("'%s': \"%s\" appears twice", f.name, e->string);
+			else
+				rc = error("'%s': \"%s\" and \"%s\" are both %s", f.name, given[i],
+					   e->string, weight_names[i]);
 			goto done;
 		}
 		given[i] = e->string;

@@ -1,0 +1,63 @@
+#!/bin/sh
+# install_test.sh: 'make install' into a scratch DESTDIR honours PREFIX, puts
+# every piece where pkg-config and man find it, a program builds against the
+# installed header and both libraries, and 'make uninstall' takes it all away.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+dest=$tmp/dest
+prefix=/opt/mha-test
+root=$dest$prefix
+pass=0
+fail=0
+
+ok() { echo "ok $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+check() { name=$1; shift; if "$@" >"$tmp/log" 2>&1; then ok "$name"; else bad "$name"; sed 's/^/  /' "$tmp/log"; fi; }
+
+check "make install" make -s install PREFIX=$prefix DESTDIR="$dest"
+for f in bin/mha lib/libmha.a lib/libmha.so lib/libmha.so.0 include/mha.h \
+         lib/pkgconfig/mha.pc share/man/man1/mha.1; do
+	if [ -e "$root/$f" ]; then ok "installed $f"; else bad "installed $f"; fi
+done
+check "installed mha runs" "$root/bin/mha" --version
+check "pkg-config reads mha.pc" env PKG_CONFIG_PATH="$root/lib/pkgconfig" pkg-config --exists mha
+
+cat >"$tmp/use.c" <<'C'
+#include <mha.h>
+#include <stdio.h>
+int main(void)
+{
+	const double x[2] = { 0.0, 1.0 };
+	mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+		       .heads = 1, .d_k = 1, .d_v = 1 };
+	mha_inputs in = { x, x, x };
+	mha_config cfg = { .scale_mode = MHA_SCALE_NONE, .causal = MHA_CAUSAL_TOP_LEFT };
+	double out[2];
+	mha_status st = mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL);
+	printf("%s %s %g\n", mha_version(), mha_strerror(st), out[0]);
+	return st != MHA_OK;
+}
+C
+# the pkg-config file names the final prefix; point it into DESTDIR for the build
+flags="-I$root/include -L$root/lib"
+check "builds against the static library" sh -c "cc -std=c11 $flags '$tmp/use.c' '$root/lib/libmha.a' -lm -o '$tmp/use_static' && '$tmp/use_static'"
+check "builds against the shared library" sh -c "cc -std=c11 $flags '$tmp/use.c' -lmha -lm -o '$tmp/use_shared' && LD_LIBRARY_PATH='$root/lib' '$tmp/use_shared'"
+out=$("$tmp/use_static" 2>&1)
+if [ "$out" = "$(sed -n 's/^#define MHA_VERSION_STRING "\(.*\)"/\1/p' lib/mha.h) success 0" ]; then
+	ok "static program prints the library's answer"
+else
+	bad "static program prints the library's answer (got: $out)"
+fi
+if command -v nm >/dev/null 2>&1; then
+	leaked=$(nm -D --defined-only "$root/lib/libmha.so" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^mha_/ {print $3}' | tr '\n' ' ')
+	if [ -z "$leaked" ]; then ok "the shared library exports only mha_ symbols"; else bad "exports beyond mha_: $leaked"; fi
+fi
+check "make uninstall" make -s uninstall PREFIX=$prefix DESTDIR="$dest"
+left=$(find "$dest" -type f -o -type l)
+if [ -z "$left" ]; then ok "uninstall removed every file"; else bad "uninstall left: $left"; fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,854 @@
+#!/usr/bin/python3
+"""numpy_check.py: mha's numbers against an independent NumPy reference.
+
+usage: numpy_check.py MHA_BINARY
+
+The reference below is written from the formula in lib/mha.h the way a
+NumPy user would write it (matrix products, reshape/transpose for the
+heads, np.repeat for grouped-query heads, np.where for masks, a softmax
+that subtracts the row maximum), not translated from lib/mha.c.  Random
+cases (a fixed seed, numpy's default_rng) are written as JSON into a
+temporary directory, `mha forward ... --format json` prints its
+intermediates, and every one present is compared to the reference.
+
+Tolerance: a finite entry a from mha passes against the reference b when
+
+    |a - b| <= 1e-12 * max(1, |b|)
+
+Inputs are O(1) and no sum is longer than 64 terms, so each entry's
+rounding error is a few ulps of the size of its terms (about 1e-15);
+1e-12 leaves three orders of magnitude for summation order and libm's
+exp/tanh, while any semantic slip (a wrong scale, head block, mask
+alignment) moves entries by 1e-3 or more.  The floor of 1 is there
+because an entry that cancels to near zero still carries the absolute
+error of its O(1) terms, so a purely relative test would be meaningless
+for it.  Non-finite values must match exactly (-inf against -inf, and NaN
+never passes), and some things must be bit-exact: the inputs echoed back
+(X, and Q/K/V when they are given or not projected), the mask, each
+head's Q/K/V block against the columns of mha's own Q/K/V, and the zeros
+of masked-out keys and of rows whose every key is masked.
+
+It prints one line per case and ends with "N passed, N failed"; the exit
+status is 1 if any case failed.  When torch can be imported, a few cases
+also compare mha with torch's scaled_dot_product_attention and
+nn.MultiheadAttention in float64.
+"""
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+RTOL = 1e-12
+SEED = 20240611
+
+# ---- the reference -------------------------------------------------------
+
+
+def scale_value(mode, d_k, d_model, n_kv):
+    """The multiplier --scale MODE stands for."""
+    if mode in (None, "dk"):
+        return 1.0 / math.sqrt(d_k)
+    if mode == "dmodel":
+        return 1.0 / math.sqrt(d_model)
+    if mode == "seqlen":
+        return 1.0 / math.sqrt(n_kv)
+    if mode == "none":
+        return 1.0
+    return float(mode)
+
+
+def softmax_rows(z):
+    """Row-wise softmax; a row that is -inf throughout gives zeros."""
+    m = z.max(axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)  # all -inf: exp(-inf) = 0 anyway
+    e = np.exp(z - m)                     # subtracting the max: no overflow
+    s = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+
+
+def reference(xq, xk, xv, w, heads, kv_heads, scale, softcap, causal, mask):
+    """Every intermediate of multi-head attention, per head stacked on axis 0.
+
+    xq, xk, xv: the query, key and value sources (Q, K, V themselves when
+    the weights are absent); w: dict of W_Q, W_K, W_V, W_O, b_Q, ... (any
+    may be missing); mask: None, or a bool/float array (n_q, n_kv) or
+    (heads, n_q, n_kv); causal: None, "top-left" or "bottom-right".
+    """
+    H, G = heads, kv_heads or heads
+
+    def project(x, wname, bname):
+        y = x @ w[wname] if wname in w else x.copy()
+        if bname in w:
+            y = y + w[bname]
+        return y
+
+    Q = project(xq, "W_Q", "b_Q")
+    K = project(xk, "W_K", "b_K")
+    V = project(xv, "W_V", "b_V")
+    n_q, n_kv = Q.shape[0], K.shape[0]
+    d_k, d_v = Q.shape[1] // H, V.shape[1] // G
+
+    # heads are column blocks: (n, H*d) -> (H, n, d)
+    Qh = Q.reshape(n_q, H, d_k).transpose(1, 0, 2)
+    Kg = K.reshape(n_kv, G, d_k).transpose(1, 0, 2)
+    Vg = V.reshape(n_kv, G, d_v).transpose(1, 0, 2)
+    # query head h reads key/value head h // (H/G)
+    Kh = np.repeat(Kg, H // G, axis=0)
+    Vh = np.repeat(Vg, H // G, axis=0)
+
+    scores = Qh @ Kh.transpose(0, 2, 1)
+    s = scale_value(scale, d_k, xq.shape[1], n_kv)
+    scaled = scores * s
+    softcapped = softcap * np.tanh(scaled / softcap) if softcap else scaled
+
+    allowed = np.ones((H, n_q, n_kv), dtype=bool)
+    bias = np.zeros((H, n_q, n_kv))
+    if causal:
+        offset = 0 if causal == "top-left" else n_kv - n_q
+        allowed &= np.tri(n_q, n_kv, k=offset, dtype=bool)  # j <= i + offset
+    if mask is not None:
+        m = np.broadcast_to(mask, (H, n_q, n_kv))
+        if mask.dtype == bool:
+            allowed &= m
+        else:
+            bias = bias + m
+    mask_add = np.where(allowed, 0.0, -np.inf) + bias
+
+    masked = softcapped + mask_add
+    weights = softmax_rows(masked)
+    out_h = weights @ Vh
+    concat = out_h.transpose(1, 0, 2).reshape(n_q, H * d_v)
+    output = concat @ w["W_O"] if "W_O" in w else concat
+    if "W_O" in w and "b_O" in w:
+        output = output + w["b_O"]
+    return {
+        "Q": Q, "K": K, "V": V, "head_Q": Qh, "head_K": Kh, "head_V": Vh,
+        "scores": scores, "scaled": scaled, "softcapped": softcapped,
+        "mask": mask_add, "masked": masked, "softmax": weights,
+        "head_output": out_h, "concat": concat, "output": output,
+        "blocked": np.all(np.isneginf(masked), axis=-1),  # (H, n_q)
+    }
+
+
+# ---- JSON in and out -----------------------------------------------------
+
+
+def dump_json(value):
+    """JSON with every float written by repr() (shortest round-trip form)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(json.dumps(k) + ": " + dump_json(v)
+                               for k, v in value.items()) + "}"
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(dump_json(v) for v in value) + "]"
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    v = float(value)
+    if v == -math.inf:
+        return '"-inf"'
+    if not math.isfinite(v):
+        raise ValueError("cannot write %r" % v)
+    return repr(v)
+
+
+def reject_constant(name):
+    raise ValueError("non-standard JSON constant %s" % name)
+
+
+def unique_keys(pairs):
+    d = {}
+    for k, v in pairs:
+        if k in d:
+            raise ValueError("duplicate key %r" % k)
+        d[k] = v
+    return d
+
+
+def parse_json(text):
+    # parse_int=float keeps "-0" a negative zero
+    return json.loads(text, parse_constant=reject_constant, parse_int=float,
+                      object_pairs_hook=unique_keys)
+
+
+NONFINITE = {"-inf": -math.inf, "inf": math.inf, "nan": math.nan}
+
+
+def to_array(value, where):
+    def conv(v):
+        if isinstance(v, list):
+            return [conv(x) for x in v]
+        if isinstance(v, str):
+            if v not in NONFINITE:
+                raise ValueError("%s: unexpected string %r" % (where, v))
+            return NONFINITE[v]
+        if isinstance(v, float):
+            return v
+        raise ValueError("%s: unexpected %r" % (where, v))
+    a = np.array(conv(value), dtype=np.float64)
+    if a.ndim not in (2, 3):
+        raise ValueError("%s: not a matrix" % where)
+    return a
+
+
+# ---- comparing -----------------------------------------------------------
+
+
+class Mismatch(Exception):
+    pass
+
+
+def fmt_index(idx):
+    return "".join("[%d]" % i for i in idx)
+
+
+def compare(name, got, ref, exact=None):
+    """Check got against ref; return the largest scaled difference.
+
+    exact: a boolean array of entries that must be equal, not just close."""
+    ref = np.asarray(ref, dtype=np.float64)
+    if got.shape != ref.shape:
+        raise Mismatch("%s: shape %s, expected %s" % (name, got.shape, ref.shape))
+    bad = np.isnan(got) | np.isnan(ref)
+    if bad.any():
+        i = tuple(np.argwhere(bad)[0])
+        raise Mismatch("%s%s: mha %r numpy %r (NaN)" % (name, fmt_index(i), got[i], ref[i]))
+    inf = ~np.isfinite(got) | ~np.isfinite(ref)
+    wrong = inf & (got != ref)
+    if wrong.any():
+        i = tuple(np.argwhere(wrong)[0])
+        raise Mismatch("%s%s: mha %r numpy %r" % (name, fmt_index(i), got[i], ref[i]))
+    if exact is not None:
+        wrong = exact & (got != ref)
+        if wrong.any():
+            i = tuple(np.argwhere(wrong)[0])
+            raise Mismatch("%s%s: mha %r numpy %r (must be exact)"
+                           % (name, fmt_index(i), got[i], ref[i]))
+    fin = ~inf
+    if not fin.any():
+        return 0.0
+    diff = np.zeros(got.shape)
+    diff[fin] = np.abs(got[fin] - ref[fin]) / np.maximum(1.0, np.abs(ref[fin]))
+    i = np.unravel_index(np.argmax(diff), diff.shape)
+    if diff[i] > RTOL:
+        raise Mismatch("%s%s: mha %r numpy %r (rel diff %.3g > %g)"
+                       % (name, fmt_index(i), got[i], ref[i], diff[i], RTOL))
+    return float(diff[i])
+
+
+def bit_equal(name, got, want):
+    """Bit-for-bit equality, so -0.0 and 0.0 differ."""
+    want = np.asarray(want, dtype=np.float64)
+    if got.shape != want.shape:
+        raise Mismatch("%s: shape %s, expected %s" % (name, got.shape, want.shape))
+    diff = got.view(np.uint64) != want.view(np.uint64)
+    if diff.any():
+        i = tuple(np.argwhere(diff)[0])
+        raise Mismatch("%s%s: mha %r, input %r (not bit-exact)"
+                       % (name, fmt_index(i), got[i], want[i]))
+
+
+# ---- cases ---------------------------------------------------------------
+
+PRINT_NAMES = ("x", "q", "k", "v", "scores", "scaled", "softcapped", "mask",
+               "masked", "softmax", "heads", "concat", "output")
+WHOLE_KEYS = {"x": "X", "q": "Q", "k": "K", "v": "V", "mask": "mask",
+              "concat": "concat", "output": "output"}
+HEAD_KEYS = {"scores": "scores", "scaled": "scaled", "softcapped": "softcapped",
+             "masked": "masked", "softmax": "softmax", "heads": "output"}
+# a head's JSON key -> the reference's per-head array
+HEAD_REF = {"Q": "head_Q", "K": "head_K", "V": "head_V", "scores": "scores",
+            "scaled": "scaled", "softcapped": "softcapped", "masked": "masked",
+            "softmax": "softmax", "output": "head_output"}
+
+
+class Case:
+    """One configuration: the inputs, the options, and what to print."""
+
+    def __init__(self, name, **kw):
+        self.name = name
+        self.n_q = kw.get("n_q", 4)
+        self.n_kv = kw.get("n_kv", self.n_q)
+        self.heads = kw.get("heads", 1)
+        self.kv_heads = kw.get("kv_heads")       # None: --kv-heads not given
+        self.source = kw.get("source", "x")      # x, kv (cross) or direct
+        self.d_model = kw.get("d_model", 4)      # columns of X
+        self.d_kv_in = kw.get("d_kv_in")         # columns of X_kv
+        self.d_k = kw.get("d_k")                 # None: d_model / heads
+        self.d_v = kw.get("d_v")
+        self.d_out = kw.get("d_out")
+        self.proj = kw.get("proj", False)        # W_Q, W_K, W_V
+        self.proj_bias = kw.get("proj_bias", False)
+        self.wo = kw.get("wo", False)
+        self.wo_bias = kw.get("wo_bias", False)
+        self.scale = kw.get("scale")             # None: the default
+        self.softcap = kw.get("softcap")
+        self.causal = kw.get("causal")           # None, "", top-left, bottom-right
+        self.mask = kw.get("mask")               # None or a dict, see make_mask
+        self.x = kw.get("x")                     # X given instead of drawn
+        self.x_sd = kw.get("x_sd", 1.0)
+        self.integers = kw.get("integers", False)
+        self.prints = kw.get("prints", [])       # extra runs besides "all"
+        self.mask_bare = kw.get("mask_bare", False)
+
+    # -- drawing the data
+
+    def draw(self, rng):
+        H = self.heads
+        G = self.kv_heads or H
+
+        def mat(r, c, sd=1.0):
+            if self.integers:
+                return rng.integers(-20, 21, size=(r, c)).astype(np.float64)
+            return rng.normal(0.0, sd, size=(r, c))
+
+        d = {}
+        if self.source == "direct":
+            d_k = self.d_k or 2
+            d_v = self.d_v or d_k
+            d["Q"] = mat(self.n_q, H * d_k, self.x_sd)
+            d["K"] = mat(self.n_kv, G * d_k, self.x_sd)
+            d["V"] = mat(self.n_kv, G * d_v, self.x_sd)
+            d_cat = H * d_v
+        else:
+            d["X"] = self.x if self.x is not None else mat(self.n_q, self.d_model, self.x_sd)
+            d_model = d["X"].shape[1]
+            if self.proj:
+                d_k = self.d_k or d_model // H
+                d_v = self.d_v or d_k
+                d_kv_in = self.d_kv_in or d_model
+            else:
+                d_k = d_v = d_model // H
+                d_kv_in = G * d_k
+            if self.source == "kv":
+                d["X_kv"] = mat(self.n_kv, d_kv_in, self.x_sd)
+            d_cat = H * d_v
+        w = {}
+        if self.proj:
+            d_kv_in = d["X_kv"].shape[1] if "X_kv" in d else d_model
+            w["W_Q"] = mat(d_model, H * d_k) / math.sqrt(d_model)
+            w["W_K"] = mat(d_kv_in, G * d_k) / math.sqrt(d_kv_in)
+            w["W_V"] = mat(d_kv_in, G * d_v) / math.sqrt(d_kv_in)
+            if self.proj_bias:
+                w["b_Q"] = rng.normal(0.0, 0.5, size=H * d_k)
+                w["b_K"] = rng.normal(0.0, 0.5, size=G * d_k)
+                w["b_V"] = rng.normal(0.0, 0.5, size=G * d_v)
+        if self.wo:
+            d_out = self.d_out or d_cat
+            w["W_O"] = mat(d_cat, d_out) / math.sqrt(d_cat)
+            if self.wo_bias:
+                w["b_O"] = rng.normal(0.0, 0.5, size=d_out)
+        d["w"] = w
+        d["mask"] = self.make_mask(rng) if self.mask else None
+        return d
+
+    def make_mask(self, rng):
+        """mask: {kind: bool|add, per_head, block_rows: [...], all_blocked}"""
+        spec = self.mask
+        shape = (self.heads, self.n_q, self.n_kv) if spec.get("per_head") else (self.n_q, self.n_kv)
+        if spec["kind"] == "bool":
+            m = rng.random(shape) < 0.7
+            blocked = False
+        else:
+            m = rng.normal(0.0, 1.0, size=shape)
+            m[rng.random(shape) < 0.2] = -np.inf
+            blocked = -np.inf
+        for r in spec.get("block_rows", []):
+            m[..., r, :] = blocked
+        if spec.get("all_blocked"):
+            m[...] = blocked
+        return m
+
+    # -- the command line
+
+    def files_and_args(self, data, tmp):
+        def write(fname, value):
+            path = os.path.join(tmp, fname)
+            with open(path, "w") as f:
+                f.write(dump_json(value) + "\n")
+            return path
+
+        args = []
+        if self.source == "direct":
+            args += ["--q", write("q.json", {"Q": data["Q"]}),
+                     "--k", write("k.json", data["K"]),        # a bare array
+                     "--v", write("v.json", {"V": data["V"]})]
+        else:
+            args += ["-x", write("x.json", {"X": data["X"]})]
+            if "X_kv" in data:
+                args += ["--kv", write("kv.json", data["X_kv"])]
+        if data["w"]:
+            args += ["-w", write("w.json", data["w"])]
+        if data["mask"] is not None:
+            m = data["mask"]
+            args += ["--mask", write("mask.json", m if self.mask_bare else {"mask": m})]
+        if self.heads != 1 or self.kv_heads:
+            args += ["--heads", str(self.heads)]
+        if self.kv_heads:
+            args += ["--kv-heads", str(self.kv_heads)]
+        if self.scale is not None:
+            args += ["--scale", str(self.scale)]
+        if self.softcap:
+            args += ["--softcap", repr(self.softcap)]
+        if self.causal is not None:
+            args += ["--causal" + ("=" + self.causal if self.causal else "")]
+        return args
+
+    def ref(self, data):
+        if self.source == "direct":
+            xq, xk, xv = data["Q"], data["K"], data["V"]
+        else:
+            xq = data["X"]
+            xk = xv = data.get("X_kv", data["X"])
+        causal = None if self.causal is None else (self.causal or "top-left")
+        return reference(xq, xk, xv, data["w"], self.heads, self.kv_heads, self.scale,
+                         self.softcap, causal, data["mask"])
+
+
+def run(binary, args):
+    p = subprocess.run([binary, "forward"] + args, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+    if p.returncode != 0:
+        raise Mismatch("mha %s: exit %d: %s" % (" ".join(args[-6:]), p.returncode,
+                                               p.stderr.strip()))
+    return p.stdout
+
+
+def required_keys(case, printed):
+    """(whole keys, per-head keys) that must be in the JSON for --print printed."""
+    direct = case.source == "direct"
+    masking = case.causal is not None or case.mask is not None
+    if printed == ["all"]:
+        names = {"q", "k", "v", "scores", "scaled", "softmax", "output"}
+        if not direct:
+            names.add("x")
+        if case.softcap:
+            names.add("softcapped")
+        if masking:
+            names |= {"mask", "masked"}
+    else:
+        names = set(printed)
+    whole = {WHOLE_KEYS[n] for n in names if n in WHOLE_KEYS and not (direct and n == "x")}
+    per_head = {HEAD_KEYS[n] for n in names if n in HEAD_KEYS}
+    if case.heads > 1:
+        per_head |= {n.upper() for n in names if n in ("q", "k", "v")}
+    return whole, per_head
+
+
+def check_json(case, data, ref, doc, printed):
+    """Compare every intermediate in mha's JSON output; the max difference."""
+    worst = 0.0
+    H = case.heads
+    G = case.kv_heads or H
+    known = {"X", "Q", "K", "V", "mask", "heads", "concat", "output"}
+    for k in doc:
+        if k not in known:
+            raise Mismatch("unknown key %r in mha's output" % k)
+    need_whole, need_head = required_keys(case, printed)
+    for k in need_whole:
+        if k not in doc:
+            raise Mismatch("--print %s: no %r in the output" % (",".join(printed), k))
+    heads = doc.get("heads", [])
+    if not isinstance(heads, list):
+        raise Mismatch("'heads' is not an array")
+    if (need_head or heads) and len(heads) != H:
+        raise Mismatch("--print %s: %d heads in the output, expected %d"
+                       % (",".join(printed), len(heads), H))
+
+    got = {k: to_array(v, k) for k, v in doc.items() if k != "heads"}
+
+    if "X" in got:
+        bit_equal("X", got["X"], data["X"])    # repr() in, the same double out
+    for k in ("Q", "K", "V"):
+        if k not in got:
+            continue
+        # unprojected Q, K, V are the input itself
+        src = None
+        if case.source == "direct":
+            src = data[k]
+        elif not case.proj:
+            src = data["X"] if k == "Q" else data.get("X_kv", data["X"])
+        if src is not None:
+            bit_equal(k, got[k], src)
+        worst = max(worst, compare(k, got[k], ref[k]))
+    if "mask" in got:
+        want = ref["mask"] if got["mask"].ndim == 3 else ref["mask"][0]
+        worst = max(worst, compare("mask", got["mask"], want, exact=np.ones(want.shape, bool)))
+    for k in ("concat", "output"):
+        if k in got:
+            exact = None
+            if k == "concat" or "W_O" not in data["w"]:  # a head's blocked rows: zero
+                exact = np.repeat(ref["blocked"].T, ref["head_output"].shape[2], axis=1)
+            worst = max(worst, compare(k, got[k], ref[k], exact=exact))
+
+    for h, hd in enumerate(heads):
+        if not isinstance(hd, dict):
+            raise Mismatch("heads[%d] is not an object" % h)
+        for k in need_head:
+            if k not in hd:
+                raise Mismatch("--print %s: no heads[%d].%s" % (",".join(printed), h, k))
+        for k, v in hd.items():
+            if k not in HEAD_REF:
+                raise Mismatch("unknown key heads[%d].%r" % (h, k))
+            a = to_array(v, "heads[%d].%s" % (h, k))
+            r = ref[HEAD_REF[k]][h]
+            name = "heads[%d].%s" % (h, k)
+            exact = None
+            if k == "softmax":
+                exact = np.isneginf(ref["masked"][h])          # masked keys: 0
+                exact |= ref["blocked"][h][:, None]            # blocked rows: 0
+            elif k == "output":
+                exact = np.broadcast_to(ref["blocked"][h][:, None], r.shape)
+            worst = max(worst, compare(name, a, r, exact=exact))
+            if k in ("Q", "K", "V") and k in got:
+                # the head's block is a copy of mha's own columns
+                g = h if k == "Q" else h // (H // G)
+                w = a.shape[1]
+                bit_equal(name, a, got[k][:, g * w:(g + 1) * w])
+    return worst
+
+
+def parse_text(text):
+    """'--print output --format text': a title line, then rows of numbers."""
+    lines = text.splitlines()
+    rows = [[NONFINITE[t] if t in NONFINITE else float(t) for t in ln.split()]
+            for ln in lines[1:] if ln.strip()]
+    title = lines[0]
+    r, c = title[title.rindex("(") + 1:title.rindex(")")].split("x")
+    a = np.array(rows, dtype=np.float64)
+    if a.shape != (int(r), int(c)):
+        raise Mismatch("text output: %s rows but title says %sx%s" % (a.shape, r, c))
+    return a
+
+
+def run_case(binary, case, rng):
+    data = case.draw(rng)
+    ref = case.ref(data)
+    for k in ("Q", "K", "V", "scores", "softmax", "output"):
+        assert not np.isnan(ref[k]).any(), "reference has NaN in " + k
+    worst = 0.0
+    with tempfile.TemporaryDirectory(prefix="mha-numpy-") as tmp:
+        args = case.files_and_args(data, tmp)
+        json_out = None
+        for printed in [["all"]] + case.prints:
+            if printed == ["text17"]:
+                text = run(binary, args + ["--print", "output", "--precision", "17"])
+                a = parse_text(text)
+                worst = max(worst, compare("output (text)", a, ref["output"]))
+                # 17 digits read back as the very numbers the JSON had
+                if json_out is not None:
+                    compare("output (text vs json)", a, json_out,
+                            exact=np.ones(a.shape, bool))
+                continue
+            if printed == ["file"]:
+                out = os.path.join(tmp, "out.json")
+                if run(binary, args + ["--format", "json", "-o", out]) != "":
+                    raise Mismatch("-o %s: output on stdout too" % out)
+                with open(out) as f:
+                    text = f.read()
+                printed = ["output"]
+            else:
+                text = run(binary, args + ["--format", "json", "--print", ",".join(printed)])
+            try:
+                doc = parse_json(text)
+            except ValueError as e:
+                raise Mismatch("--print %s: bad JSON: %s" % (",".join(printed), e))
+            if not isinstance(doc, dict):
+                raise Mismatch("the JSON output is not an object")
+            worst = max(worst, check_json(case, data, ref, doc, printed))
+            if printed == ["all"]:
+                json_out = to_array(doc["output"], "output")
+    return worst
+
+
+def cases():
+    P = [["q", "k", "v"], ["scores", "scaled"], ["mask", "masked"], ["softmax", "heads"],
+         ["concat", "output"], ["x"], ["text17"], ["file"], ["heads"]]
+    c = []
+
+    def add(name, **kw):
+        kw.setdefault("prints", [P[len(c) % len(P)]])
+        c.append(Case(name, **kw))
+
+    # sizes and heads
+    add("one-head-self", n_q=5, d_model=4, proj=True)
+    add("n1", n_q=1, d_model=3, proj=True, proj_bias=True)
+    add("n1-cross-n_kv1", n_q=1, n_kv=1, source="kv", d_model=2, d_kv_in=3, proj=True)
+    add("dk1-no-weights", n_q=4, d_model=4, heads=4)
+    add("dk1-weights", n_q=3, d_model=5, heads=3, d_k=1, d_v=1, proj=True, wo=True)
+    add("heads2-biases", n_q=5, d_model=6, heads=2, proj=True, proj_bias=True)
+    add("heads3-wo-dout", n_q=4, d_model=6, heads=3, proj=True, wo=True, d_out=5)
+    add("heads4-wo-bo", n_q=6, d_model=8, heads=4, proj=True, proj_bias=True, wo=True,
+        wo_bias=True, d_out=3)
+    add("heads4-no-weights", n_q=5, d_model=8, heads=4)
+    add("heads2-no-weights-causal", n_q=5, d_model=4, heads=2, causal="")
+    add("no-proj-wo-only", n_q=4, d_model=6, heads=2, wo=True, wo_bias=True, d_out=2)
+    add("dv-ne-dk", n_q=4, d_model=4, heads=2, d_k=3, d_v=5, proj=True, wo=True, d_out=4)
+    # grouped-query and multi-query
+    add("gqa-h4-g2", n_q=5, d_model=8, heads=4, kv_heads=2, proj=True, proj_bias=True)
+    add("mqa-h4-g1", n_q=5, d_model=8, heads=4, kv_heads=1, proj=True, wo=True)
+    add("gqa-h6-g3-dv", n_q=4, d_model=6, heads=6, kv_heads=3, d_k=2, d_v=3, proj=True,
+        wo=True, wo_bias=True)
+    add("gqa-no-weights-cross", n_q=3, n_kv=6, source="kv", d_model=8, heads=4, kv_heads=2)
+    add("mqa-direct", n_q=4, n_kv=5, source="direct", heads=3, kv_heads=1, d_k=2, d_v=3)
+    add("h2-kvheads2-explicit", n_q=4, d_model=4, heads=2, kv_heads=2, proj=True)
+    # cross-attention and direct Q, K, V
+    add("cross-3x7", n_q=3, n_kv=7, source="kv", d_model=4, d_kv_in=6, heads=2, proj=True,
+        proj_bias=True, wo=True)
+    add("cross-6x2", n_q=6, n_kv=2, source="kv", d_model=6, d_kv_in=3, heads=3, proj=True)
+    add("cross-no-weights", n_q=2, n_kv=5, source="kv", d_model=4, heads=2)
+    add("direct-h2-dv", n_q=4, n_kv=6, source="direct", heads=2, d_k=3, d_v=2)
+    add("direct-wo", n_q=3, n_kv=3, source="direct", heads=2, d_k=2, wo=True, d_out=5)
+    add("direct-gqa-wo-bo", n_q=5, n_kv=4, source="direct", heads=4, kv_heads=2, d_k=2,
+        d_v=2, wo=True, wo_bias=True, causal="bottom-right")
+    # scale modes
+    add("scale-dk", n_q=4, d_model=6, heads=2, d_k=3, proj=True, scale="dk")
+    add("scale-dmodel", n_q=4, d_model=6, heads=2, d_k=2, proj=True, scale="dmodel")
+    add("scale-seqlen", n_q=3, n_kv=9, source="kv", d_model=4, heads=2, proj=True,
+        scale="seqlen")
+    add("scale-none", n_q=4, d_model=4, heads=2, proj=True, scale="none")
+    add("scale-number", n_q=4, d_model=4, heads=2, proj=True, scale=0.37)
+    add("scale-negative", n_q=4, d_model=4, heads=1, proj=True, scale=-0.5)
+    add("scale-zero", n_q=4, d_model=4, heads=2, proj=True, scale=0.0, causal="")
+    add("scale-dmodel-direct", n_q=3, n_kv=4, source="direct", heads=2, d_k=3,
+        scale="dmodel")
+    # softcap
+    add("softcap", n_q=5, d_model=4, heads=2, proj=True, scale="none", softcap=1.5,
+        x_sd=3.0, prints=[["softcapped"]])
+    add("softcap-causal-mask", n_q=5, d_model=6, heads=3, proj=True, softcap=0.75,
+        causal="", mask={"kind": "add"})
+    # causal alignment
+    add("causal-top-left-square", n_q=5, d_model=4, heads=2, proj=True, causal="top-left")
+    add("causal-top-left-nq<nkv", n_q=3, n_kv=6, source="kv", d_model=4, heads=2,
+        proj=True, causal="top-left")
+    add("causal-top-left-nq>nkv", n_q=6, n_kv=3, source="kv", d_model=4, heads=2,
+        proj=True, causal="")
+    add("causal-bottom-right-nq<nkv", n_q=2, n_kv=7, source="kv", d_model=4, heads=2,
+        proj=True, causal="bottom-right")
+    add("causal-bottom-right-nq>nkv", n_q=6, n_kv=3, source="kv", d_model=4, heads=2,
+        proj=True, wo=True, wo_bias=True, causal="bottom-right")
+    add("causal-bottom-right-n_q1", n_q=1, n_kv=5, source="kv", d_model=4, heads=2,
+        proj=True, causal="bottom-right")
+    # masks
+    add("mask-bool", n_q=5, d_model=4, heads=2, proj=True, mask={"kind": "bool"})
+    add("mask-bool-blocked-rows", n_q=5, d_model=4, heads=2, proj=True, wo=True,
+        wo_bias=True, mask={"kind": "bool", "block_rows": [1, 3]})
+    add("mask-bool-per-head", n_q=4, n_kv=6, source="kv", d_model=6, heads=3, proj=True,
+        mask={"kind": "bool", "per_head": True, "block_rows": [2]}, mask_bare=True)
+    add("mask-additive", n_q=5, d_model=4, heads=2, proj=True, mask={"kind": "add"},
+        mask_bare=True)
+    add("mask-additive-per-head", n_q=5, d_model=8, heads=4, proj=True,
+        mask={"kind": "add", "per_head": True, "block_rows": [0, 4]})
+    add("mask-additive-causal", n_q=6, d_model=4, heads=2, proj=True, causal="",
+        mask={"kind": "add"}, prints=[["mask", "masked"]])
+    add("mask-bool-per-head-gqa-br", n_q=4, n_kv=7, source="kv", d_model=8, heads=4,
+        kv_heads=2, proj=True, causal="bottom-right",
+        mask={"kind": "bool", "per_head": True})
+    add("mask-all-blocked", n_q=3, d_model=4, heads=2, proj=True, wo=True, wo_bias=True,
+        mask={"kind": "bool", "all_blocked": True})
+    add("mask-additive-all-blocked-h1", n_q=3, d_model=2, heads=1,
+        mask={"kind": "add", "all_blocked": True})
+    add("mask-direct-per-head", n_q=3, n_kv=5, source="direct", heads=2, d_k=2,
+        mask={"kind": "add", "per_head": True, "block_rows": [1]}, causal="top-left")
+    # bigger, and harder numbers
+    add("large-64x32-h4", n_q=64, d_model=32, heads=4, proj=True, proj_bias=True, wo=True,
+        wo_bias=True, causal="", prints=[["text17"]])
+    add("large-gqa-cross", n_q=48, n_kv=64, source="kv", d_model=32, d_kv_in=24, heads=4,
+        kv_heads=2, proj=True, wo=True, mask={"kind": "add"}, scale="dmodel")
+    add("large-scores-stable-softmax", n_q=6, d_model=4, heads=1, scale="none",
+        integers=True)   # exact integer scores up to 1600: exp() would overflow
+    add("round-trip", d_model=4, heads=2, scale="none", x=np.array([
+        [-0.0, 5e-324, 0.30000000000000004, 1 / 3],
+        [1e-300, 123456.78901234567, 2.2250738585072014e-308, -2 / 3],
+        [0.1, -1e-5, 1e5 / 7, 3 * 2.0 ** -1074],
+        [-123.456, 0.9999999999999999, -1e-320, 1e-7]]), prints=[["x"]])
+    add("round-trip-random-17-digits", n_q=7, d_model=5, heads=1, x_sd=1e-3,
+        prints=[["x"]])
+    return c
+
+
+# ---- torch, when it is there ---------------------------------------------
+
+
+def torch_cases(binary, rng):
+    """(name, function) pairs comparing mha with PyTorch in float64."""
+    import torch
+    import torch.nn.functional as F
+
+    def t(a):
+        return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64))
+
+    def mha_output(tmp, files, opts):
+        args = []
+        for flag, (fname, value) in files.items():
+            path = os.path.join(tmp, fname)
+            with open(path, "w") as f:
+                f.write(dump_json(value) + "\n")
+            args += [flag, path]
+        doc = parse_json(run(binary, args + opts + ["--format", "json", "--print",
+                                                    "softmax,output"]))
+        sm = np.stack([to_array(h["softmax"], "softmax") for h in doc["heads"]])
+        return to_array(doc["output"], "output"), sm
+
+    def heads_of(a, H):  # (n, H*d) -> (1, H, n, d)
+        n = a.shape[0]
+        return t(a).reshape(n, H, -1).transpose(0, 1).unsqueeze(0)
+
+    def sdpa_case(H, G, n_q, n_kv, d_k, d_v, causal=False, scale=None, mask=None):
+        def check():
+            Q = rng.normal(size=(n_q, H * d_k))
+            K = rng.normal(size=(n_kv, G * d_k))
+            V = rng.normal(size=(n_kv, G * d_v))
+            opts = ["--heads", str(H), "--kv-heads", str(G)]
+            kw = {}
+            if causal:
+                opts.append("--causal")
+                kw["is_causal"] = True
+            if scale is not None:
+                opts += ["--scale", repr(scale)]
+                kw["scale"] = scale
+            files = {"--q": ("q.json", Q), "--k": ("k.json", K), "--v": ("v.json", V)}
+            m = None
+            if mask == "bool":
+                m = rng.random((n_q, n_kv)) < 0.7
+                m[:, 0] = True                  # no fully masked row: torch gives NaN
+                kw["attn_mask"] = torch.from_numpy(m)
+            elif mask == "add":
+                m = rng.normal(size=(n_q, n_kv))
+                m[rng.random((n_q, n_kv)) < 0.3] = -np.inf
+                m[:, -1] = 0.5
+                kw["attn_mask"] = t(m)
+            if m is not None:
+                files["--mask"] = ("mask.json", m)
+            with tempfile.TemporaryDirectory(prefix="mha-torch-") as tmp:
+                out, _ = mha_output(tmp, files, opts)
+            k, v = heads_of(K, G), heads_of(V, G)
+            # query head h uses key/value head h // (H/G)
+            k = k.repeat_interleave(H // G, dim=1)
+            v = v.repeat_interleave(H // G, dim=1)
+            o = F.scaled_dot_product_attention(heads_of(Q, H), k, v, **kw)
+            want = o[0].transpose(0, 1).reshape(n_q, H * d_v).numpy()
+            return compare("output", out, want)
+        return check
+
+    def mha_module_case(E, H, n_q, n_kv, kdim=None, causal=False):
+        def check():
+            kd = kdim or E
+            X = rng.normal(size=(n_q, E))
+            Xkv = rng.normal(size=(n_kv, kd)) if kdim else X
+            w = {"W_Q": rng.normal(size=(E, E)) / math.sqrt(E),
+                 "W_K": rng.normal(size=(kd, E)) / math.sqrt(kd),
+                 "W_V": rng.normal(size=(kd, E)) / math.sqrt(kd),
+                 "W_O": rng.normal(size=(E, E)) / math.sqrt(E),
+                 "b_Q": rng.normal(size=E), "b_K": rng.normal(size=E),
+                 "b_V": rng.normal(size=E), "b_O": rng.normal(size=E)}
+            files = {"-x": ("x.json", X), "-w": ("w.json", w)}
+            opts = ["--heads", str(H)]
+            if kdim:
+                files["--kv"] = ("kv.json", Xkv)
+            if causal:
+                opts.append("--causal")
+            with tempfile.TemporaryDirectory(prefix="mha-torch-") as tmp:
+                out, sm = mha_output(tmp, files, opts)
+            m = torch.nn.MultiheadAttention(E, H, bias=True, kdim=kdim, vdim=kdim,
+                                            batch_first=True, dtype=torch.float64)
+            with torch.no_grad():
+                # torch stores weights (out, in) and computes x @ W.T
+                if kdim:
+                    m.q_proj_weight.copy_(t(w["W_Q"].T))
+                    m.k_proj_weight.copy_(t(w["W_K"].T))
+                    m.v_proj_weight.copy_(t(w["W_V"].T))
+                else:
+                    m.in_proj_weight.copy_(t(np.concatenate(
+                        [w["W_Q"].T, w["W_K"].T, w["W_V"].T])))
+                m.in_proj_bias.copy_(t(np.concatenate([w["b_Q"], w["b_K"], w["b_V"]])))
+                m.out_proj.weight.copy_(t(w["W_O"].T))
+                m.out_proj.bias.copy_(t(w["b_O"]))
+                # nn.MultiheadAttention's bool mask: True means *not* allowed
+                am = torch.ones(n_q, n_kv, dtype=torch.bool).triu(1) if causal else None
+                o, a = m(t(X).unsqueeze(0), t(Xkv).unsqueeze(0), t(Xkv).unsqueeze(0),
+                         attn_mask=am, need_weights=True, average_attn_weights=False)
+            worst = compare("output", out, o[0].numpy())
+            return max(worst, compare("softmax", sm, a[0].numpy()))
+        return check
+
+    return [
+        ("torch-sdpa-h2", sdpa_case(2, 2, 4, 5, 3, 2)),
+        ("torch-sdpa-causal-scale", sdpa_case(3, 3, 5, 5, 2, 2, causal=True, scale=0.37)),
+        ("torch-sdpa-bool-mask", sdpa_case(2, 2, 4, 6, 2, 3, mask="bool")),
+        ("torch-sdpa-float-mask-gqa", sdpa_case(4, 2, 5, 5, 2, 2, mask="add")),
+        ("torch-mha-self-causal", mha_module_case(6, 3, 5, 5, causal=True)),
+        ("torch-mha-cross-kdim", mha_module_case(8, 2, 3, 6, kdim=5)),
+    ]
+
+
+# ---- main ----------------------------------------------------------------
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.stderr.write("usage: numpy_check.py MHA_BINARY\n")
+        return 2
+    binary = os.path.abspath(argv[1])
+    if not os.access(binary, os.X_OK):
+        sys.stderr.write("numpy_check.py: '%s': not an executable\n" % argv[1])
+        return 2
+    rng = np.random.default_rng(SEED)
+    passed = failed = 0
+    worst_all = 0.0
+
+    def report(name, fn, torch_case=False):
+        nonlocal passed, failed, worst_all
+        try:
+            worst = fn()
+        except Mismatch as e:
+            failed += 1
+            print("FAIL %s: %s" % (name, e))
+        except Exception as e:  # torch's API, not mha: say so, but do not crash
+            if not torch_case:
+                raise
+            failed += 1
+            print("FAIL %s: torch raised %s: %s" % (name, type(e).__name__, e))
+        else:
+            passed += 1
+            worst_all = max(worst_all, worst)
+            print("ok %s (max rel diff %.2g)" % (name, worst))
+        sys.stdout.flush()
+
+    for case in cases():
+        report(case.name, lambda: run_case(binary, case, rng))
+
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        print("torch cases skipped: torch is not importable")
+    else:
+        version = tuple(int(p) for p in re.findall(r"\d+", torch.__version__)[:2])
+        # scaled_dot_product_attention takes scale= from 2.1 on; the
+        # nn.MultiheadAttention cases need average_attn_weights (1.11)
+        sdpa = version >= (2, 1) and hasattr(F, "scaled_dot_product_attention")
+        if not sdpa:
+            print("torch %s: scaled_dot_product_attention cases skipped (need 2.1)"
+                  % torch.__version__)
+        for name, fn in torch_cases(binary, rng):
+            if name.startswith("torch-sdpa") and not sdpa:
+                continue
+            if version < (1, 11):
+                print("%s skipped: torch %s is older than 1.11" % (name, torch.__version__))
+                continue
+            report(name, fn, torch_case=True)
+
+    print("max rel diff over all cases: %.2g (tolerance %g)" % (worst_all, RTOL))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
