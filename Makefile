@@ -33,7 +33,7 @@ VERSION  = $(shell sed -n 's/^\#define MHA_VERSION_STRING "\(.*\)"/\1/p' lib/mha
 SOVERSION = 0
 
 # Debian packages the build and the tests need
-DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy
+DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq
 
 LIB_SRC = lib/mha.c
 CLI_SRC = cli/main.c cli/msg.c cli/matrix.c cli/read_json.c cli/weights.c \

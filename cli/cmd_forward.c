@@ -101,6 +101,12 @@ struct results {
 	matrix *per_head[MHA_STAGE_COUNT]; /* [heads] for each per-head stage */
 };
 
+/* a file as messages name it: standard input is "<stdin>", as the readers say */
+static const char *shown(const char *path)
+{
+	return strcmp(path, "-") ? path : "<stdin>";
+}
+
 /* "s" for a plural count: "%zu head%s" */
 static const char *plural(size_t n)
 {
@@ -413,23 +419,23 @@ static int derive_dims(const struct options *o, const struct inputs *in, mha_dim
 		d->d_v_in = in->v.dim[1];
 		if (d->d_q_in % H)
 			return error("'%s': Q has %zu columns, which --heads %zu does not divide",
-				     o->q, d->d_q_in, H);
+				     shown(o->q), d->d_q_in, H);
 		d->d_k = d->d_q_in / H;
 		if (d->d_k_in != G * d->d_k)
 			return error("'%s': K has %zu columns but needs %zu (%zu key/value head%s of "
-				     "d_k %zu, as Q has %zu columns for %zu head%s)", o->k, d->d_k_in,
+				     "d_k %zu, as Q has %zu columns for %zu head%s)", shown(o->k), d->d_k_in,
 				     G * d->d_k, G, plural(G), d->d_k, d->d_q_in, H, plural(H));
 		if (in->v.dim[0] != d->n_kv)
 			return error("'%s': V has %zu rows but K ('%s') has %zu: one value per key",
-				     o->v, in->v.dim[0], o->k, d->n_kv);
+				     shown(o->v), in->v.dim[0], shown(o->k), d->n_kv);
 		if (d->d_v_in % G)
 			return error("'%s': V has %zu columns, which --kv-heads %zu does not divide",
-				     o->v, d->d_v_in, G);
+				     shown(o->v), d->d_v_in, G);
 		d->d_v = d->d_v_in / G;
 	} else {
 		const matrix *kv = o->kv ? &in->kv : &in->x;
 		const char *kvname = o->kv ? "X_kv" : "X";
-		const char *kvfile = o->kv ? o->kv : o->x;
+		const char *kvfile = shown(o->kv ? o->kv : o->x);
 		const int n_proj = weights_has(w, WQ) + weights_has(w, WK) + weights_has(w, WV);
 
 		d->n_q = in->x.dim[0];
@@ -448,7 +454,7 @@ static int derive_dims(const struct options *o, const struct inputs *in, mha_dim
 
 			if (wq->dim[0] != d->d_q_in)
 				return error("'%s': W_Q is %zux%zu but X ('%s') has %zu columns: W_Q "
-					     "needs %zu rows", w->file, wq->dim[0], wq->dim[1], o->x,
+					     "needs %zu rows", w->file, wq->dim[0], wq->dim[1], shown(o->x),
 					     d->d_q_in, d->d_q_in);
 			if (wq->dim[1] % H)
 				return error("'%s': W_Q has %zu columns, which --heads %zu does not "
@@ -485,8 +491,12 @@ static int derive_dims(const struct options *o, const struct inputs *in, mha_dim
 			/* Q = X, K = V = X_kv: the heads split X's own columns */
 			if (d->d_q_in % H)
 				return error("--heads %zu does not divide d_model %zu (the columns of X, "
-					     "'%s')", H, d->d_q_in, o->x);
+					     "'%s')", H, d->d_q_in, shown(o->x));
 			d->d_k = d->d_v = d->d_q_in / H;
+			if (d->d_k_in != G * d->d_k && !o->kv)
+				return error("--kv-heads %zu needs weights (-w) or --kv: without them K = V "
+					     "= X, %zu columns wide, but %zu key/value head%s of %zu need%s %zu",
+					     G, d->d_q_in, G, plural(G), d->d_k, G == 1 ? "s" : "", G * d->d_k);
 			if (d->d_k_in != G * d->d_k)
 				return error("'%s': X_kv has %zu columns but without weights it needs "
 					     "%zu (%zu key/value head%s of %zu, like X's %zu columns)",
@@ -523,10 +533,10 @@ static int check_mask(const struct options *o, struct inputs *in, const mha_dims
 		return 0;
 	if (m->rank == 3 && m->dim[0] != d->heads)
 		return error("'%s': mask has %zu per-head matrices but there %s %zu head%s",
-			     o->mask, m->dim[0], d->heads == 1 ? "is" : "are", d->heads, plural(d->heads));
+			     shown(o->mask), m->dim[0], d->heads == 1 ? "is" : "are", d->heads, plural(d->heads));
 	if (m->dim[m->rank - 2] != d->n_q || m->dim[m->rank - 1] != d->n_kv)
 		return error("'%s': mask is %s but the scores are %zux%zu (%zu quer%s x %zu key%s)%s",
-			     o->mask, matrix_shape(m, shape, sizeof(shape)), d->n_q, d->n_kv,
+			     shown(o->mask), matrix_shape(m, shape, sizeof(shape)), d->n_q, d->n_kv,
 			     d->n_q, d->n_q == 1 ? "y" : "ies", d->n_kv, plural(d->n_kv),
 			     m->rank == 3 ? " for each head" : "");
 	cfg->mask.per_head = m->rank == 3;
@@ -547,9 +557,9 @@ static int check_mask(const struct options *o, struct inputs *in, const mha_dims
 
 			if (m->rank == 3)
 				return error("'%s': mask[%zu][%zu][%zu] is %s: a mask adds numbers or -inf",
-					     o->mask, h, r, c, isnan(m->v[i]) ? "nan" : "inf");
+					     shown(o->mask), h, r, c, isnan(m->v[i]) ? "nan" : "inf");
 			return error("'%s': mask[%zu][%zu] is %s: a mask adds numbers or -inf",
-				     o->mask, r, c, isnan(m->v[i]) ? "nan" : "inf");
+				     shown(o->mask), r, c, isnan(m->v[i]) ? "nan" : "inf");
 		}
 	}
 	cfg->mask.bias = m->v;
@@ -679,7 +689,7 @@ static void describe_scale(char *buf, size_t size, const mha_dims *d, const mha_
 		snprintf(buf, size, "%.6g = 1/sqrt(n_kv), n_kv = %zu", scale, d->n_kv);
 		break;
 	default:
-		snprintf(buf, size, "%.17g", scale);
+		format_shortest(buf, size, scale);
 		break;
 	}
 }
@@ -702,7 +712,7 @@ static int write_results(writer *wr, const struct options *o, const struct input
 			 const struct results *r, const mha_dims *d, const matrix *out,
 			 unsigned p, double scale)
 {
-	char title[200], how[96];
+	char title[200], how[96], cap[40];
 	const size_t G = d->kv_heads, per = d->heads / G;
 	int any_head = 0;
 
@@ -726,7 +736,7 @@ static int write_results(writer *wr, const struct options *o, const struct input
 			 o->cfg.causal == MHA_CAUSAL_TOP_LEFT ? ": causal" :
 			 o->cfg.causal == MHA_CAUSAL_BOTTOM_RIGHT ? ": causal, bottom-right" : ":",
 			 o->mask ? (o->cfg.causal ? " and " : " ") : (o->cfg.causal ? "" : " none"),
-			 o->mask ? o->mask : "");
+			 o->mask ? shown(o->mask) : "");
 		out_matrix(wr, "mask", title, &r->whole[MHA_STAGE_MASK]);
 	}
 
@@ -765,8 +775,9 @@ static int write_results(writer *wr, const struct options *o, const struct input
 				snprintf(title, sizeof(title), "head %zu: scaled = scores * %s", q, how);
 				break;
 			case MHA_STAGE_SOFTCAPPED:
-				snprintf(title, sizeof(title), "head %zu: softcapped = %.17g*tanh(scaled/%.17g)",
-					 q, o->cfg.softcap, o->cfg.softcap);
+				format_shortest(cap, sizeof(cap), o->cfg.softcap);
+				snprintf(title, sizeof(title), "head %zu: softcapped = %s*tanh(scaled/%s)",
+					 q, cap, cap);
 				break;
 			case MHA_STAGE_MASKED:
 				snprintf(title, sizeof(title), "head %zu: masked = %s + mask", q,
@@ -871,6 +882,11 @@ int cmd_forward(int argc, char **argv)
 	st = mha_forward(out.v, &d, &src, &mw, &o.cfg, &obs, &rep);
 	if (st == MHA_ERR_OBSERVER)
 		goto done; /* keep() said why */
+	if (st == MHA_ERR_RANGE) {
+		error("the numbers overflow: Q, K, V, the scores or the output went past the "
+		      "largest double (about 1.8e308); scale the inputs down");
+		goto done;
+	}
 	if (st != MHA_OK) {
 		error("%s", mha_strerror(st));
 		goto done;
