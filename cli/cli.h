@@ -29,5 +29,6 @@ int usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
 
 /* Subcommands: each parses its own argv (argv[0] is the command's name). */
 int cmd_forward(int argc, char **argv);
+int cmd_init(int argc, char **argv);
 
 #endif

@@ -8,6 +8,7 @@
  * copy of each intermediate the user asked to see.
  */
 #include "cli.h"
+#include "input.h"
 #include "matrix.h"
 #include "outfile.h"
 #include "weights.h"
@@ -359,7 +360,6 @@ static int check_option_combinations(struct options *o)
 /* ---- reading and checking the data ------------------------------------- */
 
 static const char *const x_keys[] = { "output", "X", NULL };
-static const char *const kv_keys[] = { "output", "X", NULL };
 static const char *const q_keys[] = { "Q", NULL };
 static const char *const k_keys[] = { "K", NULL };
 static const char *const v_keys[] = { "V", NULL };
@@ -367,19 +367,22 @@ static const char *const mask_keys[] = { "mask", NULL };
 
 static int read_inputs(const struct options *o, struct inputs *in)
 {
-	if (o->x && read_matrix_file(&in->x, o->x, x_keys, "X", 2, 2, 0))
+	const read_spec xs = { "X", x_keys, 2, 2, 0 }, kvs = { "X_kv", x_keys, 2, 2, 0 };
+	const read_spec qs = { "Q", q_keys, 2, 2, 0 }, ks = { "K", k_keys, 2, 2, 0 };
+	const read_spec vs = { "V", v_keys, 2, 2, 0 };
+	const read_spec ms = { "mask", mask_keys, 2, 3, READ_NONFINITE | READ_BOOL };
+
+	if (o->x && read_matrix(&in->x, o->x, &xs))
 		return -1;
-	if (o->kv && read_matrix_file(&in->kv, o->kv, kv_keys, "X_kv", 2, 2, 0))
+	if (o->kv && read_matrix(&in->kv, o->kv, &kvs))
 		return -1;
 	in->direct = o->q != NULL;
-	if (in->direct && (read_matrix_file(&in->q, o->q, q_keys, "Q", 2, 2, 0) ||
-			   read_matrix_file(&in->k, o->k, k_keys, "K", 2, 2, 0) ||
-			   read_matrix_file(&in->v, o->v, v_keys, "V", 2, 2, 0)))
+	if (in->direct && (read_matrix(&in->q, o->q, &qs) || read_matrix(&in->k, o->k, &ks) ||
+			   read_matrix(&in->v, o->v, &vs)))
 		return -1;
 	if (o->w && weights_load(&in->w, o->w))
 		return -1;
-	if (o->mask && read_matrix_file(&in->mask, o->mask, mask_keys, "mask", 2, 3,
-					READ_NONFINITE | READ_BOOL))
+	if (o->mask && read_matrix(&in->mask, o->mask, &ms))
 		return -1;
 	return 0;
 }

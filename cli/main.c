@@ -18,6 +18,7 @@ struct command {
 
 static const struct command commands[] = {
 	{ "forward", cmd_forward, "compute multi-head attention, showing any step of it" },
+	{ "init", cmd_init, "write a random X and weights to start from" },
 };
 
 static void print_usage(FILE *fp)

@@ -7,8 +7,6 @@
 
 #include <stddef.h>
 
-struct cJSON;
-
 typedef struct matrix {
 	size_t rank;   /* 1, 2 or 3; 0 while empty */
 	size_t dim[3]; /* dim[0] outermost; dimensions past rank are 1 */
@@ -29,36 +27,8 @@ void matrix_free(matrix *m);
 
 /* What a reader accepts beyond finite numbers. */
 enum {
-	READ_NONFINITE = 1u << 0, /* the strings "-inf", "inf", "nan" (masks only) */
+	READ_NONFINITE = 1u << 0, /* -inf, inf, nan in their usual spellings (masks only) */
 	READ_BOOL = 1u << 1       /* true and false, all of them or none (masks only) */
 };
-
-/* A parsed JSON file: its display name, text and tree. */
-typedef struct json_file {
-	char *name;         /* as given, "-" shown as "<stdin>" */
-	char *text;
-	size_t len;
-	struct cJSON *root;
-} json_file;
-
-/* Read and parse path ("-": standard input); errors name the file, line and column. */
-int json_file_load(json_file *f, const char *path);
-void json_file_free(json_file *f);
-
-/*
- * Convert node to a matrix of rank min_rank..max_rank.  what names the
- * node in messages ("W_Q", "X").  Errors are reported and return -1.
- */
-int json_matrix(matrix *m, const struct cJSON *node, const json_file *f,
-		const char *what, size_t min_rank, size_t max_rank, unsigned flags);
-
-/*
- * Read a matrix file: a bare array, or an object holding the array under
- * the first of keys[] it has (other keys are ignored, so mha's own JSON
- * output can be read back).
- */
-int read_matrix_file(matrix *m, const char *path, const char *const *keys,
-		     const char *what, size_t min_rank, size_t max_rank,
-		     unsigned flags);
 
 #endif

@@ -1,58 +1,19 @@
 /*
  * read_json.c: JSON files into matrices, with cJSON doing the parsing.
  *
- * Every message names the file and the element ("X[2][1]"), and a syntax
- * error its line and column, so the user can go straight to the problem.
+ * cJSON keeps no positions, so when an element is wrong the reader walks
+ * the text again along the element's path to give its line and column.
  */
-#include "matrix.h"
+#include "read_json.h"
 #include "cli.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/stat.h>
-
-/* Read a whole stream; NUL-terminated for the parser. */
-static int slurp(FILE *fp, const char *name, char **text, size_t *len)
-{
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap);
-
-	if (!buf)
-		return error("'%s': out of memory", name);
-	for (;;) {
-		size_t got;
-
-		if (n + 1 >= cap) {
-			char *bigger = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-
-			if (!bigger) {
-				free(buf);
-				return error("'%s': out of memory reading the file", name);
-			}
-			buf = bigger;
-			cap *= 2;
-		}
-		got = fread(buf + n, 1, cap - 1 - n, fp);
-		n += got;
-		if (got == 0)
-			break;
-	}
-	if (ferror(fp)) {
-		free(buf);
-		return error("'%s': read error: %s", name, strerror(errno));
-	}
-	buf[n] = '\0';
-	*text = buf;
-	*len = n;
-	return 0;
-}
 
 static void line_col(const char *text, size_t off, size_t *line, size_t *col)
 {
@@ -68,86 +29,150 @@ static void line_col(const char *text, size_t off, size_t *line, size_t *col)
 	}
 }
 
-int json_file_load(json_file *f, const char *path)
+int json_parse(json_doc *doc, const input_file *f)
 {
-	const char *end = NULL;
-	size_t skip = 0;
-	FILE *fp;
-	struct stat st;
-	int rc;
+	const char *text = (const char *)f->data, *end = NULL;
+	size_t skip = 0, i;
 
-	memset(f, 0, sizeof(*f));
-	f->name = strdup(strcmp(path, "-") ? path : "<stdin>");
-	if (!f->name)
-		return error("out of memory");
-	if (!strcmp(path, "-")) {
-		fp = stdin;
-	} else {
-		if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-			return error("'%s': is a directory, expected a JSON file", path);
-		fp = fopen(path, "rb");
-		if (!fp)
-			return error("'%s': %s", path, strerror(errno));
-	}
-	rc = slurp(fp, f->name, &f->text, &f->len);
-	if (fp != stdin)
-		fclose(fp);
-	if (rc)
-		return -1;
-
-	if (memchr(f->text, '\0', f->len)) {
+	doc->f = f;
+	doc->root = NULL;
+	if (memchr(text, '\0', f->len)) {
 		size_t line, col;
 
-		line_col(f->text, (size_t)((char *)memchr(f->text, '\0', f->len) - f->text), &line, &col);
-		return error("'%s':%zu:%zu: a NUL byte: not a JSON text file", f->name, line, col);
+		line_col(text, (size_t)((const char *)memchr(text, '\0', f->len) - text), &line, &col);
+		return error("%s:%zu:%zu: a NUL byte: not a JSON text file", f->name, line, col);
 	}
-	if (f->len >= 3 && !memcmp(f->text, "\xEF\xBB\xBF", 3))
+	if (f->len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3))
 		skip = 3; /* a UTF-8 byte order mark: harmless, skip it */
-	{
-		size_t i = skip;
-
-		while (i < f->len && isspace((unsigned char)f->text[i]))
-			i++;
-		if (i == f->len)
-			return error("'%s': empty file, expected JSON", f->name);
-	}
+	for (i = skip; i < f->len && isspace((unsigned char)text[i]); i++)
+		;
+	if (i == f->len)
+		return error("%s: empty file, expected JSON", f->name);
 
 	/* the length counts the terminating NUL: cJSON checks for it */
-	f->root = cJSON_ParseWithLengthOpts(f->text + skip, f->len - skip + 1, &end, 1);
-	if (!f->root) {
-		size_t off = end ? (size_t)(end - f->text) : f->len, line, col, from, to, k = 0;
+	doc->root = cJSON_ParseWithLengthOpts(text + skip, f->len - skip + 1, &end, 1);
+	if (!doc->root) {
+		size_t off = end ? (size_t)(end - text) : f->len, line, col, from, to, k = 0;
 		char near[40];
 
 		if (off > f->len)
 			off = f->len;
-		line_col(f->text, off, &line, &col);
+		line_col(text, off, &line, &col);
 		if (off >= f->len)
-			return error("'%s':%zu:%zu: invalid JSON: the text ends too early", f->name,
+			return error("%s:%zu:%zu: invalid JSON: the text ends too early", f->name,
 				     line, col);
 		/* cJSON stops where it gave up, which can be just past the culprit:
 		 * show a little of the line on both sides */
 		from = off;
-		while (from > 0 && off - from < 12 && f->text[from - 1] != '\n')
+		while (from > 0 && off - from < 12 && text[from - 1] != '\n')
 			from--;
 		to = off;
-		while (to < f->len && to - off < 12 && f->text[to] != '\n')
+		while (to < f->len && to - off < 12 && text[to] != '\n')
 			to++;
-		for (size_t i = from; i < to; i++)
-			near[k++] = isprint((unsigned char)f->text[i]) ? f->text[i] : '?';
+		for (i = from; i < to; i++)
+			near[k++] = isprint((unsigned char)text[i]) ? text[i] : '?';
 		near[k] = '\0';
-		return error("'%s':%zu:%zu: invalid JSON near '%s'", f->name, line, col, near);
+		return error("%s:%zu:%zu: invalid JSON near '%s'", f->name, line, col, near);
 	}
 	return 0;
 }
 
-void json_file_free(json_file *f)
+void json_doc_free(json_doc *doc)
 {
-	if (!f)
+	if (!doc)
 		return;
-	cJSON_Delete(f->root);
-	free(f->text);
-	free(f->name);
-	memset(f, 0, sizeof(*f));
+	cJSON_Delete(doc->root);
+	doc->root = NULL;
+}
+
+/* ---- finding an element in the text ------------------------------------ */
+
+static size_t skip_ws(const char *t, size_t n, size_t p)
+{
+	while (p < n && (t[p] == ' ' || t[p] == '\t' || t[p] == '\n' || t[p] == '\r'))
+		p++;
+	return p;
+}
+
+/* p at a value: the position just past it (the text is valid JSON) */
+static size_t skip_value(const char *t, size_t n, size_t p)
+{
+	size_t depth = 0;
+	int in_string = 0;
+
+	for (; p < n; p++) {
+		const char c = t[p];
+
+		if (in_string) {
+			if (c == '\\')
+				p++;
+			else if (c == '"' && (in_string = 0, depth == 0))
+				return p + 1;
+			continue;
+		}
+		if (c == '"') {
+			in_string = 1;
+		} else if (c == '[' || c == '{') {
+			depth++;
+		} else if (c == ']' || c == '}') {
+			if (depth == 0)
+				return p; /* the end of the enclosing container */
+			if (--depth == 0)
+				return p + 1;
+		} else if (depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r')) {
+			return p; /* the end of a number or literal */
+		}
+	}
+	return p;
+}
+
+/*
+ * The offset of root[key][idx[0]]…[idx[depth-1]] in the text, or SIZE_MAX.
+ * Keys are compared as written (a key with escapes is not found, and the
+ * message then goes without a position).
+ */
+static size_t locate(const char *t, size_t n, const char *key, const size_t *idx, size_t depth)
+{
+	size_t p = (n >= 3 && !memcmp(t, "\xEF\xBB\xBF", 3)) ? 3 : 0;
+
+	p = skip_ws(t, n, p);
+	if (key) {
+		const size_t klen = strlen(key);
+
+		if (p >= n || t[p] != '{')
+			return SIZE_MAX;
+		p = skip_ws(t, n, p + 1);
+		for (;;) {
+			size_t k0, k1;
+
+			if (p >= n || t[p] != '"')
+				return SIZE_MAX;
+			k0 = p + 1;
+			k1 = skip_value(t, n, p) - 1;
+			p = skip_ws(t, n, k1 + 1);
+			if (p >= n || t[p] != ':')
+				return SIZE_MAX;
+			p = skip_ws(t, n, p + 1);
+			if (k1 - k0 == klen && !memcmp(t + k0, key, klen))
+				break;
+			p = skip_ws(t, n, skip_value(t, n, p));
+			if (p >= n || t[p] != ',')
+				return SIZE_MAX;
+			p = skip_ws(t, n, p + 1);
+		}
+	}
+	for (size_t d = 0; d < depth; d++) {
+		if (p >= n || t[p] != '[')
+			return SIZE_MAX;
+		p = skip_ws(t, n, p + 1);
+		for (size_t i = 0; i < idx[d]; i++) {
+			p = skip_ws(t, n, skip_value(t, n, p));
+			if (p >= n || t[p] != ',')
+				return SIZE_MAX;
+			p = skip_ws(t, n, p + 1);
+		}
+	}
+	return p < n ? p : SIZE_MAX;
 }
 
 /* "a string \"0.4x\"", "an object", …: what was found instead */
@@ -173,26 +198,9 @@ static const char *describe(const cJSON *n, char *buf, size_t size)
 	return "something else";
 }
 
-/* "-inf", "inf", "nan" and their usual spellings; 0 if s is none of them */
-static int parse_nonfinite(const char *s, double *v)
-{
-	int neg = 0;
-
-	if (*s == '-' || *s == '+')
-		neg = *s++ == '-';
-	if (!strcasecmp(s, "inf") || !strcasecmp(s, "infinity")) {
-		*v = neg ? -INFINITY : INFINITY;
-		return 1;
-	}
-	if (!strcasecmp(s, "nan")) {
-		*v = NAN;
-		return 1;
-	}
-	return 0;
-}
-
 struct conv {
-	const json_file *f;
+	const json_doc *doc;
+	const char *key;   /* where the node is in the top-level object, or NULL */
 	const char *what;
 	unsigned flags;
 	size_t rank;
@@ -200,6 +208,7 @@ struct conv {
 	double *out;
 	int bools;  /* -1 unknown yet, 0 numbers, 1 booleans */
 	char path[96];
+	char where[4352]; /* a path (up to PATH_MAX) and a line and column */
 };
 
 static const char *path_of(struct conv *c, const size_t *idx, size_t depth)
@@ -211,33 +220,48 @@ static const char *path_of(struct conv *c, const size_t *idx, size_t depth)
 	return c->path;
 }
 
+/* "file:line:col" of the element at idx[0..depth), or just "file" */
+static const char *where(struct conv *c, const size_t *idx, size_t depth)
+{
+	const input_file *f = c->doc->f;
+	size_t off = locate((const char *)f->data, f->len, c->key, idx, depth), line, col;
+
+	if (off == SIZE_MAX) {
+		snprintf(c->where, sizeof(c->where), "%s", f->name);
+	} else {
+		line_col((const char *)f->data, off, &line, &col);
+		snprintf(c->where, sizeof(c->where), "%s:%zu:%zu", f->name, line, col);
+	}
+	return c->where;
+}
+
 static int leaf(struct conv *c, const cJSON *n, const size_t *idx, double *v)
 {
 	char buf[80];
+	const size_t r = c->rank;
 
 	if (cJSON_IsBool(n) && (c->flags & READ_BOOL)) {
 		if (c->bools == 0)
-			return error("'%s': %s: expected a number like the rest, found %s",
-				     c->f->name, path_of(c, idx, c->rank), describe(n, buf, sizeof(buf)));
+			return error("%s: %s: expected a number like the rest, found %s",
+				     where(c, idx, r), path_of(c, idx, r), describe(n, buf, sizeof(buf)));
 		c->bools = 1;
 		*v = cJSON_IsTrue(n) ? 1.0 : 0.0;
 		return 0;
 	}
 	if (c->bools == 1)
-		return error("'%s': %s: expected true or false like the rest, found %s",
-			     c->f->name, path_of(c, idx, c->rank), describe(n, buf, sizeof(buf)));
+		return error("%s: %s: expected true or false like the rest, found %s",
+			     where(c, idx, r), path_of(c, idx, r), describe(n, buf, sizeof(buf)));
 	if (cJSON_IsNumber(n)) {
 		if (!isfinite(n->valuedouble))
-			return error("'%s': %s: number out of range", c->f->name,
-				     path_of(c, idx, c->rank));
+			return error("%s: %s: number out of range (beyond about 1.8e308)",
+				     where(c, idx, r), path_of(c, idx, r));
 		*v = n->valuedouble;
 	} else if (cJSON_IsString(n) && parse_nonfinite(n->valuestring, v)) {
 		if (!(c->flags & READ_NONFINITE))
-			return error("'%s': %s: \"%s\" is not allowed here (only a mask may hold -inf)",
-				     c->f->name, path_of(c, idx, c->rank), n->valuestring);
+			return error("%s: %s: \"%s\" is not allowed here (only a mask may hold -inf)",
+				     where(c, idx, r), path_of(c, idx, r), n->valuestring);
 	} else {
-		return error("'%s': %s: expected %s, found %s", c->f->name,
-			     path_of(c, idx, c->rank),
+		return error("%s: %s: expected %s, found %s", where(c, idx, r), path_of(c, idx, r),
 			     (c->flags & READ_BOOL) ? "a number or a boolean" : "a number",
 			     describe(n, buf, sizeof(buf)));
 	}
@@ -254,7 +278,7 @@ static int fill(struct conv *c, const cJSON *n, size_t depth, size_t *idx)
 	if (depth == c->rank)
 		return leaf(c, n, idx, c->out++);
 	if (!cJSON_IsArray(n))
-		return error("'%s': %s: expected an array of %zu entries, found %s", c->f->name,
+		return error("%s: %s: expected an array of %zu entries, found %s", where(c, idx, depth),
 			     path_of(c, idx, depth), c->dim[depth], describe(n, buf, sizeof(buf)));
 	if ((size_t)cJSON_GetArraySize(n) != c->dim[depth]) {
 		const int got = cJSON_GetArraySize(n);
@@ -262,9 +286,9 @@ static int fill(struct conv *c, const cJSON *n, size_t depth, size_t *idx)
 		const size_t zeros[3] = { 0, 0, 0 };
 
 		snprintf(first, sizeof(first), "%s", path_of(c, zeros, depth));
-		return error("'%s': %s has %d entr%s but %s has %zu: rows must be equally long",
-			     c->f->name, path_of(c, idx, depth), got, got == 1 ? "y" : "ies", first,
-			     c->dim[depth]);
+		return error("%s: %s has %d entr%s but %s has %zu: rows must be equally long",
+			     where(c, idx, depth), path_of(c, idx, depth), got, got == 1 ? "y" : "ies",
+			     first, c->dim[depth]);
 	}
 	cJSON_ArrayForEach(e, n) {
 		idx[depth] = i++;
@@ -276,33 +300,33 @@ static int fill(struct conv *c, const cJSON *n, size_t depth, size_t *idx)
 
 static const char *const rank_names[] = { "a number", "a 1-D array", "a 2-D array", "a 3-D array" };
 
-int json_matrix(matrix *m, const cJSON *node, const json_file *f, const char *what,
-		size_t min_rank, size_t max_rank, unsigned flags)
+int json_node_matrix(matrix *m, const json_doc *doc, const cJSON *node, const char *key,
+		     const char *what, size_t min_rank, size_t max_rank, unsigned flags)
 {
-	struct conv c = { .f = f, .what = what, .flags = flags, .bools = -1 };
+	struct conv c = { .doc = doc, .key = key, .what = what, .flags = flags, .bools = -1 };
 	size_t idx[3] = { 0, 0, 0 };
 	const cJSON *n = node;
+	char buf[80];
 
 	memset(m, 0, sizeof(*m));
 	/* the shape comes from the first element at each depth */
 	while (cJSON_IsArray(n)) {
 		if (c.rank == 3)
-			return error("'%s': %s: expected %s, found an array nested deeper than 3",
-				     f->name, what, rank_names[max_rank]);
+			return error("%s: %s: expected %s, found an array nested deeper than 3",
+				     where(&c, idx, 0), what, rank_names[max_rank]);
 		if (!cJSON_GetArraySize(n))
-			return error("'%s': %s: empty array", f->name, path_of(&c, idx, c.rank));
+			return error("%s: %s: empty array", where(&c, idx, c.rank),
+				     path_of(&c, idx, c.rank));
 		c.dim[c.rank++] = (size_t)cJSON_GetArraySize(n);
 		n = n->child;
 	}
 	if (c.rank < min_rank || c.rank > max_rank) {
-		char buf[80];
-
 		if (c.rank == 0)
-			return error("'%s': %s: expected %s, found %s", f->name, what,
+			return error("%s: %s: expected %s, found %s", where(&c, idx, 0), what,
 				     rank_names[min_rank], describe(node, buf, sizeof(buf)));
-		return error("'%s': %s: expected %s%s, found %s", f->name, what,
+		return error("%s: %s: expected %s%s, found %s", where(&c, idx, 0), what,
 			     rank_names[min_rank],
-			     max_rank > min_rank ? (max_rank == 3 ? " or a 3-D array" : " or a 2-D array") : "",
+			     max_rank > min_rank ? (max_rank == 3 ? " (up to 3-D)" : " or a 2-D array") : "",
 			     rank_names[c.rank]);
 	}
 	if (matrix_alloc(m, c.rank, c.dim[0], c.dim[1], c.dim[2]))
@@ -316,39 +340,41 @@ int json_matrix(matrix *m, const cJSON *node, const json_file *f, const char *wh
 	return 0;
 }
 
-int read_matrix_file(matrix *m, const char *path, const char *const *keys,
-		     const char *what, size_t min_rank, size_t max_rank, unsigned flags)
+int read_json(matrix *m, const input_file *f, const read_spec *spec)
 {
-	json_file f;
+	json_doc doc;
 	const cJSON *node = NULL;
-	const char *name = what;
+	const char *key = NULL;
 	int rc;
 
 	memset(m, 0, sizeof(*m));
-	if (json_file_load(&f, path)) {
-		json_file_free(&f);
+	if (json_parse(&doc, f)) {
+		json_doc_free(&doc);
 		return -1;
 	}
-	if (cJSON_IsObject(f.root)) {
-		for (size_t i = 0; keys && keys[i] && !node; i++) {
-			node = cJSON_GetObjectItemCaseSensitive(f.root, keys[i]);
-			name = keys[i];
+	if (cJSON_IsObject(doc.root)) {
+		for (size_t i = 0; spec->keys && spec->keys[i] && !node; i++) {
+			node = cJSON_GetObjectItemCaseSensitive(doc.root, spec->keys[i]);
+			key = spec->keys[i];
 		}
 		if (!node) {
 			char list[128] = "";
 
-			for (size_t i = 0; keys && keys[i]; i++)
+			for (size_t i = 0; spec->keys && spec->keys[i]; i++)
 				snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s\"%s\"",
-					 i ? " or " : "", keys[i]);
-			rc = error("'%s': expected %s as an array, or an object holding it under %s",
-				   f.name, what, list);
-			json_file_free(&f);
+					 i ? " or " : "", spec->keys[i]);
+			rc = spec->keys
+				? error("%s: expected %s as an array, or an object holding it under %s",
+					f->name, spec->what, list)
+				: error("%s: expected %s as an array, found an object", f->name, spec->what);
+			json_doc_free(&doc);
 			return rc;
 		}
 	} else {
-		node = f.root;
+		node = doc.root;
 	}
-	rc = json_matrix(m, node, &f, name, min_rank, max_rank, flags);
-	json_file_free(&f);
+	rc = json_node_matrix(m, &doc, node, key, key ? key : spec->what, spec->min_rank,
+			      spec->max_rank, spec->flags);
+	json_doc_free(&doc);
 	return rc;
 }

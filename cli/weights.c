@@ -5,6 +5,7 @@
  */
 #include "weights.h"
 #include "cli.h"
+#include "read_json.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -43,50 +44,57 @@ static int weight_index(const char *key)
 int weights_load(weights *w, const char *path)
 {
 	const char *given[N_WEIGHTS] = { NULL };
-	json_file f;
+	input_file in;
+	json_doc doc = { 0 };
 	const cJSON *e;
 	int rc = 0;
 
 	memset(w, 0, sizeof(*w));
-	if (json_file_load(&f, path)) {
-		json_file_free(&f);
+	if (input_load(&in, path)) {
+		input_free(&in);
 		return -1;
 	}
-	w->file = strdup(f.name);
+	if (json_parse(&doc, &in)) {
+		json_doc_free(&doc);
+		input_free(&in);
+		return -1;
+	}
+	w->file = strdup(in.name);
 	if (!w->file) {
-		json_file_free(&f);
+		json_doc_free(&doc);
+		input_free(&in);
 		return error("out of memory");
 	}
-	if (!cJSON_IsObject(f.root)) {
+	if (!cJSON_IsObject(doc.root)) {
 		rc = error("'%s': expected an object with keys W_Q, W_K, W_V (and optionally W_O, b_Q, b_K, b_V, b_O)",
-			   f.name);
+			   in.name);
 		goto done;
 	}
-	cJSON_ArrayForEach(e, f.root) {
+	cJSON_ArrayForEach(e, doc.root) {
 		int i = weight_index(e->string);
 
 		if (i < 0) {
 			rc = error("'%s': unknown key \"%s\" (expected W_Q, W_K, W_V, W_O, b_Q, b_K, b_V or b_O)",
-				   f.name, e->string);
+				   in.name, e->string);
 			goto done;
 		}
 		if (given[i]) {
 			if (!strcmp(given[i], e->string))
-				rc = error("'%s': \"%s\" appears twice", f.name, e->string);
+				rc = error("'%s': \"%s\" appears twice", in.name, e->string);
 			else
-				rc = error("'%s': \"%s\" and \"%s\" are both %s", f.name, given[i],
+				rc = error("'%s': \"%s\" and \"%s\" are both %s", in.name, given[i],
 					   e->string, weight_names[i]);
 			goto done;
 		}
 		given[i] = e->string;
 		/* biases are vectors; a single row [[...]] is taken as one too */
-		if (json_matrix(&w->m[i], e, &f, weight_names[i], i >= BQ ? 1 : 2, 2, 0)) {
+		if (json_node_matrix(&w->m[i], &doc, e, e->string, weight_names[i], i >= BQ ? 1 : 2, 2, 0)) {
 			rc = -1;
 			goto done;
 		}
 		if (i >= BQ && w->m[i].rank == 2) {
 			if (w->m[i].dim[0] != 1) {
-				rc = error("'%s': %s is %zux%zu, expected a vector (one row)", f.name,
+				rc = error("'%s': %s is %zux%zu, expected a vector (one row)", in.name,
 					   weight_names[i], w->m[i].dim[0], w->m[i].dim[1]);
 				goto done;
 			}
@@ -96,7 +104,8 @@ int weights_load(weights *w, const char *path)
 		}
 	}
 done:
-	json_file_free(&f);
+	json_doc_free(&doc);
+	input_free(&in);
 	if (rc)
 		weights_free(w);
 	return rc;

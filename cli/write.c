@@ -23,6 +23,30 @@ void format_shortest(char *buf, size_t size, double v)
 	}
 }
 
+int csv_write(FILE *fp, const matrix *m)
+{
+	const size_t cols = matrix_cols(m), rows = matrix_size(m) / (cols ? cols : 1);
+	char buf[40];
+
+	for (size_t i = 0; i < rows; i++) {
+		for (size_t j = 0; j < cols; j++) {
+			const double v = m->v[i * cols + j];
+
+			if (isnan(v))
+				snprintf(buf, sizeof(buf), "nan");
+			else if (isinf(v))
+				snprintf(buf, sizeof(buf), v < 0 ? "-inf" : "inf");
+			else
+				format_shortest(buf, sizeof(buf), v);
+			if (j)
+				fputc(',', fp);
+			fputs(buf, fp);
+		}
+		fputc('\n', fp);
+	}
+	return ferror(fp) ? -1 : 0;
+}
+
 static void format_text(char *buf, size_t size, double v, int precision)
 {
 	if (isnan(v))

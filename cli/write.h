@@ -32,6 +32,19 @@ void out_head_end(writer *w);
 void out_heads_end(writer *w);
 void out_end(writer *w);
 
+/*
+ * One matrix as a NumPy .npy file (format 1.0, '<f8', C order, its own
+ * rank and shape); 0, or -1 on a write error (errno says why).
+ */
+int npy_write(FILE *fp, const matrix *m);
+
+/*
+ * One matrix as plain CSV: a line per row, values comma-separated in the
+ * shortest form that reads back exactly, -inf/inf/nan spelled so; a 3-D
+ * matrix is its 2-D planes one after another.  0, or -1 on a write error.
+ */
+int csv_write(FILE *fp, const matrix *m);
+
 /* Shortest text that strtod() reads back as exactly v (finite v). */
 void format_shortest(char *buf, size_t size, double v);
 

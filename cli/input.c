@@ -1,0 +1,140 @@
+/*
+ * input.c: read an input file whole, tell its format, hand it to its reader.
+ */
+#include "input.h"
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+int input_load(input_file *f, const char *path)
+{
+	const int from_stdin = !strcmp(path, "-");
+	size_t cap = 1 << 16, n = 0;
+	unsigned char *buf;
+	struct stat st;
+	FILE *fp;
+
+	memset(f, 0, sizeof(*f));
+	f->name = strdup(from_stdin ? "<stdin>" : path);
+	if (!f->name)
+		return error("out of memory");
+	if (from_stdin) {
+		fp = stdin;
+	} else {
+		if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+			return error("%s: is a directory, expected a file", path);
+		fp = fopen(path, "rb");
+		if (!fp)
+			return error("%s: %s", path, strerror(errno));
+	}
+	buf = malloc(cap);
+	if (!buf) {
+		if (fp != stdin)
+			fclose(fp);
+		return error("%s: out of memory", f->name);
+	}
+	for (;;) {
+		size_t got;
+
+		if (n + 1 >= cap) {
+			unsigned char *bigger = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+
+			if (!bigger) {
+				free(buf);
+				if (fp != stdin)
+					fclose(fp);
+				return error("%s: out of memory reading the file", f->name);
+			}
+			buf = bigger;
+			cap *= 2;
+		}
+		got = fread(buf + n, 1, cap - 1 - n, fp);
+		n += got;
+		if (got == 0)
+			break;
+	}
+	if (ferror(fp)) {
+		int e = errno;
+
+		free(buf);
+		if (fp != stdin)
+			fclose(fp);
+		return error("%s: read error: %s", f->name, strerror(e));
+	}
+	if (fp != stdin)
+		fclose(fp);
+	buf[n] = '\0';
+	f->data = buf;
+	f->len = n;
+	return 0;
+}
+
+void input_free(input_file *f)
+{
+	if (!f)
+		return;
+	free(f->data);
+	free(f->name);
+	memset(f, 0, sizeof(*f));
+}
+
+in_format input_format(const input_file *f)
+{
+	size_t i = 0;
+
+	if (f->len >= 6 && !memcmp(f->data, "\x93NUMPY", 6))
+		return FORMAT_IN_NPY;
+	if (f->len >= 3 && !memcmp(f->data, "\xEF\xBB\xBF", 3))
+		i = 3; /* a UTF-8 byte order mark says nothing about the format */
+	while (i < f->len && isspace(f->data[i]))
+		i++;
+	if (i < f->len && (f->data[i] == '[' || f->data[i] == '{'))
+		return FORMAT_IN_JSON;
+	return FORMAT_IN_CSV;
+}
+
+int read_matrix(matrix *m, const char *path, const read_spec *spec)
+{
+	input_file f;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	if (input_load(&f, path)) {
+		input_free(&f);
+		return -1;
+	}
+	switch (input_format(&f)) {
+	case FORMAT_IN_NPY: rc = read_npy(m, &f, spec); break;
+	case FORMAT_IN_JSON: rc = read_json(m, &f, spec); break;
+	default: rc = read_csv(m, &f, spec); break;
+	}
+	input_free(&f);
+	if (rc)
+		matrix_free(m);
+	return rc;
+}
+
+int parse_nonfinite(const char *s, double *v)
+{
+	int neg = 0;
+
+	if (*s == '-' || *s == '+')
+		neg = *s++ == '-';
+	if (!strcasecmp(s, "inf") || !strcasecmp(s, "infinity")) {
+		*v = neg ? -INFINITY : INFINITY;
+		return 1;
+	}
+	if (!strcasecmp(s, "nan")) {
+		*v = NAN;
+		return 1;
+	}
+	return 0;
+}

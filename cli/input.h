@@ -1,0 +1,56 @@
+/*
+ * input.h: reading matrices from files in any of mha's input formats.
+ *
+ * A file is read whole (standard input too, once), its format found from
+ * its content (a .npy file by its magic bytes, JSON by its first character,
+ * anything else is CSV), then parsed by that format's reader.  Every reader
+ * reports its own errors in one line that starts with the file's name, and
+ * where it can the line and column (JSON, CSV) or the element (.npy):
+ *
+ *   mha: weights.json:3:17: W_Q[2][1]: expected a number, found "0.4x"
+ *   mha: x.csv:4: X: row has 3 fields but the first row (line 2) has 4
+ *   mha: x.npy: X[2][1] is nan: only a mask may hold nan or infinity
+ */
+#ifndef MHA_CLI_INPUT_H
+#define MHA_CLI_INPUT_H
+
+#include <stddef.h>
+
+#include "matrix.h"
+
+typedef struct input_file {
+	char *name;          /* for messages: the path as given, or "<stdin>" */
+	unsigned char *data; /* the whole file, with a NUL after the last byte */
+	size_t len;          /* bytes, not counting that NUL */
+} input_file;
+
+/* Read path ("-": standard input) whole.  Errors are reported; -1. */
+int input_load(input_file *f, const char *path);
+void input_free(input_file *f);
+
+typedef enum { FORMAT_IN_JSON, FORMAT_IN_CSV, FORMAT_IN_NPY } in_format;
+
+/* The format of f's content. */
+in_format input_format(const input_file *f);
+
+/* What the caller wants out of a file. */
+typedef struct read_spec {
+	const char *what;          /* names the matrix in messages: "X", "W_Q", "mask" */
+	const char *const *keys;   /* JSON: object keys it may be under, NULL-terminated;
+				      NULL: a JSON object is refused */
+	size_t min_rank, max_rank; /* accepted ranks, 1 to 3 */
+	unsigned flags;            /* READ_NONFINITE | READ_BOOL, from matrix.h */
+} read_spec;
+
+/* Load path and parse it in whichever format it is in. */
+int read_matrix(matrix *m, const char *path, const read_spec *spec);
+/* The readers, on a loaded file; each reports its errors and returns -1. */
+int read_json(matrix *m, const input_file *f, const read_spec *spec);
+int read_csv(matrix *m, const input_file *f, const read_spec *spec);
+int read_npy(matrix *m, const input_file *f, const read_spec *spec);
+
+/* The non-finite spellings a mask may use ("-inf", "Infinity", "nan", …,
+ * any case, optional sign): 1 and *v set, or 0. */
+int parse_nonfinite(const char *s, double *v);
+
+#endif
