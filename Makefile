@@ -44,7 +44,7 @@ CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 TEST_OBJ = build/tests/test_lib.o build/tests/ref.o
 
 .PHONY: all demo check deps install uninstall clean test-unit test-cli test-numpy \
-        test-samples test-docs test-install FORCE
+        test-formats test-npy test-samples test-docs test-install FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -98,7 +98,8 @@ demo: deps
 
 check: deps
 	$(MAKE) STRICT=-Werror all tests/test_lib
-	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-samples test-docs test-install
+	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-samples \
+		test-docs test-install
 	@echo "make check: all tests passed"
 
 test-unit: tests/test_lib
@@ -109,6 +110,12 @@ test-cli: mha
 
 test-numpy: mha
 	$(PYTHON) tests/numpy_check.py ./mha
+
+test-formats: mha
+	$(PYTHON) tests/formats_check.py ./mha
+
+test-npy: mha
+	$(PYTHON) tests/npy_check.py ./mha
 
 test-samples: mha
 	sh samples/run.sh

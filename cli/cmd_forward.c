@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char forward_usage[] =
 	"usage: mha forward -x FILE [-w FILE] [--kv FILE] [options]\n"
@@ -30,12 +32,21 @@ static const char forward_usage[] =
 	"\n"
 	"Compute multi-head attention and print the output, or any step of it.\n"
 	"\n"
-	"Inputs (JSON files; '-' reads standard input):\n"
-	"  -x, --x FILE          X, n x d_model: a 2-D array, or an object holding it\n"
+	"Inputs (JSON, CSV or NumPy .npy, told apart by content; '-' reads standard\n"
+	"input, for one of them):\n"
+	"  -x, --x FILE          X, n x d_model: a 2-D array, or a JSON object holding it\n"
 	"                        under \"output\" or \"X\" (mha's own JSON output works)\n"
-	"  -w, --weights FILE    object with W_Q, W_K, W_V and optionally W_O, b_Q, b_K,\n"
-	"                        b_V, b_O (d_in x d_out, applied as x*W); without -w,\n"
-	"                        Q = K = V = X\n"
+	"  -w, --weights FILE    JSON object with W_Q, W_K, W_V and optionally W_O, b_Q,\n"
+	"                        b_K, b_V, b_O (d_in x d_out, applied as x*W; or one\n"
+	"                        d_in x d_k matrix per head, 3-D); or a directory of\n"
+	"                        one file per weight (W_Q.csv, W_K.npy, ...); without\n"
+	"                        -w, Q = K = V = X\n"
+	"      --wq, --wk, --wv, --wo, --bq, --bk, --bv, --bo FILE\n"
+	"                        one weight from its own file, over what -w gave\n"
+	"      --layout L        mha (default): weights d_in x d_out; torch: PyTorch's\n"
+	"                        d_out x d_in, applied as x*W^T, and the names of\n"
+	"                        nn.MultiheadAttention's state_dict (in_proj_weight,\n"
+	"                        in_proj_bias, out_proj.weight, out_proj.bias, ...)\n"
 	"      --kv FILE         keys and values from this matrix (cross-attention)\n"
 	"      --q FILE, --k FILE, --v FILE\n"
 	"                        Q, K and V given directly: no projections (-w may\n"
@@ -58,9 +69,12 @@ static const char forward_usage[] =
 	"  -p, --print LIST      comma-separated steps to print: x, q, k, v, scores,\n"
 	"                        scaled, softcapped, mask, masked, softmax, heads,\n"
 	"                        concat, output; or all (default: output)\n"
-	"  -f, --format FMT      text (default) or json\n"
-	"      --precision N     significant digits in text (default 6)\n"
-	"  -o, --output FILE     write to FILE (replaced only when all went well)\n"
+	"  -f, --format FMT      text (default), json, csv, markdown or npy\n"
+	"      --precision N     significant digits in text and markdown (default 6)\n"
+	"  -o, --output FILE     write to FILE (replaced only when all went well); a\n"
+	"                        directory (an existing one, or a name ending in '/')\n"
+	"                        gets one file per matrix: X.csv, head1_scores.csv, ...\n"
+	"                        (csv, npy or json)\n"
 	"  -h, --help            show this help\n"
 	"\n"
 	"Exit status: 0 success, 1 bad data (files, shapes), 2 bad command line.\n";
@@ -79,6 +93,8 @@ static const char *const print_names[P_COUNT] = {
 
 struct options {
 	const char *x, *kv, *w, *q, *k, *v, *mask, *output;
+	const char *one[N_WEIGHTS]; /* --wq … --bo */
+	weight_layout layout;
 	size_t heads, kv_heads;
 	mha_config cfg;
 	unsigned print;
@@ -89,6 +105,7 @@ struct options {
 
 struct inputs {
 	matrix x, kv, q, k, v, mask;
+	char x_src[4200], kv_src[4200], q_src[4200], k_src[4200], v_src[4200], mask_src[4200];
 	weights w;
 	unsigned char *allow; /* the boolean mask as bytes, or NULL */
 	int direct;           /* Q, K, V given directly */
@@ -209,7 +226,7 @@ static int parse_print(const char *arg, struct options *o)
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	enum { O_KV = 256, O_Q, O_K, O_V, O_MASK, O_HEADS, O_KV_HEADS, O_SCALE,
-	       O_CAUSAL, O_SOFTCAP, O_PRECISION };
+	       O_CAUSAL, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_ONE /* + WQ … BO */ };
 	static const struct option longopts[] = {
 		{ "x", required_argument, NULL, 'x' },
 		{ "weights", required_argument, NULL, 'w' },
@@ -218,6 +235,15 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "k", required_argument, NULL, O_K },
 		{ "v", required_argument, NULL, O_V },
 		{ "mask", required_argument, NULL, O_MASK },
+		{ "wq", required_argument, NULL, O_ONE + WQ },
+		{ "wk", required_argument, NULL, O_ONE + WK },
+		{ "wv", required_argument, NULL, O_ONE + WV },
+		{ "wo", required_argument, NULL, O_ONE + WO },
+		{ "bq", required_argument, NULL, O_ONE + BQ },
+		{ "bk", required_argument, NULL, O_ONE + BK },
+		{ "bv", required_argument, NULL, O_ONE + BV },
+		{ "bo", required_argument, NULL, O_ONE + BO },
+		{ "layout", required_argument, NULL, O_LAYOUT },
 		{ "heads", required_argument, NULL, O_HEADS },
 		{ "kv-heads", required_argument, NULL, O_KV_HEADS },
 		{ "scale", required_argument, NULL, O_SCALE },
@@ -247,6 +273,20 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case O_K: o->k = optarg; break;
 		case O_V: o->v = optarg; break;
 		case O_MASK: o->mask = optarg; break;
+		case O_ONE + WQ: case O_ONE + WK: case O_ONE + WV: case O_ONE + WO:
+		case O_ONE + BQ: case O_ONE + BK: case O_ONE + BV: case O_ONE + BO:
+			o->one[c - O_ONE] = optarg;
+			break;
+		case O_LAYOUT:
+			if (!strcmp(optarg, "mha")) {
+				o->layout = LAYOUT_MHA;
+			} else if (!strcmp(optarg, "torch")) {
+				o->layout = LAYOUT_TORCH;
+			} else {
+				usage_error("forward", "--layout takes mha or torch, not '%s'", optarg);
+				return -1;
+			}
+			break;
 		case 'o': o->output = optarg; break;
 		case O_HEADS:
 			if (parse_count("--heads", optarg, &o->heads))
@@ -287,8 +327,15 @@ static int parse_options(int argc, char **argv, struct options *o)
 				o->format = FORMAT_TEXT;
 			} else if (!strcmp(optarg, "json")) {
 				o->format = FORMAT_JSON;
+			} else if (!strcmp(optarg, "csv")) {
+				o->format = FORMAT_CSV;
+			} else if (!strcmp(optarg, "markdown") || !strcmp(optarg, "md")) {
+				o->format = FORMAT_MARKDOWN;
+			} else if (!strcmp(optarg, "npy")) {
+				o->format = FORMAT_NPY;
 			} else {
-				usage_error("forward", "--format takes text or json, not '%s'", optarg);
+				usage_error("forward", "--format takes text, json, csv, markdown or npy, "
+					    "not '%s'", optarg);
 				return -1;
 			}
 			break;
@@ -336,12 +383,19 @@ static int check_option_combinations(struct options *o)
 				   !o->q ? "--q" : !o->k ? "--k" : "--v");
 	if (direct && o->kv)
 		return usage_error("forward", "--kv cannot be used with --q/--k/--v (K and V are given)");
+	for (int i = WQ; i < N_WEIGHTS; i++)
+		if (direct && o->one[i] && i != WO && i != BO)
+			return usage_error("forward", "--%c%c cannot be used with --q/--k/--v (they are "
+					   "given directly); only --wo and --bo can", i >= BQ ? 'b' : 'w',
+					   "qkvoqkvo"[i]);
 	{
 		const char *const files[] = { o->x, o->kv, o->w, o->q, o->k, o->v, o->mask };
 		int stdin_uses = 0;
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 			stdin_uses += files[i] && !strcmp(files[i], "-");
+		for (int i = 0; i < N_WEIGHTS; i++)
+			stdin_uses += o->one[i] && !strcmp(o->one[i], "-");
 		if (stdin_uses > 1)
 			return usage_error("forward", "only one input can be '-' (standard input)");
 	}
@@ -372,6 +426,16 @@ static int read_inputs(const struct options *o, struct inputs *in)
 	const read_spec vs = { "V", v_keys, 2, 2, 0 };
 	const read_spec ms = { "mask", mask_keys, 2, 3, READ_NONFINITE | READ_BOOL };
 
+	static const char *const one_opts[N_WEIGHTS] = {
+		"--wq", "--wk", "--wv", "--wo", "--bq", "--bk", "--bv", "--bo",
+	};
+
+	snprintf(in->x_src, sizeof(in->x_src), "-x %s", o->x ? shown(o->x) : "");
+	snprintf(in->kv_src, sizeof(in->kv_src), "--kv %s", o->kv ? shown(o->kv) : "");
+	snprintf(in->q_src, sizeof(in->q_src), "--q %s", o->q ? shown(o->q) : "");
+	snprintf(in->k_src, sizeof(in->k_src), "--k %s", o->k ? shown(o->k) : "");
+	snprintf(in->v_src, sizeof(in->v_src), "--v %s", o->v ? shown(o->v) : "");
+	snprintf(in->mask_src, sizeof(in->mask_src), "--mask %s", o->mask ? shown(o->mask) : "");
 	if (o->x && read_matrix(&in->x, o->x, &xs))
 		return -1;
 	if (o->kv && read_matrix(&in->kv, o->kv, &kvs))
@@ -380,31 +444,42 @@ static int read_inputs(const struct options *o, struct inputs *in)
 	if (in->direct && (read_matrix(&in->q, o->q, &qs) || read_matrix(&in->k, o->k, &ks) ||
 			   read_matrix(&in->v, o->v, &vs)))
 		return -1;
-	if (o->w && weights_load(&in->w, o->w))
+	in->w.layout = o->layout;
+	if (o->w && weights_load(&in->w, o->w, o->layout))
+		return -1;
+	for (int i = 0; i < N_WEIGHTS; i++)
+		if (o->one[i] && weights_load_one(&in->w, i, one_opts[i], o->one[i], o->layout))
+			return -1;
+	if (weights_finish(&in->w, o->heads, o->kv_heads))
 		return -1;
 	if (o->mask && read_matrix(&in->mask, o->mask, &ms))
 		return -1;
 	return 0;
 }
 
+/*
+ * Shape errors name each matrix with the option and file it came from
+ * ("W_Q from -w w.json is 4x3 but X from -x x.json has 5 columns") and
+ * give both shapes.
+ */
+
 /* Bias lengths must match the columns of their weight. */
-static int check_bias(const weights *w, int b, size_t want, const char *against)
+static int check_bias(const weights *w, int b, int wt)
 {
+	const size_t want = w->m[wt].dim[1];
+
 	if (weights_has(w, b) && w->m[b].dim[0] != want)
-		return error("'%s': %s has %zu entries but %s: expected %zu", w->file,
-			     weight_names[b], w->m[b].dim[0], against, want);
+		return error("%s from %s has %zu entr%s but %s from %s has %zu columns",
+			     weight_names[b], w->src[b], w->m[b].dim[0], w->m[b].dim[0] == 1 ? "y" : "ies",
+			     weight_names[wt], w->src[wt], want);
 	return 0;
 }
 
-/*
- * Work out mha_dims from the inputs, explaining any mismatch with both
- * shapes and where they came from.
- */
+/* Work out mha_dims from the inputs, explaining any mismatch. */
 static int derive_dims(const struct options *o, const struct inputs *in, mha_dims *d)
 {
 	const weights *w = &in->w;
 	const size_t H = o->heads, G = o->kv_heads;
-	char against[160];
 
 	memset(d, 0, sizeof(*d));
 	d->heads = H;
@@ -413,97 +488,94 @@ static int derive_dims(const struct options *o, const struct inputs *in, mha_dim
 	if (in->direct) {
 		for (int i = WQ; i < N_WEIGHTS; i++)
 			if (i != WO && i != BO && weights_has(w, i))
-				return error("'%s': %s cannot be used with --q/--k/--v (they are given "
-					     "directly); only W_O and b_O can", w->file, weight_names[i]);
+				return error("%s from %s cannot be used with --q/--k/--v (they are given "
+					     "directly); only W_O and b_O can", weight_names[i], w->src[i]);
 		d->n_q = in->q.dim[0];
 		d->n_kv = in->k.dim[0];
 		d->d_q_in = in->q.dim[1];
 		d->d_k_in = in->k.dim[1];
 		d->d_v_in = in->v.dim[1];
 		if (d->d_q_in % H)
-			return error("'%s': Q has %zu columns, which --heads %zu does not divide",
-				     shown(o->q), d->d_q_in, H);
+			return error("Q from %s has %zu columns, which --heads %zu does not divide",
+				     in->q_src, d->d_q_in, H);
 		d->d_k = d->d_q_in / H;
 		if (d->d_k_in != G * d->d_k)
-			return error("'%s': K has %zu columns but needs %zu (%zu key/value head%s of "
-				     "d_k %zu, as Q has %zu columns for %zu head%s)", shown(o->k), d->d_k_in,
-				     G * d->d_k, G, plural(G), d->d_k, d->d_q_in, H, plural(H));
+			return error("K from %s has %zu columns but needs %zu (%zu key/value head%s of "
+				     "d_k %zu, as Q from %s has %zu columns for %zu head%s)", in->k_src,
+				     d->d_k_in, G * d->d_k, G, plural(G), d->d_k, in->q_src, d->d_q_in,
+				     H, plural(H));
 		if (in->v.dim[0] != d->n_kv)
-			return error("'%s': V has %zu rows but K ('%s') has %zu: one value per key",
-				     shown(o->v), in->v.dim[0], shown(o->k), d->n_kv);
+			return error("V from %s has %zu rows but K from %s has %zu: one value per key",
+				     in->v_src, in->v.dim[0], in->k_src, d->n_kv);
 		if (d->d_v_in % G)
-			return error("'%s': V has %zu columns, which --kv-heads %zu does not divide",
-				     shown(o->v), d->d_v_in, G);
+			return error("V from %s has %zu columns, which --kv-heads %zu does not divide",
+				     in->v_src, d->d_v_in, G);
 		d->d_v = d->d_v_in / G;
 	} else {
 		const matrix *kv = o->kv ? &in->kv : &in->x;
 		const char *kvname = o->kv ? "X_kv" : "X";
-		const char *kvfile = shown(o->kv ? o->kv : o->x);
+		const char *kvsrc = o->kv ? in->kv_src : in->x_src;
 		const int n_proj = weights_has(w, WQ) + weights_has(w, WK) + weights_has(w, WV);
 
 		d->n_q = in->x.dim[0];
 		d->n_kv = kv->dim[0];
 		d->d_q_in = in->x.dim[1];
 		d->d_k_in = d->d_v_in = kv->dim[1];
-		if (n_proj != 0 && n_proj != 3)
-			return error("'%s': missing %s (W_Q, W_K and W_V go together)", w->file,
-				     !weights_has(w, WQ) ? "W_Q" : !weights_has(w, WK) ? "W_K" : "W_V");
+		if (n_proj != 0 && n_proj != 3) {
+			const int have = weights_has(w, WQ) ? WQ : weights_has(w, WK) ? WK : WV;
+
+			return error("missing %s (W_Q, W_K and W_V go together; %s came from %s)",
+				     !weights_has(w, WQ) ? "W_Q" : !weights_has(w, WK) ? "W_K" : "W_V",
+				     weight_names[have], w->src[have]);
+		}
 		for (int b = BQ; b <= BV; b++)
 			if (!n_proj && weights_has(w, b))
-				return error("'%s': %s without %s", w->file, weight_names[b],
+				return error("%s from %s without %s", weight_names[b], w->src[b],
 					     weight_names[b - BQ + WQ]);
 		if (n_proj) {
 			const matrix *wq = &w->m[WQ], *wk = &w->m[WK], *wv = &w->m[WV];
 
 			if (wq->dim[0] != d->d_q_in)
-				return error("'%s': W_Q is %zux%zu but X ('%s') has %zu columns: W_Q "
-					     "needs %zu rows", w->file, wq->dim[0], wq->dim[1], shown(o->x),
-					     d->d_q_in, d->d_q_in);
+				return error("W_Q from %s is %zux%zu but X from %s has %zu columns: W_Q "
+					     "needs %zu rows", w->src[WQ], wq->dim[0], wq->dim[1],
+					     in->x_src, d->d_q_in, d->d_q_in);
 			if (wq->dim[1] % H)
-				return error("'%s': W_Q has %zu columns, which --heads %zu does not "
-					     "divide (each head takes an equal block)", w->file,
+				return error("W_Q from %s has %zu columns, which --heads %zu does not "
+					     "divide (each head takes an equal block)", w->src[WQ],
 					     wq->dim[1], H);
 			d->d_k = wq->dim[1] / H;
-			if (wk->dim[0] != d->d_k_in || wv->dim[0] != d->d_k_in) {
-				const matrix *bad = wk->dim[0] != d->d_k_in ? wk : wv;
-
-				return error("'%s': %s is %zux%zu but %s ('%s') has %zu columns: it "
-					     "needs %zu rows", w->file, bad == wk ? "W_K" : "W_V",
-					     bad->dim[0], bad->dim[1], kvname, kvfile, d->d_k_in,
-					     d->d_k_in);
-			}
+			for (int i = WK; i <= WV; i++)
+				if (w->m[i].dim[0] != d->d_k_in)
+					return error("%s from %s is %zux%zu but %s from %s has %zu columns: "
+						     "%s needs %zu rows", weight_names[i], w->src[i],
+						     w->m[i].dim[0], w->m[i].dim[1], kvname, kvsrc,
+						     d->d_k_in, weight_names[i], d->d_k_in);
 			if (wk->dim[1] != G * d->d_k)
-				return error("'%s': W_K has %zu columns but needs %zu (%zu key/value "
-					     "head%s of d_k %zu, as W_Q has %zu columns for %zu head%s)",
-					     w->file, wk->dim[1], G * d->d_k, G, plural(G), d->d_k,
-					     wq->dim[1], H, plural(H));
+				return error("W_K from %s has %zu columns but needs %zu (%zu key/value "
+					     "head%s of d_k %zu, as W_Q from %s has %zu columns for %zu "
+					     "head%s)", w->src[WK], wk->dim[1], G * d->d_k, G, plural(G),
+					     d->d_k, w->src[WQ], wq->dim[1], H, plural(H));
 			if (wv->dim[1] % G)
-				return error("'%s': W_V has %zu columns, which --kv-heads %zu does "
-					     "not divide", w->file, wv->dim[1], G);
+				return error("W_V from %s has %zu columns, which --kv-heads %zu does not "
+					     "divide", w->src[WV], wv->dim[1], G);
 			d->d_v = wv->dim[1] / G;
-			snprintf(against, sizeof(against), "W_Q has %zu columns", wq->dim[1]);
-			if (check_bias(w, BQ, wq->dim[1], against))
-				return -1;
-			snprintf(against, sizeof(against), "W_K has %zu columns", wk->dim[1]);
-			if (check_bias(w, BK, wk->dim[1], against))
-				return -1;
-			snprintf(against, sizeof(against), "W_V has %zu columns", wv->dim[1]);
-			if (check_bias(w, BV, wv->dim[1], against))
+			if (check_bias(w, BQ, WQ) || check_bias(w, BK, WK) || check_bias(w, BV, WV))
 				return -1;
 		} else {
 			/* Q = X, K = V = X_kv: the heads split X's own columns */
 			if (d->d_q_in % H)
-				return error("--heads %zu does not divide d_model %zu (the columns of X, "
-					     "'%s')", H, d->d_q_in, shown(o->x));
+				return error("--heads %zu does not divide d_model %zu (the columns of X "
+					     "from %s)", H, d->d_q_in, in->x_src);
 			d->d_k = d->d_v = d->d_q_in / H;
 			if (d->d_k_in != G * d->d_k && !o->kv)
 				return error("--kv-heads %zu needs weights (-w) or --kv: without them K = V "
 					     "= X, %zu columns wide, but %zu key/value head%s of %zu need%s %zu",
 					     G, d->d_q_in, G, plural(G), d->d_k, G == 1 ? "s" : "", G * d->d_k);
 			if (d->d_k_in != G * d->d_k)
-				return error("'%s': X_kv has %zu columns but without weights it needs "
-					     "%zu (%zu key/value head%s of %zu, like X's %zu columns)",
-					     kvfile, d->d_k_in, G * d->d_k, G, plural(G), d->d_k, d->d_q_in);
+				return error("X_kv from %s has %zu columns but without weights it needs "
+					     "%zu (%zu key/value head%s of %zu, like the %zu columns of X "
+					     "from %s)", kvsrc, d->d_k_in, G * d->d_k, G, plural(G), d->d_k,
+					     d->d_q_in, in->x_src);
 		}
 	}
 
@@ -511,15 +583,14 @@ static int derive_dims(const struct options *o, const struct inputs *in, mha_dim
 		const matrix *wo = &w->m[WO];
 
 		if (wo->dim[0] != H * d->d_v)
-			return error("'%s': W_O is %zux%zu but the heads concatenate to %zu columns "
-				     "(%zu head%s of d_v %zu): W_O needs %zu rows", w->file,
+			return error("W_O from %s is %zux%zu but the heads concatenate to %zu columns "
+				     "(%zu head%s of d_v %zu): W_O needs %zu rows", w->src[WO],
 				     wo->dim[0], wo->dim[1], H * d->d_v, H, plural(H), d->d_v, H * d->d_v);
 		d->d_out = wo->dim[1];
-		snprintf(against, sizeof(against), "W_O has %zu columns", wo->dim[1]);
-		if (check_bias(w, BO, wo->dim[1], against))
+		if (check_bias(w, BO, WO))
 			return -1;
 	} else if (weights_has(w, BO)) {
-		return error("'%s': b_O without W_O", w->file);
+		return error("b_O from %s without W_O", w->src[BO]);
 	}
 	return 0;
 }
@@ -535,11 +606,12 @@ static int check_mask(const struct options *o, struct inputs *in, const mha_dims
 	if (!o->mask)
 		return 0;
 	if (m->rank == 3 && m->dim[0] != d->heads)
-		return error("'%s': mask has %zu per-head matrices but there %s %zu head%s",
-			     shown(o->mask), m->dim[0], d->heads == 1 ? "is" : "are", d->heads, plural(d->heads));
+		return error("mask from %s has %zu per-head matrices but there %s %zu head%s",
+			     in->mask_src, m->dim[0], d->heads == 1 ? "is" : "are", d->heads,
+			     plural(d->heads));
 	if (m->dim[m->rank - 2] != d->n_q || m->dim[m->rank - 1] != d->n_kv)
-		return error("'%s': mask is %s but the scores are %zux%zu (%zu quer%s x %zu key%s)%s",
-			     shown(o->mask), matrix_shape(m, shape, sizeof(shape)), d->n_q, d->n_kv,
+		return error("mask from %s is %s but the scores are %zux%zu (%zu quer%s x %zu key%s)%s",
+			     in->mask_src, matrix_shape(m, shape, sizeof(shape)), d->n_q, d->n_kv,
 			     d->n_q, d->n_q == 1 ? "y" : "ies", d->n_kv, plural(d->n_kv),
 			     m->rank == 3 ? " for each head" : "");
 	cfg->mask.per_head = m->rank == 3;
@@ -559,9 +631,9 @@ static int check_mask(const struct options *o, struct inputs *in, const mha_dims
 			const size_t h = i / n, r = i % n / d->n_kv, c = i % d->n_kv;
 
 			if (m->rank == 3)
-				return error("'%s': mask[%zu][%zu][%zu] is %s: a mask adds numbers or -inf",
+				return error("%s: mask[%zu][%zu][%zu] is %s: a mask adds numbers or -inf",
 					     shown(o->mask), h, r, c, isnan(m->v[i]) ? "nan" : "inf");
-			return error("'%s': mask[%zu][%zu] is %s: a mask adds numbers or -inf",
+			return error("%s: mask[%zu][%zu] is %s: a mask adds numbers or -inf",
 				     shown(o->mask), r, c, isnan(m->v[i]) ? "nan" : "inf");
 		}
 	}
@@ -711,110 +783,274 @@ static void projection_title(char *buf, size_t size, char name, const struct opt
 			 weights_has(&in->w, b) ? " + b_" : "", weights_has(&in->w, b) ? name : '\0');
 }
 
-static int write_results(writer *wr, const struct options *o, const struct inputs *in,
-			 const struct results *r, const mha_dims *d, const matrix *out,
-			 unsigned p, double scale)
-{
-	char title[200], how[96], cap[40];
-	const size_t G = d->kv_heads, per = d->heads / G;
-	int any_head = 0;
+/* One matrix to print: its JSON key, its head (1-based; 0: the whole model) and title. */
+struct item {
+	const char *key;
+	size_t head;
+	char title[200];
+	const matrix *m;
+};
 
-	out_begin(wr);
-	if (p & PBIT(P_X))
-		out_matrix(wr, "X", "X", &in->x);
+struct items {
+	struct item v[MHA_STAGE_COUNT * 16 + 8];
+	size_t n;
+	struct item *extra; /* beyond v when there are many heads */
+	size_t cap;
+};
+
+static struct item *add_item(struct items *list, const char *key, size_t head, const matrix *m)
+{
+	struct item *it;
+	const size_t fixed = sizeof(list->v) / sizeof(list->v[0]);
+
+	if (list->n < fixed) {
+		it = &list->v[list->n];
+	} else {
+		if (list->n - fixed == list->cap) {
+			size_t cap = list->cap ? list->cap * 2 : 64;
+			struct item *more = realloc(list->extra, cap * sizeof(*more));
+
+			if (!more)
+				return NULL;
+			list->extra = more;
+			list->cap = cap;
+		}
+		it = &list->extra[list->n - fixed];
+	}
+	list->n++;
+	it->key = key;
+	it->head = head;
+	it->m = m;
+	it->title[0] = '\0';
+	return it;
+}
+
+static const struct item *item_at(const struct items *list, size_t i)
+{
+	const size_t fixed = sizeof(list->v) / sizeof(list->v[0]);
+
+	return i < fixed ? &list->v[i] : &list->extra[i - fixed];
+}
+
+/* Everything asked for, in the order of the computation, titled. */
+static int collect(struct items *list, const struct options *o, const struct inputs *in,
+		   const struct results *r, const mha_dims *d, const matrix *out, unsigned p,
+		   double scale)
+{
+	static const struct { mha_stage s; const char *key; } order[] = {
+		{ MHA_STAGE_HEAD_Q, "Q" }, { MHA_STAGE_HEAD_K, "K" }, { MHA_STAGE_HEAD_V, "V" },
+		{ MHA_STAGE_SCORES, "scores" }, { MHA_STAGE_SCALED, "scaled" },
+		{ MHA_STAGE_SOFTCAPPED, "softcapped" }, { MHA_STAGE_MASKED, "masked" },
+		{ MHA_STAGE_SOFTMAX, "softmax" }, { MHA_STAGE_HEAD_OUTPUT, "output" },
+	};
+	const size_t per = d->heads / d->kv_heads;
+	char how[96], cap[40];
+	struct item *it;
+
+#define ADD(key, head, m) do { if (!(it = add_item(list, key, head, m))) return error("out of memory"); } while (0)
+	if (p & PBIT(P_X)) {
+		ADD("X", 0, &in->x);
+		snprintf(it->title, sizeof(it->title), "X");
+	}
 	if (p & PBIT(P_Q)) {
-		projection_title(title, sizeof(title), 'Q', o, in, WQ, BQ);
-		out_matrix(wr, "Q", title, &r->whole[MHA_STAGE_Q]);
+		ADD("Q", 0, &r->whole[MHA_STAGE_Q]);
+		projection_title(it->title, sizeof(it->title), 'Q', o, in, WQ, BQ);
 	}
 	if (p & PBIT(P_K)) {
-		projection_title(title, sizeof(title), 'K', o, in, WK, BK);
-		out_matrix(wr, "K", title, &r->whole[MHA_STAGE_K]);
+		ADD("K", 0, &r->whole[MHA_STAGE_K]);
+		projection_title(it->title, sizeof(it->title), 'K', o, in, WK, BK);
 	}
 	if (p & PBIT(P_V)) {
-		projection_title(title, sizeof(title), 'V', o, in, WV, BV);
-		out_matrix(wr, "V", title, &r->whole[MHA_STAGE_V]);
+		ADD("V", 0, &r->whole[MHA_STAGE_V]);
+		projection_title(it->title, sizeof(it->title), 'V', o, in, WV, BV);
 	}
 	if (p & PBIT(P_MASK)) {
-		snprintf(title, sizeof(title), "mask (added to the scores)%s%s%s",
+		ADD("mask", 0, &r->whole[MHA_STAGE_MASK]);
+		snprintf(it->title, sizeof(it->title), "mask (added to the scores)%s%s%s",
 			 o->cfg.causal == MHA_CAUSAL_TOP_LEFT ? ": causal" :
 			 o->cfg.causal == MHA_CAUSAL_BOTTOM_RIGHT ? ": causal, bottom-right" : ":",
 			 o->mask ? (o->cfg.causal ? " and " : " ") : (o->cfg.causal ? "" : " none"),
 			 o->mask ? shown(o->mask) : "");
-		out_matrix(wr, "mask", title, &r->whole[MHA_STAGE_MASK]);
 	}
 
 	describe_scale(how, sizeof(how), d, &o->cfg, scale);
+	format_shortest(cap, sizeof(cap), o->cfg.softcap);
 	for (size_t h = 0; h < d->heads; h++) {
-		static const struct { mha_stage s; const char *key; } order[] = {
-			{ MHA_STAGE_HEAD_Q, "Q" }, { MHA_STAGE_HEAD_K, "K" }, { MHA_STAGE_HEAD_V, "V" },
-			{ MHA_STAGE_SCORES, "scores" }, { MHA_STAGE_SCALED, "scaled" },
-			{ MHA_STAGE_SOFTCAPPED, "softcapped" }, { MHA_STAGE_MASKED, "masked" },
-			{ MHA_STAGE_SOFTMAX, "softmax" }, { MHA_STAGE_HEAD_OUTPUT, "output" },
-		};
 		const size_t q = h + 1, kv = h / per + 1;
-		int opened = 0;
 
 		for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
 			const mha_stage s = order[i].s;
+			char *t;
+			size_t n;
 
 			if (!r->per_head[s])
 				continue;
-			if (!any_head) {
-				out_heads_begin(wr);
-				any_head = 1;
-			}
-			if (!opened) {
-				out_head_begin(wr, h);
-				opened = 1;
-			}
+			ADD(order[i].key, q, &r->per_head[s][h]);
+			t = it->title;
+			n = sizeof(it->title);
 			switch (s) {
-			case MHA_STAGE_HEAD_Q: snprintf(title, sizeof(title), "head %zu: Q%zu", q, q); break;
-			case MHA_STAGE_HEAD_K: snprintf(title, sizeof(title), "head %zu: K%zu", q, kv); break;
-			case MHA_STAGE_HEAD_V: snprintf(title, sizeof(title), "head %zu: V%zu", q, kv); break;
-			case MHA_STAGE_SCORES:
-				snprintf(title, sizeof(title), "head %zu: scores = Q%zu*K%zu^T", q, q, kv);
-				break;
-			case MHA_STAGE_SCALED:
-				snprintf(title, sizeof(title), "head %zu: scaled = scores * %s", q, how);
-				break;
+			case MHA_STAGE_HEAD_Q: snprintf(t, n, "head %zu: Q%zu", q, q); break;
+			case MHA_STAGE_HEAD_K: snprintf(t, n, "head %zu: K%zu", q, kv); break;
+			case MHA_STAGE_HEAD_V: snprintf(t, n, "head %zu: V%zu", q, kv); break;
+			case MHA_STAGE_SCORES: snprintf(t, n, "head %zu: scores = Q%zu*K%zu^T", q, q, kv); break;
+			case MHA_STAGE_SCALED: snprintf(t, n, "head %zu: scaled = scores * %s", q, how); break;
 			case MHA_STAGE_SOFTCAPPED:
-				format_shortest(cap, sizeof(cap), o->cfg.softcap);
-				snprintf(title, sizeof(title), "head %zu: softcapped = %s*tanh(scaled/%s)",
-					 q, cap, cap);
+				snprintf(t, n, "head %zu: softcapped = %s*tanh(scaled/%s)", q, cap, cap);
 				break;
 			case MHA_STAGE_MASKED:
-				snprintf(title, sizeof(title), "head %zu: masked = %s + mask", q,
+				snprintf(t, n, "head %zu: masked = %s + mask", q,
 					 o->cfg.softcap > 0 ? "softcapped" : "scaled");
 				break;
 			case MHA_STAGE_SOFTMAX:
-				snprintf(title, sizeof(title), "head %zu: softmax(%s), row by row", q,
+				snprintf(t, n, "head %zu: softmax(%s), row by row", q,
 					 (o->cfg.causal || o->mask) ? "masked" :
 					 o->cfg.softcap > 0 ? "softcapped" : "scaled");
 				break;
 			default:
-				snprintf(title, sizeof(title), "head %zu: output = softmax*V%zu", q, kv);
+				snprintf(t, n, "head %zu: output = softmax*V%zu", q, kv);
 				break;
 			}
-			out_matrix(wr, order[i].key, title, &r->per_head[s][h]);
 		}
-		if (opened)
-			out_head_end(wr);
 	}
-	if (any_head)
-		out_heads_end(wr);
-	if (p & PBIT(P_CONCAT))
-		out_matrix(wr, "concat", "concat (the heads' outputs side by side)",
-			   &r->whole[MHA_STAGE_CONCAT]);
+	if (p & PBIT(P_CONCAT)) {
+		ADD("concat", 0, &r->whole[MHA_STAGE_CONCAT]);
+		snprintf(it->title, sizeof(it->title), "concat (the heads' outputs side by side)");
+	}
 	if (p & PBIT(P_OUTPUT)) {
+		ADD("output", 0, out);
 		if (!weights_has(&in->w, WO))
-			snprintf(title, sizeof(title), "output");
+			snprintf(it->title, sizeof(it->title), "output");
 		else
-			snprintf(title, sizeof(title), "output = concat*W_O%s",
+			snprintf(it->title, sizeof(it->title), "output = concat*W_O%s",
 				 weights_has(&in->w, BO) ? " + b_O" : "");
-		out_matrix(wr, "output", title, out);
+	}
+#undef ADD
+	return 0;
+}
+
+/* One stream (standard output or a file) in text, JSON, CSV or Markdown. */
+static void write_stream(writer *wr, const struct items *list)
+{
+	size_t head = 0;
+
+	wr->single = list->n == 1;
+	out_begin(wr);
+	for (size_t i = 0; i < list->n; i++) {
+		const struct item *it = item_at(list, i);
+
+		if (it->head != head) {
+			if (head)
+				out_head_end(wr);
+			else
+				out_heads_begin(wr);
+			if (it->head)
+				out_head_begin(wr, it->head - 1);
+			else
+				out_heads_end(wr);
+			head = it->head;
+		}
+		out_matrix(wr, it->key, it->title, it->m);
+	}
+	if (head) {
+		out_head_end(wr);
+		out_heads_end(wr);
 	}
 	out_end(wr);
+}
+
+/* Where a path names a directory to fill: it exists as one, or ends in '/'. */
+static int is_dir_target(const char *path)
+{
+	struct stat st;
+	const size_t n = strlen(path);
+
+	return (n && path[n - 1] == '/') || (stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+/* One matrix into a file of its own: a JSON array, CSV or .npy. */
+static int write_one(const char *path, out_format format, const matrix *m)
+{
+	outfile of;
+
+	if (outfile_open(&of, path))
+		return -1;
+	/* a failed write leaves the stream in error, which the commit reports */
+	if (format == FORMAT_NPY) {
+		(void)npy_write(of.fp, m);
+	} else if (format == FORMAT_CSV) {
+		(void)csv_write(of.fp, m);
+	} else {
+		writer wr = { .fp = of.fp, .format = FORMAT_JSON };
+
+		(void)json_write_array(&wr, m);
+	}
+	return outfile_commit(&of);
+}
+
+/* -o DIR/: one file per matrix, named after its key (head1_scores.csv). */
+static int write_directory(const char *dir, out_format format, const struct items *list)
+{
+	const char *ext = format == FORMAT_NPY ? "npy" : format == FORMAT_CSV ? "csv" : "json";
+	const size_t n = strlen(dir);
+	const char *sep = n && dir[n - 1] == '/' ? "" : "/";
+	char path[4400];
+
+	if (format != FORMAT_NPY && format != FORMAT_CSV && format != FORMAT_JSON)
+		return error("-o %s: a directory takes one file per matrix: use --format csv, npy "
+			     "or json (or name a file)", dir);
+	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+		return error("%s: cannot create the directory: %s", dir, strerror(errno));
+	for (size_t i = 0; i < list->n; i++) {
+		const struct item *it = item_at(list, i);
+		const matrix *m = it->m;
+
+		if (format == FORMAT_CSV && m->rank == 3) {
+			/* CSV holds 2-D: a per-head mask becomes one file per head */
+			const size_t plane = m->dim[1] * m->dim[2];
+
+			for (size_t h = 0; h < m->dim[0]; h++) {
+				const matrix part = { .rank = 2, .dim = { m->dim[1], m->dim[2], 1 },
+						      .v = m->v + h * plane };
+
+				snprintf(path, sizeof(path), "%s%s%s_head%zu.%s", dir, sep, it->key, h + 1, ext);
+				if (write_one(path, format, &part))
+					return -1;
+			}
+			continue;
+		}
+		if (it->head)
+			snprintf(path, sizeof(path), "%s%shead%zu_%s.%s", dir, sep, it->head, it->key, ext);
+		else
+			snprintf(path, sizeof(path), "%s%s%s.%s", dir, sep, it->key, ext);
+		if (write_one(path, format, m))
+			return -1;
+	}
 	return 0;
+}
+
+static int write_results(const struct options *o, const struct items *list)
+{
+	outfile of;
+
+	if (o->output && strcmp(o->output, "-") && is_dir_target(o->output))
+		return write_directory(o->output, o->format, list);
+	if (o->format == FORMAT_NPY) {
+		if (list->n != 1)
+			return error("--format npy writes one matrix per file, and %zu were asked for: "
+				     "give -o DIR/ for one file each, or --print one step", list->n);
+		if ((!o->output || !strcmp(o->output, "-")) && isatty(STDOUT_FILENO))
+			return error("--format npy is binary: give -o FILE.npy, or redirect standard output");
+	}
+	if (outfile_open(&of, o->output))
+		return -1;
+	if (o->format == FORMAT_NPY) {
+		(void)npy_write(of.fp, item_at(list, 0)->m); /* errors: see write_one() */
+	} else {
+		writer wr = { .fp = of.fp, .format = o->format, .precision = o->precision };
+
+		write_stream(&wr, list);
+	}
+	return outfile_commit(&of);
 }
 
 /* ---- the command ------------------------------------------------------- */
@@ -848,8 +1084,7 @@ int cmd_forward(int argc, char **argv)
 	mha_report rep;
 	mha_status st;
 	matrix out = { 0 };
-	outfile of = { 0 };
-	writer wr;
+	struct items list = { .n = 0 };
 	unsigned p;
 	int rc = EXIT_DATA;
 
@@ -904,14 +1139,11 @@ int cmd_forward(int argc, char **argv)
 	if (stack_mask(&res))
 		goto done;
 
-	if (outfile_open(&of, o.output))
-		goto done;
-	wr = (writer){ .fp = of.fp, .format = o.format, .precision = o.precision };
-	write_results(&wr, &o, &in, &res, &d, &out, p, rep.scale);
-	if (outfile_commit(&of))
+	if (collect(&list, &o, &in, &res, &d, &out, p, rep.scale) || write_results(&o, &list))
 		goto done;
 	rc = EXIT_OK;
 done:
+	free(list.extra);
 	matrix_free(&out);
 	results_free(&res);
 	inputs_free(&in);

@@ -86,12 +86,31 @@ void input_free(input_file *f)
 	memset(f, 0, sizeof(*f));
 }
 
+/* the extension of a file name, lower case, or "" */
+static void extension(const char *name, char *ext, size_t size)
+{
+	const char *dot = strrchr(name, '.');
+	size_t n = 0;
+
+	if (dot && !strchr(dot, '/'))
+		for (const char *p = dot + 1; *p && n + 1 < size; p++)
+			ext[n++] = (char)tolower((unsigned char)*p);
+	ext[n] = '\0';
+}
+
 in_format input_format(const input_file *f)
 {
 	size_t i = 0;
+	char ext[8];
 
 	if (f->len >= 6 && !memcmp(f->data, "\x93NUMPY", 6))
 		return FORMAT_IN_NPY;
+	/* a name that says JSON or CSV is believed, so the errors speak its language */
+	extension(f->name, ext, sizeof(ext));
+	if (!strcmp(ext, "json"))
+		return FORMAT_IN_JSON;
+	if (!strcmp(ext, "csv") || !strcmp(ext, "tsv"))
+		return FORMAT_IN_CSV;
 	if (f->len >= 3 && !memcmp(f->data, "\xEF\xBB\xBF", 3))
 		i = 3; /* a UTF-8 byte order mark says nothing about the format */
 	while (i < f->len && isspace(f->data[i]))
@@ -99,6 +118,21 @@ in_format input_format(const input_file *f)
 	if (i < f->len && (f->data[i] == '[' || f->data[i] == '{'))
 		return FORMAT_IN_JSON;
 	return FORMAT_IN_CSV;
+}
+
+/* nothing but white space (and perhaps a byte order mark) */
+static int is_blank(const input_file *f)
+{
+	size_t i = f->len >= 3 && !memcmp(f->data, "\xEF\xBB\xBF", 3) ? 3 : 0;
+
+	while (i < f->len && isspace(f->data[i]))
+		i++;
+	return i == f->len;
+}
+
+static const char *path_name(const char *path)
+{
+	return strcmp(path, "-") ? path : "<stdin>";
 }
 
 int read_matrix(matrix *m, const char *path, const read_spec *spec)
@@ -110,6 +144,10 @@ int read_matrix(matrix *m, const char *path, const read_spec *spec)
 	if (input_load(&f, path)) {
 		input_free(&f);
 		return -1;
+	}
+	if (is_blank(&f)) {
+		input_free(&f);
+		return error("%s: empty file, expected %s", path_name(path), spec->what);
 	}
 	switch (input_format(&f)) {
 	case FORMAT_IN_NPY: rc = read_npy(m, &f, spec); break;

@@ -8,7 +8,7 @@
  * where it can the line and column (JSON, CSV) or the element (.npy):
  *
  *   mha: weights.json:3:17: W_Q[2][1]: expected a number, found "0.4x"
- *   mha: x.csv:4: X: row has 3 fields but the first row (line 2) has 4
+ *   mha: x.csv:4: X[2] has 1 field but X[0] (line 2) has 2: rows must be equally long
  *   mha: x.npy: X[2][1] is nan: only a mask may hold nan or infinity
  */
 #ifndef MHA_CLI_INPUT_H

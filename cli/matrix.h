@@ -10,7 +10,7 @@
 typedef struct matrix {
 	size_t rank;   /* 1, 2 or 3; 0 while empty */
 	size_t dim[3]; /* dim[0] outermost; dimensions past rank are 1 */
-	double *v;     /* row-major, dim[0]·dim[1]·dim[2] values */
+	double *v;     /* row-major, dim[0]·dim[1]·dim[2] values, from malloc() */
 	int is_bool;   /* every entry was true or false (a boolean mask) */
 } matrix;
 

@@ -1,23 +1,46 @@
 /*
- * weights.c: read a weights file.  Keys are matched loosely (W_Q, WQ, W^Q,
- * Wq and wq are one key) but never guessed: anything else is refused by
- * name, so a typo cannot silently drop a weight.
+ * weights.c: read the weights, from a JSON object, a directory or one file
+ * per option, and bring them to the library's one layout.
+ *
+ * Names are matched loosely (W_Q, WQ, W^Q, Wq and wq are one key) but never
+ * guessed: anything else is refused by name, so a typo cannot silently drop
+ * a weight.
  */
 #include "weights.h"
 #include "cli.h"
+#include "input.h"
 #include "read_json.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const char *const weight_names[N_WEIGHTS] = {
 	"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O",
 };
 
-/* "W^Q" -> "wq": drop '_' and '^', fold case; -1 for no such weight */
-static int weight_index(const char *key)
+/* slots past the eight weights: PyTorch's packed projection, and a refusal */
+enum { IN_PROJ_W = N_WEIGHTS, IN_PROJ_B, UNSUPPORTED, NOT_A_WEIGHT = -1 };
+
+/* nn.MultiheadAttention's state_dict names; a key may carry a module prefix */
+static const struct {
+	const char *name;
+	int slot;
+} torch_names[] = {
+	{ "in_proj_weight", IN_PROJ_W }, { "in_proj_bias", IN_PROJ_B },
+	{ "q_proj_weight", WQ }, { "k_proj_weight", WK }, { "v_proj_weight", WV },
+	{ "out_proj.weight", WO }, { "out_proj.bias", BO },
+	{ "bias_k", UNSUPPORTED }, { "bias_v", UNSUPPORTED },
+};
+
+static const char expected_names[] = "W_Q, W_K, W_V, W_O, b_Q, b_K, b_V or b_O";
+
+/* "W^Q" -> W_Q: drop '_' and '^', fold case; NOT_A_WEIGHT otherwise */
+static int mha_name(const char *key)
 {
 	char folded[8];
 	size_t n = 0;
@@ -26,7 +49,7 @@ static int weight_index(const char *key)
 		if (*p == '_' || *p == '^')
 			continue;
 		if (n + 1 >= sizeof(folded))
-			return -1;
+			return NOT_A_WEIGHT;
 		folded[n++] = (char)tolower((unsigned char)*p);
 	}
 	folded[n] = '\0';
@@ -38,85 +61,412 @@ static int weight_index(const char *key)
 		if (!strcmp(folded, want))
 			return i;
 	}
-	return -1;
+	return NOT_A_WEIGHT;
 }
 
-int weights_load(weights *w, const char *path)
+/* "self_attn.out_proj.weight" -> W_O; NOT_A_WEIGHT otherwise */
+static int torch_name(const char *key)
 {
-	const char *given[N_WEIGHTS] = { NULL };
-	input_file in;
+	const size_t klen = strlen(key);
+
+	for (size_t i = 0; i < sizeof(torch_names) / sizeof(torch_names[0]); i++) {
+		const size_t n = strlen(torch_names[i].name);
+
+		if (klen >= n && !strcmp(key + klen - n, torch_names[i].name) &&
+		    (klen == n || key[klen - n - 1] == '.'))
+			return torch_names[i].slot;
+	}
+	return NOT_A_WEIGHT;
+}
+
+/* The slot for key, or -1 with the reason reported (src names where it is). */
+static int slot_of(const char *key, weight_layout layout, const char *src)
+{
+	int slot = mha_name(key);
+
+	if (slot != NOT_A_WEIGHT)
+		return slot;
+	slot = torch_name(key);
+	if (slot == UNSUPPORTED)
+		return error("%s: \"%s\": nn.MultiheadAttention's add_bias_kv is not supported",
+			     src, key);
+	if (slot != NOT_A_WEIGHT && layout != LAYOUT_TORCH)
+		return error("%s: \"%s\" is a PyTorch name: add --layout torch to read PyTorch's "
+			     "(out, in) weights", src, key);
+	if (slot != NOT_A_WEIGHT)
+		return slot;
+	if (layout == LAYOUT_TORCH)
+		return error("%s: unknown key \"%s\" (expected %s, or in_proj_weight, in_proj_bias, "
+			     "q_proj_weight, k_proj_weight, v_proj_weight, out_proj.weight, "
+			     "out_proj.bias)", src, key, expected_names);
+	return error("%s: unknown key \"%s\" (expected %s)", src, key, expected_names);
+}
+
+static const char *slot_name(int slot)
+{
+	return slot == IN_PROJ_W ? "in_proj_weight" : slot == IN_PROJ_B ? "in_proj_bias"
+									 : weight_names[slot];
+}
+
+static matrix *slot_matrix(weights *w, int slot, char ***src)
+{
+	if (slot == IN_PROJ_W || slot == IN_PROJ_B) {
+		*src = &w->in_proj_src[slot - IN_PROJ_W];
+		return slot == IN_PROJ_W ? &w->in_proj_w : &w->in_proj_b;
+	}
+	*src = &w->src[slot];
+	return &w->m[slot];
+}
+
+/* Keep m in slot; replace what was there only when replace is set. */
+static int put(weights *w, int slot, matrix *m, const char *src, int replace)
+{
+	char **where;
+	matrix *dst = slot_matrix(w, slot, &where);
+	char *copy;
+
+	if (dst->rank && !replace) {
+		matrix_free(m);
+		return error("%s: %s is given twice (also in %s)", src, slot_name(slot), *where);
+	}
+	copy = strdup(src);
+	if (!copy) {
+		matrix_free(m);
+		return error("out of memory");
+	}
+	matrix_free(dst);
+	free(*where);
+	*dst = *m;
+	*where = copy;
+	memset(m, 0, sizeof(*m));
+	return 0;
+}
+
+/* One weight from a file of its own, in any format. */
+static int load_file(weights *w, int slot, const char *path, const char *src, int replace)
+{
+	const char *const keys[] = { slot_name(slot), NULL };
+	const read_spec spec = { slot_name(slot), keys, 1, 3, 0 };
+	matrix m;
+
+	if (read_matrix(&m, path, &spec))
+		return -1;
+	return put(w, slot, &m, src, replace);
+}
+
+static int load_object(weights *w, const input_file *in, const char *src)
+{
+	const char *given[UNSUPPORTED] = { NULL };
 	json_doc doc = { 0 };
 	const cJSON *e;
 	int rc = 0;
 
-	memset(w, 0, sizeof(*w));
+	if (json_parse(&doc, in)) {
+		json_doc_free(&doc);
+		return -1;
+	}
+	if (!cJSON_IsObject(doc.root)) {
+		json_doc_free(&doc);
+		return error("%s: expected an object with keys W_Q, W_K, W_V (and optionally W_O, "
+			     "b_Q, b_K, b_V, b_O)", in->name);
+	}
+	cJSON_ArrayForEach(e, doc.root) {
+		const int slot = slot_of(e->string, w->layout, in->name);
+		matrix m;
+
+		if (slot < 0) {
+			rc = -1;
+			break;
+		}
+		if (given[slot]) {
+			if (!strcmp(given[slot], e->string))
+				rc = error("%s: \"%s\" appears twice", in->name, e->string);
+			else
+				rc = error("%s: \"%s\" and \"%s\" are both %s", in->name, given[slot],
+					   e->string, slot_name(slot));
+			break;
+		}
+		given[slot] = e->string;
+		if (json_node_matrix(&m, &doc, e, e->string, slot_name(slot), 1, 3, 0) ||
+		    put(w, slot, &m, src, 0)) {
+			rc = -1;
+			break;
+		}
+	}
+	json_doc_free(&doc);
+	return rc;
+}
+
+/* Extensions of the files a weights directory is read for. */
+static int data_extension(const char *ext)
+{
+	static const char *const known[] = { "json", "csv", "tsv", "txt", "npy" };
+
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (!strcmp(ext, known[i]))
+			return 1;
+	return 0;
+}
+
+static int load_directory(weights *w, const char *dir, const char *opt)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char **names = NULL;
+	size_t n = 0, cap = 0, found = 0;
+	int rc = 0;
+
+	if (!d)
+		return error("%s: cannot read the directory", dir);
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		if (n == cap) {
+			char **more = realloc(names, (cap = cap ? cap * 2 : 16) * sizeof(*names));
+
+			if (!more) {
+				rc = error("out of memory");
+				break;
+			}
+			names = more;
+		}
+		if (!(names[n] = strdup(e->d_name))) {
+			rc = error("out of memory");
+			break;
+		}
+		n++;
+	}
+	closedir(d);
+	/* sorted, so that which of two clashing files is named first never varies */
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+			char *t = names[j];
+
+			names[j] = names[j - 1];
+			names[j - 1] = t;
+		}
+	for (size_t i = 0; i < n && !rc; i++) {
+		char *dot = strrchr(names[i], '.');
+		char path[4096], src[4200];
+		int slot;
+
+		if (!dot || !data_extension(dot + 1))
+			continue; /* a README or the like */
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		snprintf(src, sizeof(src), "%s %s", opt, path);
+		*dot = '\0';
+		slot = slot_of(names[i], w->layout, path);
+		*dot = '.';
+		if (slot < 0 || load_file(w, slot, path, src, 0))
+			rc = -1;
+		else
+			found++;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	if (!rc && !found)
+		return error("%s: no weight files in the directory (expected W_Q.csv, W_K.npy, "
+			     "W_V.json and the like)", dir);
+	return rc;
+}
+
+int weights_load(weights *w, const char *path, weight_layout layout)
+{
+	struct stat st;
+	input_file in;
+	char src[4200];
+	int rc;
+
+	w->layout = layout;
+	snprintf(src, sizeof(src), "-w %s", strcmp(path, "-") ? path : "<stdin>");
+	if (strcmp(path, "-") && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return load_directory(w, path, "-w");
 	if (input_load(&in, path)) {
 		input_free(&in);
 		return -1;
 	}
-	if (json_parse(&doc, &in)) {
-		json_doc_free(&doc);
-		input_free(&in);
-		return -1;
-	}
-	w->file = strdup(in.name);
-	if (!w->file) {
-		json_doc_free(&doc);
-		input_free(&in);
-		return error("out of memory");
-	}
-	if (!cJSON_IsObject(doc.root)) {
-		rc = error("'%s': expected an object with keys W_Q, W_K, W_V (and optionally W_O, b_Q, b_K, b_V, b_O)",
-			   in.name);
-		goto done;
-	}
-	cJSON_ArrayForEach(e, doc.root) {
-		int i = weight_index(e->string);
-
-		if (i < 0) {
-			rc = error("'%s': unknown key \"%s\" (expected W_Q, W_K, W_V, W_O, b_Q, b_K, b_V or b_O)",
-				   in.name, e->string);
-			goto done;
-		}
-		if (given[i]) {
-			if (!strcmp(given[i], e->string))
-				rc = error("'%s': \"%s\" appears twice", in.name, e->string);
-			else
-				rc = error("'%s': \"%s\" and \"%s\" are both %s", in.name, given[i],
-					   e->string, weight_names[i]);
-			goto done;
-		}
-		given[i] = e->string;
-		/* biases are vectors; a single row [[...]] is taken as one too */
-		if (json_node_matrix(&w->m[i], &doc, e, e->string, weight_names[i], i >= BQ ? 1 : 2, 2, 0)) {
-			rc = -1;
-			goto done;
-		}
-		if (i >= BQ && w->m[i].rank == 2) {
-			if (w->m[i].dim[0] != 1) {
-				rc = error("'%s': %s is %zux%zu, expected a vector (one row)", in.name,
-					   weight_names[i], w->m[i].dim[0], w->m[i].dim[1]);
-				goto done;
-			}
-			w->m[i].rank = 1;
-			w->m[i].dim[0] = w->m[i].dim[1];
-			w->m[i].dim[1] = 1;
-		}
-	}
-done:
-	json_doc_free(&doc);
+	if (input_format(&in) != FORMAT_IN_JSON)
+		rc = error("%s: a weights file is one JSON object; for CSV or .npy weights give "
+			   "one file per weight (--wq, --wk, … or -w DIR)", in.name);
+	else
+		rc = load_object(w, &in, src);
 	input_free(&in);
-	if (rc)
-		weights_free(w);
 	return rc;
+}
+
+int weights_load_one(weights *w, int which, const char *opt, const char *path,
+		     weight_layout layout)
+{
+	char src[4200];
+
+	w->layout = layout;
+	snprintf(src, sizeof(src), "%s %s", opt, strcmp(path, "-") ? path : "<stdin>");
+	return load_file(w, which, path, src, 1);
+}
+
+/* ---- one layout -------------------------------------------------------- */
+
+static int transpose(matrix *m)
+{
+	matrix t;
+
+	if (matrix_alloc(&t, 2, m->dim[1], m->dim[0], 1))
+		return -1;
+	for (size_t i = 0; i < m->dim[0]; i++)
+		for (size_t j = 0; j < m->dim[1]; j++)
+			t.v[j * m->dim[0] + i] = m->v[i * m->dim[1] + j];
+	matrix_free(m);
+	*m = t;
+	return 0;
+}
+
+/* rows [r0, r0 + rows) of m, as a matrix of its own */
+static int take_rows(matrix *dst, const matrix *m, size_t r0, size_t rows)
+{
+	const size_t cols = m->rank == 2 ? m->dim[1] : 1;
+
+	if (matrix_alloc(dst, m->rank, rows, cols, 1))
+		return -1;
+	memcpy(dst->v, m->v + r0 * cols, rows * cols * sizeof(double));
+	return 0;
+}
+
+/* in_proj_weight (3E, E) and in_proj_bias (3E): W_Q, W_K, W_V and their biases */
+static int split_in_proj(weights *w)
+{
+	char shape[64];
+
+	if (w->in_proj_w.rank) {
+		const matrix *p = &w->in_proj_w;
+
+		for (int i = WQ; i <= WV; i++)
+			if (weights_has(w, i))
+				return error("%s: in_proj_weight and %s (%s) both give %s", w->in_proj_src[0],
+					     weight_names[i], w->src[i], weight_names[i]);
+		if (p->rank != 2 || p->dim[0] % 3)
+			return error("%s: in_proj_weight is %s, expected (3*E, E): W_Q, W_K and W_V "
+				     "stacked", w->in_proj_src[0], matrix_shape(p, shape, sizeof(shape)));
+		for (int i = WQ; i <= WV; i++) {
+			matrix part;
+
+			if (take_rows(&part, p, (size_t)(i - WQ) * (p->dim[0] / 3), p->dim[0] / 3) ||
+			    put(w, i, &part, w->in_proj_src[0], 0))
+				return -1;
+		}
+	}
+	if (w->in_proj_b.rank) {
+		const matrix *p = &w->in_proj_b;
+
+		for (int i = BQ; i <= BV; i++)
+			if (weights_has(w, i))
+				return error("%s: in_proj_bias and %s (%s) both give %s", w->in_proj_src[1],
+					     weight_names[i], w->src[i], weight_names[i]);
+		if (p->rank != 1 || p->dim[0] % 3)
+			return error("%s: in_proj_bias is %s, expected a vector of 3*E: b_Q, b_K and "
+				     "b_V one after another", w->in_proj_src[1],
+				     matrix_shape(p, shape, sizeof(shape)));
+		for (int i = BQ; i <= BV; i++) {
+			matrix part;
+
+			if (take_rows(&part, p, (size_t)(i - BQ) * (p->dim[0] / 3), p->dim[0] / 3) ||
+			    put(w, i, &part, w->in_proj_src[1], 0))
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/* (h, d_in, d) per-head matrices side by side: (d_in, h·d) */
+static int heads_to_columns(matrix *m)
+{
+	const size_t h = m->dim[0], rows = m->dim[1], d = m->dim[2];
+	matrix t;
+
+	if (matrix_alloc(&t, 2, rows, h * d, 1))
+		return -1;
+	for (size_t k = 0; k < h; k++)
+		for (size_t r = 0; r < rows; r++)
+			memcpy(t.v + r * h * d + k * d, m->v + (k * rows + r) * d, d * sizeof(double));
+	matrix_free(m);
+	*m = t;
+	return 0;
+}
+
+int weights_finish(weights *w, size_t heads, size_t kv_heads)
+{
+	char shape[64];
+
+	if (split_in_proj(w))
+		return -1;
+	for (int i = WQ; i <= WO; i++) {
+		matrix *m = &w->m[i];
+		const size_t want = (i == WK || i == WV) ? kv_heads : heads;
+
+		if (!m->rank)
+			continue;
+		if (m->rank == 1)
+			return error("%s: %s is a vector, expected a matrix", w->src[i], weight_names[i]);
+		if (w->layout == LAYOUT_TORCH) {
+			if (m->rank == 3)
+				return error("%s: %s is %s: per-head 3-D weights are read in mha's layout, "
+					     "not with --layout torch", w->src[i], weight_names[i],
+					     matrix_shape(m, shape, sizeof(shape)));
+			/* nn.Linear keeps (out, in) and computes x·Wᵀ */
+			if (transpose(m))
+				return -1;
+			continue;
+		}
+		if (m->rank == 3) {
+			if (m->dim[0] != want)
+				return error("%s: %s is %s, one matrix per head, but there %s %zu %shead%s",
+					     w->src[i], weight_names[i], matrix_shape(m, shape, sizeof(shape)),
+					     want == 1 ? "is" : "are", want,
+					     (i == WK || i == WV) ? "key/value " : "", want == 1 ? "" : "s");
+			if (i == WO) {
+				/* (H, d_v, d_out): W_O's row blocks, already in order */
+				m->rank = 2;
+				m->dim[0] *= m->dim[1];
+				m->dim[1] = m->dim[2];
+				m->dim[2] = 1;
+			} else if (heads_to_columns(m)) {
+				return -1;
+			}
+		}
+	}
+	for (int i = BQ; i <= BO; i++) {
+		matrix *m = &w->m[i];
+		const size_t want = (i == BK || i == BV) ? kv_heads : heads;
+
+		if (!m->rank || m->rank == 1)
+			continue;
+		if (m->rank == 3)
+			return error("%s: %s is %s, expected a vector", w->src[i], weight_names[i],
+				     matrix_shape(m, shape, sizeof(shape)));
+		/* one row or one column; or for b_Q, b_K, b_V one row per head */
+		if (m->dim[0] != 1 && m->dim[1] != 1 && (i == BO || m->dim[0] != want))
+			return error("%s: %s is %s, expected a vector%s", w->src[i], weight_names[i],
+				     matrix_shape(m, shape, sizeof(shape)),
+				     i == BO ? "" : " (or one row per head)");
+		m->dim[0] *= m->dim[1];
+		m->dim[1] = 1;
+		m->rank = 1;
+	}
+	return 0;
 }
 
 void weights_free(weights *w)
 {
 	if (!w)
 		return;
-	for (int i = 0; i < N_WEIGHTS; i++)
+	for (int i = 0; i < N_WEIGHTS; i++) {
 		matrix_free(&w->m[i]);
-	free(w->file);
-	w->file = NULL;
+		free(w->src[i]);
+		w->src[i] = NULL;
+	}
+	matrix_free(&w->in_proj_w);
+	matrix_free(&w->in_proj_b);
+	free(w->in_proj_src[0]);
+	free(w->in_proj_src[1]);
+	w->in_proj_src[0] = w->in_proj_src[1] = NULL;
 }

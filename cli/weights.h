@@ -1,7 +1,17 @@
 /*
- * weights.h: the weights file: one JSON object holding W_Q, W_K, W_V, W_O
- * and the biases b_Q, b_K, b_V, b_O, each optional here; the command
- * decides which combinations make sense.
+ * weights.h: the weights W_Q, W_K, W_V, W_O and biases b_Q, b_K, b_V, b_O,
+ * from wherever the user keeps them:
+ *
+ *   -w FILE    one JSON object holding them under their names
+ *   -w DIR     one file per weight, named after it (W_Q.csv, WQ.npy, …)
+ *   --wq FILE  one weight from one file (any format), over what -w gave
+ *
+ * Each may be a (d_in, d_out) matrix as the tutorials write it, or one
+ * (d_in, d_k) matrix per head stacked in a 3-D array, as the formula's
+ * W_i^Q writes it; weights_finish() turns the latter into column blocks.
+ * With the PyTorch layout, weights are (d_out, d_in) and applied as x·Wᵀ,
+ * and nn.MultiheadAttention's own names (in_proj_weight, out_proj.weight,
+ * …) are understood too.
  */
 #ifndef MHA_CLI_WEIGHTS_H
 #define MHA_CLI_WEIGHTS_H
@@ -13,14 +23,29 @@ enum { WQ, WK, WV, WO, BQ, BK, BV, BO, N_WEIGHTS };
 /* canonical spellings, "W_Q" … "b_O", indexed by the enum above */
 extern const char *const weight_names[N_WEIGHTS];
 
+typedef enum { LAYOUT_MHA, LAYOUT_TORCH } weight_layout;
+
 typedef struct weights {
-	matrix m[N_WEIGHTS]; /* rank 0 where the file has no such key */
-	char *file;          /* display name of the file, for messages */
+	matrix m[N_WEIGHTS];       /* rank 0 where none was given */
+	char *src[N_WEIGHTS];      /* where each came from: "-w w.json", "--wq q.csv" */
+	matrix in_proj_w, in_proj_b; /* PyTorch's packed projections, until finished */
+	char *in_proj_src[2];
+	weight_layout layout;
 } weights;
 
-/* Read path into w (zeroed first); errors are reported and return -1. */
-int weights_load(weights *w, const char *path);
+/* -w PATH: a JSON object, or a directory of one file per weight. */
+int weights_load(weights *w, const char *path, weight_layout layout);
+/* --wq FILE and the like: which is WQ … BO; replaces what -w gave. */
+int weights_load_one(weights *w, int which, const char *opt, const char *path,
+		     weight_layout layout);
+/*
+ * Make every weight (d_in, d_out) and every bias a vector: per-head 3-D
+ * arrays become column blocks (checked against heads and kv_heads), the
+ * PyTorch layout is transposed and its packed in_proj split.
+ */
+int weights_finish(weights *w, size_t heads, size_t kv_heads);
 void weights_free(weights *w);
+
 static inline int weights_has(const weights *w, int which)
 {
 	return w->m[which].rank != 0;

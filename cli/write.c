@@ -122,10 +122,8 @@ static void json_rows(writer *w, const double *v, size_t rows, size_t cols)
 	fputc(']', w->fp);
 }
 
-static void json_matrix_out(writer *w, const char *key, const matrix *m)
+static void json_value_out(writer *w, const matrix *m)
 {
-	next_member(w);
-	fprintf(w->fp, "\"%s\": ", key);
 	if (m->rank == 1) {
 		fputc('[', w->fp);
 		for (size_t j = 0; j < m->dim[0]; j++) {
@@ -153,6 +151,21 @@ static void json_matrix_out(writer *w, const char *key, const matrix *m)
 	}
 }
 
+static void json_matrix_out(writer *w, const char *key, const matrix *m)
+{
+	next_member(w);
+	fprintf(w->fp, "\"%s\": ", key);
+	json_value_out(w, m);
+}
+
+int json_write_array(writer *w, const matrix *m)
+{
+	w->depth = 0;
+	json_value_out(w, m);
+	fputc('\n', w->fp);
+	return ferror(w->fp) ? -1 : 0;
+}
+
 static void text_table(writer *w, const double *v, size_t rows, size_t cols)
 {
 	size_t *width = calloc(cols ? cols : 1, sizeof(*width));
@@ -178,6 +191,70 @@ static void text_table(writer *w, const double *v, size_t rows, size_t cols)
 	free(width);
 }
 
+/* Markdown: a bold title, then a GitHub table with 1-based row and column numbers */
+static void markdown_matrix_out(writer *w, const char *title, const matrix *m)
+{
+	const size_t rows = m->rank >= 2 ? m->dim[m->rank - 2] : 1;
+	const size_t cols = m->dim[m->rank - 1];
+	const size_t planes = m->rank == 3 ? m->dim[0] : 1;
+	char buf[64];
+
+	for (size_t h = 0; h < planes; h++) {
+		const double *v = m->v + h * rows * cols;
+
+		if (w->blocks++)
+			fputc('\n', w->fp);
+		fputs("**", w->fp);
+		for (const char *p = title; *p; p++) {
+			if (*p == '*' || *p == '_' || *p == '|' || *p == '\\')
+				fputc('\\', w->fp); /* literal, not emphasis */
+			fputc(*p, w->fp);
+		}
+		if (m->rank == 3)
+			fprintf(w->fp, ", head %zu", h + 1);
+		fprintf(w->fp, "** (%zu×%zu)\n\n|   |", rows, cols);
+		for (size_t j = 0; j < cols; j++)
+			fprintf(w->fp, " %zu |", j + 1);
+		fputs("\n|---|", w->fp);
+		for (size_t j = 0; j < cols; j++)
+			fputs("---:|", w->fp);
+		fputc('\n', w->fp);
+		for (size_t i = 0; i < rows; i++) {
+			fprintf(w->fp, "| **%zu** |", i + 1);
+			for (size_t j = 0; j < cols; j++) {
+				const double x = v[i * cols + j];
+
+				if (isinf(x))
+					fputs(x < 0 ? " -∞ |" : " ∞ |", w->fp);
+				else {
+					format_text(buf, sizeof(buf), x, w->precision);
+					fprintf(w->fp, " %s |", buf);
+				}
+			}
+			fputc('\n', w->fp);
+		}
+	}
+}
+
+/* CSV: plain rows for one matrix; several are blocks, each after a "# title" line */
+static void csv_matrix_out(writer *w, const char *key, const char *title, const matrix *m)
+{
+	if (!w->single) {
+		if (w->blocks)
+			fputc('\n', w->fp);
+		/* the name is the file name -o DIR/ would give it, to split on */
+		if (w->head)
+			fprintf(w->fp, "# head%zu_%s: %s (", w->head, key, title);
+		else
+			fprintf(w->fp, strcmp(key, title) ? "# %s: %s (" : "# %s (", key, title);
+		for (size_t r = 0; r < m->rank; r++)
+			fprintf(w->fp, "%s%zu", r ? "x" : "", m->dim[r]);
+		fputs(")\n", w->fp);
+	}
+	w->blocks++;
+	csv_write(w->fp, m);
+}
+
 static void text_matrix_out(writer *w, const char *title, const matrix *m)
 {
 	const size_t rows = m->rank >= 2 ? m->dim[m->rank - 2] : 1;
@@ -197,10 +274,12 @@ static void text_matrix_out(writer *w, const char *title, const matrix *m)
 
 void out_matrix(writer *w, const char *key, const char *title, const matrix *m)
 {
-	if (w->format == FORMAT_JSON)
-		json_matrix_out(w, key, m);
-	else
-		text_matrix_out(w, title, m);
+	switch (w->format) {
+	case FORMAT_JSON: json_matrix_out(w, key, m); break;
+	case FORMAT_CSV: csv_matrix_out(w, key, title, m); break;
+	case FORMAT_MARKDOWN: markdown_matrix_out(w, title, m); break;
+	default: text_matrix_out(w, title, m); break;
+	}
 }
 
 void out_heads_begin(writer *w)
@@ -216,7 +295,7 @@ void out_heads_begin(writer *w)
 
 void out_head_begin(writer *w, size_t head)
 {
-	(void)head;
+	w->head = head + 1;
 	if (w->format != FORMAT_JSON)
 		return;
 	next_member(w);
@@ -227,6 +306,7 @@ void out_head_begin(writer *w, size_t head)
 
 void out_head_end(writer *w)
 {
+	w->head = 0;
 	if (w->format != FORMAT_JSON)
 		return;
 	w->depth--;

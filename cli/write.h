@@ -11,7 +11,7 @@
 
 #include "matrix.h"
 
-typedef enum { FORMAT_TEXT, FORMAT_JSON } out_format;
+typedef enum { FORMAT_TEXT, FORMAT_JSON, FORMAT_CSV, FORMAT_MARKDOWN, FORMAT_NPY } out_format;
 
 typedef struct writer {
 	FILE *fp;
@@ -20,11 +20,15 @@ typedef struct writer {
 	int depth;        /* JSON: open objects */
 	int need_comma;   /* JSON: something was written at this depth */
 	int in_heads;     /* JSON: inside the "heads" array */
-	int blocks;       /* text: matrices written, for the blank lines between */
+	int blocks;       /* text, CSV, Markdown: matrices written, for the separators */
+	int single;       /* CSV: only one matrix, so no title lines */
+	size_t head;      /* the head being written (1-based), 0 outside the heads */
 } writer;
 
+/* Text, JSON, CSV (a "# title" line before each matrix unless single) or
+ * Markdown tables; .npy is written with npy_write(), one matrix a file. */
 void out_begin(writer *w);
-/* one matrix: key names it in JSON, title heads it in text (shape added) */
+/* one matrix: key names it in JSON, title heads it elsewhere (shape added) */
 void out_matrix(writer *w, const char *key, const char *title, const matrix *m);
 void out_heads_begin(writer *w);
 void out_head_begin(writer *w, size_t head);
@@ -44,6 +48,9 @@ int npy_write(FILE *fp, const matrix *m);
  * matrix is its 2-D planes one after another.  0, or -1 on a write error.
  */
 int csv_write(FILE *fp, const matrix *m);
+
+/* One matrix as a bare JSON array (nested to its rank) and a newline. */
+int json_write_array(writer *w, const matrix *m);
 
 /* Shortest text that strtod() reads back as exactly v (finite v). */
 void format_shortest(char *buf, size_t size, double v);

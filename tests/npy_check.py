@@ -1,0 +1,547 @@
+#!/usr/bin/python3
+"""npy_check.py: mha's .npy reader and writer against NumPy itself.
+
+usage: npy_check.py MHA_BINARY
+
+Every .npy file here is made at run time, into a temporary directory, by
+NumPy (np.lib.format.write_array, which writes what np.save writes, in
+format 1.0, 2.0 or 3.0) or, for the malformed ones, by hand.  Then:
+
+- reading: `mha forward -x FILE --print x -f json` (and --mask for masks)
+  must echo the array exactly, for every dtype mha accepts (float64,
+  float32, float16, signed and unsigned integers, booleans for a mask) in
+  both byte orders, C and Fortran order, and each format version; float32
+  and float16 values convert to double exactly, so "exactly" means ==;
+- errors: each malformed or unusable file must give exit status 1 and one
+  line on stderr that starts with "mha: FILE: " and says what is wrong;
+- standard input: `-x -` reads a .npy file too, and names it "<stdin>";
+- writing, when `mha forward --help` offers --format npy: `-o FILE.npy`
+  and `-o DIR/` must write files np.load reads back equal, bit for bit,
+  to the matrices of the JSON output, and the file must be the very bytes
+  np.save writes for that array.
+
+It prints one line per check and ends with "N passed, N failed"; the exit
+status is 1 if any check failed.
+"""
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+SEED = 20240611
+
+
+class Checker:
+    def __init__(self, binary, tmp):
+        self.binary = binary
+        self.tmp = tmp
+        self.passed = 0
+        self.failed = 0
+        self.serial = 0
+
+    def report(self, name, ok, detail=""):
+        if ok:
+            self.passed += 1
+            print("ok    %s" % name)
+        else:
+            self.failed += 1
+            print("FAIL  %s%s" % (name, ": " + detail if detail else ""))
+
+    def path(self, stem, ext=".npy"):
+        self.serial += 1
+        return os.path.join(self.tmp, "%s-%d%s" % (stem, self.serial, ext))
+
+    def run(self, args, stdin=None):
+        r = subprocess.run([self.binary] + args, input=stdin, capture_output=True,
+                           timeout=30)
+        return r.returncode, r.stdout, r.stderr.decode("utf-8", "replace")
+
+
+# ---- making files ---------------------------------------------------------
+
+
+def save(path, a, version=(1, 0)):
+    """a as a .npy file the way NumPy writes it (C or Fortran order as a is)."""
+    with open(path, "wb") as f:
+        np.lib.format.write_array(f, a, version=version)
+    return path
+
+
+def npy_bytes(a, version=(1, 0)):
+    """a as the bytes of a .npy file, as NumPy writes it."""
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, a, version=version)
+    return buf.getvalue()
+
+
+def raw_npy(header, data=b"", version=(1, 0), pad=True):
+    """A .npy file with a header written by hand (header: the dict text)."""
+    h = header.encode("latin1")
+    prefix = 10 if version == (1, 0) else 12
+    if pad:
+        h += b" " * ((-(prefix + len(h) + 1)) % 64) + b"\n"
+    size = len(h).to_bytes(2 if prefix == 10 else 4, "little")
+    return b"\x93NUMPY" + bytes(version) + size + h + data
+
+
+def write_bytes(path, b):
+    with open(path, "wb") as f:
+        f.write(b)
+    return path
+
+
+def dict_text(descr, shape, fortran=False):
+    return "{'descr': %r, 'fortran_order': %s, 'shape': %r, }" % (descr, fortran, tuple(shape))
+
+
+# ---- values ---------------------------------------------------------------
+
+
+def same(a, b):
+    """Equal shapes and equal values bit for bit, NaN matching NaN."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return False, "shape %s, expected %s" % (a.shape, b.shape)
+    bad = ~((a == b) | (np.isnan(a) & np.isnan(b)))
+    # -0.0 and 0.0 compare equal; the bits must too
+    bad |= np.signbit(a) != np.signbit(b)
+    if bad.any():
+        i = tuple(int(k) for k in np.argwhere(bad)[0])
+        return False, "at %s: %r, expected %r" % (list(i), a[i], b[i])
+    return True, ""
+
+
+def parse_json(out):
+    # parse_int: "-0" is the double -0.0, which int() would make 0
+    return json.loads(out.decode("utf-8"), parse_int=float)
+
+
+def json_array(v):
+    """A matrix of mha's JSON output as float64 (non-finite values are the
+    strings "-inf", "inf", "nan", which float() reads)."""
+    return np.vectorize(float, otypes=[float])(np.array(v, dtype=object))
+
+
+def json_matrix(doc, key):
+    return json_array(doc[key])
+
+
+def sample(dtype, shape, rng):
+    """An array of dtype with interesting values that a double holds exactly."""
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape))
+    if dt.kind == "f":
+        a = rng.standard_normal(n) * 10.0 ** rng.integers(-5, 6, n)
+        a[0] = -0.0
+        if n > 3:
+            a[3] = np.finfo(dt).tiny / 4 if dt.itemsize > 2 else 2.0 ** -24  # subnormal
+        if n > 5:  # the largest float32 or float16; a float64 that X·Xᵀ survives
+            a[5] = float(np.finfo(dt).max) if dt.itemsize < 8 else 1.5e150
+        return a.astype(dt).reshape(shape)
+    info = np.iinfo(dt)
+    lo = max(int(info.min), -(2 ** 53))
+    hi = min(int(info.max), 2 ** 53)
+    vals = [int(v) for v in rng.integers(max(lo, -1000), min(hi, 1000) + 1, n)]
+    edges = [lo, hi, 0]
+    if dt.itemsize == 8:
+        # beyond 2**53 but exactly a double: only zeros below 53 significant bits
+        edges += [2 ** 60, 2 ** 63 - 2 ** 10] if dt.kind == "u" else [-(2 ** 63), 2 ** 62]
+        if dt.kind == "u":
+            edges += [2 ** 64 - 2 ** 11]
+    for i, v in enumerate(edges[:n]):
+        vals[i] = v
+    return np.array(vals, dtype=object).astype(dt).reshape(shape)
+
+
+# ---- the checks -----------------------------------------------------------
+
+
+def check_reads(c, rng):
+    dtypes = ["f8", "f4", "f2", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8"]
+    for base in dtypes:
+        for order in ("<", ">"):
+            if base[1] == "1" and order == ">":
+                continue  # one byte: no byte order ('|')
+            dt = np.dtype(order + base)
+            a = sample(dt, (4, 3), rng)
+            for fortran in (False, True):
+                for version in ((1, 0), (2, 0), (3, 0)):
+                    arr = np.asfortranarray(a) if fortran else np.ascontiguousarray(a)
+                    p = save(c.path("x-" + base), arr, version)
+                    name = "read %s %s order, format %d.%d" % (
+                        dt.str, "Fortran" if fortran else "C", *version)
+                    rc, out, err = c.run(["forward", "-x", p, "--print", "x", "-f", "json"])
+                    if rc != 0:
+                        c.report(name, False, "exit %d: %s" % (rc, err.strip()))
+                        continue
+                    ok, why = same(json_matrix(parse_json(out), "X"), a.astype(np.float64))
+                    c.report(name, ok, why)
+
+    # '=' is the host's order, '|' a single byte's
+    for descr, dt in (("=f8", np.dtype("=f8")), ("|u1", np.dtype("u1")), ("|i1", np.dtype("i1"))):
+        a = sample(dt, (3, 5), rng)
+        p = write_bytes(c.path("x-eq"), raw_npy(dict_text(descr, a.shape), a.tobytes()))
+        rc, out, err = c.run(["forward", "-x", p, "--print", "x", "-f", "json"])
+        ok, why = (same(json_matrix(parse_json(out), "X"), a.astype(np.float64))
+                   if rc == 0 else (False, err.strip()))
+        c.report("read descr %r" % descr, ok, why)
+
+
+def check_masks(c, rng):
+    x = save(c.path("x3"), rng.standard_normal((3, 4)))
+    x2 = save(c.path("x3b"), rng.standard_normal((3, 4)))
+
+    b = np.array([[True, False, True], [True, True, False], [False, True, True]])
+    for fortran in (False, True):
+        arr = np.asfortranarray(b) if fortran else b
+        p = save(c.path("mask-bool"), arr)
+        rc, out, err = c.run(["forward", "-x", x, "--mask", p, "--print", "mask", "-f", "json"])
+        ok, why = (same(json_matrix(parse_json(out), "mask"), np.where(b, 0.0, -np.inf))
+                   if rc == 0 else (False, err.strip()))
+        c.report("mask |b1 %s order" % ("Fortran" if fortran else "C"), ok, why)
+
+    b3 = rng.random((2, 3, 3)) < 0.6
+    b3[:, :, 0] = True
+    p = save(c.path("mask-bool3"), np.asfortranarray(b3))
+    rc, out, err = c.run(["forward", "-x", x2, "--heads", "2", "--mask", p, "--print", "mask",
+                          "-f", "json"])
+    ok, why = (same(json_matrix(parse_json(out), "mask"), np.where(b3, 0.0, -np.inf))
+               if rc == 0 else (False, err.strip()))
+    c.report("mask |b1 2x3x3 Fortran order", ok, why)
+
+    m = rng.standard_normal((3, 3))
+    m[0, 1] = -np.inf
+    m[2, 0] = -np.inf
+    m[1, 1] = -0.0
+    for descr in ("<f8", ">f8", "<f4", ">f4"):
+        for fortran in (False, True):
+            a = m.astype(descr)
+            p = save(c.path("mask-f"), np.asfortranarray(a) if fortran else a)
+            rc, out, err = c.run(["forward", "-x", x, "--mask", p, "--print", "mask", "-f",
+                                  "json"])
+            ok, why = (same(json_matrix(parse_json(out), "mask"), a.astype(np.float64))
+                       if rc == 0 else (False, err.strip()))
+            c.report("mask %s with -inf and -0, %s order" % (descr, "Fortran" if fortran
+                                                                 else "C"), ok, why)
+
+    mi = np.array([[0, -5, 3], [1, 0, 0], [-(2 ** 40), 2, 0]], dtype=">i8")
+    p = save(c.path("mask-i8"), mi)
+    rc, out, err = c.run(["forward", "-x", x, "--mask", p, "--print", "mask", "-f", "json"])
+    ok, why = (same(json_matrix(parse_json(out), "mask"), mi.astype(np.float64))
+               if rc == 0 else (False, err.strip()))
+    c.report("mask >i8 (additive integers)", ok, why)
+
+
+def check_header_forms(c):
+    """Headers NumPy would accept though it never writes them so."""
+    a = np.arange(6, dtype="<f8").reshape(2, 3) / 8
+    data = a.tobytes()
+    forms = [
+        ("keys in another order",
+         "{'shape': (2, 3), 'fortran_order': False, 'descr': '<f8'}"),
+        ("double quotes, no trailing comma",
+         '{"descr": "<f8", "fortran_order": False, "shape": (2, 3)}'),
+        ("spaces and newlines between tokens",
+         "{ 'descr' :'<f8' ,\n 'fortran_order':False,'shape':( 2 ,3 , ) , }"),
+        ("no padding or newline", None),
+        ("Python 2 long integers (2L, 3L)",
+         "{'descr': '<f8', 'fortran_order': False, 'shape': (2L, 3L), }"),
+    ]
+    for name, text in forms:
+        if text is None:
+            b = raw_npy(dict_text("<f8", a.shape), data, pad=False)
+        else:
+            b = raw_npy(text, data)
+        p = write_bytes(c.path("hdr"), b)
+        rc, out, err = c.run(["forward", "-x", p, "--print", "x", "-f", "json"])
+        ok, why = (same(json_matrix(parse_json(out), "X"), a) if rc == 0
+                   else (False, err.strip()))
+        c.report("header: " + name, ok, why)
+
+
+def check_errors(c):
+    good = np.arange(24, dtype="<f8").reshape(6, 4)
+    gb = save(os.path.join(c.tmp, "good.npy"), good)
+    with open(gb, "rb") as f:
+        gbytes = f.read()
+    data = good.tobytes()
+
+    nan = good.copy()
+    nan[2, 1] = np.nan
+    inf = np.asfortranarray(good.copy())
+    inf[3, 2] = -np.inf
+
+    cases = [
+        # name, file bytes, extra args, what the message must contain
+        ("truncated data", gbytes[:-92], [],
+         "truncated: the header promises 24 values (192 bytes) but 100 bytes follow"),
+        ("extra bytes after the data", gbytes + b"\0" * 8, [],
+         "8 bytes after the data"),
+        ("truncated header", gbytes[:40], [], "truncated"),
+        ("only the magic", b"\x93NUMPY", [], "truncated"),
+        ("lying header: 10^12 x 1000 values", raw_npy(dict_text("<f8", (10 ** 12, 1000)), data),
+         [], "truncated: the header promises 1000000000000000 values"),
+        ("lying header: a shape whose size overflows",
+         raw_npy(dict_text("<f8", (2 ** 62, 2 ** 62)), data), [], "too large"),
+        ("lying header: a dimension beyond 2^64",
+         raw_npy(dict_text("<f8", (2 ** 70, 1)), data), [], "too large"),
+        ("lying header length", gbytes[:8] + b"\xff\xff" + gbytes[10:], [], "truncated"),
+        ("format version 4.0", b"\x93NUMPY\x04\x00" + gbytes[8:], [], "version 4.0"),
+        ("format version 1.1", b"\x93NUMPY\x01\x01" + gbytes[8:], [], "version 1.1"),
+        ("bad magic", b"\x93NUMPX" + gbytes[6:], [], ""),
+        ("unsupported dtype <c16", raw_npy(dict_text("<c16", (6, 2)), data), [],
+         "X: dtype '<c16' is not supported (float64, float32, integers, or bool for a mask)"),
+        ("unsupported dtype <U3", raw_npy(dict_text("<U3", (2, 2)), b"\0" * 48), [],
+         "dtype '<U3' is not supported"),
+        ("unsupported dtype |O", raw_npy(dict_text("|O", (2, 2)), b"\0" * 32), [],
+         "dtype '|O' is not supported"),
+        ("unsupported dtype <M8[s]", raw_npy(dict_text("<M8[s]", (6, 4)), data), [],
+         "dtype '<M8[s]' is not supported"),
+        ("unsupported dtype <f16 (long double)", raw_npy(dict_text("<f16", (3, 4)), data), [],
+         "dtype '<f16' is not supported"),
+        ("unsupported dtype |f8 (no byte order)", raw_npy(dict_text("|f8", (6, 4)), data), [],
+         "dtype '|f8' is not supported"),
+        ("structured dtype",
+         raw_npy("{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (6, 4), }", data),
+         [], "structured dtype"),
+        ("bool for X", raw_npy(dict_text("|b1", (2, 3)), b"\1" * 6), [],
+         "only accepted for a mask"),
+        ("bool mask with a byte 2", raw_npy(dict_text("|b1", (6, 6)), b"\1" * 35 + b"\2"),
+         ["--mask"], "mask[5][5] is the byte 0x02, not a boolean"),
+        ("int64 beyond 2^53", npy_bytes(np.array([0] * 9 + [2 ** 53 + 1] + [0] * 14,
+                                                 dtype="<i8").reshape(6, 4)), [],
+         "X[2][1] is 9007199254740993: a double cannot hold it exactly"),
+        ("uint64 2^64-1", raw_npy(dict_text(">u8", (6, 4)),
+                                  np.array([2 ** 64 - 1] * 24, dtype=">u8").tobytes()), [],
+         "X[0][0] is 18446744073709551615: a double cannot hold it exactly"),
+        ("rank 3 X", raw_npy(dict_text("<f8", (2, 3, 4)), data), [],
+         "X: expected a 2-D array, found a 3-D array of shape (2, 3, 4)"),
+        ("rank 1 X", raw_npy(dict_text("<f8", (24,)), data), [],
+         "X: expected a 2-D array, found a 1-D array of shape (24,)"),
+        ("rank 4 mask", raw_npy(dict_text("<f8", (1, 2, 3, 4)), data), ["--mask"],
+         "found a 4-D array"),
+        ("rank 0 (a scalar)", raw_npy(dict_text("<f8", ()), data[:8]), [], "a scalar"),
+        ("zero dimension", raw_npy(dict_text("<f8", (0, 4)), b""), [], "zero dimension"),
+        ("nan in X", npy_bytes(nan), [], "X[2][1] is nan: only a mask may hold nan or infinity"),
+        ("-inf in X, Fortran order", npy_bytes(inf), [],
+         "X[3][2] is -inf: only a mask may hold nan or infinity"),
+        ("inf in X, float16", raw_npy(dict_text("<f2", (1, 2)), b"\0\0\0\x7c"), [],
+         "X[0][1] is inf"),
+        ("header not a dict", raw_npy("[('descr', '<f8')]", data), [], "invalid .npy header"),
+        ("header: missing 'shape'", raw_npy("{'descr': '<f8', 'fortran_order': False}", data), [],
+         "no 'shape' key"),
+        ("header: unknown key", raw_npy(dict_text("<f8", (6, 4))[:-1] + "'x': 1, }", data), [],
+         "unexpected key 'x'"),
+        ("header: key twice",
+         raw_npy("{'descr': '<f8', 'shape': (6, 4), 'fortran_order': False, 'shape': (6, 4)}",
+                 data), [], "'shape' appears twice"),
+        ("header: fortran_order 0",
+         raw_npy("{'descr': '<f8', 'fortran_order': 0, 'shape': (6, 4)}", data), [],
+         "True or False"),
+        ("header: shape (24) not a tuple",
+         raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (24)}", data), [],
+         "not a tuple"),
+        ("header: negative dimension",
+         raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (-6, 4)}", data), [],
+         "negative"),
+        ("header: unterminated string",
+         raw_npy("{'descr': '<f8, 'fortran_order': False, 'shape': (6, 4)}", data), [],
+         "invalid .npy header"),
+        ("header: garbage after the dict", raw_npy(dict_text("<f8", (6, 4)) + " x", data), [],
+         "invalid .npy header"),
+        ("header: a NUL byte", raw_npy(dict_text("<f8", (6, 4)) + "\0", data), [],
+         "invalid .npy header"),
+        ("header: Python 2 longs in format 3.0",
+         raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (6L, 4L)}", data,
+                 version=(3, 0)), [], "invalid .npy header"),
+        ("empty header", raw_npy("", data, pad=False), [], "invalid .npy header"),
+    ]
+    x = save(c.path("x6"), np.zeros((6, 3)))
+    for name, b, extra, want in cases:
+        p = write_bytes(c.path("bad"), b)
+        if extra == ["--mask"]:
+            args = ["forward", "-x", x, "--mask", p]
+        else:
+            args = ["forward", "-x", p]
+        rc, out, err = c.run(args)
+        lines = err.splitlines()
+        problems = []
+        if rc != 1:
+            problems.append("exit status %d, expected 1" % rc)
+        if len(lines) != 1:
+            problems.append("%d lines on stderr, expected 1" % len(lines))
+        if not err.startswith("mha: %s:" % p):  # "FILE: " or, as CSV, "FILE:1:8: "
+            problems.append("the message does not start with 'mha: %s:'" % p)
+        if want and want not in err:
+            problems.append("the message does not say %r" % want)
+        if out:
+            problems.append("something on stdout")
+        c.report("error: %s" % name, not problems,
+                 "; ".join(problems) + (" (stderr: %s)" % err.strip() if problems else ""))
+
+
+def check_stdin(c, rng):
+    a = rng.standard_normal((5, 2)).astype(">f4")
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, np.asfortranarray(a), version=(2, 0))
+    rc, out, err = c.run(["forward", "-x", "-", "--print", "x", "-f", "json"], buf.getvalue())
+    ok, why = (same(json_matrix(parse_json(out), "X"), a.astype(np.float64)) if rc == 0
+               else (False, err.strip()))
+    c.report("standard input: -x - (>f4, Fortran order, format 2.0)", ok, why)
+
+    rc, out, err = c.run(["forward", "-x", "-"], buf.getvalue()[:-3])
+    ok = rc == 1 and err.startswith("mha: <stdin>: truncated") and len(err.splitlines()) == 1
+    c.report("standard input: a truncated file is named <stdin>", ok, err.strip())
+
+
+# ---- writing --------------------------------------------------------------
+
+
+def npy_supported(c):
+    rc, out, err = c.run(["forward", "--help"])
+    return b"npy" in out
+
+
+def flatten_json(doc):
+    """Every matrix of mha's JSON output: {"X": array, "heads/0/scores": array, ...}."""
+    found = {}
+    for k, v in doc.items():
+        if k == "heads":
+            for i, h in enumerate(v):
+                for hk, hv in h.items():
+                    found["heads/%d/%s" % (i, hk)] = json_array(hv)
+        else:
+            found[k] = json_array(v)
+    return found
+
+
+def numpy_bytes(a):
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(a, dtype="<f8"))
+    return buf.getvalue()
+
+
+def check_file_equals(c, name, path, want):
+    try:
+        with open(path, "rb") as f:
+            b = f.read()
+        got = np.load(io.BytesIO(b), allow_pickle=False)
+    except Exception as e:  # noqa: BLE001 (any failure to load is the finding)
+        c.report(name, False, "np.load: %s" % e)
+        return
+    ok, why = same(got, want)
+    if ok and got.dtype != np.dtype("<f8"):
+        ok, why = False, "dtype %s, expected <f8" % got.dtype
+    if ok and b != numpy_bytes(got):
+        ok, why = False, "not the bytes np.save writes for the same array"
+    c.report(name, ok, why)
+
+
+def check_writes(c, rng):
+    if not npy_supported(c):
+        print("skip  writing .npy: this mha has no --format npy")
+        return
+    x = save(c.path("wx"), rng.standard_normal((5, 4)))
+    w = {k: rng.standard_normal((4, 4)).tolist() for k in ("W_Q", "W_K", "W_V", "W_O")}
+    wpath = c.path("w", ".json")
+    with open(wpath, "w") as f:
+        json.dump(w, f)
+    m = np.ones((5, 5), dtype=bool)
+    m[0, 3] = m[4, 1] = False
+    mpath = save(c.path("wmask"), m)
+    base = ["forward", "-x", x, "-w", wpath, "--heads", "2", "--causal", "--mask", mpath]
+
+    rc, out, err = c.run(base + ["--print", "all", "-f", "json"])
+    if rc != 0:
+        c.report("write: the JSON reference run", False, err.strip())
+        return
+    ref = flatten_json(parse_json(out))
+
+    # one matrix: -o FILE.npy
+    one = os.path.join(c.tmp, "out.npy")
+    rc, out, err = c.run(base + ["--format", "npy", "-o", one])
+    if rc != 0:
+        c.report("write: --format npy -o out.npy", False, err.strip())
+    else:
+        check_file_equals(c, "write: --format npy -o out.npy equals the JSON output", one,
+                          ref["output"])
+
+    # one matrix on standard output
+    rc, out, err = c.run(base + ["--format", "npy"])
+    if rc != 0:
+        c.report("write: --format npy to standard output", False, err.strip())
+    else:
+        check_file_equals(c, "write: --format npy to standard output equals the JSON output",
+                          write_bytes(c.path("stdout"), out), ref["output"])
+
+    # a 3-D matrix: a mask per head, echoed
+    m3 = rng.standard_normal((2, 5, 5))
+    m3[0, 1, 2] = m3[1, 3, 0] = -np.inf
+    m3path = save(c.path("wmask3"), m3)
+    one3 = os.path.join(c.tmp, "mask3.npy")
+    rc, out, err = c.run(["forward", "-x", x, "--heads", "2", "--mask", m3path, "--print", "mask",
+                          "--format", "npy", "-o", one3])
+    if rc != 0:
+        c.report("write: a 2x5x5 mask, -o mask3.npy", False, err.strip())
+    else:
+        check_file_equals(c, "write: a 2x5x5 mask with -inf, -o mask3.npy", one3, m3)
+
+    # every intermediate: -o DIR/
+    d = os.path.join(c.tmp, "all") + os.sep
+    rc, out, err = c.run(base + ["--print", "all", "--format", "npy", "-o", d])
+    if rc != 0:
+        c.report("write: --print all --format npy -o dir/", False, err.strip())
+        return
+    files = sorted(os.path.relpath(os.path.join(r, n), d)
+                   for r, _, ns in os.walk(d) for n in ns)
+    c.report("write: -o dir/ wrote one file per matrix (%d)" % len(files),
+             len(files) == len(ref) and all(f.endswith(".npy") for f in files),
+             "%d files %s for %d matrices %s" % (len(files), files, len(ref), sorted(ref)))
+    for f in files:
+        key = match_key(f, ref)
+        if key is None:
+            c.report("write: %s" % f, False, "no matrix of the JSON output by that name")
+            continue
+        check_file_equals(c, "write: %s equals %s of the JSON output" % (f, key),
+                          os.path.join(d, f), ref[key])
+
+
+def match_key(fname, ref):
+    """The JSON matrix a file of -o DIR/ holds: "Q.npy" is "Q", and
+    "head2_scores.npy" is heads[1]["scores"] (heads counted from 1)."""
+    stem = fname[:-4] if fname.endswith(".npy") else fname
+    m = re.match(r"^head(\d+)_(.+)$", stem)
+    if m:
+        key = "heads/%d/%s" % (int(m.group(1)) - 1, m.group(2))
+    else:
+        key = stem
+    return key if key in ref else None
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.stderr.write("usage: npy_check.py MHA_BINARY\n")
+        return 2
+    binary = os.path.abspath(sys.argv[1])
+    rng = np.random.default_rng(SEED)
+    with tempfile.TemporaryDirectory(prefix="mha-npy-") as tmp:
+        c = Checker(binary, tmp)
+        check_reads(c, rng)
+        check_masks(c, rng)
+        check_header_forms(c)
+        check_errors(c)
+        check_stdin(c, rng)
+        check_writes(c, rng)
+    print("%d passed, %d failed" % (c.passed, c.failed))
+    return 1 if c.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
