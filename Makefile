@@ -36,7 +36,7 @@ SOVERSION = 0
 DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq
 
 LIB_SRC = lib/mha.c
-CLI_SRC = cli/main.c cli/msg.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
+CLI_SRC = cli/main.c cli/msg.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
           cli/read_npy.c cli/weights.c cli/write.c cli/write_npy.c cli/outfile.c \
           cli/cmd_forward.c cli/cmd_init.c
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o)

@@ -27,6 +27,14 @@ void warning(const char *fmt, ...) CLI_PRINTF(1, 2);
 /* "mha: MESSAGE" plus a hint to try --help; returns EXIT_USAGE. */
 int usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
 
+#include <stddef.h>
+
+/* A whole number from 1 to max for cmd's option opt, or a usage error; 0 or -1. */
+int opt_count(const char *cmd, const char *opt, const char *arg, unsigned long long max,
+	      size_t *out);
+/* getopt_long returned ':' (a value missing) or '?' (unknown): say so. */
+void opt_error(const char *cmd, int c, char **argv);
+
 /* Subcommands: each parses its own argv (argv[0] is the command's name). */
 int cmd_forward(int argc, char **argv);
 int cmd_init(int argc, char **argv);

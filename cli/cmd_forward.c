@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -69,7 +70,8 @@ static const char forward_usage[] =
 	"  -p, --print LIST      comma-separated steps to print: x, q, k, v, scores,\n"
 	"                        scaled, softcapped, mask, masked, softmax, heads,\n"
 	"                        concat, output; or all (default: output)\n"
-	"  -f, --format FMT      text (default), json, csv, markdown or npy\n"
+	"  -f, --format FMT      text, json, csv, markdown or npy (default: from -o's\n"
+	"                        name, .json .csv .npy .md, a directory is csv; else text)\n"
 	"      --precision N     significant digits in text and markdown (default 6)\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well); a\n"
 	"                        directory (an existing one, or a name ending in '/')\n"
@@ -100,6 +102,7 @@ struct options {
 	unsigned print;
 	int print_all;
 	out_format format;
+	int format_given;
 	int precision;
 };
 
@@ -132,24 +135,6 @@ static const char *plural(size_t n)
 }
 
 /* ---- option values ----------------------------------------------------- */
-
-static int parse_count(const char *opt, const char *arg, size_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	if (*arg == '-' || *arg == '+' || *arg == '\0')
-		goto bad;
-	v = strtoull(arg, &end, 10);
-	if (errno || *end || v == 0 || v > SIZE_MAX / 2)
-		goto bad;
-	*out = (size_t)v;
-	return 0;
-bad:
-	usage_error("forward", "%s expects a whole number of at least 1, not '%s'", opt, arg);
-	return -1;
-}
 
 /* a whole, finite number in arg: 1, or 0 when it is not one */
 static int parse_number(const char *arg, double *out)
@@ -289,11 +274,11 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'o': o->output = optarg; break;
 		case O_HEADS:
-			if (parse_count("--heads", optarg, &o->heads))
+			if (opt_count("forward", "--heads", optarg, SIZE_MAX / 2, &o->heads))
 				return -1;
 			break;
 		case O_KV_HEADS:
-			if (parse_count("--kv-heads", optarg, &o->kv_heads))
+			if (opt_count("forward", "--kv-heads", optarg, SIZE_MAX / 2, &o->kv_heads))
 				return -1;
 			break;
 		case O_SCALE:
@@ -323,6 +308,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 				return -1;
 			break;
 		case 'f':
+			o->format_given = 1;
 			if (!strcmp(optarg, "text")) {
 				o->format = FORMAT_TEXT;
 			} else if (!strcmp(optarg, "json")) {
@@ -340,7 +326,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 			}
 			break;
 		case O_PRECISION:
-			if (parse_count("--precision", optarg, &n))
+			if (opt_count("forward", "--precision", optarg, SIZE_MAX / 2, &n))
 				return -1;
 			if (n > 17) {
 				usage_error("forward", "--precision takes 1 to 17 digits, not %zu", n);
@@ -351,14 +337,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'h':
 			fputs(forward_usage, stdout);
 			return 1;
-		case ':':
-			usage_error("forward", "option '%s' needs a value", argv[optind - 1]);
-			return -1;
-		default:
-			if (optopt)
-				usage_error("forward", "unknown option '-%c'", optopt);
-			else
-				usage_error("forward", "unknown option '%s'", argv[optind - 1]);
+		default: /* ':' or '?' */
+			opt_error("forward", c, argv);
 			return -1;
 		}
 	}
@@ -367,6 +347,27 @@ static int parse_options(int argc, char **argv, struct options *o)
 		return -1;
 	}
 	return 0;
+}
+
+/* Without --format, the output's name says it: x.json, x.csv, x.npy, x.md; DIR/ is csv. */
+static out_format format_for_output(const char *path)
+{
+	static const struct { const char *ext; out_format format; } names[] = {
+		{ ".json", FORMAT_JSON }, { ".csv", FORMAT_CSV }, { ".npy", FORMAT_NPY },
+		{ ".md", FORMAT_MARKDOWN }, { ".markdown", FORMAT_MARKDOWN },
+	};
+	const size_t n = strlen(path);
+	struct stat st;
+
+	if ((n && path[n - 1] == '/') || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+		return FORMAT_CSV;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const size_t e = strlen(names[i].ext);
+
+		if (n > e && !strcasecmp(path + n - e, names[i].ext))
+			return names[i].format;
+	}
+	return FORMAT_TEXT;
 }
 
 /* Which inputs go together: everything here is known before reading a file. */
@@ -408,6 +409,8 @@ static int check_option_combinations(struct options *o)
 		return usage_error("forward", "--print softcapped needs --softcap");
 	if (!o->print && !o->print_all)
 		o->print = PBIT(P_OUTPUT);
+	if (!o->format_given && o->output)
+		o->format = format_for_output(o->output);
 	return 0;
 }
 

@@ -181,25 +181,6 @@ static double uniform(rng *r, double a)
 
 /* ---- options ----------------------------------------------------------- */
 
-static int parse_count(const char *opt, const char *arg, size_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	if (*arg == '-' || *arg == '+' || *arg == '\0')
-		goto bad;
-	v = strtoull(arg, &end, 10);
-	if (errno || *end || v == 0 || v > MAX_NUMBERS)
-		goto bad;
-	*out = (size_t)v;
-	return 0;
-bad:
-	usage_error("init", "%s expects a whole number from 1 to %llu, not '%s'", opt,
-		    (unsigned long long)MAX_NUMBERS, arg);
-	return -1;
-}
-
 static int parse_seed(const char *arg, uint64_t *out)
 {
 	char *end;
@@ -295,21 +276,15 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'h':
 			fputs(init_usage, stdout);
 			return 1;
-		case ':':
-			usage_error("init", "option '%s' needs a value", argv[optind - 1]);
-			return -1;
-		default:
-			if (optopt)
-				usage_error("init", "unknown option '-%c'", optopt);
-			else
-				usage_error("init", "unknown option '%s'", argv[optind - 1]);
+		default: /* ':' or '?' */
+			opt_error("init", c, argv);
 			return -1;
 		}
 		if (count) {
 			char opt[16];
 
 			snprintf(opt, sizeof(opt), "--%s", longopts[idx].name);
-			if (parse_count(opt, optarg, count))
+			if (opt_count("init", opt, optarg, MAX_NUMBERS, count))
 				return -1;
 		}
 	}
@@ -528,7 +503,7 @@ static int check_leftovers(struct run *r, const char *ext)
 	int rc = 0;
 
 	if (!dir)
-		return error("'%s': %s", r->o.w, strerror(errno));
+		return error("%s: %s", r->o.w, strerror(errno));
 	while (rc == 0 && (e = readdir(dir)) != NULL) {
 		char stem[8], mine[16];
 
@@ -586,7 +561,7 @@ static int open_weight_dir(struct run *r)
 	if (mkdir(dir, 0777) == 0) {
 		r->made_dir = 1;
 	} else if (errno != EEXIST) {
-		return error("'%s': cannot create directory: %s", dir, strerror(errno));
+		return error("%s: cannot create the directory: %s", dir, strerror(errno));
 	} else if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		return error("'%s' is not a directory: in %s the weights are a directory, one "
 			     "file each", dir, ext);
@@ -628,7 +603,7 @@ static int write_failed(const struct dest *d, int e)
 
 	if (!path)
 		return error("error writing to standard output: %s", e ? strerror(e) : "write failed");
-	return error("'%s': write failed: %s", path, e ? strerror(e) : "unknown error");
+	return error("%s: write failed: %s", path, e ? strerror(e) : "unknown error");
 }
 
 static int write_one(struct run *r, int m, const matrix *a)

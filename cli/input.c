@@ -105,19 +105,15 @@ in_format input_format(const input_file *f)
 
 	if (f->len >= 6 && !memcmp(f->data, "\x93NUMPY", 6))
 		return FORMAT_IN_NPY;
-	/* a name that says JSON or CSV is believed, so the errors speak its language */
-	extension(f->name, ext, sizeof(ext));
-	if (!strcmp(ext, "json"))
-		return FORMAT_IN_JSON;
-	if (!strcmp(ext, "csv") || !strcmp(ext, "tsv"))
-		return FORMAT_IN_CSV;
 	if (f->len >= 3 && !memcmp(f->data, "\xEF\xBB\xBF", 3))
 		i = 3; /* a UTF-8 byte order mark says nothing about the format */
 	while (i < f->len && isspace(f->data[i]))
 		i++;
 	if (i < f->len && (f->data[i] == '[' || f->data[i] == '{'))
-		return FORMAT_IN_JSON;
-	return FORMAT_IN_CSV;
+		return FORMAT_IN_JSON; /* no CSV row starts so */
+	/* a name that says JSON is believed, so its errors speak JSON */
+	extension(f->name, ext, sizeof(ext));
+	return strcmp(ext, "json") ? FORMAT_IN_CSV : FORMAT_IN_JSON;
 }
 
 /* nothing but white space (and perhaps a byte order mark) */

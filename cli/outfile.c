@@ -22,12 +22,12 @@ int outfile_open(outfile *o, const char *path)
 		return 0;
 	}
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-		return error("'%s': is a directory", path);
+		return error("%s: is a directory", path);
 	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
 		/* a FIFO, a device, a terminal: write to it as it is, never replace it */
 		o->fp = fopen(path, "w");
 		if (!o->fp)
-			return error("'%s': %s", path, strerror(errno));
+			return error("%s: %s", path, strerror(errno));
 		o->path = path;
 		return 0;
 	}
@@ -43,7 +43,7 @@ int outfile_open(outfile *o, const char *path)
 
 		free(o->tmp);
 		o->tmp = NULL;
-		return error("'%s': cannot create: %s", path, strerror(e));
+		return error("%s: cannot create: %s", path, strerror(e));
 	}
 	/* mkstemp makes 0600; an output file gets the usual 0666 & ~umask */
 	{
@@ -58,7 +58,7 @@ int outfile_open(outfile *o, const char *path)
 
 		close(fd);
 		outfile_abort(o);
-		return error("'%s': %s", path, strerror(e));
+		return error("%s: %s", path, strerror(e));
 	}
 	return 0;
 }
@@ -95,7 +95,7 @@ int outfile_commit(outfile *o)
 	}
 	if (failed) {
 		outfile_abort(o);
-		return error("'%s': write failed: %s", name, strerror(e));
+		return error("%s: write failed: %s", name, strerror(e));
 	}
 	free(o->tmp);
 	o->tmp = NULL;

@@ -62,6 +62,22 @@ static int is_blank(char ch, char sep)
 	return ch == ' ' || (ch == '\t' && sep != '\t');
 }
 
+/* the separator; ' ' stands for any run of spaces and tabs (numpy.savetxt) */
+static int is_sep(char ch, char sep)
+{
+	return sep == ' ' ? (ch == ' ' || ch == '\t') : ch == sep;
+}
+
+/* *pp at a separator: past it (a whole run of blanks for ' ') */
+static void skip_sep(const char **pp, char sep)
+{
+	if (sep == ' ')
+		while (is_sep(**pp, sep))
+			++*pp;
+	else
+		++*pp;
+}
+
 /* p at the end of a line: the start of the next (\n, \r\n or \r) */
 static const char *next_line(const char *p)
 {
@@ -86,7 +102,7 @@ static int next_field(const char **pp, char sep, struct field *fl)
 	fl->at = p;
 	fl->escapes = 0;
 	if (*p != '"') {
-		while (*p != sep && !is_end(*p))
+		while (!is_sep(*p, sep) && !is_end(*p))
 			p++;
 		fl->s = fl->at;
 		fl->e = p;
@@ -111,11 +127,11 @@ static int next_field(const char **pp, char sep, struct field *fl)
 		fl->s++;
 	while (fl->e > fl->s && (fl->e[-1] == ' ' || fl->e[-1] == '\t'))
 		fl->e--;
-	for (p++; is_blank(*p, sep); p++)
+	for (p++; sep != ' ' && is_blank(*p, sep); p++)
 		;
-	if (*p != sep && !is_end(*p)) {
+	if (!is_sep(*p, sep) && !is_end(*p)) {
 		fl->bad = p;
-		while (*p != sep && !is_end(*p))
+		while (!is_sep(*p, sep) && !is_end(*p))
 			p++;
 		*pp = p;
 		return FIELD_JUNK;
@@ -346,8 +362,10 @@ static int read_row(struct csv *c, const char **pp, size_t i, size_t *cols, size
 			const char *extra = fl.at;
 			size_t n = j + 1;
 
-			while (*p == c->sep) {
-				p++;
+			while (is_sep(*p, c->sep)) {
+				skip_sep(&p, c->sep);
+				if (is_end(*p))
+					break;
 				next_field(&p, c->sep, &fl);
 				n++;
 			}
@@ -363,9 +381,11 @@ static int read_row(struct csv *c, const char **pp, size_t i, size_t *cols, size
 					   "expected a separator after the closing quote");
 		if (store(c, &fl, i, j))
 			return -1;
-		if (*p != c->sep)
+		if (!is_sep(*p, c->sep))
 			break;
-		p++;
+		skip_sep(&p, c->sep);
+		if (c->sep == ' ' && is_end(*p))
+			break; /* blanks at the end of the line */
 	}
 	j++;
 	if (!*cols)
@@ -378,18 +398,28 @@ static int read_row(struct csv *c, const char **pp, size_t i, size_t *cols, size
 	return 0;
 }
 
-/* The separator the line at p uses: ',', else ';', else a tab; 0: none. */
+/*
+ * The separator the line at p uses: ',', else ';', else a tab, else blanks
+ * between fields (as numpy.savetxt writes by default); 0: one field only.
+ */
 static char find_sep(const char *p)
 {
-	int semicolon = 0, tab = 0;
+	int semicolon = 0, tab = 0, gap = 0, seen = 0;
 
+	while (*p == ' ')
+		p++;
 	for (; !is_end(*p); p++) {
 		if (*p == ',')
 			return ',';
 		semicolon |= *p == ';';
 		tab |= *p == '\t';
+		if (*p == ' ')
+			gap |= seen;
+		else if (gap && seen)
+			gap = 2; /* something after the blanks: a second field */
+		seen |= *p != ' ';
 	}
-	return semicolon ? ';' : tab ? '\t' : 0;
+	return semicolon ? ';' : tab ? '\t' : gap == 2 ? ' ' : 0;
 }
 
 /* The line at p is a header: no field in it is a number, a non-finite
@@ -407,10 +437,64 @@ static int is_header(const struct csv *c, const char *p)
 		k = classify(&fl, &v);
 		if (k != K_EMPTY && k != K_OTHER)
 			return 0;
-		if (*p != c->sep)
+		if (!is_sep(*p, c->sep))
 			return 1;
-		p++;
+		skip_sep(&p, c->sep);
+		if (is_end(*p))
+			return 1;
 	}
+}
+
+/*
+ * mha's own CSV output with several matrices: blocks, each after a line
+ * "# NAME: TITLE (RxC)" or "# NAME (RxC)".  A line of that shape naming
+ * the NAME at p (one of the keys the caller accepts) starts a block.
+ */
+static const char *block_header(const char *p)
+{
+	const char *q;
+
+	if (p[0] != '#' || p[1] != ' ')
+		return NULL;
+	for (q = p + 2; *q == '_' || (*q >= '0' && *q <= '9') || (*q >= 'A' && *q <= 'Z') ||
+		    (*q >= 'a' && *q <= 'z'); q++)
+		;
+	if (q == p + 2 || (*q != ':' && !(q[0] == ' ' && q[1] == '(')))
+		return NULL;
+	return q; /* the end of the name */
+}
+
+/*
+ * Where the block for the first of spec->keys starts (the line after its
+ * header, and that line's number) and ends; 0 when the file has none.
+ */
+static int find_block(const char *text, const read_spec *spec, const char **start,
+		      size_t *start_line, const char **stop)
+{
+	for (size_t k = 0; spec->keys && spec->keys[k]; k++) {
+		const size_t klen = strlen(spec->keys[k]);
+		const char *p = text;
+
+		for (size_t line = 1; *p; line++) {
+			const char *end = block_header(p);
+
+			if (end && (size_t)(end - p - 2) == klen && !memcmp(p + 2, spec->keys[k], klen)) {
+				while (!is_end(*p))
+					p++;
+				*start = next_line(p);
+				*start_line = line + 1;
+				for (p = *start; *p && !block_header(p); p = next_line(p))
+					while (!is_end(*p))
+						p++;
+				*stop = p;
+				return 1;
+			}
+			while (!is_end(*p))
+				p++;
+			p = next_line(p);
+		}
+	}
+	return 0;
 }
 
 /* A NUL byte at nul: reported with its line and column. */
@@ -432,8 +516,8 @@ static int nul_error(const input_file *f, const char *text, const char *nul)
 int read_csv(matrix *m, const input_file *f, const read_spec *spec)
 {
 	struct csv c = { .f = f, .spec = spec, .sep = ',', .bools = -1 };
-	const char *text = (const char *)f->data, *p = text, *nul;
-	size_t rows = 0, cols = 0, first_line = 0;
+	const char *text = (const char *)f->data, *p = text, *nul, *stop = NULL;
+	size_t rows = 0, cols = 0, first_line = 0, line0 = 1;
 	int header_checked = 0, sep_known = 0;
 	double *v;
 
@@ -443,8 +527,12 @@ int read_csv(matrix *m, const input_file *f, const read_spec *spec)
 		return nul_error(f, text, nul);
 	if (f->len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3))
 		p += 3; /* a UTF-8 byte order mark, as Excel writes: skip it */
+	/* several matrices, as mha writes them: read the one asked for, the
+	 * way a JSON object is read under its key */
+	if (!find_block(p, spec, &p, &line0, &stop))
+		stop = NULL;
 
-	for (c.line = 1; *p; c.line++, p = next_line(p)) {
+	for (c.line = line0; *p && (!stop || p < stop); c.line++, p = next_line(p)) {
 		const char *q = p;
 
 		c.line_start = p;

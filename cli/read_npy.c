@@ -25,7 +25,7 @@
 #include <string.h>
 
 /* what the .npy reader accepts, for the message about what it does not */
-#define SUPPORTED "(float64, float32, integers, or bool for a mask)"
+#define SUPPORTED "(float64, float32, float16, integers, or bool for a mask)"
 
 typedef struct npy_dtype {
 	char kind;   /* 'f' float, 'i' signed, 'u' unsigned, 'b' bool */

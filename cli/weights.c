@@ -96,10 +96,11 @@ static int slot_of(const char *key, weight_layout layout, const char *src)
 	if (slot != NOT_A_WEIGHT)
 		return slot;
 	if (layout == LAYOUT_TORCH)
-		return error("%s: unknown key \"%s\" (expected %s, or in_proj_weight, in_proj_bias, "
-			     "q_proj_weight, k_proj_weight, v_proj_weight, out_proj.weight, "
-			     "out_proj.bias)", src, key, expected_names);
-	return error("%s: unknown key \"%s\" (expected %s)", src, key, expected_names);
+		return error("%s: \"%s\" is not the name of a weight (expected %s, or in_proj_weight, "
+			     "in_proj_bias, q_proj_weight, k_proj_weight, v_proj_weight, "
+			     "out_proj.weight, out_proj.bias)", src, key, expected_names);
+	return error("%s: \"%s\" is not the name of a weight (expected %s)", src, key,
+		     expected_names);
 }
 
 static const char *slot_name(int slot)

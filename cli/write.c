@@ -1,10 +1,12 @@
 /*
- * write.c: text tables and JSON for matrices.
+ * write.c: matrices as text tables, JSON, CSV and Markdown.
  *
  * Text is for reading: each matrix titled with its name and shape, columns
  * right-aligned, --precision significant digits.  JSON is for programs:
  * strict RFC 8259, every number in the shortest form that reads back to
  * the same double, and the non-finite values a mask can hold as strings.
+ * CSV keeps the shortest round-trip numbers too, one block per matrix;
+ * Markdown makes GitHub tables as the tutorials print them.
  */
 #include "write.h"
 

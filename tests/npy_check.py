@@ -297,7 +297,7 @@ def check_errors(c):
         ("format version 1.1", b"\x93NUMPY\x01\x01" + gbytes[8:], [], "version 1.1"),
         ("bad magic", b"\x93NUMPX" + gbytes[6:], [], ""),
         ("unsupported dtype <c16", raw_npy(dict_text("<c16", (6, 2)), data), [],
-         "X: dtype '<c16' is not supported (float64, float32, integers, or bool for a mask)"),
+         "X: dtype '<c16' is not supported (float64, float32, float16, integers, or bool for a mask)"),
         ("unsupported dtype <U3", raw_npy(dict_text("<U3", (2, 2)), b"\0" * 48), [],
          "dtype '<U3' is not supported"),
         ("unsupported dtype |O", raw_npy(dict_text("|O", (2, 2)), b"\0" * 32), [],
