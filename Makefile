@@ -43,7 +43,7 @@ LIB_OBJ = $(LIB_SRC:%.c=build/%.o)
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 TEST_OBJ = build/tests/test_lib.o build/tests/ref.o
 
-.PHONY: all demo check deps install uninstall clean test-unit test-cli test-numpy \
+.PHONY: all demo check conformance deps install uninstall clean test-unit test-cli test-numpy \
         test-formats test-npy test-samples test-docs test-install FORCE
 
 all: mha lib/libmha.a lib/libmha.so
@@ -75,6 +75,13 @@ lib/libmha.so: $(LIB_OBJ)
 mha: $(CLI_OBJ) lib/libmha.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) lib/libmha.a $(CJSON_LIBS) -lm
 
+tests/conformance: build/tests/conformance.o lib/libmha.a
+	$(CC) $(LDFLAGS) -o $@ build/tests/conformance.o lib/libmha.a $(CJSON_LIBS) -lm
+
+build/tests/conformance.o: tests/conformance.c lib/mha.h build/.flags
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CJSON_CFLAGS) -c $< -o $@
+
 tests/test_lib: $(TEST_OBJ) lib/libmha.a
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) lib/libmha.a $(CHECK_LIBS) -lm
 
@@ -101,6 +108,13 @@ check: deps
 	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-samples \
 		test-docs test-install
 	@echo "make check: all tests passed"
+
+# the ONNX Attention operator's backend cases, read where they are (never copied)
+CONFORMANCE_DIR ?= ../shared/conformance/onnx-attention
+
+conformance: deps
+	$(MAKE) STRICT=-Werror mha tests/conformance
+	./tests/conformance --mha ./mha $(CONFORMANCE_DIR)
 
 test-unit: tests/test_lib
 	CK_FORK=yes ./tests/test_lib
@@ -149,4 +163,4 @@ uninstall:
 		$(DESTDIR)$(PKGCONFIGDIR)/mha.pc $(DESTDIR)$(MANDIR)/man1/mha.1
 
 clean:
-	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib
+	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance

@@ -63,7 +63,10 @@ static const char forward_usage[] =
 	"      --scale S         dk: 1/sqrt(d_k) (default), dmodel: 1/sqrt(d_model),\n"
 	"                        seqlen: 1/sqrt(n_kv), none: 1, or a NUMBER multiplier\n"
 	"      --causal[=ALIGN]  query i sees keys j <= i (top-left, the default), or\n"
-	"                        j <= i + n_kv - n_q (bottom-right, as in decoding)\n"
+	"                        j <= i + n_kv - n_q (bottom-right, as in decoding), or\n"
+	"                        j <= i + N for a whole number N (after N cached keys)\n"
+	"      --kv-len N        only the first N keys are valid (the rest is padding);\n"
+	"                        bottom-right then aligns with key N\n"
 	"      --softcap C       scores become C*tanh(scores/C) before the mask\n"
 	"\n"
 	"Output:\n"
@@ -208,10 +211,25 @@ static int parse_print(const char *arg, struct options *o)
 	return rc;
 }
 
+/* "-3", "12": a causal offset; 1, or 0 when arg is not a whole number */
+static int parse_offset(const char *arg, ptrdiff_t *out)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(arg, &end, 10);
+	if (end == arg || *end || errno || v < -(long long)(PTRDIFF_MAX / 2) ||
+	    v > (long long)(PTRDIFF_MAX / 2))
+		return 0;
+	*out = (ptrdiff_t)v;
+	return 1;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	enum { O_KV = 256, O_Q, O_K, O_V, O_MASK, O_HEADS, O_KV_HEADS, O_SCALE,
-	       O_CAUSAL, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_ONE /* + WQ … BO */ };
+	       O_CAUSAL, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_ONE /* + WQ … BO */ };
 	static const struct option longopts[] = {
 		{ "x", required_argument, NULL, 'x' },
 		{ "weights", required_argument, NULL, 'w' },
@@ -233,6 +251,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "kv-heads", required_argument, NULL, O_KV_HEADS },
 		{ "scale", required_argument, NULL, O_SCALE },
 		{ "causal", optional_argument, NULL, O_CAUSAL },
+		{ "kv-len", required_argument, NULL, O_KV_LEN },
 		{ "softcap", required_argument, NULL, O_SOFTCAP },
 		{ "print", required_argument, NULL, 'p' },
 		{ "format", required_argument, NULL, 'f' },
@@ -290,10 +309,17 @@ static int parse_options(int argc, char **argv, struct options *o)
 				o->cfg.causal = MHA_CAUSAL_TOP_LEFT;
 			} else if (!strcmp(optarg, "bottom-right")) {
 				o->cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT;
+			} else if (parse_offset(optarg, &o->cfg.causal_offset)) {
+				o->cfg.causal = MHA_CAUSAL_OFFSET;
 			} else {
-				usage_error("forward", "--causal takes top-left or bottom-right, not '%s'", optarg);
+				usage_error("forward", "--causal takes top-left, bottom-right or a whole "
+					    "number, not '%s'", optarg);
 				return -1;
 			}
+			break;
+		case O_KV_LEN:
+			if (opt_count("forward", "--kv-len", optarg, SIZE_MAX / 2, &o->cfg.kv_len))
+				return -1;
 			break;
 		case O_SOFTCAP:
 			if (parse_real("--softcap", optarg, &o->cfg.softcap))
@@ -711,7 +737,7 @@ static unsigned print_set(const struct options *o, const struct inputs *in)
 		     PBIT(P_SCALED) | PBIT(P_SOFTMAX) | PBIT(P_OUTPUT);
 		if (o->cfg.softcap > 0)
 			p |= PBIT(P_SOFTCAPPED);
-		if (o->cfg.causal || o->mask)
+		if (o->cfg.causal || o->mask || o->cfg.kv_len)
 			p |= PBIT(P_MASK) | PBIT(P_MASKED);
 		/* skip exact repeats: one head's output is the concat, which
 		 * without W_O is the output */
@@ -835,6 +861,33 @@ static const struct item *item_at(const struct items *list, size_t i)
 	return i < fixed ? &list->v[i] : &list->extra[i - fixed];
 }
 
+/* "mask (added to the scores): causal, keys past 4, m.json" */
+static void mask_title(char *buf, size_t size, const struct options *o)
+{
+	const char *parts[3] = { NULL };
+	char causal[64], kv[48];
+	size_t n = 0;
+
+	switch (o->cfg.causal) {
+	case MHA_CAUSAL_TOP_LEFT: snprintf(causal, sizeof(causal), "causal"); break;
+	case MHA_CAUSAL_BOTTOM_RIGHT: snprintf(causal, sizeof(causal), "causal, bottom-right"); break;
+	case MHA_CAUSAL_OFFSET:
+		snprintf(causal, sizeof(causal), "causal, offset %td", o->cfg.causal_offset);
+		break;
+	default: causal[0] = '\0'; break;
+	}
+	if (causal[0])
+		parts[n++] = causal;
+	if (o->cfg.kv_len) {
+		snprintf(kv, sizeof(kv), "keys from %zu on are padding", o->cfg.kv_len + 1);
+		parts[n++] = kv;
+	}
+	if (o->mask)
+		parts[n++] = shown(o->mask);
+	snprintf(buf, size, "mask (added to the scores): %s%s%s%s%s", n ? parts[0] : "none",
+		 n > 1 ? "; " : "", n > 1 ? parts[1] : "", n > 2 ? "; " : "", n > 2 ? parts[2] : "");
+}
+
 /* Everything asked for, in the order of the computation, titled. */
 static int collect(struct items *list, const struct options *o, const struct inputs *in,
 		   const struct results *r, const mha_dims *d, const matrix *out, unsigned p,
@@ -869,11 +922,7 @@ static int collect(struct items *list, const struct options *o, const struct inp
 	}
 	if (p & PBIT(P_MASK)) {
 		ADD("mask", 0, &r->whole[MHA_STAGE_MASK]);
-		snprintf(it->title, sizeof(it->title), "mask (added to the scores)%s%s%s",
-			 o->cfg.causal == MHA_CAUSAL_TOP_LEFT ? ": causal" :
-			 o->cfg.causal == MHA_CAUSAL_BOTTOM_RIGHT ? ": causal, bottom-right" : ":",
-			 o->mask ? (o->cfg.causal ? " and " : " ") : (o->cfg.causal ? "" : " none"),
-			 o->mask ? shown(o->mask) : "");
+		mask_title(it->title, sizeof(it->title), o);
 	}
 
 	describe_scale(how, sizeof(how), d, &o->cfg, scale);
@@ -906,7 +955,7 @@ static int collect(struct items *list, const struct options *o, const struct inp
 				break;
 			case MHA_STAGE_SOFTMAX:
 				snprintf(t, n, "head %zu: softmax(%s), row by row", q,
-					 (o->cfg.causal || o->mask) ? "masked" :
+					 (o->cfg.causal || o->mask || o->cfg.kv_len) ? "masked" :
 					 o->cfg.softcap > 0 ? "softcapped" : "scaled");
 				break;
 			default:
@@ -1103,6 +1152,11 @@ int cmd_forward(int argc, char **argv)
 	memset(&res, 0, sizeof(res));
 	if (read_inputs(&o, &in) || derive_dims(&o, &in, &d) || check_mask(&o, &in, &d, &o.cfg))
 		goto done;
+	if (o.cfg.kv_len > d.n_kv) {
+		error("--kv-len %zu but %s gives %zu key%s", o.cfg.kv_len,
+		      in.direct ? in.k_src : o.kv ? in.kv_src : in.x_src, d.n_kv, plural(d.n_kv));
+		goto done;
+	}
 
 	src.xq = in.direct ? in.q.v : in.x.v;
 	src.xk = in.direct ? in.k.v : (o.kv ? in.kv.v : in.x.v);

@@ -35,6 +35,7 @@ const char *mha_strerror(mha_status status)
 	case MHA_ERR_NOMEM: return "out of memory";
 	case MHA_ERR_TOOBIG: return "the sizes are too large to address";
 	case MHA_ERR_OBSERVER: return "stopped by the observer";
+	case MHA_ERR_KV_LEN: return "the key length (kv_len) is larger than the number of keys";
 	}
 	return "unknown status";
 }
@@ -117,6 +118,10 @@ mha_status mha_check(const mha_dims *d, const mha_config *cfg)
 			return MHA_ERR_SCALE;
 		if (!isfinite(cfg->softcap) || cfg->softcap < 0)
 			return MHA_ERR_SOFTCAP;
+		if (cfg->kv_len > d->n_kv)
+			return MHA_ERR_KV_LEN;
+		if ((unsigned)cfg->causal > MHA_CAUSAL_OFFSET)
+			return MHA_ERR_DIM;
 	}
 	return MHA_OK;
 }
@@ -242,6 +247,7 @@ struct run {
 	const mha_observer *obs;
 	size_t H, G, dk, dv;
 	double scale;
+	ptrdiff_t offset;        /* causal: query i sees keys j <= i + offset */
 	const double *Q, *K, *V; /* (n_q, H·dk), (n_kv, G·dk), (n_kv, G·dv) */
 	double *concat;          /* (n_q, H·dv) */
 	double *row;             /* (n_kv) the row being worked on */
@@ -259,6 +265,21 @@ static void keep_row(struct run *r, size_t which, size_t i)
 		       r->d->n_kv * sizeof(double));
 }
 
+/*
+ * Query i sees key j when j <= i + offset: the causal rule as one number.
+ * Sizes are far below PTRDIFF_MAX here (mha_check saw them allocated).
+ */
+static ptrdiff_t causal_offset(const mha_dims *d, const mha_config *cfg)
+{
+	const size_t keys = cfg->kv_len ? cfg->kv_len : d->n_kv;
+
+	switch (cfg->causal) {
+	case MHA_CAUSAL_BOTTOM_RIGHT: return (ptrdiff_t)keys - (ptrdiff_t)d->n_q;
+	case MHA_CAUSAL_OFFSET: return cfg->causal_offset;
+	default: return 0;
+	}
+}
+
 /* The mask entry for (head h, query i, key j): what masked adds to the score. */
 static double mask_entry(const struct run *r, size_t h, size_t i, size_t j)
 {
@@ -266,10 +287,9 @@ static double mask_entry(const struct run *r, size_t h, size_t i, size_t j)
 	const mha_mask *m = &r->cfg->mask;
 	size_t at = i * d->n_kv + j;
 
-	if (r->cfg->causal == MHA_CAUSAL_TOP_LEFT && j > i)
+	if (r->cfg->causal && (ptrdiff_t)j > (ptrdiff_t)i + r->offset)
 		return -INFINITY;
-	/* j > i + (n_kv - n_q), kept unsigned: n_q may exceed n_kv */
-	if (r->cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT && j + d->n_q > i + d->n_kv)
+	if (r->cfg->kv_len && j >= r->cfg->kv_len)
 		return -INFINITY;
 	if (m->per_head)
 		at += h * d->n_q * d->n_kv;
@@ -436,6 +456,7 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 	r.dk = d->d_k;
 	r.dv = d->d_v;
 	r.scale = mha_scale_of(d, cfg);
+	r.offset = causal_offset(d, cfg);
 	r.first_blocked_head = -1;
 	if (!isfinite(r.scale))
 		return MHA_ERR_SCALE;

@@ -76,7 +76,8 @@ typedef enum mha_status {
 	MHA_ERR_RANGE,     /* an intermediate overflowed to infinity or NaN */
 	MHA_ERR_NOMEM,     /* scratch memory could not be allocated */
 	MHA_ERR_TOOBIG,    /* a size does not fit in size_t */
-	MHA_ERR_OBSERVER   /* the observer asked to stop */
+	MHA_ERR_OBSERVER,  /* the observer asked to stop */
+	MHA_ERR_KV_LEN     /* kv_len is larger than n_kv */
 } mha_status;
 
 /* A short lowercase description of a status, never NULL. */
@@ -130,10 +131,18 @@ typedef enum mha_scale_mode {
 	MHA_SCALE_VALUE    /* mha_config.scale, used as given */
 } mha_scale_mode;
 
+/*
+ * Causal masking: query i sees keys j <= i + offset, where the offset is
+ * 0 (top-left), n_kv - n_q (bottom-right: the last query lines up with the
+ * last key, as in decoding with a cache; kv_len - n_q when kv_len is set),
+ * or mha_config.causal_offset (the query block starts at key position
+ * offset, e.g. after offset cached keys; it may be negative).
+ */
 typedef enum mha_causal {
 	MHA_CAUSAL_NONE = 0,
-	MHA_CAUSAL_TOP_LEFT,     /* query i sees keys j <= i */
-	MHA_CAUSAL_BOTTOM_RIGHT  /* query i sees keys j <= i + n_kv - n_q (KV-cache decoding) */
+	MHA_CAUSAL_TOP_LEFT,
+	MHA_CAUSAL_BOTTOM_RIGHT,
+	MHA_CAUSAL_OFFSET
 } mha_causal;
 
 /*
@@ -148,13 +157,19 @@ typedef struct mha_mask {
 	int per_head;               /* 0: one matrix for every head; 1: one per query head */
 } mha_mask;
 
-/* All fields zero is the default: scale 1/√d_k, not causal, no softcap, no mask. */
+/*
+ * All fields zero is the default: scale 1/√d_k, not causal, no softcap, no
+ * mask, every key valid.
+ */
 typedef struct mha_config {
 	mha_scale_mode scale_mode;
 	double scale;       /* the multiplier when scale_mode is MHA_SCALE_VALUE */
 	mha_causal causal;
+	ptrdiff_t causal_offset; /* for MHA_CAUSAL_OFFSET */
 	double softcap;     /* 0: none; c > 0: scores become c·tanh(scores / c) */
 	mha_mask mask;
+	size_t kv_len;      /* 0: all n_kv keys; else keys j >= kv_len are masked
+			       (padding after a shorter sequence in a batch) */
 } mha_config;
 
 /* ---- intermediates ----------------------------------------------------- */
@@ -169,7 +184,8 @@ typedef enum mha_stage {
 	MHA_STAGE_SCORES,      /* (n_q, n_kv)    Q_h·K_gᵀ */
 	MHA_STAGE_SCALED,      /* (n_q, n_kv)    × scale */
 	MHA_STAGE_SOFTCAPPED,  /* (n_q, n_kv)    c·tanh(scaled / c); only with a softcap */
-	MHA_STAGE_MASK,        /* (n_q, n_kv)    what is added: 0, -inf or the bias */
+	MHA_STAGE_MASK,        /* (n_q, n_kv)    what is added: 0, -inf or the bias
+				  (causal, kv_len and the mask together) */
 	MHA_STAGE_MASKED,      /* (n_q, n_kv)    softcapped + mask */
 	MHA_STAGE_SOFTMAX,     /* (n_q, n_kv)    attention weights */
 	MHA_STAGE_HEAD_OUTPUT, /* (n_q, d_v)     softmax·V_g */

@@ -157,7 +157,13 @@ int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
 				if (cfg->causal == MHA_CAUSAL_TOP_LEFT && (long)j > (long)i)
 					m = -INFINITY;
 				if (cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT &&
-				    (long)j > (long)i + (long)nkv - (long)nq)
+				    (long)j > (long)i + (long)(cfg->kv_len ? cfg->kv_len : nkv) - (long)nq)
+					m = -INFINITY;
+				if (cfg->causal == MHA_CAUSAL_OFFSET &&
+				    (long)j > (long)i + (long)cfg->causal_offset)
+					m = -INFINITY;
+				/* padding: keys past the sequence's own length */
+				if (cfg->kv_len && j >= cfg->kv_len)
 					m = -INFINITY;
 				if (cfg->mask.allow && !cfg->mask.allow[mat])
 					m = -INFINITY;

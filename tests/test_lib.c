@@ -249,6 +249,46 @@ START_TEST(test_causal_by_hand)
 }
 END_TEST
 
+/* kv_len pads out keys; a causal offset moves the diagonal, and bottom-right follows kv_len */
+START_TEST(test_kv_len_and_offset)
+{
+	double x[4] = { 1, 2, 3, 4 }, out[4];
+	mha_dims d = { .n_q = 2, .n_kv = 4, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+		       .heads = 1, .d_k = 1, .d_v = 1 };
+	mha_inputs in = { x, x, x };
+	mha_config cfg = { .kv_len = 3 };
+	mha_report rep;
+	seen sn;
+	mha_observer obs = watch_all(&sn);
+
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, &obs, NULL), MHA_OK);
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < 4; j++)
+			ck_assert(sn.m[MHA_STAGE_MASK][1][i * 4 + j] == (j >= 3 ? -INFINITY : 0.0));
+	seen_free(&sn);
+
+	/* bottom-right against the 3 valid keys: query 0 sees keys 0..1, query 1 keys 0..2 */
+	cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT;
+	obs = watch_all(&sn);
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, &obs, NULL), MHA_OK);
+	ck_assert(sn.m[MHA_STAGE_MASK][1][1] == 0.0 && sn.m[MHA_STAGE_MASK][1][2] == -INFINITY);
+	ck_assert(sn.m[MHA_STAGE_MASK][1][4 + 2] == 0.0 && sn.m[MHA_STAGE_MASK][1][4 + 3] == -INFINITY);
+	seen_free(&sn);
+
+	/* an explicit offset of -1: query 0 sees nothing (zeros), query 1 sees key 0 */
+	cfg = (mha_config){ .causal = MHA_CAUSAL_OFFSET, .causal_offset = -1 };
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, &rep), MHA_OK);
+	ck_assert_uint_eq(rep.blocked_rows, 1);
+	ck_assert(out[0] == 0.0 && out[1] == 1.0);
+	/* offset 2: query 0 sees keys 0..2 */
+	cfg.causal_offset = 2;
+	obs = watch_all(&sn);
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, &obs, NULL), MHA_OK);
+	ck_assert(sn.m[MHA_STAGE_MASK][1][2] == 0.0 && sn.m[MHA_STAGE_MASK][1][3] == -INFINITY);
+	seen_free(&sn);
+}
+END_TEST
+
 /* a row whose every key is masked: zeros, reported, never NaN */
 START_TEST(test_fully_masked_row)
 {
@@ -472,7 +512,10 @@ static void make_case(struct random_case *c, unsigned seed)
 	}
 	c->cfg.scale_mode = (mha_scale_mode)(seed % 5);
 	c->cfg.scale = 0.3 + rnd();
-	c->cfg.causal = (mha_causal)((seed / 5) % 3);
+	c->cfg.causal = (mha_causal)((seed / 5) % 4);
+	c->cfg.causal_offset = (ptrdiff_t)((seed / 3) % 5) - 2;
+	if (seed % 9 == 4)
+		c->cfg.kv_len = 1 + (size_t)((rnd() + 1) / 2 * (double)d->n_kv) % d->n_kv;
 	c->cfg.softcap = seed % 7 == 0 ? 0.5 + (rnd() + 1) : 0;
 	c->cfg.mask.per_head = seed % 2 && d->heads > 1;
 	n_mask = d->n_q * d->n_kv * (c->cfg.mask.per_head ? d->heads : 1);
@@ -656,6 +699,8 @@ START_TEST(test_errors)
 	d.d_k = d.d_v = 1;
 	in = (mha_inputs){ big, big, big };
 	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, NULL, NULL, NULL), MHA_ERR_RANGE);
+	cfg = (mha_config){ .kv_len = 3 };
+	ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_KV_LEN);
 	/* the observer can stop the run */
 	in = (mha_inputs){ x, x, x };
 	obs = watch_all(&sn);
@@ -668,7 +713,7 @@ END_TEST
 
 START_TEST(test_names)
 {
-	for (int s = MHA_OK; s <= MHA_ERR_OBSERVER; s++) {
+	for (int s = MHA_OK; s <= MHA_ERR_KV_LEN; s++) {
 		ck_assert_ptr_nonnull(mha_strerror((mha_status)s));
 		ck_assert_int_gt((int)strlen(mha_strerror((mha_status)s)), 3);
 		for (int t = MHA_OK; t < s; t++)
@@ -692,6 +737,7 @@ static Suite *mha_suite(void)
 	tcase_add_test(hand, test_softmax_by_hand);
 	tcase_add_test(hand, test_softmax_large_scores);
 	tcase_add_test(hand, test_causal_by_hand);
+	tcase_add_test(hand, test_kv_len_and_offset);
 	tcase_add_test(hand, test_fully_masked_row);
 	tcase_add_test(hand, test_softcap_and_scale_modes);
 	tcase_add_test(hand, test_grouped_query_mapping);

@@ -1,0 +1,651 @@
+/*
+ * conformance.c: the ONNX Attention operator's backend test cases, run
+ * through libmha and through the mha command, compared with the outputs
+ * ONNX's reference implementation gave.
+ *
+ *   conformance [--mha PATH] [DIR]    (DIR: ../shared/conformance/onnx-attention)
+ *
+ * The cases are ONNX's, converted to JSON (DIR/README.md says how); none
+ * is copied here.  What this file does is only ONNX's input conventions:
+ * its tensors are batched and, in 4-D form, heads-first, so each batch
+ * element becomes one mha problem with heads side by side as column
+ * blocks; past_key/past_value go before K/V (present_key/value are those
+ * concatenations, which mha prints as K and V); a mask broadcasts over
+ * batch and heads and is padded on the right to the key length.  The
+ * attention semantics are mha's own options: --heads/--kv-heads, --mask
+ * (shared or per head), --causal (top-left; after P cached keys,
+ * --causal=P; with nonpad_kv_seqlen, bottom-right against --kv-len),
+ * --kv-len, --scale, --softcap, and the intermediates scaled, softcapped,
+ * masked and softmax for qk_matmul_output's modes 0 to 3.
+ *
+ * One line per case, then "N passed, N failed"; exit 1 if any failed.
+ */
+#include "../lib/mha.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct tensor {
+	size_t rank, shape[4];
+	double *v;
+	int is_bool, half; /* booleans; computed in float16 */
+} tensor;
+
+static char failure[512]; /* why the current case failed */
+
+static int fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(failure, sizeof(failure), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static char *slurp(const char *path)
+{
+	FILE *fp = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (!fp)
+		return NULL;
+	if (fseek(fp, 0, SEEK_END) == 0 && (n = ftell(fp)) >= 0 && fseek(fp, 0, SEEK_SET) == 0 &&
+	    (buf = malloc((size_t)n + 1)) != NULL) {
+		if (fread(buf, 1, (size_t)n, fp) != (size_t)n) {
+			free(buf);
+			buf = NULL;
+		} else {
+			buf[n] = '\0';
+		}
+	}
+	fclose(fp);
+	return buf;
+}
+
+static double number(const cJSON *e)
+{
+	if (cJSON_IsNumber(e))
+		return e->valuedouble;
+	if (cJSON_IsBool(e))
+		return cJSON_IsTrue(e) ? 1.0 : 0.0;
+	if (cJSON_IsString(e)) {
+		if (!strcmp(e->valuestring, "-inf"))
+			return -INFINITY;
+		if (!strcmp(e->valuestring, "inf"))
+			return INFINITY;
+	}
+	return NAN;
+}
+
+/* {"shape": [...], "dtype": ..., "data": [...]}; t->rank 0 when absent */
+static int load_tensor(tensor *t, const cJSON *parent, const char *name)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(parent, name), *e;
+	const char *dtype;
+	size_t n = 1, i = 0;
+
+	memset(t, 0, sizeof(*t));
+	if (!j)
+		return 0;
+	dtype = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "dtype"));
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(j, "shape")) {
+		if (t->rank == 4)
+			return fail("%s has more than 4 dimensions", name);
+		t->shape[t->rank++] = (size_t)e->valuedouble;
+		n *= (size_t)e->valuedouble;
+	}
+	t->is_bool = dtype && !strcmp(dtype, "bool");
+	t->half = dtype && !strcmp(dtype, "float16");
+	t->v = malloc((n ? n : 1) * sizeof(double));
+	if (!t->v)
+		return fail("out of memory");
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(j, "data")) {
+		if (i == n)
+			return fail("%s has more data than its shape", name);
+		t->v[i++] = number(e);
+	}
+	if (i != n)
+		return fail("%s has less data than its shape", name);
+	return 0;
+}
+
+/* ---- one case, as mha problems (one per batch element) ---------------- */
+
+struct problem {
+	size_t B, Hq, Hkv, Sq, Skv, P, dk, dv; /* Skv counts the past keys too */
+	mha_config cfg;
+	int mode;                 /* qk_matmul_output_mode */
+	mha_stage qk_stage;
+	tensor q, k, v, mask, past_k, past_v, nonpad;
+	tensor y, present_k, present_v, qk;
+	/* per batch element, rebuilt for each b */
+	double *Qb, *Kb, *Vb;     /* (Sq, Hq·dk), (Skv, Hkv·dk), (Skv, Hkv·dv) */
+	double *bias;             /* (Hq or 1, Sq, Skv) */
+	unsigned char *allow;
+	size_t mask_heads;        /* 0: no mask, 1: shared, Hq: per head */
+};
+
+static double attr(const cJSON *attrs, const char *name, double dflt)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(attrs, name);
+
+	return cJSON_IsNumber(a) ? a->valuedouble : dflt;
+}
+
+/* element (b, h, s, t) of a batched tensor: 4-D heads first, or 3-D heads side by side */
+static double at(const tensor *t, size_t heads, size_t b, size_t h, size_t s, size_t x)
+{
+	if (t->rank == 4)
+		return t->v[((b * t->shape[1] + h) * t->shape[2] + s) * t->shape[3] + x];
+	return t->v[(b * t->shape[1] + s) * t->shape[2] + h * (t->shape[2] / heads) + x];
+}
+
+static size_t seq_len(const tensor *t)
+{
+	return t->rank == 4 ? t->shape[2] : t->shape[1];
+}
+
+static int setup(struct problem *p, const cJSON *c)
+{
+	const cJSON *ins = cJSON_GetObjectItemCaseSensitive(c, "inputs");
+	const cJSON *outs = cJSON_GetObjectItemCaseSensitive(c, "outputs");
+	const cJSON *attrs = cJSON_GetObjectItemCaseSensitive(c, "attributes");
+
+	if (load_tensor(&p->q, ins, "Q") || load_tensor(&p->k, ins, "K") ||
+	    load_tensor(&p->v, ins, "V") || load_tensor(&p->mask, ins, "attn_mask") ||
+	    load_tensor(&p->past_k, ins, "past_key") || load_tensor(&p->past_v, ins, "past_value") ||
+	    load_tensor(&p->nonpad, ins, "nonpad_kv_seqlen") || load_tensor(&p->y, outs, "Y") ||
+	    load_tensor(&p->present_k, outs, "present_key") ||
+	    load_tensor(&p->present_v, outs, "present_value") ||
+	    load_tensor(&p->qk, outs, "qk_matmul_output"))
+		return -1;
+	p->B = p->q.shape[0];
+	if (p->q.rank == 4) {
+		p->Hq = p->q.shape[1];
+		p->Hkv = p->k.shape[1];
+		p->dk = p->q.shape[3];
+		p->dv = p->v.shape[3];
+	} else {
+		p->Hq = (size_t)attr(attrs, "q_num_heads", 0);
+		p->Hkv = (size_t)attr(attrs, "kv_num_heads", 0);
+		if (!p->Hq || !p->Hkv)
+			return fail("3-D inputs without q_num_heads/kv_num_heads");
+		p->dk = p->q.shape[2] / p->Hq;
+		p->dv = p->v.shape[2] / p->Hkv;
+	}
+	p->Sq = seq_len(&p->q);
+	p->P = p->past_k.rank ? p->past_k.shape[2] : 0;
+	p->Skv = p->P + seq_len(&p->k);
+
+	if (cJSON_GetObjectItemCaseSensitive(attrs, "scale")) {
+		p->cfg.scale_mode = MHA_SCALE_VALUE;
+		p->cfg.scale = attr(attrs, "scale", 1);
+	}
+	p->cfg.softcap = attr(attrs, "softcap", 0);
+	if (attr(attrs, "is_causal", 0)) {
+		/* query i may see key j <= i + offset: the past length, or, with
+		 * a per-batch key length and no past, that length minus Sq */
+		if (p->P) {
+			p->cfg.causal = MHA_CAUSAL_OFFSET;
+			p->cfg.causal_offset = (ptrdiff_t)p->P;
+		} else if (p->nonpad.rank) {
+			p->cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT;
+		} else {
+			p->cfg.causal = MHA_CAUSAL_TOP_LEFT;
+		}
+	}
+	p->mode = (int)attr(attrs, "qk_matmul_output_mode", 0);
+	p->qk_stage = p->mode == 3 ? MHA_STAGE_SOFTMAX : p->mode == 2 ? MHA_STAGE_MASKED :
+		      p->mode == 1 && p->cfg.softcap > 0 ? MHA_STAGE_SOFTCAPPED : MHA_STAGE_SCALED;
+	if (p->mask.rank == 3) {
+		/* (H or 1, Sq, Sm) broadcasts like (1, H or 1, Sq, Sm) */
+		memmove(p->mask.shape + 1, p->mask.shape, 3 * sizeof(size_t));
+		p->mask.shape[0] = 1;
+		p->mask.rank = 4;
+	}
+	if (p->mask.rank == 2) {
+		p->mask.shape[2] = p->mask.shape[0];
+		p->mask.shape[3] = p->mask.shape[1];
+		p->mask.shape[0] = p->mask.shape[1] = 1;
+		p->mask.rank = 4;
+	}
+	p->mask_heads = p->mask.rank ? (p->mask.shape[1] == 1 ? 1 : p->Hq) : 0;
+	p->Qb = malloc(p->Sq * p->Hq * p->dk * sizeof(double));
+	p->Kb = malloc(p->Skv * p->Hkv * p->dk * sizeof(double));
+	p->Vb = malloc(p->Skv * p->Hkv * p->dv * sizeof(double));
+	p->bias = malloc((p->mask_heads ? p->mask_heads : 1) * p->Sq * p->Skv * sizeof(double));
+	p->allow = malloc((p->mask_heads ? p->mask_heads : 1) * p->Sq * p->Skv);
+	if (!p->Qb || !p->Kb || !p->Vb || !p->bias || !p->allow)
+		return fail("out of memory");
+	return 0;
+}
+
+/* Batch element b as one mha problem: heads side by side, past keys first. */
+static void select_batch(struct problem *p, size_t b, mha_dims *d)
+{
+	for (size_t s = 0; s < p->Sq; s++)
+		for (size_t h = 0; h < p->Hq; h++)
+			for (size_t t = 0; t < p->dk; t++)
+				p->Qb[s * p->Hq * p->dk + h * p->dk + t] = at(&p->q, p->Hq, b, h, s, t);
+	for (size_t j = 0; j < p->Skv; j++)
+		for (size_t g = 0; g < p->Hkv; g++) {
+			for (size_t t = 0; t < p->dk; t++)
+				p->Kb[j * p->Hkv * p->dk + g * p->dk + t] = j < p->P
+					? at(&p->past_k, p->Hkv, b, g, j, t)
+					: at(&p->k, p->Hkv, b, g, j - p->P, t);
+			for (size_t t = 0; t < p->dv; t++)
+				p->Vb[j * p->Hkv * p->dv + g * p->dv + t] = j < p->P
+					? at(&p->past_v, p->Hkv, b, g, j, t)
+					: at(&p->v, p->Hkv, b, g, j - p->P, t);
+		}
+	memset(&p->cfg.mask, 0, sizeof(p->cfg.mask));
+	if (p->mask_heads) {
+		const tensor *m = &p->mask;
+		const size_t mb = m->shape[0] == 1 ? 0 : b, Sm = m->shape[3];
+
+		for (size_t h = 0; h < p->mask_heads; h++)
+			for (size_t i = 0; i < p->Sq; i++)
+				for (size_t j = 0; j < p->Skv; j++) {
+					const size_t o = (h * p->Sq + i) * p->Skv + j;
+					/* narrower than the keys: padded with false / -inf */
+					const double x = j < Sm
+						? m->v[((mb * m->shape[1] + h) * p->Sq + i) * Sm + j]
+						: (m->is_bool ? 0.0 : -INFINITY);
+
+					p->allow[o] = x != 0;
+					p->bias[o] = x;
+				}
+		p->cfg.mask.per_head = p->mask_heads > 1;
+		if (m->is_bool)
+			p->cfg.mask.allow = p->allow;
+		else
+			p->cfg.mask.bias = p->bias;
+	}
+	p->cfg.kv_len = p->nonpad.rank ? (size_t)p->nonpad.v[b] : 0;
+	*d = (mha_dims){ .n_q = p->Sq, .n_kv = p->Skv, .d_q_in = p->Hq * p->dk,
+			 .d_k_in = p->Hkv * p->dk, .d_v_in = p->Hkv * p->dv, .heads = p->Hq,
+			 .kv_heads = p->Hkv, .d_k = p->dk, .d_v = p->dv };
+}
+
+/* ---- comparing ----------------------------------------------------------- */
+
+struct tol {
+	double atol, rtol, worst;
+};
+
+static int close_enough(struct tol *tl, double got, double want)
+{
+	double err;
+
+	if (isinf(want) || isinf(got))
+		return got == want;
+	if (isnan(got) || isnan(want))
+		return 0;
+	err = fabs(got - want) / (tl->atol + tl->rtol * fabs(want));
+	if (err > tl->worst)
+		tl->worst = err;
+	return err <= 1;
+}
+
+/* what (S, H·d) from mha, against batch b of a batched ONNX tensor */
+static int compare_blocks(struct tol *tl, const char *what, const double *got, const tensor *want,
+			  size_t b, size_t heads, size_t rows, size_t d)
+{
+	for (size_t s = 0; s < rows; s++)
+		for (size_t h = 0; h < heads; h++)
+			for (size_t t = 0; t < d; t++) {
+				const double g = got[s * heads * d + h * d + t];
+				const double w = at(want, heads, b, h, s, t);
+
+				if (!close_enough(tl, g, w))
+					return fail("%s[%zu][head %zu][%zu][%zu]: mha %.9g, ONNX %.9g",
+						    what, b, h, s, t, g, w);
+			}
+	return 0;
+}
+
+/* a per-head (Sq, Skv) matrix against qk_matmul_output[b][h] */
+static int compare_scores(struct tol *tl, const struct problem *p, const double *got, size_t b,
+			  size_t h)
+{
+	for (size_t i = 0; i < p->Sq; i++)
+		for (size_t j = 0; j < p->Skv; j++) {
+			const double g = got[i * p->Skv + j];
+			const double w = p->qk.v[((b * p->Hq + h) * p->Sq + i) * p->Skv + j];
+
+			if (!close_enough(tl, g, w))
+				return fail("qk_matmul_output[%zu][%zu][%zu][%zu] (mode %d): mha %.9g, ONNX %.9g",
+					    b, h, i, j, p->mode, g, w);
+		}
+	return 0;
+}
+
+/* ---- through the library ------------------------------------------------- */
+
+struct seen {
+	const struct problem *p;
+	double *K, *V, **qk;
+};
+
+static int keep(void *ctx, mha_stage stage, int head, const double *m, size_t rows, size_t cols)
+{
+	struct seen *s = ctx;
+	double **dst = stage == MHA_STAGE_K ? &s->K : stage == MHA_STAGE_V ? &s->V : &s->qk[head];
+
+	free(*dst);
+	*dst = malloc(rows * cols * sizeof(double));
+	if (!*dst)
+		return 1;
+	memcpy(*dst, m, rows * cols * sizeof(double));
+	return 0;
+}
+
+static int run_library(struct problem *p, struct tol *tl)
+{
+	double *out = malloc(p->Sq * p->Hq * p->dv * sizeof(double));
+	struct seen s = { .p = p, .qk = calloc(p->Hq, sizeof(double *)) };
+	int rc = 0;
+
+	if (!out || !s.qk)
+		return fail("out of memory");
+	for (size_t b = 0; b < p->B && !rc; b++) {
+		mha_dims d;
+		mha_observer obs = { .fn = keep, .ctx = &s,
+				     .wanted = MHA_STAGE_BIT(MHA_STAGE_K) | MHA_STAGE_BIT(MHA_STAGE_V) |
+					       (p->qk.rank ? MHA_STAGE_BIT(p->qk_stage) : 0) };
+		mha_status st;
+
+		select_batch(p, b, &d);
+		st = mha_forward(out, &d, &(mha_inputs){ p->Qb, p->Kb, p->Vb }, NULL, &p->cfg, &obs, NULL);
+		if (st != MHA_OK) {
+			rc = fail("library: %s", mha_strerror(st));
+			break;
+		}
+		rc = compare_blocks(tl, "Y", out, &p->y, b, p->Hq, p->Sq, p->dv);
+		if (!rc && p->present_k.rank)
+			rc = compare_blocks(tl, "present_key", s.K, &p->present_k, b, p->Hkv, p->Skv, p->dk);
+		if (!rc && p->present_v.rank)
+			rc = compare_blocks(tl, "present_value", s.V, &p->present_v, b, p->Hkv, p->Skv, p->dv);
+		for (size_t h = 0; h < p->Hq && !rc && p->qk.rank; h++)
+			rc = compare_scores(tl, p, s.qk[h], b, h);
+	}
+	free(out);
+	free(s.K);
+	free(s.V);
+	for (size_t h = 0; h < p->Hq; h++)
+		free(s.qk[h]);
+	free(s.qk);
+	return rc;
+}
+
+/* ---- through the command line --------------------------------------------- */
+
+static void write_value(FILE *fp, double x, int is_bool)
+{
+	if (is_bool)
+		fputs(x != 0 ? "true" : "false", fp);
+	else if (isinf(x))
+		fputs(x < 0 ? "\"-inf\"" : "\"inf\"", fp);
+	else
+		fprintf(fp, "%.17g", x);
+}
+
+/* a (planes, rows, cols) array as a JSON file; planes 0 for 2-D */
+static int write_json(const char *path, const double *v, size_t planes, size_t rows, size_t cols,
+		      int is_bool)
+{
+	FILE *fp = fopen(path, "w");
+
+	if (!fp)
+		return fail("%s: %s", path, strerror(errno));
+	if (planes)
+		fputc('[', fp);
+	for (size_t h = 0; h < (planes ? planes : 1); h++) {
+		fputs(h ? ",[" : "[", fp);
+		for (size_t i = 0; i < rows; i++) {
+			fputs(i ? ",[" : "[", fp);
+			for (size_t j = 0; j < cols; j++) {
+				if (j)
+					fputc(',', fp);
+				write_value(fp, v[(h * rows + i) * cols + j], is_bool);
+			}
+			fputc(']', fp);
+		}
+		fputc(']', fp);
+	}
+	if (planes)
+		fputc(']', fp);
+	fputc('\n', fp);
+	return fclose(fp) ? fail("%s: write error", path) : 0;
+}
+
+/* a 2-D JSON array of numbers (and "-inf") into dst, rows·cols values */
+static int read_rows(const cJSON *a, double *dst, size_t rows, size_t cols, const char *what)
+{
+	const cJSON *r, *e;
+	size_t n = 0;
+
+	cJSON_ArrayForEach(r, a)
+		cJSON_ArrayForEach(e, r) {
+			if (n == rows * cols)
+				return fail("command line: %s is larger than expected", what);
+			dst[n++] = number(e);
+		}
+	return n == rows * cols ? 0 : fail("command line: %s is %zu numbers, expected %zu", what,
+					    n, rows * cols);
+}
+
+static int run_cli(struct problem *p, struct tol *tl, const char *mha, const char *tmp)
+{
+	static const char *const stage_key[] = {
+		[MHA_STAGE_SCALED] = "scaled", [MHA_STAGE_SOFTCAPPED] = "softcapped",
+		[MHA_STAGE_MASKED] = "masked", [MHA_STAGE_SOFTMAX] = "softmax",
+	};
+	const size_t kvw = p->Hkv * (p->dk > p->dv ? p->dk : p->dv);
+	double *out = malloc(p->Sq * p->Hq * p->dv * sizeof(double));
+	double *kv = malloc(p->Skv * kvw * sizeof(double));
+	double *qk = malloc(p->Sq * p->Skv * sizeof(double));
+	char path[4][512], cmd[4096], opts[512];
+	int rc = 0;
+
+	if (!out || !kv || !qk)
+		return fail("out of memory");
+	for (size_t b = 0; b < p->B && !rc; b++) {
+		mha_dims d;
+		char *text;
+		cJSON *doc;
+		size_t n;
+
+		select_batch(p, b, &d);
+		snprintf(path[0], sizeof(path[0]), "%s/q.json", tmp);
+		snprintf(path[1], sizeof(path[1]), "%s/k.json", tmp);
+		snprintf(path[2], sizeof(path[2]), "%s/v.json", tmp);
+		snprintf(path[3], sizeof(path[3]), "%s/mask.json", tmp);
+		if (write_json(path[0], p->Qb, 0, p->Sq, p->Hq * p->dk, 0) ||
+		    write_json(path[1], p->Kb, 0, p->Skv, p->Hkv * p->dk, 0) ||
+		    write_json(path[2], p->Vb, 0, p->Skv, p->Hkv * p->dv, 0) ||
+		    (p->mask_heads && write_json(path[3], p->bias, /* raw values: 0/1 for booleans */
+						 p->mask_heads > 1 ? p->mask_heads : 0, p->Sq, p->Skv,
+						 p->mask.is_bool))) {
+			rc = -1;
+			break;
+		}
+		n = (size_t)snprintf(opts, sizeof(opts), "--heads %zu --kv-heads %zu", p->Hq, p->Hkv);
+		if (p->mask_heads)
+			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --mask %s", path[3]);
+		if (p->cfg.causal == MHA_CAUSAL_TOP_LEFT)
+			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --causal");
+		else if (p->cfg.causal == MHA_CAUSAL_BOTTOM_RIGHT)
+			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --causal=bottom-right");
+		else if (p->cfg.causal == MHA_CAUSAL_OFFSET)
+			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --causal=%td",
+					      p->cfg.causal_offset);
+		if (p->cfg.kv_len)
+			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --kv-len %zu", p->cfg.kv_len);
+		if (p->cfg.scale_mode == MHA_SCALE_VALUE)
+			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --scale %.17g", p->cfg.scale);
+		if (p->cfg.softcap > 0)
+			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --softcap %.17g", p->cfg.softcap);
+		snprintf(cmd, sizeof(cmd),
+			 "%s forward --q %s --k %s --v %s %s -p output,k,v%s%s -f json -o %s/out.json "
+			 "2>%s/err", mha, path[0], path[1], path[2], opts, p->qk.rank ? "," : "",
+			 p->qk.rank ? stage_key[p->qk_stage] : "", tmp, tmp);
+		if (system(cmd) != 0) {
+			snprintf(path[0], sizeof(path[0]), "%s/err", tmp);
+			text = slurp(path[0]);
+			rc = fail("command line failed: %s: %.200s", cmd, text ? text : "");
+			free(text);
+			break;
+		}
+		snprintf(path[0], sizeof(path[0]), "%s/out.json", tmp);
+		text = slurp(path[0]);
+		doc = text ? cJSON_Parse(text) : NULL;
+		free(text);
+		if (!doc) {
+			rc = fail("command line: its JSON output does not parse");
+			break;
+		}
+		rc = read_rows(cJSON_GetObjectItemCaseSensitive(doc, "output"), out, p->Sq,
+			       p->Hq * p->dv, "output");
+		if (!rc)
+			rc = compare_blocks(tl, "Y (command line)", out, &p->y, b, p->Hq, p->Sq, p->dv);
+		if (!rc && p->present_k.rank &&
+		    !(rc = read_rows(cJSON_GetObjectItemCaseSensitive(doc, "K"), kv, p->Skv,
+				     p->Hkv * p->dk, "K")))
+			rc = compare_blocks(tl, "present_key (command line)", kv, &p->present_k, b,
+					    p->Hkv, p->Skv, p->dk);
+		if (!rc && p->present_v.rank &&
+		    !(rc = read_rows(cJSON_GetObjectItemCaseSensitive(doc, "V"), kv, p->Skv,
+				     p->Hkv * p->dv, "V")))
+			rc = compare_blocks(tl, "present_value (command line)", kv, &p->present_v, b,
+					    p->Hkv, p->Skv, p->dv);
+		for (size_t h = 0; h < p->Hq && !rc && p->qk.rank; h++) {
+			const cJSON *head = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "heads"),
+							       (int)h);
+
+			rc = read_rows(cJSON_GetObjectItemCaseSensitive(head, stage_key[p->qk_stage]), qk,
+				       p->Sq, p->Skv, stage_key[p->qk_stage]);
+			if (!rc)
+				rc = compare_scores(tl, p, qk, b, h);
+		}
+		cJSON_Delete(doc);
+	}
+	free(out);
+	free(kv);
+	free(qk);
+	return rc;
+}
+
+static void free_problem(struct problem *p)
+{
+	tensor *all[] = { &p->q, &p->k, &p->v, &p->mask, &p->past_k, &p->past_v, &p->nonpad,
+			  &p->y, &p->present_k, &p->present_v, &p->qk };
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		free(all[i]->v);
+	free(p->Qb);
+	free(p->Kb);
+	free(p->Vb);
+	free(p->bias);
+	free(p->allow);
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = "../shared/conformance/onnx-attention", *mha = "./mha";
+	char tmp[] = "/tmp/mha-conformance-XXXXXX", **names = NULL;
+	size_t n = 0, cap = 0, passed = 0, failed = 0;
+	struct dirent *e;
+	DIR *d;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--mha") && i + 1 < argc)
+			mha = argv[++i];
+		else
+			dir = argv[i];
+	}
+	d = opendir(dir);
+	if (!d) {
+		printf("conformance cases not found in %s: skipped\n", dir);
+		return 0;
+	}
+	while ((e = readdir(d)) != NULL) {
+		const size_t len = strlen(e->d_name);
+
+		if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
+			continue;
+		if (n == cap && !(names = realloc(names, (cap = cap ? 2 * cap : 128) * sizeof(*names))))
+			return perror("conformance"), 2;
+		names[n++] = strdup(e->d_name);
+	}
+	closedir(d);
+	qsort(names, n, sizeof(*names), by_name);
+	if (!mkdtemp(tmp))
+		return perror("conformance: mkdtemp"), 2;
+
+	for (size_t i = 0; i < n; i++) {
+		char path[4096];
+		char *text;
+		cJSON *c;
+		struct problem p;
+		int half = 0;
+		struct tol lib = { 0 }, cli = { 0 };
+		int rc;
+
+		memset(&p, 0, sizeof(p));
+		failure[0] = '\0';
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		text = slurp(path);
+		c = text ? cJSON_Parse(text) : NULL;
+		free(text);
+		rc = c ? setup(&p, c) : fail("cannot read or parse the case");
+		if (!rc) {
+			/* float16 cases were computed in float16: about 1e-2; float32 about 1e-5 */
+			half = p.q.half || p.k.half || p.v.half;
+			lib.atol = cli.atol = half ? 1e-2 : 1e-5;
+			lib.rtol = cli.rtol = half ? 1e-2 : 1e-5;
+			rc = run_library(&p, &lib);
+		}
+		if (!rc)
+			rc = run_cli(&p, &cli, mha, tmp);
+		names[i][strlen(names[i]) - 5] = '\0';
+		if (rc) {
+			failed++;
+			printf("FAIL %s: %s\n", names[i], failure);
+		} else {
+			passed++;
+			printf("ok %s (%s, B=%zu Hq=%zu Hkv=%zu; worst error %.2g of the %s tolerance)\n",
+			       names[i], half ? "float16" : "float32", p.B, p.Hq, p.Hkv,
+			       lib.worst > cli.worst ? lib.worst : cli.worst, half ? "1e-2" : "1e-5");
+		}
+		fflush(stdout);
+		free_problem(&p);
+		cJSON_Delete(c);
+		free(names[i]);
+	}
+	free(names);
+	{
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+		if (system(cmd) != 0)
+			fprintf(stderr, "conformance: could not remove %s\n", tmp);
+	}
+	printf("%zu passed, %zu failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
