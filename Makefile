@@ -22,6 +22,21 @@ WARN    = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla 
 STRICT  =
 ALL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(WARN) $(STRICT) $(CFLAGS)
 
+# threads for the fast path; 'make OPENMP=' builds without them
+OPENMP  ?= -fopenmp
+# the fast path's kernels, once per element type and vector width (x86: AVX2
+# and AVX-512 beside the baseline, picked at run time); fused multiply-adds
+# are allowed there, which -ffast-math is not
+KERNEL_CFLAGS = -O3 -ffp-contract=fast
+ARCH := $(shell uname -m)
+ifneq (,$(filter x86_64 amd64,$(ARCH)))
+X86_KERNELS = -DMHA_X86_KERNELS
+KERNEL_VARIANTS = f64_base f32_base f64_avx2 f32_avx2 f64_avx512 f32_avx512
+else
+X86_KERNELS =
+KERNEL_VARIANTS = f64_base f32_base
+endif
+
 PYTHON  ?= /usr/bin/python3
 PKG_CONFIG ?= pkg-config
 CJSON_CFLAGS = $(shell $(PKG_CONFIG) --cflags libcjson 2>/dev/null)
@@ -35,11 +50,11 @@ SOVERSION = 0
 # Debian packages the build and the tests need
 DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq
 
-LIB_SRC = lib/mha.c
+LIB_SRC = lib/mha.c lib/fast.c
 CLI_SRC = cli/main.c cli/msg.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
           cli/read_npy.c cli/weights.c cli/write.c cli/write_npy.c cli/outfile.c \
           cli/cmd_forward.c cli/cmd_init.c
-LIB_OBJ = $(LIB_SRC:%.c=build/%.o)
+LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 TEST_OBJ = build/tests/test_lib.o build/tests/ref.o
 
@@ -53,9 +68,30 @@ build/.flags: FORCE
 	@mkdir -p build
 	@echo '$(CC) $(ALL_CFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALL_CFLAGS)' > $@
 
-build/lib/%.o: lib/%.c lib/mha.h build/.flags
+build/lib/%.o: lib/%.c lib/mha.h lib/kernel.h build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
+
+KERNEL_BUILD = $(CC) $(ALL_CFLAGS) $(KERNEL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fPIC \
+	-fvisibility=hidden -DMHA_BUILDING -c lib/kernel.c
+build/lib/kernel_f64_base.o: lib/kernel.c lib/kernel.h build/.flags
+	@mkdir -p $(@D)
+	$(KERNEL_BUILD) -DSFX=f64_base -DVB=16 -o $@
+build/lib/kernel_f32_base.o: lib/kernel.c lib/kernel.h build/.flags
+	@mkdir -p $(@D)
+	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_base -DVB=16 -o $@
+build/lib/kernel_f64_avx2.o: lib/kernel.c lib/kernel.h build/.flags
+	@mkdir -p $(@D)
+	$(KERNEL_BUILD) -DSFX=f64_avx2 -DVB=32 -mavx2 -mfma -o $@
+build/lib/kernel_f32_avx2.o: lib/kernel.c lib/kernel.h build/.flags
+	@mkdir -p $(@D)
+	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_avx2 -DVB=32 -mavx2 -mfma -o $@
+build/lib/kernel_f64_avx512.o: lib/kernel.c lib/kernel.h build/.flags
+	@mkdir -p $(@D)
+	$(KERNEL_BUILD) -DSFX=f64_avx512 -DVB=64 -mavx512f -mfma -o $@
+build/lib/kernel_f32_avx512.o: lib/kernel.c lib/kernel.h build/.flags
+	@mkdir -p $(@D)
+	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_avx512 -DVB=64 -mavx512f -mfma -o $@
 
 build/cli/%.o: cli/%.c cli/*.h lib/mha.h build/.flags
 	@mkdir -p $(@D)
@@ -70,20 +106,20 @@ lib/libmha.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 lib/libmha.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libmha.so.$(SOVERSION) $(LDFLAGS) -o $@ $^ -lm
+	$(CC) -shared -Wl,-soname,libmha.so.$(SOVERSION) $(LDFLAGS) $(OPENMP) -o $@ $^ -lm
 
 mha: $(CLI_OBJ) lib/libmha.a
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) lib/libmha.a $(CJSON_LIBS) -lm
+	$(CC) $(LDFLAGS) $(OPENMP) -o $@ $(CLI_OBJ) lib/libmha.a $(CJSON_LIBS) -lm
 
 tests/conformance: build/tests/conformance.o lib/libmha.a
-	$(CC) $(LDFLAGS) -o $@ build/tests/conformance.o lib/libmha.a $(CJSON_LIBS) -lm
+	$(CC) $(LDFLAGS) $(OPENMP) -o $@ build/tests/conformance.o lib/libmha.a $(CJSON_LIBS) -lm
 
 build/tests/conformance.o: tests/conformance.c lib/mha.h build/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CJSON_CFLAGS) -c $< -o $@
 
 tests/test_lib: $(TEST_OBJ) lib/libmha.a
-	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) lib/libmha.a $(CHECK_LIBS) -lm
+	$(CC) $(LDFLAGS) $(OPENMP) -o $@ $(TEST_OBJ) lib/libmha.a $(CHECK_LIBS) -lm
 
 deps:
 	@command -v dpkg >/dev/null 2>&1 || { echo "deps: not Debian; install: $(DEB_PACKAGES)"; exit 0; }; \
@@ -151,7 +187,7 @@ install: all
 	install -m 644 lib/mha.h $(DESTDIR)$(INCLUDEDIR)/mha.h
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 		'Name: mha' 'Description: multi-head attention, exactly' 'Version: $(VERSION)' \
-		'Libs: -L$${libdir} -lmha' 'Libs.private: -lm' 'Cflags: -I$${includedir}' \
+		'Libs: -L$${libdir} -lmha' 'Libs.private: -lm $(OPENMP)' 'Cflags: -I$${includedir}' \
 		> $(DESTDIR)$(PKGCONFIGDIR)/mha.pc
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/mha.pc
 	install -m 644 man/mha.1 $(DESTDIR)$(MANDIR)/man1/mha.1

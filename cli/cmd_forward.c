@@ -69,6 +69,15 @@ static const char forward_usage[] =
 	"                        bottom-right then aligns with key N\n"
 	"      --softcap C       scores become C*tanh(scores/C) before the mask\n"
 	"\n"
+	"Computation:\n"
+	"      --dtype T         f64 (default: exact tutorial numbers, every step can be\n"
+	"                        printed) or f32 (faster; prints x and output only)\n"
+	"      --threads N       threads for the fast path (default: all cores); the\n"
+	"                        numbers are the same bits whatever N\n"
+	"      --exact           the plain path even when no step is printed: the\n"
+	"                        output then has the very bits --print all shows (the\n"
+	"                        fast path agrees with it to rounding)\n"
+	"\n"
 	"Output:\n"
 	"  -p, --print LIST      comma-separated steps to print: x, q, k, v, scores,\n"
 	"                        scaled, softcapped, mask, masked, softmax, heads,\n"
@@ -107,6 +116,7 @@ struct options {
 	out_format format;
 	int format_given;
 	int precision;
+	int f32;  /* --dtype f32 */
 };
 
 struct inputs {
@@ -229,7 +239,8 @@ static int parse_offset(const char *arg, ptrdiff_t *out)
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	enum { O_KV = 256, O_Q, O_K, O_V, O_MASK, O_HEADS, O_KV_HEADS, O_SCALE,
-	       O_CAUSAL, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_ONE /* + WQ … BO */ };
+	       O_CAUSAL, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS, O_EXACT,
+	       O_ONE /* + WQ … BO */ };
 	static const struct option longopts[] = {
 		{ "x", required_argument, NULL, 'x' },
 		{ "weights", required_argument, NULL, 'w' },
@@ -252,6 +263,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "scale", required_argument, NULL, O_SCALE },
 		{ "causal", optional_argument, NULL, O_CAUSAL },
 		{ "kv-len", required_argument, NULL, O_KV_LEN },
+		{ "dtype", required_argument, NULL, O_DTYPE },
+		{ "threads", required_argument, NULL, O_THREADS },
+		{ "exact", no_argument, NULL, O_EXACT },
 		{ "softcap", required_argument, NULL, O_SOFTCAP },
 		{ "print", required_argument, NULL, 'p' },
 		{ "format", required_argument, NULL, 'f' },
@@ -316,6 +330,24 @@ static int parse_options(int argc, char **argv, struct options *o)
 					    "number, not '%s'", optarg);
 				return -1;
 			}
+			break;
+		case O_DTYPE:
+			if (!strcmp(optarg, "f64") || !strcmp(optarg, "float64")) {
+				o->f32 = 0;
+			} else if (!strcmp(optarg, "f32") || !strcmp(optarg, "float32")) {
+				o->f32 = 1;
+			} else {
+				usage_error("forward", "--dtype takes f64 or f32, not '%s'", optarg);
+				return -1;
+			}
+			break;
+		case O_THREADS:
+			if (opt_count("forward", "--threads", optarg, 4096, &n))
+				return -1;
+			o->cfg.threads = (int)n;
+			break;
+		case O_EXACT:
+			o->cfg.exact = 1;
 			break;
 		case O_KV_LEN:
 			if (opt_count("forward", "--kv-len", optarg, SIZE_MAX / 2, &o->cfg.kv_len))
@@ -435,6 +467,11 @@ static int check_option_combinations(struct options *o)
 		return usage_error("forward", "--print softcapped needs --softcap");
 	if (!o->print && !o->print_all)
 		o->print = PBIT(P_OUTPUT);
+	if (o->f32 && o->cfg.exact)
+		return usage_error("forward", "--exact is float64's plain path: leave out --dtype f32");
+	if (o->f32 && (o->print_all || (o->print & ~(PBIT(P_X) | PBIT(P_OUTPUT)))))
+		return usage_error("forward", "--dtype f32 prints x and output only: the steps "
+				   "are shown in float64 (leave out --dtype)");
 	if (!o->format_given && o->output)
 		o->format = format_for_output(o->output);
 	return 0;
@@ -1119,6 +1156,65 @@ static void inputs_free(struct inputs *in)
 	free(in->allow);
 }
 
+/* a float copy of n doubles (NULL stays NULL); *ok cleared when out of memory */
+static float *to_f32(const double *v, size_t n, int *ok)
+{
+	float *f;
+
+	if (!v)
+		return NULL;
+	f = malloc((n ? n : 1) * sizeof(float));
+	if (!f) {
+		*ok = 0;
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		f[i] = (float)v[i];
+	return f;
+}
+
+/*
+ * --dtype f32: the inputs rounded to float, the library's float32 path,
+ * the output widened back (exactly) and marked as floats for the writers.
+ */
+static mha_status forward_f32(matrix *out, const mha_dims *d, const mha_inputs *src,
+			      const mha_weights *w, const mha_config *cfg, mha_report *rep)
+{
+	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
+	const size_t n_out = matrix_size(out), out_cols = matrix_cols(out);
+	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
+	int ok = 1;
+	float *xq = to_f32(src->xq, d->n_q * d->d_q_in, &ok);
+	float *xk = src->xk == src->xq ? xq : to_f32(src->xk, d->n_kv * d->d_k_in, &ok);
+	float *xv = src->xv == src->xk ? xk : to_f32(src->xv, d->n_kv * d->d_v_in, &ok);
+	float *W[8] = {
+		to_f32(w->W_Q, d->d_q_in * hk, &ok), to_f32(w->W_K, d->d_k_in * gk, &ok),
+		to_f32(w->W_V, d->d_v_in * gv, &ok), to_f32(w->W_O, hv * out_cols, &ok),
+		to_f32(w->b_Q, hk, &ok), to_f32(w->b_K, gk, &ok), to_f32(w->b_V, gv, &ok),
+		to_f32(w->b_O, out_cols, &ok),
+	};
+	float *o = malloc((n_out ? n_out : 1) * sizeof(float));
+	mha_status st = MHA_ERR_NOMEM;
+
+	if (ok && o) {
+		st = mha_forward_f32(o, d, &(mha_inputs_f32){ xq, xk, xv },
+				     &(mha_weights_f32){ W[0], W[1], W[2], W[3], W[4], W[5], W[6], W[7] },
+				     cfg, rep);
+		for (size_t i = 0; st == MHA_OK && i < n_out; i++)
+			out->v[i] = o[i];
+		out->is_f32 = 1;
+	}
+	if (xv != xk)
+		free(xv);
+	if (xk != xq)
+		free(xk);
+	free(xq);
+	for (int i = 0; i < 8; i++)
+		free(W[i]);
+	free(o);
+	return st;
+}
+
 static const double *weight_ptr(const weights *w, int i)
 {
 	return weights_has(w, i) ? w->m[i].v : NULL;
@@ -1174,7 +1270,8 @@ int cmd_forward(int argc, char **argv)
 	if (matrix_alloc(&out, 2, d.n_q, mha_output_cols(&d, mw.W_O != NULL), 1))
 		goto done;
 
-	st = mha_forward(out.v, &d, &src, &mw, &o.cfg, &obs, &rep);
+	st = o.f32 ? forward_f32(&out, &d, &src, &mw, &o.cfg, &rep)
+		   : mha_forward(out.v, &d, &src, &mw, &o.cfg, &obs, &rep);
 	if (st == MHA_ERR_OBSERVER)
 		goto done; /* keep() said why */
 	if (st == MHA_ERR_RANGE) {

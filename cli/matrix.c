@@ -47,6 +47,7 @@ int matrix_alloc(matrix *m, size_t rank, size_t d0, size_t d1, size_t d2)
 	m->dim[1] = rank >= 2 ? d1 : 1;
 	m->dim[2] = rank >= 3 ? d2 : 1;
 	m->is_bool = 0;
+	m->is_f32 = 0;
 	m->v = NULL;
 	if ((m->dim[1] && n > SIZE_MAX / m->dim[1]) ||
 	    (n *= m->dim[1], m->dim[2] && n > SIZE_MAX / m->dim[2]) ||

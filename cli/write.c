@@ -25,6 +25,29 @@ void format_shortest(char *buf, size_t size, double v)
 	}
 }
 
+/* the shortest text strtof() reads back as the float v (finite v) */
+static void format_shortest_f32(char *buf, size_t size, double v)
+{
+	for (int p = 6; p <= 9; p++) {
+		snprintf(buf, size, "%.*g", p, v);
+		if (strtof(buf, NULL) == (float)v)
+			return;
+	}
+}
+
+/* a value as JSON and CSV write it: shortest exact text, or the non-finite spellings */
+static void format_exact(char *buf, size_t size, double v, int is_f32)
+{
+	if (isnan(v))
+		snprintf(buf, size, "nan");
+	else if (isinf(v))
+		snprintf(buf, size, v < 0 ? "-inf" : "inf");
+	else if (is_f32)
+		format_shortest_f32(buf, size, v);
+	else
+		format_shortest(buf, size, v);
+}
+
 int csv_write(FILE *fp, const matrix *m)
 {
 	const size_t cols = matrix_cols(m), rows = matrix_size(m) / (cols ? cols : 1);
@@ -32,14 +55,7 @@ int csv_write(FILE *fp, const matrix *m)
 
 	for (size_t i = 0; i < rows; i++) {
 		for (size_t j = 0; j < cols; j++) {
-			const double v = m->v[i * cols + j];
-
-			if (isnan(v))
-				snprintf(buf, sizeof(buf), "nan");
-			else if (isinf(v))
-				snprintf(buf, sizeof(buf), v < 0 ? "-inf" : "inf");
-			else
-				format_shortest(buf, sizeof(buf), v);
+			format_exact(buf, sizeof(buf), m->v[i * cols + j], m->is_f32);
 			if (j)
 				fputc(',', fp);
 			fputs(buf, fp);
@@ -91,7 +107,7 @@ void out_end(writer *w)
 		fputs(w->need_comma ? "\n}\n" : "}\n", w->fp);
 }
 
-static void json_number(FILE *fp, double v)
+static void json_number(FILE *fp, double v, int is_f32)
 {
 	char buf[40];
 
@@ -100,12 +116,12 @@ static void json_number(FILE *fp, double v)
 	} else if (isinf(v)) {
 		fputs(v < 0 ? "\"-inf\"" : "\"inf\"", fp);
 	} else {
-		format_shortest(buf, sizeof(buf), v);
+		format_exact(buf, sizeof(buf), v, is_f32);
 		fputs(buf, fp);
 	}
 }
 
-static void json_rows(writer *w, const double *v, size_t rows, size_t cols)
+static void json_rows(writer *w, const double *v, size_t rows, size_t cols, int is_f32)
 {
 	fputc('[', w->fp);
 	for (size_t i = 0; i < rows; i++) {
@@ -115,7 +131,7 @@ static void json_rows(writer *w, const double *v, size_t rows, size_t cols)
 		for (size_t j = 0; j < cols; j++) {
 			if (j)
 				fputs(", ", w->fp);
-			json_number(w->fp, v[i * cols + j]);
+			json_number(w->fp, v[i * cols + j], is_f32);
 		}
 		fputc(']', w->fp);
 	}
@@ -131,11 +147,11 @@ static void json_value_out(writer *w, const matrix *m)
 		for (size_t j = 0; j < m->dim[0]; j++) {
 			if (j)
 				fputs(", ", w->fp);
-			json_number(w->fp, m->v[j]);
+			json_number(w->fp, m->v[j], m->is_f32);
 		}
 		fputc(']', w->fp);
 	} else if (m->rank == 2) {
-		json_rows(w, m->v, m->dim[0], m->dim[1]);
+		json_rows(w, m->v, m->dim[0], m->dim[1], m->is_f32);
 	} else {
 		const size_t plane = m->dim[1] * m->dim[2];
 
@@ -144,7 +160,7 @@ static void json_value_out(writer *w, const matrix *m)
 		for (size_t h = 0; h < m->dim[0]; h++) {
 			fputs(h ? ",\n" : "\n", w->fp);
 			indent(w);
-			json_rows(w, m->v + h * plane, m->dim[1], m->dim[2]);
+			json_rows(w, m->v + h * plane, m->dim[1], m->dim[2], m->is_f32);
 		}
 		w->depth--;
 		fputc('\n', w->fp);

@@ -9,6 +9,7 @@
  * attention itself needs.  It is not the fast path: no blocking, no threads.
  */
 #include "mha.h"
+#include "kernel.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -420,6 +421,78 @@ static void *alloc_doubles(size_t rows, size_t cols)
 	return malloc(n ? n : 1);
 }
 
+/* What both paths and both element types check before computing. */
+static mha_status validate(const mha_dims *d, const mha_config *cfg, const void *out,
+			   const void *const x[3], const void *const W[4], mha_report *rep)
+{
+	const size_t G = kv_heads_of(d);
+	mha_status st;
+
+	if (rep) {
+		rep->blocked_rows = 0;
+		rep->first_blocked_head = -1;
+		rep->first_blocked_row = 0;
+		rep->scale = NAN;
+	}
+	st = mha_check(d, cfg);
+	if (st != MHA_OK)
+		return st;
+	if (!out || !x[0] || !x[1] || !x[2])
+		return MHA_ERR_NULL;
+	if (!isfinite(mha_scale_of(d, cfg)))
+		return MHA_ERR_SCALE;
+	if (W[3] && !d->d_out)
+		return MHA_ERR_DIM;
+	if ((!W[0] && d->d_q_in != d->heads * d->d_k) || (!W[1] && d->d_k_in != G * d->d_k) ||
+	    (!W[2] && d->d_v_in != G * d->d_v))
+		return MHA_ERR_SHAPE;
+	return check_mask(d, &cfg->mask);
+}
+
+/* the stages only the plain path can hand over */
+static int wants_per_head(const mha_observer *obs)
+{
+	const unsigned per_head = MHA_STAGE_BIT(MHA_STAGE_HEAD_Q) | MHA_STAGE_BIT(MHA_STAGE_HEAD_K) |
+		MHA_STAGE_BIT(MHA_STAGE_HEAD_V) | MHA_STAGE_BIT(MHA_STAGE_SCORES) |
+		MHA_STAGE_BIT(MHA_STAGE_SCALED) | MHA_STAGE_BIT(MHA_STAGE_SOFTCAPPED) |
+		MHA_STAGE_BIT(MHA_STAGE_MASK) | MHA_STAGE_BIT(MHA_STAGE_MASKED) |
+		MHA_STAGE_BIT(MHA_STAGE_SOFTMAX) | MHA_STAGE_BIT(MHA_STAGE_HEAD_OUTPUT);
+
+	return obs && obs->fn && (obs->wanted & per_head);
+}
+
+mha_status mha_forward_f32(float *out, const mha_dims *d, const mha_inputs_f32 *in,
+			   const mha_weights_f32 *w, const mha_config *cfg, mha_report *rep)
+{
+	static const mha_weights_f32 no_weights;
+	static const mha_config defaults;
+	struct typed t = { .esize = sizeof(float) };
+	mha_status st;
+
+	if (!w)
+		w = &no_weights;
+	if (!cfg)
+		cfg = &defaults;
+	if (!d || !in)
+		return MHA_ERR_NULL;
+	t.k = mha_pick_kernels(1);
+	t.x[0] = in->xq;
+	t.x[1] = in->xk;
+	t.x[2] = in->xv;
+	t.W[0] = w->W_Q;
+	t.W[1] = w->W_K;
+	t.W[2] = w->W_V;
+	t.W[3] = w->W_O;
+	t.b[0] = w->b_Q;
+	t.b[1] = w->b_K;
+	t.b[2] = w->b_V;
+	t.b[3] = w->W_O ? w->b_O : NULL;
+	st = validate(d, cfg, out, t.x, t.W, rep);
+	if (st != MHA_OK)
+		return st;
+	return (mha_status)mha_fast_forward(out, &t, d, cfg, NULL, rep);
+}
+
 mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 		       const mha_weights *w, const mha_config *cfg,
 		       const mha_observer *obs, mha_report *rep)
@@ -435,17 +508,26 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 		w = &no_weights;
 	if (!cfg)
 		cfg = &defaults;
-	if (rep) {
-		rep->blocked_rows = 0;
-		rep->first_blocked_head = -1;
-		rep->first_blocked_row = 0;
-		rep->scale = NAN;
-	}
-	st = mha_check(d, cfg);
-	if (st != MHA_OK)
-		return st;
-	if (!out || !in || !in->xq || !in->xk || !in->xv)
+	if (!d || !in)
 		return MHA_ERR_NULL;
+	{
+		const void *const x[3] = { in->xq, in->xk, in->xv };
+		const void *const W[4] = { w->W_Q, w->W_K, w->W_V, w->W_O };
+
+		st = validate(d, cfg, out, x, W, rep);
+		if (st != MHA_OK)
+			return st;
+		if (!cfg->exact && !wants_per_head(obs)) {
+			const struct typed t = {
+				.esize = sizeof(double), .k = mha_pick_kernels(0),
+				.x = { in->xq, in->xk, in->xv },
+				.W = { w->W_Q, w->W_K, w->W_V, w->W_O },
+				.b = { w->b_Q, w->b_K, w->b_V, w->W_O ? w->b_O : NULL },
+			};
+
+			return (mha_status)mha_fast_forward(out, &t, d, cfg, obs, rep);
+		}
+	}
 
 	memset(&r, 0, sizeof(r));
 	r.d = d;
@@ -458,15 +540,6 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 	r.scale = mha_scale_of(d, cfg);
 	r.offset = causal_offset(d, cfg);
 	r.first_blocked_head = -1;
-	if (!isfinite(r.scale))
-		return MHA_ERR_SCALE;
-	if ((!w->W_Q && d->d_q_in != r.H * r.dk) ||
-	    (!w->W_K && d->d_k_in != r.G * r.dk) ||
-	    (!w->W_V && d->d_v_in != r.G * r.dv) || (w->W_O && !d->d_out))
-		return (w->W_O && !d->d_out) ? MHA_ERR_DIM : MHA_ERR_SHAPE;
-	st = check_mask(d, &cfg->mask);
-	if (st != MHA_OK)
-		return st;
 	out_cols = mha_output_cols(d, w->W_O != NULL);
 
 	st = make_projection(&r.Q, &owned_q, in->xq, d->n_q, d->d_q_in, w->W_Q, w->b_Q, r.H * r.dk);

@@ -91,7 +91,8 @@ def main():
     Xkv = rng.normal(size=(n_kv, E))
     W = {k: rng.normal(size=(E, E)) / np.sqrt(E) for k in ("W_Q", "W_K", "W_V", "W_O")}
     B = {k: rng.normal(size=E) for k in ("b_Q", "b_K", "b_V", "b_O")}
-    attn = ["--heads", str(H), "--causal=bottom-right"]
+    # --exact: one path for every run, so that outputs can be compared bit for bit
+    attn = ["--heads", str(H), "--causal=bottom-right", "--exact"]
 
     with tempfile.TemporaryDirectory(prefix="mha-formats-") as t:
         p = lambda *parts: os.path.join(t, *parts)  # noqa: E731

@@ -456,7 +456,9 @@ def check_writes(c, rng):
     m = np.ones((5, 5), dtype=bool)
     m[0, 3] = m[4, 1] = False
     mpath = save(c.path("wmask"), m)
-    base = ["forward", "-x", x, "-w", wpath, "--heads", "2", "--causal", "--mask", mpath]
+    # --exact: every run on the plain path, so the outputs compare bit for bit
+    base = ["forward", "-x", x, "-w", wpath, "--heads", "2", "--causal", "--mask", mpath,
+            "--exact"]
 
     rc, out, err = c.run(base + ["--print", "all", "-f", "json"])
     if rc != 0:

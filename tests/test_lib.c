@@ -606,9 +606,23 @@ START_TEST(test_against_reference)
 	check_close("observed output", sn.m[MHA_STAGE_OUTPUT][0], r.output, r.n_q * r.d_out);
 	ck_assert_uint_eq(rep.blocked_rows, r.blocked);
 
-	/* nobody watching: the same numbers, bit for bit */
-	ck_assert_int_eq(mha_forward(fast, &c.d, &in, &w, &c.cfg, NULL, NULL), MHA_OK);
-	ck_assert(!memcmp(fast, out, r.n_q * r.d_out * sizeof(double)));
+	/* nobody watching: the fast path, the same numbers to rounding */
+	ck_assert_int_eq(mha_forward(fast, &c.d, &in, &w, &c.cfg, NULL, &rep), MHA_OK);
+	snprintf(what, sizeof(what), "case %d fast path", _i);
+	check_close(what, fast, r.output, r.n_q * r.d_out);
+	ck_assert_uint_eq(rep.blocked_rows, r.blocked);
+	/* and with one thread or two, the same bits */
+	{
+		double *one = malloc(r.n_q * r.d_out * sizeof(double));
+		mha_config cfg1 = c.cfg;
+
+		cfg1.threads = 1;
+		ck_assert_int_eq(mha_forward(one, &c.d, &in, &w, &cfg1, NULL, NULL), MHA_OK);
+		cfg1.threads = 2;
+		ck_assert_int_eq(mha_forward(fast, &c.d, &in, &w, &cfg1, NULL, NULL), MHA_OK);
+		ck_assert(!memcmp(fast, one, r.n_q * r.d_out * sizeof(double)));
+		free(one);
+	}
 
 	seen_free(&sn);
 	ref_free(&r);
@@ -642,6 +656,106 @@ START_TEST(test_large_against_reference)
 		free(W[i]);
 	free(x);
 	free(out);
+}
+END_TEST
+
+/*
+ * Longer than the fast path's blocks (96 queries, 256 keys): the online
+ * softmax across key blocks, causal blocks skipped, tails, grouped heads,
+ * every kernel variant this CPU runs, one thread or two, and float32.
+ */
+START_TEST(test_fast_path_blocks)
+{
+	static const char *const kernels[] = { "base", "avx2", "avx512" };
+	const size_t nq = 300, nkv = 613, dm = 24, H = 4, G = 2;
+	double *xq = rnd_matrix(nq * dm), *xkv = rnd_matrix(nkv * dm), *W[4], *b[4];
+	double *exact = malloc(nq * dm * sizeof(double)), *fast = malloc(nq * dm * sizeof(double));
+	double *f32back = malloc(nq * dm * sizeof(double)), *bias = rnd_matrix(nq * nkv);
+	float *fx = malloc(nq * dm * sizeof(float)), *fkv = malloc(nkv * dm * sizeof(float));
+	float *fW[4], *fb[4], *fout = malloc(nq * dm * sizeof(float));
+	mha_dims d = { .n_q = nq, .n_kv = nkv, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+		       .heads = H, .kv_heads = G, .d_k = 6, .d_v = 6, .d_out = dm };
+	const size_t wsize[4] = { dm * H * 6, dm * G * 6, dm * G * 6, H * 6 * dm };
+	const size_t bsize[4] = { H * 6, G * 6, G * 6, dm };
+	mha_inputs in = { xq, xkv, xkv };
+	mha_weights w;
+	mha_weights_f32 fw;
+	mha_report rep;
+
+	for (int i = 0; i < 4; i++) {
+		W[i] = rnd_matrix(wsize[i]);
+		b[i] = rnd_matrix(bsize[i]);
+		fW[i] = malloc(wsize[i] * sizeof(float));
+		fb[i] = malloc(bsize[i] * sizeof(float));
+		for (size_t j = 0; j < wsize[i]; j++)
+			fW[i][j] = (float)W[i][j];
+		for (size_t j = 0; j < bsize[i]; j++)
+			fb[i][j] = (float)b[i][j];
+	}
+	for (size_t i = 0; i < nq * dm; i++)
+		fx[i] = (float)xq[i];
+	for (size_t i = 0; i < nkv * dm; i++)
+		fkv[i] = (float)xkv[i];
+	for (size_t i = 0; i < nq * nkv; i++)
+		bias[i] *= 2;
+	w = (mha_weights){ W[0], W[1], W[2], W[3], b[0], b[1], b[2], b[3] };
+	fw = (mha_weights_f32){ fW[0], fW[1], fW[2], fW[3], fb[0], fb[1], fb[2], fb[3] };
+	for (int causal = 0; causal < 3; causal++) {
+		mha_config cfg = { .causal = causal == 1 ? MHA_CAUSAL_BOTTOM_RIGHT :
+				   causal == 2 ? MHA_CAUSAL_OFFSET : MHA_CAUSAL_NONE,
+				   .causal_offset = 40, .kv_len = causal == 2 ? 500 : 0,
+				   .mask = { .bias = causal == 1 ? bias : NULL } };
+		char what[96];
+
+		cfg.exact = 1;
+		ck_assert_int_eq(mha_forward(exact, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
+		cfg.exact = 0;
+		for (size_t k = 0; k < sizeof(kernels) / sizeof(kernels[0]); k++) {
+			double *one = malloc(nq * dm * sizeof(double));
+
+			setenv("MHA_KERNEL", kernels[k], 1);
+			cfg.threads = 1;
+			ck_assert_int_eq(mha_forward(one, &d, &in, &w, &cfg, NULL, &rep), MHA_OK);
+			cfg.threads = 2;
+			ck_assert_int_eq(mha_forward(fast, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
+			ck_assert_msg(!memcmp(one, fast, nq * dm * sizeof(double)),
+				      "%s kernels: 1 and 2 threads differ", kernels[k]);
+			snprintf(what, sizeof(what), "fast (%s, %s) against exact", kernels[k], mha_kernel());
+			check_close(what, fast, exact, nq * dm);
+			ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ fx, fkv, fkv }, &fw,
+							 &cfg, NULL), MHA_OK);
+			for (size_t i = 0; i < nq * dm; i++)
+				f32back[i] = fout[i];
+			{
+				/* float32 against float64: relative to the output's size */
+				double worst = 0, maxabs = 0;
+
+				for (size_t i = 0; i < nq * dm; i++)
+					maxabs = fmax(maxabs, fabs(exact[i]));
+				for (size_t i = 0; i < nq * dm; i++)
+					worst = fmax(worst, fabs(f32back[i] - exact[i]) / maxabs);
+				ck_assert_msg(worst < 1e-5, "float32 (%s): %.3g relative to float64",
+					      kernels[k], worst);
+			}
+			free(one);
+		}
+		unsetenv("MHA_KERNEL");
+	}
+	for (int i = 0; i < 4; i++) {
+		free(W[i]);
+		free(b[i]);
+		free(fW[i]);
+		free(fb[i]);
+	}
+	free(xq);
+	free(xkv);
+	free(exact);
+	free(fast);
+	free(f32back);
+	free(bias);
+	free(fx);
+	free(fkv);
+	free(fout);
 }
 END_TEST
 
@@ -745,6 +859,7 @@ static Suite *mha_suite(void)
 	tcase_add_test(hand, test_per_head_mask);
 	tcase_add_loop_test(ref, test_against_reference, 0, 300);
 	tcase_add_test(ref, test_large_against_reference);
+	tcase_add_test(ref, test_fast_path_blocks);
 	tcase_set_timeout(ref, 60);
 	tcase_add_test(err, test_errors);
 	tcase_add_test(err, test_names);

@@ -1,0 +1,114 @@
+/*
+ * bench_mha.c: time libmha's forward pass on random inputs, inside the
+ * process (no file reading, no start-up), as bench.py times PyTorch.
+ *
+ *   bench_mha N D_MODEL HEADS CAUSAL(0|1) f32|f64 THREADS REPEATS
+ *
+ * Prints one line: "seconds=<best of REPEATS> gflops=<...> maxrss_kib=<...>
+ * kernel=<...>".  Peak memory is the whole process's, inputs included.
+ */
+#include "../lib/mha.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static uint64_t state = 88172645463325252ULL;
+
+static double uniform(void)
+{
+	state ^= state << 13;
+	state ^= state >> 7;
+	state ^= state << 17;
+	return (double)(state >> 11) / 9007199254740992.0 * 2 - 1;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *fill(size_t n, int f32, double scale)
+{
+	void *p = malloc(n * (f32 ? sizeof(float) : sizeof(double)));
+
+	if (!p) {
+		perror("bench_mha");
+		exit(2);
+	}
+	for (size_t i = 0; i < n; i++) {
+		const double v = uniform() * scale;
+
+		if (f32)
+			((float *)p)[i] = (float)v;
+		else
+			((double *)p)[i] = v;
+	}
+	return p;
+}
+
+int main(int argc, char **argv)
+{
+	size_t n, dm, H;
+	int causal, f32, threads, repeats;
+	double best = 1e300, flops;
+	void *x, *W[4], *b[4], *out;
+	struct rusage ru;
+
+	if (argc != 8) {
+		fputs("usage: bench_mha N D_MODEL HEADS CAUSAL f32|f64 THREADS REPEATS\n", stderr);
+		return 2;
+	}
+	n = strtoul(argv[1], NULL, 10);
+	dm = strtoul(argv[2], NULL, 10);
+	H = strtoul(argv[3], NULL, 10);
+	causal = atoi(argv[4]);
+	f32 = !strcmp(argv[5], "f32");
+	threads = atoi(argv[6]);
+	repeats = atoi(argv[7]);
+	x = fill(n * dm, f32, 1.0);
+	for (int i = 0; i < 4; i++) {
+		W[i] = fill(dm * dm, f32, 1.0 / 16);
+		b[i] = fill(dm, f32, 0.1);
+	}
+	out = fill(n * dm, f32, 0);
+	{
+		const mha_dims d = { .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+				     .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm };
+		const mha_config cfg = { .causal = causal ? MHA_CAUSAL_TOP_LEFT : MHA_CAUSAL_NONE,
+					 .threads = threads };
+
+		for (int r = 0; r < repeats; r++) {
+			const double t0 = now();
+			mha_status st;
+
+			if (f32)
+				st = mha_forward_f32(out, &d, &(mha_inputs_f32){ x, x, x },
+						     &(mha_weights_f32){ W[0], W[1], W[2], W[3], b[0], b[1], b[2], b[3] },
+						     &cfg, NULL);
+			else
+				st = mha_forward(out, &d, &(mha_inputs){ x, x, x },
+						 &(mha_weights){ W[0], W[1], W[2], W[3], b[0], b[1], b[2], b[3] },
+						 &cfg, NULL, NULL);
+			if (st != MHA_OK) {
+				fprintf(stderr, "bench_mha: %s\n", mha_strerror(st));
+				return 1;
+			}
+			if (now() - t0 < best)
+				best = now() - t0;
+		}
+	}
+	/* projections 4·2·n·d², attention 2·2·n²·d (half of it when causal) */
+	flops = 8.0 * (double)n * (double)dm * (double)dm +
+		4.0 * (double)n * (double)n * (double)dm * (causal ? 0.5 : 1.0);
+	getrusage(RUSAGE_SELF, &ru);
+	printf("seconds=%.6f gflops=%.2f maxrss_kib=%ld kernel=%s\n", best, flops / best * 1e-9,
+	       ru.ru_maxrss, mha_kernel());
+	return 0;
+}

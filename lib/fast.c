@@ -1,0 +1,260 @@
+/*
+ * fast.c: the fast path of mha_forward() and all of mha_forward_f32().
+ *
+ * When nobody asks to see a per-head intermediate, the projections are
+ * blocked matrix products and the attention is fused (kernel.c): no
+ * (n_q, n_kv) matrix is built, keys are taken in blocks with a running
+ * max and sum, causal blocks past the diagonal are skipped, and the work
+ * is shared among threads so that every output element is computed in the
+ * same order whatever their number.  The kernels are compiled for several
+ * vector widths; the widest the processor runs is used (MHA_KERNEL=base,
+ * avx2 or avx512 in the environment chooses one, for testing).
+ */
+#include "mha.h"
+#include "kernel.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static const struct mha_kernels kernels_f64[] = {
+	{ "base", mha_gemm_f64_base, mha_attend_f64_base },
+#if defined(MHA_X86_KERNELS)
+	{ "avx2", mha_gemm_f64_avx2, mha_attend_f64_avx2 },
+	{ "avx512", mha_gemm_f64_avx512, mha_attend_f64_avx512 },
+#endif
+};
+
+static const struct mha_kernels kernels_f32[] = {
+	{ "base", mha_gemm_f32_base, mha_attend_f32_base },
+#if defined(MHA_X86_KERNELS)
+	{ "avx2", mha_gemm_f32_avx2, mha_attend_f32_avx2 },
+	{ "avx512", mha_gemm_f32_avx512, mha_attend_f32_avx512 },
+#endif
+};
+
+/* 0 base, 1 AVX2+FMA, 2 AVX-512F+FMA: what the CPU runs, or MHA_KERNEL says */
+static int kernel_level(void)
+{
+	int level = 0;
+	const char *want = getenv("MHA_KERNEL");
+
+#if defined(MHA_X86_KERNELS)
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		level = 1;
+	if (level == 1 && __builtin_cpu_supports("avx512f"))
+		level = 2;
+#endif
+	if (want && !strcmp(want, "base"))
+		level = 0;
+	else if (want && !strcmp(want, "avx2") && level >= 1)
+		level = 1;
+	return level;
+}
+
+const struct mha_kernels *mha_pick_kernels(int is_f32)
+{
+	const int level = kernel_level();
+
+	return is_f32 ? &kernels_f32[level] : &kernels_f64[level];
+}
+
+const char *mha_kernel(void)
+{
+	return kernels_f64[kernel_level()].name;
+}
+
+static int threads_of(const mha_config *cfg)
+{
+#ifdef _OPENMP
+	return cfg->threads > 0 ? cfg->threads : omp_get_max_threads();
+#else
+	(void)cfg;
+	return 1;
+#endif
+}
+
+/* ---- the one algorithm for both element types ------------------------- */
+
+static int mul_ok(size_t a, size_t b, size_t *r)
+{
+	if (a && b > SIZE_MAX / a)
+		return 0;
+	*r = a * b;
+	return 1;
+}
+
+static void *alloc_elems(size_t rows, size_t cols, size_t esize)
+{
+	size_t n;
+
+	if (!mul_ok(rows, cols, &n) || !mul_ok(n, esize, &n))
+		return NULL;
+	return malloc(n ? n : 1);
+}
+
+static int finite_all(const void *m, size_t n, size_t esize)
+{
+	if (esize == 8) {
+		const double *d = m;
+
+		for (size_t i = 0; i < n; i++)
+			if (!isfinite(d[i]))
+				return 0;
+	} else {
+		const float *f = m;
+
+		for (size_t i = 0; i < n; i++)
+			if (!isfinite(f[i]))
+				return 0;
+	}
+	return 1;
+}
+
+/* x (rows, d_in)·W + b, or x + b, or x itself: *res, with *owned to free */
+static mha_status project(const struct typed *t, int which, size_t rows, size_t d_in,
+			  size_t cols, int threads, const void **res, void **owned)
+{
+	const void *x = t->x[which], *W = t->W[which], *b = t->b[which];
+
+	*owned = NULL;
+	if (!W && !b) {
+		*res = x;
+		return MHA_OK;
+	}
+	*owned = alloc_elems(rows, cols, t->esize);
+	if (!*owned)
+		return MHA_ERR_NOMEM;
+	if (W) {
+		struct mha_gemm g = { .m = rows, .n = cols, .k = d_in, .A = x, .B = W, .bias = b,
+				      .lda = d_in, .ldb = cols, .ldc = cols, .C = *owned,
+				      .threads = threads };
+
+		t->k->gemm(&g);
+		if (g.failed)
+			return MHA_ERR_NOMEM;
+	} else if (t->esize == 8) {
+		for (size_t i = 0; i < rows; i++)
+			for (size_t c = 0; c < cols; c++)
+				((double *)*owned)[i * cols + c] = ((const double *)x)[i * cols + c] +
+								   ((const double *)b)[c];
+	} else {
+		for (size_t i = 0; i < rows; i++)
+			for (size_t c = 0; c < cols; c++)
+				((float *)*owned)[i * cols + c] = ((const float *)x)[i * cols + c] +
+								  ((const float *)b)[c];
+	}
+	*res = *owned;
+	return MHA_OK;
+}
+
+/* an f64 observer, asked only for whole-model stages here */
+static int tell(const mha_observer *obs, mha_stage s, const void *m, size_t rows, size_t cols)
+{
+	return obs && obs->fn && (obs->wanted & MHA_STAGE_BIT(s)) &&
+	       obs->fn(obs->ctx, s, -1, m, rows, cols);
+}
+
+int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
+		     const mha_config *cfg, const mha_observer *obs, mha_report *rep)
+{
+	const size_t H = d->heads, G = d->kv_heads ? d->kv_heads : d->heads;
+	const size_t qw = H * d->d_k, kw = G * d->d_k, vw = G * d->d_v, cw = H * d->d_v;
+	const size_t out_cols = mha_output_cols(d, t->W[3] != NULL);
+	const int threads = threads_of(cfg);
+	const void *Q, *K, *V;
+	void *owned[3] = { NULL, NULL, NULL }, *concat = NULL;
+	struct mha_attend a;
+	mha_status st;
+
+	st = project(t, 0, d->n_q, d->d_q_in, qw, threads, &Q, &owned[0]);
+	if (st == MHA_OK)
+		st = project(t, 1, d->n_kv, d->d_k_in, kw, threads, &K, &owned[1]);
+	if (st == MHA_OK)
+		st = project(t, 2, d->n_kv, d->d_v_in, vw, threads, &V, &owned[2]);
+	if (st != MHA_OK)
+		goto done;
+	if (!finite_all(Q, d->n_q * qw, t->esize) || !finite_all(K, d->n_kv * kw, t->esize) ||
+	    !finite_all(V, d->n_kv * vw, t->esize)) {
+		st = MHA_ERR_RANGE;
+		goto done;
+	}
+	if (tell(obs, MHA_STAGE_Q, Q, d->n_q, qw) || tell(obs, MHA_STAGE_K, K, d->n_kv, kw) ||
+	    tell(obs, MHA_STAGE_V, V, d->n_kv, vw)) {
+		st = MHA_ERR_OBSERVER;
+		goto done;
+	}
+
+	concat = t->W[3] ? alloc_elems(d->n_q, cw, t->esize) : out;
+	if (!concat) {
+		st = MHA_ERR_NOMEM;
+		goto done;
+	}
+	memset(&a, 0, sizeof(a));
+	a.n_q = d->n_q;
+	a.n_kv = d->n_kv;
+	a.H = H;
+	a.G = G;
+	a.dk = d->d_k;
+	a.dv = d->d_v;
+	a.Q = Q;
+	a.K = K;
+	a.V = V;
+	a.ldq = qw;
+	a.ldk = kw;
+	a.ldv = vw;
+	a.O = concat;
+	a.ldo = cw;
+	a.scale = mha_scale_of(d, cfg);
+	a.softcap = cfg->softcap;
+	a.causal = cfg->causal != MHA_CAUSAL_NONE;
+	a.offset = cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT
+			   ? (ptrdiff_t)(cfg->kv_len ? cfg->kv_len : d->n_kv) - (ptrdiff_t)d->n_q
+		   : cfg->causal == MHA_CAUSAL_OFFSET ? cfg->causal_offset : 0;
+	a.kv_len = cfg->kv_len;
+	a.allow = cfg->mask.allow;
+	a.bias = cfg->mask.bias;
+	a.mask_per_head = cfg->mask.per_head;
+	a.threads = threads;
+	t->k->attend(&a);
+	if (a.error) {
+		st = a.error == 1 ? MHA_ERR_NOMEM : MHA_ERR_RANGE;
+		goto done;
+	}
+	if (rep) {
+		rep->blocked_rows = a.blocked;
+		rep->first_blocked_head = a.blocked ? (int)(a.first_blocked / d->n_q) : -1;
+		rep->first_blocked_row = a.blocked ? a.first_blocked % d->n_q : 0;
+		rep->scale = a.scale;
+	}
+	if (tell(obs, MHA_STAGE_CONCAT, concat, d->n_q, cw)) {
+		st = MHA_ERR_OBSERVER;
+		goto done;
+	}
+	if (t->W[3]) {
+		struct mha_gemm g = { .m = d->n_q, .n = out_cols, .k = cw, .A = concat,
+				      .B = t->W[3], .bias = t->b[3], .lda = cw, .ldb = out_cols,
+				      .ldc = out_cols, .C = out, .threads = threads };
+
+		t->k->gemm(&g);
+		if (g.failed) {
+			st = MHA_ERR_NOMEM;
+			goto done;
+		}
+	}
+	if (!finite_all(out, d->n_q * out_cols, t->esize))
+		st = MHA_ERR_RANGE;
+	else if (tell(obs, MHA_STAGE_OUTPUT, out, d->n_q, out_cols))
+		st = MHA_ERR_OBSERVER;
+done:
+	if (concat != out)
+		free(concat);
+	for (int i = 0; i < 3; i++)
+		free(owned[i]);
+	return st;
+}

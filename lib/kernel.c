@@ -1,0 +1,480 @@
+/*
+ * kernel.c: the fast path's matrix product and fused attention, written
+ * once and compiled for each element type and vector width:
+ *
+ *   -DREAL=double|float -DVB=64|32|16 -DSFX=f64_avx512 …
+ *
+ * Both kernels work on packed panels with a register-blocked micro-kernel
+ * (MR rows by NR = 2 vectors), the way BLAS libraries do.  Each output
+ * element is always summed in the same order by one thread, so the result
+ * is the same bits whatever the number of threads.  The fused attention
+ * keeps, for each query row, a running maximum and sum over blocks of keys
+ * (online softmax), so that memory stays O((n_q + n_kv)·d).
+ */
+#include "kernel.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef MHA_F32
+#define REAL float
+#define REAL_IS_FLOAT 1
+#else
+#define REAL double
+#define REAL_IS_FLOAT 0
+#endif
+#ifndef VB
+#define VB 16
+#endif
+#ifndef SFX
+#define SFX f64_base
+#endif
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define NAME(f) CAT(f, SFX)
+
+typedef REAL vec __attribute__((vector_size(VB), aligned(VB)));
+#define VL ((size_t)(VB / sizeof(REAL))) /* elements per vector */
+#define MR 6                             /* micro-tile rows */
+#define NR (2 * VL)                      /* micro-tile columns */
+#define IS_F32 (sizeof(REAL) == 4)
+
+/* GEMM blocking: a (KC, NC) panel of B, an (MC, KC) block of A */
+#define KC 256
+#define MC (MR * 16)
+#define NC 4096
+/* attention blocking: BQ queries against BK keys at a time */
+#define BQ (MR * 16)
+#define BK 256
+
+static size_t min_size(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+static size_t round_up(size_t a, size_t b)
+{
+	return (a + b - 1) / b * b;
+}
+
+static void *alloc_aligned(size_t count)
+{
+	size_t bytes = round_up(count * sizeof(REAL) + 64, 64);
+
+	return aligned_alloc(64, bytes);
+}
+
+/*
+ * The micro-kernel: c (mr, nr) (+)= a · b, where a is MR rows packed
+ * column by column (a[p·MR + i]) and b is NR columns packed row by row
+ * (b[p·NR + j]), both kc long.  The MR·2 accumulators stay in registers.
+ */
+static void micro(size_t kc, const REAL *restrict a, const REAL *restrict b, REAL *restrict c,
+		  size_t ldc, size_t mr, size_t nr, int add)
+{
+	vec acc[MR][2];
+
+	for (int i = 0; i < MR; i++)
+		acc[i][0] = acc[i][1] = (vec){ 0 };
+	for (size_t p = 0; p < kc; p++) {
+		const vec b0 = *(const vec *)(b + p * NR), b1 = *(const vec *)(b + p * NR + VL);
+		const REAL *ap = a + p * MR;
+
+#pragma GCC unroll 6
+		for (int i = 0; i < MR; i++) {
+			acc[i][0] += ap[i] * b0;
+			acc[i][1] += ap[i] * b1;
+		}
+	}
+	if (mr == MR && nr == NR) {
+		for (int i = 0; i < MR; i++) {
+			REAL *ci = c + (size_t)i * ldc;
+			vec c0, c1;
+
+			if (add) {
+				memcpy(&c0, ci, sizeof(vec));
+				memcpy(&c1, ci + VL, sizeof(vec));
+				c0 += acc[i][0];
+				c1 += acc[i][1];
+			} else {
+				c0 = acc[i][0];
+				c1 = acc[i][1];
+			}
+			memcpy(ci, &c0, sizeof(vec));
+			memcpy(ci + VL, &c1, sizeof(vec));
+		}
+		return;
+	}
+	for (size_t i = 0; i < mr; i++) {
+		REAL tmp[2 * (VB / sizeof(REAL))];
+
+		memcpy(tmp, &acc[i][0], sizeof(vec));
+		memcpy(tmp + VL, &acc[i][1], sizeof(vec));
+		for (size_t j = 0; j < nr; j++)
+			c[i * ldc + j] = add ? c[i * ldc + j] + tmp[j] : tmp[j];
+	}
+}
+
+/* rows [0, m) of A (lda), columns [k0, k0 + kc), into MR-row strips, zero-padded */
+static void pack_a(REAL *dst, const REAL *A, size_t lda, size_t m, size_t k0, size_t kc)
+{
+	for (size_t i0 = 0; i0 < m; i0 += MR) {
+		const size_t mr = min_size(MR, m - i0);
+
+		for (size_t p = 0; p < kc; p++) {
+			for (size_t i = 0; i < mr; i++)
+				dst[p * MR + i] = A[(i0 + i) * lda + k0 + p];
+			for (size_t i = mr; i < MR; i++)
+				dst[p * MR + i] = 0;
+		}
+		dst += kc * MR;
+	}
+}
+
+/* B (ldb) rows [k0, k0 + kc), columns [j0, j0 + nc), into NR-column strips */
+static void pack_b(REAL *dst, const REAL *B, size_t ldb, size_t k0, size_t kc, size_t j0, size_t nc)
+{
+	for (size_t s = 0; s < nc; s += NR) {
+		const size_t nr = min_size(NR, nc - s);
+
+		for (size_t p = 0; p < kc; p++) {
+			const REAL *row = B + (k0 + p) * ldb + j0 + s;
+			REAL *d = dst + p * NR;
+
+			for (size_t j = 0; j < nr; j++)
+				d[j] = row[j];
+			for (size_t j = nr; j < NR; j++)
+				d[j] = 0;
+		}
+		dst += kc * NR;
+	}
+}
+
+void NAME(mha_gemm_)(struct mha_gemm *g)
+{
+	const REAL *A = g->A, *B = g->B, *bias = g->bias;
+	REAL *C = g->C;
+	const size_t nc_max = min_size(NC, round_up(g->n, NR));
+	REAL *bpack = alloc_aligned(KC * nc_max);
+	int failed = !bpack;
+
+	for (size_t j0 = 0; j0 < g->n && !failed; j0 += NC) {
+		const size_t nc = min_size(NC, g->n - j0);
+
+		for (size_t k0 = 0; k0 < g->k && !failed; k0 += KC) {
+			const size_t kc = min_size(KC, g->k - k0);
+
+			pack_b(bpack, B, g->ldb, k0, kc, j0, nc);
+#pragma omp parallel num_threads(g->threads) if (g->m > MC)
+			{
+				REAL *apack = alloc_aligned(MC * KC);
+
+				if (!apack) {
+#pragma omp atomic write
+					failed = 1;
+				}
+#pragma omp for schedule(dynamic)
+				for (size_t i0 = 0; i0 < g->m; i0 += MC) {
+					const size_t mc = min_size(MC, g->m - i0);
+
+					if (!apack)
+						continue;
+					pack_a(apack, A + i0 * g->lda, g->lda, mc, k0, kc);
+					for (size_t s = 0; s < nc; s += NR)
+						for (size_t i = 0; i < mc; i += MR)
+							micro(kc, apack + i * kc, bpack + s * kc,
+							      C + (i0 + i) * g->ldc + j0 + s, g->ldc,
+							      min_size(MR, mc - i), min_size(NR, nc - s), k0 > 0);
+				}
+				free(apack);
+			}
+		}
+	}
+	free(bpack);
+	g->failed = failed;
+	if (bias && !failed)
+		for (size_t i = 0; i < g->m; i++)
+			for (size_t j = 0; j < g->n; j++)
+				C[i * g->ldc + j] += bias[j];
+}
+
+/* ---- exp, vectorisable ------------------------------------------------- */
+
+/*
+ * e^x for x <= 0 (and -inf), without a call: x = k·ln 2 + r with |r| <=
+ * ln2/2, e^r by its Taylor polynomial (to 1 ulp or so), 2^k built in the
+ * exponent bits.  Below the smallest normal result it gives 0, where
+ * libm's exp would give a subnormal: those weights cannot change a sum
+ * that is at least 1.
+ */
+static inline REAL vexp(REAL x)
+{
+#if REAL_IS_FLOAT
+	const float shift = 0x1.8p23f, log2e = 0x1.715476p+0f;
+	const float ln2_hi = 0x1.62e4p-1f, ln2_lo = 0x1.7f7d1cp-20f;
+	union { float f; uint32_t u; } t, s;
+	float k, r, p;
+
+	if (!(x > -87.0f))
+		x = -87.0f;
+	t.f = x * log2e + shift;
+	k = t.f - shift;
+	r = (x - k * ln2_hi) - k * ln2_lo;
+	p = 1.0f / 5040;
+	p = p * r + 1.0f / 720;
+	p = p * r + 1.0f / 120;
+	p = p * r + 1.0f / 24;
+	p = p * r + 1.0f / 6;
+	p = p * r + 0.5f;
+	p = p * r + 1.0f;
+	p = p * r + 1.0f;
+	s.u = (t.u + 127) << 23;
+	return x <= -87.0f ? 0.0f : p * s.f;
+#else
+	const double shift = 0x1.8p52, log2e = 0x1.71547652b82fep+0;
+	const double ln2_hi = 0x1.62e42fefa3800p-1, ln2_lo = 0x1.ef35793c76730p-45;
+	union { double f; uint64_t u; } t, s;
+	double k, r, p;
+
+	if (!(x > -708.0))
+		x = -708.0;
+	t.f = x * log2e + shift;
+	k = t.f - shift;
+	r = (x - k * ln2_hi) - k * ln2_lo;
+	p = 1.0 / 6227020800.0;
+	p = p * r + 1.0 / 479001600.0;
+	p = p * r + 1.0 / 39916800.0;
+	p = p * r + 1.0 / 3628800.0;
+	p = p * r + 1.0 / 362880.0;
+	p = p * r + 1.0 / 40320.0;
+	p = p * r + 1.0 / 5040.0;
+	p = p * r + 1.0 / 720.0;
+	p = p * r + 1.0 / 120.0;
+	p = p * r + 1.0 / 24.0;
+	p = p * r + 1.0 / 6.0;
+	p = p * r + 0.5;
+	p = p * r + 1.0;
+	p = p * r + 1.0;
+	s.u = (t.u + 1023) << 52;
+	return x <= -708.0 ? 0.0 : p * s.f;
+#endif
+}
+
+/* ---- fused attention ---------------------------------------------------- */
+
+/* Kᵀ of one key/value head in NR-key strips: (dk, NR) each, keys zero-padded */
+static void pack_kt(REAL *dst, const REAL *K, size_t ldk, size_t n_kv, size_t dk)
+{
+	for (size_t s = 0; s < n_kv; s += NR) {
+		const size_t nr = min_size(NR, n_kv - s);
+
+		for (size_t p = 0; p < dk; p++) {
+			for (size_t j = 0; j < nr; j++)
+				dst[p * NR + j] = K[(s + j) * ldk + p];
+			for (size_t j = nr; j < NR; j++)
+				dst[p * NR + j] = 0;
+		}
+		dst += dk * NR;
+	}
+}
+
+struct scratch {
+	REAL *q;    /* (BQ, dk) packed */
+	REAL *s;    /* (BQ, BK) scores */
+	REAL *p;    /* (BQ, BK) weights, packed */
+	REAL *o;    /* (BQ, dv rounded to NR) running output */
+	REAL *m, *l; /* (BQ) running max and sum */
+};
+
+/* the mask's additive part for head h, query i, key j, or -inf */
+static double mask_at(const struct mha_attend *a, size_t h, size_t i, size_t j)
+{
+	size_t at = i * a->n_kv + j;
+
+	if (a->mask_per_head)
+		at += h * a->n_q * a->n_kv;
+	if (a->allow && !a->allow[at])
+		return -INFINITY;
+	return a->bias ? a->bias[at] : 0.0;
+}
+
+/* One task: query rows [q0, q0 + rows) of head h. */
+static void attend_block(struct mha_attend *a, struct scratch *w, const REAL *ktp, const REAL *vp,
+			 size_t h, size_t q0, size_t rows, size_t *blocked, size_t *first, int *error)
+{
+	const size_t dk = a->dk, dv = a->dv, dvr = round_up(dv, NR);
+	const REAL *Q = (const REAL *)a->Q + h * dk;
+	const REAL scale = (REAL)a->scale, cap = (REAL)a->softcap;
+	const int masked = a->allow || a->bias;
+	size_t end = a->kv_len;
+
+	/* the keys any of these rows may see: causal blocks past the diagonal are skipped */
+	if (a->causal) {
+		const ptrdiff_t last = (ptrdiff_t)(q0 + rows - 1) + a->offset + 1;
+
+		end = last <= 0 ? 0 : min_size(end, (size_t)last);
+	}
+	pack_a(w->q, Q + q0 * a->ldq, a->ldq, rows, 0, dk);
+	for (size_t i = 0; i < rows; i++) {
+		w->m[i] = -INFINITY;
+		w->l[i] = 0;
+	}
+	memset(w->o, 0, BQ * dvr * sizeof(REAL));
+
+	for (size_t k0 = 0; k0 < end; k0 += BK) {
+		const size_t cols = min_size(BK, end - k0);
+
+		/* S = Q_blk · K_blkᵀ */
+		for (size_t s = 0; s < cols; s += NR)
+			for (size_t i = 0; i < rows; i += MR)
+				micro(dk, w->q + i * dk, ktp + (k0 + s) * dk, w->s + i * BK + s, BK,
+				      min_size(MR, rows - i), min_size(NR, cols - s), 0);
+		/* scale, softcap, mask; the running max and sum; the weights */
+		for (size_t i = 0; i < rows; i++) {
+			REAL *si = w->s + i * BK, mx = w->m[i], alpha, sum = 0;
+			const size_t qi = q0 + i;
+
+			for (size_t j = 0; j < cols; j++) {
+				REAL x = si[j] * scale;
+
+				if (!isfinite(x))
+					*error = 2;
+				if (cap > 0)
+					x = cap * (REAL)tanh((double)(x / cap));
+				si[j] = x;
+			}
+			if (masked)
+				for (size_t j = 0; j < cols; j++)
+					si[j] += (REAL)mask_at(a, h, qi, k0 + j);
+			if (a->causal) {
+				const ptrdiff_t lim = (ptrdiff_t)qi + a->offset - (ptrdiff_t)k0;
+
+				for (size_t j = lim < 0 ? 0 : (size_t)lim + 1; j < cols; j++)
+					si[j] = -INFINITY;
+			}
+			for (size_t j = 0; j < cols; j++)
+				mx = si[j] > mx ? si[j] : mx;
+			if (mx == -INFINITY) {
+				/* nothing seen yet: weights zero, nothing to rescale */
+				for (size_t j = 0; j < cols; j++)
+					si[j] = 0;
+				continue;
+			}
+			alpha = vexp(w->m[i] - mx);
+			for (size_t j = 0; j < cols; j++) {
+				si[j] = vexp(si[j] - mx);
+				sum += si[j];
+			}
+			w->l[i] = w->l[i] * alpha + sum;
+			w->m[i] = mx;
+			if (alpha != 1)
+				for (size_t t = 0; t < dv; t++)
+					w->o[i * dvr + t] *= alpha;
+		}
+		/* O += P · V_blk */
+		pack_a(w->p, w->s, BK, rows, 0, cols);
+		for (size_t s = 0; s < dv; s += NR)
+			for (size_t i = 0; i < rows; i += MR)
+				micro(cols, w->p + i * cols, vp + (s / NR) * round_up(a->n_kv, NR) * NR + k0 * NR,
+				      w->o + i * dvr + s, dvr, min_size(MR, rows - i), min_size(NR, dv - s), 1);
+	}
+	for (size_t i = 0; i < rows; i++) {
+		REAL *o = (REAL *)a->O + (q0 + i) * a->ldo + h * dv;
+
+		if (w->l[i] == 0) {
+			/* every key blocked: zeros, as the exact path gives */
+			memset(o, 0, dv * sizeof(REAL));
+			if ((*blocked)++ == 0 || h * a->n_q + q0 + i < *first)
+				*first = h * a->n_q + q0 + i;
+			continue;
+		}
+		for (size_t t = 0; t < dv; t++)
+			o[t] = w->o[i * dvr + t] / w->l[i];
+	}
+}
+
+/* V of one key/value head as NR-column strips over all keys: (n_kv rounded, NR) each */
+static void pack_v(REAL *dst, const REAL *V, size_t ldv, size_t n_kv, size_t dv)
+{
+	const size_t rows = round_up(n_kv, NR);
+
+	for (size_t s = 0; s < dv; s += NR) {
+		const size_t nr = min_size(NR, dv - s);
+
+		for (size_t j = 0; j < rows; j++)
+			for (size_t t = 0; t < NR; t++)
+				dst[j * NR + t] = (j < n_kv && t < nr) ? V[j * ldv + s + t] : 0;
+		dst += rows * NR;
+	}
+}
+
+void NAME(mha_attend_)(struct mha_attend *a)
+{
+	const size_t kvr = round_up(a->n_kv, NR), dvr = round_up(a->dv, NR);
+	const size_t kt_size = kvr * a->dk, v_size = kvr * dvr;
+	const size_t blocks = (a->n_q + BQ - 1) / BQ, tasks = a->H * blocks;
+	REAL *kt = alloc_aligned(a->G * kt_size), *vp = alloc_aligned(a->G * v_size);
+	size_t blocked = 0, first = (size_t)-1;
+	int error = 0;
+
+	if (!kt || !vp) {
+		free(kt);
+		free(vp);
+		a->error = 1;
+		return;
+	}
+	if (!a->kv_len)
+		a->kv_len = a->n_kv;
+#pragma omp parallel for num_threads(a->threads) if (a->G > 1)
+	for (size_t g = 0; g < a->G; g++) {
+		pack_kt(kt + g * kt_size, (const REAL *)a->K + g * a->dk, a->ldk, a->n_kv, a->dk);
+		pack_v(vp + g * v_size, (const REAL *)a->V + g * a->dv, a->ldv, a->n_kv, a->dv);
+	}
+#pragma omp parallel num_threads(a->threads) if (tasks > 1) reduction(+ : blocked)
+	{
+		struct scratch w;
+		size_t my_first = (size_t)-1, my_blocked = 0;
+		int my_error = 0;
+
+		w.q = alloc_aligned(BQ * a->dk + MR * a->dk);
+		w.s = alloc_aligned(BQ * BK);
+		w.p = alloc_aligned(BQ * BK + MR * BK);
+		w.o = alloc_aligned(BQ * dvr);
+		w.m = alloc_aligned(BQ);
+		w.l = alloc_aligned(BQ);
+		if (!w.q || !w.s || !w.p || !w.o || !w.m || !w.l)
+			my_error = 1;
+#pragma omp for schedule(dynamic)
+		for (size_t t = 0; t < tasks; t++) {
+			const size_t h = t / blocks, q0 = (t % blocks) * BQ;
+			const size_t g = h / (a->H / a->G);
+
+			if (my_error)
+				continue;
+			attend_block(a, &w, kt + g * kt_size, vp + g * v_size, h, q0,
+				     min_size(BQ, a->n_q - q0), &my_blocked, &my_first, &my_error);
+		}
+		blocked += my_blocked;
+#pragma omp critical
+		{
+			if (my_blocked && my_first < first)
+				first = my_first;
+			if (my_error > error)
+				error = my_error;
+		}
+		free(w.q);
+		free(w.s);
+		free(w.p);
+		free(w.o);
+		free(w.m);
+		free(w.l);
+	}
+	free(kt);
+	free(vp);
+	a->blocked = blocked;
+	a->first_blocked = first;
+	a->error = error;
+}
