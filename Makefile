@@ -52,13 +52,13 @@ DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq
 
 LIB_SRC = lib/mha.c lib/fast.c
 CLI_SRC = cli/main.c cli/msg.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
-          cli/read_npy.c cli/weights.c cli/write.c cli/write_npy.c cli/outfile.c \
+          cli/read_npy.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
           cli/cmd_forward.c cli/cmd_init.c
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
-TEST_OBJ = build/tests/test_lib.o build/tests/ref.o
+TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o
 
-.PHONY: all demo check conformance deps install uninstall clean test-unit test-cli test-numpy \
+.PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
         test-formats test-npy test-samples test-docs test-install FORCE
 
 all: mha lib/libmha.a lib/libmha.so
@@ -145,6 +145,21 @@ check: deps
 		test-docs test-install
 	@echo "make check: all tests passed"
 
+# mha against PyTorch (and the machine's GEMM rate) on this machine: not part of check
+BENCH_PACKAGES = python3-torch python3-numpy libopenblas0-pthread
+
+bench/bench_mha: bench/bench_mha.c lib/libmha.a lib/mha.h
+	$(CC) $(ALL_CFLAGS) $(OPENMP) -o $@ bench/bench_mha.c lib/libmha.a -lm
+
+bench: deps
+	@missing=""; for p in $(BENCH_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian packages:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || true; \
+	fi
+	$(MAKE) bench/bench_mha
+	$(PYTHON) bench/bench.py bench/bench_mha
+
 # the ONNX Attention operator's backend cases, read where they are (never copied)
 CONFORMANCE_DIR ?= ../shared/conformance/onnx-attention
 
@@ -199,4 +214,4 @@ uninstall:
 		$(DESTDIR)$(PKGCONFIGDIR)/mha.pc $(DESTDIR)$(MANDIR)/man1/mha.1
 
 clean:
-	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance
+	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance bench/bench_mha

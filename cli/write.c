@@ -14,27 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void format_shortest(char *buf, size_t size, double v)
-{
-	/* 15 digits always survive a round trip when the shortest form has at
-	 * most 15, and %g drops the trailing zeros; 17 always suffice */
-	for (int p = 15; p <= 17; p++) {
-		snprintf(buf, size, "%.*g", p, v);
-		if (strtod(buf, NULL) == v)
-			return;
-	}
-}
-
-/* the shortest text strtof() reads back as the float v (finite v) */
-static void format_shortest_f32(char *buf, size_t size, double v)
-{
-	for (int p = 6; p <= 9; p++) {
-		snprintf(buf, size, "%.*g", p, v);
-		if (strtof(buf, NULL) == (float)v)
-			return;
-	}
-}
-
 /* a value as JSON and CSV write it: shortest exact text, or the non-finite spellings */
 static void format_exact(char *buf, size_t size, double v, int is_f32)
 {

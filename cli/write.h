@@ -52,7 +52,10 @@ int csv_write(FILE *fp, const matrix *m);
 /* One matrix as a bare JSON array (nested to its rank) and a newline. */
 int json_write_array(writer *w, const matrix *m);
 
-/* Shortest text that strtod() reads back as exactly v (finite v). */
+/* Shortest text that strtod() reads back as exactly v (finite v), as
+ * printf's %.15g, %.16g or %.17g gives it: the first that reads back. */
 void format_shortest(char *buf, size_t size, double v);
+/* The same for a float (widened to v): %.6g … %.9g, read back by strtof(). */
+void format_shortest_f32(char *buf, size_t size, double v);
 
 #endif

@@ -47,8 +47,12 @@ typedef REAL vec __attribute__((vector_size(VB), aligned(VB)));
 #define MC (MR * 16)
 #define NC 4096
 /* attention blocking: BQ queries against BK keys at a time */
+#ifndef BQ
 #define BQ (MR * 16)
+#endif
+#ifndef BK
 #define BK 256
+#endif
 
 static size_t min_size(size_t a, size_t b)
 {
@@ -68,12 +72,14 @@ static void *alloc_aligned(size_t count)
 }
 
 /*
- * The micro-kernel: c (mr, nr) (+)= a · b, where a is MR rows packed
- * column by column (a[p·MR + i]) and b is NR columns packed row by row
- * (b[p·NR + j]), both kc long.  The MR·2 accumulators stay in registers.
+ * The micro-kernel: c (mr, nr) (+)= a · b, where a's element (i, p) is at
+ * a[p·ps + i·is] (packed: ps = MR, is = 1; plain rows: ps = 1, is = lda)
+ * and b is NR columns packed row by row (b[p·NR + j]), both kc long.  The
+ * MR·2 accumulators stay in registers; inlined, the strides are constants.
  */
-static void micro(size_t kc, const REAL *restrict a, const REAL *restrict b, REAL *restrict c,
-		  size_t ldc, size_t mr, size_t nr, int add)
+static inline __attribute__((always_inline)) void
+micro_strided(size_t kc, const REAL *restrict a, size_t ps, size_t is, const REAL *restrict b,
+	      REAL *restrict c, size_t ldc, size_t mr, size_t nr, int add)
 {
 	vec acc[MR][2];
 
@@ -81,12 +87,12 @@ static void micro(size_t kc, const REAL *restrict a, const REAL *restrict b, REA
 		acc[i][0] = acc[i][1] = (vec){ 0 };
 	for (size_t p = 0; p < kc; p++) {
 		const vec b0 = *(const vec *)(b + p * NR), b1 = *(const vec *)(b + p * NR + VL);
-		const REAL *ap = a + p * MR;
+		const REAL *ap = a + p * ps;
 
 #pragma GCC unroll 6
 		for (int i = 0; i < MR; i++) {
-			acc[i][0] += ap[i] * b0;
-			acc[i][1] += ap[i] * b1;
+			acc[i][0] += ap[(size_t)i * is] * b0;
+			acc[i][1] += ap[(size_t)i * is] * b1;
 		}
 	}
 	if (mr == MR && nr == NR) {
@@ -116,6 +122,21 @@ static void micro(size_t kc, const REAL *restrict a, const REAL *restrict b, REA
 		for (size_t j = 0; j < nr; j++)
 			c[i * ldc + j] = add ? c[i * ldc + j] + tmp[j] : tmp[j];
 	}
+}
+
+/* a packed MR-row strip (pack_a) */
+static void micro(size_t kc, const REAL *restrict a, const REAL *restrict b, REAL *restrict c,
+		  size_t ldc, size_t mr, size_t nr, int add)
+{
+	micro_strided(kc, a, MR, 1, b, c, ldc, mr, nr, add);
+}
+
+/* MR plain rows of lda; rows past the last are never read (mr < MR) only
+ * when the caller pads them: here the row count is always a multiple of MR */
+static void micro_rows(size_t kc, const REAL *restrict a, size_t lda, const REAL *restrict b,
+		       REAL *restrict c, size_t ldc, size_t mr, size_t nr, int add)
+{
+	micro_strided(kc, a, 1, lda, b, c, ldc, mr, nr, add);
 }
 
 /* rows [0, m) of A (lda), columns [k0, k0 + kc), into MR-row strips, zero-padded */
@@ -263,6 +284,73 @@ static inline REAL vexp(REAL x)
 #endif
 }
 
+/* the same, a vector at a time: the softmax's inner loop */
+#if REAL_IS_FLOAT
+typedef int32_t ivec __attribute__((vector_size(VB)));
+#else
+typedef int64_t ivec __attribute__((vector_size(VB)));
+#endif
+
+static inline vec splat(REAL x)
+{
+	return (vec){ 0 } + x;
+}
+
+/* m ? a : b, lane by lane (m all ones or all zeros, as comparisons give) */
+static inline vec pick(ivec m, vec a, vec b)
+{
+	return (vec)((m & (ivec)a) | (~m & (ivec)b));
+}
+
+static inline vec vexp_v(vec x)
+{
+#if REAL_IS_FLOAT
+	const vec lo = splat(-87.0f), shift = splat(0x1.8p23f);
+	const ivec under = x <= lo;
+	vec t, k, r, p;
+
+	x = pick(under, lo, x);
+	t = x * 0x1.715476p+0f + shift;
+	k = t - shift;
+	r = (x - k * 0x1.62e4p-1f) - k * 0x1.7f7d1cp-20f;
+	p = splat(1.0f / 5040);
+	p = p * r + 1.0f / 720;
+	p = p * r + 1.0f / 120;
+	p = p * r + 1.0f / 24;
+	p = p * r + 1.0f / 6;
+	p = p * r + 0.5f;
+	p = p * r + 1.0f;
+	p = p * r + 1.0f;
+	p = p * (vec)(((ivec)t + 127) << 23);
+	return pick(under, splat(0), p);
+#else
+	const vec lo = splat(-708.0), shift = splat(0x1.8p52);
+	const ivec under = x <= lo;
+	vec t, k, r, p;
+
+	x = pick(under, lo, x);
+	t = x * 0x1.71547652b82fep+0 + shift;
+	k = t - shift;
+	r = (x - k * 0x1.62e42fefa3800p-1) - k * 0x1.ef35793c76730p-45;
+	p = splat(1.0 / 6227020800.0);
+	p = p * r + 1.0 / 479001600.0;
+	p = p * r + 1.0 / 39916800.0;
+	p = p * r + 1.0 / 3628800.0;
+	p = p * r + 1.0 / 362880.0;
+	p = p * r + 1.0 / 40320.0;
+	p = p * r + 1.0 / 5040.0;
+	p = p * r + 1.0 / 720.0;
+	p = p * r + 1.0 / 120.0;
+	p = p * r + 1.0 / 24.0;
+	p = p * r + 1.0 / 6.0;
+	p = p * r + 0.5;
+	p = p * r + 1.0;
+	p = p * r + 1.0;
+	p = p * (vec)(((ivec)t + 1023) << 52);
+	return pick(under, splat(0), p);
+#endif
+}
+
 /* ---- fused attention ---------------------------------------------------- */
 
 /* Kᵀ of one key/value head in NR-key strips: (dk, NR) each, keys zero-padded */
@@ -283,8 +371,7 @@ static void pack_kt(REAL *dst, const REAL *K, size_t ldk, size_t n_kv, size_t dk
 
 struct scratch {
 	REAL *q;    /* (BQ, dk) packed */
-	REAL *s;    /* (BQ, BK) scores */
-	REAL *p;    /* (BQ, BK) weights, packed */
+	REAL *s;    /* (BQ, BK) scores, then weights in place */
 	REAL *o;    /* (BQ, dv rounded to NR) running output */
 	REAL *m, *l; /* (BQ) running max and sum */
 };
@@ -334,18 +421,26 @@ static void attend_block(struct mha_attend *a, struct scratch *w, const REAL *kt
 				      min_size(MR, rows - i), min_size(NR, cols - s), 0);
 		/* scale, softcap, mask; the running max and sum; the weights */
 		for (size_t i = 0; i < rows; i++) {
-			REAL *si = w->s + i * BK, mx = w->m[i], alpha, sum = 0;
-			const size_t qi = q0 + i;
+			REAL *si = w->s + i * BK, mx, alpha, sum = 0, lanes[VB / sizeof(REAL)];
+			const size_t qi = q0 + i, cv = round_up(cols, VL);
+			vec vmx = splat(-INFINITY), vsum = splat(0);
+			ivec bad = { 0 };
 
-			for (size_t j = 0; j < cols; j++) {
-				REAL x = si[j] * scale;
+			for (size_t j = cols; j < cv; j++)
+				si[j] = 0;
+			for (size_t j = 0; j < cv; j += VL) {
+				const vec x = *(vec *)(si + j) * scale;
 
-				if (!isfinite(x))
-					*error = 2;
-				if (cap > 0)
-					x = cap * (REAL)tanh((double)(x / cap));
-				si[j] = x;
+				/* an overflowed score is an error, never a silent NaN */
+				bad |= (x != x) | (x == splat(INFINITY)) | (x == splat(-INFINITY));
+				*(vec *)(si + j) = x;
 			}
+			for (size_t l = 0; l < VL; l++)
+				if (bad[l])
+					*error = 2;
+			if (cap > 0)
+				for (size_t j = 0; j < cols; j++)
+					si[j] = cap * (REAL)tanh((double)(si[j] / cap));
 			if (masked)
 				for (size_t j = 0; j < cols; j++)
 					si[j] += (REAL)mask_at(a, h, qi, k0 + j);
@@ -355,31 +450,45 @@ static void attend_block(struct mha_attend *a, struct scratch *w, const REAL *kt
 				for (size_t j = lim < 0 ? 0 : (size_t)lim + 1; j < cols; j++)
 					si[j] = -INFINITY;
 			}
-			for (size_t j = 0; j < cols; j++)
-				mx = si[j] > mx ? si[j] : mx;
+			for (size_t j = cols; j < cv; j++)
+				si[j] = -INFINITY;
+			for (size_t j = 0; j < cv; j += VL) {
+				const vec x = *(const vec *)(si + j);
+
+				vmx = pick(x > vmx, x, vmx);
+			}
+			memcpy(lanes, &vmx, sizeof(vmx));
+			mx = w->m[i];
+			for (size_t l = 0; l < VL; l++)
+				mx = lanes[l] > mx ? lanes[l] : mx;
 			if (mx == -INFINITY) {
 				/* nothing seen yet: weights zero, nothing to rescale */
-				for (size_t j = 0; j < cols; j++)
-					si[j] = 0;
+				memset(si, 0, cv * sizeof(REAL));
 				continue;
 			}
 			alpha = vexp(w->m[i] - mx);
-			for (size_t j = 0; j < cols; j++) {
-				si[j] = vexp(si[j] - mx);
-				sum += si[j];
+			for (size_t j = 0; j < cv; j += VL) {
+				const vec p = vexp_v(*(const vec *)(si + j) - mx);
+
+				*(vec *)(si + j) = p;
+				vsum += p;
 			}
+			memcpy(lanes, &vsum, sizeof(vsum));
+			for (size_t l = 0; l < VL; l++)
+				sum += lanes[l];
 			w->l[i] = w->l[i] * alpha + sum;
 			w->m[i] = mx;
 			if (alpha != 1)
 				for (size_t t = 0; t < dv; t++)
 					w->o[i * dvr + t] *= alpha;
 		}
-		/* O += P · V_blk */
-		pack_a(w->p, w->s, BK, rows, 0, cols);
+		/* O += P · V_blk, P read in place: rows past a short block are computed, never stored */
 		for (size_t s = 0; s < dv; s += NR)
 			for (size_t i = 0; i < rows; i += MR)
-				micro(cols, w->p + i * cols, vp + (s / NR) * round_up(a->n_kv, NR) * NR + k0 * NR,
-				      w->o + i * dvr + s, dvr, min_size(MR, rows - i), min_size(NR, dv - s), 1);
+				micro_rows(cols, w->s + i * BK, BK,
+					   vp + (s / NR) * round_up(a->n_kv, NR) * NR + k0 * NR,
+					   w->o + i * dvr + s, dvr, min_size(MR, rows - i),
+					   min_size(NR, dv - s), 1);
 	}
 	for (size_t i = 0; i < rows; i++) {
 		REAL *o = (REAL *)a->O + (q0 + i) * a->ldo + h * dv;
@@ -441,12 +550,13 @@ void NAME(mha_attend_)(struct mha_attend *a)
 
 		w.q = alloc_aligned(BQ * a->dk + MR * a->dk);
 		w.s = alloc_aligned(BQ * BK);
-		w.p = alloc_aligned(BQ * BK + MR * BK);
 		w.o = alloc_aligned(BQ * dvr);
 		w.m = alloc_aligned(BQ);
 		w.l = alloc_aligned(BQ);
-		if (!w.q || !w.s || !w.p || !w.o || !w.m || !w.l)
+		if (!w.q || !w.s || !w.o || !w.m || !w.l)
 			my_error = 1;
+		else
+			memset(w.s, 0, BQ * BK * sizeof(REAL)); /* never read uninitialised */
 #pragma omp for schedule(dynamic)
 		for (size_t t = 0; t < tasks; t++) {
 			const size_t h = t / blocks, q0 = (t % blocks) * BQ;
@@ -467,7 +577,6 @@ void NAME(mha_attend_)(struct mha_attend *a)
 		}
 		free(w.q);
 		free(w.s);
-		free(w.p);
 		free(w.o);
 		free(w.m);
 		free(w.l);

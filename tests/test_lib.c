@@ -7,6 +7,7 @@
  * comparison prints the largest difference and where it is.
  */
 #include "ref.h"
+#include "../cli/write.h"
 
 #include <check.h>
 #include <math.h>
@@ -88,6 +89,32 @@ static void check_close(const char *what, const double *got, const double *want,
 	}
 	ck_assert_msg(worst <= RTOL, "%s: max relative difference %.3g at [%zu]: got %.17g, want %.17g",
 		      what, worst, at, got[at], want[at]);
+}
+
+/*
+ * Norm-wise: every difference within RTOL of the largest expected value.
+ * For two computations that round differently (the fast and the exact
+ * path), where an output that cancels to near zero keeps the absolute
+ * error of the terms it came from.
+ */
+static void check_close_norm(const char *what, const double *got, const double *want, size_t n)
+{
+	double maxabs = 0, worst = 0;
+	size_t at = 0;
+
+	for (size_t i = 0; i < n; i++)
+		maxabs = fmax(maxabs, fabs(want[i]));
+	for (size_t i = 0; i < n; i++) {
+		const double err = fabs(got[i] - want[i]) / maxabs;
+
+		ck_assert_msg(isfinite(got[i]), "%s[%zu] is %g", what, i, got[i]);
+		if (err > worst) {
+			worst = err;
+			at = i;
+		}
+	}
+	ck_assert_msg(worst <= RTOL, "%s: max difference %.3g of the largest value at [%zu]: got "
+		      "%.17g, want %.17g", what, worst, at, got[at], want[at]);
 }
 
 /* a small deterministic generator, uniform in [-1, 1) */
@@ -721,7 +748,7 @@ START_TEST(test_fast_path_blocks)
 			ck_assert_msg(!memcmp(one, fast, nq * dm * sizeof(double)),
 				      "%s kernels: 1 and 2 threads differ", kernels[k]);
 			snprintf(what, sizeof(what), "fast (%s, %s) against exact", kernels[k], mha_kernel());
-			check_close(what, fast, exact, nq * dm);
+			check_close_norm(what, fast, exact, nq * dm);
 			ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ fx, fkv, fkv }, &fw,
 							 &cfg, NULL), MHA_OK);
 			for (size_t i = 0; i < nq * dm; i++)
@@ -840,6 +867,58 @@ START_TEST(test_names)
 }
 END_TEST
 
+/* ---- the CLI's number text (cli/shortest.c), against printf's ---------- */
+
+static void by_printf(char *buf, size_t size, double v, int is_f32)
+{
+	for (int p = is_f32 ? 6 : 15; p <= (is_f32 ? 9 : 17); p++) {
+		snprintf(buf, size, "%.*g", p, v);
+		if (is_f32 ? strtof(buf, NULL) == (float)v : strtod(buf, NULL) == v)
+			return;
+	}
+}
+
+/* random bit patterns, ordinary numbers, short decimals, edges: the same text as printf's way */
+START_TEST(test_shortest_text)
+{
+	static const double edges[] = { 0.1, 0.3, 1.01, 1e-7, 5e-324, 2.2250738585072014e-308,
+					1.7976931348623157e308, 1e22, 1e21, 1e16, 123456789012345678.0,
+					0.5, 100, -0.0, 9007199254740993.0, 1e-5, 1e-4, 1e15, 1e17 };
+	char got[64], want[64];
+
+	rng_state = 12345;
+	for (int i = 0; i < 300000 + (int)(sizeof(edges) / sizeof(edges[0])); i++) {
+		double v;
+		float f;
+
+		if (i >= 300000) {
+			v = edges[i - 300000];
+		} else if (i % 3 == 0) {
+			uint64_t bits;
+
+			rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+			bits = rng_state;
+			memcpy(&v, &bits, sizeof(v));
+			if (!isfinite(v))
+				continue;
+		} else if (i % 3 == 1) {
+			v = rnd() * 7;
+		} else {
+			v = floor(rnd() * 1e5) / 1000;
+		}
+		format_shortest(got, sizeof(got), v);
+		by_printf(want, sizeof(want), v, 0);
+		ck_assert_msg(!strcmp(got, want), "%.17g: '%s', printf's way '%s'", v, got, want);
+		f = (float)v;
+		if (isfinite(f)) {
+			format_shortest_f32(got, sizeof(got), f);
+			by_printf(want, sizeof(want), f, 1);
+			ck_assert_msg(!strcmp(got, want), "float %.9g: '%s', printf's way '%s'", f, got, want);
+		}
+	}
+}
+END_TEST
+
 static Suite *mha_suite(void)
 {
 	Suite *s = suite_create("mha");
@@ -863,6 +942,7 @@ static Suite *mha_suite(void)
 	tcase_set_timeout(ref, 60);
 	tcase_add_test(err, test_errors);
 	tcase_add_test(err, test_names);
+	tcase_add_test(err, test_shortest_text);
 	suite_add_tcase(s, hand);
 	suite_add_tcase(s, ref);
 	suite_add_tcase(s, err);
