@@ -3,6 +3,8 @@
 #   make              build ./mha, lib/libmha.a and lib/libmha.so
 #   make demo         install what is missing (Debian, as root), build, run a sample
 #   make check        install what is missing, build with -Werror, run every test
+#   make conformance  the ONNX Attention cases (../shared/conformance/onnx-attention)
+#   make bench        mha against PyTorch and the machine's GEMM rate (minutes)
 #   make install      PREFIX=/usr/local DESTDIR= : program, libraries, header, mha.pc, man page
 #   make uninstall    remove what install put there
 #   make clean
