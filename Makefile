@@ -26,6 +26,9 @@ ALL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(WARN) $(STRI
 
 # threads for the fast path; 'make OPENMP=' builds without them
 OPENMP  ?= -fopenmp
+ifeq ($(strip $(OPENMP)),)
+WARN += -Wno-unknown-pragmas
+endif
 # the fast path's kernels, once per element type and vector width (x86: AVX2
 # and AVX-512 beside the baseline, picked at run time); fused multiply-adds
 # are allowed there, which -ffast-math is not
