@@ -39,4 +39,9 @@ void opt_error(const char *cmd, int c, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_init(int argc, char **argv);
 
+/* The command line alone, checked as the command would, reading and writing
+ * no file: 0 fine, 1 after --help, 2 a usage error (for the fuzzers). */
+int forward_check_args(int argc, char **argv);
+int init_check_args(int argc, char **argv);
+
 #endif

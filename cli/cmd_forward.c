@@ -1220,6 +1220,18 @@ static const double *weight_ptr(const weights *w, int i)
 	return weights_has(w, i) ? w->m[i].v : NULL;
 }
 
+int forward_check_args(int argc, char **argv)
+{
+	struct options o;
+
+	switch (parse_options(argc, argv, &o)) {
+	case 1: return 1;
+	case 0: break;
+	default: return EXIT_USAGE;
+	}
+	return check_option_combinations(&o) ? EXIT_USAGE : 0;
+}
+
 int cmd_forward(int argc, char **argv)
 {
 	struct options o;

@@ -710,6 +710,19 @@ static int commit_all(struct run *r)
 	return 0;
 }
 
+int init_check_args(int argc, char **argv)
+{
+	struct run r;
+
+	memset(&r, 0, sizeof(r));
+	switch (parse_options(argc, argv, &r.o)) {
+	case 1: return 1;
+	case 0: break;
+	default: return EXIT_USAGE;
+	}
+	return plan(&r) ? EXIT_USAGE : 0;
+}
+
 int cmd_init(int argc, char **argv)
 {
 	struct run r;
