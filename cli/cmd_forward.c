@@ -74,6 +74,9 @@ static const char forward_usage[] =
 	"                        printed) or f32 (faster; prints x and output only)\n"
 	"      --threads N       threads for the fast path (default: all cores); the\n"
 	"                        numbers are the same bits whatever N\n"
+	"      --max-memory SIZE the most a run may allocate, e.g. 512M, 4G, none\n"
+	"                        (default: 3/4 of the memory; a run that would need\n"
+	"                        more is refused before it starts)\n"
 	"      --exact           the plain path even when no step is printed: the\n"
 	"                        output then has the very bits --print all shows (the\n"
 	"                        fast path agrees with it to rounding)\n"
@@ -117,6 +120,7 @@ struct options {
 	int format_given;
 	int precision;
 	int f32;  /* --dtype f32 */
+	size_t max_memory; /* bytes; SIZE_MAX: no limit */
 };
 
 struct inputs {
@@ -221,6 +225,67 @@ static int parse_print(const char *arg, struct options *o)
 	return rc;
 }
 
+/* 3/4 of the machine's memory: room for the rest of it */
+static size_t default_max_memory(void)
+{
+	const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+
+	if (pages <= 0 || page <= 0 || (unsigned long)pages > SIZE_MAX / (unsigned long)page)
+		return SIZE_MAX;
+	return (size_t)pages / 4 * 3 * (size_t)page;
+}
+
+/* "4096", "512M", "4G", "1.5GiB", "none": bytes (binary multiples); 0 or -1 */
+static int parse_bytes(const char *arg, size_t *out)
+{
+	static const char *const units = "KMGT";
+	char *end;
+	double v, mult = 1;
+
+	if (!strcmp(arg, "none") || !strcmp(arg, "unlimited")) {
+		*out = SIZE_MAX;
+		return 0;
+	}
+	errno = 0;
+	v = strtod(arg, &end);
+	if (end == arg || errno || !(v > 0) || !isfinite(v))
+		return -1;
+	if (*end) {
+		const char *u = strchr(units, *end & ~0x20);
+
+		if (!u || !*u)
+			return -1;
+		mult = ldexp(1.0, 10 * (int)(u - units + 1));
+		end++;
+		if (!strcmp(end, "iB") || !strcmp(end, "B") || !strcmp(end, "ib") || !strcmp(end, "b"))
+			end += strlen(end);
+		if (*end)
+			return -1;
+	}
+	v *= mult;
+	*out = v >= (double)SIZE_MAX ? SIZE_MAX : (size_t)v;
+	return *out ? 0 : -1;
+}
+
+/* "1.5 GiB": a size for messages */
+static const char *show_bytes(char *buf, size_t size, size_t bytes)
+{
+	static const char *const units[] = { "bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double v = (double)bytes;
+	int u = 0;
+
+	if (bytes == SIZE_MAX) {
+		snprintf(buf, size, "more than can be addressed");
+		return buf;
+	}
+	while (v >= 1024 && u < 6) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, size, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+	return buf;
+}
+
 /* "-3", "12": a causal offset; 1, or 0 when arg is not a whole number */
 static int parse_offset(const char *arg, ptrdiff_t *out)
 {
@@ -240,6 +305,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 {
 	enum { O_KV = 256, O_Q, O_K, O_V, O_MASK, O_HEADS, O_KV_HEADS, O_SCALE,
 	       O_CAUSAL, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS, O_EXACT,
+	       O_MAX_MEMORY,
 	       O_ONE /* + WQ … BO */ };
 	static const struct option longopts[] = {
 		{ "x", required_argument, NULL, 'x' },
@@ -266,6 +332,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "dtype", required_argument, NULL, O_DTYPE },
 		{ "threads", required_argument, NULL, O_THREADS },
 		{ "exact", no_argument, NULL, O_EXACT },
+		{ "max-memory", required_argument, NULL, O_MAX_MEMORY },
 		{ "softcap", required_argument, NULL, O_SOFTCAP },
 		{ "print", required_argument, NULL, 'p' },
 		{ "format", required_argument, NULL, 'f' },
@@ -280,6 +347,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	memset(o, 0, sizeof(*o));
 	o->heads = 1;
 	o->precision = 6;
+	o->max_memory = default_max_memory();
 	opterr = 0;
 	optind = 0;
 	while ((c = getopt_long(argc, argv, ":x:w:p:f:o:h", longopts, NULL)) != -1) {
@@ -345,6 +413,13 @@ static int parse_options(int argc, char **argv, struct options *o)
 			if (opt_count("forward", "--threads", optarg, 4096, &n))
 				return -1;
 			o->cfg.threads = (int)n;
+			break;
+		case O_MAX_MEMORY:
+			if (parse_bytes(optarg, &o->max_memory)) {
+				usage_error("forward", "--max-memory takes a size such as 512M, 4G or 1.5GiB, "
+					    "or none, not '%s'", optarg);
+				return -1;
+			}
 			break;
 		case O_EXACT:
 			o->cfg.exact = 1;
@@ -485,6 +560,19 @@ static const char *const k_keys[] = { "K", NULL };
 static const char *const v_keys[] = { "V", NULL };
 static const char *const mask_keys[] = { "mask", NULL };
 
+/* A file larger than the run may use is refused before it is read. */
+static int check_file_size(const struct options *o, const char *path)
+{
+	struct stat st;
+	char a[48], b[48];
+
+	if (!path || !strcmp(path, "-") || stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (unsigned long long)st.st_size <= (unsigned long long)o->max_memory)
+		return 0;
+	return error("%s: the file is %s, more than --max-memory (%s)", path,
+		     show_bytes(a, sizeof(a), (size_t)st.st_size), show_bytes(b, sizeof(b), o->max_memory));
+}
+
 static int read_inputs(const struct options *o, struct inputs *in)
 {
 	const read_spec xs = { "X", x_keys, 2, 2, 0 }, kvs = { "X_kv", x_keys, 2, 2, 0 };
@@ -502,6 +590,16 @@ static int read_inputs(const struct options *o, struct inputs *in)
 	snprintf(in->k_src, sizeof(in->k_src), "--k %s", o->k ? shown(o->k) : "");
 	snprintf(in->v_src, sizeof(in->v_src), "--v %s", o->v ? shown(o->v) : "");
 	snprintf(in->mask_src, sizeof(in->mask_src), "--mask %s", o->mask ? shown(o->mask) : "");
+	{
+		const char *const files[] = { o->x, o->kv, o->q, o->k, o->v, o->mask, o->w };
+
+		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+			if (check_file_size(o, files[i]))
+				return -1;
+		for (int i = 0; i < N_WEIGHTS; i++)
+			if (check_file_size(o, o->one[i]))
+				return -1;
+	}
 	if (o->x && read_matrix(&in->x, o->x, &xs))
 		return -1;
 	if (o->kv && read_matrix(&in->kv, o->kv, &kvs))
@@ -1142,6 +1240,78 @@ static int write_results(const struct options *o, const struct items *list)
 	return outfile_commit(&of);
 }
 
+/* ---- memory ------------------------------------------------------------ */
+
+/* *acc += count·size, saturating at SIZE_MAX */
+static void add_bytes(size_t *acc, size_t count, size_t size)
+{
+	if (*acc == SIZE_MAX || (count && size > (SIZE_MAX - *acc) / count))
+		*acc = SIZE_MAX;
+	else
+		*acc += count * size;
+}
+
+/*
+ * What a run will hold at its peak: the inputs as read, the library's own
+ * needs (mha_memory), the copies of the steps to print, and the output.
+ */
+static void run_memory(const struct options *o, const struct inputs *in, const mha_dims *d,
+		       unsigned wanted, size_t out_cols, size_t part[3])
+{
+	const matrix *held[] = { &in->x, &in->kv, &in->q, &in->k, &in->v, &in->mask };
+	const size_t G = d->kv_heads ? d->kv_heads : d->heads, nn = d->n_q * d->n_kv;
+	size_t lib;
+
+	part[0] = part[1] = part[2] = 0;
+	for (size_t i = 0; i < sizeof(held) / sizeof(held[0]); i++)
+		add_bytes(&part[0], matrix_size(held[i]), sizeof(double) * (o->f32 ? 2 : 1));
+	for (int i = 0; i < N_WEIGHTS; i++)
+		add_bytes(&part[0], matrix_size(&in->w.m[i]), sizeof(double) * (o->f32 ? 2 : 1));
+	add_bytes(&part[0], matrix_size(&in->mask), 1);
+	lib = mha_memory(d, &o->cfg, wanted, o->f32);
+	add_bytes(&part[1], 1, lib);
+	add_bytes(&part[2], d->n_q * out_cols, sizeof(double) * (o->f32 ? 2 : 1));
+	if (wanted & MHA_STAGE_BIT(MHA_STAGE_Q))
+		add_bytes(&part[2], d->n_q * d->heads * d->d_k, sizeof(double));
+	if (wanted & MHA_STAGE_BIT(MHA_STAGE_K))
+		add_bytes(&part[2], d->n_kv * G * d->d_k, sizeof(double));
+	if (wanted & MHA_STAGE_BIT(MHA_STAGE_V))
+		add_bytes(&part[2], d->n_kv * G * d->d_v, sizeof(double));
+	if (wanted & MHA_STAGE_BIT(MHA_STAGE_CONCAT))
+		add_bytes(&part[2], d->n_q * d->heads * d->d_v, sizeof(double));
+	if (wanted & MHA_STAGE_BIT(MHA_STAGE_HEAD_Q))
+		add_bytes(&part[2], d->n_q * d->heads * d->d_k, sizeof(double));
+	if (wanted & (MHA_STAGE_BIT(MHA_STAGE_HEAD_K) | MHA_STAGE_BIT(MHA_STAGE_HEAD_V)))
+		add_bytes(&part[2], d->n_kv * d->heads * (d->d_k + d->d_v), sizeof(double));
+	if (wanted & MHA_STAGE_BIT(MHA_STAGE_HEAD_OUTPUT))
+		add_bytes(&part[2], d->n_q * d->heads * d->d_v, sizeof(double));
+	for (int s = MHA_STAGE_SCORES; s <= MHA_STAGE_SOFTMAX; s++)
+		if (wanted & MHA_STAGE_BIT(s))
+			/* a per-head mask is kept per head and once more stacked */
+			add_bytes(&part[2], nn, d->heads * sizeof(double) *
+				  (s == MHA_STAGE_MASK && o->cfg.mask.per_head ? 2 : 1));
+}
+
+static int check_memory(const struct options *o, const struct inputs *in, const mha_dims *d,
+			unsigned wanted, size_t out_cols)
+{
+	size_t part[3], total = 0;
+	char t[48], a[48], b[48], c[48], m[48];
+
+	if (o->max_memory == SIZE_MAX)
+		return 0;
+	run_memory(o, in, d, wanted, out_cols, part);
+	for (int i = 0; i < 3; i++)
+		add_bytes(&total, 1, part[i]);
+	if (total <= o->max_memory)
+		return 0;
+	return error("this run needs about %s (the inputs %s, the computation %s, the output and "
+		     "the steps to print %s), more than --max-memory (%s): print fewer steps, or "
+		     "raise --max-memory", show_bytes(t, sizeof(t), total),
+		     show_bytes(a, sizeof(a), part[0]), show_bytes(b, sizeof(b), part[1]),
+		     show_bytes(c, sizeof(c), part[2]), show_bytes(m, sizeof(m), o->max_memory));
+}
+
 /* ---- the command ------------------------------------------------------- */
 
 static void inputs_free(struct inputs *in)
@@ -1279,7 +1449,8 @@ int cmd_forward(int argc, char **argv)
 	res.heads = d.heads;
 	res.mask_per_head = o.cfg.mask.per_head;
 	obs = (mha_observer){ .fn = keep, .ctx = &res, .wanted = stages_wanted(p, d.heads) };
-	if (matrix_alloc(&out, 2, d.n_q, mha_output_cols(&d, mw.W_O != NULL), 1))
+	if (check_memory(&o, &in, &d, obs.wanted, mha_output_cols(&d, mw.W_O != NULL)) ||
+	    matrix_alloc(&out, 2, d.n_q, mha_output_cols(&d, mw.W_O != NULL), 1))
 		goto done;
 
 	st = o.f32 ? forward_f32(&out, &d, &src, &mw, &o.cfg, &rep)

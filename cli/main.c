@@ -3,10 +3,12 @@
  * the rest of the command line (git's builtin table, in small).
  */
 #include "cli.h"
+#include "outfile.h"
 
 #include "../lib/mha.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,6 +53,10 @@ static int run(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
+	/* a reader that goes away (mha … | head -1) ends mha quietly, even when
+	 * the parent ignored SIGPIPE; Ctrl-C leaves no temporary file behind */
+	signal(SIGPIPE, SIG_DFL);
+	outfile_cleanup_on_signals();
 	return finish(run(argc, argv));
 }
 

@@ -1,14 +1,64 @@
 /*
- * outfile.c: write-to-temporary-then-rename output files.
+ * outfile.c: write-to-temporary-then-rename output files, and the signal
+ * handler that removes the temporary ones when Ctrl-C stops a run.
  */
 #include "outfile.h"
 #include "cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* temporary files not yet renamed or removed: what a signal must clean up */
+#define MAX_PENDING 64
+static char *volatile pending[MAX_PENDING];
+
+static void remember(char *tmp)
+{
+	for (size_t i = 0; i < MAX_PENDING; i++)
+		if (!pending[i]) {
+			pending[i] = tmp;
+			return;
+		}
+}
+
+static void forget(const char *tmp)
+{
+	for (size_t i = 0; i < MAX_PENDING; i++)
+		if (pending[i] == tmp)
+			pending[i] = NULL;
+}
+
+/* unlink is async-signal-safe; then die of the signal as if not caught */
+static void on_signal(int sig)
+{
+	for (size_t i = 0; i < MAX_PENDING; i++)
+		if (pending[i])
+			unlink(pending[i]);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+void outfile_cleanup_on_signals(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction old;
+
+		/* a signal the caller chose to ignore stays ignored (nohup, &) */
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			continue;
+		sigaction(sigs[i], &sa, NULL);
+	}
+}
 
 int outfile_open(outfile *o, const char *path)
 {
@@ -38,6 +88,8 @@ int outfile_open(outfile *o, const char *path)
 	strcpy(o->tmp, path);
 	strcat(o->tmp, suffix);
 	fd = mkstemp(o->tmp);
+	if (fd >= 0)
+		remember(o->tmp);
 	if (fd < 0) {
 		int e = errno;
 
@@ -97,6 +149,7 @@ int outfile_commit(outfile *o)
 		outfile_abort(o);
 		return error("%s: write failed: %s", name, strerror(e));
 	}
+	forget(o->tmp);
 	free(o->tmp);
 	o->tmp = NULL;
 	return 0;
@@ -110,6 +163,7 @@ void outfile_abort(outfile *o)
 		if (o->fp)
 			fclose(o->fp);
 		unlink(o->tmp);
+		forget(o->tmp);
 		free(o->tmp);
 	}
 	o->fp = NULL;

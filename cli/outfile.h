@@ -20,5 +20,8 @@ int outfile_open(outfile *o, const char *path);
 int outfile_commit(outfile *o);
 /* Throw away whatever was written (nothing for standard output). */
 void outfile_abort(outfile *o);
+/* From now on SIGINT, SIGTERM, SIGHUP and SIGQUIT remove the temporary
+ * files of outputs not yet committed before the process dies of them. */
+void outfile_cleanup_on_signals(void);
 
 #endif

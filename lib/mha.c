@@ -13,6 +13,9 @@
 
 #include <math.h>
 #include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -421,6 +424,60 @@ static void *alloc_doubles(size_t rows, size_t cols)
 	return malloc(n ? n : 1);
 }
 
+/* a + b·c into *acc, or SIZE_MAX once anything overflows */
+static void add_product(size_t *acc, size_t b, size_t c)
+{
+	size_t p;
+
+	if (*acc == SIZE_MAX || !mul_size(b, c, &p) || p > SIZE_MAX - *acc)
+		*acc = SIZE_MAX;
+	else
+		*acc += p;
+}
+
+static int wants_per_head_bits(unsigned wanted);
+
+size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int f32)
+{
+	static const mha_config defaults;
+	const size_t e = f32 ? sizeof(float) : sizeof(double);
+	size_t G, hk, hv, gk, gv, total = 0;
+	int threads = 1;
+
+	if (!d || mha_check(d, cfg) != MHA_OK)
+		return SIZE_MAX;
+	if (!cfg)
+		cfg = &defaults;
+	G = kv_heads_of(d);
+	hk = d->heads * d->d_k;
+	hv = d->heads * d->d_v;
+	gk = G * d->d_k;
+	gv = G * d->d_v;
+	/* the projections and the concatenation */
+	add_product(&total, d->n_q, hk * e);
+	add_product(&total, d->n_kv, (gk + gv) * e);
+	add_product(&total, d->n_q, hv * e);
+	if (!f32 && (cfg->exact || wants_per_head_bits(wanted))) {
+		/* the plain path: a row, and one (n_q, n_kv) matrix per watched stage */
+		int squares = 0;
+
+		for (int s = MHA_STAGE_SCORES; s <= MHA_STAGE_SOFTMAX; s++)
+			squares += (wanted & MHA_STAGE_BIT(s)) != 0;
+		add_product(&total, d->n_kv, e);
+		add_product(&total, (d->n_q > d->n_kv ? d->n_q : d->n_kv) * e, d->d_k > d->d_v ? d->d_k : d->d_v);
+		add_product(&total, (size_t)squares * e, d->n_q * d->n_kv);
+		return total;
+	}
+#ifdef _OPENMP
+	threads = cfg->threads > 0 ? cfg->threads : omp_get_max_threads();
+#endif
+	/* the fast path: K and V packed per key/value head (padded to 32), and
+	 * a thread's blocks (96 queries, 256 keys) */
+	add_product(&total, d->n_kv + 32, (gk + gv + 64) * e);
+	add_product(&total, (size_t)threads * e, 96 * (d->d_k + 256 + d->d_v + 64 + 2) + 96 * 256);
+	return total;
+}
+
 /* What both paths and both element types check before computing. */
 static mha_status validate(const mha_dims *d, const mha_config *cfg, const void *out,
 			   const void *const x[3], const void *const W[4], mha_report *rep)
@@ -450,7 +507,7 @@ static mha_status validate(const mha_dims *d, const mha_config *cfg, const void 
 }
 
 /* the stages only the plain path can hand over */
-static int wants_per_head(const mha_observer *obs)
+static int wants_per_head_bits(unsigned wanted)
 {
 	const unsigned per_head = MHA_STAGE_BIT(MHA_STAGE_HEAD_Q) | MHA_STAGE_BIT(MHA_STAGE_HEAD_K) |
 		MHA_STAGE_BIT(MHA_STAGE_HEAD_V) | MHA_STAGE_BIT(MHA_STAGE_SCORES) |
@@ -458,7 +515,12 @@ static int wants_per_head(const mha_observer *obs)
 		MHA_STAGE_BIT(MHA_STAGE_MASK) | MHA_STAGE_BIT(MHA_STAGE_MASKED) |
 		MHA_STAGE_BIT(MHA_STAGE_SOFTMAX) | MHA_STAGE_BIT(MHA_STAGE_HEAD_OUTPUT);
 
-	return obs && obs->fn && (obs->wanted & per_head);
+	return (wanted & per_head) != 0;
+}
+
+static int wants_per_head(const mha_observer *obs)
+{
+	return obs && obs->fn && wants_per_head_bits(obs->wanted);
 }
 
 mha_status mha_forward_f32(float *out, const mha_dims *d, const mha_inputs_f32 *in,

@@ -276,6 +276,14 @@ MHA_API mha_status mha_forward_f32(float *out, const mha_dims *dims,
 				   const mha_inputs_f32 *in, const mha_weights_f32 *w,
 				   const mha_config *cfg, mha_report *rep);
 
+/*
+ * The bytes mha_forward() (f32 = 0) or mha_forward_f32() (f32 = 1) would
+ * allocate for these dims and options when obs wants the stages in wanted
+ * (an upper bound, within a few KiB a thread); SIZE_MAX when that does not
+ * fit in a size_t.  For refusing a run up front rather than failing in it.
+ */
+MHA_API size_t mha_memory(const mha_dims *dims, const mha_config *cfg, unsigned wanted, int f32);
+
 /* The kernels the fast path uses here: "avx512", "avx2" or "base". */
 MHA_API const char *mha_kernel(void);
 
