@@ -852,6 +852,25 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* the memory estimate: plausible, larger when stages are watched, refusing overflow */
+START_TEST(test_memory_estimate)
+{
+	mha_dims d = { .n_q = 1000, .n_kv = 1000, .d_q_in = 64, .d_k_in = 64, .d_v_in = 64,
+		       .heads = 4, .d_k = 16, .d_v = 16 };
+	const unsigned scores = MHA_STAGE_BIT(MHA_STAGE_SCORES) | MHA_STAGE_BIT(MHA_STAGE_SOFTMAX);
+	const size_t fast = mha_memory(&d, NULL, 0, 0), exact = mha_memory(&d, NULL, scores, 0);
+
+	/* Q, K, V and the concatenation at least; the fast path builds no (n_q, n_kv) matrix */
+	ck_assert_uint_ge(fast, 4 * 1000 * 64 * sizeof(double));
+	ck_assert_uint_lt(fast, 100 * 1000 * 64 * sizeof(double));
+	ck_assert_uint_ge(exact, 2 * 1000 * 1000 * sizeof(double));
+	ck_assert_uint_lt(mha_memory(&d, NULL, 0, 1), fast);
+	d.n_q = d.n_kv = SIZE_MAX / 4;
+	ck_assert_uint_eq(mha_memory(&d, NULL, scores, 0), SIZE_MAX);
+	ck_assert_uint_eq(mha_memory(NULL, NULL, 0, 0), SIZE_MAX);
+}
+END_TEST
+
 START_TEST(test_names)
 {
 	for (int s = MHA_OK; s <= MHA_ERR_KV_LEN; s++) {
@@ -942,6 +961,7 @@ static Suite *mha_suite(void)
 	tcase_set_timeout(ref, 60);
 	tcase_add_test(err, test_errors);
 	tcase_add_test(err, test_names);
+	tcase_add_test(err, test_memory_estimate);
 	tcase_add_test(err, test_shortest_text);
 	suite_add_tcase(s, hand);
 	suite_add_tcase(s, ref);
