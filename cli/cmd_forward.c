@@ -52,6 +52,10 @@ static const char forward_usage[] =
 	"      --q FILE, --k FILE, --v FILE\n"
 	"                        Q, K and V given directly: no projections (-w may\n"
 	"                        then hold only W_O and b_O)\n"
+	"      --tokens LIST     labels for X's rows (the queries), e.g. \"The bear eats\"\n"
+	"                        (split at blanks, or at commas when there are any);\n"
+	"                        they title rows and columns of what is printed\n"
+	"      --kv-tokens LIST  labels for the keys, with --kv (else the queries')\n"
 	"      --mask FILE       n_q x n_kv, or heads x n_q x n_kv: booleans (true =\n"
 	"                        may attend) or numbers added to the scores (\"-inf\")\n"
 	"\n"
@@ -121,10 +125,18 @@ struct options {
 	int precision;
 	int f32;  /* --dtype f32 */
 	size_t max_memory; /* bytes; SIZE_MAX: no limit */
+	const char *tokens, *kv_tokens; /* --tokens, --kv-tokens */
+};
+
+/* Token labels: one per query (row of X) and one per key. */
+struct labels {
+	char **query, **key; /* NULL: none; key may be query itself */
+	size_t n_query, n_key;
 };
 
 struct inputs {
 	matrix x, kv, q, k, v, mask;
+	struct labels labels;
 	char x_src[4200], kv_src[4200], q_src[4200], k_src[4200], v_src[4200], mask_src[4200];
 	weights w;
 	unsigned char *allow; /* the boolean mask as bytes, or NULL */
@@ -305,7 +317,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 {
 	enum { O_KV = 256, O_Q, O_K, O_V, O_MASK, O_HEADS, O_KV_HEADS, O_SCALE,
 	       O_CAUSAL, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS, O_EXACT,
-	       O_MAX_MEMORY,
+	       O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS,
 	       O_ONE /* + WQ … BO */ };
 	static const struct option longopts[] = {
 		{ "x", required_argument, NULL, 'x' },
@@ -333,6 +345,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "threads", required_argument, NULL, O_THREADS },
 		{ "exact", no_argument, NULL, O_EXACT },
 		{ "max-memory", required_argument, NULL, O_MAX_MEMORY },
+		{ "tokens", required_argument, NULL, O_TOKENS },
+		{ "kv-tokens", required_argument, NULL, O_KV_TOKENS },
 		{ "softcap", required_argument, NULL, O_SOFTCAP },
 		{ "print", required_argument, NULL, 'p' },
 		{ "format", required_argument, NULL, 'f' },
@@ -414,6 +428,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 				return -1;
 			o->cfg.threads = (int)n;
 			break;
+		case O_TOKENS: o->tokens = optarg; break;
+		case O_KV_TOKENS: o->kv_tokens = optarg; break;
 		case O_MAX_MEMORY:
 			if (parse_bytes(optarg, &o->max_memory)) {
 				usage_error("forward", "--max-memory takes a size such as 512M, 4G or 1.5GiB, "
@@ -559,6 +575,82 @@ static const char *const q_keys[] = { "Q", NULL };
 static const char *const k_keys[] = { "K", NULL };
 static const char *const v_keys[] = { "V", NULL };
 static const char *const mask_keys[] = { "mask", NULL };
+
+/* "The bear eats" or "New York, is, big": the labels, split at commas if any, else at blanks */
+static char **split_tokens(const char *list, size_t *n)
+{
+	const int commas = strchr(list, ',') != NULL;
+	char **out = NULL;
+	size_t cap = 0;
+
+	*n = 0;
+	for (const char *p = list; *p;) {
+		const char *start, *end;
+		char *t;
+
+		while (*p == ' ' || *p == '\t' || (!commas && *p == '\n'))
+			p++;
+		if (!*p)
+			break;
+		start = p;
+		while (*p && (commas ? *p != ',' : (*p != ' ' && *p != '\t' && *p != '\n')))
+			p++;
+		end = p;
+		while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+		if (commas && *p == ',')
+			p++;
+		if (*n == cap) {
+			char **more = realloc(out, (cap = cap ? cap * 2 : 16) * sizeof(*out));
+
+			if (!more)
+				goto nomem;
+			out = more;
+		}
+		if (!(t = strndup(start, (size_t)(end - start))))
+			goto nomem;
+		out[(*n)++] = t;
+	}
+	return out;
+nomem:
+	for (size_t i = 0; i < *n; i++)
+		free(out[i]);
+	free(out);
+	*n = 0;
+	return NULL;
+}
+
+static void free_tokens(char **t, size_t n)
+{
+	for (size_t i = 0; t && i < n; i++)
+		free(t[i]);
+	free(t);
+}
+
+/* --tokens and --kv-tokens, one label a row: checked once the shapes are known */
+static int set_labels(const struct options *o, struct inputs *in, const mha_dims *d)
+{
+	struct labels *l = &in->labels;
+	const char *xname = in->direct ? "Q" : "X", *kvname = in->direct ? "K" : o->kv ? "X_kv" : "X";
+
+	if (o->tokens) {
+		l->query = split_tokens(o->tokens, &l->n_query);
+		if (l->n_query != d->n_q)
+			return error("--tokens gives %zu label%s but %s has %zu row%s", l->n_query,
+				     plural(l->n_query), xname, d->n_q, plural(d->n_q));
+	}
+	if (o->kv_tokens) {
+		l->key = split_tokens(o->kv_tokens, &l->n_key);
+		if (l->n_key != d->n_kv)
+			return error("--kv-tokens gives %zu label%s but %s has %zu row%s", l->n_key,
+				     plural(l->n_key), kvname, d->n_kv, plural(d->n_kv));
+	} else if (l->query && !o->kv && d->n_kv == d->n_q && !in->direct) {
+		/* self-attention: the keys are the queries */
+		l->key = l->query;
+		l->n_key = l->n_query;
+	}
+	return 0;
+}
 
 /* A file larger than the run may use is refused before it is read. */
 static int check_file_size(const struct options *o, const char *path)
@@ -948,11 +1040,14 @@ static void projection_title(char *buf, size_t size, char name, const struct opt
 }
 
 /* One matrix to print: its JSON key, its head (1-based; 0: the whole model) and title. */
+enum axis { AXIS_NONE, AXIS_QUERY, AXIS_KEY };
+
 struct item {
 	const char *key;
 	size_t head;
 	char title[200];
 	const matrix *m;
+	enum axis rows, cols; /* what the rows and columns stand for, for labels */
 };
 
 struct items {
@@ -986,6 +1081,12 @@ static struct item *add_item(struct items *list, const char *key, size_t head, c
 	it->head = head;
 	it->m = m;
 	it->title[0] = '\0';
+	/* most matrices have a row per query; K, V and their blocks a row per key,
+	 * and the (n_q, n_kv) ones a column per key */
+	it->rows = (!strcmp(key, "K") || !strcmp(key, "V")) ? AXIS_KEY : AXIS_QUERY;
+	it->cols = (!strcmp(key, "mask") || !strcmp(key, "scores") || !strcmp(key, "scaled") ||
+		    !strcmp(key, "softcapped") || !strcmp(key, "masked") || !strcmp(key, "softmax"))
+			   ? AXIS_KEY : AXIS_NONE;
 	return it;
 }
 
@@ -1115,13 +1216,45 @@ static int collect(struct items *list, const struct options *o, const struct inp
 	return 0;
 }
 
+static const char *const *axis_labels(const struct labels *l, enum axis a)
+{
+	return a == AXIS_QUERY ? (const char *const *)l->query
+	       : a == AXIS_KEY ? (const char *const *)l->key : NULL;
+}
+
+/* JSON: the labels as a top-level "tokens" (and "kv_tokens" when they differ) */
+static void json_tokens(writer *wr, const char *key, char **t, size_t n)
+{
+	fputs(wr->need_comma ? ",\n  \"" : "\n  \"", wr->fp);
+	fputs(key, wr->fp);
+	fputs("\": [", wr->fp);
+	for (size_t i = 0; i < n; i++) {
+		fputs(i ? ", \"" : "\"", wr->fp);
+		for (const unsigned char *p = (const unsigned char *)t[i]; *p; p++) {
+			if (*p == '"' || *p == '\\')
+				fprintf(wr->fp, "\\%c", *p);
+			else if (*p < 0x20)
+				fprintf(wr->fp, "\\u%04x", *p);
+			else
+				fputc(*p, wr->fp);
+		}
+		fputc('"', wr->fp);
+	}
+	fputc(']', wr->fp);
+	wr->need_comma = 1;
+}
+
 /* One stream (standard output or a file) in text, JSON, CSV or Markdown. */
-static void write_stream(writer *wr, const struct items *list)
+static void write_stream(writer *wr, const struct items *list, const struct labels *l)
 {
 	size_t head = 0;
 
 	wr->single = list->n == 1;
 	out_begin(wr);
+	if (wr->format == FORMAT_JSON && l->query)
+		json_tokens(wr, "tokens", l->query, l->n_query);
+	if (wr->format == FORMAT_JSON && l->key && l->key != l->query)
+		json_tokens(wr, "kv_tokens", l->key, l->n_key);
 	for (size_t i = 0; i < list->n; i++) {
 		const struct item *it = item_at(list, i);
 
@@ -1136,7 +1269,10 @@ static void write_stream(writer *wr, const struct items *list)
 				out_heads_end(wr);
 			head = it->head;
 		}
+		wr->row_labels = axis_labels(l, it->rows);
+		wr->col_labels = axis_labels(l, it->cols);
 		out_matrix(wr, it->key, it->title, it->m);
+		wr->row_labels = wr->col_labels = NULL;
 	}
 	if (head) {
 		out_head_end(wr);
@@ -1215,7 +1351,8 @@ static int write_directory(const char *dir, out_format format, const struct item
 	return 0;
 }
 
-static int write_results(const struct options *o, const struct items *list)
+static int write_results(const struct options *o, const struct items *list,
+			 const struct labels *labels)
 {
 	outfile of;
 
@@ -1235,7 +1372,7 @@ static int write_results(const struct options *o, const struct items *list)
 	} else {
 		writer wr = { .fp = of.fp, .format = o->format, .precision = o->precision };
 
-		write_stream(&wr, list);
+		write_stream(&wr, list, labels);
 	}
 	return outfile_commit(&of);
 }
@@ -1324,6 +1461,9 @@ static void inputs_free(struct inputs *in)
 	matrix_free(&in->mask);
 	weights_free(&in->w);
 	free(in->allow);
+	if (in->labels.key != in->labels.query)
+		free_tokens(in->labels.key, in->labels.n_key);
+	free_tokens(in->labels.query, in->labels.n_query);
 }
 
 /* a float copy of n doubles (NULL stays NULL); *ok cleared when out of memory */
@@ -1430,6 +1570,8 @@ int cmd_forward(int argc, char **argv)
 	memset(&res, 0, sizeof(res));
 	if (read_inputs(&o, &in) || derive_dims(&o, &in, &d) || check_mask(&o, &in, &d, &o.cfg))
 		goto done;
+	if (set_labels(&o, &in, &d))
+		goto done;
 	if (o.cfg.kv_len > d.n_kv) {
 		error("--kv-len %zu but %s gives %zu key%s", o.cfg.kv_len,
 		      in.direct ? in.k_src : o.kv ? in.kv_src : in.x_src, d.n_kv, plural(d.n_kv));
@@ -1476,7 +1618,8 @@ int cmd_forward(int argc, char **argv)
 	if (stack_mask(&res))
 		goto done;
 
-	if (collect(&list, &o, &in, &res, &d, &out, p, rep.scale) || write_results(&o, &list))
+	if (collect(&list, &o, &in, &res, &d, &out, p, rep.scale) ||
+	    write_results(&o, &list, &in.labels))
 		goto done;
 	rc = EXIT_OK;
 done:

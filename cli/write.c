@@ -163,12 +163,40 @@ int json_write_array(writer *w, const matrix *m)
 	return ferror(w->fp) ? -1 : 0;
 }
 
+/* characters on screen: UTF-8 continuation bytes take no column */
+size_t text_width(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xC0) != 0x80;
+	return n;
+}
+
+/* s right-aligned (or left, with left set) in width columns */
+static void pad(FILE *fp, const char *s, size_t width, int left)
+{
+	const size_t n = text_width(s);
+
+	if (left)
+		fputs(s, fp);
+	for (size_t i = n; i < width; i++)
+		fputc(' ', fp);
+	if (!left)
+		fputs(s, fp);
+}
+
 static void text_table(writer *w, const double *v, size_t rows, size_t cols)
 {
-	size_t *width = calloc(cols ? cols : 1, sizeof(*width));
+	size_t *width = calloc(cols ? cols : 1, sizeof(*width)), lw = 0;
+	const char *const *rl = w->row_labels, *const *cl = w->col_labels;
 	char buf[64];
 
 	/* two passes: widths first, so each column lines up */
+	for (size_t i = 0; rl && i < rows; i++)
+		lw = text_width(rl[i]) > lw ? text_width(rl[i]) : lw;
+	for (size_t j = 0; cl && width && j < cols; j++)
+		width[j] = text_width(cl[j]);
 	for (size_t i = 0; i < rows; i++)
 		for (size_t j = 0; j < cols; j++) {
 			size_t n;
@@ -178,7 +206,20 @@ static void text_table(writer *w, const double *v, size_t rows, size_t cols)
 			if (width && n > width[j])
 				width[j] = n;
 		}
+	if (cl) {
+		if (rl)
+			pad(w->fp, "", lw + 2, 1);
+		for (size_t j = 0; j < cols; j++) {
+			fputs("  ", w->fp);
+			pad(w->fp, cl[j], width ? width[j] : 0, 0);
+		}
+		fputc('\n', w->fp);
+	}
 	for (size_t i = 0; i < rows; i++) {
+		if (rl) {
+			fputs("  ", w->fp);
+			pad(w->fp, rl[i], lw, 1);
+		}
 		for (size_t j = 0; j < cols; j++) {
 			format_text(buf, sizeof(buf), v[i * cols + j], w->precision);
 			fprintf(w->fp, "  %*s", width ? (int)width[j] : 0, buf);
@@ -186,6 +227,32 @@ static void text_table(writer *w, const double *v, size_t rows, size_t cols)
 		fputc('\n', w->fp);
 	}
 	free(width);
+}
+
+/* a Markdown table cell's text: '|' and '\\' escaped */
+static void md_cell(FILE *fp, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '|' || *s == '\\')
+			fputc('\\', fp);
+		fputc(*s, fp);
+	}
+}
+
+/* a CSV field, quoted when it must be (RFC 4180) */
+static void csv_field(FILE *fp, const char *s)
+{
+	if (!strpbrk(s, ",\"\r\n#") && s[0] != ' ' && (!*s || s[strlen(s) - 1] != ' ')) {
+		fputs(s, fp);
+		return;
+	}
+	fputc('"', fp);
+	for (; *s; s++) {
+		if (*s == '"')
+			fputc('"', fp);
+		fputc(*s, fp);
+	}
+	fputc('"', fp);
 }
 
 /* Markdown: a bold title, then a GitHub table with 1-based row and column numbers */
@@ -210,14 +277,27 @@ static void markdown_matrix_out(writer *w, const char *title, const matrix *m)
 		if (m->rank == 3)
 			fprintf(w->fp, ", head %zu", h + 1);
 		fprintf(w->fp, "** (%zu×%zu)\n\n|   |", rows, cols);
-		for (size_t j = 0; j < cols; j++)
-			fprintf(w->fp, " %zu |", j + 1);
+		for (size_t j = 0; j < cols; j++) {
+			if (w->col_labels) {
+				fputc(' ', w->fp);
+				md_cell(w->fp, w->col_labels[j]);
+				fputs(" |", w->fp);
+			} else {
+				fprintf(w->fp, " %zu |", j + 1);
+			}
+		}
 		fputs("\n|---|", w->fp);
 		for (size_t j = 0; j < cols; j++)
 			fputs("---:|", w->fp);
 		fputc('\n', w->fp);
 		for (size_t i = 0; i < rows; i++) {
-			fprintf(w->fp, "| **%zu** |", i + 1);
+			if (w->row_labels) {
+				fputs("| **", w->fp);
+				md_cell(w->fp, w->row_labels[i]);
+				fputs("** |", w->fp);
+			} else {
+				fprintf(w->fp, "| **%zu** |", i + 1);
+			}
 			for (size_t j = 0; j < cols; j++) {
 				const double x = v[i * cols + j];
 
@@ -249,7 +329,40 @@ static void csv_matrix_out(writer *w, const char *key, const char *title, const 
 		fputs(")\n", w->fp);
 	}
 	w->blocks++;
-	csv_write(w->fp, m);
+	if (!w->row_labels && !w->col_labels) {
+		csv_write(w->fp, m);
+		return;
+	}
+	{
+		/* labels: a header row of the columns' and a first column of the rows' */
+		const size_t cols = matrix_cols(m), rows = matrix_size(m) / (cols ? cols : 1);
+		const size_t per = m->rank == 3 ? m->dim[1] : rows;
+		char buf[40];
+
+		if (w->col_labels) {
+			if (w->row_labels)
+				fputs("token", w->fp);
+			for (size_t j = 0; j < cols; j++) {
+				if (j || w->row_labels)
+					fputc(',', w->fp);
+				csv_field(w->fp, w->col_labels[j]);
+			}
+			fputc('\n', w->fp);
+		}
+		for (size_t i = 0; i < rows; i++) {
+			if (w->row_labels) {
+				csv_field(w->fp, w->row_labels[i % per]);
+				fputc(',', w->fp);
+			}
+			for (size_t j = 0; j < cols; j++) {
+				format_exact(buf, sizeof(buf), m->v[i * cols + j], m->is_f32);
+				if (j)
+					fputc(',', w->fp);
+				fputs(buf, w->fp);
+			}
+			fputc('\n', w->fp);
+		}
+	}
 }
 
 static void text_matrix_out(writer *w, const char *title, const matrix *m)

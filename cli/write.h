@@ -23,6 +23,8 @@ typedef struct writer {
 	int blocks;       /* text, CSV, Markdown: matrices written, for the separators */
 	int single;       /* CSV: only one matrix, so no title lines */
 	size_t head;      /* the head being written (1-based), 0 outside the heads */
+	/* labels for the next matrix's rows and columns (tokens), or NULL */
+	const char *const *row_labels, *const *col_labels;
 } writer;
 
 /* Text, JSON, CSV (a "# title" line before each matrix unless single) or
@@ -51,6 +53,9 @@ int csv_write(FILE *fp, const matrix *m);
 
 /* One matrix as a bare JSON array (nested to its rank) and a newline. */
 int json_write_array(writer *w, const matrix *m);
+
+/* columns a UTF-8 string takes on screen (one per code point) */
+size_t text_width(const char *s);
 
 /* Shortest text that strtod() reads back as exactly v (finite v), as
  * printf's %.15g, %.16g or %.17g gives it: the first that reads back. */
