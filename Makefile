@@ -53,12 +53,13 @@ VERSION  = $(shell sed -n 's/^\#define MHA_VERSION_STRING "\(.*\)"/\1/p' lib/mha
 SOVERSION = 0
 
 # Debian packages the build and the tests need
-DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq
+DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq \
+               libxml2-utils librsvg2-bin
 
 LIB_SRC = lib/mha.c lib/fast.c
 CLI_SRC = cli/main.c cli/msg.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
           cli/read_npy.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
-          cli/cmd_forward.c cli/cmd_init.c
+          cli/cmd_forward.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o

@@ -38,6 +38,7 @@ void opt_error(const char *cmd, int c, char **argv);
 /* Subcommands: each parses its own argv (argv[0] is the command's name). */
 int cmd_forward(int argc, char **argv);
 int cmd_init(int argc, char **argv);
+int cmd_heatmap(int argc, char **argv);
 
 /* The command line alone, checked as the command would, reading and writing
  * no file: 0 fine, 1 after --help, 2 a usage error (for the fuzzers). */

@@ -8,6 +8,8 @@
  * copy of each intermediate the user asked to see.
  */
 #include "cli.h"
+#include "explain.h"
+#include "heatmap.h"
 #include "input.h"
 #include "matrix.h"
 #include "outfile.h"
@@ -89,13 +91,23 @@ static const char forward_usage[] =
 	"  -p, --print LIST      comma-separated steps to print: x, q, k, v, scores,\n"
 	"                        scaled, softcapped, mask, masked, softmax, heads,\n"
 	"                        concat, output; or all (default: output)\n"
-	"  -f, --format FMT      text, json, csv, markdown or npy (default: from -o's\n"
-	"                        name, .json .csv .npy .md, a directory is csv; else text)\n"
+	"  -f, --format FMT      text, json, csv, markdown, npy, heatmap (coloured cells in\n"
+	"                        the terminal) or svg (a picture); default: from -o's\n"
+	"                        name, .json .csv .npy .md .svg, a directory is csv;\n"
+	"                        else text.  heatmap and svg draw each head's softmax,\n"
+	"                        or the one step --print names (scores, scaled,\n"
+	"                        softcapped, masked)\n"
+	"      --color[=WHEN]    heatmap colours: auto (a terminal, and NO_COLOR unset),\n"
+	"                        always or never (shaded characters)\n"
 	"      --precision N     significant digits in text and markdown (default 6)\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well); a\n"
 	"                        directory (an existing one, or a name ending in '/')\n"
 	"                        gets one file per matrix: X.csv, head1_scores.csv, ...\n"
 	"                        (csv, npy or json)\n"
+	"      --explain         the computation told step by step: each formula, its\n"
+	"                        shapes and its matrix\n"
+	"      --cell Q,K        with --explain: one entry worked by hand in each head,\n"
+	"                        query Q and key K (numbers from 1, or tokens)\n"
 	"  -h, --help            show this help\n"
 	"\n"
 	"Exit status: 0 success, 1 bad data (files, shapes), 2 bad command line.\n";
@@ -122,10 +134,15 @@ struct options {
 	int print_all;
 	out_format format;
 	int format_given;
+	int print_given;
 	int precision;
 	int f32;  /* --dtype f32 */
 	size_t max_memory; /* bytes; SIZE_MAX: no limit */
 	const char *tokens, *kv_tokens; /* --tokens, --kv-tokens */
+	int color;      /* -1 never, 0 auto, 1 always */
+	int explain;    /* --explain */
+	const char *cell; /* --cell */
+	int heat_step;  /* heatmap/svg: the P_ item drawn */
 };
 
 /* Token labels: one per query (row of X) and one per key. */
@@ -317,7 +334,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 {
 	enum { O_KV = 256, O_Q, O_K, O_V, O_MASK, O_HEADS, O_KV_HEADS, O_SCALE,
 	       O_CAUSAL, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS, O_EXACT,
-	       O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS,
+	       O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL,
 	       O_ONE /* + WQ … BO */ };
 	static const struct option longopts[] = {
 		{ "x", required_argument, NULL, 'x' },
@@ -346,6 +363,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "exact", no_argument, NULL, O_EXACT },
 		{ "max-memory", required_argument, NULL, O_MAX_MEMORY },
 		{ "tokens", required_argument, NULL, O_TOKENS },
+		{ "explain", no_argument, NULL, O_EXPLAIN },
+		{ "cell", required_argument, NULL, O_CELL },
+		{ "color", optional_argument, NULL, O_COLOR },
+		{ "colour", optional_argument, NULL, O_COLOR },
 		{ "kv-tokens", required_argument, NULL, O_KV_TOKENS },
 		{ "softcap", required_argument, NULL, O_SOFTCAP },
 		{ "print", required_argument, NULL, 'p' },
@@ -429,6 +450,20 @@ static int parse_options(int argc, char **argv, struct options *o)
 			o->cfg.threads = (int)n;
 			break;
 		case O_TOKENS: o->tokens = optarg; break;
+		case O_EXPLAIN: o->explain = 1; break;
+		case O_CELL: o->cell = optarg; o->explain = 1; break;
+		case O_COLOR:
+			if (!optarg || !strcmp(optarg, "always")) {
+				o->color = 1;
+			} else if (!strcmp(optarg, "auto")) {
+				o->color = 0;
+			} else if (!strcmp(optarg, "never")) {
+				o->color = -1;
+			} else {
+				usage_error("forward", "--color takes auto, always or never, not '%s'", optarg);
+				return -1;
+			}
+			break;
 		case O_KV_TOKENS: o->kv_tokens = optarg; break;
 		case O_MAX_MEMORY:
 			if (parse_bytes(optarg, &o->max_memory)) {
@@ -453,6 +488,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 			}
 			break;
 		case 'p':
+			o->print_given = 1;
 			if (parse_print(optarg, o))
 				return -1;
 			break;
@@ -468,9 +504,13 @@ static int parse_options(int argc, char **argv, struct options *o)
 				o->format = FORMAT_MARKDOWN;
 			} else if (!strcmp(optarg, "npy")) {
 				o->format = FORMAT_NPY;
+			} else if (!strcmp(optarg, "heatmap")) {
+				o->format = FORMAT_HEATMAP;
+			} else if (!strcmp(optarg, "svg")) {
+				o->format = FORMAT_SVG;
 			} else {
-				usage_error("forward", "--format takes text, json, csv, markdown or npy, "
-					    "not '%s'", optarg);
+				usage_error("forward", "--format takes text, json, csv, markdown, npy, "
+					    "heatmap or svg, not '%s'", optarg);
 				return -1;
 			}
 			break;
@@ -498,12 +538,15 @@ static int parse_options(int argc, char **argv, struct options *o)
 	return 0;
 }
 
+/* 'mha heatmap ARGS': 'mha forward ARGS' whose default format is heatmap (svg for -o x.svg) */
+static int heatmap_by_default;
+
 /* Without --format, the output's name says it: x.json, x.csv, x.npy, x.md; DIR/ is csv. */
 static out_format format_for_output(const char *path)
 {
 	static const struct { const char *ext; out_format format; } names[] = {
 		{ ".json", FORMAT_JSON }, { ".csv", FORMAT_CSV }, { ".npy", FORMAT_NPY },
-		{ ".md", FORMAT_MARKDOWN }, { ".markdown", FORMAT_MARKDOWN },
+		{ ".md", FORMAT_MARKDOWN }, { ".markdown", FORMAT_MARKDOWN }, { ".svg", FORMAT_SVG },
 	};
 	const size_t n = strlen(path);
 	struct stat st;
@@ -558,13 +601,49 @@ static int check_option_combinations(struct options *o)
 		return usage_error("forward", "--print softcapped needs --softcap");
 	if (!o->print && !o->print_all)
 		o->print = PBIT(P_OUTPUT);
+	if (!o->format_given && o->output)
+		o->format = format_for_output(o->output);
+	if (!o->format_given && heatmap_by_default && o->format != FORMAT_SVG)
+		o->format = FORMAT_HEATMAP;
+	if (o->explain) {
+		if (o->format != FORMAT_TEXT)
+			return usage_error("forward", "--explain writes text: leave out --format");
+		if (o->f32)
+			return usage_error("forward", "--explain tells float64's steps: leave out --dtype f32");
+		if (o->print != PBIT(P_OUTPUT) || o->print_all)
+			return usage_error("forward", "--explain shows every step: leave out --print");
+		/* every step; the mask only when there is one */
+		o->print = PBIT(P_X) | PBIT(P_Q) | PBIT(P_K) | PBIT(P_V) | PBIT(P_SCORES) |
+			   PBIT(P_SCALED) | PBIT(P_SOFTMAX) | PBIT(P_HEADS) | PBIT(P_CONCAT) |
+			   PBIT(P_OUTPUT);
+		if (o->cfg.softcap > 0)
+			o->print |= PBIT(P_SOFTCAPPED);
+		if (o->cfg.causal || o->mask || o->cfg.kv_len)
+			o->print |= PBIT(P_MASK) | PBIT(P_MASKED);
+	}
+	if (o->format == FORMAT_HEATMAP || o->format == FORMAT_SVG) {
+		/* one (n_q, n_kv) step is drawn, softmax unless --print names another */
+		const unsigned drawable = PBIT(P_SCORES) | PBIT(P_SCALED) | PBIT(P_SOFTCAPPED) |
+					  PBIT(P_MASKED) | PBIT(P_SOFTMAX);
+
+		if (o->print == PBIT(P_OUTPUT) && !o->print_all && !o->print_given)
+			o->print = PBIT(P_SOFTMAX);
+		if (o->print_all || (o->print & ~drawable) || (o->print & (o->print - 1)))
+			return usage_error("forward", "a heatmap draws one step: --print scores, scaled, "
+					   "softcapped, masked or softmax (the default)");
+		if (o->f32)
+			return usage_error("forward", "a heatmap is drawn from float64's steps: leave "
+					   "out --dtype f32");
+		for (o->heat_step = 0; !(o->print & PBIT(o->heat_step)); o->heat_step++)
+			;
+		/* the mask too, so that blocked cells can be told apart */
+		o->print |= PBIT(P_MASK);
+	}
 	if (o->f32 && o->cfg.exact)
 		return usage_error("forward", "--exact is float64's plain path: leave out --dtype f32");
 	if (o->f32 && (o->print_all || (o->print & ~(PBIT(P_X) | PBIT(P_OUTPUT)))))
 		return usage_error("forward", "--dtype f32 prints x and output only: the steps "
 				   "are shown in float64 (leave out --dtype)");
-	if (!o->format_given && o->output)
-		o->format = format_for_output(o->output);
 	return 0;
 }
 
@@ -1351,6 +1430,63 @@ static int write_directory(const char *dir, out_format format, const struct item
 	return 0;
 }
 
+/* heatmap and svg: a panel per head of the step drawn, the mask beside it */
+static int write_heatmaps(const struct options *o, const struct items *list,
+			  const struct labels *l, FILE *fp)
+{
+	const char *step = print_names[o->heat_step];
+	const matrix *mask = NULL;
+	struct heat_panel *panels = calloc(list->n ? list->n : 1, sizeof(*panels));
+	matrix *planes = calloc(list->n ? list->n : 1, sizeof(*planes));
+	size_t n = 0;
+	int rc;
+
+	if (!panels || !planes) {
+		free(panels);
+		free(planes);
+		return error("out of memory");
+	}
+	for (size_t i = 0; i < list->n; i++)
+		if (!strcmp(item_at(list, i)->key, "mask"))
+			mask = item_at(list, i)->m;
+	for (size_t i = 0; i < list->n; i++) {
+		const struct item *it = item_at(list, i);
+
+		if (!it->head || strcmp(it->key, step))
+			continue;
+		panels[n].title = it->title;
+		panels[n].m = it->m;
+		panels[n].step = step;
+		panels[n].row_labels = axis_labels(l, AXIS_QUERY);
+		panels[n].col_labels = axis_labels(l, AXIS_KEY);
+		if (mask && mask->rank == 3) {
+			/* a per-head mask: this head's plane */
+			const size_t plane = mask->dim[1] * mask->dim[2];
+
+			planes[n] = (matrix){ .rank = 2, .dim = { mask->dim[1], mask->dim[2], 1 },
+					      .v = mask->v + (it->head - 1) * plane };
+			panels[n].mask = &planes[n];
+		} else {
+			panels[n].mask = mask;
+		}
+		n++;
+	}
+	if (o->format == FORMAT_SVG) {
+		rc = heatmap_svg(fp, panels, n, o->precision);
+	} else {
+		enum heat_color color = HEAT_PLAIN;
+		const char *no_color = getenv("NO_COLOR"), *term = getenv("COLORTERM");
+
+		if (o->color > 0 || (o->color == 0 && isatty(fileno(fp)) && !(no_color && *no_color)))
+			color = term && (!strcmp(term, "truecolor") || !strcmp(term, "24bit"))
+					? HEAT_TRUECOLOR : HEAT_256;
+		rc = heatmap_terminal(fp, panels, n, color, o->precision);
+	}
+	free(panels);
+	free(planes);
+	return rc;
+}
+
 static int write_results(const struct options *o, const struct items *list,
 			 const struct labels *labels)
 {
@@ -1369,12 +1505,85 @@ static int write_results(const struct options *o, const struct items *list,
 		return -1;
 	if (o->format == FORMAT_NPY) {
 		(void)npy_write(of.fp, item_at(list, 0)->m); /* errors: see write_one() */
+	} else if (o->format == FORMAT_HEATMAP || o->format == FORMAT_SVG) {
+		if (write_heatmaps(o, list, labels, of.fp)) {
+			outfile_abort(&of);
+			return -1;
+		}
 	} else {
 		writer wr = { .fp = of.fp, .format = o->format, .precision = o->precision };
 
 		write_stream(&wr, list, labels);
 	}
 	return outfile_commit(&of);
+}
+
+/* ---- --explain ---------------------------------------------------------- */
+
+static int write_explain(const struct options *o, const struct inputs *in, const struct results *r,
+			 const mha_dims *d, const matrix *out, double scale)
+{
+	struct explain_head *heads = calloc(d->heads, sizeof(*heads));
+	const size_t per = d->heads / d->kv_heads;
+	char how[96], qf[64], kf[64], vf[64], of[64], mask_how[200];
+	struct explain e;
+	outfile f;
+	int rc = -1;
+
+	if (!heads)
+		return error("out of memory");
+	describe_scale(how, sizeof(how), d, &o->cfg, scale);
+	projection_title(qf, sizeof(qf), 'Q', o, in, WQ, BQ);
+	projection_title(kf, sizeof(kf), 'K', o, in, WK, BK);
+	projection_title(vf, sizeof(vf), 'V', o, in, WV, BV);
+	snprintf(of, sizeof(of), "output = concat*W_O%s", weights_has(&in->w, BO) ? " + b_O" : "");
+	mask_title(mask_how, sizeof(mask_how), o);
+	for (size_t h = 0; h < d->heads; h++) {
+		struct explain_head *x = &heads[h];
+		const matrix *const *ph = (const matrix *const *)r->per_head;
+
+		x->kv_head = h / per;
+		x->q = d->heads > 1 ? &r->per_head[MHA_STAGE_HEAD_Q][h] : &r->whole[MHA_STAGE_Q];
+		x->k = d->heads > 1 ? &r->per_head[MHA_STAGE_HEAD_K][h] : &r->whole[MHA_STAGE_K];
+		x->v = d->heads > 1 ? &r->per_head[MHA_STAGE_HEAD_V][h] : &r->whole[MHA_STAGE_V];
+		x->scores = &r->per_head[MHA_STAGE_SCORES][h];
+		x->scaled = &r->per_head[MHA_STAGE_SCALED][h];
+		x->softcapped = ph[MHA_STAGE_SOFTCAPPED] ? &r->per_head[MHA_STAGE_SOFTCAPPED][h] : NULL;
+		x->masked = ph[MHA_STAGE_MASKED] ? &r->per_head[MHA_STAGE_MASKED][h] : x->scaled;
+		x->mask = ph[MHA_STAGE_MASK] ? &r->per_head[MHA_STAGE_MASK][h]
+			  : r->whole[MHA_STAGE_MASK].rank == 2 ? &r->whole[MHA_STAGE_MASK] : NULL;
+		x->softmax = &r->per_head[MHA_STAGE_SOFTMAX][h];
+		x->out = &r->per_head[MHA_STAGE_HEAD_OUTPUT][h];
+	}
+	memset(&e, 0, sizeof(e));
+	e.d = d;
+	e.cfg = &o->cfg;
+	e.scale = scale;
+	e.scale_how = how;
+	e.mask_how = strchr(mask_how, ':') ? strchr(mask_how, ':') + 2 : NULL;
+	e.q_formula = qf;
+	e.k_formula = kf;
+	e.v_formula = vf;
+	e.out_formula = weights_has(&in->w, WO) ? of : NULL;
+	e.x = in->direct ? NULL : &in->x;
+	e.Q = &r->whole[MHA_STAGE_Q];
+	e.K = &r->whole[MHA_STAGE_K];
+	e.V = &r->whole[MHA_STAGE_V];
+	e.concat = &r->whole[MHA_STAGE_CONCAT];
+	e.output = out;
+	e.heads = heads;
+	e.q_labels = (const char *const *)in->labels.query;
+	e.k_labels = (const char *const *)in->labels.key;
+	e.precision = o->precision;
+	if (o->cell && explain_parse_cell(o->cell, e.q_labels, d->n_q, e.k_labels, d->n_kv,
+					  &e.cell_i, &e.cell_j) == 0)
+		e.has_cell = 1;
+	if ((!o->cell || e.has_cell) && outfile_open(&f, o->output) == 0) {
+		(void)explain_write(f.fp, &e); /* a write error shows in the commit */
+		rc = outfile_commit(&f);
+	}
+	free(heads);
+	return rc;
 }
 
 /* ---- memory ------------------------------------------------------------ */
@@ -1530,6 +1739,16 @@ static const double *weight_ptr(const weights *w, int i)
 	return weights_has(w, i) ? w->m[i].v : NULL;
 }
 
+int cmd_heatmap(int argc, char **argv)
+{
+	int rc;
+
+	heatmap_by_default = 1;
+	rc = cmd_forward(argc, argv);
+	heatmap_by_default = 0;
+	return rc;
+}
+
 int forward_check_args(int argc, char **argv)
 {
 	struct options o;
@@ -1618,8 +1837,11 @@ int cmd_forward(int argc, char **argv)
 	if (stack_mask(&res))
 		goto done;
 
-	if (collect(&list, &o, &in, &res, &d, &out, p, rep.scale) ||
-	    write_results(&o, &list, &in.labels))
+	if (o.explain) {
+		if (write_explain(&o, &in, &res, &d, &out, rep.scale))
+			goto done;
+	} else if (collect(&list, &o, &in, &res, &d, &out, p, rep.scale) ||
+		   write_results(&o, &list, &in.labels))
 		goto done;
 	rc = EXIT_OK;
 done:

@@ -374,7 +374,9 @@ static void text_matrix_out(writer *w, const char *title, const matrix *m)
 	for (size_t h = 0; h < planes; h++) {
 		if (w->blocks++)
 			fputc('\n', w->fp);
-		if (m->rank == 3)
+		if (w->no_title)
+			;
+		else if (m->rank == 3)
 			fprintf(w->fp, "%s, head %zu (%zux%zu)\n", title, h + 1, rows, cols);
 		else
 			fprintf(w->fp, "%s (%zux%zu)\n", title, rows, cols);

@@ -11,7 +11,9 @@
 
 #include "matrix.h"
 
-typedef enum { FORMAT_TEXT, FORMAT_JSON, FORMAT_CSV, FORMAT_MARKDOWN, FORMAT_NPY } out_format;
+typedef enum {
+	FORMAT_TEXT, FORMAT_JSON, FORMAT_CSV, FORMAT_MARKDOWN, FORMAT_NPY, FORMAT_HEATMAP, FORMAT_SVG
+} out_format;
 
 typedef struct writer {
 	FILE *fp;
@@ -23,6 +25,7 @@ typedef struct writer {
 	int blocks;       /* text, CSV, Markdown: matrices written, for the separators */
 	int single;       /* CSV: only one matrix, so no title lines */
 	size_t head;      /* the head being written (1-based), 0 outside the heads */
+	int no_title;     /* text: tables only, no title lines */
 	/* labels for the next matrix's rows and columns (tokens), or NULL */
 	const char *const *row_labels, *const *col_labels;
 } writer;

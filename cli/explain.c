@@ -1,0 +1,283 @@
+/*
+ * explain.c: the computation narrated, step by step, with its numbers.
+ *
+ * Everything printed here was computed by the library; this file only
+ * arranges it, and re-derives nothing but the terms of the one entry
+ * --cell asks for, which it writes out as a student would on paper.
+ */
+#include "explain.h"
+#include "cli.h"
+#include "write.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* how many terms of a sum are written out before "…" */
+#define MAX_TERMS 12
+
+static void num(char *buf, size_t size, double v, int precision)
+{
+	if (isinf(v))
+		snprintf(buf, size, v < 0 ? "-inf" : "inf");
+	else
+		snprintf(buf, size, "%.*g", precision, v == 0 ? 0.0 : v);
+}
+
+/* a number as a factor: "(-0.87)" when negative, so "x*(-y)" reads right */
+static void factor(char *buf, size_t size, double v, int precision)
+{
+	char n[48];
+
+	num(n, sizeof(n), v, precision);
+	snprintf(buf, size, n[0] == '-' ? "(%s)" : "%s", n);
+}
+
+/* a matrix as a text table, labelled when there are labels */
+static void table(FILE *fp, const matrix *m, const char *const *rows, const char *const *cols,
+		  int precision)
+{
+	/* the step above it says what it is: no title */
+	writer w = { .fp = fp, .format = FORMAT_TEXT, .precision = precision, .no_title = 1,
+		     .row_labels = rows, .col_labels = cols };
+
+	out_begin(&w);
+	out_matrix(&w, "", "", m);
+}
+
+static const char *label(const char *const *labels, size_t i, char *buf, size_t size)
+{
+	if (labels)
+		snprintf(buf, size, "%zu (%s)", i + 1, labels[i]);
+	else
+		snprintf(buf, size, "%zu", i + 1);
+	return buf;
+}
+
+static void shape(char *buf, size_t size, const matrix *m)
+{
+	snprintf(buf, size, "(%zux%zu)", matrix_rows(m), matrix_cols(m));
+}
+
+/* The entry (i, j) of one head, by hand. */
+static void work_cell(FILE *fp, const struct explain *e, const struct explain_head *hd, size_t h)
+{
+	const size_t i = e->cell_i, j = e->cell_j, n_kv = e->d->n_kv, dk = e->d->d_k, dv = e->d->d_v;
+	const double *q = hd->q->v + i * dk, *k = hd->k->v + j * dk;
+	const double *row = hd->masked->v + i * n_kv, *w = hd->softmax->v + i * n_kv;
+	const int p = e->precision;
+	char a[64], b[64], c[64], li[96], lj[96];
+	double mx = -INFINITY, sum = 0;
+
+	label(e->q_labels, i, li, sizeof(li));
+	label(e->k_labels, j, lj, sizeof(lj));
+	fprintf(fp, "\n  Query %s and key %s, head %zu, by hand:\n", li, lj, h + 1);
+	fprintf(fp, "    score   = q%zu . k%zu =", i + 1, j + 1);
+	for (size_t t = 0; t < dk; t++) {
+		factor(a, sizeof(a), q[t], p);
+		factor(b, sizeof(b), k[t], p);
+		if (t == MAX_TERMS && dk > MAX_TERMS + 1) {
+			fprintf(fp, " + … (%zu terms in all)", dk);
+			break;
+		}
+		fprintf(fp, "%s %s*%s", t ? " +" : "", a, b);
+	}
+	num(a, sizeof(a), hd->scores->v[i * n_kv + j], p);
+	fprintf(fp, " = %s\n", a);
+	factor(b, sizeof(b), e->scale, p);
+	num(c, sizeof(c), hd->scaled->v[i * n_kv + j], p);
+	fprintf(fp, "    scaled  = %s * %s = %s\n", a, b, c);
+	if (hd->softcapped) {
+		num(a, sizeof(a), e->cfg->softcap, p);
+		num(b, sizeof(b), hd->softcapped->v[i * n_kv + j], p);
+		fprintf(fp, "    softcap = %s*tanh(%s/%s) = %s\n", a, c, a, b);
+	}
+	if (hd->mask) {
+		const double mk = hd->mask->v[i * n_kv + j];
+
+		num(a, sizeof(a), mk, p);
+		num(b, sizeof(b), row[j], p);
+		if (mk == -INFINITY)
+			fprintf(fp, "    mask    = -inf: query %zu may not see key %zu, so masked = -inf\n",
+				i + 1, j + 1);
+		else
+			fprintf(fp, "    mask    = %s, so masked = %s\n", a, b);
+	}
+	for (size_t t = 0; t < n_kv; t++)
+		if (row[t] > mx)
+			mx = row[t];
+	if (mx == -INFINITY) {
+		fprintf(fp, "    softmax: every key is masked for query %zu: its weights are all 0, "
+			"and so is its output row\n", i + 1);
+		return;
+	}
+	num(a, sizeof(a), mx, p);
+	fprintf(fp, "    softmax: the largest masked score in row %zu is m = %s;\n", i + 1, a);
+	fprintf(fp, "      sum = exp(x_1 - m) + … + exp(x_%zu - m) =", n_kv);
+	for (size_t t = 0, shown = 0; t < n_kv; t++) {
+		const double ex = row[t] == -INFINITY ? 0 : exp(row[t] - mx);
+
+		sum += ex;
+		if (row[t] == -INFINITY)
+			continue;
+		if (shown++ == MAX_TERMS) {
+			fputs(" + …", fp);
+			continue;
+		}
+		if (shown > MAX_TERMS)
+			continue;
+		num(b, sizeof(b), ex, p);
+		fprintf(fp, "%s %s", shown > 1 ? " +" : "", b);
+	}
+	num(b, sizeof(b), sum, p);
+	fprintf(fp, " = %s\n", b);
+	if (row[j] == -INFINITY) {
+		fprintf(fp, "      weight %zu,%zu = 0 (masked)\n", i + 1, j + 1);
+		return;
+	}
+	num(a, sizeof(a), exp(row[j] - mx), p);
+	num(c, sizeof(c), w[j], p);
+	fprintf(fp, "      weight %zu,%zu = exp(%s - m) / sum = %s / %s = %s\n", i + 1, j + 1,
+		(num(lj, sizeof(lj), row[j], p), lj), a, b, c);
+	fprintf(fp, "    output: row %zu of the head's output is the weighted sum of V%zu's rows;"
+		" key %zu adds %s * [", i + 1, hd->kv_head + 1, j + 1, c);
+	for (size_t t = 0; t < dv && t < MAX_TERMS; t++) {
+		num(a, sizeof(a), hd->v->v[j * dv + t], p);
+		fprintf(fp, "%s%s", t ? ", " : "", a);
+	}
+	fprintf(fp, "%s] = [", dv > MAX_TERMS ? ", …" : "");
+	for (size_t t = 0; t < dv && t < MAX_TERMS; t++) {
+		num(a, sizeof(a), w[j] * hd->v->v[j * dv + t], p);
+		fprintf(fp, "%s%s", t ? ", " : "", a);
+	}
+	fprintf(fp, "%s]\n", dv > MAX_TERMS ? ", …" : "");
+}
+
+int explain_write(FILE *fp, const struct explain *e)
+{
+	const mha_dims *d = e->d;
+	const size_t G = d->kv_heads ? d->kv_heads : d->heads, per = d->heads / G;
+	char s1[48], s2[48], s3[48];
+	int step = 1;
+
+	fprintf(fp, "Multi-head attention, step by step: %zu quer%s, %zu key%s, %zu head%s",
+		d->n_q, d->n_q == 1 ? "y" : "ies", d->n_kv, d->n_kv == 1 ? "" : "s", d->heads,
+		d->heads == 1 ? "" : "s");
+	if (G != d->heads)
+		fprintf(fp, " sharing %zu key/value head%s", G, G == 1 ? "" : "s");
+	fprintf(fp, " of d_k = %zu, d_v = %zu.\n", d->d_k, d->d_v);
+
+	if (e->x) {
+		fprintf(fp, "\nStep %d. The input X, one row per token %s\n", step++,
+			(shape(s1, sizeof(s1), e->x), s1));
+		table(fp, e->x, e->q_labels, NULL, e->precision);
+	}
+	fprintf(fp, "\nStep %d. The queries, keys and values\n", step++);
+	fprintf(fp, "  %s %s\n", e->q_formula, (shape(s1, sizeof(s1), e->Q), s1));
+	table(fp, e->Q, e->q_labels, NULL, e->precision);
+	fprintf(fp, "  %s %s\n", e->k_formula, (shape(s1, sizeof(s1), e->K), s1));
+	table(fp, e->K, e->k_labels, NULL, e->precision);
+	fprintf(fp, "  %s %s\n", e->v_formula, (shape(s1, sizeof(s1), e->V), s1));
+	table(fp, e->V, e->k_labels, NULL, e->precision);
+
+	for (size_t h = 0; h < d->heads; h++) {
+		const struct explain_head *hd = &e->heads[h];
+		const size_t g = h / per;
+
+		fprintf(fp, "\nStep %d. Head %zu of %zu: columns %zu to %zu of Q, and of K and V "
+			"columns %zu to %zu (key/value head %zu)\n", step++, h + 1, d->heads,
+			h * d->d_k + 1, (h + 1) * d->d_k, g * d->d_k + 1, (g + 1) * d->d_k, g + 1);
+		shape(s1, sizeof(s1), hd->q);
+		shape(s2, sizeof(s2), hd->k);
+		shape(s3, sizeof(s3), hd->scores);
+		fprintf(fp, "  scores = Q%zu*K%zu^T: %s times %s transposed -> %s; entry i,j is query i's "
+			"dot product with key j\n", h + 1, g + 1, s1, s2, s3);
+		table(fp, hd->scores, e->q_labels, e->k_labels, e->precision);
+		fprintf(fp, "  scaled = scores * %s\n", e->scale_how);
+		table(fp, hd->scaled, e->q_labels, e->k_labels, e->precision);
+		if (hd->softcapped) {
+			num(s1, sizeof(s1), e->cfg->softcap, e->precision);
+			fprintf(fp, "  softcapped = %s*tanh(scaled/%s): large scores are squashed below %s\n",
+				s1, s1, s1);
+			table(fp, hd->softcapped, e->q_labels, e->k_labels, e->precision);
+		}
+		if (hd->mask) {
+			fprintf(fp, "  the mask (%s): 0 where query i may see key j, -inf where it may "
+				"not; masked = %s + mask\n", e->mask_how ? e->mask_how : "none",
+				hd->softcapped ? "softcapped" : "scaled");
+			table(fp, hd->masked, e->q_labels, e->k_labels, e->precision);
+		}
+		fprintf(fp, "  softmax, row by row: weight i,j = exp(x_ij - m_i) / sum over k of "
+			"exp(x_ik - m_i), m_i the row's largest; each row sums to 1\n");
+		table(fp, hd->softmax, e->q_labels, e->k_labels, e->precision);
+		shape(s1, sizeof(s1), hd->softmax);
+		shape(s2, sizeof(s2), hd->v);
+		shape(s3, sizeof(s3), hd->out);
+		fprintf(fp, "  output = softmax*V%zu: %s times %s -> %s; each row is a weighted average "
+			"of V%zu's rows\n", g + 1, s1, s2, s3, g + 1);
+		table(fp, hd->out, e->q_labels, NULL, e->precision);
+		if (e->has_cell)
+			work_cell(fp, e, hd, h);
+	}
+	if (d->heads > 1) {
+		fprintf(fp, "\nStep %d. concat: the heads' outputs side by side %s\n", step++,
+			(shape(s1, sizeof(s1), e->concat), s1));
+		table(fp, e->concat, e->q_labels, NULL, e->precision);
+	}
+	if (e->out_formula) {
+		fprintf(fp, "\nStep %d. %s %s\n", step++, e->out_formula,
+			(shape(s1, sizeof(s1), e->output), s1));
+		table(fp, e->output, e->q_labels, NULL, e->precision);
+	} else {
+		fprintf(fp, "\nNo W_O: the output is %s.\n", d->heads > 1 ? "the concatenation"
+								: "the head's output");
+	}
+	return ferror(fp) ? -1 : 0;
+}
+
+/* a 1-based number or a label among n: the 0-based index, or -1 */
+static long find(const char *s, const char *const *labels, size_t n)
+{
+	char *end;
+	long v;
+
+	while (*s == ' ')
+		s++;
+	for (size_t i = 0; labels && i < n; i++)
+		if (!strcmp(s, labels[i]))
+			return (long)i;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	while (*end == ' ')
+		end++;
+	if (end == s || *end || errno || v < 1 || (size_t)v > n)
+		return -1;
+	return v - 1;
+}
+
+int explain_parse_cell(const char *arg, const char *const *q_labels, size_t n_q,
+		       const char *const *k_labels, size_t n_kv, size_t *i, size_t *j)
+{
+	const char *comma = strchr(arg, ',');
+	char first[256];
+	long a, b;
+
+	if (!comma || (size_t)(comma - arg) >= sizeof(first))
+		return error("--cell takes QUERY,KEY (numbers from 1, or tokens), not '%s'", arg);
+	memcpy(first, arg, (size_t)(comma - arg));
+	first[comma - arg] = '\0';
+	while (comma - arg > 0 && first[strlen(first) - 1] == ' ')
+		first[strlen(first) - 1] = '\0';
+	a = find(first, q_labels, n_q);
+	b = find(comma + 1, k_labels, n_kv);
+	if (a < 0)
+		return error("--cell: '%s' is not a query: a number from 1 to %zu%s", first, n_q,
+			     q_labels ? " or one of the tokens" : "");
+	if (b < 0)
+		return error("--cell: '%s' is not a key: a number from 1 to %zu%s", comma + 1, n_kv,
+			     k_labels ? " or one of the tokens" : "");
+	*i = (size_t)a;
+	*j = (size_t)b;
+	return 0;
+}

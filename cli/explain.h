@@ -1,0 +1,48 @@
+/*
+ * explain.h: 'mha forward --explain': the computation told as a tutorial
+ * tells it, each step with its formula, its shapes and its matrix, and
+ * with --cell I,J one entry of the attention worked through by hand.
+ */
+#ifndef MHA_CLI_EXPLAIN_H
+#define MHA_CLI_EXPLAIN_H
+
+#include <stdio.h>
+
+#include "matrix.h"
+#include "../lib/mha.h"
+
+/* One query head's steps, each (rows, cols) as printed. */
+struct explain_head {
+	const matrix *q, *k, *v;              /* its blocks of Q, K and V */
+	const matrix *scores, *scaled, *softcapped, *mask, *masked, *softmax, *out;
+	size_t kv_head;                       /* 0-based */
+};
+
+struct explain {
+	const mha_dims *d;
+	const mha_config *cfg;
+	double scale;
+	const char *scale_how;                /* "1/sqrt(d_k), d_k = 2" */
+	const char *mask_how;                 /* "causal", "m.json", … or NULL */
+	const char *q_formula, *k_formula, *v_formula; /* "Q = X*W_Q + b_Q", "Q = X", "Q" */
+	const char *out_formula;              /* "output = concat*W_O + b_O" or NULL */
+	const matrix *x;                      /* NULL with Q, K, V given directly */
+	const matrix *Q, *K, *V, *concat, *output;
+	const struct explain_head *heads;     /* [d->heads] */
+	const char *const *q_labels, *const *k_labels; /* tokens, or NULL */
+	int has_cell;
+	size_t cell_i, cell_j;                /* 0-based query and key */
+	int precision;
+};
+
+/* Write the walk-through; 0, or -1 on a write error. */
+int explain_write(FILE *fp, const struct explain *e);
+
+/*
+ * "3,5", "Monica,Chandler" or "2, Ross": a query and a key, 1-based numbers
+ * or labels; 0 and *i, *j (0-based) set, or -1 with the reason reported.
+ */
+int explain_parse_cell(const char *arg, const char *const *q_labels, size_t n_q,
+		       const char *const *k_labels, size_t n_kv, size_t *i, size_t *j);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * heatmap.h: attention drawn rather than printed: each head's weights (or
+ * another (n_q, n_kv) step) as coloured cells, in the terminal or as SVG.
+ */
+#ifndef MHA_CLI_HEATMAP_H
+#define MHA_CLI_HEATMAP_H
+
+#include <stdio.h>
+
+#include "matrix.h"
+
+/* One panel: a head's (rows, cols) matrix, titled, its rows and columns labelled. */
+struct heat_panel {
+	const char *title;               /* "head 1: softmax(masked), row by row" */
+	const matrix *m;                 /* (rows, cols), rank 2: the values drawn */
+	const matrix *mask;              /* (rows, cols) what was added to the scores (0,
+					    -inf: blocked), or NULL: blocked cells are drawn
+					    apart from the rest */
+	const char *const *row_labels;   /* rows (queries) labels, or NULL: 1, 2, … */
+	const char *const *col_labels;   /* columns (keys) labels, or NULL */
+	const char *step;                /* "softmax", "scores", …: what the values are */
+};
+
+enum heat_color { HEAT_PLAIN, HEAT_256, HEAT_TRUECOLOR };
+
+/*
+ * Panels one under the other in the terminal.  0, or -1 when out of memory
+ * (reported); a write error is left in ferror(fp) for the caller, who knows
+ * the file's name, to report.
+ */
+int heatmap_terminal(FILE *fp, const struct heat_panel *p, size_t n, enum heat_color color,
+		     int precision);
+
+/* One standalone SVG picture, the panels side by side; returns as heatmap_terminal(). */
+int heatmap_svg(FILE *fp, const struct heat_panel *p, size_t n, int precision);
+
+/*
+ * Shared by heatmap.c and svg.c (not for other callers): the colour ramp,
+ * a panel's scale, which cells are blocked, and labels made safe to print.
+ */
+
+/* The values a panel's colours span: softmax is [0, 1]; any other step the
+ * lowest and highest finite value of the cells not blocked. */
+struct heat_scale {
+	double lo, hi;    /* lo == hi: every cell drawn in the middle colour */
+	size_t blocked;   /* cells blocked (mask -inf, or a value of -inf) */
+	size_t finite;    /* cells drawn on the ramp: not blocked, a finite value */
+};
+
+void heat_scale_of(struct heat_scale *s, const struct heat_panel *p);
+/* cell (i, j) is blocked: the mask holds -inf there, or its value is -inf */
+int heat_blocked(const struct heat_panel *p, size_t i, size_t j);
+/* where v falls on the scale, 0 to 1 (clamped; the middle when lo == hi) */
+double heat_position(const struct heat_scale *s, double v);
+/* the viridis-like ramp: t in [0, 1] to an sRGB colour */
+void heat_rgb(unsigned char rgb[3], double t);
+/* the anchors heat_rgb() interpolates between, evenly spaced on [0, 1] */
+#define HEAT_ANCHORS 9
+extern const unsigned char heat_anchor[HEAT_ANCHORS][3];
+/* precision significant digits, "-inf"/"inf"/"nan", never "-0" */
+void heat_number(char *buf, size_t size, double v, int precision);
+
+/* The next character of a label as a code point, *s moved past it: bytes
+ * that are not UTF-8, control characters and U+FFFE/U+FFFF read as U+FFFD
+ * (tab, CR and LF as a space), so a label can neither move the cursor nor
+ * colour the terminal, and is always valid XML text. */
+unsigned long heat_next_char(const char **s);
+/* columns a code point takes on a terminal: 0 (combining), 1, or 2 (wide) */
+int heat_char_width(unsigned long c);
+/* c as UTF-8 into out (4 bytes at most); the number of bytes */
+size_t heat_put_utf8(char *out, unsigned long c);
+/* A label as drawn: s made safe (see heat_next_char), or the 1-based
+ * number n + 1 when s is NULL, cut to max_cols columns with a final "…"
+ * when longer.  buf holds at least 4 * max_cols + 8 bytes.  The columns. */
+size_t heat_label(char *buf, size_t size, const char *s, size_t n, size_t max_cols);
+
+#endif
