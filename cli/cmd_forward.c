@@ -147,8 +147,9 @@ struct options {
 
 /* Token labels: one per query (row of X) and one per key. */
 struct labels {
-	char **query, **key; /* NULL: none; key may be query itself */
+	char **query, **key; /* NULL: none; key may be query itself, or an input's labels */
 	size_t n_query, n_key;
+	int own_query, own_key; /* split from --tokens: freed with the inputs */
 };
 
 struct inputs {
@@ -712,17 +713,29 @@ static int set_labels(const struct options *o, struct inputs *in, const mha_dims
 	struct labels *l = &in->labels;
 	const char *xname = in->direct ? "Q" : "X", *kvname = in->direct ? "K" : o->kv ? "X_kv" : "X";
 
+	const matrix *qm = in->direct ? &in->q : &in->x;
+	const matrix *km = in->direct ? &in->k : o->kv ? &in->kv : NULL;
+
 	if (o->tokens) {
 		l->query = split_tokens(o->tokens, &l->n_query);
+		l->own_query = 1;
 		if (l->n_query != d->n_q)
 			return error("--tokens gives %zu label%s but %s has %zu row%s", l->n_query,
 				     plural(l->n_query), xname, d->n_q, plural(d->n_q));
+	} else if (qm->labels) {
+		/* "tokens" in the JSON file, or a first column of names in the CSV */
+		l->query = qm->labels;
+		l->n_query = qm->n_labels;
 	}
 	if (o->kv_tokens) {
 		l->key = split_tokens(o->kv_tokens, &l->n_key);
+		l->own_key = 1;
 		if (l->n_key != d->n_kv)
 			return error("--kv-tokens gives %zu label%s but %s has %zu row%s", l->n_key,
 				     plural(l->n_key), kvname, d->n_kv, plural(d->n_kv));
+	} else if (km && km->labels) {
+		l->key = km->labels;
+		l->n_key = km->n_labels;
 	} else if (l->query && !o->kv && d->n_kv == d->n_q && !in->direct) {
 		/* self-attention: the keys are the queries */
 		l->key = l->query;
@@ -746,8 +759,9 @@ static int check_file_size(const struct options *o, const char *path)
 
 static int read_inputs(const struct options *o, struct inputs *in)
 {
-	const read_spec xs = { "X", x_keys, 2, 2, 0 }, kvs = { "X_kv", x_keys, 2, 2, 0 };
-	const read_spec qs = { "Q", q_keys, 2, 2, 0 }, ks = { "K", k_keys, 2, 2, 0 };
+	const read_spec xs = { "X", x_keys, 2, 2, READ_LABELS },
+			kvs = { "X_kv", x_keys, 2, 2, READ_LABELS };
+	const read_spec qs = { "Q", q_keys, 2, 2, READ_LABELS }, ks = { "K", k_keys, 2, 2, READ_LABELS };
 	const read_spec vs = { "V", v_keys, 2, 2, 0 };
 	const read_spec ms = { "mask", mask_keys, 2, 3, READ_NONFINITE | READ_BOOL };
 
@@ -1670,9 +1684,10 @@ static void inputs_free(struct inputs *in)
 	matrix_free(&in->mask);
 	weights_free(&in->w);
 	free(in->allow);
-	if (in->labels.key != in->labels.query)
+	if (in->labels.own_key)
 		free_tokens(in->labels.key, in->labels.n_key);
-	free_tokens(in->labels.query, in->labels.n_query);
+	if (in->labels.own_query)
+		free_tokens(in->labels.query, in->labels.n_query);
 }
 
 /* a float copy of n doubles (NULL stays NULL); *ok cleared when out of memory */

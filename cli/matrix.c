@@ -48,6 +48,8 @@ int matrix_alloc(matrix *m, size_t rank, size_t d0, size_t d1, size_t d2)
 	m->dim[2] = rank >= 3 ? d2 : 1;
 	m->is_bool = 0;
 	m->is_f32 = 0;
+	m->labels = NULL;
+	m->n_labels = 0;
 	m->v = NULL;
 	if ((m->dim[1] && n > SIZE_MAX / m->dim[1]) ||
 	    (n *= m->dim[1], m->dim[2] && n > SIZE_MAX / m->dim[2]) ||
@@ -66,4 +68,9 @@ void matrix_free(matrix *m)
 	free(m->v);
 	m->v = NULL;
 	m->rank = 0;
+	for (size_t i = 0; m->labels && i < m->n_labels; i++)
+		free(m->labels[i]);
+	free(m->labels);
+	m->labels = NULL;
+	m->n_labels = 0;
 }

@@ -13,6 +13,8 @@ typedef struct matrix {
 	double *v;     /* row-major, dim[0]·dim[1]·dim[2] values, from malloc() */
 	int is_bool;   /* every entry was true or false (a boolean mask) */
 	int is_f32;    /* the values are floats (widened): written as floats */
+	char **labels; /* a label (token) per row of a 2-D matrix, or NULL; owned */
+	size_t n_labels;
 } matrix;
 
 /* number of values */
@@ -29,7 +31,8 @@ void matrix_free(matrix *m);
 /* What a reader accepts beyond finite numbers. */
 enum {
 	READ_NONFINITE = 1u << 0, /* -inf, inf, nan in their usual spellings (masks only) */
-	READ_BOOL = 1u << 1       /* true and false, all of them or none (masks only) */
+	READ_BOOL = 1u << 1,      /* true and false, all of them or none (masks only) */
+	READ_LABELS = 1u << 2     /* row labels: JSON "tokens", a CSV first column of names */
 };
 
 #endif

@@ -48,6 +48,9 @@ struct csv {
 	double *v;              /* (rows, cols) values so far, row-major */
 	size_t n, cap;          /* values in v, and room for */
 	int bools;              /* -1 unknown yet, 0 numbers, 1 booleans */
+	int labelled;           /* the first column holds labels (tokens), not numbers */
+	char **labels;          /* one per row read so far */
+	size_t n_labels, cap_labels;
 };
 
 /* '\0' ends the text: there is no other NUL in it */
@@ -349,11 +352,48 @@ static const char *plural_fields(size_t n)
  * the end of the line.  *cols is 0 for the first row, which sets it; rows
  * after it must have as many fields.
  */
+/* the label in the first field of a labelled row, "" unescaped */
+static int read_label(struct csv *c, const char **pp, size_t i)
+{
+	struct field fl;
+	char *t, *o;
+
+	if (next_field(pp, c->sep, &fl) != FIELD_OK)
+		return field_error(c, fl.at, i, 0, "a label that is not closed or not followed by a separator");
+	if (!is_sep(**pp, c->sep))
+		return error("%s:%zu: %s[%zu]: a label (%.*s) and no numbers", c->f->name, c->line,
+			     c->spec->what, i, (int)(fl.e - fl.s > 40 ? 40 : fl.e - fl.s), fl.s);
+	skip_sep(pp, c->sep);
+	if (c->n_labels == c->cap_labels) {
+		size_t cap = c->cap_labels ? c->cap_labels * 2 : 64;
+		char **more = realloc(c->labels, cap * sizeof(*more));
+
+		if (!more)
+			return error("%s: out of memory", c->f->name);
+		c->labels = more;
+		c->cap_labels = cap;
+	}
+	t = o = malloc((size_t)(fl.e - fl.s) + 1);
+	if (!t)
+		return error("%s: out of memory", c->f->name);
+	for (const char *q = fl.s; q < fl.e; q++) {
+		*o++ = *q;
+		if (*q == '"' && fl.escapes && q + 1 < fl.e && q[1] == '"')
+			q++;
+	}
+	*o = '\0';
+	c->labels[c->n_labels++] = t;
+	return 0;
+}
+
 static int read_row(struct csv *c, const char **pp, size_t i, size_t *cols, size_t first_line)
 {
 	const char *p = *pp;
 	struct field fl;
 	size_t j;
+
+	if (c->labelled && read_label(c, &p, i))
+		return -1;
 
 	for (j = 0;; j++) {
 		const int rc = next_field(&p, c->sep, &fl);
@@ -497,6 +537,43 @@ static int find_block(const char *text, const read_spec *spec, const char **star
 	return 0;
 }
 
+/*
+ * A label column: the row at p starts with a name and goes on with numbers,
+ * and so does every row after it (up to stop), so that a typo in a first
+ * number ("x0", "1,5") stays an error rather than becoming a label.
+ */
+static int labelled_rows(const struct csv *c, const char *p, const char *stop)
+{
+	struct field fl;
+	double v;
+	enum kind k;
+	const char *q = p;
+
+	if (next_field(&q, c->sep, &fl) != FIELD_OK || !is_sep(*q, c->sep))
+		return 0;
+	skip_sep(&q, c->sep);
+	if (is_end(*q) || next_field(&q, c->sep, &fl) != FIELD_OK)
+		return 0;
+	k = classify(&fl, &v);
+	if (k != K_NUMBER && k != K_NONFINITE && k != K_BOOL)
+		return 0;
+	for (; *p && (!stop || p < stop); p = next_line(p)) {
+		const char *r = p;
+
+		while (*r == ' ' || *r == '\t')
+			r++;
+		if (!is_end(*r) && *r != '#') {
+			q = p;
+			if (next_field(&q, c->sep, &fl) != FIELD_OK || classify(&fl, &v) != K_OTHER ||
+			    decimal_comma(&fl))
+				return 0;
+		}
+		while (!is_end(*p))
+			p++;
+	}
+	return 1;
+}
+
 /* A NUL byte at nul: reported with its line and column. */
 static int nul_error(const input_file *f, const char *text, const char *nul)
 {
@@ -558,8 +635,10 @@ int read_csv(matrix *m, const input_file *f, const read_spec *spec)
 				continue;
 			}
 		}
-		if (!rows)
+		if (!rows) {
 			first_line = c.line;
+			c.labelled = (spec->flags & READ_LABELS) && labelled_rows(&c, p, stop);
+		}
 		if (read_row(&c, &p, rows, &cols, first_line))
 			goto fail;
 		rows++;
@@ -597,9 +676,16 @@ int read_csv(matrix *m, const input_file *f, const read_spec *spec)
 	}
 	m->dim[2] = 1;
 	m->is_bool = c.bools == 1;
+	if (c.labelled) {
+		m->labels = c.labels;
+		m->n_labels = c.n_labels;
+	}
 	return 0;
 
 fail:
 	free(c.v);
+	for (size_t i = 0; i < c.n_labels; i++)
+		free(c.labels[i]);
+	free(c.labels);
 	return -1;
 }

@@ -205,7 +205,7 @@ struct conv {
 	unsigned flags;
 	size_t rank;
 	size_t dim[3];
-	double *out;
+	double *out;       /* where the next value goes; NULL: only check them */
 	int bools;  /* -1 unknown yet, 0 numbers, 1 booleans */
 	char path[96];
 	char where[4352]; /* a path (up to PATH_MAX) and a line and column */
@@ -275,8 +275,11 @@ static int fill(struct conv *c, const cJSON *n, size_t depth, size_t *idx)
 	const cJSON *e;
 	size_t i = 0;
 
-	if (depth == c->rank)
-		return leaf(c, n, idx, c->out++);
+	if (depth == c->rank) {
+		double unused;
+
+		return leaf(c, n, idx, c->out ? c->out++ : &unused);
+	}
 	if (!cJSON_IsArray(n))
 		return error("%s: %s: expected an array of %zu entries, found %s", where(c, idx, depth),
 			     path_of(c, idx, depth), c->dim[depth], describe(n, buf, sizeof(buf)));
@@ -329,14 +332,49 @@ int json_node_matrix(matrix *m, const json_doc *doc, const cJSON *node, const ch
 			     max_rank > min_rank ? (max_rank == 3 ? " (up to 3-D)" : " or a 2-D array") : "",
 			     rank_names[c.rank]);
 	}
+	/* the shape comes from the first element at each depth, so a few bytes
+	 * can claim billions of entries ([[[0, 0, …], 0, …], 0, …]): check every
+	 * element first, with nowhere to put it, and allocate only a shape the
+	 * document holds */
+	if (fill(&c, node, 0, idx))
+		return -1;
 	if (matrix_alloc(m, c.rank, c.dim[0], c.dim[1], c.dim[2]))
 		return -1;
 	c.out = m->v;
+	c.bools = -1;
 	if (fill(&c, node, 0, idx)) {
 		matrix_free(m);
 		return -1;
 	}
 	m->is_bool = c.bools == 1;
+	return 0;
+}
+
+/* "tokens": ["The", "bear", …] beside the matrix: one label a row */
+static int json_tokens(matrix *m, const json_doc *doc, const read_spec *spec)
+{
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(doc->root, "tokens"), *e;
+	size_t n = 0;
+
+	if (!t)
+		return 0;
+	if (!cJSON_IsArray(t) || m->rank != 2)
+		return error("%s: \"tokens\" must be an array of strings, one per row of %s",
+			     doc->f->name, spec->what);
+	if ((size_t)cJSON_GetArraySize(t) != m->dim[0])
+		return error("%s: \"tokens\" has %d label%s but %s has %zu row%s", doc->f->name,
+			     cJSON_GetArraySize(t), cJSON_GetArraySize(t) == 1 ? "" : "s", spec->what,
+			     m->dim[0], m->dim[0] == 1 ? "" : "s");
+	m->labels = calloc(m->dim[0] ? m->dim[0] : 1, sizeof(*m->labels));
+	if (!m->labels)
+		return error("out of memory");
+	m->n_labels = m->dim[0];
+	cJSON_ArrayForEach(e, t) {
+		if (!cJSON_IsString(e))
+			return error("%s: tokens[%zu]: expected a string", doc->f->name, n);
+		if (!(m->labels[n++] = strdup(e->valuestring)))
+			return error("out of memory");
+	}
 	return 0;
 }
 
@@ -375,6 +413,8 @@ int read_json(matrix *m, const input_file *f, const read_spec *spec)
 	}
 	rc = json_node_matrix(m, &doc, node, key, key ? key : spec->what, spec->min_rank,
 			      spec->max_rank, spec->flags);
+	if (!rc && (spec->flags & READ_LABELS) && cJSON_IsObject(doc.root))
+		rc = json_tokens(m, &doc, spec);
 	json_doc_free(&doc);
 	return rc;
 }
