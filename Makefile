@@ -221,3 +221,183 @@ uninstall:
 
 clean:
 	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance bench/bench_mha
+
+# ---- fuzzing: libFuzzer targets in tests/fuzz/ (see tests/fuzz/README.md) ----
+#
+#   make fuzz SECONDS=N   build the targets with clang, ASan and UBSan, run each
+#                         for N seconds (default 10) on a copy of its corpus
+#   make fuzz-regress     run each target once over its corpus and regressions
+#
+# Built apart from everything else, in build/fuzz/: cli/ (but main.c) and
+# lib/ without OpenMP and with only the baseline kernels, instrumented.
+
+FUZZ_CC       ?= $(shell command -v clang-14 2>/dev/null || echo clang)
+FUZZ_PACKAGES  = clang libclang-rt-14-dev
+FUZZ_TARGETS   = json csv npy weights format args
+FUZZ_SAN       = -fsanitize=address,undefined -fno-sanitize-recover=undefined
+# clang warns where gcc, the real build's compiler, does not: a va_list
+# format (msg.c) and casts to the kernels' aligned vectors (kernel.c)
+FUZZ_WARN      = $(WARN) -Wno-unknown-pragmas -Wno-format-nonliteral -Wno-cast-align
+FUZZ_CFLAGS    = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(FUZZ_WARN) \
+                 -g -O1 $(FUZZ_SAN) $(CJSON_CFLAGS)
+FUZZ_SRC       = $(filter-out cli/main.c,$(CLI_SRC)) lib/mha.c lib/fast.c
+FUZZ_OBJ       = $(FUZZ_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/lib/kernel_f64_base.o \
+                 build/fuzz/obj/lib/kernel_f32_base.o
+FUZZ_BIN       = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+SECONDS       ?= 10
+
+.PHONY: fuzz fuzz-regress fuzz-build fuzz-deps
+
+fuzz-deps:
+	@command -v dpkg >/dev/null 2>&1 || { echo "fuzz-deps: not Debian; install clang with libFuzzer"; exit 0; }; \
+	missing=""; \
+	for p in $(FUZZ_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing Debian packages:$$missing"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+		else \
+			echo "missing Debian packages:$$missing"; echo "as root: apt-get install$$missing"; exit 1; \
+		fi; \
+	fi
+
+build/fuzz/.flags: FORCE
+	@mkdir -p build/fuzz
+	@echo '$(FUZZ_CC) $(FUZZ_CFLAGS)' | cmp -s - $@ || echo '$(FUZZ_CC) $(FUZZ_CFLAGS)' > $@
+
+# fuzzer-no-link: coverage for the fuzzer, its main() only in the targets
+build/fuzz/obj/%.o: %.c cli/*.h lib/*.h build/fuzz/.flags
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+build/fuzz/obj/lib/kernel_f64_base.o: lib/kernel.c lib/kernel.h build/fuzz/.flags
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -c $< -o $@
+
+build/fuzz/obj/lib/kernel_f32_base.o: lib/kernel.c lib/kernel.h build/fuzz/.flags
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -DSFX=f32_base -DVB=16 -c $< -o $@
+
+build/fuzz/libmha-fuzz.a: $(FUZZ_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h build/fuzz/libmha-fuzz.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< build/fuzz/libmha-fuzz.a $(CJSON_LIBS) -lm
+
+fuzz-build: deps fuzz-deps
+	$(MAKE) $(FUZZ_BIN)
+
+fuzz: fuzz-build
+	sh tests/fuzz/run.sh fuzz $(SECONDS) $(FUZZ_TARGETS)
+
+fuzz-regress: fuzz-build
+	sh tests/fuzz/run.sh regress 0 $(FUZZ_TARGETS)
+
+# ---- memory checking: make check-asan, make check-valgrind (TESTING.md) ----
+#
+#   make check-asan       everything (library, CLI, unit tests, conformance
+#                         runner) rebuilt with AddressSanitizer and UBSan into
+#                         build-asan/, never touching build/, ./mha or lib/;
+#                         then every suite run against those binaries
+#   make check-valgrind   valgrind memcheck over the normal build: unit tests,
+#                         CLI cases, samples, conformance (tests/valgrind.sh)
+
+ASAN_DIR   = build-asan
+ASAN_FLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+# after ALL_CFLAGS, so -O1 wins over CFLAGS' -O2; the kernels still get
+# KERNEL_CFLAGS' -O3 -ffp-contract=fast after it, so they are the same code
+# (and the same numbers) as in the normal build, now checked
+ASAN_ALL_CFLAGS = $(ALL_CFLAGS) $(ASAN_FLAGS) -g -O1
+ASAN_ENV   = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ASAN_LIB_OBJ  = $(LIB_SRC:%.c=$(ASAN_DIR)/%.o) $(KERNEL_VARIANTS:%=$(ASAN_DIR)/lib/kernel_%.o)
+ASAN_CLI_OBJ  = $(CLI_SRC:%.c=$(ASAN_DIR)/%.o)
+ASAN_TEST_OBJ = $(TEST_OBJ:build/%=$(ASAN_DIR)/%)
+ASAN_BINS  = $(ASAN_DIR)/mha $(ASAN_DIR)/libmha.a $(ASAN_DIR)/test_lib $(ASAN_DIR)/conformance
+# a kernel variant's flags from its name (f32_avx2: -DMHA_F32 -DVB=32 -mavx2
+# -mfma); keep in step with the build/lib/kernel_*.o rules above
+asan_kernel = -DSFX=$(1) $(if $(filter f32_%,$(1)),-DMHA_F32) \
+	$(if $(filter %_base,$(1)),-DVB=16)$(if $(filter %_avx2,$(1)),-DVB=32 -mavx2 -mfma)$(if \
+	$(filter %_avx512,$(1)),-DVB=64 -mavx512f -mfma)
+
+VALGRIND_PACKAGES = valgrind
+
+.PHONY: asan check-asan check-valgrind clean-asan
+
+asan: $(ASAN_BINS)
+
+clean: clean-asan
+clean-asan:
+	rm -rf $(ASAN_DIR)
+
+$(ASAN_DIR)/.flags: FORCE
+	@mkdir -p $(ASAN_DIR)
+	@echo '$(CC) $(ASAN_ALL_CFLAGS) $(OPENMP)' | cmp -s - $@ || echo '$(CC) $(ASAN_ALL_CFLAGS) $(OPENMP)' > $@
+
+$(ASAN_DIR)/lib/kernel_%.o: lib/kernel.c lib/kernel.h $(ASAN_DIR)/.flags
+	@mkdir -p $(@D)
+	$(CC) $(ASAN_ALL_CFLAGS) $(KERNEL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fvisibility=hidden \
+		-DMHA_BUILDING $(call asan_kernel,$*) -c $< -o $@
+
+$(ASAN_DIR)/lib/%.o: lib/%.c lib/mha.h lib/kernel.h $(ASAN_DIR)/.flags
+	@mkdir -p $(@D)
+	$(CC) $(ASAN_ALL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
+
+$(ASAN_DIR)/cli/%.o: cli/%.c cli/*.h lib/mha.h $(ASAN_DIR)/.flags
+	@mkdir -p $(@D)
+	$(CC) $(ASAN_ALL_CFLAGS) $(CJSON_CFLAGS) -c $< -o $@
+
+$(ASAN_DIR)/tests/%.o: tests/%.c tests/*.h lib/mha.h $(ASAN_DIR)/.flags
+	@mkdir -p $(@D)
+	$(CC) $(ASAN_ALL_CFLAGS) $(CHECK_CFLAGS) $(CJSON_CFLAGS) -c $< -o $@
+
+$(ASAN_DIR)/libmha.a: $(ASAN_LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(ASAN_DIR)/mha: $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a
+	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(OPENMP) -o $@ $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a $(CJSON_LIBS) -lm
+
+$(ASAN_DIR)/test_lib: $(ASAN_TEST_OBJ) $(ASAN_DIR)/libmha.a
+	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(OPENMP) -o $@ $(ASAN_TEST_OBJ) $(ASAN_DIR)/libmha.a $(CHECK_LIBS) -lm
+
+$(ASAN_DIR)/conformance: $(ASAN_DIR)/tests/conformance.o $(ASAN_DIR)/libmha.a
+	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(OPENMP) -o $@ $< $(ASAN_DIR)/libmha.a $(CJSON_LIBS) -lm
+
+# the unit tests once per kernel (base, AVX2, AVX-512 where the CPU has them),
+# then every suite make check runs except test-install (packaging, no new code)
+check-asan: deps
+	$(MAKE) asan
+	@for k in $(patsubst f64_%,%,$(filter f64_%,$(KERNEL_VARIANTS))); do \
+		echo "unit tests under ASan, MHA_KERNEL=$$k"; \
+		$(ASAN_ENV) MHA_KERNEL=$$k CK_FORK=yes CK_TIMEOUT_MULTIPLIER=10 ./$(ASAN_DIR)/test_lib || exit 1; \
+	done
+	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh tests/cli/run.sh
+	$(ASAN_ENV) $(PYTHON) tests/numpy_check.py $(ASAN_DIR)/mha
+	$(ASAN_ENV) $(PYTHON) tests/formats_check.py $(ASAN_DIR)/mha
+	$(ASAN_ENV) $(PYTHON) tests/npy_check.py $(ASAN_DIR)/mha
+	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh samples/run.sh
+	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha MHA_LIB=$(ASAN_DIR)/libmha.a CC='$(CC) $(ASAN_FLAGS)' \
+		sh tests/doc_examples.sh README.md man/mha.1
+	@if [ -d $(CONFORMANCE_DIR) ]; then \
+		echo "$(ASAN_ENV) ./$(ASAN_DIR)/conformance --mha ./$(ASAN_DIR)/mha $(CONFORMANCE_DIR)"; \
+		$(ASAN_ENV) ./$(ASAN_DIR)/conformance --mha ./$(ASAN_DIR)/mha $(CONFORMANCE_DIR) || exit 1; \
+	else \
+		echo "$(CONFORMANCE_DIR) not found: conformance skipped"; \
+	fi
+	@echo "make check-asan: all tests passed under AddressSanitizer and UBSan"
+
+# valgrind over the normal build (-O2 -g, as installed): uninitialised
+# reads that ASan cannot see; slower, so not in CI (about 6 minutes)
+check-valgrind: deps
+	@command -v valgrind >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing Debian packages: $(VALGRIND_PACKAGES)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+				$(VALGRIND_PACKAGES) >/dev/null || exit 1; \
+		else \
+			echo "valgrind is missing; as root: apt-get install $(VALGRIND_PACKAGES)"; exit 1; \
+		fi; }
+	$(MAKE) STRICT=-Werror all tests/test_lib tests/conformance
+	CONFORMANCE_DIR=$(CONFORMANCE_DIR) PYTHON=$(PYTHON) sh tests/valgrind.sh

@@ -183,7 +183,7 @@ static const char *plural(size_t n)
 
 /* ---- option values ----------------------------------------------------- */
 
-/* a whole, finite number in arg: 1, or 0 when it is not one */
+/* a finite number, the whole of arg: 1, or 0 when it is not one */
 static int parse_number(const char *arg, double *out)
 {
 	char *end;

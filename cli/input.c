@@ -126,9 +126,21 @@ static int is_blank(const input_file *f)
 	return i == f->len;
 }
 
-static const char *path_name(const char *path)
+int read_input(matrix *m, const input_file *f, const read_spec *spec)
 {
-	return strcmp(path, "-") ? path : "<stdin>";
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	if (is_blank(f))
+		return error("%s: empty file, expected %s", f->name, spec->what);
+	switch (input_format(f)) {
+	case FORMAT_IN_NPY: rc = read_npy(m, f, spec); break;
+	case FORMAT_IN_JSON: rc = read_json(m, f, spec); break;
+	default: rc = read_csv(m, f, spec); break;
+	}
+	if (rc)
+		matrix_free(m);
+	return rc;
 }
 
 int read_matrix(matrix *m, const char *path, const read_spec *spec)
@@ -141,18 +153,8 @@ int read_matrix(matrix *m, const char *path, const read_spec *spec)
 		input_free(&f);
 		return -1;
 	}
-	if (is_blank(&f)) {
-		input_free(&f);
-		return error("%s: empty file, expected %s", path_name(path), spec->what);
-	}
-	switch (input_format(&f)) {
-	case FORMAT_IN_NPY: rc = read_npy(m, &f, spec); break;
-	case FORMAT_IN_JSON: rc = read_json(m, &f, spec); break;
-	default: rc = read_csv(m, &f, spec); break;
-	}
+	rc = read_input(m, &f, spec);
 	input_free(&f);
-	if (rc)
-		matrix_free(m);
 	return rc;
 }
 

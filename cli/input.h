@@ -44,6 +44,8 @@ typedef struct read_spec {
 
 /* Load path and parse it in whichever format it is in. */
 int read_matrix(matrix *m, const char *path, const read_spec *spec);
+/* The same on a file already loaded (or made in memory: the fuzzers). */
+int read_input(matrix *m, const input_file *f, const read_spec *spec);
 /* The readers, on a loaded file; each reports its errors and returns -1. */
 int read_json(matrix *m, const input_file *f, const read_spec *spec);
 int read_csv(matrix *m, const input_file *f, const read_spec *spec);

@@ -415,6 +415,8 @@ int read_json(matrix *m, const input_file *f, const read_spec *spec)
 			      spec->max_rank, spec->flags);
 	if (!rc && (spec->flags & READ_LABELS) && cJSON_IsObject(doc.root))
 		rc = json_tokens(m, &doc, spec);
+	if (rc)
+		matrix_free(m); /* the tokens may have failed after the matrix */
 	json_doc_free(&doc);
 	return rc;
 }

@@ -14,9 +14,9 @@
 #   line, as in sh.  Every other line, up to the next command, is exactly
 #   what that command writes to standard output and standard error
 #   together.  Each command runs alone with `sh -c` from the top of the
-#   repository, standard input from /dev/null, and the built ./mha first on
-#   PATH as `mha`.  Commands must not write into the tree: use a pipe or
-#   mktemp.
+#   repository, standard input from /dev/null, and the built ./mha (or
+#   $MHA) first on PATH as `mha`.  Commands must not write into the tree:
+#   use a pipe or mktemp.
 #   roff examples are un-escaped before comparing: \- \e \& \(aq \(dq \(ga
 #   \(ti \(ha \(rs and the \[..] forms.  A bare - ' or ` inside an example
 #   is refused: groff may show it as a hyphen or a curly quote, which would
@@ -28,12 +28,17 @@
 # The C example
 #   Every ```c block in Markdown is a complete program.  It is compiled with
 #   $CC (default cc) -std=c11 -Wall -Wextra -Werror -Ilib against
-#   lib/libmha.a and -lm, and run; the first ```text block after it is its
-#   exact standard output (without one, it must just exit 0).
+#   lib/libmha.a (or $MHA_LIB) and -lm, and run; the first ```text block
+#   after it is its exact standard output (without one, it must just exit
+#   0).
 #
 # Output: "ok FILE:LINE", or "FAIL FILE:LINE" and a diff (expected lines
 # marked -, actual +), or "skip FILE:LINE (reason)", one line per example;
 # then exactly "N passed, N failed".  Exit status 1 on any failure.
+#
+# Another build (make check-asan runs the sanitized one this way):
+#   MHA=build-asan/mha MHA_LIB=build-asan/libmha.a CC='cc -fsanitize=...' \
+#   sh tests/doc_examples.sh README.md man/mha.1
 
 LC_ALL=C
 export LC_ALL
@@ -43,8 +48,14 @@ if [ $# -eq 0 ]; then
 	echo "usage: sh tests/doc_examples.sh FILE..." >&2
 	exit 2
 fi
-if [ ! -x "$top/mha" ] || [ ! -f "$top/lib/libmha.a" ]; then
-	echo "doc_examples.sh: build first ('make'): $top/mha or lib/libmha.a is missing" >&2
+# the program and the library under test: $MHA and $MHA_LIB, relative to
+# the current directory, or the tree's own ./mha and lib/libmha.a
+mha=${MHA:-$top/mha}
+mha_lib=${MHA_LIB:-$top/lib/libmha.a}
+case $mha in /*) ;; *) mha=$(pwd)/$mha ;; esac
+case $mha_lib in /*) ;; *) mha_lib=$(pwd)/$mha_lib ;; esac
+if [ ! -x "$mha" ] || [ ! -f "$mha_lib" ]; then
+	echo "doc_examples.sh: build first ('make'): $mha or $mha_lib is missing" >&2
 	exit 2
 fi
 
@@ -52,7 +63,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/mha-doc.XXXXXX") || exit 2
 trap 'rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 mkdir "$work/bin" "$work/ex"
-ln -s "$top/mha" "$work/bin/mha"
+ln -s "$mha" "$work/bin/mha"
 PATH="$work/bin:$PATH"
 export PATH
 
@@ -254,7 +265,7 @@ check_c() { # where source
 	where=$1 src=$2
 	exe=${src%.c}
 	if ! (cd "$top" && ${CC:-cc} -std=c11 -Wall -Wextra -Werror -Ilib -o "$exe" "$src" \
-		lib/libmha.a -fopenmp -lm) > "$exe.log" 2>&1; then
+		"$mha_lib" -fopenmp -lm) > "$exe.log" 2>&1; then
 		fail "$where" "the C example does not compile"
 		sed 's/^/    /' "$exe.log"
 		return

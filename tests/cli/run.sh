@@ -18,6 +18,9 @@
 #                                           what the command did: then read
 #                                           every changed file and judge it
 #   MHA=path/to/mha sh tests/cli/run.sh     test another binary (default ./mha)
+#   CASE_TIMEOUT=300 sh tests/cli/run.sh    seconds a case may take (default
+#                                           20; more for a slow mha, such as
+#                                           one under valgrind)
 #
 # These test cli/: options, file formats, messages, exit statuses.  The
 # arithmetic is tested by tests/test_lib.c and tests/numpy_check.py.
@@ -51,7 +54,7 @@ export PATH
 
 # a case that hangs (a FIFO nobody opens, a read of the terminal) fails
 # instead of stopping the run
-if command -v timeout >/dev/null 2>&1; then limit="timeout 20"; else limit=; fi
+if command -v timeout >/dev/null 2>&1; then limit="timeout ${CASE_TIMEOUT:-20}"; else limit=; fi
 
 cases=tests/cli/cases
 if [ $# -eq 0 ]; then
