@@ -13,6 +13,7 @@
  */
 #include "write.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -93,6 +94,26 @@ static void write_g(char *buf, size_t size, int negative, uint64_t c, int p, int
 	*o = '\0';
 }
 
+/*
+ * Whether long double really carries 64 bits here: the type may be wider
+ * than double on paper and not at run time (x87 precision set to 53 bits,
+ * or an emulator such as valgrind's).  Asked once.
+ */
+static int long_double_is_wide(void)
+{
+	static int known, wide;
+
+	if (!known) {
+#if LDBL_MANT_DIG >= 64
+		volatile long double one = 1, tiny = LDBL_EPSILON;
+
+		wide = one + tiny != one && LDBL_EPSILON <= 0x1p-63L;
+#endif
+		known = 1;
+	}
+	return wide;
+}
+
 static void shortest(char *buf, size_t size, double v, int is_f32)
 {
 	const int pmin = is_f32 ? 6 : 15, pmax = is_f32 ? 9 : 17;
@@ -101,7 +122,7 @@ static void shortest(char *buf, size_t size, double v, int is_f32)
 	double up, dn;
 	int e2, k;
 
-	if (!(a > 0) || !isfinite(a) || size < 32) {
+	if (!(a > 0) || !isfinite(a) || size < 32 || !long_double_is_wide()) {
 		shortest_by_printf(buf, size, v, is_f32);
 		return;
 	}

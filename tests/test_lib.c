@@ -727,6 +727,9 @@ START_TEST(test_fast_path_blocks)
 		bias[i] *= 2;
 	w = (mha_weights){ W[0], W[1], W[2], W[3], b[0], b[1], b[2], b[3] };
 	fw = (mha_weights_f32){ fW[0], fW[1], fW[2], fW[3], fb[0], fb[1], fb[2], fb[3] };
+	const char *kernel_was = getenv("MHA_KERNEL");
+	char *saved = kernel_was ? strdup(kernel_was) : NULL;
+
 	for (int causal = 0; causal < 3; causal++) {
 		mha_config cfg = { .causal = causal == 1 ? MHA_CAUSAL_BOTTOM_RIGHT :
 				   causal == 2 ? MHA_CAUSAL_OFFSET : MHA_CAUSAL_NONE,
@@ -766,8 +769,13 @@ START_TEST(test_fast_path_blocks)
 			}
 			free(one);
 		}
-		unsetenv("MHA_KERNEL");
+		/* as it was: the tests after this one may run in this process */
+		if (saved)
+			setenv("MHA_KERNEL", saved, 1);
+		else
+			unsetenv("MHA_KERNEL");
 	}
+	free(saved);
 	for (int i = 0; i < 4; i++) {
 		free(W[i]);
 		free(b[i]);
