@@ -231,60 +231,17 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
  * libm's exp would give a subnormal: those weights cannot change a sum
  * that is at least 1.
  */
+static inline vec vexp_v(vec x);
+
+/* one value through the vector version: the same numbers, one polynomial */
 static inline REAL vexp(REAL x)
 {
-#if REAL_IS_FLOAT
-	const float shift = 0x1.8p23f, log2e = 0x1.715476p+0f;
-	const float ln2_hi = 0x1.62e4p-1f, ln2_lo = 0x1.7f7d1cp-20f;
-	union { float f; uint32_t u; } t, s;
-	float k, r, p;
+	const vec v = vexp_v((vec){ 0 } + x);
 
-	if (!(x > -87.0f))
-		x = -87.0f;
-	t.f = x * log2e + shift;
-	k = t.f - shift;
-	r = (x - k * ln2_hi) - k * ln2_lo;
-	p = 1.0f / 5040;
-	p = p * r + 1.0f / 720;
-	p = p * r + 1.0f / 120;
-	p = p * r + 1.0f / 24;
-	p = p * r + 1.0f / 6;
-	p = p * r + 0.5f;
-	p = p * r + 1.0f;
-	p = p * r + 1.0f;
-	s.u = (t.u + 127) << 23;
-	return x <= -87.0f ? 0.0f : p * s.f;
-#else
-	const double shift = 0x1.8p52, log2e = 0x1.71547652b82fep+0;
-	const double ln2_hi = 0x1.62e42fefa3800p-1, ln2_lo = 0x1.ef35793c76730p-45;
-	union { double f; uint64_t u; } t, s;
-	double k, r, p;
-
-	if (!(x > -708.0))
-		x = -708.0;
-	t.f = x * log2e + shift;
-	k = t.f - shift;
-	r = (x - k * ln2_hi) - k * ln2_lo;
-	p = 1.0 / 6227020800.0;
-	p = p * r + 1.0 / 479001600.0;
-	p = p * r + 1.0 / 39916800.0;
-	p = p * r + 1.0 / 3628800.0;
-	p = p * r + 1.0 / 362880.0;
-	p = p * r + 1.0 / 40320.0;
-	p = p * r + 1.0 / 5040.0;
-	p = p * r + 1.0 / 720.0;
-	p = p * r + 1.0 / 120.0;
-	p = p * r + 1.0 / 24.0;
-	p = p * r + 1.0 / 6.0;
-	p = p * r + 0.5;
-	p = p * r + 1.0;
-	p = p * r + 1.0;
-	s.u = (t.u + 1023) << 52;
-	return x <= -708.0 ? 0.0 : p * s.f;
-#endif
+	return v[0];
 }
 
-/* the same, a vector at a time: the softmax's inner loop */
+/* e^x a vector at a time, as described above: the softmax's inner loop */
 #if REAL_IS_FLOAT
 typedef int32_t ivec __attribute__((vector_size(VB)));
 #else
