@@ -128,17 +128,7 @@ tests/test_lib: $(TEST_OBJ) lib/libmha.a
 	$(CC) $(LDFLAGS) $(OPENMP) -o $@ $(TEST_OBJ) lib/libmha.a $(CHECK_LIBS) -lm
 
 deps:
-	@command -v dpkg >/dev/null 2>&1 || { echo "deps: not Debian; install: $(DEB_PACKAGES)"; exit 0; }; \
-	missing=""; \
-	for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-		if [ "$$(id -u)" = 0 ]; then \
-			echo "installing Debian packages:$$missing"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
-		else \
-			echo "missing Debian packages:$$missing"; echo "as root: apt-get install$$missing"; exit 1; \
-		fi; \
-	fi
+	@sh tests/ensure_debs.sh $(DEB_PACKAGES)
 
 demo: deps
 	$(MAKE) all
@@ -158,11 +148,7 @@ bench/bench_mha: bench/bench_mha.c lib/libmha.a lib/mha.h
 	$(CC) $(ALL_CFLAGS) $(OPENMP) -o $@ bench/bench_mha.c lib/libmha.a -lm
 
 bench: deps
-	@missing=""; for p in $(BENCH_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ]; then \
-		echo "installing Debian packages:$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || true; \
-	fi
+	@sh tests/ensure_debs.sh --optional $(BENCH_PACKAGES)
 	$(MAKE) bench/bench_mha
 	$(PYTHON) bench/bench.py bench/bench_mha
 
@@ -249,17 +235,7 @@ SECONDS       ?= 10
 .PHONY: fuzz fuzz-regress fuzz-build fuzz-deps
 
 fuzz-deps:
-	@command -v dpkg >/dev/null 2>&1 || { echo "fuzz-deps: not Debian; install clang with libFuzzer"; exit 0; }; \
-	missing=""; \
-	for p in $(FUZZ_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-		if [ "$$(id -u)" = 0 ]; then \
-			echo "installing Debian packages:$$missing"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
-		else \
-			echo "missing Debian packages:$$missing"; echo "as root: apt-get install$$missing"; exit 1; \
-		fi; \
-	fi
+	@sh tests/ensure_debs.sh $(FUZZ_PACKAGES)
 
 build/fuzz/.flags: FORCE
 	@mkdir -p build/fuzz
@@ -391,13 +367,6 @@ check-asan: deps
 # valgrind over the normal build (-O2 -g, as installed): uninitialised
 # reads that ASan cannot see; slower, so not in CI (about 6 minutes)
 check-valgrind: deps
-	@command -v valgrind >/dev/null 2>&1 || { \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing Debian packages: $(VALGRIND_PACKAGES)"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-				$(VALGRIND_PACKAGES) >/dev/null || exit 1; \
-		else \
-			echo "valgrind is missing; as root: apt-get install $(VALGRIND_PACKAGES)"; exit 1; \
-		fi; }
+	@sh tests/ensure_debs.sh $(VALGRIND_PACKAGES)
 	$(MAKE) STRICT=-Werror all tests/test_lib tests/conformance
 	CONFORMANCE_DIR=$(CONFORMANCE_DIR) PYTHON=$(PYTHON) sh tests/valgrind.sh
