@@ -1806,6 +1806,13 @@ int cmd_forward(int argc, char **argv)
 		goto done;
 	if (set_labels(&o, &in, &d))
 		goto done;
+	/* --cell names a query and a key: a command-line error, known once the labels are */
+	if (o.cell && explain_parse_cell(o.cell, (const char *const *)in.labels.query, d.n_q,
+					 (const char *const *)in.labels.key, d.n_kv, &(size_t){ 0 },
+					 &(size_t){ 0 })) {
+		rc = EXIT_USAGE;
+		goto done;
+	}
 	if (o.cfg.kv_len > d.n_kv) {
 		error("--kv-len %zu but %s gives %zu key%s", o.cfg.kv_len,
 		      in.direct ? in.k_src : o.kv ? in.kv_src : in.x_src, d.n_kv, plural(d.n_kv));

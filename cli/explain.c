@@ -264,7 +264,8 @@ int explain_parse_cell(const char *arg, const char *const *q_labels, size_t n_q,
 	long a, b;
 
 	if (!comma || (size_t)(comma - arg) >= sizeof(first))
-		return error("--cell takes QUERY,KEY (numbers from 1, or tokens), not '%s'", arg);
+		return usage_error("forward", "--cell takes QUERY,KEY (numbers from 1, or tokens), "
+				   "not '%s'", arg);
 	memcpy(first, arg, (size_t)(comma - arg));
 	first[comma - arg] = '\0';
 	while (comma - arg > 0 && first[strlen(first) - 1] == ' ')
@@ -272,11 +273,11 @@ int explain_parse_cell(const char *arg, const char *const *q_labels, size_t n_q,
 	a = find(first, q_labels, n_q);
 	b = find(comma + 1, k_labels, n_kv);
 	if (a < 0)
-		return error("--cell: '%s' is not a query: a number from 1 to %zu%s", first, n_q,
-			     q_labels ? " or one of the tokens" : "");
+		return usage_error("forward", "--cell: '%s' is not a query: a number from 1 to %zu%s",
+				   first, n_q, q_labels ? " or one of the tokens" : "");
 	if (b < 0)
-		return error("--cell: '%s' is not a key: a number from 1 to %zu%s", comma + 1, n_kv,
-			     k_labels ? " or one of the tokens" : "");
+		return usage_error("forward", "--cell: '%s' is not a key: a number from 1 to %zu%s",
+				   comma + 1, n_kv, k_labels ? " or one of the tokens" : "");
 	*i = (size_t)a;
 	*j = (size_t)b;
 	return 0;
