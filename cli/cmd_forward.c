@@ -13,6 +13,7 @@
 #include "input.h"
 #include "matrix.h"
 #include "outfile.h"
+#include "text.h"
 #include "weights.h"
 #include "write.h"
 
@@ -1322,16 +1323,9 @@ static void json_tokens(writer *wr, const char *key, char **t, size_t n)
 	fputs(key, wr->fp);
 	fputs("\": [", wr->fp);
 	for (size_t i = 0; i < n; i++) {
-		fputs(i ? ", \"" : "\"", wr->fp);
-		for (const unsigned char *p = (const unsigned char *)t[i]; *p; p++) {
-			if (*p == '"' || *p == '\\')
-				fprintf(wr->fp, "\\%c", *p);
-			else if (*p < 0x20)
-				fprintf(wr->fp, "\\u%04x", *p);
-			else
-				fputc(*p, wr->fp);
-		}
-		fputc('"', wr->fp);
+		if (i)
+			fputs(", ", wr->fp);
+		text_put_json(wr->fp, t[i]); /* valid UTF-8 whatever the label holds */
 	}
 	fputc(']', wr->fp);
 	wr->need_comma = 1;
