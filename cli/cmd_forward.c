@@ -13,6 +13,7 @@
 #include "input.h"
 #include "matrix.h"
 #include "outfile.h"
+#include "text.h"
 #include "weights.h"
 #include "write.h"
 
@@ -1322,16 +1323,9 @@ static void json_tokens(writer *wr, const char *key, char **t, size_t n)
 	fputs(key, wr->fp);
 	fputs("\": [", wr->fp);
 	for (size_t i = 0; i < n; i++) {
-		fputs(i ? ", \"" : "\"", wr->fp);
-		for (const unsigned char *p = (const unsigned char *)t[i]; *p; p++) {
-			if (*p == '"' || *p == '\\')
-				fprintf(wr->fp, "\\%c", *p);
-			else if (*p < 0x20)
-				fprintf(wr->fp, "\\u%04x", *p);
-			else
-				fputc(*p, wr->fp);
-		}
-		fputc('"', wr->fp);
+		if (i)
+			fputs(", ", wr->fp);
+		text_put_json(wr->fp, t[i]); /* valid UTF-8 whatever the label holds */
 	}
 	fputc(']', wr->fp);
 	wr->need_comma = 1;
@@ -1806,6 +1800,13 @@ int cmd_forward(int argc, char **argv)
 		goto done;
 	if (set_labels(&o, &in, &d))
 		goto done;
+	/* --cell names a query and a key: a command-line error, known once the labels are */
+	if (o.cell && explain_parse_cell(o.cell, (const char *const *)in.labels.query, d.n_q,
+					 (const char *const *)in.labels.key, d.n_kv, &(size_t){ 0 },
+					 &(size_t){ 0 })) {
+		rc = EXIT_USAGE;
+		goto done;
+	}
 	if (o.cfg.kv_len > d.n_kv) {
 		error("--kv-len %zu but %s gives %zu key%s", o.cfg.kv_len,
 		      in.direct ? in.k_src : o.kv ? in.kv_src : in.x_src, d.n_kv, plural(d.n_kv));

@@ -7,6 +7,7 @@
  */
 #include "explain.h"
 #include "cli.h"
+#include "text.h"
 #include "write.h"
 
 #include <errno.h>
@@ -46,12 +47,16 @@ static void table(FILE *fp, const matrix *m, const char *const *rows, const char
 	out_matrix(&w, "", "", m);
 }
 
+/* "2 (eats)": a query's or key's number and its label as shown (text.h) */
 static const char *label(const char *const *labels, size_t i, char *buf, size_t size)
 {
-	if (labels)
-		snprintf(buf, size, "%zu (%s)", i + 1, labels[i]);
-	else
-		snprintf(buf, size, "%zu", i + 1);
+	const int n = snprintf(buf, size, labels ? "%zu (" : "%zu", i + 1);
+
+	if (labels && n > 0 && (size_t)n + 2 < size) {
+		const size_t len = (size_t)n + text_shown(buf + n, size - (size_t)n - 1, labels[i]);
+
+		memcpy(buf + len, ")", 2);
+	}
 	return buf;
 }
 
@@ -67,7 +72,7 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 	const double *q = hd->q->v + i * dk, *k = hd->k->v + j * dk;
 	const double *row = hd->masked->v + i * n_kv, *w = hd->softmax->v + i * n_kv;
 	const int p = e->precision;
-	char a[64], b[64], c[64], li[96], lj[96];
+	char a[64], b[64], c[64], li[256], lj[256];
 	double mx = -INFINITY, sum = 0;
 
 	label(e->q_labels, i, li, sizeof(li));
@@ -203,9 +208,11 @@ int explain_write(FILE *fp, const struct explain *e)
 			table(fp, hd->softcapped, e->q_labels, e->k_labels, e->precision);
 		}
 		if (hd->mask) {
-			fprintf(fp, "  the mask (%s): 0 where query i may see key j, -inf where it may "
-				"not; masked = %s + mask\n", e->mask_how ? e->mask_how : "none",
-				hd->softcapped ? "softcapped" : "scaled");
+			/* mask_how names the mask's file: shown as text */
+			fputs("  the mask (", fp);
+			text_put(fp, e->mask_how ? e->mask_how : "none");
+			fprintf(fp, "): 0 where query i may see key j, -inf where it may not; masked = "
+				"%s + mask\n", hd->softcapped ? "softcapped" : "scaled");
 			table(fp, hd->masked, e->q_labels, e->k_labels, e->precision);
 		}
 		fprintf(fp, "  softmax, row by row: weight i,j = exp(x_ij - m_i) / sum over k of "
@@ -264,7 +271,8 @@ int explain_parse_cell(const char *arg, const char *const *q_labels, size_t n_q,
 	long a, b;
 
 	if (!comma || (size_t)(comma - arg) >= sizeof(first))
-		return error("--cell takes QUERY,KEY (numbers from 1, or tokens), not '%s'", arg);
+		return usage_error("forward", "--cell takes QUERY,KEY (numbers from 1, or tokens), "
+				   "not '%s'", arg);
 	memcpy(first, arg, (size_t)(comma - arg));
 	first[comma - arg] = '\0';
 	while (comma - arg > 0 && first[strlen(first) - 1] == ' ')
@@ -272,11 +280,11 @@ int explain_parse_cell(const char *arg, const char *const *q_labels, size_t n_q,
 	a = find(first, q_labels, n_q);
 	b = find(comma + 1, k_labels, n_kv);
 	if (a < 0)
-		return error("--cell: '%s' is not a query: a number from 1 to %zu%s", first, n_q,
-			     q_labels ? " or one of the tokens" : "");
+		return usage_error("forward", "--cell: '%s' is not a query: a number from 1 to %zu%s",
+				   first, n_q, q_labels ? " or one of the tokens" : "");
 	if (b < 0)
-		return error("--cell: '%s' is not a key: a number from 1 to %zu%s", comma + 1, n_kv,
-			     k_labels ? " or one of the tokens" : "");
+		return usage_error("forward", "--cell: '%s' is not a key: a number from 1 to %zu%s",
+				   comma + 1, n_kv, k_labels ? " or one of the tokens" : "");
 	*i = (size_t)a;
 	*j = (size_t)b;
 	return 0;

@@ -40,7 +40,8 @@ int explain_write(FILE *fp, const struct explain *e);
 
 /*
  * "3,5", "Monica,Chandler" or "2, Ross": a query and a key, 1-based numbers
- * or labels; 0 and *i, *j (0-based) set, or -1 with the reason reported.
+ * or labels; 0 and *i, *j (0-based) set, or EXIT_USAGE with the reason
+ * reported as a command-line error.
  */
 int explain_parse_cell(const char *arg, const char *const *q_labels, size_t n_q,
 		       const char *const *k_labels, size_t n_kv, size_t *i, size_t *j);

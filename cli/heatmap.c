@@ -1,7 +1,7 @@
 /*
  * heatmap.c: attention as coloured cells in a terminal, and what the SVG
  * picture (svg.c) shares with it: the colour ramp, a panel's scale, which
- * cells are blocked, and labels made safe to print.
+ * cells are blocked, and labels cut to fit (made safe by text.h).
  *
  * Each cell is two columns wide: "██" in the ramp's colour (24-bit, or the
  * nearest of the 256-colour palette), or without colours a shade from "  "
@@ -11,6 +11,7 @@
 #include "heatmap.h"
 
 #include "cli.h"
+#include "text.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -106,122 +107,29 @@ void heat_number(char *buf, size_t size, double v, int precision)
 		snprintf(buf, size, "%.*g", precision, v == 0 ? 0.0 : v); /* no "-0" */
 }
 
-unsigned long heat_next_char(const char **s)
-{
-	const unsigned char *p = (const unsigned char *)*s;
-	unsigned long c;
-	int more;
-
-	if (p[0] < 0x80) {
-		*s += 1;
-		if (p[0] == '\t' || p[0] == '\n' || p[0] == '\r')
-			return ' ';
-		return p[0] < 0x20 || p[0] == 0x7f ? 0xFFFD : p[0];
-	}
-	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-		c = p[0] & 0x1f;
-		more = 1;
-	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-		c = p[0] & 0x0f;
-		more = 2;
-	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-		c = p[0] & 0x07;
-		more = 3;
-	} else {
-		*s += 1; /* a continuation byte, or one no UTF-8 has */
-		return 0xFFFD;
-	}
-	for (int k = 1; k <= more; k++) {
-		if ((p[k] & 0xc0) != 0x80) {
-			*s += k; /* a truncated sequence: the next byte starts afresh */
-			return 0xFFFD;
-		}
-		c = c << 6 | (p[k] & 0x3f);
-	}
-	*s += more + 1;
-	/* overlong forms, UTF-16 surrogates, past U+10FFFF; C1 controls; XML's non-characters */
-	if ((more == 2 && c < 0x800) || (more == 3 && (c < 0x10000 || c > 0x10FFFF)) ||
-	    (c >= 0xD800 && c <= 0xDFFF) || (c >= 0x80 && c <= 0x9f) || c == 0xFFFE || c == 0xFFFF)
-		return 0xFFFD;
-	return c;
-}
-
-int heat_char_width(unsigned long c)
-{
-	static const unsigned long zero[][2] = {
-		{ 0x0300, 0x036F }, { 0x0483, 0x0489 }, { 0x0591, 0x05BD }, { 0x0610, 0x061A },
-		{ 0x064B, 0x065F }, { 0x1AB0, 0x1AFF }, { 0x1DC0, 0x1DFF }, { 0x200B, 0x200F },
-		{ 0x20D0, 0x20FF }, { 0xFE00, 0xFE0F }, { 0xFE20, 0xFE2F },
-	};
-	static const unsigned long wide[][2] = {
-		{ 0x1100, 0x115F }, { 0x2E80, 0x303E }, { 0x3041, 0x33FF }, { 0x3400, 0x4DBF },
-		{ 0x4E00, 0x9FFF }, { 0xA000, 0xA4CF }, { 0xAC00, 0xD7A3 }, { 0xF900, 0xFAFF },
-		{ 0xFE30, 0xFE4F }, { 0xFF00, 0xFF60 }, { 0xFFE0, 0xFFE6 }, { 0x1F300, 0x1F64F },
-		{ 0x1F900, 0x1F9FF }, { 0x20000, 0x2FFFD }, { 0x30000, 0x3FFFD },
-	};
-
-	for (size_t k = 0; k < sizeof(zero) / sizeof(zero[0]); k++)
-		if (c >= zero[k][0] && c <= zero[k][1])
-			return 0;
-	for (size_t k = 0; k < sizeof(wide) / sizeof(wide[0]); k++)
-		if (c >= wide[k][0] && c <= wide[k][1])
-			return 2;
-	return 1;
-}
-
-size_t heat_put_utf8(char *out, unsigned long c)
-{
-	if (c < 0x80) {
-		out[0] = (char)c;
-		return 1;
-	}
-	if (c < 0x800) {
-		out[0] = (char)(0xc0 | c >> 6);
-		out[1] = (char)(0x80 | (c & 0x3f));
-		return 2;
-	}
-	if (c < 0x10000) {
-		out[0] = (char)(0xe0 | c >> 12);
-		out[1] = (char)(0x80 | (c >> 6 & 0x3f));
-		out[2] = (char)(0x80 | (c & 0x3f));
-		return 3;
-	}
-	out[0] = (char)(0xf0 | c >> 18);
-	out[1] = (char)(0x80 | (c >> 12 & 0x3f));
-	out[2] = (char)(0x80 | (c >> 6 & 0x3f));
-	out[3] = (char)(0x80 | (c & 0x3f));
-	return 4;
-}
-
 size_t heat_label(char *buf, size_t size, const char *s, size_t n, size_t max_cols)
 {
 	char num[32];
 	size_t cols = 0, len = 0, all_cols = 0, all_len = 0;
+	struct text_unit u;
 	int whole;
 
 	if (!s) {
 		snprintf(num, sizeof(num), "%zu", n + 1);
 		s = num;
 	}
-	for (const char *q = s; *q;) {
-		char u[4];
-		const unsigned long c = heat_next_char(&q);
-
-		all_cols += (size_t)heat_char_width(c);
-		all_len += heat_put_utf8(u, c);
+	for (const char *q = s; text_next(&q, &u);) {
+		all_cols += (size_t)u.cols;
+		all_len += u.len;
 	}
 	/* all of it, or as much as leaves room for the "…" */
 	whole = all_cols <= max_cols && all_len < size;
-	for (const char *q = s; *q;) {
-		char u[4];
-		const unsigned long c = heat_next_char(&q);
-		const size_t w = (size_t)heat_char_width(c), b = heat_put_utf8(u, c);
-
-		if (!whole && (cols + w + 1 > max_cols || len + b + 4 > size))
+	for (const char *q = s; text_next(&q, &u);) {
+		if (!whole && (cols + (size_t)u.cols + 1 > max_cols || len + u.len + 4 > size))
 			break;
-		memcpy(buf + len, u, b);
-		len += b;
-		cols += w;
+		memcpy(buf + len, u.b, u.len);
+		len += u.len;
+		cols += (size_t)u.cols;
 	}
 	if (!whole) {
 		memcpy(buf + len, "\xe2\x80\xa6", 3); /* … */
@@ -371,7 +279,17 @@ static size_t label_lines(size_t *line, const size_t *width, size_t cols)
 /* the columns the character at q takes */
 static int width_at(const char *q)
 {
-	return heat_char_width(heat_next_char(&q));
+	struct text_unit u;
+
+	return text_next(&q, &u) ? u.cols : 0;
+}
+
+/* q moved past its next character */
+static void skip_char(const char **q)
+{
+	struct text_unit u;
+
+	(void)text_next(q, &u);
 }
 
 /*
@@ -390,7 +308,7 @@ static void put_vertical_labels(struct term *t, char (*label)[LABEL_SIZE], size_
 
 		heat_label(cut, sizeof(cut), label[j], 0, VERTICAL_COLS);
 		memcpy(label[j], cut, strlen(cut) + 1);
-		for (const char *q = label[j]; *q; heat_next_char(&q))
+		for (const char *q = label[j]; *q; skip_char(&q))
 			n += width_at(q) > 0;
 		height = n > height ? n : height;
 	}
@@ -404,15 +322,15 @@ static void put_vertical_labels(struct term *t, char (*label)[LABEL_SIZE], size_
 
 			/* the l-th character that takes a column, and the marks that follow it */
 			while (*q && !(width_at(q) > 0 && n++ == l))
-				heat_next_char(&q);
+				skip_char(&q);
 			if (!*q)
 				continue;
 			from = q;
 			put_spaces(t->fp, 2 * j - at);
 			at = 2 * j + (size_t)width_at(q);
-			heat_next_char(&q);
+			skip_char(&q);
 			while (*q && !width_at(q))
-				heat_next_char(&q);
+				skip_char(&q);
 			fwrite(from, 1, (size_t)(q - from), t->fp);
 		}
 		end_line(t);
@@ -533,8 +451,8 @@ static int draw_panel(struct term *t, const struct heat_panel *p, int precision)
 		fputs("\033[1m", t->fp);
 		t->cur = BOLD;
 	}
-	fprintf(t->fp, "%s (%s)", p->title ? p->title : p->step ? p->step : "attention",
-		matrix_shape(p->m, shape, sizeof(shape)));
+	text_put(t->fp, p->title ? p->title : p->step ? p->step : "attention");
+	fprintf(t->fp, " (%s)", matrix_shape(p->m, shape, sizeof(shape)));
 	end_line(t);
 	if (rows && cols) {
 		put_column_labels(t, p, cl, cw, cols, lw + 4);

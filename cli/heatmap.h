@@ -36,7 +36,7 @@ int heatmap_svg(FILE *fp, const struct heat_panel *p, size_t n, int precision);
 
 /*
  * Shared by heatmap.c and svg.c (not for other callers): the colour ramp,
- * a panel's scale, which cells are blocked, and labels made safe to print.
+ * a panel's scale, which cells are blocked, and labels cut to fit.
  */
 
 /* The values a panel's colours span: softmax is [0, 1]; any other step the
@@ -60,18 +60,11 @@ extern const unsigned char heat_anchor[HEAT_ANCHORS][3];
 /* precision significant digits, "-inf"/"inf"/"nan", never "-0" */
 void heat_number(char *buf, size_t size, double v, int precision);
 
-/* The next character of a label as a code point, *s moved past it: bytes
- * that are not UTF-8, control characters and U+FFFE/U+FFFF read as U+FFFD
- * (tab, CR and LF as a space), so a label can neither move the cursor nor
- * colour the terminal, and is always valid XML text. */
-unsigned long heat_next_char(const char **s);
-/* columns a code point takes on a terminal: 0 (combining), 1, or 2 (wide) */
-int heat_char_width(unsigned long c);
-/* c as UTF-8 into out (4 bytes at most); the number of bytes */
-size_t heat_put_utf8(char *out, unsigned long c);
-/* A label as drawn: s made safe (see heat_next_char), or the 1-based
- * number n + 1 when s is NULL, cut to max_cols columns with a final "…"
- * when longer.  buf holds at least 4 * max_cols + 8 bytes.  The columns. */
+/* A label as drawn: s as text.h shows it (control characters and bytes
+ * that are not UTF-8 escaped, so it can neither move the cursor nor colour
+ * the terminal, and is always valid XML text), or the 1-based number n + 1
+ * when s is NULL, cut to max_cols columns with a final "…" when longer.
+ * buf holds at least 4 * max_cols + 8 bytes.  The columns. */
 size_t heat_label(char *buf, size_t size, const char *s, size_t n, size_t max_cols);
 
 #endif

@@ -3,15 +3,38 @@
  * writes them: "mha: " then the problem, lowercase, no full stop.
  */
 #include "cli.h"
+#include "text.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
+/*
+ * A message quotes file names, labels and values read from files: it is
+ * formatted whole, then written as text.h shows text, so none of them can
+ * put a control character on the terminal or end the line early.
+ */
 static void vreport(const char *prefix, const char *fmt, va_list ap)
 {
+	char small[512], *msg = small;
+	va_list again;
+	int n;
+
+	va_copy(again, ap);
+	n = vsnprintf(small, sizeof(small), fmt, ap);
+	if (n >= (int)sizeof(small)) {
+		msg = malloc((size_t)n + 1);
+		if (msg)
+			vsnprintf(msg, (size_t)n + 1, fmt, again);
+		else
+			msg = small; /* cut short rather than lost */
+	}
+	va_end(again);
 	fflush(stdout);
 	fputs(prefix, stderr);
-	vfprintf(stderr, fmt, ap);
+	text_put(stderr, n < 0 ? fmt : msg);
 	fputc('\n', stderr);
+	if (msg != small)
+		free(msg);
 }
 
 int error(const char *fmt, ...)

@@ -11,6 +11,7 @@
 #include "heatmap.h"
 
 #include "cli.h"
+#include "text.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -30,30 +31,30 @@
 #define NOTE_CELLS 400 /* grids with more cells than this have none written */
 #define SIN45 0.70710678
 
-/* a label's width in px at size font: wide characters an em, others 0.6 em */
+/* a label's width in px at size font as shown: wide characters an em, others 0.6 em */
 static int text_px(const char *s, int font)
 {
+	struct text_unit u;
 	double px = 0;
 
-	while (*s) {
-		const int w = heat_char_width(heat_next_char(&s));
-
-		px += w == 2 ? font : w == 1 ? 0.6 * font : 0;
-	}
+	while (text_next(&s, &u))
+		px += u.cols == 2 && !u.escaped ? font : 0.6 * font * u.cols;
 	return (int)ceil(px);
 }
 
-/* s (valid UTF-8, as heat_label makes it) as XML character data or attribute text */
+/* s as shown (text.h: always valid UTF-8 XML may hold) as XML character data or attribute text */
 static void put_xml(FILE *fp, const char *s)
 {
-	for (; *s; s++)
-		switch (*s) {
+	struct text_unit u;
+
+	while (text_next(&s, &u))
+		switch (u.escaped ? 0 : u.c) {
 		case '&': fputs("&amp;", fp); break;
 		case '<': fputs("&lt;", fp); break;
 		case '>': fputs("&gt;", fp); break;
 		case '"': fputs("&quot;", fp); break;
 		case '\'': fputs("&apos;", fp); break;
-		default: fputc(*s, fp);
+		default: fwrite(u.b, 1, u.len, fp);
 		}
 }
 

@@ -6,9 +6,12 @@
  * strict RFC 8259, every number in the shortest form that reads back to
  * the same double, and the non-finite values a mask can hold as strings.
  * CSV keeps the shortest round-trip numbers too, one block per matrix;
- * Markdown makes GitHub tables as the tutorials print them.
+ * Markdown makes GitHub tables as the tutorials print them.  Labels and
+ * titles go out as text.h shows them, control characters escaped, and are
+ * aligned by the columns they take on screen.
  */
 #include "write.h"
+#include "text.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -163,27 +166,17 @@ int json_write_array(writer *w, const matrix *m)
 	return ferror(w->fp) ? -1 : 0;
 }
 
-/* characters on screen: UTF-8 continuation bytes take no column */
-size_t text_width(const char *s)
-{
-	size_t n = 0;
-
-	for (; *s; s++)
-		n += ((unsigned char)*s & 0xC0) != 0x80;
-	return n;
-}
-
-/* s right-aligned (or left, with left set) in width columns */
+/* s as shown, right-aligned (or left, with left set) in width columns */
 static void pad(FILE *fp, const char *s, size_t width, int left)
 {
 	const size_t n = text_width(s);
 
 	if (left)
-		fputs(s, fp);
+		text_put(fp, s);
 	for (size_t i = n; i < width; i++)
 		fputc(' ', fp);
 	if (!left)
-		fputs(s, fp);
+		text_put(fp, s);
 }
 
 static void text_table(writer *w, const double *v, size_t rows, size_t cols)
@@ -229,28 +222,39 @@ static void text_table(writer *w, const double *v, size_t rows, size_t cols)
 	free(width);
 }
 
-/* a Markdown table cell's text: '|' and '\\' escaped */
-static void md_cell(FILE *fp, const char *s)
+/* Markdown text as shown, with a backslash before each of the characters in special */
+static void md_text(FILE *fp, const char *s, const char *special)
 {
-	for (; *s; s++) {
-		if (*s == '|' || *s == '\\')
+	struct text_unit u;
+
+	while (text_next(&s, &u)) {
+		if (!u.escaped && u.c < 0x80 && strchr(special, (int)u.c))
 			fputc('\\', fp);
-		fputc(*s, fp);
+		fwrite(u.b, 1, u.len, fp);
 	}
 }
 
-/* a CSV field, quoted when it must be (RFC 4180) */
+/* a Markdown table cell's text: '|' and '\\' escaped */
+static void md_cell(FILE *fp, const char *s)
+{
+	md_text(fp, s, "|\\");
+}
+
+/* a CSV field as shown, quoted when it must be (RFC 4180); a line break is
+ * shown as \n, not quoted, so that each row stays one line */
 static void csv_field(FILE *fp, const char *s)
 {
-	if (!strpbrk(s, ",\"\r\n#") && s[0] != ' ' && (!*s || s[strlen(s) - 1] != ' ')) {
-		fputs(s, fp);
+	struct text_unit u;
+
+	if (!strpbrk(s, ",\"#") && s[0] != ' ' && (!*s || s[strlen(s) - 1] != ' ')) {
+		text_put(fp, s);
 		return;
 	}
 	fputc('"', fp);
-	for (; *s; s++) {
-		if (*s == '"')
+	while (text_next(&s, &u)) {
+		if (u.c == '"')
 			fputc('"', fp);
-		fputc(*s, fp);
+		fwrite(u.b, 1, u.len, fp);
 	}
 	fputc('"', fp);
 }
@@ -269,11 +273,7 @@ static void markdown_matrix_out(writer *w, const char *title, const matrix *m)
 		if (w->blocks++)
 			fputc('\n', w->fp);
 		fputs("**", w->fp);
-		for (const char *p = title; *p; p++) {
-			if (*p == '*' || *p == '_' || *p == '|' || *p == '\\')
-				fputc('\\', w->fp); /* literal, not emphasis */
-			fputc(*p, w->fp);
-		}
+		md_text(w->fp, title, "*_|\\"); /* literal, not emphasis */
 		if (m->rank == 3)
 			fprintf(w->fp, ", head %zu", h + 1);
 		fprintf(w->fp, "** (%zu×%zu)\n\n|   |", rows, cols);
@@ -321,9 +321,13 @@ static void csv_matrix_out(writer *w, const char *key, const char *title, const 
 			fputc('\n', w->fp);
 		/* the name is the file name -o DIR/ would give it, to split on */
 		if (w->head)
-			fprintf(w->fp, "# head%zu_%s: %s (", w->head, key, title);
+			fprintf(w->fp, "# head%zu_%s: ", w->head, key);
+		else if (strcmp(key, title))
+			fprintf(w->fp, "# %s: ", key);
 		else
-			fprintf(w->fp, strcmp(key, title) ? "# %s: %s (" : "# %s (", key, title);
+			fputs("# ", w->fp);
+		text_put(w->fp, title);
+		fputs(" (", w->fp);
 		for (size_t r = 0; r < m->rank; r++)
 			fprintf(w->fp, "%s%zu", r ? "x" : "", m->dim[r]);
 		fputs(")\n", w->fp);
@@ -374,12 +378,12 @@ static void text_matrix_out(writer *w, const char *title, const matrix *m)
 	for (size_t h = 0; h < planes; h++) {
 		if (w->blocks++)
 			fputc('\n', w->fp);
-		if (w->no_title)
-			;
-		else if (m->rank == 3)
-			fprintf(w->fp, "%s, head %zu (%zux%zu)\n", title, h + 1, rows, cols);
-		else
-			fprintf(w->fp, "%s (%zux%zu)\n", title, rows, cols);
+		if (!w->no_title) {
+			text_put(w->fp, title);
+			if (m->rank == 3)
+				fprintf(w->fp, ", head %zu", h + 1);
+			fprintf(w->fp, " (%zux%zu)\n", rows, cols);
+		}
 		text_table(w, m->v + h * rows * cols, rows, cols);
 	}
 }

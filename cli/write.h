@@ -57,9 +57,6 @@ int csv_write(FILE *fp, const matrix *m);
 /* One matrix as a bare JSON array (nested to its rank) and a newline. */
 int json_write_array(writer *w, const matrix *m);
 
-/* columns a UTF-8 string takes on screen (one per code point) */
-size_t text_width(const char *s);
-
 /* Shortest text that strtod() reads back as exactly v (finite v), as
  * printf's %.15g, %.16g or %.17g gives it: the first that reads back. */
 void format_shortest(char *buf, size_t size, double v);
