@@ -145,10 +145,14 @@ static mha_status project(const struct typed *t, int which, size_t rows, size_t 
 				      .threads = threads };
 
 		t->k->gemm(&g);
+		*res = *owned;
 		if (g.failed)
 			return MHA_ERR_NOMEM;
-		if (mha_finish_product(*owned, rows, cols, cols, x, d_in, W, cols, b, d_in, t->esize))
+		/* an entry not finite: its partial sums may have overflowed (rules.h) */
+		if (!finite_all(*owned, rows * cols, t->esize) &&
+		    mha_finish_product(*owned, rows, cols, cols, x, d_in, W, cols, b, d_in, t->esize))
 			return MHA_ERR_RANGE;
+		return MHA_OK;
 	} else if (t->esize == 8) {
 		for (size_t i = 0; i < rows; i++)
 			for (size_t c = 0; c < cols; c++)
@@ -245,7 +249,8 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 			st = MHA_ERR_NOMEM;
 			goto done;
 		}
-		if (mha_finish_product(out, d->n_q, out_cols, out_cols, concat, cw, t->W[3], out_cols,
+		if (!finite_all(out, d->n_q * out_cols, t->esize) &&
+		    mha_finish_product(out, d->n_q, out_cols, out_cols, concat, cw, t->W[3], out_cols,
 				       t->b[3], cw, t->esize)) {
 			st = MHA_ERR_RANGE;
 			goto done;

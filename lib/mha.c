@@ -170,6 +170,14 @@ static void project(double *out, const double *x, size_t rows, size_t d_in,
 	}
 }
 
+static int all_finite(const double *a, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(a[i]))
+			return 0;
+	return 1;
+}
+
 /*
  * One projection: Q = x·W + b, or x itself (+ b) when W is NULL.  *owned
  * receives what must be freed (NULL when x is used in place).
@@ -193,7 +201,8 @@ static mha_status make_projection(const double **res, double **owned,
 	if (W) {
 		project(*owned, x, rows, d_in, W, b, cols);
 		/* partial sums that overflowed: again, rescaled (rules.h) */
-		if (mha_finish_product(*owned, rows, cols, cols, x, d_in, W, cols, b, d_in, sizeof(double)))
+		if (!all_finite(*owned, rows * cols) &&
+		    mha_finish_product(*owned, rows, cols, cols, x, d_in, W, cols, b, d_in, sizeof(double)))
 			return MHA_ERR_RANGE;
 	} else {
 		for (size_t i = 0; i < rows; i++)
@@ -207,14 +216,6 @@ static mha_status make_projection(const double **res, double **owned,
 static int wants(const mha_observer *obs, mha_stage s)
 {
 	return obs && obs->fn && (obs->wanted & MHA_STAGE_BIT(s));
-}
-
-static int all_finite(const double *a, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!isfinite(a[i]))
-			return 0;
-	return 1;
 }
 
 /* copy a column block (rows, width) at column col0 of m (rows, ld) into dst */
@@ -677,7 +678,8 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 	}
 	if (w->W_O) {
 		project(out, r.concat, d->n_q, r.H * r.dv, w->W_O, w->b_O, out_cols);
-		if (mha_finish_product(out, d->n_q, out_cols, out_cols, r.concat, r.H * r.dv, w->W_O,
+		if (!all_finite(out, d->n_q * out_cols) &&
+		    mha_finish_product(out, d->n_q, out_cols, out_cols, r.concat, r.H * r.dv, w->W_O,
 				       out_cols, w->b_O, r.H * r.dv, sizeof(double))) {
 			st = MHA_ERR_RANGE;
 			goto done;
