@@ -233,6 +233,7 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 	REAL *bpack = alloc_aligned(gemm_panel(g));
 	int failed = !bpack;
 
+	(void)threads; /* read by the pragmas only: unused without OpenMP */
 	for (size_t j0 = 0; j0 < g->n && !failed; j0 += NC) {
 		const size_t nc = min_size(NC, g->n - j0);
 
@@ -625,6 +626,7 @@ void NAME(mha_attend_)(struct mha_attend *a)
 	size_t blocked = 0, first = (size_t)-1;
 	int error = 0;
 
+	(void)threads; /* read by the pragmas only: unused without OpenMP */
 	if (!kt || !vp) {
 		free(kt);
 		free(vp);
