@@ -249,14 +249,11 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 			st = MHA_ERR_NOMEM;
 			goto done;
 		}
-		if (!finite_all(out, d->n_q * out_cols, t->esize) &&
-		    mha_finish_product(out, d->n_q, out_cols, out_cols, concat, cw, t->W[3], out_cols,
-				       t->b[3], cw, t->esize)) {
-			st = MHA_ERR_RANGE;
-			goto done;
-		}
 	}
-	if (!finite_all(out, d->n_q * out_cols, t->esize))
+	/* not finite: with W_O, maybe partial sums that overflowed (rules.h) */
+	if (!finite_all(out, d->n_q * out_cols, t->esize) &&
+	    (!t->W[3] || mha_finish_product(out, d->n_q, out_cols, out_cols, concat, cw, t->W[3],
+					    out_cols, t->b[3], cw, t->esize)))
 		st = MHA_ERR_RANGE;
 	else if (tell(obs, MHA_STAGE_OUTPUT, out, d->n_q, out_cols))
 		st = MHA_ERR_OBSERVER;

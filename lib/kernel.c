@@ -164,8 +164,10 @@ static void micro(size_t kc, const REAL *restrict a, const REAL *restrict b, REA
 }
 
 /* MR plain rows of lda; rows past the last are never read (mr < MR) only
- * when the caller pads them: here the row count is always a multiple of MR */
-static void micro_rows(size_t kc, const REAL *restrict a, size_t lda, const REAL *restrict b,
+ * when the caller pads them: here the row count is always a multiple of MR.
+ * Inlined into the attention's inner loop, as the micro-kernel there is. */
+static inline __attribute__((always_inline)) void
+micro_rows(size_t kc, const REAL *restrict a, size_t lda, const REAL *restrict b,
 		       REAL *restrict c, size_t ldc, size_t mr, size_t nr, int add)
 {
 	micro_strided(kc, a, 1, lda, b, c, ldc, mr, nr, add);
@@ -446,9 +448,12 @@ static double vmax_of(const struct mha_attend *a, size_t g)
  * A scaled score that is not finite, at head h, query qi, key kj: a
  * masked-out key's never counts (0 here; the mask makes it -inf); else
  * the score again without overflowing partial sums (rules.h), an error
- * only when it, or it scaled, truly is not finite.
+ * only when it, or it scaled, truly is not finite.  Rare: kept out of
+ * attend_block, which must stay small enough for the micro-kernels to be
+ * inlined into it.
  */
-static REAL score_again(const struct mha_attend *a, size_t h, size_t qi, size_t kj, int *error)
+static __attribute__((noinline, cold)) REAL
+score_again(const struct mha_attend *a, size_t h, size_t qi, size_t kj, int *error)
 {
 	const size_t g = mha_rule_kv_head(h, a->H, a->G);
 	const REAL *q = (const REAL *)a->Q + qi * a->ldq + h * a->dk;
@@ -494,11 +499,12 @@ static int attend_block(struct mha_attend *a, struct scratch *w, const REAL *ktp
 	for (size_t k0 = 0; k0 < end; k0 += BK) {
 		const size_t cols = min_size(BK, end - k0);
 
-		/* S = Q_blk · K_blkᵀ */
+		/* S = Q_blk · K_blkᵀ; the micro-kernels inlined here (always_inline) */
 		for (size_t s = 0; s < cols; s += NR)
 			for (size_t i = 0; i < rows; i += MR)
-				micro(dk, w->q + i * dk, ktp + (k0 + s) * dk, w->s + i * BK + s, BK,
-				      min_size(MR, rows - i), min_size(NR, cols - s), 0);
+				micro_strided(dk, w->q + i * dk, MR, 1, ktp + (k0 + s) * dk,
+					      w->s + i * BK + s, BK, min_size(MR, rows - i),
+					      min_size(NR, cols - s), 0);
 		/* scale, softcap, mask; the running max and sum; the weights */
 		for (size_t i = 0; i < rows; i++) {
 			REAL *si = w->s + i * BK, mx, alpha, sum = 0, lanes[VB / sizeof(REAL)];
@@ -590,12 +596,18 @@ static int attend_block(struct mha_attend *a, struct scratch *w, const REAL *ktp
 				*first = h * a->n_q + q0 + i;
 			continue;
 		}
-		for (size_t t = 0; t < dv; t++) {
+		for (size_t t = 0; t < dv; t++)
 			o[t] = w->o[i * dvr + t] / w->l[i];
-			if (pshift)
+		if (pshift) {
+			for (size_t t = 0; t < dv; t++)
 				o[t] = (REAL)mha_rescue_back((double)o[t], pshift, REAL_MAX);
-			else if (!isfinite(o[t]))
-				overflow = 1;
+		} else {
+			int finite = 1;
+
+			/* branch-free, vectorised: the common case pays one compare a value */
+			for (size_t t = 0; t < dv; t++)
+				finite &= fabs(o[t]) <= REAL_MAX;
+			overflow |= !finite;
 		}
 	}
 	return overflow;
