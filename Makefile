@@ -56,7 +56,7 @@ SOVERSION = 0
 DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq \
                libxml2-utils librsvg2-bin
 
-LIB_SRC = lib/mha.c lib/fast.c
+LIB_SRC = lib/mha.c lib/fast.c lib/rules.c
 CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
           cli/read_npy.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
           cli/cmd_forward.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c
@@ -74,28 +74,28 @@ build/.flags: FORCE
 	@mkdir -p build
 	@echo '$(CC) $(ALL_CFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALL_CFLAGS)' > $@
 
-build/lib/%.o: lib/%.c lib/mha.h lib/kernel.h build/.flags
+build/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/rules.h build/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
 
 KERNEL_BUILD = $(CC) $(ALL_CFLAGS) $(KERNEL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fPIC \
 	-fvisibility=hidden -DMHA_BUILDING -c lib/kernel.c
-build/lib/kernel_f64_base.o: lib/kernel.c lib/kernel.h build/.flags
+build/lib/kernel_f64_base.o: lib/kernel.c lib/kernel.h lib/rules.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DSFX=f64_base -DVB=16 -o $@
-build/lib/kernel_f32_base.o: lib/kernel.c lib/kernel.h build/.flags
+build/lib/kernel_f32_base.o: lib/kernel.c lib/kernel.h lib/rules.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_base -DVB=16 -o $@
-build/lib/kernel_f64_avx2.o: lib/kernel.c lib/kernel.h build/.flags
+build/lib/kernel_f64_avx2.o: lib/kernel.c lib/kernel.h lib/rules.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DSFX=f64_avx2 -DVB=32 -mavx2 -mfma -o $@
-build/lib/kernel_f32_avx2.o: lib/kernel.c lib/kernel.h build/.flags
+build/lib/kernel_f32_avx2.o: lib/kernel.c lib/kernel.h lib/rules.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_avx2 -DVB=32 -mavx2 -mfma -o $@
-build/lib/kernel_f64_avx512.o: lib/kernel.c lib/kernel.h build/.flags
+build/lib/kernel_f64_avx512.o: lib/kernel.c lib/kernel.h lib/rules.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DSFX=f64_avx512 -DVB=64 -mavx512f -mfma -o $@
-build/lib/kernel_f32_avx512.o: lib/kernel.c lib/kernel.h build/.flags
+build/lib/kernel_f32_avx512.o: lib/kernel.c lib/kernel.h lib/rules.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_avx512 -DVB=64 -mavx512f -mfma -o $@
 
@@ -124,8 +124,12 @@ build/tests/conformance.o: tests/conformance.c lib/mha.h build/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CJSON_CFLAGS) -c $< -o $@
 
+# the unit tests count what libmha allocates (test_memory_measured): its
+# allocation calls, and the tests' own, go through wrappers in test_lib.c
+TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=aligned_alloc,--wrap=posix_memalign
+
 tests/test_lib: $(TEST_OBJ) lib/libmha.a
-	$(CC) $(LDFLAGS) $(OPENMP) -o $@ $(TEST_OBJ) lib/libmha.a $(CHECK_LIBS) -lm
+	$(CC) $(LDFLAGS) $(OPENMP) $(TEST_WRAP) -o $@ $(TEST_OBJ) lib/libmha.a $(CHECK_LIBS) -lm
 
 deps:
 	@sh tests/ensure_debs.sh $(DEB_PACKAGES)
@@ -226,7 +230,7 @@ FUZZ_SAN       = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_WARN      = $(WARN) -Wno-unknown-pragmas -Wno-format-nonliteral -Wno-cast-align
 FUZZ_CFLAGS    = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(FUZZ_WARN) \
                  -g -O1 $(FUZZ_SAN) $(CJSON_CFLAGS)
-FUZZ_SRC       = $(filter-out cli/main.c,$(CLI_SRC)) lib/mha.c lib/fast.c
+FUZZ_SRC       = $(filter-out cli/main.c,$(CLI_SRC)) $(LIB_SRC)
 FUZZ_OBJ       = $(FUZZ_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/lib/kernel_f64_base.o \
                  build/fuzz/obj/lib/kernel_f32_base.o
 FUZZ_BIN       = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
@@ -311,12 +315,12 @@ $(ASAN_DIR)/.flags: FORCE
 	@mkdir -p $(ASAN_DIR)
 	@echo '$(CC) $(ASAN_ALL_CFLAGS) $(OPENMP)' | cmp -s - $@ || echo '$(CC) $(ASAN_ALL_CFLAGS) $(OPENMP)' > $@
 
-$(ASAN_DIR)/lib/kernel_%.o: lib/kernel.c lib/kernel.h $(ASAN_DIR)/.flags
+$(ASAN_DIR)/lib/kernel_%.o: lib/kernel.c lib/kernel.h lib/rules.h $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_ALL_CFLAGS) $(KERNEL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fvisibility=hidden \
 		-DMHA_BUILDING $(call asan_kernel,$*) -c $< -o $@
 
-$(ASAN_DIR)/lib/%.o: lib/%.c lib/mha.h lib/kernel.h $(ASAN_DIR)/.flags
+$(ASAN_DIR)/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/rules.h $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_ALL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
 
@@ -336,7 +340,7 @@ $(ASAN_DIR)/mha: $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a
 	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(OPENMP) -o $@ $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a $(CJSON_LIBS) -lm
 
 $(ASAN_DIR)/test_lib: $(ASAN_TEST_OBJ) $(ASAN_DIR)/libmha.a
-	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(OPENMP) -o $@ $(ASAN_TEST_OBJ) $(ASAN_DIR)/libmha.a $(CHECK_LIBS) -lm
+	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(OPENMP) $(TEST_WRAP) -o $@ $(ASAN_TEST_OBJ) $(ASAN_DIR)/libmha.a $(CHECK_LIBS) -lm
 
 $(ASAN_DIR)/conformance: $(ASAN_DIR)/tests/conformance.o $(ASAN_DIR)/libmha.a
 	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(OPENMP) -o $@ $< $(ASAN_DIR)/libmha.a $(CJSON_LIBS) -lm

@@ -1835,8 +1835,10 @@ int cmd_forward(int argc, char **argv)
 	if (st == MHA_ERR_OBSERVER)
 		goto done; /* keep() said why */
 	if (st == MHA_ERR_RANGE) {
+		/* the type the run computes in: --dtype f32 overflows near 3.4e38 */
 		error("the numbers overflow: Q, K, V, the scores or the output went past the "
-		      "largest double (about 1.8e308); scale the inputs down");
+		      "largest %s; scale the inputs down",
+		      o.f32 ? "float (about 3.4e38)" : "double (about 1.8e308)");
 		goto done;
 	}
 	if (st != MHA_OK) {

@@ -21,19 +21,22 @@
 #include <omp.h>
 #endif
 
+#define KERNELS(name, sfx) \
+	{ name, mha_gemm_##sfx, mha_attend_##sfx, mha_gemm_bytes_##sfx, mha_attend_bytes_##sfx }
+
 static const struct mha_kernels kernels_f64[] = {
-	{ "base", mha_gemm_f64_base, mha_attend_f64_base },
+	KERNELS("base", f64_base),
 #if defined(MHA_X86_KERNELS)
-	{ "avx2", mha_gemm_f64_avx2, mha_attend_f64_avx2 },
-	{ "avx512", mha_gemm_f64_avx512, mha_attend_f64_avx512 },
+	KERNELS("avx2", f64_avx2),
+	KERNELS("avx512", f64_avx512),
 #endif
 };
 
 static const struct mha_kernels kernels_f32[] = {
-	{ "base", mha_gemm_f32_base, mha_attend_f32_base },
+	KERNELS("base", f32_base),
 #if defined(MHA_X86_KERNELS)
-	{ "avx2", mha_gemm_f32_avx2, mha_attend_f32_avx2 },
-	{ "avx512", mha_gemm_f32_avx512, mha_attend_f32_avx512 },
+	KERNELS("avx2", f32_avx2),
+	KERNELS("avx512", f32_avx512),
 #endif
 };
 
@@ -69,14 +72,17 @@ const char *mha_kernel(void)
 	return kernels_f64[kernel_level()].name;
 }
 
-static int threads_of(const mha_config *cfg)
+int mha_threads(const mha_config *cfg)
 {
+	int n = 1;
+
 #ifdef _OPENMP
-	return cfg->threads > 0 ? cfg->threads : omp_get_max_threads();
+	/* OMP_NUM_THREADS=100000 is taken at its word only up to the cap */
+	n = cfg->threads > 0 ? cfg->threads : omp_get_max_threads();
 #else
 	(void)cfg;
-	return 1;
 #endif
+	return n < 1 ? 1 : n > MHA_MAX_THREADS ? MHA_MAX_THREADS : n;
 }
 
 /* ---- the one algorithm for both element types ------------------------- */
@@ -116,7 +122,10 @@ static int finite_all(const void *m, size_t n, size_t esize)
 	return 1;
 }
 
-/* x (rows, d_in)·W + b, or x + b, or x itself: *res, with *owned to free */
+/*
+ * x (rows, d_in)·W + b, or x + b, or x itself: *res, with *owned to free.
+ * MHA_ERR_RANGE when an entry truly is not finite (rules.h).
+ */
 static mha_status project(const struct typed *t, int which, size_t rows, size_t d_in,
 			  size_t cols, int threads, const void **res, void **owned)
 {
@@ -125,7 +134,7 @@ static mha_status project(const struct typed *t, int which, size_t rows, size_t 
 	*owned = NULL;
 	if (!W && !b) {
 		*res = x;
-		return MHA_OK;
+		return finite_all(x, rows * cols, t->esize) ? MHA_OK : MHA_ERR_RANGE;
 	}
 	*owned = alloc_elems(rows, cols, t->esize);
 	if (!*owned)
@@ -136,8 +145,14 @@ static mha_status project(const struct typed *t, int which, size_t rows, size_t 
 				      .threads = threads };
 
 		t->k->gemm(&g);
+		*res = *owned;
 		if (g.failed)
 			return MHA_ERR_NOMEM;
+		/* an entry not finite: its partial sums may have overflowed (rules.h) */
+		if (!finite_all(*owned, rows * cols, t->esize) &&
+		    mha_finish_product(*owned, rows, cols, cols, x, d_in, W, cols, b, d_in, t->esize))
+			return MHA_ERR_RANGE;
+		return MHA_OK;
 	} else if (t->esize == 8) {
 		for (size_t i = 0; i < rows; i++)
 			for (size_t c = 0; c < cols; c++)
@@ -150,7 +165,7 @@ static mha_status project(const struct typed *t, int which, size_t rows, size_t 
 								  ((const float *)b)[c];
 	}
 	*res = *owned;
-	return MHA_OK;
+	return finite_all(*owned, rows * cols, t->esize) ? MHA_OK : MHA_ERR_RANGE;
 }
 
 /* an f64 observer, asked only for whole-model stages here */
@@ -163,10 +178,10 @@ static int tell(const mha_observer *obs, mha_stage s, const void *m, size_t rows
 int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 		     const mha_config *cfg, const mha_observer *obs, mha_report *rep)
 {
-	const size_t H = d->heads, G = d->kv_heads ? d->kv_heads : d->heads;
+	const size_t H = d->heads, G = mha_rule_kv_heads(d);
 	const size_t qw = H * d->d_k, kw = G * d->d_k, vw = G * d->d_v, cw = H * d->d_v;
 	const size_t out_cols = mha_output_cols(d, t->W[3] != NULL);
-	const int threads = threads_of(cfg);
+	const int threads = mha_threads(cfg);
 	const void *Q, *K, *V;
 	void *owned[3] = { NULL, NULL, NULL }, *concat = NULL;
 	struct mha_attend a;
@@ -179,11 +194,6 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 		st = project(t, 2, d->n_kv, d->d_v_in, vw, threads, &V, &owned[2]);
 	if (st != MHA_OK)
 		goto done;
-	if (!finite_all(Q, d->n_q * qw, t->esize) || !finite_all(K, d->n_kv * kw, t->esize) ||
-	    !finite_all(V, d->n_kv * vw, t->esize)) {
-		st = MHA_ERR_RANGE;
-		goto done;
-	}
 	if (tell(obs, MHA_STAGE_Q, Q, d->n_q, qw) || tell(obs, MHA_STAGE_K, K, d->n_kv, kw) ||
 	    tell(obs, MHA_STAGE_V, V, d->n_kv, vw)) {
 		st = MHA_ERR_OBSERVER;
@@ -212,14 +222,7 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 	a.ldo = cw;
 	a.scale = mha_scale_of(d, cfg);
 	a.softcap = cfg->softcap;
-	a.causal = cfg->causal != MHA_CAUSAL_NONE;
-	a.offset = cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT
-			   ? (ptrdiff_t)(cfg->kv_len ? cfg->kv_len : d->n_kv) - (ptrdiff_t)d->n_q
-		   : cfg->causal == MHA_CAUSAL_OFFSET ? cfg->causal_offset : 0;
-	a.kv_len = cfg->kv_len;
-	a.allow = cfg->mask.allow;
-	a.bias = cfg->mask.bias;
-	a.mask_per_head = cfg->mask.per_head;
+	a.rule = mha_rule_of(d, cfg);
 	a.threads = threads;
 	t->k->attend(&a);
 	if (a.error) {
@@ -247,7 +250,10 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 			goto done;
 		}
 	}
-	if (!finite_all(out, d->n_q * out_cols, t->esize))
+	/* not finite: with W_O, maybe partial sums that overflowed (rules.h) */
+	if (!finite_all(out, d->n_q * out_cols, t->esize) &&
+	    (!t->W[3] || mha_finish_product(out, d->n_q, out_cols, out_cols, concat, cw, t->W[3],
+					    out_cols, t->b[3], cw, t->esize)))
 		st = MHA_ERR_RANGE;
 	else if (tell(obs, MHA_STAGE_OUTPUT, out, d->n_q, out_cols))
 		st = MHA_ERR_OBSERVER;

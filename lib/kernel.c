@@ -13,6 +13,7 @@
  */
 #include "kernel.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,9 +22,13 @@
 #ifdef MHA_F32
 #define REAL float
 #define REAL_IS_FLOAT 1
+#define REAL_MAX FLT_MAX
+#define DOT mha_dot_f32
 #else
 #define REAL double
 #define REAL_IS_FLOAT 0
+#define REAL_MAX DBL_MAX
+#define DOT mha_dot_f64
 #endif
 #ifndef VB
 #define VB 16
@@ -64,11 +69,38 @@ static size_t round_up(size_t a, size_t b)
 	return (a + b - 1) / b * b;
 }
 
+/*
+ * What alloc_aligned(count) asks the allocator for: count elements and a
+ * vector's worth past them, in whole cache lines; SIZE_MAX when too large.
+ * The kernels' *_bytes functions count with it, so the estimate is the
+ * allocation.
+ */
+static size_t aligned_bytes(size_t count)
+{
+	if (count > (SIZE_MAX - 128) / sizeof(REAL))
+		return SIZE_MAX;
+	return round_up(count * sizeof(REAL) + 64, 64);
+}
+
 static void *alloc_aligned(size_t count)
 {
-	size_t bytes = round_up(count * sizeof(REAL) + 64, 64);
+	const size_t bytes = aligned_bytes(count);
 
-	return aligned_alloc(64, bytes);
+	return bytes == SIZE_MAX ? NULL : aligned_alloc(64, bytes);
+}
+
+/* aligned_bytes with the allocator's slack, as mha_memory counts a block */
+static size_t counted_bytes(size_t count)
+{
+	return mha_sat_add(aligned_bytes(count), MHA_ALLOC_SLACK);
+}
+
+/* min(threads, tasks), at least 1: a thread with nothing to do still allocates its scratch */
+static int threads_for(int threads, size_t tasks)
+{
+	if (threads < 1 || tasks < 1)
+		return 1;
+	return (size_t)threads < tasks ? threads : (int)tasks;
 }
 
 /*
@@ -132,8 +164,10 @@ static void micro(size_t kc, const REAL *restrict a, const REAL *restrict b, REA
 }
 
 /* MR plain rows of lda; rows past the last are never read (mr < MR) only
- * when the caller pads them: here the row count is always a multiple of MR */
-static void micro_rows(size_t kc, const REAL *restrict a, size_t lda, const REAL *restrict b,
+ * when the caller pads them: here the row count is always a multiple of MR.
+ * Inlined into the attention's inner loop, as the micro-kernel there is. */
+static inline __attribute__((always_inline)) void
+micro_rows(size_t kc, const REAL *restrict a, size_t lda, const REAL *restrict b,
 		       REAL *restrict c, size_t ldc, size_t mr, size_t nr, int add)
 {
 	micro_strided(kc, a, 1, lda, b, c, ldc, mr, nr, add);
@@ -174,14 +208,34 @@ static void pack_b(REAL *dst, const REAL *B, size_t ldb, size_t k0, size_t kc, s
 	}
 }
 
+/* the threads a product uses: one per MC rows of A at most, one for a single block */
+static int gemm_threads(const struct mha_gemm *g)
+{
+	return g->m > MC ? threads_for(g->threads, (g->m + MC - 1) / MC) : 1;
+}
+
+/* elements of the packed B panel: KC rows by at most NC columns, padded to NR */
+static size_t gemm_panel(const struct mha_gemm *g)
+{
+	return KC * min_size(NC, round_up(g->n, NR));
+}
+
+size_t NAME(mha_gemm_bytes_)(const struct mha_gemm *g)
+{
+	/* the B panel, and an (MC, KC) block of A per thread */
+	return mha_sat_add(counted_bytes(gemm_panel(g)),
+			   mha_sat_mul((size_t)gemm_threads(g), counted_bytes(MC * KC)));
+}
+
 void NAME(mha_gemm_)(struct mha_gemm *g)
 {
 	const REAL *A = g->A, *B = g->B, *bias = g->bias;
 	REAL *C = g->C;
-	const size_t nc_max = min_size(NC, round_up(g->n, NR));
-	REAL *bpack = alloc_aligned(KC * nc_max);
+	const int threads = gemm_threads(g);
+	REAL *bpack = alloc_aligned(gemm_panel(g));
 	int failed = !bpack;
 
+	(void)threads; /* read by the pragmas only: unused without OpenMP */
 	for (size_t j0 = 0; j0 < g->n && !failed; j0 += NC) {
 		const size_t nc = min_size(NC, g->n - j0);
 
@@ -189,7 +243,7 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 			const size_t kc = min_size(KC, g->k - k0);
 
 			pack_b(bpack, B, g->ldb, k0, kc, j0, nc);
-#pragma omp parallel num_threads(g->threads) if (g->m > MC)
+#pragma omp parallel num_threads(threads) if (threads > 1)
 			{
 				REAL *apack = alloc_aligned(MC * KC);
 
@@ -333,34 +387,108 @@ struct scratch {
 	REAL *m, *l; /* (BQ) running max and sum */
 };
 
-/* the mask's additive part for head h, query i, key j, or -inf */
-static double mask_at(const struct mha_attend *a, size_t h, size_t i, size_t j)
-{
-	size_t at = i * a->n_kv + j;
+enum { SCRATCH_Q, SCRATCH_S, SCRATCH_O, SCRATCH_M, SCRATCH_L, N_SCRATCH };
 
-	if (a->mask_per_head)
-		at += h * a->n_q * a->n_kv;
-	if (a->allow && !a->allow[at])
-		return -INFINITY;
-	return a->bias ? a->bias[at] : 0.0;
+/* a thread's scratch in elements, as struct scratch lists it */
+static void scratch_counts(const struct mha_attend *a, size_t c[N_SCRATCH])
+{
+	c[SCRATCH_Q] = mha_sat_mul(BQ + MR, a->dk);
+	c[SCRATCH_S] = BQ * BK;
+	c[SCRATCH_O] = mha_sat_mul(BQ, round_up(a->dv, NR));
+	c[SCRATCH_M] = c[SCRATCH_L] = BQ;
 }
 
-/* One task: query rows [q0, q0 + rows) of head h. */
-static void attend_block(struct mha_attend *a, struct scratch *w, const REAL *ktp, const REAL *vp,
-			 size_t h, size_t q0, size_t rows, size_t *blocked, size_t *first, int *error)
+/* Kᵀ and V of one key/value head, packed: keys padded to NR, V's columns too */
+static size_t kt_count(const struct mha_attend *a)
 {
+	return mha_sat_mul(round_up(a->n_kv, NR), a->dk);
+}
+
+static size_t v_count(const struct mha_attend *a)
+{
+	return mha_sat_mul(round_up(a->n_kv, NR), round_up(a->dv, NR));
+}
+
+/* the tasks (query blocks of one head) and the threads they keep busy */
+static size_t attend_tasks(const struct mha_attend *a)
+{
+	return mha_sat_mul(a->H, (a->n_q + BQ - 1) / BQ);
+}
+
+static int attend_threads(const struct mha_attend *a)
+{
+	return threads_for(a->threads, attend_tasks(a));
+}
+
+size_t NAME(mha_attend_bytes_)(const struct mha_attend *a)
+{
+	size_t c[N_SCRATCH], one = 0;
+
+	scratch_counts(a, c);
+	for (int i = 0; i < N_SCRATCH; i++)
+		one = mha_sat_add(one, counted_bytes(c[i]));
+	return mha_sat_add(mha_sat_add(counted_bytes(mha_sat_mul(a->G, kt_count(a))),
+				       counted_bytes(mha_sat_mul(a->G, v_count(a)))),
+			   mha_sat_mul((size_t)attend_threads(a), one));
+}
+
+/* the largest |v| of key/value head g's values: for the rerun after an overflow */
+static double vmax_of(const struct mha_attend *a, size_t g)
+{
+	const REAL *V = (const REAL *)a->V + g * a->dv;
+	double m = 0;
+
+	for (size_t j = 0; j < a->n_kv; j++)
+		for (size_t t = 0; t < a->dv; t++)
+			m = fmax(m, fabs((double)V[j * a->ldv + t]));
+	return m;
+}
+
+/*
+ * A scaled score that is not finite, at head h, query qi, key kj: a
+ * masked-out key's never counts (0 here; the mask makes it -inf); else
+ * the score again without overflowing partial sums (rules.h), an error
+ * only when it, or it scaled, truly is not finite.  Rare: kept out of
+ * attend_block, which must stay small enough for the micro-kernels to be
+ * inlined into it.
+ */
+static __attribute__((noinline, cold)) REAL
+score_again(const struct mha_attend *a, size_t h, size_t qi, size_t kj, int *error)
+{
+	const size_t g = mha_rule_kv_head(h, a->H, a->G);
+	const REAL *q = (const REAL *)a->Q + qi * a->ldq + h * a->dk;
+	const REAL *k = (const REAL *)a->K + kj * a->ldk + g * a->dk;
+	REAL s, x;
+
+	if (mha_rule_mask(&a->rule, h, qi, kj) == -INFINITY)
+		return 0;
+	s = (REAL)DOT(q, 1, k, 1, a->dk, 0.0);
+	x = s * (REAL)a->scale;
+	if (mha_rule_overflows(&a->rule, h, qi, kj, s) || mha_rule_overflows(&a->rule, h, qi, kj, x))
+		*error = 2;
+	return x;
+}
+
+/*
+ * One task: query rows [q0, q0 + rows) of head h.  With pshift > 0 (a
+ * rerun) the weights meet V scaled by 2^-pshift, so that their sum cannot
+ * overflow, and the outputs are scaled back.  Returns 1 when an output
+ * overflowed on a first run: the caller reruns the task.
+ */
+static int attend_block(struct mha_attend *a, struct scratch *w, const REAL *ktp, const REAL *vp,
+			size_t h, size_t q0, size_t rows, int pshift, size_t *blocked, size_t *first,
+			int *error)
+{
+	const struct mha_rule *rule = &a->rule;
 	const size_t dk = a->dk, dv = a->dv, dvr = round_up(dv, NR);
 	const REAL *Q = (const REAL *)a->Q + h * dk;
 	const REAL scale = (REAL)a->scale, cap = (REAL)a->softcap;
-	const int masked = a->allow || a->bias;
-	size_t end = a->kv_len;
+	const REAL pscale = (REAL)ldexp(1.0, -pshift);
+	const int masked = rule->allow || rule->bias;
+	/* the keys any of these rows may see: blocks past the last row's are skipped */
+	const size_t end = mha_rule_keys_end(rule, q0 + rows - 1);
+	int overflow = 0;
 
-	/* the keys any of these rows may see: causal blocks past the diagonal are skipped */
-	if (a->causal) {
-		const ptrdiff_t last = (ptrdiff_t)(q0 + rows - 1) + a->offset + 1;
-
-		end = last <= 0 ? 0 : min_size(end, (size_t)last);
-	}
 	pack_a(w->q, Q + q0 * a->ldq, a->ldq, rows, 0, dk);
 	for (size_t i = 0; i < rows; i++) {
 		w->m[i] = -INFINITY;
@@ -371,42 +499,50 @@ static void attend_block(struct mha_attend *a, struct scratch *w, const REAL *kt
 	for (size_t k0 = 0; k0 < end; k0 += BK) {
 		const size_t cols = min_size(BK, end - k0);
 
-		/* S = Q_blk · K_blkᵀ */
+		/* S = Q_blk · K_blkᵀ; the micro-kernels inlined here (always_inline) */
 		for (size_t s = 0; s < cols; s += NR)
 			for (size_t i = 0; i < rows; i += MR)
-				micro(dk, w->q + i * dk, ktp + (k0 + s) * dk, w->s + i * BK + s, BK,
-				      min_size(MR, rows - i), min_size(NR, cols - s), 0);
+				micro_strided(dk, w->q + i * dk, MR, 1, ktp + (k0 + s) * dk,
+					      w->s + i * BK + s, BK, min_size(MR, rows - i),
+					      min_size(NR, cols - s), 0);
 		/* scale, softcap, mask; the running max and sum; the weights */
 		for (size_t i = 0; i < rows; i++) {
 			REAL *si = w->s + i * BK, mx, alpha, sum = 0, lanes[VB / sizeof(REAL)];
 			const size_t qi = q0 + i, cv = round_up(cols, VL);
+			const size_t seen = mha_rule_keys_end(rule, qi);
 			vec vmx = splat(-INFINITY), vsum = splat(0);
 			ivec bad = { 0 };
+			int any_bad = 0;
 
 			for (size_t j = cols; j < cv; j++)
 				si[j] = 0;
 			for (size_t j = 0; j < cv; j += VL) {
 				const vec x = *(vec *)(si + j) * scale;
 
-				/* an overflowed score is an error, never a silent NaN */
 				bad |= (x != x) | (x == splat(INFINITY)) | (x == splat(-INFINITY));
 				*(vec *)(si + j) = x;
 			}
 			for (size_t l = 0; l < VL; l++)
-				if (bad[l])
-					*error = 2;
+				any_bad |= bad[l] != 0;
+			/* not finite: an error only where the key counts (rules.h), never a silent NaN */
+			if (any_bad)
+				for (size_t j = 0; j < cols; j++)
+					if (!isfinite(si[j]))
+						si[j] = score_again(a, h, qi, k0 + j, error);
 			if (cap > 0)
 				for (size_t j = 0; j < cols; j++)
 					si[j] = cap * (REAL)tanh((double)(si[j] / cap));
 			if (masked)
-				for (size_t j = 0; j < cols; j++)
-					si[j] += (REAL)mask_at(a, h, qi, k0 + j);
-			if (a->causal) {
-				const ptrdiff_t lim = (ptrdiff_t)qi + a->offset - (ptrdiff_t)k0;
+				for (size_t j = 0; j < cols; j++) {
+					const double m = mha_rule_explicit(rule, h, qi, k0 + j);
 
-				for (size_t j = lim < 0 ? 0 : (size_t)lim + 1; j < cols; j++)
-					si[j] = -INFINITY;
-			}
+					si[j] = (REAL)mha_rule_masked((double)si[j], m);
+					if (!isfinite(si[j]) && mha_rule_overflows(rule, h, qi, k0 + j, si[j]))
+						*error = 2;
+				}
+			/* past the causal diagonal (the block's last row may see further) */
+			for (size_t j = seen > k0 ? seen - k0 : 0; j < cols; j++)
+				si[j] = -INFINITY;
 			for (size_t j = cols; j < cv; j++)
 				si[j] = -INFINITY;
 			for (size_t j = 0; j < cv; j += VL) {
@@ -438,6 +574,9 @@ static void attend_block(struct mha_attend *a, struct scratch *w, const REAL *kt
 			if (alpha != 1)
 				for (size_t t = 0; t < dv; t++)
 					w->o[i * dvr + t] *= alpha;
+			if (pshift)
+				for (size_t j = 0; j < cv; j++)
+					si[j] *= pscale;
 		}
 		/* O += P · V_blk, P read in place: rows past a short block are computed, never stored */
 		for (size_t s = 0; s < dv; s += NR)
@@ -459,7 +598,19 @@ static void attend_block(struct mha_attend *a, struct scratch *w, const REAL *kt
 		}
 		for (size_t t = 0; t < dv; t++)
 			o[t] = w->o[i * dvr + t] / w->l[i];
+		if (pshift) {
+			for (size_t t = 0; t < dv; t++)
+				o[t] = (REAL)mha_rescue_back((double)o[t], pshift, REAL_MAX);
+		} else {
+			int finite = 1;
+
+			/* branch-free, vectorised: the common case pays one compare a value */
+			for (size_t t = 0; t < dv; t++)
+				finite &= fabs(o[t]) <= REAL_MAX;
+			overflow |= !finite;
+		}
 	}
+	return overflow;
 }
 
 /* V of one key/value head as NR-column strips over all keys: (n_kv rounded, NR) each */
@@ -479,50 +630,58 @@ static void pack_v(REAL *dst, const REAL *V, size_t ldv, size_t n_kv, size_t dv)
 
 void NAME(mha_attend_)(struct mha_attend *a)
 {
-	const size_t kvr = round_up(a->n_kv, NR), dvr = round_up(a->dv, NR);
-	const size_t kt_size = kvr * a->dk, v_size = kvr * dvr;
-	const size_t blocks = (a->n_q + BQ - 1) / BQ, tasks = a->H * blocks;
-	REAL *kt = alloc_aligned(a->G * kt_size), *vp = alloc_aligned(a->G * v_size);
+	const size_t kt_size = kt_count(a), v_size = v_count(a);
+	const size_t blocks = (a->n_q + BQ - 1) / BQ, tasks = attend_tasks(a);
+	const int threads = attend_threads(a);
+	REAL *kt = alloc_aligned(mha_sat_mul(a->G, kt_size));
+	REAL *vp = alloc_aligned(mha_sat_mul(a->G, v_size));
 	size_t blocked = 0, first = (size_t)-1;
 	int error = 0;
 
+	(void)threads; /* read by the pragmas only: unused without OpenMP */
 	if (!kt || !vp) {
 		free(kt);
 		free(vp);
 		a->error = 1;
 		return;
 	}
-	if (!a->kv_len)
-		a->kv_len = a->n_kv;
-#pragma omp parallel for num_threads(a->threads) if (a->G > 1)
+#pragma omp parallel for num_threads(threads_for(threads, a->G)) if (a->G > 1 && threads > 1)
 	for (size_t g = 0; g < a->G; g++) {
 		pack_kt(kt + g * kt_size, (const REAL *)a->K + g * a->dk, a->ldk, a->n_kv, a->dk);
 		pack_v(vp + g * v_size, (const REAL *)a->V + g * a->dv, a->ldv, a->n_kv, a->dv);
 	}
-#pragma omp parallel num_threads(a->threads) if (tasks > 1) reduction(+ : blocked)
+#pragma omp parallel num_threads(threads) if (threads > 1) reduction(+ : blocked)
 	{
 		struct scratch w;
-		size_t my_first = (size_t)-1, my_blocked = 0;
+		size_t c[N_SCRATCH], my_first = (size_t)-1, my_blocked = 0;
 		int my_error = 0;
 
-		w.q = alloc_aligned(BQ * a->dk + MR * a->dk);
-		w.s = alloc_aligned(BQ * BK);
-		w.o = alloc_aligned(BQ * dvr);
-		w.m = alloc_aligned(BQ);
-		w.l = alloc_aligned(BQ);
+		scratch_counts(a, c);
+		w.q = alloc_aligned(c[SCRATCH_Q]);
+		w.s = alloc_aligned(c[SCRATCH_S]);
+		w.o = alloc_aligned(c[SCRATCH_O]);
+		w.m = alloc_aligned(c[SCRATCH_M]);
+		w.l = alloc_aligned(c[SCRATCH_L]);
 		if (!w.q || !w.s || !w.o || !w.m || !w.l)
 			my_error = 1;
 		else
-			memset(w.s, 0, BQ * BK * sizeof(REAL)); /* never read uninitialised */
+			memset(w.s, 0, c[SCRATCH_S] * sizeof(REAL)); /* never read uninitialised */
 #pragma omp for schedule(dynamic)
 		for (size_t t = 0; t < tasks; t++) {
-			const size_t h = t / blocks, q0 = (t % blocks) * BQ;
-			const size_t g = h / (a->H / a->G);
+			const size_t h = t / blocks, q0 = (t % blocks) * BQ, rows = min_size(BQ, a->n_q - q0);
+			const size_t g = mha_rule_kv_head(h, a->H, a->G);
 
 			if (my_error)
 				continue;
-			attend_block(a, &w, kt + g * kt_size, vp + g * v_size, h, q0,
-				     min_size(BQ, a->n_q - q0), &my_blocked, &my_first, &my_error);
+			if (attend_block(a, &w, kt + g * kt_size, vp + g * v_size, h, q0, rows, 0,
+					 &my_blocked, &my_first, &my_error) && !my_error) {
+				/* Σ p·v overflowed, though the output is at most max |v|: again, scaled */
+				size_t again_blocked = 0, again_first = (size_t)-1;
+				const int shift = mha_rescue_shift(vmax_of(a, g), a->n_kv, REAL_MAX);
+
+				attend_block(a, &w, kt + g * kt_size, vp + g * v_size, h, q0, rows, shift,
+					     &again_blocked, &again_first, &my_error);
+			}
 		}
 		blocked += my_blocked;
 #pragma omp critical

@@ -9,7 +9,29 @@
 #ifndef MHA_KERNEL_H
 #define MHA_KERNEL_H
 
+#include "rules.h"
+
 #include <stddef.h>
+#include <stdint.h>
+
+/* the most threads a run uses, whatever cfg->threads or OMP_NUM_THREADS ask */
+#define MHA_MAX_THREADS 4096
+/*
+ * What the allocator may add to each block it hands out (glibc's header
+ * and alignment): mha_memory counts it once per allocation.
+ */
+#define MHA_ALLOC_SLACK 64
+
+/* a + b and a·b, saturating at SIZE_MAX (mha_memory's arithmetic) */
+static inline size_t mha_sat_add(size_t a, size_t b)
+{
+	return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+static inline size_t mha_sat_mul(size_t a, size_t b)
+{
+	return a && b > SIZE_MAX / a ? SIZE_MAX : a * b;
+}
 
 /* C (m, n) = A (m, k) · B (k, n) + bias (n), row-major; bias may be NULL */
 struct mha_gemm {
@@ -32,28 +54,33 @@ struct mha_attend {
 	size_t ldq, ldk, ldv, ldo;
 	void *O;
 	double scale, softcap;
-	int causal;            /* query i sees keys j <= i + offset */
-	ptrdiff_t offset;
-	size_t kv_len;         /* keys j >= kv_len are masked (n_kv when unset) */
-	const unsigned char *allow; /* (n_q, n_kv) or (H, n_q, n_kv), or NULL */
-	const double *bias;         /* the same, or NULL */
-	int mask_per_head;
-	int threads;
+	struct mha_rule rule;  /* which keys each query sees (rules.h) */
+	int threads;           /* at most; never more than there are tasks */
 	/* out */
 	size_t blocked;        /* rows that saw no key */
 	size_t first_blocked;  /* the first such, as head·n_q + row */
-	int error;             /* 1: out of memory, 2: a score overflowed */
+	int error;             /* 1: out of memory, 2: a value truly overflowed (rules.h) */
 };
 
+/*
+ * gemm_bytes and attend_bytes: the most the kernel allocates at once for
+ * that call (sizes and threads filled in), computed from the very block
+ * sizes, paddings and thread count the kernel uses, allocator slack
+ * included; SIZE_MAX when that does not fit.  mha_memory adds them up.
+ */
 struct mha_kernels {
 	const char *name;
 	void (*gemm)(struct mha_gemm *g);
 	void (*attend)(struct mha_attend *a);
+	size_t (*gemm_bytes)(const struct mha_gemm *g);
+	size_t (*attend_bytes)(const struct mha_attend *a);
 };
 
 #define MHA_DECLARE_KERNELS(sfx) \
 	void mha_gemm_##sfx(struct mha_gemm *g); \
-	void mha_attend_##sfx(struct mha_attend *a)
+	void mha_attend_##sfx(struct mha_attend *a); \
+	size_t mha_gemm_bytes_##sfx(const struct mha_gemm *g); \
+	size_t mha_attend_bytes_##sfx(const struct mha_attend *a)
 
 MHA_DECLARE_KERNELS(f64_base);
 MHA_DECLARE_KERNELS(f32_base);
@@ -67,6 +94,11 @@ MHA_DECLARE_KERNELS(f32_avx512);
 /* the kernels for doubles (is_f32 0) or floats, the widest this CPU runs */
 const struct mha_kernels *mha_pick_kernels(int is_f32);
 
+struct mha_config;
+
+/* the threads a run may use: cfg->threads, else OpenMP's default; 1 to MHA_MAX_THREADS */
+int mha_threads(const struct mha_config *cfg);
+
 /* One forward pass of either element type through the kernels. */
 struct typed {
 	size_t esize;      /* 8 (double) or 4 (float) */
@@ -77,7 +109,6 @@ struct typed {
 };
 
 struct mha_dims;
-struct mha_config;
 struct mha_observer;
 struct mha_report;
 

@@ -10,12 +10,11 @@
  */
 #include "mha.h"
 #include "kernel.h"
+#include "rules.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,11 +77,6 @@ static int mul_size(size_t a, size_t b, size_t *r)
 	return 1;
 }
 
-static size_t kv_heads_of(const mha_dims *d)
-{
-	return d->kv_heads ? d->kv_heads : d->heads;
-}
-
 /* whether a (rows, cols) matrix of doubles fits in size_t bytes */
 static int bytes_fit(size_t rows, size_t cols)
 {
@@ -102,7 +96,7 @@ mha_status mha_check(const mha_dims *d, const mha_config *cfg)
 		return MHA_ERR_DIM;
 	if (!d->heads)
 		return MHA_ERR_HEADS;
-	g = kv_heads_of(d);
+	g = mha_rule_kv_heads(d);
 	if (g > d->heads || d->heads % g)
 		return MHA_ERR_HEADS;
 	/* every matrix the computation reads or builds must be addressable */
@@ -176,6 +170,14 @@ static void project(double *out, const double *x, size_t rows, size_t d_in,
 	}
 }
 
+static int all_finite(const double *a, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(a[i]))
+			return 0;
+	return 1;
+}
+
 /*
  * One projection: Q = x·W + b, or x itself (+ b) when W is NULL.  *owned
  * receives what must be freed (NULL when x is used in place).
@@ -198,6 +200,10 @@ static mha_status make_projection(const double **res, double **owned,
 		return MHA_ERR_NOMEM;
 	if (W) {
 		project(*owned, x, rows, d_in, W, b, cols);
+		/* partial sums that overflowed: again, rescaled (rules.h) */
+		if (!all_finite(*owned, rows * cols) &&
+		    mha_finish_product(*owned, rows, cols, cols, x, d_in, W, cols, b, d_in, sizeof(double)))
+			return MHA_ERR_RANGE;
 	} else {
 		for (size_t i = 0; i < rows; i++)
 			for (size_t c = 0; c < cols; c++)
@@ -210,14 +216,6 @@ static mha_status make_projection(const double **res, double **owned,
 static int wants(const mha_observer *obs, mha_stage s)
 {
 	return obs && obs->fn && (obs->wanted & MHA_STAGE_BIT(s));
-}
-
-static int all_finite(const double *a, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!isfinite(a[i]))
-			return 0;
-	return 1;
 }
 
 /* copy a column block (rows, width) at column col0 of m (rows, ld) into dst */
@@ -251,7 +249,7 @@ struct run {
 	const mha_observer *obs;
 	size_t H, G, dk, dv;
 	double scale;
-	ptrdiff_t offset;        /* causal: query i sees keys j <= i + offset */
+	struct mha_rule rule;    /* which keys each query sees (rules.h) */
 	const double *Q, *K, *V; /* (n_q, H·dk), (n_kv, G·dk), (n_kv, G·dv) */
 	double *concat;          /* (n_q, H·dv) */
 	double *row;             /* (n_kv) the row being worked on */
@@ -269,44 +267,39 @@ static void keep_row(struct run *r, size_t which, size_t i)
 		       r->d->n_kv * sizeof(double));
 }
 
-/*
- * Query i sees key j when j <= i + offset: the causal rule as one number.
- * Sizes are far below PTRDIFF_MAX here (mha_check saw them allocated).
- */
-static ptrdiff_t causal_offset(const mha_dims *d, const mha_config *cfg)
+/* the largest |v| in a column block (rows, width) of m (ld) */
+static double max_abs(const double *m, size_t rows, size_t ld, size_t width)
 {
-	const size_t keys = cfg->kv_len ? cfg->kv_len : d->n_kv;
+	double x = 0;
 
-	switch (cfg->causal) {
-	case MHA_CAUSAL_BOTTOM_RIGHT: return (ptrdiff_t)keys - (ptrdiff_t)d->n_q;
-	case MHA_CAUSAL_OFFSET: return cfg->causal_offset;
-	default: return 0;
-	}
+	for (size_t i = 0; i < rows; i++)
+		for (size_t t = 0; t < width; t++)
+			x = fmax(x, fabs(m[i * ld + t]));
+	return x;
 }
 
-/* The mask entry for (head h, query i, key j): what masked adds to the score. */
-static double mask_entry(const struct run *r, size_t h, size_t i, size_t j)
+/* o (dv) = Σ_j p_j·v_j, keys ascending, the weights scaled by 2^-shift */
+static void weigh_values(double *o, const double *p, const double *V, size_t n_kv, size_t ldv,
+			 size_t dv, int shift)
 {
-	const mha_dims *d = r->d;
-	const mha_mask *m = &r->cfg->mask;
-	size_t at = i * d->n_kv + j;
+	memset(o, 0, dv * sizeof(*o));
+	for (size_t j = 0; j < n_kv; j++) {
+		const double pj = shift ? ldexp(p[j], -shift) : p[j];
+		const double *v = V + j * ldv;
 
-	if (r->cfg->causal && (ptrdiff_t)j > (ptrdiff_t)i + r->offset)
-		return -INFINITY;
-	if (r->cfg->kv_len && j >= r->cfg->kv_len)
-		return -INFINITY;
-	if (m->per_head)
-		at += h * d->n_q * d->n_kv;
-	if (m->allow && !m->allow[at])
-		return -INFINITY;
-	return m->bias ? m->bias[at] : 0.0;
+		if (pj == 0.0)
+			continue;
+		for (size_t t = 0; t < dv; t++)
+			o[t] += pj * v[t];
+	}
 }
 
 /* One query head: every (n_q, n_kv) stage row by row, then softmax·V into concat. */
 static mha_status run_head(struct run *r, size_t h)
 {
 	const mha_dims *d = r->d;
-	const size_t g = h / (r->H / r->G);
+	const struct mha_rule *rule = &r->rule;
+	const size_t g = mha_rule_kv_head(h, r->H, r->G);
 	const size_t ldq = r->H * r->dk, ldk = r->G * r->dk, ldv = r->G * r->dv;
 	const size_t ldc = r->H * r->dv;
 	const double c = r->cfg->softcap;
@@ -328,19 +321,28 @@ static mha_status run_head(struct run *r, size_t h)
 		double *o = r->concat + i * ldc + h * r->dv;
 		double *x = r->row;
 		double max = -INFINITY, sum = 0.0;
+		int finite = 1;
 
+		/* every key's score, seen or not (the stages show them all); the
+		 * overflow rule counts only the keys the query sees */
 		for (size_t j = 0; j < d->n_kv; j++) {
 			const double *k = r->K + j * ldk + g * r->dk;
 			double s = 0.0;
 
 			for (size_t t = 0; t < r->dk; t++)
 				s += q[t] * k[t];
+			if (!isfinite(s)) {
+				/* overflowing partial sums, or truly too large: rules.h decides */
+				s = mha_dot_f64(q, 1, k, 1, r->dk, 0.0);
+				if (mha_rule_overflows(rule, h, i, j, s))
+					return MHA_ERR_RANGE;
+			}
 			x[j] = s;
 		}
 		keep_row(r, SQ_SCORES, i);
 		for (size_t j = 0; j < d->n_kv; j++) {
 			x[j] *= r->scale;
-			if (!isfinite(x[j]))
+			if (!isfinite(x[j]) && mha_rule_overflows(rule, h, i, j, x[j]))
 				return MHA_ERR_RANGE;
 		}
 		keep_row(r, SQ_SCALED, i);
@@ -350,11 +352,13 @@ static mha_status run_head(struct run *r, size_t h)
 			keep_row(r, SQ_SOFTCAPPED, i);
 		}
 		for (size_t j = 0; j < d->n_kv; j++) {
-			const double m = mask_entry(r, h, i, j);
+			const double m = mha_rule_mask(rule, h, i, j);
 
 			if (r->square[SQ_MASK])
 				r->square[SQ_MASK][i * d->n_kv + j] = m;
-			x[j] += m;
+			x[j] = mha_rule_masked(x[j], m);
+			if (!isfinite(x[j]) && mha_rule_overflows(rule, h, i, j, x[j]))
+				return MHA_ERR_RANGE;
 			if (x[j] > max)
 				max = x[j];
 		}
@@ -379,15 +383,18 @@ static mha_status run_head(struct run *r, size_t h)
 		}
 		keep_row(r, SQ_SOFTMAX, i);
 
-		memset(o, 0, r->dv * sizeof(*o));
-		for (size_t j = 0; j < d->n_kv; j++) {
-			const double p = x[j];
-			const double *v = r->V + j * ldv + g * r->dv;
+		weigh_values(o, x, r->V + g * r->dv, d->n_kv, ldv, r->dv, 0);
+		for (size_t t = 0; t < r->dv; t++)
+			finite &= isfinite(o[t]) != 0;
+		if (!finite) {
+			/* a convex combination of finite values is finite: the sum
+			 * overflowed on the way; again, the weights scaled down */
+			const int shift = mha_rescue_shift(max_abs(r->V + g * r->dv, d->n_kv, ldv, r->dv),
+							   d->n_kv, DBL_MAX);
 
-			if (p == 0.0)
-				continue;
+			weigh_values(o, x, r->V + g * r->dv, d->n_kv, ldv, r->dv, shift);
 			for (size_t t = 0; t < r->dv; t++)
-				o[t] += p * v[t];
+				o[t] = mha_rescue_back(o[t], shift, DBL_MAX);
 		}
 	}
 
@@ -424,65 +431,81 @@ static void *alloc_doubles(size_t rows, size_t cols)
 	return malloc(n ? n : 1);
 }
 
-/* a + b·c into *acc, or SIZE_MAX once anything overflows */
-static void add_product(size_t *acc, size_t b, size_t c)
+/* a block of rows·cols elements of esize bytes as the allocator sees it, saturating */
+static size_t block_bytes(size_t rows, size_t cols, size_t esize)
 {
-	size_t p;
+	return mha_sat_add(mha_sat_mul(mha_sat_mul(rows, cols), esize), MHA_ALLOC_SLACK);
+}
 
-	if (*acc == SIZE_MAX || !mul_size(b, c, &p) || p > SIZE_MAX - *acc)
-		*acc = SIZE_MAX;
-	else
-		*acc += p;
+static size_t max_size(size_t a, size_t b)
+{
+	return a > b ? a : b;
 }
 
 static int wants_per_head_bits(unsigned wanted);
 
+/*
+ * What mha_forward allocates at its peak, allocation by allocation as the
+ * code does it, taking every weight and bias as given (without them Q, K,
+ * V or the concatenation are the caller's arrays, and this is an upper
+ * bound).  The fast path's kernels say what they allocate themselves.
+ */
 size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int f32)
 {
 	static const mha_config defaults;
 	const size_t e = f32 ? sizeof(float) : sizeof(double);
-	size_t G, hk, hv, gk, gv, total = 0;
-	int threads = 1;
+	size_t G, hk, hv, gk, gv, q, qk, qkv, held;
 
 	if (!d || mha_check(d, cfg) != MHA_OK)
 		return SIZE_MAX;
 	if (!cfg)
 		cfg = &defaults;
-	G = kv_heads_of(d);
+	G = mha_rule_kv_heads(d);
 	hk = d->heads * d->d_k;
 	hv = d->heads * d->d_v;
 	gk = G * d->d_k;
 	gv = G * d->d_v;
-	/* the projections and the concatenation */
-	add_product(&total, d->n_q, hk * e);
-	add_product(&total, d->n_kv, (gk + gv) * e);
-	add_product(&total, d->n_q, hv * e);
+	/* Q, K and V, held to the end; then the concatenation (without W_O the output) */
+	q = block_bytes(d->n_q, hk, e);
+	qk = mha_sat_add(q, block_bytes(d->n_kv, gk, e));
+	qkv = mha_sat_add(qk, block_bytes(d->n_kv, gv, e));
+	held = mha_sat_add(qkv, block_bytes(d->n_q, hv, e));
 	if (!f32 && (cfg->exact || wants_per_head_bits(wanted))) {
-		/* the plain path: a row, and one (n_q, n_kv) matrix per watched stage */
-		int squares = 0;
+		/* the plain path: a row, the head blocks, an (n_q, n_kv) matrix per watched stage */
+		size_t squares = 0;
 
 		for (int s = MHA_STAGE_SCORES; s <= MHA_STAGE_SOFTMAX; s++)
-			squares += (wanted & MHA_STAGE_BIT(s)) != 0;
-		add_product(&total, d->n_kv, e);
-		add_product(&total, (d->n_q > d->n_kv ? d->n_q : d->n_kv) * e, d->d_k > d->d_v ? d->d_k : d->d_v);
-		add_product(&total, (size_t)squares * e, d->n_q * d->n_kv);
-		return total;
+			if ((wanted & MHA_STAGE_BIT(s)) && (s != MHA_STAGE_SOFTCAPPED || cfg->softcap > 0))
+				squares++;
+		held = mha_sat_add(held, block_bytes(d->n_kv, 1, e));
+		held = mha_sat_add(held, block_bytes(max_size(d->n_q, d->n_kv), max_size(d->d_k, d->d_v), e));
+		return mha_sat_add(held, mha_sat_mul(squares, block_bytes(d->n_q, d->n_kv, e)));
+	} else {
+		/* the fast path: each product's and the attention's own blocks at their turn */
+		const struct mha_kernels *k = mha_pick_kernels(f32);
+		const int threads = mha_threads(cfg);
+		struct mha_gemm gq = { .m = d->n_q, .n = hk, .k = d->d_q_in, .threads = threads };
+		struct mha_gemm gk_ = { .m = d->n_kv, .n = gk, .k = d->d_k_in, .threads = threads };
+		struct mha_gemm gv_ = { .m = d->n_kv, .n = gv, .k = d->d_v_in, .threads = threads };
+		struct mha_gemm go = { .m = d->n_q, .n = d->d_out, .k = hv, .threads = threads };
+		struct mha_attend at = { .n_q = d->n_q, .n_kv = d->n_kv, .H = d->heads, .G = G,
+					 .dk = d->d_k, .dv = d->d_v, .threads = threads };
+		size_t peak = mha_sat_add(q, k->gemm_bytes(&gq));
+
+		peak = max_size(peak, mha_sat_add(qk, k->gemm_bytes(&gk_)));
+		peak = max_size(peak, mha_sat_add(qkv, k->gemm_bytes(&gv_)));
+		peak = max_size(peak, mha_sat_add(held, k->attend_bytes(&at)));
+		if (d->d_out)
+			peak = max_size(peak, mha_sat_add(held, k->gemm_bytes(&go)));
+		return peak;
 	}
-#ifdef _OPENMP
-	threads = cfg->threads > 0 ? cfg->threads : omp_get_max_threads();
-#endif
-	/* the fast path: K and V packed per key/value head (padded to 32), and
-	 * a thread's blocks (96 queries, 256 keys) */
-	add_product(&total, d->n_kv + 32, (gk + gv + 64) * e);
-	add_product(&total, (size_t)threads * e, 96 * (d->d_k + 256 + d->d_v + 64 + 2) + 96 * 256);
-	return total;
 }
 
 /* What both paths and both element types check before computing. */
 static mha_status validate(const mha_dims *d, const mha_config *cfg, const void *out,
 			   const void *const x[3], const void *const W[4], mha_report *rep)
 {
-	const size_t G = kv_heads_of(d);
+	const size_t G = mha_rule_kv_heads(d);
 	mha_status st;
 
 	if (rep) {
@@ -596,11 +619,11 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 	r.cfg = cfg;
 	r.obs = obs;
 	r.H = d->heads;
-	r.G = kv_heads_of(d);
+	r.G = mha_rule_kv_heads(d);
 	r.dk = d->d_k;
 	r.dv = d->d_v;
 	r.scale = mha_scale_of(d, cfg);
-	r.offset = causal_offset(d, cfg);
+	r.rule = mha_rule_of(d, cfg);
 	r.first_blocked_head = -1;
 	out_cols = mha_output_cols(d, w->W_O != NULL);
 
@@ -653,8 +676,15 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 		st = MHA_ERR_OBSERVER;
 		goto done;
 	}
-	if (w->W_O)
+	if (w->W_O) {
 		project(out, r.concat, d->n_q, r.H * r.dv, w->W_O, w->b_O, out_cols);
+		if (!all_finite(out, d->n_q * out_cols) &&
+		    mha_finish_product(out, d->n_q, out_cols, out_cols, r.concat, r.H * r.dv, w->W_O,
+				       out_cols, w->b_O, r.H * r.dv, sizeof(double))) {
+			st = MHA_ERR_RANGE;
+			goto done;
+		}
+	}
 	if (!all_finite(out, d->n_q * out_cols)) {
 		st = MHA_ERR_RANGE;
 		goto done;

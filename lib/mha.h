@@ -73,7 +73,8 @@ typedef enum mha_status {
 	MHA_ERR_SCALE,     /* the scale is not a finite number */
 	MHA_ERR_SOFTCAP,   /* the softcap is negative or not finite */
 	MHA_ERR_MASK,      /* a mask entry is NaN or +inf */
-	MHA_ERR_RANGE,     /* an intermediate overflowed to infinity or NaN */
+	MHA_ERR_RANGE,     /* a value the run produces or holds is truly not finite
+			      (the overflow rule: see mha_forward) */
 	MHA_ERR_NOMEM,     /* scratch memory could not be allocated */
 	MHA_ERR_TOOBIG,    /* a size does not fit in size_t */
 	MHA_ERR_OBSERVER,  /* the observer asked to stop */
@@ -170,8 +171,11 @@ typedef struct mha_config {
 	mha_mask mask;
 	size_t kv_len;      /* 0: all n_kv keys; else keys j >= kv_len are masked
 			       (padding after a shorter sequence in a batch) */
-	int threads;        /* 0: OpenMP's default (all cores); the result is the
-			       same bits whatever the number */
+	int threads;        /* 0: OpenMP's default (all cores, or OMP_NUM_THREADS);
+			       at most 4096 are used, and never more than the
+			       fast path has blocks of work (a head's 96 queries,
+			       or a product's 96 rows); the result is the same
+			       bits whatever the number */
 	int exact;          /* 1: the plain path even when no intermediate is
 			       watched (see mha_forward) */
 } mha_config;
@@ -251,6 +255,24 @@ MHA_API double mha_scale_of(const mha_dims *dims, const mha_config *cfg);
  * an online softmax (no (n_q, n_kv) matrix, memory O((n_q + n_kv)·d)),
  * causal blocks skipped, cfg->threads threads; it still hands over Q, K,
  * V, concat and output.
+ *
+ * Overflow: the run fails with MHA_ERR_RANGE exactly when a value it
+ * produces or must hold is truly not finite, the same on both paths and
+ * in both element types (each in its own range):
+ *   - Q, K, V, concat, output: any entry.  An entry whose partial sums
+ *     overflowed is summed again, rescaled, and counts only if the sum
+ *     itself is too large (X·W with X = [a, a, -a], W = ones, a = 1e308
+ *     is a, not an overflow).
+ *   - scores, scaled, softcapped, masked: only where the query may see the
+ *     key.  A masked-out key (the mask -inf or allow 0, j >= kv_len, past
+ *     the causal diagonal) never counts, whatever its score: its masked
+ *     value is -inf (never NaN), its weight 0.  Its score is still handed
+ *     to an observer as computed, possibly inf or NaN.
+ *   - softmax, head outputs: never.  Each head output is an average of
+ *     values, so no larger than the largest |V| entry; a sum that overflows
+ *     on the way is redone with the weights scaled down.
+ * A mask bias is added to the score in double; in float32 the sum must fit
+ * a float.
  */
 MHA_API mha_status mha_forward(double *out, const mha_dims *dims,
 			       const mha_inputs *in, const mha_weights *w,
@@ -277,10 +299,16 @@ MHA_API mha_status mha_forward_f32(float *out, const mha_dims *dims,
 				   const mha_config *cfg, mha_report *rep);
 
 /*
- * The bytes mha_forward() (f32 = 0) or mha_forward_f32() (f32 = 1) would
- * allocate for these dims and options when obs wants the stages in wanted
- * (an upper bound, within a few KiB a thread); SIZE_MAX when that does not
- * fit in a size_t.  For refusing a run up front rather than failing in it.
+ * The most mha_forward() (f32 = 0) or mha_forward_f32() (f32 = 1) has
+ * allocated at any one time, for these dims and options when obs wants the
+ * stages in wanted; SIZE_MAX when that does not fit in a size_t.  An upper
+ * bound: every allocation the run makes, at the block sizes, paddings and
+ * thread count the kernels use, plus 64 bytes of allocator overhead each,
+ * taking every weight and bias as given (without them the caller's arrays
+ * serve, and less is allocated).  The unit tests hold it to within a
+ * quarter (and 4 KiB) of the measured peak.  Not counted: the caller's
+ * arrays, what an observer keeps, and the threads' stacks.  For refusing a
+ * run up front rather than failing in it.
  */
 MHA_API size_t mha_memory(const mha_dims *dims, const mha_config *cfg, unsigned wanted, int f32);
 

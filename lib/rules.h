@@ -1,0 +1,183 @@
+/*
+ * rules.h: the rules of the computation that both paths obey, written once.
+ *
+ * Which keys a query may see (the causal rule with its offset, kv_len, the
+ * explicit mask), which key/value head a query head reads, and when a
+ * number that came out infinite or NaN is an error.  The plain path
+ * (mha.c) and the fast path (fast.c, kernel.c) call these and nothing
+ * else for those decisions, so that they cannot disagree.  Inside the
+ * library only: static inline, but for the recomputation of an overflowed
+ * product (rules.c), which must be one compiled copy.
+ *
+ * The overflow rule: an error (MHA_ERR_RANGE) only when a value the run
+ * produces or must hold is truly not finite.  Concretely:
+ *   - Q, K, V, the concatenation and the output: every entry.  A product
+ *     whose partial sums overflowed is recomputed rescaled (mha_dot) before
+ *     it counts as infinite.
+ *   - the scores, scaled, softcapped and masked values: only those of keys
+ *     the query may see.  A masked-out key (mask -inf, past kv_len, after
+ *     the causal diagonal) never counts, whatever its score, and whether or
+ *     not the fast path skipped its block.
+ *   - softmax and the head outputs: never; a convex combination of finite
+ *     values is finite, so the paths must compute it without overflowing
+ *     (mha_rescue_shift).
+ */
+#ifndef MHA_RULES_H
+#define MHA_RULES_H
+
+#include "mha.h"
+
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+
+/* What decides which keys a query sees, taken once from dims and config. */
+struct mha_rule {
+	size_t n_q, n_kv, H, G;
+	int causal;                 /* 0: no causal rule */
+	ptrdiff_t offset;           /* causal: query i sees keys j <= i + offset */
+	size_t kv_len;              /* keys j >= kv_len are masked (n_kv when unset) */
+	const unsigned char *allow; /* (n_q, n_kv) or (H, n_q, n_kv), or NULL */
+	const double *bias;         /* the same, or NULL */
+	int per_head;               /* allow and bias: one matrix per query head */
+};
+
+static inline size_t mha_rule_kv_heads(const mha_dims *d)
+{
+	return d->kv_heads ? d->kv_heads : d->heads;
+}
+
+/* The key/value head query head h reads: H/G query heads share one. */
+static inline size_t mha_rule_kv_head(size_t h, size_t H, size_t G)
+{
+	return h / (H / G);
+}
+
+/*
+ * The causal rule as one number: query i sees key j when j <= i + offset.
+ * Bottom-right lines the last query up with the last valid key.  Sizes are
+ * far below PTRDIFF_MAX (mha_check saw them addressable).
+ */
+static inline ptrdiff_t mha_rule_offset(const mha_dims *d, const mha_config *cfg)
+{
+	const size_t keys = cfg->kv_len ? cfg->kv_len : d->n_kv;
+
+	switch (cfg->causal) {
+	case MHA_CAUSAL_BOTTOM_RIGHT: return (ptrdiff_t)keys - (ptrdiff_t)d->n_q;
+	case MHA_CAUSAL_OFFSET: return cfg->causal_offset;
+	default: return 0;
+	}
+}
+
+static inline struct mha_rule mha_rule_of(const mha_dims *d, const mha_config *cfg)
+{
+	struct mha_rule r = {
+		.n_q = d->n_q, .n_kv = d->n_kv, .H = d->heads, .G = mha_rule_kv_heads(d),
+		.causal = cfg->causal != MHA_CAUSAL_NONE, .offset = mha_rule_offset(d, cfg),
+		.kv_len = cfg->kv_len ? cfg->kv_len : d->n_kv,
+		.allow = cfg->mask.allow, .bias = cfg->mask.bias, .per_head = cfg->mask.per_head,
+	};
+
+	return r;
+}
+
+/*
+ * Query i may see keys [0, end) by the causal rule and kv_len (the explicit
+ * mask may block more).  Never decreasing in i: the fast path skips the
+ * keys at and past the end of a block's last row.
+ */
+static inline size_t mha_rule_keys_end(const struct mha_rule *r, size_t i)
+{
+	ptrdiff_t last;
+
+	if (!r->causal)
+		return r->kv_len;
+	last = (ptrdiff_t)i + r->offset + 1;
+	if (last <= 0)
+		return 0;
+	return (size_t)last < r->kv_len ? (size_t)last : r->kv_len;
+}
+
+/* The explicit mask for head h, query i, key j: -inf (not allowed), the bias, or 0. */
+static inline double mha_rule_explicit(const struct mha_rule *r, size_t h, size_t i, size_t j)
+{
+	size_t at = i * r->n_kv + j;
+
+	if (r->per_head)
+		at += h * r->n_q * r->n_kv;
+	if (r->allow && !r->allow[at])
+		return -INFINITY;
+	return r->bias ? r->bias[at] : 0.0;
+}
+
+/* The whole mask entry (the mask stage): -inf where the query may not see the key. */
+static inline double mha_rule_mask(const struct mha_rule *r, size_t h, size_t i, size_t j)
+{
+	if (j >= mha_rule_keys_end(r, i))
+		return -INFINITY;
+	return mha_rule_explicit(r, h, i, j);
+}
+
+/* masked = softcapped + mask; a masked-out key is -inf whatever its score (never NaN) */
+static inline double mha_rule_masked(double softcapped, double mask)
+{
+	return mask == -INFINITY ? -INFINITY : softcapped + mask;
+}
+
+/* The overflow rule for a per-key value v (score, scaled, softcapped, masked). */
+static inline int mha_rule_overflows(const struct mha_rule *r, size_t h, size_t i, size_t j,
+				     double v)
+{
+	return !isfinite(v) && mha_rule_mask(r, h, i, j) != -INFINITY;
+}
+
+/*
+ * Σ a[t·sa]·b[t·sb] + bias, n terms, for an entry of a product that came
+ * out infinite or NaN: recomputed with both factors scaled by powers of two
+ * (exact) so that no term and no partial sum can overflow, then scaled
+ * back.  Infinite only when the sum truly is, to rounding.  Floats are
+ * summed in double and rounded once.  In rules.c, compiled once, without
+ * the kernels' fused multiply-adds: both paths get the very same number.
+ */
+double mha_dot_f64(const double *a, size_t sa, const double *b, size_t sb, size_t n, double bias);
+double mha_dot_f32(const float *a, size_t sa, const float *b, size_t sb, size_t n, double bias);
+
+/*
+ * C (m, n) = A (m, k)·B (k, n) + bias, already computed: each entry that
+ * is not finite is recomputed with mha_dot.  0 when every entry is now
+ * finite, -1 when one truly overflows.  B NULL: C = A + bias, where an
+ * infinity is a true one.  esize 8 (double) or 4 (float).
+ */
+int mha_finish_product(void *C, size_t m, size_t n, size_t ldc, const void *A, size_t lda,
+		       const void *B, size_t ldb, const void *bias, size_t k, size_t esize);
+
+/*
+ * A softmax-weighted sum of values that overflowed, though it is at most
+ * the largest |v| (the weights sum to 1; unnormalised, to l <= n):
+ * recomputed with the weights scaled by 2^-shift, then scaled back.  The
+ * shift for values up to vmax over n keys, in a type whose largest finite
+ * number is max: at least 1, enough that n·vmax·2^-shift stays below max/4.
+ */
+static inline int mha_rescue_shift(double vmax, size_t n, double max)
+{
+	int ev, en, em, e;
+
+	(void)frexp(vmax > 0 ? vmax : 1, &ev);
+	(void)frexp((double)n, &en);
+	(void)frexp(max, &em);
+	e = ev + en - em + 2;
+	return e < 1 ? 1 : e;
+}
+
+/*
+ * A rescued output entry scaled back: o·2^shift.  It is a convex combination
+ * of finite values, so past the largest finite number only by rounding:
+ * then the largest finite number, with o's sign.
+ */
+static inline double mha_rescue_back(double o, int shift, double max)
+{
+	o = ldexp(o, shift);
+	return fabs(o) > max ? copysign(max, o) : o;
+}
+
+#endif
