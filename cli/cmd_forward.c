@@ -191,7 +191,9 @@ static int parse_number(const char *arg, double *out)
 
 	errno = 0;
 	*out = strtod(arg, &end);
-	return end != arg && !*end && errno != ERANGE && isfinite(*out);
+	/* ERANGE is overflow (then infinite) or underflow: a subnormal such as
+	 * 4.9e-324 is a finite number, only one that rounds to 0 is refused */
+	return end != arg && !*end && isfinite(*out) && (errno != ERANGE || *out != 0);
 }
 
 static int parse_real(const char *opt, const char *arg, double *out)
