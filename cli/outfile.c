@@ -60,21 +60,123 @@ void outfile_cleanup_on_signals(void)
 	}
 }
 
+/* the most links followed to a target, as Linux's own limit */
+#define MAX_LINKS 40
+
+/* a link in /proc (/proc/self/fd/1, where /dev/stdout leads): its text
+ * names an open file, or "pipe:[…]", not a path to put a file beside */
+static int in_proc(const struct stat *link)
+{
+	struct stat proc;
+
+	return stat("/proc", &proc) == 0 && link->st_dev == proc.st_dev;
+}
+
+/* link's text, read whole; NULL (errno set) on failure */
+static char *read_link(const char *link, size_t hint)
+{
+	for (size_t size = hint + 2 > 64 ? hint + 2 : 64; size <= ((size_t)1 << 20); size *= 2) {
+		char *buf = malloc(size);
+		ssize_t n;
+
+		if (!buf)
+			return NULL;
+		n = readlink(link, buf, size);
+		if (n < 0) {
+			free(buf);
+			return NULL;
+		}
+		if ((size_t)n < size) {
+			buf[n] = '\0';
+			return buf;
+		}
+		free(buf); /* cut short: try a larger buffer */
+	}
+	errno = ENAMETOOLONG;
+	return NULL;
+}
+
+/*
+ * Where writing to path lands, found as the kernel finds it for '>': the
+ * symbolic links followed one by one to their end, which need not exist
+ * yet (a dangling link's target is created).  A relative link is read from
+ * the link's own directory.  1 and *target (to free) set; 0 when path is
+ * to be written in place (a link through /proc); -1 reported.
+ */
+static int final_target(const char *path, char **target)
+{
+	char *cur = strdup(path);
+
+	if (!cur)
+		return error("out of memory");
+	for (int hops = 0;; hops++) {
+		const char *slash;
+		struct stat st;
+		char *link, *next;
+		size_t dir;
+
+		if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) {
+			*target = cur; /* not a link, or not there (yet): the end */
+			return 1;
+		}
+		if (in_proc(&st)) {
+			free(cur);
+			return 0;
+		}
+		if (hops == MAX_LINKS) {
+			free(cur);
+			return error("%s: cannot create: %s", path, strerror(ELOOP));
+		}
+		link = read_link(cur, (size_t)st.st_size);
+		if (!link) {
+			int e = errno;
+
+			free(cur);
+			return error("%s: cannot read the link: %s", path, strerror(e));
+		}
+		slash = strrchr(cur, '/');
+		dir = link[0] != '/' && slash ? (size_t)(slash - cur) + 1 : 0;
+		next = malloc(dir + strlen(link) + 1);
+		if (!next) {
+			free(link);
+			free(cur);
+			return error("out of memory");
+		}
+		memcpy(next, cur, dir);
+		strcpy(next + dir, link);
+		free(link);
+		free(cur);
+		cur = next;
+	}
+}
+
 int outfile_open(outfile *o, const char *path)
 {
 	static const char suffix[] = ".mha-tmp-XXXXXX";
-	struct stat st;
-	int fd;
+	struct stat st, end;
+	int fd, exists, r;
 
 	memset(o, 0, sizeof(*o));
 	if (!path || !strcmp(path, "-")) {
 		o->fp = stdout;
 		return 0;
 	}
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+	exists = stat(path, &st) == 0;
+	if (exists && S_ISDIR(st.st_mode))
 		return error("%s: is a directory", path);
-	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-		/* a FIFO, a device, a terminal: write to it as it is, never replace it */
+	r = exists && !S_ISREG(st.st_mode) ? 0 : final_target(path, &o->target);
+	if (r < 0)
+		return -1;
+	if (r && exists && (stat(o->target, &end) != 0 || end.st_dev != st.st_dev ||
+			    end.st_ino != st.st_ino)) {
+		/* the links' text does not lead where the kernel does: do not guess */
+		free(o->target);
+		o->target = NULL;
+		r = 0;
+	}
+	if (!r) {
+		/* a FIFO, a device, a terminal, /dev/stdout: write to it as it is
+		 * (truncated, as '>' does), never replace it */
 		o->fp = fopen(path, "w");
 		if (!o->fp)
 			return error("%s: %s", path, strerror(errno));
@@ -82,10 +184,12 @@ int outfile_open(outfile *o, const char *path)
 		return 0;
 	}
 	o->path = path;
-	o->tmp = malloc(strlen(path) + sizeof(suffix));
-	if (!o->tmp)
+	o->tmp = malloc(strlen(o->target) + sizeof(suffix));
+	if (!o->tmp) {
+		outfile_abort(o);
 		return error("out of memory");
-	strcpy(o->tmp, path);
+	}
+	strcpy(o->tmp, o->target);
 	strcat(o->tmp, suffix);
 	fd = mkstemp(o->tmp);
 	if (fd >= 0)
@@ -95,6 +199,7 @@ int outfile_open(outfile *o, const char *path)
 
 		free(o->tmp);
 		o->tmp = NULL;
+		outfile_abort(o);
 		return error("%s: cannot create: %s", path, strerror(e));
 	}
 	/* mkstemp makes 0600; an output file gets the usual 0666 & ~umask */
@@ -141,7 +246,7 @@ int outfile_commit(outfile *o)
 		e = errno;
 	}
 	o->fp = NULL;
-	if (!failed && rename(o->tmp, o->path) != 0) {
+	if (!failed && rename(o->tmp, o->target) != 0) {
 		failed = 1;
 		e = errno;
 	}
@@ -152,6 +257,8 @@ int outfile_commit(outfile *o)
 	forget(o->tmp);
 	free(o->tmp);
 	o->tmp = NULL;
+	free(o->target);
+	o->target = NULL;
 	return 0;
 }
 
@@ -166,6 +273,8 @@ void outfile_abort(outfile *o)
 		forget(o->tmp);
 		free(o->tmp);
 	}
+	free(o->target);
 	o->fp = NULL;
 	o->tmp = NULL;
+	o->target = NULL;
 }
