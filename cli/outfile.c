@@ -1,10 +1,12 @@
 /*
- * outfile.c: write-to-temporary-then-rename output files, and the signal
- * handler that removes the temporary ones when Ctrl-C stops a run.
+ * outfile.c: write-to-temporary-then-rename output files, the signal
+ * handler that removes the temporary ones when Ctrl-C stops a run, and the
+ * check that no output replaces an input.
  */
 #include "outfile.h"
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -277,4 +279,114 @@ void outfile_abort(outfile *o)
 	o->fp = NULL;
 	o->tmp = NULL;
 	o->target = NULL;
+}
+
+/* ---- outputs that are inputs ------------------------------------------ */
+
+int input_ids_add(input_ids *s, const char *opt, const char *path)
+{
+	const int from_stdin = !strcmp(path, "-");
+	struct stat st;
+	input_id *id;
+
+	/* standard input redirected from a file is that file */
+	if ((from_stdin ? fstat(STDIN_FILENO, &st) : stat(path, &st)) != 0 || !S_ISREG(st.st_mode))
+		return 0; /* not there (the reading will say so), or nothing to overwrite */
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		input_id *more = realloc(s->v, cap * sizeof(*more));
+
+		if (!more)
+			return error("out of memory");
+		s->v = more;
+		s->cap = cap;
+	}
+	id = &s->v[s->n];
+	id->dev = st.st_dev;
+	id->ino = st.st_ino;
+	id->opt = opt;
+	if (!(id->path = strdup(from_stdin ? "<stdin>" : path)))
+		return error("out of memory");
+	s->n++;
+	return 0;
+}
+
+void input_ids_free(input_ids *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i].path);
+	free(s->v);
+	memset(s, 0, sizeof(*s));
+}
+
+/* the input path leads to (links followed, as the writing will), or NULL */
+static const input_id *input_at(const char *path, const input_ids *s)
+{
+	struct stat st;
+
+	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return NULL; /* not there yet: it cannot be an input */
+	for (size_t i = 0; i < s->n; i++)
+		if (s->v[i].dev == st.st_dev && s->v[i].ino == st.st_ino)
+			return &s->v[i];
+	return NULL;
+}
+
+int outfile_refuse_input(const char *path, const input_ids *s)
+{
+	const input_id *in;
+
+	if (!path || !strcmp(path, "-") || !(in = input_at(path, s)))
+		return 0;
+	return error("-o '%s' is the input '%s' (%s): refusing to overwrite an input", path,
+		     in->path, in->opt);
+}
+
+int outfile_refuse_input_in_dir(const char *dir, int (*may_write)(const char *name, void *ctx),
+				void *ctx, const input_ids *s)
+{
+	const size_t n = strlen(dir);
+	const char *sep = n && dir[n - 1] == '/' ? "" : "/";
+	const input_id *clash = NULL;
+	char *first = NULL; /* of the clashing files, the first by name: one message, always the same */
+	DIR *d;
+	struct dirent *e;
+	int rc = 0;
+
+	if (!s->n || !(d = opendir(dir)))
+		return 0; /* no directory yet: the run makes it, empty */
+	while ((e = readdir(d)) != NULL) {
+		const input_id *in;
+		char *path;
+
+		if (!may_write(e->d_name, ctx) || (first && strcmp(e->d_name, first) >= 0))
+			continue;
+		path = malloc(n + strlen(sep) + strlen(e->d_name) + 1);
+		if (!path) {
+			rc = error("out of memory");
+			break;
+		}
+		strcpy(path, dir);
+		strcat(path, sep);
+		strcat(path, e->d_name);
+		in = input_at(path, s);
+		free(path);
+		if (in) {
+			char *name = strdup(e->d_name);
+
+			if (!name) {
+				rc = error("out of memory");
+				break;
+			}
+			free(first);
+			first = name;
+			clash = in;
+		}
+	}
+	closedir(d);
+	if (!rc && clash)
+		rc = error("-o '%s': '%s%s%s' is the input '%s' (%s): refusing to overwrite an "
+			   "input", dir, dir, sep, first, clash->path, clash->opt);
+	free(first);
+	return rc;
 }
