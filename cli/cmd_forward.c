@@ -191,7 +191,9 @@ static int parse_number(const char *arg, double *out)
 
 	errno = 0;
 	*out = strtod(arg, &end);
-	return end != arg && !*end && errno != ERANGE && isfinite(*out);
+	/* ERANGE is overflow (then infinite) or underflow: a subnormal such as
+	 * 4.9e-324 is a finite number, only one that rounds to 0 is refused */
+	return end != arg && !*end && isfinite(*out) && (errno != ERANGE || *out != 0);
 }
 
 static int parse_real(const char *opt, const char *arg, double *out)
@@ -1049,7 +1051,7 @@ static int stack_mask(struct results *r)
 
 /* ---- printing ---------------------------------------------------------- */
 
-static unsigned print_set(const struct options *o, const struct inputs *in)
+static unsigned print_set(const struct options *o, int direct, int has_wo)
 {
 	unsigned p = o->print;
 
@@ -1064,10 +1066,10 @@ static unsigned print_set(const struct options *o, const struct inputs *in)
 		 * without W_O is the output */
 		if (o->heads > 1)
 			p |= PBIT(P_HEADS);
-		if (weights_has(&in->w, WO))
+		if (has_wo)
 			p |= PBIT(P_CONCAT);
 	}
-	if (in->direct)
+	if (direct)
 		p &= ~PBIT(P_X);
 	return p;
 }
@@ -1594,6 +1596,114 @@ static int write_explain(const struct options *o, const struct inputs *in, const
 	return rc;
 }
 
+/* ---- no output over an input ------------------------------------------ */
+
+struct dir_names {
+	const struct options *o;
+	unsigned p;         /* the steps that may be written (W_O unknown yet: concat too) */
+	const char *ext;    /* "csv", "npy", "json" */
+};
+
+/* the head number at *s ("12" in head12_Q), from 1 to heads, or 0; *s moved past it */
+static size_t head_number(const char **s, size_t heads)
+{
+	unsigned long long h = 0;
+	const char *p = *s;
+
+	if (*p < '1' || *p > '9')
+		return 0;
+	for (; *p >= '0' && *p <= '9'; p++)
+		if ((h = h * 10 + (unsigned)(*p - '0')) > heads)
+			return 0;
+	*s = p;
+	return (size_t)h;
+}
+
+/* Might write_directory() write name: KEY.ext, headN_KEY.ext or mask_headN.csv? */
+static int may_write_in_dir(const char *name, void *ctx)
+{
+	/* as collect() names them: whole, or per head (2: only with several heads) */
+	static const struct { const char *key; int item, whole, per_head; } keys[] = {
+		{ "X", P_X, 1, 0 }, { "Q", P_Q, 1, 2 }, { "K", P_K, 1, 2 }, { "V", P_V, 1, 2 },
+		{ "mask", P_MASK, 1, 0 }, { "scores", P_SCORES, 0, 1 }, { "scaled", P_SCALED, 0, 1 },
+		{ "softcapped", P_SOFTCAPPED, 0, 1 }, { "masked", P_MASKED, 0, 1 },
+		{ "softmax", P_SOFTMAX, 0, 1 }, { "output", P_HEADS, 0, 1 },
+		{ "concat", P_CONCAT, 1, 0 }, { "output", P_OUTPUT, 1, 0 },
+	};
+	const struct dir_names *dn = ctx;
+	const size_t heads = dn->o->heads;
+	const char *dot = strrchr(name, '.'), *s = name;
+	int per_head = 0;
+
+	if (!dot || strcmp(dot + 1, dn->ext))
+		return 0;
+	if (!strncmp(s, "mask_head", 9)) {
+		/* a mask per head: one CSV file each */
+		s += 9;
+		return !strcmp(dn->ext, "csv") && (dn->p & PBIT(P_MASK)) && head_number(&s, heads) &&
+		       s == dot;
+	}
+	if (!strncmp(s, "head", 4)) {
+		s += 4;
+		if (!head_number(&s, heads) || *s++ != '_')
+			return 0;
+		per_head = 1;
+	}
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (strlen(keys[i].key) == (size_t)(dot - s) && !strncmp(s, keys[i].key, (size_t)(dot - s)) &&
+		    (dn->p & PBIT(keys[i].item)) &&
+		    (per_head ? keys[i].per_head == 1 || (keys[i].per_head == 2 && heads > 1)
+			      : keys[i].whole))
+			return 1;
+	return 0;
+}
+
+static int add_input(void *ctx, const char *file)
+{
+	return input_ids_add(ctx, "-w", file);
+}
+
+/*
+ * -o naming one of the inputs, by any name: refused before anything is
+ * read, by device and inode.  -o DIR/ is checked for each file in DIR the
+ * run may write.  0, or -1 said.
+ */
+static int refuse_output_over_input(const struct options *o)
+{
+	static const char *const one_opts[N_WEIGHTS] = {
+		"--wq", "--wk", "--wv", "--wo", "--bq", "--bk", "--bv", "--bo",
+	};
+	const struct { const char *opt, *path; } files[] = {
+		{ "-x", o->x }, { "--kv", o->kv }, { "--q", o->q }, { "--k", o->k },
+		{ "--v", o->v }, { "--mask", o->mask },
+	};
+	input_ids ids = { 0 };
+	int rc = 0;
+
+	if (!o->output || !strcmp(o->output, "-"))
+		return 0;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]) && !rc; i++)
+		if (files[i].path)
+			rc = input_ids_add(&ids, files[i].opt, files[i].path);
+	for (int i = 0; i < N_WEIGHTS && !rc; i++)
+		if (o->one[i])
+			rc = input_ids_add(&ids, one_opts[i], o->one[i]);
+	if (!rc && o->w)
+		rc = weights_files(o->w, add_input, &ids); /* a directory: every file it may read */
+	if (!rc && is_dir_target(o->output)) {
+		const struct dir_names dn = {
+			.o = o, .p = print_set(o, o->q != NULL, 1),
+			.ext = o->format == FORMAT_NPY ? "npy" : o->format == FORMAT_CSV ? "csv" : "json",
+		};
+
+		rc = outfile_refuse_input_in_dir(o->output, may_write_in_dir, (void *)&dn, &ids);
+	} else if (!rc) {
+		rc = outfile_refuse_input(o->output, &ids);
+	}
+	input_ids_free(&ids);
+	return rc;
+}
+
 /* ---- memory ------------------------------------------------------------ */
 
 /* *acc += count·size, saturating at SIZE_MAX */
@@ -1791,7 +1901,7 @@ int cmd_forward(int argc, char **argv)
 	case 0: break;
 	default: return EXIT_USAGE;
 	}
-	if (check_option_combinations(&o))
+	if (check_option_combinations(&o) || refuse_output_over_input(&o))
 		return EXIT_USAGE;
 
 	memset(&in, 0, sizeof(in));
@@ -1822,7 +1932,7 @@ int cmd_forward(int argc, char **argv)
 		.b_Q = weight_ptr(&in.w, BQ), .b_K = weight_ptr(&in.w, BK),
 		.b_V = weight_ptr(&in.w, BV), .b_O = weight_ptr(&in.w, BO),
 	};
-	p = print_set(&o, &in);
+	p = print_set(&o, in.direct, weights_has(&in.w, WO));
 	res.heads = d.heads;
 	res.mask_per_head = o.cfg.mask.per_head;
 	obs = (mha_observer){ .fn = keep, .ctx = &res, .wanted = stages_wanted(p, d.heads) };

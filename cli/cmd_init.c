@@ -106,7 +106,7 @@ struct dest {
 	outfile of;
 	char *path;  /* owned: a file in the -w directory; NULL otherwise */
 	int open;    /* of is open and not yet committed or aborted */
-	int renamed; /* committed over path: to be removed if a later file fails */
+	char *placed; /* what a commit replaced (links followed): removed if a later file fails */
 };
 
 struct run {
@@ -462,9 +462,10 @@ static void discard(struct run *r)
 		if (d->open)
 			outfile_abort(&d->of);
 		d->open = 0;
-		if (d->renamed)
-			unlink(d->of.path);
-		d->renamed = 0;
+		if (d->placed)
+			unlink(d->placed);
+		free(d->placed);
+		d->placed = NULL;
 	}
 	if (r->made_dir)
 		rmdir(r->o.w);
@@ -698,14 +699,23 @@ static int commit_all(struct run *r)
 	}
 	for (int m = 0; m < M_COUNT; m++) {
 		struct dest *d = &r->dest[m];
-		const int replaces = d->of.tmp != NULL;
+		char *target;
 
 		if (!d->open)
 			continue;
+		/* the file itself, not a link to it, is what a later failure removes */
+		target = d->of.tmp ? strdup(d->of.target) : NULL;
+		if (d->of.tmp && !target) {
+			outfile_abort(&d->of);
+			d->open = 0;
+			return error("out of memory");
+		}
 		d->open = 0;
-		if (outfile_commit(&d->of))
+		if (outfile_commit(&d->of)) {
+			free(target);
 			return -1;
-		d->renamed = replaces;
+		}
+		d->placed = target;
 	}
 	return 0;
 }
@@ -740,7 +750,9 @@ int cmd_init(int argc, char **argv)
 		rc = EXIT_OK;
 	if (rc != EXIT_OK)
 		discard(&r);
-	for (int m = 0; m < M_COUNT; m++)
+	for (int m = 0; m < M_COUNT; m++) {
 		free(r.dest[m].path);
+		free(r.dest[m].placed);
+	}
 	return rc;
 }

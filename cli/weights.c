@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,50 +210,69 @@ static int data_extension(const char *ext)
 	return 0;
 }
 
-static int load_directory(weights *w, const char *dir, const char *opt)
+/* The files in dir a weights directory is read for, sorted, so that which
+ * of two clashing files is named first never varies: *names[*n], to free.
+ * -1: dir cannot be read (errno set) or out of memory (errno ENOMEM). */
+static int weight_files(const char *dir, char ***names, size_t *n)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
-	char **names = NULL;
-	size_t n = 0, cap = 0, found = 0;
-	int rc = 0;
+	size_t cap = 0;
 
+	*names = NULL;
+	*n = 0;
 	if (!d)
-		return error("%s: cannot read the directory", dir);
+		return -1;
 	while ((e = readdir(d)) != NULL) {
-		if (e->d_name[0] == '.')
-			continue;
-		if (n == cap) {
-			char **more = realloc(names, (cap = cap ? cap * 2 : 16) * sizeof(*names));
+		const char *dot = strrchr(e->d_name, '.');
 
-			if (!more) {
-				rc = error("out of memory");
+		if (e->d_name[0] == '.' || !dot || !data_extension(dot + 1))
+			continue; /* a README or the like */
+		if (*n == cap) {
+			char **more = realloc(*names, (cap = cap ? cap * 2 : 16) * sizeof(**names));
+
+			if (!more)
 				break;
-			}
-			names = more;
+			*names = more;
 		}
-		if (!(names[n] = strdup(e->d_name))) {
-			rc = error("out of memory");
+		if (!((*names)[*n] = strdup(e->d_name)))
 			break;
-		}
-		n++;
+		(*n)++;
 	}
 	closedir(d);
-	/* sorted, so that which of two clashing files is named first never varies */
-	for (size_t i = 1; i < n; i++)
-		for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
-			char *t = names[j];
+	if (e) {
+		for (size_t i = 0; i < *n; i++)
+			free((*names)[i]);
+		free(*names);
+		*names = NULL;
+		*n = 0;
+		errno = ENOMEM;
+		return -1;
+	}
+	for (size_t i = 1; i < *n; i++)
+		for (size_t j = i; j > 0 && strcmp((*names)[j - 1], (*names)[j]) > 0; j--) {
+			char *t = (*names)[j];
 
-			names[j] = names[j - 1];
-			names[j - 1] = t;
+			(*names)[j] = (*names)[j - 1];
+			(*names)[j - 1] = t;
 		}
+	return 0;
+}
+
+static int load_directory(weights *w, const char *dir, const char *opt)
+{
+	char **names;
+	size_t n, found = 0;
+	int rc = 0;
+
+	if (weight_files(dir, &names, &n))
+		return errno == ENOMEM ? error("out of memory")
+				       : error("%s: cannot read the directory", dir);
 	for (size_t i = 0; i < n && !rc; i++) {
 		char *dot = strrchr(names[i], '.');
 		char path[4096], src[4200];
 		int slot;
 
-		if (!dot || !data_extension(dot + 1))
-			continue; /* a README or the like */
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
 		snprintf(src, sizeof(src), "%s %s", opt, path);
 		*dot = '\0';
@@ -269,6 +289,30 @@ static int load_directory(weights *w, const char *dir, const char *opt)
 	if (!rc && !found)
 		return error("%s: no weight files in the directory (expected W_Q.csv, W_K.npy, "
 			     "W_V.json and the like)", dir);
+	return rc;
+}
+
+int weights_files(const char *path, int (*fn)(void *ctx, const char *file), void *ctx)
+{
+	struct stat st;
+	char **names;
+	size_t n;
+	int rc = 0;
+
+	if (!strcmp(path, "-") || stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+		return fn(ctx, path);
+	if (weight_files(path, &names, &n))
+		return errno == ENOMEM ? error("out of memory") : 0; /* the reading says why */
+	for (size_t i = 0; i < n; i++) {
+		char file[4096];
+
+		/* the name load_directory() reads it by */
+		snprintf(file, sizeof(file), "%s/%s", path, names[i]);
+		if (!rc)
+			rc = fn(ctx, file);
+		free(names[i]);
+	}
+	free(names);
 	return rc;
 }
 

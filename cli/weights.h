@@ -35,6 +35,9 @@ typedef struct weights {
 
 /* -w PATH: a JSON object, or a directory of one file per weight. */
 int weights_load(weights *w, const char *path, weight_layout layout);
+/* Each file -w path would read: path itself, or each weight file in the
+ * directory path names, passed to fn; the first nonzero fn returns, or 0. */
+int weights_files(const char *path, int (*fn)(void *ctx, const char *file), void *ctx);
 /* --wq FILE and the like: which is WQ … BO; replaces what -w gave. */
 int weights_load_one(weights *w, int which, const char *opt, const char *path,
 		     weight_layout layout);
