@@ -8,6 +8,7 @@
  * copy of each intermediate the user asked to see.
  */
 #include "cli.h"
+#include "budget.h"
 #include "explain.h"
 #include "heatmap.h"
 #include "input.h"
@@ -298,25 +299,6 @@ static int parse_bytes(const char *arg, size_t *out)
 	v *= mult;
 	*out = v >= (double)SIZE_MAX ? SIZE_MAX : (size_t)v;
 	return *out ? 0 : -1;
-}
-
-/* "1.5 GiB": a size for messages */
-static const char *show_bytes(char *buf, size_t size, size_t bytes)
-{
-	static const char *const units[] = { "bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-	double v = (double)bytes;
-	int u = 0;
-
-	if (bytes == SIZE_MAX) {
-		snprintf(buf, size, "more than can be addressed");
-		return buf;
-	}
-	while (v >= 1024 && u < 6) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(buf, size, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-	return buf;
 }
 
 /* "-3", "12": a causal offset; 1, or 0 when arg is not a whole number */
@@ -1726,11 +1708,14 @@ static void run_memory(const struct options *o, const struct inputs *in, const m
 	const size_t G = d->kv_heads ? d->kv_heads : d->heads, nn = d->n_q * d->n_kv;
 	size_t lib;
 
-	part[0] = part[1] = part[2] = 0;
-	for (size_t i = 0; i < sizeof(held) / sizeof(held[0]); i++)
-		add_bytes(&part[0], matrix_size(held[i]), sizeof(double) * (o->f32 ? 2 : 1));
-	for (int i = 0; i < N_WEIGHTS; i++)
-		add_bytes(&part[0], matrix_size(&in->w.m[i]), sizeof(double) * (o->f32 ? 2 : 1));
+	/* the inputs as read hold what the budget was charged for them; float32
+	 * adds a float copy of each */
+	part[0] = budget_held();
+	part[1] = part[2] = 0;
+	for (size_t i = 0; o->f32 && i < sizeof(held) / sizeof(held[0]); i++)
+		add_bytes(&part[0], matrix_size(held[i]), sizeof(float));
+	for (int i = 0; o->f32 && i < N_WEIGHTS; i++)
+		add_bytes(&part[0], matrix_size(&in->w.m[i]), sizeof(float));
 	add_bytes(&part[0], matrix_size(&in->mask), 1);
 	lib = mha_memory(d, &o->cfg, wanted, o->f32);
 	add_bytes(&part[1], 1, lib);
@@ -1906,6 +1891,8 @@ int cmd_forward(int argc, char **argv)
 
 	memset(&in, 0, sizeof(in));
 	memset(&res, 0, sizeof(res));
+	/* one limit from the first byte read to the last written */
+	budget_init(o.max_memory);
 	if (read_inputs(&o, &in) || derive_dims(&o, &in, &d) || check_mask(&o, &in, &d, &o.cfg))
 		goto done;
 	if (set_labels(&o, &in, &d))

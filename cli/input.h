@@ -22,9 +22,12 @@ typedef struct input_file {
 	char *name;          /* for messages: the path as given, or "<stdin>" */
 	unsigned char *data; /* the whole file, with a NUL after the last byte */
 	size_t len;          /* bytes, not counting that NUL */
+	size_t held;         /* what data holds of the memory budget */
 } input_file;
 
-/* Read path ("-": standard input) whole.  Errors are reported; -1. */
+/* Read path ("-": standard input) whole, within the memory budget (budget.h):
+ * a pipe or a device is read until it ends or the budget is spent.  Errors
+ * are reported; -1. */
 int input_load(input_file *f, const char *path);
 void input_free(input_file *f);
 

@@ -2,6 +2,7 @@
  * matrix.c: allocation and shape helpers for the CLI's matrices.
  */
 #include "matrix.h"
+#include "budget.h"
 #include "cli.h"
 
 #include <stdint.h>
@@ -51,13 +52,23 @@ int matrix_alloc(matrix *m, size_t rank, size_t d0, size_t d1, size_t d2)
 	m->labels = NULL;
 	m->n_labels = 0;
 	m->v = NULL;
+	m->held = 0;
+	m->labels_held = 0;
 	if ((m->dim[1] && n > SIZE_MAX / m->dim[1]) ||
 	    (n *= m->dim[1], m->dim[2] && n > SIZE_MAX / m->dim[2]) ||
 	    (n *= m->dim[2], n > SIZE_MAX / sizeof(double)))
 		return error("a %zux%zux%zu array is too large to address", d0, d1, d2);
+	m->held = budget_block((n ? n : 1) * sizeof(double));
+	if (budget_take(m->held)) {
+		m->held = 0;
+		return budget_refuse(NULL, n * sizeof(double));
+	}
 	m->v = calloc(n ? n : 1, sizeof(double));
-	if (!m->v)
+	if (!m->v) {
+		budget_give(m->held);
+		m->held = 0;
 		return error("out of memory for %zu numbers (%zu bytes)", n, n * sizeof(double));
+	}
 	return 0;
 }
 
@@ -66,11 +77,15 @@ void matrix_free(matrix *m)
 	if (!m)
 		return;
 	free(m->v);
+	budget_give(m->held);
 	m->v = NULL;
+	m->held = 0;
 	m->rank = 0;
 	for (size_t i = 0; m->labels && i < m->n_labels; i++)
 		free(m->labels[i]);
 	free(m->labels);
+	budget_give(m->labels_held);
+	m->labels_held = 0;
 	m->labels = NULL;
 	m->n_labels = 0;
 }

@@ -15,6 +15,8 @@ typedef struct matrix {
 	int is_f32;    /* the values are floats (widened): written as floats */
 	char **labels; /* a label (token) per row of a 2-D matrix, or NULL; owned */
 	size_t n_labels;
+	size_t held;   /* what v holds of the memory budget (budget.h) */
+	size_t labels_held; /* and what the labels hold */
 } matrix;
 
 /* number of values */
@@ -24,7 +26,8 @@ size_t matrix_cols(const matrix *m);
 size_t matrix_rows(const matrix *m);
 /* "6x4", "2x6x6": into buf, which is returned */
 const char *matrix_shape(const matrix *m, char *buf, size_t size);
-/* allocate rank/dims, values zero; 0 or -1 on overflow/no memory (reported) */
+/* allocate rank/dims, values zero, charged to the memory budget; 0 or -1 on
+ * overflow, no memory or past the budget (reported) */
 int matrix_alloc(matrix *m, size_t rank, size_t d0, size_t d1, size_t d2);
 void matrix_free(matrix *m);
 

@@ -15,6 +15,7 @@
  * geometrically and becomes the matrix's.
  */
 #include "input.h"
+#include "budget.h"
 #include "cli.h"
 
 #include <math.h>
@@ -51,6 +52,7 @@ struct csv {
 	int labelled;           /* the first column holds labels (tokens), not numbers */
 	char **labels;          /* one per row read so far */
 	size_t n_labels, cap_labels;
+	size_t labels_held;     /* what the labels hold of the memory budget */
 };
 
 /* '\0' ends the text: there is no other NUL in it */
@@ -287,10 +289,17 @@ static int grow(struct csv *c)
 		cap = most;
 	if (cap <= c->cap)
 		return error("%s: %s: too many numbers to address", c->f->name, c->spec->what);
+	/* while the array moves, the old block and the new are both held */
+	if (budget_take(budget_block(cap * sizeof(double))))
+		return budget_refuse(c->f->name, cap * sizeof(double));
 	v = realloc(c->v, cap * sizeof(double));
-	if (!v)
+	if (!v) {
+		budget_give(budget_block(cap * sizeof(double)));
 		return error("%s: %s: out of memory for %zu numbers", c->f->name, c->spec->what,
 			     cap);
+	}
+	if (c->cap)
+		budget_give(budget_block(c->cap * sizeof(double)));
 	c->v = v;
 	c->cap = cap;
 	return 0;
@@ -366,16 +375,31 @@ static int read_label(struct csv *c, const char **pp, size_t i)
 	skip_sep(pp, c->sep);
 	if (c->n_labels == c->cap_labels) {
 		size_t cap = c->cap_labels ? c->cap_labels * 2 : 64;
-		char **more = realloc(c->labels, cap * sizeof(*more));
+		char **more;
 
-		if (!more)
+		if (budget_take(budget_block(cap * sizeof(*more))))
+			return budget_refuse(c->f->name, cap * sizeof(*more));
+		more = realloc(c->labels, cap * sizeof(*more));
+		if (!more) {
+			budget_give(budget_block(cap * sizeof(*more)));
 			return error("%s: out of memory", c->f->name);
+		}
+		if (c->cap_labels) {
+			budget_give(budget_block(c->cap_labels * sizeof(*more)));
+			c->labels_held -= budget_block(c->cap_labels * sizeof(*more));
+		}
+		c->labels_held += budget_block(cap * sizeof(*more));
 		c->labels = more;
 		c->cap_labels = cap;
 	}
+	if (budget_take(budget_block((size_t)(fl.e - fl.s) + 1)))
+		return budget_refuse(c->f->name, (size_t)(fl.e - fl.s) + 1);
 	t = o = malloc((size_t)(fl.e - fl.s) + 1);
-	if (!t)
+	if (!t) {
+		budget_give(budget_block((size_t)(fl.e - fl.s) + 1));
 		return error("%s: out of memory", c->f->name);
+	}
+	c->labels_held += budget_block((size_t)(fl.e - fl.s) + 1);
 	for (const char *q = fl.s; q < fl.e; q++) {
 		*o++ = *q;
 		if (*q == '"' && fl.escapes && q + 1 < fl.e && q[1] == '"')
@@ -665,6 +689,12 @@ int read_csv(matrix *m, const input_file *f, const read_spec *spec)
 	/* the array becomes the matrix's (matrix_free frees it), trimmed to size */
 	v = realloc(c.v, c.n * sizeof(double));
 	m->v = v ? v : c.v;
+	m->held = budget_block(c.cap * sizeof(double));
+	if (v) {
+		budget_give(m->held);
+		m->held = budget_block(c.n * sizeof(double));
+		budget_take(m->held); /* less than was given back: never refused */
+	}
 	if (spec->max_rank < 2) {
 		m->rank = 1;
 		m->dim[0] = c.n;
@@ -679,13 +709,17 @@ int read_csv(matrix *m, const input_file *f, const read_spec *spec)
 	if (c.labelled) {
 		m->labels = c.labels;
 		m->n_labels = c.n_labels;
+		m->labels_held = c.labels_held;
 	}
 	return 0;
 
 fail:
 	free(c.v);
+	if (c.cap)
+		budget_give(budget_block(c.cap * sizeof(double)));
 	for (size_t i = 0; i < c.n_labels; i++)
 		free(c.labels[i]);
 	free(c.labels);
+	budget_give(c.labels_held);
 	return -1;
 }

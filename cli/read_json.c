@@ -5,6 +5,7 @@
  * the text again along the element's path to give its line and column.
  */
 #include "read_json.h"
+#include "budget.h"
 #include "cli.h"
 
 #include <cjson/cJSON.h>
@@ -32,7 +33,7 @@ static void line_col(const char *text, size_t off, size_t *line, size_t *col)
 int json_parse(json_doc *doc, const input_file *f)
 {
 	const char *text = (const char *)f->data, *end = NULL;
-	size_t skip = 0, i;
+	size_t skip = 0, i, refused;
 
 	doc->f = f;
 	doc->root = NULL;
@@ -50,7 +51,10 @@ int json_parse(json_doc *doc, const input_file *f)
 		return error("%s: empty file, expected JSON", f->name);
 
 	/* the length counts the terminating NUL: cJSON checks for it */
+	refused = budget_refusals();
 	doc->root = cJSON_ParseWithLengthOpts(text + skip, f->len - skip + 1, &end, 1);
+	if (!doc->root && budget_refusals() != refused)
+		return budget_refuse(f->name, 0);
 	if (!doc->root) {
 		size_t off = end ? (size_t)(end - text) : f->len, line, col, from, to, k = 0;
 		char near[40];
@@ -365,13 +369,24 @@ static int json_tokens(matrix *m, const json_doc *doc, const read_spec *spec)
 		return error("%s: \"tokens\" has %d label%s but %s has %zu row%s", doc->f->name,
 			     cJSON_GetArraySize(t), cJSON_GetArraySize(t) == 1 ? "" : "s", spec->what,
 			     m->dim[0], m->dim[0] == 1 ? "" : "s");
+	m->labels_held = budget_block((m->dim[0] ? m->dim[0] : 1) * sizeof(*m->labels));
+	if (budget_take(m->labels_held)) {
+		m->labels_held = 0;
+		return budget_refuse(doc->f->name, m->dim[0] * sizeof(*m->labels));
+	}
 	m->labels = calloc(m->dim[0] ? m->dim[0] : 1, sizeof(*m->labels));
 	if (!m->labels)
 		return error("out of memory");
 	m->n_labels = m->dim[0];
 	cJSON_ArrayForEach(e, t) {
+		size_t len;
+
 		if (!cJSON_IsString(e))
 			return error("%s: tokens[%zu]: expected a string", doc->f->name, n);
+		len = strlen(e->valuestring) + 1;
+		if (budget_take(budget_block(len)))
+			return budget_refuse(doc->f->name, len);
+		m->labels_held += budget_block(len);
 		if (!(m->labels[n++] = strdup(e->valuestring)))
 			return error("out of memory");
 	}

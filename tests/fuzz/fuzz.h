@@ -9,6 +9,7 @@
 #ifndef MHA_FUZZ_H
 #define MHA_FUZZ_H
 
+#include "../../cli/budget.h"
 #include "../../cli/input.h"
 #include "../../cli/matrix.h"
 
@@ -20,6 +21,10 @@
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The memory budget the readers run under, as --max-memory 64M would set
+ * it: small enough that the fuzzer reaches its refusals. */
+#define FUZZ_BUDGET ((size_t)64 << 20)
 
 /* The specs 'mha forward' reads X (with its row labels, the tokens), a mask
  * and one weight file with. */
@@ -37,6 +42,8 @@ static const read_spec fuzz_specs[] = {
 /* data[0, size) as a loaded file called name: the bytes, then a NUL */
 static inline void fuzz_file(input_file *f, const char *name, const uint8_t *data, size_t size)
 {
+	budget_init(FUZZ_BUDGET);
+	memset(f, 0, sizeof(*f));
 	f->name = strdup(name);
 	f->data = malloc(size + 1);
 	if (!f->name || !f->data)
@@ -103,6 +110,9 @@ static inline void fuzz_read(int (*reader)(matrix *, const input_file *, const r
 	if (reader(&m, f, spec) == 0)
 		fuzz_check_matrix(&m, spec);
 	matrix_free(&m); /* after a failure too: nothing may leak either way */
+	/* and every byte charged to the budget was given back */
+	if (budget_held() != 0)
+		fuzz_fail("the memory budget was not given back in full");
 }
 
 #endif

@@ -85,10 +85,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		weights w;
 
 		memset(&w, 0, sizeof(w));
+		budget_init(FUZZ_BUDGET);
 		if (weights_load(&w, path, runs[r].layout) == 0 &&
 		    weights_finish(&w, runs[r].heads, runs[r].kv_heads) == 0)
 			check_finished(&w);
 		weights_free(&w);
+		if (budget_held() != 0)
+			fuzz_fail("the memory budget was not given back in full");
 	}
 	return 0;
 }
