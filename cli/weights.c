@@ -180,11 +180,9 @@ static int load_object(weights *w, const input_file *in, const char *src)
 			break;
 		}
 		if (given[slot]) {
-			if (!strcmp(given[slot], e->string))
-				rc = error("%s: \"%s\" appears twice", in->name, e->string);
-			else
-				rc = error("%s: \"%s\" and \"%s\" are both %s", in->name, given[slot],
-					   e->string, slot_name(slot));
+			/* one key twice was refused by json_parse: two spellings */
+			rc = error("%s: \"%s\" and \"%s\" are both %s", in->name, given[slot],
+				   e->string, slot_name(slot));
 			break;
 		}
 		given[slot] = e->string;
