@@ -648,7 +648,7 @@ int read_csv(matrix *m, const input_file *f, const read_spec *spec)
 	if (!rows) {
 		size_t i = f->len >= 3 && !memcmp(f->data, "\xEF\xBB\xBF", 3) ? 3 : 0;
 
-		while (i < f->len && strchr(" \t\r\n\f\v", f->data[i]) && f->data[i])
+		while (i < f->len && f->data[i] && strchr(" \t\r\n\f\v", f->data[i]))
 			i++;
 		/* only a name ending .csv or .tsv brings a file starting so here */
 		if (i < f->len && (f->data[i] == '[' || f->data[i] == '{'))
