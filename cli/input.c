@@ -179,17 +179,25 @@ in_format input_format(const input_file *f)
 	size_t i = 0;
 	char ext[8];
 
+	/* the magic bytes cannot be mistaken: a .npy file under any name */
 	if (f->len >= 6 && !memcmp(f->data, "\x93NUMPY", 6))
 		return FORMAT_IN_NPY;
+	/* a name that says its format is believed, so that a broken file is
+	 * reported in its own format's terms: x.csv holding "[1, 2]" gets the
+	 * CSV reader's message, not a guess that it was JSON */
+	extension(f->name, ext, sizeof(ext));
+	if (!strcmp(ext, "json"))
+		return FORMAT_IN_JSON;
+	if (!strcmp(ext, "csv") || !strcmp(ext, "tsv"))
+		return FORMAT_IN_CSV;
+	/* any other name (x.txt, x.npy written by savetxt, <stdin>): the content */
 	if (f->len >= 3 && !memcmp(f->data, "\xEF\xBB\xBF", 3))
 		i = 3; /* a UTF-8 byte order mark says nothing about the format */
 	while (i < f->len && isspace(f->data[i]))
 		i++;
 	if (i < f->len && (f->data[i] == '[' || f->data[i] == '{'))
 		return FORMAT_IN_JSON; /* no CSV row starts so */
-	/* a name that says JSON is believed, so its errors speak JSON */
-	extension(f->name, ext, sizeof(ext));
-	return strcmp(ext, "json") ? FORMAT_IN_CSV : FORMAT_IN_JSON;
+	return FORMAT_IN_CSV;
 }
 
 /* nothing but white space (and perhaps a byte order mark) */

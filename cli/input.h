@@ -1,9 +1,10 @@
 /*
  * input.h: reading matrices from files in any of mha's input formats.
  *
- * A file is read whole (standard input too, once), its format found from
- * its content (a .npy file by its magic bytes, JSON by its first character,
- * anything else is CSV), then parsed by that format's reader.  Every reader
+ * A file is read whole (standard input too, once), its format found (a .npy
+ * file by its magic bytes under any name; else a name ending .json, .csv or
+ * .tsv is believed; else JSON by its first character, anything else CSV),
+ * then parsed by that format's reader.  Every reader
  * reports its own errors in one line that starts with the file's name, and
  * where it can the line and column (JSON, CSV) or the element (.npy):
  *
@@ -33,7 +34,7 @@ void input_free(input_file *f);
 
 typedef enum { FORMAT_IN_JSON, FORMAT_IN_CSV, FORMAT_IN_NPY } in_format;
 
-/* The format of f's content. */
+/* The format of f, from its content and its name (see above). */
 in_format input_format(const input_file *f);
 
 /* What the caller wants out of a file. */

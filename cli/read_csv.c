@@ -670,8 +670,17 @@ int read_csv(matrix *m, const input_file *f, const read_spec *spec)
 	}
 
 	if (!rows) {
-		error("%s: %s: no numbers found (the file is empty, or holds only comments and a header)",
-		      f->name, spec->what);
+		size_t i = f->len >= 3 && !memcmp(f->data, "\xEF\xBB\xBF", 3) ? 3 : 0;
+
+		while (i < f->len && f->data[i] && strchr(" \t\r\n\f\v", f->data[i]))
+			i++;
+		/* only a name ending .csv or .tsv brings a file starting so here */
+		if (i < f->len && (f->data[i] == '[' || f->data[i] == '{'))
+			error("%s: %s: no numbers found (its name says CSV, but it starts as JSON does)",
+			      f->name, spec->what);
+		else
+			error("%s: %s: no numbers found (the file is empty, or holds only comments and "
+			      "a header)", f->name, spec->what);
 		goto fail;
 	}
 	if (spec->max_rank < 2) {

@@ -30,6 +30,8 @@ static void line_col(const char *text, size_t off, size_t *line, size_t *col)
 	}
 }
 
+static int check_duplicate_keys(const json_doc *doc);
+
 int json_parse(json_doc *doc, const input_file *f)
 {
 	const char *text = (const char *)f->data, *end = NULL;
@@ -78,7 +80,7 @@ int json_parse(json_doc *doc, const input_file *f)
 		near[k] = '\0';
 		return error("%s:%zu:%zu: invalid JSON near '%s'", f->name, line, col, near);
 	}
-	return 0;
+	return check_duplicate_keys(doc);
 }
 
 void json_doc_free(json_doc *doc)
@@ -177,6 +179,150 @@ static size_t locate(const char *t, size_t n, const char *key, const size_t *idx
 		}
 	}
 	return p < n ? p : SIZE_MAX;
+}
+
+/* ---- duplicate keys ---------------------------------------------------- */
+
+/*
+ * cJSON keeps the first of two equal keys and Python's json the last, so a
+ * document with a key twice means different things to different readers:
+ * refuse it, in any object, nested ones too.  Keys are compared as cJSON
+ * decoded them ("X" and "\u0058" are one key), which is how mha looks them up.
+ */
+
+/* containers in a path: cJSON's nesting limit, and one for the leaf */
+#define PATH_DEPTH (CJSON_NESTING_LIMIT + 1)
+
+struct key_at {
+	const char *key;
+	size_t idx; /* the member's position in its object */
+};
+
+static int key_order(const void *a, const void *b)
+{
+	const struct key_at *x = a, *y = b;
+	const int c = strcmp(x->key, y->key);
+
+	return c ? c : (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* The position of the first member of obj whose key an earlier member has,
+ * SIZE_MAX if none; -1 out of memory.  Sorted, not compared pairwise: an
+ * object may have a million keys. */
+static int first_repeat(const cJSON *obj, size_t *at)
+{
+	struct key_at *keys;
+	const cJSON *e;
+	size_t n = 0;
+
+	*at = SIZE_MAX;
+	cJSON_ArrayForEach(e, obj)
+		n++;
+	if (n < 2)
+		return 0;
+	keys = malloc(n * sizeof(*keys));
+	if (!keys)
+		return -1;
+	n = 0;
+	cJSON_ArrayForEach(e, obj) {
+		keys[n].key = e->string ? e->string : "";
+		keys[n].idx = n;
+		n++;
+	}
+	qsort(keys, n, sizeof(*keys), key_order);
+	for (size_t i = 1; i < n; i++)
+		if (!strcmp(keys[i - 1].key, keys[i].key) && keys[i].idx < *at)
+			*at = keys[i].idx; /* equal keys are in member order: a repeat */
+	free(keys);
+	return 0;
+}
+
+/*
+ * The first repeated key in the text under node, found by member positions
+ * path[0..*depth): 1 found (*dup the member), 0 none, -1 out of memory.
+ * A member's key comes before anything inside its value, so a repeat in
+ * this object at position d wins over anything inside members d and later.
+ */
+static int find_repeat(const cJSON *node, size_t *path, size_t depth, size_t *out_depth,
+		       const cJSON **dup)
+{
+	size_t d = SIZE_MAX, i = 0;
+	const cJSON *e;
+
+	if (cJSON_IsObject(node) && first_repeat(node, &d))
+		return -1;
+	cJSON_ArrayForEach(e, node) {
+		path[depth] = i;
+		if (i++ == d) {
+			*out_depth = depth + 1;
+			*dup = e;
+			return 1;
+		}
+		/* cJSON nests no deeper than its limit; the check keeps path safe
+		 * should a build of it allow more */
+		if ((cJSON_IsArray(e) || cJSON_IsObject(e)) && depth + 1 < PATH_DEPTH) {
+			const int rc = find_repeat(e, path, depth + 1, out_depth, dup);
+
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+/* The offset of the key of the member at path[0..depth) in the text, or SIZE_MAX. */
+static size_t locate_member(const char *t, size_t n, const size_t *path, size_t depth)
+{
+	size_t p = (n >= 3 && !memcmp(t, "\xEF\xBB\xBF", 3)) ? 3 : 0;
+
+	p = skip_ws(t, n, p);
+	for (size_t d = 0; d < depth; d++) {
+		const int obj = p < n && t[p] == '{';
+
+		if (p >= n || (t[p] != '{' && t[p] != '['))
+			return SIZE_MAX;
+		p = skip_ws(t, n, p + 1);
+		for (size_t i = 0; i <= path[d]; i++) {
+			if (obj) {
+				if (p >= n || t[p] != '"')
+					return SIZE_MAX;
+				if (i == path[d] && d + 1 == depth)
+					return p;
+				p = skip_ws(t, n, skip_value(t, n, p));
+				if (p >= n || t[p] != ':')
+					return SIZE_MAX;
+				p = skip_ws(t, n, p + 1);
+			}
+			if (i == path[d])
+				break;
+			p = skip_ws(t, n, skip_value(t, n, p));
+			if (p >= n || t[p] != ',')
+				return SIZE_MAX;
+			p = skip_ws(t, n, p + 1);
+		}
+	}
+	return SIZE_MAX;
+}
+
+static int check_duplicate_keys(const json_doc *doc)
+{
+	size_t path[PATH_DEPTH], depth = 0, off, line, col;
+	const cJSON *dup = NULL;
+	const input_file *f = doc->f;
+	int rc;
+
+	if (!cJSON_IsArray(doc->root) && !cJSON_IsObject(doc->root))
+		return 0;
+	rc = find_repeat(doc->root, path, 0, &depth, &dup);
+	if (rc < 0)
+		return error("%s: out of memory", f->name);
+	if (!rc)
+		return 0;
+	off = locate_member((const char *)f->data, f->len, path, depth);
+	if (off == SIZE_MAX)
+		return error("%s: duplicate key \"%s\"", f->name, dup->string);
+	line_col((const char *)f->data, off, &line, &col);
+	return error("%s:%zu:%zu: duplicate key \"%s\"", f->name, line, col, dup->string);
 }
 
 /* "a string \"0.4x\"", "an object", …: what was found instead */

@@ -80,6 +80,12 @@ static int torch_name(const char *key)
 	return NOT_A_WEIGHT;
 }
 
+/* key is one of nn.MultiheadAttention's names, not one of mha's */
+static int is_torch_key(const char *key)
+{
+	return mha_name(key) == NOT_A_WEIGHT && torch_name(key) != NOT_A_WEIGHT;
+}
+
 /* The slot for key, or -1 with the reason reported (src names where it is). */
 static int slot_of(const char *key, weight_layout layout, const char *src)
 {
@@ -140,6 +146,7 @@ static int put(weights *w, int slot, matrix *m, const char *src, int replace)
 	free(*where);
 	*dst = *m;
 	*where = copy;
+	w->torch_named &= ~(1u << slot); /* the caller says when it came under a PyTorch name */
 	memset(m, 0, sizeof(*m));
 	return 0;
 }
@@ -181,11 +188,9 @@ static int load_object(weights *w, const input_file *in, const char *src)
 			break;
 		}
 		if (given[slot]) {
-			if (!strcmp(given[slot], e->string))
-				rc = error("%s: \"%s\" appears twice", in->name, e->string);
-			else
-				rc = error("%s: \"%s\" and \"%s\" are both %s", in->name, given[slot],
-					   e->string, slot_name(slot));
+			/* one key twice was refused by json_parse: two spellings */
+			rc = error("%s: \"%s\" and \"%s\" are both %s", in->name, given[slot],
+				   e->string, slot_name(slot));
 			break;
 		}
 		given[slot] = e->string;
@@ -194,6 +199,8 @@ static int load_object(weights *w, const input_file *in, const char *src)
 			rc = -1;
 			break;
 		}
+		if (is_torch_key(e->string))
+			w->torch_named |= 1u << slot;
 	}
 	json_doc_free(&doc);
 	return rc;
@@ -271,17 +278,21 @@ static int load_directory(weights *w, const char *dir, const char *opt)
 	for (size_t i = 0; i < n && !rc; i++) {
 		char *dot = strrchr(names[i], '.');
 		char path[4096], src[4200];
-		int slot;
+		int slot, torch;
 
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
 		snprintf(src, sizeof(src), "%s %s", opt, path);
 		*dot = '\0';
 		slot = slot_of(names[i], w->layout, path);
+		torch = is_torch_key(names[i]);
 		*dot = '.';
-		if (slot < 0 || load_file(w, slot, path, src, 0))
+		if (slot < 0 || load_file(w, slot, path, src, 0)) {
 			rc = -1;
-		else
+		} else {
 			found++;
+			if (torch)
+				w->torch_named |= 1u << slot;
+		}
 	}
 	for (size_t i = 0; i < n; i++)
 		free(names[i]);
@@ -377,10 +388,34 @@ static int take_rows(matrix *dst, const matrix *m, size_t r0, size_t rows)
 	return 0;
 }
 
+/*
+ * E, nn.MultiheadAttention's embed_dim, as the weights given under its names
+ * tell it (in_proj_weight is (3E, E), q_proj_weight (E, E)), *from naming
+ * the one that told it; 0 when none does.
+ */
+static size_t torch_width(const weights *w, const char **from, char *shape, size_t size)
+{
+	if (w->in_proj_w.rank == 2 && w->in_proj_w.dim[0] == 3 * w->in_proj_w.dim[1]) {
+		*from = "in_proj_weight";
+		matrix_shape(&w->in_proj_w, shape, size);
+		return w->in_proj_w.dim[1];
+	}
+	if ((w->torch_named & (1u << WQ)) && w->m[WQ].rank == 2 &&
+	    w->m[WQ].dim[0] == w->m[WQ].dim[1]) {
+		*from = "q_proj_weight";
+		matrix_shape(&w->m[WQ], shape, size);
+		return w->m[WQ].dim[0];
+	}
+	*from = NULL;
+	return 0;
+}
+
 /* in_proj_weight (3E, E) and in_proj_bias (3E): W_Q, W_K, W_V and their biases */
 static int split_in_proj(weights *w)
 {
-	char shape[64];
+	char shape[64], e_shape[64];
+	const char *e_from;
+	const size_t e = torch_width(w, &e_from, e_shape, sizeof(e_shape));
 
 	if (w->in_proj_w.rank) {
 		const matrix *p = &w->in_proj_w;
@@ -389,7 +424,8 @@ static int split_in_proj(weights *w)
 			if (weights_has(w, i))
 				return error("%s: in_proj_weight and %s (%s) both give %s", w->in_proj_src[0],
 					     weight_names[i], w->src[i], weight_names[i]);
-		if (p->rank != 2 || p->dim[0] % 3)
+		/* (3E, E) exactly: a 6x4 one would split into three 2x4 projections */
+		if (p->rank != 2 || p->dim[0] != 3 * p->dim[1])
 			return error("%s: in_proj_weight is %s, expected (3*E, E): W_Q, W_K and W_V "
 				     "stacked", w->in_proj_src[0], matrix_shape(p, shape, sizeof(shape)));
 		for (int i = WQ; i <= WV; i++) {
@@ -411,6 +447,9 @@ static int split_in_proj(weights *w)
 			return error("%s: in_proj_bias is %s, expected a vector of 3*E: b_Q, b_K and "
 				     "b_V one after another", w->in_proj_src[1],
 				     matrix_shape(p, shape, sizeof(shape)));
+		if (e && p->dim[0] != 3 * e)
+			return error("%s: in_proj_bias has %zu entries, expected 3*E = %zu (%s is %s)",
+				     w->in_proj_src[1], p->dim[0], 3 * e, e_from, e_shape);
 		for (int i = BQ; i <= BV; i++) {
 			matrix part;
 
@@ -419,6 +458,44 @@ static int split_in_proj(weights *w)
 				return -1;
 		}
 	}
+	return 0;
+}
+
+/*
+ * The weights given under nn.MultiheadAttention's other names, held to its
+ * shapes (out, in): q_proj_weight (E, E), k_proj_weight (E, kdim),
+ * v_proj_weight (E, vdim), out_proj.weight (E, E), out_proj.bias (E).
+ * mha's own names under --layout torch are any (out, in) nn.Linear weight.
+ */
+static int torch_shapes(const weights *w)
+{
+	static const char *const names[N_WEIGHTS] = {
+		[WQ] = "q_proj_weight", [WK] = "k_proj_weight", [WV] = "v_proj_weight",
+		[WO] = "out_proj.weight", [BO] = "out_proj.bias",
+	};
+	char shape[64], e_shape[64];
+	const char *e_from;
+	const size_t e = torch_width(w, &e_from, e_shape, sizeof(e_shape));
+
+	for (int i = WQ; i <= WO; i++) {
+		const matrix *m = &w->m[i];
+		const int square = i == WQ || i == WO;
+
+		/* a vector or per-head weights are refused in weights_finish, by name */
+		if (!(w->torch_named & (1u << i)) || m->rank != 2)
+			continue;
+		if (square && m->dim[0] != m->dim[1])
+			return error("%s: %s is %s, expected (E, %s)", w->src[i], names[i],
+				     matrix_shape(m, shape, sizeof(shape)),
+				     square ? "E" : i == WK ? "kdim" : "vdim");
+		if (e && m->dim[0] != e)
+			return error("%s: %s is %s, expected (E, %s) with E = %zu (%s is %s)", w->src[i],
+				     names[i], matrix_shape(m, shape, sizeof(shape)),
+				     square ? "E" : i == WK ? "kdim" : "vdim", e, e_from, e_shape);
+	}
+	if ((w->torch_named & (1u << BO)) && e && matrix_size(&w->m[BO]) != e)
+		return error("%s: out_proj.bias has %zu entries, expected E = %zu (%s is %s)",
+			     w->src[BO], matrix_size(&w->m[BO]), e, e_from, e_shape);
 	return 0;
 }
 
@@ -442,7 +519,7 @@ int weights_finish(weights *w, size_t heads, size_t kv_heads)
 {
 	char shape[64];
 
-	if (split_in_proj(w))
+	if (split_in_proj(w) || (w->layout == LAYOUT_TORCH && torch_shapes(w)))
 		return -1;
 	for (int i = WQ; i <= WO; i++) {
 		matrix *m = &w->m[i];

@@ -30,6 +30,8 @@ typedef struct weights {
 	char *src[N_WEIGHTS];      /* where each came from: "-w w.json", "--wq q.csv" */
 	matrix in_proj_w, in_proj_b; /* PyTorch's packed projections, until finished */
 	char *in_proj_src[2];
+	unsigned torch_named;      /* bit 1 << WQ …: given under a PyTorch name (q_proj_weight,
+				      out_proj.weight, …), so held to nn.MultiheadAttention's shape */
 	weight_layout layout;
 } weights;
 

@@ -1,8 +1,9 @@
 /*
  * fuzz_format.c: libFuzzer target for telling a file's format and handing
  * it to its reader: input_format() and read_input(), the in-memory half of
- * read_matrix().  The first byte of the input picks the file's name (the
- * name says JSON when the content does not); the rest is the file.
+ * read_matrix().  The first byte of the input picks the file's name (a
+ * .json, .csv or .tsv name is believed over the content, except the .npy
+ * magic); the rest is the file.
  */
 #include "fuzz.h"
 
