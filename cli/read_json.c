@@ -207,7 +207,7 @@ static int key_order(const void *a, const void *b)
 }
 
 /* The position of the first member of obj whose key an earlier member has,
- * SIZE_MAX if none; -1 out of memory.  Sorted, not compared pairwise: an
+ * SIZE_MAX if none; -1 out of memory, -2 past the memory budget.  Sorted, not compared pairwise: an
  * object may have a million keys. */
 static int first_repeat(const cJSON *obj, size_t *at)
 {
@@ -220,9 +220,13 @@ static int first_repeat(const cJSON *obj, size_t *at)
 		n++;
 	if (n < 2)
 		return 0;
+	if (budget_take(budget_block(n * sizeof(*keys))))
+		return -2; /* past --max-memory */
 	keys = malloc(n * sizeof(*keys));
-	if (!keys)
+	if (!keys) {
+		budget_give(budget_block(n * sizeof(*keys)));
 		return -1;
+	}
 	n = 0;
 	cJSON_ArrayForEach(e, obj) {
 		keys[n].key = e->string ? e->string : "";
@@ -234,12 +238,14 @@ static int first_repeat(const cJSON *obj, size_t *at)
 		if (!strcmp(keys[i - 1].key, keys[i].key) && keys[i].idx < *at)
 			*at = keys[i].idx; /* equal keys are in member order: a repeat */
 	free(keys);
+	budget_give(budget_block(n * sizeof(*keys)));
 	return 0;
 }
 
 /*
  * The first repeated key in the text under node, found by member positions
- * path[0..*depth): 1 found (*dup the member), 0 none, -1 out of memory.
+ * path[0..*depth): 1 found (*dup the member), 0 none, -1 out of memory,
+ * -2 past the memory budget.
  * A member's key comes before anything inside its value, so a repeat in
  * this object at position d wins over anything inside members d and later.
  */
@@ -248,9 +254,10 @@ static int find_repeat(const cJSON *node, size_t *path, size_t depth, size_t *ou
 {
 	size_t d = SIZE_MAX, i = 0;
 	const cJSON *e;
+	int rc;
 
-	if (cJSON_IsObject(node) && first_repeat(node, &d))
-		return -1;
+	if (cJSON_IsObject(node) && (rc = first_repeat(node, &d)) != 0)
+		return rc;
 	cJSON_ArrayForEach(e, node) {
 		path[depth] = i;
 		if (i++ == d) {
@@ -260,12 +267,9 @@ static int find_repeat(const cJSON *node, size_t *path, size_t depth, size_t *ou
 		}
 		/* cJSON nests no deeper than its limit; the check keeps path safe
 		 * should a build of it allow more */
-		if ((cJSON_IsArray(e) || cJSON_IsObject(e)) && depth + 1 < PATH_DEPTH) {
-			const int rc = find_repeat(e, path, depth + 1, out_depth, dup);
-
-			if (rc)
-				return rc;
-		}
+		if ((cJSON_IsArray(e) || cJSON_IsObject(e)) && depth + 1 < PATH_DEPTH &&
+		    (rc = find_repeat(e, path, depth + 1, out_depth, dup)) != 0)
+			return rc;
 	}
 	return 0;
 }
@@ -314,6 +318,8 @@ static int check_duplicate_keys(const json_doc *doc)
 	if (!cJSON_IsArray(doc->root) && !cJSON_IsObject(doc->root))
 		return 0;
 	rc = find_repeat(doc->root, path, 0, &depth, &dup);
+	if (rc == -2)
+		return budget_refuse(f->name, 0);
 	if (rc < 0)
 		return error("%s: out of memory", f->name);
 	if (!rc)
