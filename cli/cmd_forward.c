@@ -14,6 +14,7 @@
 #include "input.h"
 #include "matrix.h"
 #include "outfile.h"
+#include "steps.h"
 #include "text.h"
 #include "weights.h"
 #include "write.h"
@@ -114,18 +115,6 @@ static const char forward_usage[] =
 	"\n"
 	"Exit status: 0 success, 1 bad data (files, shapes), 2 bad command line.\n";
 
-enum print_item {
-	P_X, P_Q, P_K, P_V, P_SCORES, P_SCALED, P_SOFTCAPPED, P_MASK, P_MASKED,
-	P_SOFTMAX, P_HEADS, P_CONCAT, P_OUTPUT, P_COUNT
-};
-
-static const char *const print_names[P_COUNT] = {
-	"x", "q", "k", "v", "scores", "scaled", "softcapped", "mask", "masked",
-	"softmax", "heads", "concat", "output",
-};
-
-#define PBIT(p) (1u << (p))
-
 struct options {
 	const char *x, *kv, *w, *q, *k, *v, *mask, *output;
 	const char *one[N_WEIGHTS]; /* --wq … --bo */
@@ -144,7 +133,7 @@ struct options {
 	int color;      /* -1 never, 0 auto, 1 always */
 	int explain;    /* --explain */
 	const char *cell; /* --cell */
-	int heat_step;  /* heatmap/svg: the P_ item drawn */
+	int heat_step;  /* heatmap/svg: the step drawn */
 };
 
 /* Token labels: one per query (row of X) and one per key. */
@@ -161,14 +150,6 @@ struct inputs {
 	weights w;
 	unsigned char *allow; /* the boolean mask as bytes, or NULL */
 	int direct;           /* Q, K, V given directly */
-};
-
-/* A copy of every intermediate the user asked for. */
-struct results {
-	size_t heads;
-	int mask_per_head;
-	matrix whole[MHA_STAGE_COUNT];     /* Q, K, V, concat, output; and a shared mask */
-	matrix *per_head[MHA_STAGE_COUNT]; /* [heads] for each per-head stage */
 };
 
 /* a file as messages name it: standard input is "<stdin>", as the readers say */
@@ -228,32 +209,29 @@ static int parse_scale(const char *arg, mha_config *cfg)
 
 static int parse_print(const char *arg, struct options *o)
 {
-	char *copy = strdup(arg), *save = NULL;
+	char *copy = strdup(arg), *save = NULL, known[200];
 	int rc = 0;
 
 	if (!copy)
 		return error("out of memory");
+	step_names(known, sizeof(known));
 	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		size_t i;
+		const int s = step_by_name(tok);
 
 		if (!strcmp(tok, "all")) {
 			o->print_all = 1;
 			continue;
 		}
-		for (i = 0; i < P_COUNT && strcmp(tok, print_names[i]); i++)
-			;
-		if (i == P_COUNT) {
-			usage_error("forward", "--print: unknown step '%s' (known: x, q, k, v, scores, scaled, "
-				    "softcapped, mask, masked, softmax, heads, concat, output, all)", tok);
+		if (s < 0) {
+			usage_error("forward", "--print: unknown step '%s' (known: %s, all)", tok, known);
 			rc = -1;
 			break;
 		}
-		o->print |= PBIT(i);
+		o->print |= STEP_BIT(s);
 	}
 	free(copy);
 	if (!rc && !o->print && !o->print_all) {
-		usage_error("forward", "--print needs at least one step (x, q, k, v, scores, scaled, "
-			    "softcapped, mask, masked, softmax, heads, concat, output, all)");
+		usage_error("forward", "--print needs at least one step (%s, all)", known);
 		rc = -1;
 	}
 	return rc;
@@ -548,10 +526,24 @@ static out_format format_for_output(const char *path)
 	return FORMAT_TEXT;
 }
 
+/* What the options alone say of the steps: the weights are not read yet, so
+ * W_O counts as given. */
+static void option_facts(const struct options *o, struct step_facts *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->cfg = &o->cfg;
+	f->mask_file = o->mask;
+	f->heads = o->heads;
+	f->weights = ~0u;
+	f->direct = o->q != NULL;
+	f->cross = o->kv != NULL;
+}
+
 /* Which inputs go together: everything here is known before reading a file. */
 static int check_option_combinations(struct options *o)
 {
 	const int direct = o->q || o->k || o->v;
+	struct step_facts f;
 
 	if (!o->x && !direct)
 		return usage_error("forward", "no input: give -x FILE, or --q, --k and --v");
@@ -583,10 +575,10 @@ static int check_option_combinations(struct options *o)
 	if (o->kv_heads > o->heads || o->heads % o->kv_heads)
 		return usage_error("forward", "--kv-heads %zu does not divide --heads %zu",
 				   o->kv_heads, o->heads);
-	if ((o->print & PBIT(P_SOFTCAPPED)) && !(o->cfg.softcap > 0))
+	if ((o->print & STEP_BIT(STEP_SOFTCAPPED)) && !(o->cfg.softcap > 0))
 		return usage_error("forward", "--print softcapped needs --softcap");
 	if (!o->print && !o->print_all)
-		o->print = PBIT(P_OUTPUT);
+		o->print = STEP_BIT(STEP_OUTPUT);
 	if (!o->format_given && o->output)
 		o->format = format_for_output(o->output);
 	if (!o->format_given && heatmap_by_default && o->format != FORMAT_SVG)
@@ -596,38 +588,32 @@ static int check_option_combinations(struct options *o)
 			return usage_error("forward", "--explain writes text: leave out --format");
 		if (o->f32)
 			return usage_error("forward", "--explain tells float64's steps: leave out --dtype f32");
-		if (o->print != PBIT(P_OUTPUT) || o->print_all)
+		if (o->print != STEP_BIT(STEP_OUTPUT) || o->print_all)
 			return usage_error("forward", "--explain shows every step: leave out --print");
 		/* every step; the mask only when there is one */
-		o->print = PBIT(P_X) | PBIT(P_Q) | PBIT(P_K) | PBIT(P_V) | PBIT(P_SCORES) |
-			   PBIT(P_SCALED) | PBIT(P_SOFTMAX) | PBIT(P_HEADS) | PBIT(P_CONCAT) |
-			   PBIT(P_OUTPUT);
-		if (o->cfg.softcap > 0)
-			o->print |= PBIT(P_SOFTCAPPED);
-		if (o->cfg.causal || o->mask || o->cfg.kv_len)
-			o->print |= PBIT(P_MASK) | PBIT(P_MASKED);
+		option_facts(o, &f);
+		o->print = steps_every(&f);
 	}
 	if (o->format == FORMAT_HEATMAP || o->format == FORMAT_SVG) {
 		/* one (n_q, n_kv) step is drawn, softmax unless --print names another */
-		const unsigned drawable = PBIT(P_SCORES) | PBIT(P_SCALED) | PBIT(P_SOFTCAPPED) |
-					  PBIT(P_MASKED) | PBIT(P_SOFTMAX);
+		const unsigned drawable = steps_flagged(STEP_DRAWABLE);
 
-		if (o->print == PBIT(P_OUTPUT) && !o->print_all && !o->print_given)
-			o->print = PBIT(P_SOFTMAX);
+		if (o->print == STEP_BIT(STEP_OUTPUT) && !o->print_all && !o->print_given)
+			o->print = STEP_BIT(STEP_SOFTMAX);
 		if (o->print_all || (o->print & ~drawable) || (o->print & (o->print - 1)))
 			return usage_error("forward", "a heatmap draws one step: --print scores, scaled, "
 					   "softcapped, masked or softmax (the default)");
 		if (o->f32)
 			return usage_error("forward", "a heatmap is drawn from float64's steps: leave "
 					   "out --dtype f32");
-		for (o->heat_step = 0; !(o->print & PBIT(o->heat_step)); o->heat_step++)
+		for (o->heat_step = 0; !(o->print & STEP_BIT(o->heat_step)); o->heat_step++)
 			;
 		/* the mask too, so that blocked cells can be told apart */
-		o->print |= PBIT(P_MASK);
+		o->print |= STEP_BIT(STEP_MASK);
 	}
 	if (o->f32 && o->cfg.exact)
 		return usage_error("forward", "--exact is float64's plain path: leave out --dtype f32");
-	if (o->f32 && (o->print_all || (o->print & ~(PBIT(P_X) | PBIT(P_OUTPUT)))))
+	if (o->f32 && (o->print_all || (o->print & ~steps_flagged(STEP_F32))))
 		return usage_error("forward", "--dtype f32 prints x and output only: the steps "
 				   "are shown in float64 (leave out --dtype)");
 	return 0;
@@ -975,326 +961,7 @@ static int check_mask(const struct options *o, struct inputs *in, const mha_dims
 	return 0;
 }
 
-/* ---- collecting intermediates ------------------------------------------ */
-
-static int keep(void *ctx, mha_stage stage, int head, const double *m, size_t rows, size_t cols)
-{
-	struct results *r = ctx;
-	matrix *dst;
-
-	if (head < 0) {
-		dst = &r->whole[stage];
-	} else if (stage == MHA_STAGE_MASK && !r->mask_per_head) {
-		/* one mask for every head: keep the first copy as the whole-model mask */
-		if (head > 0)
-			return 0;
-		dst = &r->whole[stage];
-	} else {
-		if (!r->per_head[stage]) {
-			r->per_head[stage] = calloc(r->heads, sizeof(matrix));
-			if (!r->per_head[stage])
-				return error("out of memory"), 1;
-		}
-		dst = &r->per_head[stage][head];
-	}
-	if (matrix_alloc(dst, 2, rows, cols, 1))
-		return 1;
-	memcpy(dst->v, m, rows * cols * sizeof(double));
-	return 0;
-}
-
-static void results_free(struct results *r)
-{
-	for (int s = 0; s < MHA_STAGE_COUNT; s++) {
-		matrix_free(&r->whole[s]);
-		if (r->per_head[s])
-			for (size_t h = 0; h < r->heads; h++)
-				matrix_free(&r->per_head[s][h]);
-		free(r->per_head[s]);
-	}
-}
-
-/* Per-head masks are printed as one (H, n_q, n_kv) array, as they are read. */
-static int stack_mask(struct results *r)
-{
-	matrix *per = r->per_head[MHA_STAGE_MASK];
-	matrix *all = &r->whole[MHA_STAGE_MASK];
-	size_t plane;
-
-	if (!per)
-		return 0;
-	plane = per[0].dim[0] * per[0].dim[1];
-	if (matrix_alloc(all, 3, r->heads, per[0].dim[0], per[0].dim[1]))
-		return -1;
-	for (size_t h = 0; h < r->heads; h++)
-		memcpy(all->v + h * plane, per[h].v, plane * sizeof(double));
-	return 0;
-}
-
-/* ---- printing ---------------------------------------------------------- */
-
-static unsigned print_set(const struct options *o, int direct, int has_wo)
-{
-	unsigned p = o->print;
-
-	if (o->print_all) {
-		p |= PBIT(P_X) | PBIT(P_Q) | PBIT(P_K) | PBIT(P_V) | PBIT(P_SCORES) |
-		     PBIT(P_SCALED) | PBIT(P_SOFTMAX) | PBIT(P_OUTPUT);
-		if (o->cfg.softcap > 0)
-			p |= PBIT(P_SOFTCAPPED);
-		if (o->cfg.causal || o->mask || o->cfg.kv_len)
-			p |= PBIT(P_MASK) | PBIT(P_MASKED);
-		/* skip exact repeats: one head's output is the concat, which
-		 * without W_O is the output */
-		if (o->heads > 1)
-			p |= PBIT(P_HEADS);
-		if (has_wo)
-			p |= PBIT(P_CONCAT);
-	}
-	if (direct)
-		p &= ~PBIT(P_X);
-	return p;
-}
-
-static unsigned stages_wanted(unsigned p, size_t heads)
-{
-	static const struct { int item; mha_stage stage, slice; } map[] = {
-		{ P_Q, MHA_STAGE_Q, MHA_STAGE_HEAD_Q },
-		{ P_K, MHA_STAGE_K, MHA_STAGE_HEAD_K },
-		{ P_V, MHA_STAGE_V, MHA_STAGE_HEAD_V },
-		{ P_SCORES, MHA_STAGE_SCORES, MHA_STAGE_SCORES },
-		{ P_SCALED, MHA_STAGE_SCALED, MHA_STAGE_SCALED },
-		{ P_SOFTCAPPED, MHA_STAGE_SOFTCAPPED, MHA_STAGE_SOFTCAPPED },
-		{ P_MASK, MHA_STAGE_MASK, MHA_STAGE_MASK },
-		{ P_MASKED, MHA_STAGE_MASKED, MHA_STAGE_MASKED },
-		{ P_SOFTMAX, MHA_STAGE_SOFTMAX, MHA_STAGE_SOFTMAX },
-		{ P_HEADS, MHA_STAGE_HEAD_OUTPUT, MHA_STAGE_HEAD_OUTPUT },
-		{ P_CONCAT, MHA_STAGE_CONCAT, MHA_STAGE_CONCAT },
-	};
-	unsigned bits = 0;
-
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (p & PBIT(map[i].item)) {
-			bits |= MHA_STAGE_BIT(map[i].stage);
-			/* with several heads, each one's block of Q, K, V is shown too */
-			if (heads > 1)
-				bits |= MHA_STAGE_BIT(map[i].slice);
-		}
-	return bits;
-}
-
-/* How the scores were scaled, in words a tutorial would use. */
-static void describe_scale(char *buf, size_t size, const mha_dims *d, const mha_config *cfg,
-			   double scale)
-{
-	switch (cfg->scale_mode) {
-	case MHA_SCALE_DK:
-		snprintf(buf, size, "%.6g = 1/sqrt(d_k), d_k = %zu", scale, d->d_k);
-		break;
-	case MHA_SCALE_DMODEL:
-		snprintf(buf, size, "%.6g = 1/sqrt(d_model), d_model = %zu", scale, d->d_q_in);
-		break;
-	case MHA_SCALE_SEQLEN:
-		snprintf(buf, size, "%.6g = 1/sqrt(n_kv), n_kv = %zu", scale, d->n_kv);
-		break;
-	default:
-		format_shortest(buf, size, scale);
-		break;
-	}
-}
-
-static void projection_title(char *buf, size_t size, char name, const struct options *o,
-			     const struct inputs *in, int w, int b)
-{
-	const char *src = (name == 'Q' || !o->kv) ? "X" : "X_kv";
-
-	if (in->direct)
-		snprintf(buf, size, "%c", name);
-	else if (!weights_has(&in->w, w))
-		snprintf(buf, size, "%c = %s", name, src);
-	else
-		snprintf(buf, size, "%c = %s*W_%c%s%c", name, src, name,
-			 weights_has(&in->w, b) ? " + b_" : "", weights_has(&in->w, b) ? name : '\0');
-}
-
-/* One matrix to print: its JSON key, its head (1-based; 0: the whole model) and title. */
-enum axis { AXIS_NONE, AXIS_QUERY, AXIS_KEY };
-
-struct item {
-	const char *key;
-	size_t head;
-	char title[200];
-	const matrix *m;
-	enum axis rows, cols; /* what the rows and columns stand for, for labels */
-};
-
-struct items {
-	struct item v[MHA_STAGE_COUNT * 16 + 8];
-	size_t n;
-	struct item *extra; /* beyond v when there are many heads */
-	size_t cap;
-};
-
-static struct item *add_item(struct items *list, const char *key, size_t head, const matrix *m)
-{
-	struct item *it;
-	const size_t fixed = sizeof(list->v) / sizeof(list->v[0]);
-
-	if (list->n < fixed) {
-		it = &list->v[list->n];
-	} else {
-		if (list->n - fixed == list->cap) {
-			size_t cap = list->cap ? list->cap * 2 : 64;
-			struct item *more = realloc(list->extra, cap * sizeof(*more));
-
-			if (!more)
-				return NULL;
-			list->extra = more;
-			list->cap = cap;
-		}
-		it = &list->extra[list->n - fixed];
-	}
-	list->n++;
-	it->key = key;
-	it->head = head;
-	it->m = m;
-	it->title[0] = '\0';
-	/* most matrices have a row per query; K, V and their blocks a row per key,
-	 * and the (n_q, n_kv) ones a column per key */
-	it->rows = (!strcmp(key, "K") || !strcmp(key, "V")) ? AXIS_KEY : AXIS_QUERY;
-	it->cols = (!strcmp(key, "mask") || !strcmp(key, "scores") || !strcmp(key, "scaled") ||
-		    !strcmp(key, "softcapped") || !strcmp(key, "masked") || !strcmp(key, "softmax"))
-			   ? AXIS_KEY : AXIS_NONE;
-	return it;
-}
-
-static const struct item *item_at(const struct items *list, size_t i)
-{
-	const size_t fixed = sizeof(list->v) / sizeof(list->v[0]);
-
-	return i < fixed ? &list->v[i] : &list->extra[i - fixed];
-}
-
-/* "mask (added to the scores): causal, keys past 4, m.json" */
-static void mask_title(char *buf, size_t size, const struct options *o)
-{
-	const char *parts[3] = { NULL };
-	char causal[64], kv[48];
-	size_t n = 0;
-
-	switch (o->cfg.causal) {
-	case MHA_CAUSAL_TOP_LEFT: snprintf(causal, sizeof(causal), "causal"); break;
-	case MHA_CAUSAL_BOTTOM_RIGHT: snprintf(causal, sizeof(causal), "causal, bottom-right"); break;
-	case MHA_CAUSAL_OFFSET:
-		snprintf(causal, sizeof(causal), "causal, offset %td", o->cfg.causal_offset);
-		break;
-	default: causal[0] = '\0'; break;
-	}
-	if (causal[0])
-		parts[n++] = causal;
-	if (o->cfg.kv_len) {
-		snprintf(kv, sizeof(kv), "keys from %zu on are padding", o->cfg.kv_len + 1);
-		parts[n++] = kv;
-	}
-	if (o->mask)
-		parts[n++] = shown(o->mask);
-	snprintf(buf, size, "mask (added to the scores): %s%s%s%s%s", n ? parts[0] : "none",
-		 n > 1 ? "; " : "", n > 1 ? parts[1] : "", n > 2 ? "; " : "", n > 2 ? parts[2] : "");
-}
-
-/* Everything asked for, in the order of the computation, titled. */
-static int collect(struct items *list, const struct options *o, const struct inputs *in,
-		   const struct results *r, const mha_dims *d, const matrix *out, unsigned p,
-		   double scale)
-{
-	static const struct { mha_stage s; const char *key; } order[] = {
-		{ MHA_STAGE_HEAD_Q, "Q" }, { MHA_STAGE_HEAD_K, "K" }, { MHA_STAGE_HEAD_V, "V" },
-		{ MHA_STAGE_SCORES, "scores" }, { MHA_STAGE_SCALED, "scaled" },
-		{ MHA_STAGE_SOFTCAPPED, "softcapped" }, { MHA_STAGE_MASKED, "masked" },
-		{ MHA_STAGE_SOFTMAX, "softmax" }, { MHA_STAGE_HEAD_OUTPUT, "output" },
-	};
-	const size_t per = d->heads / d->kv_heads;
-	char how[96], cap[40];
-	struct item *it;
-
-#define ADD(key, head, m) do { if (!(it = add_item(list, key, head, m))) return error("out of memory"); } while (0)
-	if (p & PBIT(P_X)) {
-		ADD("X", 0, &in->x);
-		snprintf(it->title, sizeof(it->title), "X");
-	}
-	if (p & PBIT(P_Q)) {
-		ADD("Q", 0, &r->whole[MHA_STAGE_Q]);
-		projection_title(it->title, sizeof(it->title), 'Q', o, in, WQ, BQ);
-	}
-	if (p & PBIT(P_K)) {
-		ADD("K", 0, &r->whole[MHA_STAGE_K]);
-		projection_title(it->title, sizeof(it->title), 'K', o, in, WK, BK);
-	}
-	if (p & PBIT(P_V)) {
-		ADD("V", 0, &r->whole[MHA_STAGE_V]);
-		projection_title(it->title, sizeof(it->title), 'V', o, in, WV, BV);
-	}
-	if (p & PBIT(P_MASK)) {
-		ADD("mask", 0, &r->whole[MHA_STAGE_MASK]);
-		mask_title(it->title, sizeof(it->title), o);
-	}
-
-	describe_scale(how, sizeof(how), d, &o->cfg, scale);
-	format_shortest(cap, sizeof(cap), o->cfg.softcap);
-	for (size_t h = 0; h < d->heads; h++) {
-		const size_t q = h + 1, kv = h / per + 1;
-
-		for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
-			const mha_stage s = order[i].s;
-			char *t;
-			size_t n;
-
-			if (!r->per_head[s])
-				continue;
-			ADD(order[i].key, q, &r->per_head[s][h]);
-			t = it->title;
-			n = sizeof(it->title);
-			switch (s) {
-			case MHA_STAGE_HEAD_Q: snprintf(t, n, "head %zu: Q%zu", q, q); break;
-			case MHA_STAGE_HEAD_K: snprintf(t, n, "head %zu: K%zu", q, kv); break;
-			case MHA_STAGE_HEAD_V: snprintf(t, n, "head %zu: V%zu", q, kv); break;
-			case MHA_STAGE_SCORES: snprintf(t, n, "head %zu: scores = Q%zu*K%zu^T", q, q, kv); break;
-			case MHA_STAGE_SCALED: snprintf(t, n, "head %zu: scaled = scores * %s", q, how); break;
-			case MHA_STAGE_SOFTCAPPED:
-				snprintf(t, n, "head %zu: softcapped = %s*tanh(scaled/%s)", q, cap, cap);
-				break;
-			case MHA_STAGE_MASKED:
-				snprintf(t, n, "head %zu: masked = %s + mask", q,
-					 o->cfg.softcap > 0 ? "softcapped" : "scaled");
-				break;
-			case MHA_STAGE_SOFTMAX:
-				snprintf(t, n, "head %zu: softmax(%s), row by row", q,
-					 (o->cfg.causal || o->mask || o->cfg.kv_len) ? "masked" :
-					 o->cfg.softcap > 0 ? "softcapped" : "scaled");
-				break;
-			default:
-				snprintf(t, n, "head %zu: output = softmax*V%zu", q, kv);
-				break;
-			}
-		}
-	}
-	if (p & PBIT(P_CONCAT)) {
-		ADD("concat", 0, &r->whole[MHA_STAGE_CONCAT]);
-		snprintf(it->title, sizeof(it->title), "concat (the heads' outputs side by side)");
-	}
-	if (p & PBIT(P_OUTPUT)) {
-		ADD("output", 0, out);
-		if (!weights_has(&in->w, WO))
-			snprintf(it->title, sizeof(it->title), "output");
-		else
-			snprintf(it->title, sizeof(it->title), "output = concat*W_O%s",
-				 weights_has(&in->w, BO) ? " + b_O" : "");
-	}
-#undef ADD
-	return 0;
-}
-
-static const char *const *axis_labels(const struct labels *l, enum axis a)
+static const char *const *axis_labels(const struct labels *l, enum step_axis a)
 {
 	return a == AXIS_QUERY ? (const char *const *)l->query
 	       : a == AXIS_KEY ? (const char *const *)l->key : NULL;
@@ -1316,7 +983,7 @@ static void json_tokens(writer *wr, const char *key, char **t, size_t n)
 }
 
 /* One stream (standard output or a file) in text, JSON, CSV or Markdown. */
-static void write_stream(writer *wr, const struct items *list, const struct labels *l)
+static void write_stream(writer *wr, const struct step_items *list, const struct labels *l)
 {
 	size_t head = 0;
 
@@ -1327,7 +994,7 @@ static void write_stream(writer *wr, const struct items *list, const struct labe
 	if (wr->format == FORMAT_JSON && l->key && l->key != l->query)
 		json_tokens(wr, "kv_tokens", l->key, l->n_key);
 	for (size_t i = 0; i < list->n; i++) {
-		const struct item *it = item_at(list, i);
+		const struct step_item *it = &list->v[i];
 
 		if (it->head != head) {
 			if (head)
@@ -1382,12 +1049,12 @@ static int write_one(const char *path, out_format format, const matrix *m)
 }
 
 /* -o DIR/: one file per matrix, named after its key (head1_scores.csv). */
-static int write_directory(const char *dir, out_format format, const struct items *list)
+static int write_directory(const char *dir, out_format format, const struct step_items *list)
 {
 	const char *ext = format == FORMAT_NPY ? "npy" : format == FORMAT_CSV ? "csv" : "json";
 	const size_t n = strlen(dir);
 	const char *sep = n && dir[n - 1] == '/' ? "" : "/";
-	char path[4400];
+	char path[4400], name[256];
 
 	if (format != FORMAT_NPY && format != FORMAT_CSV && format != FORMAT_JSON)
 		return error("-o %s: a directory takes one file per matrix: use --format csv, npy "
@@ -1395,27 +1062,23 @@ static int write_directory(const char *dir, out_format format, const struct item
 	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
 		return error("%s: cannot create the directory: %s", dir, strerror(errno));
 	for (size_t i = 0; i < list->n; i++) {
-		const struct item *it = item_at(list, i);
+		const struct step_item *it = &list->v[i];
 		const matrix *m = it->m;
 
 		if (format == FORMAT_CSV && m->rank == 3) {
 			/* CSV holds 2-D: a per-head mask becomes one file per head */
-			const size_t plane = m->dim[1] * m->dim[2];
-
 			for (size_t h = 0; h < m->dim[0]; h++) {
-				const matrix part = { .rank = 2, .dim = { m->dim[1], m->dim[2], 1 },
-						      .v = m->v + h * plane };
+				const matrix part = step_plane(m, h);
 
-				snprintf(path, sizeof(path), "%s%s%s_head%zu.%s", dir, sep, it->key, h + 1, ext);
+				step_file_name(name, sizeof(name), it->key, 0, h + 1, ext);
+				snprintf(path, sizeof(path), "%s%s%s", dir, sep, name);
 				if (write_one(path, format, &part))
 					return -1;
 			}
 			continue;
 		}
-		if (it->head)
-			snprintf(path, sizeof(path), "%s%shead%zu_%s.%s", dir, sep, it->head, it->key, ext);
-		else
-			snprintf(path, sizeof(path), "%s%s%s.%s", dir, sep, it->key, ext);
+		step_file_name(name, sizeof(name), it->key, it->head, 0, ext);
+		snprintf(path, sizeof(path), "%s%s%s", dir, sep, name);
 		if (write_one(path, format, m))
 			return -1;
 	}
@@ -1423,10 +1086,10 @@ static int write_directory(const char *dir, out_format format, const struct item
 }
 
 /* heatmap and svg: a panel per head of the step drawn, the mask beside it */
-static int write_heatmaps(const struct options *o, const struct items *list,
+static int write_heatmaps(const struct options *o, const struct step_items *list,
 			  const struct labels *l, FILE *fp)
 {
-	const char *step = print_names[o->heat_step];
+	const char *step = steps[o->heat_step].name;
 	const matrix *mask = NULL;
 	struct heat_panel *panels = calloc(list->n ? list->n : 1, sizeof(*panels));
 	matrix *planes = calloc(list->n ? list->n : 1, sizeof(*planes));
@@ -1439,27 +1102,22 @@ static int write_heatmaps(const struct options *o, const struct items *list,
 		return error("out of memory");
 	}
 	for (size_t i = 0; i < list->n; i++)
-		if (!strcmp(item_at(list, i)->key, "mask"))
-			mask = item_at(list, i)->m;
+		if (list->v[i].step == STEP_MASK)
+			mask = list->v[i].m;
 	for (size_t i = 0; i < list->n; i++) {
-		const struct item *it = item_at(list, i);
+		const struct step_item *it = &list->v[i];
 
-		if (!it->head || strcmp(it->key, step))
+		if (!it->head || it->step != o->heat_step)
 			continue;
 		panels[n].title = it->title;
 		panels[n].m = it->m;
 		panels[n].step = step;
 		panels[n].row_labels = axis_labels(l, AXIS_QUERY);
 		panels[n].col_labels = axis_labels(l, AXIS_KEY);
-		if (mask && mask->rank == 3) {
+		if (mask) {
 			/* a per-head mask: this head's plane */
-			const size_t plane = mask->dim[1] * mask->dim[2];
-
-			planes[n] = (matrix){ .rank = 2, .dim = { mask->dim[1], mask->dim[2], 1 },
-					      .v = mask->v + (it->head - 1) * plane };
+			planes[n] = step_plane(mask, it->head - 1);
 			panels[n].mask = &planes[n];
-		} else {
-			panels[n].mask = mask;
 		}
 		n++;
 	}
@@ -1479,7 +1137,7 @@ static int write_heatmaps(const struct options *o, const struct items *list,
 	return rc;
 }
 
-static int write_results(const struct options *o, const struct items *list,
+static int write_results(const struct options *o, const struct step_items *list,
 			 const struct labels *labels)
 {
 	outfile of;
@@ -1496,7 +1154,7 @@ static int write_results(const struct options *o, const struct items *list,
 	if (outfile_open(&of, o->output))
 		return -1;
 	if (o->format == FORMAT_NPY) {
-		(void)npy_write(of.fp, item_at(list, 0)->m); /* errors: see write_one() */
+		(void)npy_write(of.fp, list->v[0].m); /* errors: see write_one() */
 	} else if (o->format == FORMAT_HEATMAP || o->format == FORMAT_SVG) {
 		if (write_heatmaps(o, list, labels, of.fp)) {
 			outfile_abort(&of);
@@ -1510,134 +1168,36 @@ static int write_results(const struct options *o, const struct items *list,
 	return outfile_commit(&of);
 }
 
-/* ---- --explain ---------------------------------------------------------- */
-
-static int write_explain(const struct options *o, const struct inputs *in, const struct results *r,
-			 const mha_dims *d, const matrix *out, double scale)
+/* --explain: the walk-through, to standard output or -o FILE */
+static int write_explain(const struct options *o, const struct step_items *list,
+			 const struct step_facts *f, const struct labels *l, const size_t *cell)
 {
-	struct explain_head *heads = calloc(d->heads, sizeof(*heads));
-	const size_t per = d->heads / d->kv_heads;
-	char how[96], qf[64], kf[64], vf[64], of[64], mask_how[200];
-	struct explain e;
-	outfile f;
-	int rc = -1;
+	outfile of;
 
-	if (!heads)
-		return error("out of memory");
-	describe_scale(how, sizeof(how), d, &o->cfg, scale);
-	projection_title(qf, sizeof(qf), 'Q', o, in, WQ, BQ);
-	projection_title(kf, sizeof(kf), 'K', o, in, WK, BK);
-	projection_title(vf, sizeof(vf), 'V', o, in, WV, BV);
-	snprintf(of, sizeof(of), "output = concat*W_O%s", weights_has(&in->w, BO) ? " + b_O" : "");
-	mask_title(mask_how, sizeof(mask_how), o);
-	for (size_t h = 0; h < d->heads; h++) {
-		struct explain_head *x = &heads[h];
-		const matrix *const *ph = (const matrix *const *)r->per_head;
-
-		x->kv_head = h / per;
-		x->q = d->heads > 1 ? &r->per_head[MHA_STAGE_HEAD_Q][h] : &r->whole[MHA_STAGE_Q];
-		x->k = d->heads > 1 ? &r->per_head[MHA_STAGE_HEAD_K][h] : &r->whole[MHA_STAGE_K];
-		x->v = d->heads > 1 ? &r->per_head[MHA_STAGE_HEAD_V][h] : &r->whole[MHA_STAGE_V];
-		x->scores = &r->per_head[MHA_STAGE_SCORES][h];
-		x->scaled = &r->per_head[MHA_STAGE_SCALED][h];
-		x->softcapped = ph[MHA_STAGE_SOFTCAPPED] ? &r->per_head[MHA_STAGE_SOFTCAPPED][h] : NULL;
-		x->masked = ph[MHA_STAGE_MASKED] ? &r->per_head[MHA_STAGE_MASKED][h] : x->scaled;
-		x->mask = ph[MHA_STAGE_MASK] ? &r->per_head[MHA_STAGE_MASK][h]
-			  : r->whole[MHA_STAGE_MASK].rank == 2 ? &r->whole[MHA_STAGE_MASK] : NULL;
-		x->softmax = &r->per_head[MHA_STAGE_SOFTMAX][h];
-		x->out = &r->per_head[MHA_STAGE_HEAD_OUTPUT][h];
+	if (outfile_open(&of, o->output))
+		return -1;
+	if (explain_steps(of.fp, list, f, (const char *const *)l->query,
+			  (const char *const *)l->key, o->cell ? cell : NULL, o->precision)) {
+		outfile_abort(&of);
+		return -1;
 	}
-	memset(&e, 0, sizeof(e));
-	e.d = d;
-	e.cfg = &o->cfg;
-	e.scale = scale;
-	e.scale_how = how;
-	e.mask_how = strchr(mask_how, ':') ? strchr(mask_how, ':') + 2 : NULL;
-	e.q_formula = qf;
-	e.k_formula = kf;
-	e.v_formula = vf;
-	e.out_formula = weights_has(&in->w, WO) ? of : NULL;
-	e.x = in->direct ? NULL : &in->x;
-	e.Q = &r->whole[MHA_STAGE_Q];
-	e.K = &r->whole[MHA_STAGE_K];
-	e.V = &r->whole[MHA_STAGE_V];
-	e.concat = &r->whole[MHA_STAGE_CONCAT];
-	e.output = out;
-	e.heads = heads;
-	e.q_labels = (const char *const *)in->labels.query;
-	e.k_labels = (const char *const *)in->labels.key;
-	e.precision = o->precision;
-	if (o->cell && explain_parse_cell(o->cell, e.q_labels, d->n_q, e.k_labels, d->n_kv,
-					  &e.cell_i, &e.cell_j) == 0)
-		e.has_cell = 1;
-	if ((!o->cell || e.has_cell) && outfile_open(&f, o->output) == 0) {
-		(void)explain_write(f.fp, &e); /* a write error shows in the commit */
-		rc = outfile_commit(&f);
-	}
-	free(heads);
-	return rc;
+	return outfile_commit(&of); /* a write error shows in the commit */
 }
 
 /* ---- no output over an input ------------------------------------------ */
 
+/* what write_directory() may write: the steps p would be, W_O unknown yet */
 struct dir_names {
-	const struct options *o;
-	unsigned p;         /* the steps that may be written (W_O unknown yet: concat too) */
-	const char *ext;    /* "csv", "npy", "json" */
+	unsigned p;
+	size_t heads;
+	const char *ext; /* "csv", "npy", "json" */
 };
 
-/* the head number at *s ("12" in head12_Q), from 1 to heads, or 0; *s moved past it */
-static size_t head_number(const char **s, size_t heads)
-{
-	unsigned long long h = 0;
-	const char *p = *s;
-
-	if (*p < '1' || *p > '9')
-		return 0;
-	for (; *p >= '0' && *p <= '9'; p++)
-		if ((h = h * 10 + (unsigned)(*p - '0')) > heads)
-			return 0;
-	*s = p;
-	return (size_t)h;
-}
-
-/* Might write_directory() write name: KEY.ext, headN_KEY.ext or mask_headN.csv? */
 static int may_write_in_dir(const char *name, void *ctx)
 {
-	/* as collect() names them: whole, or per head (2: only with several heads) */
-	static const struct { const char *key; int item, whole, per_head; } keys[] = {
-		{ "X", P_X, 1, 0 }, { "Q", P_Q, 1, 2 }, { "K", P_K, 1, 2 }, { "V", P_V, 1, 2 },
-		{ "mask", P_MASK, 1, 0 }, { "scores", P_SCORES, 0, 1 }, { "scaled", P_SCALED, 0, 1 },
-		{ "softcapped", P_SOFTCAPPED, 0, 1 }, { "masked", P_MASKED, 0, 1 },
-		{ "softmax", P_SOFTMAX, 0, 1 }, { "output", P_HEADS, 0, 1 },
-		{ "concat", P_CONCAT, 1, 0 }, { "output", P_OUTPUT, 1, 0 },
-	};
 	const struct dir_names *dn = ctx;
-	const size_t heads = dn->o->heads;
-	const char *dot = strrchr(name, '.'), *s = name;
-	int per_head = 0;
 
-	if (!dot || strcmp(dot + 1, dn->ext))
-		return 0;
-	if (!strncmp(s, "mask_head", 9)) {
-		/* a mask per head: one CSV file each */
-		s += 9;
-		return !strcmp(dn->ext, "csv") && (dn->p & PBIT(P_MASK)) && head_number(&s, heads) &&
-		       s == dot;
-	}
-	if (!strncmp(s, "head", 4)) {
-		s += 4;
-		if (!head_number(&s, heads) || *s++ != '_')
-			return 0;
-		per_head = 1;
-	}
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		if (strlen(keys[i].key) == (size_t)(dot - s) && !strncmp(s, keys[i].key, (size_t)(dot - s)) &&
-		    (dn->p & PBIT(keys[i].item)) &&
-		    (per_head ? keys[i].per_head == 1 || (keys[i].per_head == 2 && heads > 1)
-			      : keys[i].whole))
-			return 1;
-	return 0;
+	return steps_may_write(name, dn->p, dn->heads, dn->ext);
 }
 
 static int add_input(void *ctx, const char *file)
@@ -1660,6 +1220,7 @@ static int refuse_output_over_input(const struct options *o)
 		{ "--v", o->v }, { "--mask", o->mask },
 	};
 	input_ids ids = { 0 };
+	struct step_facts f;
 	int rc = 0;
 
 	if (!o->output || !strcmp(o->output, "-"))
@@ -1673,12 +1234,14 @@ static int refuse_output_over_input(const struct options *o)
 	if (!rc && o->w)
 		rc = weights_files(o->w, add_input, &ids); /* a directory: every file it may read */
 	if (!rc && is_dir_target(o->output)) {
-		const struct dir_names dn = {
-			.o = o, .p = print_set(o, o->q != NULL, 1),
+		struct dir_names dn = {
+			.heads = o->heads,
 			.ext = o->format == FORMAT_NPY ? "npy" : o->format == FORMAT_CSV ? "csv" : "json",
 		};
 
-		rc = outfile_refuse_input_in_dir(o->output, may_write_in_dir, (void *)&dn, &ids);
+		option_facts(o, &f);
+		dn.p = steps_print_set(o->print, o->print_all, &f);
+		rc = outfile_refuse_input_in_dir(o->output, may_write_in_dir, &dn, &ids);
 	} else if (!rc) {
 		rc = outfile_refuse_input(o->output, &ids);
 	}
@@ -1869,7 +1432,9 @@ int cmd_forward(int argc, char **argv)
 {
 	struct options o;
 	struct inputs in;
-	struct results res;
+	struct step_results res;
+	struct step_facts f;
+	size_t cell[2];
 	mha_dims d;
 	mha_inputs src;
 	mha_weights mw;
@@ -1877,7 +1442,7 @@ int cmd_forward(int argc, char **argv)
 	mha_report rep;
 	mha_status st;
 	matrix out = { 0 };
-	struct items list = { .n = 0 };
+	struct step_items list = { 0 };
 	unsigned p;
 	int rc = EXIT_DATA;
 
@@ -1899,8 +1464,7 @@ int cmd_forward(int argc, char **argv)
 		goto done;
 	/* --cell names a query and a key: a command-line error, known once the labels are */
 	if (o.cell && explain_parse_cell(o.cell, (const char *const *)in.labels.query, d.n_q,
-					 (const char *const *)in.labels.key, d.n_kv, &(size_t){ 0 },
-					 &(size_t){ 0 })) {
+					 (const char *const *)in.labels.key, d.n_kv, &cell[0], &cell[1])) {
 		rc = EXIT_USAGE;
 		goto done;
 	}
@@ -1919,10 +1483,14 @@ int cmd_forward(int argc, char **argv)
 		.b_Q = weight_ptr(&in.w, BQ), .b_K = weight_ptr(&in.w, BK),
 		.b_V = weight_ptr(&in.w, BV), .b_O = weight_ptr(&in.w, BO),
 	};
-	p = print_set(&o, in.direct, weights_has(&in.w, WO));
+	f = (struct step_facts){ .cfg = &o.cfg, .d = &d, .mask_file = o.mask, .heads = d.heads,
+				 .direct = in.direct, .cross = o.kv != NULL };
+	for (int i = 0; i < N_WEIGHTS; i++)
+		f.weights |= (unsigned)weights_has(&in.w, i) << i;
+	p = steps_print_set(o.print, o.print_all, &f);
 	res.heads = d.heads;
 	res.mask_per_head = o.cfg.mask.per_head;
-	obs = (mha_observer){ .fn = keep, .ctx = &res, .wanted = stages_wanted(p, d.heads) };
+	obs = (mha_observer){ .fn = steps_keep, .ctx = &res, .wanted = steps_stages(p, d.heads) };
 	if (check_memory(&o, &in, &d, obs.wanted, mha_output_cols(&d, mw.W_O != NULL)) ||
 	    matrix_alloc(&out, 2, d.n_q, mha_output_cols(&d, mw.W_O != NULL), 1))
 		goto done;
@@ -1930,7 +1498,7 @@ int cmd_forward(int argc, char **argv)
 	st = o.f32 ? forward_f32(&out, &d, &src, &mw, &o.cfg, &rep)
 		   : mha_forward(out.v, &d, &src, &mw, &o.cfg, &obs, &rep);
 	if (st == MHA_ERR_OBSERVER)
-		goto done; /* keep() said why */
+		goto done; /* steps_keep() said why */
 	if (st == MHA_ERR_RANGE) {
 		/* the type the run computes in: --dtype f32 overflows near 3.4e38 */
 		error("the numbers overflow: Q, K, V, the scores or the output went past the "
@@ -1949,20 +1517,20 @@ int cmd_forward(int argc, char **argv)
 		warning("%zu query rows have every key masked (the first: head %d, row %zu); their "
 			"softmax rows and outputs are zero", rep.blocked_rows,
 			rep.first_blocked_head + 1, rep.first_blocked_row + 1);
-	if (stack_mask(&res))
+	f.scale = rep.scale;
+	if (steps_stack(&res) || steps_collect(&list, &res, p, &f, &in.x, &out))
 		goto done;
-
 	if (o.explain) {
-		if (write_explain(&o, &in, &res, &d, &out, rep.scale))
+		if (write_explain(&o, &list, &f, &in.labels, cell))
 			goto done;
-	} else if (collect(&list, &o, &in, &res, &d, &out, p, rep.scale) ||
-		   write_results(&o, &list, &in.labels))
+	} else if (write_results(&o, &list, &in.labels)) {
 		goto done;
+	}
 	rc = EXIT_OK;
 done:
-	free(list.extra);
+	steps_items_free(&list);
 	matrix_free(&out);
-	results_free(&res);
+	steps_results_free(&res);
 	inputs_free(&in);
 	return rc;
 }

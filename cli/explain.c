@@ -8,6 +8,7 @@
 #include "explain.h"
 #include "cli.h"
 #include "text.h"
+#include "weights.h"
 #include "write.h"
 
 #include <errno.h>
@@ -241,6 +242,84 @@ int explain_write(FILE *fp, const struct explain *e)
 								: "the head's output");
 	}
 	return ferror(fp) ? -1 : 0;
+}
+
+int explain_steps(FILE *fp, const struct step_items *list, const struct step_facts *f,
+		  const char *const *q_labels, const char *const *k_labels, const size_t *cell,
+		  int precision)
+{
+	const mha_dims *d = f->d;
+	struct explain_head *heads = calloc(d->heads, sizeof(*heads));
+	matrix *planes = calloc(d->heads, sizeof(*planes)); /* each head's view of the mask */
+	const matrix *mask = NULL;
+	const char *output_title = NULL;
+	char how[96], mask_how[200];
+	struct explain e = { .d = d, .cfg = f->cfg, .scale = f->scale, .scale_how = how,
+			     .q_labels = q_labels, .k_labels = k_labels, .precision = precision };
+
+	if (!heads || !planes) {
+		free(heads);
+		free(planes);
+		return error("out of memory");
+	}
+	for (size_t i = 0; i < list->n; i++) {
+		const struct step_item *it = &list->v[i];
+		struct explain_head *x = it->head ? &heads[it->head - 1] : NULL;
+
+		if (x) {
+			switch (it->step) {
+			case STEP_Q: x->q = it->m; break;
+			case STEP_K: x->k = it->m; break;
+			case STEP_V: x->v = it->m; break;
+			case STEP_SCORES: x->scores = it->m; break;
+			case STEP_SCALED: x->scaled = it->m; break;
+			case STEP_SOFTCAPPED: x->softcapped = it->m; break;
+			case STEP_MASKED: x->masked = it->m; break;
+			case STEP_SOFTMAX: x->softmax = it->m; break;
+			case STEP_HEADS: x->out = it->m; break;
+			default: break;
+			}
+			continue;
+		}
+		switch (it->step) {
+		case STEP_X: e.x = it->m; break;
+		case STEP_Q: e.Q = it->m; e.q_formula = it->title; break;
+		case STEP_K: e.K = it->m; e.k_formula = it->title; break;
+		case STEP_V: e.V = it->m; e.v_formula = it->title; break;
+		case STEP_MASK: mask = it->m; break;
+		case STEP_CONCAT: e.concat = it->m; break;
+		case STEP_OUTPUT: e.output = it->m; output_title = it->title; break;
+		default: break;
+		}
+	}
+	for (size_t h = 0; h < d->heads; h++) {
+		struct explain_head *x = &heads[h];
+
+		x->kv_head = h / (d->heads / d->kv_heads);
+		/* one head: its blocks are the whole Q, K and V */
+		x->q = x->q ? x->q : e.Q;
+		x->k = x->k ? x->k : e.K;
+		x->v = x->v ? x->v : e.V;
+		x->masked = x->masked ? x->masked : x->scaled;
+		if (mask) {
+			planes[h] = step_plane(mask, h);
+			x->mask = &planes[h];
+		}
+	}
+	step_scale_words(how, sizeof(how), f);
+	steps[STEP_MASK].title(mask_how, sizeof(mask_how), f, 0);
+	e.mask_how = strchr(mask_how, ':') + 2; /* "mask (added to the scores): causal" */
+	e.out_formula = (f->weights >> WO) & 1 ? output_title : NULL;
+	e.heads = heads;
+	if (cell) {
+		e.has_cell = 1;
+		e.cell_i = cell[0];
+		e.cell_j = cell[1];
+	}
+	(void)explain_write(fp, &e); /* a write error is fp's to report, with its name */
+	free(heads);
+	free(planes);
+	return 0;
 }
 
 /* a 1-based number or a label among n: the 0-based index, or -1 */
