@@ -14,6 +14,7 @@
 #include "input.h"
 #include "matrix.h"
 #include "outfile.h"
+#include "problem.h"
 #include "steps.h"
 #include "text.h"
 #include "weights.h"
@@ -116,11 +117,8 @@ static const char forward_usage[] =
 	"Exit status: 0 success, 1 bad data (files, shapes), 2 bad command line.\n";
 
 struct options {
-	const char *x, *kv, *w, *q, *k, *v, *mask, *output;
-	const char *one[N_WEIGHTS]; /* --wq … --bo */
-	weight_layout layout;
-	size_t heads, kv_heads;
-	mha_config cfg;
+	struct problem_spec spec; /* what to read */
+	const char *output;
 	unsigned print;
 	int print_all;
 	out_format format;
@@ -129,40 +127,10 @@ struct options {
 	int precision;
 	int f32;  /* --dtype f32 */
 	size_t max_memory; /* bytes; SIZE_MAX: no limit */
-	const char *tokens, *kv_tokens; /* --tokens, --kv-tokens */
 	int color;      /* -1 never, 0 auto, 1 always */
 	int explain;    /* --explain */
-	const char *cell; /* --cell */
 	int heat_step;  /* heatmap/svg: the step drawn */
 };
-
-/* Token labels: one per query (row of X) and one per key. */
-struct labels {
-	char **query, **key; /* NULL: none; key may be query itself, or an input's labels */
-	size_t n_query, n_key;
-	int own_query, own_key; /* split from --tokens: freed with the inputs */
-};
-
-struct inputs {
-	matrix x, kv, q, k, v, mask;
-	struct labels labels;
-	char x_src[4200], kv_src[4200], q_src[4200], k_src[4200], v_src[4200], mask_src[4200];
-	weights w;
-	unsigned char *allow; /* the boolean mask as bytes, or NULL */
-	int direct;           /* Q, K, V given directly */
-};
-
-/* a file as messages name it: standard input is "<stdin>", as the readers say */
-static const char *shown(const char *path)
-{
-	return strcmp(path, "-") ? path : "<stdin>";
-}
-
-/* "s" for a plural count: "%zu head%s" */
-static const char *plural(size_t n)
-{
-	return n == 1 ? "" : "s";
-}
 
 /* ---- option values ----------------------------------------------------- */
 
@@ -344,29 +312,29 @@ static int parse_options(int argc, char **argv, struct options *o)
 	size_t n;
 
 	memset(o, 0, sizeof(*o));
-	o->heads = 1;
+	o->spec.heads = 1;
 	o->precision = 6;
 	o->max_memory = default_max_memory();
 	opterr = 0;
 	optind = 0;
 	while ((c = getopt_long(argc, argv, ":x:w:p:f:o:h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'x': o->x = optarg; break;
-		case 'w': o->w = optarg; break;
-		case O_KV: o->kv = optarg; break;
-		case O_Q: o->q = optarg; break;
-		case O_K: o->k = optarg; break;
-		case O_V: o->v = optarg; break;
-		case O_MASK: o->mask = optarg; break;
+		case 'x': o->spec.x = optarg; break;
+		case 'w': o->spec.w = optarg; break;
+		case O_KV: o->spec.kv = optarg; break;
+		case O_Q: o->spec.q = optarg; break;
+		case O_K: o->spec.k = optarg; break;
+		case O_V: o->spec.v = optarg; break;
+		case O_MASK: o->spec.mask = optarg; break;
 		case O_ONE + WQ: case O_ONE + WK: case O_ONE + WV: case O_ONE + WO:
 		case O_ONE + BQ: case O_ONE + BK: case O_ONE + BV: case O_ONE + BO:
-			o->one[c - O_ONE] = optarg;
+			o->spec.one[c - O_ONE] = optarg;
 			break;
 		case O_LAYOUT:
 			if (!strcmp(optarg, "mha")) {
-				o->layout = LAYOUT_MHA;
+				o->spec.layout = LAYOUT_MHA;
 			} else if (!strcmp(optarg, "torch")) {
-				o->layout = LAYOUT_TORCH;
+				o->spec.layout = LAYOUT_TORCH;
 			} else {
 				usage_error("forward", "--layout takes mha or torch, not '%s'", optarg);
 				return -1;
@@ -374,24 +342,24 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'o': o->output = optarg; break;
 		case O_HEADS:
-			if (opt_count("forward", "--heads", optarg, SIZE_MAX / 2, &o->heads))
+			if (opt_count("forward", "--heads", optarg, SIZE_MAX / 2, &o->spec.heads))
 				return -1;
 			break;
 		case O_KV_HEADS:
-			if (opt_count("forward", "--kv-heads", optarg, SIZE_MAX / 2, &o->kv_heads))
+			if (opt_count("forward", "--kv-heads", optarg, SIZE_MAX / 2, &o->spec.kv_heads))
 				return -1;
 			break;
 		case O_SCALE:
-			if (parse_scale(optarg, &o->cfg))
+			if (parse_scale(optarg, &o->spec.cfg))
 				return -1;
 			break;
 		case O_CAUSAL:
 			if (!optarg || !strcmp(optarg, "top-left")) {
-				o->cfg.causal = MHA_CAUSAL_TOP_LEFT;
+				o->spec.cfg.causal = MHA_CAUSAL_TOP_LEFT;
 			} else if (!strcmp(optarg, "bottom-right")) {
-				o->cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT;
-			} else if (parse_offset(optarg, &o->cfg.causal_offset)) {
-				o->cfg.causal = MHA_CAUSAL_OFFSET;
+				o->spec.cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT;
+			} else if (parse_offset(optarg, &o->spec.cfg.causal_offset)) {
+				o->spec.cfg.causal = MHA_CAUSAL_OFFSET;
 			} else {
 				usage_error("forward", "--causal takes top-left, bottom-right or a whole "
 					    "number, not '%s'", optarg);
@@ -411,11 +379,11 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case O_THREADS:
 			if (opt_count("forward", "--threads", optarg, 4096, &n))
 				return -1;
-			o->cfg.threads = (int)n;
+			o->spec.cfg.threads = (int)n;
 			break;
-		case O_TOKENS: o->tokens = optarg; break;
+		case O_TOKENS: o->spec.tokens = optarg; break;
 		case O_EXPLAIN: o->explain = 1; break;
-		case O_CELL: o->cell = optarg; o->explain = 1; break;
+		case O_CELL: o->spec.cell = optarg; o->explain = 1; break;
 		case O_COLOR:
 			if (!optarg || !strcmp(optarg, "always")) {
 				o->color = 1;
@@ -428,7 +396,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 				return -1;
 			}
 			break;
-		case O_KV_TOKENS: o->kv_tokens = optarg; break;
+		case O_KV_TOKENS: o->spec.kv_tokens = optarg; break;
 		case O_MAX_MEMORY:
 			if (parse_bytes(optarg, &o->max_memory)) {
 				usage_error("forward", "--max-memory takes a size such as 512M, 4G or 1.5GiB, "
@@ -437,16 +405,16 @@ static int parse_options(int argc, char **argv, struct options *o)
 			}
 			break;
 		case O_EXACT:
-			o->cfg.exact = 1;
+			o->spec.cfg.exact = 1;
 			break;
 		case O_KV_LEN:
-			if (opt_count("forward", "--kv-len", optarg, SIZE_MAX / 2, &o->cfg.kv_len))
+			if (opt_count("forward", "--kv-len", optarg, SIZE_MAX / 2, &o->spec.cfg.kv_len))
 				return -1;
 			break;
 		case O_SOFTCAP:
-			if (parse_real("--softcap", optarg, &o->cfg.softcap))
+			if (parse_real("--softcap", optarg, &o->spec.cfg.softcap))
 				return -1;
-			if (o->cfg.softcap <= 0) {
+			if (o->spec.cfg.softcap <= 0) {
 				usage_error("forward", "--softcap expects a number above 0, not '%s'", optarg);
 				return -1;
 			}
@@ -531,51 +499,51 @@ static out_format format_for_output(const char *path)
 static void option_facts(const struct options *o, struct step_facts *f)
 {
 	memset(f, 0, sizeof(*f));
-	f->cfg = &o->cfg;
-	f->mask_file = o->mask;
-	f->heads = o->heads;
+	f->cfg = &o->spec.cfg;
+	f->mask_file = o->spec.mask;
+	f->heads = o->spec.heads;
 	f->weights = ~0u;
-	f->direct = o->q != NULL;
-	f->cross = o->kv != NULL;
+	f->direct = o->spec.q != NULL;
+	f->cross = o->spec.kv != NULL;
 }
 
 /* Which inputs go together: everything here is known before reading a file. */
 static int check_option_combinations(struct options *o)
 {
-	const int direct = o->q || o->k || o->v;
+	const int direct = o->spec.q || o->spec.k || o->spec.v;
 	struct step_facts f;
 
-	if (!o->x && !direct)
+	if (!o->spec.x && !direct)
 		return usage_error("forward", "no input: give -x FILE, or --q, --k and --v");
-	if (o->x && direct)
+	if (o->spec.x && direct)
 		return usage_error("forward", "-x and --q/--k/--v cannot be used together");
-	if (direct && !(o->q && o->k && o->v))
+	if (direct && !(o->spec.q && o->spec.k && o->spec.v))
 		return usage_error("forward", "--q, --k and --v go together: missing %s",
-				   !o->q ? "--q" : !o->k ? "--k" : "--v");
-	if (direct && o->kv)
+				   !o->spec.q ? "--q" : !o->spec.k ? "--k" : "--v");
+	if (direct && o->spec.kv)
 		return usage_error("forward", "--kv cannot be used with --q/--k/--v (K and V are given)");
 	for (int i = WQ; i < N_WEIGHTS; i++)
-		if (direct && o->one[i] && i != WO && i != BO)
+		if (direct && o->spec.one[i] && i != WO && i != BO)
 			return usage_error("forward", "--%c%c cannot be used with --q/--k/--v (they are "
 					   "given directly); only --wo and --bo can", i >= BQ ? 'b' : 'w',
 					   "qkvoqkvo"[i]);
 	{
-		const char *const files[] = { o->x, o->kv, o->w, o->q, o->k, o->v, o->mask };
+		const char *const files[] = { o->spec.x, o->spec.kv, o->spec.w, o->spec.q, o->spec.k, o->spec.v, o->spec.mask };
 		int stdin_uses = 0;
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 			stdin_uses += files[i] && !strcmp(files[i], "-");
 		for (int i = 0; i < N_WEIGHTS; i++)
-			stdin_uses += o->one[i] && !strcmp(o->one[i], "-");
+			stdin_uses += o->spec.one[i] && !strcmp(o->spec.one[i], "-");
 		if (stdin_uses > 1)
 			return usage_error("forward", "only one input can be '-' (standard input)");
 	}
-	if (!o->kv_heads)
-		o->kv_heads = o->heads;
-	if (o->kv_heads > o->heads || o->heads % o->kv_heads)
+	if (!o->spec.kv_heads)
+		o->spec.kv_heads = o->spec.heads;
+	if (o->spec.kv_heads > o->spec.heads || o->spec.heads % o->spec.kv_heads)
 		return usage_error("forward", "--kv-heads %zu does not divide --heads %zu",
-				   o->kv_heads, o->heads);
-	if ((o->print & STEP_BIT(STEP_SOFTCAPPED)) && !(o->cfg.softcap > 0))
+				   o->spec.kv_heads, o->spec.heads);
+	if ((o->print & STEP_BIT(STEP_SOFTCAPPED)) && !(o->spec.cfg.softcap > 0))
 		return usage_error("forward", "--print softcapped needs --softcap");
 	if (!o->print && !o->print_all)
 		o->print = STEP_BIT(STEP_OUTPUT);
@@ -611,353 +579,11 @@ static int check_option_combinations(struct options *o)
 		/* the mask too, so that blocked cells can be told apart */
 		o->print |= STEP_BIT(STEP_MASK);
 	}
-	if (o->f32 && o->cfg.exact)
+	if (o->f32 && o->spec.cfg.exact)
 		return usage_error("forward", "--exact is float64's plain path: leave out --dtype f32");
 	if (o->f32 && (o->print_all || (o->print & ~steps_flagged(STEP_F32))))
 		return usage_error("forward", "--dtype f32 prints x and output only: the steps "
 				   "are shown in float64 (leave out --dtype)");
-	return 0;
-}
-
-/* ---- reading and checking the data ------------------------------------- */
-
-static const char *const x_keys[] = { "output", "X", NULL };
-static const char *const q_keys[] = { "Q", NULL };
-static const char *const k_keys[] = { "K", NULL };
-static const char *const v_keys[] = { "V", NULL };
-static const char *const mask_keys[] = { "mask", NULL };
-
-/* "The bear eats" or "New York, is, big": the labels, split at commas if any, else at blanks */
-static char **split_tokens(const char *list, size_t *n)
-{
-	const int commas = strchr(list, ',') != NULL;
-	char **out = NULL;
-	size_t cap = 0;
-
-	*n = 0;
-	for (const char *p = list; *p;) {
-		const char *start, *end;
-		char *t;
-
-		while (*p == ' ' || *p == '\t' || (!commas && *p == '\n'))
-			p++;
-		if (!*p)
-			break;
-		start = p;
-		while (*p && (commas ? *p != ',' : (*p != ' ' && *p != '\t' && *p != '\n')))
-			p++;
-		end = p;
-		while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
-			end--;
-		if (commas && *p == ',')
-			p++;
-		if (*n == cap) {
-			char **more = realloc(out, (cap = cap ? cap * 2 : 16) * sizeof(*out));
-
-			if (!more)
-				goto nomem;
-			out = more;
-		}
-		if (!(t = strndup(start, (size_t)(end - start))))
-			goto nomem;
-		out[(*n)++] = t;
-	}
-	return out;
-nomem:
-	for (size_t i = 0; i < *n; i++)
-		free(out[i]);
-	free(out);
-	*n = 0;
-	return NULL;
-}
-
-static void free_tokens(char **t, size_t n)
-{
-	for (size_t i = 0; t && i < n; i++)
-		free(t[i]);
-	free(t);
-}
-
-/* --tokens and --kv-tokens, one label a row: checked once the shapes are known */
-static int set_labels(const struct options *o, struct inputs *in, const mha_dims *d)
-{
-	struct labels *l = &in->labels;
-	const char *xname = in->direct ? "Q" : "X", *kvname = in->direct ? "K" : o->kv ? "X_kv" : "X";
-
-	const matrix *qm = in->direct ? &in->q : &in->x;
-	const matrix *km = in->direct ? &in->k : o->kv ? &in->kv : NULL;
-
-	if (o->tokens) {
-		l->query = split_tokens(o->tokens, &l->n_query);
-		l->own_query = 1;
-		if (l->n_query != d->n_q)
-			return error("--tokens gives %zu label%s but %s has %zu row%s", l->n_query,
-				     plural(l->n_query), xname, d->n_q, plural(d->n_q));
-	} else if (qm->labels) {
-		/* "tokens" in the JSON file, or a first column of names in the CSV */
-		l->query = qm->labels;
-		l->n_query = qm->n_labels;
-	}
-	if (o->kv_tokens) {
-		l->key = split_tokens(o->kv_tokens, &l->n_key);
-		l->own_key = 1;
-		if (l->n_key != d->n_kv)
-			return error("--kv-tokens gives %zu label%s but %s has %zu row%s", l->n_key,
-				     plural(l->n_key), kvname, d->n_kv, plural(d->n_kv));
-	} else if (km && km->labels) {
-		l->key = km->labels;
-		l->n_key = km->n_labels;
-	} else if (l->query && !o->kv && d->n_kv == d->n_q && !in->direct) {
-		/* self-attention: the keys are the queries */
-		l->key = l->query;
-		l->n_key = l->n_query;
-	}
-	return 0;
-}
-
-/* A file larger than the run may use is refused before it is read. */
-static int check_file_size(const struct options *o, const char *path)
-{
-	struct stat st;
-	char a[48], b[48];
-
-	if (!path || !strcmp(path, "-") || stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
-	    (unsigned long long)st.st_size <= (unsigned long long)o->max_memory)
-		return 0;
-	return error("%s: the file is %s, more than --max-memory (%s)", path,
-		     show_bytes(a, sizeof(a), (size_t)st.st_size), show_bytes(b, sizeof(b), o->max_memory));
-}
-
-static int read_inputs(const struct options *o, struct inputs *in)
-{
-	const read_spec xs = { "X", x_keys, 2, 2, READ_LABELS },
-			kvs = { "X_kv", x_keys, 2, 2, READ_LABELS };
-	const read_spec qs = { "Q", q_keys, 2, 2, READ_LABELS }, ks = { "K", k_keys, 2, 2, READ_LABELS };
-	const read_spec vs = { "V", v_keys, 2, 2, 0 };
-	const read_spec ms = { "mask", mask_keys, 2, 3, READ_NONFINITE | READ_BOOL };
-
-	static const char *const one_opts[N_WEIGHTS] = {
-		"--wq", "--wk", "--wv", "--wo", "--bq", "--bk", "--bv", "--bo",
-	};
-
-	snprintf(in->x_src, sizeof(in->x_src), "-x %s", o->x ? shown(o->x) : "");
-	snprintf(in->kv_src, sizeof(in->kv_src), "--kv %s", o->kv ? shown(o->kv) : "");
-	snprintf(in->q_src, sizeof(in->q_src), "--q %s", o->q ? shown(o->q) : "");
-	snprintf(in->k_src, sizeof(in->k_src), "--k %s", o->k ? shown(o->k) : "");
-	snprintf(in->v_src, sizeof(in->v_src), "--v %s", o->v ? shown(o->v) : "");
-	snprintf(in->mask_src, sizeof(in->mask_src), "--mask %s", o->mask ? shown(o->mask) : "");
-	{
-		const char *const files[] = { o->x, o->kv, o->q, o->k, o->v, o->mask, o->w };
-
-		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
-			if (check_file_size(o, files[i]))
-				return -1;
-		for (int i = 0; i < N_WEIGHTS; i++)
-			if (check_file_size(o, o->one[i]))
-				return -1;
-	}
-	if (o->x && read_matrix(&in->x, o->x, &xs))
-		return -1;
-	if (o->kv && read_matrix(&in->kv, o->kv, &kvs))
-		return -1;
-	in->direct = o->q != NULL;
-	if (in->direct && (read_matrix(&in->q, o->q, &qs) || read_matrix(&in->k, o->k, &ks) ||
-			   read_matrix(&in->v, o->v, &vs)))
-		return -1;
-	in->w.layout = o->layout;
-	if (o->w && weights_load(&in->w, o->w, o->layout))
-		return -1;
-	for (int i = 0; i < N_WEIGHTS; i++)
-		if (o->one[i] && weights_load_one(&in->w, i, one_opts[i], o->one[i], o->layout))
-			return -1;
-	if (weights_finish(&in->w, o->heads, o->kv_heads))
-		return -1;
-	if (o->mask && read_matrix(&in->mask, o->mask, &ms))
-		return -1;
-	return 0;
-}
-
-/*
- * Shape errors name each matrix with the option and file it came from
- * ("W_Q from -w w.json is 4x3 but X from -x x.json has 5 columns") and
- * give both shapes.
- */
-
-/* Bias lengths must match the columns of their weight. */
-static int check_bias(const weights *w, int b, int wt)
-{
-	const size_t want = w->m[wt].dim[1];
-
-	if (weights_has(w, b) && w->m[b].dim[0] != want)
-		return error("%s from %s has %zu entr%s but %s from %s has %zu columns",
-			     weight_names[b], w->src[b], w->m[b].dim[0], w->m[b].dim[0] == 1 ? "y" : "ies",
-			     weight_names[wt], w->src[wt], want);
-	return 0;
-}
-
-/* Work out mha_dims from the inputs, explaining any mismatch. */
-static int derive_dims(const struct options *o, const struct inputs *in, mha_dims *d)
-{
-	const weights *w = &in->w;
-	const size_t H = o->heads, G = o->kv_heads;
-
-	memset(d, 0, sizeof(*d));
-	d->heads = H;
-	d->kv_heads = G;
-
-	if (in->direct) {
-		for (int i = WQ; i < N_WEIGHTS; i++)
-			if (i != WO && i != BO && weights_has(w, i))
-				return error("%s from %s cannot be used with --q/--k/--v (they are given "
-					     "directly); only W_O and b_O can", weight_names[i], w->src[i]);
-		d->n_q = in->q.dim[0];
-		d->n_kv = in->k.dim[0];
-		d->d_q_in = in->q.dim[1];
-		d->d_k_in = in->k.dim[1];
-		d->d_v_in = in->v.dim[1];
-		if (d->d_q_in % H)
-			return error("Q from %s has %zu columns, which --heads %zu does not divide",
-				     in->q_src, d->d_q_in, H);
-		d->d_k = d->d_q_in / H;
-		if (d->d_k_in != G * d->d_k)
-			return error("K from %s has %zu columns but needs %zu (%zu key/value head%s of "
-				     "d_k %zu, as Q from %s has %zu columns for %zu head%s)", in->k_src,
-				     d->d_k_in, G * d->d_k, G, plural(G), d->d_k, in->q_src, d->d_q_in,
-				     H, plural(H));
-		if (in->v.dim[0] != d->n_kv)
-			return error("V from %s has %zu rows but K from %s has %zu: one value per key",
-				     in->v_src, in->v.dim[0], in->k_src, d->n_kv);
-		if (d->d_v_in % G)
-			return error("V from %s has %zu columns, which --kv-heads %zu does not divide",
-				     in->v_src, d->d_v_in, G);
-		d->d_v = d->d_v_in / G;
-	} else {
-		const matrix *kv = o->kv ? &in->kv : &in->x;
-		const char *kvname = o->kv ? "X_kv" : "X";
-		const char *kvsrc = o->kv ? in->kv_src : in->x_src;
-		const int n_proj = weights_has(w, WQ) + weights_has(w, WK) + weights_has(w, WV);
-
-		d->n_q = in->x.dim[0];
-		d->n_kv = kv->dim[0];
-		d->d_q_in = in->x.dim[1];
-		d->d_k_in = d->d_v_in = kv->dim[1];
-		if (n_proj != 0 && n_proj != 3) {
-			const int have = weights_has(w, WQ) ? WQ : weights_has(w, WK) ? WK : WV;
-
-			return error("missing %s (W_Q, W_K and W_V go together; %s came from %s)",
-				     !weights_has(w, WQ) ? "W_Q" : !weights_has(w, WK) ? "W_K" : "W_V",
-				     weight_names[have], w->src[have]);
-		}
-		for (int b = BQ; b <= BV; b++)
-			if (!n_proj && weights_has(w, b))
-				return error("%s from %s without %s", weight_names[b], w->src[b],
-					     weight_names[b - BQ + WQ]);
-		if (n_proj) {
-			const matrix *wq = &w->m[WQ], *wk = &w->m[WK], *wv = &w->m[WV];
-
-			if (wq->dim[0] != d->d_q_in)
-				return error("W_Q from %s is %zux%zu but X from %s has %zu columns: W_Q "
-					     "needs %zu rows", w->src[WQ], wq->dim[0], wq->dim[1],
-					     in->x_src, d->d_q_in, d->d_q_in);
-			if (wq->dim[1] % H)
-				return error("W_Q from %s has %zu columns, which --heads %zu does not "
-					     "divide (each head takes an equal block)", w->src[WQ],
-					     wq->dim[1], H);
-			d->d_k = wq->dim[1] / H;
-			for (int i = WK; i <= WV; i++)
-				if (w->m[i].dim[0] != d->d_k_in)
-					return error("%s from %s is %zux%zu but %s from %s has %zu columns: "
-						     "%s needs %zu rows", weight_names[i], w->src[i],
-						     w->m[i].dim[0], w->m[i].dim[1], kvname, kvsrc,
-						     d->d_k_in, weight_names[i], d->d_k_in);
-			if (wk->dim[1] != G * d->d_k)
-				return error("W_K from %s has %zu columns but needs %zu (%zu key/value "
-					     "head%s of d_k %zu, as W_Q from %s has %zu columns for %zu "
-					     "head%s)", w->src[WK], wk->dim[1], G * d->d_k, G, plural(G),
-					     d->d_k, w->src[WQ], wq->dim[1], H, plural(H));
-			if (wv->dim[1] % G)
-				return error("W_V from %s has %zu columns, which --kv-heads %zu does not "
-					     "divide", w->src[WV], wv->dim[1], G);
-			d->d_v = wv->dim[1] / G;
-			if (check_bias(w, BQ, WQ) || check_bias(w, BK, WK) || check_bias(w, BV, WV))
-				return -1;
-		} else {
-			/* Q = X, K = V = X_kv: the heads split X's own columns */
-			if (d->d_q_in % H)
-				return error("--heads %zu does not divide d_model %zu (the columns of X "
-					     "from %s)", H, d->d_q_in, in->x_src);
-			d->d_k = d->d_v = d->d_q_in / H;
-			if (d->d_k_in != G * d->d_k && !o->kv)
-				return error("--kv-heads %zu needs weights (-w) or --kv: without them K = V "
-					     "= X, %zu columns wide, but %zu key/value head%s of %zu need%s %zu",
-					     G, d->d_q_in, G, plural(G), d->d_k, G == 1 ? "s" : "", G * d->d_k);
-			if (d->d_k_in != G * d->d_k)
-				return error("X_kv from %s has %zu columns but without weights it needs "
-					     "%zu (%zu key/value head%s of %zu, like the %zu columns of X "
-					     "from %s)", kvsrc, d->d_k_in, G * d->d_k, G, plural(G), d->d_k,
-					     d->d_q_in, in->x_src);
-		}
-	}
-
-	if (weights_has(w, WO)) {
-		const matrix *wo = &w->m[WO];
-
-		if (wo->dim[0] != H * d->d_v)
-			return error("W_O from %s is %zux%zu but the heads concatenate to %zu columns "
-				     "(%zu head%s of d_v %zu): W_O needs %zu rows", w->src[WO],
-				     wo->dim[0], wo->dim[1], H * d->d_v, H, plural(H), d->d_v, H * d->d_v);
-		d->d_out = wo->dim[1];
-		if (check_bias(w, BO, WO))
-			return -1;
-	} else if (weights_has(w, BO)) {
-		return error("b_O from %s without W_O", w->src[BO]);
-	}
-	return 0;
-}
-
-/* The mask must fit the scores, and may only add numbers or -inf. */
-static int check_mask(const struct options *o, struct inputs *in, const mha_dims *d,
-		      mha_config *cfg)
-{
-	matrix *m = &in->mask;
-	const size_t n = d->n_q * d->n_kv;
-	char shape[64];
-
-	if (!o->mask)
-		return 0;
-	if (m->rank == 3 && m->dim[0] != d->heads)
-		return error("mask from %s has %zu per-head matrices but there %s %zu head%s",
-			     in->mask_src, m->dim[0], d->heads == 1 ? "is" : "are", d->heads,
-			     plural(d->heads));
-	if (m->dim[m->rank - 2] != d->n_q || m->dim[m->rank - 1] != d->n_kv)
-		return error("mask from %s is %s but the scores are %zux%zu (%zu quer%s x %zu key%s)%s",
-			     in->mask_src, matrix_shape(m, shape, sizeof(shape)), d->n_q, d->n_kv,
-			     d->n_q, d->n_q == 1 ? "y" : "ies", d->n_kv, plural(d->n_kv),
-			     m->rank == 3 ? " for each head" : "");
-	cfg->mask.per_head = m->rank == 3;
-	if (m->is_bool) {
-		const size_t count = matrix_size(m);
-
-		in->allow = malloc(count ? count : 1);
-		if (!in->allow)
-			return error("out of memory");
-		for (size_t i = 0; i < count; i++)
-			in->allow[i] = m->v[i] != 0;
-		cfg->mask.allow = in->allow;
-		return 0;
-	}
-	for (size_t i = 0; i < matrix_size(m); i++) {
-		if (isnan(m->v[i]) || m->v[i] == INFINITY) {
-			const size_t h = i / n, r = i % n / d->n_kv, c = i % d->n_kv;
-
-			if (m->rank == 3)
-				return error("%s: mask[%zu][%zu][%zu] is %s: a mask adds numbers or -inf",
-					     shown(o->mask), h, r, c, isnan(m->v[i]) ? "nan" : "inf");
-			return error("%s: mask[%zu][%zu] is %s: a mask adds numbers or -inf",
-				     shown(o->mask), r, c, isnan(m->v[i]) ? "nan" : "inf");
-		}
-	}
-	cfg->mask.bias = m->v;
 	return 0;
 }
 
@@ -1177,7 +803,7 @@ static int write_explain(const struct options *o, const struct step_items *list,
 	if (outfile_open(&of, o->output))
 		return -1;
 	if (explain_steps(of.fp, list, f, (const char *const *)l->query,
-			  (const char *const *)l->key, o->cell ? cell : NULL, o->precision)) {
+			  (const char *const *)l->key, o->spec.cell ? cell : NULL, o->precision)) {
 		outfile_abort(&of);
 		return -1;
 	}
@@ -1212,12 +838,9 @@ static int add_input(void *ctx, const char *file)
  */
 static int refuse_output_over_input(const struct options *o)
 {
-	static const char *const one_opts[N_WEIGHTS] = {
-		"--wq", "--wk", "--wv", "--wo", "--bq", "--bk", "--bv", "--bo",
-	};
 	const struct { const char *opt, *path; } files[] = {
-		{ "-x", o->x }, { "--kv", o->kv }, { "--q", o->q }, { "--k", o->k },
-		{ "--v", o->v }, { "--mask", o->mask },
+		{ "-x", o->spec.x }, { "--kv", o->spec.kv }, { "--q", o->spec.q }, { "--k", o->spec.k },
+		{ "--v", o->spec.v }, { "--mask", o->spec.mask },
 	};
 	input_ids ids = { 0 };
 	struct step_facts f;
@@ -1229,13 +852,13 @@ static int refuse_output_over_input(const struct options *o)
 		if (files[i].path)
 			rc = input_ids_add(&ids, files[i].opt, files[i].path);
 	for (int i = 0; i < N_WEIGHTS && !rc; i++)
-		if (o->one[i])
-			rc = input_ids_add(&ids, one_opts[i], o->one[i]);
-	if (!rc && o->w)
-		rc = weights_files(o->w, add_input, &ids); /* a directory: every file it may read */
+		if (o->spec.one[i])
+			rc = input_ids_add(&ids, weight_options[i], o->spec.one[i]);
+	if (!rc && o->spec.w)
+		rc = weights_files(o->spec.w, add_input, &ids); /* a directory: every file it may read */
 	if (!rc && is_dir_target(o->output)) {
 		struct dir_names dn = {
-			.heads = o->heads,
+			.heads = o->spec.heads,
 			.ext = o->format == FORMAT_NPY ? "npy" : o->format == FORMAT_CSV ? "csv" : "json",
 		};
 
@@ -1249,162 +872,7 @@ static int refuse_output_over_input(const struct options *o)
 	return rc;
 }
 
-/* ---- memory ------------------------------------------------------------ */
-
-/* *acc += count·size, saturating at SIZE_MAX */
-static void add_bytes(size_t *acc, size_t count, size_t size)
-{
-	if (*acc == SIZE_MAX || (count && size > (SIZE_MAX - *acc) / count))
-		*acc = SIZE_MAX;
-	else
-		*acc += count * size;
-}
-
-/*
- * What a run will hold at its peak: the inputs as read, the library's own
- * needs (mha_memory), the copies of the steps to print, and the output.
- */
-static void run_memory(const struct options *o, const struct inputs *in, const mha_dims *d,
-		       unsigned wanted, size_t out_cols, size_t part[3])
-{
-	const matrix *held[] = { &in->x, &in->kv, &in->q, &in->k, &in->v, &in->mask };
-	const size_t G = d->kv_heads ? d->kv_heads : d->heads, nn = d->n_q * d->n_kv;
-	size_t lib;
-
-	/* the inputs as read hold what the budget was charged for them; float32
-	 * adds a float copy of each */
-	part[0] = budget_held();
-	part[1] = part[2] = 0;
-	for (size_t i = 0; o->f32 && i < sizeof(held) / sizeof(held[0]); i++)
-		add_bytes(&part[0], matrix_size(held[i]), sizeof(float));
-	for (int i = 0; o->f32 && i < N_WEIGHTS; i++)
-		add_bytes(&part[0], matrix_size(&in->w.m[i]), sizeof(float));
-	add_bytes(&part[0], matrix_size(&in->mask), 1);
-	lib = mha_memory(d, &o->cfg, wanted, o->f32);
-	add_bytes(&part[1], 1, lib);
-	add_bytes(&part[2], d->n_q * out_cols, sizeof(double) * (o->f32 ? 2 : 1));
-	if (wanted & MHA_STAGE_BIT(MHA_STAGE_Q))
-		add_bytes(&part[2], d->n_q * d->heads * d->d_k, sizeof(double));
-	if (wanted & MHA_STAGE_BIT(MHA_STAGE_K))
-		add_bytes(&part[2], d->n_kv * G * d->d_k, sizeof(double));
-	if (wanted & MHA_STAGE_BIT(MHA_STAGE_V))
-		add_bytes(&part[2], d->n_kv * G * d->d_v, sizeof(double));
-	if (wanted & MHA_STAGE_BIT(MHA_STAGE_CONCAT))
-		add_bytes(&part[2], d->n_q * d->heads * d->d_v, sizeof(double));
-	if (wanted & MHA_STAGE_BIT(MHA_STAGE_HEAD_Q))
-		add_bytes(&part[2], d->n_q * d->heads * d->d_k, sizeof(double));
-	if (wanted & (MHA_STAGE_BIT(MHA_STAGE_HEAD_K) | MHA_STAGE_BIT(MHA_STAGE_HEAD_V)))
-		add_bytes(&part[2], d->n_kv * d->heads * (d->d_k + d->d_v), sizeof(double));
-	if (wanted & MHA_STAGE_BIT(MHA_STAGE_HEAD_OUTPUT))
-		add_bytes(&part[2], d->n_q * d->heads * d->d_v, sizeof(double));
-	for (int s = MHA_STAGE_SCORES; s <= MHA_STAGE_SOFTMAX; s++)
-		if (wanted & MHA_STAGE_BIT(s))
-			/* a per-head mask is kept per head and once more stacked */
-			add_bytes(&part[2], nn, d->heads * sizeof(double) *
-				  (s == MHA_STAGE_MASK && o->cfg.mask.per_head ? 2 : 1));
-}
-
-static int check_memory(const struct options *o, const struct inputs *in, const mha_dims *d,
-			unsigned wanted, size_t out_cols)
-{
-	size_t part[3], total = 0;
-	char t[48], a[48], b[48], c[48], m[48];
-
-	if (o->max_memory == SIZE_MAX)
-		return 0;
-	run_memory(o, in, d, wanted, out_cols, part);
-	for (int i = 0; i < 3; i++)
-		add_bytes(&total, 1, part[i]);
-	if (total <= o->max_memory)
-		return 0;
-	return error("this run needs about %s (the inputs %s, the computation %s, the output and "
-		     "the steps to print %s), more than --max-memory (%s): print fewer steps, or "
-		     "raise --max-memory", show_bytes(t, sizeof(t), total),
-		     show_bytes(a, sizeof(a), part[0]), show_bytes(b, sizeof(b), part[1]),
-		     show_bytes(c, sizeof(c), part[2]), show_bytes(m, sizeof(m), o->max_memory));
-}
-
 /* ---- the command ------------------------------------------------------- */
-
-static void inputs_free(struct inputs *in)
-{
-	matrix_free(&in->x);
-	matrix_free(&in->kv);
-	matrix_free(&in->q);
-	matrix_free(&in->k);
-	matrix_free(&in->v);
-	matrix_free(&in->mask);
-	weights_free(&in->w);
-	free(in->allow);
-	if (in->labels.own_key)
-		free_tokens(in->labels.key, in->labels.n_key);
-	if (in->labels.own_query)
-		free_tokens(in->labels.query, in->labels.n_query);
-}
-
-/* a float copy of n doubles (NULL stays NULL); *ok cleared when out of memory */
-static float *to_f32(const double *v, size_t n, int *ok)
-{
-	float *f;
-
-	if (!v)
-		return NULL;
-	f = malloc((n ? n : 1) * sizeof(float));
-	if (!f) {
-		*ok = 0;
-		return NULL;
-	}
-	for (size_t i = 0; i < n; i++)
-		f[i] = (float)v[i];
-	return f;
-}
-
-/*
- * --dtype f32: the inputs rounded to float, the library's float32 path,
- * the output widened back (exactly) and marked as floats for the writers.
- */
-static mha_status forward_f32(matrix *out, const mha_dims *d, const mha_inputs *src,
-			      const mha_weights *w, const mha_config *cfg, mha_report *rep)
-{
-	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
-	const size_t n_out = matrix_size(out), out_cols = matrix_cols(out);
-	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
-	int ok = 1;
-	float *xq = to_f32(src->xq, d->n_q * d->d_q_in, &ok);
-	float *xk = src->xk == src->xq ? xq : to_f32(src->xk, d->n_kv * d->d_k_in, &ok);
-	float *xv = src->xv == src->xk ? xk : to_f32(src->xv, d->n_kv * d->d_v_in, &ok);
-	float *W[8] = {
-		to_f32(w->W_Q, d->d_q_in * hk, &ok), to_f32(w->W_K, d->d_k_in * gk, &ok),
-		to_f32(w->W_V, d->d_v_in * gv, &ok), to_f32(w->W_O, hv * out_cols, &ok),
-		to_f32(w->b_Q, hk, &ok), to_f32(w->b_K, gk, &ok), to_f32(w->b_V, gv, &ok),
-		to_f32(w->b_O, out_cols, &ok),
-	};
-	float *o = malloc((n_out ? n_out : 1) * sizeof(float));
-	mha_status st = MHA_ERR_NOMEM;
-
-	if (ok && o) {
-		st = mha_forward_f32(o, d, &(mha_inputs_f32){ xq, xk, xv },
-				     &(mha_weights_f32){ W[0], W[1], W[2], W[3], W[4], W[5], W[6], W[7] },
-				     cfg, rep);
-		for (size_t i = 0; st == MHA_OK && i < n_out; i++)
-			out->v[i] = o[i];
-		out->is_f32 = 1;
-	}
-	if (xv != xk)
-		free(xv);
-	if (xk != xq)
-		free(xk);
-	free(xq);
-	for (int i = 0; i < 8; i++)
-		free(W[i]);
-	free(o);
-	return st;
-}
-
-static const double *weight_ptr(const weights *w, int i)
-{
-	return weights_has(w, i) ? w->m[i].v : NULL;
-}
 
 int cmd_heatmap(int argc, char **argv)
 {
@@ -1431,20 +899,15 @@ int forward_check_args(int argc, char **argv)
 int cmd_forward(int argc, char **argv)
 {
 	struct options o;
-	struct inputs in;
-	struct step_results res;
+	struct problem pb;
+	struct step_results res = { 0 };
 	struct step_facts f;
-	size_t cell[2];
-	mha_dims d;
-	mha_inputs src;
-	mha_weights mw;
 	mha_observer obs;
 	mha_report rep;
-	mha_status st;
 	matrix out = { 0 };
 	struct step_items list = { 0 };
 	unsigned p;
-	int rc = EXIT_DATA;
+	int rc;
 
 	switch (parse_options(argc, argv, &o)) {
 	case 1: return EXIT_OK;
@@ -1454,76 +917,28 @@ int cmd_forward(int argc, char **argv)
 	if (check_option_combinations(&o) || refuse_output_over_input(&o))
 		return EXIT_USAGE;
 
-	memset(&in, 0, sizeof(in));
-	memset(&res, 0, sizeof(res));
 	/* one limit from the first byte read to the last written */
 	budget_init(o.max_memory);
-	if (read_inputs(&o, &in) || derive_dims(&o, &in, &d) || check_mask(&o, &in, &d, &o.cfg))
+	rc = problem_load(&pb, &o.spec);
+	if (rc)
 		goto done;
-	if (set_labels(&o, &in, &d))
-		goto done;
-	/* --cell names a query and a key: a command-line error, known once the labels are */
-	if (o.cell && explain_parse_cell(o.cell, (const char *const *)in.labels.query, d.n_q,
-					 (const char *const *)in.labels.key, d.n_kv, &cell[0], &cell[1])) {
-		rc = EXIT_USAGE;
-		goto done;
-	}
-	if (o.cfg.kv_len > d.n_kv) {
-		error("--kv-len %zu but %s gives %zu key%s", o.cfg.kv_len,
-		      in.direct ? in.k_src : o.kv ? in.kv_src : in.x_src, d.n_kv, plural(d.n_kv));
-		goto done;
-	}
-
-	src.xq = in.direct ? in.q.v : in.x.v;
-	src.xk = in.direct ? in.k.v : (o.kv ? in.kv.v : in.x.v);
-	src.xv = in.direct ? in.v.v : src.xk;
-	mw = (mha_weights){
-		.W_Q = weight_ptr(&in.w, WQ), .W_K = weight_ptr(&in.w, WK),
-		.W_V = weight_ptr(&in.w, WV), .W_O = weight_ptr(&in.w, WO),
-		.b_Q = weight_ptr(&in.w, BQ), .b_K = weight_ptr(&in.w, BK),
-		.b_V = weight_ptr(&in.w, BV), .b_O = weight_ptr(&in.w, BO),
-	};
-	f = (struct step_facts){ .cfg = &o.cfg, .d = &d, .mask_file = o.mask, .heads = d.heads,
-				 .direct = in.direct, .cross = o.kv != NULL };
-	for (int i = 0; i < N_WEIGHTS; i++)
-		f.weights |= (unsigned)weights_has(&in.w, i) << i;
+	rc = EXIT_DATA;
+	/* the steps to print, and what the observer keeps for them */
+	problem_facts(&pb, 0, &f);
 	p = steps_print_set(o.print, o.print_all, &f);
-	res.heads = d.heads;
-	res.mask_per_head = o.cfg.mask.per_head;
-	obs = (mha_observer){ .fn = steps_keep, .ctx = &res, .wanted = steps_stages(p, d.heads) };
-	if (check_memory(&o, &in, &d, obs.wanted, mha_output_cols(&d, mw.W_O != NULL)) ||
-	    matrix_alloc(&out, 2, d.n_q, mha_output_cols(&d, mw.W_O != NULL), 1))
+	res.heads = pb.d.heads;
+	res.mask_per_head = pb.cfg.mask.per_head;
+	obs = (mha_observer){ .fn = steps_keep, .ctx = &res, .wanted = steps_stages(p, pb.d.heads) };
+	if (problem_check_memory(&pb, obs.wanted, o.f32) ||
+	    problem_forward(&out, &pb, &obs, o.f32, &rep))
 		goto done;
-
-	st = o.f32 ? forward_f32(&out, &d, &src, &mw, &o.cfg, &rep)
-		   : mha_forward(out.v, &d, &src, &mw, &o.cfg, &obs, &rep);
-	if (st == MHA_ERR_OBSERVER)
-		goto done; /* steps_keep() said why */
-	if (st == MHA_ERR_RANGE) {
-		/* the type the run computes in: --dtype f32 overflows near 3.4e38 */
-		error("the numbers overflow: Q, K, V, the scores or the output went past the "
-		      "largest %s; scale the inputs down",
-		      o.f32 ? "float (about 3.4e38)" : "double (about 1.8e308)");
-		goto done;
-	}
-	if (st != MHA_OK) {
-		error("%s", mha_strerror(st));
-		goto done;
-	}
-	if (rep.blocked_rows == 1)
-		warning("head %d, query row %zu: every key is masked; its softmax row and output "
-			"are zero", rep.first_blocked_head + 1, rep.first_blocked_row + 1);
-	else if (rep.blocked_rows > 1)
-		warning("%zu query rows have every key masked (the first: head %d, row %zu); their "
-			"softmax rows and outputs are zero", rep.blocked_rows,
-			rep.first_blocked_head + 1, rep.first_blocked_row + 1);
 	f.scale = rep.scale;
-	if (steps_stack(&res) || steps_collect(&list, &res, p, &f, &in.x, &out))
+	if (steps_stack(&res) || steps_collect(&list, &res, p, &f, &pb.x, &out))
 		goto done;
 	if (o.explain) {
-		if (write_explain(&o, &list, &f, &in.labels, cell))
+		if (write_explain(&o, &list, &f, &pb.labels, pb.cell))
 			goto done;
-	} else if (write_results(&o, &list, &in.labels)) {
+	} else if (write_results(&o, &list, &pb.labels)) {
 		goto done;
 	}
 	rc = EXIT_OK;
@@ -1531,6 +946,6 @@ done:
 	steps_items_free(&list);
 	matrix_free(&out);
 	steps_results_free(&res);
-	inputs_free(&in);
+	problem_free(&pb);
 	return rc;
 }
