@@ -13,6 +13,7 @@
 #include "heatmap.h"
 #include "input.h"
 #include "matrix.h"
+#include "emit.h"
 #include "outfile.h"
 #include "problem.h"
 #include "steps.h"
@@ -118,18 +119,14 @@ static const char forward_usage[] =
 
 struct options {
 	struct problem_spec spec; /* what to read */
-	const char *output;
-	unsigned print;
+	struct emit emit;         /* where to write, how */
+	unsigned print;           /* STEP_BIT()s of the steps asked for */
 	int print_all;
-	out_format format;
 	int format_given;
 	int print_given;
-	int precision;
 	int f32;  /* --dtype f32 */
 	size_t max_memory; /* bytes; SIZE_MAX: no limit */
-	int color;      /* -1 never, 0 auto, 1 always */
 	int explain;    /* --explain */
-	int heat_step;  /* heatmap/svg: the step drawn */
 };
 
 /* ---- option values ----------------------------------------------------- */
@@ -313,7 +310,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 
 	memset(o, 0, sizeof(*o));
 	o->spec.heads = 1;
-	o->precision = 6;
+	o->emit.precision = 6;
 	o->max_memory = default_max_memory();
 	opterr = 0;
 	optind = 0;
@@ -340,7 +337,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 				return -1;
 			}
 			break;
-		case 'o': o->output = optarg; break;
+		case 'o': o->emit.output = optarg; break;
 		case O_HEADS:
 			if (opt_count("forward", "--heads", optarg, SIZE_MAX / 2, &o->spec.heads))
 				return -1;
@@ -386,11 +383,11 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case O_CELL: o->spec.cell = optarg; o->explain = 1; break;
 		case O_COLOR:
 			if (!optarg || !strcmp(optarg, "always")) {
-				o->color = 1;
+				o->emit.color = 1;
 			} else if (!strcmp(optarg, "auto")) {
-				o->color = 0;
+				o->emit.color = 0;
 			} else if (!strcmp(optarg, "never")) {
-				o->color = -1;
+				o->emit.color = -1;
 			} else {
 				usage_error("forward", "--color takes auto, always or never, not '%s'", optarg);
 				return -1;
@@ -426,21 +423,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'f':
 			o->format_given = 1;
-			if (!strcmp(optarg, "text")) {
-				o->format = FORMAT_TEXT;
-			} else if (!strcmp(optarg, "json")) {
-				o->format = FORMAT_JSON;
-			} else if (!strcmp(optarg, "csv")) {
-				o->format = FORMAT_CSV;
-			} else if (!strcmp(optarg, "markdown") || !strcmp(optarg, "md")) {
-				o->format = FORMAT_MARKDOWN;
-			} else if (!strcmp(optarg, "npy")) {
-				o->format = FORMAT_NPY;
-			} else if (!strcmp(optarg, "heatmap")) {
-				o->format = FORMAT_HEATMAP;
-			} else if (!strcmp(optarg, "svg")) {
-				o->format = FORMAT_SVG;
-			} else {
+			if (emit_format_by_name(optarg, &o->emit.format)) {
 				usage_error("forward", "--format takes text, json, csv, markdown, npy, "
 					    "heatmap or svg, not '%s'", optarg);
 				return -1;
@@ -453,7 +436,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 				usage_error("forward", "--precision takes 1 to 17 digits, not %zu", n);
 				return -1;
 			}
-			o->precision = (int)n;
+			o->emit.precision = (int)n;
 			break;
 		case 'h':
 			fputs(forward_usage, stdout);
@@ -472,27 +455,6 @@ static int parse_options(int argc, char **argv, struct options *o)
 
 /* 'mha heatmap ARGS': 'mha forward ARGS' whose default format is heatmap (svg for -o x.svg) */
 static int heatmap_by_default;
-
-/* Without --format, the output's name says it: x.json, x.csv, x.npy, x.md; DIR/ is csv. */
-static out_format format_for_output(const char *path)
-{
-	static const struct { const char *ext; out_format format; } names[] = {
-		{ ".json", FORMAT_JSON }, { ".csv", FORMAT_CSV }, { ".npy", FORMAT_NPY },
-		{ ".md", FORMAT_MARKDOWN }, { ".markdown", FORMAT_MARKDOWN }, { ".svg", FORMAT_SVG },
-	};
-	const size_t n = strlen(path);
-	struct stat st;
-
-	if ((n && path[n - 1] == '/') || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
-		return FORMAT_CSV;
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		const size_t e = strlen(names[i].ext);
-
-		if (n > e && !strcasecmp(path + n - e, names[i].ext))
-			return names[i].format;
-	}
-	return FORMAT_TEXT;
-}
 
 /* What the options alone say of the steps: the weights are not read yet, so
  * W_O counts as given. */
@@ -547,12 +509,12 @@ static int check_option_combinations(struct options *o)
 		return usage_error("forward", "--print softcapped needs --softcap");
 	if (!o->print && !o->print_all)
 		o->print = STEP_BIT(STEP_OUTPUT);
-	if (!o->format_given && o->output)
-		o->format = format_for_output(o->output);
-	if (!o->format_given && heatmap_by_default && o->format != FORMAT_SVG)
-		o->format = FORMAT_HEATMAP;
+	if (!o->format_given && o->emit.output)
+		o->emit.format = emit_format_of_output(o->emit.output);
+	if (!o->format_given && heatmap_by_default && o->emit.format != FORMAT_SVG)
+		o->emit.format = FORMAT_HEATMAP;
 	if (o->explain) {
-		if (o->format != FORMAT_TEXT)
+		if (o->emit.format != FORMAT_TEXT)
 			return usage_error("forward", "--explain writes text: leave out --format");
 		if (o->f32)
 			return usage_error("forward", "--explain tells float64's steps: leave out --dtype f32");
@@ -562,7 +524,7 @@ static int check_option_combinations(struct options *o)
 		option_facts(o, &f);
 		o->print = steps_every(&f);
 	}
-	if (o->format == FORMAT_HEATMAP || o->format == FORMAT_SVG) {
+	if (o->emit.format == FORMAT_HEATMAP || o->emit.format == FORMAT_SVG) {
 		/* one (n_q, n_kv) step is drawn, softmax unless --print names another */
 		const unsigned drawable = steps_flagged(STEP_DRAWABLE);
 
@@ -574,7 +536,7 @@ static int check_option_combinations(struct options *o)
 		if (o->f32)
 			return usage_error("forward", "a heatmap is drawn from float64's steps: leave "
 					   "out --dtype f32");
-		for (o->heat_step = 0; !(o->print & STEP_BIT(o->heat_step)); o->heat_step++)
+		for (o->emit.heat_step = 0; !(o->print & STEP_BIT(o->emit.heat_step)); o->emit.heat_step++)
 			;
 		/* the mask too, so that blocked cells can be told apart */
 		o->print |= STEP_BIT(STEP_MASK);
@@ -587,249 +549,7 @@ static int check_option_combinations(struct options *o)
 	return 0;
 }
 
-static const char *const *axis_labels(const struct labels *l, enum step_axis a)
-{
-	return a == AXIS_QUERY ? (const char *const *)l->query
-	       : a == AXIS_KEY ? (const char *const *)l->key : NULL;
-}
-
-/* JSON: the labels as a top-level "tokens" (and "kv_tokens" when they differ) */
-static void json_tokens(writer *wr, const char *key, char **t, size_t n)
-{
-	fputs(wr->need_comma ? ",\n  \"" : "\n  \"", wr->fp);
-	fputs(key, wr->fp);
-	fputs("\": [", wr->fp);
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			fputs(", ", wr->fp);
-		text_put_json(wr->fp, t[i]); /* valid UTF-8 whatever the label holds */
-	}
-	fputc(']', wr->fp);
-	wr->need_comma = 1;
-}
-
-/* One stream (standard output or a file) in text, JSON, CSV or Markdown. */
-static void write_stream(writer *wr, const struct step_items *list, const struct labels *l)
-{
-	size_t head = 0;
-
-	wr->single = list->n == 1;
-	out_begin(wr);
-	if (wr->format == FORMAT_JSON && l->query)
-		json_tokens(wr, "tokens", l->query, l->n_query);
-	if (wr->format == FORMAT_JSON && l->key && l->key != l->query)
-		json_tokens(wr, "kv_tokens", l->key, l->n_key);
-	for (size_t i = 0; i < list->n; i++) {
-		const struct step_item *it = &list->v[i];
-
-		if (it->head != head) {
-			if (head)
-				out_head_end(wr);
-			else
-				out_heads_begin(wr);
-			if (it->head)
-				out_head_begin(wr, it->head - 1);
-			else
-				out_heads_end(wr);
-			head = it->head;
-		}
-		wr->row_labels = axis_labels(l, it->rows);
-		wr->col_labels = axis_labels(l, it->cols);
-		out_matrix(wr, it->key, it->title, it->m);
-		wr->row_labels = wr->col_labels = NULL;
-	}
-	if (head) {
-		out_head_end(wr);
-		out_heads_end(wr);
-	}
-	out_end(wr);
-}
-
-/* Where a path names a directory to fill: it exists as one, or ends in '/'. */
-static int is_dir_target(const char *path)
-{
-	struct stat st;
-	const size_t n = strlen(path);
-
-	return (n && path[n - 1] == '/') || (stat(path, &st) == 0 && S_ISDIR(st.st_mode));
-}
-
-/* One matrix into a file of its own: a JSON array, CSV or .npy. */
-static int write_one(const char *path, out_format format, const matrix *m)
-{
-	outfile of;
-
-	if (outfile_open(&of, path))
-		return -1;
-	/* a failed write leaves the stream in error, which the commit reports */
-	if (format == FORMAT_NPY) {
-		(void)npy_write(of.fp, m);
-	} else if (format == FORMAT_CSV) {
-		(void)csv_write(of.fp, m);
-	} else {
-		writer wr = { .fp = of.fp, .format = FORMAT_JSON };
-
-		(void)json_write_array(&wr, m);
-	}
-	return outfile_commit(&of);
-}
-
-/* -o DIR/: one file per matrix, named after its key (head1_scores.csv). */
-static int write_directory(const char *dir, out_format format, const struct step_items *list)
-{
-	const char *ext = format == FORMAT_NPY ? "npy" : format == FORMAT_CSV ? "csv" : "json";
-	const size_t n = strlen(dir);
-	const char *sep = n && dir[n - 1] == '/' ? "" : "/";
-	char path[4400], name[256];
-
-	if (format != FORMAT_NPY && format != FORMAT_CSV && format != FORMAT_JSON)
-		return error("-o %s: a directory takes one file per matrix: use --format csv, npy "
-			     "or json (or name a file)", dir);
-	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-		return error("%s: cannot create the directory: %s", dir, strerror(errno));
-	for (size_t i = 0; i < list->n; i++) {
-		const struct step_item *it = &list->v[i];
-		const matrix *m = it->m;
-
-		if (format == FORMAT_CSV && m->rank == 3) {
-			/* CSV holds 2-D: a per-head mask becomes one file per head */
-			for (size_t h = 0; h < m->dim[0]; h++) {
-				const matrix part = step_plane(m, h);
-
-				step_file_name(name, sizeof(name), it->key, 0, h + 1, ext);
-				snprintf(path, sizeof(path), "%s%s%s", dir, sep, name);
-				if (write_one(path, format, &part))
-					return -1;
-			}
-			continue;
-		}
-		step_file_name(name, sizeof(name), it->key, it->head, 0, ext);
-		snprintf(path, sizeof(path), "%s%s%s", dir, sep, name);
-		if (write_one(path, format, m))
-			return -1;
-	}
-	return 0;
-}
-
-/* heatmap and svg: a panel per head of the step drawn, the mask beside it */
-static int write_heatmaps(const struct options *o, const struct step_items *list,
-			  const struct labels *l, FILE *fp)
-{
-	const char *step = steps[o->heat_step].name;
-	const matrix *mask = NULL;
-	struct heat_panel *panels = calloc(list->n ? list->n : 1, sizeof(*panels));
-	matrix *planes = calloc(list->n ? list->n : 1, sizeof(*planes));
-	size_t n = 0;
-	int rc;
-
-	if (!panels || !planes) {
-		free(panels);
-		free(planes);
-		return error("out of memory");
-	}
-	for (size_t i = 0; i < list->n; i++)
-		if (list->v[i].step == STEP_MASK)
-			mask = list->v[i].m;
-	for (size_t i = 0; i < list->n; i++) {
-		const struct step_item *it = &list->v[i];
-
-		if (!it->head || it->step != o->heat_step)
-			continue;
-		panels[n].title = it->title;
-		panels[n].m = it->m;
-		panels[n].step = step;
-		panels[n].row_labels = axis_labels(l, AXIS_QUERY);
-		panels[n].col_labels = axis_labels(l, AXIS_KEY);
-		if (mask) {
-			/* a per-head mask: this head's plane */
-			planes[n] = step_plane(mask, it->head - 1);
-			panels[n].mask = &planes[n];
-		}
-		n++;
-	}
-	if (o->format == FORMAT_SVG) {
-		rc = heatmap_svg(fp, panels, n, o->precision);
-	} else {
-		enum heat_color color = HEAT_PLAIN;
-		const char *no_color = getenv("NO_COLOR"), *term = getenv("COLORTERM");
-
-		if (o->color > 0 || (o->color == 0 && isatty(fileno(fp)) && !(no_color && *no_color)))
-			color = term && (!strcmp(term, "truecolor") || !strcmp(term, "24bit"))
-					? HEAT_TRUECOLOR : HEAT_256;
-		rc = heatmap_terminal(fp, panels, n, color, o->precision);
-	}
-	free(panels);
-	free(planes);
-	return rc;
-}
-
-static int write_results(const struct options *o, const struct step_items *list,
-			 const struct labels *labels)
-{
-	outfile of;
-
-	if (o->output && strcmp(o->output, "-") && is_dir_target(o->output))
-		return write_directory(o->output, o->format, list);
-	if (o->format == FORMAT_NPY) {
-		if (list->n != 1)
-			return error("--format npy writes one matrix per file, and %zu were asked for: "
-				     "give -o DIR/ for one file each, or --print one step", list->n);
-		if ((!o->output || !strcmp(o->output, "-")) && isatty(STDOUT_FILENO))
-			return error("--format npy is binary: give -o FILE.npy, or redirect standard output");
-	}
-	if (outfile_open(&of, o->output))
-		return -1;
-	if (o->format == FORMAT_NPY) {
-		(void)npy_write(of.fp, list->v[0].m); /* errors: see write_one() */
-	} else if (o->format == FORMAT_HEATMAP || o->format == FORMAT_SVG) {
-		if (write_heatmaps(o, list, labels, of.fp)) {
-			outfile_abort(&of);
-			return -1;
-		}
-	} else {
-		writer wr = { .fp = of.fp, .format = o->format, .precision = o->precision };
-
-		write_stream(&wr, list, labels);
-	}
-	return outfile_commit(&of);
-}
-
-/* --explain: the walk-through, to standard output or -o FILE */
-static int write_explain(const struct options *o, const struct step_items *list,
-			 const struct step_facts *f, const struct labels *l, const size_t *cell)
-{
-	outfile of;
-
-	if (outfile_open(&of, o->output))
-		return -1;
-	if (explain_steps(of.fp, list, f, (const char *const *)l->query,
-			  (const char *const *)l->key, o->spec.cell ? cell : NULL, o->precision)) {
-		outfile_abort(&of);
-		return -1;
-	}
-	return outfile_commit(&of); /* a write error shows in the commit */
-}
-
 /* ---- no output over an input ------------------------------------------ */
-
-/* what write_directory() may write: the steps p would be, W_O unknown yet */
-struct dir_names {
-	unsigned p;
-	size_t heads;
-	const char *ext; /* "csv", "npy", "json" */
-};
-
-static int may_write_in_dir(const char *name, void *ctx)
-{
-	const struct dir_names *dn = ctx;
-
-	return steps_may_write(name, dn->p, dn->heads, dn->ext);
-}
-
-static int add_input(void *ctx, const char *file)
-{
-	return input_ids_add(ctx, "-w", file);
-}
 
 /*
  * -o naming one of the inputs, by any name: refused before anything is
@@ -838,36 +558,17 @@ static int add_input(void *ctx, const char *file)
  */
 static int refuse_output_over_input(const struct options *o)
 {
-	const struct { const char *opt, *path; } files[] = {
-		{ "-x", o->spec.x }, { "--kv", o->spec.kv }, { "--q", o->spec.q }, { "--k", o->spec.k },
-		{ "--v", o->spec.v }, { "--mask", o->spec.mask },
-	};
 	input_ids ids = { 0 };
 	struct step_facts f;
-	int rc = 0;
+	int rc;
 
-	if (!o->output || !strcmp(o->output, "-"))
+	if (!o->emit.output || !strcmp(o->emit.output, "-"))
 		return 0;
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]) && !rc; i++)
-		if (files[i].path)
-			rc = input_ids_add(&ids, files[i].opt, files[i].path);
-	for (int i = 0; i < N_WEIGHTS && !rc; i++)
-		if (o->spec.one[i])
-			rc = input_ids_add(&ids, weight_options[i], o->spec.one[i]);
-	if (!rc && o->spec.w)
-		rc = weights_files(o->spec.w, add_input, &ids); /* a directory: every file it may read */
-	if (!rc && is_dir_target(o->output)) {
-		struct dir_names dn = {
-			.heads = o->spec.heads,
-			.ext = o->format == FORMAT_NPY ? "npy" : o->format == FORMAT_CSV ? "csv" : "json",
-		};
-
-		option_facts(o, &f);
-		dn.p = steps_print_set(o->print, o->print_all, &f);
-		rc = outfile_refuse_input_in_dir(o->output, may_write_in_dir, &dn, &ids);
-	} else if (!rc) {
-		rc = outfile_refuse_input(o->output, &ids);
-	}
+	option_facts(o, &f);
+	rc = problem_input_ids(&o->spec, &ids);
+	if (!rc)
+		rc = emit_refuse_over_inputs(&o->emit, steps_print_set(o->print, o->print_all, &f),
+					     o->spec.heads, &ids);
 	input_ids_free(&ids);
 	return rc;
 }
@@ -936,9 +637,9 @@ int cmd_forward(int argc, char **argv)
 	if (steps_stack(&res) || steps_collect(&list, &res, p, &f, &pb.x, &out))
 		goto done;
 	if (o.explain) {
-		if (write_explain(&o, &list, &f, &pb.labels, pb.cell))
+		if (emit_explain(&o.emit, &list, &f, &pb.labels, o.spec.cell ? pb.cell : NULL))
 			goto done;
-	} else if (write_results(&o, &list, &pb.labels)) {
+	} else if (emit_items(&o.emit, &list, &pb.labels)) {
 		goto done;
 	}
 	rc = EXIT_OK;

@@ -540,6 +540,30 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 
 /* ---- the problem -------------------------------------------------------- */
 
+static int add_input(void *ctx, const char *file)
+{
+	return input_ids_add(ctx, "-w", file);
+}
+
+int problem_input_ids(const struct problem_spec *s, input_ids *ids)
+{
+	const struct { const char *opt, *path; } files[] = {
+		{ "-x", s->x }, { "--kv", s->kv }, { "--q", s->q }, { "--k", s->k },
+		{ "--v", s->v }, { "--mask", s->mask },
+	};
+	int rc = 0;
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]) && !rc; i++)
+		if (files[i].path)
+			rc = input_ids_add(ids, files[i].opt, files[i].path);
+	for (int i = 0; i < N_WEIGHTS && !rc; i++)
+		if (s->one[i])
+			rc = input_ids_add(ids, weight_options[i], s->one[i]);
+	if (!rc && s->w)
+		rc = weights_files(s->w, add_input, ids); /* a directory: every file it may read */
+	return rc;
+}
+
 static int load(struct problem *p, const struct problem_spec *s)
 {
 	const weights *w = &p->w;
