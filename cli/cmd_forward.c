@@ -1,38 +1,27 @@
 /*
  * cmd_forward.c: 'mha forward', one multi-head attention from files, with
- * any of its intermediates printed.
+ * any of its intermediates printed (and 'mha heatmap', the same command
+ * drawing by default: cmd_heatmap.c).
  *
- * This file owns the command line and the checks that need the files'
- * names to explain themselves (shapes, heads, masks).  The arithmetic is
- * the library's: one mha_forward() call, with an observer that keeps a
- * copy of each intermediate the user asked to see.
+ * This file owns the command line: the help, the options and how they
+ * combine.  Then it loads the problem (problem.c), plans the steps to print
+ * (steps.c), runs the library's mha_forward() with an observer keeping a
+ * copy of each, and emits them (emit.c).
  */
 #include "cli.h"
 #include "budget.h"
-#include "explain.h"
-#include "heatmap.h"
-#include "input.h"
-#include "matrix.h"
 #include "emit.h"
-#include "outfile.h"
+#include "forward.h"
 #include "problem.h"
 #include "steps.h"
-#include "text.h"
-#include "weights.h"
-#include "write.h"
 
 #include "../lib/mha.h"
 
-#include <errno.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static const char forward_usage[] =
 	"usage: mha forward -x FILE [-w FILE] [--kv FILE] [options]\n"
@@ -40,54 +29,12 @@ static const char forward_usage[] =
 	"\n"
 	"Compute multi-head attention and print the output, or any step of it.\n"
 	"\n"
-	"Inputs (JSON, CSV or NumPy .npy, told apart by name and content; '-' reads\n"
-	"standard input, for one of them):\n"
-	"  -x, --x FILE          X, n x d_model: a 2-D array, or a JSON object holding it\n"
-	"                        under \"output\" or \"X\" (mha's own JSON output works)\n"
-	"  -w, --weights FILE    JSON object with W_Q, W_K, W_V and optionally W_O, b_Q,\n"
-	"                        b_K, b_V, b_O (d_in x d_out, applied as x*W; or one\n"
-	"                        d_in x d_k matrix per head, 3-D); or a directory of\n"
-	"                        one file per weight (W_Q.csv, W_K.npy, ...); without\n"
-	"                        -w, Q = K = V = X\n"
-	"      --wq, --wk, --wv, --wo, --bq, --bk, --bv, --bo FILE\n"
-	"                        one weight from its own file, over what -w gave\n"
-	"      --layout L        mha (default): weights d_in x d_out; torch: PyTorch's\n"
-	"                        d_out x d_in, applied as x*W^T, and the names of\n"
-	"                        nn.MultiheadAttention's state_dict (in_proj_weight,\n"
-	"                        in_proj_bias, out_proj.weight, out_proj.bias, ...)\n"
-	"      --kv FILE         keys and values from this matrix (cross-attention)\n"
-	"      --q FILE, --k FILE, --v FILE\n"
-	"                        Q, K and V given directly: no projections (-w may\n"
-	"                        then hold only W_O and b_O)\n"
-	"      --tokens LIST     labels for X's rows (the queries), e.g. \"The bear eats\"\n"
-	"                        (split at blanks, or at commas when there are any);\n"
-	"                        they title rows and columns of what is printed\n"
-	"      --kv-tokens LIST  labels for the keys, with --kv (else the queries')\n"
-	"      --mask FILE       n_q x n_kv, or heads x n_q x n_kv: booleans (true =\n"
-	"                        may attend) or numbers added to the scores (\"-inf\")\n"
-	"\n"
-	"Attention:\n"
-	"      --heads H         query heads (default 1); each takes an equal block of\n"
-	"                        Q's columns\n"
-	"      --kv-heads G      key/value heads for grouped-query attention (G divides\n"
-	"                        H; query head i uses key/value head i/(H/G))\n"
-	"      --scale S         dk: 1/sqrt(d_k) (default), dmodel: 1/sqrt(d_model),\n"
-	"                        seqlen: 1/sqrt(n_kv), none: 1, or a NUMBER multiplier\n"
-	"      --causal[=ALIGN]  query i sees keys j <= i (top-left, the default), or\n"
-	"                        j <= i + n_kv - n_q (bottom-right, as in decoding), or\n"
-	"                        j <= i + N for a whole number N (after N cached keys)\n"
-	"      --kv-len N        only the first N keys are valid (the rest is padding);\n"
-	"                        bottom-right then aligns with key N\n"
-	"      --softcap C       scores become C*tanh(scores/C) before the mask\n"
-	"\n"
+	FORWARD_USAGE_INPUTS
+	FORWARD_USAGE_ATTENTION
 	"Computation:\n"
 	"      --dtype T         f64 (default: exact tutorial numbers, every step can be\n"
 	"                        printed) or f32 (faster; prints x and output only)\n"
-	"      --threads N       threads for the fast path (default: all cores); the\n"
-	"                        numbers are the same bits whatever N\n"
-	"      --max-memory SIZE the most a run may allocate, e.g. 512M, 4G, none\n"
-	"                        (default: 3/4 of the memory; a run that would need\n"
-	"                        more is refused before it starts)\n"
+	FORWARD_USAGE_RUN
 	"      --exact           the plain path even when no step is printed: the\n"
 	"                        output then has the very bits --print all shows (the\n"
 	"                        fast path agrees with it to rounding)\n"
@@ -102,8 +49,7 @@ static const char forward_usage[] =
 	"                        else text.  heatmap and svg draw each head's softmax,\n"
 	"                        or the one step --print names (scores, scaled,\n"
 	"                        softcapped, masked)\n"
-	"      --color[=WHEN]    heatmap colours: auto (a terminal, and NO_COLOR unset),\n"
-	"                        always or never (shaded characters)\n"
+	FORWARD_USAGE_COLOR
 	"      --precision N     significant digits in text and markdown (default 6)\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well); a\n"
 	"                        directory (an existing one, or a name ending in '/')\n"
@@ -113,11 +59,11 @@ static const char forward_usage[] =
 	"                        shapes and its matrix\n"
 	"      --cell Q,K        with --explain: one entry worked by hand in each head,\n"
 	"                        query Q and key K (numbers from 1, or tokens)\n"
-	"  -h, --help            show this help\n"
-	"\n"
-	"Exit status: 0 success, 1 bad data (files, shapes), 2 bad command line.\n";
+	FORWARD_USAGE_HELP
+	FORWARD_USAGE_EXIT;
 
 struct options {
+	const struct forward_command *cmd;
 	struct problem_spec spec; /* what to read */
 	struct emit emit;         /* where to write, how */
 	unsigned print;           /* STEP_BIT()s of the steps asked for */
@@ -131,28 +77,16 @@ struct options {
 
 /* ---- option values ----------------------------------------------------- */
 
-/* a finite number, the whole of arg: 1, or 0 when it is not one */
-static int parse_number(const char *arg, double *out)
+static int parse_real(const char *hint, const char *opt, const char *arg, double *out)
 {
-	char *end;
-
-	errno = 0;
-	*out = strtod(arg, &end);
-	/* ERANGE is overflow (then infinite) or underflow: a subnormal such as
-	 * 4.9e-324 is a finite number, only one that rounds to 0 is refused */
-	return end != arg && !*end && isfinite(*out) && (errno != ERANGE || *out != 0);
-}
-
-static int parse_real(const char *opt, const char *arg, double *out)
-{
-	if (!parse_number(arg, out)) {
-		usage_error("forward", "%s expects a finite number, not '%s'", opt, arg);
+	if (!opt_number(arg, out)) {
+		usage_error(hint, "%s expects a finite number, not '%s'", opt, arg);
 		return -1;
 	}
 	return 0;
 }
 
-static int parse_scale(const char *arg, mha_config *cfg)
+static int parse_scale(const char *hint, const char *arg, mha_config *cfg)
 {
 	static const struct { const char *name; mha_scale_mode mode; } modes[] = {
 		{ "dk", MHA_SCALE_DK }, { "dmodel", MHA_SCALE_DMODEL },
@@ -165,8 +99,8 @@ static int parse_scale(const char *arg, mha_config *cfg)
 			return 0;
 		}
 	cfg->scale_mode = MHA_SCALE_VALUE;
-	if (!parse_number(arg, &cfg->scale)) {
-		usage_error("forward", "--scale takes dk, dmodel, seqlen, none or a number, not '%s'", arg);
+	if (!opt_number(arg, &cfg->scale)) {
+		usage_error(hint, "--scale takes dk, dmodel, seqlen, none or a number, not '%s'", arg);
 		return -1;
 	}
 	return 0;
@@ -188,7 +122,7 @@ static int parse_print(const char *arg, struct options *o)
 			continue;
 		}
 		if (s < 0) {
-			usage_error("forward", "--print: unknown step '%s' (known: %s, all)", tok, known);
+			usage_error(o->cmd->hint, "--print: unknown step '%s' (known: %s, all)", tok, known);
 			rc = -1;
 			break;
 		}
@@ -196,70 +130,14 @@ static int parse_print(const char *arg, struct options *o)
 	}
 	free(copy);
 	if (!rc && !o->print && !o->print_all) {
-		usage_error("forward", "--print needs at least one step (%s, all)", known);
+		usage_error(o->cmd->hint, "--print needs at least one step (%s, all)", known);
 		rc = -1;
 	}
 	return rc;
 }
 
-/* 3/4 of the machine's memory: room for the rest of it */
-static size_t default_max_memory(void)
-{
-	const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-
-	if (pages <= 0 || page <= 0 || (unsigned long)pages > SIZE_MAX / (unsigned long)page)
-		return SIZE_MAX;
-	return (size_t)pages / 4 * 3 * (size_t)page;
-}
-
-/* "4096", "512M", "4G", "1.5GiB", "none": bytes (binary multiples); 0 or -1 */
-static int parse_bytes(const char *arg, size_t *out)
-{
-	static const char *const units = "KMGT";
-	char *end;
-	double v, mult = 1;
-
-	if (!strcmp(arg, "none") || !strcmp(arg, "unlimited")) {
-		*out = SIZE_MAX;
-		return 0;
-	}
-	errno = 0;
-	v = strtod(arg, &end);
-	if (end == arg || errno || !(v > 0) || !isfinite(v))
-		return -1;
-	if (*end) {
-		const char *u = strchr(units, *end & ~0x20);
-
-		if (!u || !*u)
-			return -1;
-		mult = ldexp(1.0, 10 * (int)(u - units + 1));
-		end++;
-		if (!strcmp(end, "iB") || !strcmp(end, "B") || !strcmp(end, "ib") || !strcmp(end, "b"))
-			end += strlen(end);
-		if (*end)
-			return -1;
-	}
-	v *= mult;
-	*out = v >= (double)SIZE_MAX ? SIZE_MAX : (size_t)v;
-	return *out ? 0 : -1;
-}
-
-/* "-3", "12": a causal offset; 1, or 0 when arg is not a whole number */
-static int parse_offset(const char *arg, ptrdiff_t *out)
-{
-	char *end;
-	long long v;
-
-	errno = 0;
-	v = strtoll(arg, &end, 10);
-	if (end == arg || *end || errno || v < -(long long)(PTRDIFF_MAX / 2) ||
-	    v > (long long)(PTRDIFF_MAX / 2))
-		return 0;
-	*out = (ptrdiff_t)v;
-	return 1;
-}
-
-static int parse_options(int argc, char **argv, struct options *o)
+static int parse_options(int argc, char **argv, struct options *o,
+			 const struct forward_command *cmd)
 {
 	enum { O_KV = 256, O_Q, O_K, O_V, O_MASK, O_HEADS, O_KV_HEADS, O_SCALE,
 	       O_CAUSAL, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS, O_EXACT,
@@ -305,13 +183,15 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *hint = cmd->hint;
 	int c;
 	size_t n;
 
 	memset(o, 0, sizeof(*o));
+	o->cmd = cmd;
 	o->spec.heads = 1;
 	o->emit.precision = 6;
-	o->max_memory = default_max_memory();
+	o->max_memory = opt_memory_default();
 	opterr = 0;
 	optind = 0;
 	while ((c = getopt_long(argc, argv, ":x:w:p:f:o:h", longopts, NULL)) != -1) {
@@ -333,21 +213,21 @@ static int parse_options(int argc, char **argv, struct options *o)
 			} else if (!strcmp(optarg, "torch")) {
 				o->spec.layout = LAYOUT_TORCH;
 			} else {
-				usage_error("forward", "--layout takes mha or torch, not '%s'", optarg);
+				usage_error(hint, "--layout takes mha or torch, not '%s'", optarg);
 				return -1;
 			}
 			break;
 		case 'o': o->emit.output = optarg; break;
 		case O_HEADS:
-			if (opt_count("forward", "--heads", optarg, SIZE_MAX / 2, &o->spec.heads))
+			if (opt_count(hint, "--heads", optarg, SIZE_MAX / 2, &o->spec.heads))
 				return -1;
 			break;
 		case O_KV_HEADS:
-			if (opt_count("forward", "--kv-heads", optarg, SIZE_MAX / 2, &o->spec.kv_heads))
+			if (opt_count(hint, "--kv-heads", optarg, SIZE_MAX / 2, &o->spec.kv_heads))
 				return -1;
 			break;
 		case O_SCALE:
-			if (parse_scale(optarg, &o->spec.cfg))
+			if (parse_scale(hint, optarg, &o->spec.cfg))
 				return -1;
 			break;
 		case O_CAUSAL:
@@ -355,10 +235,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 				o->spec.cfg.causal = MHA_CAUSAL_TOP_LEFT;
 			} else if (!strcmp(optarg, "bottom-right")) {
 				o->spec.cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT;
-			} else if (parse_offset(optarg, &o->spec.cfg.causal_offset)) {
+			} else if (opt_offset(optarg, &o->spec.cfg.causal_offset)) {
 				o->spec.cfg.causal = MHA_CAUSAL_OFFSET;
 			} else {
-				usage_error("forward", "--causal takes top-left, bottom-right or a whole "
+				usage_error(hint, "--causal takes top-left, bottom-right or a whole "
 					    "number, not '%s'", optarg);
 				return -1;
 			}
@@ -369,12 +249,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 			} else if (!strcmp(optarg, "f32") || !strcmp(optarg, "float32")) {
 				o->f32 = 1;
 			} else {
-				usage_error("forward", "--dtype takes f64 or f32, not '%s'", optarg);
+				usage_error(hint, "--dtype takes f64 or f32, not '%s'", optarg);
 				return -1;
 			}
 			break;
 		case O_THREADS:
-			if (opt_count("forward", "--threads", optarg, 4096, &n))
+			if (opt_count(hint, "--threads", optarg, 4096, &n))
 				return -1;
 			o->spec.cfg.threads = (int)n;
 			break;
@@ -389,14 +269,14 @@ static int parse_options(int argc, char **argv, struct options *o)
 			} else if (!strcmp(optarg, "never")) {
 				o->emit.color = -1;
 			} else {
-				usage_error("forward", "--color takes auto, always or never, not '%s'", optarg);
+				usage_error(hint, "--color takes auto, always or never, not '%s'", optarg);
 				return -1;
 			}
 			break;
 		case O_KV_TOKENS: o->spec.kv_tokens = optarg; break;
 		case O_MAX_MEMORY:
-			if (parse_bytes(optarg, &o->max_memory)) {
-				usage_error("forward", "--max-memory takes a size such as 512M, 4G or 1.5GiB, "
+			if (opt_bytes(optarg, &o->max_memory)) {
+				usage_error(hint, "--max-memory takes a size such as 512M, 4G or 1.5GiB, "
 					    "or none, not '%s'", optarg);
 				return -1;
 			}
@@ -405,14 +285,14 @@ static int parse_options(int argc, char **argv, struct options *o)
 			o->spec.cfg.exact = 1;
 			break;
 		case O_KV_LEN:
-			if (opt_count("forward", "--kv-len", optarg, SIZE_MAX / 2, &o->spec.cfg.kv_len))
+			if (opt_count(hint, "--kv-len", optarg, SIZE_MAX / 2, &o->spec.cfg.kv_len))
 				return -1;
 			break;
 		case O_SOFTCAP:
-			if (parse_real("--softcap", optarg, &o->spec.cfg.softcap))
+			if (parse_real(hint, "--softcap", optarg, &o->spec.cfg.softcap))
 				return -1;
 			if (o->spec.cfg.softcap <= 0) {
-				usage_error("forward", "--softcap expects a number above 0, not '%s'", optarg);
+				usage_error(hint, "--softcap expects a number above 0, not '%s'", optarg);
 				return -1;
 			}
 			break;
@@ -424,37 +304,34 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'f':
 			o->format_given = 1;
 			if (emit_format_by_name(optarg, &o->emit.format)) {
-				usage_error("forward", "--format takes text, json, csv, markdown, npy, "
+				usage_error(hint, "--format takes text, json, csv, markdown, npy, "
 					    "heatmap or svg, not '%s'", optarg);
 				return -1;
 			}
 			break;
 		case O_PRECISION:
-			if (opt_count("forward", "--precision", optarg, SIZE_MAX / 2, &n))
+			if (opt_count(hint, "--precision", optarg, SIZE_MAX / 2, &n))
 				return -1;
 			if (n > 17) {
-				usage_error("forward", "--precision takes 1 to 17 digits, not %zu", n);
+				usage_error(hint, "--precision takes 1 to 17 digits, not %zu", n);
 				return -1;
 			}
 			o->emit.precision = (int)n;
 			break;
 		case 'h':
-			fputs(forward_usage, stdout);
+			fputs(cmd->usage, stdout);
 			return 1;
 		default: /* ':' or '?' */
-			opt_error("forward", c, argv);
+			opt_error(hint, c, argv);
 			return -1;
 		}
 	}
 	if (optind < argc) {
-		usage_error("forward", "unexpected argument '%s'", argv[optind]);
+		usage_error(hint, "unexpected argument '%s'", argv[optind]);
 		return -1;
 	}
 	return 0;
 }
-
-/* 'mha heatmap ARGS': 'mha forward ARGS' whose default format is heatmap (svg for -o x.svg) */
-static int heatmap_by_default;
 
 /* What the options alone say of the steps: the weights are not read yet, so
  * W_O counts as given. */
@@ -476,17 +353,17 @@ static int check_option_combinations(struct options *o)
 	struct step_facts f;
 
 	if (!o->spec.x && !direct)
-		return usage_error("forward", "no input: give -x FILE, or --q, --k and --v");
+		return usage_error(o->cmd->hint, "no input: give -x FILE, or --q, --k and --v");
 	if (o->spec.x && direct)
-		return usage_error("forward", "-x and --q/--k/--v cannot be used together");
+		return usage_error(o->cmd->hint, "-x and --q/--k/--v cannot be used together");
 	if (direct && !(o->spec.q && o->spec.k && o->spec.v))
-		return usage_error("forward", "--q, --k and --v go together: missing %s",
+		return usage_error(o->cmd->hint, "--q, --k and --v go together: missing %s",
 				   !o->spec.q ? "--q" : !o->spec.k ? "--k" : "--v");
 	if (direct && o->spec.kv)
-		return usage_error("forward", "--kv cannot be used with --q/--k/--v (K and V are given)");
+		return usage_error(o->cmd->hint, "--kv cannot be used with --q/--k/--v (K and V are given)");
 	for (int i = WQ; i < N_WEIGHTS; i++)
 		if (direct && o->spec.one[i] && i != WO && i != BO)
-			return usage_error("forward", "--%c%c cannot be used with --q/--k/--v (they are "
+			return usage_error(o->cmd->hint, "--%c%c cannot be used with --q/--k/--v (they are "
 					   "given directly); only --wo and --bo can", i >= BQ ? 'b' : 'w',
 					   "qkvoqkvo"[i]);
 	{
@@ -498,28 +375,28 @@ static int check_option_combinations(struct options *o)
 		for (int i = 0; i < N_WEIGHTS; i++)
 			stdin_uses += o->spec.one[i] && !strcmp(o->spec.one[i], "-");
 		if (stdin_uses > 1)
-			return usage_error("forward", "only one input can be '-' (standard input)");
+			return usage_error(o->cmd->hint, "only one input can be '-' (standard input)");
 	}
 	if (!o->spec.kv_heads)
 		o->spec.kv_heads = o->spec.heads;
 	if (o->spec.kv_heads > o->spec.heads || o->spec.heads % o->spec.kv_heads)
-		return usage_error("forward", "--kv-heads %zu does not divide --heads %zu",
+		return usage_error(o->cmd->hint, "--kv-heads %zu does not divide --heads %zu",
 				   o->spec.kv_heads, o->spec.heads);
 	if ((o->print & STEP_BIT(STEP_SOFTCAPPED)) && !(o->spec.cfg.softcap > 0))
-		return usage_error("forward", "--print softcapped needs --softcap");
+		return usage_error(o->cmd->hint, "--print softcapped needs --softcap");
 	if (!o->print && !o->print_all)
 		o->print = STEP_BIT(STEP_OUTPUT);
 	if (!o->format_given && o->emit.output)
 		o->emit.format = emit_format_of_output(o->emit.output);
-	if (!o->format_given && heatmap_by_default && o->emit.format != FORMAT_SVG)
+	if (!o->format_given && o->cmd->draw && o->emit.format != FORMAT_SVG)
 		o->emit.format = FORMAT_HEATMAP;
 	if (o->explain) {
 		if (o->emit.format != FORMAT_TEXT)
-			return usage_error("forward", "--explain writes text: leave out --format");
+			return usage_error(o->cmd->hint, "--explain writes text: leave out --format");
 		if (o->f32)
-			return usage_error("forward", "--explain tells float64's steps: leave out --dtype f32");
+			return usage_error(o->cmd->hint, "--explain tells float64's steps: leave out --dtype f32");
 		if (o->print != STEP_BIT(STEP_OUTPUT) || o->print_all)
-			return usage_error("forward", "--explain shows every step: leave out --print");
+			return usage_error(o->cmd->hint, "--explain shows every step: leave out --print");
 		/* every step; the mask only when there is one */
 		option_facts(o, &f);
 		o->print = steps_every(&f);
@@ -531,10 +408,10 @@ static int check_option_combinations(struct options *o)
 		if (o->print == STEP_BIT(STEP_OUTPUT) && !o->print_all && !o->print_given)
 			o->print = STEP_BIT(STEP_SOFTMAX);
 		if (o->print_all || (o->print & ~drawable) || (o->print & (o->print - 1)))
-			return usage_error("forward", "a heatmap draws one step: --print scores, scaled, "
+			return usage_error(o->cmd->hint, "a heatmap draws one step: --print scores, scaled, "
 					   "softcapped, masked or softmax (the default)");
 		if (o->f32)
-			return usage_error("forward", "a heatmap is drawn from float64's steps: leave "
+			return usage_error(o->cmd->hint, "a heatmap is drawn from float64's steps: leave "
 					   "out --dtype f32");
 		for (o->emit.heat_step = 0; !(o->print & STEP_BIT(o->emit.heat_step)); o->emit.heat_step++)
 			;
@@ -542,9 +419,9 @@ static int check_option_combinations(struct options *o)
 		o->print |= STEP_BIT(STEP_MASK);
 	}
 	if (o->f32 && o->spec.cfg.exact)
-		return usage_error("forward", "--exact is float64's plain path: leave out --dtype f32");
+		return usage_error(o->cmd->hint, "--exact is float64's plain path: leave out --dtype f32");
 	if (o->f32 && (o->print_all || (o->print & ~steps_flagged(STEP_F32))))
-		return usage_error("forward", "--dtype f32 prints x and output only: the steps "
+		return usage_error(o->cmd->hint, "--dtype f32 prints x and output only: the steps "
 				   "are shown in float64 (leave out --dtype)");
 	return 0;
 }
@@ -575,21 +452,11 @@ static int refuse_output_over_input(const struct options *o)
 
 /* ---- the command ------------------------------------------------------- */
 
-int cmd_heatmap(int argc, char **argv)
-{
-	int rc;
-
-	heatmap_by_default = 1;
-	rc = cmd_forward(argc, argv);
-	heatmap_by_default = 0;
-	return rc;
-}
-
-int forward_check_args(int argc, char **argv)
+int forward_check(int argc, char **argv, const struct forward_command *cmd)
 {
 	struct options o;
 
-	switch (parse_options(argc, argv, &o)) {
+	switch (parse_options(argc, argv, &o, cmd)) {
 	case 1: return 1;
 	case 0: break;
 	default: return EXIT_USAGE;
@@ -597,7 +464,7 @@ int forward_check_args(int argc, char **argv)
 	return check_option_combinations(&o) ? EXIT_USAGE : 0;
 }
 
-int cmd_forward(int argc, char **argv)
+int forward_run(int argc, char **argv, const struct forward_command *cmd)
 {
 	struct options o;
 	struct problem pb;
@@ -610,7 +477,7 @@ int cmd_forward(int argc, char **argv)
 	unsigned p;
 	int rc;
 
-	switch (parse_options(argc, argv, &o)) {
+	switch (parse_options(argc, argv, &o, cmd)) {
 	case 1: return EXIT_OK;
 	case 0: break;
 	default: return EXIT_USAGE;
@@ -649,4 +516,16 @@ done:
 	steps_results_free(&res);
 	problem_free(&pb);
 	return rc;
+}
+
+static const struct forward_command forward = { "forward", forward_usage, 0 };
+
+int forward_check_args(int argc, char **argv)
+{
+	return forward_check(argc, argv, &forward);
+}
+
+int cmd_forward(int argc, char **argv)
+{
+	return forward_run(argc, argv, &forward);
 }
