@@ -19,20 +19,12 @@
 /* how many terms of a sum are written out before "…" */
 #define MAX_TERMS 12
 
-static void num(char *buf, size_t size, double v, int precision)
-{
-	if (isinf(v))
-		snprintf(buf, size, v < 0 ? "-inf" : "inf");
-	else
-		snprintf(buf, size, "%.*g", precision, v == 0 ? 0.0 : v);
-}
-
 /* a number as a factor: "(-0.87)" when negative, so "x*(-y)" reads right */
 static void factor(char *buf, size_t size, double v, int precision)
 {
 	char n[48];
 
-	num(n, sizeof(n), v, precision);
+	format_number(n, sizeof(n), v, precision);
 	snprintf(buf, size, n[0] == '-' ? "(%s)" : "%s", n);
 }
 
@@ -89,21 +81,21 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 		}
 		fprintf(fp, "%s %s*%s", t ? " +" : "", a, b);
 	}
-	num(a, sizeof(a), hd->scores->v[i * n_kv + j], p);
+	format_number(a, sizeof(a), hd->scores->v[i * n_kv + j], p);
 	fprintf(fp, " = %s\n", a);
 	factor(b, sizeof(b), e->scale, p);
-	num(c, sizeof(c), hd->scaled->v[i * n_kv + j], p);
+	format_number(c, sizeof(c), hd->scaled->v[i * n_kv + j], p);
 	fprintf(fp, "    scaled  = %s * %s = %s\n", a, b, c);
 	if (hd->softcapped) {
-		num(a, sizeof(a), e->cfg->softcap, p);
-		num(b, sizeof(b), hd->softcapped->v[i * n_kv + j], p);
+		format_number(a, sizeof(a), e->cfg->softcap, p);
+		format_number(b, sizeof(b), hd->softcapped->v[i * n_kv + j], p);
 		fprintf(fp, "    softcap = %s*tanh(%s/%s) = %s\n", a, c, a, b);
 	}
 	if (hd->mask) {
 		const double mk = hd->mask->v[i * n_kv + j];
 
-		num(a, sizeof(a), mk, p);
-		num(b, sizeof(b), row[j], p);
+		format_number(a, sizeof(a), mk, p);
+		format_number(b, sizeof(b), row[j], p);
 		if (mk == -INFINITY)
 			fprintf(fp, "    mask    = -inf: query %zu may not see key %zu, so masked = -inf\n",
 				i + 1, j + 1);
@@ -118,7 +110,7 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 			"and so is its output row\n", i + 1);
 		return;
 	}
-	num(a, sizeof(a), mx, p);
+	format_number(a, sizeof(a), mx, p);
 	fprintf(fp, "    softmax: the largest masked score in row %zu is m = %s;\n", i + 1, a);
 	fprintf(fp, "      sum = exp(x_1 - m) + … + exp(x_%zu - m) =", n_kv);
 	for (size_t t = 0, shown = 0; t < n_kv; t++) {
@@ -133,28 +125,28 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 		}
 		if (shown > MAX_TERMS)
 			continue;
-		num(b, sizeof(b), ex, p);
+		format_number(b, sizeof(b), ex, p);
 		fprintf(fp, "%s %s", shown > 1 ? " +" : "", b);
 	}
-	num(b, sizeof(b), sum, p);
+	format_number(b, sizeof(b), sum, p);
 	fprintf(fp, " = %s\n", b);
 	if (row[j] == -INFINITY) {
 		fprintf(fp, "      weight %zu,%zu = 0 (masked)\n", i + 1, j + 1);
 		return;
 	}
-	num(a, sizeof(a), exp(row[j] - mx), p);
-	num(c, sizeof(c), w[j], p);
+	format_number(a, sizeof(a), exp(row[j] - mx), p);
+	format_number(c, sizeof(c), w[j], p);
 	fprintf(fp, "      weight %zu,%zu = exp(%s - m) / sum = %s / %s = %s\n", i + 1, j + 1,
-		(num(lj, sizeof(lj), row[j], p), lj), a, b, c);
+		(format_number(lj, sizeof(lj), row[j], p), lj), a, b, c);
 	fprintf(fp, "    output: row %zu of the head's output is the weighted sum of V%zu's rows;"
 		" key %zu adds %s * [", i + 1, hd->kv_head + 1, j + 1, c);
 	for (size_t t = 0; t < dv && t < MAX_TERMS; t++) {
-		num(a, sizeof(a), hd->v->v[j * dv + t], p);
+		format_number(a, sizeof(a), hd->v->v[j * dv + t], p);
 		fprintf(fp, "%s%s", t ? ", " : "", a);
 	}
 	fprintf(fp, "%s] = [", dv > MAX_TERMS ? ", …" : "");
 	for (size_t t = 0; t < dv && t < MAX_TERMS; t++) {
-		num(a, sizeof(a), w[j] * hd->v->v[j * dv + t], p);
+		format_number(a, sizeof(a), w[j] * hd->v->v[j * dv + t], p);
 		fprintf(fp, "%s%s", t ? ", " : "", a);
 	}
 	fprintf(fp, "%s]\n", dv > MAX_TERMS ? ", …" : "");
@@ -203,7 +195,7 @@ int explain_write(FILE *fp, const struct explain *e)
 		fprintf(fp, "  scaled = scores * %s\n", e->scale_how);
 		table(fp, hd->scaled, e->q_labels, e->k_labels, e->precision);
 		if (hd->softcapped) {
-			num(s1, sizeof(s1), e->cfg->softcap, e->precision);
+			format_number(s1, sizeof(s1), e->cfg->softcap, e->precision);
 			fprintf(fp, "  softcapped = %s*tanh(scaled/%s): large scores are squashed below %s\n",
 				s1, s1, s1);
 			table(fp, hd->softcapped, e->q_labels, e->k_labels, e->precision);
