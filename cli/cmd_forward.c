@@ -100,7 +100,8 @@ static int parse_scale(const char *hint, const char *arg, mha_config *cfg)
 		}
 	cfg->scale_mode = MHA_SCALE_VALUE;
 	if (!opt_number(arg, &cfg->scale)) {
-		usage_error(hint, "--scale takes dk, dmodel, seqlen, none or a number, not '%s'", arg);
+		usage_error(hint, "--scale takes dk, dmodel, seqlen, none or a number, not '%s'",
+			    arg);
 		return -1;
 	}
 	return 0;
@@ -122,7 +123,8 @@ static int parse_print(const char *arg, struct options *o)
 			continue;
 		}
 		if (s < 0) {
-			usage_error(o->cmd->hint, "--print: unknown step '%s' (known: %s, all)", tok, known);
+			usage_error(o->cmd->hint, "--print: unknown step '%s' (known: %s, all)",
+				    tok, known);
 			rc = -1;
 			break;
 		}
@@ -269,7 +271,8 @@ static int parse_options(int argc, char **argv, struct options *o,
 			} else if (!strcmp(optarg, "never")) {
 				o->emit.color = -1;
 			} else {
-				usage_error(hint, "--color takes auto, always or never, not '%s'", optarg);
+				usage_error(hint, "--color takes auto, always or never, not '%s'",
+					    optarg);
 				return -1;
 			}
 			break;
@@ -292,7 +295,8 @@ static int parse_options(int argc, char **argv, struct options *o,
 			if (parse_real(hint, "--softcap", optarg, &o->spec.cfg.softcap))
 				return -1;
 			if (o->spec.cfg.softcap <= 0) {
-				usage_error(hint, "--softcap expects a number above 0, not '%s'", optarg);
+				usage_error(hint, "--softcap expects a number above 0, not '%s'",
+					    optarg);
 				return -1;
 			}
 			break;
@@ -349,41 +353,44 @@ static void option_facts(const struct options *o, struct step_facts *f)
 /* Which inputs go together: everything here is known before reading a file. */
 static int check_option_combinations(struct options *o)
 {
-	const int direct = o->spec.q || o->spec.k || o->spec.v;
+	struct problem_spec *s = &o->spec;
+	const char *hint = o->cmd->hint;
+	const int direct = s->q || s->k || s->v;
 	struct step_facts f;
 
-	if (!o->spec.x && !direct)
-		return usage_error(o->cmd->hint, "no input: give -x FILE, or --q, --k and --v");
-	if (o->spec.x && direct)
-		return usage_error(o->cmd->hint, "-x and --q/--k/--v cannot be used together");
-	if (direct && !(o->spec.q && o->spec.k && o->spec.v))
-		return usage_error(o->cmd->hint, "--q, --k and --v go together: missing %s",
-				   !o->spec.q ? "--q" : !o->spec.k ? "--k" : "--v");
-	if (direct && o->spec.kv)
-		return usage_error(o->cmd->hint, "--kv cannot be used with --q/--k/--v (K and V are given)");
+	if (!s->x && !direct)
+		return usage_error(hint, "no input: give -x FILE, or --q, --k and --v");
+	if (s->x && direct)
+		return usage_error(hint, "-x and --q/--k/--v cannot be used together");
+	if (direct && !(s->q && s->k && s->v))
+		return usage_error(hint, "--q, --k and --v go together: missing %s",
+				   !s->q ? "--q" : !s->k ? "--k" : "--v");
+	if (direct && s->kv)
+		return usage_error(hint, "--kv cannot be used with --q/--k/--v (K and V are "
+				   "given)");
 	for (int i = WQ; i < N_WEIGHTS; i++)
-		if (direct && o->spec.one[i] && i != WO && i != BO)
-			return usage_error(o->cmd->hint, "--%c%c cannot be used with --q/--k/--v (they are "
-					   "given directly); only --wo and --bo can", i >= BQ ? 'b' : 'w',
-					   "qkvoqkvo"[i]);
+		if (direct && s->one[i] && i != WO && i != BO)
+			return usage_error(hint, "--%c%c cannot be used with --q/--k/--v (they are "
+					   "given directly); only --wo and --bo can",
+					   i >= BQ ? 'b' : 'w', "qkvoqkvo"[i]);
 	{
-		const char *const files[] = { o->spec.x, o->spec.kv, o->spec.w, o->spec.q, o->spec.k, o->spec.v, o->spec.mask };
+		const char *const files[] = { s->x, s->kv, s->w, s->q, s->k, s->v, s->mask };
 		int stdin_uses = 0;
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 			stdin_uses += files[i] && !strcmp(files[i], "-");
 		for (int i = 0; i < N_WEIGHTS; i++)
-			stdin_uses += o->spec.one[i] && !strcmp(o->spec.one[i], "-");
+			stdin_uses += s->one[i] && !strcmp(s->one[i], "-");
 		if (stdin_uses > 1)
-			return usage_error(o->cmd->hint, "only one input can be '-' (standard input)");
+			return usage_error(hint, "only one input can be '-' (standard input)");
 	}
-	if (!o->spec.kv_heads)
-		o->spec.kv_heads = o->spec.heads;
-	if (o->spec.kv_heads > o->spec.heads || o->spec.heads % o->spec.kv_heads)
-		return usage_error(o->cmd->hint, "--kv-heads %zu does not divide --heads %zu",
-				   o->spec.kv_heads, o->spec.heads);
-	if ((o->print & STEP_BIT(STEP_SOFTCAPPED)) && !(o->spec.cfg.softcap > 0))
-		return usage_error(o->cmd->hint, "--print softcapped needs --softcap");
+	if (!s->kv_heads)
+		s->kv_heads = s->heads;
+	if (s->kv_heads > s->heads || s->heads % s->kv_heads)
+		return usage_error(hint, "--kv-heads %zu does not divide --heads %zu",
+				   s->kv_heads, s->heads);
+	if ((o->print & STEP_BIT(STEP_SOFTCAPPED)) && !(s->cfg.softcap > 0))
+		return usage_error(hint, "--print softcapped needs --softcap");
 	if (!o->print && !o->print_all)
 		o->print = STEP_BIT(STEP_OUTPUT);
 	if (!o->format_given && o->emit.output)
@@ -392,11 +399,12 @@ static int check_option_combinations(struct options *o)
 		o->emit.format = FORMAT_HEATMAP;
 	if (o->explain) {
 		if (o->emit.format != FORMAT_TEXT)
-			return usage_error(o->cmd->hint, "--explain writes text: leave out --format");
+			return usage_error(hint, "--explain writes text: leave out --format");
 		if (o->f32)
-			return usage_error(o->cmd->hint, "--explain tells float64's steps: leave out --dtype f32");
+			return usage_error(hint, "--explain tells float64's steps: leave out --dtype "
+					   "f32");
 		if (o->print != STEP_BIT(STEP_OUTPUT) || o->print_all)
-			return usage_error(o->cmd->hint, "--explain shows every step: leave out --print");
+			return usage_error(hint, "--explain shows every step: leave out --print");
 		/* every step; the mask only when there is one */
 		option_facts(o, &f);
 		o->print = steps_every(&f);
@@ -408,20 +416,21 @@ static int check_option_combinations(struct options *o)
 		if (o->print == STEP_BIT(STEP_OUTPUT) && !o->print_all && !o->print_given)
 			o->print = STEP_BIT(STEP_SOFTMAX);
 		if (o->print_all || (o->print & ~drawable) || (o->print & (o->print - 1)))
-			return usage_error(o->cmd->hint, "a heatmap draws one step: --print scores, scaled, "
+			return usage_error(hint, "a heatmap draws one step: --print scores, scaled, "
 					   "softcapped, masked or softmax (the default)");
 		if (o->f32)
-			return usage_error(o->cmd->hint, "a heatmap is drawn from float64's steps: leave "
+			return usage_error(hint, "a heatmap is drawn from float64's steps: leave "
 					   "out --dtype f32");
-		for (o->emit.heat_step = 0; !(o->print & STEP_BIT(o->emit.heat_step)); o->emit.heat_step++)
-			;
+		o->emit.heat_step = 0;
+		while (!(o->print & STEP_BIT(o->emit.heat_step)))
+			o->emit.heat_step++;
 		/* the mask too, so that blocked cells can be told apart */
 		o->print |= STEP_BIT(STEP_MASK);
 	}
-	if (o->f32 && o->spec.cfg.exact)
-		return usage_error(o->cmd->hint, "--exact is float64's plain path: leave out --dtype f32");
+	if (o->f32 && s->cfg.exact)
+		return usage_error(hint, "--exact is float64's plain path: leave out --dtype f32");
 	if (o->f32 && (o->print_all || (o->print & ~steps_flagged(STEP_F32))))
-		return usage_error(o->cmd->hint, "--dtype f32 prints x and output only: the steps "
+		return usage_error(hint, "--dtype f32 prints x and output only: the steps "
 				   "are shown in float64 (leave out --dtype)");
 	return 0;
 }
@@ -496,7 +505,8 @@ int forward_run(int argc, char **argv, const struct forward_command *cmd)
 	p = steps_print_set(o.print, o.print_all, &f);
 	res.heads = pb.d.heads;
 	res.mask_per_head = pb.cfg.mask.per_head;
-	obs = (mha_observer){ .fn = steps_keep, .ctx = &res, .wanted = steps_stages(p, pb.d.heads) };
+	obs = (mha_observer){ .fn = steps_keep, .ctx = &res,
+			      .wanted = steps_stages(p, pb.d.heads) };
 	if (problem_check_memory(&pb, obs.wanted, o.f32) ||
 	    problem_forward(&out, &pb, &obs, o.f32, &rep))
 		goto done;

@@ -92,36 +92,39 @@ static void free_tokens(char **t, size_t n)
 	free(t);
 }
 
+/* One side's labels: split from opt's list, which must give one for each of
+ * the rows of name; else those read with the matrix from (NULL: none). */
+static int take_labels(char ***t, size_t *n, int *own, const char *list, const char *opt,
+		       size_t rows, const char *name, const matrix *from)
+{
+	if (list) {
+		*t = split_tokens(list, n);
+		*own = 1;
+		if (*n != rows)
+			return error("%s gives %zu label%s but %s has %zu row%s", opt, *n, plural(*n),
+				     name, rows, plural(rows));
+	} else if (from && from->labels) {
+		/* "tokens" in the JSON file, or a first column of names in the CSV */
+		*t = from->labels;
+		*n = from->n_labels;
+	}
+	return 0;
+}
+
 /* --tokens and --kv-tokens, one label a row: checked once the shapes are known */
 static int set_labels(const struct problem_spec *s, struct problem *p, const mha_dims *d)
 {
 	struct labels *l = &p->labels;
 	const char *xname = p->direct ? "Q" : "X", *kvname = p->direct ? "K" : s->kv ? "X_kv" : "X";
-
 	const matrix *qm = p->direct ? &p->q : &p->x;
 	const matrix *km = p->direct ? &p->k : s->kv ? &p->kv : NULL;
 
-	if (s->tokens) {
-		l->query = split_tokens(s->tokens, &l->n_query);
-		l->own_query = 1;
-		if (l->n_query != d->n_q)
-			return error("--tokens gives %zu label%s but %s has %zu row%s", l->n_query,
-				     plural(l->n_query), xname, d->n_q, plural(d->n_q));
-	} else if (qm->labels) {
-		/* "tokens" in the JSON file, or a first column of names in the CSV */
-		l->query = qm->labels;
-		l->n_query = qm->n_labels;
-	}
-	if (s->kv_tokens) {
-		l->key = split_tokens(s->kv_tokens, &l->n_key);
-		l->own_key = 1;
-		if (l->n_key != d->n_kv)
-			return error("--kv-tokens gives %zu label%s but %s has %zu row%s", l->n_key,
-				     plural(l->n_key), kvname, d->n_kv, plural(d->n_kv));
-	} else if (km && km->labels) {
-		l->key = km->labels;
-		l->n_key = km->n_labels;
-	} else if (l->query && !s->kv && d->n_kv == d->n_q && !p->direct) {
+	if (take_labels(&l->query, &l->n_query, &l->own_query, s->tokens, "--tokens", d->n_q, xname,
+			qm) ||
+	    take_labels(&l->key, &l->n_key, &l->own_key, s->kv_tokens, "--kv-tokens", d->n_kv, kvname,
+			km))
+		return -1;
+	if (!l->key && l->query && !s->kv && d->n_kv == d->n_q && !p->direct) {
 		/* self-attention: the keys are the queries */
 		l->key = l->query;
 		l->n_key = l->n_query;
