@@ -7,13 +7,13 @@
 #include "cli.h"
 #include "explain.h"
 #include "heatmap.h"
+#include "input.h"
 #include "text.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,18 +38,16 @@ int emit_format_by_name(const char *name, out_format *format)
 out_format emit_format_of_name(const char *path)
 {
 	static const struct { const char *ext; out_format format; } names[] = {
-		{ ".json", FORMAT_JSON }, { ".csv", FORMAT_CSV }, { ".npy", FORMAT_NPY },
-		{ ".md", FORMAT_MARKDOWN }, { ".markdown", FORMAT_MARKDOWN }, { ".svg", FORMAT_SVG },
+		{ "json", FORMAT_JSON }, { "csv", FORMAT_CSV }, { "npy", FORMAT_NPY },
+		{ "md", FORMAT_MARKDOWN }, { "markdown", FORMAT_MARKDOWN }, { "svg", FORMAT_SVG },
 	};
-	const size_t n = strlen(path);
+	char ext[16];
 
-	/* a name that is all extension (".json") is a hidden file with none */
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		const size_t e = strlen(names[i].ext);
-
-		if (n > e && !strcasecmp(path + n - e, names[i].ext))
+	/* as the readers tell a file's format by its name (input.h) */
+	file_extension(path, ext, sizeof(ext));
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(ext, names[i].ext))
 			return names[i].format;
-	}
 	return FORMAT_TEXT;
 }
 

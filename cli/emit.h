@@ -14,8 +14,9 @@
 
 /* The format --format names ("md" is markdown); 0, or -1 when none. */
 int emit_format_by_name(const char *name, out_format *format);
-/* The format a file's name says (x.json, x.CSV, x.npy, x.md, x.markdown,
- * x.svg), or FORMAT_TEXT when it says none. */
+/* The format a file's name says by its extension, as the readers see it
+ * (file_extension: x.json, x.CSV, x.npy, x.md, x.markdown, x.svg, and .json
+ * alone too), or FORMAT_TEXT when it says none. */
 out_format emit_format_of_name(const char *path);
 /* Without --format: a directory is CSV, else the name says (text if not). */
 out_format emit_format_of_output(const char *path);
