@@ -262,7 +262,7 @@ build/fuzz/libmha-fuzz.a: $(FUZZ_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h build/fuzz/libmha-fuzz.a
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/*.h build/fuzz/libmha-fuzz.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< build/fuzz/libmha-fuzz.a $(CJSON_LIBS) -lm
 
 fuzz-build: deps fuzz-deps

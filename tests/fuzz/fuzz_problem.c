@@ -7,52 +7,22 @@
  * have the rows and columns its step's axes say.
  *
  * The input: a byte of options, then (with bit 4) a line of --tokens, then
- * the X file, in any format mha reads (told apart by content: the file is
- * /proc/self/fd/N, as in fuzz_weights.c).
+ * the X file, in any format mha reads (told apart by content: its path is
+ * /proc/self/fd/N, fuzz_file.h).
  *
  *   bits 0-1  --heads 1 to 4       bit 4  --tokens from the first line
  *   bit 2     --causal             bit 5  --cell 1,1
  *   bit 3     --kv-heads 1         bit 6  --kv-len 2
  */
 #define _GNU_SOURCE /* memfd_create */
+#include "fuzz_file.h"
 #include "fuzz.h"
 #include "../../cli/cli.h"
 #include "../../cli/problem.h"
 #include "../../cli/steps.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 /* the most cells (queries x keys x heads) a loaded problem is run with */
 #define MOST_CELLS 4096
-
-static int private_file(void)
-{
-	int fd = memfd_create("mha-fuzz-problem", 0);
-
-	if (fd < 0) {
-		perror("fuzz_problem: memfd_create");
-		abort();
-	}
-	return fd;
-}
-
-static void write_file(int fd, const uint8_t *data, size_t size)
-{
-	if (ftruncate(fd, 0) != 0) {
-		perror("fuzz_problem: ftruncate");
-		abort();
-	}
-	for (size_t done = 0; done < size;) {
-		const ssize_t n = pwrite(fd, data + done, size - done, (off_t)done);
-
-		if (n <= 0) {
-			perror("fuzz_problem: write");
-			abort();
-		}
-		done += (size_t)n;
-	}
-}
 
 /* a 2-D item's rows and columns, where they stand for the queries or keys */
 static int shaped_as_axes(const struct step_item *it, const mha_dims *d)
@@ -112,8 +82,6 @@ static void run_steps(const struct problem *p)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static int fd = -1;
-	static char path[64];
 	struct problem_spec s;
 	struct problem p;
 	char *tokens = NULL;
@@ -121,12 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	if (fd < 0) {
-		fd = private_file();
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	}
 	memset(&s, 0, sizeof(s));
-	s.x = path;
 	s.heads = (size_t)(data[0] & 3) + 1;
 	s.kv_heads = (data[0] & 8) ? 1 : s.heads;
 	s.cfg.causal = (data[0] & 4) ? MHA_CAUSAL_TOP_LEFT : MHA_CAUSAL_NONE;
@@ -145,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		data += nl ? n + 1 : n;
 		size -= nl ? n + 1 : n;
 	}
-	write_file(fd, data, size);
+	s.x = fuzz_file_path(data, size);
 	budget_init(FUZZ_BUDGET);
 	rc = problem_load(&p, &s);
 	if (rc != EXIT_OK && rc != EXIT_DATA && rc != EXIT_USAGE)
