@@ -59,7 +59,7 @@ DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq \
 LIB_SRC = lib/mha.c lib/fast.c lib/rules.c
 CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
           cli/read_npy.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
-          cli/cmd_forward.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c
+          cli/cmd_forward.c cli/cmd_heatmap.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c cli/steps.c cli/problem.c cli/emit.c
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o
@@ -223,7 +223,7 @@ clean:
 
 FUZZ_CC       ?= $(shell command -v clang-14 2>/dev/null || echo clang)
 FUZZ_PACKAGES  = clang libclang-rt-14-dev
-FUZZ_TARGETS   = json csv npy weights format args
+FUZZ_TARGETS   = json csv npy weights format args problem
 FUZZ_SAN       = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # clang warns where gcc, the real build's compiler, does not: a va_list
 # format (msg.c) and casts to the kernels' aligned vectors (kernel.c)
@@ -262,7 +262,7 @@ build/fuzz/libmha-fuzz.a: $(FUZZ_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h build/fuzz/libmha-fuzz.a
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/*.h build/fuzz/libmha-fuzz.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< build/fuzz/libmha-fuzz.a $(CJSON_LIBS) -lm
 
 fuzz-build: deps fuzz-deps

@@ -34,6 +34,16 @@ int opt_count(const char *cmd, const char *opt, const char *arg, unsigned long l
 	      size_t *out);
 /* getopt_long returned ':' (a value missing) or '?' (unknown): say so. */
 void opt_error(const char *cmd, int c, char **argv);
+/* A finite number, the whole of arg (a subnormal too, not one that rounds
+ * to 0): 1 and *out set, or 0. */
+int opt_number(const char *arg, double *out);
+/* "4096", "512M", "4G", "1.5GiB", "none": bytes (binary multiples, at least
+ * 1; none: SIZE_MAX); 0, or -1 when arg is not a size. */
+int opt_bytes(const char *arg, size_t *out);
+/* "-3", "12": a whole number within ±PTRDIFF_MAX/2; 1, or 0 when not one. */
+int opt_offset(const char *arg, ptrdiff_t *out);
+/* The default --max-memory: 3/4 of the machine's memory, room for the rest. */
+size_t opt_memory_default(void);
 
 /* Subcommands: each parses its own argv (argv[0] is the command's name). */
 int cmd_forward(int argc, char **argv);

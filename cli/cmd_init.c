@@ -14,6 +14,7 @@
  * and the files are written with the same writers it uses.
  */
 #include "cli.h"
+#include "emit.h"
 #include "matrix.h"
 #include "outfile.h"
 #include "write.h"
@@ -26,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -200,16 +200,15 @@ bad:
 	return -1;
 }
 
-/* INIT_FROM_NAME when name has none of the extensions */
+/* the format name says (emit.h), or INIT_FROM_NAME when not one init writes */
 static init_format format_of_name(const char *name)
 {
-	const char *dot = strrchr(name, '.');
-
-	if (dot && !strchr(dot, '/'))
-		for (int f = INIT_JSON; f <= INIT_NPY; f++)
-			if (!strcasecmp(dot + 1, format_names[f]))
-				return (init_format)f;
-	return INIT_FROM_NAME;
+	switch (emit_format_of_name(name)) {
+	case FORMAT_JSON: return INIT_JSON;
+	case FORMAT_CSV: return INIT_CSV;
+	case FORMAT_NPY: return INIT_NPY;
+	default: return INIT_FROM_NAME;
+	}
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -556,30 +555,25 @@ static int check_leftovers(struct run *r, const char *ext)
 static int open_weight_dir(struct run *r)
 {
 	const char *dir = r->o.w, *ext = format_names[r->format];
-	const size_t len = strlen(dir);
+	char name[16];
 	struct stat st;
 
-	if (mkdir(dir, 0777) == 0) {
-		r->made_dir = 1;
-	} else if (errno != EEXIST) {
-		return error("%s: cannot create the directory: %s", dir, strerror(errno));
-	} else if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+	if (emit_make_dir(dir, &r->made_dir))
+		return -1;
+	if (!r->made_dir && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)))
 		return error("'%s' is not a directory: in %s the weights are a directory, one "
 			     "file each", dir, ext);
-	}
 	if (check_leftovers(r, ext))
 		return -1;
 	for (int m = M_WQ; m < M_COUNT; m++) {
 		struct dest *d = &r->dest[m];
-		const size_t size = len + 1 + strlen(names[m]) + 1 + strlen(ext) + 1;
 
 		if (!r->written[m])
 			continue;
-		d->path = malloc(size);
+		snprintf(name, sizeof(name), "%s.%s", names[m], ext);
+		d->path = emit_path(dir, name);
 		if (!d->path)
 			return error("out of memory");
-		snprintf(d->path, size, "%s%s%s.%s", dir, dir[len - 1] == '/' ? "" : "/",
-			 names[m], ext);
 		if (open_dest(d, d->path))
 			return -1;
 	}

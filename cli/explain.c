@@ -8,6 +8,7 @@
 #include "explain.h"
 #include "cli.h"
 #include "text.h"
+#include "weights.h"
 #include "write.h"
 
 #include <errno.h>
@@ -18,20 +19,12 @@
 /* how many terms of a sum are written out before "…" */
 #define MAX_TERMS 12
 
-static void num(char *buf, size_t size, double v, int precision)
-{
-	if (isinf(v))
-		snprintf(buf, size, v < 0 ? "-inf" : "inf");
-	else
-		snprintf(buf, size, "%.*g", precision, v == 0 ? 0.0 : v);
-}
-
 /* a number as a factor: "(-0.87)" when negative, so "x*(-y)" reads right */
 static void factor(char *buf, size_t size, double v, int precision)
 {
 	char n[48];
 
-	num(n, sizeof(n), v, precision);
+	format_number(n, sizeof(n), v, precision);
 	snprintf(buf, size, n[0] == '-' ? "(%s)" : "%s", n);
 }
 
@@ -88,21 +81,21 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 		}
 		fprintf(fp, "%s %s*%s", t ? " +" : "", a, b);
 	}
-	num(a, sizeof(a), hd->scores->v[i * n_kv + j], p);
+	format_number(a, sizeof(a), hd->scores->v[i * n_kv + j], p);
 	fprintf(fp, " = %s\n", a);
 	factor(b, sizeof(b), e->scale, p);
-	num(c, sizeof(c), hd->scaled->v[i * n_kv + j], p);
+	format_number(c, sizeof(c), hd->scaled->v[i * n_kv + j], p);
 	fprintf(fp, "    scaled  = %s * %s = %s\n", a, b, c);
 	if (hd->softcapped) {
-		num(a, sizeof(a), e->cfg->softcap, p);
-		num(b, sizeof(b), hd->softcapped->v[i * n_kv + j], p);
+		format_number(a, sizeof(a), e->cfg->softcap, p);
+		format_number(b, sizeof(b), hd->softcapped->v[i * n_kv + j], p);
 		fprintf(fp, "    softcap = %s*tanh(%s/%s) = %s\n", a, c, a, b);
 	}
 	if (hd->mask) {
 		const double mk = hd->mask->v[i * n_kv + j];
 
-		num(a, sizeof(a), mk, p);
-		num(b, sizeof(b), row[j], p);
+		format_number(a, sizeof(a), mk, p);
+		format_number(b, sizeof(b), row[j], p);
 		if (mk == -INFINITY)
 			fprintf(fp, "    mask    = -inf: query %zu may not see key %zu, so masked = -inf\n",
 				i + 1, j + 1);
@@ -117,7 +110,7 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 			"and so is its output row\n", i + 1);
 		return;
 	}
-	num(a, sizeof(a), mx, p);
+	format_number(a, sizeof(a), mx, p);
 	fprintf(fp, "    softmax: the largest masked score in row %zu is m = %s;\n", i + 1, a);
 	fprintf(fp, "      sum = exp(x_1 - m) + … + exp(x_%zu - m) =", n_kv);
 	for (size_t t = 0, shown = 0; t < n_kv; t++) {
@@ -132,28 +125,28 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 		}
 		if (shown > MAX_TERMS)
 			continue;
-		num(b, sizeof(b), ex, p);
+		format_number(b, sizeof(b), ex, p);
 		fprintf(fp, "%s %s", shown > 1 ? " +" : "", b);
 	}
-	num(b, sizeof(b), sum, p);
+	format_number(b, sizeof(b), sum, p);
 	fprintf(fp, " = %s\n", b);
 	if (row[j] == -INFINITY) {
 		fprintf(fp, "      weight %zu,%zu = 0 (masked)\n", i + 1, j + 1);
 		return;
 	}
-	num(a, sizeof(a), exp(row[j] - mx), p);
-	num(c, sizeof(c), w[j], p);
+	format_number(a, sizeof(a), exp(row[j] - mx), p);
+	format_number(c, sizeof(c), w[j], p);
 	fprintf(fp, "      weight %zu,%zu = exp(%s - m) / sum = %s / %s = %s\n", i + 1, j + 1,
-		(num(lj, sizeof(lj), row[j], p), lj), a, b, c);
+		(format_number(lj, sizeof(lj), row[j], p), lj), a, b, c);
 	fprintf(fp, "    output: row %zu of the head's output is the weighted sum of V%zu's rows;"
 		" key %zu adds %s * [", i + 1, hd->kv_head + 1, j + 1, c);
 	for (size_t t = 0; t < dv && t < MAX_TERMS; t++) {
-		num(a, sizeof(a), hd->v->v[j * dv + t], p);
+		format_number(a, sizeof(a), hd->v->v[j * dv + t], p);
 		fprintf(fp, "%s%s", t ? ", " : "", a);
 	}
 	fprintf(fp, "%s] = [", dv > MAX_TERMS ? ", …" : "");
 	for (size_t t = 0; t < dv && t < MAX_TERMS; t++) {
-		num(a, sizeof(a), w[j] * hd->v->v[j * dv + t], p);
+		format_number(a, sizeof(a), w[j] * hd->v->v[j * dv + t], p);
 		fprintf(fp, "%s%s", t ? ", " : "", a);
 	}
 	fprintf(fp, "%s]\n", dv > MAX_TERMS ? ", …" : "");
@@ -202,7 +195,7 @@ int explain_write(FILE *fp, const struct explain *e)
 		fprintf(fp, "  scaled = scores * %s\n", e->scale_how);
 		table(fp, hd->scaled, e->q_labels, e->k_labels, e->precision);
 		if (hd->softcapped) {
-			num(s1, sizeof(s1), e->cfg->softcap, e->precision);
+			format_number(s1, sizeof(s1), e->cfg->softcap, e->precision);
 			fprintf(fp, "  softcapped = %s*tanh(scaled/%s): large scores are squashed below %s\n",
 				s1, s1, s1);
 			table(fp, hd->softcapped, e->q_labels, e->k_labels, e->precision);
@@ -241,6 +234,84 @@ int explain_write(FILE *fp, const struct explain *e)
 								: "the head's output");
 	}
 	return ferror(fp) ? -1 : 0;
+}
+
+int explain_steps(FILE *fp, const struct step_items *list, const struct step_facts *f,
+		  const char *const *q_labels, const char *const *k_labels, const size_t *cell,
+		  int precision)
+{
+	const mha_dims *d = f->d;
+	struct explain_head *heads = calloc(d->heads, sizeof(*heads));
+	matrix *planes = calloc(d->heads, sizeof(*planes)); /* each head's view of the mask */
+	const matrix *mask = NULL;
+	const char *output_title = NULL;
+	char how[96], mask_how[200];
+	struct explain e = { .d = d, .cfg = f->cfg, .scale = f->scale, .scale_how = how,
+			     .q_labels = q_labels, .k_labels = k_labels, .precision = precision };
+
+	if (!heads || !planes) {
+		free(heads);
+		free(planes);
+		return error("out of memory");
+	}
+	for (size_t i = 0; i < list->n; i++) {
+		const struct step_item *it = &list->v[i];
+		struct explain_head *x = it->head ? &heads[it->head - 1] : NULL;
+
+		if (x) {
+			switch (it->step) {
+			case STEP_Q: x->q = it->m; break;
+			case STEP_K: x->k = it->m; break;
+			case STEP_V: x->v = it->m; break;
+			case STEP_SCORES: x->scores = it->m; break;
+			case STEP_SCALED: x->scaled = it->m; break;
+			case STEP_SOFTCAPPED: x->softcapped = it->m; break;
+			case STEP_MASKED: x->masked = it->m; break;
+			case STEP_SOFTMAX: x->softmax = it->m; break;
+			case STEP_HEADS: x->out = it->m; break;
+			default: break;
+			}
+			continue;
+		}
+		switch (it->step) {
+		case STEP_X: e.x = it->m; break;
+		case STEP_Q: e.Q = it->m; e.q_formula = it->title; break;
+		case STEP_K: e.K = it->m; e.k_formula = it->title; break;
+		case STEP_V: e.V = it->m; e.v_formula = it->title; break;
+		case STEP_MASK: mask = it->m; break;
+		case STEP_CONCAT: e.concat = it->m; break;
+		case STEP_OUTPUT: e.output = it->m; output_title = it->title; break;
+		default: break;
+		}
+	}
+	for (size_t h = 0; h < d->heads; h++) {
+		struct explain_head *x = &heads[h];
+
+		x->kv_head = h / (d->heads / d->kv_heads);
+		/* one head: its blocks are the whole Q, K and V */
+		x->q = x->q ? x->q : e.Q;
+		x->k = x->k ? x->k : e.K;
+		x->v = x->v ? x->v : e.V;
+		x->masked = x->masked ? x->masked : x->scaled;
+		if (mask) {
+			planes[h] = step_plane(mask, h);
+			x->mask = &planes[h];
+		}
+	}
+	step_scale_words(how, sizeof(how), f);
+	steps[STEP_MASK].title(mask_how, sizeof(mask_how), f, 0);
+	e.mask_how = strchr(mask_how, ':') + 2; /* "mask (added to the scores): causal" */
+	e.out_formula = (f->weights >> WO) & 1 ? output_title : NULL;
+	e.heads = heads;
+	if (cell) {
+		e.has_cell = 1;
+		e.cell_i = cell[0];
+		e.cell_j = cell[1];
+	}
+	(void)explain_write(fp, &e); /* a write error is fp's to report, with its name */
+	free(heads);
+	free(planes);
+	return 0;
 }
 
 /* a 1-based number or a label among n: the 0-based index, or -1 */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "matrix.h"
+#include "steps.h"
 #include "../lib/mha.h"
 
 /* One query head's steps, each (rows, cols) as printed. */
@@ -37,6 +38,16 @@ struct explain {
 
 /* Write the walk-through; 0, or -1 on a write error. */
 int explain_write(FILE *fp, const struct explain *e);
+
+/*
+ * The walk-through of the steps collected in list (steps_every()'s, titled
+ * with f): formulas from the items' titles, each head's matrices from its
+ * items.  cell: the query and key (0-based) worked by hand, or NULL.  0, or
+ * -1 when out of memory (said); a write error is left in ferror(fp).
+ */
+int explain_steps(FILE *fp, const struct step_items *list, const struct step_facts *f,
+		  const char *const *q_labels, const char *const *k_labels, const size_t *cell,
+		  int precision);
 
 /*
  * "3,5", "Monica,Chandler" or "2, Ross": a query and a key, 1-based numbers

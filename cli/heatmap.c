@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "text.h"
+#include "write.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -95,16 +96,6 @@ double heat_position(const struct heat_scale *s, double v)
 		return 0.5;
 	t = (v - s->lo) / (s->hi - s->lo);
 	return t < 0 ? 0 : t > 1 ? 1 : t; /* NaN: 1 */
-}
-
-void heat_number(char *buf, size_t size, double v, int precision)
-{
-	if (isnan(v))
-		snprintf(buf, size, "nan");
-	else if (isinf(v))
-		snprintf(buf, size, v < 0 ? "-inf" : "inf");
-	else
-		snprintf(buf, size, "%.*g", precision, v == 0 ? 0.0 : v); /* no "-0" */
 }
 
 size_t heat_label(char *buf, size_t size, const char *s, size_t n, size_t max_cols)
@@ -377,8 +368,8 @@ static void put_legend(struct term *t, const struct heat_scale *s, size_t indent
 {
 	char lo[64], hi[64];
 
-	heat_number(lo, sizeof(lo), s->lo, precision);
-	heat_number(hi, sizeof(hi), s->hi, precision);
+	format_number(lo, sizeof(lo), s->lo, precision);
+	format_number(hi, sizeof(hi), s->hi, precision);
 	put_spaces(t->fp, indent);
 	if (s->finite && !(s->hi > s->lo)) {
 		/* one value everywhere: drawn in the middle of the ramp */
@@ -408,7 +399,7 @@ static void put_legend(struct term *t, const struct heat_scale *s, size_t indent
 			for (int k = 1; k < 5; k++) {
 				char b[64];
 
-				heat_number(b, sizeof(b), s->lo + (s->hi - s->lo) * k / 5, precision);
+				format_number(b, sizeof(b), s->lo + (s->hi - s->lo) * k / 5, precision);
 				fprintf(t->fp, "%s%s ≥%s", k == 1 ? "   " : "  ", shade[k], b);
 			}
 	}

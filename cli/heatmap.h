@@ -57,8 +57,6 @@ void heat_rgb(unsigned char rgb[3], double t);
 /* the anchors heat_rgb() interpolates between, evenly spaced on [0, 1] */
 #define HEAT_ANCHORS 9
 extern const unsigned char heat_anchor[HEAT_ANCHORS][3];
-/* precision significant digits, "-inf"/"inf"/"nan", never "-0" */
-void heat_number(char *buf, size_t size, double v, int precision);
 
 /* A label as drawn: s as text.h shows it (control characters and bytes
  * that are not UTF-8 escaped, so it can neither move the cursor nor colour

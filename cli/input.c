@@ -162,8 +162,7 @@ void input_free(input_file *f)
 	memset(f, 0, sizeof(*f));
 }
 
-/* the extension of a file name, lower case, or "" */
-static void extension(const char *name, char *ext, size_t size)
+void file_extension(const char *name, char *ext, size_t size)
 {
 	const char *dot = strrchr(name, '.');
 	size_t n = 0;
@@ -185,7 +184,7 @@ in_format input_format(const input_file *f)
 	/* a name that says its format is believed, so that a broken file is
 	 * reported in its own format's terms: x.csv holding "[1, 2]" gets the
 	 * CSV reader's message, not a guess that it was JSON */
-	extension(f->name, ext, sizeof(ext));
+	file_extension(f->name, ext, sizeof(ext));
 	if (!strcmp(ext, "json"))
 		return FORMAT_IN_JSON;
 	if (!strcmp(ext, "csv") || !strcmp(ext, "tsv"))

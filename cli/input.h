@@ -34,6 +34,11 @@ void input_free(input_file *f);
 
 typedef enum { FORMAT_IN_JSON, FORMAT_IN_CSV, FORMAT_IN_NPY } in_format;
 
+/* What follows the last '.' of name, lower case, cut to size - 1 bytes; ""
+ * when there is none or a '/' follows it.  The one rule by which mha tells
+ * a format by a name: reading, and writing (emit.h). */
+void file_extension(const char *name, char *ext, size_t size);
+
 /* The format of f, from its content and its name (see above). */
 in_format input_format(const input_file *f);
 

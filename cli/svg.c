@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "text.h"
+#include "write.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -142,8 +143,8 @@ static int layout_panel(struct layout *l, const struct heat_panel *p, int precis
 	if (!l->row_show || !l->col_show || !l->row_tip || !l->col_tip)
 		return -1;
 	heat_scale_of(&l->s, p);
-	heat_number(l->lo, sizeof(l->lo), l->s.lo, precision);
-	heat_number(l->hi, sizeof(l->hi), l->s.hi, precision);
+	format_number(l->lo, sizeof(l->lo), l->s.lo, precision);
+	format_number(l->hi, sizeof(l->hi), l->s.hi, precision);
 	for (size_t i = 0; i < r; i++) {
 		const char *s = p->row_labels ? p->row_labels[i] : NULL;
 
@@ -215,7 +216,7 @@ static void put_cells(FILE *fp, const struct layout *l, int precision)
 			put_xml(fp, l->row_tip[i]);
 			fputs(" → ", fp);
 			put_xml(fp, l->col_tip[j]);
-			heat_number(num, sizeof(num), v, precision);
+			format_number(num, sizeof(num), v, precision);
 			/* a blocked cell's softmax is 0 and its masked score -inf: neither says more */
 			if (blocked && (isinf(v) || (p->step && !strcmp(p->step, "softmax"))))
 				fputs(": masked", fp);

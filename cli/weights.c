@@ -24,6 +24,10 @@ const char *const weight_names[N_WEIGHTS] = {
 	"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O",
 };
 
+const char *const weight_options[N_WEIGHTS] = {
+	"--wq", "--wk", "--wv", "--wo", "--bq", "--bk", "--bv", "--bo",
+};
+
 /* slots past the eight weights: PyTorch's packed projection, and a refusal */
 enum { IN_PROJ_W = N_WEIGHTS, IN_PROJ_B, UNSUPPORTED, NOT_A_WEIGHT = -1 };
 

@@ -22,6 +22,8 @@ enum { WQ, WK, WV, WO, BQ, BK, BV, BO, N_WEIGHTS };
 
 /* canonical spellings, "W_Q" … "b_O", indexed by the enum above */
 extern const char *const weight_names[N_WEIGHTS];
+/* the options that read one each, "--wq" … "--bo" */
+extern const char *const weight_options[N_WEIGHTS];
 
 typedef enum { LAYOUT_MHA, LAYOUT_TORCH } weight_layout;
 

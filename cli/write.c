@@ -47,7 +47,7 @@ int csv_write(FILE *fp, const matrix *m)
 	return ferror(fp) ? -1 : 0;
 }
 
-static void format_text(char *buf, size_t size, double v, int precision)
+void format_number(char *buf, size_t size, double v, int precision)
 {
 	if (isnan(v))
 		snprintf(buf, size, "nan");
@@ -194,7 +194,7 @@ static void text_table(writer *w, const double *v, size_t rows, size_t cols)
 		for (size_t j = 0; j < cols; j++) {
 			size_t n;
 
-			format_text(buf, sizeof(buf), v[i * cols + j], w->precision);
+			format_number(buf, sizeof(buf), v[i * cols + j], w->precision);
 			n = strlen(buf);
 			if (width && n > width[j])
 				width[j] = n;
@@ -214,7 +214,7 @@ static void text_table(writer *w, const double *v, size_t rows, size_t cols)
 			pad(w->fp, rl[i], lw, 1);
 		}
 		for (size_t j = 0; j < cols; j++) {
-			format_text(buf, sizeof(buf), v[i * cols + j], w->precision);
+			format_number(buf, sizeof(buf), v[i * cols + j], w->precision);
 			fprintf(w->fp, "  %*s", width ? (int)width[j] : 0, buf);
 		}
 		fputc('\n', w->fp);
@@ -304,7 +304,7 @@ static void markdown_matrix_out(writer *w, const char *title, const matrix *m)
 				if (isinf(x))
 					fputs(x < 0 ? " -∞ |" : " ∞ |", w->fp);
 				else {
-					format_text(buf, sizeof(buf), x, w->precision);
+					format_number(buf, sizeof(buf), x, w->precision);
 					fprintf(w->fp, " %s |", buf);
 				}
 			}

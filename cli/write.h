@@ -57,6 +57,11 @@ int csv_write(FILE *fp, const matrix *m);
 /* One matrix as a bare JSON array (nested to its rank) and a newline. */
 int json_write_array(writer *w, const matrix *m);
 
+/* v for reading: precision significant digits (%.*g), "nan", "inf" or
+ * "-inf", never "-0"; the one form of a number in text, Markdown, the
+ * heatmaps' legends and --explain. */
+void format_number(char *buf, size_t size, double v, int precision);
+
 /* Shortest text that strtod() reads back as exactly v (finite v), as
  * printf's %.15g, %.16g or %.17g gives it: the first that reads back. */
 void format_shortest(char *buf, size_t size, double v);

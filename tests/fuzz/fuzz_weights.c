@@ -5,15 +5,12 @@
  * it to one layout, for several head counts, in mha's and PyTorch's layout.
  *
  * weights_load() takes a path, so each input is written to a private file
- * in memory (memfd_create; Linux) and read back through /proc/self/fd/N:
- * no file is left behind, even after a crash.
+ * in memory and read back through it (fuzz_file.h).
  */
 #define _GNU_SOURCE /* memfd_create */
+#include "fuzz_file.h"
 #include "fuzz.h"
 #include "../../cli/weights.h"
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 static const struct {
 	weight_layout layout;
@@ -41,46 +38,10 @@ static void check_finished(const weights *w)
 	}
 }
 
-/* a file of our own, in memory, that nothing else can see and that is gone
- * when the process is, whatever becomes of it */
-static int private_file(void)
-{
-	int fd = memfd_create("mha-fuzz-weights", 0);
-	FILE *fp;
-
-	if (fd >= 0)
-		return fd;
-	fp = tmpfile(); /* before Linux 3.17: an unlinked file in /tmp */
-	if (!fp || (fd = dup(fileno(fp))) < 0) {
-		perror("fuzz_weights: no temporary file");
-		abort();
-	}
-	fclose(fp);
-	return fd;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static int fd = -1;
-	static char path[64];
+	const char *path = fuzz_file_path(data, size);
 
-	if (fd < 0) {
-		fd = private_file();
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	}
-	if (ftruncate(fd, 0) != 0) {
-		perror("fuzz_weights: ftruncate");
-		abort();
-	}
-	for (size_t done = 0; done < size;) {
-		const ssize_t n = pwrite(fd, data + done, size - done, (off_t)done);
-
-		if (n <= 0) {
-			perror("fuzz_weights: write");
-			abort();
-		}
-		done += (size_t)n;
-	}
 	for (size_t r = 0; r < sizeof(runs) / sizeof(runs[0]); r++) {
 		weights w;
 

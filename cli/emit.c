@@ -1,0 +1,334 @@
+/*
+ * emit.c: results to standard output, a file or a directory (emit.h), in
+ * the format asked for or the one the file's name says.
+ */
+#include "emit.h"
+
+#include "cli.h"
+#include "explain.h"
+#include "heatmap.h"
+#include "input.h"
+#include "text.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- names and places ---------------------------------------------------- */
+
+static const struct { const char *name; out_format format; } format_names[] = {
+	{ "text", FORMAT_TEXT }, { "json", FORMAT_JSON }, { "csv", FORMAT_CSV },
+	{ "markdown", FORMAT_MARKDOWN }, { "md", FORMAT_MARKDOWN }, { "npy", FORMAT_NPY },
+	{ "heatmap", FORMAT_HEATMAP }, { "svg", FORMAT_SVG },
+};
+
+int emit_format_by_name(const char *name, out_format *format)
+{
+	for (size_t i = 0; i < sizeof(format_names) / sizeof(format_names[0]); i++)
+		if (!strcmp(name, format_names[i].name)) {
+			*format = format_names[i].format;
+			return 0;
+		}
+	return -1;
+}
+
+out_format emit_format_of_name(const char *path)
+{
+	static const struct { const char *ext; out_format format; } names[] = {
+		{ "json", FORMAT_JSON }, { "csv", FORMAT_CSV }, { "npy", FORMAT_NPY },
+		{ "md", FORMAT_MARKDOWN }, { "markdown", FORMAT_MARKDOWN }, { "svg", FORMAT_SVG },
+	};
+	char ext[16];
+
+	/* as the readers tell a file's format by its name (input.h) */
+	file_extension(path, ext, sizeof(ext));
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(ext, names[i].ext))
+			return names[i].format;
+	return FORMAT_TEXT;
+}
+
+int emit_is_dir(const char *path)
+{
+	struct stat st;
+	const size_t n = strlen(path);
+
+	return (n && path[n - 1] == '/') || (stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+out_format emit_format_of_output(const char *path)
+{
+	return emit_is_dir(path) ? FORMAT_CSV : emit_format_of_name(path);
+}
+
+const char *emit_dir_ext(out_format format)
+{
+	return format == FORMAT_NPY ? "npy" : format == FORMAT_CSV ? "csv" : "json";
+}
+
+int emit_make_dir(const char *dir, int *made)
+{
+	const int ok = mkdir(dir, 0777) == 0;
+
+	if (made)
+		*made = ok;
+	if (!ok && errno != EEXIST)
+		return error("%s: cannot create the directory: %s", dir, strerror(errno));
+	return 0;
+}
+
+char *emit_path(const char *dir, const char *name)
+{
+	const size_t n = strlen(dir), size = n + 1 + strlen(name) + 1;
+	char *path = malloc(size);
+
+	if (path)
+		snprintf(path, size, "%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", name);
+	return path;
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+static const char *const *axis_labels(const struct labels *l, enum step_axis a)
+{
+	return a == AXIS_QUERY ? (const char *const *)l->query
+	       : a == AXIS_KEY ? (const char *const *)l->key : NULL;
+}
+
+/* JSON: the labels as a top-level "tokens" (and "kv_tokens" when they differ) */
+static void json_tokens(writer *wr, const char *key, char **t, size_t n)
+{
+	fputs(wr->need_comma ? ",\n  \"" : "\n  \"", wr->fp);
+	fputs(key, wr->fp);
+	fputs("\": [", wr->fp);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			fputs(", ", wr->fp);
+		text_put_json(wr->fp, t[i]); /* valid UTF-8 whatever the label holds */
+	}
+	fputc(']', wr->fp);
+	wr->need_comma = 1;
+}
+
+/* One stream (standard output or a file) in text, JSON, CSV or Markdown. */
+static void write_stream(writer *wr, const struct step_items *list, const struct labels *l)
+{
+	size_t head = 0;
+
+	wr->single = list->n == 1;
+	out_begin(wr);
+	if (wr->format == FORMAT_JSON && l->query)
+		json_tokens(wr, "tokens", l->query, l->n_query);
+	if (wr->format == FORMAT_JSON && l->key && l->key != l->query)
+		json_tokens(wr, "kv_tokens", l->key, l->n_key);
+	for (size_t i = 0; i < list->n; i++) {
+		const struct step_item *it = &list->v[i];
+
+		if (it->head != head) {
+			if (head)
+				out_head_end(wr);
+			else
+				out_heads_begin(wr);
+			if (it->head)
+				out_head_begin(wr, it->head - 1);
+			else
+				out_heads_end(wr);
+			head = it->head;
+		}
+		wr->row_labels = axis_labels(l, it->rows);
+		wr->col_labels = axis_labels(l, it->cols);
+		out_matrix(wr, it->key, it->title, it->m);
+		wr->row_labels = wr->col_labels = NULL;
+	}
+	if (head) {
+		out_head_end(wr);
+		out_heads_end(wr);
+	}
+	out_end(wr);
+}
+
+/* One matrix into a file of its own in dir: a JSON array, CSV or .npy. */
+static int write_one(const char *dir, const char *name, out_format format, const matrix *m)
+{
+	char *path = emit_path(dir, name);
+	outfile of;
+	int rc;
+
+	if (!path)
+		return error("out of memory");
+	rc = outfile_open(&of, path);
+	free(path);
+	if (rc)
+		return -1;
+	/* a failed write leaves the stream in error, which the commit reports */
+	if (format == FORMAT_NPY) {
+		(void)npy_write(of.fp, m);
+	} else if (format == FORMAT_CSV) {
+		(void)csv_write(of.fp, m);
+	} else {
+		writer wr = { .fp = of.fp, .format = FORMAT_JSON };
+
+		(void)json_write_array(&wr, m);
+	}
+	return outfile_commit(&of);
+}
+
+/* -o DIR/: one file per matrix, named after its key (head1_scores.csv). */
+static int write_directory(const char *dir, out_format format, const struct step_items *list)
+{
+	const char *ext = emit_dir_ext(format);
+	char name[256];
+
+	if (format != FORMAT_NPY && format != FORMAT_CSV && format != FORMAT_JSON)
+		return error("-o %s: a directory takes one file per matrix: use --format csv, npy "
+			     "or json (or name a file)", dir);
+	if (emit_make_dir(dir, NULL))
+		return -1;
+	for (size_t i = 0; i < list->n; i++) {
+		const struct step_item *it = &list->v[i];
+		const matrix *m = it->m;
+
+		if (format == FORMAT_CSV && m->rank == 3) {
+			/* CSV holds 2-D: a per-head mask becomes one file per head */
+			for (size_t h = 0; h < m->dim[0]; h++) {
+				const matrix part = step_plane(m, h);
+
+				step_file_name(name, sizeof(name), it->key, 0, h + 1, ext);
+				if (write_one(dir, name, format, &part))
+					return -1;
+			}
+			continue;
+		}
+		step_file_name(name, sizeof(name), it->key, it->head, 0, ext);
+		if (write_one(dir, name, format, m))
+			return -1;
+	}
+	return 0;
+}
+
+/* heatmap and svg: a panel per head of the step drawn, the mask beside it */
+static int write_heatmaps(const struct emit *o, const struct step_items *list,
+			  const struct labels *l, FILE *fp)
+{
+	const char *step = steps[o->heat_step].name;
+	const matrix *mask = NULL;
+	struct heat_panel *panels = calloc(list->n ? list->n : 1, sizeof(*panels));
+	matrix *planes = calloc(list->n ? list->n : 1, sizeof(*planes));
+	size_t n = 0;
+	int rc;
+
+	if (!panels || !planes) {
+		free(panels);
+		free(planes);
+		return error("out of memory");
+	}
+	for (size_t i = 0; i < list->n; i++)
+		if (list->v[i].step == STEP_MASK)
+			mask = list->v[i].m;
+	for (size_t i = 0; i < list->n; i++) {
+		const struct step_item *it = &list->v[i];
+
+		if (!it->head || it->step != o->heat_step)
+			continue;
+		panels[n].title = it->title;
+		panels[n].m = it->m;
+		panels[n].step = step;
+		panels[n].row_labels = axis_labels(l, AXIS_QUERY);
+		panels[n].col_labels = axis_labels(l, AXIS_KEY);
+		if (mask) {
+			/* a per-head mask: this head's plane */
+			planes[n] = step_plane(mask, it->head - 1);
+			panels[n].mask = &planes[n];
+		}
+		n++;
+	}
+	if (o->format == FORMAT_SVG) {
+		rc = heatmap_svg(fp, panels, n, o->precision);
+	} else {
+		enum heat_color color = HEAT_PLAIN;
+		const char *no_color = getenv("NO_COLOR"), *term = getenv("COLORTERM");
+
+		if (o->color > 0 || (o->color == 0 && isatty(fileno(fp)) && !(no_color && *no_color)))
+			color = term && (!strcmp(term, "truecolor") || !strcmp(term, "24bit"))
+					? HEAT_TRUECOLOR : HEAT_256;
+		rc = heatmap_terminal(fp, panels, n, color, o->precision);
+	}
+	free(panels);
+	free(planes);
+	return rc;
+}
+
+int emit_items(const struct emit *o, const struct step_items *list, const struct labels *labels)
+{
+	outfile of;
+
+	if (o->output && strcmp(o->output, "-") && emit_is_dir(o->output))
+		return write_directory(o->output, o->format, list);
+	if (o->format == FORMAT_NPY) {
+		if (list->n != 1)
+			return error("--format npy writes one matrix per file, and %zu were asked for: "
+				     "give -o DIR/ for one file each, or --print one step", list->n);
+		if ((!o->output || !strcmp(o->output, "-")) && isatty(STDOUT_FILENO))
+			return error("--format npy is binary: give -o FILE.npy, or redirect standard output");
+	}
+	if (outfile_open(&of, o->output))
+		return -1;
+	if (o->format == FORMAT_NPY) {
+		(void)npy_write(of.fp, list->v[0].m); /* errors: see write_one() */
+	} else if (o->format == FORMAT_HEATMAP || o->format == FORMAT_SVG) {
+		if (write_heatmaps(o, list, labels, of.fp)) {
+			outfile_abort(&of);
+			return -1;
+		}
+	} else {
+		writer wr = { .fp = of.fp, .format = o->format, .precision = o->precision };
+
+		write_stream(&wr, list, labels);
+	}
+	return outfile_commit(&of);
+}
+
+int emit_explain(const struct emit *o, const struct step_items *list, const struct step_facts *f,
+		 const struct labels *l, const size_t *cell)
+{
+	outfile of;
+
+	if (outfile_open(&of, o->output))
+		return -1;
+	if (explain_steps(of.fp, list, f, (const char *const *)l->query,
+			  (const char *const *)l->key, cell, o->precision)) {
+		outfile_abort(&of);
+		return -1;
+	}
+	return outfile_commit(&of); /* a write error shows in the commit */
+}
+
+/* ---- no output over an input ----------------------------------------- */
+
+/* what write_directory() may write: the steps p would be */
+struct dir_names {
+	unsigned p;
+	size_t heads;
+	const char *ext;
+};
+
+static int may_write_in_dir(const char *name, void *ctx)
+{
+	const struct dir_names *dn = ctx;
+
+	return steps_may_write(name, dn->p, dn->heads, dn->ext);
+}
+
+int emit_refuse_over_inputs(const struct emit *e, unsigned p, size_t heads, const input_ids *ids)
+{
+	struct dir_names dn = { .p = p, .heads = heads, .ext = emit_dir_ext(e->format) };
+
+	if (!e->output || !strcmp(e->output, "-"))
+		return 0;
+	if (emit_is_dir(e->output))
+		return outfile_refuse_input_in_dir(e->output, may_write_in_dir, &dn, ids);
+	return outfile_refuse_input(e->output, ids);
+}

@@ -1,0 +1,55 @@
+/*
+ * emit.h: where results go and in what format: standard output, a file
+ * (written whole or not at all: outfile.h) or a directory of one file per
+ * matrix, the format given or told by the file's name.  Shared by every
+ * command that writes ('mha forward', 'mha heatmap', 'mha init').
+ */
+#ifndef MHA_CLI_EMIT_H
+#define MHA_CLI_EMIT_H
+
+#include "outfile.h"
+#include "problem.h"
+#include "steps.h"
+#include "write.h"
+
+/* The format --format names ("md" is markdown); 0, or -1 when none. */
+int emit_format_by_name(const char *name, out_format *format);
+/* The format a file's name says by its extension, as the readers see it
+ * (file_extension: x.json, x.CSV, x.npy, x.md, x.markdown, x.svg, and .json
+ * alone too), or FORMAT_TEXT when it says none. */
+out_format emit_format_of_name(const char *path);
+/* Without --format: a directory is CSV, else the name says (text if not). */
+out_format emit_format_of_output(const char *path);
+/* A path naming a directory to fill: an existing one, or a name ending in '/'. */
+int emit_is_dir(const char *path);
+/* The extension of a directory's files in format: "csv", "npy", else "json". */
+const char *emit_dir_ext(out_format format);
+/* mkdir dir, unless it exists; *made (if not NULL) says whether this did.
+ * 0, or -1 said. */
+int emit_make_dir(const char *dir, int *made);
+/* "dir/name" (one '/' between them), from malloc; NULL when out of memory. */
+char *emit_path(const char *dir, const char *name);
+
+/* How and where a command writes its items. */
+struct emit {
+	const char *output;  /* -o: a file, a directory (emit_is_dir), or NULL or "-": stdout */
+	out_format format;
+	int precision;       /* text, markdown and the heatmaps' legends */
+	int color;           /* heatmap: -1 never, 0 auto, 1 always */
+	int heat_step;       /* heatmap and svg: the step drawn (its per-head items) */
+};
+
+/* The items, labelled, to where e says, in its format: one stream, one
+ * file per item (a directory), a .npy file or a heatmap.  0, or -1 said. */
+int emit_items(const struct emit *e, const struct step_items *list, const struct labels *l);
+/* --explain's walk-through of the items (explain_steps) to e's output. */
+int emit_explain(const struct emit *e, const struct step_items *list, const struct step_facts *f,
+		 const struct labels *l, const size_t *cell);
+/*
+ * e's output would replace one of the inputs ids: said, -1.  For a
+ * directory, each file in it the steps p (of heads heads) may be written
+ * to is checked.  0 when nothing would be.
+ */
+int emit_refuse_over_inputs(const struct emit *e, unsigned p, size_t heads, const input_ids *ids);
+
+#endif

@@ -1,0 +1,86 @@
+/*
+ * forward.h: what 'mha forward' shares with 'mha heatmap' (cmd_heatmap.c),
+ * which is forward with a heatmap as its default format: the command run
+ * as either of them, and the parts of the help both print.
+ */
+#ifndef MHA_CLI_FORWARD_H
+#define MHA_CLI_FORWARD_H
+
+/* Which command 'mha forward' runs as. */
+struct forward_command {
+	const char *hint;  /* usage errors end "Try 'mha HINT --help'" */
+	const char *usage; /* --help */
+	int draw;          /* without --format: a heatmap (svg for -o FILE.svg) */
+};
+
+/* The command on argv (argv[0] its name): an exit status. */
+int forward_run(int argc, char **argv, const struct forward_command *c);
+/* Its command line alone, reading and writing no file: 0 fine, 1 after
+ * --help, 2 a usage error. */
+int forward_check(int argc, char **argv, const struct forward_command *c);
+
+/* The help's sections both commands print. */
+#define FORWARD_USAGE_INPUTS \
+	"Inputs (JSON, CSV or NumPy .npy, told apart by name and content; '-' reads\n" \
+	"standard input, for one of them):\n" \
+	"  -x, --x FILE          X, n x d_model: a 2-D array, or a JSON object holding it\n" \
+	"                        under \"output\" or \"X\" (mha's own JSON output works)\n" \
+	"  -w, --weights FILE    JSON object with W_Q, W_K, W_V and optionally W_O, b_Q,\n" \
+	"                        b_K, b_V, b_O (d_in x d_out, applied as x*W; or one\n" \
+	"                        d_in x d_k matrix per head, 3-D); or a directory of\n" \
+	"                        one file per weight (W_Q.csv, W_K.npy, ...); without\n" \
+	"                        -w, Q = K = V = X\n" \
+	"      --wq, --wk, --wv, --wo, --bq, --bk, --bv, --bo FILE\n" \
+	"                        one weight from its own file, over what -w gave\n" \
+	"      --layout L        mha (default): weights d_in x d_out; torch: PyTorch's\n" \
+	"                        d_out x d_in, applied as x*W^T, and the names of\n" \
+	"                        nn.MultiheadAttention's state_dict (in_proj_weight,\n" \
+	"                        in_proj_bias, out_proj.weight, out_proj.bias, ...)\n" \
+	"      --kv FILE         keys and values from this matrix (cross-attention)\n" \
+	"      --q FILE, --k FILE, --v FILE\n" \
+	"                        Q, K and V given directly: no projections (-w may\n" \
+	"                        then hold only W_O and b_O)\n" \
+	"      --tokens LIST     labels for X's rows (the queries), e.g. \"The bear eats\"\n" \
+	"                        (split at blanks, or at commas when there are any);\n" \
+	"                        they title rows and columns of what is printed\n" \
+	"      --kv-tokens LIST  labels for the keys, with --kv (else the queries')\n" \
+	"      --mask FILE       n_q x n_kv, or heads x n_q x n_kv: booleans (true =\n" \
+	"                        may attend) or numbers added to the scores (\"-inf\")\n" \
+	"\n"
+
+#define FORWARD_USAGE_ATTENTION \
+	"Attention:\n" \
+	"      --heads H         query heads (default 1); each takes an equal block of\n" \
+	"                        Q's columns\n" \
+	"      --kv-heads G      key/value heads for grouped-query attention (G divides\n" \
+	"                        H; query head i uses key/value head i/(H/G))\n" \
+	"      --scale S         dk: 1/sqrt(d_k) (default), dmodel: 1/sqrt(d_model),\n" \
+	"                        seqlen: 1/sqrt(n_kv), none: 1, or a NUMBER multiplier\n" \
+	"      --causal[=ALIGN]  query i sees keys j <= i (top-left, the default), or\n" \
+	"                        j <= i + n_kv - n_q (bottom-right, as in decoding), or\n" \
+	"                        j <= i + N for a whole number N (after N cached keys)\n" \
+	"      --kv-len N        only the first N keys are valid (the rest is padding);\n" \
+	"                        bottom-right then aligns with key N\n" \
+	"      --softcap C       scores become C*tanh(scores/C) before the mask\n" \
+	"\n"
+
+/* in the "Computation:" section */
+#define FORWARD_USAGE_RUN \
+	"      --threads N       threads for the fast path (default: all cores); the\n" \
+	"                        numbers are the same bits whatever N\n" \
+	"      --max-memory SIZE the most a run may allocate, e.g. 512M, 4G, none\n" \
+	"                        (default: 3/4 of the memory; a run that would need\n" \
+	"                        more is refused before it starts)\n"
+
+#define FORWARD_USAGE_COLOR \
+	"      --color[=WHEN]    heatmap colours: auto (a terminal, and NO_COLOR unset),\n" \
+	"                        always or never (shaded characters)\n"
+
+#define FORWARD_USAGE_HELP \
+	"  -h, --help            show this help\n"
+
+#define FORWARD_USAGE_EXIT \
+	"\n" \
+	"Exit status: 0 success, 1 bad data (files, shapes), 2 bad command line.\n"
+
+#endif

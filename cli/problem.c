@@ -1,0 +1,633 @@
+/*
+ * problem.c: reading an attention problem and checking it (problem.h):
+ * the files, the labels, the shapes and the mask; the run's memory before
+ * it starts; and the run itself, in float64 or float32.
+ *
+ * Shape errors name each matrix with the option and file it came from
+ * ("W_Q from -w w.json is 4x3 but X from -x x.json has 5 columns") and
+ * give both shapes.
+ */
+#include "problem.h"
+
+#include "budget.h"
+#include "cli.h"
+#include "explain.h"
+#include "input.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* a file as messages name it: standard input is "<stdin>", as the readers say */
+static const char *shown(const char *path)
+{
+	return strcmp(path, "-") ? path : "<stdin>";
+}
+
+/* "s" for a plural count: "%zu head%s" */
+static const char *plural(size_t n)
+{
+	return n == 1 ? "" : "s";
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+static const char *const x_keys[] = { "output", "X", NULL };
+static const char *const q_keys[] = { "Q", NULL };
+static const char *const k_keys[] = { "K", NULL };
+static const char *const v_keys[] = { "V", NULL };
+static const char *const mask_keys[] = { "mask", NULL };
+
+/* "The bear eats" or "New York, is, big": the labels, split at commas if any, else at blanks */
+static char **split_tokens(const char *list, size_t *n)
+{
+	const int commas = strchr(list, ',') != NULL;
+	char **out = NULL;
+	size_t cap = 0;
+
+	*n = 0;
+	for (const char *p = list; *p;) {
+		const char *start, *end;
+		char *t;
+
+		while (*p == ' ' || *p == '\t' || (!commas && *p == '\n'))
+			p++;
+		if (!*p)
+			break;
+		start = p;
+		while (*p && (commas ? *p != ',' : (*p != ' ' && *p != '\t' && *p != '\n')))
+			p++;
+		end = p;
+		while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+		if (commas && *p == ',')
+			p++;
+		if (*n == cap) {
+			char **more = realloc(out, (cap = cap ? cap * 2 : 16) * sizeof(*out));
+
+			if (!more)
+				goto nomem;
+			out = more;
+		}
+		if (!(t = strndup(start, (size_t)(end - start))))
+			goto nomem;
+		out[(*n)++] = t;
+	}
+	return out;
+nomem:
+	for (size_t i = 0; i < *n; i++)
+		free(out[i]);
+	free(out);
+	*n = 0;
+	return NULL;
+}
+
+static void free_tokens(char **t, size_t n)
+{
+	for (size_t i = 0; t && i < n; i++)
+		free(t[i]);
+	free(t);
+}
+
+/* One side's labels: split from opt's list, which must give one for each of
+ * the rows of name; else those read with the matrix from (NULL: none). */
+static int take_labels(char ***t, size_t *n, int *own, const char *list, const char *opt,
+		       size_t rows, const char *name, const matrix *from)
+{
+	if (list) {
+		*t = split_tokens(list, n);
+		*own = 1;
+		if (*n != rows)
+			return error("%s gives %zu label%s but %s has %zu row%s", opt, *n, plural(*n),
+				     name, rows, plural(rows));
+	} else if (from && from->labels) {
+		/* "tokens" in the JSON file, or a first column of names in the CSV */
+		*t = from->labels;
+		*n = from->n_labels;
+	}
+	return 0;
+}
+
+/* --tokens and --kv-tokens, one label a row: checked once the shapes are known */
+static int set_labels(const struct problem_spec *s, struct problem *p, const mha_dims *d)
+{
+	struct labels *l = &p->labels;
+	const char *xname = p->direct ? "Q" : "X", *kvname = p->direct ? "K" : s->kv ? "X_kv" : "X";
+	const matrix *qm = p->direct ? &p->q : &p->x;
+	const matrix *km = p->direct ? &p->k : s->kv ? &p->kv : NULL;
+
+	if (take_labels(&l->query, &l->n_query, &l->own_query, s->tokens, "--tokens", d->n_q, xname,
+			qm) ||
+	    take_labels(&l->key, &l->n_key, &l->own_key, s->kv_tokens, "--kv-tokens", d->n_kv, kvname,
+			km))
+		return -1;
+	if (!l->key && l->query && !s->kv && d->n_kv == d->n_q && !p->direct) {
+		/* self-attention: the keys are the queries */
+		l->key = l->query;
+		l->n_key = l->n_query;
+	}
+	return 0;
+}
+
+/* A file larger than the run may use is refused before it is read. */
+static int check_file_size(const char *path)
+{
+	struct stat st;
+	char a[48], b[48];
+
+	if (!path || !strcmp(path, "-") || stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (unsigned long long)st.st_size <= (unsigned long long)budget_limit())
+		return 0;
+	return error("%s: the file is %s, more than --max-memory (%s)", path,
+		     show_bytes(a, sizeof(a), (size_t)st.st_size),
+		     show_bytes(b, sizeof(b), budget_limit()));
+}
+
+static int read_inputs(const struct problem_spec *s, struct problem *p)
+{
+	const read_spec xs = { "X", x_keys, 2, 2, READ_LABELS },
+			kvs = { "X_kv", x_keys, 2, 2, READ_LABELS };
+	const read_spec qs = { "Q", q_keys, 2, 2, READ_LABELS }, ks = { "K", k_keys, 2, 2, READ_LABELS };
+	const read_spec vs = { "V", v_keys, 2, 2, 0 };
+	const read_spec ms = { "mask", mask_keys, 2, 3, READ_NONFINITE | READ_BOOL };
+
+	snprintf(p->x_src, sizeof(p->x_src), "-x %s", s->x ? shown(s->x) : "");
+	snprintf(p->kv_src, sizeof(p->kv_src), "--kv %s", s->kv ? shown(s->kv) : "");
+	snprintf(p->q_src, sizeof(p->q_src), "--q %s", s->q ? shown(s->q) : "");
+	snprintf(p->k_src, sizeof(p->k_src), "--k %s", s->k ? shown(s->k) : "");
+	snprintf(p->v_src, sizeof(p->v_src), "--v %s", s->v ? shown(s->v) : "");
+	snprintf(p->mask_src, sizeof(p->mask_src), "--mask %s", s->mask ? shown(s->mask) : "");
+	{
+		const char *const files[] = { s->x, s->kv, s->q, s->k, s->v, s->mask, s->w };
+
+		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+			if (check_file_size(files[i]))
+				return -1;
+		for (int i = 0; i < N_WEIGHTS; i++)
+			if (check_file_size(s->one[i]))
+				return -1;
+	}
+	if (s->x && read_matrix(&p->x, s->x, &xs))
+		return -1;
+	if (s->kv && read_matrix(&p->kv, s->kv, &kvs))
+		return -1;
+	p->direct = s->q != NULL;
+	if (p->direct && (read_matrix(&p->q, s->q, &qs) || read_matrix(&p->k, s->k, &ks) ||
+			   read_matrix(&p->v, s->v, &vs)))
+		return -1;
+	p->w.layout = s->layout;
+	if (s->w && weights_load(&p->w, s->w, s->layout))
+		return -1;
+	for (int i = 0; i < N_WEIGHTS; i++)
+		if (s->one[i] && weights_load_one(&p->w, i, weight_options[i], s->one[i], s->layout))
+			return -1;
+	if (weights_finish(&p->w, s->heads, s->kv_heads))
+		return -1;
+	if (s->mask && read_matrix(&p->mask, s->mask, &ms))
+		return -1;
+	return 0;
+}
+
+/* ---- shapes ------------------------------------------------------------- */
+
+/* Bias lengths must match the columns of their weight. */
+static int check_bias(const weights *w, int b, int wt)
+{
+	const size_t want = w->m[wt].dim[1];
+
+	if (weights_has(w, b) && w->m[b].dim[0] != want)
+		return error("%s from %s has %zu entr%s but %s from %s has %zu columns",
+			     weight_names[b], w->src[b], w->m[b].dim[0], w->m[b].dim[0] == 1 ? "y" : "ies",
+			     weight_names[wt], w->src[wt], want);
+	return 0;
+}
+
+/* Work out mha_dims from the inputs, explaining any mismatch. */
+static int derive_dims(const struct problem_spec *s, const struct problem *p, mha_dims *d)
+{
+	const weights *w = &p->w;
+	const size_t H = s->heads, G = s->kv_heads;
+
+	memset(d, 0, sizeof(*d));
+	d->heads = H;
+	d->kv_heads = G;
+
+	if (p->direct) {
+		for (int i = WQ; i < N_WEIGHTS; i++)
+			if (i != WO && i != BO && weights_has(w, i))
+				return error("%s from %s cannot be used with --q/--k/--v (they are given "
+					     "directly); only W_O and b_O can", weight_names[i], w->src[i]);
+		d->n_q = p->q.dim[0];
+		d->n_kv = p->k.dim[0];
+		d->d_q_in = p->q.dim[1];
+		d->d_k_in = p->k.dim[1];
+		d->d_v_in = p->v.dim[1];
+		if (d->d_q_in % H)
+			return error("Q from %s has %zu columns, which --heads %zu does not divide",
+				     p->q_src, d->d_q_in, H);
+		d->d_k = d->d_q_in / H;
+		if (d->d_k_in != G * d->d_k)
+			return error("K from %s has %zu columns but needs %zu (%zu key/value head%s of "
+				     "d_k %zu, as Q from %s has %zu columns for %zu head%s)", p->k_src,
+				     d->d_k_in, G * d->d_k, G, plural(G), d->d_k, p->q_src, d->d_q_in,
+				     H, plural(H));
+		if (p->v.dim[0] != d->n_kv)
+			return error("V from %s has %zu rows but K from %s has %zu: one value per key",
+				     p->v_src, p->v.dim[0], p->k_src, d->n_kv);
+		if (d->d_v_in % G)
+			return error("V from %s has %zu columns, which --kv-heads %zu does not divide",
+				     p->v_src, d->d_v_in, G);
+		d->d_v = d->d_v_in / G;
+	} else {
+		const matrix *kv = s->kv ? &p->kv : &p->x;
+		const char *kvname = s->kv ? "X_kv" : "X";
+		const char *kvsrc = s->kv ? p->kv_src : p->x_src;
+		const int n_proj = weights_has(w, WQ) + weights_has(w, WK) + weights_has(w, WV);
+
+		d->n_q = p->x.dim[0];
+		d->n_kv = kv->dim[0];
+		d->d_q_in = p->x.dim[1];
+		d->d_k_in = d->d_v_in = kv->dim[1];
+		if (n_proj != 0 && n_proj != 3) {
+			const int have = weights_has(w, WQ) ? WQ : weights_has(w, WK) ? WK : WV;
+
+			return error("missing %s (W_Q, W_K and W_V go together; %s came from %s)",
+				     !weights_has(w, WQ) ? "W_Q" : !weights_has(w, WK) ? "W_K" : "W_V",
+				     weight_names[have], w->src[have]);
+		}
+		for (int b = BQ; b <= BV; b++)
+			if (!n_proj && weights_has(w, b))
+				return error("%s from %s without %s", weight_names[b], w->src[b],
+					     weight_names[b - BQ + WQ]);
+		if (n_proj) {
+			const matrix *wq = &w->m[WQ], *wk = &w->m[WK], *wv = &w->m[WV];
+
+			if (wq->dim[0] != d->d_q_in)
+				return error("W_Q from %s is %zux%zu but X from %s has %zu columns: W_Q "
+					     "needs %zu rows", w->src[WQ], wq->dim[0], wq->dim[1],
+					     p->x_src, d->d_q_in, d->d_q_in);
+			if (wq->dim[1] % H)
+				return error("W_Q from %s has %zu columns, which --heads %zu does not "
+					     "divide (each head takes an equal block)", w->src[WQ],
+					     wq->dim[1], H);
+			d->d_k = wq->dim[1] / H;
+			for (int i = WK; i <= WV; i++)
+				if (w->m[i].dim[0] != d->d_k_in)
+					return error("%s from %s is %zux%zu but %s from %s has %zu columns: "
+						     "%s needs %zu rows", weight_names[i], w->src[i],
+						     w->m[i].dim[0], w->m[i].dim[1], kvname, kvsrc,
+						     d->d_k_in, weight_names[i], d->d_k_in);
+			if (wk->dim[1] != G * d->d_k)
+				return error("W_K from %s has %zu columns but needs %zu (%zu key/value "
+					     "head%s of d_k %zu, as W_Q from %s has %zu columns for %zu "
+					     "head%s)", w->src[WK], wk->dim[1], G * d->d_k, G, plural(G),
+					     d->d_k, w->src[WQ], wq->dim[1], H, plural(H));
+			if (wv->dim[1] % G)
+				return error("W_V from %s has %zu columns, which --kv-heads %zu does not "
+					     "divide", w->src[WV], wv->dim[1], G);
+			d->d_v = wv->dim[1] / G;
+			if (check_bias(w, BQ, WQ) || check_bias(w, BK, WK) || check_bias(w, BV, WV))
+				return -1;
+		} else {
+			/* Q = X, K = V = X_kv: the heads split X's own columns */
+			if (d->d_q_in % H)
+				return error("--heads %zu does not divide d_model %zu (the columns of X "
+					     "from %s)", H, d->d_q_in, p->x_src);
+			d->d_k = d->d_v = d->d_q_in / H;
+			if (d->d_k_in != G * d->d_k && !s->kv)
+				return error("--kv-heads %zu needs weights (-w) or --kv: without them K = V "
+					     "= X, %zu columns wide, but %zu key/value head%s of %zu need%s %zu",
+					     G, d->d_q_in, G, plural(G), d->d_k, G == 1 ? "s" : "", G * d->d_k);
+			if (d->d_k_in != G * d->d_k)
+				return error("X_kv from %s has %zu columns but without weights it needs "
+					     "%zu (%zu key/value head%s of %zu, like the %zu columns of X "
+					     "from %s)", kvsrc, d->d_k_in, G * d->d_k, G, plural(G), d->d_k,
+					     d->d_q_in, p->x_src);
+		}
+	}
+
+	if (weights_has(w, WO)) {
+		const matrix *wo = &w->m[WO];
+
+		if (wo->dim[0] != H * d->d_v)
+			return error("W_O from %s is %zux%zu but the heads concatenate to %zu columns "
+				     "(%zu head%s of d_v %zu): W_O needs %zu rows", w->src[WO],
+				     wo->dim[0], wo->dim[1], H * d->d_v, H, plural(H), d->d_v, H * d->d_v);
+		d->d_out = wo->dim[1];
+		if (check_bias(w, BO, WO))
+			return -1;
+	} else if (weights_has(w, BO)) {
+		return error("b_O from %s without W_O", w->src[BO]);
+	}
+	return 0;
+}
+
+/* The mask must fit the scores, and may only add numbers or -inf. */
+static int check_mask(const struct problem_spec *s, struct problem *p, const mha_dims *d,
+		      mha_config *cfg)
+{
+	matrix *m = &p->mask;
+	const size_t n = d->n_q * d->n_kv;
+	char shape[64];
+
+	if (!s->mask)
+		return 0;
+	if (m->rank == 3 && m->dim[0] != d->heads)
+		return error("mask from %s has %zu per-head matrices but there %s %zu head%s",
+			     p->mask_src, m->dim[0], d->heads == 1 ? "is" : "are", d->heads,
+			     plural(d->heads));
+	if (m->dim[m->rank - 2] != d->n_q || m->dim[m->rank - 1] != d->n_kv)
+		return error("mask from %s is %s but the scores are %zux%zu (%zu quer%s x %zu key%s)%s",
+			     p->mask_src, matrix_shape(m, shape, sizeof(shape)), d->n_q, d->n_kv,
+			     d->n_q, d->n_q == 1 ? "y" : "ies", d->n_kv, plural(d->n_kv),
+			     m->rank == 3 ? " for each head" : "");
+	cfg->mask.per_head = m->rank == 3;
+	if (m->is_bool) {
+		const size_t count = matrix_size(m);
+
+		p->allow = malloc(count ? count : 1);
+		if (!p->allow)
+			return error("out of memory");
+		for (size_t i = 0; i < count; i++)
+			p->allow[i] = m->v[i] != 0;
+		cfg->mask.allow = p->allow;
+		return 0;
+	}
+	for (size_t i = 0; i < matrix_size(m); i++) {
+		if (isnan(m->v[i]) || m->v[i] == INFINITY) {
+			const size_t h = i / n, r = i % n / d->n_kv, c = i % d->n_kv;
+
+			if (m->rank == 3)
+				return error("%s: mask[%zu][%zu][%zu] is %s: a mask adds numbers or -inf",
+					     shown(s->mask), h, r, c, isnan(m->v[i]) ? "nan" : "inf");
+			return error("%s: mask[%zu][%zu] is %s: a mask adds numbers or -inf",
+				     shown(s->mask), r, c, isnan(m->v[i]) ? "nan" : "inf");
+		}
+	}
+	cfg->mask.bias = m->v;
+	return 0;
+}
+
+/* ---- the run ------------------------------------------------------------ */
+
+/* *acc += count·size, saturating at SIZE_MAX */
+static void add_bytes(size_t *acc, size_t count, size_t size)
+{
+	if (*acc == SIZE_MAX || (count && size > (SIZE_MAX - *acc) / count))
+		*acc = SIZE_MAX;
+	else
+		*acc += count * size;
+}
+
+/*
+ * What a run will hold at its peak: the inputs as read, the library's own
+ * needs (mha_memory), the copies of the steps to print, and the output.
+ */
+static void run_memory(const struct problem *p, unsigned wanted, int f32, size_t out_cols,
+		       size_t part[3])
+{
+	const mha_dims *d = &p->d;
+	const matrix *held[] = { &p->x, &p->kv, &p->q, &p->k, &p->v, &p->mask };
+	const size_t G = d->kv_heads ? d->kv_heads : d->heads, nn = d->n_q * d->n_kv;
+	size_t lib;
+
+	/* the inputs as read hold what the budget was charged for them; float32
+	 * adds a float copy of each */
+	part[0] = budget_held();
+	part[1] = part[2] = 0;
+	for (size_t i = 0; f32 && i < sizeof(held) / sizeof(held[0]); i++)
+		add_bytes(&part[0], matrix_size(held[i]), sizeof(float));
+	for (int i = 0; f32 && i < N_WEIGHTS; i++)
+		add_bytes(&part[0], matrix_size(&p->w.m[i]), sizeof(float));
+	add_bytes(&part[0], matrix_size(&p->mask), 1);
+	lib = mha_memory(d, &p->cfg, wanted, f32);
+	add_bytes(&part[1], 1, lib);
+	add_bytes(&part[2], d->n_q * out_cols, sizeof(double) * (f32 ? 2 : 1));
+	if (wanted & MHA_STAGE_BIT(MHA_STAGE_Q))
+		add_bytes(&part[2], d->n_q * d->heads * d->d_k, sizeof(double));
+	if (wanted & MHA_STAGE_BIT(MHA_STAGE_K))
+		add_bytes(&part[2], d->n_kv * G * d->d_k, sizeof(double));
+	if (wanted & MHA_STAGE_BIT(MHA_STAGE_V))
+		add_bytes(&part[2], d->n_kv * G * d->d_v, sizeof(double));
+	if (wanted & MHA_STAGE_BIT(MHA_STAGE_CONCAT))
+		add_bytes(&part[2], d->n_q * d->heads * d->d_v, sizeof(double));
+	if (wanted & MHA_STAGE_BIT(MHA_STAGE_HEAD_Q))
+		add_bytes(&part[2], d->n_q * d->heads * d->d_k, sizeof(double));
+	if (wanted & (MHA_STAGE_BIT(MHA_STAGE_HEAD_K) | MHA_STAGE_BIT(MHA_STAGE_HEAD_V)))
+		add_bytes(&part[2], d->n_kv * d->heads * (d->d_k + d->d_v), sizeof(double));
+	if (wanted & MHA_STAGE_BIT(MHA_STAGE_HEAD_OUTPUT))
+		add_bytes(&part[2], d->n_q * d->heads * d->d_v, sizeof(double));
+	for (int s = MHA_STAGE_SCORES; s <= MHA_STAGE_SOFTMAX; s++)
+		if (wanted & MHA_STAGE_BIT(s))
+			/* a per-head mask is kept per head and once more stacked */
+			add_bytes(&part[2], nn, d->heads * sizeof(double) *
+				  (s == MHA_STAGE_MASK && p->cfg.mask.per_head ? 2 : 1));
+}
+
+int problem_check_memory(const struct problem *p, unsigned wanted, int f32)
+{
+	const size_t limit = budget_limit();
+	size_t part[3], total = 0;
+	char t[48], a[48], b[48], c[48], m[48];
+
+	if (limit == SIZE_MAX)
+		return 0;
+	run_memory(p, wanted, f32, mha_output_cols(&p->d, p->weights.W_O != NULL), part);
+	for (int i = 0; i < 3; i++)
+		add_bytes(&total, 1, part[i]);
+	if (total <= limit)
+		return 0;
+	return error("this run needs about %s (the inputs %s, the computation %s, the output and "
+		     "the steps to print %s), more than --max-memory (%s): print fewer steps, or "
+		     "raise --max-memory", show_bytes(t, sizeof(t), total),
+		     show_bytes(a, sizeof(a), part[0]), show_bytes(b, sizeof(b), part[1]),
+		     show_bytes(c, sizeof(c), part[2]), show_bytes(m, sizeof(m), limit));
+}
+
+/* a float copy of n doubles (NULL stays NULL); *ok cleared when out of memory */
+static float *to_f32(const double *v, size_t n, int *ok)
+{
+	float *f;
+
+	if (!v)
+		return NULL;
+	f = malloc((n ? n : 1) * sizeof(float));
+	if (!f) {
+		*ok = 0;
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		f[i] = (float)v[i];
+	return f;
+}
+
+/*
+ * --dtype f32: the inputs rounded to float, the library's float32 path,
+ * the output widened back (exactly) and marked as floats for the writers.
+ */
+static mha_status forward_f32(matrix *out, const mha_dims *d, const mha_inputs *src,
+			      const mha_weights *w, const mha_config *cfg, mha_report *rep)
+{
+	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
+	const size_t n_out = matrix_size(out), out_cols = matrix_cols(out);
+	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
+	int ok = 1;
+	float *xq = to_f32(src->xq, d->n_q * d->d_q_in, &ok);
+	float *xk = src->xk == src->xq ? xq : to_f32(src->xk, d->n_kv * d->d_k_in, &ok);
+	float *xv = src->xv == src->xk ? xk : to_f32(src->xv, d->n_kv * d->d_v_in, &ok);
+	float *W[8] = {
+		to_f32(w->W_Q, d->d_q_in * hk, &ok), to_f32(w->W_K, d->d_k_in * gk, &ok),
+		to_f32(w->W_V, d->d_v_in * gv, &ok), to_f32(w->W_O, hv * out_cols, &ok),
+		to_f32(w->b_Q, hk, &ok), to_f32(w->b_K, gk, &ok), to_f32(w->b_V, gv, &ok),
+		to_f32(w->b_O, out_cols, &ok),
+	};
+	float *o = malloc((n_out ? n_out : 1) * sizeof(float));
+	mha_status st = MHA_ERR_NOMEM;
+
+	if (ok && o) {
+		st = mha_forward_f32(o, d, &(mha_inputs_f32){ xq, xk, xv },
+				     &(mha_weights_f32){ W[0], W[1], W[2], W[3], W[4], W[5], W[6], W[7] },
+				     cfg, rep);
+		for (size_t i = 0; st == MHA_OK && i < n_out; i++)
+			out->v[i] = o[i];
+		out->is_f32 = 1;
+	}
+	if (xv != xk)
+		free(xv);
+	if (xk != xq)
+		free(xk);
+	free(xq);
+	for (int i = 0; i < 8; i++)
+		free(W[i]);
+	free(o);
+	return st;
+}
+
+static const double *weight_ptr(const weights *w, int i)
+{
+	return weights_has(w, i) ? w->m[i].v : NULL;
+}
+
+
+int problem_forward(matrix *out, const struct problem *p, const mha_observer *obs, int f32,
+		    mha_report *rep)
+{
+	const mha_dims *d = &p->d;
+	mha_status st;
+
+	if (matrix_alloc(out, 2, d->n_q, mha_output_cols(d, p->weights.W_O != NULL), 1))
+		return -1;
+	st = f32 ? forward_f32(out, d, &p->in, &p->weights, &p->cfg, rep)
+		 : mha_forward(out->v, d, &p->in, &p->weights, &p->cfg, obs, rep);
+	if (st == MHA_ERR_OBSERVER)
+		return -1; /* the observer said why */
+	if (st == MHA_ERR_RANGE)
+		/* the type the run computes in: --dtype f32 overflows near 3.4e38 */
+		return error("the numbers overflow: Q, K, V, the scores or the output went past the "
+			     "largest %s; scale the inputs down",
+			     f32 ? "float (about 3.4e38)" : "double (about 1.8e308)");
+	if (st != MHA_OK)
+		return error("%s", mha_strerror(st));
+	if (rep->blocked_rows == 1)
+		warning("head %d, query row %zu: every key is masked; its softmax row and output "
+			"are zero", rep->first_blocked_head + 1, rep->first_blocked_row + 1);
+	else if (rep->blocked_rows > 1)
+		warning("%zu query rows have every key masked (the first: head %d, row %zu); their "
+			"softmax rows and outputs are zero", rep->blocked_rows,
+			rep->first_blocked_head + 1, rep->first_blocked_row + 1);
+	return 0;
+}
+
+/* ---- the problem -------------------------------------------------------- */
+
+static int add_input(void *ctx, const char *file)
+{
+	return input_ids_add(ctx, "-w", file);
+}
+
+int problem_input_ids(const struct problem_spec *s, input_ids *ids)
+{
+	const struct { const char *opt, *path; } files[] = {
+		{ "-x", s->x }, { "--kv", s->kv }, { "--q", s->q }, { "--k", s->k },
+		{ "--v", s->v }, { "--mask", s->mask },
+	};
+	int rc = 0;
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]) && !rc; i++)
+		if (files[i].path)
+			rc = input_ids_add(ids, files[i].opt, files[i].path);
+	for (int i = 0; i < N_WEIGHTS && !rc; i++)
+		if (s->one[i])
+			rc = input_ids_add(ids, weight_options[i], s->one[i]);
+	if (!rc && s->w)
+		rc = weights_files(s->w, add_input, ids); /* a directory: every file it may read */
+	return rc;
+}
+
+static int load(struct problem *p, const struct problem_spec *s)
+{
+	const weights *w = &p->w;
+	const mha_dims *d = &p->d;
+
+	if (read_inputs(s, p) || derive_dims(s, p, &p->d) || check_mask(s, p, &p->d, &p->cfg) ||
+	    set_labels(s, p, &p->d))
+		return EXIT_DATA;
+	/* --cell names a query and a key: a command-line error, known once the labels are */
+	if (s->cell && explain_parse_cell(s->cell, (const char *const *)p->labels.query, d->n_q,
+					  (const char *const *)p->labels.key, d->n_kv, &p->cell[0],
+					  &p->cell[1]))
+		return EXIT_USAGE;
+	if (s->cfg.kv_len > d->n_kv) {
+		error("--kv-len %zu but %s gives %zu key%s", s->cfg.kv_len,
+		      p->direct ? p->k_src : s->kv ? p->kv_src : p->x_src, d->n_kv, plural(d->n_kv));
+		return EXIT_DATA;
+	}
+	p->in.xq = p->direct ? p->q.v : p->x.v;
+	p->in.xk = p->direct ? p->k.v : (s->kv ? p->kv.v : p->x.v);
+	p->in.xv = p->direct ? p->v.v : p->in.xk;
+	p->weights = (mha_weights){
+		.W_Q = weight_ptr(w, WQ), .W_K = weight_ptr(w, WK), .W_V = weight_ptr(w, WV),
+		.W_O = weight_ptr(w, WO), .b_Q = weight_ptr(w, BQ), .b_K = weight_ptr(w, BK),
+		.b_V = weight_ptr(w, BV), .b_O = weight_ptr(w, BO),
+	};
+	return EXIT_OK;
+}
+
+int problem_load(struct problem *p, const struct problem_spec *s)
+{
+	memset(p, 0, sizeof(*p));
+	p->spec = *s;
+	if (!p->spec.kv_heads)
+		p->spec.kv_heads = p->spec.heads;
+	p->cfg = s->cfg;
+	return load(p, &p->spec);
+}
+
+void problem_free(struct problem *p)
+{
+	matrix_free(&p->x);
+	matrix_free(&p->kv);
+	matrix_free(&p->q);
+	matrix_free(&p->k);
+	matrix_free(&p->v);
+	matrix_free(&p->mask);
+	weights_free(&p->w);
+	free(p->allow);
+	if (p->labels.own_key)
+		free_tokens(p->labels.key, p->labels.n_key);
+	if (p->labels.own_query)
+		free_tokens(p->labels.query, p->labels.n_query);
+	memset(p, 0, sizeof(*p));
+}
+
+void problem_facts(const struct problem *p, double scale, struct step_facts *f)
+{
+	*f = (struct step_facts){ .cfg = &p->cfg, .d = &p->d, .scale = scale,
+				  .mask_file = p->spec.mask, .heads = p->d.heads,
+				  .direct = p->direct, .cross = p->spec.kv != NULL };
+	for (int i = 0; i < N_WEIGHTS; i++)
+		f->weights |= (unsigned)weights_has(&p->w, i) << i;
+}

@@ -1,0 +1,86 @@
+/*
+ * problem.h: one attention problem, read and checked: the inputs (X and
+ * X_kv, or Q, K and V given directly), the weights, the mask and the
+ * labels, with mha_dims worked out and every mismatch explained, naming
+ * the option and file each matrix came from.  What 'mha forward' (and
+ * 'mha heatmap') read, and what the commands after them will.
+ *
+ * It knows nothing of argv: a problem_spec names the files and options,
+ * so a test or a fuzzer can fill one and call problem_load().  Reading
+ * charges the memory budget (budget.h): budget_init() comes first.
+ */
+#ifndef MHA_CLI_PROBLEM_H
+#define MHA_CLI_PROBLEM_H
+
+#include <stddef.h>
+
+#include "matrix.h"
+#include "outfile.h"
+#include "steps.h"
+#include "weights.h"
+#include "../lib/mha.h"
+
+/* What to read, as the command line gave it. */
+struct problem_spec {
+	const char *x, *kv, *w, *q, *k, *v, *mask; /* paths ("-": standard input), or NULL */
+	const char *one[N_WEIGHTS];     /* --wq … --bo: one weight from its own file */
+	weight_layout layout;
+	size_t heads, kv_heads;         /* at least 1; kv_heads divides heads (0: heads) */
+	mha_config cfg;                 /* the options; problem_load adds the mask */
+	const char *tokens, *kv_tokens; /* --tokens, --kv-tokens, or NULL */
+	const char *cell;               /* --cell QUERY,KEY, or NULL */
+};
+
+/* Token labels: one per query (row of X) and one per key. */
+struct labels {
+	char **query, **key; /* NULL: none; key may be query itself, or an input's labels */
+	size_t n_query, n_key;
+	int own_query, own_key; /* split from --tokens: freed with the problem */
+};
+
+struct problem {
+	struct problem_spec spec;
+	matrix x, kv, q, k, v, mask; /* as read; rank 0 where not given */
+	weights w;
+	struct labels labels;
+	/* where each came from, for messages: "-x x.json", "--mask <stdin>" */
+	char x_src[4200], kv_src[4200], q_src[4200], k_src[4200], v_src[4200], mask_src[4200];
+	unsigned char *allow;   /* the boolean mask as bytes, or NULL */
+	int direct;             /* Q, K, V given directly */
+	mha_dims d;
+	mha_config cfg;         /* spec.cfg with the mask */
+	mha_inputs in;          /* the library's view of the matrices above */
+	mha_weights weights;
+	size_t cell[2];         /* --cell: the query and key, 0-based */
+};
+
+/*
+ * Read every file the spec names (each refused first if larger than the
+ * budget's limit), work out the shapes and check the mask and the labels.
+ * EXIT_OK, EXIT_DATA (bad data, said) or EXIT_USAGE (--cell names no query
+ * or key, said).  problem_free() after, whatever it returned.
+ */
+int problem_load(struct problem *p, const struct problem_spec *s);
+void problem_free(struct problem *p);
+
+/* Each file the spec reads (a -w directory: each it may read), by device
+ * and inode, to refuse an output over any of them.  0, or -1 said. */
+int problem_input_ids(const struct problem_spec *s, input_ids *ids);
+
+/* What the steps' presence and titles depend on (scale: the run's). */
+void problem_facts(const struct problem *p, double scale, struct step_facts *f);
+
+/* A run that would need more than the budget's limit, asking the library
+ * for the stages wanted and printing their copies: said; -1.  Else 0. */
+int problem_check_memory(const struct problem *p, unsigned wanted, int f32);
+
+/*
+ * The computation: out allocated (n_q, output columns) and filled, in
+ * float64 with obs watching, or with f32 in float32 (no steps; the output
+ * widened back, marked is_f32).  Overflow and other failures are said, as
+ * is a warning for query rows with every key masked; 0 or -1.
+ */
+int problem_forward(matrix *out, const struct problem *p, const mha_observer *obs, int f32,
+		    mha_report *rep);
+
+#endif

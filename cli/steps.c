@@ -1,0 +1,500 @@
+/*
+ * steps.c: the table of printable steps (steps.h), and what derives from
+ * it: the print set, the observer and its copies, the titled items in the
+ * order of the computation, and their file names under -o DIR/.
+ */
+#include "steps.h"
+
+#include "cli.h"
+#include "weights.h"
+#include "write.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* a file as messages and titles name it: standard input is "<stdin>" */
+#define SHOWN(path) (strcmp(path, "-") ? (path) : "<stdin>")
+
+static int has_weight(const struct step_facts *f, int which)
+{
+	return (f->weights >> which) & 1;
+}
+
+/* the scores go through a mask: causal, --mask or --kv-len */
+static int masked(const struct step_facts *f)
+{
+	return f->cfg->causal || f->mask_file || f->cfg->kv_len;
+}
+
+/* the key/value head (1-based) query head q uses */
+static size_t kv_head(const struct step_facts *f, size_t q)
+{
+	return (q - 1) / (f->d->heads / f->d->kv_heads) + 1;
+}
+
+/* ---- titles ------------------------------------------------------------ */
+
+void step_scale_words(char *buf, size_t size, const struct step_facts *f)
+{
+	const mha_dims *d = f->d;
+
+	switch (f->cfg->scale_mode) {
+	case MHA_SCALE_DK:
+		snprintf(buf, size, "%.6g = 1/sqrt(d_k), d_k = %zu", f->scale, d->d_k);
+		break;
+	case MHA_SCALE_DMODEL:
+		snprintf(buf, size, "%.6g = 1/sqrt(d_model), d_model = %zu", f->scale, d->d_q_in);
+		break;
+	case MHA_SCALE_SEQLEN:
+		snprintf(buf, size, "%.6g = 1/sqrt(n_kv), n_kv = %zu", f->scale, d->n_kv);
+		break;
+	default:
+		format_shortest(buf, size, f->scale);
+		break;
+	}
+}
+
+static void title_x(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	(void)f;
+	(void)head;
+	snprintf(buf, size, "X");
+}
+
+/* "Q = X*W_Q + b_Q", "K = X_kv", "V"; a head's block "head 2: K1" */
+static void projection(char *buf, size_t size, const struct step_facts *f, size_t head, char name,
+		       int w, int b)
+{
+	const char *src = (name == 'Q' || !f->cross) ? "X" : "X_kv";
+	char bias[8] = "";
+
+	if (has_weight(f, b))
+		snprintf(bias, sizeof(bias), " + b_%c", name);
+	if (head)
+		snprintf(buf, size, "head %zu: %c%zu", head, name, name == 'Q' ? head : kv_head(f, head));
+	else if (f->direct)
+		snprintf(buf, size, "%c", name);
+	else if (!has_weight(f, w))
+		snprintf(buf, size, "%c = %s", name, src);
+	else
+		snprintf(buf, size, "%c = %s*W_%c%s", name, src, name, bias);
+}
+
+static void title_q(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	projection(buf, size, f, head, 'Q', WQ, BQ);
+}
+
+static void title_k(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	projection(buf, size, f, head, 'K', WK, BK);
+}
+
+static void title_v(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	projection(buf, size, f, head, 'V', WV, BV);
+}
+
+static void title_scores(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	snprintf(buf, size, "head %zu: scores = Q%zu*K%zu^T", head, head, kv_head(f, head));
+}
+
+static void title_scaled(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	char how[96];
+
+	step_scale_words(how, sizeof(how), f);
+	snprintf(buf, size, "head %zu: scaled = scores * %s", head, how);
+}
+
+static void title_softcapped(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	char cap[40];
+
+	format_shortest(cap, sizeof(cap), f->cfg->softcap);
+	snprintf(buf, size, "head %zu: softcapped = %s*tanh(scaled/%s)", head, cap, cap);
+}
+
+/* "mask (added to the scores): causal; keys from 5 on are padding; m.json" */
+static void title_mask(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	const mha_config *cfg = f->cfg;
+	const char *parts[3] = { NULL };
+	char causal[64], kv[48];
+	size_t n = 0;
+
+	(void)head;
+	switch (cfg->causal) {
+	case MHA_CAUSAL_TOP_LEFT: snprintf(causal, sizeof(causal), "causal"); break;
+	case MHA_CAUSAL_BOTTOM_RIGHT: snprintf(causal, sizeof(causal), "causal, bottom-right"); break;
+	case MHA_CAUSAL_OFFSET:
+		snprintf(causal, sizeof(causal), "causal, offset %td", cfg->causal_offset);
+		break;
+	default: causal[0] = '\0'; break;
+	}
+	if (causal[0])
+		parts[n++] = causal;
+	if (cfg->kv_len) {
+		snprintf(kv, sizeof(kv), "keys from %zu on are padding", cfg->kv_len + 1);
+		parts[n++] = kv;
+	}
+	if (f->mask_file)
+		parts[n++] = SHOWN(f->mask_file);
+	snprintf(buf, size, "mask (added to the scores): %s%s%s%s%s", n ? parts[0] : "none",
+		 n > 1 ? "; " : "", n > 1 ? parts[1] : "", n > 2 ? "; " : "", n > 2 ? parts[2] : "");
+}
+
+static void title_masked(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	snprintf(buf, size, "head %zu: masked = %s + mask", head,
+		 f->cfg->softcap > 0 ? "softcapped" : "scaled");
+}
+
+static void title_softmax(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	snprintf(buf, size, "head %zu: softmax(%s), row by row", head,
+		 masked(f) ? "masked" : f->cfg->softcap > 0 ? "softcapped" : "scaled");
+}
+
+static void title_heads(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	snprintf(buf, size, "head %zu: output = softmax*V%zu", head, kv_head(f, head));
+}
+
+static void title_concat(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	(void)f;
+	(void)head;
+	snprintf(buf, size, "concat (the heads' outputs side by side)");
+}
+
+static void title_output(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	(void)head;
+	if (!has_weight(f, WO))
+		snprintf(buf, size, "output");
+	else
+		snprintf(buf, size, "output = concat*W_O%s", has_weight(f, BO) ? " + b_O" : "");
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+#define QK AXIS_QUERY, AXIS_KEY
+#define QF AXIS_QUERY, AXIS_FEATURE
+#define KF AXIS_KEY, AXIS_FEATURE
+
+const struct step steps[STEP_COUNT] = {
+	[STEP_X] = { "x", "X", -1, -1, QF, ALL_ALWAYS, STEP_INPUT | STEP_F32, title_x },
+	[STEP_Q] = { "q", "Q", MHA_STAGE_Q, MHA_STAGE_HEAD_Q, QF, ALL_ALWAYS, STEP_BLOCKS, title_q },
+	[STEP_K] = { "k", "K", MHA_STAGE_K, MHA_STAGE_HEAD_K, KF, ALL_ALWAYS, STEP_BLOCKS, title_k },
+	[STEP_V] = { "v", "V", MHA_STAGE_V, MHA_STAGE_HEAD_V, KF, ALL_ALWAYS, STEP_BLOCKS, title_v },
+	[STEP_SCORES] = { "scores", "scores", -1, MHA_STAGE_SCORES, QK, ALL_ALWAYS, STEP_DRAWABLE,
+			  title_scores },
+	[STEP_SCALED] = { "scaled", "scaled", -1, MHA_STAGE_SCALED, QK, ALL_ALWAYS, STEP_DRAWABLE,
+			  title_scaled },
+	[STEP_SOFTCAPPED] = { "softcapped", "softcapped", -1, MHA_STAGE_SOFTCAPPED, QK,
+			      ALL_IF_SOFTCAP, STEP_DRAWABLE, title_softcapped },
+	[STEP_MASK] = { "mask", "mask", -1, MHA_STAGE_MASK, QK, ALL_IF_MASK, STEP_STACKED,
+			title_mask },
+	[STEP_MASKED] = { "masked", "masked", -1, MHA_STAGE_MASKED, QK, ALL_IF_MASK, STEP_DRAWABLE,
+			  title_masked },
+	[STEP_SOFTMAX] = { "softmax", "softmax", -1, MHA_STAGE_SOFTMAX, QK, ALL_ALWAYS,
+			   STEP_DRAWABLE, title_softmax },
+	[STEP_HEADS] = { "heads", "output", -1, MHA_STAGE_HEAD_OUTPUT, QF, ALL_IF_HEADS, 0,
+			 title_heads },
+	[STEP_CONCAT] = { "concat", "concat", MHA_STAGE_CONCAT, -1, QF, ALL_IF_WO,
+			  STEP_AFTER_HEADS, title_concat },
+	[STEP_OUTPUT] = { "output", "output", MHA_STAGE_OUTPUT, -1, QF, ALL_ALWAYS,
+			  STEP_RESULT | STEP_AFTER_HEADS | STEP_F32, title_output },
+};
+
+/* one matrix for the whole model (beside any per head) */
+static int has_whole(const struct step *s)
+{
+	return s->stage >= 0 || (s->flags & (STEP_INPUT | STEP_STACKED));
+}
+
+/* one matrix per head, written as such, with heads heads */
+static int has_per_head(const struct step *s, size_t heads)
+{
+	return s->head_stage >= 0 && !(s->flags & STEP_STACKED) &&
+	       (!(s->flags & STEP_BLOCKS) || heads > 1);
+}
+
+int step_by_name(const char *name)
+{
+	for (int s = 0; s < STEP_COUNT; s++)
+		if (!strcmp(name, steps[s].name))
+			return s;
+	return -1;
+}
+
+const char *step_names(char *buf, size_t size)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (int s = 0; s < STEP_COUNT && used < size; s++) {
+		const int n = snprintf(buf + used, size - used, "%s%s", s ? ", " : "", steps[s].name);
+
+		used += n > 0 ? (size_t)n : 0;
+	}
+	return buf;
+}
+
+/* whether step s is there for --print all (every: --explain, copies too) */
+static int shown_by_all(int s, const struct step_facts *f, int every)
+{
+	switch (steps[s].all) {
+	case ALL_IF_SOFTCAP: return f->cfg->softcap > 0;
+	case ALL_IF_MASK: return masked(f);
+	case ALL_IF_HEADS: return every || f->heads > 1;
+	case ALL_IF_WO: return every || has_weight(f, WO);
+	default: return 1;
+	}
+}
+
+unsigned steps_print_set(unsigned asked, int all, const struct step_facts *f)
+{
+	unsigned p = asked;
+
+	for (int s = 0; s < STEP_COUNT; s++) {
+		if (all && shown_by_all(s, f, 0))
+			p |= STEP_BIT(s);
+		/* X is not an input when Q, K and V are */
+		if (f->direct && (steps[s].flags & STEP_INPUT))
+			p &= ~STEP_BIT(s);
+	}
+	return p;
+}
+
+unsigned steps_every(const struct step_facts *f)
+{
+	unsigned p = 0;
+
+	for (int s = 0; s < STEP_COUNT; s++)
+		if (shown_by_all(s, f, 1))
+			p |= STEP_BIT(s);
+	return p;
+}
+
+unsigned steps_flagged(unsigned flag)
+{
+	unsigned p = 0;
+
+	for (int s = 0; s < STEP_COUNT; s++)
+		if (steps[s].flags & flag)
+			p |= STEP_BIT(s);
+	return p;
+}
+
+unsigned steps_stages(unsigned p, size_t heads)
+{
+	unsigned bits = 0;
+
+	for (int s = 0; s < STEP_COUNT; s++) {
+		const struct step *st = &steps[s];
+
+		if (!(p & STEP_BIT(s)))
+			continue;
+		/* the output is the run's own array, X the input: nothing to observe */
+		if (st->stage >= 0 && !(st->flags & STEP_RESULT))
+			bits |= MHA_STAGE_BIT(st->stage);
+		/* with several heads, each one's block of Q, K, V is shown too */
+		if (st->head_stage >= 0 && (!(st->flags & STEP_BLOCKS) || heads > 1))
+			bits |= MHA_STAGE_BIT(st->head_stage);
+	}
+	return bits;
+}
+
+/* ---- the observer ------------------------------------------------------- */
+
+int steps_keep(void *ctx, mha_stage stage, int head, const double *m, size_t rows, size_t cols)
+{
+	struct step_results *r = ctx;
+	matrix *dst;
+	int s;
+
+	for (s = 0; s < STEP_COUNT; s++)
+		if (head < 0 ? steps[s].stage == (int)stage && !(steps[s].flags & STEP_RESULT)
+			     : steps[s].head_stage == (int)stage)
+			break;
+	if (s == STEP_COUNT)
+		return 0; /* not asked for */
+	if (head < 0) {
+		dst = &r->whole[s];
+	} else if ((steps[s].flags & STEP_STACKED) && !r->mask_per_head) {
+		/* one mask for every head: keep the first copy as the whole-model mask */
+		if (head > 0)
+			return 0;
+		dst = &r->whole[s];
+	} else {
+		if (!r->per_head[s]) {
+			r->per_head[s] = calloc(r->heads, sizeof(matrix));
+			if (!r->per_head[s])
+				return error("out of memory"), 1;
+		}
+		dst = &r->per_head[s][head];
+	}
+	if (matrix_alloc(dst, 2, rows, cols, 1))
+		return 1;
+	memcpy(dst->v, m, rows * cols * sizeof(double));
+	return 0;
+}
+
+int steps_stack(struct step_results *r)
+{
+	for (int s = 0; s < STEP_COUNT; s++) {
+		const matrix *per = r->per_head[s];
+		matrix *all = &r->whole[s];
+		size_t plane;
+
+		if (!per || !(steps[s].flags & STEP_STACKED))
+			continue;
+		plane = per[0].dim[0] * per[0].dim[1];
+		if (matrix_alloc(all, 3, r->heads, per[0].dim[0], per[0].dim[1]))
+			return -1;
+		for (size_t h = 0; h < r->heads; h++)
+			memcpy(all->v + h * plane, per[h].v, plane * sizeof(double));
+	}
+	return 0;
+}
+
+void steps_results_free(struct step_results *r)
+{
+	for (int s = 0; s < STEP_COUNT; s++) {
+		matrix_free(&r->whole[s]);
+		if (r->per_head[s])
+			for (size_t h = 0; h < r->heads; h++)
+				matrix_free(&r->per_head[s][h]);
+		free(r->per_head[s]);
+	}
+}
+
+/* ---- the items ---------------------------------------------------------- */
+
+static int add_item(struct step_items *list, int s, size_t head, const matrix *m,
+		    const struct step_facts *f)
+{
+	struct step_item *it;
+
+	if (list->n == list->cap) {
+		const size_t cap = list->cap ? list->cap * 2 : 64;
+		struct step_item *more = realloc(list->v, cap * sizeof(*more));
+
+		if (!more)
+			return error("out of memory");
+		list->v = more;
+		list->cap = cap;
+	}
+	it = &list->v[list->n++];
+	it->step = s;
+	it->key = steps[s].key;
+	it->head = head;
+	it->m = m;
+	it->rows = steps[s].rows;
+	it->cols = steps[s].cols;
+	steps[s].title(it->title, sizeof(it->title), f, head);
+	return 0;
+}
+
+/* the whole-model items of p, those made from the heads or the others */
+static int add_whole(struct step_items *list, const struct step_results *r, unsigned p,
+		     const struct step_facts *f, const matrix *x, const matrix *out, int after)
+{
+	for (int s = 0; s < STEP_COUNT; s++) {
+		const struct step *st = &steps[s];
+		const matrix *m = (st->flags & STEP_INPUT) ? x : (st->flags & STEP_RESULT) ? out
+			       : &r->whole[s];
+
+		if ((p & STEP_BIT(s)) && has_whole(st) && !(st->flags & STEP_AFTER_HEADS) == !after &&
+		    m && add_item(list, s, 0, m, f))
+			return -1;
+	}
+	return 0;
+}
+
+int steps_collect(struct step_items *list, const struct step_results *r, unsigned p,
+		  const struct step_facts *f, const matrix *x, const matrix *out)
+{
+	if (add_whole(list, r, p, f, x, out, 0))
+		return -1;
+	for (size_t h = 0; h < r->heads; h++)
+		for (int s = 0; s < STEP_COUNT; s++)
+			if (r->per_head[s] && !(steps[s].flags & STEP_STACKED) &&
+			    add_item(list, s, h + 1, &r->per_head[s][h], f))
+				return -1;
+	return add_whole(list, r, p, f, x, out, 1);
+}
+
+void steps_items_free(struct step_items *list)
+{
+	free(list->v);
+	list->v = NULL;
+	list->n = list->cap = 0;
+}
+
+matrix step_plane(const matrix *m, size_t h)
+{
+	matrix plane = *m;
+
+	if (m->rank == 3) {
+		plane = (matrix){ .rank = 2, .dim = { m->dim[1], m->dim[2], 1 },
+				  .v = m->v + h * m->dim[1] * m->dim[2], .is_f32 = m->is_f32 };
+	}
+	return plane;
+}
+
+/* ---- file names ----------------------------------------------------------- */
+
+const char *step_file_name(char *buf, size_t size, const char *key, size_t head, size_t plane,
+			   const char *ext)
+{
+	if (plane)
+		snprintf(buf, size, "%s_head%zu.%s", key, plane, ext);
+	else if (head)
+		snprintf(buf, size, "head%zu_%s.%s", head, key, ext);
+	else
+		snprintf(buf, size, "%s.%s", key, ext);
+	return buf;
+}
+
+/* the number name holds (its first digits), if from 1 to heads; else 0 */
+static size_t number_in(const char *name, size_t heads)
+{
+	const char *p = name + strcspn(name, "0123456789");
+	size_t n = 0;
+
+	if (*p == '0')
+		return 0;
+	for (; *p >= '0' && *p <= '9'; p++)
+		if (n > heads / 10 || (n = n * 10 + (size_t)(*p - '0')) > heads)
+			return 0;
+	return n;
+}
+
+int steps_may_write(const char *name, unsigned p, size_t heads, const char *ext)
+{
+	/* a name made by step_file_name holds no digits but its head's */
+	const size_t n = number_in(name, heads);
+	char buf[256];
+
+	for (int s = 0; s < STEP_COUNT; s++) {
+		const struct step *st = &steps[s];
+
+		if (!(p & STEP_BIT(s)))
+			continue;
+		if (has_whole(st) && !strcmp(name, step_file_name(buf, sizeof(buf), st->key, 0, 0, ext)))
+			return 1;
+		if (n && has_per_head(st, heads) &&
+		    !strcmp(name, step_file_name(buf, sizeof(buf), st->key, n, 0, ext)))
+			return 1;
+		/* CSV holds 2-D: a stacked step may be one file per head */
+		if (n && (st->flags & STEP_STACKED) && !strcmp(ext, "csv") &&
+		    !strcmp(name, step_file_name(buf, sizeof(buf), st->key, 0, n, ext)))
+			return 1;
+	}
+	return 0;
+}

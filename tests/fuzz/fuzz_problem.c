@@ -1,0 +1,125 @@
+/*
+ * fuzz_problem.c: libFuzzer target for problem_load() (cli/problem.h), the
+ * reading and checking 'mha forward' does, driven without a command line:
+ * a problem_spec naming an X file, with options picked by the input's
+ * first byte.  When the problem loads, its shapes and labels are checked,
+ * and a small one is run with every step kept (steps.h): each item must
+ * have the rows and columns its step's axes say.
+ *
+ * The input: a byte of options, then (with bit 4) a line of --tokens, then
+ * the X file, in any format mha reads (told apart by content: its path is
+ * /proc/self/fd/N, fuzz_file.h).
+ *
+ *   bits 0-1  --heads 1 to 4       bit 4  --tokens from the first line
+ *   bit 2     --causal             bit 5  --cell 1,1
+ *   bit 3     --kv-heads 1         bit 6  --kv-len 2
+ */
+#define _GNU_SOURCE /* memfd_create */
+#include "fuzz_file.h"
+#include "fuzz.h"
+#include "../../cli/cli.h"
+#include "../../cli/problem.h"
+#include "../../cli/steps.h"
+
+/* the most cells (queries x keys x heads) a loaded problem is run with */
+#define MOST_CELLS 4096
+
+/* a 2-D item's rows and columns, where they stand for the queries or keys */
+static int shaped_as_axes(const struct step_item *it, const mha_dims *d)
+{
+	const size_t rows = matrix_rows(it->m), cols = matrix_cols(it->m);
+
+	return it->m->rank != 2 ||
+	       ((it->rows == AXIS_QUERY ? rows == d->n_q : rows == d->n_kv) &&
+		(it->cols != AXIS_KEY || cols == d->n_kv));
+}
+
+/* what problem_load() promises of a problem it loaded */
+static void check_problem(const struct problem *p)
+{
+	const mha_dims *d = &p->d;
+
+	if (d->n_q != matrix_rows(&p->x) || d->d_q_in != matrix_cols(&p->x) ||
+	    d->heads * d->d_k != d->d_q_in || p->in.xq != p->x.v)
+		fuzz_fail("problem_load: shapes that are not X's");
+	if ((p->labels.query && p->labels.n_query != d->n_q) ||
+	    (p->labels.key && p->labels.n_key != d->n_kv))
+		fuzz_fail("problem_load: not one label a query and a key");
+	if (p->spec.cell && (p->cell[0] >= d->n_q || p->cell[1] >= d->n_kv))
+		fuzz_fail("problem_load: a --cell outside the scores");
+}
+
+/* every step kept and collected: each item as its step's axes say */
+static void run_steps(const struct problem *p)
+{
+	const mha_dims *d = &p->d;
+	struct step_results res = { .heads = d->heads, .mask_per_head = p->cfg.mask.per_head };
+	struct step_items list = { 0 };
+	struct step_facts f;
+	mha_observer obs;
+	mha_report rep;
+	matrix out = { 0 };
+	unsigned all;
+
+	if (d->n_q * d->n_kv * d->heads > MOST_CELLS)
+		return;
+	problem_facts(p, 0, &f);
+	all = steps_print_set(0, 1, &f) | steps_every(&f);
+	obs = (mha_observer){ .fn = steps_keep, .ctx = &res,
+			      .wanted = steps_stages(all, d->heads) };
+	if (problem_check_memory(p, obs.wanted, 0) == 0 &&
+	    problem_forward(&out, p, &obs, 0, &rep) == 0) {
+		f.scale = rep.scale;
+		if (steps_stack(&res) == 0 && steps_collect(&list, &res, all, &f, &p->x, &out) == 0)
+			for (size_t i = 0; i < list.n; i++)
+				if (!shaped_as_axes(&list.v[i], d))
+					fuzz_fail("steps_collect: an item not shaped as its axes say");
+	}
+	steps_items_free(&list);
+	steps_results_free(&res);
+	matrix_free(&out);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct problem_spec s;
+	struct problem p;
+	char *tokens = NULL;
+	int rc;
+
+	if (size < 1)
+		return 0;
+	memset(&s, 0, sizeof(s));
+	s.heads = (size_t)(data[0] & 3) + 1;
+	s.kv_heads = (data[0] & 8) ? 1 : s.heads;
+	s.cfg.causal = (data[0] & 4) ? MHA_CAUSAL_TOP_LEFT : MHA_CAUSAL_NONE;
+	s.cell = (data[0] & 32) ? "1,1" : NULL;
+	s.cfg.kv_len = (data[0] & 64) ? 2 : 0;
+	data++;
+	size--;
+	if (data[-1] & 16) {
+		const uint8_t *nl = memchr(data, '\n', size);
+		const size_t n = nl ? (size_t)(nl - data) : size;
+
+		tokens = strndup((const char *)data, n);
+		if (!tokens)
+			abort();
+		s.tokens = tokens;
+		data += nl ? n + 1 : n;
+		size -= nl ? n + 1 : n;
+	}
+	s.x = fuzz_file_path(data, size);
+	budget_init(FUZZ_BUDGET);
+	rc = problem_load(&p, &s);
+	if (rc != EXIT_OK && rc != EXIT_DATA && rc != EXIT_USAGE)
+		fuzz_fail("problem_load: an exit status that is none of 0, 1 and 2");
+	if (rc == EXIT_OK) {
+		check_problem(&p);
+		run_steps(&p);
+	}
+	problem_free(&p);
+	free(tokens);
+	if (budget_held() != 0)
+		fuzz_fail("the memory budget was not given back in full");
+	return 0;
+}
