@@ -513,7 +513,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 			fputs(forward_usage, stdout);
 			return 1;
 		default: /* ':' or '?' */
-			opt_error("forward", c, argv);
+			opt_error("forward", c, argv, longopts);
 			return -1;
 		}
 	}
