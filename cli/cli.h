@@ -32,8 +32,13 @@ int usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
 /* A whole number from 1 to max for cmd's option opt, or a usage error; 0 or -1. */
 int opt_count(const char *cmd, const char *opt, const char *arg, unsigned long long max,
 	      size_t *out);
-/* getopt_long returned ':' (a value missing) or '?' (unknown): say so. */
-void opt_error(const char *cmd, int c, char **argv);
+/* getopt_long returned ':' (a value missing) or '?' (unknown): say so, and
+ * for an unknown long option name the closest of longopts (may be NULL). */
+struct option;
+void opt_error(const char *cmd, int c, char **argv, const struct option *longopts);
+/* Of names[0..n), the one word is most likely a typo of (a few edits away,
+ * case aside, and nearer than any other), or NULL: for "did you mean". */
+const char *closest_name(const char *word, const char *const *names, size_t n);
 /* A finite number, the whole of arg (a subnormal too, not one that rounds
  * to 0): 1 and *out set, or 0. */
 int opt_number(const char *arg, double *out);

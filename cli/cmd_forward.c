@@ -122,6 +122,12 @@ static int parse_print(const char *arg, struct options *o)
 			o->print_all = 1;
 			continue;
 		}
+		if (s < 0 && step_closest(tok)) {
+			usage_error(o->cmd->hint, "--print: unknown step '%s': did you mean '%s'?", tok,
+				    step_closest(tok));
+			rc = -1;
+			break;
+		}
 		if (s < 0) {
 			usage_error(o->cmd->hint, "--print: unknown step '%s' (known: %s, all)",
 				    tok, known);
@@ -326,7 +332,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 			fputs(cmd->usage, stdout);
 			return 1;
 		default: /* ':' or '?' */
-			opt_error(hint, c, argv);
+			opt_error(hint, c, argv, longopts);
 			return -1;
 		}
 	}

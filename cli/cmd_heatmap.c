@@ -35,8 +35,8 @@ static const char heatmap_usage[] =
 	"The other options of 'mha forward' are taken too: see 'mha forward --help'.\n"
 	FORWARD_USAGE_EXIT;
 
-/* usage errors point to forward's help, as they always have */
-static const struct forward_command heatmap = { "forward", heatmap_usage, 1 };
+/* usage errors point to its own help */
+static const struct forward_command heatmap = { "heatmap", heatmap_usage, 1 };
 
 int cmd_heatmap(int argc, char **argv)
 {

@@ -276,7 +276,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 			fputs(init_usage, stdout);
 			return 1;
 		default: /* ':' or '?' */
-			opt_error("init", c, argv);
+			opt_error("init", c, argv, longopts);
 			return -1;
 		}
 		if (count) {

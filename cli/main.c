@@ -27,6 +27,7 @@ static const struct command commands[] = {
 static void print_usage(FILE *fp)
 {
 	fputs("usage: mha COMMAND [options]\n"
+	      "       mha help [COMMAND]\n"
 	      "       mha --help | --version\n"
 	      "\n"
 	      "Multi-head attention computed exactly in float64, every step visible.\n"
@@ -34,6 +35,7 @@ static void print_usage(FILE *fp)
 	      "Commands:\n", fp);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(fp, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(fp, "  %-10s %s\n", "help", "this text, or a command's: mha help forward");
 	fputs("\n"
 	      "'mha COMMAND --help' describes a command; 'man mha' describes them all.\n"
 	      "Example: mha forward -x x.json -w weights.json --heads 2 --causal --print all\n",
@@ -51,6 +53,22 @@ static int finish(int rc)
 }
 
 static int run(int argc, char **argv);
+
+/* "'forwrd' is not a command", and the command it is nearly */
+static int not_a_command(const char *name)
+{
+	const char *names[sizeof(commands) / sizeof(commands[0]) + 1];
+	const char *near;
+	size_t n = 0;
+
+	for (; n < sizeof(commands) / sizeof(commands[0]); n++)
+		names[n] = commands[n].name;
+	names[n++] = "help";
+	near = closest_name(name, names, n);
+	if (near)
+		return usage_error(NULL, "'%s' is not a command: did you mean '%s'?", name, near);
+	return usage_error(NULL, "'%s' is not a command", name);
+}
 
 int main(int argc, char **argv)
 {
@@ -76,7 +94,7 @@ static int run(int argc, char **argv)
 			for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 				if (!strcmp(argv[2], commands[i].name))
 					return commands[i].run(2, help_argv);
-			return usage_error(NULL, "'%s' is not a command", argv[2]);
+			return not_a_command(argv[2]);
 		}
 		print_usage(stdout);
 		return EXIT_OK;
@@ -90,5 +108,5 @@ static int run(int argc, char **argv)
 			return commands[i].run(argc - 1, argv + 1);
 	if (name[0] == '-')
 		return usage_error(NULL, "unknown option '%s' (options follow the command)", name);
-	return usage_error(NULL, "'%s' is not a command", name);
+	return not_a_command(name);
 }

@@ -1,10 +1,12 @@
 /*
  * opts.c: what every command's option parsing shares: whole numbers,
- * numbers, sizes and offsets as values, and getopt_long's complaints,
- * worded the same way everywhere.
+ * numbers, sizes and offsets as values, getopt_long's complaints worded
+ * the same way everywhere, and the "did you mean" for a name that is
+ * nearly right.
  */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -35,12 +37,109 @@ bad:
 	return -1;
 }
 
-void opt_error(const char *cmd, int c, char **argv)
+/* 0 for the same letter (case aside), 1 for look-alikes (0 and O, 1 and l),
+ * else 2: a whole edit */
+static size_t sub_cost(int a, int b)
 {
+	static const char *const alike[] = { "0o", "1li", "5s", "8b", "2z" };
+
+	a = tolower(a);
+	b = tolower(b);
+	if (a == b)
+		return 0;
+	for (size_t i = 0; i < sizeof(alike) / sizeof(alike[0]); i++)
+		if (strchr(alike[i], a) && strchr(alike[i], b))
+			return 1;
+	return 2;
+}
+
+/*
+ * Edit distance between a and b in half edits: inserting, deleting,
+ * changing a character or swapping two neighbours (--casual for --causal)
+ * costs 2, changing it for a look-alike (W_0 for W_O) 1.  Names are
+ * short: past 63 bytes they are not compared (SIZE_MAX).
+ */
+static size_t distance(const char *a, const char *b)
+{
+	enum { MAX = 64 };
+	size_t d[MAX][MAX];
+	const size_t n = strlen(a), m = strlen(b);
+
+	if (n >= MAX || m >= MAX)
+		return SIZE_MAX;
+	for (size_t i = 0; i <= n; i++)
+		d[i][0] = 2 * i;
+	for (size_t j = 0; j <= m; j++)
+		d[0][j] = 2 * j;
+	for (size_t i = 1; i <= n; i++)
+		for (size_t j = 1; j <= m; j++) {
+			size_t v = d[i - 1][j - 1] + sub_cost(a[i - 1], b[j - 1]);
+
+			if (d[i - 1][j] + 2 < v)
+				v = d[i - 1][j] + 2;
+			if (d[i][j - 1] + 2 < v)
+				v = d[i][j - 1] + 2;
+			if (i > 1 && j > 1 && !sub_cost(a[i - 1], b[j - 2]) &&
+			    !sub_cost(a[i - 2], b[j - 1]) && d[i - 2][j - 2] + 2 < v)
+				v = d[i - 2][j - 2] + 2;
+			d[i][j] = v;
+		}
+	return d[n][m];
+}
+
+const char *closest_name(const char *word, const char *const *names, size_t n)
+{
+	/* a typo, not another word: one edit in a short name, two in a longer
+	 * one, three past ten characters (in half edits) */
+	const size_t len = strlen(word), most = len <= 4 ? 2 : len <= 10 ? 4 : 6;
+	const char *best = NULL;
+	size_t best_d = SIZE_MAX, ties = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const size_t d = strcmp(word, names[i]) ? distance(word, names[i]) : SIZE_MAX;
+
+		if (d < best_d) {
+			best_d = d;
+			best = names[i];
+			ties = 0;
+		} else if (d == best_d) {
+			ties++;
+		}
+	}
+	/* two names as near: no guess */
+	return best_d <= most && !ties ? best : NULL;
+}
+
+/* the long option closest to arg ("--casual" or "--casual=1"), or NULL */
+static const char *closest_option(const char *arg, const struct option *longopts)
+{
+	const char *names[128];
+	char word[64];
+	size_t n = 0, len;
+
+	if (!longopts || strncmp(arg, "--", 2))
+		return NULL;
+	arg += 2;
+	len = strcspn(arg, "=");
+	if (len >= sizeof(word))
+		return NULL;
+	memcpy(word, arg, len);
+	word[len] = '\0';
+	for (; longopts[n].name && n < sizeof(names) / sizeof(names[0]); n++)
+		names[n] = longopts[n].name;
+	return closest_name(word, names, n);
+}
+
+void opt_error(const char *cmd, int c, char **argv, const struct option *longopts)
+{
+	const char *near;
+
 	if (c == ':')
 		usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
 	else if (optopt)
 		usage_error(cmd, "unknown option '-%c'", optopt);
+	else if ((near = closest_option(argv[optind - 1], longopts)) != NULL)
+		usage_error(cmd, "unknown option '%s': did you mean '--%s'?", argv[optind - 1], near);
 	else
 		usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
 }

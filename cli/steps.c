@@ -231,6 +231,16 @@ int step_by_name(const char *name)
 	return -1;
 }
 
+const char *step_closest(const char *name)
+{
+	const char *names[STEP_COUNT + 1];
+
+	for (int s = 0; s < STEP_COUNT; s++)
+		names[s] = steps[s].name;
+	names[STEP_COUNT] = "all";
+	return closest_name(name, names, STEP_COUNT + 1);
+}
+
 const char *step_names(char *buf, size_t size)
 {
 	size_t used = 0;

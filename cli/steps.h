@@ -76,6 +76,8 @@ extern const struct step steps[STEP_COUNT];
 int step_by_name(const char *name);
 /* "x, q, k, …, output": every step's name, into buf, which is returned. */
 const char *step_names(char *buf, size_t size);
+/* The step (or "all") name is nearly, for "did you mean"; NULL if none. */
+const char *step_closest(const char *name);
 /* The steps written: those asked for, and with all those --print all shows. */
 unsigned steps_print_set(unsigned asked, int all, const struct step_facts *f);
 /* Every step the run has (--explain): softcapped only with a softcap, the

@@ -106,6 +106,22 @@ static int slot_of(const char *key, weight_layout layout, const char *src)
 			     "(out, in) weights", src, key);
 	if (slot != NOT_A_WEIGHT)
 		return slot;
+	{
+		/* "W_0", "W_q ": the name it is nearly */
+		const char *names[N_WEIGHTS + sizeof(torch_names) / sizeof(torch_names[0])];
+		size_t n = 0;
+		const char *near;
+
+		for (int i = 0; i < N_WEIGHTS; i++)
+			names[n++] = weight_names[i];
+		for (size_t i = 0; layout == LAYOUT_TORCH && i < sizeof(torch_names) / sizeof(torch_names[0]); i++)
+			if (torch_names[i].slot != UNSUPPORTED)
+				names[n++] = torch_names[i].name;
+		near = closest_name(key, names, n);
+		if (near)
+			return error("%s: \"%s\" is not the name of a weight: did you mean \"%s\"?", src,
+				     key, near);
+	}
 	if (layout == LAYOUT_TORCH)
 		return error("%s: \"%s\" is not the name of a weight (expected %s, or in_proj_weight, "
 			     "in_proj_bias, q_proj_weight, k_proj_weight, v_proj_weight, "
@@ -544,6 +560,13 @@ int weights_finish(weights *w, size_t heads, size_t kv_heads)
 			continue;
 		}
 		if (m->rank == 3) {
+			/* one head, as when --heads is left out: the array says how many */
+			if (m->dim[0] != want && want == 1)
+				return error("%s: %s is %s: one matrix per head for %zu %sheads, but the "
+					     "run has 1: add --%sheads %zu", w->src[i], weight_names[i],
+					     matrix_shape(m, shape, sizeof(shape)), m->dim[0],
+					     want == heads ? "" : "key/value ", want == heads ? "" : "kv-",
+					     m->dim[0]);
 			if (m->dim[0] != want)
 				return error("%s: %s is %s, one matrix per head, but there %s %zu %shead%s",
 					     w->src[i], weight_names[i], matrix_shape(m, shape, sizeof(shape)),

@@ -313,6 +313,26 @@ static void markdown_matrix_out(writer *w, const char *title, const matrix *m)
 	}
 }
 
+/* A block's title, its commas as semicolons: a CSV reader that does not
+ * skip "#" lines sees the whole line as one cell ("row by row, head 1"
+ * would split in two) */
+static void csv_title_put(FILE *fp, const char *title)
+{
+	char buf[256];
+	size_t n = 0;
+
+	for (const char *p = title;; p++) {
+		if (!*p || n + 1 == sizeof(buf)) {
+			buf[n] = '\0';
+			text_put(fp, buf);
+			n = 0;
+			if (!*p)
+				break;
+		}
+		buf[n++] = *p == ',' ? ';' : *p;
+	}
+}
+
 /* CSV: plain rows for one matrix; several are blocks, each after a "# title" line */
 static void csv_matrix_out(writer *w, const char *key, const char *title, const matrix *m)
 {
@@ -326,7 +346,7 @@ static void csv_matrix_out(writer *w, const char *key, const char *title, const 
 			fprintf(w->fp, "# %s: ", key);
 		else
 			fputs("# ", w->fp);
-		text_put(w->fp, title);
+		csv_title_put(w->fp, title);
 		fputs(" (", w->fp);
 		for (size_t r = 0; r < m->rank; r++)
 			fprintf(w->fp, "%s%zu", r ? "x" : "", m->dim[r]);
