@@ -399,6 +399,10 @@ static int check_option_combinations(struct options *o)
 		return usage_error(hint, "--print softcapped needs --softcap");
 	if (!o->print && !o->print_all)
 		o->print = STEP_BIT(STEP_OUTPUT);
+	if (!o->format_given && o->emit.output && !emit_known_name(o->emit.output))
+		return usage_error(hint, "-o '%s': mha writes .json, .csv, .npy, .md, .svg and .txt "
+				   "files (or text under a name with no extension); add --format to "
+				   "write another name", o->emit.output);
 	if (!o->format_given && o->emit.output)
 		o->emit.format = emit_format_of_output(o->emit.output);
 	if (!o->format_given && o->cmd->draw && o->emit.format != FORMAT_SVG)

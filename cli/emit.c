@@ -35,20 +35,42 @@ int emit_format_by_name(const char *name, out_format *format)
 	return -1;
 }
 
-out_format emit_format_of_name(const char *path)
+/* the extensions mha writes, and what it writes under each; "" (no
+ * extension) is text too */
+static const struct { const char *ext; out_format format; } ext_names[] = {
+	{ "json", FORMAT_JSON }, { "csv", FORMAT_CSV }, { "npy", FORMAT_NPY },
+	{ "md", FORMAT_MARKDOWN }, { "markdown", FORMAT_MARKDOWN }, { "svg", FORMAT_SVG },
+	{ "txt", FORMAT_TEXT }, { "text", FORMAT_TEXT }, { "", FORMAT_TEXT },
+};
+
+/* 1 and *format set when the name's extension is one mha writes */
+static int format_of_ext(const char *path, out_format *format)
 {
-	static const struct { const char *ext; out_format format; } names[] = {
-		{ "json", FORMAT_JSON }, { "csv", FORMAT_CSV }, { "npy", FORMAT_NPY },
-		{ "md", FORMAT_MARKDOWN }, { "markdown", FORMAT_MARKDOWN }, { "svg", FORMAT_SVG },
-	};
 	char ext[16];
 
 	/* as the readers tell a file's format by its name (input.h) */
 	file_extension(path, ext, sizeof(ext));
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (!strcmp(ext, names[i].ext))
-			return names[i].format;
-	return FORMAT_TEXT;
+	for (size_t i = 0; i < sizeof(ext_names) / sizeof(ext_names[0]); i++)
+		if (!strcmp(ext, ext_names[i].ext)) {
+			*format = ext_names[i].format;
+			return 1;
+		}
+	return 0;
+}
+
+out_format emit_format_of_name(const char *path)
+{
+	out_format f = FORMAT_TEXT;
+
+	format_of_ext(path, &f);
+	return f;
+}
+
+int emit_known_name(const char *path)
+{
+	out_format f;
+
+	return emit_is_dir(path) || !strcmp(path, "-") || format_of_ext(path, &f);
 }
 
 int emit_is_dir(const char *path)

@@ -20,6 +20,10 @@ int emit_format_by_name(const char *name, out_format *format);
 out_format emit_format_of_name(const char *path);
 /* Without --format: a directory is CSV, else the name says (text if not). */
 out_format emit_format_of_output(const char *path);
+/* Whether -o path says what to write without --format: a directory, '-',
+ * no extension, or one of .json .csv .npy .md .markdown .svg .txt .text
+ * (0 for hm.png, which mha would fill with text). */
+int emit_known_name(const char *path);
 /* A path naming a directory to fill: an existing one, or a name ending in '/'. */
 int emit_is_dir(const char *path);
 /* The extension of a directory's files in format: "csv", "npy", else "json". */

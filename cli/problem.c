@@ -124,8 +124,9 @@ static int set_labels(const struct problem_spec *s, struct problem *p, const mha
 	    take_labels(&l->key, &l->n_key, &l->own_key, s->kv_tokens, "--kv-tokens", d->n_kv, kvname,
 			km))
 		return -1;
-	if (!l->key && l->query && !s->kv && d->n_kv == d->n_q && !p->direct) {
-		/* self-attention: the keys are the queries */
+	if (!l->key && l->query && !s->kv && d->n_kv == d->n_q && (!p->direct || s->tokens)) {
+		/* self-attention: the keys are the queries; with Q, K and V given,
+		 * --tokens as long as both names the keys too */
 		l->key = l->query;
 		l->n_key = l->n_query;
 	}
