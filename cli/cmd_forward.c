@@ -45,8 +45,9 @@ static const char forward_usage[] =
 	"                        concat, output; or all (default: output)\n"
 	"  -f, --format FMT      text, json, csv, markdown, npy, heatmap (coloured cells in\n"
 	"                        the terminal) or svg (a picture); default: from -o's\n"
-	"                        name, .json .csv .npy .md .svg, a directory is csv;\n"
-	"                        else text.  heatmap and svg draw each head's softmax,\n"
+	"                        name, .json .csv .npy .md .svg .txt, a directory is\n"
+	"                        csv, no extension text (another is refused).\n"
+	"                        heatmap and svg draw each head's softmax,\n"
 	"                        or the one step --print names (scores, scaled,\n"
 	"                        softcapped, masked)\n"
 	FORWARD_USAGE_COLOR
