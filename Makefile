@@ -66,7 +66,7 @@ CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o
 
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
-        test-formats test-npy test-samples test-docs test-install FORCE
+        test-formats test-npy test-schema test-samples test-docs test-install FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -142,8 +142,8 @@ demo: deps
 
 check: deps
 	$(MAKE) STRICT=-Werror all tests/test_lib
-	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-samples \
-		test-docs test-install
+	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-schema \
+		test-samples test-docs test-install
 	@echo "make check: all tests passed"
 
 # mha against PyTorch (and the machine's GEMM rate) on this machine: not part of check
@@ -178,6 +178,10 @@ test-formats: mha
 
 test-npy: mha
 	$(PYTHON) tests/npy_check.py ./mha
+
+# the JSON output's schema as README.md's tables give it, over every kind of run
+test-schema: mha
+	$(PYTHON) tests/schema_check.py ./mha README.md
 
 test-samples: mha
 	sh samples/run.sh
@@ -358,6 +362,7 @@ check-asan: deps
 	$(ASAN_ENV) $(PYTHON) tests/numpy_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/formats_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/npy_check.py $(ASAN_DIR)/mha
+	$(ASAN_ENV) $(PYTHON) tests/schema_check.py $(ASAN_DIR)/mha README.md
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh samples/run.sh
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha MHA_LIB=$(ASAN_DIR)/libmha.a CC='$(CC) $(ASAN_FLAGS)' \
 		sh tests/doc_examples.sh README.md man/mha.1
