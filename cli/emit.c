@@ -168,8 +168,10 @@ static void write_stream(writer *wr, const struct step_items *list, const struct
 	out_end(wr);
 }
 
-/* One matrix into a file of its own in dir: a JSON array, CSV or .npy. */
-static int write_one(const char *dir, const char *name, out_format format, const matrix *m)
+/* One matrix into a file of its own in dir: a JSON array, CSV or .npy; or,
+ * m NULL, meta.json, how the run was made. */
+static int write_one(const char *dir, const char *name, out_format format, const matrix *m,
+		     const struct run_meta *meta)
 {
 	char *path = emit_path(dir, name);
 	outfile of;
@@ -182,7 +184,10 @@ static int write_one(const char *dir, const char *name, out_format format, const
 	if (rc)
 		return -1;
 	/* a failed write leaves the stream in error, which the commit reports */
-	if (format == FORMAT_NPY) {
+	if (!m) {
+		meta_write_json(of.fp, meta, 0);
+		fputc('\n', of.fp);
+	} else if (format == FORMAT_NPY) {
 		(void)npy_write(of.fp, m);
 	} else if (format == FORMAT_CSV) {
 		(void)csv_write(of.fp, m);
@@ -191,24 +196,6 @@ static int write_one(const char *dir, const char *name, out_format format, const
 
 		(void)json_write_array(&wr, m);
 	}
-	return outfile_commit(&of);
-}
-
-/* meta.json in dir: how the run was made, beside its matrices */
-static int write_meta(const char *dir, const struct run_meta *meta)
-{
-	char *path = emit_path(dir, "meta.json");
-	outfile of;
-	int rc;
-
-	if (!path)
-		return error("out of memory");
-	rc = outfile_open(&of, path);
-	free(path);
-	if (rc)
-		return -1;
-	meta_write_json(of.fp, meta, 0);
-	fputc('\n', of.fp);
 	return outfile_commit(&of);
 }
 
@@ -223,7 +210,7 @@ static int write_directory(const char *dir, out_format format, const struct step
 	if (format != FORMAT_NPY && format != FORMAT_CSV && format != FORMAT_JSON)
 		return error("-o %s: a directory takes one file per matrix: use --format csv, npy "
 			     "or json (or name a file)", dir);
-	if (emit_make_dir(dir, NULL) || write_meta(dir, meta))
+	if (emit_make_dir(dir, NULL) || write_one(dir, "meta.json", format, NULL, meta))
 		return -1;
 	for (size_t i = 0; i < list->n; i++) {
 		const struct step_item *it = &list->v[i];
@@ -235,13 +222,13 @@ static int write_directory(const char *dir, out_format format, const struct step
 				const matrix part = step_plane(m, h);
 
 				step_file_name(name, sizeof(name), it->key, 0, h + 1, ext);
-				if (write_one(dir, name, format, &part))
+				if (write_one(dir, name, format, &part, NULL))
 					return -1;
 			}
 			continue;
 		}
 		step_file_name(name, sizeof(name), it->key, it->head, 0, ext);
-		if (write_one(dir, name, format, m))
+		if (write_one(dir, name, format, m, NULL))
 			return -1;
 	}
 	return 0;

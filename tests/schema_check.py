@@ -31,18 +31,22 @@ import tempfile
 import numpy as np
 
 MHA = None
-passed = failed = 0
 
 
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok %s" % name)
-    else:
-        failed += 1
-        print("FAIL %s%s" % (name, ": " + detail if detail else ""))
-    return ok
+class Tally:
+    """check(name, ok, detail): one 'ok' or 'FAIL' line, counted; returns ok."""
+
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def __call__(self, name, ok, detail=""):
+        self.passed += bool(ok)
+        self.failed += not ok
+        print(("ok %s" if ok else "FAIL %s") % name + (": " + detail if detail and not ok else ""))
+        return ok
+
+
+check = Tally()
 
 
 # ---- the schema, from README.md -----------------------------------------
@@ -446,8 +450,8 @@ def main(argv):
                 ok = json.loads(back.stdout)["X"] == json.load(f)["output"]
         check("a JSON result read back with -x gives its output", ok,
               (r.stderr + back.stderr).decode().strip())
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    print("%d passed, %d failed" % (check.passed, check.failed))
+    return 1 if check.failed else 0
 
 
 if __name__ == "__main__":
