@@ -26,6 +26,9 @@ int error(const char *fmt, ...) CLI_PRINTF(1, 2);
 void warning(const char *fmt, ...) CLI_PRINTF(1, 2);
 /* "mha: MESSAGE" plus a hint to try --help; returns EXIT_USAGE. */
 int usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
+/* A file as messages, titles and "meta" name it: standard input ("-") is
+ * "<stdin>", as the readers say. */
+const char *path_shown(const char *path);
 
 #include <stddef.h>
 

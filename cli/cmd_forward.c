@@ -527,8 +527,11 @@ int forward_run(int argc, char **argv, const struct forward_command *cmd)
 	if (o.explain) {
 		if (emit_explain(&o.emit, &list, &f, &pb.labels, o.spec.cell ? pb.cell : NULL))
 			goto done;
-	} else if (emit_items(&o.emit, &list, &pb.labels)) {
-		goto done;
+	} else {
+		const struct run_meta meta = { .f = &f, .rep = &rep, .f32 = o.f32 };
+
+		if (emit_items(&o.emit, &list, &pb.labels, &meta))
+			goto done;
 	}
 	rc = EXIT_OK;
 done:

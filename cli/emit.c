@@ -135,18 +135,31 @@ static void json_tokens(writer *wr, const char *key, char **t, size_t n)
 	wr->need_comma = 1;
 }
 
+/* text and Markdown, for reading, show a copy as a line, not again in full */
+static int folds(out_format format)
+{
+	return format == FORMAT_TEXT || format == FORMAT_MARKDOWN;
+}
+
 /* One stream (standard output or a file) in text, JSON, CSV or Markdown. */
-static void write_stream(writer *wr, const struct step_items *list, const struct labels *l)
+static void write_stream(writer *wr, const struct step_items *list, const struct labels *l,
+			 const struct run_meta *meta)
 {
 	size_t head = 0;
+	char note[600];
 
 	wr->single = list->n == 1;
 	out_begin(wr);
+	if (wr->format == FORMAT_JSON) {
+		fputs("\n  \"meta\": ", wr->fp);
+		meta_write_json(wr->fp, meta, 1);
+		wr->need_comma = 1;
+	}
 	if (wr->format == FORMAT_JSON && l->query)
 		json_tokens(wr, "tokens", l->query, l->n_query);
 	if (wr->format == FORMAT_JSON && l->key && l->key != l->query)
 		json_tokens(wr, "kv_tokens", l->key, l->n_key);
-	for (size_t i = 0; i < list->n; i++) {
+	for (size_t i = 0; i < list->n;) {
 		const struct step_item *it = &list->v[i];
 
 		if (it->head != head) {
@@ -160,10 +173,15 @@ static void write_stream(writer *wr, const struct step_items *list, const struct
 				out_heads_end(wr);
 			head = it->head;
 		}
+		if (it->copy_of >= 0 && folds(wr->format)) {
+			out_note(wr, steps_fold_note(note, sizeof(note), list, &i));
+			continue;
+		}
 		wr->row_labels = axis_labels(l, it->rows);
 		wr->col_labels = axis_labels(l, it->cols);
 		out_matrix(wr, it->key, it->title, it->m);
 		wr->row_labels = wr->col_labels = NULL;
+		i++;
 	}
 	if (head) {
 		out_head_end(wr);
@@ -172,8 +190,10 @@ static void write_stream(writer *wr, const struct step_items *list, const struct
 	out_end(wr);
 }
 
-/* One matrix into a file of its own in dir: a JSON array, CSV or .npy. */
-static int write_one(const char *dir, const char *name, out_format format, const matrix *m)
+/* One matrix into a file of its own in dir: a JSON array, CSV or .npy; or,
+ * m NULL, meta.json, how the run was made. */
+static int write_one(const char *dir, const char *name, out_format format, const matrix *m,
+		     const struct run_meta *meta)
 {
 	char *path = emit_path(dir, name);
 	outfile of;
@@ -186,7 +206,10 @@ static int write_one(const char *dir, const char *name, out_format format, const
 	if (rc)
 		return -1;
 	/* a failed write leaves the stream in error, which the commit reports */
-	if (format == FORMAT_NPY) {
+	if (!m) {
+		meta_write_json(of.fp, meta, 0);
+		fputc('\n', of.fp);
+	} else if (format == FORMAT_NPY) {
 		(void)npy_write(of.fp, m);
 	} else if (format == FORMAT_CSV) {
 		(void)csv_write(of.fp, m);
@@ -198,8 +221,10 @@ static int write_one(const char *dir, const char *name, out_format format, const
 	return outfile_commit(&of);
 }
 
-/* -o DIR/: one file per matrix, named after its key (head1_scores.csv). */
-static int write_directory(const char *dir, out_format format, const struct step_items *list)
+/* -o DIR/: one file per matrix, named after its key (head1_scores.csv),
+ * and meta.json. */
+static int write_directory(const char *dir, out_format format, const struct step_items *list,
+			   const struct run_meta *meta)
 {
 	const char *ext = emit_dir_ext(format);
 	char name[256];
@@ -207,7 +232,7 @@ static int write_directory(const char *dir, out_format format, const struct step
 	if (format != FORMAT_NPY && format != FORMAT_CSV && format != FORMAT_JSON)
 		return error("-o %s: a directory takes one file per matrix: use --format csv, npy "
 			     "or json (or name a file)", dir);
-	if (emit_make_dir(dir, NULL))
+	if (emit_make_dir(dir, NULL) || write_one(dir, "meta.json", format, NULL, meta))
 		return -1;
 	for (size_t i = 0; i < list->n; i++) {
 		const struct step_item *it = &list->v[i];
@@ -219,13 +244,13 @@ static int write_directory(const char *dir, out_format format, const struct step
 				const matrix part = step_plane(m, h);
 
 				step_file_name(name, sizeof(name), it->key, 0, h + 1, ext);
-				if (write_one(dir, name, format, &part))
+				if (write_one(dir, name, format, &part, NULL))
 					return -1;
 			}
 			continue;
 		}
 		step_file_name(name, sizeof(name), it->key, it->head, 0, ext);
-		if (write_one(dir, name, format, m))
+		if (write_one(dir, name, format, m, NULL))
 			return -1;
 	}
 	return 0;
@@ -283,23 +308,32 @@ static int write_heatmaps(const struct emit *o, const struct step_items *list,
 	return rc;
 }
 
-int emit_items(const struct emit *o, const struct step_items *list, const struct labels *labels)
+int emit_items(const struct emit *o, const struct step_items *list, const struct labels *labels,
+	       const struct run_meta *meta)
 {
+	const struct step_item *one = NULL;
+	size_t n = 0;
 	outfile of;
 
 	if (o->output && strcmp(o->output, "-") && emit_is_dir(o->output))
-		return write_directory(o->output, o->format, list);
+		return write_directory(o->output, o->format, list, meta);
 	if (o->format == FORMAT_NPY) {
-		if (list->n != 1)
+		/* one matrix: its copies (one head's block of Q is Q) are the same */
+		for (size_t i = 0; i < list->n; i++)
+			if (list->v[i].copy_of < 0) {
+				one = &list->v[i];
+				n++;
+			}
+		if (n != 1)
 			return error("--format npy writes one matrix per file, and %zu were asked for: "
-				     "give -o DIR/ for one file each, or --print one step", list->n);
+				     "give -o DIR/ for one file each, or --print one step", n);
 		if ((!o->output || !strcmp(o->output, "-")) && isatty(STDOUT_FILENO))
 			return error("--format npy is binary: give -o FILE.npy, or redirect standard output");
 	}
 	if (outfile_open(&of, o->output))
 		return -1;
 	if (o->format == FORMAT_NPY) {
-		(void)npy_write(of.fp, list->v[0].m); /* errors: see write_one() */
+		(void)npy_write(of.fp, one->m); /* errors: see write_one() */
 	} else if (o->format == FORMAT_HEATMAP || o->format == FORMAT_SVG) {
 		if (write_heatmaps(o, list, labels, of.fp)) {
 			outfile_abort(&of);
@@ -308,7 +342,7 @@ int emit_items(const struct emit *o, const struct step_items *list, const struct
 	} else {
 		writer wr = { .fp = of.fp, .format = o->format, .precision = o->precision };
 
-		write_stream(&wr, list, labels);
+		write_stream(&wr, list, labels, meta);
 	}
 	return outfile_commit(&of);
 }
@@ -341,7 +375,7 @@ static int may_write_in_dir(const char *name, void *ctx)
 {
 	const struct dir_names *dn = ctx;
 
-	return steps_may_write(name, dn->p, dn->heads, dn->ext);
+	return !strcmp(name, "meta.json") || steps_may_write(name, dn->p, dn->heads, dn->ext);
 }
 
 int emit_refuse_over_inputs(const struct emit *e, unsigned p, size_t heads, const input_ids *ids)

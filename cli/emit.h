@@ -7,6 +7,7 @@
 #ifndef MHA_CLI_EMIT_H
 #define MHA_CLI_EMIT_H
 
+#include "meta.h"
 #include "outfile.h"
 #include "problem.h"
 #include "steps.h"
@@ -43,16 +44,23 @@ struct emit {
 	int heat_step;       /* heatmap and svg: the step drawn (its per-head items) */
 };
 
-/* The items, labelled, to where e says, in its format: one stream, one
- * file per item (a directory), a .npy file or a heatmap.  0, or -1 said. */
-int emit_items(const struct emit *e, const struct step_items *list, const struct labels *l);
+/*
+ * The items, labelled, to where e says, in its format: one stream, one
+ * file per item (a directory, with meta.json), a .npy file or a heatmap.
+ * JSON, CSV and directories hold every item under its key; text and
+ * Markdown fold exact copies into a line saying which they repeat, and a
+ * .npy file takes one item but for its copies.  JSON starts with meta's
+ * object.  0, or -1 said.
+ */
+int emit_items(const struct emit *e, const struct step_items *list, const struct labels *l,
+	       const struct run_meta *meta);
 /* --explain's walk-through of the items (explain_steps) to e's output. */
 int emit_explain(const struct emit *e, const struct step_items *list, const struct step_facts *f,
 		 const struct labels *l, const size_t *cell);
 /*
  * e's output would replace one of the inputs ids: said, -1.  For a
  * directory, each file in it the steps p (of heads heads) may be written
- * to is checked.  0 when nothing would be.
+ * to is checked, meta.json too.  0 when nothing would be.
  */
 int emit_refuse_over_inputs(const struct emit *e, unsigned p, size_t heads, const input_ids *ids);
 

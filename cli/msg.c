@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /*
  * A message quotes file names, labels and values read from files: it is
@@ -68,4 +69,9 @@ int usage_error(const char *cmd, const char *fmt, ...)
 	else
 		fputs("Try 'mha --help' for more information.\n", stderr);
 	return EXIT_USAGE;
+}
+
+const char *path_shown(const char *path)
+{
+	return strcmp(path, "-") ? path : "<stdin>";
 }

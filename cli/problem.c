@@ -21,12 +21,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* a file as messages name it: standard input is "<stdin>", as the readers say */
-static const char *shown(const char *path)
-{
-	return strcmp(path, "-") ? path : "<stdin>";
-}
-
 /* "s" for a plural count: "%zu head%s" */
 static const char *plural(size_t n)
 {
@@ -155,12 +149,12 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	const read_spec vs = { "V", v_keys, 2, 2, 0 };
 	const read_spec ms = { "mask", mask_keys, 2, 3, READ_NONFINITE | READ_BOOL };
 
-	snprintf(p->x_src, sizeof(p->x_src), "-x %s", s->x ? shown(s->x) : "");
-	snprintf(p->kv_src, sizeof(p->kv_src), "--kv %s", s->kv ? shown(s->kv) : "");
-	snprintf(p->q_src, sizeof(p->q_src), "--q %s", s->q ? shown(s->q) : "");
-	snprintf(p->k_src, sizeof(p->k_src), "--k %s", s->k ? shown(s->k) : "");
-	snprintf(p->v_src, sizeof(p->v_src), "--v %s", s->v ? shown(s->v) : "");
-	snprintf(p->mask_src, sizeof(p->mask_src), "--mask %s", s->mask ? shown(s->mask) : "");
+	snprintf(p->x_src, sizeof(p->x_src), "-x %s", s->x ? path_shown(s->x) : "");
+	snprintf(p->kv_src, sizeof(p->kv_src), "--kv %s", s->kv ? path_shown(s->kv) : "");
+	snprintf(p->q_src, sizeof(p->q_src), "--q %s", s->q ? path_shown(s->q) : "");
+	snprintf(p->k_src, sizeof(p->k_src), "--k %s", s->k ? path_shown(s->k) : "");
+	snprintf(p->v_src, sizeof(p->v_src), "--v %s", s->v ? path_shown(s->v) : "");
+	snprintf(p->mask_src, sizeof(p->mask_src), "--mask %s", s->mask ? path_shown(s->mask) : "");
 	{
 		const char *const files[] = { s->x, s->kv, s->q, s->k, s->v, s->mask, s->w };
 
@@ -363,9 +357,9 @@ static int check_mask(const struct problem_spec *s, struct problem *p, const mha
 
 			if (m->rank == 3)
 				return error("%s: mask[%zu][%zu][%zu] is %s: a mask adds numbers or -inf",
-					     shown(s->mask), h, r, c, isnan(m->v[i]) ? "nan" : "inf");
+					     path_shown(s->mask), h, r, c, isnan(m->v[i]) ? "nan" : "inf");
 			return error("%s: mask[%zu][%zu] is %s: a mask adds numbers or -inf",
-				     shown(s->mask), r, c, isnan(m->v[i]) ? "nan" : "inf");
+				     path_shown(s->mask), r, c, isnan(m->v[i]) ? "nan" : "inf");
 		}
 	}
 	cfg->mask.bias = m->v;

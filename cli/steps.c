@@ -13,9 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* a file as messages and titles name it: standard input is "<stdin>" */
-#define SHOWN(path) (strcmp(path, "-") ? (path) : "<stdin>")
-
 static int has_weight(const struct step_facts *f, int which)
 {
 	return (f->weights >> which) & 1;
@@ -141,7 +138,7 @@ static void title_mask(char *buf, size_t size, const struct step_facts *f, size_
 		parts[n++] = kv;
 	}
 	if (f->mask_file)
-		parts[n++] = SHOWN(f->mask_file);
+		parts[n++] = path_shown(f->mask_file);
 	snprintf(buf, size, "mask (added to the scores): %s%s%s%s%s", n ? parts[0] : "none",
 		 n > 1 ? "; " : "", n > 1 ? parts[1] : "", n > 2 ? "; " : "", n > 2 ? parts[2] : "");
 }
@@ -202,9 +199,9 @@ const struct step steps[STEP_COUNT] = {
 			  title_masked },
 	[STEP_SOFTMAX] = { "softmax", "softmax", -1, MHA_STAGE_SOFTMAX, QK, ALL_ALWAYS,
 			   STEP_DRAWABLE, title_softmax },
-	[STEP_HEADS] = { "heads", "output", -1, MHA_STAGE_HEAD_OUTPUT, QF, ALL_IF_HEADS, 0,
+	[STEP_HEADS] = { "heads", "output", -1, MHA_STAGE_HEAD_OUTPUT, QF, ALL_ALWAYS, 0,
 			 title_heads },
-	[STEP_CONCAT] = { "concat", "concat", MHA_STAGE_CONCAT, -1, QF, ALL_IF_WO,
+	[STEP_CONCAT] = { "concat", "concat", MHA_STAGE_CONCAT, -1, QF, ALL_ALWAYS,
 			  STEP_AFTER_HEADS, title_concat },
 	[STEP_OUTPUT] = { "output", "output", MHA_STAGE_OUTPUT, -1, QF, ALL_ALWAYS,
 			  STEP_RESULT | STEP_AFTER_HEADS | STEP_F32, title_output },
@@ -216,11 +213,10 @@ static int has_whole(const struct step *s)
 	return s->stage >= 0 || (s->flags & (STEP_INPUT | STEP_STACKED));
 }
 
-/* one matrix per head, written as such, with heads heads */
-static int has_per_head(const struct step *s, size_t heads)
+/* one matrix per head, written as such (one head's Q, K, V blocks too) */
+static int has_per_head(const struct step *s)
 {
-	return s->head_stage >= 0 && !(s->flags & STEP_STACKED) &&
-	       (!(s->flags & STEP_BLOCKS) || heads > 1);
+	return s->head_stage >= 0 && !(s->flags & STEP_STACKED);
 }
 
 int step_by_name(const char *name)
@@ -254,14 +250,12 @@ const char *step_names(char *buf, size_t size)
 	return buf;
 }
 
-/* whether step s is there for --print all (every: --explain, copies too) */
-static int shown_by_all(int s, const struct step_facts *f, int every)
+/* whether the run has step s: softcapped, the mask and masked not always */
+static int run_has(int s, const struct step_facts *f)
 {
 	switch (steps[s].all) {
 	case ALL_IF_SOFTCAP: return f->cfg->softcap > 0;
 	case ALL_IF_MASK: return masked(f);
-	case ALL_IF_HEADS: return every || f->heads > 1;
-	case ALL_IF_WO: return every || has_weight(f, WO);
 	default: return 1;
 	}
 }
@@ -271,7 +265,7 @@ unsigned steps_print_set(unsigned asked, int all, const struct step_facts *f)
 	unsigned p = asked;
 
 	for (int s = 0; s < STEP_COUNT; s++) {
-		if (all && shown_by_all(s, f, 0))
+		if (all && run_has(s, f))
 			p |= STEP_BIT(s);
 		/* X is not an input when Q, K and V are */
 		if (f->direct && (steps[s].flags & STEP_INPUT))
@@ -282,12 +276,7 @@ unsigned steps_print_set(unsigned asked, int all, const struct step_facts *f)
 
 unsigned steps_every(const struct step_facts *f)
 {
-	unsigned p = 0;
-
-	for (int s = 0; s < STEP_COUNT; s++)
-		if (shown_by_all(s, f, 1))
-			p |= STEP_BIT(s);
-	return p;
+	return steps_print_set(0, 1, f);
 }
 
 unsigned steps_flagged(unsigned flag)
@@ -406,6 +395,8 @@ static int add_item(struct step_items *list, int s, size_t head, const matrix *m
 	it->m = m;
 	it->rows = steps[s].rows;
 	it->cols = steps[s].cols;
+	it->copy_of = -1;
+	it->copy_why = NULL;
 	steps[s].title(it->title, sizeof(it->title), f, head);
 	return 0;
 }
@@ -426,17 +417,91 @@ static int add_whole(struct step_items *list, const struct step_results *r, unsi
 	return 0;
 }
 
+/* the index of the whole-model item of step s, or -1 */
+static long whole_item(const struct step_items *list, int s)
+{
+	for (size_t i = 0; i < list->n; i++)
+		if (list->v[i].step == s && !list->v[i].head)
+			return (long)i;
+	return -1;
+}
+
+/* Mark the items that are exact copies of others, by how the run is made. */
+static void mark_copies(struct step_items *list, const struct step_facts *f)
+{
+	const long concat = whole_item(list, STEP_CONCAT), output = whole_item(list, STEP_OUTPUT);
+	const int no_wo = !has_weight(f, WO);
+
+	for (size_t i = 0; i < list->n; i++) {
+		struct step_item *it = &list->v[i];
+
+		if (it->head && f->heads == 1 && (steps[it->step].flags & STEP_BLOCKS)) {
+			it->copy_of = whole_item(list, it->step);
+			it->copy_why = "one head";
+		} else if (it->head && f->heads == 1 && it->step == STEP_HEADS) {
+			/* without W_O the concat is itself the output: name the last */
+			it->copy_of = no_wo && output >= 0 ? output : concat;
+			it->copy_why = no_wo && output >= 0 ? "one head, no W_O" : "one head";
+		} else if (it->step == STEP_CONCAT && no_wo) {
+			it->copy_of = output;
+			it->copy_why = "no W_O";
+		}
+		if (it->copy_of < 0)
+			it->copy_why = NULL;
+	}
+}
+
 int steps_collect(struct step_items *list, const struct step_results *r, unsigned p,
 		  const struct step_facts *f, const matrix *x, const matrix *out)
 {
 	if (add_whole(list, r, p, f, x, out, 0))
 		return -1;
 	for (size_t h = 0; h < r->heads; h++)
-		for (int s = 0; s < STEP_COUNT; s++)
-			if (r->per_head[s] && !(steps[s].flags & STEP_STACKED) &&
-			    add_item(list, s, h + 1, &r->per_head[s][h], f))
+		for (int s = 0; s < STEP_COUNT; s++) {
+			const matrix *m = r->per_head[s] ? &r->per_head[s][h] : NULL;
+
+			/* one head's block of Q, K or V is the whole: not asked of the
+			 * library, which would then take the plain path for it */
+			if (!m && (p & STEP_BIT(s)) && (steps[s].flags & STEP_BLOCKS) && r->heads == 1)
+				m = &r->whole[s];
+			if (m && !(steps[s].flags & STEP_STACKED) && add_item(list, s, h + 1, m, f))
 				return -1;
-	return add_whole(list, r, p, f, x, out, 1);
+		}
+	if (add_whole(list, r, p, f, x, out, 1))
+		return -1;
+	mark_copies(list, f);
+	return 0;
+}
+
+/* s after what buf holds, with sep between (cut short at size) */
+static void append(char *buf, size_t size, const char *sep, const char *s)
+{
+	const size_t n = strlen(buf);
+
+	snprintf(buf + n, size - n, "%s%s", n ? sep : "", s);
+}
+
+const char *steps_fold_note(char *buf, size_t size, const struct step_items *list, size_t *i)
+{
+	const struct step_item *first = &list->v[*i];
+	char names[400] = "", targets[100] = "", head[32] = "";
+	size_t n = 0, j;
+
+	for (j = *i; j < list->n; j++, n++) {
+		const struct step_item *it = &list->v[j];
+
+		if (it->copy_of < 0 || it->head != first->head || strcmp(it->copy_why, first->copy_why))
+			break;
+		/* a head's title less its "head 1: ", which the note says once */
+		append(names, sizeof(names), ", ", it->head ? strchr(it->title, ':') + 2 : it->title);
+		append(targets, sizeof(targets), ", ", list->v[it->copy_of].key);
+	}
+	*i = j;
+	if (first->head)
+		snprintf(head, sizeof(head), "head %zu: ", first->head);
+	snprintf(buf, size, "%s%s %s the %s %s (%s)", head, names, n > 1 ? "are" : "is", targets,
+		 first->copy_of < (long)(first - list->v) ? "above" : "below", first->copy_why);
+	return buf;
 }
 
 void steps_items_free(struct step_items *list)
@@ -498,7 +563,7 @@ int steps_may_write(const char *name, unsigned p, size_t heads, const char *ext)
 			continue;
 		if (has_whole(st) && !strcmp(name, step_file_name(buf, sizeof(buf), st->key, 0, 0, ext)))
 			return 1;
-		if (n && has_per_head(st, heads) &&
+		if (n && has_per_head(st) &&
 		    !strcmp(name, step_file_name(buf, sizeof(buf), st->key, n, 0, ext)))
 			return 1;
 		/* CSV holds 2-D: a stacked step may be one file per head */

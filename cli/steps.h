@@ -29,16 +29,18 @@ enum step_id {
 /* What a matrix's rows or columns stand for: labels (tokens) go on queries and keys. */
 enum step_axis { AXIS_FEATURE, AXIS_QUERY, AXIS_KEY };
 
-/* When --print all includes a step: always, or only when it is there and not
- * an exact copy of another (one head's output is the concat, which without
- * W_O is the output). */
-enum step_in_all { ALL_ALWAYS, ALL_IF_SOFTCAP, ALL_IF_MASK, ALL_IF_HEADS, ALL_IF_WO };
+/* When --print all includes a step: always, or only when the run has it
+ * (softcapped needs a softcap; mask and masked a mask, --causal or --kv-len).
+ * A step that is an exact copy of another in this run (one head's output is
+ * the concat) is included all the same: the machine formats always hold it
+ * under its key, and text says which it repeats (struct step_item). */
+enum step_in_all { ALL_ALWAYS, ALL_IF_SOFTCAP, ALL_IF_MASK };
 
 /* A step's flags. */
 enum {
 	STEP_INPUT = 1u << 0,       /* X, the input itself; never there when Q, K, V are given */
 	STEP_RESULT = 1u << 1,      /* the output array of the run, not an observed copy */
-	STEP_BLOCKS = 1u << 2,      /* whole, plus each head's block when there are several */
+	STEP_BLOCKS = 1u << 2,      /* whole, plus each head's block (one head: the whole) */
 	STEP_STACKED = 1u << 3,     /* handed over per head, written as one: shared (n_q, n_kv),
 				       or per head (H, n_q, n_kv) */
 	STEP_AFTER_HEADS = 1u << 4, /* whole, made from the heads: written after them */
@@ -80,8 +82,8 @@ const char *step_names(char *buf, size_t size);
 const char *step_closest(const char *name);
 /* The steps written: those asked for, and with all those --print all shows. */
 unsigned steps_print_set(unsigned asked, int all, const struct step_facts *f);
-/* Every step the run has (--explain): softcapped only with a softcap, the
- * mask only with one. */
+/* Every step the run has (--print all, --explain): softcapped only with a
+ * softcap, the mask only with one. */
 unsigned steps_every(const struct step_facts *f);
 /* The steps a flag (STEP_DRAWABLE, STEP_F32) marks. */
 unsigned steps_flagged(unsigned flag);
@@ -117,6 +119,11 @@ struct step_item {
 	char title[200];
 	const matrix *m;
 	enum step_axis rows, cols;
+	/* an exact copy of the item at this index, by how the run is made (one
+	 * head: its Q block is Q; no W_O: the concat is the output); -1 if not.
+	 * Text and Markdown fold copies into a line (steps_fold_note). */
+	long copy_of;
+	const char *copy_why;    /* "one head", "no W_O", "one head, no W_O" */
 };
 
 struct step_items {
@@ -126,12 +133,21 @@ struct step_items {
 
 /*
  * Every step of p there is, in the order of the computation: the whole
- * model's first (those made from the heads last), then each head's, titled.
- * x is the input X, out the output.  0, or -1 when out of memory (said).
+ * model's first (those made from the heads last), then each head's, titled,
+ * each step of p under every key it has (one head's Q, K, V blocks are the
+ * whole Q, K, V; its output is asked for from the library), exact copies
+ * marked.  x is the input X, out the output.  0, or -1 when out of memory
+ * (said).
  */
 int steps_collect(struct step_items *list, const struct step_results *r, unsigned p,
 		  const struct step_facts *f, const matrix *x, const matrix *out);
 void steps_items_free(struct step_items *list);
+/*
+ * The line that stands for the copies from list->v[*i] on (those of one
+ * head, copies for one reason), in buf: "head 1: Q1, K1, V1 are the Q, K, V
+ * above (one head)".  *i moves past them.  buf is returned.
+ */
+const char *steps_fold_note(char *buf, size_t size, const struct step_items *list, size_t *i);
 /* A 2-D view of plane h of a stacked (H, rows, cols) m, or m itself when 2-D. */
 matrix step_plane(const matrix *m, size_t h);
 

@@ -418,6 +418,22 @@ void out_matrix(writer *w, const char *key, const char *title, const matrix *m)
 	}
 }
 
+void out_note(writer *w, const char *line)
+{
+	if (w->format != FORMAT_TEXT && w->format != FORMAT_MARKDOWN)
+		return;
+	if (w->blocks++)
+		fputc('\n', w->fp);
+	if (w->format == FORMAT_MARKDOWN) {
+		fputc('*', w->fp);
+		md_text(w->fp, line, "*_|\\"); /* literal, inside the emphasis */
+		fputs("*\n", w->fp);
+	} else {
+		text_put(w->fp, line);
+		fputc('\n', w->fp);
+	}
+}
+
 void out_heads_begin(writer *w)
 {
 	if (w->format != FORMAT_JSON)

@@ -35,6 +35,9 @@ typedef struct writer {
 void out_begin(writer *w);
 /* one matrix: key names it in JSON, title heads it elsewhere (shape added) */
 void out_matrix(writer *w, const char *key, const char *title, const matrix *m);
+/* text and Markdown: one line standing for a matrix not written (a copy of
+ * another); nothing in the other formats */
+void out_note(writer *w, const char *line);
 void out_heads_begin(writer *w);
 void out_head_begin(writer *w, size_t head);
 void out_head_end(writer *w);

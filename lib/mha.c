@@ -513,6 +513,8 @@ static mha_status validate(const mha_dims *d, const mha_config *cfg, const void 
 		rep->first_blocked_head = -1;
 		rep->first_blocked_row = 0;
 		rep->scale = NAN;
+		rep->causal_offset = 0;
+		rep->fast_path = 0;
 	}
 	st = mha_check(d, cfg);
 	if (st != MHA_OK)
@@ -526,7 +528,10 @@ static mha_status validate(const mha_dims *d, const mha_config *cfg, const void 
 	if ((!W[0] && d->d_q_in != d->heads * d->d_k) || (!W[1] && d->d_k_in != G * d->d_k) ||
 	    (!W[2] && d->d_v_in != G * d->d_v))
 		return MHA_ERR_SHAPE;
-	return check_mask(d, &cfg->mask);
+	st = check_mask(d, &cfg->mask);
+	if (st == MHA_OK && rep && cfg->causal != MHA_CAUSAL_NONE)
+		rep->causal_offset = mha_rule_offset(d, cfg);
+	return st;
 }
 
 /* the stages only the plain path can hand over */
@@ -575,6 +580,8 @@ mha_status mha_forward_f32(float *out, const mha_dims *d, const mha_inputs_f32 *
 	st = validate(d, cfg, out, t.x, t.W, rep);
 	if (st != MHA_OK)
 		return st;
+	if (rep)
+		rep->fast_path = 1;
 	return (mha_status)mha_fast_forward(out, &t, d, cfg, NULL, rep);
 }
 
@@ -610,6 +617,8 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 				.b = { w->b_Q, w->b_K, w->b_V, w->W_O ? w->b_O : NULL },
 			};
 
+			if (rep)
+				rep->fast_path = 1;
 			return (mha_status)mha_fast_forward(out, &t, d, cfg, obs, rep);
 		}
 	}

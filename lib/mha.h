@@ -230,6 +230,10 @@ typedef struct mha_report {
 	int first_blocked_head;    /* the first such row's head, -1 if none */
 	size_t first_blocked_row;  /* and its row */
 	double scale;          /* the multiplier that was applied to the scores */
+	ptrdiff_t causal_offset;   /* causal: query i saw keys j <= i + causal_offset
+				      (bottom-right worked out); 0 when not causal */
+	int fast_path;         /* 1: the fast path computed it (always in float32),
+				  0: the plain path (see mha_forward) */
 } mha_report;
 
 /* ---- the computation --------------------------------------------------- */

@@ -410,9 +410,12 @@ def npy_supported(c):
 
 
 def flatten_json(doc):
-    """Every matrix of mha's JSON output: {"X": array, "heads/0/scores": array, ...}."""
+    """Every matrix of mha's JSON output: {"X": array, "heads/0/scores": array, ...}
+    ("meta" says how the run was made: not a matrix)."""
     found = {}
     for k, v in doc.items():
+        if k == "meta":
+            continue
         if k == "heads":
             for i, h in enumerate(v):
                 for hk, hv in h.items():
@@ -503,6 +506,9 @@ def check_writes(c, rng):
         return
     files = sorted(os.path.relpath(os.path.join(r, n), d)
                    for r, _, ns in os.walk(d) for n in ns)
+    c.report("write: -o dir/ wrote meta.json beside the matrices", "meta.json" in files,
+             "files %s" % files)
+    files = [f for f in files if f != "meta.json"]
     c.report("write: -o dir/ wrote one file per matrix (%d)" % len(files),
              len(files) == len(ref) and all(f.endswith(".npy") for f in files),
              "%d files %s for %d matrices %s" % (len(files), files, len(ref), sorted(ref)))

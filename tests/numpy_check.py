@@ -425,7 +425,8 @@ def required_keys(case, printed):
     direct = case.source == "direct"
     masking = case.causal is not None or case.mask is not None
     if printed == ["all"]:
-        names = {"q", "k", "v", "scores", "scaled", "softmax", "output"}
+        # every step the run has, copies too (README: the JSON output)
+        names = {"q", "k", "v", "scores", "scaled", "softmax", "heads", "concat", "output"}
         if not direct:
             names.add("x")
         if case.softcap:
@@ -436,8 +437,8 @@ def required_keys(case, printed):
         names = set(printed)
     whole = {WHOLE_KEYS[n] for n in names if n in WHOLE_KEYS and not (direct and n == "x")}
     per_head = {HEAD_KEYS[n] for n in names if n in HEAD_KEYS}
-    if case.heads > 1:
-        per_head |= {n.upper() for n in names if n in ("q", "k", "v")}
+    # each head's block of Q, K, V, with one head too (it is the whole)
+    per_head |= {n.upper() for n in names if n in ("q", "k", "v")}
     return whole, per_head
 
 
@@ -446,10 +447,12 @@ def check_json(case, data, ref, doc, printed):
     worst = 0.0
     H = case.heads
     G = case.kv_heads or H
-    known = {"X", "Q", "K", "V", "mask", "heads", "concat", "output"}
+    known = {"meta", "X", "Q", "K", "V", "mask", "heads", "concat", "output"}
     for k in doc:
         if k not in known:
             raise Mismatch("unknown key %r in mha's output" % k)
+    if not isinstance(doc.get("meta"), dict):
+        raise Mismatch("no 'meta' object in mha's output")
     need_whole, need_head = required_keys(case, printed)
     for k in need_whole:
         if k not in doc:
@@ -461,7 +464,7 @@ def check_json(case, data, ref, doc, printed):
         raise Mismatch("--print %s: %d heads in the output, expected %d"
                        % (",".join(printed), len(heads), H))
 
-    got = {k: to_array(v, k) for k, v in doc.items() if k != "heads"}
+    got = {k: to_array(v, k) for k, v in doc.items() if k not in ("heads", "meta")}
 
     if "X" in got:
         bit_equal("X", got["X"], data["X"])    # repr() in, the same double out

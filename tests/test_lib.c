@@ -317,6 +317,56 @@ START_TEST(test_kv_len_and_offset)
 }
 END_TEST
 
+/* the report says which path ran and the causal offset it used */
+START_TEST(test_report_path_and_offset)
+{
+	double x[4] = { 1, 2, 3, 4 }, out[4];
+	float xf[4] = { 1, 2, 3, 4 }, outf[4];
+	mha_dims d = { .n_q = 2, .n_kv = 4, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+		       .heads = 1, .d_k = 1, .d_v = 1 };
+	mha_inputs in = { x, x, x };
+	mha_inputs_f32 inf = { xf, xf, xf };
+	mha_config cfg = { 0 };
+	mha_report rep;
+	seen sn, sw;
+	mha_observer obs = watch_all(&sn), whole = watch_all(&sw);
+
+	whole.wanted = MHA_STAGE_BIT(MHA_STAGE_Q) | MHA_STAGE_BIT(MHA_STAGE_CONCAT);
+
+	/* nobody watching, or only whole-model stages: the fast path */
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, &rep), MHA_OK);
+	ck_assert_int_eq(rep.fast_path, 1);
+	ck_assert_int_eq(rep.causal_offset, 0);
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, &whole, &rep), MHA_OK);
+	ck_assert_int_eq(rep.fast_path, 1);
+	seen_free(&sw);
+	/* a per-head stage watched, or exact: the plain path */
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, &obs, &rep), MHA_OK);
+	ck_assert_int_eq(rep.fast_path, 0);
+	seen_free(&sn);
+	cfg.exact = 1;
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, &rep), MHA_OK);
+	ck_assert_int_eq(rep.fast_path, 0);
+	/* float32 has only the fast path */
+	ck_assert_int_eq(mha_forward_f32(outf, &d, &inf, NULL, &cfg, &rep), MHA_OK);
+	ck_assert_int_eq(rep.fast_path, 1);
+
+	/* bottom-right with 2 queries over 4 keys is offset 2, over kv_len 3 offset 1 */
+	cfg = (mha_config){ .causal = MHA_CAUSAL_BOTTOM_RIGHT };
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, &rep), MHA_OK);
+	ck_assert_int_eq(rep.causal_offset, 2);
+	cfg.kv_len = 3;
+	ck_assert_int_eq(mha_forward_f32(outf, &d, &inf, NULL, &cfg, &rep), MHA_OK);
+	ck_assert_int_eq(rep.causal_offset, 1);
+	cfg = (mha_config){ .causal = MHA_CAUSAL_OFFSET, .causal_offset = -1 };
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, &rep), MHA_OK);
+	ck_assert_int_eq(rep.causal_offset, -1);
+	cfg = (mha_config){ .causal = MHA_CAUSAL_TOP_LEFT };
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, &rep), MHA_OK);
+	ck_assert_int_eq(rep.causal_offset, 0);
+}
+END_TEST
+
 /* a row whose every key is masked: zeros, reported, never NaN */
 START_TEST(test_fully_masked_row)
 {
@@ -1748,6 +1798,7 @@ static Suite *mha_suite(void)
 	tcase_add_test(hand, test_softmax_large_scores);
 	tcase_add_test(hand, test_causal_by_hand);
 	tcase_add_test(hand, test_kv_len_and_offset);
+	tcase_add_test(hand, test_report_path_and_offset);
 	tcase_add_test(hand, test_fully_masked_row);
 	tcase_add_test(hand, test_softcap_and_scale_modes);
 	tcase_add_test(hand, test_grouped_query_mapping);

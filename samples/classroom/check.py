@@ -25,10 +25,13 @@ R_scaled = R / np.sqrt(traits)    # divided by sqrt(7)
 R_prime = c.softmax_rows(R_scaled)  # table 5
 T = R_prime @ X                   # table 4
 
+# one head and no W_O: its Q, K, V are the whole ones, its output the
+# concatenation, which is the output; mha writes each under its own key
 reference = {
     "X": X, "Q": X, "K": X, "V": X,
-    "heads": [{"scores": R, "scaled": R_scaled, "softmax": R_prime}],
-    "output": T,
+    "heads": [{"Q": X, "K": X, "V": X, "scores": R, "scaled": R_scaled, "softmax": R_prime,
+               "output": T}],
+    "concat": T, "output": T,
 }
 got = c.run_json(c.cmd_args(S))
 h = got["heads"][0]

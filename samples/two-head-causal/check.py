@@ -36,7 +36,9 @@ for i in range(HEADS):
                   "masked": masked, "softmax": A, "output": A @ Vi})
 out = np.hstack([hd["output"] for hd in heads])
 
-reference = {"X": X, "Q": Q, "K": K, "V": V, "mask": M, "heads": heads, "output": out}
+# no W_O: the output is the concatenation, which mha writes under both keys
+reference = {"X": X, "Q": Q, "K": K, "V": V, "mask": M, "heads": heads, "concat": out,
+             "output": out}
 got = c.run_json(c.cmd_args(S))
 c.compare_all(S, got, reference, "every step agrees with numpy")
 

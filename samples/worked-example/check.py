@@ -54,10 +54,13 @@ masked = scaled + M
 weights = c.softmax_rows(masked)
 out = weights @ V
 
+# one head and no W_O: its Q, K, V are the whole ones, its output the
+# concatenation, which is the output; mha writes each under its own key
 reference = {
     "X": X, "Q": Q, "K": K, "V": V, "mask": M,
-    "heads": [{"scores": scores, "scaled": scaled, "masked": masked, "softmax": weights}],
-    "output": out,
+    "heads": [{"Q": Q, "K": K, "V": V, "scores": scores, "scaled": scaled, "masked": masked,
+               "softmax": weights, "output": out}],
+    "concat": out, "output": out,
 }
 
 got = c.run_json(c.cmd_args(S))

@@ -3,7 +3,8 @@
   jsontool.py summary [FILE]          check FILE (default: standard input) is
                                       strict RFC 8259 JSON, then print one line
                                       per matrix, "PATH RxC", and one per entry
-                                      that is not a number, 'PATH = "-inf"'
+                                      that is not a number, 'PATH = "-inf"';
+                                      the "meta" object on one line
   jsontool.py same FILE KEY FILE KEY  are the two matrices equal, bit for bit?
 
 Strict means: no NaN, Infinity or -Infinity tokens (Python's json module
@@ -50,7 +51,9 @@ def shape(v):
 
 
 def walk(v, path, out):
-    if isinstance(v, dict):
+    if path == "meta":
+        out.append("meta %s" % json.dumps(v))
+    elif isinstance(v, dict):
         for k, x in v.items():
             walk(x, "%s.%s" % (path, k) if path else k, out)
     elif isinstance(v, list) and v and isinstance(v[0], list) and not isinstance(v[0][0], list):

@@ -49,6 +49,27 @@ static void check_problem(const struct problem *p)
 		fuzz_fail("problem_load: a --cell outside the scores");
 }
 
+/* an item marked a copy holds its target's numbers, bit for bit, and the
+ * copies fold into a line that moves past them */
+static void check_copies(const struct step_items *list)
+{
+	char note[600];
+
+	for (size_t i = 0; i < list->n; i++) {
+		const struct step_item *it = &list->v[i], *to;
+		size_t next = i;
+
+		if (it->copy_of < 0)
+			continue;
+		to = &list->v[it->copy_of];
+		if (to->copy_of >= 0 || matrix_size(it->m) != matrix_size(to->m) ||
+		    memcmp(it->m->v, to->m->v, matrix_size(it->m) * sizeof(double)))
+			fuzz_fail("steps_collect: a copy that is not its target's numbers");
+		if (!steps_fold_note(note, sizeof(note), list, &next)[0] || next <= i)
+			fuzz_fail("steps_fold_note: no line, or stuck");
+	}
+}
+
 /* every step kept and collected: each item as its step's axes say */
 static void run_steps(const struct problem *p)
 {
@@ -70,10 +91,12 @@ static void run_steps(const struct problem *p)
 	if (problem_check_memory(p, obs.wanted, 0) == 0 &&
 	    problem_forward(&out, p, &obs, 0, &rep) == 0) {
 		f.scale = rep.scale;
-		if (steps_stack(&res) == 0 && steps_collect(&list, &res, all, &f, &p->x, &out) == 0)
+		if (steps_stack(&res) == 0 && steps_collect(&list, &res, all, &f, &p->x, &out) == 0) {
 			for (size_t i = 0; i < list.n; i++)
 				if (!shaped_as_axes(&list.v[i], d))
 					fuzz_fail("steps_collect: an item not shaped as its axes say");
+			check_copies(&list);
+		}
 	}
 	steps_items_free(&list);
 	steps_results_free(&res);

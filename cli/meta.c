@@ -1,0 +1,123 @@
+/*
+ * meta.c: the "meta" object of JSON output (meta.h).  It says how the
+ * numbers were made, not what they are: nothing here reads a matrix.
+ */
+#include "meta.h"
+
+#include "cli.h"
+#include "text.h"
+#include "weights.h"
+#include "write.h"
+
+#include <string.h>
+
+struct member {
+	FILE *fp;
+	int depth;
+	int n; /* members written */
+};
+
+static void key(struct member *mb, const char *k)
+{
+	fputs(mb->n++ ? ",\n" : "\n", mb->fp);
+	for (int i = 0; i <= mb->depth; i++)
+		fputs("  ", mb->fp);
+	fprintf(mb->fp, "\"%s\": ", k);
+}
+
+static void string(struct member *mb, const char *k, const char *v)
+{
+	key(mb, k);
+	if (v)
+		text_put_json(mb->fp, v); /* a file name may hold anything */
+	else
+		fputs("null", mb->fp);
+}
+
+static void count(struct member *mb, const char *k, size_t v)
+{
+	key(mb, k);
+	fprintf(mb->fp, "%zu", v);
+}
+
+/* v as the shortest text that reads back exactly; null when absent */
+static void number(struct member *mb, const char *k, double v, int absent)
+{
+	char buf[40];
+
+	key(mb, k);
+	format_shortest(buf, sizeof(buf), v);
+	fputs(absent ? "null" : buf, mb->fp);
+}
+
+/* what --scale chose: the rule's words, as the titles give them */
+static const char *scale_rule(mha_scale_mode mode)
+{
+	switch (mode) {
+	case MHA_SCALE_DK: return "1/sqrt(d_k)";
+	case MHA_SCALE_DMODEL: return "1/sqrt(d_model)";
+	case MHA_SCALE_SEQLEN: return "1/sqrt(n_kv)";
+	case MHA_SCALE_NONE: return "none";
+	default: return "given";
+	}
+}
+
+static const char *causal_name(mha_causal c)
+{
+	switch (c) {
+	case MHA_CAUSAL_TOP_LEFT: return "top-left";
+	case MHA_CAUSAL_BOTTOM_RIGHT: return "bottom-right";
+	case MHA_CAUSAL_OFFSET: return "offset";
+	default: return "none";
+	}
+}
+
+void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
+{
+	const struct step_facts *f = m->f;
+	const mha_config *cfg = f->cfg;
+	const mha_dims *d = f->d;
+	struct member mb = { fp, depth, 0 };
+	char buf[40];
+	int n = 0;
+
+	fputc('{', fp);
+	string(&mb, "version", mha_version());
+	string(&mb, "inputs", f->direct ? "q, k, v" : f->cross ? "x, kv" : "x");
+	key(&mb, "weights");
+	fputc('[', fp);
+	for (int i = 0; i < N_WEIGHTS; i++)
+		if ((f->weights >> i) & 1)
+			fprintf(fp, "%s\"%s\"", n++ ? ", " : "", weight_names[i]);
+	fputc(']', fp);
+	count(&mb, "n_q", d->n_q);
+	count(&mb, "n_kv", d->n_kv);
+	count(&mb, "d_model", d->d_q_in);
+	count(&mb, "heads", d->heads);
+	count(&mb, "kv_heads", d->kv_heads ? d->kv_heads : d->heads);
+	count(&mb, "d_k", d->d_k);
+	count(&mb, "d_v", d->d_v);
+	count(&mb, "d_out", mha_output_cols(d, (f->weights >> WO) & 1));
+	key(&mb, "scale");
+	format_shortest(buf, sizeof(buf), m->rep->scale);
+	fprintf(fp, "{\"value\": %s, \"rule\": \"%s\"}", buf, scale_rule(cfg->scale_mode));
+	string(&mb, "causal", causal_name(cfg->causal));
+	key(&mb, "causal_offset");
+	if (cfg->causal != MHA_CAUSAL_NONE)
+		fprintf(fp, "%td", m->rep->causal_offset);
+	else
+		fputs("null", fp);
+	key(&mb, "kv_len");
+	if (cfg->kv_len)
+		fprintf(fp, "%zu", cfg->kv_len);
+	else
+		fputs("null", fp);
+	number(&mb, "softcap", cfg->softcap, !(cfg->softcap > 0));
+	string(&mb, "mask", f->mask_file ? path_shown(f->mask_file) : NULL);
+	string(&mb, "dtype", m->f32 ? "f32" : "f64");
+	string(&mb, "path", m->rep->fast_path ? "fast" : "plain");
+	fputc('\n', fp);
+	for (int i = 0; i < depth; i++)
+		fputs("  ", fp);
+	fputc('}', fp);
+}
