@@ -148,7 +148,7 @@ static int parse_print(const char *arg, struct options *o)
 static int parse_options(int argc, char **argv, struct options *o,
 			 const struct forward_command *cmd)
 {
-	enum { O_KV = 256, O_Q, O_K, O_V, O_MASK, O_HEADS, O_KV_HEADS, O_SCALE,
+	enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_HEADS, O_KV_HEADS, O_SCALE,
 	       O_CAUSAL, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS, O_EXACT,
 	       O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL,
 	       O_ONE /* + WQ … BO */ };
@@ -156,6 +156,8 @@ static int parse_options(int argc, char **argv, struct options *o,
 		{ "x", required_argument, NULL, 'x' },
 		{ "weights", required_argument, NULL, 'w' },
 		{ "kv", required_argument, NULL, O_KV },
+		{ "xk", required_argument, NULL, O_XK },
+		{ "xv", required_argument, NULL, O_XV },
 		{ "q", required_argument, NULL, O_Q },
 		{ "k", required_argument, NULL, O_K },
 		{ "v", required_argument, NULL, O_V },
@@ -208,6 +210,8 @@ static int parse_options(int argc, char **argv, struct options *o,
 		case 'x': o->spec.x = optarg; break;
 		case 'w': o->spec.w = optarg; break;
 		case O_KV: o->spec.kv = optarg; break;
+		case O_XK: o->spec.xk = optarg; break;
+		case O_XV: o->spec.xv = optarg; break;
 		case O_Q: o->spec.q = optarg; break;
 		case O_K: o->spec.k = optarg; break;
 		case O_V: o->spec.v = optarg; break;
@@ -354,7 +358,8 @@ static void option_facts(const struct options *o, struct step_facts *f)
 	f->heads = o->spec.heads;
 	f->weights = ~0u;
 	f->direct = o->spec.q != NULL;
-	f->cross = o->spec.kv != NULL;
+	f->cross = o->spec.kv != NULL || o->spec.xk != NULL;
+	f->apart = o->spec.xk != NULL;
 }
 
 /* Which inputs go together: everything here is known before reading a file. */
@@ -375,13 +380,23 @@ static int check_option_combinations(struct options *o)
 	if (direct && s->kv)
 		return usage_error(hint, "--kv cannot be used with --q/--k/--v (K and V are "
 				   "given)");
+	if (!s->xk != !s->xv)
+		return usage_error(hint, "--xk and --xv go together: missing %s",
+				   s->xk ? "--xv" : "--xk");
+	if (s->xk && direct)
+		return usage_error(hint, "--xk/--xv cannot be used with --q/--k/--v (K and V are "
+				   "given)");
+	if (s->xk && s->kv)
+		return usage_error(hint, "--xk/--xv and --kv cannot be used together (--kv is "
+				   "both at once)");
 	for (int i = WQ; i < N_WEIGHTS; i++)
 		if (direct && s->one[i] && i != WO && i != BO)
 			return usage_error(hint, "--%c%c cannot be used with --q/--k/--v (they are "
 					   "given directly); only --wo and --bo can",
 					   i >= BQ ? 'b' : 'w', "qkvoqkvo"[i]);
 	{
-		const char *const files[] = { s->x, s->kv, s->w, s->q, s->k, s->v, s->mask };
+		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->w, s->q, s->k, s->v,
+					      s->mask };
 		int stdin_uses = 0;
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)

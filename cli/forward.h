@@ -37,6 +37,9 @@ int forward_check(int argc, char **argv, const struct forward_command *c);
 	"                        nn.MultiheadAttention's state_dict (in_proj_weight,\n" \
 	"                        in_proj_bias, out_proj.weight, out_proj.bias, ...)\n" \
 	"      --kv FILE         keys and values from this matrix (cross-attention)\n" \
+	"      --xk FILE, --xv FILE\n" \
+	"                        keys from one matrix and values from another (as\n" \
+	"                        kdim and vdim apart); the two go together\n" \
 	"      --q FILE, --k FILE, --v FILE\n" \
 	"                        Q, K and V given directly: no projections (-w may\n" \
 	"                        then hold only W_O and b_O)\n" \

@@ -83,7 +83,7 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 
 	fputc('{', fp);
 	string(&mb, "version", mha_version());
-	string(&mb, "inputs", f->direct ? "q, k, v" : f->cross ? "x, kv" : "x");
+	string(&mb, "inputs", f->direct ? "q, k, v" : f->apart ? "x, xk, xv" : f->cross ? "x, kv" : "x");
 	key(&mb, "weights");
 	fputc('[', fp);
 	for (int i = 0; i < N_WEIGHTS; i++)

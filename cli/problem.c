@@ -109,16 +109,18 @@ static int take_labels(char ***t, size_t *n, int *own, const char *list, const c
 static int set_labels(const struct problem_spec *s, struct problem *p, const mha_dims *d)
 {
 	struct labels *l = &p->labels;
-	const char *xname = p->direct ? "Q" : "X", *kvname = p->direct ? "K" : s->kv ? "X_kv" : "X";
+	const char *xname = p->direct ? "Q" : "X",
+		   *kvname = p->direct ? "K" : s->xk ? "X_k" : s->kv ? "X_kv" : "X";
 	const matrix *qm = p->direct ? &p->q : &p->x;
-	const matrix *km = p->direct ? &p->k : s->kv ? &p->kv : NULL;
+	const matrix *km = p->direct ? &p->k : s->xk ? &p->xk : s->kv ? &p->kv : NULL;
 
 	if (take_labels(&l->query, &l->n_query, &l->own_query, s->tokens, "--tokens", d->n_q, xname,
 			qm) ||
 	    take_labels(&l->key, &l->n_key, &l->own_key, s->kv_tokens, "--kv-tokens", d->n_kv, kvname,
 			km))
 		return -1;
-	if (!l->key && l->query && !s->kv && d->n_kv == d->n_q && (!p->direct || s->tokens)) {
+	if (!l->key && l->query && !s->kv && !s->xk && d->n_kv == d->n_q &&
+	    (!p->direct || s->tokens)) {
 		/* self-attention: the keys are the queries; with Q, K and V given,
 		 * --tokens as long as both names the keys too */
 		l->key = l->query;
@@ -144,19 +146,23 @@ static int check_file_size(const char *path)
 static int read_inputs(const struct problem_spec *s, struct problem *p)
 {
 	const read_spec xs = { "X", x_keys, 2, 2, READ_LABELS },
-			kvs = { "X_kv", x_keys, 2, 2, READ_LABELS };
+			kvs = { "X_kv", x_keys, 2, 2, READ_LABELS },
+			xks = { "X_k", x_keys, 2, 2, READ_LABELS }, xvs = { "X_v", x_keys, 2, 2, 0 };
 	const read_spec qs = { "Q", q_keys, 2, 2, READ_LABELS }, ks = { "K", k_keys, 2, 2, READ_LABELS };
 	const read_spec vs = { "V", v_keys, 2, 2, 0 };
 	const read_spec ms = { "mask", mask_keys, 2, 3, READ_NONFINITE | READ_BOOL };
 
 	snprintf(p->x_src, sizeof(p->x_src), "-x %s", s->x ? path_shown(s->x) : "");
 	snprintf(p->kv_src, sizeof(p->kv_src), "--kv %s", s->kv ? path_shown(s->kv) : "");
+	snprintf(p->xk_src, sizeof(p->xk_src), "--xk %s", s->xk ? path_shown(s->xk) : "");
+	snprintf(p->xv_src, sizeof(p->xv_src), "--xv %s", s->xv ? path_shown(s->xv) : "");
 	snprintf(p->q_src, sizeof(p->q_src), "--q %s", s->q ? path_shown(s->q) : "");
 	snprintf(p->k_src, sizeof(p->k_src), "--k %s", s->k ? path_shown(s->k) : "");
 	snprintf(p->v_src, sizeof(p->v_src), "--v %s", s->v ? path_shown(s->v) : "");
 	snprintf(p->mask_src, sizeof(p->mask_src), "--mask %s", s->mask ? path_shown(s->mask) : "");
 	{
-		const char *const files[] = { s->x, s->kv, s->q, s->k, s->v, s->mask, s->w };
+		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->q, s->k, s->v, s->mask,
+					      s->w };
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 			if (check_file_size(files[i]))
@@ -168,6 +174,8 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	if (s->x && read_matrix(&p->x, s->x, &xs))
 		return -1;
 	if (s->kv && read_matrix(&p->kv, s->kv, &kvs))
+		return -1;
+	if (s->xk && (read_matrix(&p->xk, s->xk, &xks) || read_matrix(&p->xv, s->xv, &xvs)))
 		return -1;
 	p->direct = s->q != NULL;
 	if (p->direct && (read_matrix(&p->q, s->q, &qs) || read_matrix(&p->k, s->k, &ks) ||
@@ -237,15 +245,22 @@ static int derive_dims(const struct problem_spec *s, const struct problem *p, mh
 				     p->v_src, d->d_v_in, G);
 		d->d_v = d->d_v_in / G;
 	} else {
-		const matrix *kv = s->kv ? &p->kv : &p->x;
-		const char *kvname = s->kv ? "X_kv" : "X";
-		const char *kvsrc = s->kv ? p->kv_src : p->x_src;
+		/* the keys' source, and the values' (the same but with --xk/--xv) */
+		const matrix *kv = s->xk ? &p->xk : s->kv ? &p->kv : &p->x;
+		const char *kvname = s->xk ? "X_k" : s->kv ? "X_kv" : "X";
+		const char *kvsrc = s->xk ? p->xk_src : s->kv ? p->kv_src : p->x_src;
+		const matrix *vm = s->xv ? &p->xv : kv;
+		const char *vname = s->xv ? "X_v" : kvname, *vsrc = s->xv ? p->xv_src : kvsrc;
 		const int n_proj = weights_has(w, WQ) + weights_has(w, WK) + weights_has(w, WV);
 
 		d->n_q = p->x.dim[0];
 		d->n_kv = kv->dim[0];
 		d->d_q_in = p->x.dim[1];
-		d->d_k_in = d->d_v_in = kv->dim[1];
+		d->d_k_in = kv->dim[1];
+		d->d_v_in = vm->dim[1];
+		if (vm->dim[0] != d->n_kv)
+			return error("%s from %s has %zu rows but %s from %s has %zu: one value per key",
+				     vname, vsrc, vm->dim[0], kvname, kvsrc, d->n_kv);
 		if (n_proj != 0 && n_proj != 3) {
 			const int have = weights_has(w, WQ) ? WQ : weights_has(w, WK) ? WK : WV;
 
@@ -269,12 +284,16 @@ static int derive_dims(const struct problem_spec *s, const struct problem *p, mh
 					     "divide (each head takes an equal block)", w->src[WQ],
 					     wq->dim[1], H);
 			d->d_k = wq->dim[1] / H;
-			for (int i = WK; i <= WV; i++)
-				if (w->m[i].dim[0] != d->d_k_in)
+			for (int i = WK; i <= WV; i++) {
+				const size_t in = i == WK ? d->d_k_in : d->d_v_in;
+
+				if (w->m[i].dim[0] != in)
 					return error("%s from %s is %zux%zu but %s from %s has %zu columns: "
 						     "%s needs %zu rows", weight_names[i], w->src[i],
-						     w->m[i].dim[0], w->m[i].dim[1], kvname, kvsrc,
-						     d->d_k_in, weight_names[i], d->d_k_in);
+						     w->m[i].dim[0], w->m[i].dim[1],
+						     i == WK ? kvname : vname, i == WK ? kvsrc : vsrc, in,
+						     weight_names[i], in);
+			}
 			if (wk->dim[1] != G * d->d_k)
 				return error("W_K from %s has %zu columns but needs %zu (%zu key/value "
 					     "head%s of d_k %zu, as W_Q from %s has %zu columns for %zu "
@@ -292,15 +311,22 @@ static int derive_dims(const struct problem_spec *s, const struct problem *p, mh
 				return error("--heads %zu does not divide d_model %zu (the columns of X "
 					     "from %s)", H, d->d_q_in, p->x_src);
 			d->d_k = d->d_v = d->d_q_in / H;
-			if (d->d_k_in != G * d->d_k && !s->kv)
+			if (d->d_k_in != G * d->d_k && !s->kv && !s->xk)
 				return error("--kv-heads %zu needs weights (-w) or --kv: without them K = V "
 					     "= X, %zu columns wide, but %zu key/value head%s of %zu need%s %zu",
 					     G, d->d_q_in, G, plural(G), d->d_k, G == 1 ? "s" : "", G * d->d_k);
 			if (d->d_k_in != G * d->d_k)
-				return error("X_kv from %s has %zu columns but without weights it needs "
+				return error("%s from %s has %zu columns but without weights it needs "
 					     "%zu (%zu key/value head%s of %zu, like the %zu columns of X "
-					     "from %s)", kvsrc, d->d_k_in, G * d->d_k, G, plural(G), d->d_k,
+					     "from %s)", kvname, kvsrc, d->d_k_in, G * d->d_k, G, plural(G), d->d_k,
 					     d->d_q_in, p->x_src);
+			if (s->xv) {
+				/* V = X_v: its own width, split among the key/value heads */
+				if (d->d_v_in % G)
+					return error("X_v from %s has %zu columns, which --kv-heads %zu "
+						     "does not divide", vsrc, d->d_v_in, G);
+				d->d_v = d->d_v_in / G;
+			}
 		}
 	}
 
@@ -385,7 +411,7 @@ static void run_memory(const struct problem *p, unsigned wanted, int f32, size_t
 		       size_t part[3])
 {
 	const mha_dims *d = &p->d;
-	const matrix *held[] = { &p->x, &p->kv, &p->q, &p->k, &p->v, &p->mask };
+	const matrix *held[] = { &p->x, &p->kv, &p->xk, &p->xv, &p->q, &p->k, &p->v, &p->mask };
 	const size_t G = d->kv_heads ? d->kv_heads : d->heads, nn = d->n_q * d->n_kv;
 	size_t lib;
 
@@ -546,8 +572,8 @@ static int add_input(void *ctx, const char *file)
 int problem_input_ids(const struct problem_spec *s, input_ids *ids)
 {
 	const struct { const char *opt, *path; } files[] = {
-		{ "-x", s->x }, { "--kv", s->kv }, { "--q", s->q }, { "--k", s->k },
-		{ "--v", s->v }, { "--mask", s->mask },
+		{ "-x", s->x }, { "--kv", s->kv }, { "--xk", s->xk }, { "--xv", s->xv },
+		{ "--q", s->q }, { "--k", s->k }, { "--v", s->v }, { "--mask", s->mask },
 	};
 	int rc = 0;
 
@@ -577,12 +603,13 @@ static int load(struct problem *p, const struct problem_spec *s)
 		return EXIT_USAGE;
 	if (s->cfg.kv_len > d->n_kv) {
 		error("--kv-len %zu but %s gives %zu key%s", s->cfg.kv_len,
-		      p->direct ? p->k_src : s->kv ? p->kv_src : p->x_src, d->n_kv, plural(d->n_kv));
+		      p->direct ? p->k_src : s->xk ? p->xk_src : s->kv ? p->kv_src : p->x_src, d->n_kv,
+		      plural(d->n_kv));
 		return EXIT_DATA;
 	}
 	p->in.xq = p->direct ? p->q.v : p->x.v;
-	p->in.xk = p->direct ? p->k.v : (s->kv ? p->kv.v : p->x.v);
-	p->in.xv = p->direct ? p->v.v : p->in.xk;
+	p->in.xk = p->direct ? p->k.v : s->xk ? p->xk.v : s->kv ? p->kv.v : p->x.v;
+	p->in.xv = p->direct ? p->v.v : s->xv ? p->xv.v : p->in.xk;
 	p->weights = (mha_weights){
 		.W_Q = weight_ptr(w, WQ), .W_K = weight_ptr(w, WK), .W_V = weight_ptr(w, WV),
 		.W_O = weight_ptr(w, WO), .b_Q = weight_ptr(w, BQ), .b_K = weight_ptr(w, BK),
@@ -605,6 +632,8 @@ void problem_free(struct problem *p)
 {
 	matrix_free(&p->x);
 	matrix_free(&p->kv);
+	matrix_free(&p->xk);
+	matrix_free(&p->xv);
 	matrix_free(&p->q);
 	matrix_free(&p->k);
 	matrix_free(&p->v);
@@ -622,7 +651,9 @@ void problem_facts(const struct problem *p, double scale, struct step_facts *f)
 {
 	*f = (struct step_facts){ .cfg = &p->cfg, .d = &p->d, .scale = scale,
 				  .mask_file = p->spec.mask, .heads = p->d.heads,
-				  .direct = p->direct, .cross = p->spec.kv != NULL };
+				  .direct = p->direct,
+				  .cross = p->spec.kv != NULL || p->spec.xk != NULL,
+				  .apart = p->spec.xk != NULL };
 	for (int i = 0; i < N_WEIGHTS; i++)
 		f->weights |= (unsigned)weights_has(&p->w, i) << i;
 }

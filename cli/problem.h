@@ -23,6 +23,7 @@
 /* What to read, as the command line gave it. */
 struct problem_spec {
 	const char *x, *kv, *w, *q, *k, *v, *mask; /* paths ("-": standard input), or NULL */
+	const char *xk, *xv;            /* --xk, --xv: keys' and values' sources apart, or NULL */
 	const char *one[N_WEIGHTS];     /* --wq … --bo: one weight from its own file */
 	weight_layout layout;
 	size_t heads, kv_heads;         /* at least 1; kv_heads divides heads (0: heads) */
@@ -41,10 +42,12 @@ struct labels {
 struct problem {
 	struct problem_spec spec;
 	matrix x, kv, q, k, v, mask; /* as read; rank 0 where not given */
+	matrix xk, xv;               /* --xk, --xv */
 	weights w;
 	struct labels labels;
 	/* where each came from, for messages: "-x x.json", "--mask <stdin>" */
 	char x_src[4200], kv_src[4200], q_src[4200], k_src[4200], v_src[4200], mask_src[4200];
+	char xk_src[4200], xv_src[4200];
 	unsigned char *allow;   /* the boolean mask as bytes, or NULL */
 	int direct;             /* Q, K, V given directly */
 	mha_dims d;

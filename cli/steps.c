@@ -59,11 +59,12 @@ static void title_x(char *buf, size_t size, const struct step_facts *f, size_t h
 	snprintf(buf, size, "X");
 }
 
-/* "Q = X*W_Q + b_Q", "K = X_kv", "V"; a head's block "head 2: K1" */
+/* "Q = X*W_Q + b_Q", "K = X_kv", "V = X_v", "V"; a head's block "head 2: K1" */
 static void projection(char *buf, size_t size, const struct step_facts *f, size_t head, char name,
 		       int w, int b)
 {
-	const char *src = (name == 'Q' || !f->cross) ? "X" : "X_kv";
+	const char *src = (name == 'Q' || !f->cross) ? "X" : !f->apart ? "X_kv"
+			  : name == 'K' ? "X_k" : "X_v";
 	char bias[8] = "";
 
 	if (has_weight(f, b))

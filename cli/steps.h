@@ -57,7 +57,8 @@ struct step_facts {
 	size_t heads;
 	unsigned weights;        /* 1 << WQ … 1 << BO (weights.h): the weights given */
 	int direct;              /* Q, K and V given directly (--q, --k, --v) */
-	int cross;               /* keys and values from --kv */
+	int cross;               /* keys and values from --kv (or --xk and --xv) */
+	int apart;               /* keys from --xk, values from --xv */
 };
 
 struct step {

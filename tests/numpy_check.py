@@ -277,9 +277,10 @@ class Case:
         self.n_kv = kw.get("n_kv", self.n_q)
         self.heads = kw.get("heads", 1)
         self.kv_heads = kw.get("kv_heads")       # None: --kv-heads not given
-        self.source = kw.get("source", "x")      # x, kv (cross) or direct
+        self.source = kw.get("source", "x")      # x, kv (cross), apart (--xk/--xv) or direct
         self.d_model = kw.get("d_model", 4)      # columns of X
-        self.d_kv_in = kw.get("d_kv_in")         # columns of X_kv
+        self.d_kv_in = kw.get("d_kv_in")         # columns of X_kv (X_k with --xk)
+        self.d_xv_in = kw.get("d_xv_in")         # columns of X_v (--xv)
         self.d_k = kw.get("d_k")                 # None: d_model / heads
         self.d_v = kw.get("d_v")
         self.d_out = kw.get("d_out")
@@ -328,13 +329,20 @@ class Case:
                 d_kv_in = G * d_k
             if self.source == "kv":
                 d["X_kv"] = mat(self.n_kv, d_kv_in, self.x_sd)
+            if self.source == "apart":
+                d["X_k"] = mat(self.n_kv, d_kv_in, self.x_sd)
+                if not self.proj:
+                    d_v = (self.d_xv_in or G * d_v) // G
+                d["X_v"] = mat(self.n_kv, self.d_xv_in or G * d_v, self.x_sd)
             d_cat = H * d_v
         w = {}
         if self.proj:
-            d_kv_in = d["X_kv"].shape[1] if "X_kv" in d else d_model
+            d_kv_in = d["X_kv"].shape[1] if "X_kv" in d else d["X_k"].shape[1] if "X_k" in d \
+                else d_model
+            d_v_in = d["X_v"].shape[1] if "X_v" in d else d_kv_in
             w["W_Q"] = mat(d_model, H * d_k) / math.sqrt(d_model)
             w["W_K"] = mat(d_kv_in, G * d_k) / math.sqrt(d_kv_in)
-            w["W_V"] = mat(d_kv_in, G * d_v) / math.sqrt(d_kv_in)
+            w["W_V"] = mat(d_v_in, G * d_v) / math.sqrt(d_v_in)
             if self.proj_bias:
                 w["b_Q"] = rng.normal(0.0, 0.5, size=H * d_k)
                 w["b_K"] = rng.normal(0.0, 0.5, size=G * d_k)
@@ -383,6 +391,9 @@ class Case:
             args += ["-x", write("x.json", {"X": data["X"]})]
             if "X_kv" in data:
                 args += ["--kv", write("kv.json", data["X_kv"])]
+            if "X_k" in data:
+                args += ["--xk", write("xk.json", data["X_k"]),
+                         "--xv", write("xv.json", {"X": data["X_v"]})]
         if data["w"]:
             args += ["-w", write("w.json", data["w"])]
         if data["mask"] is not None:
@@ -406,6 +417,8 @@ class Case:
         else:
             xq = data["X"]
             xk = xv = data.get("X_kv", data["X"])
+            if "X_k" in data:
+                xk, xv = data["X_k"], data["X_v"]
         causal = None if self.causal is None else (self.causal or "top-left")
         return reference(xq, xk, xv, data["w"], self.heads, self.kv_heads, self.scale,
                          self.softcap, causal, data["mask"])
@@ -476,7 +489,10 @@ def check_json(case, data, ref, doc, printed):
         if case.source == "direct":
             src = data[k]
         elif not case.proj:
+            # without weights Q, K and V are their sources, bit for bit
             src = data["X"] if k == "Q" else data.get("X_kv", data["X"])
+            if "X_k" in data and k != "Q":
+                src = data["X_k"] if k == "K" else data["X_v"]
         if src is not None:
             bit_equal(k, got[k], src)
         worst = max(worst, compare(k, got[k], ref[k]))
@@ -598,6 +614,12 @@ def cases():
     # grouped-query and multi-query
     add("gqa-h4-g2", n_q=5, d_model=8, heads=4, kv_heads=2, proj=True, proj_bias=True)
     add("mqa-h4-g1", n_q=5, d_model=8, heads=4, kv_heads=1, proj=True, wo=True)
+    # keys and values from sources of their own widths (--xk, --xv)
+    add("apart-weights", n_q=4, n_kv=6, source="apart", d_model=4, d_kv_in=3, d_xv_in=7,
+        heads=2, proj=True, proj_bias=True, wo=True)
+    add("apart-gqa-causal", n_q=5, n_kv=5, source="apart", d_model=8, d_kv_in=5, d_xv_in=2,
+        heads=4, kv_heads=2, proj=True, d_v=3, causal="")
+    add("apart-no-weights", n_q=3, n_kv=5, source="apart", d_model=4, heads=2, d_xv_in=6)
     add("gqa-h6-g3-dv", n_q=4, d_model=6, heads=6, kv_heads=3, d_k=2, d_v=3, proj=True,
         wo=True, wo_bias=True)
     add("gqa-no-weights-cross", n_q=3, n_kv=6, source="kv", d_model=8, heads=4, kv_heads=2)
