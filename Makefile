@@ -3,7 +3,7 @@
 #   make              build ./mha, lib/libmha.a and lib/libmha.so
 #   make demo         install what is missing (Debian, as root), build, run a sample
 #   make check        install what is missing, build with -Werror, run every test
-#   make conformance  the ONNX Attention cases (../shared/conformance/onnx-attention)
+#   make conformance  the ONNX Attention cases (../shared/conformance/onnx-attention-opset25)
 #   make bench        mha against PyTorch and the machine's GEMM rate (minutes)
 #   make install      PREFIX=/usr/local DESTDIR= : program, libraries, header, mha.pc, man page
 #   make uninstall    remove what install put there
@@ -158,7 +158,7 @@ bench: deps
 	$(PYTHON) bench/bench.py bench/bench_mha
 
 # the ONNX Attention operator's backend cases, read where they are (never copied)
-CONFORMANCE_DIR ?= ../shared/conformance/onnx-attention
+CONFORMANCE_DIR ?= ../shared/conformance/onnx-attention-opset25
 
 conformance: deps
 	$(MAKE) STRICT=-Werror mha tests/conformance
