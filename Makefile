@@ -3,8 +3,9 @@
 #   make              build ./mha, lib/libmha.a and lib/libmha.so
 #   make demo         install what is missing (Debian, as root), build, run a sample
 #   make check        install what is missing, build with -Werror, run every test
-#   make conformance  the ONNX Attention cases (../shared/conformance/onnx-attention)
+#   make conformance  the ONNX Attention cases (../shared/conformance/onnx-attention-opset25)
 #   make bench        mha against PyTorch and the machine's GEMM rate (minutes)
+#                     (BENCH_ARGS="--window-n 32768 --window-w 4096": the issue's window run)
 #   make install      PREFIX=/usr/local DESTDIR= : program, libraries, header, mha.pc, man page
 #   make uninstall    remove what install put there
 #   make clean
@@ -155,10 +156,10 @@ bench/bench_mha: bench/bench_mha.c lib/libmha.a lib/mha.h
 bench: deps
 	@sh tests/ensure_debs.sh --optional $(BENCH_PACKAGES)
 	$(MAKE) bench/bench_mha
-	$(PYTHON) bench/bench.py bench/bench_mha
+	$(PYTHON) bench/bench.py $(BENCH_ARGS) bench/bench_mha
 
 # the ONNX Attention operator's backend cases, read where they are (never copied)
-CONFORMANCE_DIR ?= ../shared/conformance/onnx-attention
+CONFORMANCE_DIR ?= ../shared/conformance/onnx-attention-opset25
 
 conformance: deps
 	$(MAKE) STRICT=-Werror mha tests/conformance

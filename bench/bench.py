@@ -8,6 +8,12 @@ with the same number of threads), best of a few runs each, and the machine's
 own matrix-product rate (NumPy's matmul, same threads, same run).  Each side
 runs in a process of its own so that its peak memory is its own.
 
+Prints one Markdown table, then a second one: a causal sliding window of w keys
+against full causal attention at the same n (--window-n N --window-w W; default
+8192 and 1024, quick; the issue's 32768 and 4096 take a few minutes), whose
+time ratio should be about (n/2)/w: the fast path skips the key blocks outside
+the window.  --window-only runs that table alone.
+
 Prints one Markdown table.  Without torch, its columns say so and the rest
 still runs.  The PyTorch and NumPy side is given OpenBLAS's kernel for this
 processor (OPENBLAS_CORETYPE) where OpenBLAS would not recognise it: a
@@ -90,10 +96,10 @@ def flops(n, d, causal):
     return 8.0 * n * d * d + 4.0 * n * n * d * (0.5 if causal else 1.0)
 
 
-def run_mha(binary, n, d, h, causal, dtype, repeats):
+def run_mha(binary, n, d, h, causal, dtype, repeats, window=None):
     out = subprocess.run([binary, str(n), str(d), str(h), "1" if causal else "0", dtype,
-                          str(THREADS), str(repeats)], capture_output=True, text=True,
-                         check=True).stdout
+                          str(THREADS), str(repeats)] + ([str(window)] if window is not None else []),
+                         capture_output=True, text=True, check=True).stdout
     fields = dict(kv.split("=", 1) for kv in out.split())
     return float(fields["seconds"]), int(fields["maxrss_kib"]), fields["kernel"]
 
@@ -107,10 +113,41 @@ def run_child(code, args, env):
     return json.loads(r.stdout)
 
 
+def window_table(binary, n, w):
+    """causal with a window of w keys against full causal, same n: the time ratio"""
+    print("| n | window w | dtype | full causal s | window s | full/window | (n/2)/w |")
+    print("|---:|---:|:---:|---:|---:|---:|---:|")
+    for dtype in ("f32", "f64"):
+        full, _, _ = run_mha(binary, n, 512, 8, True, dtype, 1)
+        win, _, _ = run_mha(binary, n, 512, 8, True, dtype, 1, w)
+        print("| %d | %d | %s | %.4f | %.4f | %.1f× | %.1f |" %
+              (n, w, dtype, full, win, full / win, n / 2 / w))
+        sys.stdout.flush()
+    print()
+    print("d_model 512, 8 heads; the window run also does the projections (8·n·d²), "
+          "which the window does not shrink.")
+
+
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: bench.py BENCH_MHA")
-    binary = os.path.abspath(sys.argv[1])
+    args = sys.argv[1:]
+    win_n, win_w, win_only = 8192, 1024, False
+    while len(args) > 1 and args[0].startswith("--"):
+        if args[0] == "--window-only":
+            win_only, args = True, args[1:]
+        elif args[0] in ("--window-n", "--window-w") and len(args) > 2:
+            if args[0] == "--window-n":
+                win_n = int(args[1])
+            else:
+                win_w = int(args[1])
+            args = args[2:]
+        else:
+            break
+    if len(args) != 1:
+        sys.exit("usage: bench.py [--window-n N] [--window-w W] [--window-only] BENCH_MHA")
+    binary = os.path.abspath(args[0])
+    if win_only:
+        window_table(binary, win_n, win_w)
+        return 0
     env = peer_env()
     try:
         torch_version = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
@@ -164,6 +201,8 @@ def main():
     print()
     print("mha kernels: %s.  GFLOP/s count 8·n·d² for the projections and 4·n²·d for the "
           "attention (half when causal)." % kernel)
+    print()
+    window_table(binary, win_n, win_w)
     return 0
 
 

@@ -2,7 +2,10 @@
  * bench_mha.c: time libmha's forward pass on random inputs, inside the
  * process (no file reading, no start-up), as bench.py times PyTorch.
  *
- *   bench_mha N D_MODEL HEADS CAUSAL(0|1) f32|f64 THREADS REPEATS
+ *   bench_mha N D_MODEL HEADS CAUSAL(0|1) f32|f64 THREADS REPEATS [WINDOW]
+ *
+ * WINDOW w (with CAUSAL 1): a sliding window, each query sees itself and
+ * the w keys before it (--causal --window w): about n·w of the work.
  *
  * Prints one line: "seconds=<best of REPEATS> gflops=<...> maxrss_kib=<...>
  * kernel=<...>".  Peak memory is the whole process's, inputs included.
@@ -57,12 +60,14 @@ int main(int argc, char **argv)
 {
 	size_t n, dm, H;
 	int causal, f32, threads, repeats;
+	ptrdiff_t window = -1;
 	double best = 1e300, flops;
 	void *x, *W[4], *b[4], *out;
 	struct rusage ru;
 
-	if (argc != 8) {
-		fputs("usage: bench_mha N D_MODEL HEADS CAUSAL f32|f64 THREADS REPEATS\n", stderr);
+	if (argc != 8 && argc != 9) {
+		fputs("usage: bench_mha N D_MODEL HEADS CAUSAL f32|f64 THREADS REPEATS [WINDOW]\n",
+		      stderr);
 		return 2;
 	}
 	n = strtoul(argv[1], NULL, 10);
@@ -72,6 +77,8 @@ int main(int argc, char **argv)
 	f32 = !strcmp(argv[5], "f32");
 	threads = atoi(argv[6]);
 	repeats = atoi(argv[7]);
+	if (argc == 9)
+		window = (ptrdiff_t)strtol(argv[8], NULL, 10);
 	x = fill(n * dm, f32, 1.0);
 	for (int i = 0; i < 4; i++) {
 		W[i] = fill(dm * dm, f32, 1.0 / 16);
@@ -82,7 +89,8 @@ int main(int argc, char **argv)
 		const mha_dims d = { .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
 				     .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm };
 		const mha_config cfg = { .causal = causal ? MHA_CAUSAL_TOP_LEFT : MHA_CAUSAL_NONE,
-					 .threads = threads };
+					 .threads = threads,
+					 .window = { window >= 0, window, -1 } };
 
 		for (int r = 0; r < repeats; r++) {
 			const double t0 = now();
@@ -104,9 +112,10 @@ int main(int argc, char **argv)
 				best = now() - t0;
 		}
 	}
-	/* projections 4·2·n·d², attention 2·2·n²·d (half of it when causal) */
+	/* projections 4·2·n·d², attention 2·2·n²·d (half of it when causal; n·w in a window) */
 	flops = 8.0 * (double)n * (double)dm * (double)dm +
-		4.0 * (double)n * (double)n * (double)dm * (causal ? 0.5 : 1.0);
+		4.0 * (double)n * (double)dm *
+		(window >= 0 && (size_t)window < n ? (double)window + 1 : (double)n * (causal ? 0.5 : 1.0));
 	getrusage(RUSAGE_SELF, &ru);
 	printf("seconds=%.6f gflops=%.2f maxrss_kib=%ld kernel=%s\n", best, flops / best * 1e-9,
 	       ru.ru_maxrss, mha_kernel());

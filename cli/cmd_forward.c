@@ -87,6 +87,42 @@ static int parse_real(const char *hint, const char *opt, const char *arg, double
 	return 0;
 }
 
+/* one side of --window: -1 or a whole number from 0, digits only (no blanks, no '+') */
+static int window_side(const char *s, size_t len, ptrdiff_t *out)
+{
+	long long v = 0;
+	size_t at = s[0] == '-';
+
+	if (len == at || len > at + 18)
+		return -1;
+	for (size_t i = at; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	if (at && v != 1)
+		return -1;
+	*out = at ? -1 : (ptrdiff_t)v;
+	return 0;
+}
+
+/* --window L[,R]: R absent is -1 (unbounded to the right) */
+static int parse_window(const char *hint, const char *arg, mha_window *w)
+{
+	const char *comma = strchr(arg, ',');
+	const size_t ll = comma ? (size_t)(comma - arg) : strlen(arg);
+
+	w->on = 1;
+	w->right = -1;
+	if (window_side(arg, ll, &w->left) ||
+	    (comma && window_side(comma + 1, strlen(comma + 1), &w->right))) {
+		usage_error(hint, "--window takes L or L,R: whole numbers of keys from 0, or -1 "
+			    "for unbounded, not '%s'", arg);
+		return -1;
+	}
+	return 0;
+}
+
 static int parse_scale(const char *hint, const char *arg, mha_config *cfg)
 {
 	static const struct { const char *name; mha_scale_mode mode; } modes[] = {
@@ -149,7 +185,8 @@ static int parse_options(int argc, char **argv, struct options *o,
 			 const struct forward_command *cmd)
 {
 	enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_HEADS, O_KV_HEADS, O_SCALE,
-	       O_CAUSAL, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS, O_EXACT,
+	       O_CAUSAL, O_WINDOW, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
+	       O_EXACT,
 	       O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL,
 	       O_ONE /* + WQ … BO */ };
 	static const struct option longopts[] = {
@@ -176,6 +213,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 		{ "scale", required_argument, NULL, O_SCALE },
 		{ "causal", optional_argument, NULL, O_CAUSAL },
 		{ "kv-len", required_argument, NULL, O_KV_LEN },
+		{ "window", required_argument, NULL, O_WINDOW },
 		{ "dtype", required_argument, NULL, O_DTYPE },
 		{ "threads", required_argument, NULL, O_THREADS },
 		{ "exact", no_argument, NULL, O_EXACT },
@@ -300,6 +338,10 @@ static int parse_options(int argc, char **argv, struct options *o,
 			break;
 		case O_KV_LEN:
 			if (opt_count(hint, "--kv-len", optarg, SIZE_MAX / 2, &o->spec.cfg.kv_len))
+				return -1;
+			break;
+		case O_WINDOW:
+			if (parse_window(hint, optarg, &o->spec.cfg.window))
 				return -1;
 			break;
 		case O_SOFTCAP:

@@ -64,6 +64,9 @@ int forward_check(int argc, char **argv, const struct forward_command *c);
 	"                        j <= i + N for a whole number N (after N cached keys)\n" \
 	"      --kv-len N        only the first N keys are valid (the rest is padding);\n" \
 	"                        bottom-right then aligns with key N\n" \
+	"      --window L[,R]    sliding window: the query at position p (i, plus the\n" \
+	"                        causal offset) sees keys p-L to p+R only; R absent or\n" \
+	"                        -1: unbounded right; L = -1: unbounded left\n" \
 	"      --softcap C       scores become C*tanh(scores/C) before the mask\n" \
 	"\n"
 

@@ -112,6 +112,11 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 		fprintf(fp, "%zu", cfg->kv_len);
 	else
 		fputs("null", fp);
+	key(&mb, "window");
+	if (cfg->window.on)
+		fprintf(fp, "[%td, %td]", cfg->window.left, cfg->window.right);
+	else
+		fputs("null", fp);
 	number(&mb, "softcap", cfg->softcap, !(cfg->softcap > 0));
 	string(&mb, "mask", f->mask_file ? path_shown(f->mask_file) : NULL);
 	string(&mb, "dtype", m->f32 ? "f32" : "f64");

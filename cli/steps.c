@@ -18,10 +18,10 @@ static int has_weight(const struct step_facts *f, int which)
 	return (f->weights >> which) & 1;
 }
 
-/* the scores go through a mask: causal, --mask or --kv-len */
+/* the scores go through a mask: causal, --window, --mask or --kv-len */
 static int masked(const struct step_facts *f)
 {
-	return f->cfg->causal || f->mask_file || f->cfg->kv_len;
+	return f->cfg->causal || f->cfg->window.on || f->mask_file || f->cfg->kv_len;
 }
 
 /* the key/value head (1-based) query head q uses */
@@ -115,12 +115,21 @@ static void title_softcapped(char *buf, size_t size, const struct step_facts *f,
 	snprintf(buf, size, "head %zu: softcapped = %s*tanh(scaled/%s)", head, cap, cap);
 }
 
-/* "mask (added to the scores): causal; keys from 5 on are padding; m.json" */
+/* one side of the window: "2 keys left", "unbounded right" */
+static void window_side_words(char *buf, size_t size, ptrdiff_t n, const char *side)
+{
+	if (n < 0)
+		snprintf(buf, size, "unbounded %s", side);
+	else
+		snprintf(buf, size, "%td key%s %s", n, n == 1 ? "" : "s", side);
+}
+
+/* "mask (added to the scores): causal; window 2 keys left, 0 keys right; keys from 5 on are padding; m.json" */
 static void title_mask(char *buf, size_t size, const struct step_facts *f, size_t head)
 {
 	const mha_config *cfg = f->cfg;
-	const char *parts[3] = { NULL };
-	char causal[64], kv[48];
+	const char *parts[4] = { NULL };
+	char causal[64], kv[48], win[112], l[48], r[48];
 	size_t n = 0;
 
 	(void)head;
@@ -134,14 +143,21 @@ static void title_mask(char *buf, size_t size, const struct step_facts *f, size_
 	}
 	if (causal[0])
 		parts[n++] = causal;
+	if (cfg->window.on) {
+		window_side_words(l, sizeof(l), cfg->window.left, "left");
+		window_side_words(r, sizeof(r), cfg->window.right, "right");
+		snprintf(win, sizeof(win), "window %s, %s", l, r);
+		parts[n++] = win;
+	}
 	if (cfg->kv_len) {
 		snprintf(kv, sizeof(kv), "keys from %zu on are padding", cfg->kv_len + 1);
 		parts[n++] = kv;
 	}
 	if (f->mask_file)
 		parts[n++] = path_shown(f->mask_file);
-	snprintf(buf, size, "mask (added to the scores): %s%s%s%s%s", n ? parts[0] : "none",
-		 n > 1 ? "; " : "", n > 1 ? parts[1] : "", n > 2 ? "; " : "", n > 2 ? parts[2] : "");
+	snprintf(buf, size, "mask (added to the scores): %s%s%s%s%s%s%s", n ? parts[0] : "none",
+		 n > 1 ? "; " : "", n > 1 ? parts[1] : "", n > 2 ? "; " : "", n > 2 ? parts[2] : "",
+		 n > 3 ? "; " : "", n > 3 ? parts[3] : "");
 }
 
 static void title_masked(char *buf, size_t size, const struct step_facts *f, size_t head)

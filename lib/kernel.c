@@ -485,8 +485,12 @@ static int attend_block(struct mha_attend *a, struct scratch *w, const REAL *ktp
 	const REAL scale = (REAL)a->scale, cap = (REAL)a->softcap;
 	const REAL pscale = (REAL)ldexp(1.0, -pshift);
 	const int masked = rule->allow || rule->bias;
-	/* the keys any of these rows may see: blocks past the last row's are skipped */
+	/*
+	 * the keys any of these rows may see: blocks past the last row's end,
+	 * and wholly before the first row's window, are skipped (cost ~ n·w)
+	 */
 	const size_t end = mha_rule_keys_end(rule, q0 + rows - 1);
+	const size_t begin = mha_rule_keys_begin(rule, q0) / BK * BK;
 	int overflow = 0;
 
 	pack_a(w->q, Q + q0 * a->ldq, a->ldq, rows, 0, dk);
@@ -496,7 +500,7 @@ static int attend_block(struct mha_attend *a, struct scratch *w, const REAL *ktp
 	}
 	memset(w->o, 0, BQ * dvr * sizeof(REAL));
 
-	for (size_t k0 = 0; k0 < end; k0 += BK) {
+	for (size_t k0 = begin; k0 < end; k0 += BK) {
 		const size_t cols = min_size(BK, end - k0);
 
 		/* S = Q_blk · K_blkᵀ; the micro-kernels inlined here (always_inline) */
@@ -510,6 +514,7 @@ static int attend_block(struct mha_attend *a, struct scratch *w, const REAL *ktp
 			REAL *si = w->s + i * BK, mx, alpha, sum = 0, lanes[VB / sizeof(REAL)];
 			const size_t qi = q0 + i, cv = round_up(cols, VL);
 			const size_t seen = mha_rule_keys_end(rule, qi);
+			const size_t from = mha_rule_keys_begin(rule, qi);
 			vec vmx = splat(-INFINITY), vsum = splat(0);
 			ivec bad = { 0 };
 			int any_bad = 0;
@@ -540,8 +545,11 @@ static int attend_block(struct mha_attend *a, struct scratch *w, const REAL *ktp
 					if (!isfinite(si[j]) && mha_rule_overflows(rule, h, qi, k0 + j, si[j]))
 						*error = 2;
 				}
-			/* past the causal diagonal (the block's last row may see further) */
+			/* past the causal diagonal or the window (the block's last row may see further) */
 			for (size_t j = seen > k0 ? seen - k0 : 0; j < cols; j++)
+				si[j] = -INFINITY;
+			/* before the window (the block's first row may see further back) */
+			for (size_t j = 0; j < cols && k0 + j < from; j++)
 				si[j] = -INFINITY;
 			for (size_t j = cols; j < cv; j++)
 				si[j] = -INFINITY;

@@ -39,6 +39,7 @@ const char *mha_strerror(mha_status status)
 	case MHA_ERR_TOOBIG: return "the sizes are too large to address";
 	case MHA_ERR_OBSERVER: return "stopped by the observer";
 	case MHA_ERR_KV_LEN: return "the key length (kv_len) is larger than the number of keys";
+	case MHA_ERR_WINDOW: return "a window side is below -1 (-1: unbounded; 0 and up: that many keys)";
 	}
 	return "unknown status";
 }
@@ -120,6 +121,8 @@ mha_status mha_check(const mha_dims *d, const mha_config *cfg)
 			return MHA_ERR_KV_LEN;
 		if ((unsigned)cfg->causal > MHA_CAUSAL_OFFSET)
 			return MHA_ERR_DIM;
+		if (cfg->window.on && (cfg->window.left < -1 || cfg->window.right < -1))
+			return MHA_ERR_WINDOW;
 	}
 	return MHA_OK;
 }

@@ -78,7 +78,8 @@ typedef enum mha_status {
 	MHA_ERR_NOMEM,     /* scratch memory could not be allocated */
 	MHA_ERR_TOOBIG,    /* a size does not fit in size_t */
 	MHA_ERR_OBSERVER,  /* the observer asked to stop */
-	MHA_ERR_KV_LEN     /* kv_len is larger than n_kv */
+	MHA_ERR_KV_LEN,    /* kv_len is larger than n_kv */
+	MHA_ERR_WINDOW     /* a window side is below -1 */
 } mha_status;
 
 /* A short lowercase description of a status, never NULL. */
@@ -159,8 +160,21 @@ typedef struct mha_mask {
 } mha_mask;
 
 /*
+ * A sliding window (ONNX opset 25's left/right_window_size): the query at
+ * position p = i + offset (offset: the causal rule's, 0 when not causal)
+ * sees key j only if p - left <= j <= p + right; -1 leaves that side
+ * unbounded.  On top of the causal rule, kv_len and the mask.  on = 0 (the
+ * default) is no window; left = right = 0 is the diagonal alone.
+ */
+typedef struct mha_window {
+	int on;              /* 0: no window */
+	ptrdiff_t left;      /* keys before p seen: -1 unbounded, else >= 0 */
+	ptrdiff_t right;     /* keys after p seen: -1 unbounded, else >= 0 */
+} mha_window;
+
+/*
  * All fields zero is the default: scale 1/√d_k, not causal, no softcap, no
- * mask, every key valid.
+ * mask, no window, every key valid.
  */
 typedef struct mha_config {
 	mha_scale_mode scale_mode;
@@ -178,6 +192,7 @@ typedef struct mha_config {
 			       bits whatever the number */
 	int exact;          /* 1: the plain path even when no intermediate is
 			       watched (see mha_forward) */
+	mha_window window;  /* sliding window; on = 0: none */
 } mha_config;
 
 /* ---- intermediates ----------------------------------------------------- */
@@ -193,7 +208,7 @@ typedef enum mha_stage {
 	MHA_STAGE_SCALED,      /* (n_q, n_kv)    × scale */
 	MHA_STAGE_SOFTCAPPED,  /* (n_q, n_kv)    c·tanh(scaled / c); only with a softcap */
 	MHA_STAGE_MASK,        /* (n_q, n_kv)    what is added: 0, -inf or the bias
-				  (causal, kv_len and the mask together) */
+				  (causal, window, kv_len and the mask together) */
 	MHA_STAGE_MASKED,      /* (n_q, n_kv)    softcapped + mask */
 	MHA_STAGE_SOFTMAX,     /* (n_q, n_kv)    attention weights */
 	MHA_STAGE_HEAD_OUTPUT, /* (n_q, d_v)     softmax·V_g */
@@ -257,7 +272,8 @@ MHA_API double mha_scale_of(const mha_dims *dims, const mha_config *cfg);
  * row, summing in the order the formula is written.  Otherwise the fast
  * path runs: blocked, vectorised matrix products, the attention fused with
  * an online softmax (no (n_q, n_kv) matrix, memory O((n_q + n_kv)·d)),
- * causal blocks skipped, cfg->threads threads; it still hands over Q, K,
+ * key blocks outside the causal rule and the window skipped (a window of
+ * width w costs about n_q·w), cfg->threads threads; it still hands over Q, K,
  * V, concat and output.
  *
  * Overflow: the run fails with MHA_ERR_RANGE exactly when a value it

@@ -1,8 +1,8 @@
 /*
  * rules.h: the rules of the computation that both paths obey, written once.
  *
- * Which keys a query may see (the causal rule with its offset, kv_len, the
- * explicit mask), which key/value head a query head reads, and when a
+ * Which keys a query may see (the causal rule with its offset, the sliding
+ * window, kv_len, the explicit mask), which key/value head a query head reads, and when a
  * number that came out infinite or NaN is an error.  The plain path
  * (mha.c) and the fast path (fast.c, kernel.c) call these and nothing
  * else for those decisions, so that they cannot disagree.  Inside the
@@ -30,6 +30,7 @@
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* What decides which keys a query sees, taken once from dims and config. */
 struct mha_rule {
@@ -37,6 +38,9 @@ struct mha_rule {
 	int causal;                 /* 0: no causal rule */
 	ptrdiff_t offset;           /* causal: query i sees keys j <= i + offset */
 	size_t kv_len;              /* keys j >= kv_len are masked (n_kv when unset) */
+	int window;                 /* 0: no window rule */
+	ptrdiff_t left, right;      /* window: i + offset - left <= j <= i + offset + right;
+				       -1 unbounded */
 	const unsigned char *allow; /* (n_q, n_kv) or (H, n_q, n_kv), or NULL */
 	const double *bias;         /* the same, or NULL */
 	int per_head;               /* allow and bias: one matrix per query head */
@@ -76,26 +80,57 @@ static inline struct mha_rule mha_rule_of(const mha_dims *d, const mha_config *c
 		.causal = cfg->causal != MHA_CAUSAL_NONE, .offset = mha_rule_offset(d, cfg),
 		.kv_len = cfg->kv_len ? cfg->kv_len : d->n_kv,
 		.allow = cfg->mask.allow, .bias = cfg->mask.bias, .per_head = cfg->mask.per_head,
+		.window = cfg->window.on, .left = cfg->window.left, .right = cfg->window.right,
 	};
 
 	return r;
 }
 
+/* a + b, held at PTRDIFF_MIN / PTRDIFF_MAX instead of overflowing (offsets and windows are the caller's) */
+static inline ptrdiff_t mha_rule_add(ptrdiff_t a, ptrdiff_t b)
+{
+	ptrdiff_t s;
+
+	if (__builtin_add_overflow(a, b, &s))
+		return b > 0 ? PTRDIFF_MAX : PTRDIFF_MIN;
+	return s;
+}
+
+/* [0, kv_len) clamped: a key index, or kv_len for "past the last" */
+static inline size_t mha_rule_clamp(const struct mha_rule *r, ptrdiff_t j)
+{
+	if (j <= 0)
+		return 0;
+	return (size_t)j < r->kv_len ? (size_t)j : r->kv_len;
+}
+
 /*
- * Query i may see keys [0, end) by the causal rule and kv_len (the explicit
- * mask may block more).  Never decreasing in i: the fast path skips the
- * keys at and past the end of a block's last row.
+ * Query i may see keys [begin, end) by the causal rule, the window and
+ * kv_len (the explicit mask may block more).  Both never decrease in i:
+ * the fast path skips the key blocks before a block's first row's begin
+ * and at and past its last row's end.
  */
+static inline size_t mha_rule_keys_begin(const struct mha_rule *r, size_t i)
+{
+	if (!r->window || r->left < 0)
+		return 0;
+	/* p - left, p = i + offset */
+	return mha_rule_clamp(r, mha_rule_add(mha_rule_add((ptrdiff_t)i, r->offset), -r->left));
+}
+
 static inline size_t mha_rule_keys_end(const struct mha_rule *r, size_t i)
 {
-	ptrdiff_t last;
+	const ptrdiff_t p = mha_rule_add((ptrdiff_t)i, r->offset);
+	size_t end = r->kv_len;
 
-	if (!r->causal)
-		return r->kv_len;
-	last = (ptrdiff_t)i + r->offset + 1;
-	if (last <= 0)
-		return 0;
-	return (size_t)last < r->kv_len ? (size_t)last : r->kv_len;
+	if (r->causal)
+		end = mha_rule_clamp(r, mha_rule_add(p, 1));
+	if (r->window && r->right >= 0) {
+		const size_t w = mha_rule_clamp(r, mha_rule_add(mha_rule_add(p, r->right), 1));
+
+		end = w < end ? w : end;
+	}
+	return end;
 }
 
 /* The explicit mask for head h, query i, key j: -inf (not allowed), the bias, or 0. */
@@ -113,7 +148,7 @@ static inline double mha_rule_explicit(const struct mha_rule *r, size_t h, size_
 /* The whole mask entry (the mask stage): -inf where the query may not see the key. */
 static inline double mha_rule_mask(const struct mha_rule *r, size_t h, size_t i, size_t j)
 {
-	if (j >= mha_rule_keys_end(r, i))
+	if (j < mha_rule_keys_begin(r, i) || j >= mha_rule_keys_end(r, i))
 		return -INFINITY;
 	return mha_rule_explicit(r, h, i, j);
 }

@@ -3,7 +3,7 @@
  * through libmha and through the mha command, compared with the outputs
  * ONNX's reference implementation gave.
  *
- *   conformance [--mha PATH] [DIR]    (DIR: ../shared/conformance/onnx-attention)
+ *   conformance [--mha PATH] [DIR]    (DIR: ../shared/conformance/onnx-attention-opset25)
  *
  * The cases are ONNX's, converted to JSON (DIR/README.md says how); none
  * is copied here.  What this file does is only ONNX's input conventions:
@@ -15,7 +15,7 @@
  * attention semantics are mha's own options: --heads/--kv-heads, --mask
  * (shared or per head), --causal (top-left; after P cached keys,
  * --causal=P; with nonpad_kv_seqlen, bottom-right against --kv-len),
- * --kv-len, --scale, --softcap, and the intermediates scaled, softcapped,
+ * --kv-len, --window (opset 25's left/right_window_size), --scale, --softcap, and the intermediates scaled, softcapped,
  * masked and softmax for qk_matmul_output's modes 0 to 3.
  *
  * One line per case, then "N passed, N failed"; exit 1 if any failed.
@@ -204,6 +204,18 @@ static int setup(struct problem *p, const cJSON *c)
 			p->cfg.causal = MHA_CAUSAL_TOP_LEFT;
 		}
 	}
+	if (cJSON_GetObjectItemCaseSensitive(attrs, "left_window_size") ||
+	    cJSON_GetObjectItemCaseSensitive(attrs, "right_window_size")) {
+		/* opset 25: p - left <= j <= p + right, -1 unbounded */
+		p->cfg.window.on = 1;
+		p->cfg.window.left = (ptrdiff_t)attr(attrs, "left_window_size", -1);
+		p->cfg.window.right = (ptrdiff_t)attr(attrs, "right_window_size", -1);
+		/* ONNX's positions start after the cache even without is_causal; mha's
+		 * window follows the causal rule's offset, 0 when not causal */
+		if (!p->cfg.causal && (p->P || p->nonpad.rank) &&
+		    (p->cfg.window.left >= 0 || p->cfg.window.right >= 0))
+			return fail("a window after a cache without is_causal: not expressible");
+	}
 	p->mode = (int)attr(attrs, "qk_matmul_output_mode", 0);
 	p->qk_stage = p->mode == 3 ? MHA_STAGE_SOFTMAX : p->mode == 2 ? MHA_STAGE_MASKED :
 		      p->mode == 1 && p->cfg.softcap > 0 ? MHA_STAGE_SOFTCAPPED : MHA_STAGE_SCALED;
@@ -211,6 +223,12 @@ static int setup(struct problem *p, const cJSON *c)
 		/* (H or 1, Sq, Sm) broadcasts like (1, H or 1, Sq, Sm) */
 		memmove(p->mask.shape + 1, p->mask.shape, 3 * sizeof(size_t));
 		p->mask.shape[0] = 1;
+		p->mask.rank = 4;
+	}
+	if (p->mask.rank == 1) {
+		/* (Sm,) broadcasts over queries (opset 25) */
+		p->mask.shape[3] = p->mask.shape[0];
+		p->mask.shape[0] = p->mask.shape[1] = p->mask.shape[2] = 1;
 		p->mask.rank = 4;
 	}
 	if (p->mask.rank == 2) {
@@ -251,7 +269,7 @@ static void select_batch(struct problem *p, size_t b, mha_dims *d)
 	memset(&p->cfg.mask, 0, sizeof(p->cfg.mask));
 	if (p->mask_heads) {
 		const tensor *m = &p->mask;
-		const size_t mb = m->shape[0] == 1 ? 0 : b, Sm = m->shape[3];
+		const size_t mb = m->shape[0] == 1 ? 0 : b, Sm = m->shape[3], Sqm = m->shape[2];
 
 		for (size_t h = 0; h < p->mask_heads; h++)
 			for (size_t i = 0; i < p->Sq; i++)
@@ -259,7 +277,8 @@ static void select_batch(struct problem *p, size_t b, mha_dims *d)
 					const size_t o = (h * p->Sq + i) * p->Skv + j;
 					/* narrower than the keys: padded with false / -inf */
 					const double x = j < Sm
-						? m->v[((mb * m->shape[1] + h) * p->Sq + i) * Sm + j]
+						? m->v[((mb * m->shape[1] + h) * Sqm +
+							(Sqm == 1 ? 0 : i)) * Sm + j]
 						: (m->is_bool ? 0.0 : -INFINITY);
 
 					p->allow[o] = x != 0;
@@ -492,6 +511,9 @@ static int run_cli(struct problem *p, struct tol *tl, const char *mha, const cha
 					      p->cfg.causal_offset);
 		if (p->cfg.kv_len)
 			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --kv-len %zu", p->cfg.kv_len);
+		if (p->cfg.window.on)
+			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --window=%td,%td",
+					      p->cfg.window.left, p->cfg.window.right);
 		if (p->cfg.scale_mode == MHA_SCALE_VALUE)
 			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --scale %.17g", p->cfg.scale);
 		if (p->cfg.softcap > 0)
@@ -567,7 +589,7 @@ static int by_name(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-	const char *dir = "../shared/conformance/onnx-attention", *mha = "./mha";
+	const char *dir = "../shared/conformance/onnx-attention-opset25", *mha = "./mha";
 	char tmp[] = "/tmp/mha-conformance-XXXXXX", **names = NULL;
 	size_t n = 0, cap = 0, passed = 0, failed = 0;
 	struct dirent *e;

@@ -162,6 +162,19 @@ int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
 				if (cfg->causal == MHA_CAUSAL_OFFSET &&
 				    (long)j > (long)i + (long)cfg->causal_offset)
 					m = -INFINITY;
+				/* sliding window around the query's position p */
+				if (cfg->window.on) {
+					long p = (long)i;
+
+					if (cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT)
+						p += (long)(cfg->kv_len ? cfg->kv_len : nkv) - (long)nq;
+					if (cfg->causal == MHA_CAUSAL_OFFSET)
+						p += (long)cfg->causal_offset;
+					if (cfg->window.left >= 0 && (long)j < p - (long)cfg->window.left)
+						m = -INFINITY;
+					if (cfg->window.right >= 0 && (long)j > p + (long)cfg->window.right)
+						m = -INFINITY;
+				}
 				/* padding: keys past the sequence's own length */
 				if (cfg->kv_len && j >= cfg->kv_len)
 					m = -INFINITY;

@@ -200,6 +200,8 @@ def check_meta(where, meta_schema, meta, run):
              "number or null": lambda v: v is None or (isinstance(v, (int, float))
                                                        and not isinstance(v, bool)),
              "string or null": lambda v: v is None or isinstance(v, str),
+             "integers or null": lambda v: v is None or (isinstance(v, list) and all(
+                 isinstance(i, int) and not isinstance(i, bool) for i in v)),
              "object": lambda v: isinstance(v, dict)}
     for r in meta_schema:
         v = meta.get(r["key"])
@@ -402,6 +404,8 @@ def problems(tmp):
         Run("softcap-kv-len", ["-x", "x.json", "-w", "w1.json", "--softcap", "2",
                                "--kv-len", "2", "--causal=bottom-right"],
             dims(), masked=True, softcap=True),
+        Run("window", ["-x", "x.json", "-w", "w1.json", "--window", "1,-1"],
+            dims(), masked=True),
     ]
 
 

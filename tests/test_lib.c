@@ -610,6 +610,14 @@ static void make_case(struct random_case *c, unsigned seed)
 			c->allow[i] = rnd() > -0.6;
 		c->cfg.mask.allow = c->allow;
 	}
+	/* a sliding window in some cases, from the seed alone (the draws above stay) */
+	if (seed % 4 == 1 || seed % 7 == 3) {
+		static const ptrdiff_t sides[] = { -1, 0, 1, 2, 3, 20 };
+
+		c->cfg.window.on = 1;
+		c->cfg.window.left = sides[(seed / 4) % 6];
+		c->cfg.window.right = sides[(seed / 24) % 6];
+	}
 	/* larger scores sometimes: peaked softmax rows.  (Much larger would test
 	 * the conditioning of exp(), not the code: an error e in a score is a
 	 * relative error e in its weight.) */
@@ -781,16 +789,36 @@ START_TEST(test_fast_path_blocks)
 	const char *kernel_was = getenv("MHA_KERNEL");
 	char *saved = kernel_was ? strdup(kernel_was) : NULL;
 
-	for (int causal = 0; causal < 3; causal++) {
-		mha_config cfg = { .causal = causal == 1 ? MHA_CAUSAL_BOTTOM_RIGHT :
-				   causal == 2 ? MHA_CAUSAL_OFFSET : MHA_CAUSAL_NONE,
-				   .causal_offset = 40, .kv_len = causal == 2 ? 500 : 0,
-				   .mask = { .bias = causal == 1 ? bias : NULL } };
+	/*
+	 * 0-2: causal without a window; 3-8: sliding windows, whole key blocks
+	 * skipped on both sides: with causal offsets, kv_len and a mask, the
+	 * diagonal alone, unbounded left, wider than n_kv, no causal rule
+	 */
+	static const ptrdiff_t wins[][2] = { { 0, 0 }, { 0, 0 }, { 0, 0 }, { 100, -1 }, { 0, 0 },
+					     { -1, 30 }, { 5000, 5000 }, { 250, 17 }, { 1, 0 } };
+
+	for (int causal = 0; causal < 9; causal++) {
+		const int cm = causal < 3 ? causal : causal % 3;
+		mha_config cfg = { .causal = cm == 1 ? MHA_CAUSAL_BOTTOM_RIGHT :
+				   cm == 2 ? MHA_CAUSAL_OFFSET : MHA_CAUSAL_NONE,
+				   .causal_offset = causal == 5 ? -60 : 40,
+				   .kv_len = cm == 2 ? 500 : causal == 7 ? 450 : 0,
+				   .mask = { .bias = cm == 1 || causal == 6 ? bias : NULL },
+				   .window = { causal >= 3, wins[causal][0], wins[causal][1] } };
 		char what[96];
 
 		cfg.exact = 1;
 		ck_assert_int_eq(mha_forward(exact, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
 		cfg.exact = 0;
+		if (causal >= 3) {
+			/* the plain path against the reference, the window written the obvious way */
+			ref_result r;
+
+			ck_assert_int_eq(ref_forward(&r, &d, &in, &w, &cfg), 0);
+			snprintf(what, sizeof(what), "window %d: exact against the reference", causal);
+			check_close(what, exact, r.output, nq * dm);
+			ref_free(&r);
+		}
 		for (size_t k = 0; k < sizeof(kernels) / sizeof(kernels[0]); k++) {
 			double *one = malloc(nq * dm * sizeof(double));
 
@@ -1353,6 +1381,15 @@ START_TEST(test_errors)
 	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, NULL, NULL, NULL), MHA_ERR_RANGE);
 	cfg = (mha_config){ .kv_len = 3 };
 	ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_KV_LEN);
+	/* a window side below -1; -1 and 0 are fine; off, any numbers are ignored */
+	cfg = (mha_config){ .window = { 1, -2, 0 } };
+	ck_assert_int_eq(mha_check(&ok, &cfg), MHA_ERR_WINDOW);
+	cfg = (mha_config){ .window = { 1, 3, -5 } };
+	ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_WINDOW);
+	cfg = (mha_config){ .window = { 1, -1, 0 } };
+	ck_assert_int_eq(mha_check(&ok, &cfg), MHA_OK);
+	cfg = (mha_config){ .window = { 0, -7, -7 } };
+	ck_assert_int_eq(mha_check(&ok, &cfg), MHA_OK);
 	/* the observer can stop the run */
 	in = (mha_inputs){ x, x, x };
 	obs = watch_all(&sn);
@@ -1721,13 +1758,15 @@ END_TEST
 
 START_TEST(test_names)
 {
-	for (int s = MHA_OK; s <= MHA_ERR_KV_LEN; s++) {
+	for (int s = MHA_OK; s <= MHA_ERR_WINDOW; s++) {
 		ck_assert_ptr_nonnull(mha_strerror((mha_status)s));
 		ck_assert_int_gt((int)strlen(mha_strerror((mha_status)s)), 3);
 		for (int t = MHA_OK; t < s; t++)
 			ck_assert_str_ne(mha_strerror((mha_status)s), mha_strerror((mha_status)t));
 	}
 	ck_assert_str_eq(mha_strerror((mha_status)999), "unknown status");
+	ck_assert_str_eq(mha_strerror(MHA_ERR_WINDOW),
+			 "a window side is below -1 (-1: unbounded; 0 and up: that many keys)");
 	ck_assert_str_eq(mha_stage_name(MHA_STAGE_SOFTMAX), "softmax");
 	ck_assert_str_eq(mha_stage_name(MHA_STAGE_COUNT), "unknown");
 	ck_assert_str_eq(mha_version(), MHA_VERSION_STRING);

@@ -47,7 +47,7 @@ top=$(cd "$(dirname "$0")/.." && pwd) || exit 2
 cd "$top" || exit 2
 PYTHON=${PYTHON:-/usr/bin/python3}
 VALGRIND=${VALGRIND:-valgrind}
-CONFORMANCE_DIR=${CONFORMANCE_DIR:-../shared/conformance/onnx-attention}
+CONFORMANCE_DIR=${CONFORMANCE_DIR:-../shared/conformance/onnx-attention-opset25}
 export PYTHON
 
 if [ $# -eq 0 ]; then
