@@ -185,7 +185,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 			 const struct forward_command *cmd)
 {
 	enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_HEADS, O_KV_HEADS, O_SCALE,
-	       O_CAUSAL, O_WINDOW, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
+	       O_CAUSAL, O_WINDOW, O_SINKS, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
 	       O_EXACT,
 	       O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL,
 	       O_ONE /* + WQ … BO */ };
@@ -214,6 +214,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 		{ "causal", optional_argument, NULL, O_CAUSAL },
 		{ "kv-len", required_argument, NULL, O_KV_LEN },
 		{ "window", required_argument, NULL, O_WINDOW },
+		{ "sinks", required_argument, NULL, O_SINKS },
 		{ "dtype", required_argument, NULL, O_DTYPE },
 		{ "threads", required_argument, NULL, O_THREADS },
 		{ "exact", no_argument, NULL, O_EXACT },
@@ -254,6 +255,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 		case O_K: o->spec.k = optarg; break;
 		case O_V: o->spec.v = optarg; break;
 		case O_MASK: o->spec.mask = optarg; break;
+		case O_SINKS: o->spec.sinks = optarg; break;
 		case O_ONE + WQ: case O_ONE + WK: case O_ONE + WV: case O_ONE + WO:
 		case O_ONE + BQ: case O_ONE + BK: case O_ONE + BV: case O_ONE + BO:
 			o->spec.one[c - O_ONE] = optarg;

@@ -67,6 +67,8 @@ int forward_check(int argc, char **argv, const struct forward_command *c);
 	"      --window L[,R]    sliding window: the query at position p (i, plus the\n" \
 	"                        causal offset) sees keys p-L to p+R only; R absent or\n" \
 	"                        -1: unbounded right; L = -1: unbounded left\n" \
+	"      --sinks FILE      attention sinks: one logit per query head, added to\n" \
+	"                        each softmax's denominator as exp(sink - max)\n" \
 	"      --softcap C       scores become C*tanh(scores/C) before the mask\n" \
 	"\n"
 

@@ -117,6 +117,18 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 		fprintf(fp, "[%td, %td]", cfg->window.left, cfg->window.right);
 	else
 		fputs("null", fp);
+	key(&mb, "sinks");
+	if (cfg->sinks) {
+		char v[40];
+
+		for (size_t h = 0; h < d->heads; h++) {
+			format_shortest(v, sizeof(v), cfg->sinks[h]);
+			fprintf(fp, "%s%s", h ? ", " : "[", v);
+		}
+		fputs("]", fp);
+	} else {
+		fputs("null", fp);
+	}
 	number(&mb, "softcap", cfg->softcap, !(cfg->softcap > 0));
 	string(&mb, "mask", f->mask_file ? path_shown(f->mask_file) : NULL);
 	string(&mb, "dtype", m->f32 ? "f32" : "f64");

@@ -151,6 +151,7 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	const read_spec qs = { "Q", q_keys, 2, 2, READ_LABELS }, ks = { "K", k_keys, 2, 2, READ_LABELS };
 	const read_spec vs = { "V", v_keys, 2, 2, 0 };
 	const read_spec ms = { "mask", mask_keys, 2, 3, READ_NONFINITE | READ_BOOL };
+	const read_spec ss = { "sinks", NULL, 1, 2, 0 };
 
 	snprintf(p->x_src, sizeof(p->x_src), "-x %s", s->x ? path_shown(s->x) : "");
 	snprintf(p->kv_src, sizeof(p->kv_src), "--kv %s", s->kv ? path_shown(s->kv) : "");
@@ -162,7 +163,7 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	snprintf(p->mask_src, sizeof(p->mask_src), "--mask %s", s->mask ? path_shown(s->mask) : "");
 	{
 		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->q, s->k, s->v, s->mask,
-					      s->w };
+					      s->w, s->sinks };
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 			if (check_file_size(files[i]))
@@ -172,6 +173,8 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 				return -1;
 	}
 	if (s->x && read_matrix(&p->x, s->x, &xs))
+		return -1;
+	if (s->sinks && read_matrix(&p->sinks, s->sinks, &ss))
 		return -1;
 	if (s->kv && read_matrix(&p->kv, s->kv, &kvs))
 		return -1;
@@ -392,6 +395,26 @@ static int check_mask(const struct problem_spec *s, struct problem *p, const mha
 	return 0;
 }
 
+/* --sinks: a vector of one logit per query head (a row or a column will do) */
+static int check_sinks(const struct problem_spec *s, struct problem *p, const mha_dims *d,
+		       mha_config *cfg)
+{
+	const matrix *m = &p->sinks;
+	char shape[64];
+
+	if (!s->sinks)
+		return 0;
+	if (m->rank == 2 && m->dim[0] != 1 && m->dim[1] != 1)
+		return error("%s: sinks are %s, expected a vector of one logit per head",
+			     path_shown(s->sinks), matrix_shape(m, shape, sizeof(shape)));
+	if (matrix_size(m) != d->heads)
+		return error("%s: %zu sink%s but there %s %zu head%s (one logit per query head)",
+			     path_shown(s->sinks), matrix_size(m), plural(matrix_size(m)),
+			     d->heads == 1 ? "is" : "are", d->heads, plural(d->heads));
+	cfg->sinks = m->v;
+	return 0;
+}
+
 /* ---- the run ------------------------------------------------------------ */
 
 /* *acc += count·size, saturating at SIZE_MAX */
@@ -574,6 +597,7 @@ int problem_input_ids(const struct problem_spec *s, input_ids *ids)
 	const struct { const char *opt, *path; } files[] = {
 		{ "-x", s->x }, { "--kv", s->kv }, { "--xk", s->xk }, { "--xv", s->xv },
 		{ "--q", s->q }, { "--k", s->k }, { "--v", s->v }, { "--mask", s->mask },
+		{ "--sinks", s->sinks },
 	};
 	int rc = 0;
 
@@ -594,6 +618,7 @@ static int load(struct problem *p, const struct problem_spec *s)
 	const mha_dims *d = &p->d;
 
 	if (read_inputs(s, p) || derive_dims(s, p, &p->d) || check_mask(s, p, &p->d, &p->cfg) ||
+	    check_sinks(s, p, &p->d, &p->cfg) ||
 	    set_labels(s, p, &p->d))
 		return EXIT_DATA;
 	/* --cell names a query and a key: a command-line error, known once the labels are */
@@ -638,6 +663,7 @@ void problem_free(struct problem *p)
 	matrix_free(&p->k);
 	matrix_free(&p->v);
 	matrix_free(&p->mask);
+	matrix_free(&p->sinks);
 	weights_free(&p->w);
 	free(p->allow);
 	if (p->labels.own_key)

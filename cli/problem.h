@@ -24,6 +24,7 @@
 struct problem_spec {
 	const char *x, *kv, *w, *q, *k, *v, *mask; /* paths ("-": standard input), or NULL */
 	const char *xk, *xv;            /* --xk, --xv: keys' and values' sources apart, or NULL */
+	const char *sinks;              /* --sinks: one logit per query head, or NULL */
 	const char *one[N_WEIGHTS];     /* --wq … --bo: one weight from its own file */
 	weight_layout layout;
 	size_t heads, kv_heads;         /* at least 1; kv_heads divides heads (0: heads) */
@@ -43,6 +44,7 @@ struct problem {
 	struct problem_spec spec;
 	matrix x, kv, q, k, v, mask; /* as read; rank 0 where not given */
 	matrix xk, xv;               /* --xk, --xv */
+	matrix sinks;                /* --sinks: (H) or (1, H) or (H, 1) */
 	weights w;
 	struct labels labels;
 	/* where each came from, for messages: "-x x.json", "--mask <stdin>" */

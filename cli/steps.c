@@ -166,10 +166,19 @@ static void title_masked(char *buf, size_t size, const struct step_facts *f, siz
 		 f->cfg->softcap > 0 ? "softcapped" : "scaled");
 }
 
+/* "head 2: softmax(masked) with sink 0.5, row by row": the sink joins each row's denominator */
 static void title_softmax(char *buf, size_t size, const struct step_facts *f, size_t head)
 {
-	snprintf(buf, size, "head %zu: softmax(%s), row by row", head,
-		 masked(f) ? "masked" : f->cfg->softcap > 0 ? "softcapped" : "scaled");
+	char sink[64] = "";
+
+	if (f->cfg->sinks && head >= 1) {
+		char v[40];
+
+		format_shortest(v, sizeof(v), f->cfg->sinks[head - 1]);
+		snprintf(sink, sizeof(sink), " with sink %s", v);
+	}
+	snprintf(buf, size, "head %zu: softmax(%s)%s, row by row", head,
+		 masked(f) ? "masked" : f->cfg->softcap > 0 ? "softcapped" : "scaled", sink);
 }
 
 static void title_heads(char *buf, size_t size, const struct step_facts *f, size_t head)

@@ -604,6 +604,20 @@ static int attend_block(struct mha_attend *a, struct scratch *w, const REAL *ktp
 				*first = h * a->n_q + q0 + i;
 			continue;
 		}
+		if (rule->sinks) {
+			/*
+			 * the sink joins the running max and sum once, after the
+			 * last key block; in double, so that a large sink cannot
+			 * overflow a float on the way
+			 */
+			const double s = rule->sinks[h], m = (double)w->m[i];
+			const double mx = s > m ? s : m, alpha = exp(m - mx);
+
+			w->l[i] = (REAL)((double)w->l[i] * alpha + exp(s - mx));
+			if (alpha != 1)
+				for (size_t t = 0; t < dv; t++)
+					w->o[i * dvr + t] *= (REAL)alpha;
+		}
 		for (size_t t = 0; t < dv; t++)
 			o[t] = w->o[i * dvr + t] / w->l[i];
 		if (pshift) {

@@ -40,6 +40,7 @@ const char *mha_strerror(mha_status status)
 	case MHA_ERR_OBSERVER: return "stopped by the observer";
 	case MHA_ERR_KV_LEN: return "the key length (kv_len) is larger than the number of keys";
 	case MHA_ERR_WINDOW: return "a window side is below -1 (-1: unbounded; 0 and up: that many keys)";
+	case MHA_ERR_SINK: return "a sink logit is not a finite number";
 	}
 	return "unknown status";
 }
@@ -123,6 +124,10 @@ mha_status mha_check(const mha_dims *d, const mha_config *cfg)
 			return MHA_ERR_DIM;
 		if (cfg->window.on && (cfg->window.left < -1 || cfg->window.right < -1))
 			return MHA_ERR_WINDOW;
+		if (cfg->sinks)
+			for (size_t h = 0; h < d->heads; h++)
+				if (!isfinite(cfg->sinks[h]))
+					return MHA_ERR_SINK;
 	}
 	return MHA_OK;
 }
@@ -375,12 +380,19 @@ static mha_status run_head(struct run *r, size_t h)
 				r->first_blocked_row = i;
 			}
 		} else {
+			/* a sink joins the max (its term may be the largest) and the sum */
+			const double sink = rule->sinks ? rule->sinks[h] : -INFINITY;
+
+			if (sink > max)
+				max = sink;
 			/* subtract the row max: exp() of a large score would overflow */
 			for (size_t j = 0; j < d->n_kv; j++) {
 				x[j] = exp(x[j] - max);
 				sum += x[j];
 			}
-			/* sum >= 1: the max term is exp(0) */
+			if (rule->sinks)
+				sum += exp(sink - max);
+			/* sum >= 1: the max term (a key's or the sink's) is exp(0) */
 			for (size_t j = 0; j < d->n_kv; j++)
 				x[j] /= sum;
 		}

@@ -25,6 +25,10 @@
  *                                             an additive mask)
  *   softmax    = row-wise softmax(masked)    (a row that is -inf throughout
  *                                             gives zeros, never NaN)
+ *                with a sink s_h (optional):  exp(masked_j - m) / (Σ_j exp(masked_j - m)
+ *                                             + exp(s_h - m)), m = max(row max, s_h):
+ *                                             the sink takes part of the mass, no
+ *                                             column is added, rows sum to less than 1
  *   output_h   = softmax·V_g                 (n_q, d_v)
  *
  *   concat = [output_0 … output_{H-1}]      (n_q, H·d_v)
@@ -79,7 +83,8 @@ typedef enum mha_status {
 	MHA_ERR_TOOBIG,    /* a size does not fit in size_t */
 	MHA_ERR_OBSERVER,  /* the observer asked to stop */
 	MHA_ERR_KV_LEN,    /* kv_len is larger than n_kv */
-	MHA_ERR_WINDOW     /* a window side is below -1 */
+	MHA_ERR_WINDOW,    /* a window side is below -1 */
+	MHA_ERR_SINK       /* a sink logit is not a finite number */
 } mha_status;
 
 /* A short lowercase description of a status, never NULL. */
@@ -193,6 +198,11 @@ typedef struct mha_config {
 	int exact;          /* 1: the plain path even when no intermediate is
 			       watched (see mha_forward) */
 	mha_window window;  /* sliding window; on = 0: none */
+	const double *sinks; /* (H) one logit per query head (gpt-oss's attention
+				sinks), finite; NULL: none.  Each joins its head's
+				softmax denominator as exp(sink - m); a row whose
+				keys are all masked still gets zeros (the sink
+				alone would take all the mass: weights 0, output 0) */
 } mha_config;
 
 /* ---- intermediates ----------------------------------------------------- */

@@ -44,6 +44,8 @@ struct mha_rule {
 	const unsigned char *allow; /* (n_q, n_kv) or (H, n_q, n_kv), or NULL */
 	const double *bias;         /* the same, or NULL */
 	int per_head;               /* allow and bias: one matrix per query head */
+	const double *sinks;        /* (H) a logit per query head in the softmax's
+				       denominator, or NULL */
 };
 
 static inline size_t mha_rule_kv_heads(const mha_dims *d)
@@ -81,6 +83,7 @@ static inline struct mha_rule mha_rule_of(const mha_dims *d, const mha_config *c
 		.kv_len = cfg->kv_len ? cfg->kv_len : d->n_kv,
 		.allow = cfg->mask.allow, .bias = cfg->mask.bias, .per_head = cfg->mask.per_head,
 		.window = cfg->window.on, .left = cfg->window.left, .right = cfg->window.right,
+		.sinks = cfg->sinks,
 	};
 
 	return r;

@@ -194,10 +194,15 @@ int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
 				mx = fmax(mx, pre[i * nkv + j]);
 			if (mx == -INFINITY) {
 				r->blocked++;
-				continue; /* the row stays zero */
+				continue; /* the row stays zero, sink or not */
 			}
+			/* a sink: one more logit in the softmax, its column then dropped */
+			if (cfg->sinks)
+				mx = fmax(mx, cfg->sinks[h]);
 			for (size_t j = 0; j < nkv; j++)
 				sum += expl((long double)pre[i * nkv + j] - mx);
+			if (cfg->sinks)
+				sum += expl((long double)cfg->sinks[h] - mx);
 			for (size_t j = 0; j < nkv; j++)
 				r->softmax[h][i * nkv + j] =
 					(double)(expl((long double)pre[i * nkv + j] - mx) / sum);

@@ -202,6 +202,8 @@ def check_meta(where, meta_schema, meta, run):
              "string or null": lambda v: v is None or isinstance(v, str),
              "integers or null": lambda v: v is None or (isinstance(v, list) and all(
                  isinstance(i, int) and not isinstance(i, bool) for i in v)),
+             "numbers or null": lambda v: v is None or (isinstance(v, list) and all(
+                 isinstance(i, (int, float)) and not isinstance(i, bool) for i in v)),
              "object": lambda v: isinstance(v, dict)}
     for r in meta_schema:
         v = meta.get(r["key"])

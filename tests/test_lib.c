@@ -368,6 +368,69 @@ START_TEST(test_report_path_and_offset)
 END_TEST
 
 /* a row whose every key is masked: zeros, reported, never NaN */
+/*
+ * Attention sinks by hand: queries 0, so every score is 0; keys [1, 3]
+ * (head 0) and [2, 4] (head 1); sinks 0 and log 2.  Causal: row 0 sees
+ * key 0 alone, weight 1/(1 + e^0) = 1/2 (head 0), 1/(1 + 2) (head 1);
+ * row 1 sees both, 1/3 each (head 0), 1/4 each (head 1).
+ */
+START_TEST(test_sinks_by_hand)
+{
+	static const double xq[4] = { 0, 0, 0, 0 }, xkv[4] = { 1, 2, 3, 4 };
+	static const double want[4] = { 0.5, 2.0 / 3, 4.0 / 3, 1.5 };
+	static const unsigned char allow[4] = { 0, 0, 1, 1 };
+	static const float fxq[4] = { 0, 0, 0, 0 }, fxkv[4] = { 1, 2, 3, 4 };
+	const double sinks[2] = { 0, log(2.0) }, huge[2] = { 1e300, -1e300 };
+	const mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2,
+			     .heads = 2, .d_k = 1, .d_v = 1 };
+	const mha_inputs in = { xq, xkv, xkv };
+	const mha_inputs_f32 fin = { fxq, fxkv, fxkv };
+	mha_config cfg = { .scale_mode = MHA_SCALE_NONE, .causal = MHA_CAUSAL_TOP_LEFT,
+			   .sinks = sinks };
+	double out[4];
+	float fout[4];
+	mha_report rep;
+
+	for (int exact = 0; exact < 2; exact++) {
+		cfg.exact = exact;
+		ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, &rep), MHA_OK);
+		ck_assert_int_eq(rep.fast_path, !exact);
+		for (int i = 0; i < 4; i++)
+			ck_assert_double_eq_tol(out[i], want[i], 1e-15);
+	}
+	ck_assert_int_eq(mha_forward_f32(fout, &d, &fin, NULL, &cfg, NULL), MHA_OK);
+	for (int i = 0; i < 4; i++)
+		ck_assert_double_eq_tol(fout[i], want[i], 1e-6);
+
+	/* a row whose keys are all masked: zeros, never NaN, sink or not */
+	cfg.mask.allow = allow;
+	for (int exact = 0; exact < 2; exact++) {
+		cfg.exact = exact;
+		ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, &rep), MHA_OK);
+		ck_assert_uint_eq(rep.blocked_rows, 2);
+		ck_assert(out[0] == 0 && out[1] == 0);
+		for (int i = 2; i < 4; i++)
+			ck_assert_double_eq_tol(out[i], want[i], 1e-15);
+	}
+	ck_assert_int_eq(mha_forward_f32(fout, &d, &fin, NULL, &cfg, NULL), MHA_OK);
+	ck_assert(fout[0] == 0 && fout[1] == 0);
+	cfg.mask.allow = NULL;
+
+	/* a sink far above every score takes all the mass (outputs 0); far
+	 * below, none (plain softmax); neither overflows, not even in float32 */
+	cfg.sinks = huge;
+	for (int exact = 0; exact < 2; exact++) {
+		cfg.exact = exact;
+		ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_OK);
+		ck_assert(out[0] == 0 && out[2] == 0);
+		ck_assert_double_eq_tol(out[1], 2, 1e-15);
+		ck_assert_double_eq_tol(out[3], 3, 1e-15);
+	}
+	ck_assert_int_eq(mha_forward_f32(fout, &d, &fin, NULL, &cfg, NULL), MHA_OK);
+	ck_assert(fout[0] == 0 && fout[2] == 0 && fout[1] == 2 && fout[3] == 3);
+}
+END_TEST
+
 START_TEST(test_fully_masked_row)
 {
 	double x[3 * 2] = { 0.1, 0.2, 0.3, 0.4, 0.5, 0.6 }, out[6];
@@ -527,6 +590,7 @@ struct random_case {
 	int weights, biases, wo, cross, direct;
 	double *xq, *xk, *xv, *W[4], *b[4], *bias;
 	unsigned char *allow;
+	double sinks[8]; /* (H) when cfg.sinks points here */
 };
 
 static void make_case(struct random_case *c, unsigned seed)
@@ -617,6 +681,12 @@ static void make_case(struct random_case *c, unsigned seed)
 		c->cfg.window.on = 1;
 		c->cfg.window.left = sides[(seed / 4) % 6];
 		c->cfg.window.right = sides[(seed / 24) % 6];
+	}
+	/* attention sinks in some cases, from the seed alone: with every other option */
+	if (seed % 5 == 3) {
+		for (size_t h = 0; h < d->heads; h++)
+			c->sinks[h] = (double)((seed + 7 * h) % 9) * 0.5 - 2.0;
+		c->cfg.sinks = c->sinks;
 	}
 	/* larger scores sometimes: peaked softmax rows.  (Much larger would test
 	 * the conditioning of exp(), not the code: an error e in a score is a
@@ -795,16 +865,20 @@ START_TEST(test_fast_path_blocks)
 	 * diagonal alone, unbounded left, wider than n_kv, no causal rule
 	 */
 	static const ptrdiff_t wins[][2] = { { 0, 0 }, { 0, 0 }, { 0, 0 }, { 100, -1 }, { 0, 0 },
-					     { -1, 30 }, { 5000, 5000 }, { 250, 17 }, { 1, 0 } };
+					     { -1, 30 }, { 5000, 5000 }, { 250, 17 }, { 1, 0 },
+					     { -1, -1 }, { 40, 3 }, { 2, 1 } };
+	/* 9-11: attention sinks (one logit per head, some above every score) */
+	static const double sinks[4] = { -1.5, 0.25, 3.0, 8.0 };
 
-	for (int causal = 0; causal < 9; causal++) {
+	for (int causal = 0; causal < 12; causal++) {
 		const int cm = causal < 3 ? causal : causal % 3;
 		mha_config cfg = { .causal = cm == 1 ? MHA_CAUSAL_BOTTOM_RIGHT :
 				   cm == 2 ? MHA_CAUSAL_OFFSET : MHA_CAUSAL_NONE,
 				   .causal_offset = causal == 5 ? -60 : 40,
 				   .kv_len = cm == 2 ? 500 : causal == 7 ? 450 : 0,
 				   .mask = { .bias = cm == 1 || causal == 6 ? bias : NULL },
-				   .window = { causal >= 3, wins[causal][0], wins[causal][1] } };
+				   .window = { causal >= 3, wins[causal][0], wins[causal][1] },
+				   .sinks = causal >= 9 ? sinks : NULL };
 		char what[96];
 
 		cfg.exact = 1;
@@ -1390,6 +1464,24 @@ START_TEST(test_errors)
 	ck_assert_int_eq(mha_check(&ok, &cfg), MHA_OK);
 	cfg = (mha_config){ .window = { 0, -7, -7 } };
 	ck_assert_int_eq(mha_check(&ok, &cfg), MHA_OK);
+	/* a sink that is not a finite number, on either path and type */
+	{
+		const double bad_sinks[2][4] = { { 0, 0, 0, NAN }, { -INFINITY, 0, 0, 0 } };
+		const float f[64] = { 0 };
+		float fo[64];
+
+		for (int k = 0; k < 2; k++) {
+			cfg = (mha_config){ .sinks = bad_sinks[k] };
+			ck_assert_int_eq(mha_check(&ok, &cfg), ok.heads == 4 || k == 1 ? MHA_ERR_SINK : MHA_OK);
+		}
+		cfg = (mha_config){ .sinks = bad_sinks[1] };
+		ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_SINK);
+		cfg.exact = 1;
+		ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_SINK);
+		if (ok.n_q * ok.d_q_in <= 64 && ok.n_kv * ok.d_k_in <= 64 && ok.n_kv * ok.d_v_in <= 64)
+			ck_assert_int_eq(mha_forward_f32(fo, &ok, &(mha_inputs_f32){ f, f, f }, NULL,
+							 &cfg, NULL), MHA_ERR_SINK);
+	}
 	/* the observer can stop the run */
 	in = (mha_inputs){ x, x, x };
 	obs = watch_all(&sn);
@@ -1758,7 +1850,7 @@ END_TEST
 
 START_TEST(test_names)
 {
-	for (int s = MHA_OK; s <= MHA_ERR_WINDOW; s++) {
+	for (int s = MHA_OK; s <= MHA_ERR_SINK; s++) {
 		ck_assert_ptr_nonnull(mha_strerror((mha_status)s));
 		ck_assert_int_gt((int)strlen(mha_strerror((mha_status)s)), 3);
 		for (int t = MHA_OK; t < s; t++)
@@ -1767,6 +1859,7 @@ START_TEST(test_names)
 	ck_assert_str_eq(mha_strerror((mha_status)999), "unknown status");
 	ck_assert_str_eq(mha_strerror(MHA_ERR_WINDOW),
 			 "a window side is below -1 (-1: unbounded; 0 and up: that many keys)");
+	ck_assert_str_eq(mha_strerror(MHA_ERR_SINK), "a sink logit is not a finite number");
 	ck_assert_str_eq(mha_stage_name(MHA_STAGE_SOFTMAX), "softmax");
 	ck_assert_str_eq(mha_stage_name(MHA_STAGE_COUNT), "unknown");
 	ck_assert_str_eq(mha_version(), MHA_VERSION_STRING);
@@ -1839,6 +1932,7 @@ static Suite *mha_suite(void)
 	tcase_add_test(hand, test_kv_len_and_offset);
 	tcase_add_test(hand, test_report_path_and_offset);
 	tcase_add_test(hand, test_fully_masked_row);
+	tcase_add_test(hand, test_sinks_by_hand);
 	tcase_add_test(hand, test_softcap_and_scale_modes);
 	tcase_add_test(hand, test_grouped_query_mapping);
 	tcase_add_test(hand, test_output_projection);
