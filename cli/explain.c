@@ -65,6 +65,7 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 	const double *q = hd->q->v + i * dk, *k = hd->k->v + j * dk;
 	const double *row = hd->masked->v + i * n_kv, *w = hd->softmax->v + i * n_kv;
 	const int p = e->precision;
+	const double *sinks = e->cfg->sinks;
 	char a[64], b[64], c[64], li[256], lj[256];
 	double mx = -INFINITY, sum = 0;
 
@@ -110,9 +111,26 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 			"and so is its output row\n", i + 1);
 		return;
 	}
-	format_number(a, sizeof(a), mx, p);
-	fprintf(fp, "    softmax: the largest masked score in row %zu is m = %s;\n", i + 1, a);
-	fprintf(fp, "      sum = exp(x_1 - m) + … + exp(x_%zu - m) =", n_kv);
+	if (sinks) {
+		/* the sink joins the denominator, never the weights */
+		const double sk = sinks[h];
+
+		format_number(a, sizeof(a), mx, p);
+		format_number(b, sizeof(b), sk, p);
+		if (sk > mx)
+			mx = sk;
+		format_number(c, sizeof(c), mx, p);
+		fprintf(fp, "    softmax: the largest masked score in row %zu is %s and the sink is "
+			"%s, so m = %s;\n", i + 1, a, b, c);
+		sum = exp(sk - mx);
+		format_number(b, sizeof(b), sum, p);
+		fprintf(fp, "      sum = exp(sink - m) + exp(x_1 - m) + … + exp(x_%zu - m) = %s +",
+			n_kv, b);
+	} else {
+		format_number(a, sizeof(a), mx, p);
+		fprintf(fp, "    softmax: the largest masked score in row %zu is m = %s;\n", i + 1, a);
+		fprintf(fp, "      sum = exp(x_1 - m) + … + exp(x_%zu - m) =", n_kv);
+	}
 	for (size_t t = 0, shown = 0; t < n_kv; t++) {
 		const double ex = row[t] == -INFINITY ? 0 : exp(row[t] - mx);
 
@@ -208,8 +226,18 @@ int explain_write(FILE *fp, const struct explain *e)
 				"%s + mask\n", hd->softcapped ? "softcapped" : "scaled");
 			table(fp, hd->masked, e->q_labels, e->k_labels, e->precision);
 		}
-		fprintf(fp, "  softmax, row by row: weight i,j = exp(x_ij - m_i) / sum over k of "
-			"exp(x_ik - m_i), m_i the row's largest; each row sums to 1\n");
+		if (e->cfg->sinks) {
+			char sk[64];
+
+			format_number(sk, sizeof(sk), e->cfg->sinks[h], e->precision);
+			fprintf(fp, "  softmax with the head's sink s = %s, row by row: weight i,j = "
+				"exp(x_ij - m_i) / (exp(s - m_i) + sum over k of exp(x_ik - m_i)), "
+				"m_i the larger of the row's largest and s; each row sums to less "
+				"than 1, the sink takes the rest\n", sk);
+		} else {
+			fprintf(fp, "  softmax, row by row: weight i,j = exp(x_ij - m_i) / sum over k "
+				"of exp(x_ik - m_i), m_i the row's largest; each row sums to 1\n");
+		}
 		table(fp, hd->softmax, e->q_labels, e->k_labels, e->precision);
 		shape(s1, sizeof(s1), hd->softmax);
 		shape(s2, sizeof(s2), hd->v);

@@ -72,13 +72,15 @@ def softmax_rows(z):
     return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
 
 
-def reference(xq, xk, xv, w, heads, kv_heads, scale, softcap, causal, mask):
+def reference(xq, xk, xv, w, heads, kv_heads, scale, softcap, causal, mask, sinks=None):
     """Every intermediate of multi-head attention, per head stacked on axis 0.
 
     xq, xk, xv: the query, key and value sources (Q, K, V themselves when
     the weights are absent); w: dict of W_Q, W_K, W_V, W_O, b_Q, ... (any
     may be missing); mask: None, or a bool/float array (n_q, n_kv) or
-    (heads, n_q, n_kv); causal: None, "top-left" or "bottom-right".
+    (heads, n_q, n_kv); causal: None, "top-left" or "bottom-right";
+    sinks: None, or one logit per head, as gpt-oss adds them: a column of
+    its own beside the scores, through the softmax, then dropped.
     """
     H, G = heads, kv_heads or heads
 
@@ -121,7 +123,13 @@ def reference(xq, xk, xv, w, heads, kv_heads, scale, softcap, causal, mask):
     mask_add = np.where(allowed, 0.0, -np.inf) + bias
 
     masked = softcapped + mask_add
-    weights = softmax_rows(masked)
+    if sinks is None:
+        weights = softmax_rows(masked)
+    else:
+        # gpt-oss: concatenate the sink column, softmax, drop it; a row whose
+        # keys are all masked gives the sink every bit of mass: zeros
+        col = np.broadcast_to(np.asarray(sinks, float)[:, None, None], (H, n_q, 1))
+        weights = softmax_rows(np.concatenate([masked, col], axis=-1))[..., :-1]
     out_h = weights @ Vh
     concat = out_h.transpose(1, 0, 2).reshape(n_q, H * d_v)
     output = concat @ w["W_O"] if "W_O" in w else concat
@@ -297,6 +305,7 @@ class Case:
         self.integers = kw.get("integers", False)
         self.prints = kw.get("prints", [])       # extra runs besides "all"
         self.mask_bare = kw.get("mask_bare", False)
+        self.sinks = kw.get("sinks", False)      # one sink logit per head
 
     # -- drawing the data
 
@@ -354,6 +363,7 @@ class Case:
                 w["b_O"] = rng.normal(0.0, 0.5, size=d_out)
         d["w"] = w
         d["mask"] = self.make_mask(rng) if self.mask else None
+        d["sinks"] = rng.normal(0.0, 1.5, size=H) if self.sinks else None
         return d
 
     def make_mask(self, rng):
@@ -399,6 +409,8 @@ class Case:
         if data["mask"] is not None:
             m = data["mask"]
             args += ["--mask", write("mask.json", m if self.mask_bare else {"mask": m})]
+        if data["sinks"] is not None:
+            args += ["--sinks", write("sinks.json", data["sinks"])]
         if self.heads != 1 or self.kv_heads:
             args += ["--heads", str(self.heads)]
         if self.kv_heads:
@@ -421,7 +433,7 @@ class Case:
                 xk, xv = data["X_k"], data["X_v"]
         causal = None if self.causal is None else (self.causal or "top-left")
         return reference(xq, xk, xv, data["w"], self.heads, self.kv_heads, self.scale,
-                         self.softcap, causal, data["mask"])
+                         self.softcap, causal, data["mask"], data["sinks"])
 
 
 def run(binary, args):
@@ -619,6 +631,11 @@ def cases():
         heads=2, proj=True, proj_bias=True, wo=True)
     add("apart-gqa-causal", n_q=5, n_kv=5, source="apart", d_model=8, d_kv_in=5, d_xv_in=2,
         heads=4, kv_heads=2, proj=True, d_v=3, causal="")
+    # attention sinks, gpt-oss style (a column through the softmax, dropped)
+    add("sinks-gqa-causal", n_q=6, d_model=8, heads=4, kv_heads=2, proj=True, wo=True,
+        causal="", sinks=True)
+    add("sinks-mask-blocked-row", n_q=4, d_model=4, heads=2, proj=True, sinks=True,
+        mask={"kind": "bool", "block_rows": [1]})
     add("apart-no-weights", n_q=3, n_kv=5, source="apart", d_model=4, heads=2, d_xv_in=6)
     add("gqa-h6-g3-dv", n_q=4, d_model=6, heads=6, kv_heads=3, d_k=2, d_v=3, proj=True,
         wo=True, wo_bias=True)
