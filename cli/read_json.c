@@ -511,25 +511,27 @@ static int json_tokens(matrix *m, const json_doc *doc, const read_spec *spec)
 {
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(doc->root, "tokens"), *e;
 	size_t n = 0;
+	/* a batch (3-D): the labels of each sequence's rows, the same for all */
+	const size_t rows = matrix_rows(m);
 
 	if (!t)
 		return 0;
-	if (!cJSON_IsArray(t) || m->rank != 2)
+	if (!cJSON_IsArray(t) || m->rank < 2)
 		return error("%s: \"tokens\" must be an array of strings, one per row of %s",
 			     doc->f->name, spec->what);
-	if ((size_t)cJSON_GetArraySize(t) != m->dim[0])
-		return error("%s: \"tokens\" has %d label%s but %s has %zu row%s", doc->f->name,
+	if ((size_t)cJSON_GetArraySize(t) != rows)
+		return error("%s: \"tokens\" has %d label%s but %s has %zu row%s%s", doc->f->name,
 			     cJSON_GetArraySize(t), cJSON_GetArraySize(t) == 1 ? "" : "s", spec->what,
-			     m->dim[0], m->dim[0] == 1 ? "" : "s");
-	m->labels_held = budget_block((m->dim[0] ? m->dim[0] : 1) * sizeof(*m->labels));
+			     rows, rows == 1 ? "" : "s", m->rank == 3 ? " in each sequence" : "");
+	m->labels_held = budget_block((rows ? rows : 1) * sizeof(*m->labels));
 	if (budget_take(m->labels_held)) {
 		m->labels_held = 0;
-		return budget_refuse(doc->f->name, m->dim[0] * sizeof(*m->labels));
+		return budget_refuse(doc->f->name, rows * sizeof(*m->labels));
 	}
-	m->labels = calloc(m->dim[0] ? m->dim[0] : 1, sizeof(*m->labels));
+	m->labels = calloc(rows ? rows : 1, sizeof(*m->labels));
 	if (!m->labels)
 		return error("out of memory");
-	m->n_labels = m->dim[0];
+	m->n_labels = rows;
 	cJSON_ArrayForEach(e, t) {
 		size_t len;
 

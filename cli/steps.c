@@ -21,7 +21,8 @@ static int has_weight(const struct step_facts *f, int which)
 /* the scores go through a mask: causal, --window, --mask or --kv-len */
 static int masked(const struct step_facts *f)
 {
-	return f->cfg->causal || f->cfg->window.on || f->mask_file || f->cfg->kv_len;
+	return f->cfg->causal || f->cfg->window.on || f->mask_file || f->cfg->kv_len ||
+	       f->cfg->kv_lens;
 }
 
 /* the key/value head (1-based) query head q uses */
