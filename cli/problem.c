@@ -151,7 +151,8 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 			xks = { "X_k", x_keys, 2, 3, READ_LABELS }, xvs = { "X_v", x_keys, 2, 3, 0 };
 	const read_spec qs = { "Q", q_keys, 2, 3, READ_LABELS }, ks = { "K", k_keys, 2, 3, READ_LABELS };
 	const read_spec vs = { "V", v_keys, 2, 3, 0 };
-	const read_spec ms = { "mask", mask_keys, 2, 3, READ_NONFINITE | READ_BOOL };
+	/* 1-D to 4-D, broadcast as ONNX's attn_mask (check_mask) */
+	const read_spec ms = { "mask", mask_keys, 1, 4, READ_NONFINITE | READ_BOOL };
 	const read_spec ss = { "sinks", NULL, 1, 2, 0 };
 
 	snprintf(p->x_src, sizeof(p->x_src), "-x %s", s->x ? path_shown(s->x) : "");
@@ -410,47 +411,83 @@ static int derive_dims(const struct problem_spec *s, const struct problem *p, mh
 	return 0;
 }
 
-/* The mask must fit the scores, and may only add numbers or -inf. */
+/* "[1][0][2]": element i of m as its own indices, into buf */
+static const char *element_path(char *buf, size_t size, const matrix *m, size_t i)
+{
+	size_t idx[4], used = 0;
+
+	for (size_t r = m->rank; r-- > 0;) {
+		idx[r] = i % m->dim[r];
+		i /= m->dim[r];
+	}
+	buf[0] = '\0';
+	for (size_t r = 0; r < m->rank && used < size; r++)
+		used += (size_t)snprintf(buf + used, size - used, "[%zu]", idx[r]);
+	return buf;
+}
+
+/*
+ * The mask must fit the scores (B, H, n_q, n_kv) as ONNX broadcasts its
+ * attn_mask, the dimensions right-aligned: (n_kv), (n_q, n_kv), (H, n_q,
+ * n_kv) or (B, H, n_q, n_kv), each of B, H and n_q also 1 for all of them;
+ * and it may only add numbers or -inf.  The library takes (B|1, H|1, n_q,
+ * n_kv): a mask shared by the queries is spread over them here.
+ */
 static int check_mask(const struct problem_spec *s, struct problem *p, const mha_dims *d,
 		      mha_config *cfg)
 {
 	matrix *m = &p->mask;
-	const size_t n = d->n_q * d->n_kv;
-	char shape[64];
+	const size_t B = problem_sequences(p);
+	size_t md[4] = { 1, 1, 1, 1 }, n;
+	char shape[64], at[64];
 
 	if (!s->mask)
 		return 0;
-	if (m->rank == 3 && m->dim[0] != d->heads)
+	for (size_t r = 0; r < m->rank; r++)
+		md[4 - m->rank + r] = m->dim[r];
+	if (m->rank >= 3 && md[1] != d->heads && md[1] != 1)
 		return error("mask from %s has %zu per-head matrices but there %s %zu head%s",
-			     p->mask_src, m->dim[0], d->heads == 1 ? "is" : "are", d->heads,
+			     p->mask_src, md[1], d->heads == 1 ? "is" : "are", d->heads,
 			     plural(d->heads));
-	if (m->dim[m->rank - 2] != d->n_q || m->dim[m->rank - 1] != d->n_kv)
+	if ((md[2] != d->n_q && md[2] != 1) || md[3] != d->n_kv)
 		return error("mask from %s is %s but the scores are %zux%zu (%zu quer%s x %zu key%s)%s",
 			     p->mask_src, matrix_shape(m, shape, sizeof(shape)), d->n_q, d->n_kv,
 			     d->n_q, d->n_q == 1 ? "y" : "ies", d->n_kv, plural(d->n_kv),
-			     m->rank == 3 ? " for each head" : "");
-	cfg->mask.per_head = m->rank == 3;
-	if (m->is_bool) {
-		const size_t count = matrix_size(m);
+			     m->rank >= 3 ? " for each head" : "");
+	if (md[0] != B && md[0] != 1)
+		return error("mask from %s holds %zu sequences' masks but the batch holds %zu "
+			     "sequence%s", p->mask_src, md[0], B, plural(B));
+	for (size_t i = 0; i < matrix_size(m); i++)
+		if (isnan(m->v[i]) || m->v[i] == INFINITY)
+			return error("%s: mask%s is %s: a mask adds numbers or -inf", path_shown(s->mask),
+				     element_path(at, sizeof(at), m, i), isnan(m->v[i]) ? "nan" : "inf");
+	/* a 3-D mask of one head is per head as it always was (titled so) */
+	cfg->mask.per_head = md[1] > 1 || (m->rank == 3 && d->heads == 1);
+	cfg->mask.per_batch = md[0] > 1;
+	if (md[2] != d->n_q) {
+		/* one row for every query: the rows spread out */
+		matrix spread_rows;
+		const size_t dims[4] = { md[0], md[1], d->n_q, d->n_kv };
 
-		p->allow = malloc(count ? count : 1);
+		if (matrix_alloc_dims(&spread_rows, 4, dims))
+			return -1;
+		for (size_t k = 0; k < md[0] * md[1]; k++)
+			for (size_t i = 0; i < d->n_q; i++)
+				memcpy(spread_rows.v + (k * d->n_q + i) * d->n_kv, m->v + k * d->n_kv,
+				       d->n_kv * sizeof(double));
+		spread_rows.is_bool = m->is_bool;
+		matrix_free(m);
+		*m = spread_rows;
+	}
+	n = matrix_size(m);
+	if (m->is_bool) {
+		p->allow = malloc(n ? n : 1);
 		if (!p->allow)
 			return error("out of memory");
-		for (size_t i = 0; i < count; i++)
+		for (size_t i = 0; i < n; i++)
 			p->allow[i] = m->v[i] != 0;
 		cfg->mask.allow = p->allow;
 		return 0;
-	}
-	for (size_t i = 0; i < matrix_size(m); i++) {
-		if (isnan(m->v[i]) || m->v[i] == INFINITY) {
-			const size_t h = i / n, r = i % n / d->n_kv, c = i % d->n_kv;
-
-			if (m->rank == 3)
-				return error("%s: mask[%zu][%zu][%zu] is %s: a mask adds numbers or -inf",
-					     path_shown(s->mask), h, r, c, isnan(m->v[i]) ? "nan" : "inf");
-			return error("%s: mask[%zu][%zu] is %s: a mask adds numbers or -inf",
-				     path_shown(s->mask), r, c, isnan(m->v[i]) ? "nan" : "inf");
-		}
 	}
 	cfg->mask.bias = m->v;
 	return 0;
