@@ -5,7 +5,8 @@
 #   make check        install what is missing, build with -Werror, run every test
 #   make conformance  the ONNX Attention cases (../shared/conformance/onnx-attention-opset25)
 #   make bench        mha against PyTorch and the machine's GEMM rate (minutes)
-#                     (BENCH_ARGS="--window-n 32768 --window-w 4096": the issue's window run)
+#                     (BENCH_ARGS="--window-n 32768 --window-w 4096": the issue's window run;
+#                     "--batch-n 1024 --batch-b 8 --batch-only": a batch against one sequence)
 #   make install      PREFIX=/usr/local DESTDIR= : program, libraries, header, mha.pc, man page
 #   make uninstall    remove what install put there
 #   make clean
