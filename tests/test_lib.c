@@ -54,6 +54,13 @@ static void seen_free(seen *sn)
 	memset(sn, 0, sizeof(*sn));
 }
 
+/* an observer that stops the run at its first stage */
+static int ignore_stop(void *ctx, mha_stage s, int head, const double *m, size_t rows, size_t cols)
+{
+	(void)ctx, (void)s, (void)head, (void)m, (void)rows, (void)cols;
+	return 1;
+}
+
 static mha_observer watch_all(seen *sn)
 {
 	memset(sn, 0, sizeof(*sn));
@@ -1260,6 +1267,76 @@ START_TEST(test_batch_fast_blocks)
 }
 END_TEST
 
+/* what the fast path hands an observer of a batch: whole-model stages, one sequence at a time */
+struct fast_seen {
+	size_t cur, told, calls;
+	double *q[3], *out[3]; /* per sequence */
+	size_t q_rows, out_rows;
+};
+
+static int fast_sequence(void *ctx, size_t b)
+{
+	struct fast_seen *fs = ctx;
+
+	fs->cur = b;
+	fs->told++;
+	return 0;
+}
+
+static int fast_record(void *ctx, mha_stage s, int head, const double *m, size_t rows, size_t cols)
+{
+	struct fast_seen *fs = ctx;
+	double **dst = s == MHA_STAGE_Q ? &fs->q[fs->cur] : s == MHA_STAGE_OUTPUT ? &fs->out[fs->cur] : NULL;
+
+	ck_assert_int_eq(head, -1);
+	fs->calls++;
+	if (!dst)
+		return 0;
+	ck_assert_ptr_null(*dst);
+	*dst = malloc(rows * cols * sizeof(double));
+	memcpy(*dst, m, rows * cols * sizeof(double));
+	return 0;
+}
+
+START_TEST(test_batch_fast_observer)
+{
+	const size_t B = 3, n = 5, dm = 4;
+	double *x = rnd_matrix(B * n * dm), *W = rnd_matrix(dm * dm), out[3 * 5 * 4], one[5 * 4];
+	mha_dims d = { .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+		       .heads = 2, .d_k = 2, .d_v = 2, .d_out = dm, .batch = B };
+	mha_weights w = { .W_Q = W, .W_K = W, .W_V = W, .W_O = W };
+	struct fast_seen fs = { 0 };
+	mha_observer obs = { .fn = fast_record, .ctx = &fs, .sequence = fast_sequence,
+			     .wanted = MHA_STAGE_BIT(MHA_STAGE_Q) | MHA_STAGE_BIT(MHA_STAGE_K) |
+				       MHA_STAGE_BIT(MHA_STAGE_V) | MHA_STAGE_BIT(MHA_STAGE_CONCAT) |
+				       MHA_STAGE_BIT(MHA_STAGE_OUTPUT) };
+	mha_report rep;
+
+	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, &w, NULL, &obs, &rep), MHA_OK);
+	ck_assert_int_eq(rep.fast_path, 1);
+	/* Q, K, V of each sequence, then each concat, then each output: told before each */
+	ck_assert_uint_eq(fs.calls, 5 * B);
+	ck_assert_uint_eq(fs.told, 5 * B);
+	for (size_t b = 0; b < B; b++) {
+		mha_dims d1 = d;
+
+		d1.batch = 0;
+		ck_assert(!memcmp(fs.out[b], out + b * n * dm, n * dm * sizeof(double)));
+		ck_assert_int_eq(mha_forward(one, &d1, &(mha_inputs){ x + b * n * dm, x + b * n * dm,
+					     x + b * n * dm }, &w, NULL, NULL, NULL), MHA_OK);
+		ck_assert(!memcmp(one, fs.out[b], n * dm * sizeof(double)));
+		free(fs.q[b]);
+		free(fs.out[b]);
+	}
+	/* an observer that stops: at once, in the batch too */
+	obs.fn = ignore_stop;
+	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, &w, NULL, &obs, NULL),
+			 MHA_ERR_OBSERVER);
+	free(x);
+	free(W);
+}
+END_TEST
+
 /* a mask (n_q, n_kv) shared by a batch, and one of (B, 1, n_q, n_kv): by hand */
 START_TEST(test_batch_mask_by_hand)
 {
@@ -2339,6 +2416,7 @@ static Suite *mha_suite(void)
 	tcase_add_loop_test(ref, test_batch_against_reference, 0, 120);
 	tcase_add_test(ref, test_batch_fast_blocks);
 	tcase_add_test(hand, test_batch_mask_by_hand);
+	tcase_add_test(hand, test_batch_fast_observer);
 	tcase_add_test(ref, test_memory_batch);
 	tcase_set_timeout(ref, 60);
 	tcase_add_test(err, test_errors);
