@@ -9,7 +9,7 @@
 
 typedef struct matrix {
 	size_t rank;   /* 1 to 4; 0 while empty */
-	size_t dim[4]; /* dim[0] outermost; dimensions past rank are 1 (or unset) */
+	size_t dim[4]; /* dim[0] outermost; dimensions past rank are 1 */
 	double *v;     /* row-major, dim[0]·dim[1]·dim[2] values, from malloc() */
 	int is_bool;   /* every entry was true or false (a boolean mask) */
 	int is_f32;    /* the values are floats (widened): written as floats */

@@ -364,6 +364,7 @@ int steps_keep(void *ctx, mha_stage stage, int head, const double *m, size_t row
 		}
 		dst = &r->per_head[s][head];
 	}
+	matrix_free(dst); /* a stage handed over again (an observer not told of sequences) */
 	if (matrix_alloc(dst, 2, rows, cols, 1))
 		return 1;
 	memcpy(dst->v, m, rows * cols * sizeof(double));
