@@ -148,16 +148,17 @@ static const char *sequence_title(char *buf, size_t size, size_t b, size_t batch
 	return buf;
 }
 
-/* One list's items, its heads nested (JSON) or folded (text). */
-static void write_list(writer *wr, const struct step_items *list, const struct labels *l,
-		       const struct step_items *all, size_t batch)
+/* One list's items, its heads nested (JSON) or folded (text); a JSON
+ * batch (batch > 0) item by item from every list of all.  0, or -1 said. */
+static int write_list(writer *wr, const struct step_items *list, const struct labels *l,
+		      const struct step_items *all, size_t batch)
 {
 	const matrix **parts = NULL;
 	size_t head = 0;
 	char note[600];
 
 	if (batch && wr->format == FORMAT_JSON && !(parts = calloc(batch, sizeof(*parts))))
-		return; /* out of memory: said by nobody, but the caller's check fails */
+		return error("out of memory");
 	for (size_t i = 0; i < list->n;) {
 		const struct step_item *it = &list->v[i];
 
@@ -194,6 +195,7 @@ static void write_list(writer *wr, const struct step_items *list, const struct l
 		out_heads_end(wr);
 	}
 	free(parts);
+	return 0;
 }
 
 /*
@@ -201,8 +203,8 @@ static void write_list(writer *wr, const struct step_items *list, const struct l
  * A batch (batch > 0 lists): JSON nests each matrix in a leading batch
  * dimension; the others write each sequence under a heading.
  */
-static void write_stream(writer *wr, const struct step_items *lists, size_t batch,
-			 const struct labels *l, const struct run_meta *meta)
+static int write_stream(writer *wr, const struct step_items *lists, size_t batch,
+			const struct labels *l, const struct run_meta *meta)
 {
 	char title[64];
 
@@ -218,14 +220,17 @@ static void write_stream(writer *wr, const struct step_items *lists, size_t batc
 	if (wr->format == FORMAT_JSON && l->key && l->key != l->query)
 		json_tokens(wr, "kv_tokens", l->key, l->n_key);
 	if (!batch || wr->format == FORMAT_JSON) {
-		write_list(wr, &lists[0], l, lists, batch);
+		if (write_list(wr, &lists[0], l, lists, batch))
+			return -1;
 	} else {
 		for (size_t b = 0; b < batch; b++) {
 			out_section(wr, sequence_title(title, sizeof(title), b, batch));
-			write_list(wr, &lists[b], l, lists, 0);
+			if (write_list(wr, &lists[b], l, lists, 0))
+				return -1;
 		}
 	}
 	out_end(wr);
+	return 0;
 }
 
 /* One matrix into a file of its own in dir: a JSON array, CSV or .npy; or,
@@ -277,9 +282,11 @@ static int write_directory(const char *dir, out_format format, const struct step
 	if (!parts)
 		return error("out of memory");
 
-	if (format != FORMAT_NPY && format != FORMAT_CSV && format != FORMAT_JSON)
+	if (format != FORMAT_NPY && format != FORMAT_CSV && format != FORMAT_JSON) {
+		free(parts);
 		return error("-o %s: a directory takes one file per matrix: use --format csv, npy "
 			     "or json (or name a file)", dir);
+	}
 	if (emit_make_dir(dir, NULL) || write_one(dir, "meta.json", format, NULL, NULL, 0, meta))
 		goto done;
 	for (size_t i = 0; i < list->n; i++) {
@@ -427,7 +434,10 @@ int emit_items(const struct emit *o, const struct step_items *lists, size_t batc
 	} else {
 		writer wr = { .fp = of.fp, .format = o->format, .precision = o->precision };
 
-		write_stream(&wr, lists, batch, labels, meta);
+		if (write_stream(&wr, lists, batch, labels, meta)) {
+			outfile_abort(&of);
+			return -1;
+		}
 	}
 	return outfile_commit(&of);
 }
