@@ -538,12 +538,30 @@ static int attend_block(struct mha_attend *a, struct scratch *w, const REAL *ktp
 			if (cap > 0)
 				for (size_t j = 0; j < cols; j++)
 					si[j] = cap * (REAL)tanh((double)(si[j] / cap));
-			if (masked || rule->alibi) {
-				/* ALiBi: slope·(j - p), linear in j; added to the bias as mha_rule_mask does */
+			if (!masked && rule->alibi) {
+				/*
+				 * ALiBi alone: slope·(j - p), linear in j, in one loop
+				 * the compiler vectorises; a value that came out not
+				 * finite counts only where the key is seen (rules.h)
+				 */
+				const double at = (double)k0 - mha_rule_position(rule, qi);
+				int out_of_range = 0;
+
+				for (size_t j = 0; j < cols; j++) {
+					si[j] = (REAL)((double)si[j] + slope * (at + (double)j));
+					out_of_range |= !(fabs(si[j]) <= REAL_MAX);
+				}
+				if (out_of_range)
+					for (size_t j = 0; j < cols; j++)
+						if (!isfinite(si[j]) &&
+						    mha_rule_overflows(rule, h, qi, k0 + j, si[j]))
+							*error = 2;
+			} else if (masked) {
+				/* the explicit mask, and ALiBi's term on it as mha_rule_mask adds it */
 				const double pos = mha_rule_position(rule, qi);
 
 				for (size_t j = 0; j < cols; j++) {
-					double m = masked ? mha_rule_explicit(rule, h, qi, k0 + j) : 0.0;
+					double m = mha_rule_explicit(rule, h, qi, k0 + j);
 
 					if (rule->alibi && m != -INFINITY)
 						m += slope * ((double)(k0 + j) - pos);

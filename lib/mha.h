@@ -326,8 +326,8 @@ MHA_API double mha_scale_of(const mha_dims *dims, const mha_config *cfg);
  *   - softmax, head outputs: never.  Each head output is an average of
  *     values, so no larger than the largest |V| entry; a sum that overflows
  *     on the way is redone with the weights scaled down.
- * A mask bias is added to the score in double; in float32 the sum must fit
- * a float.
+ * A mask bias (and ALiBi's term) is added to the score in double; in
+ * float32 the sum must fit a float.
  */
 MHA_API mha_status mha_forward(double *out, const mha_dims *dims,
 			       const mha_inputs *in, const mha_weights *w,
