@@ -185,7 +185,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 			 const struct forward_command *cmd)
 {
 	enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_HEADS, O_KV_HEADS, O_SCALE,
-	       O_CAUSAL, O_WINDOW, O_SINKS, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
+	       O_CAUSAL, O_WINDOW, O_SINKS, O_ALIBI, O_ALIBI_SLOPES, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
 	       O_EXACT,
 	       O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL,
 	       O_ONE /* + WQ … BO */ };
@@ -215,6 +215,8 @@ static int parse_options(int argc, char **argv, struct options *o,
 		{ "kv-len", required_argument, NULL, O_KV_LEN },
 		{ "window", required_argument, NULL, O_WINDOW },
 		{ "sinks", required_argument, NULL, O_SINKS },
+		{ "alibi", no_argument, NULL, O_ALIBI },
+		{ "alibi-slopes", required_argument, NULL, O_ALIBI_SLOPES },
 		{ "dtype", required_argument, NULL, O_DTYPE },
 		{ "threads", required_argument, NULL, O_THREADS },
 		{ "exact", no_argument, NULL, O_EXACT },
@@ -256,6 +258,9 @@ static int parse_options(int argc, char **argv, struct options *o,
 		case O_V: o->spec.v = optarg; break;
 		case O_MASK: o->spec.mask = optarg; break;
 		case O_SINKS: o->spec.sinks = optarg; break;
+		/* a slopes file is ALiBi with those slopes: with --alibi as well, the same */
+		case O_ALIBI: o->spec.cfg.alibi.on = 1; break;
+		case O_ALIBI_SLOPES: o->spec.alibi_slopes = optarg; o->spec.cfg.alibi.on = 1; break;
 		case O_ONE + WQ: case O_ONE + WK: case O_ONE + WV: case O_ONE + WO:
 		case O_ONE + BQ: case O_ONE + BK: case O_ONE + BV: case O_ONE + BO:
 			o->spec.one[c - O_ONE] = optarg;
@@ -574,7 +579,7 @@ int forward_run(int argc, char **argv, const struct forward_command *cmd)
 	problem_facts(&pb, 0, &f);
 	p = steps_print_set(o.print, o.print_all, &f);
 	res.heads = pb.d.heads;
-	res.mask_per_head = pb.cfg.mask.per_head;
+	res.mask_per_head = pb.cfg.mask.per_head || pb.cfg.alibi.on; /* ALiBi: a mask per head */
 	obs = (mha_observer){ .fn = steps_keep, .ctx = &res,
 			      .wanted = steps_stages(p, pb.d.heads) };
 	if (problem_check_memory(&pb, obs.wanted, o.f32) ||

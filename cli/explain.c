@@ -58,6 +58,22 @@ static void shape(char *buf, size_t size, const matrix *m)
 	snprintf(buf, size, "(%zux%zu)", matrix_rows(m), matrix_cols(m));
 }
 
+/*
+ * The query's position p as ALiBi and the window take it: its index plus
+ * the causal offset (bottom-right worked out; 0 when not causal), as
+ * lib/rules.h's mha_rule_offset.
+ */
+static ptrdiff_t query_offset(const struct explain *e)
+{
+	const size_t keys = e->cfg->kv_len ? e->cfg->kv_len : e->d->n_kv;
+
+	switch (e->cfg->causal) {
+	case MHA_CAUSAL_BOTTOM_RIGHT: return (ptrdiff_t)keys - (ptrdiff_t)e->d->n_q;
+	case MHA_CAUSAL_OFFSET: return e->cfg->causal_offset;
+	default: return 0;
+	}
+}
+
 /* The entry (i, j) of one head, by hand. */
 static void work_cell(FILE *fp, const struct explain *e, const struct explain_head *hd, size_t h)
 {
@@ -97,11 +113,28 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 
 		format_number(a, sizeof(a), mk, p);
 		format_number(b, sizeof(b), row[j], p);
-		if (mk == -INFINITY)
+		if (mk == -INFINITY) {
 			fprintf(fp, "    mask    = -inf: query %zu may not see key %zu, so masked = -inf\n",
 				i + 1, j + 1);
-		else
+		} else if (e->alibi_slopes) {
+			/* ALiBi's term, keys and positions counted from 1 as everywhere here */
+			const long long pos = (long long)i + 1 + (long long)query_offset(e);
+			const double term = e->alibi_slopes[h] * ((double)j + 1 - (double)pos);
+
+			factor(c, sizeof(c), e->alibi_slopes[h], p);
+			fprintf(fp, "    ALiBi   = slope*(j - p) = %s*(%zu - %lld) = ", c, j + 1, pos);
+			format_number(c, sizeof(c), term, p);
+			fputs(c, fp);
+			if (e->mask_file) {
+				format_number(c, sizeof(c), mk - term, p);
+				fprintf(fp, "\n    mask    = %s (the mask file) + ALiBi = %s, so masked = %s\n",
+					c, a, b);
+			} else {
+				fprintf(fp, "\n    mask    = %s, so masked = %s\n", a, b);
+			}
+		} else {
 			fprintf(fp, "    mask    = %s, so masked = %s\n", a, b);
+		}
 	}
 	for (size_t t = 0; t < n_kv; t++)
 		if (row[t] > mx)
@@ -218,7 +251,25 @@ int explain_write(FILE *fp, const struct explain *e)
 				s1, s1, s1);
 			table(fp, hd->softcapped, e->q_labels, e->k_labels, e->precision);
 		}
-		if (hd->mask) {
+		if (hd->mask && e->alibi_slopes) {
+			/* ALiBi: the mask differs by head, so it is shown too */
+			const ptrdiff_t off = query_offset(e);
+
+			if (off)
+				snprintf(s2, sizeof(s2), "i %c %td", off < 0 ? '-' : '+',
+					 off < 0 ? -off : off);
+			else
+				snprintf(s2, sizeof(s2), "i");
+			format_number(s1, sizeof(s1), e->alibi_slopes[h], e->precision);
+			fputs("  the mask (", fp);
+			text_put(fp, e->mask_how ? e->mask_how : "none");
+			fprintf(fp, "): -inf where query i may not see key j; where it may, %s"
+				"ALiBi's slope*(j - p), this head's slope %s, p = %s the query's "
+				"position\n", e->mask_file ? "the mask file's number plus " : "", s1, s2);
+			table(fp, hd->mask, e->q_labels, e->k_labels, e->precision);
+			fprintf(fp, "  masked = %s + mask\n", hd->softcapped ? "softcapped" : "scaled");
+			table(fp, hd->masked, e->q_labels, e->k_labels, e->precision);
+		} else if (hd->mask) {
 			/* mask_how names the mask's file: shown as text */
 			fputs("  the mask (", fp);
 			text_put(fp, e->mask_how ? e->mask_how : "none");
@@ -329,6 +380,8 @@ int explain_steps(FILE *fp, const struct step_items *list, const struct step_fac
 	step_scale_words(how, sizeof(how), f);
 	steps[STEP_MASK].title(mask_how, sizeof(mask_how), f, 0);
 	e.mask_how = strchr(mask_how, ':') + 2; /* "mask (added to the scores): causal" */
+	e.mask_file = f->mask_file;
+	e.alibi_slopes = f->cfg->alibi.on ? f->alibi_slopes : NULL;
 	e.out_formula = (f->weights >> WO) & 1 ? output_title : NULL;
 	e.heads = heads;
 	if (cell) {

@@ -69,6 +69,10 @@ int forward_check(int argc, char **argv, const struct forward_command *c);
 	"                        -1: unbounded right; L = -1: unbounded left\n" \
 	"      --sinks FILE      attention sinks: one logit per query head, added to\n" \
 	"                        each softmax's denominator as exp(sink - max)\n" \
+	"      --alibi           ALiBi: head h adds slope_h*(j - p) to its scores (p the\n" \
+	"                        query's position, as for --window); Press et al.'s\n" \
+	"                        slopes for H heads\n" \
+	"      --alibi-slopes FILE  ALiBi with these slopes, one per query head\n" \
 	"      --softcap C       scores become C*tanh(scores/C) before the mask\n" \
 	"\n"
 

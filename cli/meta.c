@@ -129,6 +129,20 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 	} else {
 		fputs("null", fp);
 	}
+	/* ALiBi: the slopes used, and whether given or Press et al.'s */
+	key(&mb, "alibi");
+	if (cfg->alibi.on && f->alibi_slopes) {
+		char v[40];
+
+		fputs("{\"slopes\": ", fp);
+		for (size_t h = 0; h < d->heads; h++) {
+			format_shortest(v, sizeof(v), f->alibi_slopes[h]);
+			fprintf(fp, "%s%s", h ? ", " : "[", v);
+		}
+		fprintf(fp, "], \"rule\": \"%s\"}", cfg->alibi.slopes ? "given" : "press");
+	} else {
+		fputs("null", fp);
+	}
 	number(&mb, "softcap", cfg->softcap, !(cfg->softcap > 0));
 	string(&mb, "mask", f->mask_file ? path_shown(f->mask_file) : NULL);
 	string(&mb, "dtype", m->f32 ? "f32" : "f64");

@@ -152,6 +152,7 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	const read_spec vs = { "V", v_keys, 2, 2, 0 };
 	const read_spec ms = { "mask", mask_keys, 2, 3, READ_NONFINITE | READ_BOOL };
 	const read_spec ss = { "sinks", NULL, 1, 2, 0 };
+	const read_spec as = { "slopes", NULL, 1, 2, 0 };
 
 	snprintf(p->x_src, sizeof(p->x_src), "-x %s", s->x ? path_shown(s->x) : "");
 	snprintf(p->kv_src, sizeof(p->kv_src), "--kv %s", s->kv ? path_shown(s->kv) : "");
@@ -163,7 +164,7 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	snprintf(p->mask_src, sizeof(p->mask_src), "--mask %s", s->mask ? path_shown(s->mask) : "");
 	{
 		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->q, s->k, s->v, s->mask,
-					      s->w, s->sinks };
+					      s->w, s->sinks, s->alibi_slopes };
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 			if (check_file_size(files[i]))
@@ -175,6 +176,8 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	if (s->x && read_matrix(&p->x, s->x, &xs))
 		return -1;
 	if (s->sinks && read_matrix(&p->sinks, s->sinks, &ss))
+		return -1;
+	if (s->alibi_slopes && read_matrix(&p->alibi, s->alibi_slopes, &as))
 		return -1;
 	if (s->kv && read_matrix(&p->kv, s->kv, &kvs))
 		return -1;
@@ -415,6 +418,35 @@ static int check_sinks(const struct problem_spec *s, struct problem *p, const mh
 	return 0;
 }
 
+/*
+ * --alibi-slopes: a vector of one slope per query head (a row or a column
+ * will do); --alibi alone: Press et al.'s, from the library, kept to show
+ * them (the library is still handed none and works them out the same way)
+ */
+static int check_alibi(const struct problem_spec *s, struct problem *p, const mha_dims *d,
+		       mha_config *cfg)
+{
+	const matrix *m = &p->alibi;
+	char shape[64];
+
+	if (!cfg->alibi.on)
+		return 0;
+	if (!s->alibi_slopes) {
+		if (matrix_alloc(&p->alibi, 1, d->heads, 1, 1))
+			return -1;
+		return mha_alibi_slopes(p->alibi.v, d->heads) == MHA_OK ? 0 : -1;
+	}
+	if (m->rank == 2 && m->dim[0] != 1 && m->dim[1] != 1)
+		return error("%s: ALiBi slopes are %s, expected a vector of one slope per head",
+			     path_shown(s->alibi_slopes), matrix_shape(m, shape, sizeof(shape)));
+	if (matrix_size(m) != d->heads)
+		return error("%s: %zu ALiBi slope%s but there %s %zu head%s (one slope per query head)",
+			     path_shown(s->alibi_slopes), matrix_size(m), plural(matrix_size(m)),
+			     d->heads == 1 ? "is" : "are", d->heads, plural(d->heads));
+	cfg->alibi.slopes = m->v;
+	return 0;
+}
+
 /* ---- the run ------------------------------------------------------------ */
 
 /* *acc += count·size, saturating at SIZE_MAX */
@@ -468,7 +500,8 @@ static void run_memory(const struct problem *p, unsigned wanted, int f32, size_t
 		if (wanted & MHA_STAGE_BIT(s))
 			/* a per-head mask is kept per head and once more stacked */
 			add_bytes(&part[2], nn, d->heads * sizeof(double) *
-				  (s == MHA_STAGE_MASK && p->cfg.mask.per_head ? 2 : 1));
+				  (s == MHA_STAGE_MASK && (p->cfg.mask.per_head || p->cfg.alibi.on)
+				   ? 2 : 1));
 }
 
 int problem_check_memory(const struct problem *p, unsigned wanted, int f32)
@@ -597,7 +630,7 @@ int problem_input_ids(const struct problem_spec *s, input_ids *ids)
 	const struct { const char *opt, *path; } files[] = {
 		{ "-x", s->x }, { "--kv", s->kv }, { "--xk", s->xk }, { "--xv", s->xv },
 		{ "--q", s->q }, { "--k", s->k }, { "--v", s->v }, { "--mask", s->mask },
-		{ "--sinks", s->sinks },
+		{ "--sinks", s->sinks }, { "--alibi-slopes", s->alibi_slopes },
 	};
 	int rc = 0;
 
@@ -618,7 +651,7 @@ static int load(struct problem *p, const struct problem_spec *s)
 	const mha_dims *d = &p->d;
 
 	if (read_inputs(s, p) || derive_dims(s, p, &p->d) || check_mask(s, p, &p->d, &p->cfg) ||
-	    check_sinks(s, p, &p->d, &p->cfg) ||
+	    check_sinks(s, p, &p->d, &p->cfg) || check_alibi(s, p, &p->d, &p->cfg) ||
 	    set_labels(s, p, &p->d))
 		return EXIT_DATA;
 	/* --cell names a query and a key: a command-line error, known once the labels are */
@@ -664,6 +697,7 @@ void problem_free(struct problem *p)
 	matrix_free(&p->v);
 	matrix_free(&p->mask);
 	matrix_free(&p->sinks);
+	matrix_free(&p->alibi);
 	weights_free(&p->w);
 	free(p->allow);
 	if (p->labels.own_key)
@@ -677,6 +711,7 @@ void problem_facts(const struct problem *p, double scale, struct step_facts *f)
 {
 	*f = (struct step_facts){ .cfg = &p->cfg, .d = &p->d, .scale = scale,
 				  .mask_file = p->spec.mask, .heads = p->d.heads,
+				  .alibi_slopes = p->cfg.alibi.on ? p->alibi.v : NULL,
 				  .direct = p->direct,
 				  .cross = p->spec.kv != NULL || p->spec.xk != NULL,
 				  .apart = p->spec.xk != NULL };

@@ -25,6 +25,7 @@ struct problem_spec {
 	const char *x, *kv, *w, *q, *k, *v, *mask; /* paths ("-": standard input), or NULL */
 	const char *xk, *xv;            /* --xk, --xv: keys' and values' sources apart, or NULL */
 	const char *sinks;              /* --sinks: one logit per query head, or NULL */
+	const char *alibi_slopes;       /* --alibi-slopes: one slope per query head, or NULL */
 	const char *one[N_WEIGHTS];     /* --wq … --bo: one weight from its own file */
 	weight_layout layout;
 	size_t heads, kv_heads;         /* at least 1; kv_heads divides heads (0: heads) */
@@ -45,6 +46,8 @@ struct problem {
 	matrix x, kv, q, k, v, mask; /* as read; rank 0 where not given */
 	matrix xk, xv;               /* --xk, --xv */
 	matrix sinks;                /* --sinks: (H) or (1, H) or (H, 1) */
+	matrix alibi;                /* ALiBi's slopes as used: --alibi-slopes (H) or (1, H)
+					or (H, 1), or Press et al.'s (H) for --alibi */
 	weights w;
 	struct labels labels;
 	/* where each came from, for messages: "-x x.json", "--mask <stdin>" */

@@ -21,7 +21,8 @@ static int has_weight(const struct step_facts *f, int which)
 /* the scores go through a mask: causal, --window, --mask or --kv-len */
 static int masked(const struct step_facts *f)
 {
-	return f->cfg->causal || f->cfg->window.on || f->mask_file || f->cfg->kv_len;
+	return f->cfg->causal || f->cfg->window.on || f->mask_file || f->cfg->kv_len ||
+	       f->cfg->alibi.on;
 }
 
 /* the key/value head (1-based) query head q uses */
@@ -124,12 +125,35 @@ static void window_side_words(char *buf, size_t size, ptrdiff_t n, const char *s
 		snprintf(buf, size, "%td key%s %s", n, n == 1 ? "" : "s", side);
 }
 
-/* "mask (added to the scores): causal; window 2 keys left, 0 keys right; keys from 5 on are padding; m.json" */
+/*
+ * ALiBi's part of the mask's title: "ALiBi slope*(j - p), slopes 0.0625,
+ * 0.00390625" (the heads in order; "…" when they do not all fit)
+ */
+static void alibi_words(char *buf, size_t size, const struct step_facts *f)
+{
+	size_t n = (size_t)snprintf(buf, size, "ALiBi slope*(j - p)");
+
+	for (size_t h = 0; f->alibi_slopes && h < f->heads; h++) {
+		char v[40];
+
+		format_shortest(v, sizeof(v), f->alibi_slopes[h]);
+		if (n + strlen(v) + 12 >= size) {
+			snprintf(buf + n, size - n, ", …");
+			return;
+		}
+		n += (size_t)snprintf(buf + n, size - n, "%s%s", h ? ", " : ", slopes ", v);
+	}
+}
+
+/*
+ * "mask (added to the scores): causal; window 2 keys left, 0 keys right;
+ * keys from 5 on are padding; m.json; ALiBi slope*(j - p), slopes 0.5, 0.25"
+ */
 static void title_mask(char *buf, size_t size, const struct step_facts *f, size_t head)
 {
 	const mha_config *cfg = f->cfg;
-	const char *parts[4] = { NULL };
-	char causal[64], kv[48], win[112], l[48], r[48];
+	const char *parts[5] = { NULL };
+	char causal[64], kv[48], win[112], l[48], r[48], alibi[120];
 	size_t n = 0;
 
 	(void)head;
@@ -155,9 +179,13 @@ static void title_mask(char *buf, size_t size, const struct step_facts *f, size_
 	}
 	if (f->mask_file)
 		parts[n++] = path_shown(f->mask_file);
-	snprintf(buf, size, "mask (added to the scores): %s%s%s%s%s%s%s", n ? parts[0] : "none",
+	if (cfg->alibi.on) {
+		alibi_words(alibi, sizeof(alibi), f);
+		parts[n++] = alibi;
+	}
+	snprintf(buf, size, "mask (added to the scores): %s%s%s%s%s%s%s%s%s", n ? parts[0] : "none",
 		 n > 1 ? "; " : "", n > 1 ? parts[1] : "", n > 2 ? "; " : "", n > 2 ? parts[2] : "",
-		 n > 3 ? "; " : "", n > 3 ? parts[3] : "");
+		 n > 3 ? "; " : "", n > 3 ? parts[3] : "", n > 4 ? "; " : "", n > 4 ? parts[4] : "");
 }
 
 static void title_masked(char *buf, size_t size, const struct step_facts *f, size_t head)

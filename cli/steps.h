@@ -59,6 +59,8 @@ struct step_facts {
 	int direct;              /* Q, K and V given directly (--q, --k, --v) */
 	int cross;               /* keys and values from --kv (or --xk and --xv) */
 	int apart;               /* keys from --xk, values from --xv */
+	const double *alibi_slopes; /* (H) ALiBi's slopes, given or Press et al.'s; NULL
+				       without ALiBi, and before the files are read */
 };
 
 struct step {
@@ -98,7 +100,7 @@ void step_scale_words(char *buf, size_t size, const struct step_facts *f);
 /* A copy of every intermediate asked for, by step. */
 struct step_results {
 	size_t heads;
-	int mask_per_head;                 /* the mask is (H, n_q, n_kv) */
+	int mask_per_head;                 /* the mask is (H, n_q, n_kv) (or ALiBi: one per head) */
 	matrix whole[STEP_COUNT];          /* whole-model matrices; a stacked step's too */
 	matrix *per_head[STEP_COUNT];      /* [heads] for each step kept per head */
 };

@@ -41,6 +41,7 @@ const char *mha_strerror(mha_status status)
 	case MHA_ERR_KV_LEN: return "the key length (kv_len) is larger than the number of keys";
 	case MHA_ERR_WINDOW: return "a window side is below -1 (-1: unbounded; 0 and up: that many keys)";
 	case MHA_ERR_SINK: return "a sink logit is not a finite number";
+	case MHA_ERR_ALIBI: return "an ALiBi slope is not a finite number";
 	}
 	return "unknown status";
 }
@@ -128,7 +129,22 @@ mha_status mha_check(const mha_dims *d, const mha_config *cfg)
 			for (size_t h = 0; h < d->heads; h++)
 				if (!isfinite(cfg->sinks[h]))
 					return MHA_ERR_SINK;
+		if (cfg->alibi.on && cfg->alibi.slopes)
+			for (size_t h = 0; h < d->heads; h++)
+				if (!isfinite(cfg->alibi.slopes[h]))
+					return MHA_ERR_ALIBI;
 	}
+	return MHA_OK;
+}
+
+mha_status mha_alibi_slopes(double *out, size_t H)
+{
+	if (!out)
+		return MHA_ERR_NULL;
+	if (!H)
+		return MHA_ERR_HEADS;
+	for (size_t h = 0; h < H; h++)
+		out[h] = mha_rule_press_slope(h, H);
 	return MHA_OK;
 }
 

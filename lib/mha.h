@@ -22,7 +22,9 @@
  *   softcapped = c·tanh(scaled / c)          (only when softcap c > 0)
  *   masked     = softcapped + mask           (mask: 0 or -inf from the causal
  *                                             rule and a boolean mask, plus
- *                                             an additive mask)
+ *                                             an additive mask, plus ALiBi's
+ *                                             slope_h·(j - p) where the key
+ *                                             is seen)
  *   softmax    = row-wise softmax(masked)    (a row that is -inf throughout
  *                                             gives zeros, never NaN)
  *                with a sink s_h (optional):  exp(masked_j - m) / (Σ_j exp(masked_j - m)
@@ -84,7 +86,8 @@ typedef enum mha_status {
 	MHA_ERR_OBSERVER,  /* the observer asked to stop */
 	MHA_ERR_KV_LEN,    /* kv_len is larger than n_kv */
 	MHA_ERR_WINDOW,    /* a window side is below -1 */
-	MHA_ERR_SINK       /* a sink logit is not a finite number */
+	MHA_ERR_SINK,      /* a sink logit is not a finite number */
+	MHA_ERR_ALIBI      /* an ALiBi slope is not a finite number */
 } mha_status;
 
 /* A short lowercase description of a status, never NULL. */
@@ -178,8 +181,28 @@ typedef struct mha_window {
 } mha_window;
 
 /*
+ * ALiBi (Press et al., "Train short, test long"): query head h adds
+ * slope_h·(j - p) to its softcapped score of each key j it sees, p = i +
+ * offset the query's position as for the window; it is part of the mask
+ * stage.  Without slopes, Press et al.'s for H heads (mha_alibi_slopes).
+ */
+typedef struct mha_alibi {
+	int on;               /* 0: no ALiBi */
+	const double *slopes; /* (H) one per query head, finite; NULL: Press et al.'s */
+} mha_alibi;
+
+/*
+ * Press et al.'s ALiBi slopes for H query heads into out (H): with n the
+ * largest power of two <= H, 2^(-8/n), 2^(-16/n), … 2^(-8), then, when H is
+ * not a power of two, the first H - n odd-numbered slopes of the sequence
+ * for 2n heads (2^(-4/n), 2^(-12/n), …), as BLOOM's build_alibi_tensor and
+ * the paper's code.  MHA_ERR_NULL without out, MHA_ERR_HEADS when H is 0.
+ */
+MHA_API mha_status mha_alibi_slopes(double *out, size_t H);
+
+/*
  * All fields zero is the default: scale 1/√d_k, not causal, no softcap, no
- * mask, no window, every key valid.
+ * mask, no window, every key valid, no sinks, no ALiBi.
  */
 typedef struct mha_config {
 	mha_scale_mode scale_mode;
@@ -203,6 +226,7 @@ typedef struct mha_config {
 				softmax denominator as exp(sink - m); a row whose
 				keys are all masked still gets zeros (the sink
 				alone would take all the mass: weights 0, output 0) */
+	mha_alibi alibi;    /* ALiBi; on = 0: none */
 } mha_config;
 
 /* ---- intermediates ----------------------------------------------------- */
@@ -218,7 +242,8 @@ typedef enum mha_stage {
 	MHA_STAGE_SCALED,      /* (n_q, n_kv)    × scale */
 	MHA_STAGE_SOFTCAPPED,  /* (n_q, n_kv)    c·tanh(scaled / c); only with a softcap */
 	MHA_STAGE_MASK,        /* (n_q, n_kv)    what is added: 0, -inf or the bias
-				  (causal, window, kv_len and the mask together) */
+				  (causal, window, kv_len and the mask together),
+				  plus ALiBi's slope_h·(j - p) */
 	MHA_STAGE_MASKED,      /* (n_q, n_kv)    softcapped + mask */
 	MHA_STAGE_SOFTMAX,     /* (n_q, n_kv)    attention weights */
 	MHA_STAGE_HEAD_OUTPUT, /* (n_q, d_v)     softmax·V_g */
@@ -293,16 +318,16 @@ MHA_API double mha_scale_of(const mha_dims *dims, const mha_config *cfg);
  *     overflowed is summed again, rescaled, and counts only if the sum
  *     itself is too large (X·W with X = [a, a, -a], W = ones, a = 1e308
  *     is a, not an overflow).
- *   - scores, scaled, softcapped, masked: only where the query may see the
- *     key.  A masked-out key (the mask -inf or allow 0, j >= kv_len, past
+ *   - scores, scaled, softcapped, mask (ALiBi's slope·(j - p)), masked:
+ *     only where the query may see the key.  A masked-out key (the mask -inf or allow 0, j >= kv_len, past
  *     the causal diagonal) never counts, whatever its score: its masked
  *     value is -inf (never NaN), its weight 0.  Its score is still handed
  *     to an observer as computed, possibly inf or NaN.
  *   - softmax, head outputs: never.  Each head output is an average of
  *     values, so no larger than the largest |V| entry; a sum that overflows
  *     on the way is redone with the weights scaled down.
- * A mask bias is added to the score in double; in float32 the sum must fit
- * a float.
+ * A mask bias (and ALiBi's term) is added to the score in double; in
+ * float32 the sum must fit a float.
  */
 MHA_API mha_status mha_forward(double *out, const mha_dims *dims,
 			       const mha_inputs *in, const mha_weights *w,

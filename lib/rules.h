@@ -2,7 +2,8 @@
  * rules.h: the rules of the computation that both paths obey, written once.
  *
  * Which keys a query may see (the causal rule with its offset, the sliding
- * window, kv_len, the explicit mask), which key/value head a query head reads, and when a
+ * window, kv_len, the explicit mask), what the mask adds for the keys it
+ * sees (the bias, ALiBi's slope·(j - p)), which key/value head a query head reads, and when a
  * number that came out infinite or NaN is an error.  The plain path
  * (mha.c) and the fast path (fast.c, kernel.c) call these and nothing
  * else for those decisions, so that they cannot disagree.  Inside the
@@ -14,7 +15,8 @@
  *   - Q, K, V, the concatenation and the output: every entry.  A product
  *     whose partial sums overflowed is recomputed rescaled (mha_dot) before
  *     it counts as infinite.
- *   - the scores, scaled, softcapped and masked values: only those of keys
+ *   - the scores, scaled, softcapped and masked values, and the mask
+ *     entry (ALiBi's slope·(j - p) may overflow): only those of keys
  *     the query may see.  A masked-out key (mask -inf, past kv_len, after
  *     the causal diagonal) never counts, whatever its score, and whether or
  *     not the fast path skipped its block.
@@ -46,6 +48,9 @@ struct mha_rule {
 	int per_head;               /* allow and bias: one matrix per query head */
 	const double *sinks;        /* (H) a logit per query head in the softmax's
 				       denominator, or NULL */
+	int alibi;                  /* 0: no ALiBi */
+	const double *slopes;       /* alibi: (H) a slope per query head, or NULL:
+				       Press et al.'s (mha_rule_press_slope) */
 };
 
 static inline size_t mha_rule_kv_heads(const mha_dims *d)
@@ -84,6 +89,7 @@ static inline struct mha_rule mha_rule_of(const mha_dims *d, const mha_config *c
 		.allow = cfg->mask.allow, .bias = cfg->mask.bias, .per_head = cfg->mask.per_head,
 		.window = cfg->window.on, .left = cfg->window.left, .right = cfg->window.right,
 		.sinks = cfg->sinks,
+		.alibi = cfg->alibi.on, .slopes = cfg->alibi.slopes,
 	};
 
 	return r;
@@ -148,12 +154,67 @@ static inline double mha_rule_explicit(const struct mha_rule *r, size_t h, size_
 	return r->bias ? r->bias[at] : 0.0;
 }
 
-/* The whole mask entry (the mask stage): -inf where the query may not see the key. */
+/*
+ * Press et al.'s ALiBi slope for query head h of H (BLOOM's
+ * build_alibi_tensor): with n the largest power of two <= H, head h < n
+ * has 2^(-8(h+1)/n); the H - n heads after them take every other slope of
+ * the sequence for 2n heads, 2^(-8(2k+1)/(2n)), k = h - n.  The exponent
+ * is exact (n is a power of two), so each slope is exp2 of it, rounded once.
+ */
+static inline double mha_rule_press_slope(size_t h, size_t H)
+{
+	size_t n = 1;
+
+	while (n <= H / 2)
+		n *= 2;
+	if (h < n)
+		return exp2(-8.0 * (double)(h + 1) / (double)n);
+	return exp2(-8.0 * (double)(2 * (h - n) + 1) / (double)(2 * n));
+}
+
+/* ALiBi's slope for query head h (given, or Press et al.'s) */
+static inline double mha_rule_slope(const struct mha_rule *r, size_t h)
+{
+	return r->slopes ? r->slopes[h] : mha_rule_press_slope(h, r->H);
+}
+
+/*
+ * The query's position p = i + offset (as for the window), as a double:
+ * ALiBi adds slope·(j - p).  Exact below 2^53.
+ */
+static inline double mha_rule_position(const struct mha_rule *r, size_t i)
+{
+	return (double)mha_rule_add((ptrdiff_t)i, r->offset);
+}
+
+/* ALiBi's term for head h, query i, key j: slope_h·(j - p) */
+static inline double mha_rule_alibi(const struct mha_rule *r, size_t h, size_t i, size_t j)
+{
+	return mha_rule_slope(r, h) * ((double)j - mha_rule_position(r, i));
+}
+
+/* Whether query i of head h sees key j at all (causal, window, kv_len, the explicit mask). */
+static inline int mha_rule_sees(const struct mha_rule *r, size_t h, size_t i, size_t j)
+{
+	return j >= mha_rule_keys_begin(r, i) && j < mha_rule_keys_end(r, i) &&
+	       mha_rule_explicit(r, h, i, j) != -INFINITY;
+}
+
+/*
+ * The whole mask entry (the mask stage): -inf where the query may not see
+ * the key, else the bias plus ALiBi's term (the fast path adds the same
+ * two numbers in the same order).
+ */
 static inline double mha_rule_mask(const struct mha_rule *r, size_t h, size_t i, size_t j)
 {
+	double m;
+
 	if (j < mha_rule_keys_begin(r, i) || j >= mha_rule_keys_end(r, i))
 		return -INFINITY;
-	return mha_rule_explicit(r, h, i, j);
+	m = mha_rule_explicit(r, h, i, j);
+	if (r->alibi && m != -INFINITY)
+		m += mha_rule_alibi(r, h, i, j);
+	return m;
 }
 
 /* masked = softcapped + mask; a masked-out key is -inf whatever its score (never NaN) */
@@ -162,11 +223,15 @@ static inline double mha_rule_masked(double softcapped, double mask)
 	return mask == -INFINITY ? -INFINITY : softcapped + mask;
 }
 
-/* The overflow rule for a per-key value v (score, scaled, softcapped, masked). */
+/*
+ * The overflow rule for a per-key value v (score, scaled, softcapped, mask,
+ * masked).  Whether the key is seen does not come from the mask entry: an
+ * ALiBi term that overflowed to -inf is an error, not a blocked key.
+ */
 static inline int mha_rule_overflows(const struct mha_rule *r, size_t h, size_t i, size_t j,
 				     double v)
 {
-	return !isfinite(v) && mha_rule_mask(r, h, i, j) != -INFINITY;
+	return !isfinite(v) && mha_rule_sees(r, h, i, j);
 }
 
 /*

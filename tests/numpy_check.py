@@ -72,7 +72,24 @@ def softmax_rows(z):
     return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
 
 
-def reference(xq, xk, xv, w, heads, kv_heads, scale, softcap, causal, mask, sinks=None):
+def press_slopes(n_heads):
+    """ALiBi's slopes as BLOOM's build_alibi_tensor lays them out: a geometric
+    sequence from 2^(-8/n) for the closest power of two n <= n_heads, then,
+    for the heads left over, every other slope (the odd powers) of the
+    sequence for 2n heads."""
+    closest = 2 ** math.floor(math.log2(n_heads))
+    base = 2.0 ** (-(2.0 ** -(math.log2(closest) - 3)))
+    slopes = base ** np.arange(1, closest + 1, dtype=np.float64)
+    if closest != n_heads:
+        extra = 2.0 ** (-(2.0 ** -(math.log2(2 * closest) - 3)))
+        left = min(closest, n_heads - closest)
+        slopes = np.concatenate([slopes, extra ** np.arange(1, 1 + 2 * left, 2,
+                                                            dtype=np.float64)])
+    return slopes
+
+
+def reference(xq, xk, xv, w, heads, kv_heads, scale, softcap, causal, mask, sinks=None,
+              alibi=None):
     """Every intermediate of multi-head attention, per head stacked on axis 0.
 
     xq, xk, xv: the query, key and value sources (Q, K, V themselves when
@@ -80,7 +97,10 @@ def reference(xq, xk, xv, w, heads, kv_heads, scale, softcap, causal, mask, sink
     may be missing); mask: None, or a bool/float array (n_q, n_kv) or
     (heads, n_q, n_kv); causal: None, "top-left" or "bottom-right";
     sinks: None, or one logit per head, as gpt-oss adds them: a column of
-    its own beside the scores, through the softmax, then dropped.
+    its own beside the scores, through the softmax, then dropped;
+    alibi: None, or one slope per head: slope*(j - p) joins the mask where
+    the key is seen, p = i + the causal offset (mha's convention; BLOOM adds
+    slope*j, which gives the same weights without sinks: softmax_bloom).
     """
     H, G = heads, kv_heads or heads
 
@@ -121,6 +141,17 @@ def reference(xq, xk, xv, w, heads, kv_heads, scale, softcap, causal, mask, sink
         else:
             bias = bias + m
     mask_add = np.where(allowed, 0.0, -np.inf) + bias
+    bloom = None
+    if alibi is not None:
+        slopes = np.asarray(alibi, float)[:, None, None]
+        offset = n_kv - n_q if causal == "bottom-right" else 0
+        j = np.arange(n_kv, dtype=np.float64)[None, None, :]
+        p = (np.arange(n_q) + offset).astype(np.float64)[None, :, None]
+        # BLOOM: the key's position alone; a per-row constant away from mha's,
+        # the same weights (not with a sink, which no constant shifts)
+        if sinks is None:
+            bloom = softmax_rows(softcapped + mask_add + slopes * j)
+        mask_add = mask_add + slopes * (j - p)
 
     masked = softcapped + mask_add
     if sinks is None:
@@ -141,6 +172,7 @@ def reference(xq, xk, xv, w, heads, kv_heads, scale, softcap, causal, mask, sink
         "mask": mask_add, "masked": masked, "softmax": weights,
         "head_output": out_h, "concat": concat, "output": output,
         "blocked": np.all(np.isneginf(masked), axis=-1),  # (H, n_q)
+        "softmax_bloom": bloom,
     }
 
 
@@ -306,6 +338,7 @@ class Case:
         self.prints = kw.get("prints", [])       # extra runs besides "all"
         self.mask_bare = kw.get("mask_bare", False)
         self.sinks = kw.get("sinks", False)      # one sink logit per head
+        self.alibi = kw.get("alibi")             # None, "press" (--alibi) or "given"
 
     # -- drawing the data
 
@@ -364,6 +397,7 @@ class Case:
         d["w"] = w
         d["mask"] = self.make_mask(rng) if self.mask else None
         d["sinks"] = rng.normal(0.0, 1.5, size=H) if self.sinks else None
+        d["slopes"] = rng.normal(0.0, 0.5, size=H) if self.alibi == "given" else None
         return d
 
     def make_mask(self, rng):
@@ -411,6 +445,10 @@ class Case:
             args += ["--mask", write("mask.json", m if self.mask_bare else {"mask": m})]
         if data["sinks"] is not None:
             args += ["--sinks", write("sinks.json", data["sinks"])]
+        if self.alibi == "press":
+            args += ["--alibi"]
+        elif self.alibi == "given":
+            args += ["--alibi-slopes", write("slopes.json", data["slopes"])]
         if self.heads != 1 or self.kv_heads:
             args += ["--heads", str(self.heads)]
         if self.kv_heads:
@@ -432,8 +470,9 @@ class Case:
             if "X_k" in data:
                 xk, xv = data["X_k"], data["X_v"]
         causal = None if self.causal is None else (self.causal or "top-left")
+        alibi = press_slopes(self.heads) if self.alibi == "press" else data["slopes"]
         return reference(xq, xk, xv, data["w"], self.heads, self.kv_heads, self.scale,
-                         self.softcap, causal, data["mask"], data["sinks"])
+                         self.softcap, causal, data["mask"], data["sinks"], alibi)
 
 
 def run(binary, args):
@@ -510,7 +549,18 @@ def check_json(case, data, ref, doc, printed):
         worst = max(worst, compare(k, got[k], ref[k]))
     if "mask" in got:
         want = ref["mask"] if got["mask"].ndim == 3 else ref["mask"][0]
-        worst = max(worst, compare("mask", got["mask"], want, exact=np.ones(want.shape, bool)))
+        # ALiBi's slope*(j - p): a product, the slopes from another formula
+        exact = np.isneginf(want) if case.alibi else np.ones(want.shape, bool)
+        worst = max(worst, compare("mask", got["mask"], want, exact=exact))
+        if case.alibi:
+            # the slopes themselves, as meta gives them
+            meta = doc["meta"].get("alibi")
+            if not isinstance(meta, dict) or meta.get("rule") != ("press" if case.alibi ==
+                                                                   "press" else "given"):
+                raise Mismatch("meta.alibi is %r" % (meta,))
+            want_s = press_slopes(H) if case.alibi == "press" else data["slopes"]
+            worst = max(worst, compare("meta.alibi.slopes", np.asarray(meta["slopes"], float),
+                                       want_s))
     for k in ("concat", "output"):
         if k in got:
             exact = None
@@ -534,6 +584,9 @@ def check_json(case, data, ref, doc, printed):
             if k == "softmax":
                 exact = np.isneginf(ref["masked"][h])          # masked keys: 0
                 exact |= ref["blocked"][h][:, None]            # blocked rows: 0
+                if ref["softmax_bloom"] is not None:
+                    worst = max(worst, compare(name + " (BLOOM's slope*j)", a,
+                                               ref["softmax_bloom"][h], exact=exact))
             elif k == "output":
                 exact = np.broadcast_to(ref["blocked"][h][:, None], r.shape)
             worst = max(worst, compare(name, a, r, exact=exact))
@@ -714,6 +767,22 @@ def cases():
         [-123.456, 0.9999999999999999, -1e-320, 1e-7]]), prints=[["x"]])
     add("round-trip-random-17-digits", n_q=7, d_model=5, heads=1, x_sd=1e-3,
         prints=[["x"]])
+    # ALiBi, BLOOM style: Press et al.'s slopes for 8, 6, 12 and 3 heads (the
+    # rule for H not a power of two), given ones; the fast path by "output"
+    add("alibi-press-h8-causal", n_q=7, d_model=8, heads=8, proj=True, wo=True, causal="",
+        alibi="press", prints=[["output"]])
+    add("alibi-press-h6-gqa-cross-br", n_q=4, n_kv=7, source="kv", d_model=12, d_kv_in=5,
+        heads=6, kv_heads=3, proj=True, causal="bottom-right", alibi="press",
+        prints=[["file"]])
+    add("alibi-press-h12-no-weights", n_q=5, d_model=12, heads=12, causal="", alibi="press",
+        prints=[["text17"]])
+    add("alibi-press-h3-direct", n_q=3, n_kv=5, source="direct", heads=3, d_k=2,
+        alibi="press", prints=[["output"]])
+    add("alibi-given-mask-softcap-sinks", n_q=6, d_model=4, heads=2, proj=True, softcap=3.0,
+        sinks=True, mask={"kind": "add", "block_rows": [2]}, alibi="given",
+        prints=[["mask", "masked"]])
+    add("alibi-given-mqa-cross", n_q=5, n_kv=8, source="kv", d_model=8, d_kv_in=3, heads=4,
+        kv_heads=1, proj=True, wo=True, alibi="given", prints=[["output"]])
     return c
 
 

@@ -81,6 +81,30 @@ static double *columns(const double *A, size_t n, size_t cols, size_t c0, size_t
 	return B;
 }
 
+/*
+ * ALiBi's slope for head h of H: given, or Press et al.'s geometric
+ * sequence written out as the paper's code does it: for a power of two n,
+ * start = 2^(-8/n) and slope h = start^(h+1); otherwise the n = 2^floor(log2 H)
+ * slopes, then every other one (from the first) of the 2n sequence.
+ */
+static double press_pow2(size_t h, size_t n)
+{
+	const long double start = powl(2.0L, -8.0L / (long double)n);
+
+	return (double)powl(start, (long double)(h + 1));
+}
+
+static double ref_alibi_slope(const mha_config *cfg, size_t h, size_t H)
+{
+	size_t n = 1;
+
+	if (cfg->alibi.slopes)
+		return cfg->alibi.slopes[h];
+	while (n * 2 <= H)
+		n *= 2;
+	return h < n ? press_pow2(h, n) : press_pow2(2 * (h - n), 2 * n);
+}
+
 int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
 		const mha_weights *w, const mha_config *cfg)
 {
@@ -182,6 +206,16 @@ int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
 					m = -INFINITY;
 				if (m == 0 && cfg->mask.bias)
 					m = cfg->mask.bias[mat];
+				/* ALiBi: slope·(key position - query position) on keys still seen */
+				if (cfg->alibi.on && m != -INFINITY) {
+					long p = (long)i;
+
+					if (cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT)
+						p += (long)(cfg->kv_len ? cfg->kv_len : nkv) - (long)nq;
+					if (cfg->causal == MHA_CAUSAL_OFFSET)
+						p += (long)cfg->causal_offset;
+					m += ref_alibi_slope(cfg, h, H) * (double)((long)j - p);
+				}
 				r->mask[h][at] = m;
 				r->masked[h][at] = r->softcapped[h][at] + m;
 			}

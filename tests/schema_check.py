@@ -204,20 +204,22 @@ def check_meta(where, meta_schema, meta, run):
                  isinstance(i, int) and not isinstance(i, bool) for i in v)),
              "numbers or null": lambda v: v is None or (isinstance(v, list) and all(
                  isinstance(i, (int, float)) and not isinstance(i, bool) for i in v)),
-             "object": lambda v: isinstance(v, dict)}
+             "object": lambda v: isinstance(v, dict),
+             "object or null": lambda v: v is None or isinstance(v, dict)}
     for r in meta_schema:
         v = meta.get(r["key"])
         if r["type"] not in types:
             raise SystemExit("schema_check: README: unknown meta type %r" % r["type"])
         if not types[r["type"]](v):
             problems.append("%s = %r is not %s" % (r["key"], v, r["type"]))
-        elif r["type"] == "object" and sorted(v) != sorted(r["fields"]):
+        elif r["type"] in ("object", "object or null") and v is not None \
+                and sorted(v) != sorted(r["fields"]):
             problems.append("%s has %s, documented %s" % (r["key"], sorted(v), r["fields"]))
         elif r["type"] in ("string", "strings") and r["values"]:
             for s in ([v] if r["type"] == "string" else v):
                 if s not in r["values"]:
                     problems.append("%s: %r is none of %s" % (r["key"], s, r["values"]))
-        elif r["type"] == "object" and r["values"]:
+        elif r["type"] in ("object", "object or null") and v is not None and r["values"]:
             if not any(isinstance(x, str) and x in r["values"] for x in v.values()):
                 problems.append("%s: %r names none of %s" % (r["key"], v, r["values"]))
     for k, want in run.dims.items():
@@ -379,6 +381,7 @@ def problems(tmp):
     write(tmp, "k.json", m(4, 4))
     write(tmp, "v.json", m(4, 6))
     write(tmp, "wo.json", m(6, 5))
+    write(tmp, "slopes.json", [0.5, -0.25])
     write(tmp, "mask-heads.json", [[[True, False, True], [True, True, False], [True, True, True]],
                                    [[True, True, True], [False, True, True], [True, False, True]]])
 
@@ -408,6 +411,12 @@ def problems(tmp):
             dims(), masked=True, softcap=True),
         Run("window", ["-x", "x.json", "-w", "w1.json", "--window", "1,-1"],
             dims(), masked=True),
+        # ALiBi: a mask per head, its slopes in meta
+        Run("alibi", ["-x", "x.json", "-w", "w2.json", "--heads", "2", "--causal", "--alibi"],
+            dims(heads=2), masked=True, per_head_mask=True),
+        Run("alibi-slopes", ["-x", "x.json", "--kv", "kv.json", "-w", "w-cross.json",
+                             "--heads", "2", "--alibi-slopes", "slopes.json"],
+            dims(n_kv=4, heads=2, d_out=6), masked=True, per_head_mask=True),
     ]
 
 

@@ -431,6 +431,168 @@ START_TEST(test_sinks_by_hand)
 }
 END_TEST
 
+/*
+ * ALiBi by hand.  Press et al.'s slopes: 2^-1 … 2^-8 for 8 heads; for 3,
+ * those of 2 heads (2^-4, 2^-8) and then the first of 4 heads' (2^-2); for
+ * 6, those of 4 (2^-2, 2^-4, 2^-6, 2^-8) and the 1st and 3rd of 8 heads'
+ * (2^-1, 2^-3); for 12, 2^-1 … 2^-8, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5.
+ */
+START_TEST(test_alibi_slopes)
+{
+	double s[12];
+
+	ck_assert_int_eq(mha_alibi_slopes(s, 8), MHA_OK);
+	for (int h = 0; h < 8; h++)
+		ck_assert(s[h] == ldexp(1, -(h + 1)));
+	ck_assert_int_eq(mha_alibi_slopes(s, 1), MHA_OK);
+	ck_assert(s[0] == ldexp(1, -8));
+	ck_assert_int_eq(mha_alibi_slopes(s, 2), MHA_OK);
+	ck_assert(s[0] == ldexp(1, -4) && s[1] == ldexp(1, -8));
+	ck_assert_int_eq(mha_alibi_slopes(s, 3), MHA_OK);
+	ck_assert(s[0] == ldexp(1, -4) && s[1] == ldexp(1, -8) && s[2] == ldexp(1, -2));
+	ck_assert_int_eq(mha_alibi_slopes(s, 6), MHA_OK);
+	ck_assert(s[0] == ldexp(1, -2) && s[1] == ldexp(1, -4) && s[2] == ldexp(1, -6) &&
+		  s[3] == ldexp(1, -8) && s[4] == ldexp(1, -1) && s[5] == ldexp(1, -3));
+	ck_assert_int_eq(mha_alibi_slopes(s, 12), MHA_OK);
+	for (int h = 0; h < 8; h++)
+		ck_assert(s[h] == ldexp(1, -(h + 1)));
+	for (int h = 8; h < 12; h++)
+		ck_assert_double_eq_tol(s[h], sqrt(0.5) * ldexp(1, -(h - 8)), 1e-16);
+	ck_assert_int_eq(mha_alibi_slopes(s, 0), MHA_ERR_HEADS);
+	ck_assert_int_eq(mha_alibi_slopes(NULL, 4), MHA_ERR_NULL);
+}
+END_TEST
+
+/*
+ * ALiBi by hand: queries 0, so every score is 0 and the mask is all there
+ * is.  One head, slope ln 2, keys at 0 and 1 with values 1 and 4.  Not
+ * causal: query 0 (p = 0) adds [0, ln 2], query 1 (p = 1) [-ln 2, 0]:
+ * weights 1/3, 2/3 in both rows, output 1/3 + 8/3 = 3.  Causal: query 0
+ * sees key 0 alone (output 1); query 1 as before.  A causal offset of 1
+ * (p = i + 1) adds [-ln 2, 0] and [-2 ln 2, -ln 2]: the same weights.
+ */
+START_TEST(test_alibi_by_hand)
+{
+	static const double xq[2] = { 0, 0 }, xk[2] = { 0, 0 }, xv[2] = { 1, 4 };
+	static const float fxq[2] = { 0, 0 }, fxk[2] = { 0, 0 }, fxv[2] = { 1, 4 };
+	const double ln2 = log(2.0), slope[1] = { ln2 };
+	const mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+			     .heads = 1, .d_k = 1, .d_v = 1 };
+	const mha_inputs in = { xq, xk, xv };
+	const mha_inputs_f32 fin = { fxq, fxk, fxv };
+	mha_config cfg = { .alibi = { 1, slope } };
+	double out[2];
+	float fout[2];
+	seen sn;
+	mha_observer obs = watch_all(&sn);
+
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, &obs, NULL), MHA_OK);
+	ck_assert(sn.m[MHA_STAGE_MASK][1][0] == 0 && sn.m[MHA_STAGE_MASK][1][1] == ln2);
+	ck_assert(sn.m[MHA_STAGE_MASK][1][2] == -ln2 && sn.m[MHA_STAGE_MASK][1][3] == 0);
+	ck_assert(sn.m[MHA_STAGE_MASKED][1][1] == ln2);
+	ck_assert_double_eq_tol(sn.m[MHA_STAGE_SOFTMAX][1][0], 1.0 / 3, 1e-15);
+	ck_assert_double_eq_tol(sn.m[MHA_STAGE_SOFTMAX][1][3], 2.0 / 3, 1e-15);
+	ck_assert_double_eq_tol(out[0], 3, 1e-15);
+	ck_assert_double_eq_tol(out[1], 3, 1e-15);
+	seen_free(&sn);
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_OK);
+	ck_assert_double_eq_tol(out[0], 3, 1e-15);
+	ck_assert_double_eq_tol(out[1], 3, 1e-15);
+	ck_assert_int_eq(mha_forward_f32(fout, &d, &fin, NULL, &cfg, NULL), MHA_OK);
+	ck_assert_double_eq_tol(fout[0], 3, 1e-6);
+	ck_assert_double_eq_tol(fout[1], 3, 1e-6);
+
+	cfg.causal = MHA_CAUSAL_TOP_LEFT;
+	for (int exact = 0; exact < 2; exact++) {
+		cfg.exact = exact;
+		ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_OK);
+		ck_assert(out[0] == 1);
+		ck_assert_double_eq_tol(out[1], 3, 1e-15);
+	}
+	cfg.causal = MHA_CAUSAL_OFFSET;
+	cfg.causal_offset = 1;
+	obs = watch_all(&sn);
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, &obs, NULL), MHA_OK);
+	ck_assert(sn.m[MHA_STAGE_MASK][1][0] == -ln2 && sn.m[MHA_STAGE_MASK][1][1] == 0);
+	ck_assert(sn.m[MHA_STAGE_MASK][1][2] == -2 * ln2 && sn.m[MHA_STAGE_MASK][1][3] == -ln2);
+	ck_assert_double_eq_tol(out[0], 3, 1e-15);
+	ck_assert_double_eq_tol(out[1], 3, 1e-15);
+	seen_free(&sn);
+
+	/*
+	 * slope·(j - p) past the largest double is an overflow where the key
+	 * is seen (even at -inf: not a blocked key), on both paths and types;
+	 * where the causal rule hides it, nothing
+	 */
+	{
+		static const double big[1] = { 1e308 }, neg[1] = { -1e308 };
+		static const unsigned char allow[4] = { 1, 0, 1, 1 };
+
+		cfg = (mha_config){ .alibi = { 1, big } };
+		/* query 0, key 1: 1e308·1 is finite; with 2 keys nothing overflows */
+		ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_OK);
+		ck_assert(out[0] == 4 && out[1] == 4);
+		cfg.alibi.slopes = neg;
+		for (int exact = 0; exact < 2; exact++) {
+			cfg.exact = exact;
+			ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_OK);
+			ck_assert(out[0] == 1 && out[1] == 1);
+		}
+		ck_assert_int_eq(mha_forward_f32(fout, &d, &fin, NULL, &cfg, NULL), MHA_ERR_RANGE);
+		/* float32 holds -1e308 in a float: an overflow; the allow mask hides
+		 * query 0's key 1, but query 1's key 0 still overflows */
+		cfg.mask.allow = allow;
+		ck_assert_int_eq(mha_forward_f32(fout, &d, &fin, NULL, &cfg, NULL), MHA_ERR_RANGE);
+		/* the causal rule hides query 0's key 1; query 1 sees key 0 at +1e308: in
+		 * double fine (all the weight), in float32 an overflow */
+		cfg.mask.allow = NULL;
+		cfg.causal = MHA_CAUSAL_TOP_LEFT;
+		for (int exact = 0; exact < 2; exact++) {
+			cfg.exact = exact;
+			ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_OK);
+			ck_assert(out[0] == 1 && out[1] == 1);
+		}
+		ck_assert_int_eq(mha_forward_f32(fout, &d, &fin, NULL, &cfg, NULL), MHA_ERR_RANGE);
+		/* a causal offset of -1 puts query 1 at p = 0 and hides everything from
+		 * query 0: 1e308 never matters, in either type */
+		cfg.causal = MHA_CAUSAL_OFFSET;
+		cfg.causal_offset = -1;
+		cfg.alibi.slopes = big;
+		ck_assert_int_eq(mha_forward_f32(fout, &d, &fin, NULL, &cfg, NULL), MHA_OK);
+		ck_assert(fout[0] == 0 && fout[1] == 1);
+	}
+}
+END_TEST
+
+/* ALiBi past the largest double: 1e308·(0 - 2) where the key is seen */
+START_TEST(test_alibi_overflow)
+{
+	static const double x[3] = { 0, 0, 0 }, v[3] = { 1, 2, 3 }, big[1] = { 1e308 };
+	static const float fx[3] = { 0, 0, 0 }, fv[3] = { 1, 2, 3 };
+	const mha_dims d = { .n_q = 3, .n_kv = 3, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+			     .heads = 1, .d_k = 1, .d_v = 1 };
+	const mha_inputs in = { x, x, v };
+	mha_config cfg = { .causal = MHA_CAUSAL_TOP_LEFT, .alibi = { 1, big } };
+	double out[3];
+	float fout[3];
+
+	/* query 2, key 0: -2e308 is -inf, yet the key is seen: an error, not a mask */
+	for (int exact = 0; exact < 2; exact++) {
+		cfg.exact = exact;
+		ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_ERR_RANGE);
+	}
+	ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ fx, fx, fv }, NULL, &cfg,
+					 NULL), MHA_ERR_RANGE);
+	/* a window of one key back hides key 0 from query 2: fine */
+	cfg.window = (mha_window){ 1, 1, 0 };
+	for (int exact = 0; exact < 2; exact++) {
+		cfg.exact = exact;
+		ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_OK);
+		ck_assert(out[0] == 1 && out[1] == 2 && out[2] == 3);
+	}
+}
+END_TEST
+
 START_TEST(test_fully_masked_row)
 {
 	double x[3 * 2] = { 0.1, 0.2, 0.3, 0.4, 0.5, 0.6 }, out[6];
@@ -591,6 +753,7 @@ struct random_case {
 	double *xq, *xk, *xv, *W[4], *b[4], *bias;
 	unsigned char *allow;
 	double sinks[8]; /* (H) when cfg.sinks points here */
+	double slopes[8]; /* (H) when cfg.alibi.slopes points here */
 };
 
 static void make_case(struct random_case *c, unsigned seed)
@@ -687,6 +850,16 @@ static void make_case(struct random_case *c, unsigned seed)
 		for (size_t h = 0; h < d->heads; h++)
 			c->sinks[h] = (double)((seed + 7 * h) % 9) * 0.5 - 2.0;
 		c->cfg.sinks = c->sinks;
+	}
+	/* ALiBi in a third of the cases, Press et al.'s slopes or given ones
+	 * (negative too): with windows, offsets, softcaps, sinks, GQA, cross */
+	if (seed % 3 == 0) {
+		c->cfg.alibi.on = 1;
+		if ((seed / 3) % 2) {
+			for (size_t h = 0; h < d->heads; h++)
+				c->slopes[h] = (double)((int)((seed + 5 * h) % 7) - 3) * 0.25;
+			c->cfg.alibi.slopes = c->slopes;
+		}
 	}
 	/* larger scores sometimes: peaked softmax rows.  (Much larger would test
 	 * the conditioning of exp(), not the code: an error e in a score is a
@@ -866,11 +1039,17 @@ START_TEST(test_fast_path_blocks)
 	 */
 	static const ptrdiff_t wins[][2] = { { 0, 0 }, { 0, 0 }, { 0, 0 }, { 100, -1 }, { 0, 0 },
 					     { -1, 30 }, { 5000, 5000 }, { 250, 17 }, { 1, 0 },
-					     { -1, -1 }, { 40, 3 }, { 2, 1 } };
+					     { -1, -1 }, { 40, 3 }, { 2, 1 },
+					     { -1, -1 }, { -1, -1 }, { 64, 0 } };
 	/* 9-11: attention sinks (one logit per head, some above every score) */
 	static const double sinks[4] = { -1.5, 0.25, 3.0, 8.0 };
+	/* 12-14: ALiBi: given small slopes without a causal rule (keys far
+	 * ahead get large biases: float32 would round them coarsely), Press
+	 * et al.'s with bottom-right and a bias, with an offset, kv_len, a
+	 * window, sinks and a softcap */
+	static const double slopes[4] = { 0.01, -0.005, 0.02, 0.001 };
 
-	for (int causal = 0; causal < 12; causal++) {
+	for (int causal = 0; causal < 15; causal++) {
 		const int cm = causal < 3 ? causal : causal % 3;
 		mha_config cfg = { .causal = cm == 1 ? MHA_CAUSAL_BOTTOM_RIGHT :
 				   cm == 2 ? MHA_CAUSAL_OFFSET : MHA_CAUSAL_NONE,
@@ -878,7 +1057,9 @@ START_TEST(test_fast_path_blocks)
 				   .kv_len = cm == 2 ? 500 : causal == 7 ? 450 : 0,
 				   .mask = { .bias = cm == 1 || causal == 6 ? bias : NULL },
 				   .window = { causal >= 3, wins[causal][0], wins[causal][1] },
-				   .sinks = causal >= 9 ? sinks : NULL };
+				   .sinks = causal >= 9 && causal != 12 && causal != 13 ? sinks : NULL,
+				   .softcap = causal == 14 ? 5 : 0,
+				   .alibi = { causal >= 12, causal == 12 ? slopes : NULL } };
 		char what[96];
 
 		cfg.exact = 1;
@@ -1481,6 +1662,20 @@ START_TEST(test_errors)
 		if (ok.n_q * ok.d_q_in <= 64 && ok.n_kv * ok.d_k_in <= 64 && ok.n_kv * ok.d_v_in <= 64)
 			ck_assert_int_eq(mha_forward_f32(fo, &ok, &(mha_inputs_f32){ f, f, f }, NULL,
 							 &cfg, NULL), MHA_ERR_SINK);
+		/* an ALiBi slope that is not a finite number; ignored while ALiBi is off */
+		for (int k = 0; k < 2; k++) {
+			cfg = (mha_config){ .alibi = { 1, bad_sinks[k] } };
+			ck_assert_int_eq(mha_check(&ok, &cfg), ok.heads == 4 || k == 1 ? MHA_ERR_ALIBI : MHA_OK);
+		}
+		cfg = (mha_config){ .alibi = { 0, bad_sinks[1] } };
+		ck_assert_int_eq(mha_check(&ok, &cfg), MHA_OK);
+		cfg = (mha_config){ .alibi = { 1, bad_sinks[1] } };
+		ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_ALIBI);
+		cfg.exact = 1;
+		ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_ALIBI);
+		if (ok.n_q * ok.d_q_in <= 64 && ok.n_kv * ok.d_k_in <= 64 && ok.n_kv * ok.d_v_in <= 64)
+			ck_assert_int_eq(mha_forward_f32(fo, &ok, &(mha_inputs_f32){ f, f, f }, NULL,
+							 &cfg, NULL), MHA_ERR_ALIBI);
 	}
 	/* the observer can stop the run */
 	in = (mha_inputs){ x, x, x };
@@ -1850,7 +2045,7 @@ END_TEST
 
 START_TEST(test_names)
 {
-	for (int s = MHA_OK; s <= MHA_ERR_SINK; s++) {
+	for (int s = MHA_OK; s <= MHA_ERR_ALIBI; s++) {
 		ck_assert_ptr_nonnull(mha_strerror((mha_status)s));
 		ck_assert_int_gt((int)strlen(mha_strerror((mha_status)s)), 3);
 		for (int t = MHA_OK; t < s; t++)
@@ -1860,6 +2055,7 @@ START_TEST(test_names)
 	ck_assert_str_eq(mha_strerror(MHA_ERR_WINDOW),
 			 "a window side is below -1 (-1: unbounded; 0 and up: that many keys)");
 	ck_assert_str_eq(mha_strerror(MHA_ERR_SINK), "a sink logit is not a finite number");
+	ck_assert_str_eq(mha_strerror(MHA_ERR_ALIBI), "an ALiBi slope is not a finite number");
 	ck_assert_str_eq(mha_stage_name(MHA_STAGE_SOFTMAX), "softmax");
 	ck_assert_str_eq(mha_stage_name(MHA_STAGE_COUNT), "unknown");
 	ck_assert_str_eq(mha_version(), MHA_VERSION_STRING);
@@ -1933,6 +2129,9 @@ static Suite *mha_suite(void)
 	tcase_add_test(hand, test_report_path_and_offset);
 	tcase_add_test(hand, test_fully_masked_row);
 	tcase_add_test(hand, test_sinks_by_hand);
+	tcase_add_test(hand, test_alibi_slopes);
+	tcase_add_test(hand, test_alibi_by_hand);
+	tcase_add_test(hand, test_alibi_overflow);
 	tcase_add_test(hand, test_softcap_and_scale_modes);
 	tcase_add_test(hand, test_grouped_query_mapping);
 	tcase_add_test(hand, test_output_projection);
