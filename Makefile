@@ -4,6 +4,7 @@
 #   make demo         install what is missing (Debian, as root), build, run a sample
 #   make check        install what is missing, build with -Werror, run every test
 #   make conformance  the ONNX Attention cases (../shared/conformance/onnx-attention-opset25)
+#                     and RotaryEmbedding cases (../shared/conformance/onnx-rotary-embedding)
 #   make bench        mha against PyTorch and the machine's GEMM rate (minutes)
 #                     (BENCH_ARGS="--window-n 32768 --window-w 4096": the issue's window run)
 #   make install      PREFIX=/usr/local DESTDIR= : program, libraries, header, mha.pc, man page
@@ -160,10 +161,13 @@ bench: deps
 
 # the ONNX Attention operator's backend cases, read where they are (never copied)
 CONFORMANCE_DIR ?= ../shared/conformance/onnx-attention-opset25
+# ONNX RotaryEmbedding (--rope): through mha_rope_apply, mha_forward's q_rot and the CLI
+ROPE_CONFORMANCE_DIR ?= ../shared/conformance/onnx-rotary-embedding
 
 conformance: deps
 	$(MAKE) STRICT=-Werror mha tests/conformance
 	./tests/conformance --mha ./mha $(CONFORMANCE_DIR)
+	./tests/conformance --mha ./mha $(ROPE_CONFORMANCE_DIR)
 
 test-unit: tests/test_lib
 	CK_FORK=yes ./tests/test_lib
