@@ -460,7 +460,11 @@ static int check_sinks(const struct problem_spec *s, struct problem *p, const mh
 	return 0;
 }
 
-/* whole numbers from 0 (and below the tables' rows) into *out (n), from m (a vector of n) */
+/*
+ * Whole numbers from 0 (and below the tables' rows, if any) into *out (n),
+ * from m, a vector of n: what names its elements ("positions", "q", "k"),
+ * whom what there are n of ("queries", "keys").
+ */
 static int rope_positions(const char *file, const char *what, const matrix *m, size_t n,
 			  const char *whom, size_t rows, ptrdiff_t **out)
 {
@@ -470,8 +474,9 @@ static int rope_positions(const char *file, const char *what, const matrix *m, s
 		return error("%s: %s are %s, expected a list of whole numbers", file, what,
 			     matrix_shape(m, shape, sizeof(shape)));
 	if (matrix_size(m) != n)
-		return error("%s: %zu %s but there %s %zu %s%s", file, matrix_size(m), what,
-			     n == 1 ? "is" : "are", n, whom, plural(n));
+		return error("%s: %zu position%s%s%s but %zu %s", file, matrix_size(m),
+			     plural(matrix_size(m)), strcmp(what, "positions") ? " in " : "",
+			     strcmp(what, "positions") ? what : "", n, whom);
 	*out = malloc(n * sizeof(**out));
 	if (!*out)
 		return error("out of memory");
@@ -529,10 +534,10 @@ static int check_rope(const struct problem_spec *s, struct problem *p, const mha
 				     "together", path_shown(s->rope_cos), matrix_shape(c, a, sizeof(a)),
 				     path_shown(s->rope_sin), matrix_shape(sn, b, sizeof(b)));
 		if (cols != R / 2)
-			return error("--rope-cos %s is %s but R = %zu features turn in %zu pairs: "
+			return error("--rope-cos %s is %s but R = %zu features turn in %zu pair%s: "
 				     "expected %zu column%s (one per pair; --rope-dim sets R)",
 				     path_shown(s->rope_cos), matrix_shape(c, a, sizeof(a)), R, R / 2,
-				     R / 2, plural(R / 2));
+				     plural(R / 2), R / 2, plural(R / 2));
 		rows = c->rank == 1 ? 1 : c->dim[0];
 		r->cos = c->v;
 		r->sin = sn->v;
@@ -544,10 +549,10 @@ static int check_rope(const struct problem_spec *s, struct problem *p, const mha
 				     "there are %zu queries and %zu keys: give {\"q\": [..], \"k\": [..]}",
 				     pf, d->n_q, d->n_kv);
 		if (p->pos_q.rank && rope_positions(pf, p->pos_apart ? "q" : "positions", &p->pos_q,
-						    d->n_q, p->pos_apart ? "query" : "position", rows,
-						    &p->q_pos))
+						    d->n_q, p->pos_apart ? "queries" :
+						    "queries (and as many keys)", rows, &p->q_pos))
 			return -1;
-		if (p->pos_k.rank && rope_positions(pf, "k", &p->pos_k, d->n_kv, "key", rows,
+		if (p->pos_k.rank && rope_positions(pf, "k", &p->pos_k, d->n_kv, "keys", rows,
 						    &p->k_pos))
 			return -1;
 		r->q_pos = p->q_pos;
