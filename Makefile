@@ -377,6 +377,7 @@ check-asan: deps
 	else \
 		echo "$(CONFORMANCE_DIR) not found: conformance skipped"; \
 	fi
+	$(ASAN_ENV) ./$(ASAN_DIR)/conformance --mha ./$(ASAN_DIR)/mha $(ROPE_CONFORMANCE_DIR)
 	@echo "make check-asan: all tests passed under AddressSanitizer and UBSan"
 
 # valgrind over the normal build (-O2 -g, as installed): uninitialised
