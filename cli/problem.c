@@ -160,7 +160,8 @@ static int read_positions(struct problem *p, const char *path)
 
 	if (input_load(&f, path))
 		return -1;
-	if (input_format(&f) == FORMAT_IN_JSON && f.len && f.data[strspn((char *)f.data, " \t\r\n")] == '{') {
+	if (input_format(&f) == FORMAT_IN_JSON &&
+	    f.data[strspn((const char *)f.data, " \t\r\n")] == '{') {
 		rc = json_parse(&doc, &f);
 		if (!rc) {
 			const cJSON *q = cJSON_GetObjectItemCaseSensitive(doc.root, "q");
@@ -477,9 +478,14 @@ static int rope_positions(const char *file, const char *what, const matrix *m, s
 		return error("%s: %zu position%s%s%s but %zu %s", file, matrix_size(m),
 			     plural(matrix_size(m)), strcmp(what, "positions") ? " in " : "",
 			     strcmp(what, "positions") ? what : "", n, whom);
+	/* charged like every matrix (budget.h); given back in problem_free */
+	if (budget_take(budget_block(n * sizeof(**out))))
+		return budget_refuse(file, n * sizeof(**out));
 	*out = malloc(n * sizeof(**out));
-	if (!*out)
+	if (!*out) {
+		budget_give(budget_block(n * sizeof(**out)));
 		return error("out of memory");
+	}
 	for (size_t i = 0; i < n; i++) {
 		const double v = m->v[i];
 		char num[40];
@@ -831,6 +837,10 @@ void problem_free(struct problem *p)
 	matrix_free(&p->rope_sin);
 	matrix_free(&p->pos_q);
 	matrix_free(&p->pos_k);
+	if (p->q_pos)
+		budget_give(budget_block(p->d.n_q * sizeof(*p->q_pos)));
+	if (p->k_pos)
+		budget_give(budget_block(p->d.n_kv * sizeof(*p->k_pos)));
 	free(p->q_pos);
 	free(p->k_pos);
 	weights_free(&p->w);
