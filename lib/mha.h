@@ -337,10 +337,10 @@ MHA_API double mha_scale_of(const mha_dims *dims, const mha_config *cfg);
  * Overflow: the run fails with MHA_ERR_RANGE exactly when a value it
  * produces or must hold is truly not finite, the same on both paths and
  * in both element types (each in its own range):
- *   - Q, K, V, concat, output: any entry.  An entry whose partial sums
- *     overflowed is summed again, rescaled, and counts only if the sum
- *     itself is too large (X·W with X = [a, a, -a], W = ones, a = 1e308
- *     is a, not an overflow).
+ *   - Q, K, V, q_rot, k_rot, concat, output: any entry.  An entry whose
+ *     partial sums overflowed is summed again, rescaled, and counts only
+ *     if the sum itself is too large (X·W with X = [a, a, -a], W = ones,
+ *     a = 1e308 is a, not an overflow).
  *   - scores, scaled, softcapped, masked: only where the query may see the
  *     key.  A masked-out key (the mask -inf or allow 0, j >= kv_len, past
  *     the causal diagonal) never counts, whatever its score: its masked
