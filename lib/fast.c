@@ -183,7 +183,7 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 	const size_t out_cols = mha_output_cols(d, t->W[3] != NULL);
 	const int threads = mha_threads(cfg);
 	const void *Q, *K, *V;
-	void *owned[3] = { NULL, NULL, NULL }, *concat = NULL;
+	void *owned[5] = { NULL, NULL, NULL, NULL, NULL }, *concat = NULL;
 	struct mha_attend a;
 	mha_status st;
 
@@ -198,6 +198,26 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 	    tell(obs, MHA_STAGE_V, V, d->n_kv, vw)) {
 		st = MHA_ERR_OBSERVER;
 		goto done;
+	}
+	if (cfg->rope.mode != MHA_ROPE_NONE) {
+		/* Q and K turned by position (rope.c), as on the plain path */
+		owned[3] = alloc_elems(d->n_q, qw, t->esize);
+		owned[4] = alloc_elems(d->n_kv, kw, t->esize);
+		st = owned[3] && owned[4] ? MHA_OK : MHA_ERR_NOMEM;
+		if (st == MHA_OK)
+			st = mha_rope_turn(owned[3], Q, t->esize, d->n_q, H, d->d_k, &cfg->rope,
+					   cfg->rope.q_pos, mha_rule_offset(d, cfg));
+		if (st == MHA_OK)
+			st = mha_rope_turn(owned[4], K, t->esize, d->n_kv, G, d->d_k, &cfg->rope,
+					   cfg->rope.k_pos, 0);
+		if (st != MHA_OK)
+			goto done;
+		Q = owned[3];
+		K = owned[4];
+		if (tell(obs, MHA_STAGE_Q_ROT, Q, d->n_q, qw) || tell(obs, MHA_STAGE_K_ROT, K, d->n_kv, kw)) {
+			st = MHA_ERR_OBSERVER;
+			goto done;
+		}
 	}
 
 	concat = t->W[3] ? alloc_elems(d->n_q, cw, t->esize) : out;
@@ -260,7 +280,7 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 done:
 	if (concat != out)
 		free(concat);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 5; i++)
 		free(owned[i]);
 	return st;
 }

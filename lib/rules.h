@@ -255,6 +255,18 @@ int mha_finish_product(void *C, size_t m, size_t n, size_t ldc, const void *A, s
 		       const void *B, size_t ldb, const void *bias, size_t k, size_t esize);
 
 /*
+ * Rotary embeddings (rope.c, mha.h's mha_rope), one compiled copy for both
+ * paths.  mha_rope_check: the settings for heads of width d.
+ * mha_rope_positions_ok: n rows at pos[i] (or pos0 + i) are in range.
+ * mha_rope_turn: out (rows, heads·d) = x turned, esize 8 or 4 (out may be
+ * x); MHA_ERR_RANGE when a result is not finite.
+ */
+mha_status mha_rope_check(const mha_rope *r, size_t d);
+mha_status mha_rope_positions_ok(const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0, size_t n);
+mha_status mha_rope_turn(void *out, const void *x, size_t esize, size_t rows, size_t heads,
+			 size_t d, const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0);
+
+/*
  * A softmax-weighted sum of values that overflowed, though it is at most
  * the largest |v| (the weights sum to 1; unnormalised, to l <= n):
  * recomputed with the weights scaled by 2^-shift, then scaled back.  The

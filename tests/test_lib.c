@@ -593,6 +593,140 @@ START_TEST(test_alibi_overflow)
 }
 END_TEST
 
+/*
+ * Rotary embeddings by hand: one head, d_k = 2, Q = K = [1, 0] in every
+ * row.  Pair 0's angle is p·θ^0 = p, so row p turns into [cos p, sin p]
+ * and the score of query i and key j is cos(i)cos(j) + sin(i)sin(j) =
+ * cos(i − j): only the distance counts.  Bottom-right with 2 queries over
+ * 4 keys: the queries sit at 2 and 3.
+ */
+START_TEST(test_rope_by_hand)
+{
+	static const double q[4] = { 1, 0, 1, 0 }, k[8] = { 1, 0, 1, 0, 1, 0, 1, 0 };
+	static const double v[4] = { 1, 2, 3, 4 };
+	const mha_dims d = { .n_q = 2, .n_kv = 4, .d_q_in = 2, .d_k_in = 2, .d_v_in = 1,
+			     .heads = 1, .d_k = 2, .d_v = 1 };
+	mha_config cfg = { .scale_mode = MHA_SCALE_NONE, .causal = MHA_CAUSAL_BOTTOM_RIGHT,
+			   .rope = { .mode = MHA_ROPE_HALF } };
+	seen sn;
+	mha_observer obs = watch_all(&sn);
+	double out[2];
+
+	for (int mode = MHA_ROPE_HALF; mode <= MHA_ROPE_INTERLEAVED; mode++) {
+		cfg.rope.mode = (mha_rope_mode)mode;
+		ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ q, k, v }, NULL, &cfg, &obs, NULL),
+				 MHA_OK);
+		for (int i = 0; i < 2; i++) {
+			ck_assert_double_eq_tol(sn.m[MHA_STAGE_Q_ROT][0][2 * i], cos(i + 2), 1e-15);
+			ck_assert_double_eq_tol(sn.m[MHA_STAGE_Q_ROT][0][2 * i + 1], sin(i + 2), 1e-15);
+			for (int j = 0; j <= i + 2; j++)
+				ck_assert_double_eq_tol(sn.m[MHA_STAGE_SCORES][1][i * 4 + j], cos(i + 2 - j),
+							1e-15);
+		}
+		for (int j = 0; j < 4; j++)
+			ck_assert_double_eq_tol(sn.m[MHA_STAGE_K_ROT][0][2 * j + 1], sin(j), 1e-15);
+		/* the unturned Q and K are still handed over as they were */
+		ck_assert(sn.m[MHA_STAGE_Q][0][1] == 0 && sn.m[MHA_STAGE_K][0][3] == 0);
+		seen_free(&sn);
+	}
+}
+END_TEST
+
+/* mha_rope_apply with tables, and every setting mha_check refuses */
+START_TEST(test_rope_apply_and_errors)
+{
+	/* two rows of one head of 6 features, R = 4: pairs (0, 2), (1, 3) half, (0, 1), (2, 3) interleaved */
+	static const double x[12] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
+	static const double cs[6] = { 0.5, 0.25, 1, 0, 2, -1 }, sn_[6] = { 1, 2, 0, 1, 3, 4 };
+	static const ptrdiff_t pos[2] = { 2, 0 }, past[2] = { 3, 0 }, neg[2] = { 0, -1 };
+	mha_rope rope = { .mode = MHA_ROPE_HALF, .dim = 4, .cos = cs, .sin = sn_, .rows = 3 };
+	double out[12];
+	const mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 6, .d_k_in = 6, .d_v_in = 6,
+			     .heads = 1, .d_k = 6, .d_v = 6 };
+	mha_config cfg = { .rope = rope };
+
+	/* row 0 at position 2: c = [2, -1], s = [3, 4]; (1, 3) → (2 - 9, 3 + 6); (2, 4) → (-2 - 16, 8 - 4) */
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 6, &rope, pos), MHA_OK);
+	ck_assert(out[0] == -7 && out[2] == 9 && out[1] == -18 && out[3] == 4 && out[4] == 5 &&
+		  out[5] == 6);
+	/* row 1 at position 0: c = [0.5, 0.25], s = [1, 2]; (7, 9) → (3.5 - 9, 7 + 4.5) */
+	ck_assert(out[6] == -5.5 && out[8] == 11.5 && out[10] == 11 && out[11] == 12);
+	rope.mode = MHA_ROPE_INTERLEAVED;
+	/* in place; row 0: (1, 2) → (2 - 6, 3 + 4); (3, 4) → (-3 - 16, 12 - 4) */
+	memcpy(out, x, sizeof(out));
+	ck_assert_int_eq(mha_rope_apply(out, out, 2, 1, 6, &rope, pos), MHA_OK);
+	ck_assert(out[0] == -4 && out[1] == 7 && out[2] == -19 && out[3] == 8);
+	/* without positions, row r at r */
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 6, &rope, NULL), MHA_OK);
+	ck_assert(out[0] == 0.5 * 1 - 1 * 2 && out[7] == 7 * 0 + 8 * 1);
+	/* theta: pair t of R turns by p·θ^(-2t/R) */
+	rope = (mha_rope){ .mode = MHA_ROPE_HALF, .theta = 100 };
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 2, 3 * 0 + 2, &rope, past), MHA_OK);
+	ck_assert_double_eq_tol(out[0], 1 * cos(3.0) - 2 * sin(3.0), 1e-15);
+	ck_assert_double_eq_tol(out[3], 3 * sin(3.0) + 4 * cos(3.0), 1e-15);
+	rope.dim = 4;
+	ck_assert_int_eq(mha_rope_apply(out, x, 1, 1, 6, &rope, past), MHA_OK);
+	ck_assert_double_eq_tol(out[1], 2 * cos(0.3) - 4 * sin(0.3), 1e-15);
+	ck_assert_double_eq_tol(out[3], 2 * sin(0.3) + 4 * cos(0.3), 1e-15);
+
+	/* refused: by mha_rope_apply and by mha_check */
+	rope = (mha_rope){ .mode = MHA_ROPE_HALF, .dim = 4, .cos = cs, .sin = sn_, .rows = 3 };
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 6, &rope, past), MHA_ERR_ROPE);
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 6, &rope, neg), MHA_ERR_ROPE);
+	ck_assert_int_eq(mha_rope_apply(NULL, x, 2, 1, 6, &rope, NULL), MHA_ERR_NULL);
+	ck_assert_int_eq(mha_rope_apply(out, x, 0, 1, 6, &rope, NULL), MHA_ERR_DIM);
+	{
+		const mha_rope bad[] = {
+			{ .mode = (mha_rope_mode)3 }, { .mode = MHA_ROPE_HALF, .dim = 3 },
+			{ .mode = MHA_ROPE_HALF, .dim = 8 }, { .mode = MHA_ROPE_HALF, .theta = -1 },
+			{ .mode = MHA_ROPE_HALF, .theta = NAN }, { .mode = MHA_ROPE_HALF, .theta = INFINITY },
+			{ .mode = MHA_ROPE_HALF, .cos = cs, .rows = 3 },
+			{ .mode = MHA_ROPE_HALF, .dim = 4, .cos = cs, .sin = sn_, .rows = 0 },
+			{ .mode = MHA_ROPE_HALF, .q_pos = neg },
+			{ .mode = MHA_ROPE_HALF, .k_pos = neg },
+			{ .mode = MHA_ROPE_HALF, .dim = 4, .cos = cs, .sin = sn_, .rows = 3, .k_pos = past },
+		};
+		float f[12] = { 0 }, fo[12];
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			cfg.rope = bad[i];
+			ck_assert_int_eq(mha_check(&d, &cfg), MHA_ERR_ROPE);
+			ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, NULL, &cfg, NULL,
+						     NULL), MHA_ERR_ROPE);
+			cfg.exact = 1;
+			ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, NULL, &cfg, NULL,
+						     NULL), MHA_ERR_ROPE);
+			cfg.exact = 0;
+			ck_assert_int_eq(mha_forward_f32(fo, &d, &(mha_inputs_f32){ f, f, f }, NULL, &cfg,
+							 NULL), MHA_ERR_ROPE);
+			ck_assert_uint_eq(mha_memory(&d, &cfg, 0, 0), SIZE_MAX);
+		}
+		/* a query before key 0 (a negative causal offset) has no table row */
+		cfg.rope = (mha_rope){ .mode = MHA_ROPE_HALF, .cos = cs, .sin = sn_, .rows = 3, .dim = 4 };
+		cfg.causal = MHA_CAUSAL_OFFSET;
+		cfg.causal_offset = -1;
+		ck_assert_int_eq(mha_check(&d, &cfg), MHA_ERR_ROPE);
+		cfg.causal_offset = 1;
+		ck_assert_int_eq(mha_check(&d, &cfg), MHA_OK);
+		/* without tables it simply turns backwards */
+		cfg.rope = (mha_rope){ .mode = MHA_ROPE_HALF };
+		cfg.causal_offset = -5;
+		ck_assert_int_eq(mha_check(&d, &cfg), MHA_OK);
+		/* no rope: the rest is not looked at */
+		cfg.rope = (mha_rope){ .mode = MHA_ROPE_NONE, .dim = 3, .theta = -1 };
+		ck_assert_int_eq(mha_check(&d, &cfg), MHA_OK);
+	}
+	/* a turned entry past the largest double */
+	{
+		const double huge[2] = { DBL_MAX, DBL_MAX };
+		const ptrdiff_t one[1] = { 1 };
+
+		rope = (mha_rope){ .mode = MHA_ROPE_HALF };
+		ck_assert_int_eq(mha_rope_apply(out, huge, 1, 1, 2, &rope, one), MHA_ERR_RANGE);
+	}
+}
+END_TEST
+
 START_TEST(test_fully_masked_row)
 {
 	double x[3 * 2] = { 0.1, 0.2, 0.3, 0.4, 0.5, 0.6 }, out[6];
@@ -754,7 +888,11 @@ struct random_case {
 	unsigned char *allow;
 	double sinks[8]; /* (H) when cfg.sinks points here */
 	double slopes[8]; /* (H) when cfg.alibi.slopes points here */
+	ptrdiff_t q_pos[16], k_pos[16]; /* rope positions when cfg.rope's point here */
+	double *rope_cos, *rope_sin;    /* (ROPE_ROWS, R/2) rope tables, or NULL */
 };
+
+#define ROPE_ROWS 24
 
 static void make_case(struct random_case *c, unsigned seed)
 {
@@ -861,6 +999,35 @@ static void make_case(struct random_case *c, unsigned seed)
 			c->cfg.alibi.slopes = c->slopes;
 		}
 	}
+	/* rotary embeddings in a third of the cases (d_k >= 2): both pairings,
+	 * partial R, θ default or not, positions given, tables given */
+	if (seed % 3 == 0 && d->d_k >= 2) {
+		mha_rope *rp = &c->cfg.rope;
+		const size_t G = d->kv_heads ? d->kv_heads : d->heads;
+
+		(void)G;
+		rp->mode = (seed / 3) % 2 ? MHA_ROPE_HALF : MHA_ROPE_INTERLEAVED;
+		rp->theta = seed % 4 == 0 ? 0 : 3.0 + (double)(seed % 17);
+		rp->dim = d->d_k % 2 == 0 && seed % 2 ? 0 : 2 * (d->d_k / 2);
+		if (seed % 7 == 3 || seed % 11 == 6) {
+			for (size_t i = 0; i < d->n_q; i++)
+				c->q_pos[i] = (ptrdiff_t)((seed * 7 + i * 5) % ROPE_ROWS);
+			for (size_t j = 0; j < d->n_kv; j++)
+				c->k_pos[j] = (ptrdiff_t)((seed * 3 + j * 11) % ROPE_ROWS);
+			rp->q_pos = c->q_pos;
+			rp->k_pos = c->k_pos;
+		}
+		if (seed % 11 == 6) {
+			const size_t R = rp->dim ? rp->dim : d->d_k;
+
+			c->rope_cos = rnd_matrix(ROPE_ROWS * R / 2);
+			c->rope_sin = rnd_matrix(ROPE_ROWS * R / 2);
+			rp->cos = c->rope_cos;
+			rp->sin = c->rope_sin;
+			rp->rows = ROPE_ROWS;
+		}
+		/* queries before the first key (a negative causal offset) turn backwards */
+	}
 	/* larger scores sometimes: peaked softmax rows.  (Much larger would test
 	 * the conditioning of exp(), not the code: an error e in a score is a
 	 * relative error e in its weight.) */
@@ -882,6 +1049,8 @@ static void free_case(struct random_case *c)
 	}
 	free(c->bias);
 	free(c->allow);
+	free(c->rope_cos);
+	free(c->rope_sin);
 }
 
 START_TEST(test_against_reference)
@@ -908,6 +1077,15 @@ START_TEST(test_against_reference)
 	check_close("Q", sn.m[MHA_STAGE_Q][0], r.Q, r.n_q * r.H * r.dk);
 	check_close("K", sn.m[MHA_STAGE_K][0], r.K, r.n_kv * r.G * r.dk);
 	check_close("V", sn.m[MHA_STAGE_V][0], r.V, r.n_kv * r.G * r.dv);
+	if (c.cfg.rope.mode) {
+		snprintf(what, sizeof(what), "case %d q_rot", _i);
+		check_close(what, sn.m[MHA_STAGE_Q_ROT][0], r.q_rot, r.n_q * r.H * r.dk);
+		snprintf(what, sizeof(what), "case %d k_rot", _i);
+		check_close(what, sn.m[MHA_STAGE_K_ROT][0], r.k_rot, r.n_kv * r.G * r.dk);
+	} else {
+		ck_assert_ptr_null(sn.m[MHA_STAGE_Q_ROT][0]);
+		ck_assert_ptr_null(sn.m[MHA_STAGE_K_ROT][0]);
+	}
 	for (size_t h = 0; h < r.H; h++) {
 #define STAGE(s, field, n) do { \
 		snprintf(what, sizeof(what), "case %d head %zu %s", _i, h, mha_stage_name(s)); \
@@ -940,6 +1118,21 @@ START_TEST(test_against_reference)
 	snprintf(what, sizeof(what), "case %d fast path", _i);
 	check_close(what, fast, r.output, r.n_q * r.d_out);
 	ck_assert_uint_eq(rep.blocked_rows, r.blocked);
+	if (c.cfg.rope.mode) {
+		/* the fast path hands over q_rot and k_rot too (its Q and K come
+		 * from other products: the same to rounding) */
+		seen fs;
+		mha_observer fobs = watch_all(&fs);
+
+		fobs.wanted = MHA_STAGE_BIT(MHA_STAGE_Q_ROT) | MHA_STAGE_BIT(MHA_STAGE_K_ROT);
+		ck_assert_int_eq(mha_forward(fast, &c.d, &in, &w, &c.cfg, &fobs, &rep), MHA_OK);
+		ck_assert_int_eq(rep.fast_path, 1);
+		snprintf(what, sizeof(what), "case %d fast q_rot", _i);
+		check_close(what, fs.m[MHA_STAGE_Q_ROT][0], r.q_rot, r.n_q * r.H * r.dk);
+		snprintf(what, sizeof(what), "case %d fast k_rot", _i);
+		check_close(what, fs.m[MHA_STAGE_K_ROT][0], r.k_rot, r.n_kv * r.G * r.dk);
+		seen_free(&fs);
+	}
 	/* and with one thread or two, the same bits */
 	{
 		double *one = malloc(r.n_q * r.d_out * sizeof(double));
@@ -1040,7 +1233,8 @@ START_TEST(test_fast_path_blocks)
 	static const ptrdiff_t wins[][2] = { { 0, 0 }, { 0, 0 }, { 0, 0 }, { 100, -1 }, { 0, 0 },
 					     { -1, 30 }, { 5000, 5000 }, { 250, 17 }, { 1, 0 },
 					     { -1, -1 }, { 40, 3 }, { 2, 1 },
-					     { -1, -1 }, { -1, -1 }, { 64, 0 } };
+					     { -1, -1 }, { -1, -1 }, { 64, 0 },
+					     { -1, -1 }, { 30, -1 }, { -1, -1 } };
 	/* 9-11: attention sinks (one logit per head, some above every score) */
 	static const double sinks[4] = { -1.5, 0.25, 3.0, 8.0 };
 	/* 12-14: ALiBi: given small slopes without a causal rule (keys far
@@ -1049,7 +1243,15 @@ START_TEST(test_fast_path_blocks)
 	 * window, sinks and a softcap */
 	static const double slopes[4] = { 0.01, -0.005, 0.02, 0.001 };
 
-	for (int causal = 0; causal < 15; causal++) {
+	/* 15-17: rotary embeddings: rotate_half after a cache (bottom-right),
+	 * interleaved over 4 of 6 features with a window, and given positions */
+	ptrdiff_t *qpos = malloc(nq * sizeof(ptrdiff_t)), *kpos = malloc(nkv * sizeof(ptrdiff_t));
+
+	for (size_t i = 0; i < nq; i++)
+		qpos[i] = (ptrdiff_t)(3 * i + 100);
+	for (size_t j = 0; j < nkv; j++)
+		kpos[j] = (ptrdiff_t)(j / 2);
+	for (int causal = 0; causal < 18; causal++) {
 		const int cm = causal < 3 ? causal : causal % 3;
 		mha_config cfg = { .causal = cm == 1 ? MHA_CAUSAL_BOTTOM_RIGHT :
 				   cm == 2 ? MHA_CAUSAL_OFFSET : MHA_CAUSAL_NONE,
@@ -1057,10 +1259,19 @@ START_TEST(test_fast_path_blocks)
 				   .kv_len = cm == 2 ? 500 : causal == 7 ? 450 : 0,
 				   .mask = { .bias = cm == 1 || causal == 6 ? bias : NULL },
 				   .window = { causal >= 3, wins[causal][0], wins[causal][1] },
-				   .sinks = causal >= 9 && causal != 12 && causal != 13 ? sinks : NULL,
+				   .sinks = causal >= 9 && causal != 12 && causal != 13 && causal < 15 ?
+					    sinks : NULL,
 				   .softcap = causal == 14 ? 5 : 0,
-				   .alibi = { causal >= 12, causal == 12 ? slopes : NULL } };
+				   .alibi = { causal >= 12 && causal < 15, causal == 12 ? slopes : NULL } };
 		char what[96];
+
+		if (causal >= 15) {
+			cfg.rope.mode = causal == 16 ? MHA_ROPE_INTERLEAVED : MHA_ROPE_HALF;
+			cfg.rope.dim = causal == 16 ? 4 : 0;
+			cfg.rope.theta = causal == 17 ? 500000 : 0;
+			cfg.rope.q_pos = causal == 17 ? qpos : NULL;
+			cfg.rope.k_pos = causal == 17 ? kpos : NULL;
+		}
 
 		cfg.exact = 1;
 		ck_assert_int_eq(mha_forward(exact, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
@@ -1110,6 +1321,8 @@ START_TEST(test_fast_path_blocks)
 			unsetenv("MHA_KERNEL");
 	}
 	free(saved);
+	free(qpos);
+	free(kpos);
 	for (int i = 0; i < 4; i++) {
 		free(W[i]);
 		free(b[i]);
@@ -1943,7 +2156,10 @@ START_TEST(test_memory_measured)
 			for (int path = 0; path < (f32 ? 1 : 3); path++)
 				for (int threads = 1; threads <= 2; threads++) {
 					mha_config cfg = { .threads = threads, .exact = path == 1,
-							   .causal = threads == 2 ? MHA_CAUSAL_BOTTOM_RIGHT : MHA_CAUSAL_NONE };
+							   .causal = threads == 2 ? MHA_CAUSAL_BOTTOM_RIGHT : MHA_CAUSAL_NONE,
+							   /* rope's q_rot and k_rot in some shapes */
+							   .rope = { .mode = si % 2 && s[4] % 2 == 0 ? MHA_ROPE_HALF
+											 : MHA_ROPE_NONE } };
 					mha_observer obs = { .fn = ignore, .wanted = squares };
 					const unsigned wanted = path == 2 ? squares : 0;
 					const size_t est = mha_memory(&d, &cfg, wanted, f32);
@@ -2045,7 +2261,7 @@ END_TEST
 
 START_TEST(test_names)
 {
-	for (int s = MHA_OK; s <= MHA_ERR_ALIBI; s++) {
+	for (int s = MHA_OK; s <= MHA_ERR_ROPE; s++) {
 		ck_assert_ptr_nonnull(mha_strerror((mha_status)s));
 		ck_assert_int_gt((int)strlen(mha_strerror((mha_status)s)), 3);
 		for (int t = MHA_OK; t < s; t++)
@@ -2057,6 +2273,8 @@ START_TEST(test_names)
 	ck_assert_str_eq(mha_strerror(MHA_ERR_SINK), "a sink logit is not a finite number");
 	ck_assert_str_eq(mha_strerror(MHA_ERR_ALIBI), "an ALiBi slope is not a finite number");
 	ck_assert_str_eq(mha_stage_name(MHA_STAGE_SOFTMAX), "softmax");
+	ck_assert_str_eq(mha_stage_name(MHA_STAGE_Q_ROT), "q_rot");
+	ck_assert_str_eq(mha_stage_name(MHA_STAGE_K_ROT), "k_rot");
 	ck_assert_str_eq(mha_stage_name(MHA_STAGE_COUNT), "unknown");
 	ck_assert_str_eq(mha_version(), MHA_VERSION_STRING);
 }
@@ -2132,6 +2350,8 @@ static Suite *mha_suite(void)
 	tcase_add_test(hand, test_alibi_slopes);
 	tcase_add_test(hand, test_alibi_by_hand);
 	tcase_add_test(hand, test_alibi_overflow);
+	tcase_add_test(hand, test_rope_by_hand);
+	tcase_add_test(hand, test_rope_apply_and_errors);
 	tcase_add_test(hand, test_softcap_and_scale_modes);
 	tcase_add_test(hand, test_grouped_query_mapping);
 	tcase_add_test(hand, test_output_projection);
