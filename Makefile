@@ -4,6 +4,7 @@
 #   make demo         install what is missing (Debian, as root), build, run a sample
 #   make check        install what is missing, build with -Werror, run every test
 #   make conformance  the ONNX Attention cases (../shared/conformance/onnx-attention-opset25)
+#                     and RotaryEmbedding cases (../shared/conformance/onnx-rotary-embedding)
 #   make bench        mha against PyTorch and the machine's GEMM rate (minutes)
 #                     (BENCH_ARGS="--window-n 32768 --window-w 4096": the issue's window run;
 #                     "--batch-n 1024 --batch-b 8 --batch-only": a batch against one sequence)
@@ -58,7 +59,7 @@ SOVERSION = 0
 DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq \
                libxml2-utils librsvg2-bin
 
-LIB_SRC = lib/mha.c lib/fast.c lib/rules.c
+LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c
 CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
           cli/read_npy.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
           cli/cmd_forward.c cli/cmd_heatmap.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c cli/steps.c cli/problem.c cli/emit.c \
@@ -161,10 +162,13 @@ bench: deps
 
 # the ONNX Attention operator's backend cases, read where they are (never copied)
 CONFORMANCE_DIR ?= ../shared/conformance/onnx-attention-opset25
+# ONNX RotaryEmbedding (--rope): through mha_rope_apply, mha_forward's q_rot and the CLI
+ROPE_CONFORMANCE_DIR ?= ../shared/conformance/onnx-rotary-embedding
 
 conformance: deps
 	$(MAKE) STRICT=-Werror mha tests/conformance
 	./tests/conformance --mha ./mha $(CONFORMANCE_DIR)
+	./tests/conformance --mha ./mha $(ROPE_CONFORMANCE_DIR)
 
 test-unit: tests/test_lib
 	CK_FORK=yes ./tests/test_lib
@@ -374,6 +378,7 @@ check-asan: deps
 	else \
 		echo "$(CONFORMANCE_DIR) not found: conformance skipped"; \
 	fi
+	$(ASAN_ENV) ./$(ASAN_DIR)/conformance --mha ./$(ASAN_DIR)/mha $(ROPE_CONFORMANCE_DIR)
 	@echo "make check-asan: all tests passed under AddressSanitizer and UBSan"
 
 # valgrind over the normal build (-O2 -g, as installed): uninitialised

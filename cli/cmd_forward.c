@@ -237,7 +237,8 @@ static int parse_options(int argc, char **argv, struct options *o,
 			 const struct forward_command *cmd)
 {
 	enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_HEADS, O_KV_HEADS, O_SCALE,
-	       O_CAUSAL, O_WINDOW, O_SINKS, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
+	       O_CAUSAL, O_WINDOW, O_SINKS, O_ALIBI, O_ALIBI_SLOPES, O_ROPE, O_ROPE_THETA, O_ROPE_DIM, O_POSITIONS,
+	       O_ROPE_COS, O_ROPE_SIN, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
 	       O_EXACT,
 	       O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
 	       O_ONE /* + WQ … BO */ };
@@ -267,6 +268,14 @@ static int parse_options(int argc, char **argv, struct options *o,
 		{ "kv-len", required_argument, NULL, O_KV_LEN },
 		{ "window", required_argument, NULL, O_WINDOW },
 		{ "sinks", required_argument, NULL, O_SINKS },
+		{ "alibi", no_argument, NULL, O_ALIBI },
+		{ "alibi-slopes", required_argument, NULL, O_ALIBI_SLOPES },
+		{ "rope", required_argument, NULL, O_ROPE },
+		{ "rope-theta", required_argument, NULL, O_ROPE_THETA },
+		{ "rope-dim", required_argument, NULL, O_ROPE_DIM },
+		{ "positions", required_argument, NULL, O_POSITIONS },
+		{ "rope-cos", required_argument, NULL, O_ROPE_COS },
+		{ "rope-sin", required_argument, NULL, O_ROPE_SIN },
 		{ "dtype", required_argument, NULL, O_DTYPE },
 		{ "threads", required_argument, NULL, O_THREADS },
 		{ "exact", no_argument, NULL, O_EXACT },
@@ -309,6 +318,40 @@ static int parse_options(int argc, char **argv, struct options *o,
 		case O_V: o->spec.v = optarg; break;
 		case O_MASK: o->spec.mask = optarg; break;
 		case O_SINKS: o->spec.sinks = optarg; break;
+		/* a slopes file is ALiBi with those slopes: with --alibi as well, the same */
+		case O_ALIBI: o->spec.cfg.alibi.on = 1; break;
+		case O_ALIBI_SLOPES: o->spec.alibi_slopes = optarg; o->spec.cfg.alibi.on = 1; break;
+		case O_ROPE:
+			if (!strcmp(optarg, "half")) {
+				o->spec.cfg.rope.mode = MHA_ROPE_HALF;
+			} else if (!strcmp(optarg, "interleaved")) {
+				o->spec.cfg.rope.mode = MHA_ROPE_INTERLEAVED;
+			} else {
+				usage_error(hint, "--rope takes half or interleaved, not '%s'", optarg);
+				return -1;
+			}
+			break;
+		case O_ROPE_THETA:
+			if (parse_real(hint, "--rope-theta", optarg, &o->spec.cfg.rope.theta))
+				return -1;
+			if (o->spec.cfg.rope.theta <= 0) {
+				usage_error(hint, "--rope-theta expects a number above 0, not '%s'",
+					    optarg);
+				return -1;
+			}
+			break;
+		case O_ROPE_DIM:
+			if (opt_count(hint, "--rope-dim", optarg, SIZE_MAX / 2, &o->spec.cfg.rope.dim))
+				return -1;
+			if (o->spec.cfg.rope.dim % 2) {
+				usage_error(hint, "--rope-dim turns pairs of features: %zu is odd",
+					    o->spec.cfg.rope.dim);
+				return -1;
+			}
+			break;
+		case O_POSITIONS: o->spec.positions = optarg; break;
+		case O_ROPE_COS: o->spec.rope_cos = optarg; break;
+		case O_ROPE_SIN: o->spec.rope_sin = optarg; break;
 		case O_ONE + WQ: case O_ONE + WK: case O_ONE + WV: case O_ONE + WO:
 		case O_ONE + BQ: case O_ONE + BK: case O_ONE + BV: case O_ONE + BO:
 			o->spec.one[c - O_ONE] = optarg;
@@ -495,9 +538,27 @@ static int check_option_combinations(struct options *o)
 			return usage_error(hint, "--%c%c cannot be used with --q/--k/--v (they are "
 					   "given directly); only --wo and --bo can",
 					   i >= BQ ? 'b' : 'w', "qkvoqkvo"[i]);
+	if (!s->cfg.rope.mode) {
+		/* the rotary options are settings of --rope */
+		const char *const alone = s->cfg.rope.theta ? "--rope-theta" : s->cfg.rope.dim ?
+			"--rope-dim" : s->positions ? "--positions" : s->rope_cos ? "--rope-cos" :
+			s->rope_sin ? "--rope-sin" : NULL;
+
+		if (alone)
+			return usage_error(hint, "%s needs --rope half or --rope interleaved", alone);
+		if (o->print & (STEP_BIT(STEP_Q_ROT) | STEP_BIT(STEP_K_ROT)))
+			return usage_error(hint, "--print %s needs --rope",
+					   o->print & STEP_BIT(STEP_Q_ROT) ? "q_rot" : "k_rot");
+	}
+	if (!s->rope_cos != !s->rope_sin)
+		return usage_error(hint, "--rope-cos and --rope-sin go together: missing %s",
+				   s->rope_cos ? "--rope-sin" : "--rope-cos");
+	if (s->rope_cos && s->cfg.rope.theta)
+		return usage_error(hint, "--rope-theta cannot be used with --rope-cos/--rope-sin "
+				   "(the tables give the angles)");
 	{
 		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->w, s->q, s->k, s->v,
-					      s->mask };
+					      s->mask, s->positions, s->rope_cos, s->rope_sin };
 		int stdin_uses = 0;
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
@@ -689,7 +750,7 @@ int forward_run(int argc, char **argv, const struct forward_command *cmd)
 	p = steps_print_set(o.print, o.print_all, &f);
 	for (size_t b = 0; b < B; b++) {
 		res[b].heads = pb.d.heads;
-		res[b].mask_per_head = pb.cfg.mask.per_head;
+		res[b].mask_per_head = pb.cfg.mask.per_head || pb.cfg.alibi.on; /* ALiBi: a mask per head */
 	}
 	keep = (struct batch_keep){ .res = res };
 	obs = (mha_observer){ .fn = keep_step, .ctx = &keep, .sequence = keep_sequence,

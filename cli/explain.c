@@ -58,6 +58,96 @@ static void shape(char *buf, size_t size, const matrix *m)
 	snprintf(buf, size, "(%zux%zu)", matrix_rows(m), matrix_cols(m));
 }
 
+/*
+ * The query's position p as ALiBi and the window take it: its index plus
+ * the causal offset (bottom-right worked out; 0 when not causal), as
+ * lib/rules.h's mha_rule_offset.
+ */
+static ptrdiff_t query_offset(const struct explain *e)
+{
+	const size_t keys = e->cfg->kv_len ? e->cfg->kv_len : e->d->n_kv;
+
+	switch (e->cfg->causal) {
+	case MHA_CAUSAL_BOTTOM_RIGHT: return (ptrdiff_t)keys - (ptrdiff_t)e->d->n_q;
+	case MHA_CAUSAL_OFFSET: return e->cfg->causal_offset;
+	default: return 0;
+	}
+}
+
+/* the position rope gave row r of Q (is_q) or K: as given, or i + the causal offset / j */
+static ptrdiff_t rope_position(const struct explain *e, int is_q, size_t r)
+{
+	const mha_rope *rp = &e->cfg->rope;
+
+	if (is_q && rp->q_pos)
+		return rp->q_pos[r];
+	if (!is_q && rp->k_pos)
+		return rp->k_pos[r];
+	return is_q ? (ptrdiff_t)r + query_offset(e) : (ptrdiff_t)r;
+}
+
+/*
+ * One row of a head's Q or K turned by hand: each pair (x1, x2) of its first
+ * R features, its angle (or the tables' row), cos and sin, and the two
+ * products that give the rotated pair (as the library computed them).
+ */
+static void work_rotation(FILE *fp, const struct explain *e, int is_q, size_t r, size_t col0,
+			  const double *x, const double *xr)
+{
+	const mha_rope *rp = &e->cfg->rope;
+	const size_t dk = e->d->d_k, R = rp->dim ? rp->dim : dk;
+	const ptrdiff_t pos = rope_position(e, is_q, r);
+	const double theta = rp->theta ? rp->theta : 10000;
+	const int p = e->precision;
+	const char who = is_q ? 'q' : 'k';
+	char a[64], b[64], c[64], s_[64], t_[64];
+
+	fprintf(fp, "    %s %zu is at position %td; %s rotates %zu pair%s of its %zu features:\n",
+		is_q ? "query" : "key", r + 1, pos,
+		rp->mode == MHA_ROPE_HALF ? "half (features t and t+R/2)" : "interleaved (features 2t-1 and 2t)",
+		R / 2, R / 2 == 1 ? "" : "s", dk);
+	for (size_t t = 0; t < R / 2; t++) {
+		const size_t i1 = rp->mode == MHA_ROPE_HALF ? t : 2 * t;
+		const size_t i2 = rp->mode == MHA_ROPE_HALF ? t + R / 2 : 2 * t + 1;
+		double cs, sn;
+
+		if (t == MAX_TERMS / 3) {
+			fprintf(fp, "      … (%zu pairs in all)\n", R / 2);
+			break;
+		}
+		if (rp->cos) {
+			cs = rp->cos[(size_t)pos * (R / 2) + t];
+			sn = rp->sin[(size_t)pos * (R / 2) + t];
+			format_number(a, sizeof(a), cs, p);
+			format_number(b, sizeof(b), sn, p);
+			fprintf(fp, "      %c pair %zu (features %zu, %zu): row %td of the tables: cos = %s, "
+				"sin = %s\n", who, t + 1, col0 + i1 + 1, col0 + i2 + 1, pos, a, b);
+		} else {
+			const double angle = (double)pos * pow(theta, -(double)(2 * t) / (double)R);
+
+			cs = cos(angle);
+			sn = sin(angle);
+			format_number(t_, sizeof(t_), theta, p);
+			format_number(a, sizeof(a), angle, p);
+			format_number(b, sizeof(b), cs, p);
+			format_number(c, sizeof(c), sn, p);
+			fprintf(fp, "      %c pair %zu (features %zu, %zu): angle = %td*%s^(-%zu/%zu) = %s, "
+				"cos = %s, sin = %s\n", who, t + 1, col0 + i1 + 1, col0 + i2 + 1, pos, t_,
+				2 * t, R, a, b, c);
+		}
+		factor(a, sizeof(a), x[i1], p);
+		factor(b, sizeof(b), x[i2], p);
+		factor(c, sizeof(c), cs, p);
+		factor(s_, sizeof(s_), sn, p);
+		format_number(t_, sizeof(t_), xr[i1], p);
+		fprintf(fp, "        %s*%s - %s*%s = %s", a, c, b, s_, t_);
+		format_number(t_, sizeof(t_), xr[i2], p);
+		fprintf(fp, ",  %s*%s + %s*%s = %s\n", a, s_, b, c, t_);
+	}
+	if (R < dk)
+		fprintf(fp, "      features %zu to %zu pass through\n", R + 1, dk);
+}
+
 /* The entry (i, j) of one head, by hand. */
 static void work_cell(FILE *fp, const struct explain *e, const struct explain_head *hd, size_t h)
 {
@@ -72,6 +162,13 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 	label(e->q_labels, i, li, sizeof(li));
 	label(e->k_labels, j, lj, sizeof(lj));
 	fprintf(fp, "\n  Query %s and key %s, head %zu, by hand:\n", li, lj, h + 1);
+	if (e->cfg->rope.mode && e->Q && e->K) {
+		/* the rows before the rotation: this head's block of Q, its kv head's of K */
+		const size_t ldq = e->Q->dim[1], ldk = e->K->dim[1];
+
+		work_rotation(fp, e, 1, i, h * dk, e->Q->v + i * ldq + h * dk, q);
+		work_rotation(fp, e, 0, j, hd->kv_head * dk, e->K->v + j * ldk + hd->kv_head * dk, k);
+	}
 	fprintf(fp, "    score   = q%zu . k%zu =", i + 1, j + 1);
 	for (size_t t = 0; t < dk; t++) {
 		factor(a, sizeof(a), q[t], p);
@@ -97,11 +194,28 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 
 		format_number(a, sizeof(a), mk, p);
 		format_number(b, sizeof(b), row[j], p);
-		if (mk == -INFINITY)
+		if (mk == -INFINITY) {
 			fprintf(fp, "    mask    = -inf: query %zu may not see key %zu, so masked = -inf\n",
 				i + 1, j + 1);
-		else
+		} else if (e->alibi_slopes) {
+			/* ALiBi's term, keys and positions counted from 1 as everywhere here */
+			const long long pos = (long long)i + 1 + (long long)query_offset(e);
+			const double term = e->alibi_slopes[h] * ((double)j + 1 - (double)pos);
+
+			factor(c, sizeof(c), e->alibi_slopes[h], p);
+			fprintf(fp, "    ALiBi   = slope*(j - p) = %s*(%zu - %lld) = ", c, j + 1, pos);
+			format_number(c, sizeof(c), term, p);
+			fputs(c, fp);
+			if (e->mask_file) {
+				format_number(c, sizeof(c), mk - term, p);
+				fprintf(fp, "\n    mask    = %s (the mask file) + ALiBi = %s, so masked = %s\n",
+					c, a, b);
+			} else {
+				fprintf(fp, "\n    mask    = %s, so masked = %s\n", a, b);
+			}
+		} else {
 			fprintf(fp, "    mask    = %s, so masked = %s\n", a, b);
+		}
 	}
 	for (size_t t = 0; t < n_kv; t++)
 		if (row[t] > mx)
@@ -196,14 +310,34 @@ int explain_write(FILE *fp, const struct explain *e)
 	table(fp, e->K, e->k_labels, NULL, e->precision);
 	fprintf(fp, "  %s %s\n", e->v_formula, (shape(s1, sizeof(s1), e->V), s1));
 	table(fp, e->V, e->k_labels, NULL, e->precision);
+	if (e->q_rot && e->k_rot) {
+		const mha_rope *rp = &e->cfg->rope;
+		const size_t R = rp->dim ? rp->dim : d->d_k;
+
+		fprintf(fp, "\nStep %d. Rotary embeddings: each head's Q and K turn by position\n",
+			step++);
+		fprintf(fp, "  The first %zu of each head's %zu features form %zu pair%s (%s); pair t of "
+			"the row at position p turns by %s: (x1, x2) becomes (x1*cos - x2*sin, "
+			"x1*sin + x2*cos)%s.  A score then depends on the query's and the key's "
+			"positions only through their difference.\n", R, d->d_k, R / 2, R / 2 == 1 ? "" : "s",
+			rp->mode == MHA_ROPE_HALF ? "feature t with t+R/2" : "feature 2t-1 with 2t",
+			rp->cos ? "the angle whose cos and sin row p of the tables gives"
+				: "the angle p*theta^(-2(t-1)/R)",
+			R < d->d_k ? "; the other features pass through" : "");
+		fprintf(fp, "  %s %s\n", e->q_rot_formula, (shape(s1, sizeof(s1), e->q_rot), s1));
+		table(fp, e->q_rot, e->q_labels, NULL, e->precision);
+		fprintf(fp, "  %s %s\n", e->k_rot_formula, (shape(s1, sizeof(s1), e->k_rot), s1));
+		table(fp, e->k_rot, e->k_labels, NULL, e->precision);
+	}
 
 	for (size_t h = 0; h < d->heads; h++) {
 		const struct explain_head *hd = &e->heads[h];
 		const size_t g = h / per;
 
-		fprintf(fp, "\nStep %d. Head %zu of %zu: columns %zu to %zu of Q, and of K and V "
+		fprintf(fp, "\nStep %d. Head %zu of %zu: columns %zu to %zu of %s, and of %s and V "
 			"columns %zu to %zu (key/value head %zu)\n", step++, h + 1, d->heads,
-			h * d->d_k + 1, (h + 1) * d->d_k, g * d->d_k + 1, (g + 1) * d->d_k, g + 1);
+			h * d->d_k + 1, (h + 1) * d->d_k, e->q_rot ? "q_rot" : "Q",
+			e->k_rot ? "k_rot" : "K", g * d->d_k + 1, (g + 1) * d->d_k, g + 1);
 		shape(s1, sizeof(s1), hd->q);
 		shape(s2, sizeof(s2), hd->k);
 		shape(s3, sizeof(s3), hd->scores);
@@ -218,7 +352,25 @@ int explain_write(FILE *fp, const struct explain *e)
 				s1, s1, s1);
 			table(fp, hd->softcapped, e->q_labels, e->k_labels, e->precision);
 		}
-		if (hd->mask) {
+		if (hd->mask && e->alibi_slopes) {
+			/* ALiBi: the mask differs by head, so it is shown too */
+			const ptrdiff_t off = query_offset(e);
+
+			if (off)
+				snprintf(s2, sizeof(s2), "i %c %td", off < 0 ? '-' : '+',
+					 off < 0 ? -off : off);
+			else
+				snprintf(s2, sizeof(s2), "i");
+			format_number(s1, sizeof(s1), e->alibi_slopes[h], e->precision);
+			fputs("  the mask (", fp);
+			text_put(fp, e->mask_how ? e->mask_how : "none");
+			fprintf(fp, "): -inf where query i may not see key j; where it may, %s"
+				"ALiBi's slope*(j - p), this head's slope %s, p = %s the query's "
+				"position\n", e->mask_file ? "the mask file's number plus " : "", s1, s2);
+			table(fp, hd->mask, e->q_labels, e->k_labels, e->precision);
+			fprintf(fp, "  masked = %s + mask\n", hd->softcapped ? "softcapped" : "scaled");
+			table(fp, hd->masked, e->q_labels, e->k_labels, e->precision);
+		} else if (hd->mask) {
 			/* mask_how names the mask's file: shown as text */
 			fputs("  the mask (", fp);
 			text_put(fp, e->mask_how ? e->mask_how : "none");
@@ -306,6 +458,8 @@ int explain_steps(FILE *fp, const struct step_items *list, const struct step_fac
 		case STEP_Q: e.Q = it->m; e.q_formula = it->title; break;
 		case STEP_K: e.K = it->m; e.k_formula = it->title; break;
 		case STEP_V: e.V = it->m; e.v_formula = it->title; break;
+		case STEP_Q_ROT: e.q_rot = it->m; e.q_rot_formula = it->title; break;
+		case STEP_K_ROT: e.k_rot = it->m; e.k_rot_formula = it->title; break;
 		case STEP_MASK: mask = it->m; break;
 		case STEP_CONCAT: e.concat = it->m; break;
 		case STEP_OUTPUT: e.output = it->m; output_title = it->title; break;
@@ -317,8 +471,8 @@ int explain_steps(FILE *fp, const struct step_items *list, const struct step_fac
 
 		x->kv_head = h / (d->heads / d->kv_heads);
 		/* one head: its blocks are the whole Q, K and V */
-		x->q = x->q ? x->q : e.Q;
-		x->k = x->k ? x->k : e.K;
+		x->q = x->q ? x->q : e.q_rot ? e.q_rot : e.Q;
+		x->k = x->k ? x->k : e.k_rot ? e.k_rot : e.K;
 		x->v = x->v ? x->v : e.V;
 		x->masked = x->masked ? x->masked : x->scaled;
 		if (mask) {
@@ -329,6 +483,8 @@ int explain_steps(FILE *fp, const struct step_items *list, const struct step_fac
 	step_scale_words(how, sizeof(how), f);
 	steps[STEP_MASK].title(mask_how, sizeof(mask_how), f, 0);
 	e.mask_how = strchr(mask_how, ':') + 2; /* "mask (added to the scores): causal" */
+	e.mask_file = f->mask_file;
+	e.alibi_slopes = f->cfg->alibi.on ? f->alibi_slopes : NULL;
 	e.out_formula = (f->weights >> WO) & 1 ? output_title : NULL;
 	e.heads = heads;
 	if (cell) {

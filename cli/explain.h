@@ -25,10 +25,14 @@ struct explain {
 	double scale;
 	const char *scale_how;                /* "1/sqrt(d_k), d_k = 2" */
 	const char *mask_how;                 /* "causal", "m.json", … or NULL */
+	const double *alibi_slopes;           /* (H) ALiBi's slopes, or NULL without ALiBi */
+	const char *mask_file;                /* --mask as given, or NULL */
 	const char *q_formula, *k_formula, *v_formula; /* "Q = X*W_Q + b_Q", "Q = X", "Q" */
 	const char *out_formula;              /* "output = concat*W_O + b_O" or NULL */
 	const matrix *x;                      /* NULL with Q, K, V given directly */
 	const matrix *Q, *K, *V, *concat, *output;
+	const matrix *q_rot, *k_rot;          /* Q and K rotated (--rope), or NULL */
+	const char *q_rot_formula, *k_rot_formula;
 	const struct explain_head *heads;     /* [d->heads] */
 	const char *const *q_labels, *const *k_labels; /* tokens, or NULL */
 	int has_cell;

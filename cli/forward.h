@@ -75,6 +75,23 @@ int forward_check(int argc, char **argv, const struct forward_command *c);
 	"                        -1: unbounded right; L = -1: unbounded left\n" \
 	"      --sinks FILE      attention sinks: one logit per query head, added to\n" \
 	"                        each softmax's denominator as exp(sink - max)\n" \
+	"      --alibi           ALiBi: head h adds slope_h*(j - p) to its scores (p the\n" \
+	"                        query's position, as for --window); Press et al.'s\n" \
+	"                        slopes for H heads\n" \
+	"      --alibi-slopes FILE  ALiBi with these slopes, one per query head\n" \
+	"      --rope MODE       rotary embeddings: Q and K turn by position after the\n" \
+	"                        projections; half pairs feature i with i+R/2 (Llama,\n" \
+	"                        GPT-NeoX), interleaved 2i with 2i+1 (GPT-J)\n" \
+	"      --rope-theta T    the base: pair i turns by position*T^(-2i/R)\n" \
+	"                        (default 10000)\n" \
+	"      --rope-dim R      the first R features of each head turn (even; default\n" \
+	"                        d_k); the rest pass through\n" \
+	"      --positions FILE  whole numbers from 0: one list for queries and keys\n" \
+	"                        alike, or JSON {\"q\": [..], \"k\": [..]}; default: keys\n" \
+	"                        at j, queries at i plus the causal offset\n" \
+	"      --rope-cos FILE, --rope-sin FILE\n" \
+	"                        the cos and sin tables as given (positions x R/2),\n" \
+	"                        row p for position p (ONNX RotaryEmbedding)\n" \
 	"      --softcap C       scores become C*tanh(scores/C) before the mask\n" \
 	"\n"
 

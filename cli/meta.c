@@ -154,6 +154,41 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 	} else {
 		fputs("null", fp);
 	}
+	/* ALiBi: the slopes used, and whether given or Press et al.'s */
+	key(&mb, "alibi");
+	if (cfg->alibi.on && f->alibi_slopes) {
+		char v[40];
+
+		fputs("{\"slopes\": ", fp);
+		for (size_t h = 0; h < d->heads; h++) {
+			format_shortest(v, sizeof(v), f->alibi_slopes[h]);
+			fprintf(fp, "%s%s", h ? ", " : "[", v);
+		}
+		fprintf(fp, "], \"rule\": \"%s\"}", cfg->alibi.slopes ? "given" : "press");
+	} else {
+		fputs("null", fp);
+	}
+	key(&mb, "rope");
+	if (cfg->rope.mode) {
+		/* one line, as scale: {"mode": "half", "theta": 10000, "dim": 4, "positions": null, …} */
+		const char *const files[3] = { f->positions_file, f->rope_cos_file, f->rope_sin_file };
+		static const char *const names[3] = { "positions", "cos", "sin" };
+
+		format_shortest(buf, sizeof(buf), cfg->rope.theta ? cfg->rope.theta : 10000);
+		fprintf(fp, "{\"mode\": \"%s\", \"theta\": %s, \"dim\": %zu",
+			cfg->rope.mode == MHA_ROPE_HALF ? "half" : "interleaved",
+			cfg->rope.cos ? "null" : buf, cfg->rope.dim ? cfg->rope.dim : d->d_k);
+		for (int i = 0; i < 3; i++) {
+			fprintf(fp, ", \"%s\": ", names[i]);
+			if (files[i])
+				text_put_json(fp, path_shown(files[i]));
+			else
+				fputs("null", fp);
+		}
+		fputc('}', fp);
+	} else {
+		fputs("null", fp);
+	}
 	number(&mb, "softcap", cfg->softcap, !(cfg->softcap > 0));
 	string(&mb, "mask", f->mask_file ? path_shown(f->mask_file) : NULL);
 	string(&mb, "dtype", m->f32 ? "f32" : "f64");

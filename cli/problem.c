@@ -13,6 +13,10 @@
 #include "cli.h"
 #include "explain.h"
 #include "input.h"
+#include "read_json.h"
+#include "write.h"
+
+#include <cjson/cJSON.h>
 
 #include <math.h>
 #include <stdint.h>
@@ -143,6 +147,43 @@ static int check_file_size(const char *path)
 		     show_bytes(b, sizeof(b), budget_limit()));
 }
 
+/*
+ * --positions: one list (JSON, CSV row or column, 1-D .npy) for queries and
+ * keys alike, kept in p->pos_q; or a JSON object {"q": [..], "k": [..]}
+ * (either may be left out): p->pos_q and p->pos_k.  Checked in check_rope.
+ */
+static int read_positions(struct problem *p, const char *path)
+{
+	input_file f;
+	json_doc doc = { 0 };
+	int rc;
+
+	if (input_load(&f, path))
+		return -1;
+	if (input_format(&f) == FORMAT_IN_JSON &&
+	    f.data[strspn((const char *)f.data, " \t\r\n")] == '{') {
+		rc = json_parse(&doc, &f);
+		if (!rc) {
+			const cJSON *q = cJSON_GetObjectItemCaseSensitive(doc.root, "q");
+			const cJSON *k = cJSON_GetObjectItemCaseSensitive(doc.root, "k");
+
+			if (!q && !k)
+				rc = error("%s: expected positions as an array, or an object holding "
+					   "them under \"q\" and \"k\"", f.name);
+			if (!rc && q)
+				rc = json_node_matrix(&p->pos_q, &doc, q, "q", "q", 1, 2, 0);
+			if (!rc && k)
+				rc = json_node_matrix(&p->pos_k, &doc, k, "k", "k", 1, 2, 0);
+			p->pos_apart = 1;
+		}
+		json_doc_free(&doc);
+	} else {
+		rc = read_input(&p->pos_q, &f, &(read_spec){ "positions", NULL, 1, 2, 0 });
+	}
+	input_free(&f);
+	return rc;
+}
+
 static int read_inputs(const struct problem_spec *s, struct problem *p)
 {
 	/* 3-D: a batch of sequences (B, rows, cols) */
@@ -154,6 +195,7 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	/* 1-D to 4-D, broadcast as ONNX's attn_mask (check_mask) */
 	const read_spec ms = { "mask", mask_keys, 1, 4, READ_NONFINITE | READ_BOOL };
 	const read_spec ss = { "sinks", NULL, 1, 2, 0 };
+	const read_spec as = { "slopes", NULL, 1, 2, 0 };
 
 	snprintf(p->x_src, sizeof(p->x_src), "-x %s", s->x ? path_shown(s->x) : "");
 	snprintf(p->kv_src, sizeof(p->kv_src), "--kv %s", s->kv ? path_shown(s->kv) : "");
@@ -165,7 +207,8 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	snprintf(p->mask_src, sizeof(p->mask_src), "--mask %s", s->mask ? path_shown(s->mask) : "");
 	{
 		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->q, s->k, s->v, s->mask,
-					      s->w, s->sinks };
+					      s->w, s->sinks, s->alibi_slopes, s->positions,
+					      s->rope_cos, s->rope_sin };
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 			if (check_file_size(files[i]))
@@ -177,6 +220,8 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	if (s->x && read_matrix(&p->x, s->x, &xs))
 		return -1;
 	if (s->sinks && read_matrix(&p->sinks, s->sinks, &ss))
+		return -1;
+	if (s->alibi_slopes && read_matrix(&p->alibi, s->alibi_slopes, &as))
 		return -1;
 	if (s->kv && read_matrix(&p->kv, s->kv, &kvs))
 		return -1;
@@ -195,6 +240,11 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	if (weights_finish(&p->w, s->heads, s->kv_heads))
 		return -1;
 	if (s->mask && read_matrix(&p->mask, s->mask, &ms))
+		return -1;
+	if (s->rope_cos && (read_matrix(&p->rope_cos, s->rope_cos, &(read_spec){ "cos", NULL, 1, 2, 0 }) ||
+			    read_matrix(&p->rope_sin, s->rope_sin, &(read_spec){ "sin", NULL, 1, 2, 0 })))
+		return -1;
+	if (s->positions && read_positions(p, s->positions))
 		return -1;
 	return 0;
 }
@@ -513,6 +563,157 @@ static int check_sinks(const struct problem_spec *s, struct problem *p, const mh
 	return 0;
 }
 
+/*
+ * --alibi-slopes: a vector of one slope per query head (a row or a column
+ * will do); --alibi alone: Press et al.'s, from the library, kept to show
+ * them (the library is still handed none and works them out the same way)
+ */
+static int check_alibi(const struct problem_spec *s, struct problem *p, const mha_dims *d,
+		       mha_config *cfg)
+{
+	const matrix *m = &p->alibi;
+	char shape[64];
+
+	if (!cfg->alibi.on)
+		return 0;
+	if (!s->alibi_slopes) {
+		if (matrix_alloc(&p->alibi, 1, d->heads, 1, 1))
+			return -1;
+		return mha_alibi_slopes(p->alibi.v, d->heads) == MHA_OK ? 0 : -1;
+	}
+	if (m->rank == 2 && m->dim[0] != 1 && m->dim[1] != 1)
+		return error("%s: ALiBi slopes are %s, expected a vector of one slope per head",
+			     path_shown(s->alibi_slopes), matrix_shape(m, shape, sizeof(shape)));
+	if (matrix_size(m) != d->heads)
+		return error("%s: %zu ALiBi slope%s but there %s %zu head%s (one slope per query head)",
+			     path_shown(s->alibi_slopes), matrix_size(m), plural(matrix_size(m)),
+			     d->heads == 1 ? "is" : "are", d->heads, plural(d->heads));
+	cfg->alibi.slopes = m->v;
+	return 0;
+}
+
+/*
+ * Whole numbers from 0 (and below the tables' rows, if any) into *out (n),
+ * from m, a vector of n: what names its elements ("positions", "q", "k"),
+ * whom what there are n of ("queries", "keys").
+ */
+static int rope_positions(const char *file, const char *what, const matrix *m, size_t n,
+			  const char *whom, size_t rows, ptrdiff_t **out)
+{
+	char shape[64];
+
+	if (m->rank == 2 && m->dim[0] != 1 && m->dim[1] != 1)
+		return error("%s: %s are %s, expected a list of whole numbers", file, what,
+			     matrix_shape(m, shape, sizeof(shape)));
+	if (matrix_size(m) != n)
+		return error("%s: %zu position%s%s%s but %zu %s", file, matrix_size(m),
+			     plural(matrix_size(m)), strcmp(what, "positions") ? " in " : "",
+			     strcmp(what, "positions") ? what : "", n, whom);
+	/* charged like every matrix (budget.h); given back in problem_free */
+	if (budget_take(budget_block(n * sizeof(**out))))
+		return budget_refuse(file, n * sizeof(**out));
+	*out = malloc(n * sizeof(**out));
+	if (!*out) {
+		budget_give(budget_block(n * sizeof(**out)));
+		return error("out of memory");
+	}
+	for (size_t i = 0; i < n; i++) {
+		const double v = m->v[i];
+		char num[40];
+
+		format_shortest(num, sizeof(num), v);
+		if (v != floor(v) || v < 0 || v > 1e15)
+			return error("%s: %s[%zu] is %s: positions are whole numbers from 0", file,
+				     what, i, num);
+		if (rows && v >= (double)rows)
+			return error("%s: %s[%zu] is %s, past the cos/sin tables' %zu rows "
+				     "(positions 0 to %zu)", file, what, i, num, rows, rows - 1);
+		(*out)[i] = (ptrdiff_t)v;
+	}
+	return 0;
+}
+
+/* the causal rule's offset as the library works it out (mha.h): query i sits at i + it */
+static ptrdiff_t causal_offset_of(const mha_dims *d, const mha_config *cfg)
+{
+	switch (cfg->causal) {
+	case MHA_CAUSAL_BOTTOM_RIGHT:
+		return (ptrdiff_t)(cfg->kv_len ? cfg->kv_len : d->n_kv) - (ptrdiff_t)d->n_q;
+	case MHA_CAUSAL_OFFSET: return cfg->causal_offset;
+	default: return 0;
+	}
+}
+
+/* --rope and its settings: R against d_k, the tables' shapes, the positions */
+static int check_rope(const struct problem_spec *s, struct problem *p, const mha_dims *d,
+		      mha_config *cfg)
+{
+	mha_rope *r = &cfg->rope;
+	const size_t R = r->dim ? r->dim : d->d_k;
+	const char *pf = s->positions ? path_shown(s->positions) : NULL;
+	size_t rows = 0;
+	char a[64], b[64];
+
+	if (!r->mode)
+		return 0;
+	if (r->dim > d->d_k)
+		return error("--rope-dim %zu but each head's Q and K have d_k = %zu features",
+			     r->dim, d->d_k);
+	if (R % 2)
+		return error("--rope turns pairs of features but d_k = %zu is odd: give an even "
+			     "--rope-dim", d->d_k);
+	if (s->rope_cos) {
+		const matrix *c = &p->rope_cos, *sn = &p->rope_sin;
+		const size_t cols = c->rank == 1 ? c->dim[0] : c->dim[1];
+
+		if (c->rank != sn->rank || c->dim[0] != sn->dim[0] || c->dim[1] != sn->dim[1])
+			return error("--rope-cos %s is %s but --rope-sin %s is %s: the tables go "
+				     "together", path_shown(s->rope_cos), matrix_shape(c, a, sizeof(a)),
+				     path_shown(s->rope_sin), matrix_shape(sn, b, sizeof(b)));
+		if (cols != R / 2)
+			return error("--rope-cos %s is %s but R = %zu features turn in %zu pair%s: "
+				     "expected %zu column%s (one per pair; --rope-dim sets R)",
+				     path_shown(s->rope_cos), matrix_shape(c, a, sizeof(a)), R, R / 2,
+				     plural(R / 2), R / 2, plural(R / 2));
+		rows = c->rank == 1 ? 1 : c->dim[0];
+		r->cos = c->v;
+		r->sin = sn->v;
+		r->rows = rows;
+	}
+	if (s->positions) {
+		if (!p->pos_apart && d->n_q != d->n_kv)
+			return error("%s: one list of positions serves queries and keys alike, but "
+				     "there are %zu queries and %zu keys: give {\"q\": [..], \"k\": [..]}",
+				     pf, d->n_q, d->n_kv);
+		if (p->pos_q.rank && rope_positions(pf, p->pos_apart ? "q" : "positions", &p->pos_q,
+						    d->n_q, p->pos_apart ? "queries" :
+						    "queries (and as many keys)", rows, &p->q_pos))
+			return -1;
+		if (p->pos_k.rank && rope_positions(pf, "k", &p->pos_k, d->n_kv, "keys", rows,
+						    &p->k_pos))
+			return -1;
+		r->q_pos = p->q_pos;
+		r->k_pos = p->pos_apart ? p->k_pos : p->q_pos;
+	}
+	if (rows) {
+		/* the default positions against the tables: keys at j, queries at i + offset */
+		const ptrdiff_t off = causal_offset_of(d, cfg);
+
+		if (!r->k_pos && d->n_kv > rows)
+			return error("--rope-cos %s has %zu row%s (positions 0 to %zu) but key %zu "
+				     "is at position %zu: give --positions", path_shown(s->rope_cos),
+				     rows, plural(rows), rows - 1, d->n_kv, d->n_kv - 1);
+		if (!r->q_pos && (off < 0 || (size_t)off + d->n_q > rows))
+			return error("--rope-cos %s has %zu row%s (positions 0 to %zu) but the "
+				     "queries are at %td to %td (the causal offset %td): give "
+				     "--positions", path_shown(s->rope_cos), rows, plural(rows),
+				     rows - 1, off, off + (ptrdiff_t)d->n_q - 1, off);
+	}
+	if (mha_check(d, cfg) == MHA_ERR_ROPE)
+		return error("--rope: %s", mha_strerror(MHA_ERR_ROPE));
+	return 0;
+}
+
 /* ---- the run ------------------------------------------------------------ */
 
 /* *acc += count·size, saturating at SIZE_MAX */
@@ -568,7 +769,8 @@ static void run_memory(const struct problem *p, unsigned wanted, int f32, size_t
 		if (wanted & MHA_STAGE_BIT(s))
 			/* a per-head mask is kept per head and once more stacked */
 			add_bytes(&part[2], B * nn, d->heads * sizeof(double) *
-				  (s == MHA_STAGE_MASK && p->cfg.mask.per_head ? 2 : 1));
+				  (s == MHA_STAGE_MASK && (p->cfg.mask.per_head || p->cfg.alibi.on)
+				   ? 2 : 1));
 }
 
 int problem_check_memory(const struct problem *p, unsigned wanted, int f32)
@@ -736,7 +938,9 @@ int problem_input_ids(const struct problem_spec *s, input_ids *ids)
 	const struct { const char *opt, *path; } files[] = {
 		{ "-x", s->x }, { "--kv", s->kv }, { "--xk", s->xk }, { "--xv", s->xv },
 		{ "--q", s->q }, { "--k", s->k }, { "--v", s->v }, { "--mask", s->mask },
-		{ "--sinks", s->sinks },
+		{ "--sinks", s->sinks }, { "--alibi-slopes", s->alibi_slopes },
+		{ "--sinks", s->sinks }, { "--positions", s->positions },
+		{ "--rope-cos", s->rope_cos }, { "--rope-sin", s->rope_sin },
 	};
 	int rc = 0;
 
@@ -757,8 +961,8 @@ static int load(struct problem *p, const struct problem_spec *s)
 	const mha_dims *d = &p->d;
 
 	if (read_inputs(s, p) || set_batch(p) || derive_dims(s, p, &p->d) ||
-	    check_mask(s, p, &p->d, &p->cfg) ||
-	    check_sinks(s, p, &p->d, &p->cfg) ||
+	    check_mask(s, p, &p->d, &p->cfg) || check_sinks(s, p, &p->d, &p->cfg) ||
+	    check_alibi(s, p, &p->d, &p->cfg) || check_rope(s, p, &p->d, &p->cfg) ||
 	    set_labels(s, p, &p->d))
 		return EXIT_DATA;
 	/* --cell names a query and a key: a command-line error, known once the labels are */
@@ -806,6 +1010,17 @@ void problem_free(struct problem *p)
 	matrix_free(&p->v);
 	matrix_free(&p->mask);
 	matrix_free(&p->sinks);
+	matrix_free(&p->alibi);
+	matrix_free(&p->rope_cos);
+	matrix_free(&p->rope_sin);
+	matrix_free(&p->pos_q);
+	matrix_free(&p->pos_k);
+	if (p->q_pos)
+		budget_give(budget_block(p->d.n_q * sizeof(*p->q_pos)));
+	if (p->k_pos)
+		budget_give(budget_block(p->d.n_kv * sizeof(*p->k_pos)));
+	free(p->q_pos);
+	free(p->k_pos);
 	weights_free(&p->w);
 	free(p->allow);
 	if (p->labels.own_key)
@@ -819,9 +1034,11 @@ void problem_facts(const struct problem *p, double scale, struct step_facts *f)
 {
 	*f = (struct step_facts){ .cfg = &p->cfg, .d = &p->d, .scale = scale,
 				  .mask_file = p->spec.mask, .heads = p->d.heads,
+				  .alibi_slopes = p->cfg.alibi.on ? p->alibi.v : NULL,
 				  .direct = p->direct,
 				  .cross = p->spec.kv != NULL || p->spec.xk != NULL,
-				  .apart = p->spec.xk != NULL };
+				  .apart = p->spec.xk != NULL, .positions_file = p->spec.positions,
+				  .rope_cos_file = p->spec.rope_cos, .rope_sin_file = p->spec.rope_sin };
 	for (int i = 0; i < N_WEIGHTS; i++)
 		f->weights |= (unsigned)weights_has(&p->w, i) << i;
 }

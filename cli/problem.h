@@ -25,6 +25,9 @@ struct problem_spec {
 	const char *x, *kv, *w, *q, *k, *v, *mask; /* paths ("-": standard input), or NULL */
 	const char *xk, *xv;            /* --xk, --xv: keys' and values' sources apart, or NULL */
 	const char *sinks;              /* --sinks: one logit per query head, or NULL */
+	const char *alibi_slopes;       /* --alibi-slopes: one slope per query head, or NULL */
+	const char *positions;          /* --positions: rope's positions, or NULL */
+	const char *rope_cos, *rope_sin;/* --rope-cos, --rope-sin: rope's tables, or NULL */
 	const char *one[N_WEIGHTS];     /* --wq … --bo: one weight from its own file */
 	weight_layout layout;
 	size_t heads, kv_heads;         /* at least 1; kv_heads divides heads (0: heads) */
@@ -47,6 +50,12 @@ struct problem {
 	matrix x, kv, q, k, v, mask; /* as read; rank 0 where not given */
 	matrix xk, xv;               /* --xk, --xv */
 	matrix sinks;                /* --sinks: (H) or (1, H) or (H, 1) */
+	matrix alibi;                /* ALiBi's slopes as used: --alibi-slopes (H) or (1, H)
+					or (H, 1), or Press et al.'s (H) for --alibi */
+	matrix rope_cos, rope_sin;   /* --rope-cos, --rope-sin: (rows, R/2) */
+	matrix pos_q, pos_k;         /* --positions as read: one list in pos_q, or "q" and "k" */
+	int pos_apart;               /* --positions gave "q" and "k" apart (a JSON object) */
+	ptrdiff_t *q_pos, *k_pos;    /* the positions as whole numbers: (n_q), (n_kv), or NULL */
 	weights w;
 	struct labels labels;
 	/* where each came from, for messages: "-x x.json", "--mask <stdin>" */

@@ -22,7 +22,7 @@ static int has_weight(const struct step_facts *f, int which)
 static int masked(const struct step_facts *f)
 {
 	return f->cfg->causal || f->cfg->window.on || f->mask_file || f->cfg->kv_len ||
-	       f->cfg->kv_lens;
+	       f->cfg->kv_lens || f->cfg->alibi.on;
 }
 
 /* the key/value head (1-based) query head q uses */
@@ -70,7 +70,11 @@ static void projection(char *buf, size_t size, const struct step_facts *f, size_
 
 	if (has_weight(f, b))
 		snprintf(bias, sizeof(bias), " + b_%c", name);
-	if (head)
+	if (head && name != 'V' && f->cfg->rope.mode)
+		/* the heads read Q and K turned: their blocks are q_rot's and k_rot's */
+		snprintf(buf, size, "head %zu: %c%zu rotated", head, name,
+			 name == 'Q' ? head : kv_head(f, head));
+	else if (head)
 		snprintf(buf, size, "head %zu: %c%zu", head, name, name == 'Q' ? head : kv_head(f, head));
 	else if (f->direct)
 		snprintf(buf, size, "%c", name);
@@ -93,6 +97,50 @@ static void title_k(char *buf, size_t size, const struct step_facts *f, size_t h
 static void title_v(char *buf, size_t size, const struct step_facts *f, size_t head)
 {
 	projection(buf, size, f, head, 'V', WV, BV);
+}
+
+/* "q_rot = Q rotated by position (rope half: pairs (i, i+2) of R = 4 of d_k = 4, angle p*10000^(-2i/4); queries at i + 2)" */
+static void rope_title(char *buf, size_t size, const struct step_facts *f, char name)
+{
+	const mha_rope *r = &f->cfg->rope;
+	const size_t dk = f->d ? f->d->d_k : 0, R = r->dim ? r->dim : dk;
+	const int given = name == 'Q' ? r->q_pos != NULL : r->k_pos != NULL;
+	char angle[96], theta[40], where[64], pairs[48];
+
+	format_shortest(theta, sizeof(theta), r->theta ? r->theta : 10000);
+	if (r->cos)
+		snprintf(angle, sizeof(angle), "cos and sin from the tables");
+	else
+		snprintf(angle, sizeof(angle), "angle p*%s^(-2i/%zu)", theta, R);
+	if (r->mode == MHA_ROPE_HALF)
+		snprintf(pairs, sizeof(pairs), "pairs (i, i+%zu)", R / 2);
+	else
+		snprintf(pairs, sizeof(pairs), "pairs (2i, 2i+1)");
+	if (given)
+		snprintf(where, sizeof(where), "%s at the given positions", name == 'Q' ? "queries" : "keys");
+	else if (name == 'K')
+		snprintf(where, sizeof(where), "key j at j");
+	else if (f->cfg->causal == MHA_CAUSAL_NONE || f->cfg->causal == MHA_CAUSAL_TOP_LEFT || !f->d)
+		snprintf(where, sizeof(where), "query i at i");
+	else
+		snprintf(where, sizeof(where), "query i at i + %td",
+			 f->cfg->causal == MHA_CAUSAL_OFFSET ? f->cfg->causal_offset :
+			 (ptrdiff_t)(f->cfg->kv_len ? f->cfg->kv_len : f->d->n_kv) - (ptrdiff_t)f->d->n_q);
+	snprintf(buf, size, "%s = %c rotated by position (rope %s: %s of R = %zu of d_k = %zu, %s; %s)",
+		 name == 'Q' ? "q_rot" : "k_rot", name, r->mode == MHA_ROPE_HALF ? "half" : "interleaved",
+		 pairs, R, dk, angle, where);
+}
+
+static void title_q_rot(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	(void)head;
+	rope_title(buf, size, f, 'Q');
+}
+
+static void title_k_rot(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	(void)head;
+	rope_title(buf, size, f, 'K');
 }
 
 static void title_scores(char *buf, size_t size, const struct step_facts *f, size_t head)
@@ -125,12 +173,35 @@ static void window_side_words(char *buf, size_t size, ptrdiff_t n, const char *s
 		snprintf(buf, size, "%td key%s %s", n, n == 1 ? "" : "s", side);
 }
 
-/* "mask (added to the scores): causal; window 2 keys left, 0 keys right; keys from 5 on are padding; m.json" */
+/*
+ * ALiBi's part of the mask's title: "ALiBi slope*(j - p), slopes 0.0625,
+ * 0.00390625" (the heads in order; "…" when they do not all fit)
+ */
+static void alibi_words(char *buf, size_t size, const struct step_facts *f)
+{
+	size_t n = (size_t)snprintf(buf, size, "ALiBi slope*(j - p)");
+
+	for (size_t h = 0; f->alibi_slopes && h < f->heads; h++) {
+		char v[40];
+
+		format_shortest(v, sizeof(v), f->alibi_slopes[h]);
+		if (n + strlen(v) + 12 >= size) {
+			snprintf(buf + n, size - n, ", …");
+			return;
+		}
+		n += (size_t)snprintf(buf + n, size - n, "%s%s", h ? ", " : ", slopes ", v);
+	}
+}
+
+/*
+ * "mask (added to the scores): causal; window 2 keys left, 0 keys right;
+ * keys from 5 on are padding; m.json; ALiBi slope*(j - p), slopes 0.5, 0.25"
+ */
 static void title_mask(char *buf, size_t size, const struct step_facts *f, size_t head)
 {
 	const mha_config *cfg = f->cfg;
-	const char *parts[4] = { NULL };
-	char causal[64], kv[48], win[112], l[48], r[48];
+	const char *parts[5] = { NULL };
+	char causal[64], kv[48], win[112], l[48], r[48], alibi[120];
 	size_t n = 0;
 
 	(void)head;
@@ -156,9 +227,13 @@ static void title_mask(char *buf, size_t size, const struct step_facts *f, size_
 	}
 	if (f->mask_file)
 		parts[n++] = path_shown(f->mask_file);
-	snprintf(buf, size, "mask (added to the scores): %s%s%s%s%s%s%s", n ? parts[0] : "none",
+	if (cfg->alibi.on) {
+		alibi_words(alibi, sizeof(alibi), f);
+		parts[n++] = alibi;
+	}
+	snprintf(buf, size, "mask (added to the scores): %s%s%s%s%s%s%s%s%s", n ? parts[0] : "none",
 		 n > 1 ? "; " : "", n > 1 ? parts[1] : "", n > 2 ? "; " : "", n > 2 ? parts[2] : "",
-		 n > 3 ? "; " : "", n > 3 ? parts[3] : "");
+		 n > 3 ? "; " : "", n > 3 ? parts[3] : "", n > 4 ? "; " : "", n > 4 ? parts[4] : "");
 }
 
 static void title_masked(char *buf, size_t size, const struct step_facts *f, size_t head)
@@ -214,6 +289,8 @@ const struct step steps[STEP_COUNT] = {
 	[STEP_Q] = { "q", "Q", MHA_STAGE_Q, MHA_STAGE_HEAD_Q, QF, ALL_ALWAYS, STEP_BLOCKS, title_q },
 	[STEP_K] = { "k", "K", MHA_STAGE_K, MHA_STAGE_HEAD_K, KF, ALL_ALWAYS, STEP_BLOCKS, title_k },
 	[STEP_V] = { "v", "V", MHA_STAGE_V, MHA_STAGE_HEAD_V, KF, ALL_ALWAYS, STEP_BLOCKS, title_v },
+	[STEP_Q_ROT] = { "q_rot", "q_rot", MHA_STAGE_Q_ROT, -1, QF, ALL_IF_ROPE, 0, title_q_rot },
+	[STEP_K_ROT] = { "k_rot", "k_rot", MHA_STAGE_K_ROT, -1, KF, ALL_IF_ROPE, 0, title_k_rot },
 	[STEP_SCORES] = { "scores", "scores", -1, MHA_STAGE_SCORES, QK, ALL_ALWAYS, STEP_DRAWABLE,
 			  title_scores },
 	[STEP_SCALED] = { "scaled", "scaled", -1, MHA_STAGE_SCALED, QK, ALL_ALWAYS, STEP_DRAWABLE,
@@ -283,6 +360,7 @@ static int run_has(int s, const struct step_facts *f)
 	switch (steps[s].all) {
 	case ALL_IF_SOFTCAP: return f->cfg->softcap > 0;
 	case ALL_IF_MASK: return masked(f);
+	case ALL_IF_ROPE: return f->cfg->rope.mode != MHA_ROPE_NONE;
 	default: return 1;
 	}
 }
@@ -331,6 +409,10 @@ unsigned steps_stages(unsigned p, size_t heads)
 		/* with several heads, each one's block of Q, K, V is shown too */
 		if (st->head_stage >= 0 && (!(st->flags & STEP_BLOCKS) || heads > 1))
 			bits |= MHA_STAGE_BIT(st->head_stage);
+		/* one head's Q and K block is Q or K, or with rope q_rot or k_rot (the
+		 * library hands those over only with rope) */
+		if (heads == 1 && (s == STEP_Q || s == STEP_K))
+			bits |= MHA_STAGE_BIT(s == STEP_Q ? MHA_STAGE_Q_ROT : MHA_STAGE_K_ROT);
 	}
 	return bits;
 }
@@ -454,6 +536,12 @@ static long whole_item(const struct step_items *list, int s)
 	return -1;
 }
 
+/* the rotated twin of Q and K (the heads' blocks with rope), else -1 */
+static int rot_twin(int s)
+{
+	return s == STEP_Q ? STEP_Q_ROT : s == STEP_K ? STEP_K_ROT : -1;
+}
+
 /* Mark the items that are exact copies of others, by how the run is made. */
 static void mark_copies(struct step_items *list, const struct step_facts *f)
 {
@@ -464,7 +552,9 @@ static void mark_copies(struct step_items *list, const struct step_facts *f)
 		struct step_item *it = &list->v[i];
 
 		if (it->head && f->heads == 1 && (steps[it->step].flags & STEP_BLOCKS)) {
-			it->copy_of = whole_item(list, it->step);
+			const int twin = rot_twin(it->step);
+
+			it->copy_of = whole_item(list, f->cfg->rope.mode && twin >= 0 ? twin : it->step);
 			it->copy_why = "one head";
 		} else if (it->head && f->heads == 1 && it->step == STEP_HEADS) {
 			/* without W_O the concat is itself the output: name the last */
@@ -491,7 +581,8 @@ int steps_collect(struct step_items *list, const struct step_results *r, unsigne
 			/* one head's block of Q, K or V is the whole: not asked of the
 			 * library, which would then take the plain path for it */
 			if (!m && (p & STEP_BIT(s)) && (steps[s].flags & STEP_BLOCKS) && r->heads == 1)
-				m = &r->whole[s];
+				m = rot_twin(s) >= 0 && r->whole[rot_twin(s)].rank ? &r->whole[rot_twin(s)]
+										  : &r->whole[s];
 			if (m && !(steps[s].flags & STEP_STACKED) && add_item(list, s, h + 1, m, f))
 				return -1;
 		}

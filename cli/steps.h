@@ -20,7 +20,7 @@
 
 /* In the order of the computation, which is the order they are printed in. */
 enum step_id {
-	STEP_X, STEP_Q, STEP_K, STEP_V, STEP_SCORES, STEP_SCALED, STEP_SOFTCAPPED, STEP_MASK,
+	STEP_X, STEP_Q, STEP_K, STEP_V, STEP_Q_ROT, STEP_K_ROT, STEP_SCORES, STEP_SCALED, STEP_SOFTCAPPED, STEP_MASK,
 	STEP_MASKED, STEP_SOFTMAX, STEP_HEADS, STEP_CONCAT, STEP_OUTPUT, STEP_COUNT
 };
 
@@ -30,11 +30,12 @@ enum step_id {
 enum step_axis { AXIS_FEATURE, AXIS_QUERY, AXIS_KEY };
 
 /* When --print all includes a step: always, or only when the run has it
- * (softcapped needs a softcap; mask and masked a mask, --causal or --kv-len).
+ * (softcapped needs a softcap; mask and masked a mask, --causal or --kv-len;
+ * q_rot and k_rot --rope).
  * A step that is an exact copy of another in this run (one head's output is
  * the concat) is included all the same: the machine formats always hold it
  * under its key, and text says which it repeats (struct step_item). */
-enum step_in_all { ALL_ALWAYS, ALL_IF_SOFTCAP, ALL_IF_MASK };
+enum step_in_all { ALL_ALWAYS, ALL_IF_SOFTCAP, ALL_IF_MASK, ALL_IF_ROPE };
 
 /* A step's flags. */
 enum {
@@ -59,6 +60,10 @@ struct step_facts {
 	int direct;              /* Q, K and V given directly (--q, --k, --v) */
 	int cross;               /* keys and values from --kv (or --xk and --xv) */
 	int apart;               /* keys from --xk, values from --xv */
+	const double *alibi_slopes; /* (H) ALiBi's slopes, given or Press et al.'s; NULL
+				       without ALiBi, and before the files are read */
+	const char *positions_file;          /* --positions as given, or NULL */
+	const char *rope_cos_file, *rope_sin_file; /* --rope-cos, --rope-sin, or NULL */
 };
 
 struct step {
@@ -98,7 +103,7 @@ void step_scale_words(char *buf, size_t size, const struct step_facts *f);
 /* A copy of every intermediate asked for, by step. */
 struct step_results {
 	size_t heads;
-	int mask_per_head;                 /* the mask is (H, n_q, n_kv) */
+	int mask_per_head;                 /* the mask is (H, n_q, n_kv) (or ALiBi: one per head) */
 	matrix whole[STEP_COUNT];          /* whole-model matrices; a stacked step's too */
 	matrix *per_head[STEP_COUNT];      /* [heads] for each step kept per head */
 };

@@ -194,7 +194,7 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 	/* a batch: the projections are one product over every sequence's rows */
 	const size_t B = mha_rule_batch(d), nq = B * d->n_q, nkv = B * d->n_kv;
 	const void *Q, *K, *V;
-	void *owned[3] = { NULL, NULL, NULL }, *concat = NULL;
+	void *owned[5] = { NULL, NULL, NULL, NULL, NULL }, *concat = NULL;
 	struct mha_attend a;
 	mha_status st;
 
@@ -209,6 +209,32 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 	    tell(obs, MHA_STAGE_V, V, B, d->n_kv, vw)) {
 		st = MHA_ERR_OBSERVER;
 		goto done;
+	}
+	if (cfg->rope.mode != MHA_ROPE_NONE) {
+		/* Q and K turned by position (rope.c), as on the plain path; a batch's
+		 * sequences each from their own positions (the causal offset is each's) */
+		owned[3] = alloc_elems(nq, qw, t->esize);
+		owned[4] = alloc_elems(nkv, kw, t->esize);
+		st = owned[3] && owned[4] ? MHA_OK : MHA_ERR_NOMEM;
+		for (size_t b = 0; b < B && st == MHA_OK; b++) {
+			const size_t qo = b * d->n_q * qw * t->esize, ko = b * d->n_kv * kw * t->esize;
+
+			st = mha_rope_turn((char *)owned[3] + qo, (const char *)Q + qo, t->esize, d->n_q, H,
+					   d->d_k, &cfg->rope, cfg->rope.q_pos,
+					   mha_rule_offset_seq(d, cfg, b));
+			if (st == MHA_OK)
+				st = mha_rope_turn((char *)owned[4] + ko, (const char *)K + ko, t->esize,
+						   d->n_kv, G, d->d_k, &cfg->rope, cfg->rope.k_pos, 0);
+		}
+		if (st != MHA_OK)
+			goto done;
+		Q = owned[3];
+		K = owned[4];
+		if (tell(obs, MHA_STAGE_Q_ROT, Q, B, d->n_q, qw) ||
+		    tell(obs, MHA_STAGE_K_ROT, K, B, d->n_kv, kw)) {
+			st = MHA_ERR_OBSERVER;
+			goto done;
+		}
 	}
 
 	concat = t->W[3] ? alloc_elems(nq, cw, t->esize) : out;
@@ -274,7 +300,7 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 done:
 	if (concat != out)
 		free(concat);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 5; i++)
 		free(owned[i]);
 	return st;
 }

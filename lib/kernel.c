@@ -462,7 +462,7 @@ score_again(const struct mha_attend *a, const struct mha_rule *rule, size_t b, s
 	const REAL *k = (const REAL *)a->K + (b * a->n_kv + kj) * a->ldk + g * a->dk;
 	REAL s, x;
 
-	if (mha_rule_mask(rule, h, qi, kj) == -INFINITY)
+	if (!mha_rule_sees(rule, h, qi, kj))
 		return 0;
 	s = (REAL)DOT(q, 1, k, 1, a->dk, 0.0);
 	x = s * (REAL)a->scale;
@@ -487,6 +487,7 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 	const REAL scale = (REAL)a->scale, cap = (REAL)a->softcap;
 	const REAL pscale = (REAL)ldexp(1.0, -pshift);
 	const int masked = rule->allow || rule->bias;
+	const double slope = rule->alibi ? mha_rule_slope(rule, h) : 0;
 	/*
 	 * the keys any of these rows may see: blocks past the last row's end,
 	 * and wholly before the first row's window, are skipped (cost ~ n·w)
@@ -539,14 +540,38 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 			if (cap > 0)
 				for (size_t j = 0; j < cols; j++)
 					si[j] = cap * (REAL)tanh((double)(si[j] / cap));
-			if (masked)
-				for (size_t j = 0; j < cols; j++) {
-					const double m = mha_rule_explicit(rule, h, qi, k0 + j);
+			if (!masked && rule->alibi) {
+				/*
+				 * ALiBi alone: slope·(j - p), linear in j, in one loop
+				 * the compiler vectorises; a value that came out not
+				 * finite counts only where the key is seen (rules.h)
+				 */
+				const double at = (double)k0 - mha_rule_position(rule, qi);
+				int out_of_range = 0;
 
+				for (size_t j = 0; j < cols; j++) {
+					si[j] = (REAL)((double)si[j] + slope * (at + (double)j));
+					out_of_range |= !(fabs(si[j]) <= REAL_MAX);
+				}
+				if (out_of_range)
+					for (size_t j = 0; j < cols; j++)
+						if (!isfinite(si[j]) &&
+						    mha_rule_overflows(rule, h, qi, k0 + j, si[j]))
+							*error = 2;
+			} else if (masked) {
+				/* the explicit mask, and ALiBi's term on it as mha_rule_mask adds it */
+				const double pos = mha_rule_position(rule, qi);
+
+				for (size_t j = 0; j < cols; j++) {
+					double m = mha_rule_explicit(rule, h, qi, k0 + j);
+
+					if (rule->alibi && m != -INFINITY)
+						m += slope * ((double)(k0 + j) - pos);
 					si[j] = (REAL)mha_rule_masked((double)si[j], m);
 					if (!isfinite(si[j]) && mha_rule_overflows(rule, h, qi, k0 + j, si[j]))
 						*error = 2;
 				}
+			}
 			/* past the causal diagonal or the window (the block's last row may see further) */
 			for (size_t j = seen > k0 ? seen - k0 : 0; j < cols; j++)
 				si[j] = -INFINITY;

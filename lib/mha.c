@@ -41,6 +41,8 @@ const char *mha_strerror(mha_status status)
 	case MHA_ERR_KV_LEN: return "the key length (kv_len) is larger than the number of keys";
 	case MHA_ERR_WINDOW: return "a window side is below -1 (-1: unbounded; 0 and up: that many keys)";
 	case MHA_ERR_SINK: return "a sink logit is not a finite number";
+	case MHA_ERR_ALIBI: return "an ALiBi slope is not a finite number";
+	case MHA_ERR_ROPE: return "a rotary embedding setting is out of range (mode, theta, an even dim up to d_k, both tables, a position)";
 	}
 	return "unknown status";
 }
@@ -61,6 +63,8 @@ static const char *const stage_names[MHA_STAGE_COUNT] = {
 	[MHA_STAGE_HEAD_OUTPUT] = "head_output",
 	[MHA_STAGE_CONCAT] = "concat",
 	[MHA_STAGE_OUTPUT] = "output",
+	[MHA_STAGE_Q_ROT] = "q_rot",
+	[MHA_STAGE_K_ROT] = "k_rot",
 };
 
 const char *mha_stage_name(mha_stage stage)
@@ -134,7 +138,30 @@ mha_status mha_check(const mha_dims *d, const mha_config *cfg)
 			for (size_t h = 0; h < d->heads; h++)
 				if (!isfinite(cfg->sinks[h]))
 					return MHA_ERR_SINK;
+		if (cfg->alibi.on && cfg->alibi.slopes)
+			for (size_t h = 0; h < d->heads; h++)
+				if (!isfinite(cfg->alibi.slopes[h]))
+					return MHA_ERR_ALIBI;
+		if (mha_rope_check(&cfg->rope, d->d_k) != MHA_OK ||
+		    mha_rope_positions_ok(&cfg->rope, cfg->rope.k_pos, 0, d->n_kv))
+			return MHA_ERR_ROPE;
+		/* each sequence's queries from its own causal offset (its key length) */
+		for (size_t b = 0; b < (cfg->kv_lens ? mha_rule_batch(d) : 1); b++)
+			if (mha_rope_positions_ok(&cfg->rope, cfg->rope.q_pos,
+						  mha_rule_offset_seq(d, cfg, b), d->n_q))
+				return MHA_ERR_ROPE;
 	}
+	return MHA_OK;
+}
+
+mha_status mha_alibi_slopes(double *out, size_t H)
+{
+	if (!out)
+		return MHA_ERR_NULL;
+	if (!H)
+		return MHA_ERR_HEADS;
+	for (size_t h = 0; h < H; h++)
+		out[h] = mha_rule_press_slope(h, H);
 	return MHA_OK;
 }
 
@@ -503,6 +530,11 @@ size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int
 	q = block_bytes(mha_sat_mul(B, d->n_q), hk, e);
 	qk = mha_sat_add(q, block_bytes(mha_sat_mul(B, d->n_kv), gk, e));
 	qkv = mha_sat_add(qk, block_bytes(mha_sat_mul(B, d->n_kv), gv, e));
+	if (cfg->rope.mode != MHA_ROPE_NONE) {
+		/* q_rot and k_rot beside Q and K, held to the end */
+		qkv = mha_sat_add(qkv, block_bytes(mha_sat_mul(B, d->n_q), hk, e));
+		qkv = mha_sat_add(qkv, block_bytes(mha_sat_mul(B, d->n_kv), gk, e));
+	}
 	held = mha_sat_add(qkv, block_bytes(mha_sat_mul(B, d->n_q), hv, e));
 	if (plain) {
 		/* the plain path: a row, the head blocks, an (n_q, n_kv) matrix per watched stage */
@@ -631,6 +663,7 @@ static mha_status plain_sequence(double *out, const mha_dims *d, const double *x
 {
 	struct run r;
 	double *owned_q = NULL, *owned_k = NULL, *owned_v = NULL, *owned_c = NULL;
+	double *q_rot = NULL, *k_rot = NULL;
 	mha_status st;
 	size_t out_cols;
 
@@ -666,6 +699,29 @@ static mha_status plain_sequence(double *out, const mha_dims *d, const double *x
 	    (wants(obs, MHA_STAGE_V) && obs->fn(obs->ctx, MHA_STAGE_V, -1, r.V, d->n_kv, r.G * r.dv))) {
 		st = MHA_ERR_OBSERVER;
 		goto done;
+	}
+	if (cfg->rope.mode != MHA_ROPE_NONE) {
+		/* the heads see Q and K turned by position */
+		q_rot = alloc_doubles(d->n_q, r.H * r.dk);
+		k_rot = alloc_doubles(d->n_kv, r.G * r.dk);
+		st = q_rot && k_rot ? MHA_OK : MHA_ERR_NOMEM;
+		if (st == MHA_OK)
+			st = mha_rope_turn(q_rot, r.Q, sizeof(double), d->n_q, r.H, r.dk, &cfg->rope,
+					   cfg->rope.q_pos, mha_rule_offset_seq(d, cfg, b));
+		if (st == MHA_OK)
+			st = mha_rope_turn(k_rot, r.K, sizeof(double), d->n_kv, r.G, r.dk, &cfg->rope,
+					   cfg->rope.k_pos, 0);
+		if (st != MHA_OK)
+			goto done;
+		if ((wants(obs, MHA_STAGE_Q_ROT) &&
+		     obs->fn(obs->ctx, MHA_STAGE_Q_ROT, -1, q_rot, d->n_q, r.H * r.dk)) ||
+		    (wants(obs, MHA_STAGE_K_ROT) &&
+		     obs->fn(obs->ctx, MHA_STAGE_K_ROT, -1, k_rot, d->n_kv, r.G * r.dk))) {
+			st = MHA_ERR_OBSERVER;
+			goto done;
+		}
+		r.Q = q_rot;
+		r.K = k_rot;
 	}
 
 	/* without W_O the concatenation is the output: build it in place */
@@ -731,6 +787,8 @@ done:
 	free(owned_q);
 	free(owned_k);
 	free(owned_v);
+	free(q_rot);
+	free(k_rot);
 	return st;
 }
 

@@ -13,6 +13,9 @@
  *   K = Xk·W_K + b_K        (n_kv, G·d_k)
  *   V = Xv·W_V + b_V        (n_kv, G·d_v)
  *
+ * With rotary embeddings (mha_config.rope) Q and K then turn by position,
+ * q_rot and k_rot (mha_rope below), and the heads use those.
+ *
  * Query head h uses column block h of Q and column block g = h / (H/G) of
  * K and V (G = H: ordinary multi-head; G < H: grouped-query; G = 1:
  * multi-query).  Per head:
@@ -22,7 +25,9 @@
  *   softcapped = c·tanh(scaled / c)          (only when softcap c > 0)
  *   masked     = softcapped + mask           (mask: 0 or -inf from the causal
  *                                             rule and a boolean mask, plus
- *                                             an additive mask)
+ *                                             an additive mask, plus ALiBi's
+ *                                             slope_h·(j - p) where the key
+ *                                             is seen)
  *   softmax    = row-wise softmax(masked)    (a row that is -inf throughout
  *                                             gives zeros, never NaN)
  *                with a sink s_h (optional):  exp(masked_j - m) / (Σ_j exp(masked_j - m)
@@ -91,7 +96,10 @@ typedef enum mha_status {
 	MHA_ERR_OBSERVER,  /* the observer asked to stop */
 	MHA_ERR_KV_LEN,    /* kv_len is larger than n_kv */
 	MHA_ERR_WINDOW,    /* a window side is below -1 */
-	MHA_ERR_SINK       /* a sink logit is not a finite number */
+	MHA_ERR_SINK,      /* a sink logit is not a finite number */
+	MHA_ERR_ALIBI,     /* an ALiBi slope is not a finite number */
+	MHA_ERR_ROPE       /* a rotary setting is out of range (mode, theta, dim,
+			      tables, a position) */
 } mha_status;
 
 /* A short lowercase description of a status, never NULL. */
@@ -189,8 +197,67 @@ typedef struct mha_window {
 } mha_window;
 
 /*
+ * ALiBi (Press et al., "Train short, test long"): query head h adds
+ * slope_h·(j - p) to its softcapped score of each key j it sees, p = i +
+ * offset the query's position as for the window; it is part of the mask
+ * stage.  Without slopes, Press et al.'s for H heads (mha_alibi_slopes).
+ */
+typedef struct mha_alibi {
+	int on;               /* 0: no ALiBi */
+	const double *slopes; /* (H) one per query head, finite; NULL: Press et al.'s */
+} mha_alibi;
+
+/*
+ * Press et al.'s ALiBi slopes for H query heads into out (H): with n the
+ * largest power of two <= H, 2^(-8/n), 2^(-16/n), … 2^(-8), then, when H is
+ * not a power of two, the first H - n odd-numbered slopes of the sequence
+ * for 2n heads (2^(-4/n), 2^(-12/n), …), as BLOOM's build_alibi_tensor and
+ * the paper's code.  MHA_ERR_NULL without out, MHA_ERR_HEADS when H is 0.
+ */
+MHA_API mha_status mha_alibi_slopes(double *out, size_t H);
+
+/*
+ * Rotary position embeddings (RoPE).  After the projections, each head's
+ * block of Q and K turns by its row's position p: the first R features
+ * (R = dim, even; 0 means d_k) form R/2 pairs (x1, x2), pair i turned by
+ * the angle a = p·θ^(−2i/R):
+ *
+ *   x1' = x1·cos a − x2·sin a,   x2' = x1·sin a + x2·cos a
+ *
+ * MHA_ROPE_HALF pairs feature i with i + R/2 (GPT-NeoX, Llama: rotate_half),
+ * MHA_ROPE_INTERLEAVED 2i with 2i+1 (GPT-J, RoFormer).  Features from R on
+ * pass through.  The angle is computed in double exactly as
+ * (double)p * pow(θ, -(double)(2·i) / (double)R), then cos() and sin().
+ *
+ * Given tables (ONNX RotaryEmbedding's form) replace the angles: cos and sin
+ * are (rows, R/2) and row p is used for position p (0 <= p < rows).
+ *
+ * Positions: q_pos and k_pos as given (each >= 0), or by default key j at
+ * j and query i at i + the causal offset (mha_rule: 0 without a causal
+ * rule, n_kv − n_q bottom-right), as the window counts them: a run after
+ * cached keys continues their positions.  Float32 runs turn their floats
+ * in double with the same cos and sin and round each result once.
+ */
+typedef enum mha_rope_mode {
+	MHA_ROPE_NONE = 0,
+	MHA_ROPE_HALF,        /* pairs (i, i + R/2) */
+	MHA_ROPE_INTERLEAVED  /* pairs (2i, 2i + 1) */
+} mha_rope_mode;
+
+typedef struct mha_rope {
+	mha_rope_mode mode;      /* MHA_ROPE_NONE (the default): no rotation */
+	double theta;            /* the base θ, finite and > 0; 0 means 10000 */
+	size_t dim;              /* R: features turned per head, even, <= d_k; 0: d_k */
+	const ptrdiff_t *q_pos;  /* (n_q) query positions, or NULL for the default */
+	const ptrdiff_t *k_pos;  /* (n_kv) key positions, or NULL for 0 … n_kv−1 */
+	const double *cos;       /* (rows, R/2) given cos table, with sin; NULL: from θ */
+	const double *sin;       /* (rows, R/2) given sin table */
+	size_t rows;             /* rows of cos and sin: positions 0 … rows−1 */
+} mha_rope;
+
+/*
  * All fields zero is the default: scale 1/√d_k, not causal, no softcap, no
- * mask, no window, every key valid.
+ * mask, no window, every key valid, no sinks, no ALiBi.
  */
 typedef struct mha_config {
 	mha_scale_mode scale_mode;
@@ -219,6 +286,8 @@ typedef struct mha_config {
 				  sequence.  Keys j >= kv_lens[b] are masked in
 				  sequence b, and bottom-right causal lines up
 				  with kv_lens[b] (mha_causal_offset) */
+	mha_alibi alibi;    /* ALiBi; on = 0: none */
+	mha_rope rope;      /* rotary embeddings; mode MHA_ROPE_NONE: none */
 } mha_config;
 
 /* ---- intermediates ----------------------------------------------------- */
@@ -234,12 +303,16 @@ typedef enum mha_stage {
 	MHA_STAGE_SCALED,      /* (n_q, n_kv)    × scale */
 	MHA_STAGE_SOFTCAPPED,  /* (n_q, n_kv)    c·tanh(scaled / c); only with a softcap */
 	MHA_STAGE_MASK,        /* (n_q, n_kv)    what is added: 0, -inf or the bias
-				  (causal, window, kv_len and the mask together) */
+				  (causal, window, kv_len and the mask together),
+				  plus ALiBi's slope_h·(j - p) */
 	MHA_STAGE_MASKED,      /* (n_q, n_kv)    softcapped + mask */
 	MHA_STAGE_SOFTMAX,     /* (n_q, n_kv)    attention weights */
 	MHA_STAGE_HEAD_OUTPUT, /* (n_q, d_v)     softmax·V_g */
 	MHA_STAGE_CONCAT,      /* (n_q, H·d_v),  head < 0 */
 	MHA_STAGE_OUTPUT,      /* (n_q, d_out or H·d_v), head < 0 */
+	MHA_STAGE_Q_ROT,       /* (n_q,  H·d_k)  Q turned by position (rope), head < 0;
+				  handed over after V, before the heads */
+	MHA_STAGE_K_ROT,       /* (n_kv, G·d_k)  K turned likewise */
 	MHA_STAGE_COUNT
 } mha_stage;
 
@@ -250,7 +323,7 @@ MHA_API const char *mha_stage_name(mha_stage stage);
 
 /*
  * Called once per wanted stage, in the order of the computation: Q, K, V,
- * then for each head in turn its Q, K, V blocks, scores, scaled, softcapped,
+ * (with rope) q_rot and k_rot, then for each head in turn its Q, K, V blocks, scores, scaled, softcapped,
  * mask, masked, softmax and output, then concat and output.  head is the
  * query head (0-based), or -1 for whole-model stages.  m is (rows, cols),
  * row-major, owned by the library and valid only during the call.  Return
@@ -327,20 +400,21 @@ MHA_API ptrdiff_t mha_causal_offset(const mha_dims *dims, const mha_config *cfg,
  * Overflow: the run fails with MHA_ERR_RANGE exactly when a value it
  * produces or must hold is truly not finite, the same on both paths and
  * in both element types (each in its own range):
- *   - Q, K, V, concat, output: any entry.  An entry whose partial sums
- *     overflowed is summed again, rescaled, and counts only if the sum
- *     itself is too large (X·W with X = [a, a, -a], W = ones, a = 1e308
- *     is a, not an overflow).
- *   - scores, scaled, softcapped, masked: only where the query may see the
- *     key.  A masked-out key (the mask -inf or allow 0, j >= kv_len, past
+ *   - Q, K, V, q_rot, k_rot, concat, output: any entry.  An entry whose
+ *     partial sums overflowed is summed again, rescaled, and counts only
+ *     if the sum itself is too large (X·W with X = [a, a, -a], W = ones,
+ *     a = 1e308 is a, not an overflow).
+ *   - scores, scaled, softcapped, mask (ALiBi's slope·(j - p)), masked:
+ *     only where the query may see the key.  A masked-out key (the mask
+ *     -inf or allow 0, j >= kv_len, outside the window, past
  *     the causal diagonal) never counts, whatever its score: its masked
  *     value is -inf (never NaN), its weight 0.  Its score is still handed
  *     to an observer as computed, possibly inf or NaN.
  *   - softmax, head outputs: never.  Each head output is an average of
  *     values, so no larger than the largest |V| entry; a sum that overflows
  *     on the way is redone with the weights scaled down.
- * A mask bias is added to the score in double; in float32 the sum must fit
- * a float.
+ * A mask bias (and ALiBi's term) is added to the score in double; in
+ * float32 the sum must fit a float.
  */
 MHA_API mha_status mha_forward(double *out, const mha_dims *dims,
 			       const mha_inputs *in, const mha_weights *w,
@@ -379,6 +453,16 @@ MHA_API mha_status mha_forward_f32(float *out, const mha_dims *dims,
  * run up front rather than failing in it.
  */
 MHA_API size_t mha_memory(const mha_dims *dims, const mha_config *cfg, unsigned wanted, int f32);
+
+/*
+ * Rotary embeddings alone (as ONNX's RotaryEmbedding): out (rows, heads·d)
+ * = x with each head's block of d features turned as mha_config.rope says,
+ * row r at position pos[r] (pos NULL: r).  rope->q_pos and k_pos are not
+ * used; rope->dim <= d.  out may be x.  MHA_ERR_ROPE for a bad setting or a
+ * position out of range, MHA_ERR_RANGE when a result is not finite.
+ */
+MHA_API mha_status mha_rope_apply(double *out, const double *x, size_t rows, size_t heads,
+				  size_t d, const mha_rope *rope, const ptrdiff_t *pos);
 
 /* The kernels the fast path uses here: "avx512", "avx2" or "base". */
 MHA_API const char *mha_kernel(void);

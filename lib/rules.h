@@ -3,7 +3,8 @@
  *
  * Which keys a query may see (the causal rule with its offset, the sliding
  * window, kv_len, the explicit mask, each per sequence of a batch:
- * mha_rule_seq), which key/value head a query head reads, and when a
+ * mha_rule_seq), what the mask adds for the keys it sees (the bias,
+ * ALiBi's slope·(j - p)), which key/value head a query head reads, and when a
  * number that came out infinite or NaN is an error.  The plain path
  * (mha.c) and the fast path (fast.c, kernel.c) call these and nothing
  * else for those decisions, so that they cannot disagree.  Inside the
@@ -15,7 +16,8 @@
  *   - Q, K, V, the concatenation and the output: every entry.  A product
  *     whose partial sums overflowed is recomputed rescaled (mha_dot) before
  *     it counts as infinite.
- *   - the scores, scaled, softcapped and masked values: only those of keys
+ *   - the scores, scaled, softcapped and masked values, and the mask
+ *     entry (ALiBi's slope·(j - p) may overflow): only those of keys
  *     the query may see.  A masked-out key (mask -inf, past kv_len, after
  *     the causal diagonal) never counts, whatever its score, and whether or
  *     not the fast path skipped its block.
@@ -53,6 +55,9 @@ struct mha_rule {
 	int bottom_right;           /* the causal offset follows the key length */
 	size_t mask_stride;         /* elements from one sequence's mask to the next:
 				       0 when every sequence shares one */
+	int alibi;                  /* 0: no ALiBi */
+	const double *slopes;       /* alibi: (H) a slope per query head, or NULL:
+				       Press et al.'s (mha_rule_press_slope) */
 };
 
 static inline size_t mha_rule_batch(const mha_dims *d)
@@ -116,6 +121,7 @@ static inline struct mha_rule mha_rule_of(const mha_dims *d, const mha_config *c
 		.bottom_right = cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT,
 		.mask_stride = cfg->mask.per_batch
 			? d->n_q * d->n_kv * (cfg->mask.per_head ? d->heads : 1) : 0,
+		.alibi = cfg->alibi.on, .slopes = cfg->alibi.slopes,
 	};
 
 	if (r.kv_lens) {
@@ -208,12 +214,67 @@ static inline double mha_rule_explicit(const struct mha_rule *r, size_t h, size_
 	return r->bias ? r->bias[at] : 0.0;
 }
 
-/* The whole mask entry (the mask stage): -inf where the query may not see the key. */
+/*
+ * Press et al.'s ALiBi slope for query head h of H (BLOOM's
+ * build_alibi_tensor): with n the largest power of two <= H, head h < n
+ * has 2^(-8(h+1)/n); the H - n heads after them take every other slope of
+ * the sequence for 2n heads, 2^(-8(2k+1)/(2n)), k = h - n.  The exponent
+ * is exact (n is a power of two), so each slope is exp2 of it, rounded once.
+ */
+static inline double mha_rule_press_slope(size_t h, size_t H)
+{
+	size_t n = 1;
+
+	while (n <= H / 2)
+		n *= 2;
+	if (h < n)
+		return exp2(-8.0 * (double)(h + 1) / (double)n);
+	return exp2(-8.0 * (double)(2 * (h - n) + 1) / (double)(2 * n));
+}
+
+/* ALiBi's slope for query head h (given, or Press et al.'s) */
+static inline double mha_rule_slope(const struct mha_rule *r, size_t h)
+{
+	return r->slopes ? r->slopes[h] : mha_rule_press_slope(h, r->H);
+}
+
+/*
+ * The query's position p = i + offset (as for the window), as a double:
+ * ALiBi adds slope·(j - p).  Exact below 2^53.
+ */
+static inline double mha_rule_position(const struct mha_rule *r, size_t i)
+{
+	return (double)mha_rule_add((ptrdiff_t)i, r->offset);
+}
+
+/* ALiBi's term for head h, query i, key j: slope_h·(j - p) */
+static inline double mha_rule_alibi(const struct mha_rule *r, size_t h, size_t i, size_t j)
+{
+	return mha_rule_slope(r, h) * ((double)j - mha_rule_position(r, i));
+}
+
+/* Whether query i of head h sees key j at all (causal, window, kv_len, the explicit mask). */
+static inline int mha_rule_sees(const struct mha_rule *r, size_t h, size_t i, size_t j)
+{
+	return j >= mha_rule_keys_begin(r, i) && j < mha_rule_keys_end(r, i) &&
+	       mha_rule_explicit(r, h, i, j) != -INFINITY;
+}
+
+/*
+ * The whole mask entry (the mask stage): -inf where the query may not see
+ * the key, else the bias plus ALiBi's term (the fast path adds the same
+ * two numbers in the same order).
+ */
 static inline double mha_rule_mask(const struct mha_rule *r, size_t h, size_t i, size_t j)
 {
+	double m;
+
 	if (j < mha_rule_keys_begin(r, i) || j >= mha_rule_keys_end(r, i))
 		return -INFINITY;
-	return mha_rule_explicit(r, h, i, j);
+	m = mha_rule_explicit(r, h, i, j);
+	if (r->alibi && m != -INFINITY)
+		m += mha_rule_alibi(r, h, i, j);
+	return m;
 }
 
 /* masked = softcapped + mask; a masked-out key is -inf whatever its score (never NaN) */
@@ -222,11 +283,15 @@ static inline double mha_rule_masked(double softcapped, double mask)
 	return mask == -INFINITY ? -INFINITY : softcapped + mask;
 }
 
-/* The overflow rule for a per-key value v (score, scaled, softcapped, masked). */
+/*
+ * The overflow rule for a per-key value v (score, scaled, softcapped, mask,
+ * masked).  Whether the key is seen does not come from the mask entry: an
+ * ALiBi term that overflowed to -inf is an error, not a blocked key.
+ */
 static inline int mha_rule_overflows(const struct mha_rule *r, size_t h, size_t i, size_t j,
 				     double v)
 {
-	return !isfinite(v) && mha_rule_mask(r, h, i, j) != -INFINITY;
+	return !isfinite(v) && mha_rule_sees(r, h, i, j);
 }
 
 /*
@@ -248,6 +313,18 @@ double mha_dot_f32(const float *a, size_t sa, const float *b, size_t sb, size_t 
  */
 int mha_finish_product(void *C, size_t m, size_t n, size_t ldc, const void *A, size_t lda,
 		       const void *B, size_t ldb, const void *bias, size_t k, size_t esize);
+
+/*
+ * Rotary embeddings (rope.c, mha.h's mha_rope), one compiled copy for both
+ * paths.  mha_rope_check: the settings for heads of width d.
+ * mha_rope_positions_ok: n rows at pos[i] (or pos0 + i) are in range.
+ * mha_rope_turn: out (rows, heads·d) = x turned, esize 8 or 4 (out may be
+ * x); MHA_ERR_RANGE when a result is not finite.
+ */
+mha_status mha_rope_check(const mha_rope *r, size_t d);
+mha_status mha_rope_positions_ok(const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0, size_t n);
+mha_status mha_rope_turn(void *out, const void *x, size_t esize, size_t rows, size_t heads,
+			 size_t d, const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0);
 
 /*
  * A softmax-weighted sum of values that overflowed, though it is at most

@@ -21,6 +21,15 @@
  * intermediates scaled, softcapped, masked and softmax for
  * qk_matmul_output's modes 0 to 3.
  *
+ *
+ * The RotaryEmbedding cases (../shared/conformance/onnx-rotary-embedding:
+ * a case with an "input") are run the same way: each batch element's
+ * (S, H·d) rows through mha_rope_apply(), through mha_forward() with the
+ * rope settings (its q_rot), and through 'mha forward --rope ... -p q_rot'
+ * with the tables as --rope-cos/--rope-sin and position_ids as --positions
+ * (without position_ids, the batch element's own (S, R/2) tables, rows by
+ * position 0 to S-1).
+ *
  * One line per case, then "N passed, N failed"; exit 1 if any failed.
  */
 #include "../lib/mha.h"
@@ -503,6 +512,14 @@ static int read_numbers(const cJSON *a, double *dst, size_t *n, size_t want)
 	return 0;
 }
 
+/* a 2-D (rows, cols) array as a JSON file */
+static int write_rows(const char *path, const double *v, size_t rows, size_t cols)
+{
+	const size_t dims[2] = { rows, cols };
+
+	return write_json(path, v, dims, 2, 0);
+}
+
 /* a JSON array of count numbers into dst */
 static int read_all(const cJSON *a, double *dst, size_t count, const char *what)
 {
@@ -624,6 +641,222 @@ done:
 	return rc;
 }
 
+/* ---- RotaryEmbedding ------------------------------------------------------ */
+
+struct rope_case {
+	tensor in, cos, sin, pos, out;
+	size_t B, H, S, d, R, half; /* half: R/2, the tables' columns */
+	mha_rope rope;
+	double *x, *y, *cb, *sb;    /* one batch element: (S, H·d) in and out, its tables */
+	ptrdiff_t *p;               /* (S) its positions, or NULL */
+	size_t rows;                /* the tables' rows */
+};
+
+static int rope_setup(struct rope_case *r, const cJSON *c)
+{
+	const cJSON *ins = cJSON_GetObjectItemCaseSensitive(c, "inputs");
+	const cJSON *attrs = cJSON_GetObjectItemCaseSensitive(c, "attributes");
+
+	if (load_tensor(&r->in, ins, "input") || load_tensor(&r->cos, ins, "cos_cache") ||
+	    load_tensor(&r->sin, ins, "sin_cache") || load_tensor(&r->pos, ins, "position_ids") ||
+	    load_tensor(&r->out, cJSON_GetObjectItemCaseSensitive(c, "outputs"), "output"))
+		return -1;
+	r->B = r->in.shape[0];
+	if (r->in.rank == 4) {
+		r->H = r->in.shape[1];
+		r->S = r->in.shape[2];
+		r->d = r->in.shape[3];
+	} else {
+		r->H = (size_t)attr(attrs, "num_heads", 0);
+		if (!r->H)
+			return fail("3-D input without num_heads");
+		r->S = r->in.shape[1];
+		r->d = r->in.shape[2] / r->H;
+	}
+	r->R = (size_t)attr(attrs, "rotary_embedding_dim", 0);
+	if (!r->R)
+		r->R = r->d;
+	r->half = r->R / 2;
+	r->rope.mode = attr(attrs, "interleaved", 0) ? MHA_ROPE_INTERLEAVED : MHA_ROPE_HALF;
+	r->rope.dim = r->R;
+	/* (max_position, R/2) with position_ids, else (B, S, R/2) */
+	r->rows = r->pos.rank ? r->cos.shape[0] : r->S;
+	if (r->cos.shape[r->cos.rank - 1] != r->half)
+		return fail("cos_cache has %zu columns, expected R/2 = %zu", r->cos.shape[r->cos.rank - 1],
+			    r->half);
+	r->x = malloc(r->S * r->H * r->d * sizeof(double));
+	r->y = malloc(r->S * r->H * r->d * sizeof(double));
+	r->cb = malloc(r->rows * r->half * sizeof(double));
+	r->sb = malloc(r->rows * r->half * sizeof(double));
+	r->p = malloc(r->S * sizeof(ptrdiff_t));
+	if (!r->x || !r->y || !r->cb || !r->sb || !r->p)
+		return fail("out of memory");
+	return 0;
+}
+
+/* batch element b: its rows, tables and positions */
+static void rope_batch(struct rope_case *r, size_t b)
+{
+	const size_t n = r->rows * r->half, off = r->pos.rank ? 0 : b * n;
+
+	for (size_t s = 0; s < r->S; s++)
+		for (size_t h = 0; h < r->H; h++)
+			for (size_t t = 0; t < r->d; t++)
+				r->x[s * r->H * r->d + h * r->d + t] = at(&r->in, r->H, b, h, s, t);
+	memcpy(r->cb, r->cos.v + off, n * sizeof(double));
+	memcpy(r->sb, r->sin.v + off, n * sizeof(double));
+	for (size_t s = 0; s < r->S; s++)
+		r->p[s] = r->pos.rank ? (ptrdiff_t)r->pos.v[b * r->S + s] : (ptrdiff_t)s;
+	r->rope.cos = r->cb;
+	r->rope.sin = r->sb;
+	r->rope.rows = r->rows;
+}
+
+static int keep_q_rot(void *ctx, mha_stage stage, int head, const double *m, size_t rows,
+		      size_t cols)
+{
+	(void)head;
+	if (stage == MHA_STAGE_Q_ROT)
+		memcpy(ctx, m, rows * cols * sizeof(double));
+	return 0;
+}
+
+static int rope_library(struct rope_case *r, struct tol *tl)
+{
+	double *out = malloc(r->S * r->H * r->d * sizeof(double));
+	int rc = 0;
+
+	if (!out)
+		return fail("out of memory");
+	for (size_t b = 0; b < r->B && !rc; b++) {
+		const size_t w = r->H * r->d;
+		const mha_dims d = { .n_q = r->S, .n_kv = r->S, .d_q_in = w, .d_k_in = w, .d_v_in = w,
+				     .heads = r->H, .d_k = r->d, .d_v = r->d };
+		mha_config cfg = { 0 };
+		mha_observer obs = { .fn = keep_q_rot, .ctx = r->y,
+				     .wanted = MHA_STAGE_BIT(MHA_STAGE_Q_ROT) };
+		mha_status st;
+
+		rope_batch(r, b);
+		st = mha_rope_apply(r->y, r->x, r->S, r->H, r->d, &r->rope, r->p);
+		if (st != MHA_OK) {
+			rc = fail("mha_rope_apply: %s", mha_strerror(st));
+			break;
+		}
+		rc = compare_blocks(tl, "output (mha_rope_apply)", r->y, &r->out, b, r->H, r->S, r->d);
+		if (rc)
+			break;
+		/* and inside attention: Q = K = V = the input, q_rot observed */
+		cfg.rope = r->rope;
+		cfg.rope.q_pos = cfg.rope.k_pos = r->p;
+		memset(r->y, 0, r->S * w * sizeof(double));
+		st = mha_forward(out, &d, &(mha_inputs){ r->x, r->x, r->x }, NULL, &cfg, &obs, NULL);
+		if (st != MHA_OK) {
+			rc = fail("mha_forward: %s", mha_strerror(st));
+			break;
+		}
+		rc = compare_blocks(tl, "output (mha_forward q_rot)", r->y, &r->out, b, r->H, r->S, r->d);
+	}
+	free(out);
+	return rc;
+}
+
+static int rope_cli(struct rope_case *r, struct tol *tl, const char *mha, const char *tmp)
+{
+	char path[5][512], cmd[4096];
+	int rc = 0;
+
+	snprintf(path[0], sizeof(path[0]), "%s/x.json", tmp);
+	snprintf(path[1], sizeof(path[1]), "%s/cos.json", tmp);
+	snprintf(path[2], sizeof(path[2]), "%s/sin.json", tmp);
+	snprintf(path[3], sizeof(path[3]), "%s/pos.json", tmp);
+	snprintf(path[4], sizeof(path[4]), "%s/out.json", tmp);
+	for (size_t b = 0; b < r->B && !rc; b++) {
+		char *text;
+		cJSON *doc;
+		char pos_opt[600] = "";
+
+		rope_batch(r, b);
+		if (write_rows(path[0], r->x, r->S, r->H * r->d) ||
+		    write_rows(path[1], r->cb, r->rows, r->half) ||
+		    write_rows(path[2], r->sb, r->rows, r->half))
+			return -1;
+		if (r->pos.rank) {
+			double *pv = malloc(r->S * sizeof(double));
+
+			if (!pv)
+				return fail("out of memory");
+			for (size_t s = 0; s < r->S; s++)
+				pv[s] = (double)r->p[s];
+			rc = write_rows(path[3], pv, 1, r->S);
+			free(pv);
+			if (rc)
+				return -1;
+			snprintf(pos_opt, sizeof(pos_opt), " --positions %s", path[3]);
+		}
+		snprintf(cmd, sizeof(cmd),
+			 "%s forward --q %s --k %s --v %s --heads %zu --rope %s --rope-dim %zu "
+			 "--rope-cos %s --rope-sin %s%s -p q_rot -f json -o %s 2>%s/err", mha, path[0],
+			 path[0], path[0], r->H, r->rope.mode == MHA_ROPE_HALF ? "half" : "interleaved",
+			 r->R, path[1], path[2], pos_opt, path[4], tmp);
+		if (system(cmd) != 0) {
+			snprintf(path[4], sizeof(path[4]), "%s/err", tmp);
+			text = slurp(path[4]);
+			rc = fail("command line failed: %s: %.200s", cmd, text ? text : "");
+			free(text);
+			break;
+		}
+		text = slurp(path[4]);
+		doc = text ? cJSON_Parse(text) : NULL;
+		free(text);
+		if (!doc)
+			return fail("command line: its JSON output does not parse");
+		rc = read_all(cJSON_GetObjectItemCaseSensitive(doc, "q_rot"), r->y, r->S * r->H * r->d,
+			      "q_rot");
+		if (!rc)
+			rc = compare_blocks(tl, "output (command line)", r->y, &r->out, b, r->H, r->S, r->d);
+		cJSON_Delete(doc);
+	}
+	return rc;
+}
+
+static void rope_free(struct rope_case *r)
+{
+	tensor *all[] = { &r->in, &r->cos, &r->sin, &r->pos, &r->out };
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		free(all[i]->v);
+	free(r->x);
+	free(r->y);
+	free(r->cb);
+	free(r->sb);
+	free(r->p);
+}
+
+/* One RotaryEmbedding case; its line printed. */
+static int run_rope_case(const cJSON *c, const char *name, const char *mha, const char *tmp)
+{
+	struct rope_case r;
+	struct tol lib = { .atol = 1e-5, .rtol = 1e-5 }, cli = { .atol = 1e-5, .rtol = 1e-5 };
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	rc = rope_setup(&r, c);
+	if (!rc)
+		rc = rope_library(&r, &lib);
+	if (!rc)
+		rc = rope_cli(&r, &cli, mha, tmp);
+	if (rc)
+		printf("FAIL %s: %s\n", name, failure);
+	else
+		printf("ok %s (RotaryEmbedding, %s, B=%zu H=%zu d=%zu R=%zu%s; worst error %.2g of the "
+		       "1e-5 tolerance)\n", name, r.rope.mode == MHA_ROPE_HALF ? "half" : "interleaved",
+		       r.B, r.H, r.d, r.R, r.pos.rank ? ", position_ids" : "",
+		       lib.worst > cli.worst ? lib.worst : cli.worst);
+	rope_free(&r);
+	return rc;
+}
+
 static void free_problem(struct problem *p)
 {
 	tensor *all[] = { &p->q, &p->k, &p->v, &p->mask, &p->past_k, &p->past_v, &p->nonpad,
@@ -692,6 +925,19 @@ int main(int argc, char **argv)
 		text = slurp(path);
 		c = text ? cJSON_Parse(text) : NULL;
 		free(text);
+		if (c && cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "inputs"),
+							  "input")) {
+			/* a RotaryEmbedding case */
+			names[i][strlen(names[i]) - 5] = '\0';
+			if (run_rope_case(c, names[i], mha, tmp))
+				failed++;
+			else
+				passed++;
+			fflush(stdout);
+			cJSON_Delete(c);
+			free(names[i]);
+			continue;
+		}
 		rc = c ? setup(&p, c) : fail("cannot read or parse the case");
 		if (!rc) {
 			/* float16 cases were computed in float16: about 1e-2; float32 about 1e-5 */

@@ -50,6 +50,44 @@ SEED = 20240611
 # ---- the reference -------------------------------------------------------
 
 
+def rotate_half(x):
+    """Llama / GPT-NeoX (Hugging Face's rotate_half): [-x2, x1] of the halves."""
+    x1, x2 = np.split(x, 2, axis=-1)
+    return np.concatenate([-x2, x1], axis=-1)
+
+
+def rotate_every_two(x):
+    """GPT-J's rotate_every_two: each pair (x1, x2) becomes (-x2, x1)."""
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    return np.stack([-x2, x1], axis=-1).reshape(x.shape)
+
+
+def apply_rope(x, pos, rope):
+    """x (heads, n, d) turned the way the models' code does it.
+
+    rope: {"mode": "half"|"interleaved", "theta", "dim", "cos", "sin"}; pos:
+    (n) positions.  The angles are pos * theta^(-2i/R) (inv_freq as Hugging
+    Face writes it), or rows pos of the given cos/sin tables; Llama takes
+    cos/sin of the angles repeated over both halves and adds rotate_half(x)
+    * sin, GPT-J repeats each twice and adds rotate_every_two(x) * sin.
+    """
+    R = rope.get("dim") or x.shape[-1]
+    if rope.get("cos") is not None:
+        c, s = rope["cos"][pos], rope["sin"][pos]
+    else:
+        inv_freq = rope.get("theta", 10000.0) ** (-np.arange(0, R, 2, dtype=np.float64) / R)
+        freqs = np.outer(np.asarray(pos, np.float64), inv_freq)   # (n, R/2)
+        c, s = np.cos(freqs), np.sin(freqs)
+    if rope["mode"] == "half":
+        c, s = np.concatenate([c, c], axis=-1), np.concatenate([s, s], axis=-1)
+        rot = rotate_half
+    else:
+        c, s = np.repeat(c, 2, axis=-1), np.repeat(s, 2, axis=-1)
+        rot = rotate_every_two
+    xr, rest = x[..., :R], x[..., R:]
+    return np.concatenate([xr * c + rot(xr) * s, rest], axis=-1)
+
+
 def scale_value(mode, d_k, d_model, n_kv):
     """The multiplier --scale MODE stands for."""
     if mode in (None, "dk"):
@@ -72,7 +110,24 @@ def softmax_rows(z):
     return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
 
 
-def reference(xq, xk, xv, w, heads, kv_heads, scale, softcap, causal, mask, sinks=None):
+def press_slopes(n_heads):
+    """ALiBi's slopes as BLOOM's build_alibi_tensor lays them out: a geometric
+    sequence from 2^(-8/n) for the closest power of two n <= n_heads, then,
+    for the heads left over, every other slope (the odd powers) of the
+    sequence for 2n heads."""
+    closest = 2 ** math.floor(math.log2(n_heads))
+    base = 2.0 ** (-(2.0 ** -(math.log2(closest) - 3)))
+    slopes = base ** np.arange(1, closest + 1, dtype=np.float64)
+    if closest != n_heads:
+        extra = 2.0 ** (-(2.0 ** -(math.log2(2 * closest) - 3)))
+        left = min(closest, n_heads - closest)
+        slopes = np.concatenate([slopes, extra ** np.arange(1, 1 + 2 * left, 2,
+                                                            dtype=np.float64)])
+    return slopes
+
+
+def reference(xq, xk, xv, w, heads, kv_heads, scale, softcap, causal, mask, sinks=None,
+              alibi=None, rope=None):
     """Every intermediate of multi-head attention, per head stacked on axis 0.
 
     xq, xk, xv: the query, key and value sources (Q, K, V themselves when
@@ -80,7 +135,12 @@ def reference(xq, xk, xv, w, heads, kv_heads, scale, softcap, causal, mask, sink
     may be missing); mask: None, or a bool/float array (n_q, n_kv) or
     (heads, n_q, n_kv); causal: None, "top-left" or "bottom-right";
     sinks: None, or one logit per head, as gpt-oss adds them: a column of
-    its own beside the scores, through the softmax, then dropped.
+    its own beside the scores, through the softmax, then dropped;
+    alibi: None, or one slope per head: slope*(j - p) joins the mask where
+    the key is seen, p = i + the causal offset (mha's convention; BLOOM adds
+    slope*j, which gives the same weights without sinks: softmax_bloom);
+    rope: None, or apply_rope's settings with "q_pos"/"k_pos" (None: keys at
+    j, queries at i plus the causal offset).
     """
     H, G = heads, kv_heads or heads
 
@@ -100,6 +160,17 @@ def reference(xq, xk, xv, w, heads, kv_heads, scale, softcap, causal, mask, sink
     Qh = Q.reshape(n_q, H, d_k).transpose(1, 0, 2)
     Kg = K.reshape(n_kv, G, d_k).transpose(1, 0, 2)
     Vg = V.reshape(n_kv, G, d_v).transpose(1, 0, 2)
+    rot = {}
+    if rope:
+        offset = n_kv - n_q if causal == "bottom-right" else 0
+        q_pos = rope.get("q_pos")
+        k_pos = rope.get("k_pos")
+        q_pos = np.arange(n_q) + offset if q_pos is None else np.asarray(q_pos)
+        k_pos = np.arange(n_kv) if k_pos is None else np.asarray(k_pos)
+        Qh = apply_rope(Qh, q_pos, rope)
+        Kg = apply_rope(Kg, k_pos, rope)
+        rot = {"q_rot": Qh.transpose(1, 0, 2).reshape(n_q, H * d_k),
+               "k_rot": Kg.transpose(1, 0, 2).reshape(n_kv, G * d_k)}
     # query head h reads key/value head h // (H/G)
     Kh = np.repeat(Kg, H // G, axis=0)
     Vh = np.repeat(Vg, H // G, axis=0)
@@ -121,6 +192,17 @@ def reference(xq, xk, xv, w, heads, kv_heads, scale, softcap, causal, mask, sink
         else:
             bias = bias + m
     mask_add = np.where(allowed, 0.0, -np.inf) + bias
+    bloom = None
+    if alibi is not None:
+        slopes = np.asarray(alibi, float)[:, None, None]
+        offset = n_kv - n_q if causal == "bottom-right" else 0
+        j = np.arange(n_kv, dtype=np.float64)[None, None, :]
+        p = (np.arange(n_q) + offset).astype(np.float64)[None, :, None]
+        # BLOOM: the key's position alone; a per-row constant away from mha's,
+        # the same weights (not with a sink, which no constant shifts)
+        if sinks is None:
+            bloom = softmax_rows(softcapped + mask_add + slopes * j)
+        mask_add = mask_add + slopes * (j - p)
 
     masked = softcapped + mask_add
     if sinks is None:
@@ -141,6 +223,8 @@ def reference(xq, xk, xv, w, heads, kv_heads, scale, softcap, causal, mask, sink
         "mask": mask_add, "masked": masked, "softmax": weights,
         "head_output": out_h, "concat": concat, "output": output,
         "blocked": np.all(np.isneginf(masked), axis=-1),  # (H, n_q)
+        "softmax_bloom": bloom,
+        **rot,
     }
 
 
@@ -267,7 +351,7 @@ def bit_equal(name, got, want):
 PRINT_NAMES = ("x", "q", "k", "v", "scores", "scaled", "softcapped", "mask",
                "masked", "softmax", "heads", "concat", "output")
 WHOLE_KEYS = {"x": "X", "q": "Q", "k": "K", "v": "V", "mask": "mask",
-              "concat": "concat", "output": "output"}
+              "concat": "concat", "output": "output", "q_rot": "q_rot", "k_rot": "k_rot"}
 HEAD_KEYS = {"scores": "scores", "scaled": "scaled", "softcapped": "softcapped",
              "masked": "masked", "softmax": "softmax", "heads": "output"}
 # a head's JSON key -> the reference's per-head array
@@ -306,6 +390,10 @@ class Case:
         self.prints = kw.get("prints", [])       # extra runs besides "all"
         self.mask_bare = kw.get("mask_bare", False)
         self.sinks = kw.get("sinks", False)      # one sink logit per head
+        self.alibi = kw.get("alibi")             # None, "press" (--alibi) or "given"
+        # rotary embeddings: {"mode", "theta", "dim", "positions": None|"list"|"qk",
+        # "tables": rows of random cos/sin tables, or absent}
+        self.rope = kw.get("rope")
 
     # -- drawing the data
 
@@ -364,6 +452,22 @@ class Case:
         d["w"] = w
         d["mask"] = self.make_mask(rng) if self.mask else None
         d["sinks"] = rng.normal(0.0, 1.5, size=H) if self.sinks else None
+        d["slopes"] = rng.normal(0.0, 0.5, size=H) if self.alibi == "given" else None
+        d["rope"] = None
+        if self.rope:
+            r = {k: v for k, v in self.rope.items() if k in ("mode", "theta", "dim")}
+            R = r.get("dim") or d_k
+            rows = self.rope.get("tables")
+            if rows:
+                r["cos"] = rng.normal(0.0, 1.0, size=(rows, R // 2))
+                r["sin"] = rng.normal(0.0, 1.0, size=(rows, R // 2))
+            top = rows or 50
+            if self.rope.get("positions") == "list":
+                r["q_pos"] = r["k_pos"] = rng.integers(0, top, size=self.n_q)
+            elif self.rope.get("positions") == "qk":
+                r["q_pos"] = rng.integers(0, top, size=self.n_q)
+                r["k_pos"] = rng.integers(0, top, size=self.n_kv)
+            d["rope"] = r
         return d
 
     def make_mask(self, rng):
@@ -411,6 +515,25 @@ class Case:
             args += ["--mask", write("mask.json", m if self.mask_bare else {"mask": m})]
         if data["sinks"] is not None:
             args += ["--sinks", write("sinks.json", data["sinks"])]
+        if self.alibi == "press":
+            args += ["--alibi"]
+        elif self.alibi == "given":
+            args += ["--alibi-slopes", write("slopes.json", data["slopes"])]
+        r = data["rope"]
+        if r is not None:
+            args += ["--rope", r["mode"]]
+            if "theta" in r:
+                args += ["--rope-theta", repr(r["theta"])]
+            if "dim" in r:
+                args += ["--rope-dim", str(r["dim"])]
+            if "cos" in r:
+                args += ["--rope-cos", write("cos.json", r["cos"]),
+                         "--rope-sin", write("sin.json", r["sin"])]
+            if self.rope.get("positions") == "list":
+                args += ["--positions", write("pos.json", [int(p) for p in r["q_pos"]])]
+            elif self.rope.get("positions") == "qk":
+                args += ["--positions", write("pos.json", {"q": [int(p) for p in r["q_pos"]],
+                                                           "k": [int(p) for p in r["k_pos"]]})]
         if self.heads != 1 or self.kv_heads:
             args += ["--heads", str(self.heads)]
         if self.kv_heads:
@@ -432,8 +555,9 @@ class Case:
             if "X_k" in data:
                 xk, xv = data["X_k"], data["X_v"]
         causal = None if self.causal is None else (self.causal or "top-left")
+        alibi = press_slopes(self.heads) if self.alibi == "press" else data["slopes"]
         return reference(xq, xk, xv, data["w"], self.heads, self.kv_heads, self.scale,
-                         self.softcap, causal, data["mask"], data["sinks"])
+                         self.softcap, causal, data["mask"], data["sinks"], alibi, data["rope"])
 
 
 def run(binary, args):
@@ -458,6 +582,8 @@ def required_keys(case, printed):
             names.add("softcapped")
         if masking:
             names |= {"mask", "masked"}
+        if case.rope:
+            names |= {"q_rot", "k_rot"}
     else:
         names = set(printed)
     whole = {WHOLE_KEYS[n] for n in names if n in WHOLE_KEYS and not (direct and n == "x")}
@@ -472,7 +598,7 @@ def check_json(case, data, ref, doc, printed):
     worst = 0.0
     H = case.heads
     G = case.kv_heads or H
-    known = {"meta", "X", "Q", "K", "V", "mask", "heads", "concat", "output"}
+    known = {"meta", "X", "Q", "K", "V", "mask", "heads", "concat", "output", "q_rot", "k_rot"}
     for k in doc:
         if k not in known:
             raise Mismatch("unknown key %r in mha's output" % k)
@@ -508,9 +634,23 @@ def check_json(case, data, ref, doc, printed):
         if src is not None:
             bit_equal(k, got[k], src)
         worst = max(worst, compare(k, got[k], ref[k]))
+    for k in ("q_rot", "k_rot"):
+        if k in got:
+            worst = max(worst, compare(k, got[k], ref[k]))
     if "mask" in got:
         want = ref["mask"] if got["mask"].ndim == 3 else ref["mask"][0]
-        worst = max(worst, compare("mask", got["mask"], want, exact=np.ones(want.shape, bool)))
+        # ALiBi's slope*(j - p): a product, the slopes from another formula
+        exact = np.isneginf(want) if case.alibi else np.ones(want.shape, bool)
+        worst = max(worst, compare("mask", got["mask"], want, exact=exact))
+        if case.alibi:
+            # the slopes themselves, as meta gives them
+            meta = doc["meta"].get("alibi")
+            if not isinstance(meta, dict) or meta.get("rule") != ("press" if case.alibi ==
+                                                                   "press" else "given"):
+                raise Mismatch("meta.alibi is %r" % (meta,))
+            want_s = press_slopes(H) if case.alibi == "press" else data["slopes"]
+            worst = max(worst, compare("meta.alibi.slopes", np.asarray(meta["slopes"], float),
+                                       want_s))
     for k in ("concat", "output"):
         if k in got:
             exact = None
@@ -534,14 +674,18 @@ def check_json(case, data, ref, doc, printed):
             if k == "softmax":
                 exact = np.isneginf(ref["masked"][h])          # masked keys: 0
                 exact |= ref["blocked"][h][:, None]            # blocked rows: 0
+                if ref["softmax_bloom"] is not None:
+                    worst = max(worst, compare(name + " (BLOOM's slope*j)", a,
+                                               ref["softmax_bloom"][h], exact=exact))
             elif k == "output":
                 exact = np.broadcast_to(ref["blocked"][h][:, None], r.shape)
             worst = max(worst, compare(name, a, r, exact=exact))
-            if k in ("Q", "K", "V") and k in got:
-                # the head's block is a copy of mha's own columns
+            whole = {"Q": "q_rot", "K": "k_rot"}.get(k) if case.rope else k
+            if k in ("Q", "K", "V") and whole in got:
+                # the head's block is a copy of mha's own columns (rotated, with rope)
                 g = h if k == "Q" else h // (H // G)
                 w = a.shape[1]
-                bit_equal(name, a, got[k][:, g * w:(g + 1) * w])
+                bit_equal(name, a, got[whole][:, g * w:(g + 1) * w])
     return worst
 
 
@@ -636,6 +780,19 @@ def cases():
         causal="", sinks=True)
     add("sinks-mask-blocked-row", n_q=4, d_model=4, heads=2, proj=True, sinks=True,
         mask={"kind": "bool", "block_rows": [1]})
+    # rotary embeddings: Llama-style rotate_half and GPT-J-style rotate_every_two
+    add("rope-llama-gqa-causal", n_q=6, d_model=16, heads=4, kv_heads=2, proj=True,
+        proj_bias=True, wo=True, causal="", rope={"mode": "half"}, prints=[["q_rot", "k_rot"]])
+    add("rope-gptj-partial-theta", n_q=5, d_model=12, heads=2, proj=True, d_k=6,
+        rope={"mode": "interleaved", "dim": 4, "theta": 100.0})
+    add("rope-llama-kv-cache", n_q=2, n_kv=7, source="direct", heads=2, d_k=4,
+        causal="bottom-right", rope={"mode": "half", "theta": 500000.0})
+    add("rope-cross-positions", n_q=3, n_kv=6, source="kv", d_model=8, d_kv_in=5, heads=2,
+        proj=True, rope={"mode": "half", "dim": 2, "positions": "qk"})
+    add("rope-gptj-tables", n_q=5, d_model=8, heads=2, kv_heads=1, proj=True,
+        rope={"mode": "interleaved", "tables": 9, "positions": "list"}, prints=[["heads"]])
+    add("rope-llama-tables-default-pos", n_q=4, d_model=8, heads=1, proj=True,
+        rope={"mode": "half", "tables": 4, "dim": 6})
     add("apart-no-weights", n_q=3, n_kv=5, source="apart", d_model=4, heads=2, d_xv_in=6)
     add("gqa-h6-g3-dv", n_q=4, d_model=6, heads=6, kv_heads=3, d_k=2, d_v=3, proj=True,
         wo=True, wo_bias=True)
@@ -714,6 +871,22 @@ def cases():
         [-123.456, 0.9999999999999999, -1e-320, 1e-7]]), prints=[["x"]])
     add("round-trip-random-17-digits", n_q=7, d_model=5, heads=1, x_sd=1e-3,
         prints=[["x"]])
+    # ALiBi, BLOOM style: Press et al.'s slopes for 8, 6, 12 and 3 heads (the
+    # rule for H not a power of two), given ones; the fast path by "output"
+    add("alibi-press-h8-causal", n_q=7, d_model=8, heads=8, proj=True, wo=True, causal="",
+        alibi="press", prints=[["output"]])
+    add("alibi-press-h6-gqa-cross-br", n_q=4, n_kv=7, source="kv", d_model=12, d_kv_in=5,
+        heads=6, kv_heads=3, proj=True, causal="bottom-right", alibi="press",
+        prints=[["file"]])
+    add("alibi-press-h12-no-weights", n_q=5, d_model=12, heads=12, causal="", alibi="press",
+        prints=[["text17"]])
+    add("alibi-press-h3-direct", n_q=3, n_kv=5, source="direct", heads=3, d_k=2,
+        alibi="press", prints=[["output"]])
+    add("alibi-given-mask-softcap-sinks", n_q=6, d_model=4, heads=2, proj=True, softcap=3.0,
+        sinks=True, mask={"kind": "add", "block_rows": [2]}, alibi="given",
+        prints=[["mask", "masked"]])
+    add("alibi-given-mqa-cross", n_q=5, n_kv=8, source="kv", d_model=8, d_kv_in=3, heads=4,
+        kv_heads=1, proj=True, wo=True, alibi="given", prints=[["output"]])
     return c
 
 

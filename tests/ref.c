@@ -81,6 +81,73 @@ static double *columns(const double *A, size_t n, size_t cols, size_t c0, size_t
 	return B;
 }
 
+/*
+ * ALiBi's slope for head h of H: given, or Press et al.'s geometric
+ * sequence written out as the paper's code does it: for a power of two n,
+ * start = 2^(-8/n) and slope h = start^(h+1); otherwise the n = 2^floor(log2 H)
+ * slopes, then every other one (from the first) of the 2n sequence.
+ */
+static double press_pow2(size_t h, size_t n)
+{
+	const long double start = powl(2.0L, -8.0L / (long double)n);
+
+	return (double)powl(start, (long double)(h + 1));
+}
+
+static double ref_alibi_slope(const mha_config *cfg, size_t h, size_t H)
+{
+	size_t n = 1;
+
+	if (cfg->alibi.slopes)
+		return cfg->alibi.slopes[h];
+	while (n * 2 <= H)
+		n *= 2;
+	return h < n ? press_pow2(h, n) : press_pow2(2 * (h - n), 2 * n);
+}
+
+/*
+ * Rotary embeddings, as the papers write them: each pair of a head's first
+ * R features is a complex number x1 + i·x2, multiplied by e^(i·angle),
+ * angle = pos·θ^(−2t/R) (or the tables' cos and sin), in long double.
+ */
+static double *rotate(const double *A, size_t n, size_t heads, size_t dk, const mha_rope *rope,
+		      const ptrdiff_t *pos, long pos0)
+{
+	const size_t R = rope->dim ? rope->dim : dk;
+	const long double theta = rope->theta ? rope->theta : 10000.0L;
+	double *B = new_matrix(n, heads * dk);
+
+	memcpy(B, A, n * heads * dk * sizeof(double));
+	for (size_t i = 0; i < n; i++) {
+		const long p = pos ? (long)pos[i] : pos0 + (long)i;
+
+		for (size_t h = 0; h < heads; h++)
+			for (size_t t = 0; t < R / 2; t++) {
+				/* half: t and t + R/2; interleaved: 2t and 2t + 1 */
+				const size_t a = rope->mode == MHA_ROPE_HALF ? t : 2 * t;
+				const size_t b = rope->mode == MHA_ROPE_HALF ? t + R / 2 : 2 * t + 1;
+				const size_t at = i * heads * dk + h * dk;
+				long double c, s;
+				long double x1 = A[at + a], x2 = A[at + b];
+
+				if (rope->cos) {
+					c = rope->cos[(size_t)p * (R / 2) + t];
+					s = rope->sin[(size_t)p * (R / 2) + t];
+				} else {
+					const long double angle =
+						(long double)p * powl(theta, -2.0L * (long double)t / (long double)R);
+
+					c = cosl(angle);
+					s = sinl(angle);
+				}
+				/* (x1 + i·x2)(c + i·s) */
+				B[at + a] = (double)(x1 * c - x2 * s);
+				B[at + b] = (double)(x1 * s + x2 * c);
+			}
+	}
+	return B;
+}
+
 int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
 		const mha_weights *w, const mha_config *cfg)
 {
@@ -114,6 +181,17 @@ int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
 	r->Q = linear(in->xq, nq, d->d_q_in, w->W_Q, w->b_Q, H * dk);
 	r->K = linear(in->xk, nkv, d->d_k_in, w->W_K, w->b_K, G * dk);
 	r->V = linear(in->xv, nkv, d->d_v_in, w->W_V, w->b_V, G * dv);
+	if (cfg->rope.mode != MHA_ROPE_NONE) {
+		/* queries at i + the causal offset (as the window counts them), keys at j */
+		long q0 = 0;
+
+		if (cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT)
+			q0 = (long)(cfg->kv_len ? cfg->kv_len : nkv) - (long)nq;
+		if (cfg->causal == MHA_CAUSAL_OFFSET)
+			q0 = (long)cfg->causal_offset;
+		r->q_rot = rotate(r->Q, nq, H, dk, &cfg->rope, cfg->rope.q_pos, q0);
+		r->k_rot = rotate(r->K, nkv, G, dk, &cfg->rope, cfg->rope.k_pos, 0);
+	}
 
 	r->head_q = new_list(H);
 	r->head_k = new_list(H);
@@ -131,8 +209,8 @@ int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
 		const size_t g = h * G / H; /* H/G query heads share each kv head */
 		double *Kt, *pre;
 
-		r->head_q[h] = columns(r->Q, nq, H * dk, h * dk, dk);
-		r->head_k[h] = columns(r->K, nkv, G * dk, g * dk, dk);
+		r->head_q[h] = columns(r->q_rot ? r->q_rot : r->Q, nq, H * dk, h * dk, dk);
+		r->head_k[h] = columns(r->k_rot ? r->k_rot : r->K, nkv, G * dk, g * dk, dk);
 		r->head_v[h] = columns(r->V, nkv, G * dv, g * dv, dv);
 		Kt = transpose(r->head_k[h], nkv, dk);
 		r->scores[h] = matmul(r->head_q[h], Kt, nq, dk, nkv);
@@ -182,6 +260,16 @@ int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
 					m = -INFINITY;
 				if (m == 0 && cfg->mask.bias)
 					m = cfg->mask.bias[mat];
+				/* ALiBi: slope·(key position - query position) on keys still seen */
+				if (cfg->alibi.on && m != -INFINITY) {
+					long p = (long)i;
+
+					if (cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT)
+						p += (long)(cfg->kv_len ? cfg->kv_len : nkv) - (long)nq;
+					if (cfg->causal == MHA_CAUSAL_OFFSET)
+						p += (long)cfg->causal_offset;
+					m += ref_alibi_slope(cfg, h, H) * (double)((long)j - p);
+				}
 				r->mask[h][at] = m;
 				r->masked[h][at] = r->softcapped[h][at] + m;
 			}
@@ -231,6 +319,8 @@ void ref_free(ref_result *r)
 	free(r->Q);
 	free(r->K);
 	free(r->V);
+	free(r->q_rot);
+	free(r->k_rot);
 	free_list(r->head_q, r->H);
 	free_list(r->head_k, r->H);
 	free_list(r->head_v, r->H);

@@ -15,6 +15,7 @@
 typedef struct ref_result {
 	size_t H, G, n_q, n_kv, dk, dv, d_out;
 	double *Q, *K, *V;                 /* (n_q, H·dk), (n_kv, G·dk), (n_kv, G·dv) */
+	double *q_rot, *k_rot;             /* Q and K turned by position (rope), or NULL */
 	double **head_q, **head_k, **head_v; /* [H] of (n_q, dk), (n_kv, dk), (n_kv, dv) */
 	double **scores, **scaled, **softcapped, **mask, **masked, **softmax; /* [H] (n_q, n_kv) */
 	double **head_out;                 /* [H] (n_q, dv) */

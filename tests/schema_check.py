@@ -97,8 +97,9 @@ class Run:
     """One problem: mha's options, and what meta must then say."""
 
     def __init__(self, name, args, dims, masked=False, softcap=False, direct=False,
-                 tokens=False, kv_tokens=False, per_head_mask=False):
+                 tokens=False, kv_tokens=False, per_head_mask=False, rope=False):
         self.name, self.args, self.dims = name, args, dims
+        self.rope = rope
         self.masked, self.softcap, self.direct = masked, softcap, direct
         self.tokens, self.kv_tokens, self.per_head_mask = tokens, kv_tokens, per_head_mask
 
@@ -112,6 +113,7 @@ def holds(run, when):
         "without `--q/--k/--v`": not run.direct,
         "with a mask": run.masked,
         "with `--softcap`": run.softcap,
+        "with `--rope`": run.rope,
     }
     if when not in conditions:
         raise SystemExit("schema_check: README: unknown condition %r" % when)
@@ -210,20 +212,21 @@ def check_meta(where, meta_schema, meta, run):
                  isinstance(i, int) and not isinstance(i, bool) for i in v)),
              "numbers or null": lambda v: v is None or (isinstance(v, list) and all(
                  isinstance(i, (int, float)) and not isinstance(i, bool) for i in v)),
-             "object": lambda v: isinstance(v, dict)}
+             "object": lambda v: isinstance(v, dict),
+             "object or null": lambda v: v is None or isinstance(v, dict)}
     for r in meta_schema:
         v = meta.get(r["key"])
         if r["type"] not in types:
             raise SystemExit("schema_check: README: unknown meta type %r" % r["type"])
         if not types[r["type"]](v):
             problems.append("%s = %r is not %s" % (r["key"], v, r["type"]))
-        elif r["type"] == "object" and sorted(v) != sorted(r["fields"]):
+        elif r["type"].startswith("object") and v is not None and sorted(v) != sorted(r["fields"]):
             problems.append("%s has %s, documented %s" % (r["key"], sorted(v), r["fields"]))
         elif r["type"] in ("string", "strings") and r["values"]:
             for s in ([v] if r["type"] == "string" else v):
                 if s not in r["values"]:
                     problems.append("%s: %r is none of %s" % (r["key"], s, r["values"]))
-        elif r["type"] == "object" and r["values"]:
+        elif r["type"].startswith("object") and v is not None and r["values"]:
             if not any(isinstance(x, str) and x in r["values"] for x in v.values()):
                 problems.append("%s: %r names none of %s" % (r["key"], v, r["values"]))
     for k, want in run.dims.items():
@@ -392,6 +395,7 @@ def problems(tmp):
     write(tmp, "k.json", m(4, 4))
     write(tmp, "v.json", m(4, 6))
     write(tmp, "wo.json", m(6, 5))
+    write(tmp, "slopes.json", [0.5, -0.25])
     write(tmp, "mask-heads.json", [[[True, False, True], [True, True, False], [True, True, True]],
                                    [[True, True, True], [False, True, True], [True, False, True]]])
 
@@ -427,6 +431,15 @@ def problems(tmp):
         Run("batch", ["-x", "xb.json", "-w", "w2.json", "--heads", "2", "--causal=bottom-right",
                       "--kv-len", "2,3", "--tokens", "a b c"],
             dims(heads=2, batch=2), masked=True, tokens=True),
+        # ALiBi: a mask per head, its slopes in meta
+        Run("alibi", ["-x", "x.json", "-w", "w2.json", "--heads", "2", "--causal", "--alibi"],
+            dims(heads=2), masked=True, per_head_mask=True),
+        Run("alibi-slopes", ["-x", "x.json", "--kv", "kv.json", "-w", "w-cross.json",
+                             "--heads", "2", "--alibi-slopes", "slopes.json"],
+            dims(n_kv=4, heads=2, d_out=6), masked=True, per_head_mask=True),
+        Run("rope", ["-x", "x.json", "-w", "w2.json", "--heads", "2", "--kv-heads", "2",
+                     "--rope", "interleaved", "--causal"],
+            dims(heads=2), masked=True, rope=True),
     ]
 
 
@@ -454,7 +467,7 @@ def main(argv):
                           doc.get("meta"), ext, tmp)
             check_csv("%s: --print all -f csv" % run.name, schema, run, doc.get("meta"), tmp)
             if run.name not in ("one-head-no-wo", "gqa", "direct", "causal-mask",
-                                "softcap-kv-len", "batch"):
+                                "softcap-kv-len", "batch", "rope"):
                 continue
             for step in steps:
                 where = "%s: -p %s -f json" % (run.name, step)
@@ -462,6 +475,9 @@ def main(argv):
                 if step == "softcapped" and not run.softcap:
                     # documented: a usage error, there is no such step
                     check(where + ": exit 2 without --softcap", r.returncode == 2,
+                          "exit %d" % r.returncode)
+                elif step in ("q_rot", "k_rot") and not run.rope:
+                    check(where + ": exit 2 without --rope", r.returncode == 2,
                           "exit %d" % r.returncode)
                 elif check(where + ": exit 0", r.returncode == 0, r.stderr.decode().strip()):
                     check_json(where, schema, meta_schema, run, json.loads(r.stdout), step)

@@ -438,6 +438,302 @@ START_TEST(test_sinks_by_hand)
 }
 END_TEST
 
+/*
+ * ALiBi by hand.  Press et al.'s slopes: 2^-1 … 2^-8 for 8 heads; for 3,
+ * those of 2 heads (2^-4, 2^-8) and then the first of 4 heads' (2^-2); for
+ * 6, those of 4 (2^-2, 2^-4, 2^-6, 2^-8) and the 1st and 3rd of 8 heads'
+ * (2^-1, 2^-3); for 12, 2^-1 … 2^-8, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5.
+ */
+START_TEST(test_alibi_slopes)
+{
+	double s[12];
+
+	ck_assert_int_eq(mha_alibi_slopes(s, 8), MHA_OK);
+	for (int h = 0; h < 8; h++)
+		ck_assert(s[h] == ldexp(1, -(h + 1)));
+	ck_assert_int_eq(mha_alibi_slopes(s, 1), MHA_OK);
+	ck_assert(s[0] == ldexp(1, -8));
+	ck_assert_int_eq(mha_alibi_slopes(s, 2), MHA_OK);
+	ck_assert(s[0] == ldexp(1, -4) && s[1] == ldexp(1, -8));
+	ck_assert_int_eq(mha_alibi_slopes(s, 3), MHA_OK);
+	ck_assert(s[0] == ldexp(1, -4) && s[1] == ldexp(1, -8) && s[2] == ldexp(1, -2));
+	ck_assert_int_eq(mha_alibi_slopes(s, 6), MHA_OK);
+	ck_assert(s[0] == ldexp(1, -2) && s[1] == ldexp(1, -4) && s[2] == ldexp(1, -6) &&
+		  s[3] == ldexp(1, -8) && s[4] == ldexp(1, -1) && s[5] == ldexp(1, -3));
+	ck_assert_int_eq(mha_alibi_slopes(s, 12), MHA_OK);
+	for (int h = 0; h < 8; h++)
+		ck_assert(s[h] == ldexp(1, -(h + 1)));
+	for (int h = 8; h < 12; h++)
+		ck_assert_double_eq_tol(s[h], sqrt(0.5) * ldexp(1, -(h - 8)), 1e-16);
+	ck_assert_int_eq(mha_alibi_slopes(s, 0), MHA_ERR_HEADS);
+	ck_assert_int_eq(mha_alibi_slopes(NULL, 4), MHA_ERR_NULL);
+}
+END_TEST
+
+/*
+ * ALiBi by hand: queries 0, so every score is 0 and the mask is all there
+ * is.  One head, slope ln 2, keys at 0 and 1 with values 1 and 4.  Not
+ * causal: query 0 (p = 0) adds [0, ln 2], query 1 (p = 1) [-ln 2, 0]:
+ * weights 1/3, 2/3 in both rows, output 1/3 + 8/3 = 3.  Causal: query 0
+ * sees key 0 alone (output 1); query 1 as before.  A causal offset of 1
+ * (p = i + 1) adds [-ln 2, 0] and [-2 ln 2, -ln 2]: the same weights.
+ */
+START_TEST(test_alibi_by_hand)
+{
+	static const double xq[2] = { 0, 0 }, xk[2] = { 0, 0 }, xv[2] = { 1, 4 };
+	static const float fxq[2] = { 0, 0 }, fxk[2] = { 0, 0 }, fxv[2] = { 1, 4 };
+	const double ln2 = log(2.0), slope[1] = { ln2 };
+	const mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+			     .heads = 1, .d_k = 1, .d_v = 1 };
+	const mha_inputs in = { xq, xk, xv };
+	const mha_inputs_f32 fin = { fxq, fxk, fxv };
+	mha_config cfg = { .alibi = { 1, slope } };
+	double out[2];
+	float fout[2];
+	seen sn;
+	mha_observer obs = watch_all(&sn);
+
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, &obs, NULL), MHA_OK);
+	ck_assert(sn.m[MHA_STAGE_MASK][1][0] == 0 && sn.m[MHA_STAGE_MASK][1][1] == ln2);
+	ck_assert(sn.m[MHA_STAGE_MASK][1][2] == -ln2 && sn.m[MHA_STAGE_MASK][1][3] == 0);
+	ck_assert(sn.m[MHA_STAGE_MASKED][1][1] == ln2);
+	ck_assert_double_eq_tol(sn.m[MHA_STAGE_SOFTMAX][1][0], 1.0 / 3, 1e-15);
+	ck_assert_double_eq_tol(sn.m[MHA_STAGE_SOFTMAX][1][3], 2.0 / 3, 1e-15);
+	ck_assert_double_eq_tol(out[0], 3, 1e-15);
+	ck_assert_double_eq_tol(out[1], 3, 1e-15);
+	seen_free(&sn);
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_OK);
+	ck_assert_double_eq_tol(out[0], 3, 1e-15);
+	ck_assert_double_eq_tol(out[1], 3, 1e-15);
+	ck_assert_int_eq(mha_forward_f32(fout, &d, &fin, NULL, &cfg, NULL), MHA_OK);
+	ck_assert_double_eq_tol(fout[0], 3, 1e-6);
+	ck_assert_double_eq_tol(fout[1], 3, 1e-6);
+
+	cfg.causal = MHA_CAUSAL_TOP_LEFT;
+	for (int exact = 0; exact < 2; exact++) {
+		cfg.exact = exact;
+		ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_OK);
+		ck_assert(out[0] == 1);
+		ck_assert_double_eq_tol(out[1], 3, 1e-15);
+	}
+	cfg.causal = MHA_CAUSAL_OFFSET;
+	cfg.causal_offset = 1;
+	obs = watch_all(&sn);
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, &obs, NULL), MHA_OK);
+	ck_assert(sn.m[MHA_STAGE_MASK][1][0] == -ln2 && sn.m[MHA_STAGE_MASK][1][1] == 0);
+	ck_assert(sn.m[MHA_STAGE_MASK][1][2] == -2 * ln2 && sn.m[MHA_STAGE_MASK][1][3] == -ln2);
+	ck_assert_double_eq_tol(out[0], 3, 1e-15);
+	ck_assert_double_eq_tol(out[1], 3, 1e-15);
+	seen_free(&sn);
+
+	/*
+	 * slope·(j - p) past the largest double is an overflow where the key
+	 * is seen (even at -inf: not a blocked key), on both paths and types;
+	 * where the causal rule hides it, nothing
+	 */
+	{
+		static const double big[1] = { 1e308 }, neg[1] = { -1e308 };
+		static const unsigned char allow[4] = { 1, 0, 1, 1 };
+
+		cfg = (mha_config){ .alibi = { 1, big } };
+		/* query 0, key 1: 1e308·1 is finite; with 2 keys nothing overflows */
+		ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_OK);
+		ck_assert(out[0] == 4 && out[1] == 4);
+		cfg.alibi.slopes = neg;
+		for (int exact = 0; exact < 2; exact++) {
+			cfg.exact = exact;
+			ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_OK);
+			ck_assert(out[0] == 1 && out[1] == 1);
+		}
+		ck_assert_int_eq(mha_forward_f32(fout, &d, &fin, NULL, &cfg, NULL), MHA_ERR_RANGE);
+		/* float32 holds -1e308 in a float: an overflow; the allow mask hides
+		 * query 0's key 1, but query 1's key 0 still overflows */
+		cfg.mask.allow = allow;
+		ck_assert_int_eq(mha_forward_f32(fout, &d, &fin, NULL, &cfg, NULL), MHA_ERR_RANGE);
+		/* the causal rule hides query 0's key 1; query 1 sees key 0 at +1e308: in
+		 * double fine (all the weight), in float32 an overflow */
+		cfg.mask.allow = NULL;
+		cfg.causal = MHA_CAUSAL_TOP_LEFT;
+		for (int exact = 0; exact < 2; exact++) {
+			cfg.exact = exact;
+			ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_OK);
+			ck_assert(out[0] == 1 && out[1] == 1);
+		}
+		ck_assert_int_eq(mha_forward_f32(fout, &d, &fin, NULL, &cfg, NULL), MHA_ERR_RANGE);
+		/* a causal offset of -1 puts query 1 at p = 0 and hides everything from
+		 * query 0: 1e308 never matters, in either type */
+		cfg.causal = MHA_CAUSAL_OFFSET;
+		cfg.causal_offset = -1;
+		cfg.alibi.slopes = big;
+		ck_assert_int_eq(mha_forward_f32(fout, &d, &fin, NULL, &cfg, NULL), MHA_OK);
+		ck_assert(fout[0] == 0 && fout[1] == 1);
+	}
+}
+END_TEST
+
+/* ALiBi past the largest double: 1e308·(0 - 2) where the key is seen */
+START_TEST(test_alibi_overflow)
+{
+	static const double x[3] = { 0, 0, 0 }, v[3] = { 1, 2, 3 }, big[1] = { 1e308 };
+	static const float fx[3] = { 0, 0, 0 }, fv[3] = { 1, 2, 3 };
+	const mha_dims d = { .n_q = 3, .n_kv = 3, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+			     .heads = 1, .d_k = 1, .d_v = 1 };
+	const mha_inputs in = { x, x, v };
+	mha_config cfg = { .causal = MHA_CAUSAL_TOP_LEFT, .alibi = { 1, big } };
+	double out[3];
+	float fout[3];
+
+	/* query 2, key 0: -2e308 is -inf, yet the key is seen: an error, not a mask */
+	for (int exact = 0; exact < 2; exact++) {
+		cfg.exact = exact;
+		ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_ERR_RANGE);
+	}
+	ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ fx, fx, fv }, NULL, &cfg,
+					 NULL), MHA_ERR_RANGE);
+	/* a window of one key back hides key 0 from query 2: fine */
+	cfg.window = (mha_window){ 1, 1, 0 };
+	for (int exact = 0; exact < 2; exact++) {
+		cfg.exact = exact;
+		ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_OK);
+		ck_assert(out[0] == 1 && out[1] == 2 && out[2] == 3);
+	}
+}
+END_TEST
+
+/*
+ * Rotary embeddings by hand: one head, d_k = 2, Q = K = [1, 0] in every
+ * row.  Pair 0's angle is p·θ^0 = p, so row p turns into [cos p, sin p]
+ * and the score of query i and key j is cos(i)cos(j) + sin(i)sin(j) =
+ * cos(i − j): only the distance counts.  Bottom-right with 2 queries over
+ * 4 keys: the queries sit at 2 and 3.
+ */
+START_TEST(test_rope_by_hand)
+{
+	static const double q[4] = { 1, 0, 1, 0 }, k[8] = { 1, 0, 1, 0, 1, 0, 1, 0 };
+	static const double v[4] = { 1, 2, 3, 4 };
+	const mha_dims d = { .n_q = 2, .n_kv = 4, .d_q_in = 2, .d_k_in = 2, .d_v_in = 1,
+			     .heads = 1, .d_k = 2, .d_v = 1 };
+	mha_config cfg = { .scale_mode = MHA_SCALE_NONE, .causal = MHA_CAUSAL_BOTTOM_RIGHT,
+			   .rope = { .mode = MHA_ROPE_HALF } };
+	seen sn;
+	mha_observer obs = watch_all(&sn);
+	double out[2];
+
+	for (int mode = MHA_ROPE_HALF; mode <= MHA_ROPE_INTERLEAVED; mode++) {
+		cfg.rope.mode = (mha_rope_mode)mode;
+		ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ q, k, v }, NULL, &cfg, &obs, NULL),
+				 MHA_OK);
+		for (int i = 0; i < 2; i++) {
+			ck_assert_double_eq_tol(sn.m[MHA_STAGE_Q_ROT][0][2 * i], cos(i + 2), 1e-15);
+			ck_assert_double_eq_tol(sn.m[MHA_STAGE_Q_ROT][0][2 * i + 1], sin(i + 2), 1e-15);
+			for (int j = 0; j <= i + 2; j++)
+				ck_assert_double_eq_tol(sn.m[MHA_STAGE_SCORES][1][i * 4 + j], cos(i + 2 - j),
+							1e-15);
+		}
+		for (int j = 0; j < 4; j++)
+			ck_assert_double_eq_tol(sn.m[MHA_STAGE_K_ROT][0][2 * j + 1], sin(j), 1e-15);
+		/* the unturned Q and K are still handed over as they were */
+		ck_assert(sn.m[MHA_STAGE_Q][0][1] == 0 && sn.m[MHA_STAGE_K][0][3] == 0);
+		seen_free(&sn);
+	}
+}
+END_TEST
+
+/* mha_rope_apply with tables, and every setting mha_check refuses */
+START_TEST(test_rope_apply_and_errors)
+{
+	/* two rows of one head of 6 features, R = 4: pairs (0, 2), (1, 3) half, (0, 1), (2, 3) interleaved */
+	static const double x[12] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
+	static const double cs[6] = { 0.5, 0.25, 1, 0, 2, -1 }, sn_[6] = { 1, 2, 0, 1, 3, 4 };
+	static const ptrdiff_t pos[2] = { 2, 0 }, past[2] = { 3, 0 }, neg[2] = { 0, -1 };
+	mha_rope rope = { .mode = MHA_ROPE_HALF, .dim = 4, .cos = cs, .sin = sn_, .rows = 3 };
+	double out[12];
+	const mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 6, .d_k_in = 6, .d_v_in = 6,
+			     .heads = 1, .d_k = 6, .d_v = 6 };
+	mha_config cfg = { .rope = rope };
+
+	/* row 0 at position 2: c = [2, -1], s = [3, 4]; (1, 3) → (2 - 9, 3 + 6); (2, 4) → (-2 - 16, 8 - 4) */
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 6, &rope, pos), MHA_OK);
+	ck_assert(out[0] == -7 && out[2] == 9 && out[1] == -18 && out[3] == 4 && out[4] == 5 &&
+		  out[5] == 6);
+	/* row 1 at position 0: c = [0.5, 0.25], s = [1, 2]; (7, 9) → (3.5 - 9, 7 + 4.5) */
+	ck_assert(out[6] == -5.5 && out[8] == 11.5 && out[10] == 11 && out[11] == 12);
+	rope.mode = MHA_ROPE_INTERLEAVED;
+	/* in place; row 0: (1, 2) → (2 - 6, 3 + 4); (3, 4) → (-3 - 16, 12 - 4) */
+	memcpy(out, x, sizeof(out));
+	ck_assert_int_eq(mha_rope_apply(out, out, 2, 1, 6, &rope, pos), MHA_OK);
+	ck_assert(out[0] == -4 && out[1] == 7 && out[2] == -19 && out[3] == 8);
+	/* without positions, row r at r */
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 6, &rope, NULL), MHA_OK);
+	ck_assert(out[0] == 0.5 * 1 - 1 * 2 && out[7] == 7 * 0 + 8 * 1);
+	/* theta: pair t of R turns by p·θ^(-2t/R) */
+	rope = (mha_rope){ .mode = MHA_ROPE_HALF, .theta = 100 };
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 2, 3 * 0 + 2, &rope, past), MHA_OK);
+	ck_assert_double_eq_tol(out[0], 1 * cos(3.0) - 2 * sin(3.0), 1e-15);
+	ck_assert_double_eq_tol(out[3], 3 * sin(3.0) + 4 * cos(3.0), 1e-15);
+	rope.dim = 4;
+	ck_assert_int_eq(mha_rope_apply(out, x, 1, 1, 6, &rope, past), MHA_OK);
+	ck_assert_double_eq_tol(out[1], 2 * cos(0.3) - 4 * sin(0.3), 1e-15);
+	ck_assert_double_eq_tol(out[3], 2 * sin(0.3) + 4 * cos(0.3), 1e-15);
+
+	/* refused: by mha_rope_apply and by mha_check */
+	rope = (mha_rope){ .mode = MHA_ROPE_HALF, .dim = 4, .cos = cs, .sin = sn_, .rows = 3 };
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 6, &rope, past), MHA_ERR_ROPE);
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 6, &rope, neg), MHA_ERR_ROPE);
+	ck_assert_int_eq(mha_rope_apply(NULL, x, 2, 1, 6, &rope, NULL), MHA_ERR_NULL);
+	ck_assert_int_eq(mha_rope_apply(out, x, 0, 1, 6, &rope, NULL), MHA_ERR_DIM);
+	{
+		const mha_rope bad[] = {
+			{ .mode = (mha_rope_mode)3 }, { .mode = MHA_ROPE_HALF, .dim = 3 },
+			{ .mode = MHA_ROPE_HALF, .dim = 8 }, { .mode = MHA_ROPE_HALF, .theta = -1 },
+			{ .mode = MHA_ROPE_HALF, .theta = NAN }, { .mode = MHA_ROPE_HALF, .theta = INFINITY },
+			{ .mode = MHA_ROPE_HALF, .cos = cs, .rows = 3 },
+			{ .mode = MHA_ROPE_HALF, .dim = 4, .cos = cs, .sin = sn_, .rows = 0 },
+			{ .mode = MHA_ROPE_HALF, .q_pos = neg },
+			{ .mode = MHA_ROPE_HALF, .k_pos = neg },
+			{ .mode = MHA_ROPE_HALF, .dim = 4, .cos = cs, .sin = sn_, .rows = 3, .k_pos = past },
+		};
+		float f[12] = { 0 }, fo[12];
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			cfg.rope = bad[i];
+			ck_assert_int_eq(mha_check(&d, &cfg), MHA_ERR_ROPE);
+			ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, NULL, &cfg, NULL,
+						     NULL), MHA_ERR_ROPE);
+			cfg.exact = 1;
+			ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, NULL, &cfg, NULL,
+						     NULL), MHA_ERR_ROPE);
+			cfg.exact = 0;
+			ck_assert_int_eq(mha_forward_f32(fo, &d, &(mha_inputs_f32){ f, f, f }, NULL, &cfg,
+							 NULL), MHA_ERR_ROPE);
+			ck_assert_uint_eq(mha_memory(&d, &cfg, 0, 0), SIZE_MAX);
+		}
+		/* a query before key 0 (a negative causal offset) has no table row */
+		cfg.rope = (mha_rope){ .mode = MHA_ROPE_HALF, .cos = cs, .sin = sn_, .rows = 3, .dim = 4 };
+		cfg.causal = MHA_CAUSAL_OFFSET;
+		cfg.causal_offset = -1;
+		ck_assert_int_eq(mha_check(&d, &cfg), MHA_ERR_ROPE);
+		cfg.causal_offset = 1;
+		ck_assert_int_eq(mha_check(&d, &cfg), MHA_OK);
+		/* without tables it simply turns backwards */
+		cfg.rope = (mha_rope){ .mode = MHA_ROPE_HALF };
+		cfg.causal_offset = -5;
+		ck_assert_int_eq(mha_check(&d, &cfg), MHA_OK);
+		/* no rope: the rest is not looked at */
+		cfg.rope = (mha_rope){ .mode = MHA_ROPE_NONE, .dim = 3, .theta = -1 };
+		ck_assert_int_eq(mha_check(&d, &cfg), MHA_OK);
+	}
+	/* a turned entry past the largest double */
+	{
+		const double huge[2] = { DBL_MAX, DBL_MAX };
+		const ptrdiff_t one[1] = { 1 };
+
+		rope = (mha_rope){ .mode = MHA_ROPE_HALF };
+		ck_assert_int_eq(mha_rope_apply(out, huge, 1, 1, 2, &rope, one), MHA_ERR_RANGE);
+	}
+}
+END_TEST
+
 START_TEST(test_fully_masked_row)
 {
 	double x[3 * 2] = { 0.1, 0.2, 0.3, 0.4, 0.5, 0.6 }, out[6];
@@ -598,7 +894,12 @@ struct random_case {
 	double *xq, *xk, *xv, *W[4], *b[4], *bias;
 	unsigned char *allow;
 	double sinks[8]; /* (H) when cfg.sinks points here */
+	double slopes[8]; /* (H) when cfg.alibi.slopes points here */
+	ptrdiff_t q_pos[16], k_pos[16]; /* rope positions when cfg.rope's point here */
+	double *rope_cos, *rope_sin;    /* (ROPE_ROWS, R/2) rope tables, or NULL */
 };
+
+#define ROPE_ROWS 24
 
 static void make_case(struct random_case *c, unsigned seed)
 {
@@ -695,6 +996,45 @@ static void make_case(struct random_case *c, unsigned seed)
 			c->sinks[h] = (double)((seed + 7 * h) % 9) * 0.5 - 2.0;
 		c->cfg.sinks = c->sinks;
 	}
+	/* ALiBi in a third of the cases, Press et al.'s slopes or given ones
+	 * (negative too): with windows, offsets, softcaps, sinks, GQA, cross */
+	if (seed % 3 == 0) {
+		c->cfg.alibi.on = 1;
+		if ((seed / 3) % 2) {
+			for (size_t h = 0; h < d->heads; h++)
+				c->slopes[h] = (double)((int)((seed + 5 * h) % 7) - 3) * 0.25;
+			c->cfg.alibi.slopes = c->slopes;
+		}
+	}
+	/* rotary embeddings in a third of the cases (d_k >= 2): both pairings,
+	 * partial R, θ default or not, positions given, tables given */
+	if (seed % 3 == 0 && d->d_k >= 2) {
+		mha_rope *rp = &c->cfg.rope;
+		const size_t G = d->kv_heads ? d->kv_heads : d->heads;
+
+		(void)G;
+		rp->mode = (seed / 3) % 2 ? MHA_ROPE_HALF : MHA_ROPE_INTERLEAVED;
+		rp->theta = seed % 4 == 0 ? 0 : 3.0 + (double)(seed % 17);
+		rp->dim = d->d_k % 2 == 0 && seed % 2 ? 0 : 2 * (d->d_k / 2);
+		if (seed % 7 == 3 || seed % 11 == 6) {
+			for (size_t i = 0; i < d->n_q; i++)
+				c->q_pos[i] = (ptrdiff_t)((seed * 7 + i * 5) % ROPE_ROWS);
+			for (size_t j = 0; j < d->n_kv; j++)
+				c->k_pos[j] = (ptrdiff_t)((seed * 3 + j * 11) % ROPE_ROWS);
+			rp->q_pos = c->q_pos;
+			rp->k_pos = c->k_pos;
+		}
+		if (seed % 11 == 6) {
+			const size_t R = rp->dim ? rp->dim : d->d_k;
+
+			c->rope_cos = rnd_matrix(ROPE_ROWS * R / 2);
+			c->rope_sin = rnd_matrix(ROPE_ROWS * R / 2);
+			rp->cos = c->rope_cos;
+			rp->sin = c->rope_sin;
+			rp->rows = ROPE_ROWS;
+		}
+		/* queries before the first key (a negative causal offset) turn backwards */
+	}
 	/* larger scores sometimes: peaked softmax rows.  (Much larger would test
 	 * the conditioning of exp(), not the code: an error e in a score is a
 	 * relative error e in its weight.) */
@@ -716,6 +1056,8 @@ static void free_case(struct random_case *c)
 	}
 	free(c->bias);
 	free(c->allow);
+	free(c->rope_cos);
+	free(c->rope_sin);
 }
 
 START_TEST(test_against_reference)
@@ -742,6 +1084,15 @@ START_TEST(test_against_reference)
 	check_close("Q", sn.m[MHA_STAGE_Q][0], r.Q, r.n_q * r.H * r.dk);
 	check_close("K", sn.m[MHA_STAGE_K][0], r.K, r.n_kv * r.G * r.dk);
 	check_close("V", sn.m[MHA_STAGE_V][0], r.V, r.n_kv * r.G * r.dv);
+	if (c.cfg.rope.mode) {
+		snprintf(what, sizeof(what), "case %d q_rot", _i);
+		check_close(what, sn.m[MHA_STAGE_Q_ROT][0], r.q_rot, r.n_q * r.H * r.dk);
+		snprintf(what, sizeof(what), "case %d k_rot", _i);
+		check_close(what, sn.m[MHA_STAGE_K_ROT][0], r.k_rot, r.n_kv * r.G * r.dk);
+	} else {
+		ck_assert_ptr_null(sn.m[MHA_STAGE_Q_ROT][0]);
+		ck_assert_ptr_null(sn.m[MHA_STAGE_K_ROT][0]);
+	}
 	for (size_t h = 0; h < r.H; h++) {
 #define STAGE(s, field, n) do { \
 		snprintf(what, sizeof(what), "case %d head %zu %s", _i, h, mha_stage_name(s)); \
@@ -774,6 +1125,21 @@ START_TEST(test_against_reference)
 	snprintf(what, sizeof(what), "case %d fast path", _i);
 	check_close(what, fast, r.output, r.n_q * r.d_out);
 	ck_assert_uint_eq(rep.blocked_rows, r.blocked);
+	if (c.cfg.rope.mode) {
+		/* the fast path hands over q_rot and k_rot too (its Q and K come
+		 * from other products: the same to rounding) */
+		seen fs;
+		mha_observer fobs = watch_all(&fs);
+
+		fobs.wanted = MHA_STAGE_BIT(MHA_STAGE_Q_ROT) | MHA_STAGE_BIT(MHA_STAGE_K_ROT);
+		ck_assert_int_eq(mha_forward(fast, &c.d, &in, &w, &c.cfg, &fobs, &rep), MHA_OK);
+		ck_assert_int_eq(rep.fast_path, 1);
+		snprintf(what, sizeof(what), "case %d fast q_rot", _i);
+		check_close(what, fs.m[MHA_STAGE_Q_ROT][0], r.q_rot, r.n_q * r.H * r.dk);
+		snprintf(what, sizeof(what), "case %d fast k_rot", _i);
+		check_close(what, fs.m[MHA_STAGE_K_ROT][0], r.k_rot, r.n_kv * r.G * r.dk);
+		seen_free(&fs);
+	}
 	/* and with one thread or two, the same bits */
 	{
 		double *one = malloc(r.n_q * r.d_out * sizeof(double));
@@ -873,11 +1239,26 @@ START_TEST(test_fast_path_blocks)
 	 */
 	static const ptrdiff_t wins[][2] = { { 0, 0 }, { 0, 0 }, { 0, 0 }, { 100, -1 }, { 0, 0 },
 					     { -1, 30 }, { 5000, 5000 }, { 250, 17 }, { 1, 0 },
-					     { -1, -1 }, { 40, 3 }, { 2, 1 } };
+					     { -1, -1 }, { 40, 3 }, { 2, 1 },
+					     { -1, -1 }, { -1, -1 }, { 64, 0 },
+					     { -1, -1 }, { 30, -1 }, { -1, -1 } };
 	/* 9-11: attention sinks (one logit per head, some above every score) */
 	static const double sinks[4] = { -1.5, 0.25, 3.0, 8.0 };
+	/* 12-14: ALiBi: given small slopes without a causal rule (keys far
+	 * ahead get large biases: float32 would round them coarsely), Press
+	 * et al.'s with bottom-right and a bias, with an offset, kv_len, a
+	 * window, sinks and a softcap */
+	static const double slopes[4] = { 0.01, -0.005, 0.02, 0.001 };
 
-	for (int causal = 0; causal < 12; causal++) {
+	/* 15-17: rotary embeddings: rotate_half after a cache (bottom-right),
+	 * interleaved over 4 of 6 features with a window, and given positions */
+	ptrdiff_t *qpos = malloc(nq * sizeof(ptrdiff_t)), *kpos = malloc(nkv * sizeof(ptrdiff_t));
+
+	for (size_t i = 0; i < nq; i++)
+		qpos[i] = (ptrdiff_t)(3 * i + 100);
+	for (size_t j = 0; j < nkv; j++)
+		kpos[j] = (ptrdiff_t)(j / 2);
+	for (int causal = 0; causal < 18; causal++) {
 		const int cm = causal < 3 ? causal : causal % 3;
 		mha_config cfg = { .causal = cm == 1 ? MHA_CAUSAL_BOTTOM_RIGHT :
 				   cm == 2 ? MHA_CAUSAL_OFFSET : MHA_CAUSAL_NONE,
@@ -885,8 +1266,19 @@ START_TEST(test_fast_path_blocks)
 				   .kv_len = cm == 2 ? 500 : causal == 7 ? 450 : 0,
 				   .mask = { .bias = cm == 1 || causal == 6 ? bias : NULL },
 				   .window = { causal >= 3, wins[causal][0], wins[causal][1] },
-				   .sinks = causal >= 9 ? sinks : NULL };
+				   .sinks = causal >= 9 && causal != 12 && causal != 13 && causal < 15 ?
+					    sinks : NULL,
+				   .softcap = causal == 14 ? 5 : 0,
+				   .alibi = { causal >= 12 && causal < 15, causal == 12 ? slopes : NULL } };
 		char what[96];
+
+		if (causal >= 15) {
+			cfg.rope.mode = causal == 16 ? MHA_ROPE_INTERLEAVED : MHA_ROPE_HALF;
+			cfg.rope.dim = causal == 16 ? 4 : 0;
+			cfg.rope.theta = causal == 17 ? 500000 : 0;
+			cfg.rope.q_pos = causal == 17 ? qpos : NULL;
+			cfg.rope.k_pos = causal == 17 ? kpos : NULL;
+		}
 
 		cfg.exact = 1;
 		ck_assert_int_eq(mha_forward(exact, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
@@ -936,6 +1328,8 @@ START_TEST(test_fast_path_blocks)
 			unsetenv("MHA_KERNEL");
 	}
 	free(saved);
+	free(qpos);
+	free(kpos);
 	for (int i = 0; i < 4; i++) {
 		free(W[i]);
 		free(b[i]);
@@ -1910,6 +2304,20 @@ START_TEST(test_errors)
 		if (ok.n_q * ok.d_q_in <= 64 && ok.n_kv * ok.d_k_in <= 64 && ok.n_kv * ok.d_v_in <= 64)
 			ck_assert_int_eq(mha_forward_f32(fo, &ok, &(mha_inputs_f32){ f, f, f }, NULL,
 							 &cfg, NULL), MHA_ERR_SINK);
+		/* an ALiBi slope that is not a finite number; ignored while ALiBi is off */
+		for (int k = 0; k < 2; k++) {
+			cfg = (mha_config){ .alibi = { 1, bad_sinks[k] } };
+			ck_assert_int_eq(mha_check(&ok, &cfg), ok.heads == 4 || k == 1 ? MHA_ERR_ALIBI : MHA_OK);
+		}
+		cfg = (mha_config){ .alibi = { 0, bad_sinks[1] } };
+		ck_assert_int_eq(mha_check(&ok, &cfg), MHA_OK);
+		cfg = (mha_config){ .alibi = { 1, bad_sinks[1] } };
+		ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_ALIBI);
+		cfg.exact = 1;
+		ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_ALIBI);
+		if (ok.n_q * ok.d_q_in <= 64 && ok.n_kv * ok.d_k_in <= 64 && ok.n_kv * ok.d_v_in <= 64)
+			ck_assert_int_eq(mha_forward_f32(fo, &ok, &(mha_inputs_f32){ f, f, f }, NULL,
+							 &cfg, NULL), MHA_ERR_ALIBI);
 	}
 	/* the observer can stop the run */
 	in = (mha_inputs){ x, x, x };
@@ -2177,7 +2585,10 @@ START_TEST(test_memory_measured)
 			for (int path = 0; path < (f32 ? 1 : 3); path++)
 				for (int threads = 1; threads <= 2; threads++) {
 					mha_config cfg = { .threads = threads, .exact = path == 1,
-							   .causal = threads == 2 ? MHA_CAUSAL_BOTTOM_RIGHT : MHA_CAUSAL_NONE };
+							   .causal = threads == 2 ? MHA_CAUSAL_BOTTOM_RIGHT : MHA_CAUSAL_NONE,
+							   /* rope's q_rot and k_rot in some shapes */
+							   .rope = { .mode = si % 2 && s[4] % 2 == 0 ? MHA_ROPE_HALF
+											 : MHA_ROPE_NONE } };
 					mha_observer obs = { .fn = ignore, .wanted = squares };
 					const unsigned wanted = path == 2 ? squares : 0;
 					const size_t est = mha_memory(&d, &cfg, wanted, f32);
@@ -2321,7 +2732,7 @@ END_TEST
 
 START_TEST(test_names)
 {
-	for (int s = MHA_OK; s <= MHA_ERR_SINK; s++) {
+	for (int s = MHA_OK; s <= MHA_ERR_ROPE; s++) {
 		ck_assert_ptr_nonnull(mha_strerror((mha_status)s));
 		ck_assert_int_gt((int)strlen(mha_strerror((mha_status)s)), 3);
 		for (int t = MHA_OK; t < s; t++)
@@ -2331,7 +2742,10 @@ START_TEST(test_names)
 	ck_assert_str_eq(mha_strerror(MHA_ERR_WINDOW),
 			 "a window side is below -1 (-1: unbounded; 0 and up: that many keys)");
 	ck_assert_str_eq(mha_strerror(MHA_ERR_SINK), "a sink logit is not a finite number");
+	ck_assert_str_eq(mha_strerror(MHA_ERR_ALIBI), "an ALiBi slope is not a finite number");
 	ck_assert_str_eq(mha_stage_name(MHA_STAGE_SOFTMAX), "softmax");
+	ck_assert_str_eq(mha_stage_name(MHA_STAGE_Q_ROT), "q_rot");
+	ck_assert_str_eq(mha_stage_name(MHA_STAGE_K_ROT), "k_rot");
 	ck_assert_str_eq(mha_stage_name(MHA_STAGE_COUNT), "unknown");
 	ck_assert_str_eq(mha_version(), MHA_VERSION_STRING);
 }
@@ -2404,6 +2818,11 @@ static Suite *mha_suite(void)
 	tcase_add_test(hand, test_report_path_and_offset);
 	tcase_add_test(hand, test_fully_masked_row);
 	tcase_add_test(hand, test_sinks_by_hand);
+	tcase_add_test(hand, test_alibi_slopes);
+	tcase_add_test(hand, test_alibi_by_hand);
+	tcase_add_test(hand, test_alibi_overflow);
+	tcase_add_test(hand, test_rope_by_hand);
+	tcase_add_test(hand, test_rope_apply_and_errors);
 	tcase_add_test(hand, test_softcap_and_scale_modes);
 	tcase_add_test(hand, test_grouped_query_mapping);
 	tcase_add_test(hand, test_output_projection);

@@ -1,0 +1,147 @@
+/*
+ * rope.c: rotary position embeddings (mha.h, mha_rope), for both paths and
+ * both element types, and mha_rope_apply() on its own.
+ *
+ * The rotation is O(n·d) and done once, on the projected Q and K, before
+ * the heads: the kernels never see it.  One compiled copy (no fused
+ * multiply-adds from the kernels' flags), so both paths turn every entry
+ * into the very same number.
+ */
+#include "mha.h"
+#include "rules.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* R, the features turned per head */
+static size_t rope_dim(const mha_rope *r, size_t d)
+{
+	return r->dim ? r->dim : d;
+}
+
+mha_status mha_rope_check(const mha_rope *r, size_t d)
+{
+	const double theta = r->theta == 0 ? 10000.0 : r->theta;
+	const size_t R = rope_dim(r, d);
+
+	if (r->mode == MHA_ROPE_NONE)
+		return MHA_OK;
+	if ((unsigned)r->mode > MHA_ROPE_INTERLEAVED)
+		return MHA_ERR_ROPE;
+	if (!isfinite(theta) || theta <= 0)
+		return MHA_ERR_ROPE;
+	if (R == 0 || R % 2 || R > d)
+		return MHA_ERR_ROPE;
+	if (!r->cos != !r->sin || (r->cos && !r->rows))
+		return MHA_ERR_ROPE;
+	return MHA_OK;
+}
+
+/* the position of row i: pos[i], or pos0 + i */
+static ptrdiff_t position(const ptrdiff_t *pos, ptrdiff_t pos0, size_t i)
+{
+	return pos ? pos[i] : mha_rule_add(pos0, (ptrdiff_t)i);
+}
+
+mha_status mha_rope_positions_ok(const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0, size_t n)
+{
+	if (r->mode == MHA_ROPE_NONE)
+		return MHA_OK;
+	for (size_t i = 0; i < n; i++) {
+		const ptrdiff_t p = position(pos, pos0, i);
+
+		/* given positions count from 0; a table has a row for each it serves */
+		if ((pos && p < 0) || (r->cos && (p < 0 || (size_t)p >= r->rows)))
+			return MHA_ERR_ROPE;
+	}
+	return MHA_OK;
+}
+
+/* the indices of pair t's two features within a head */
+static void pair_of(mha_rope_mode mode, size_t R, size_t t, size_t *a, size_t *b)
+{
+	if (mode == MHA_ROPE_INTERLEAVED) {
+		*a = 2 * t;
+		*b = 2 * t + 1;
+	} else {
+		*a = t;
+		*b = t + R / 2;
+	}
+}
+
+mha_status mha_rope_turn(void *out, const void *x, size_t esize, size_t rows, size_t heads,
+			 size_t d, const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0)
+{
+	const double theta = r->theta == 0 ? 10000.0 : r->theta;
+	const size_t R = rope_dim(r, d), ld = heads * d;
+	int finite = 1;
+
+	if (out != x)
+		memcpy(out, x, rows * ld * esize);
+	for (size_t i = 0; i < rows; i++) {
+		const ptrdiff_t p = position(pos, pos0, i);
+
+		for (size_t t = 0; t < R / 2; t++) {
+			double c, s;
+			size_t a, b;
+
+			if (r->cos) {
+				c = r->cos[(size_t)p * (R / 2) + t];
+				s = r->sin[(size_t)p * (R / 2) + t];
+			} else {
+				/* the angle as mha.h documents it, to the bit */
+				const double angle = (double)p * pow(theta, -(double)(2 * t) / (double)R);
+
+				c = cos(angle);
+				s = sin(angle);
+			}
+			pair_of(r->mode, R, t, &a, &b);
+			for (size_t h = 0; h < heads; h++) {
+				const size_t at = i * ld + h * d;
+
+				if (esize == sizeof(double)) {
+					double *o = (double *)out + at;
+					const double x1 = o[a], x2 = o[b];
+
+					o[a] = x1 * c - x2 * s;
+					o[b] = x1 * s + x2 * c;
+					finite &= isfinite(o[a]) && isfinite(o[b]);
+				} else {
+					/* in double, each result rounded to float once */
+					float *o = (float *)out + at;
+					const double x1 = o[a], x2 = o[b];
+
+					o[a] = (float)(x1 * c - x2 * s);
+					o[b] = (float)(x1 * s + x2 * c);
+					finite &= isfinite(o[a]) && isfinite(o[b]);
+				}
+			}
+		}
+	}
+	return finite ? MHA_OK : MHA_ERR_RANGE;
+}
+
+mha_status mha_rope_apply(double *out, const double *x, size_t rows, size_t heads, size_t d,
+			  const mha_rope *rope, const ptrdiff_t *pos)
+{
+	mha_status st;
+
+	if (!out || !x || !rope)
+		return MHA_ERR_NULL;
+	if (!rows || !heads || !d)
+		return MHA_ERR_DIM;
+	if (heads > SIZE_MAX / d || rows > SIZE_MAX / sizeof(double) / (heads * d))
+		return MHA_ERR_TOOBIG;
+	st = mha_rope_check(rope, d);
+	if (st == MHA_OK)
+		st = mha_rope_positions_ok(rope, pos, 0, rows);
+	if (st != MHA_OK)
+		return st;
+	if (rope->mode == MHA_ROPE_NONE) {
+		if (out != x)
+			memmove(out, x, rows * heads * d * sizeof(double));
+		return MHA_OK;
+	}
+	return mha_rope_turn(out, x, sizeof(double), rows, heads, d, rope, pos, 0);
+}
