@@ -1731,6 +1731,61 @@ START_TEST(test_batch_fast_observer)
 }
 END_TEST
 
+/*
+ * ALiBi and rotary embeddings in a batch whose sequences have key lengths
+ * of their own: bottom-right puts each sequence's queries at its own
+ * positions (kv_lens[b] - n_q + i), which both take.  Plain and fast
+ * against the reference run on each sequence alone; the fast path the very
+ * bits of each sequence alone.
+ */
+START_TEST(test_batch_rope_alibi)
+{
+	const size_t B = 3, nq = 4, nkv = 6, dm = 8;
+	const size_t kv_lens[3] = { 6, 3, 5 };
+	double *x = rnd_matrix(B * nq * dm), *kv = rnd_matrix(B * nkv * dm), *W[3];
+	double plain[3 * 4 * 8], fast[3 * 4 * 8], one[4 * 8];
+	mha_dims d = { .n_q = nq, .n_kv = nkv, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+		       .heads = 2, .kv_heads = 1, .d_k = 4, .d_v = 4, .batch = B };
+	mha_config cfg = { .causal = MHA_CAUSAL_BOTTOM_RIGHT, .kv_lens = kv_lens,
+			   .alibi = { .on = 1 }, .rope = { .mode = MHA_ROPE_HALF },
+			   .window = { 1, 2, -1 } };
+	mha_weights w;
+	char what[64];
+
+	W[0] = rnd_matrix(dm * 8);
+	W[1] = rnd_matrix(dm * 4);
+	W[2] = rnd_matrix(dm * 4);
+	w = (mha_weights){ .W_Q = W[0], .W_K = W[1], .W_V = W[2] };
+	cfg.exact = 1;
+	ck_assert_int_eq(mha_forward(plain, &d, &(mha_inputs){ x, kv, kv }, &w, &cfg, NULL, NULL), MHA_OK);
+	cfg.exact = 0;
+	ck_assert_int_eq(mha_forward(fast, &d, &(mha_inputs){ x, kv, kv }, &w, &cfg, NULL, NULL), MHA_OK);
+	for (size_t b = 0; b < B; b++) {
+		mha_dims d1 = d;
+		mha_config c1 = cfg;
+		const mha_inputs in1 = { x + b * nq * dm, kv + b * nkv * dm, kv + b * nkv * dm };
+		ref_result r;
+
+		d1.batch = 0;
+		c1.kv_lens = NULL;
+		c1.kv_len = kv_lens[b];
+		ck_assert_int_eq(ref_forward(&r, &d1, &in1, &w, &c1), 0);
+		snprintf(what, sizeof(what), "rope+alibi sequence %zu, plain", b);
+		check_close(what, plain + b * nq * 8, r.output, nq * 8);
+		snprintf(what, sizeof(what), "rope+alibi sequence %zu, fast", b);
+		check_close_norm(what, fast + b * nq * 8, r.output, nq * 8);
+		ck_assert_int_eq(mha_forward(one, &d1, &in1, &w, &c1, NULL, NULL), MHA_OK);
+		ck_assert_msg(!memcmp(one, fast + b * nq * 8, sizeof(one)),
+			      "sequence %zu: the batch's fast path differs from the sequence alone", b);
+		ref_free(&r);
+	}
+	for (int i = 0; i < 3; i++)
+		free(W[i]);
+	free(x);
+	free(kv);
+}
+END_TEST
+
 /* a mask (n_q, n_kv) shared by a batch, and one of (B, 1, n_q, n_kv): by hand */
 START_TEST(test_batch_mask_by_hand)
 {
@@ -2834,6 +2889,7 @@ static Suite *mha_suite(void)
 	tcase_add_test(ref, test_projection_partial_sums);
 	tcase_add_loop_test(ref, test_batch_against_reference, 0, 120);
 	tcase_add_test(ref, test_batch_fast_blocks);
+	tcase_add_test(ref, test_batch_rope_alibi);
 	tcase_add_test(hand, test_batch_mask_by_hand);
 	tcase_add_test(hand, test_batch_fast_observer);
 	tcase_add_test(ref, test_memory_batch);
