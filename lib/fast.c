@@ -6,7 +6,9 @@
  * (n_q, n_kv) matrix is built, keys are taken in blocks with a running
  * max and sum, causal blocks past the diagonal are skipped, and the work
  * is shared among threads so that every output element is computed in the
- * same order whatever their number.  The kernels are compiled for several
+ * same order whatever their number.  A batch's projections are one product
+ * over all its rows, and its attention tasks are batch × heads × query
+ * blocks, each sequence under its own rule (mha_rule_seq).  The kernels are compiled for several
  * vector widths; the widest the processor runs is used (MHA_KERNEL=base,
  * avx2 or avx512 in the environment chooses one, for testing).
  */

@@ -6,7 +6,9 @@
  * handed to an observer and every sum is taken in a fixed order (keys, then
  * features, ascending).  It builds an (n_q, n_kv) matrix only for a stage
  * somebody asked to see; otherwise a row of n_kv doubles is all the
- * attention itself needs.  It is not the fast path: no blocking, no threads.
+ * attention itself needs.  A batch is computed one sequence after another,
+ * each as if alone (plain_sequence).  It is not the fast path: no
+ * blocking, no threads.
  */
 #include "mha.h"
 #include "kernel.h"
