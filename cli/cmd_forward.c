@@ -734,6 +734,9 @@ int forward_run(int argc, char **argv, const struct forward_command *cmd)
 	if (check_sequence(&o, &pb))
 		goto done;
 	rc = EXIT_DATA;
+	/* --sequence N: that one alone, as if it had been given by itself */
+	if (o.sequence && problem_keep_sequence(&pb, o.sequence - 1))
+		goto done;
 	/* the steps to print, and what the observer keeps for them: each sequence's */
 	B = problem_sequences(&pb);
 	res = calloc(B, sizeof(*res));
@@ -775,19 +778,18 @@ int forward_run(int argc, char **argv, const struct forward_command *cmd)
 			goto done;
 	}
 	{
-		/* --sequence N: that one alone, as a run of its own */
-		const struct step_items *shown = o.sequence ? &lists[o.sequence - 1] : lists;
+		/* --sequence N: that one, kept alone, printed as a run of its own */
 		const size_t batch = o.sequence ? 0 : pb.batch;
 
 		if (o.explain) {
-			if (emit_explain(&o.emit, shown, batch, o.sequence ? &fs[o.sequence - 1] : fs,
-					 &pb.labels, o.spec.cell ? pb.cell : NULL))
+			if (emit_explain(&o.emit, lists, batch, fs, &pb.labels, o.spec.cell ? pb.cell : NULL))
 				goto done;
 		} else {
 			const struct run_meta meta = { .f = &f, .rep = &rep, .f32 = o.f32,
+						       .batch = o.sequence ? pb.batch_read : pb.batch,
 						       .sequence = o.sequence };
 
-			if (emit_items(&o.emit, shown, batch, &pb.labels, &meta))
+			if (emit_items(&o.emit, lists, batch, &pb.labels, &meta))
 				goto done;
 		}
 	}

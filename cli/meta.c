@@ -92,8 +92,8 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 	fputc(']', fp);
 	/* a batch (3-D inputs): its sequences, and the one shown alone */
 	key(&mb, "batch");
-	if (d->batch)
-		fprintf(fp, "%zu", d->batch);
+	if (m->batch)
+		fprintf(fp, "%zu", m->batch);
 	else
 		fputs("null", fp);
 	key(&mb, "sequence");
@@ -114,21 +114,18 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 	fprintf(fp, "{\"value\": %s, \"rule\": \"%s\"}", buf, scale_rule(cfg->scale_mode));
 	string(&mb, "causal", causal_name(cfg->causal));
 	key(&mb, "causal_offset");
-	if (cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT && cfg->kv_lens && !m->sequence) {
+	if (cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT && cfg->kv_lens) {
 		/* each sequence's, from its own key length */
 		for (size_t b = 0; b < d->batch; b++)
 			fprintf(fp, "%s%td", b ? ", " : "[", mha_causal_offset(d, cfg, b));
 		fputc(']', fp);
 	} else if (cfg->causal != MHA_CAUSAL_NONE) {
-		fprintf(fp, "%td", m->sequence ? mha_causal_offset(d, cfg, m->sequence - 1)
-					       : m->rep->causal_offset);
+		fprintf(fp, "%td", m->rep->causal_offset);
 	} else {
 		fputs("null", fp);
 	}
 	key(&mb, "kv_len");
-	if (cfg->kv_lens && m->sequence) {
-		fprintf(fp, "%zu", cfg->kv_lens[m->sequence - 1]);
-	} else if (cfg->kv_lens) {
+	if (cfg->kv_lens) {
 		for (size_t b = 0; b < d->batch; b++)
 			fprintf(fp, "%s%zu", b ? ", " : "[", cfg->kv_lens[b]);
 		fputc(']', fp);

@@ -881,7 +881,7 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 			     f32 ? "float (about 3.4e38)" : "double (about 1.8e308)");
 	if (st != MHA_OK)
 		return error("%s", mha_strerror(st));
-	if (rep->blocked_rows && p->batch) {
+	if (rep->blocked_rows && p->batch > 1) {
 		char seq[48];
 
 		snprintf(seq, sizeof(seq), "sequence %zu, ", rep->first_blocked_sequence + 1);
@@ -904,6 +904,58 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 }
 
 /* ---- the problem -------------------------------------------------------- */
+
+/* the library's view of the inputs read */
+static void set_inputs(struct problem *p)
+{
+	const struct problem_spec *s = &p->spec;
+
+	p->in.xq = p->direct ? p->q.v : p->x.v;
+	p->in.xk = p->direct ? p->k.v : s->xk ? p->xk.v : s->kv ? p->kv.v : p->x.v;
+	p->in.xv = p->direct ? p->v.v : s->xv ? p->xv.v : p->in.xk;
+}
+
+int problem_keep_sequence(struct problem *p, size_t b)
+{
+	matrix *in[] = { &p->x, &p->kv, &p->xk, &p->xv, &p->q, &p->k, &p->v };
+
+	for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+		matrix *m = in[i], one;
+		const size_t n = m->dim[1] * m->dim[2];
+
+		if (m->rank != 3)
+			continue;
+		if (matrix_alloc(&one, 3, 1, m->dim[1], m->dim[2]))
+			return -1;
+		memcpy(one.v, m->v + b * n, n * sizeof(double));
+		one.is_f32 = m->is_f32;
+		one.labels = m->labels;
+		one.n_labels = m->n_labels;
+		one.labels_held = m->labels_held;
+		m->labels = NULL;
+		m->n_labels = m->labels_held = 0;
+		matrix_free(m);
+		*m = one;
+	}
+	if (p->cfg.mask.per_batch) {
+		/* sequence b's mask, moved to the front of the arrays the config points at */
+		const size_t n = p->d.n_q * p->d.n_kv * (p->cfg.mask.per_head ? p->d.heads : 1);
+
+		if (p->allow)
+			memmove(p->allow, p->allow + b * n, n);
+		else
+			memmove(p->mask.v, p->mask.v + b * n, n * sizeof(double));
+		p->cfg.mask.per_batch = 0;
+	}
+	if (p->cfg.kv_lens) {
+		p->cfg.kv_len = p->cfg.kv_lens[b];
+		p->cfg.kv_lens = NULL;
+	}
+	p->batch_read = p->batch;
+	p->batch = p->d.batch = 1;
+	set_inputs(p);
+	return 0;
+}
 
 /* --kv-len 5,3,4: one length per sequence of the batch, none past the keys */
 static int check_kv_lens(const struct problem_spec *s, struct problem *p)
@@ -978,9 +1030,7 @@ static int load(struct problem *p, const struct problem_spec *s)
 	}
 	if (s->kv_lens && check_kv_lens(s, p))
 		return EXIT_DATA;
-	p->in.xq = p->direct ? p->q.v : p->x.v;
-	p->in.xk = p->direct ? p->k.v : s->xk ? p->xk.v : s->kv ? p->kv.v : p->x.v;
-	p->in.xv = p->direct ? p->v.v : s->xv ? p->xv.v : p->in.xk;
+	set_inputs(p);
 	p->weights = (mha_weights){
 		.W_Q = weight_ptr(w, WQ), .W_K = weight_ptr(w, WK), .W_V = weight_ptr(w, WV),
 		.W_O = weight_ptr(w, WO), .b_Q = weight_ptr(w, BQ), .b_K = weight_ptr(w, BK),

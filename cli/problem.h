@@ -65,6 +65,7 @@ struct problem {
 	 * are 2-D; a 2-D input beside 3-D ones is shared by every sequence
 	 * (copied B times), so the library sees every input as (B, rows, cols) */
 	size_t batch;
+	size_t batch_read;      /* after problem_keep_sequence: the batch as read */
 	unsigned char *allow;   /* the boolean mask as bytes, or NULL */
 	int direct;             /* Q, K, V given directly */
 	mha_dims d;
@@ -106,5 +107,12 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 
 /* Sequences the run computes: the batch, or 1. */
 size_t problem_sequences(const struct problem *p);
+
+/*
+ * --sequence: keep sequence b (0-based) of a batch alone, as a batch of one
+ * (its inputs, its mask, its key length); batch_read keeps the batch's
+ * size.  0, or -1 said.
+ */
+int problem_keep_sequence(struct problem *p, size_t b);
 
 #endif
