@@ -1011,11 +1011,14 @@ def torch_cases(binary, rng):
 # ---- batches ---------------------------------------------------------------
 
 
-def batch_reference(xq, xk, xv, w, heads, kv_heads, causal, kv_lens, mask, window=None):
+def batch_reference(xq, xk, xv, w, heads, kv_heads, causal, kv_lens, mask, window=None,
+                    alibi=None, rope=None):
     """A batch, the batch an axis of every array (einsum over it), not a loop:
     xq (B, n_q, d), xk and xv (B, n_kv, d); mask broadcasts to (B, H, n_q,
     n_kv) as NumPy (and ONNX) broadcast; kv_lens one length per sequence,
     bottom-right lining each sequence's last query up with its last key.
+    alibi (one slope a head) and rope (apply_rope's dict) take each sequence's
+    own query positions, i + its causal offset.
     Returns mask, softmax (B, H, n_q, n_kv) and output (B, n_q, d_out)."""
     H, G = heads, kv_heads or heads
     B, n_q, n_kv = xq.shape[0], xq.shape[1], xk.shape[1]
@@ -1023,8 +1026,17 @@ def batch_reference(xq, xk, xv, w, heads, kv_heads, causal, kv_lens, mask, windo
     K = xk @ w["W_K"] if "W_K" in w else xk
     V = xv @ w["W_V"] if "W_V" in w else xv
     d_k, d_v = Q.shape[2] // H, V.shape[2] // G
+    lens_b = np.asarray(kv_lens if kv_lens is not None else [n_kv] * B)
+    offs = lens_b - n_q if causal == "bottom-right" else np.zeros(B, dtype=int)
     Qh = Q.reshape(B, n_q, H, d_k)
-    Kh = np.repeat(K.reshape(B, n_kv, G, d_k), H // G, axis=2)
+    Kg = K.reshape(B, n_kv, G, d_k)
+    if rope is not None:
+        # each sequence's queries at i + its offset, keys at 0 ... n_kv - 1
+        Qh = np.stack([apply_rope(Qh[b].transpose(1, 0, 2), np.arange(n_q) + offs[b], rope)
+                       .transpose(1, 0, 2) for b in range(B)])
+        Kg = np.stack([apply_rope(Kg[b].transpose(1, 0, 2), np.arange(n_kv), rope)
+                       .transpose(1, 0, 2) for b in range(B)])
+    Kh = np.repeat(Kg, H // G, axis=2)
     Vh = np.repeat(V.reshape(B, n_kv, G, d_v), H // G, axis=2)
     scaled = np.einsum("bihd,bjhd->bhij", Qh, Kh) / math.sqrt(d_k)
     lens = np.asarray(kv_lens if kv_lens is not None else [n_kv] * B)[:, None, None, None]
@@ -1048,6 +1060,9 @@ def batch_reference(xq, xk, xv, w, heads, kv_heads, causal, kv_lens, mask, windo
         else:
             bias = bias + m
     mask_add = np.where(allowed, 0.0, -np.inf) + bias
+    if alibi is not None:
+        p = i + offs[:, None, None, None]
+        mask_add = mask_add + np.asarray(alibi, float)[None, :, None, None] * (j - p)
     weights = softmax_rows(scaled + mask_add)
     out = np.einsum("bhij,bjhd->bihd", weights, Vh).reshape(B, n_q, H * d_v)
     if "W_O" in w:
@@ -1060,7 +1075,8 @@ def batch_cases(binary, rng):
     batch_reference: the numbers, each step (B, ...) in the JSON output."""
 
     def case(name, B, H, G, n_q, n_kv, d, causal=None, kv_lens=None, mask_shape=None,
-             bool_mask=False, cross=False, kv_2d=False, window=None, npy=False):
+             bool_mask=False, cross=False, kv_2d=False, window=None, npy=False, alibi=False,
+             rope=None):
         def check():
             x = rng.standard_normal((B, n_q, d))
             kv = rng.standard_normal((n_kv, d) if kv_2d else (B, n_kv, d)) if cross else x
@@ -1093,12 +1109,18 @@ def batch_cases(binary, rng):
                     args += ["--kv-len", ",".join(map(str, kv_lens))]
                 if window is not None:
                     args += ["--window", "%d,%d" % window]
+                if alibi:
+                    args += ["--alibi"]
+                if rope is not None:
+                    args += ["--rope", rope]
                 if mask is not None:
                     args += ["--mask", put("mask.json", mask)]
                 doc = parse_json(run(binary, args + ["-p", "mask,softmax,output", "-f", "json"]))
                 fast = parse_json(run(binary, args + ["-f", "json"]))
             kvb = np.broadcast_to(kv, (B, n_kv, d))
-            ref = batch_reference(x, kvb, kvb, w, H, G, causal, kv_lens, mask, window)
+            ref = batch_reference(x, kvb, kvb, w, H, G, causal, kv_lens, mask, window,
+                                  press_slopes(H) if alibi else None,
+                                  {"mode": rope} if rope else None)
             if doc["meta"]["batch"] != B:
                 raise Mismatch("meta batch %r, expected %d" % (doc["meta"]["batch"], B))
             worst = compare("output", to_array(doc["output"], "output"), ref["output"])
@@ -1124,6 +1146,10 @@ def batch_cases(binary, rng):
         case("mask-1d-shared-kv", 3, 2, 1, 3, 4, 4, cross=True, kv_2d=True, mask_shape=(4,)),
         case("window-npy", 2, 3, 3, 5, 5, 3, causal="top-left", window=(1, 0), npy=True),
         case("one-sequence", 1, 1, 1, 3, 3, 2, causal="top-left", kv_lens=[2]),
+        case("alibi-rope-kv-lens", 3, 2, 1, 3, 5, 4, causal="bottom-right", kv_lens=[5, 2, 4],
+             cross=True, alibi=True, rope="half"),
+        case("rope-interleaved-window", 2, 2, 2, 4, 4, 4, causal="bottom-right", kv_lens=[4, 3],
+             window=(1, 0), rope="interleaved"),
     ]
 
 
