@@ -236,7 +236,7 @@ static int parse_print(const char *arg, struct options *o)
 static int parse_options(int argc, char **argv, struct options *o,
 			 const struct forward_command *cmd)
 {
-	enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_HEADS, O_KV_HEADS, O_SCALE,
+	enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV_HEADS, O_SCALE,
 	       O_CAUSAL, O_WINDOW, O_SINKS, O_ALIBI, O_ALIBI_SLOPES, O_ROPE, O_ROPE_THETA, O_ROPE_DIM, O_POSITIONS,
 	       O_ROPE_COS, O_ROPE_SIN, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
 	       O_EXACT,
@@ -252,6 +252,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 		{ "k", required_argument, NULL, O_K },
 		{ "v", required_argument, NULL, O_V },
 		{ "mask", required_argument, NULL, O_MASK },
+		{ "mask-bool", required_argument, NULL, O_MASK_BOOL },
 		{ "wq", required_argument, NULL, O_ONE + WQ },
 		{ "wk", required_argument, NULL, O_ONE + WK },
 		{ "wv", required_argument, NULL, O_ONE + WV },
@@ -317,6 +318,13 @@ static int parse_options(int argc, char **argv, struct options *o,
 		case O_K: o->spec.k = optarg; break;
 		case O_V: o->spec.v = optarg; break;
 		case O_MASK: o->spec.mask = optarg; break;
+		case O_MASK_BOOL:
+			if (strcmp(optarg, "attend") && strcmp(optarg, "block")) {
+				usage_error(hint, "--mask-bool takes attend or block, not '%s'", optarg);
+				return -1;
+			}
+			o->spec.mask_block = !strcmp(optarg, "block");
+			break;
 		case O_SINKS: o->spec.sinks = optarg; break;
 		/* a slopes file is ALiBi with those slopes: with --alibi as well, the same */
 		case O_ALIBI: o->spec.cfg.alibi.on = 1; break;
