@@ -44,9 +44,10 @@ static const char forward_usage[] =
 	"  -p, --print LIST      comma-separated steps to print: x, q, k, v, scores,\n"
 	"                        scaled, softcapped, mask, masked, softmax, heads,\n"
 	"                        concat, output; or all (default: output)\n"
-	"  -f, --format FMT      text, json, csv, markdown, npy, heatmap (coloured cells in\n"
-	"                        the terminal) or svg (a picture); default: from -o's\n"
-	"                        name, .json .csv .npy .md .svg .txt, a directory is\n"
+	"  -f, --format FMT      text, json, csv, markdown, npy, npz (every step in one\n"
+	"                        NumPy archive), heatmap (coloured cells in the\n"
+	"                        terminal) or svg (a picture); default: from -o's name,\n"
+	"                        .json .csv .npy .npz .md .svg .txt, a directory is\n"
 	"                        csv, no extension text (another is refused).\n"
 	"                        heatmap and svg draw each head's softmax,\n"
 	"                        or the one step --print names (scores, scaled,\n"
@@ -472,7 +473,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 			o->format_given = 1;
 			if (emit_format_by_name(optarg, &o->emit.format)) {
 				usage_error(hint, "--format takes text, json, csv, markdown, npy, "
-					    "heatmap or svg, not '%s'", optarg);
+					    "npz, heatmap or svg, not '%s'", optarg);
 				return -1;
 			}
 			break;
@@ -586,7 +587,7 @@ static int check_option_combinations(struct options *o)
 	if (!o->print && !o->print_all)
 		o->print = STEP_BIT(STEP_OUTPUT);
 	if (!o->format_given && o->emit.output && !emit_known_name(o->emit.output))
-		return usage_error(hint, "-o '%s': mha writes .json, .csv, .npy, .md, .svg and .txt "
+		return usage_error(hint, "-o '%s': mha writes .json, .csv, .npy, .npz, .md, .svg and .txt "
 				   "files (or text under a name with no extension); add --format to "
 				   "write another name", o->emit.output);
 	if (!o->format_given && o->emit.output)
