@@ -136,11 +136,13 @@ void zip_finish(zip_writer *z)
 {
 	const uint64_t cd_start = z->at;
 	uint64_t cd_size;
+	int zip64;
 	struct le h;
 
 	for (size_t i = 0; i < z->n; i++) {
 		const zip_member *e = &z->v[i];
-		const int big = e->size >= LIMIT32, far = e->offset >= LIMIT32;
+		const int big = z->force_zip64 || e->size >= LIMIT32;
+		const int far = z->force_zip64 || e->offset >= LIMIT32;
 		const size_t len = strlen(e->name);
 
 		h.n = 0;
@@ -178,7 +180,8 @@ void zip_finish(zip_writer *z)
 		}
 	}
 	cd_size = z->at - cd_start;
-	if (z->n >= LIMIT16 || cd_size >= LIMIT32 || cd_start >= LIMIT32) {
+	zip64 = z->force_zip64 || z->n >= LIMIT16 || cd_size >= LIMIT32 || cd_start >= LIMIT32;
+	if (zip64) {
 		const uint64_t record = z->at;
 
 		h.n = 0;
@@ -202,6 +205,7 @@ void zip_finish(zip_writer *z)
 	le(&h, 0x06054b50, 4);                        /* end of central directory */
 	le(&h, 0, 2);
 	le(&h, 0, 2);
+	/* what does not fit is in the ZIP64 record, which readers then take */
 	le(&h, z->n >= LIMIT16 ? LIMIT16 : z->n, 2);
 	le(&h, z->n >= LIMIT16 ? LIMIT16 : z->n, 2);
 	le(&h, cd_size >= LIMIT32 ? LIMIT32 : cd_size, 4);

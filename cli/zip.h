@@ -32,6 +32,8 @@ typedef struct zip_writer {
 	uint64_t at;     /* bytes written so far */
 	zip_member *v;   /* [n] */
 	size_t n, cap;
+	int force_zip64; /* the central directory's ZIP64 fields and end records even
+			    for a small archive (set by tests/zip_test.c only) */
 } zip_writer;
 
 /* CRC-32 (ISO-HDLC, as zip and zlib's crc32) of n bytes, going on from crc

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""npz_check.py MHA: -o run.npz against the JSON output of the same run.
+"""npz_check.py MHA [ZIP_TEST]: -o run.npz against the JSON output of the same run.
 
 For each kind of run (one head, several, grouped-query and cross-attention,
 Q/K/V given, a mask per head, a softcap, rotary embeddings, tokens, a
@@ -18,7 +18,9 @@ batch with a mask per sequence, --sequence, --dtype f32) mha writes
   JSON's float32 numbers);
 - the archive is what np.savez writes: stored members, CRC-32 correct
   (zipfile.testzip), and each member's bytes those np.save writes for the
-  same array (so only the zip's dates may differ from np.savez's file).
+  same array (so only the zip's dates may differ from np.savez's file);
+- with ZIP_TEST (tests/zip_test), the ZIP64 records of an archive past
+  4 GiB, forced on a small one, read by zipfile and np.load.
 
 Prints one line per check and ends with 'N passed, N failed'.
 """
@@ -140,10 +142,54 @@ def check_run(name, args, f32=False):
     check("%s: members as np.save writes them" % name, not differ, ", ".join(differ))
 
 
+def check_zip64(zip_test):
+    """tests/zip_test writes a small archive with and without the ZIP64
+    records zip.c writes past 4 GiB (forced, as zipfile's force_zip64):
+    zipfile and np.load must read both alike, the forced one through its
+    ZIP64 fields (every size and offset in the central directory 0xffffffff,
+    a ZIP64 end record that the locator points to)."""
+    import struct
+    want = {"a": np.array([[1, 2, 3], [4, 5.5, -np.inf]]),
+            "b": np.array([[[0.5, -1, 2], [0.25, 8, -3]], [[1, 2, 3], [4, 5.5, -np.inf]]],
+                          dtype=np.float32),
+            "s": np.array(["x", "\u00fcn\u00ef"]), "m": np.array("hello")}
+    with tempfile.TemporaryDirectory(prefix="mha-zip-") as tmp:
+        for mode in ("plain", "force"):
+            path = os.path.join(tmp, mode + ".npz")
+            subprocess.run([zip_test, path, mode], check=True, timeout=60)
+            with open(path, "rb") as f:
+                raw = f.read()
+            zf = zipfile.ZipFile(io.BytesIO(raw))
+            z = np.load(io.BytesIO(raw), allow_pickle=False)
+            ok = zf.testzip() is None and sorted(z.files) == sorted(want) and all(
+                z[k].dtype == v.dtype and same_bits(z[k], v) if v.dtype.kind == "f"
+                else z[k].dtype.kind == "U" and z[k].tolist() == v.tolist()
+                for k, v in want.items())
+            check("zip_test %s: zipfile and np.load read it" % mode, ok)
+            # the central directory's fields, as written
+            fields = []
+            at = raw.find(b"PK\x01\x02")
+            while at >= 0:
+                csize, usize = struct.unpack_from("<II", raw, at + 20)
+                offset, = struct.unpack_from("<I", raw, at + 42)
+                fields += [csize, usize, offset]
+                at = raw.find(b"PK\x01\x02", at + 4)
+            loc = raw.rfind(b"PK\x06\x07")
+            if mode == "force":
+                record = struct.unpack_from("<Q", raw, loc + 8)[0] if loc >= 0 else -1
+                ok = len(fields) == 12 and all(v == 0xffffffff for v in fields) and \
+                    raw[record:record + 4] == b"PK\x06\x06" and \
+                    [i.header_offset for i in zf.infolist()][0] == 0
+            else:
+                ok = len(fields) == 12 and 0xffffffff not in fields and loc < 0
+            check("zip_test %s: ZIP64 records %s" % (mode, "there" if mode == "force"
+                                                       else "absent"), ok, repr(fields))
+
+
 def main():
     global MHA
-    if len(sys.argv) != 2:
-        sys.exit("usage: npz_check.py MHA")
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: npz_check.py MHA [ZIP_TEST]")
     MHA = os.path.abspath(sys.argv[1])
     cases = [
         ("one-head", ["-x", "data/x.json"]),
@@ -165,6 +211,8 @@ def main():
     for name, args in cases:
         check_run(name, args)
     check_run("f32", ["-x", "data/x4.json", "--heads", "2", "--dtype", "f32"], f32=True)
+    if len(sys.argv) == 3:
+        check_zip64(os.path.abspath(sys.argv[2]))
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
