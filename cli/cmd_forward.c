@@ -508,6 +508,7 @@ static void option_facts(const struct options *o, struct step_facts *f)
 	memset(f, 0, sizeof(*f));
 	f->cfg = &o->spec.cfg;
 	f->mask_file = o->spec.mask;
+	f->mask_block = o->spec.mask_block;
 	f->heads = o->spec.heads;
 	f->weights = ~0u;
 	f->direct = o->spec.q != NULL;

@@ -1101,7 +1101,8 @@ void problem_free(struct problem *p)
 void problem_facts(const struct problem *p, double scale, struct step_facts *f)
 {
 	*f = (struct step_facts){ .cfg = &p->cfg, .d = &p->d, .scale = scale,
-				  .mask_file = p->spec.mask, .heads = p->d.heads,
+				  .mask_file = p->spec.mask, .mask_block = p->spec.mask_block,
+				  .heads = p->d.heads,
 				  .alibi_slopes = p->cfg.alibi.on ? p->alibi.v : NULL,
 				  .direct = p->direct,
 				  .cross = p->spec.kv != NULL || p->spec.xk != NULL,
