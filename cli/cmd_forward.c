@@ -80,6 +80,7 @@ struct options {
 	int explain;    /* --explain */
 	size_t sequence; /* --sequence N: a batch's sequence N alone (1-based); 0: all */
 	size_t *kv_lens; /* --kv-len 5,3,4: from malloc, or NULL */
+	int mask_bool;   /* --mask-bool given */
 };
 
 /* a whole number from 1 up, digits only: 0, or -1 */
@@ -325,6 +326,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 				return -1;
 			}
 			o->spec.mask_block = !strcmp(optarg, "block");
+			o->mask_bool = 1;
 			break;
 		case O_SINKS: o->spec.sinks = optarg; break;
 		/* a slopes file is ALiBi with those slopes: with --alibi as well, the same */
@@ -560,6 +562,9 @@ static int check_option_combinations(struct options *o)
 			return usage_error(hint, "--print %s needs --rope",
 					   o->print & STEP_BIT(STEP_Q_ROT) ? "q_rot" : "k_rot");
 	}
+	if (o->mask_bool && !s->mask)
+		return usage_error(hint, "--mask-bool says what a --mask file's booleans mean: "
+				   "give --mask FILE");
 	if (!s->rope_cos != !s->rope_sin)
 		return usage_error(hint, "--rope-cos and --rope-sin go together: missing %s",
 				   s->rope_cos ? "--rope-sin" : "--rope-cos");
