@@ -60,7 +60,7 @@ DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq \
 
 LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c
 CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
-          cli/read_npy.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
+          cli/read_npy.c cli/read_safetensors.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
           cli/cmd_forward.c cli/cmd_heatmap.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c cli/steps.c cli/problem.c cli/emit.c \
           cli/meta.c
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
@@ -233,7 +233,7 @@ clean:
 
 FUZZ_CC       ?= $(shell command -v clang-14 2>/dev/null || echo clang)
 FUZZ_PACKAGES  = clang libclang-rt-14-dev
-FUZZ_TARGETS   = json csv npy weights format args problem
+FUZZ_TARGETS   = json csv npy safetensors weights format args problem
 FUZZ_SAN       = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # clang warns where gcc, the real build's compiler, does not: a va_list
 # format (msg.c) and casts to the kernels' aligned vectors (kernel.c)
