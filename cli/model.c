@@ -417,9 +417,9 @@ static int missing(const struct ckpt *c, const char *name, const char *why)
 	}
 	if (!best[0])
 		return error("%s: no tensor \"%s\"%s: the checkpoint holds none", c->path, name, why);
-	return error("%s: no tensor \"%s\"%s (nearest: \"%s\"%s%s%s%s%s)", c->path, name, why,
+	return error("%s: no tensor \"%s\"%s (nearest: \"%s\"%s%s%s%s%s%s)", c->path, name, why,
 		     best[0], best[1] ? ", \"" : "", best[1] ? best[1] : "", best[1] ? "\"" : "",
-		     best[2] ? ", \"" : "", best[2] ? best[2] : "");
+		     best[2] ? ", \"" : "", best[2] ? best[2] : "", best[2] ? "\"" : "");
 }
 
 /* ---- the module -------------------------------------------------------- */

@@ -487,7 +487,7 @@ def damaged_cases(c, rng):
     t2 = {n: v for n, v in t.items() if not n.endswith("k_proj.weight")}
     d = folder(tmp, "llama-no-k", t2)
     c.refused("missing tensor lists the nearest names", base + ["-w", d],
-              [k, "nearest", "model.layers.0.self_attn.q_proj.weight"])
+              [k, "nearest", '"model.layers.0.self_attn.q_proj.weight"', '")'])
     d = folder(tmp, "llama-one", t)
     c.refused("no such layer", base[:-4] + ["--layer", "5", "-w", d],
               ["no layer 5", "0 to 0"])
