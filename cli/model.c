@@ -134,6 +134,29 @@ static void folder_of(const char *path, char *dir, size_t size)
 		snprintf(dir, size, "%.*s", (int)(slash - path == 0 ? 1 : slash - path), path);
 }
 
+int model_files(const char *path, int (*fn)(void *ctx, const char *file), void *ctx)
+{
+	char dir[4096], file[4400];
+	struct dirent *e;
+	DIR *d;
+	int rc = 0;
+
+	folder_of(path, dir, sizeof(dir));
+	if (!is_dir(path))
+		rc = fn(ctx, path);
+	d = rc ? NULL : opendir(dir);
+	while (!rc && d && (e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.' && (ends_with(e->d_name, ".safetensors") ||
+					    !strcmp(e->d_name, INDEX_NAME) ||
+					    !strcmp(e->d_name, "config.json"))) {
+			snprintf(file, sizeof(file), "%s/%s", dir, e->d_name);
+			rc = fn(ctx, file);
+		}
+	if (d)
+		closedir(d);
+	return rc;
+}
+
 /* A checkpoint: its shards, and every tensor name with the shard holding it. */
 struct ckpt {
 	const char *path;   /* as -w gave it */
@@ -146,7 +169,17 @@ struct ckpt {
 	size_t n_names;
 	const char *index;  /* the index's path for messages, or NULL */
 	char index_path[4200];
+	size_t held;        /* what the names and tables hold of the memory budget */
 };
+
+/* n bytes of the checkpoint's tables, charged to the budget: 0, or -1 said */
+static int ckpt_take(struct ckpt *c, size_t n)
+{
+	if (budget_take(n))
+		return budget_refuse(c->path, n);
+	c->held += n;
+	return 0;
+}
 
 static void ckpt_free(struct ckpt *c)
 {
@@ -160,6 +193,7 @@ static void ckpt_free(struct ckpt *c)
 	free(c->st);
 	free(c->names);
 	free(c->file_of);
+	budget_give(c->held);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -191,12 +225,16 @@ static int add_file(struct ckpt *c, const char *path, size_t *at)
 
 static int add_name(struct ckpt *c, const char *name, size_t file, size_t *cap)
 {
+	const size_t len = strlen(name) + 1;
+
 	if (c->n_names == *cap) {
 		const size_t n = *cap ? 2 * *cap : 64;
-		char **names = realloc(c->names, n * sizeof(*names));
+		char **names;
 		size_t *of;
 
-		if (!names)
+		if (ckpt_take(c, (n - *cap) * (sizeof(*names) + sizeof(*of))))
+			return -1;
+		if (!(names = realloc(c->names, n * sizeof(*names))))
 			return error("out of memory");
 		c->names = names;
 		if (!(of = realloc(c->file_of, n * sizeof(*of))))
@@ -204,8 +242,11 @@ static int add_name(struct ckpt *c, const char *name, size_t file, size_t *cap)
 		c->file_of = of;
 		*cap = n;
 	}
-	if (!(c->names[c->n_names] = strdup(name)))
+	if (ckpt_take(c, budget_block(len)))
+		return -1;
+	if (!(c->names[c->n_names] = malloc(len)))
 		return error("out of memory");
+	memcpy(c->names[c->n_names], name, len);
 	c->file_of[c->n_names++] = file;
 	return 0;
 }
@@ -213,6 +254,16 @@ static int add_name(struct ckpt *c, const char *name, size_t file, size_t *cap)
 static int by_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+struct named {
+	char *name;
+	size_t file;
+};
+
+static int by_pair(const void *a, const void *b)
+{
+	return strcmp(((const struct named *)a)->name, ((const struct named *)b)->name);
 }
 
 /* model.safetensors.index.json: {"weight_map": {name: file}} */
@@ -321,30 +372,25 @@ static int ckpt_open(struct ckpt *c, const char *path)
 	}
 	if (rc)
 		return rc;
-	/* sorted, with their shards */
+	/* sorted by name, each with its shard */
 	{
-		size_t *order = malloc((c->n_names + 1) * sizeof(*order));
-		char **names = malloc((c->n_names + 1) * sizeof(*names));
+		struct named *pairs;
+		const size_t extra = (c->n_names + 1) * sizeof(*pairs);
 
-		if (!order || !names) {
-			free(order);
-			free(names);
+		if (ckpt_take(c, extra))
+			return -1;
+		if (!(pairs = malloc(extra)))
 			return error("out of memory");
-		}
-		memcpy(names, c->names, c->n_names * sizeof(*names));
-		qsort(names, c->n_names, sizeof(*names), by_str);
+		for (size_t i = 0; i < c->n_names; i++)
+			pairs[i] = (struct named){ c->names[i], c->file_of[i] };
+		qsort(pairs, c->n_names, sizeof(*pairs), by_pair);
 		for (size_t i = 0; i < c->n_names; i++) {
-			/* where names[i] was: names are few enough */
-			for (size_t j = 0; j < c->n_names; j++)
-				if (c->names[j] == names[i]) {
-					order[i] = c->file_of[j];
-					break;
-				}
+			c->names[i] = pairs[i].name;
+			c->file_of[i] = pairs[i].file;
 		}
-		free(c->names);
-		free(c->file_of);
-		c->names = names;
-		c->file_of = order;
+		free(pairs);
+		budget_give(extra);
+		c->held -= extra;
 	}
 	for (size_t i = 1; i < c->n_names; i++)
 		if (!strcmp(c->names[i - 1], c->names[i]))

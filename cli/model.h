@@ -28,6 +28,10 @@ enum {
  * *.safetensors.index.json, or a folder holding either. */
 int model_is_checkpoint(const char *path);
 
+/* Each file of the checkpoint at path (its shards, index and config.json)
+ * passed to fn: the first nonzero fn returns, or 0. */
+int model_files(const char *path, int (*fn)(void *ctx, const char *file), void *ctx);
+
 /*
  * --config FILE, or the config.json beside a checkpoint -w names: its keys
  * set s's family (model_type), heads, kv_heads, rope, window, causality and

@@ -815,6 +815,7 @@ int problem_input_ids(const struct problem_spec *s, input_ids *ids)
 		{ "--sinks", s->sinks }, { "--alibi-slopes", s->alibi_slopes },
 		{ "--sinks", s->sinks }, { "--positions", s->positions },
 		{ "--rope-cos", s->rope_cos }, { "--rope-sin", s->rope_sin },
+		{ "--config", s->config },
 	};
 	int rc = 0;
 
@@ -824,7 +825,9 @@ int problem_input_ids(const struct problem_spec *s, input_ids *ids)
 	for (int i = 0; i < N_WEIGHTS && !rc; i++)
 		if (s->one[i])
 			rc = input_ids_add(ids, weight_options[i], s->one[i]);
-	if (!rc && s->w)
+	if (!rc && s->w && model_is_checkpoint(s->w))
+		rc = model_files(s->w, add_input, ids); /* its shards, index and config */
+	else if (!rc && s->w)
 		rc = weights_files(s->w, add_input, ids); /* a directory: every file it may read */
 	return rc;
 }

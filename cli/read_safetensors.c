@@ -364,6 +364,8 @@ int st_read(matrix *m, const st_file *f, const st_tensor *t)
 {
 	enum { CHUNK = 1 << 16 };
 	const unsigned size = dtypes[t->dtype].size;
+	/* a multiple of every size; no larger than the tensor, under a small budget */
+	const size_t chunk = t->end - t->begin < CHUNK ? (size_t)(t->end - t->begin) : CHUNK;
 	unsigned char *buf;
 	uint64_t count = 1, at = t->begin;
 	size_t k = 0;
@@ -390,17 +392,17 @@ int st_read(matrix *m, const st_file *f, const st_tensor *t)
 		return count > SIZE_MAX / sizeof(double) ? budget_refuse(f->path, SIZE_MAX) : -1;
 	}
 	budget_reading(NULL);
-	if (budget_take(budget_block(CHUNK))) {
+	if (budget_take(budget_block(chunk))) {
 		matrix_free(m);
-		return budget_refuse(f->path, CHUNK);
+		return budget_refuse(f->path, chunk);
 	}
-	if (!(buf = malloc(CHUNK))) {
-		budget_give(budget_block(CHUNK));
+	if (!(buf = malloc(chunk))) {
+		budget_give(budget_block(chunk));
 		matrix_free(m);
 		return error("out of memory");
 	}
 	while (at < t->end && !rc) {
-		const size_t want = t->end - at < CHUNK ? (size_t)(t->end - at) : CHUNK;
+		const size_t want = t->end - at < chunk ? (size_t)(t->end - at) : chunk;
 		const ssize_t got = pread(f->fd, buf, want, (off_t)at);
 
 		if (got != (ssize_t)want) {
@@ -424,10 +426,10 @@ int st_read(matrix *m, const st_file *f, const st_tensor *t)
 			}
 			m->v[k] = v;
 		}
-		at += want; /* CHUNK is a multiple of every size */
+		at += want;
 	}
 	free(buf);
-	budget_give(budget_block(CHUNK));
+	budget_give(budget_block(chunk));
 	if (rc)
 		matrix_free(m);
 	return rc;

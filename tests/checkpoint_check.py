@@ -502,6 +502,15 @@ def damaged_cases(c, rng):
     os.remove(os.path.join(d, "model-00002-of-00002.safetensors"))
     c.refused("index names a missing shard", base + ["-w", d],
               ["model-00002-of-00002.safetensors"])
+    # -o over a shard, the index or config.json beside the weights: refused (exit 2)
+    d = folder(tmp, "sharded-o", t, {"model_type": "llama", "num_attention_heads": 2}, shards=2)
+    for f in ("model-00001-of-00002.safetensors", "model.safetensors.index.json", "config.json"):
+        path = os.path.join(d, f)
+        before = open(path, "rb").read()
+        rc, _, err = run(c.binary, ["-x", xp, "-w", d, "--layer", "0", "-f", "json", "-o", path])
+        c.result("-o over the checkpoint's %s refused" % f,
+                 rc == 2 and "refusing to overwrite an input" in err and
+                 open(path, "rb").read() == before, err.strip())
     # an integer tensor where a weight goes
     ti = dict(t)
     ti[q] = Tensor(np.ones((D, D)), "I64")
