@@ -6,7 +6,8 @@
 #   make conformance  the ONNX Attention cases (../shared/conformance/onnx-attention-opset25)
 #                     and RotaryEmbedding cases (../shared/conformance/onnx-rotary-embedding)
 #   make bench        mha against PyTorch and the machine's GEMM rate (minutes)
-#                     (BENCH_ARGS="--window-n 32768 --window-w 4096": the issue's window run)
+#                     (BENCH_ARGS="--window-n 32768 --window-w 4096": the issue's window run;
+#                     "--batch-n 1024 --batch-b 8 --batch-only": a batch against one sequence)
 #   make install      PREFIX=/usr/local DESTDIR= : program, libraries, header, mha.pc, man page
 #   make uninstall    remove what install put there
 #   make clean

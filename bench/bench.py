@@ -14,6 +14,11 @@ against full causal attention at the same n (--window-n N --window-w W; default
 time ratio should be about (n/2)/w: the fast path skips the key blocks outside
 the window.  --window-only runs that table alone.
 
+A third table: B sequences of n tokens in one call (a batch) against one
+sequence (--batch-n N --batch-b B; default 1024 and 8), whose time ratio
+should be about B: the batch shares its threads over batch × heads × query
+blocks, no sequence waits for another.  --batch-only runs that table alone.
+
 Prints one Markdown table.  Without torch, its columns say so and the rest
 still runs.  The PyTorch and NumPy side is given OpenBLAS's kernel for this
 processor (OPENBLAS_CORETYPE) where OpenBLAS would not recognise it: a
@@ -96,9 +101,11 @@ def flops(n, d, causal):
     return 8.0 * n * d * d + 4.0 * n * n * d * (0.5 if causal else 1.0)
 
 
-def run_mha(binary, n, d, h, causal, dtype, repeats, window=None):
+def run_mha(binary, n, d, h, causal, dtype, repeats, window=None, batch=None):
+    extra = ([str(window if window is not None else -1)] if window is not None or batch else []) + \
+        ([str(batch)] if batch else [])
     out = subprocess.run([binary, str(n), str(d), str(h), "1" if causal else "0", dtype,
-                          str(THREADS), str(repeats)] + ([str(window)] if window is not None else []),
+                          str(THREADS), str(repeats)] + extra,
                          capture_output=True, text=True, check=True).stdout
     fields = dict(kv.split("=", 1) for kv in out.split())
     return float(fields["seconds"]), int(fields["maxrss_kib"]), fields["kernel"]
@@ -128,25 +135,52 @@ def window_table(binary, n, w):
           "which the window does not shrink.")
 
 
+def batch_table(binary, n, b):
+    """B sequences of n tokens in one call against one: the time ratio, about B"""
+    print("| n | batch B | causal | dtype | one sequence s | batch s | batch/one | B |")
+    print("|---:|---:|:---:|:---:|---:|---:|---:|---:|")
+    for causal in (False, True):
+        for dtype in ("f32", "f64"):
+            one, _, _ = run_mha(binary, n, 512, 8, causal, dtype, 3)
+            many, _, _ = run_mha(binary, n, 512, 8, causal, dtype, 3, batch=b)
+            print("| %d | %d | %s | %s | %.4f | %.4f | %.2f× | %d |" %
+                  (n, b, "yes" if causal else "no", dtype, one, many, many / one, b))
+            sys.stdout.flush()
+    print()
+    print("d_model 512, 8 heads; best of 3 each; the batch is one mha_forward call "
+          "(mha_dims.batch).")
+
+
 def main():
     args = sys.argv[1:]
     win_n, win_w, win_only = 8192, 1024, False
+    batch_n, batch_b, batch_only = 1024, 8, False
     while len(args) > 1 and args[0].startswith("--"):
         if args[0] == "--window-only":
             win_only, args = True, args[1:]
-        elif args[0] in ("--window-n", "--window-w") and len(args) > 2:
+        elif args[0] == "--batch-only":
+            batch_only, args = True, args[1:]
+        elif args[0] in ("--window-n", "--window-w", "--batch-n", "--batch-b") and len(args) > 2:
             if args[0] == "--window-n":
                 win_n = int(args[1])
-            else:
+            elif args[0] == "--window-w":
                 win_w = int(args[1])
+            elif args[0] == "--batch-n":
+                batch_n = int(args[1])
+            else:
+                batch_b = int(args[1])
             args = args[2:]
         else:
             break
     if len(args) != 1:
-        sys.exit("usage: bench.py [--window-n N] [--window-w W] [--window-only] BENCH_MHA")
+        sys.exit("usage: bench.py [--window-n N] [--window-w W] [--window-only] "
+                 "[--batch-n N] [--batch-b B] [--batch-only] BENCH_MHA")
     binary = os.path.abspath(args[0])
     if win_only:
         window_table(binary, win_n, win_w)
+        return 0
+    if batch_only:
+        batch_table(binary, batch_n, batch_b)
         return 0
     env = peer_env()
     try:
@@ -203,6 +237,8 @@ def main():
           "attention (half when causal)." % kernel)
     print()
     window_table(binary, win_n, win_w)
+    print()
+    batch_table(binary, batch_n, batch_b)
     return 0
 
 

@@ -2,10 +2,12 @@
  * bench_mha.c: time libmha's forward pass on random inputs, inside the
  * process (no file reading, no start-up), as bench.py times PyTorch.
  *
- *   bench_mha N D_MODEL HEADS CAUSAL(0|1) f32|f64 THREADS REPEATS [WINDOW]
+ *   bench_mha N D_MODEL HEADS CAUSAL(0|1) f32|f64 THREADS REPEATS [WINDOW [BATCH]]
  *
  * WINDOW w (with CAUSAL 1): a sliding window, each query sees itself and
- * the w keys before it (--causal --window w): about n·w of the work.
+ * the w keys before it (--causal --window w): about n·w of the work; -1:
+ * none.  BATCH B: B sequences of N tokens in one call (mha_dims.batch),
+ * B times the work of one.
  *
  * Prints one line: "seconds=<best of REPEATS> gflops=<...> maxrss_kib=<...>
  * kernel=<...>".  Peak memory is the whole process's, inputs included.
@@ -61,12 +63,13 @@ int main(int argc, char **argv)
 	size_t n, dm, H;
 	int causal, f32, threads, repeats;
 	ptrdiff_t window = -1;
+	size_t batch = 1;
 	double best = 1e300, flops;
 	void *x, *W[4], *b[4], *out;
 	struct rusage ru;
 
-	if (argc != 8 && argc != 9) {
-		fputs("usage: bench_mha N D_MODEL HEADS CAUSAL f32|f64 THREADS REPEATS [WINDOW]\n",
+	if (argc < 8 || argc > 10) {
+		fputs("usage: bench_mha N D_MODEL HEADS CAUSAL f32|f64 THREADS REPEATS [WINDOW [BATCH]]\n",
 		      stderr);
 		return 2;
 	}
@@ -77,17 +80,20 @@ int main(int argc, char **argv)
 	f32 = !strcmp(argv[5], "f32");
 	threads = atoi(argv[6]);
 	repeats = atoi(argv[7]);
-	if (argc == 9)
+	if (argc >= 9)
 		window = (ptrdiff_t)strtol(argv[8], NULL, 10);
-	x = fill(n * dm, f32, 1.0);
+	if (argc == 10)
+		batch = strtoul(argv[9], NULL, 10);
+	x = fill(batch * n * dm, f32, 1.0);
 	for (int i = 0; i < 4; i++) {
 		W[i] = fill(dm * dm, f32, 1.0 / 16);
 		b[i] = fill(dm, f32, 0.1);
 	}
-	out = fill(n * dm, f32, 0);
+	out = fill(batch * n * dm, f32, 0);
 	{
 		const mha_dims d = { .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
-				     .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm };
+				     .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm,
+				     .batch = batch };
 		const mha_config cfg = { .causal = causal ? MHA_CAUSAL_TOP_LEFT : MHA_CAUSAL_NONE,
 					 .threads = threads,
 					 .window = { window >= 0, window, -1 } };
@@ -113,9 +119,9 @@ int main(int argc, char **argv)
 		}
 	}
 	/* projections 4·2·n·d², attention 2·2·n²·d (half of it when causal; n·w in a window) */
-	flops = 8.0 * (double)n * (double)dm * (double)dm +
+	flops = (double)batch * (8.0 * (double)n * (double)dm * (double)dm +
 		4.0 * (double)n * (double)dm *
-		(window >= 0 && (size_t)window < n ? (double)window + 1 : (double)n * (causal ? 0.5 : 1.0));
+		(window >= 0 && (size_t)window < n ? (double)window + 1 : (double)n * (causal ? 0.5 : 1.0)));
 	getrusage(RUSAGE_SELF, &ru);
 	printf("seconds=%.6f gflops=%.2f maxrss_kib=%ld kernel=%s\n", best, flops / best * 1e-9,
 	       ru.ru_maxrss, mha_kernel());

@@ -18,6 +18,7 @@
 
 #include "../lib/mha.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -61,6 +62,8 @@ static const char forward_usage[] =
 	"                        shapes and its matrix\n"
 	"      --cell Q,K        with --explain: one entry worked by hand in each head,\n"
 	"                        query Q and key K (numbers from 1, or tokens)\n"
+	"      --sequence N      with a batch (3-D inputs): print or explain sequence N\n"
+	"                        (from 1) alone, as if it were given by itself\n"
 	FORWARD_USAGE_HELP
 	FORWARD_USAGE_EXIT;
 
@@ -75,7 +78,56 @@ struct options {
 	int f32;  /* --dtype f32 */
 	size_t max_memory; /* bytes; SIZE_MAX: no limit */
 	int explain;    /* --explain */
+	size_t sequence; /* --sequence N: a batch's sequence N alone (1-based); 0: all */
+	size_t *kv_lens; /* --kv-len 5,3,4: from malloc, or NULL */
 };
+
+/* a whole number from 1 up, digits only: 0, or -1 */
+static int whole_number(const char *s, size_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v == 0 || v > SIZE_MAX / 2)
+		return -1;
+	*out = (size_t)v;
+	return 0;
+}
+
+/* --kv-len N, or N,N,…: one length for every sequence, or one per sequence */
+static int parse_kv_len(const char *hint, const char *arg, struct options *o)
+{
+	size_t n = 1, i = 0;
+	const char *p;
+
+	if (!strchr(arg, ','))
+		return opt_count(hint, "--kv-len", arg, SIZE_MAX / 2, &o->spec.cfg.kv_len);
+	for (p = arg; *p; p++)
+		n += *p == ',';
+	free(o->kv_lens);
+	o->kv_lens = calloc(n, sizeof(*o->kv_lens));
+	if (!o->kv_lens)
+		return error("out of memory");
+	for (p = arg; i < n; i++) {
+		const size_t len = strcspn(p, ",");
+		char one[32];
+
+		if (len == 0 || len >= sizeof(one) ||
+		    (memcpy(one, p, len), one[len] = '\0',
+		     whole_number(one, &o->kv_lens[i])))
+			return usage_error(hint, "--kv-len expects whole numbers of at least 1, one per "
+					   "sequence (5,3,4), not '%s'", arg);
+		p += len + (p[len] == ',');
+	}
+	o->spec.kv_lens = o->kv_lens;
+	o->spec.n_kv_lens = n;
+	o->spec.cfg.kv_len = 0;
+	return 0;
+}
 
 /* ---- option values ----------------------------------------------------- */
 
@@ -189,7 +241,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 	       O_CAUSAL, O_WINDOW, O_SINKS, O_ALIBI, O_ALIBI_SLOPES, O_ROPE, O_ROPE_THETA, O_ROPE_DIM, O_POSITIONS,
 	       O_ROPE_COS, O_ROPE_SIN, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
 	       O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
-	       O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL,
+	       O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
 	       O_ONE /* + WQ … BO */ };
 	static const struct option longopts[] = {
 		{ "x", required_argument, NULL, 'x' },
@@ -235,6 +287,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 		{ "tokens", required_argument, NULL, O_TOKENS },
 		{ "explain", no_argument, NULL, O_EXPLAIN },
 		{ "cell", required_argument, NULL, O_CELL },
+		{ "sequence", required_argument, NULL, O_SEQUENCE },
 		{ "color", optional_argument, NULL, O_COLOR },
 		{ "colour", optional_argument, NULL, O_COLOR },
 		{ "kv-tokens", required_argument, NULL, O_KV_TOKENS },
@@ -410,7 +463,11 @@ static int parse_options(int argc, char **argv, struct options *o,
 			o->spec.cfg.exact = 1;
 			break;
 		case O_KV_LEN:
-			if (opt_count(hint, "--kv-len", optarg, SIZE_MAX / 2, &o->spec.cfg.kv_len))
+			if (parse_kv_len(hint, optarg, o))
+				return -1;
+			break;
+		case O_SEQUENCE:
+			if (opt_count(hint, "--sequence", optarg, SIZE_MAX / 2, &o->sequence))
 				return -1;
 			break;
 		case O_WINDOW:
@@ -630,74 +687,170 @@ static int refuse_output_over_input(const struct options *o)
 int forward_check(int argc, char **argv, const struct forward_command *cmd)
 {
 	struct options o;
+	int rc;
 
 	switch (parse_options(argc, argv, &o, cmd)) {
-	case 1: return 1;
-	case 0: break;
-	default: return EXIT_USAGE;
+	case 1: rc = 1; break;
+	case 0: rc = check_option_combinations(&o) ? EXIT_USAGE : 0; break;
+	default: rc = EXIT_USAGE; break;
 	}
-	return check_option_combinations(&o) ? EXIT_USAGE : 0;
+	free(o.kv_lens);
+	return rc;
+}
+
+/* The observer of a batch: each sequence's steps into its own results. */
+struct batch_keep {
+	struct step_results *res; /* [sequences] */
+	size_t cur;               /* the sequence the library is on */
+};
+
+static int keep_sequence(void *ctx, size_t b)
+{
+	((struct batch_keep *)ctx)->cur = b;
+	return 0;
+}
+
+static int keep_step(void *ctx, mha_stage stage, int head, const double *m, size_t rows, size_t cols)
+{
+	struct batch_keep *k = ctx;
+
+	return steps_keep(&k->res[k->cur], stage, head, m, rows, cols);
+}
+
+/* --sequence N and a heatmap's picture against the batch read: 0, or -1 said */
+static int check_sequence(const struct options *o, const struct problem *pb)
+{
+	const char *hint = o->cmd->hint;
+
+	if (o->sequence && !pb->batch)
+		return usage_error(hint, "--sequence %zu picks a sequence of a batch, but the inputs "
+				   "are 2-D (one sequence)", o->sequence);
+	if (o->sequence > pb->batch)
+		return usage_error(hint, "--sequence %zu but the batch holds %zu sequence%s",
+				   o->sequence, pb->batch, pb->batch == 1 ? "" : "s");
+	if (o->emit.format == FORMAT_SVG && pb->batch > 1 && !o->sequence)
+		return usage_error(hint, "an SVG draws one sequence, and the batch holds %zu: add "
+				   "--sequence N", pb->batch);
+	return 0;
 }
 
 int forward_run(int argc, char **argv, const struct forward_command *cmd)
 {
 	struct options o;
 	struct problem pb;
-	struct step_results res = { 0 };
-	struct step_facts f;
+	struct step_results *res = NULL;
+	struct batch_keep keep;
+	struct step_facts f, *fs = NULL;
+	mha_config *cfgs = NULL;
 	mha_observer obs;
 	mha_report rep;
-	matrix out = { 0 };
-	struct step_items list = { 0 };
+	matrix out = { 0 }, *x = NULL, *outs = NULL;
+	struct step_items *lists = NULL;
+	size_t B = 0;
 	unsigned p;
 	int rc;
 
 	switch (parse_options(argc, argv, &o, cmd)) {
-	case 1: return EXIT_OK;
+	case 1: free(o.kv_lens); return EXIT_OK;
 	case 0: break;
-	default: return EXIT_USAGE;
+	default: free(o.kv_lens); return EXIT_USAGE;
 	}
 	/* config.json's settings under the command line's, before they are checked */
 	budget_init(o.max_memory);
-	if (model_config(&o.spec))
+	if (model_config(&o.spec)) {
+		free(o.kv_lens);
 		return EXIT_DATA;
-	if (check_option_combinations(&o) || refuse_output_over_input(&o))
+	}
+	if (check_option_combinations(&o) || refuse_output_over_input(&o)) {
+		free(o.kv_lens);
 		return EXIT_USAGE;
+	}
 
 	/* one limit from the first byte read to the last written */
 	budget_init(o.max_memory);
 	rc = problem_load(&pb, &o.spec);
 	if (rc)
 		goto done;
+	rc = EXIT_USAGE;
+	if (check_sequence(&o, &pb))
+		goto done;
 	rc = EXIT_DATA;
-	/* the steps to print, and what the observer keeps for them */
+	/* --sequence N: that one alone, as if it had been given by itself */
+	if (o.sequence && problem_keep_sequence(&pb, o.sequence - 1))
+		goto done;
+	/* the steps to print, and what the observer keeps for them: each sequence's */
+	B = problem_sequences(&pb);
+	res = calloc(B, sizeof(*res));
+	lists = calloc(B, sizeof(*lists));
+	x = calloc(B, sizeof(*x));
+	outs = calloc(B, sizeof(*outs));
+	fs = calloc(B, sizeof(*fs));
+	cfgs = calloc(B, sizeof(*cfgs));
+	if (!res || !lists || !x || !outs || !fs || !cfgs) {
+		error("out of memory");
+		goto done;
+	}
 	problem_facts(&pb, 0, &f);
 	p = steps_print_set(o.print, o.print_all, &f);
-	res.heads = pb.d.heads;
-	res.mask_per_head = pb.cfg.mask.per_head || pb.cfg.alibi.on; /* ALiBi: a mask per head */
-	obs = (mha_observer){ .fn = steps_keep, .ctx = &res,
+	for (size_t b = 0; b < B; b++) {
+		res[b].heads = pb.d.heads;
+		res[b].mask_per_head = pb.cfg.mask.per_head || pb.cfg.alibi.on; /* ALiBi: a mask per head */
+	}
+	keep = (struct batch_keep){ .res = res };
+	obs = (mha_observer){ .fn = keep_step, .ctx = &keep, .sequence = keep_sequence,
 			      .wanted = steps_stages(p, pb.d.heads) };
 	if (problem_check_memory(&pb, obs.wanted, o.f32) ||
 	    problem_forward(&out, &pb, &obs, o.f32, &rep))
 		goto done;
 	f.scale = rep.scale;
-	if (steps_stack(&res) || steps_collect(&list, &res, p, &f, &pb.x, &out))
-		goto done;
-	if (o.explain) {
-		if (emit_explain(&o.emit, &list, &f, &pb.labels, o.spec.cell ? pb.cell : NULL))
+	for (size_t b = 0; b < B; b++) {
+		/* a batch: sequence b's plane of X and of the output, titled with
+		 * its own key length */
+		x[b] = step_plane(&pb.x, b);
+		outs[b] = step_plane(&out, b);
+		cfgs[b] = pb.cfg;
+		if (pb.cfg.kv_lens) {
+			cfgs[b].kv_len = pb.cfg.kv_lens[b];
+			cfgs[b].kv_lens = NULL;
+		}
+		fs[b] = f;
+		fs[b].cfg = &cfgs[b];
+		if (steps_stack(&res[b]) || steps_collect(&lists[b], &res[b], p, &fs[b], &x[b], &outs[b]))
 			goto done;
-	} else {
-		const struct run_meta meta = { .f = &f, .rep = &rep, .f32 = o.f32 };
+	}
+	{
+		/* --sequence N: that one, kept alone, printed as a run of its own */
+		const size_t batch = o.sequence ? 0 : pb.batch;
 
-		if (emit_items(&o.emit, &list, &pb.labels, &meta))
-			goto done;
+		if (o.explain) {
+			if (emit_explain(&o.emit, lists, batch, fs, &pb.labels, o.spec.cell ? pb.cell : NULL))
+				goto done;
+		} else {
+			const struct run_meta meta = { .f = &f, .rep = &rep, .f32 = o.f32,
+						       .batch = o.sequence ? pb.batch_read : pb.batch,
+						       .sequence = o.sequence };
+
+			if (emit_items(&o.emit, lists, batch, &pb.labels, &meta))
+				goto done;
+		}
 	}
 	rc = EXIT_OK;
 done:
-	steps_items_free(&list);
+	for (size_t b = 0; b < B; b++) {
+		if (lists)
+			steps_items_free(&lists[b]);
+		if (res)
+			steps_results_free(&res[b]);
+	}
+	free(lists);
+	free(res);
+	free(x);
+	free(outs);
+	free(fs);
+	free(cfgs);
 	matrix_free(&out);
-	steps_results_free(&res);
 	problem_free(&pb);
+	free(o.kv_lens);
 	return rc;
 }
 

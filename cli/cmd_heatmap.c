@@ -30,6 +30,9 @@ static const char heatmap_usage[] =
 	FORWARD_USAGE_COLOR
 	"      --precision N     significant digits of the numbers shown (default 6)\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well)\n"
+	"      --sequence N      with a batch (3-D inputs): draw sequence N alone (from\n"
+	"                        1); without it each sequence under a heading (an SVG\n"
+	"                        draws one)\n"
 	FORWARD_USAGE_HELP
 	"\n"
 	"The other options of 'mha forward' are taken too: see 'mha forward --help'.\n"

@@ -141,24 +141,24 @@ static int folds(out_format format)
 	return format == FORMAT_TEXT || format == FORMAT_MARKDOWN;
 }
 
-/* One stream (standard output or a file) in text, JSON, CSV or Markdown. */
-static void write_stream(writer *wr, const struct step_items *list, const struct labels *l,
-			 const struct run_meta *meta)
+/* "sequence 2 of 3": a batch's heading, into buf */
+static const char *sequence_title(char *buf, size_t size, size_t b, size_t batch)
 {
+	snprintf(buf, size, "sequence %zu of %zu", b + 1, batch);
+	return buf;
+}
+
+/* One list's items, its heads nested (JSON) or folded (text); a JSON
+ * batch (batch > 0) item by item from every list of all.  0, or -1 said. */
+static int write_list(writer *wr, const struct step_items *list, const struct labels *l,
+		      const struct step_items *all, size_t batch)
+{
+	const matrix **parts = NULL;
 	size_t head = 0;
 	char note[600];
 
-	wr->single = list->n == 1;
-	out_begin(wr);
-	if (wr->format == FORMAT_JSON) {
-		fputs("\n  \"meta\": ", wr->fp);
-		meta_write_json(wr->fp, meta, 1);
-		wr->need_comma = 1;
-	}
-	if (wr->format == FORMAT_JSON && l->query)
-		json_tokens(wr, "tokens", l->query, l->n_query);
-	if (wr->format == FORMAT_JSON && l->key && l->key != l->query)
-		json_tokens(wr, "kv_tokens", l->key, l->n_key);
+	if (batch && wr->format == FORMAT_JSON && !(parts = calloc(batch, sizeof(*parts))))
+		return error("out of memory");
 	for (size_t i = 0; i < list->n;) {
 		const struct step_item *it = &list->v[i];
 
@@ -179,7 +179,14 @@ static void write_stream(writer *wr, const struct step_items *list, const struct
 		}
 		wr->row_labels = axis_labels(l, it->rows);
 		wr->col_labels = axis_labels(l, it->cols);
-		out_matrix(wr, it->key, it->title, it->m);
+		if (parts) {
+			/* JSON: item i of every sequence, under one key */
+			for (size_t b = 0; b < batch; b++)
+				parts[b] = all[b].v[i].m;
+			out_matrix_batch(wr, it->key, parts, batch);
+		} else {
+			out_matrix(wr, it->key, it->title, it->m);
+		}
 		wr->row_labels = wr->col_labels = NULL;
 		i++;
 	}
@@ -187,13 +194,51 @@ static void write_stream(writer *wr, const struct step_items *list, const struct
 		out_head_end(wr);
 		out_heads_end(wr);
 	}
+	free(parts);
+	return 0;
+}
+
+/*
+ * One stream (standard output or a file) in text, JSON, CSV or Markdown.
+ * A batch (batch > 0 lists): JSON nests each matrix in a leading batch
+ * dimension; the others write each sequence under a heading.
+ */
+static int write_stream(writer *wr, const struct step_items *lists, size_t batch,
+			const struct labels *l, const struct run_meta *meta)
+{
+	char title[64];
+
+	wr->single = !batch && lists[0].n == 1;
+	out_begin(wr);
+	if (wr->format == FORMAT_JSON) {
+		fputs("\n  \"meta\": ", wr->fp);
+		meta_write_json(wr->fp, meta, 1);
+		wr->need_comma = 1;
+	}
+	if (wr->format == FORMAT_JSON && l->query)
+		json_tokens(wr, "tokens", l->query, l->n_query);
+	if (wr->format == FORMAT_JSON && l->key && l->key != l->query)
+		json_tokens(wr, "kv_tokens", l->key, l->n_key);
+	if (!batch || wr->format == FORMAT_JSON) {
+		if (write_list(wr, &lists[0], l, lists, batch))
+			return -1;
+	} else {
+		for (size_t b = 0; b < batch; b++) {
+			out_section(wr, sequence_title(title, sizeof(title), b, batch));
+			if (write_list(wr, &lists[b], l, lists, 0))
+				return -1;
+		}
+	}
 	out_end(wr);
+	return 0;
 }
 
 /* One matrix into a file of its own in dir: a JSON array, CSV or .npy; or,
- * m NULL, meta.json, how the run was made. */
+ * m NULL, meta.json, how the run was made.  batch > 0: parts, one matrix
+ * per sequence, as one array with a leading batch dimension (m unused but
+ * for not being NULL). */
 static int write_one(const char *dir, const char *name, out_format format, const matrix *m,
-		     const struct run_meta *meta)
+		     const matrix *const *parts, size_t batch, const struct run_meta *meta)
 {
 	char *path = emit_path(dir, name);
 	outfile of;
@@ -210,30 +255,40 @@ static int write_one(const char *dir, const char *name, out_format format, const
 		meta_write_json(of.fp, meta, 0);
 		fputc('\n', of.fp);
 	} else if (format == FORMAT_NPY) {
-		(void)npy_write(of.fp, m);
+		(void)(batch ? npy_write_batch(of.fp, parts, batch) : npy_write(of.fp, m));
 	} else if (format == FORMAT_CSV) {
-		(void)csv_write(of.fp, m);
+		/* a batch: each sequence's matrix after the one before */
+		for (size_t b = 0; b < (batch ? batch : 1); b++)
+			(void)csv_write(of.fp, batch ? parts[b] : m);
 	} else {
 		writer wr = { .fp = of.fp, .format = FORMAT_JSON };
 
-		(void)json_write_array(&wr, m);
+		(void)(batch ? json_write_batch(&wr, parts, batch) : json_write_array(&wr, m));
 	}
 	return outfile_commit(&of);
 }
 
 /* -o DIR/: one file per matrix, named after its key (head1_scores.csv),
  * and meta.json. */
-static int write_directory(const char *dir, out_format format, const struct step_items *list,
-			   const struct run_meta *meta)
+static int write_directory(const char *dir, out_format format, const struct step_items *lists,
+			   size_t batch, const struct run_meta *meta)
 {
+	const struct step_items *list = &lists[0];
 	const char *ext = emit_dir_ext(format);
+	const matrix **parts = calloc(batch ? batch : 1, sizeof(*parts));
 	char name[256];
+	int rc = -1;
 
-	if (format != FORMAT_NPY && format != FORMAT_CSV && format != FORMAT_JSON)
+	if (!parts)
+		return error("out of memory");
+
+	if (format != FORMAT_NPY && format != FORMAT_CSV && format != FORMAT_JSON) {
+		free(parts);
 		return error("-o %s: a directory takes one file per matrix: use --format csv, npy "
 			     "or json (or name a file)", dir);
-	if (emit_make_dir(dir, NULL) || write_one(dir, "meta.json", format, NULL, meta))
-		return -1;
+	}
+	if (emit_make_dir(dir, NULL) || write_one(dir, "meta.json", format, NULL, NULL, 0, meta))
+		goto done;
 	for (size_t i = 0; i < list->n; i++) {
 		const struct step_item *it = &list->v[i];
 		const matrix *m = it->m;
@@ -242,18 +297,36 @@ static int write_directory(const char *dir, out_format format, const struct step
 			/* CSV holds 2-D: a per-head mask becomes one file per head */
 			for (size_t h = 0; h < m->dim[0]; h++) {
 				const matrix part = step_plane(m, h);
+				matrix *planes = calloc(batch ? batch : 1, sizeof(*planes));
 
+				if (!planes) {
+					error("out of memory");
+					goto done;
+				}
+				/* a batch: that head's plane of each sequence, one after another */
+				for (size_t b = 0; b < batch; b++) {
+					planes[b] = step_plane(lists[b].v[i].m, h);
+					parts[b] = &planes[b];
+				}
 				step_file_name(name, sizeof(name), it->key, 0, h + 1, ext);
-				if (write_one(dir, name, format, &part, NULL))
-					return -1;
+				rc = write_one(dir, name, format, &part, parts, batch, NULL);
+				free(planes);
+				if (rc)
+					goto done;
+				rc = -1;
 			}
 			continue;
 		}
+		for (size_t b = 0; b < batch; b++)
+			parts[b] = lists[b].v[i].m;
 		step_file_name(name, sizeof(name), it->key, it->head, 0, ext);
-		if (write_one(dir, name, format, m, NULL))
-			return -1;
+		if (write_one(dir, name, format, m, parts, batch, NULL))
+			goto done;
 	}
-	return 0;
+	rc = 0;
+done:
+	free(parts);
+	return rc;
 }
 
 /* heatmap and svg: a panel per head of the step drawn, the mask beside it */
@@ -308,20 +381,21 @@ static int write_heatmaps(const struct emit *o, const struct step_items *list,
 	return rc;
 }
 
-int emit_items(const struct emit *o, const struct step_items *list, const struct labels *labels,
-	       const struct run_meta *meta)
+int emit_items(const struct emit *o, const struct step_items *lists, size_t batch,
+	       const struct labels *labels, const struct run_meta *meta)
 {
-	const struct step_item *one = NULL;
-	size_t n = 0;
+	const struct step_items *list = &lists[0];
+	size_t one = 0, n = 0;
 	outfile of;
+	int rc = 0;
 
 	if (o->output && strcmp(o->output, "-") && emit_is_dir(o->output))
-		return write_directory(o->output, o->format, list, meta);
+		return write_directory(o->output, o->format, lists, batch, meta);
 	if (o->format == FORMAT_NPY) {
 		/* one matrix: its copies (one head's block of Q is Q) are the same */
 		for (size_t i = 0; i < list->n; i++)
 			if (list->v[i].copy_of < 0) {
-				one = &list->v[i];
+				one = i;
 				n++;
 			}
 		if (n != 1)
@@ -332,32 +406,65 @@ int emit_items(const struct emit *o, const struct step_items *list, const struct
 	}
 	if (outfile_open(&of, o->output))
 		return -1;
-	if (o->format == FORMAT_NPY) {
-		(void)npy_write(of.fp, one->m); /* errors: see write_one() */
+	if (o->format == FORMAT_NPY && batch) {
+		/* a batch: (B, …), item one of each sequence */
+		const matrix **parts = calloc(batch, sizeof(*parts));
+
+		if (!parts) {
+			outfile_abort(&of);
+			return error("out of memory");
+		}
+		for (size_t b = 0; b < batch; b++)
+			parts[b] = lists[b].v[one].m;
+		(void)npy_write_batch(of.fp, parts, batch);
+		free(parts);
+	} else if (o->format == FORMAT_NPY) {
+		(void)npy_write(of.fp, list->v[one].m); /* errors: see write_one() */
 	} else if (o->format == FORMAT_HEATMAP || o->format == FORMAT_SVG) {
-		if (write_heatmaps(o, list, labels, of.fp)) {
+		/* a batch: each sequence's panels under its heading (svg: one sequence, said before) */
+		for (size_t b = 0; b < (batch ? batch : 1) && !rc; b++) {
+			if (batch && o->format == FORMAT_HEATMAP)
+				fprintf(of.fp, "%ssequence %zu of %zu\n", b ? "\n" : "", b + 1, batch);
+			rc = write_heatmaps(o, &lists[b], labels, of.fp);
+		}
+		if (rc) {
 			outfile_abort(&of);
 			return -1;
 		}
 	} else {
 		writer wr = { .fp = of.fp, .format = o->format, .precision = o->precision };
 
-		write_stream(&wr, list, labels, meta);
+		if (write_stream(&wr, lists, batch, labels, meta)) {
+			outfile_abort(&of);
+			return -1;
+		}
 	}
 	return outfile_commit(&of);
 }
 
-int emit_explain(const struct emit *o, const struct step_items *list, const struct step_facts *f,
-		 const struct labels *l, const size_t *cell)
+int emit_explain(const struct emit *o, const struct step_items *lists, size_t batch,
+		 const struct step_facts *f, const struct labels *l, const size_t *cell)
 {
 	outfile of;
 
 	if (outfile_open(&of, o->output))
 		return -1;
-	if (explain_steps(of.fp, list, f, (const char *const *)l->query,
-			  (const char *const *)l->key, cell, o->precision)) {
-		outfile_abort(&of);
-		return -1;
+	for (size_t b = 0; b < (batch ? batch : 1); b++) {
+		if (batch) {
+			/* a batch: each sequence told in turn, under its heading */
+			char title[64];
+
+			sequence_title(title, sizeof(title), b, batch);
+			fprintf(of.fp, "%s%s\n", b ? "\n" : "", title);
+			for (size_t i = strlen(title); i > 0; i--)
+				fputc('=', of.fp);
+			fputs("\n\n", of.fp);
+		}
+		if (explain_steps(of.fp, &lists[b], &f[b], (const char *const *)l->query,
+				  (const char *const *)l->key, cell, o->precision)) {
+			outfile_abort(&of);
+			return -1;
+		}
 	}
 	return outfile_commit(&of); /* a write error shows in the commit */
 }

@@ -50,13 +50,18 @@ struct emit {
  * JSON, CSV and directories hold every item under its key; text and
  * Markdown fold exact copies into a line saying which they repeat, and a
  * .npy file takes one item but for its copies.  JSON starts with meta's
- * object.  0, or -1 said.
+ * object.  A batch (batch > 0): lists holds one list per sequence, the
+ * same items in each; JSON, .npy and directories give each matrix a leading
+ * batch dimension, text, CSV, Markdown and heatmaps write each sequence
+ * under a heading "sequence 2 of 3".  batch 0: lists is one list, as ever.
+ * 0, or -1 said.
  */
-int emit_items(const struct emit *e, const struct step_items *list, const struct labels *l,
-	       const struct run_meta *meta);
-/* --explain's walk-through of the items (explain_steps) to e's output. */
-int emit_explain(const struct emit *e, const struct step_items *list, const struct step_facts *f,
-		 const struct labels *l, const size_t *cell);
+int emit_items(const struct emit *e, const struct step_items *lists, size_t batch,
+	       const struct labels *l, const struct run_meta *meta);
+/* --explain's walk-through of the items (explain_steps) to e's output; a
+ * batch, each sequence under its heading (f: one per sequence). */
+int emit_explain(const struct emit *e, const struct step_items *lists, size_t batch,
+		 const struct step_facts *f, const struct labels *l, const size_t *cell);
 /*
  * e's output would replace one of the inputs ids: said, -1.  For a
  * directory, each file in it the steps p (of heads heads) may be written

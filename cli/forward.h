@@ -24,7 +24,10 @@ int forward_check(int argc, char **argv, const struct forward_command *c);
 	"Inputs (JSON, CSV or NumPy .npy, told apart by name and content; '-' reads\n" \
 	"standard input, for one of them):\n" \
 	"  -x, --x FILE          X, n x d_model: a 2-D array, or a JSON object holding it\n" \
-	"                        under \"output\" or \"X\" (mha's own JSON output works)\n" \
+	"                        under \"output\" or \"X\" (mha's own JSON output works);\n" \
+	"                        3-D, batch x n x d_model, is a batch of sequences (so\n" \
+	"                        are --kv, --xk, --xv, --q, --k and --v; a 2-D one\n" \
+	"                        beside them is shared by every sequence)\n" \
 	"  -w, --weights FILE    JSON object with W_Q, W_K, W_V and optionally W_O, b_Q,\n" \
 	"                        b_K, b_V, b_O (d_in x d_out, applied as x*W; or one\n" \
 	"                        d_in x d_k matrix per head, 3-D); or a directory of\n" \
@@ -56,8 +59,10 @@ int forward_check(int argc, char **argv, const struct forward_command *c);
 	"                        (split at blanks, or at commas when there are any);\n" \
 	"                        they title rows and columns of what is printed\n" \
 	"      --kv-tokens LIST  labels for the keys, with --kv (else the queries')\n" \
-	"      --mask FILE       n_q x n_kv, or heads x n_q x n_kv: booleans (true =\n" \
-	"                        may attend) or numbers added to the scores (\"-inf\")\n" \
+	"      --mask FILE       n_q x n_kv, heads x n_q x n_kv or batch x heads x n_q x\n" \
+	"                        n_kv, batch, heads and n_q also 1, or n_kv alone (as\n" \
+	"                        ONNX broadcasts a mask): booleans (true = may attend)\n" \
+	"                        or numbers added to the scores (\"-inf\")\n" \
 	"\n"
 
 #define FORWARD_USAGE_ATTENTION \
@@ -72,7 +77,8 @@ int forward_check(int argc, char **argv, const struct forward_command *c);
 	"                        j <= i + n_kv - n_q (bottom-right, as in decoding), or\n" \
 	"                        j <= i + N for a whole number N (after N cached keys)\n" \
 	"      --kv-len N        only the first N keys are valid (the rest is padding);\n" \
-	"                        bottom-right then aligns with key N\n" \
+	"                        bottom-right then aligns with key N; N,N,...: one\n" \
+	"                        length per sequence of a batch\n" \
 	"      --window L[,R]    sliding window: the query at position p (i, plus the\n" \
 	"                        causal offset) sees keys p-L to p+R only; R absent or\n" \
 	"                        -1: unbounded right; L = -1: unbounded left\n" \

@@ -11,7 +11,13 @@
 
 size_t matrix_size(const matrix *m)
 {
-	return m->rank ? m->dim[0] * m->dim[1] * m->dim[2] : 0;
+	size_t n = 1;
+
+	if (!m->rank)
+		return 0;
+	for (size_t r = 0; r < m->rank; r++)
+		n *= m->dim[r];
+	return n;
 }
 
 size_t matrix_cols(const matrix *m)
@@ -41,12 +47,19 @@ const char *matrix_shape(const matrix *m, char *buf, size_t size)
 
 int matrix_alloc(matrix *m, size_t rank, size_t d0, size_t d1, size_t d2)
 {
-	size_t n = d0;
+	const size_t dims[3] = { d0, d1, d2 };
+
+	return matrix_alloc_dims(m, rank, dims);
+}
+
+int matrix_alloc_dims(matrix *m, size_t rank, const size_t *dims)
+{
+	size_t n = 1;
+	char shape[96];
 
 	m->rank = rank;
-	m->dim[0] = d0;
-	m->dim[1] = rank >= 2 ? d1 : 1;
-	m->dim[2] = rank >= 3 ? d2 : 1;
+	for (size_t r = 0; r < 4; r++)
+		m->dim[r] = r < rank ? dims[r] : 1;
 	m->is_bool = 0;
 	m->is_f32 = 0;
 	m->labels = NULL;
@@ -54,10 +67,14 @@ int matrix_alloc(matrix *m, size_t rank, size_t d0, size_t d1, size_t d2)
 	m->v = NULL;
 	m->held = 0;
 	m->labels_held = 0;
-	if ((m->dim[1] && n > SIZE_MAX / m->dim[1]) ||
-	    (n *= m->dim[1], m->dim[2] && n > SIZE_MAX / m->dim[2]) ||
-	    (n *= m->dim[2], n > SIZE_MAX / sizeof(double)))
-		return error("a %zux%zux%zu array is too large to address", d0, d1, d2);
+	for (size_t r = 0; r < 4; r++) {
+		if (m->dim[r] && n > SIZE_MAX / m->dim[r])
+			return error("a %s array is too large to address",
+				     matrix_shape(m, shape, sizeof(shape)));
+		n *= m->dim[r];
+	}
+	if (n > SIZE_MAX / sizeof(double))
+		return error("a %s array is too large to address", matrix_shape(m, shape, sizeof(shape)));
 	m->held = budget_block((n ? n : 1) * sizeof(double));
 	if (budget_take(m->held)) {
 		m->held = 0;

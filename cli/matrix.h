@@ -1,6 +1,6 @@
 /*
- * matrix.h: the CLI's dense arrays of double (1-D to 3-D) and the readers
- * that fill them.  The library sees only the data pointer and the sizes.
+ * matrix.h: the CLI's dense arrays of double (1-D to 3-D, and 4-D for a
+ * mask broadcast over a batch) and the readers that fill them.  The library sees only the data pointer and the sizes.
  */
 #ifndef MHA_CLI_MATRIX_H
 #define MHA_CLI_MATRIX_H
@@ -8,8 +8,8 @@
 #include <stddef.h>
 
 typedef struct matrix {
-	size_t rank;   /* 1, 2 or 3; 0 while empty */
-	size_t dim[3]; /* dim[0] outermost; dimensions past rank are 1 */
+	size_t rank;   /* 1 to 4; 0 while empty */
+	size_t dim[4]; /* dim[0] outermost; dimensions past rank are 1 */
 	double *v;     /* row-major, dim[0]·dim[1]·dim[2] values, from malloc() */
 	int is_bool;   /* every entry was true or false (a boolean mask) */
 	int is_f32;    /* the values are floats (widened): written as floats */
@@ -29,6 +29,8 @@ const char *matrix_shape(const matrix *m, char *buf, size_t size);
 /* allocate rank/dims, values zero, charged to the memory budget; 0 or -1 on
  * overflow, no memory or past the budget (reported) */
 int matrix_alloc(matrix *m, size_t rank, size_t d0, size_t d1, size_t d2);
+/* the same for any rank up to 4, the dimensions in dims */
+int matrix_alloc_dims(matrix *m, size_t rank, const size_t *dims);
 void matrix_free(matrix *m);
 
 /* What a reader accepts beyond finite numbers. */

@@ -90,6 +90,17 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 		if ((f->weights >> i) & 1)
 			fprintf(fp, "%s\"%s\"", n++ ? ", " : "", weight_names[i]);
 	fputc(']', fp);
+	/* a batch (3-D inputs): its sequences, and the one shown alone */
+	key(&mb, "batch");
+	if (m->batch)
+		fprintf(fp, "%zu", m->batch);
+	else
+		fputs("null", fp);
+	key(&mb, "sequence");
+	if (m->sequence)
+		fprintf(fp, "%zu", m->sequence);
+	else
+		fputs("null", fp);
 	count(&mb, "n_q", d->n_q);
 	count(&mb, "n_kv", d->n_kv);
 	count(&mb, "d_model", d->d_q_in);
@@ -103,15 +114,26 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 	fprintf(fp, "{\"value\": %s, \"rule\": \"%s\"}", buf, scale_rule(cfg->scale_mode));
 	string(&mb, "causal", causal_name(cfg->causal));
 	key(&mb, "causal_offset");
-	if (cfg->causal != MHA_CAUSAL_NONE)
+	if (cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT && cfg->kv_lens) {
+		/* each sequence's, from its own key length */
+		for (size_t b = 0; b < d->batch; b++)
+			fprintf(fp, "%s%td", b ? ", " : "[", mha_causal_offset(d, cfg, b));
+		fputc(']', fp);
+	} else if (cfg->causal != MHA_CAUSAL_NONE) {
 		fprintf(fp, "%td", m->rep->causal_offset);
-	else
+	} else {
 		fputs("null", fp);
+	}
 	key(&mb, "kv_len");
-	if (cfg->kv_len)
+	if (cfg->kv_lens) {
+		for (size_t b = 0; b < d->batch; b++)
+			fprintf(fp, "%s%zu", b ? ", " : "[", cfg->kv_lens[b]);
+		fputc(']', fp);
+	} else if (cfg->kv_len) {
 		fprintf(fp, "%zu", cfg->kv_len);
-	else
+	} else {
 		fputs("null", fp);
+	}
 	key(&mb, "window");
 	if (cfg->window.on)
 		fprintf(fp, "[%td, %td]", cfg->window.left, cfg->window.right);

@@ -19,6 +19,8 @@ struct run_meta {
 	const struct step_facts *f; /* the options, shapes, weights given, mask file */
 	const mha_report *rep;      /* the run's: scale, causal offset, path */
 	int f32;                    /* --dtype f32 */
+	size_t batch;               /* the batch's sequences as read, 0 for 2-D inputs */
+	size_t sequence;            /* --sequence N: a batch's sequence shown alone; 0: all */
 };
 
 /* The object, its keys indented one level past depth (0: a file of its

@@ -187,12 +187,14 @@ static int read_positions(struct problem *p, const char *path)
 
 static int read_inputs(const struct problem_spec *s, struct problem *p)
 {
-	const read_spec xs = { "X", x_keys, 2, 2, READ_LABELS },
-			kvs = { "X_kv", x_keys, 2, 2, READ_LABELS },
-			xks = { "X_k", x_keys, 2, 2, READ_LABELS }, xvs = { "X_v", x_keys, 2, 2, 0 };
-	const read_spec qs = { "Q", q_keys, 2, 2, READ_LABELS }, ks = { "K", k_keys, 2, 2, READ_LABELS };
-	const read_spec vs = { "V", v_keys, 2, 2, 0 };
-	const read_spec ms = { "mask", mask_keys, 2, 3, READ_NONFINITE | READ_BOOL };
+	/* 3-D: a batch of sequences (B, rows, cols) */
+	const read_spec xs = { "X", x_keys, 2, 3, READ_LABELS },
+			kvs = { "X_kv", x_keys, 2, 3, READ_LABELS },
+			xks = { "X_k", x_keys, 2, 3, READ_LABELS }, xvs = { "X_v", x_keys, 2, 3, 0 };
+	const read_spec qs = { "Q", q_keys, 2, 3, READ_LABELS }, ks = { "K", k_keys, 2, 3, READ_LABELS };
+	const read_spec vs = { "V", v_keys, 2, 3, 0 };
+	/* 1-D to 4-D, broadcast as ONNX's attn_mask (check_mask) */
+	const read_spec ms = { "mask", mask_keys, 1, 4, READ_NONFINITE | READ_BOOL };
 	const read_spec ss = { "sinks", NULL, 1, 2, 0 };
 	const read_spec as = { "slopes", NULL, 1, 2, 0 };
 
@@ -262,6 +264,65 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 
 /* ---- shapes ------------------------------------------------------------- */
 
+/* m, 2-D, as B copies of itself: (B, rows, cols), its labels kept */
+static int spread(matrix *m, size_t B)
+{
+	matrix b;
+	const size_t n = matrix_size(m);
+
+	if (matrix_alloc(&b, 3, B, m->dim[0], m->dim[1]))
+		return -1;
+	for (size_t i = 0; i < B; i++)
+		memcpy(b.v + i * n, m->v, n * sizeof(double));
+	b.is_bool = m->is_bool;
+	b.is_f32 = m->is_f32;
+	b.labels = m->labels;
+	b.n_labels = m->n_labels;
+	b.labels_held = m->labels_held;
+	m->labels = NULL;
+	m->n_labels = 0;
+	m->labels_held = 0;
+	matrix_free(m);
+	*m = b;
+	return 0;
+}
+
+/*
+ * A batch: the 3-D inputs must agree on B; a 2-D one beside them is the
+ * same for every sequence.  Sets p->batch (0: every input 2-D).
+ */
+static int set_batch(struct problem *p)
+{
+	struct { matrix *m; const char *name, *src; } in[] = {
+		{ &p->x, "X", p->x_src }, { &p->kv, "X_kv", p->kv_src }, { &p->xk, "X_k", p->xk_src },
+		{ &p->xv, "X_v", p->xv_src }, { &p->q, "Q", p->q_src }, { &p->k, "K", p->k_src },
+		{ &p->v, "V", p->v_src },
+	};
+	const size_t n = sizeof(in) / sizeof(in[0]);
+	size_t first = n;
+
+	for (size_t i = 0; i < n; i++) {
+		if (in[i].m->rank != 3)
+			continue;
+		if (first == n) {
+			first = i;
+		} else if (in[i].m->dim[0] != in[first].m->dim[0]) {
+			const size_t a = in[first].m->dim[0], b = in[i].m->dim[0];
+
+			return error("%s from %s holds %zu sequence%s but %s from %s holds %zu: the "
+				     "inputs of a batch must hold as many", in[first].name,
+				     in[first].src, a, plural(a), in[i].name, in[i].src, b);
+		}
+	}
+	if (first == n)
+		return 0;
+	p->batch = in[first].m->dim[0];
+	for (size_t i = 0; i < n; i++)
+		if (in[i].m->rank == 2 && spread(in[i].m, p->batch))
+			return -1;
+	return 0;
+}
+
 /* Bias lengths must match the columns of their weight. */
 static int check_bias(const weights *w, int b, int wt)
 {
@@ -283,17 +344,18 @@ static int derive_dims(const struct problem_spec *s, const struct problem *p, mh
 	memset(d, 0, sizeof(*d));
 	d->heads = H;
 	d->kv_heads = G;
+	d->batch = p->batch;
 
 	if (p->direct) {
 		for (int i = WQ; i < N_WEIGHTS; i++)
 			if (i != WO && i != BO && weights_has(w, i))
 				return error("%s from %s cannot be used with --q/--k/--v (they are given "
 					     "directly); only W_O and b_O can", weight_names[i], w->src[i]);
-		d->n_q = p->q.dim[0];
-		d->n_kv = p->k.dim[0];
-		d->d_q_in = p->q.dim[1];
-		d->d_k_in = p->k.dim[1];
-		d->d_v_in = p->v.dim[1];
+		d->n_q = matrix_rows(&p->q);
+		d->n_kv = matrix_rows(&p->k);
+		d->d_q_in = matrix_cols(&p->q);
+		d->d_k_in = matrix_cols(&p->k);
+		d->d_v_in = matrix_cols(&p->v);
 		if (d->d_q_in % H)
 			return error("Q from %s has %zu columns, which --heads %zu does not divide",
 				     p->q_src, d->d_q_in, H);
@@ -303,9 +365,9 @@ static int derive_dims(const struct problem_spec *s, const struct problem *p, mh
 				     "d_k %zu, as Q from %s has %zu columns for %zu head%s)", p->k_src,
 				     d->d_k_in, G * d->d_k, G, plural(G), d->d_k, p->q_src, d->d_q_in,
 				     H, plural(H));
-		if (p->v.dim[0] != d->n_kv)
+		if (matrix_rows(&p->v) != d->n_kv)
 			return error("V from %s has %zu rows but K from %s has %zu: one value per key",
-				     p->v_src, p->v.dim[0], p->k_src, d->n_kv);
+				     p->v_src, matrix_rows(&p->v), p->k_src, d->n_kv);
 		if (d->d_v_in % G)
 			return error("V from %s has %zu columns, which --kv-heads %zu does not divide",
 				     p->v_src, d->d_v_in, G);
@@ -319,14 +381,14 @@ static int derive_dims(const struct problem_spec *s, const struct problem *p, mh
 		const char *vname = s->xv ? "X_v" : kvname, *vsrc = s->xv ? p->xv_src : kvsrc;
 		const int n_proj = weights_has(w, WQ) + weights_has(w, WK) + weights_has(w, WV);
 
-		d->n_q = p->x.dim[0];
-		d->n_kv = kv->dim[0];
-		d->d_q_in = p->x.dim[1];
-		d->d_k_in = kv->dim[1];
-		d->d_v_in = vm->dim[1];
-		if (vm->dim[0] != d->n_kv)
+		d->n_q = matrix_rows(&p->x);
+		d->n_kv = matrix_rows(kv);
+		d->d_q_in = matrix_cols(&p->x);
+		d->d_k_in = matrix_cols(kv);
+		d->d_v_in = matrix_cols(vm);
+		if (matrix_rows(vm) != d->n_kv)
 			return error("%s from %s has %zu rows but %s from %s has %zu: one value per key",
-				     vname, vsrc, vm->dim[0], kvname, kvsrc, d->n_kv);
+				     vname, vsrc, matrix_rows(vm), kvname, kvsrc, d->n_kv);
 		if (n_proj != 0 && n_proj != 3) {
 			const int have = weights_has(w, WQ) ? WQ : weights_has(w, WK) ? WK : WV;
 
@@ -412,47 +474,83 @@ static int derive_dims(const struct problem_spec *s, const struct problem *p, mh
 	return 0;
 }
 
-/* The mask must fit the scores, and may only add numbers or -inf. */
+/* "[1][0][2]": element i of m as its own indices, into buf */
+static const char *element_path(char *buf, size_t size, const matrix *m, size_t i)
+{
+	size_t idx[4], used = 0;
+
+	for (size_t r = m->rank; r-- > 0;) {
+		idx[r] = i % m->dim[r];
+		i /= m->dim[r];
+	}
+	buf[0] = '\0';
+	for (size_t r = 0; r < m->rank && used < size; r++)
+		used += (size_t)snprintf(buf + used, size - used, "[%zu]", idx[r]);
+	return buf;
+}
+
+/*
+ * The mask must fit the scores (B, H, n_q, n_kv) as ONNX broadcasts its
+ * attn_mask, the dimensions right-aligned: (n_kv), (n_q, n_kv), (H, n_q,
+ * n_kv) or (B, H, n_q, n_kv), each of B, H and n_q also 1 for all of them;
+ * and it may only add numbers or -inf.  The library takes (B|1, H|1, n_q,
+ * n_kv): a mask shared by the queries is spread over them here.
+ */
 static int check_mask(const struct problem_spec *s, struct problem *p, const mha_dims *d,
 		      mha_config *cfg)
 {
 	matrix *m = &p->mask;
-	const size_t n = d->n_q * d->n_kv;
-	char shape[64];
+	const size_t B = problem_sequences(p);
+	size_t md[4] = { 1, 1, 1, 1 }, n;
+	char shape[64], at[64];
 
 	if (!s->mask)
 		return 0;
-	if (m->rank == 3 && m->dim[0] != d->heads)
+	for (size_t r = 0; r < m->rank; r++)
+		md[4 - m->rank + r] = m->dim[r];
+	if (m->rank >= 3 && md[1] != d->heads && md[1] != 1)
 		return error("mask from %s has %zu per-head matrices but there %s %zu head%s",
-			     p->mask_src, m->dim[0], d->heads == 1 ? "is" : "are", d->heads,
+			     p->mask_src, md[1], d->heads == 1 ? "is" : "are", d->heads,
 			     plural(d->heads));
-	if (m->dim[m->rank - 2] != d->n_q || m->dim[m->rank - 1] != d->n_kv)
+	if ((md[2] != d->n_q && md[2] != 1) || md[3] != d->n_kv)
 		return error("mask from %s is %s but the scores are %zux%zu (%zu quer%s x %zu key%s)%s",
 			     p->mask_src, matrix_shape(m, shape, sizeof(shape)), d->n_q, d->n_kv,
 			     d->n_q, d->n_q == 1 ? "y" : "ies", d->n_kv, plural(d->n_kv),
-			     m->rank == 3 ? " for each head" : "");
-	cfg->mask.per_head = m->rank == 3;
-	if (m->is_bool) {
-		const size_t count = matrix_size(m);
+			     m->rank >= 3 ? " for each head" : "");
+	if (md[0] != B && md[0] != 1)
+		return error("mask from %s holds %zu sequences' masks but the batch holds %zu "
+			     "sequence%s", p->mask_src, md[0], B, plural(B));
+	for (size_t i = 0; i < matrix_size(m); i++)
+		if (isnan(m->v[i]) || m->v[i] == INFINITY)
+			return error("%s: mask%s is %s: a mask adds numbers or -inf", path_shown(s->mask),
+				     element_path(at, sizeof(at), m, i), isnan(m->v[i]) ? "nan" : "inf");
+	/* a 3-D mask of one head is per head as it always was (titled so) */
+	cfg->mask.per_head = md[1] > 1 || (m->rank == 3 && d->heads == 1);
+	cfg->mask.per_batch = md[0] > 1;
+	if (md[2] != d->n_q) {
+		/* one row for every query: the rows spread out */
+		matrix spread_rows;
+		const size_t dims[4] = { md[0], md[1], d->n_q, d->n_kv };
 
-		p->allow = malloc(count ? count : 1);
+		if (matrix_alloc_dims(&spread_rows, 4, dims))
+			return -1;
+		for (size_t k = 0; k < md[0] * md[1]; k++)
+			for (size_t i = 0; i < d->n_q; i++)
+				memcpy(spread_rows.v + (k * d->n_q + i) * d->n_kv, m->v + k * d->n_kv,
+				       d->n_kv * sizeof(double));
+		spread_rows.is_bool = m->is_bool;
+		matrix_free(m);
+		*m = spread_rows;
+	}
+	n = matrix_size(m);
+	if (m->is_bool) {
+		p->allow = malloc(n ? n : 1);
 		if (!p->allow)
 			return error("out of memory");
-		for (size_t i = 0; i < count; i++)
+		for (size_t i = 0; i < n; i++)
 			p->allow[i] = m->v[i] != 0;
 		cfg->mask.allow = p->allow;
 		return 0;
-	}
-	for (size_t i = 0; i < matrix_size(m); i++) {
-		if (isnan(m->v[i]) || m->v[i] == INFINITY) {
-			const size_t h = i / n, r = i % n / d->n_kv, c = i % d->n_kv;
-
-			if (m->rank == 3)
-				return error("%s: mask[%zu][%zu][%zu] is %s: a mask adds numbers or -inf",
-					     path_shown(s->mask), h, r, c, isnan(m->v[i]) ? "nan" : "inf");
-			return error("%s: mask[%zu][%zu] is %s: a mask adds numbers or -inf",
-				     path_shown(s->mask), r, c, isnan(m->v[i]) ? "nan" : "inf");
-		}
 	}
 	cfg->mask.bias = m->v;
 	return 0;
@@ -650,6 +748,7 @@ static void run_memory(const struct problem *p, unsigned wanted, int f32, size_t
 	const mha_dims *d = &p->d;
 	const matrix *held[] = { &p->x, &p->kv, &p->xk, &p->xv, &p->q, &p->k, &p->v, &p->mask };
 	const size_t G = d->kv_heads ? d->kv_heads : d->heads, nn = d->n_q * d->n_kv;
+	const size_t B = problem_sequences(p);
 	size_t lib;
 
 	/* the inputs as read hold what the budget was charged for them; float32
@@ -663,25 +762,26 @@ static void run_memory(const struct problem *p, unsigned wanted, int f32, size_t
 	add_bytes(&part[0], matrix_size(&p->mask), 1);
 	lib = mha_memory(d, &p->cfg, wanted, f32);
 	add_bytes(&part[1], 1, lib);
-	add_bytes(&part[2], d->n_q * out_cols, sizeof(double) * (f32 ? 2 : 1));
+	/* the copies kept for printing: every sequence's */
+	add_bytes(&part[2], B * d->n_q * out_cols, sizeof(double) * (f32 ? 2 : 1));
 	if (wanted & MHA_STAGE_BIT(MHA_STAGE_Q))
-		add_bytes(&part[2], d->n_q * d->heads * d->d_k, sizeof(double));
+		add_bytes(&part[2], B * d->n_q * d->heads * d->d_k, sizeof(double));
 	if (wanted & MHA_STAGE_BIT(MHA_STAGE_K))
-		add_bytes(&part[2], d->n_kv * G * d->d_k, sizeof(double));
+		add_bytes(&part[2], B * d->n_kv * G * d->d_k, sizeof(double));
 	if (wanted & MHA_STAGE_BIT(MHA_STAGE_V))
-		add_bytes(&part[2], d->n_kv * G * d->d_v, sizeof(double));
+		add_bytes(&part[2], B * d->n_kv * G * d->d_v, sizeof(double));
 	if (wanted & MHA_STAGE_BIT(MHA_STAGE_CONCAT))
-		add_bytes(&part[2], d->n_q * d->heads * d->d_v, sizeof(double));
+		add_bytes(&part[2], B * d->n_q * d->heads * d->d_v, sizeof(double));
 	if (wanted & MHA_STAGE_BIT(MHA_STAGE_HEAD_Q))
-		add_bytes(&part[2], d->n_q * d->heads * d->d_k, sizeof(double));
+		add_bytes(&part[2], B * d->n_q * d->heads * d->d_k, sizeof(double));
 	if (wanted & (MHA_STAGE_BIT(MHA_STAGE_HEAD_K) | MHA_STAGE_BIT(MHA_STAGE_HEAD_V)))
-		add_bytes(&part[2], d->n_kv * d->heads * (d->d_k + d->d_v), sizeof(double));
+		add_bytes(&part[2], B * d->n_kv * d->heads * (d->d_k + d->d_v), sizeof(double));
 	if (wanted & MHA_STAGE_BIT(MHA_STAGE_HEAD_OUTPUT))
-		add_bytes(&part[2], d->n_q * d->heads * d->d_v, sizeof(double));
+		add_bytes(&part[2], B * d->n_q * d->heads * d->d_v, sizeof(double));
 	for (int s = MHA_STAGE_SCORES; s <= MHA_STAGE_SOFTMAX; s++)
 		if (wanted & MHA_STAGE_BIT(s))
 			/* a per-head mask is kept per head and once more stacked */
-			add_bytes(&part[2], nn, d->heads * sizeof(double) *
+			add_bytes(&part[2], B * nn, d->heads * sizeof(double) *
 				  (s == MHA_STAGE_MASK && (p->cfg.mask.per_head || p->cfg.alibi.on)
 				   ? 2 : 1));
 }
@@ -733,10 +833,11 @@ static mha_status forward_f32(matrix *out, const mha_dims *d, const mha_inputs *
 	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
 	const size_t n_out = matrix_size(out), out_cols = matrix_cols(out);
 	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
+	const size_t B = d->batch ? d->batch : 1;
 	int ok = 1;
-	float *xq = to_f32(src->xq, d->n_q * d->d_q_in, &ok);
-	float *xk = src->xk == src->xq ? xq : to_f32(src->xk, d->n_kv * d->d_k_in, &ok);
-	float *xv = src->xv == src->xk ? xk : to_f32(src->xv, d->n_kv * d->d_v_in, &ok);
+	float *xq = to_f32(src->xq, B * d->n_q * d->d_q_in, &ok);
+	float *xk = src->xk == src->xq ? xq : to_f32(src->xk, B * d->n_kv * d->d_k_in, &ok);
+	float *xv = src->xv == src->xk ? xk : to_f32(src->xv, B * d->n_kv * d->d_v_in, &ok);
 	float *W[8] = {
 		to_f32(w->W_Q, d->d_q_in * hk, &ok), to_f32(w->W_K, d->d_k_in * gk, &ok),
 		to_f32(w->W_V, d->d_v_in * gv, &ok), to_f32(w->W_O, hv * out_cols, &ok),
@@ -777,7 +878,10 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 	const mha_dims *d = &p->d;
 	mha_status st;
 
-	if (matrix_alloc(out, 2, d->n_q, mha_output_cols(d, p->weights.W_O != NULL), 1))
+	const size_t cols = mha_output_cols(d, p->weights.W_O != NULL);
+
+	/* a batch keeps its 3-D shape, B = 1 too: (B, n_q, cols) */
+	if (p->batch ? matrix_alloc(out, 3, p->batch, d->n_q, cols) : matrix_alloc(out, 2, d->n_q, cols, 1))
 		return -1;
 	st = f32 ? forward_f32(out, d, &p->in, &p->weights, &p->cfg, rep)
 		 : mha_forward(out->v, d, &p->in, &p->weights, &p->cfg, obs, rep);
@@ -790,17 +894,104 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 			     f32 ? "float (about 3.4e38)" : "double (about 1.8e308)");
 	if (st != MHA_OK)
 		return error("%s", mha_strerror(st));
-	if (rep->blocked_rows == 1)
+	if (rep->blocked_rows && p->batch > 1) {
+		char seq[48];
+
+		snprintf(seq, sizeof(seq), "sequence %zu, ", rep->first_blocked_sequence + 1);
+		if (rep->blocked_rows == 1)
+			warning("%shead %d, query row %zu: every key is masked; its softmax row and "
+				"output are zero", seq, rep->first_blocked_head + 1, rep->first_blocked_row + 1);
+		else
+			warning("%zu query rows have every key masked (the first: %shead %d, row %zu); "
+				"their softmax rows and outputs are zero", rep->blocked_rows, seq,
+				rep->first_blocked_head + 1, rep->first_blocked_row + 1);
+	} else if (rep->blocked_rows == 1) {
 		warning("head %d, query row %zu: every key is masked; its softmax row and output "
 			"are zero", rep->first_blocked_head + 1, rep->first_blocked_row + 1);
-	else if (rep->blocked_rows > 1)
+	} else if (rep->blocked_rows > 1) {
 		warning("%zu query rows have every key masked (the first: head %d, row %zu); their "
 			"softmax rows and outputs are zero", rep->blocked_rows,
 			rep->first_blocked_head + 1, rep->first_blocked_row + 1);
+	}
 	return 0;
 }
 
 /* ---- the problem -------------------------------------------------------- */
+
+/* the library's view of the inputs read */
+static void set_inputs(struct problem *p)
+{
+	const struct problem_spec *s = &p->spec;
+
+	p->in.xq = p->direct ? p->q.v : p->x.v;
+	p->in.xk = p->direct ? p->k.v : s->xk ? p->xk.v : s->kv ? p->kv.v : p->x.v;
+	p->in.xv = p->direct ? p->v.v : s->xv ? p->xv.v : p->in.xk;
+}
+
+int problem_keep_sequence(struct problem *p, size_t b)
+{
+	matrix *in[] = { &p->x, &p->kv, &p->xk, &p->xv, &p->q, &p->k, &p->v };
+
+	for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+		matrix *m = in[i], one;
+		const size_t n = m->dim[1] * m->dim[2];
+
+		if (m->rank != 3)
+			continue;
+		if (matrix_alloc(&one, 3, 1, m->dim[1], m->dim[2]))
+			return -1;
+		memcpy(one.v, m->v + b * n, n * sizeof(double));
+		one.is_f32 = m->is_f32;
+		one.labels = m->labels;
+		one.n_labels = m->n_labels;
+		one.labels_held = m->labels_held;
+		m->labels = NULL;
+		m->n_labels = m->labels_held = 0;
+		matrix_free(m);
+		*m = one;
+	}
+	if (p->cfg.mask.per_batch) {
+		/* sequence b's mask, moved to the front of the arrays the config points at */
+		const size_t n = p->d.n_q * p->d.n_kv * (p->cfg.mask.per_head ? p->d.heads : 1);
+
+		if (p->allow)
+			memmove(p->allow, p->allow + b * n, n);
+		else
+			memmove(p->mask.v, p->mask.v + b * n, n * sizeof(double));
+		p->cfg.mask.per_batch = 0;
+	}
+	if (p->cfg.kv_lens) {
+		p->cfg.kv_len = p->cfg.kv_lens[b];
+		p->cfg.kv_lens = NULL;
+	}
+	p->batch_read = p->batch;
+	p->batch = p->d.batch = 1;
+	set_inputs(p);
+	return 0;
+}
+
+/* --kv-len 5,3,4: one length per sequence of the batch, none past the keys */
+static int check_kv_lens(const struct problem_spec *s, struct problem *p)
+{
+	const size_t B = problem_sequences(p), n_kv = p->d.n_kv;
+	const char *keys = p->direct ? p->k_src : s->xk ? p->xk_src : s->kv ? p->kv_src : p->x_src;
+
+	if (s->n_kv_lens != B)
+		return error("--kv-len gives %zu lengths but %s %zu sequence%s (%s)", s->n_kv_lens,
+			     p->batch ? "the batch holds" : "there is", B, plural(B),
+			     p->batch ? "the inputs' first dimension" : "the inputs are 2-D");
+	for (size_t b = 0; b < B; b++)
+		if (s->kv_lens[b] > n_kv)
+			return error("--kv-len: sequence %zu's length is %zu but %s gives %zu key%s", b + 1,
+				     s->kv_lens[b], keys, n_kv, plural(n_kv));
+	p->cfg.kv_lens = s->kv_lens;
+	return 0;
+}
+
+size_t problem_sequences(const struct problem *p)
+{
+	return p->batch ? p->batch : 1;
+}
 
 static int add_input(void *ctx, const char *file)
 {
@@ -837,9 +1028,9 @@ static int load(struct problem *p, const struct problem_spec *s)
 	const weights *w = &p->w;
 	const mha_dims *d = &p->d;
 
-	if (read_inputs(s, p) || derive_dims(s, p, &p->d) || check_mask(s, p, &p->d, &p->cfg) ||
-	    check_sinks(s, p, &p->d, &p->cfg) || check_alibi(s, p, &p->d, &p->cfg) ||
-	    check_sinks(s, p, &p->d, &p->cfg) || check_rope(s, p, &p->d, &p->cfg) ||
+	if (read_inputs(s, p) || set_batch(p) || derive_dims(s, p, &p->d) ||
+	    check_mask(s, p, &p->d, &p->cfg) || check_sinks(s, p, &p->d, &p->cfg) ||
+	    check_alibi(s, p, &p->d, &p->cfg) || check_rope(s, p, &p->d, &p->cfg) ||
 	    set_labels(s, p, &p->d))
 		return EXIT_DATA;
 	/* --cell names a query and a key: a command-line error, known once the labels are */
@@ -853,9 +1044,9 @@ static int load(struct problem *p, const struct problem_spec *s)
 		      plural(d->n_kv));
 		return EXIT_DATA;
 	}
-	p->in.xq = p->direct ? p->q.v : p->x.v;
-	p->in.xk = p->direct ? p->k.v : s->xk ? p->xk.v : s->kv ? p->kv.v : p->x.v;
-	p->in.xv = p->direct ? p->v.v : s->xv ? p->xv.v : p->in.xk;
+	if (s->kv_lens && check_kv_lens(s, p))
+		return EXIT_DATA;
+	set_inputs(p);
 	p->weights = (mha_weights){
 		.W_Q = weight_ptr(w, WQ), .W_K = weight_ptr(w, WK), .W_V = weight_ptr(w, WV),
 		.W_O = weight_ptr(w, WO), .b_Q = weight_ptr(w, BQ), .b_K = weight_ptr(w, BK),

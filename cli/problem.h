@@ -40,6 +40,8 @@ struct problem_spec {
 	mha_config cfg;                 /* the options; problem_load adds the mask */
 	const char *tokens, *kv_tokens; /* --tokens, --kv-tokens, or NULL */
 	const char *cell;               /* --cell QUERY,KEY, or NULL */
+	const size_t *kv_lens;          /* --kv-len 5,3,4: one length per sequence, or NULL */
+	size_t n_kv_lens;               /* their number (a single --kv-len N is cfg.kv_len) */
 };
 
 /* Token labels: one per query (row of X) and one per key. */
@@ -65,6 +67,11 @@ struct problem {
 	/* where each came from, for messages: "-x x.json", "--mask <stdin>" */
 	char x_src[4200], kv_src[4200], q_src[4200], k_src[4200], v_src[4200], mask_src[4200];
 	char xk_src[4200], xv_src[4200];
+	/* a batch: B sequences when an input is 3-D (B, rows, cols), 0 when all
+	 * are 2-D; a 2-D input beside 3-D ones is shared by every sequence
+	 * (copied B times), so the library sees every input as (B, rows, cols) */
+	size_t batch;
+	size_t batch_read;      /* after problem_keep_sequence: the batch as read */
 	unsigned char *allow;   /* the boolean mask as bytes, or NULL */
 	int direct;             /* Q, K, V given directly */
 	mha_dims d;
@@ -95,12 +102,23 @@ void problem_facts(const struct problem *p, double scale, struct step_facts *f);
 int problem_check_memory(const struct problem *p, unsigned wanted, int f32);
 
 /*
- * The computation: out allocated (n_q, output columns) and filled, in
+ * The computation: out allocated (n_q, output columns) and filled (a batch:
+ * (B, n_q, output columns)), in
  * float64 with obs watching, or with f32 in float32 (no steps; the output
  * widened back, marked is_f32).  Overflow and other failures are said, as
  * is a warning for query rows with every key masked; 0 or -1.
  */
 int problem_forward(matrix *out, const struct problem *p, const mha_observer *obs, int f32,
 		    mha_report *rep);
+
+/* Sequences the run computes: the batch, or 1. */
+size_t problem_sequences(const struct problem *p);
+
+/*
+ * --sequence: keep sequence b (0-based) of a batch alone, as a batch of one
+ * (its inputs, its mask, its key length); batch_read keeps the batch's
+ * size.  0, or -1 said.
+ */
+int problem_keep_sequence(struct problem *p, size_t b);
 
 #endif

@@ -713,7 +713,7 @@ int read_csv(matrix *m, const input_file *f, const read_spec *spec)
 		m->dim[0] = rows;
 		m->dim[1] = cols;
 	}
-	m->dim[2] = 1;
+	m->dim[2] = m->dim[3] = 1;
 	m->is_bool = c.bools == 1;
 	if (c.labelled) {
 		m->labels = c.labels;

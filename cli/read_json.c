@@ -360,7 +360,7 @@ struct conv {
 	const char *what;
 	unsigned flags;
 	size_t rank;
-	size_t dim[3];
+	size_t dim[4];
 	double *out;       /* where the next value goes; NULL: only check them */
 	int bools;  /* -1 unknown yet, 0 numbers, 1 booleans */
 	char path[96];
@@ -442,7 +442,7 @@ static int fill(struct conv *c, const cJSON *n, size_t depth, size_t *idx)
 	if ((size_t)cJSON_GetArraySize(n) != c->dim[depth]) {
 		const int got = cJSON_GetArraySize(n);
 		char first[96];
-		const size_t zeros[3] = { 0, 0, 0 };
+		const size_t zeros[4] = { 0, 0, 0, 0 };
 
 		snprintf(first, sizeof(first), "%s", path_of(c, zeros, depth));
 		return error("%s: %s has %d entr%s but %s has %zu: rows must be equally long",
@@ -457,21 +457,34 @@ static int fill(struct conv *c, const cJSON *n, size_t depth, size_t *idx)
 	return 0;
 }
 
-static const char *const rank_names[] = { "a number", "a 1-D array", "a 2-D array", "a 3-D array" };
+static const char *const rank_names[] = { "a number", "a 1-D array", "a 2-D array", "a 3-D array",
+					   "a 4-D array" };
+
+/* " (up to 3-D)", " or a 2-D array", "": what else a spec accepts, into buf */
+static const char *more_ranks(char *buf, size_t size, size_t min_rank, size_t max_rank)
+{
+	if (max_rank == min_rank)
+		snprintf(buf, size, "%s", "");
+	else if (max_rank >= 3)
+		snprintf(buf, size, " (up to %zu-D)", max_rank);
+	else
+		snprintf(buf, size, "%s", " or a 2-D array");
+	return buf;
+}
 
 int json_node_matrix(matrix *m, const json_doc *doc, const cJSON *node, const char *key,
 		     const char *what, size_t min_rank, size_t max_rank, unsigned flags)
 {
 	struct conv c = { .doc = doc, .key = key, .what = what, .flags = flags, .bools = -1 };
-	size_t idx[3] = { 0, 0, 0 };
+	size_t idx[4] = { 0, 0, 0, 0 };
 	const cJSON *n = node;
-	char buf[80];
+	char buf[80], more[32];
 
 	memset(m, 0, sizeof(*m));
 	/* the shape comes from the first element at each depth */
 	while (cJSON_IsArray(n)) {
-		if (c.rank == 3)
-			return error("%s: %s: expected %s, found an array nested deeper than 3",
+		if (c.rank == 4)
+			return error("%s: %s: expected %s, found an array nested deeper than 4",
 				     where(&c, idx, 0), what, rank_names[max_rank]);
 		if (!cJSON_GetArraySize(n))
 			return error("%s: %s: empty array", where(&c, idx, c.rank),
@@ -484,8 +497,7 @@ int json_node_matrix(matrix *m, const json_doc *doc, const cJSON *node, const ch
 			return error("%s: %s: expected %s, found %s", where(&c, idx, 0), what,
 				     rank_names[min_rank], describe(node, buf, sizeof(buf)));
 		return error("%s: %s: expected %s%s, found %s", where(&c, idx, 0), what,
-			     rank_names[min_rank],
-			     max_rank > min_rank ? (max_rank == 3 ? " (up to 3-D)" : " or a 2-D array") : "",
+			     rank_names[min_rank], more_ranks(more, sizeof(more), min_rank, max_rank),
 			     rank_names[c.rank]);
 	}
 	/* the shape comes from the first element at each depth, so a few bytes
@@ -494,7 +506,7 @@ int json_node_matrix(matrix *m, const json_doc *doc, const cJSON *node, const ch
 	 * document holds */
 	if (fill(&c, node, 0, idx))
 		return -1;
-	if (matrix_alloc(m, c.rank, c.dim[0], c.dim[1], c.dim[2]))
+	if (matrix_alloc_dims(m, c.rank, c.dim))
 		return -1;
 	c.out = m->v;
 	c.bools = -1;
@@ -511,25 +523,27 @@ static int json_tokens(matrix *m, const json_doc *doc, const read_spec *spec)
 {
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(doc->root, "tokens"), *e;
 	size_t n = 0;
+	/* a batch (3-D): the labels of each sequence's rows, the same for all */
+	const size_t rows = matrix_rows(m);
 
 	if (!t)
 		return 0;
-	if (!cJSON_IsArray(t) || m->rank != 2)
+	if (!cJSON_IsArray(t) || m->rank < 2)
 		return error("%s: \"tokens\" must be an array of strings, one per row of %s",
 			     doc->f->name, spec->what);
-	if ((size_t)cJSON_GetArraySize(t) != m->dim[0])
-		return error("%s: \"tokens\" has %d label%s but %s has %zu row%s", doc->f->name,
+	if ((size_t)cJSON_GetArraySize(t) != rows)
+		return error("%s: \"tokens\" has %d label%s but %s has %zu row%s%s", doc->f->name,
 			     cJSON_GetArraySize(t), cJSON_GetArraySize(t) == 1 ? "" : "s", spec->what,
-			     m->dim[0], m->dim[0] == 1 ? "" : "s");
-	m->labels_held = budget_block((m->dim[0] ? m->dim[0] : 1) * sizeof(*m->labels));
+			     rows, rows == 1 ? "" : "s", m->rank == 3 ? " in each sequence" : "");
+	m->labels_held = budget_block((rows ? rows : 1) * sizeof(*m->labels));
 	if (budget_take(m->labels_held)) {
 		m->labels_held = 0;
-		return budget_refuse(doc->f->name, m->dim[0] * sizeof(*m->labels));
+		return budget_refuse(doc->f->name, rows * sizeof(*m->labels));
 	}
-	m->labels = calloc(m->dim[0] ? m->dim[0] : 1, sizeof(*m->labels));
+	m->labels = calloc(rows ? rows : 1, sizeof(*m->labels));
 	if (!m->labels)
 		return error("out of memory");
-	m->n_labels = m->dim[0];
+	m->n_labels = rows;
 	cJSON_ArrayForEach(e, t) {
 		size_t len;
 

@@ -37,7 +37,7 @@ typedef struct npy_header {
 	char descr[48];   /* as written, cut short if longer */
 	int fortran;      /* values in column-major order */
 	size_t rank;      /* entries in the shape, counted past 3 too */
-	size_t dim[3];    /* the first three; 1 past rank */
+	size_t dim[4];    /* the first four; 1 past rank */
 	int zero_dim;     /* some entry is 0 */
 } npy_header;
 
@@ -170,7 +170,7 @@ static int shape(cursor *c, npy_header *h)
 
 		if (dimension(c, &d))
 			return -1;
-		if (h->rank < 3)
+		if (h->rank < 4)
 			h->dim[h->rank] = d;
 		h->rank++;
 		h->zero_dim |= d == 0;
@@ -200,7 +200,7 @@ static int parse_header(npy_header *h, const input_file *f, const read_spec *spe
 	int seen[3] = { 0, 0, 0 };
 
 	memset(h, 0, sizeof(*h));
-	h->dim[0] = h->dim[1] = h->dim[2] = 1;
+	h->dim[0] = h->dim[1] = h->dim[2] = h->dim[3] = 1;
 	skip_space(&c);
 	if (c.p >= c.n || c.s[c.p] != '{')
 		return bad_header(&c, "a Python dict starting with '{'");
@@ -398,7 +398,7 @@ static const char *shape_text(char *buf, size_t size, const npy_header *h)
 {
 	size_t used = (size_t)snprintf(buf, size, "(");
 
-	for (size_t r = 0; r < h->rank && r < 3 && used < size; r++)
+	for (size_t r = 0; r < h->rank && r < 4 && used < size; r++)
 		used += (size_t)snprintf(buf + used, size - used, "%s%zu", r ? ", " : "",
 					 h->dim[r]);
 	if (used < size)
@@ -406,17 +406,18 @@ static const char *shape_text(char *buf, size_t size, const npy_header *h)
 	return buf;
 }
 
-static const char *const rank_names[] = { "a number", "a 1-D array", "a 2-D array", "a 3-D array" };
+static const char *const rank_names[] = { "a number", "a 1-D array", "a 2-D array", "a 3-D array",
+					   "a 4-D array" };
 
 /* ---- the file ------------------------------------------------------------ */
 
 int read_npy(matrix *m, const input_file *f, const read_spec *spec)
 {
 	const unsigned char *d = f->data;
-	size_t prefix, hlen, start, count, bytes, idx[3];
+	size_t prefix, hlen, start, count, bytes, idx[4];
 	npy_header h;
 	npy_dtype t;
-	char buf[80];
+	char buf[80], more[32] = "";
 
 	memset(m, 0, sizeof(*m));
 	if (f->len < 6 || memcmp(d, "\x93NUMPY", 6))
@@ -448,13 +449,16 @@ int read_npy(matrix *m, const input_file *f, const read_spec *spec)
 			     spec->what, h.descr);
 	if (h.rank < spec->min_rank || h.rank > spec->max_rank) {
 		const char *want = rank_names[spec->min_rank];
-		const char *more = spec->max_rank > spec->min_rank
-			? (spec->max_rank == 3 ? " (up to 3-D)" : " or a 2-D array") : "";
+
+		if (spec->max_rank >= 3)
+			snprintf(more, sizeof(more), " (up to %zu-D)", spec->max_rank);
+		else if (spec->max_rank > spec->min_rank)
+			snprintf(more, sizeof(more), " or a 2-D array");
 
 		if (h.rank == 0)
 			return error("%s: %s: expected %s%s, found a scalar (shape ())", f->name,
 				     spec->what, want, more);
-		if (h.rank > 3)
+		if (h.rank > 4)
 			return error("%s: %s: expected %s%s, found a %zu-D array", f->name,
 				     spec->what, want, more, h.rank);
 		return error("%s: %s: expected %s%s, found %s of shape %s", f->name, spec->what,
@@ -467,7 +471,7 @@ int read_npy(matrix *m, const input_file *f, const read_spec *spec)
 	/* the header's sizes against the file, before allocating anything */
 	count = h.dim[0];
 	if (count > SIZE_MAX / h.dim[1] || (count *= h.dim[1]) > SIZE_MAX / h.dim[2] ||
-	    (count *= h.dim[2]) > SIZE_MAX / t.size)
+	    (count *= h.dim[2]) > SIZE_MAX / h.dim[3] || (count *= h.dim[3]) > SIZE_MAX / t.size)
 		return error("%s: %s: the shape %s is too large to address", f->name, spec->what,
 			     shape_text(buf, sizeof(buf), &h));
 	bytes = count * t.size;
@@ -479,16 +483,19 @@ int read_npy(matrix *m, const input_file *f, const read_spec *spec)
 			     "(%zu bytes) but %zu bytes follow", f->name, f->len - start - bytes,
 			     count, bytes, f->len - start);
 
-	if (matrix_alloc(m, h.rank, h.dim[0], h.dim[1], h.dim[2]))
+	if (matrix_alloc_dims(m, h.rank, h.dim))
 		return -1;
 	/* walk the matrix in row-major order, so that the element named in a
 	 * message is the first bad one however the file is laid out */
 	for (idx[0] = 0; idx[0] < h.dim[0]; idx[0]++)
 		for (idx[1] = 0; idx[1] < h.dim[1]; idx[1]++)
-			for (idx[2] = 0; idx[2] < h.dim[2]; idx[2]++) {
-				const size_t at = (idx[0] * h.dim[1] + idx[1]) * h.dim[2] + idx[2];
+			for (idx[2] = 0; idx[2] < h.dim[2]; idx[2]++)
+			for (idx[3] = 0; idx[3] < h.dim[3]; idx[3]++) {
+				const size_t at = ((idx[0] * h.dim[1] + idx[1]) * h.dim[2] + idx[2]) *
+						  h.dim[3] + idx[3];
 				const size_t from = h.fortran
-					? idx[0] + h.dim[0] * (idx[1] + h.dim[1] * idx[2]) : at;
+					? idx[0] + h.dim[0] * (idx[1] + h.dim[1] * (idx[2] + h.dim[2] * idx[3]))
+					: at;
 				double *v = &m->v[at];
 
 				if (convert(d + start + from * t.size, &t, v, f, spec, h.rank, idx))

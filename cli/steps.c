@@ -22,7 +22,7 @@ static int has_weight(const struct step_facts *f, int which)
 static int masked(const struct step_facts *f)
 {
 	return f->cfg->causal || f->cfg->window.on || f->mask_file || f->cfg->kv_len ||
-	       f->cfg->alibi.on;
+	       f->cfg->kv_lens || f->cfg->alibi.on;
 }
 
 /* the key/value head (1-based) query head q uses */
@@ -446,6 +446,7 @@ int steps_keep(void *ctx, mha_stage stage, int head, const double *m, size_t row
 		}
 		dst = &r->per_head[s][head];
 	}
+	matrix_free(dst); /* a stage handed over again (an observer not told of sequences) */
 	if (matrix_alloc(dst, 2, rows, cols, 1))
 		return 1;
 	memcpy(dst->v, m, rows * cols * sizeof(double));

@@ -158,6 +158,39 @@ static void json_matrix_out(writer *w, const char *key, const matrix *m)
 	json_value_out(w, m);
 }
 
+/* a batch: each sequence's matrix, one level deeper */
+static void json_batch_out(writer *w, const matrix *const *parts, size_t n)
+{
+	fputc('[', w->fp);
+	w->depth++;
+	for (size_t b = 0; b < n; b++) {
+		fputs(b ? ",\n" : "\n", w->fp);
+		indent(w);
+		json_value_out(w, parts[b]);
+	}
+	w->depth--;
+	fputc('\n', w->fp);
+	indent(w);
+	fputc(']', w->fp);
+}
+
+void out_matrix_batch(writer *w, const char *key, const matrix *const *parts, size_t n)
+{
+	if (w->format != FORMAT_JSON)
+		return;
+	next_member(w);
+	fprintf(w->fp, "\"%s\": ", key);
+	json_batch_out(w, parts, n);
+}
+
+int json_write_batch(writer *w, const matrix *const *parts, size_t n)
+{
+	w->depth = 0;
+	json_batch_out(w, parts, n);
+	fputc('\n', w->fp);
+	return ferror(w->fp) ? -1 : 0;
+}
+
 int json_write_array(writer *w, const matrix *m)
 {
 	w->depth = 0;
@@ -415,6 +448,30 @@ void out_matrix(writer *w, const char *key, const char *title, const matrix *m)
 	case FORMAT_CSV: csv_matrix_out(w, key, title, m); break;
 	case FORMAT_MARKDOWN: markdown_matrix_out(w, title, m); break;
 	default: text_matrix_out(w, title, m); break;
+	}
+}
+
+void out_section(writer *w, const char *title)
+{
+	if (w->format == FORMAT_JSON)
+		return;
+	if (w->blocks++)
+		fputc('\n', w->fp);
+	if (w->format == FORMAT_MARKDOWN) {
+		fputs("## ", w->fp);
+		md_text(w->fp, title, "*_|\\#");
+		fputc('\n', w->fp);
+	} else if (w->format == FORMAT_CSV) {
+		fputs("# ", w->fp);
+		csv_title_put(w->fp, title);
+		fputc('\n', w->fp);
+		w->blocks = 0; /* the sequence's first matrix follows its heading directly */
+	} else {
+		text_put(w->fp, title);
+		fputc('\n', w->fp);
+		for (size_t i = strlen(title); i > 0; i--)
+			fputc('=', w->fp);
+		fputc('\n', w->fp);
 	}
 }
 

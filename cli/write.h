@@ -43,12 +43,21 @@ void out_head_begin(writer *w, size_t head);
 void out_head_end(writer *w);
 void out_heads_end(writer *w);
 void out_end(writer *w);
+/* JSON: a batch's matrix, n parts of one shape (one per sequence) nested in
+ * a leading dimension of n; nothing in the other formats, which write
+ * each sequence's matrices under out_section() */
+void out_matrix_batch(writer *w, const char *key, const matrix *const *parts, size_t n);
+/* text, CSV and Markdown: a heading line before a sequence's matrices
+ * ("sequence 2 of 3"); nothing in JSON */
+void out_section(writer *w, const char *title);
 
 /*
  * One matrix as a NumPy .npy file (format 1.0, '<f8', C order, its own
  * rank and shape); 0, or -1 on a write error (errno says why).
  */
 int npy_write(FILE *fp, const matrix *m);
+/* n matrices of one shape as one .npy array of shape (n, their shape): a batch */
+int npy_write_batch(FILE *fp, const matrix *const *parts, size_t n);
 
 /*
  * One matrix as plain CSV: a line per row, values comma-separated in the
@@ -59,6 +68,8 @@ int csv_write(FILE *fp, const matrix *m);
 
 /* One matrix as a bare JSON array (nested to its rank) and a newline. */
 int json_write_array(writer *w, const matrix *m);
+/* n matrices of one shape as one JSON array nested a level deeper: a batch */
+int json_write_batch(writer *w, const matrix *const *parts, size_t n);
 
 /* v for reading: precision significant digits (%.*g), "nan", "inf" or
  * "-inf", never "-0"; the one form of a number in text, Markdown, the

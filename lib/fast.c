@@ -6,7 +6,9 @@
  * (n_q, n_kv) matrix is built, keys are taken in blocks with a running
  * max and sum, causal blocks past the diagonal are skipped, and the work
  * is shared among threads so that every output element is computed in the
- * same order whatever their number.  The kernels are compiled for several
+ * same order whatever their number.  A batch's projections are one product
+ * over all its rows, and its attention tasks are batch × heads × query
+ * blocks, each sequence under its own rule (mha_rule_seq).  The kernels are compiled for several
  * vector widths; the widest the processor runs is used (MHA_KERNEL=base,
  * avx2 or avx512 in the environment chooses one, for testing).
  */
@@ -168,11 +170,20 @@ static mha_status project(const struct typed *t, int which, size_t rows, size_t 
 	return finite_all(*owned, rows * cols, t->esize) ? MHA_OK : MHA_ERR_RANGE;
 }
 
-/* an f64 observer, asked only for whole-model stages here */
-static int tell(const mha_observer *obs, mha_stage s, const void *m, size_t rows, size_t cols)
+/*
+ * an f64 observer, asked only for whole-model stages here: m holds B
+ * sequences of (rows, cols), handed over one at a time
+ */
+static int tell(const mha_observer *obs, mha_stage s, const void *m, size_t B, size_t rows,
+		size_t cols)
 {
-	return obs && obs->fn && (obs->wanted & MHA_STAGE_BIT(s)) &&
-	       obs->fn(obs->ctx, s, -1, m, rows, cols);
+	if (!obs || !obs->fn || !(obs->wanted & MHA_STAGE_BIT(s)))
+		return 0;
+	for (size_t b = 0; b < B; b++)
+		if ((obs->sequence && obs->sequence(obs->ctx, b)) ||
+		    obs->fn(obs->ctx, s, -1, (const double *)m + b * rows * cols, rows, cols))
+			return 1;
+	return 0;
 }
 
 int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
@@ -182,50 +193,59 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 	const size_t qw = H * d->d_k, kw = G * d->d_k, vw = G * d->d_v, cw = H * d->d_v;
 	const size_t out_cols = mha_output_cols(d, t->W[3] != NULL);
 	const int threads = mha_threads(cfg);
+	/* a batch: the projections are one product over every sequence's rows */
+	const size_t B = mha_rule_batch(d), nq = B * d->n_q, nkv = B * d->n_kv;
 	const void *Q, *K, *V;
 	void *owned[5] = { NULL, NULL, NULL, NULL, NULL }, *concat = NULL;
 	struct mha_attend a;
 	mha_status st;
 
-	st = project(t, 0, d->n_q, d->d_q_in, qw, threads, &Q, &owned[0]);
+	st = project(t, 0, nq, d->d_q_in, qw, threads, &Q, &owned[0]);
 	if (st == MHA_OK)
-		st = project(t, 1, d->n_kv, d->d_k_in, kw, threads, &K, &owned[1]);
+		st = project(t, 1, nkv, d->d_k_in, kw, threads, &K, &owned[1]);
 	if (st == MHA_OK)
-		st = project(t, 2, d->n_kv, d->d_v_in, vw, threads, &V, &owned[2]);
+		st = project(t, 2, nkv, d->d_v_in, vw, threads, &V, &owned[2]);
 	if (st != MHA_OK)
 		goto done;
-	if (tell(obs, MHA_STAGE_Q, Q, d->n_q, qw) || tell(obs, MHA_STAGE_K, K, d->n_kv, kw) ||
-	    tell(obs, MHA_STAGE_V, V, d->n_kv, vw)) {
+	if (tell(obs, MHA_STAGE_Q, Q, B, d->n_q, qw) || tell(obs, MHA_STAGE_K, K, B, d->n_kv, kw) ||
+	    tell(obs, MHA_STAGE_V, V, B, d->n_kv, vw)) {
 		st = MHA_ERR_OBSERVER;
 		goto done;
 	}
 	if (cfg->rope.mode != MHA_ROPE_NONE) {
-		/* Q and K turned by position (rope.c), as on the plain path */
-		owned[3] = alloc_elems(d->n_q, qw, t->esize);
-		owned[4] = alloc_elems(d->n_kv, kw, t->esize);
+		/* Q and K turned by position (rope.c), as on the plain path; a batch's
+		 * sequences each from their own positions (the causal offset is each's) */
+		owned[3] = alloc_elems(nq, qw, t->esize);
+		owned[4] = alloc_elems(nkv, kw, t->esize);
 		st = owned[3] && owned[4] ? MHA_OK : MHA_ERR_NOMEM;
-		if (st == MHA_OK)
-			st = mha_rope_turn(owned[3], Q, t->esize, d->n_q, H, d->d_k, &cfg->rope,
-					   cfg->rope.q_pos, mha_rule_offset(d, cfg));
-		if (st == MHA_OK)
-			st = mha_rope_turn(owned[4], K, t->esize, d->n_kv, G, d->d_k, &cfg->rope,
-					   cfg->rope.k_pos, 0);
+		for (size_t b = 0; b < B && st == MHA_OK; b++) {
+			const size_t qo = b * d->n_q * qw * t->esize, ko = b * d->n_kv * kw * t->esize;
+
+			st = mha_rope_turn((char *)owned[3] + qo, (const char *)Q + qo, t->esize, d->n_q, H,
+					   d->d_k, &cfg->rope, cfg->rope.q_pos,
+					   mha_rule_offset_seq(d, cfg, b));
+			if (st == MHA_OK)
+				st = mha_rope_turn((char *)owned[4] + ko, (const char *)K + ko, t->esize,
+						   d->n_kv, G, d->d_k, &cfg->rope, cfg->rope.k_pos, 0);
+		}
 		if (st != MHA_OK)
 			goto done;
 		Q = owned[3];
 		K = owned[4];
-		if (tell(obs, MHA_STAGE_Q_ROT, Q, d->n_q, qw) || tell(obs, MHA_STAGE_K_ROT, K, d->n_kv, kw)) {
+		if (tell(obs, MHA_STAGE_Q_ROT, Q, B, d->n_q, qw) ||
+		    tell(obs, MHA_STAGE_K_ROT, K, B, d->n_kv, kw)) {
 			st = MHA_ERR_OBSERVER;
 			goto done;
 		}
 	}
 
-	concat = t->W[3] ? alloc_elems(d->n_q, cw, t->esize) : out;
+	concat = t->W[3] ? alloc_elems(nq, cw, t->esize) : out;
 	if (!concat) {
 		st = MHA_ERR_NOMEM;
 		goto done;
 	}
 	memset(&a, 0, sizeof(a));
+	a.B = B;
 	a.n_q = d->n_q;
 	a.n_kv = d->n_kv;
 	a.H = H;
@@ -250,17 +270,19 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 		goto done;
 	}
 	if (rep) {
+		/* first_blocked is (b·H + h)·n_q + row */
 		rep->blocked_rows = a.blocked;
-		rep->first_blocked_head = a.blocked ? (int)(a.first_blocked / d->n_q) : -1;
+		rep->first_blocked_head = a.blocked ? (int)(a.first_blocked / d->n_q % H) : -1;
 		rep->first_blocked_row = a.blocked ? a.first_blocked % d->n_q : 0;
+		rep->first_blocked_sequence = a.blocked ? a.first_blocked / d->n_q / H : 0;
 		rep->scale = a.scale;
 	}
-	if (tell(obs, MHA_STAGE_CONCAT, concat, d->n_q, cw)) {
+	if (tell(obs, MHA_STAGE_CONCAT, concat, B, d->n_q, cw)) {
 		st = MHA_ERR_OBSERVER;
 		goto done;
 	}
 	if (t->W[3]) {
-		struct mha_gemm g = { .m = d->n_q, .n = out_cols, .k = cw, .A = concat,
+		struct mha_gemm g = { .m = nq, .n = out_cols, .k = cw, .A = concat,
 				      .B = t->W[3], .bias = t->b[3], .lda = cw, .ldb = out_cols,
 				      .ldc = out_cols, .C = out, .threads = threads };
 
@@ -271,11 +293,11 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 		}
 	}
 	/* not finite: with W_O, maybe partial sums that overflowed (rules.h) */
-	if (!finite_all(out, d->n_q * out_cols, t->esize) &&
-	    (!t->W[3] || mha_finish_product(out, d->n_q, out_cols, out_cols, concat, cw, t->W[3],
+	if (!finite_all(out, nq * out_cols, t->esize) &&
+	    (!t->W[3] || mha_finish_product(out, nq, out_cols, out_cols, concat, cw, t->W[3],
 					    out_cols, t->b[3], cw, t->esize)))
 		st = MHA_ERR_RANGE;
-	else if (tell(obs, MHA_STAGE_OUTPUT, out, d->n_q, out_cols))
+	else if (tell(obs, MHA_STAGE_OUTPUT, out, B, d->n_q, out_cols))
 		st = MHA_ERR_OBSERVER;
 done:
 	if (concat != out)

@@ -409,10 +409,10 @@ static size_t v_count(const struct mha_attend *a)
 	return mha_sat_mul(round_up(a->n_kv, NR), round_up(a->dv, NR));
 }
 
-/* the tasks (query blocks of one head) and the threads they keep busy */
+/* the tasks (query blocks of one head of one sequence) and the threads they keep busy */
 static size_t attend_tasks(const struct mha_attend *a)
 {
-	return mha_sat_mul(a->H, (a->n_q + BQ - 1) / BQ);
+	return mha_sat_mul(mha_sat_mul(a->B, a->H), (a->n_q + BQ - 1) / BQ);
 }
 
 static int attend_threads(const struct mha_attend *a)
@@ -423,19 +423,20 @@ static int attend_threads(const struct mha_attend *a)
 size_t NAME(mha_attend_bytes_)(const struct mha_attend *a)
 {
 	size_t c[N_SCRATCH], one = 0;
+	const size_t packs = mha_sat_mul(a->B, a->G);
 
 	scratch_counts(a, c);
 	for (int i = 0; i < N_SCRATCH; i++)
 		one = mha_sat_add(one, counted_bytes(c[i]));
-	return mha_sat_add(mha_sat_add(counted_bytes(mha_sat_mul(a->G, kt_count(a))),
-				       counted_bytes(mha_sat_mul(a->G, v_count(a)))),
+	return mha_sat_add(mha_sat_add(counted_bytes(mha_sat_mul(packs, kt_count(a))),
+				       counted_bytes(mha_sat_mul(packs, v_count(a)))),
 			   mha_sat_mul((size_t)attend_threads(a), one));
 }
 
-/* the largest |v| of key/value head g's values: for the rerun after an overflow */
-static double vmax_of(const struct mha_attend *a, size_t g)
+/* the largest |v| of key/value head g's values in sequence b: for the rerun after an overflow */
+static double vmax_of(const struct mha_attend *a, size_t b, size_t g)
 {
-	const REAL *V = (const REAL *)a->V + g * a->dv;
+	const REAL *V = (const REAL *)a->V + b * a->n_kv * a->ldv + g * a->dv;
 	double m = 0;
 
 	for (size_t j = 0; j < a->n_kv; j++)
@@ -453,35 +454,36 @@ static double vmax_of(const struct mha_attend *a, size_t g)
  * inlined into it.
  */
 static __attribute__((noinline, cold)) REAL
-score_again(const struct mha_attend *a, size_t h, size_t qi, size_t kj, int *error)
+score_again(const struct mha_attend *a, const struct mha_rule *rule, size_t b, size_t h,
+	    size_t qi, size_t kj, int *error)
 {
 	const size_t g = mha_rule_kv_head(h, a->H, a->G);
-	const REAL *q = (const REAL *)a->Q + qi * a->ldq + h * a->dk;
-	const REAL *k = (const REAL *)a->K + kj * a->ldk + g * a->dk;
+	const REAL *q = (const REAL *)a->Q + (b * a->n_q + qi) * a->ldq + h * a->dk;
+	const REAL *k = (const REAL *)a->K + (b * a->n_kv + kj) * a->ldk + g * a->dk;
 	REAL s, x;
 
-	if (!mha_rule_sees(&a->rule, h, qi, kj))
+	if (!mha_rule_sees(rule, h, qi, kj))
 		return 0;
 	s = (REAL)DOT(q, 1, k, 1, a->dk, 0.0);
 	x = s * (REAL)a->scale;
-	if (mha_rule_overflows(&a->rule, h, qi, kj, s) || mha_rule_overflows(&a->rule, h, qi, kj, x))
+	if (mha_rule_overflows(rule, h, qi, kj, s) || mha_rule_overflows(rule, h, qi, kj, x))
 		*error = 2;
 	return x;
 }
 
 /*
- * One task: query rows [q0, q0 + rows) of head h.  With pshift > 0 (a
+ * One task: query rows [q0, q0 + rows) of head h of sequence b, whose rule
+ * is rule.  With pshift > 0 (a
  * rerun) the weights meet V scaled by 2^-pshift, so that their sum cannot
  * overflow, and the outputs are scaled back.  Returns 1 when an output
  * overflowed on a first run: the caller reruns the task.
  */
-static int attend_block(struct mha_attend *a, struct scratch *w, const REAL *ktp, const REAL *vp,
-			size_t h, size_t q0, size_t rows, int pshift, size_t *blocked, size_t *first,
-			int *error)
+static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struct scratch *w,
+			const REAL *ktp, const REAL *vp, size_t b, size_t h, size_t q0, size_t rows,
+			int pshift, size_t *blocked, size_t *first, int *error)
 {
-	const struct mha_rule *rule = &a->rule;
 	const size_t dk = a->dk, dv = a->dv, dvr = round_up(dv, NR);
-	const REAL *Q = (const REAL *)a->Q + h * dk;
+	const REAL *Q = (const REAL *)a->Q + b * a->n_q * a->ldq + h * dk;
 	const REAL scale = (REAL)a->scale, cap = (REAL)a->softcap;
 	const REAL pscale = (REAL)ldexp(1.0, -pshift);
 	const int masked = rule->allow || rule->bias;
@@ -534,7 +536,7 @@ static int attend_block(struct mha_attend *a, struct scratch *w, const REAL *ktp
 			if (any_bad)
 				for (size_t j = 0; j < cols; j++)
 					if (!isfinite(si[j]))
-						si[j] = score_again(a, h, qi, k0 + j, error);
+						si[j] = score_again(a, rule, b, h, qi, k0 + j, error);
 			if (cap > 0)
 				for (size_t j = 0; j < cols; j++)
 					si[j] = cap * (REAL)tanh((double)(si[j] / cap));
@@ -620,13 +622,14 @@ static int attend_block(struct mha_attend *a, struct scratch *w, const REAL *ktp
 					   min_size(NR, dv - s), 1);
 	}
 	for (size_t i = 0; i < rows; i++) {
-		REAL *o = (REAL *)a->O + (q0 + i) * a->ldo + h * dv;
+		REAL *o = (REAL *)a->O + (b * a->n_q + q0 + i) * a->ldo + h * dv;
+		const size_t at = (b * a->H + h) * a->n_q + q0 + i;
 
 		if (w->l[i] == 0) {
 			/* every key blocked: zeros, as the exact path gives */
 			memset(o, 0, dv * sizeof(REAL));
-			if ((*blocked)++ == 0 || h * a->n_q + q0 + i < *first)
-				*first = h * a->n_q + q0 + i;
+			if ((*blocked)++ == 0 || at < *first)
+				*first = at;
 			continue;
 		}
 		if (rule->sinks) {
@@ -679,9 +682,10 @@ void NAME(mha_attend_)(struct mha_attend *a)
 {
 	const size_t kt_size = kt_count(a), v_size = v_count(a);
 	const size_t blocks = (a->n_q + BQ - 1) / BQ, tasks = attend_tasks(a);
+	const size_t packs = a->B * a->G; /* one Kᵀ and V per sequence and key/value head */
 	const int threads = attend_threads(a);
-	REAL *kt = alloc_aligned(mha_sat_mul(a->G, kt_size));
-	REAL *vp = alloc_aligned(mha_sat_mul(a->G, v_size));
+	REAL *kt = alloc_aligned(mha_sat_mul(packs, kt_size));
+	REAL *vp = alloc_aligned(mha_sat_mul(packs, v_size));
 	size_t blocked = 0, first = (size_t)-1;
 	int error = 0;
 
@@ -692,10 +696,14 @@ void NAME(mha_attend_)(struct mha_attend *a)
 		a->error = 1;
 		return;
 	}
-#pragma omp parallel for num_threads(threads_for(threads, a->G)) if (a->G > 1 && threads > 1)
-	for (size_t g = 0; g < a->G; g++) {
-		pack_kt(kt + g * kt_size, (const REAL *)a->K + g * a->dk, a->ldk, a->n_kv, a->dk);
-		pack_v(vp + g * v_size, (const REAL *)a->V + g * a->dv, a->ldv, a->n_kv, a->dv);
+#pragma omp parallel for num_threads(threads_for(threads, packs)) if (packs > 1 && threads > 1)
+	for (size_t p = 0; p < packs; p++) {
+		const size_t b = p / a->G, g = p % a->G;
+
+		pack_kt(kt + p * kt_size, (const REAL *)a->K + b * a->n_kv * a->ldk + g * a->dk,
+			a->ldk, a->n_kv, a->dk);
+		pack_v(vp + p * v_size, (const REAL *)a->V + b * a->n_kv * a->ldv + g * a->dv,
+		       a->ldv, a->n_kv, a->dv);
 	}
 #pragma omp parallel num_threads(threads) if (threads > 1) reduction(+ : blocked)
 	{
@@ -715,19 +723,21 @@ void NAME(mha_attend_)(struct mha_attend *a)
 			memset(w.s, 0, c[SCRATCH_S] * sizeof(REAL)); /* never read uninitialised */
 #pragma omp for schedule(dynamic)
 		for (size_t t = 0; t < tasks; t++) {
-			const size_t h = t / blocks, q0 = (t % blocks) * BQ, rows = min_size(BQ, a->n_q - q0);
-			const size_t g = mha_rule_kv_head(h, a->H, a->G);
+			const size_t b = t / (a->H * blocks), bh = t % (a->H * blocks);
+			const size_t h = bh / blocks, q0 = (bh % blocks) * BQ, rows = min_size(BQ, a->n_q - q0);
+			const size_t p = b * a->G + mha_rule_kv_head(h, a->H, a->G);
+			const struct mha_rule rule = mha_rule_seq(&a->rule, b);
 
 			if (my_error)
 				continue;
-			if (attend_block(a, &w, kt + g * kt_size, vp + g * v_size, h, q0, rows, 0,
+			if (attend_block(a, &rule, &w, kt + p * kt_size, vp + p * v_size, b, h, q0, rows, 0,
 					 &my_blocked, &my_first, &my_error) && !my_error) {
 				/* Σ p·v overflowed, though the output is at most max |v|: again, scaled */
 				size_t again_blocked = 0, again_first = (size_t)-1;
-				const int shift = mha_rescue_shift(vmax_of(a, g), a->n_kv, REAL_MAX);
+				const int shift = mha_rescue_shift(vmax_of(a, b, p % a->G), a->n_kv, REAL_MAX);
 
-				attend_block(a, &w, kt + g * kt_size, vp + g * v_size, h, q0, rows, shift,
-					     &again_blocked, &again_first, &my_error);
+				attend_block(a, &rule, &w, kt + p * kt_size, vp + p * v_size, b, h, q0, rows,
+					     shift, &again_blocked, &again_first, &my_error);
 			}
 		}
 		blocked += my_blocked;

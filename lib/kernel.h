@@ -46,11 +46,13 @@ struct mha_gemm {
 /*
  * Every head of the attention, fused: for each query block, key blocks
  * with a running max and sum (online softmax), never an (n_q, n_kv)
- * matrix.  O (n_q, H·dv) receives the heads side by side.
+ * matrix.  O (B·n_q, H·dv) receives the heads side by side.  A batch is B
+ * sequences' rows one after another; the tasks are batch × heads × query
+ * blocks, and sequence b obeys mha_rule_seq(&rule, b).
  */
 struct mha_attend {
-	size_t n_q, n_kv, H, G, dk, dv;
-	const void *Q, *K, *V; /* (n_q, ldq), (n_kv, ldk), (n_kv, ldv) */
+	size_t B, n_q, n_kv, H, G, dk, dv;
+	const void *Q, *K, *V; /* (B·n_q, ldq), (B·n_kv, ldk), (B·n_kv, ldv) */
 	size_t ldq, ldk, ldv, ldo;
 	void *O;
 	double scale, softcap;
@@ -58,7 +60,7 @@ struct mha_attend {
 	int threads;           /* at most; never more than there are tasks */
 	/* out */
 	size_t blocked;        /* rows that saw no key */
-	size_t first_blocked;  /* the first such, as head·n_q + row */
+	size_t first_blocked;  /* the first such, as (b·H + head)·n_q + row */
 	int error;             /* 1: out of memory, 2: a value truly overflowed (rules.h) */
 };
 

@@ -6,7 +6,9 @@
  * handed to an observer and every sum is taken in a fixed order (keys, then
  * features, ascending).  It builds an (n_q, n_kv) matrix only for a stage
  * somebody asked to see; otherwise a row of n_kv doubles is all the
- * attention itself needs.  It is not the fast path: no blocking, no threads.
+ * attention itself needs.  A batch is computed one sequence after another,
+ * each as if alone (plain_sequence).  It is not the fast path: no
+ * blocking, no threads.
  */
 #include "mha.h"
 #include "kernel.h"
@@ -93,7 +95,7 @@ static int bytes_fit(size_t rows, size_t cols)
 
 mha_status mha_check(const mha_dims *d, const mha_config *cfg)
 {
-	size_t g, hk, hv, gk, gv;
+	size_t g, hk, hv, gk, gv, nq, nkv;
 
 	if (!d)
 		return MHA_ERR_NULL;
@@ -106,13 +108,15 @@ mha_status mha_check(const mha_dims *d, const mha_config *cfg)
 	if (g > d->heads || d->heads % g)
 		return MHA_ERR_HEADS;
 	/* every matrix the computation reads or builds must be addressable */
+	/* a batch: all sequences' rows, one after another */
 	if (!mul_size(d->heads, d->d_k, &hk) || !mul_size(d->heads, d->d_v, &hv) ||
 	    !mul_size(g, d->d_k, &gk) || !mul_size(g, d->d_v, &gv) ||
-	    !bytes_fit(d->n_q, d->d_q_in) || !bytes_fit(d->n_kv, d->d_k_in) ||
-	    !bytes_fit(d->n_kv, d->d_v_in) || !bytes_fit(d->n_q, hk) ||
-	    !bytes_fit(d->n_kv, gk) || !bytes_fit(d->n_kv, gv) ||
-	    !bytes_fit(d->n_q, hv) || !bytes_fit(d->n_q, d->n_kv) ||
-	    !bytes_fit(d->n_q, d->d_out) || !bytes_fit(d->d_q_in, hk) ||
+	    !mul_size(mha_rule_batch(d), d->n_q, &nq) || !mul_size(mha_rule_batch(d), d->n_kv, &nkv) ||
+	    !bytes_fit(nq, d->d_q_in) || !bytes_fit(nkv, d->d_k_in) ||
+	    !bytes_fit(nkv, d->d_v_in) || !bytes_fit(nq, hk) ||
+	    !bytes_fit(nkv, gk) || !bytes_fit(nkv, gv) ||
+	    !bytes_fit(nq, hv) || !bytes_fit(nq, d->n_kv) ||
+	    !bytes_fit(nq, d->d_out) || !bytes_fit(d->d_q_in, hk) ||
 	    !bytes_fit(d->d_k_in, gk) || !bytes_fit(d->d_v_in, gv) || !bytes_fit(hv, d->d_out))
 		return MHA_ERR_TOOBIG;
 	if (cfg) {
@@ -124,6 +128,10 @@ mha_status mha_check(const mha_dims *d, const mha_config *cfg)
 			return MHA_ERR_SOFTCAP;
 		if (cfg->kv_len > d->n_kv)
 			return MHA_ERR_KV_LEN;
+		if (cfg->kv_lens)
+			for (size_t b = 0; b < mha_rule_batch(d); b++)
+				if (cfg->kv_lens[b] > d->n_kv)
+					return MHA_ERR_KV_LEN;
 		if ((unsigned)cfg->causal > MHA_CAUSAL_OFFSET)
 			return MHA_ERR_DIM;
 		if (cfg->window.on && (cfg->window.left < -1 || cfg->window.right < -1))
@@ -137,9 +145,13 @@ mha_status mha_check(const mha_dims *d, const mha_config *cfg)
 				if (!isfinite(cfg->alibi.slopes[h]))
 					return MHA_ERR_ALIBI;
 		if (mha_rope_check(&cfg->rope, d->d_k) != MHA_OK ||
-		    mha_rope_positions_ok(&cfg->rope, cfg->rope.q_pos, mha_rule_offset(d, cfg), d->n_q) ||
 		    mha_rope_positions_ok(&cfg->rope, cfg->rope.k_pos, 0, d->n_kv))
 			return MHA_ERR_ROPE;
+		/* each sequence's queries from its own causal offset (its key length) */
+		for (size_t b = 0; b < (cfg->kv_lens ? mha_rule_batch(d) : 1); b++)
+			if (mha_rope_positions_ok(&cfg->rope, cfg->rope.q_pos,
+						  mha_rule_offset_seq(d, cfg, b), d->n_q))
+				return MHA_ERR_ROPE;
 	}
 	return MHA_OK;
 }
@@ -174,6 +186,13 @@ double mha_scale_of(const mha_dims *d, const mha_config *cfg)
 	case MHA_SCALE_VALUE: return cfg->scale;
 	}
 	return NAN;
+}
+
+ptrdiff_t mha_causal_offset(const mha_dims *d, const mha_config *cfg, size_t b)
+{
+	if (!d || !cfg || cfg->causal == MHA_CAUSAL_NONE || b >= mha_rule_batch(d))
+		return 0;
+	return mha_rule_offset_seq(d, cfg, b);
 }
 
 /*
@@ -289,6 +308,7 @@ struct run {
 	size_t blocked;
 	int first_blocked_head;
 	size_t first_blocked_row;
+	size_t first_blocked_seq; /* a batch: the sequence of the first blocked row */
 };
 
 static void keep_row(struct run *r, size_t which, size_t i)
@@ -452,7 +472,8 @@ static mha_status check_mask(const mha_dims *d, const mha_mask *m)
 
 	if (!m->bias)
 		return MHA_OK;
-	if (!mul_size(d->n_q, d->n_kv, &n) || (m->per_head && !mul_size(n, d->heads, &n)))
+	if (!mul_size(d->n_q, d->n_kv, &n) || (m->per_head && !mul_size(n, d->heads, &n)) ||
+	    (m->per_batch && !mul_size(n, mha_rule_batch(d), &n)))
 		return MHA_ERR_TOOBIG;
 	for (size_t i = 0; i < n; i++)
 		if (isnan(m->bias[i]) || m->bias[i] == INFINITY)
@@ -492,7 +513,8 @@ size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int
 {
 	static const mha_config defaults;
 	const size_t e = f32 ? sizeof(float) : sizeof(double);
-	size_t G, hk, hv, gk, gv, q, qk, qkv, held;
+	size_t G, hk, hv, gk, gv, q, qk, qkv, held, B;
+	int plain;
 
 	if (!d || mha_check(d, cfg) != MHA_OK)
 		return SIZE_MAX;
@@ -503,17 +525,20 @@ size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int
 	hv = d->heads * d->d_v;
 	gk = G * d->d_k;
 	gv = G * d->d_v;
+	/* the plain path computes one sequence at a time, the fast path all at once */
+	plain = !f32 && (cfg->exact || wants_per_head_bits(wanted));
+	B = plain ? 1 : mha_rule_batch(d);
 	/* Q, K and V, held to the end; then the concatenation (without W_O the output) */
-	q = block_bytes(d->n_q, hk, e);
-	qk = mha_sat_add(q, block_bytes(d->n_kv, gk, e));
-	qkv = mha_sat_add(qk, block_bytes(d->n_kv, gv, e));
+	q = block_bytes(mha_sat_mul(B, d->n_q), hk, e);
+	qk = mha_sat_add(q, block_bytes(mha_sat_mul(B, d->n_kv), gk, e));
+	qkv = mha_sat_add(qk, block_bytes(mha_sat_mul(B, d->n_kv), gv, e));
 	if (cfg->rope.mode != MHA_ROPE_NONE) {
 		/* q_rot and k_rot beside Q and K, held to the end */
-		qkv = mha_sat_add(qkv, block_bytes(d->n_q, hk, e));
-		qkv = mha_sat_add(qkv, block_bytes(d->n_kv, gk, e));
+		qkv = mha_sat_add(qkv, block_bytes(mha_sat_mul(B, d->n_q), hk, e));
+		qkv = mha_sat_add(qkv, block_bytes(mha_sat_mul(B, d->n_kv), gk, e));
 	}
-	held = mha_sat_add(qkv, block_bytes(d->n_q, hv, e));
-	if (!f32 && (cfg->exact || wants_per_head_bits(wanted))) {
+	held = mha_sat_add(qkv, block_bytes(mha_sat_mul(B, d->n_q), hv, e));
+	if (plain) {
 		/* the plain path: a row, the head blocks, an (n_q, n_kv) matrix per watched stage */
 		size_t squares = 0;
 
@@ -527,11 +552,11 @@ size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int
 		/* the fast path: each product's and the attention's own blocks at their turn */
 		const struct mha_kernels *k = mha_pick_kernels(f32);
 		const int threads = mha_threads(cfg);
-		struct mha_gemm gq = { .m = d->n_q, .n = hk, .k = d->d_q_in, .threads = threads };
-		struct mha_gemm gk_ = { .m = d->n_kv, .n = gk, .k = d->d_k_in, .threads = threads };
-		struct mha_gemm gv_ = { .m = d->n_kv, .n = gv, .k = d->d_v_in, .threads = threads };
-		struct mha_gemm go = { .m = d->n_q, .n = d->d_out, .k = hv, .threads = threads };
-		struct mha_attend at = { .n_q = d->n_q, .n_kv = d->n_kv, .H = d->heads, .G = G,
+		struct mha_gemm gq = { .m = B * d->n_q, .n = hk, .k = d->d_q_in, .threads = threads };
+		struct mha_gemm gk_ = { .m = B * d->n_kv, .n = gk, .k = d->d_k_in, .threads = threads };
+		struct mha_gemm gv_ = { .m = B * d->n_kv, .n = gv, .k = d->d_v_in, .threads = threads };
+		struct mha_gemm go = { .m = B * d->n_q, .n = d->d_out, .k = hv, .threads = threads };
+		struct mha_attend at = { .B = B, .n_q = d->n_q, .n_kv = d->n_kv, .H = d->heads, .G = G,
 					 .dk = d->d_k, .dv = d->d_v, .threads = threads };
 		size_t peak = mha_sat_add(q, k->gemm_bytes(&gq));
 
@@ -555,6 +580,7 @@ static mha_status validate(const mha_dims *d, const mha_config *cfg, const void 
 		rep->blocked_rows = 0;
 		rep->first_blocked_head = -1;
 		rep->first_blocked_row = 0;
+		rep->first_blocked_sequence = 0;
 		rep->scale = NAN;
 		rep->causal_offset = 0;
 		rep->fast_path = 0;
@@ -628,44 +654,20 @@ mha_status mha_forward_f32(float *out, const mha_dims *d, const mha_inputs_f32 *
 	return (mha_status)mha_fast_forward(out, &t, d, cfg, NULL, rep);
 }
 
-mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
-		       const mha_weights *w, const mha_config *cfg,
-		       const mha_observer *obs, mha_report *rep)
+/*
+ * The plain path for one sequence: xq (n_q, d_q_in), xk and xv (n_kv, …),
+ * out (n_q, out_cols), rule that sequence's.  Adds its blocked rows to *tot.
+ */
+static mha_status plain_sequence(double *out, const mha_dims *d, const double *xq,
+				 const double *xk, const double *xv, const mha_weights *w,
+				 const mha_config *cfg, const mha_observer *obs,
+				 const struct mha_rule *rule, size_t b, struct run *tot)
 {
-	static const mha_weights no_weights;
-	static const mha_config defaults;
 	struct run r;
 	double *owned_q = NULL, *owned_k = NULL, *owned_v = NULL, *owned_c = NULL;
 	double *q_rot = NULL, *k_rot = NULL;
 	mha_status st;
 	size_t out_cols;
-
-	if (!w)
-		w = &no_weights;
-	if (!cfg)
-		cfg = &defaults;
-	if (!d || !in)
-		return MHA_ERR_NULL;
-	{
-		const void *const x[3] = { in->xq, in->xk, in->xv };
-		const void *const W[4] = { w->W_Q, w->W_K, w->W_V, w->W_O };
-
-		st = validate(d, cfg, out, x, W, rep);
-		if (st != MHA_OK)
-			return st;
-		if (!cfg->exact && !wants_per_head(obs)) {
-			const struct typed t = {
-				.esize = sizeof(double), .k = mha_pick_kernels(0),
-				.x = { in->xq, in->xk, in->xv },
-				.W = { w->W_Q, w->W_K, w->W_V, w->W_O },
-				.b = { w->b_Q, w->b_K, w->b_V, w->W_O ? w->b_O : NULL },
-			};
-
-			if (rep)
-				rep->fast_path = 1;
-			return (mha_status)mha_fast_forward(out, &t, d, cfg, obs, rep);
-		}
-	}
 
 	memset(&r, 0, sizeof(r));
 	r.d = d;
@@ -676,15 +678,17 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 	r.dk = d->d_k;
 	r.dv = d->d_v;
 	r.scale = mha_scale_of(d, cfg);
-	r.rule = mha_rule_of(d, cfg);
+	r.rule = *rule;
 	r.first_blocked_head = -1;
 	out_cols = mha_output_cols(d, w->W_O != NULL);
 
-	st = make_projection(&r.Q, &owned_q, in->xq, d->n_q, d->d_q_in, w->W_Q, w->b_Q, r.H * r.dk);
+	if (obs && obs->fn && obs->sequence && obs->sequence(obs->ctx, b))
+		return MHA_ERR_OBSERVER;
+	st = make_projection(&r.Q, &owned_q, xq, d->n_q, d->d_q_in, w->W_Q, w->b_Q, r.H * r.dk);
 	if (st == MHA_OK)
-		st = make_projection(&r.K, &owned_k, in->xk, d->n_kv, d->d_k_in, w->W_K, w->b_K, r.G * r.dk);
+		st = make_projection(&r.K, &owned_k, xk, d->n_kv, d->d_k_in, w->W_K, w->b_K, r.G * r.dk);
 	if (st == MHA_OK)
-		st = make_projection(&r.V, &owned_v, in->xv, d->n_kv, d->d_v_in, w->W_V, w->b_V, r.G * r.dv);
+		st = make_projection(&r.V, &owned_v, xv, d->n_kv, d->d_v_in, w->W_V, w->b_V, r.G * r.dv);
 	if (st != MHA_OK)
 		goto done;
 	if (!all_finite(r.Q, d->n_q * r.H * r.dk) || !all_finite(r.K, d->n_kv * r.G * r.dk) ||
@@ -705,7 +709,7 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 		st = q_rot && k_rot ? MHA_OK : MHA_ERR_NOMEM;
 		if (st == MHA_OK)
 			st = mha_rope_turn(q_rot, r.Q, sizeof(double), d->n_q, r.H, r.dk, &cfg->rope,
-					   cfg->rope.q_pos, mha_rule_offset(d, cfg));
+					   cfg->rope.q_pos, mha_rule_offset_seq(d, cfg, b));
 		if (st == MHA_OK)
 			st = mha_rope_turn(k_rot, r.K, sizeof(double), d->n_kv, r.G, r.dk, &cfg->rope,
 					   cfg->rope.k_pos, 0);
@@ -770,12 +774,13 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 		st = MHA_ERR_OBSERVER;
 
 done:
-	if (rep && st == MHA_OK) {
-		rep->blocked_rows = r.blocked;
-		rep->first_blocked_head = r.first_blocked_head;
-		rep->first_blocked_row = r.first_blocked_row;
-		rep->scale = r.scale;
+	if (st == MHA_OK && r.blocked && !tot->blocked) {
+		/* the first blocked row over the batch: this sequence's first */
+		tot->first_blocked_head = r.first_blocked_head;
+		tot->first_blocked_row = r.first_blocked_row;
+		tot->first_blocked_seq = b;
 	}
+	tot->blocked += r.blocked;
 	for (size_t s = 0; s < N_SQUARE; s++)
 		free(r.square[s]);
 	free(r.scratch);
@@ -786,5 +791,66 @@ done:
 	free(owned_v);
 	free(q_rot);
 	free(k_rot);
+	return st;
+}
+
+mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
+		       const mha_weights *w, const mha_config *cfg,
+		       const mha_observer *obs, mha_report *rep)
+{
+	static const mha_weights no_weights;
+	static const mha_config defaults;
+	struct run tot;
+	struct mha_rule all;
+	mha_status st = MHA_OK;
+	size_t out_cols, B;
+
+	if (!w)
+		w = &no_weights;
+	if (!cfg)
+		cfg = &defaults;
+	if (!d || !in)
+		return MHA_ERR_NULL;
+	{
+		const void *const x[3] = { in->xq, in->xk, in->xv };
+		const void *const W[4] = { w->W_Q, w->W_K, w->W_V, w->W_O };
+
+		st = validate(d, cfg, out, x, W, rep);
+		if (st != MHA_OK)
+			return st;
+		if (!cfg->exact && !wants_per_head(obs)) {
+			const struct typed t = {
+				.esize = sizeof(double), .k = mha_pick_kernels(0),
+				.x = { in->xq, in->xk, in->xv },
+				.W = { w->W_Q, w->W_K, w->W_V, w->W_O },
+				.b = { w->b_Q, w->b_K, w->b_V, w->W_O ? w->b_O : NULL },
+			};
+
+			if (rep)
+				rep->fast_path = 1;
+			return (mha_status)mha_fast_forward(out, &t, d, cfg, obs, rep);
+		}
+	}
+
+	/* the plain path: one sequence after another, each as if alone */
+	memset(&tot, 0, sizeof(tot));
+	tot.first_blocked_head = -1;
+	all = mha_rule_of(d, cfg);
+	B = mha_rule_batch(d);
+	out_cols = mha_output_cols(d, w->W_O != NULL);
+	for (size_t b = 0; b < B && st == MHA_OK; b++) {
+		const struct mha_rule rule = mha_rule_seq(&all, b);
+
+		st = plain_sequence(out + b * d->n_q * out_cols, d, in->xq + b * d->n_q * d->d_q_in,
+				    in->xk + b * d->n_kv * d->d_k_in, in->xv + b * d->n_kv * d->d_v_in,
+				    w, cfg, obs, &rule, b, &tot);
+	}
+	if (rep && st == MHA_OK) {
+		rep->blocked_rows = tot.blocked;
+		rep->first_blocked_head = tot.first_blocked_head;
+		rep->first_blocked_row = tot.first_blocked_row;
+		rep->first_blocked_sequence = tot.first_blocked_seq;
+		rep->scale = mha_scale_of(d, cfg);
+	}
 	return st;
 }

@@ -47,6 +47,13 @@
  * Matrices are dense, row-major arrays of double.  Shapes are written
  * (rows, cols) next to every pointer.
  *
+ * Batches: with dims.batch = B > 1, the call computes B independent
+ * sequences at once.  Every input is then B of its matrices one after
+ * another ((B, n_q, d_q_in) for Xq, (B, n_kv, d_k_in) for Xk, …), the weights
+ * are shared, and out is (B, n_q, out_cols).  The mask may hold one matrix
+ * per sequence (mha_mask.per_batch) and each sequence may have a key length
+ * of its own (mha_config.kv_lens).
+ *
  * Memory: the caller owns every input and the output array; the library
  * allocates only scratch space, which it frees before returning.  Matrices
  * handed to an observer are the library's: valid only during the call.
@@ -114,14 +121,15 @@ typedef struct mha_dims {
 	size_t d_k;       /* per-head width of Q and K: W_Q has H·d_k columns, W_K G·d_k */
 	size_t d_v;       /* per-head width of V: W_V has G·d_v columns, W_O H·d_v rows */
 	size_t d_out;     /* columns of W_O; ignored without W_O (output = concat) */
+	size_t batch;     /* sequences B computed at once; 0 means 1 */
 } mha_dims;
 
 /* ---- inputs ------------------------------------------------------------ */
 
 typedef struct mha_inputs {
-	const double *xq; /* (n_q,  d_q_in) query source: X */
-	const double *xk; /* (n_kv, d_k_in) key source: X, or X_kv for cross-attention */
-	const double *xv; /* (n_kv, d_v_in) value source, usually the same array as xk */
+	const double *xq; /* (B, n_q,  d_q_in) query source: X */
+	const double *xk; /* (B, n_kv, d_k_in) key source: X, or X_kv for cross-attention */
+	const double *xv; /* (B, n_kv, d_v_in) value source, usually the same array as xk */
 } mha_inputs;
 
 typedef struct mha_weights {
@@ -162,14 +170,17 @@ typedef enum mha_causal {
 
 /*
  * A mask, shared by all heads ((n_q, n_kv)) or one per query head
- * ((H, n_q, n_kv), per_head = 1).  Either part, or both, may be given:
- * where allow is 0 the score becomes -inf; bias is added to the scores
- * (-inf blocks; NaN and +inf are refused with MHA_ERR_MASK).
+ * ((H, n_q, n_kv), per_head = 1), and shared by all sequences of a batch
+ * or one per sequence (per_batch = 1): (B|1, H|1, n_q, n_kv), the dimensions
+ * of size 1 broadcast, as ONNX broadcasts a mask.  Either part, or both, may
+ * be given: where allow is 0 the score becomes -inf; bias is added to the
+ * scores (-inf blocks; NaN and +inf are refused with MHA_ERR_MASK).
  */
 typedef struct mha_mask {
-	const unsigned char *allow; /* (n_q, n_kv) or (H, n_q, n_kv); nonzero: may attend; NULL: all */
-	const double *bias;         /* (n_q, n_kv) or (H, n_q, n_kv); NULL: zero */
+	const unsigned char *allow; /* (B|1, H|1, n_q, n_kv); nonzero: may attend; NULL: all */
+	const double *bias;         /* (B|1, H|1, n_q, n_kv); NULL: zero */
 	int per_head;               /* 0: one matrix for every head; 1: one per query head */
+	int per_batch;              /* 0: the same for every sequence; 1: one per sequence */
 } mha_mask;
 
 /*
@@ -270,6 +281,11 @@ typedef struct mha_config {
 				softmax denominator as exp(sink - m); a row whose
 				keys are all masked still gets zeros (the sink
 				alone would take all the mass: weights 0, output 0) */
+	const size_t *kv_lens; /* (B) each sequence's key length, at most n_kv, 0
+				  for all n_kv keys; NULL: kv_len for every
+				  sequence.  Keys j >= kv_lens[b] are masked in
+				  sequence b, and bottom-right causal lines up
+				  with kv_lens[b] (mha_causal_offset) */
 	mha_alibi alibi;    /* ALiBi; on = 0: none */
 	mha_rope rope;      /* rotary embeddings; mode MHA_ROPE_NONE: none */
 } mha_config;
@@ -312,24 +328,38 @@ MHA_API const char *mha_stage_name(mha_stage stage);
  * query head (0-based), or -1 for whole-model stages.  m is (rows, cols),
  * row-major, owned by the library and valid only during the call.  Return
  * 0 to go on; anything else stops the computation with MHA_ERR_OBSERVER.
+ *
+ * With a batch every stage is handed over once per sequence, one
+ * sequence's matrix at a time (Q is (n_q, H·d_k) of that sequence), and
+ * the stages of sequence b follow a call sequence(ctx, b) when that is set.
+ * The plain path takes the sequences in turn, all stages of each; the fast
+ * path hands over Q, K and V of every sequence, then every concat, then
+ * every output, each group in sequence order.
  */
 typedef int (*mha_observe_fn)(void *ctx, mha_stage stage, int head,
 			      const double *m, size_t rows, size_t cols);
+
+/* The sequence (0-based) the next stages belong to; nonzero stops as fn does. */
+typedef int (*mha_sequence_fn)(void *ctx, size_t sequence);
 
 typedef struct mha_observer {
 	mha_observe_fn fn;
 	void *ctx;
 	unsigned wanted; /* MHA_STAGE_BIT()s of the stages to hand over */
+	mha_sequence_fn sequence; /* NULL: not told (fine without a batch) */
 } mha_observer;
 
 /* What a run noticed that is not an error. */
 typedef struct mha_report {
-	size_t blocked_rows;   /* query rows, over all heads, whose every key was masked */
+	size_t blocked_rows;   /* query rows, over all heads and sequences, whose every
+				  key was masked */
 	int first_blocked_head;    /* the first such row's head, -1 if none */
 	size_t first_blocked_row;  /* and its row */
+	size_t first_blocked_sequence; /* and its sequence (0 without a batch) */
 	double scale;          /* the multiplier that was applied to the scores */
 	ptrdiff_t causal_offset;   /* causal: query i saw keys j <= i + causal_offset
-				      (bottom-right worked out); 0 when not causal */
+				      (bottom-right worked out); 0 when not causal.
+				      Sequence 0's: with kv_lens see mha_causal_offset */
 	int fast_path;         /* 1: the fast path computed it (always in float32),
 				  0: the plain path (see mha_forward) */
 } mha_report;
@@ -346,7 +376,14 @@ MHA_API size_t mha_output_cols(const mha_dims *dims, int has_wo);
 MHA_API double mha_scale_of(const mha_dims *dims, const mha_config *cfg);
 
 /*
- * Multi-head attention.  out is (n_q, mha_output_cols()) and caller-owned.
+ * The causal offset of sequence b (0-based): query i sees keys j <= i +
+ * offset; bottom-right uses that sequence's key length (kv_lens[b]).  0
+ * when not causal.  dims and cfg as mha_check() accepts them.
+ */
+MHA_API ptrdiff_t mha_causal_offset(const mha_dims *dims, const mha_config *cfg, size_t b);
+
+/*
+ * Multi-head attention.  out is (B, n_q, mha_output_cols()) and caller-owned.
  * w may be NULL (all identity, no W_O), cfg may be NULL (defaults), obs may
  * be NULL, and rep may be NULL.  On error out's contents are unspecified.
  *
@@ -357,7 +394,8 @@ MHA_API double mha_scale_of(const mha_dims *dims, const mha_config *cfg);
  * an online softmax (no (n_q, n_kv) matrix, memory O((n_q + n_kv)·d)),
  * key blocks outside the causal rule and the window skipped (a window of
  * width w costs about n_q·w), cfg->threads threads; it still hands over Q, K,
- * V, concat and output.
+ * V, concat and output.  Its projections are one product over the rows of
+ * every sequence, and its threads share batch × heads × query blocks.
  *
  * Overflow: the run fails with MHA_ERR_RANGE exactly when a value it
  * produces or must hold is truly not finite, the same on both paths and

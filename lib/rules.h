@@ -2,8 +2,9 @@
  * rules.h: the rules of the computation that both paths obey, written once.
  *
  * Which keys a query may see (the causal rule with its offset, the sliding
- * window, kv_len, the explicit mask), what the mask adds for the keys it
- * sees (the bias, ALiBi's slope·(j - p)), which key/value head a query head reads, and when a
+ * window, kv_len, the explicit mask, each per sequence of a batch:
+ * mha_rule_seq), what the mask adds for the keys it sees (the bias,
+ * ALiBi's slope·(j - p)), which key/value head a query head reads, and when a
  * number that came out infinite or NaN is an error.  The plain path
  * (mha.c) and the fast path (fast.c, kernel.c) call these and nothing
  * else for those decisions, so that they cannot disagree.  Inside the
@@ -48,10 +49,21 @@ struct mha_rule {
 	int per_head;               /* allow and bias: one matrix per query head */
 	const double *sinks;        /* (H) a logit per query head in the softmax's
 				       denominator, or NULL */
+	/* a batch: what differs between sequences (mha_rule_seq) */
+	size_t B;                   /* sequences, at least 1 */
+	const size_t *kv_lens;      /* (B) each sequence's key length (0: n_kv), or NULL */
+	int bottom_right;           /* the causal offset follows the key length */
+	size_t mask_stride;         /* elements from one sequence's mask to the next:
+				       0 when every sequence shares one */
 	int alibi;                  /* 0: no ALiBi */
 	const double *slopes;       /* alibi: (H) a slope per query head, or NULL:
 				       Press et al.'s (mha_rule_press_slope) */
 };
+
+static inline size_t mha_rule_batch(const mha_dims *d)
+{
+	return d->batch ? d->batch : 1;
+}
 
 static inline size_t mha_rule_kv_heads(const mha_dims *d)
 {
@@ -69,15 +81,31 @@ static inline size_t mha_rule_kv_head(size_t h, size_t H, size_t G)
  * Bottom-right lines the last query up with the last valid key.  Sizes are
  * far below PTRDIFF_MAX (mha_check saw them addressable).
  */
-static inline ptrdiff_t mha_rule_offset(const mha_dims *d, const mha_config *cfg)
+/* sequence b's key length: kv_lens[b], else kv_len, else n_kv (0 means n_kv) */
+static inline size_t mha_rule_keys_of(const mha_dims *d, const mha_config *cfg, size_t b)
 {
-	const size_t keys = cfg->kv_len ? cfg->kv_len : d->n_kv;
+	if (cfg->kv_lens && cfg->kv_lens[b])
+		return cfg->kv_lens[b];
+	if (cfg->kv_lens)
+		return d->n_kv;
+	return cfg->kv_len ? cfg->kv_len : d->n_kv;
+}
+
+static inline ptrdiff_t mha_rule_offset_seq(const mha_dims *d, const mha_config *cfg, size_t b)
+{
+	const size_t keys = mha_rule_keys_of(d, cfg, b);
 
 	switch (cfg->causal) {
 	case MHA_CAUSAL_BOTTOM_RIGHT: return (ptrdiff_t)keys - (ptrdiff_t)d->n_q;
 	case MHA_CAUSAL_OFFSET: return cfg->causal_offset;
 	default: return 0;
 	}
+}
+
+/* sequence 0's (the only one without a batch) */
+static inline ptrdiff_t mha_rule_offset(const mha_dims *d, const mha_config *cfg)
+{
+	return mha_rule_offset_seq(d, cfg, 0);
 }
 
 static inline struct mha_rule mha_rule_of(const mha_dims *d, const mha_config *cfg)
@@ -89,9 +117,41 @@ static inline struct mha_rule mha_rule_of(const mha_dims *d, const mha_config *c
 		.allow = cfg->mask.allow, .bias = cfg->mask.bias, .per_head = cfg->mask.per_head,
 		.window = cfg->window.on, .left = cfg->window.left, .right = cfg->window.right,
 		.sinks = cfg->sinks,
+		.B = mha_rule_batch(d), .kv_lens = cfg->kv_lens,
+		.bottom_right = cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT,
+		.mask_stride = cfg->mask.per_batch
+			? d->n_q * d->n_kv * (cfg->mask.per_head ? d->heads : 1) : 0,
 		.alibi = cfg->alibi.on, .slopes = cfg->alibi.slopes,
 	};
 
+	if (r.kv_lens) {
+		r.kv_len = mha_rule_keys_of(d, cfg, 0);
+		if (r.bottom_right)
+			r.offset = (ptrdiff_t)r.kv_len - (ptrdiff_t)r.n_q;
+	}
+	return r;
+}
+
+/*
+ * The rule of sequence b of a batch, from the whole batch's (mha_rule_of):
+ * its own key length (and with it the bottom-right offset) and its own
+ * mask matrices.  Each sequence is then computed as if alone.
+ */
+static inline struct mha_rule mha_rule_seq(const struct mha_rule *all, size_t b)
+{
+	struct mha_rule r = *all;
+
+	if (all->kv_lens) {
+		r.kv_len = all->kv_lens[b] ? all->kv_lens[b] : all->n_kv;
+		if (all->bottom_right)
+			r.offset = (ptrdiff_t)r.kv_len - (ptrdiff_t)all->n_q;
+	}
+	if (all->allow)
+		r.allow = all->allow + b * all->mask_stride;
+	if (all->bias)
+		r.bias = all->bias + b * all->mask_stride;
+	r.B = 1;
+	r.kv_lens = NULL;
 	return r;
 }
 

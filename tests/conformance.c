@@ -7,16 +7,19 @@
  *
  * The cases are ONNX's, converted to JSON (DIR/README.md says how); none
  * is copied here.  What this file does is only ONNX's input conventions:
- * its tensors are batched and, in 4-D form, heads-first, so each batch
- * element becomes one mha problem with heads side by side as column
- * blocks; past_key/past_value go before K/V (present_key/value are those
- * concatenations, which mha prints as K and V); a mask broadcasts over
- * batch and heads and is padded on the right to the key length.  The
- * attention semantics are mha's own options: --heads/--kv-heads, --mask
- * (shared or per head), --causal (top-left; after P cached keys,
- * --causal=P; with nonpad_kv_seqlen, bottom-right against --kv-len),
- * --kv-len, --window (opset 25's left/right_window_size), --scale, --softcap, and the intermediates scaled, softcapped,
- * masked and softmax for qk_matmul_output's modes 0 to 3.
+ * its tensors are batched and, in 4-D form, heads-first, so the whole
+ * batch becomes one mha problem of B sequences (mha_dims.batch, 3-D inputs
+ * on the command line) with heads side by side as column blocks;
+ * past_key/past_value go before K/V (present_key/value are those
+ * concatenations, which mha prints as K and V); a mask is padded on the
+ * right to the key length (its batch and head dimensions broadcast in mha,
+ * as ONNX's do).  The attention semantics are mha's own options:
+ * --heads/--kv-heads, --mask (shared, per head, per sequence), --causal
+ * (top-left; after P cached keys, --causal=P; with nonpad_kv_seqlen,
+ * bottom-right against --kv-len), --kv-len (one per sequence), --window
+ * (opset 25's left/right_window_size), --scale, --softcap, and the
+ * intermediates scaled, softcapped, masked and softmax for
+ * qk_matmul_output's modes 0 to 3.
  *
  *
  * The RotaryEmbedding cases (../shared/conformance/onnx-rotary-embedding:
@@ -128,7 +131,7 @@ static int load_tensor(tensor *t, const cJSON *parent, const char *name)
 	return 0;
 }
 
-/* ---- one case, as mha problems (one per batch element) ---------------- */
+/* ---- one case, as one mha problem of B sequences ------------------------ */
 
 struct problem {
 	size_t B, Hq, Hkv, Sq, Skv, P, dk, dv; /* Skv counts the past keys too */
@@ -137,11 +140,14 @@ struct problem {
 	mha_stage qk_stage;
 	tensor q, k, v, mask, past_k, past_v, nonpad;
 	tensor y, present_k, present_v, qk;
-	/* per batch element, rebuilt for each b */
-	double *Qb, *Kb, *Vb;     /* (Sq, Hq·dk), (Skv, Hkv·dk), (Skv, Hkv·dv) */
-	double *bias;             /* (Hq or 1, Sq, Skv) */
+	/* the batch, as mha takes it */
+	double *Qb, *Kb, *Vb;     /* (B, Sq, Hq·dk), (B, Skv, Hkv·dk), (B, Skv, Hkv·dv) */
+	double *bias;             /* (B or 1, Hq or 1, Sq, Skv) */
 	unsigned char *allow;
 	size_t mask_heads;        /* 0: no mask, 1: shared, Hq: per head */
+	size_t mask_batch;        /* 1: shared by the sequences, B: one each */
+	size_t *kv_lens;          /* (B) from nonpad_kv_seqlen, or NULL */
+	mha_dims d;
 };
 
 static double attr(const cJSON *attrs, const char *name, double dflt)
@@ -162,6 +168,67 @@ static double at(const tensor *t, size_t heads, size_t b, size_t h, size_t s, si
 static size_t seq_len(const tensor *t)
 {
 	return t->rank == 4 ? t->shape[2] : t->shape[1];
+}
+
+/*
+ * The whole batch as one mha problem: each sequence's heads side by side,
+ * past keys first; the mask (B or 1, H or 1, Sq, Skv) padded on the right;
+ * a key length per sequence.
+ */
+static void build_batch(struct problem *p)
+{
+	for (size_t b = 0; b < p->B; b++) {
+		double *Qb = p->Qb + b * p->Sq * p->Hq * p->dk;
+		double *Kb = p->Kb + b * p->Skv * p->Hkv * p->dk, *Vb = p->Vb + b * p->Skv * p->Hkv * p->dv;
+
+		for (size_t s = 0; s < p->Sq; s++)
+			for (size_t h = 0; h < p->Hq; h++)
+				for (size_t t = 0; t < p->dk; t++)
+					Qb[s * p->Hq * p->dk + h * p->dk + t] = at(&p->q, p->Hq, b, h, s, t);
+		for (size_t j = 0; j < p->Skv; j++)
+			for (size_t g = 0; g < p->Hkv; g++) {
+				for (size_t t = 0; t < p->dk; t++)
+					Kb[j * p->Hkv * p->dk + g * p->dk + t] = j < p->P
+						? at(&p->past_k, p->Hkv, b, g, j, t)
+						: at(&p->k, p->Hkv, b, g, j - p->P, t);
+				for (size_t t = 0; t < p->dv; t++)
+					Vb[j * p->Hkv * p->dv + g * p->dv + t] = j < p->P
+						? at(&p->past_v, p->Hkv, b, g, j, t)
+						: at(&p->v, p->Hkv, b, g, j - p->P, t);
+			}
+		if (p->nonpad.rank)
+			p->kv_lens[b] = (size_t)p->nonpad.v[b];
+	}
+	memset(&p->cfg.mask, 0, sizeof(p->cfg.mask));
+	if (p->mask_heads) {
+		const tensor *m = &p->mask;
+		const size_t Sm = m->shape[3], Sqm = m->shape[2];
+
+		for (size_t mb = 0; mb < p->mask_batch; mb++)
+			for (size_t h = 0; h < p->mask_heads; h++)
+				for (size_t i = 0; i < p->Sq; i++)
+					for (size_t j = 0; j < p->Skv; j++) {
+						const size_t o = ((mb * p->mask_heads + h) * p->Sq + i) * p->Skv + j;
+						/* narrower than the keys: padded with false / -inf */
+						const double x = j < Sm
+							? m->v[((mb * m->shape[1] + h) * Sqm +
+								(Sqm == 1 ? 0 : i)) * Sm + j]
+							: (m->is_bool ? 0.0 : -INFINITY);
+
+						p->allow[o] = x != 0;
+						p->bias[o] = x;
+					}
+		p->cfg.mask.per_head = p->mask_heads > 1;
+		p->cfg.mask.per_batch = p->mask_batch > 1;
+		if (m->is_bool)
+			p->cfg.mask.allow = p->allow;
+		else
+			p->cfg.mask.bias = p->bias;
+	}
+	p->cfg.kv_lens = p->nonpad.rank ? p->kv_lens : NULL;
+	p->d = (mha_dims){ .n_q = p->Sq, .n_kv = p->Skv, .d_q_in = p->Hq * p->dk,
+			   .d_k_in = p->Hkv * p->dk, .d_v_in = p->Hkv * p->dv, .heads = p->Hq,
+			   .kv_heads = p->Hkv, .d_k = p->dk, .d_v = p->dv, .batch = p->B };
 }
 
 static int setup(struct problem *p, const cJSON *c)
@@ -247,62 +314,18 @@ static int setup(struct problem *p, const cJSON *c)
 		p->mask.rank = 4;
 	}
 	p->mask_heads = p->mask.rank ? (p->mask.shape[1] == 1 ? 1 : p->Hq) : 0;
-	p->Qb = malloc(p->Sq * p->Hq * p->dk * sizeof(double));
-	p->Kb = malloc(p->Skv * p->Hkv * p->dk * sizeof(double));
-	p->Vb = malloc(p->Skv * p->Hkv * p->dv * sizeof(double));
-	p->bias = malloc((p->mask_heads ? p->mask_heads : 1) * p->Sq * p->Skv * sizeof(double));
-	p->allow = malloc((p->mask_heads ? p->mask_heads : 1) * p->Sq * p->Skv);
-	if (!p->Qb || !p->Kb || !p->Vb || !p->bias || !p->allow)
+	p->mask_batch = p->mask.rank && p->mask.shape[0] != 1 ? p->B : 1;
+	p->Qb = malloc(p->B * p->Sq * p->Hq * p->dk * sizeof(double));
+	p->Kb = malloc(p->B * p->Skv * p->Hkv * p->dk * sizeof(double));
+	p->Vb = malloc(p->B * p->Skv * p->Hkv * p->dv * sizeof(double));
+	p->bias = malloc(p->mask_batch * (p->mask_heads ? p->mask_heads : 1) * p->Sq * p->Skv *
+			 sizeof(double));
+	p->allow = malloc(p->mask_batch * (p->mask_heads ? p->mask_heads : 1) * p->Sq * p->Skv);
+	p->kv_lens = calloc(p->B, sizeof(size_t));
+	if (!p->Qb || !p->Kb || !p->Vb || !p->bias || !p->allow || !p->kv_lens)
 		return fail("out of memory");
+	build_batch(p);
 	return 0;
-}
-
-/* Batch element b as one mha problem: heads side by side, past keys first. */
-static void select_batch(struct problem *p, size_t b, mha_dims *d)
-{
-	for (size_t s = 0; s < p->Sq; s++)
-		for (size_t h = 0; h < p->Hq; h++)
-			for (size_t t = 0; t < p->dk; t++)
-				p->Qb[s * p->Hq * p->dk + h * p->dk + t] = at(&p->q, p->Hq, b, h, s, t);
-	for (size_t j = 0; j < p->Skv; j++)
-		for (size_t g = 0; g < p->Hkv; g++) {
-			for (size_t t = 0; t < p->dk; t++)
-				p->Kb[j * p->Hkv * p->dk + g * p->dk + t] = j < p->P
-					? at(&p->past_k, p->Hkv, b, g, j, t)
-					: at(&p->k, p->Hkv, b, g, j - p->P, t);
-			for (size_t t = 0; t < p->dv; t++)
-				p->Vb[j * p->Hkv * p->dv + g * p->dv + t] = j < p->P
-					? at(&p->past_v, p->Hkv, b, g, j, t)
-					: at(&p->v, p->Hkv, b, g, j - p->P, t);
-		}
-	memset(&p->cfg.mask, 0, sizeof(p->cfg.mask));
-	if (p->mask_heads) {
-		const tensor *m = &p->mask;
-		const size_t mb = m->shape[0] == 1 ? 0 : b, Sm = m->shape[3], Sqm = m->shape[2];
-
-		for (size_t h = 0; h < p->mask_heads; h++)
-			for (size_t i = 0; i < p->Sq; i++)
-				for (size_t j = 0; j < p->Skv; j++) {
-					const size_t o = (h * p->Sq + i) * p->Skv + j;
-					/* narrower than the keys: padded with false / -inf */
-					const double x = j < Sm
-						? m->v[((mb * m->shape[1] + h) * Sqm +
-							(Sqm == 1 ? 0 : i)) * Sm + j]
-						: (m->is_bool ? 0.0 : -INFINITY);
-
-					p->allow[o] = x != 0;
-					p->bias[o] = x;
-				}
-		p->cfg.mask.per_head = p->mask_heads > 1;
-		if (m->is_bool)
-			p->cfg.mask.allow = p->allow;
-		else
-			p->cfg.mask.bias = p->bias;
-	}
-	p->cfg.kv_len = p->nonpad.rank ? (size_t)p->nonpad.v[b] : 0;
-	*d = (mha_dims){ .n_q = p->Sq, .n_kv = p->Skv, .d_q_in = p->Hq * p->dk,
-			 .d_k_in = p->Hkv * p->dk, .d_v_in = p->Hkv * p->dv, .heads = p->Hq,
-			 .kv_heads = p->Hkv, .d_k = p->dk, .d_v = p->dv };
 }
 
 /* ---- comparing ----------------------------------------------------------- */
@@ -360,15 +383,24 @@ static int compare_scores(struct tol *tl, const struct problem *p, const double 
 
 /* ---- through the library ------------------------------------------------- */
 
+/* what the observer kept, per sequence: K, V and each head's qk stage */
 struct seen {
 	const struct problem *p;
-	double *K, *V, **qk;
+	size_t cur;             /* the sequence the library is on */
+	double **K, **V, **qk;  /* [B], [B], [B·Hq] */
 };
+
+static int keep_sequence(void *ctx, size_t b)
+{
+	((struct seen *)ctx)->cur = b;
+	return 0;
+}
 
 static int keep(void *ctx, mha_stage stage, int head, const double *m, size_t rows, size_t cols)
 {
 	struct seen *s = ctx;
-	double **dst = stage == MHA_STAGE_K ? &s->K : stage == MHA_STAGE_V ? &s->V : &s->qk[head];
+	double **dst = stage == MHA_STAGE_K ? &s->K[s->cur] : stage == MHA_STAGE_V ? &s->V[s->cur]
+		       : &s->qk[s->cur * s->p->Hq + (size_t)head];
 
 	free(*dst);
 	*dst = malloc(rows * cols * sizeof(double));
@@ -378,40 +410,43 @@ static int keep(void *ctx, mha_stage stage, int head, const double *m, size_t ro
 	return 0;
 }
 
+/* the whole batch in one call: mha_dims.batch, a key length and a mask per sequence */
 static int run_library(struct problem *p, struct tol *tl)
 {
-	double *out = malloc(p->Sq * p->Hq * p->dv * sizeof(double));
-	struct seen s = { .p = p, .qk = calloc(p->Hq, sizeof(double *)) };
+	double *out = malloc(p->B * p->Sq * p->Hq * p->dv * sizeof(double));
+	struct seen s = { .p = p, .K = calloc(p->B, sizeof(double *)),
+			  .V = calloc(p->B, sizeof(double *)),
+			  .qk = calloc(p->B * p->Hq, sizeof(double *)) };
+	mha_observer obs = { .fn = keep, .ctx = &s, .sequence = keep_sequence,
+			     .wanted = MHA_STAGE_BIT(MHA_STAGE_K) | MHA_STAGE_BIT(MHA_STAGE_V) |
+				       (p->qk.rank ? MHA_STAGE_BIT(p->qk_stage) : 0) };
+	mha_status st;
 	int rc = 0;
 
-	if (!out || !s.qk)
+	if (!out || !s.K || !s.V || !s.qk)
 		return fail("out of memory");
+	st = mha_forward(out, &p->d, &(mha_inputs){ p->Qb, p->Kb, p->Vb }, NULL, &p->cfg, &obs, NULL);
+	if (st != MHA_OK)
+		rc = fail("library: %s", mha_strerror(st));
 	for (size_t b = 0; b < p->B && !rc; b++) {
-		mha_dims d;
-		mha_observer obs = { .fn = keep, .ctx = &s,
-				     .wanted = MHA_STAGE_BIT(MHA_STAGE_K) | MHA_STAGE_BIT(MHA_STAGE_V) |
-					       (p->qk.rank ? MHA_STAGE_BIT(p->qk_stage) : 0) };
-		mha_status st;
-
-		select_batch(p, b, &d);
-		st = mha_forward(out, &d, &(mha_inputs){ p->Qb, p->Kb, p->Vb }, NULL, &p->cfg, &obs, NULL);
-		if (st != MHA_OK) {
-			rc = fail("library: %s", mha_strerror(st));
-			break;
-		}
-		rc = compare_blocks(tl, "Y", out, &p->y, b, p->Hq, p->Sq, p->dv);
+		rc = compare_blocks(tl, "Y", out + b * p->Sq * p->Hq * p->dv, &p->y, b, p->Hq, p->Sq,
+				    p->dv);
 		if (!rc && p->present_k.rank)
-			rc = compare_blocks(tl, "present_key", s.K, &p->present_k, b, p->Hkv, p->Skv, p->dk);
+			rc = compare_blocks(tl, "present_key", s.K[b], &p->present_k, b, p->Hkv, p->Skv, p->dk);
 		if (!rc && p->present_v.rank)
-			rc = compare_blocks(tl, "present_value", s.V, &p->present_v, b, p->Hkv, p->Skv, p->dv);
+			rc = compare_blocks(tl, "present_value", s.V[b], &p->present_v, b, p->Hkv, p->Skv, p->dv);
 		for (size_t h = 0; h < p->Hq && !rc && p->qk.rank; h++)
-			rc = compare_scores(tl, p, s.qk[h], b, h);
+			rc = compare_scores(tl, p, s.qk[b * p->Hq + h], b, h);
 	}
 	free(out);
+	for (size_t b = 0; b < p->B; b++) {
+		free(s.K[b]);
+		free(s.V[b]);
+		for (size_t h = 0; h < p->Hq; h++)
+			free(s.qk[b * p->Hq + h]);
+	}
 	free(s.K);
 	free(s.V);
-	for (size_t h = 0; h < p->Hq; h++)
-		free(s.qk[h]);
 	free(s.qk);
 	return rc;
 }
@@ -428,51 +463,74 @@ static void write_value(FILE *fp, double x, int is_bool)
 		fprintf(fp, "%.17g", x);
 }
 
-/* a (planes, rows, cols) array as a JSON file; planes 0 for 2-D */
-static int write_json(const char *path, const double *v, size_t planes, size_t rows, size_t cols,
-		      int is_bool)
+/* the nested JSON array of v, of rank dimensions dims, from depth r on */
+static void write_nested(FILE *fp, const double *v, const size_t *dims, size_t rank, size_t r,
+			 int is_bool)
+{
+	size_t inner = 1;
+
+	for (size_t k = r + 1; k < rank; k++)
+		inner *= dims[k];
+	fputc('[', fp);
+	for (size_t i = 0; i < dims[r]; i++) {
+		if (i)
+			fputc(',', fp);
+		if (r + 1 == rank)
+			write_value(fp, v[i], is_bool);
+		else
+			write_nested(fp, v + i * inner, dims, rank, r + 1, is_bool);
+	}
+	fputc(']', fp);
+}
+
+/* an array of rank dimensions as a JSON file */
+static int write_json(const char *path, const double *v, const size_t *dims, size_t rank, int is_bool)
 {
 	FILE *fp = fopen(path, "w");
 
 	if (!fp)
 		return fail("%s: %s", path, strerror(errno));
-	if (planes)
-		fputc('[', fp);
-	for (size_t h = 0; h < (planes ? planes : 1); h++) {
-		fputs(h ? ",[" : "[", fp);
-		for (size_t i = 0; i < rows; i++) {
-			fputs(i ? ",[" : "[", fp);
-			for (size_t j = 0; j < cols; j++) {
-				if (j)
-					fputc(',', fp);
-				write_value(fp, v[(h * rows + i) * cols + j], is_bool);
-			}
-			fputc(']', fp);
-		}
-		fputc(']', fp);
-	}
-	if (planes)
-		fputc(']', fp);
+	write_nested(fp, v, dims, rank, 0, is_bool);
 	fputc('\n', fp);
 	return fclose(fp) ? fail("%s: write error", path) : 0;
 }
 
-/* a 2-D JSON array of numbers (and "-inf") into dst, rows·cols values */
-static int read_rows(const cJSON *a, double *dst, size_t rows, size_t cols, const char *what)
+/* the numbers (and "-inf") of a nested JSON array, in order, into dst[*n…] */
+static int read_numbers(const cJSON *a, double *dst, size_t *n, size_t want)
 {
-	const cJSON *r, *e;
-	size_t n = 0;
+	const cJSON *e;
 
-	cJSON_ArrayForEach(r, a)
-		cJSON_ArrayForEach(e, r) {
-			if (n == rows * cols)
-				return fail("command line: %s is larger than expected", what);
-			dst[n++] = number(e);
-		}
-	return n == rows * cols ? 0 : fail("command line: %s is %zu numbers, expected %zu", what,
-					    n, rows * cols);
+	if (!cJSON_IsArray(a)) {
+		if (*n == want)
+			return -1;
+		dst[(*n)++] = number(a);
+		return 0;
+	}
+	cJSON_ArrayForEach(e, a)
+		if (read_numbers(e, dst, n, want))
+			return -1;
+	return 0;
 }
 
+/* a 2-D (rows, cols) array as a JSON file */
+static int write_rows(const char *path, const double *v, size_t rows, size_t cols)
+{
+	const size_t dims[2] = { rows, cols };
+
+	return write_json(path, v, dims, 2, 0);
+}
+
+/* a JSON array of count numbers into dst */
+static int read_all(const cJSON *a, double *dst, size_t count, const char *what)
+{
+	size_t n = 0;
+
+	if (!a || read_numbers(a, dst, &n, count))
+		return fail("command line: %s is missing or larger than expected", what);
+	return n == count ? 0 : fail("command line: %s is %zu numbers, expected %zu", what, n, count);
+}
+
+/* the whole batch in one command: 3-D Q, K, V, a 4-D mask, --kv-len one per sequence */
 static int run_cli(struct problem *p, struct tol *tl, const char *mha, const char *tmp)
 {
 	static const char *const stage_key[] = {
@@ -480,97 +538,103 @@ static int run_cli(struct problem *p, struct tol *tl, const char *mha, const cha
 		[MHA_STAGE_MASKED] = "masked", [MHA_STAGE_SOFTMAX] = "softmax",
 	};
 	const size_t kvw = p->Hkv * (p->dk > p->dv ? p->dk : p->dv);
-	double *out = malloc(p->Sq * p->Hq * p->dv * sizeof(double));
-	double *kv = malloc(p->Skv * kvw * sizeof(double));
-	double *qk = malloc(p->Sq * p->Skv * sizeof(double));
-	char path[4][512], cmd[4096], opts[512];
+	const size_t qdims[3] = { p->B, p->Sq, p->Hq * p->dk }, kdims[3] = { p->B, p->Skv, p->Hkv * p->dk };
+	const size_t vdims[3] = { p->B, p->Skv, p->Hkv * p->dv };
+	const size_t mdims[4] = { p->mask_batch, p->mask_heads, p->Sq, p->Skv };
+	double *out = malloc(p->B * p->Sq * p->Hq * p->dv * sizeof(double));
+	double *kv = malloc(p->B * p->Skv * kvw * sizeof(double));
+	double *qk = malloc(p->B * p->Sq * p->Skv * sizeof(double));
+	char path[4][512], cmd[4096], opts[1024];
+	char *text;
+	cJSON *doc;
+	size_t n;
 	int rc = 0;
 
-	if (!out || !kv || !qk)
-		return fail("out of memory");
-	for (size_t b = 0; b < p->B && !rc; b++) {
-		mha_dims d;
-		char *text;
-		cJSON *doc;
-		size_t n;
-
-		select_batch(p, b, &d);
-		snprintf(path[0], sizeof(path[0]), "%s/q.json", tmp);
-		snprintf(path[1], sizeof(path[1]), "%s/k.json", tmp);
-		snprintf(path[2], sizeof(path[2]), "%s/v.json", tmp);
-		snprintf(path[3], sizeof(path[3]), "%s/mask.json", tmp);
-		if (write_json(path[0], p->Qb, 0, p->Sq, p->Hq * p->dk, 0) ||
-		    write_json(path[1], p->Kb, 0, p->Skv, p->Hkv * p->dk, 0) ||
-		    write_json(path[2], p->Vb, 0, p->Skv, p->Hkv * p->dv, 0) ||
-		    (p->mask_heads && write_json(path[3], p->bias, /* raw values: 0/1 for booleans */
-						 p->mask_heads > 1 ? p->mask_heads : 0, p->Sq, p->Skv,
-						 p->mask.is_bool))) {
-			rc = -1;
-			break;
-		}
-		n = (size_t)snprintf(opts, sizeof(opts), "--heads %zu --kv-heads %zu", p->Hq, p->Hkv);
-		if (p->mask_heads)
-			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --mask %s", path[3]);
-		if (p->cfg.causal == MHA_CAUSAL_TOP_LEFT)
-			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --causal");
-		else if (p->cfg.causal == MHA_CAUSAL_BOTTOM_RIGHT)
-			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --causal=bottom-right");
-		else if (p->cfg.causal == MHA_CAUSAL_OFFSET)
-			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --causal=%td",
-					      p->cfg.causal_offset);
-		if (p->cfg.kv_len)
-			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --kv-len %zu", p->cfg.kv_len);
-		if (p->cfg.window.on)
-			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --window=%td,%td",
-					      p->cfg.window.left, p->cfg.window.right);
-		if (p->cfg.scale_mode == MHA_SCALE_VALUE)
-			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --scale %.17g", p->cfg.scale);
-		if (p->cfg.softcap > 0)
-			n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --softcap %.17g", p->cfg.softcap);
-		snprintf(cmd, sizeof(cmd),
-			 "%s forward --q %s --k %s --v %s %s -p output,k,v%s%s -f json -o %s/out.json "
-			 "2>%s/err", mha, path[0], path[1], path[2], opts, p->qk.rank ? "," : "",
-			 p->qk.rank ? stage_key[p->qk_stage] : "", tmp, tmp);
-		if (system(cmd) != 0) {
-			snprintf(path[0], sizeof(path[0]), "%s/err", tmp);
-			text = slurp(path[0]);
-			rc = fail("command line failed: %s: %.200s", cmd, text ? text : "");
-			free(text);
-			break;
-		}
-		snprintf(path[0], sizeof(path[0]), "%s/out.json", tmp);
-		text = slurp(path[0]);
-		doc = text ? cJSON_Parse(text) : NULL;
-		free(text);
-		if (!doc) {
-			rc = fail("command line: its JSON output does not parse");
-			break;
-		}
-		rc = read_rows(cJSON_GetObjectItemCaseSensitive(doc, "output"), out, p->Sq,
-			       p->Hq * p->dv, "output");
-		if (!rc)
-			rc = compare_blocks(tl, "Y (command line)", out, &p->y, b, p->Hq, p->Sq, p->dv);
-		if (!rc && p->present_k.rank &&
-		    !(rc = read_rows(cJSON_GetObjectItemCaseSensitive(doc, "K"), kv, p->Skv,
-				     p->Hkv * p->dk, "K")))
-			rc = compare_blocks(tl, "present_key (command line)", kv, &p->present_k, b,
-					    p->Hkv, p->Skv, p->dk);
-		if (!rc && p->present_v.rank &&
-		    !(rc = read_rows(cJSON_GetObjectItemCaseSensitive(doc, "V"), kv, p->Skv,
-				     p->Hkv * p->dv, "V")))
-			rc = compare_blocks(tl, "present_value (command line)", kv, &p->present_v, b,
-					    p->Hkv, p->Skv, p->dv);
-		for (size_t h = 0; h < p->Hq && !rc && p->qk.rank; h++) {
-			const cJSON *head = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "heads"),
-							       (int)h);
-
-			rc = read_rows(cJSON_GetObjectItemCaseSensitive(head, stage_key[p->qk_stage]), qk,
-				       p->Sq, p->Skv, stage_key[p->qk_stage]);
-			if (!rc)
-				rc = compare_scores(tl, p, qk, b, h);
-		}
-		cJSON_Delete(doc);
+	if (!out || !kv || !qk) {
+		rc = fail("out of memory");
+		goto done;
 	}
+	snprintf(path[0], sizeof(path[0]), "%s/q.json", tmp);
+	snprintf(path[1], sizeof(path[1]), "%s/k.json", tmp);
+	snprintf(path[2], sizeof(path[2]), "%s/v.json", tmp);
+	snprintf(path[3], sizeof(path[3]), "%s/mask.json", tmp);
+	if (write_json(path[0], p->Qb, qdims, 3, 0) || write_json(path[1], p->Kb, kdims, 3, 0) ||
+	    write_json(path[2], p->Vb, vdims, 3, 0) ||
+	    (p->mask_heads && write_json(path[3], p->bias, /* raw values: 0/1 for booleans */
+					 mdims, 4, p->mask.is_bool))) {
+		rc = -1;
+		goto done;
+	}
+	n = (size_t)snprintf(opts, sizeof(opts), "--heads %zu --kv-heads %zu", p->Hq, p->Hkv);
+	if (p->mask_heads)
+		n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --mask %s", path[3]);
+	if (p->cfg.causal == MHA_CAUSAL_TOP_LEFT)
+		n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --causal");
+	else if (p->cfg.causal == MHA_CAUSAL_BOTTOM_RIGHT)
+		n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --causal=bottom-right");
+	else if (p->cfg.causal == MHA_CAUSAL_OFFSET)
+		n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --causal=%td",
+				      p->cfg.causal_offset);
+	for (size_t b = 0; p->cfg.kv_lens && b < p->B; b++)
+		n += (size_t)snprintf(opts + n, sizeof(opts) - n, "%s%zu", b ? "," : " --kv-len ",
+				      p->kv_lens[b]);
+	if (p->cfg.window.on)
+		n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --window=%td,%td",
+				      p->cfg.window.left, p->cfg.window.right);
+	if (p->cfg.scale_mode == MHA_SCALE_VALUE)
+		n += (size_t)snprintf(opts + n, sizeof(opts) - n, " --scale %.17g", p->cfg.scale);
+	if (p->cfg.softcap > 0)
+		(void)snprintf(opts + n, sizeof(opts) - n, " --softcap %.17g", p->cfg.softcap);
+	snprintf(cmd, sizeof(cmd),
+		 "%s forward --q %s --k %s --v %s %s -p output,k,v%s%s -f json -o %s/out.json "
+		 "2>%s/err", mha, path[0], path[1], path[2], opts, p->qk.rank ? "," : "",
+		 p->qk.rank ? stage_key[p->qk_stage] : "", tmp, tmp);
+	if (system(cmd) != 0) {
+		snprintf(path[0], sizeof(path[0]), "%s/err", tmp);
+		text = slurp(path[0]);
+		rc = fail("command line failed: %s: %.200s", cmd, text ? text : "");
+		free(text);
+		goto done;
+	}
+	snprintf(path[0], sizeof(path[0]), "%s/out.json", tmp);
+	text = slurp(path[0]);
+	doc = text ? cJSON_Parse(text) : NULL;
+	free(text);
+	if (!doc) {
+		rc = fail("command line: its JSON output does not parse");
+		goto done;
+	}
+	/* each matrix (B, …): the batch's first dimension */
+	rc = read_all(cJSON_GetObjectItemCaseSensitive(doc, "output"), out, p->B * p->Sq * p->Hq * p->dv,
+		      "output");
+	for (size_t b = 0; b < p->B && !rc; b++)
+		rc = compare_blocks(tl, "Y (command line)", out + b * p->Sq * p->Hq * p->dv, &p->y, b,
+				    p->Hq, p->Sq, p->dv);
+	if (!rc && p->present_k.rank &&
+	    !(rc = read_all(cJSON_GetObjectItemCaseSensitive(doc, "K"), kv, p->B * p->Skv * p->Hkv * p->dk,
+			    "K")))
+		for (size_t b = 0; b < p->B && !rc; b++)
+			rc = compare_blocks(tl, "present_key (command line)",
+					    kv + b * p->Skv * p->Hkv * p->dk, &p->present_k, b, p->Hkv,
+					    p->Skv, p->dk);
+	if (!rc && p->present_v.rank &&
+	    !(rc = read_all(cJSON_GetObjectItemCaseSensitive(doc, "V"), kv, p->B * p->Skv * p->Hkv * p->dv,
+			    "V")))
+		for (size_t b = 0; b < p->B && !rc; b++)
+			rc = compare_blocks(tl, "present_value (command line)",
+					    kv + b * p->Skv * p->Hkv * p->dv, &p->present_v, b, p->Hkv,
+					    p->Skv, p->dv);
+	for (size_t h = 0; h < p->Hq && !rc && p->qk.rank; h++) {
+		const cJSON *head = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "heads"),
+						       (int)h);
+
+		rc = read_all(cJSON_GetObjectItemCaseSensitive(head, stage_key[p->qk_stage]), qk,
+			      p->B * p->Sq * p->Skv, stage_key[p->qk_stage]);
+		for (size_t b = 0; b < p->B && !rc; b++)
+			rc = compare_scores(tl, p, qk + b * p->Sq * p->Skv, b, h);
+	}
+	cJSON_Delete(doc);
+done:
 	free(out);
 	free(kv);
 	free(qk);
@@ -713,9 +777,9 @@ static int rope_cli(struct rope_case *r, struct tol *tl, const char *mha, const 
 		char pos_opt[600] = "";
 
 		rope_batch(r, b);
-		if (write_json(path[0], r->x, 0, r->S, r->H * r->d, 0) ||
-		    write_json(path[1], r->cb, 0, r->rows, r->half, 0) ||
-		    write_json(path[2], r->sb, 0, r->rows, r->half, 0))
+		if (write_rows(path[0], r->x, r->S, r->H * r->d) ||
+		    write_rows(path[1], r->cb, r->rows, r->half) ||
+		    write_rows(path[2], r->sb, r->rows, r->half))
 			return -1;
 		if (r->pos.rank) {
 			double *pv = malloc(r->S * sizeof(double));
@@ -724,7 +788,7 @@ static int rope_cli(struct rope_case *r, struct tol *tl, const char *mha, const 
 				return fail("out of memory");
 			for (size_t s = 0; s < r->S; s++)
 				pv[s] = (double)r->p[s];
-			rc = write_json(path[3], pv, 0, 1, r->S, 0);
+			rc = write_rows(path[3], pv, 1, r->S);
 			free(pv);
 			if (rc)
 				return -1;
@@ -747,8 +811,8 @@ static int rope_cli(struct rope_case *r, struct tol *tl, const char *mha, const 
 		free(text);
 		if (!doc)
 			return fail("command line: its JSON output does not parse");
-		rc = read_rows(cJSON_GetObjectItemCaseSensitive(doc, "q_rot"), r->y, r->S, r->H * r->d,
-			       "q_rot");
+		rc = read_all(cJSON_GetObjectItemCaseSensitive(doc, "q_rot"), r->y, r->S * r->H * r->d,
+			      "q_rot");
 		if (!rc)
 			rc = compare_blocks(tl, "output (command line)", r->y, &r->out, b, r->H, r->S, r->d);
 		cJSON_Delete(doc);
@@ -805,6 +869,7 @@ static void free_problem(struct problem *p)
 	free(p->Vb);
 	free(p->bias);
 	free(p->allow);
+	free(p->kv_lens);
 }
 
 static int by_name(const void *a, const void *b)

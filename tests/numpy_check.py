@@ -284,7 +284,7 @@ def to_array(value, where):
             return v
         raise ValueError("%s: unexpected %r" % (where, v))
     a = np.array(conv(value), dtype=np.float64)
-    if a.ndim not in (2, 3):
+    if a.ndim not in (2, 3, 4):
         raise ValueError("%s: not a matrix" % where)
     return a
 
@@ -1008,6 +1008,151 @@ def torch_cases(binary, rng):
 # ---- main ----------------------------------------------------------------
 
 
+# ---- batches ---------------------------------------------------------------
+
+
+def batch_reference(xq, xk, xv, w, heads, kv_heads, causal, kv_lens, mask, window=None,
+                    alibi=None, rope=None):
+    """A batch, the batch an axis of every array (einsum over it), not a loop:
+    xq (B, n_q, d), xk and xv (B, n_kv, d); mask broadcasts to (B, H, n_q,
+    n_kv) as NumPy (and ONNX) broadcast; kv_lens one length per sequence,
+    bottom-right lining each sequence's last query up with its last key.
+    alibi (one slope a head) and rope (apply_rope's dict) take each sequence's
+    own query positions, i + its causal offset.
+    Returns mask, softmax (B, H, n_q, n_kv) and output (B, n_q, d_out)."""
+    H, G = heads, kv_heads or heads
+    B, n_q, n_kv = xq.shape[0], xq.shape[1], xk.shape[1]
+    Q = xq @ w["W_Q"] if "W_Q" in w else xq
+    K = xk @ w["W_K"] if "W_K" in w else xk
+    V = xv @ w["W_V"] if "W_V" in w else xv
+    d_k, d_v = Q.shape[2] // H, V.shape[2] // G
+    lens_b = np.asarray(kv_lens if kv_lens is not None else [n_kv] * B)
+    offs = lens_b - n_q if causal == "bottom-right" else np.zeros(B, dtype=int)
+    Qh = Q.reshape(B, n_q, H, d_k)
+    Kg = K.reshape(B, n_kv, G, d_k)
+    if rope is not None:
+        # each sequence's queries at i + its offset, keys at 0 ... n_kv - 1
+        Qh = np.stack([apply_rope(Qh[b].transpose(1, 0, 2), np.arange(n_q) + offs[b], rope)
+                       .transpose(1, 0, 2) for b in range(B)])
+        Kg = np.stack([apply_rope(Kg[b].transpose(1, 0, 2), np.arange(n_kv), rope)
+                       .transpose(1, 0, 2) for b in range(B)])
+    Kh = np.repeat(Kg, H // G, axis=2)
+    Vh = np.repeat(V.reshape(B, n_kv, G, d_v), H // G, axis=2)
+    scaled = np.einsum("bihd,bjhd->bhij", Qh, Kh) / math.sqrt(d_k)
+    lens = np.asarray(kv_lens if kv_lens is not None else [n_kv] * B)[:, None, None, None]
+    i = np.arange(n_q)[None, None, :, None]
+    j = np.arange(n_kv)[None, None, None, :]
+    offset = 0 if causal != "bottom-right" else lens - n_q
+    allowed = np.broadcast_to(j < lens, (B, H, n_q, n_kv))
+    if causal:
+        allowed = allowed & (j <= i + offset)
+    if window is not None:
+        left, right = window
+        if left >= 0:
+            allowed = allowed & (j >= i + offset - left)
+        if right >= 0:
+            allowed = allowed & (j <= i + offset + right)
+    bias = np.zeros((B, H, n_q, n_kv))
+    if mask is not None:
+        m = np.broadcast_to(mask, (B, H, n_q, n_kv))
+        if mask.dtype == bool:
+            allowed = allowed & m
+        else:
+            bias = bias + m
+    mask_add = np.where(allowed, 0.0, -np.inf) + bias
+    if alibi is not None:
+        p = i + offs[:, None, None, None]
+        mask_add = mask_add + np.asarray(alibi, float)[None, :, None, None] * (j - p)
+    weights = softmax_rows(scaled + mask_add)
+    out = np.einsum("bhij,bjhd->bihd", weights, Vh).reshape(B, n_q, H * d_v)
+    if "W_O" in w:
+        out = out @ w["W_O"]
+    return {"mask": mask_add, "softmax": weights, "output": out}
+
+
+def batch_cases(binary, rng):
+    """3-D inputs and a 4-D, 3-D or 1-D mask through the command line, against
+    batch_reference: the numbers, each step (B, ...) in the JSON output."""
+
+    def case(name, B, H, G, n_q, n_kv, d, causal=None, kv_lens=None, mask_shape=None,
+             bool_mask=False, cross=False, kv_2d=False, window=None, npy=False, alibi=False,
+             rope=None):
+        def check():
+            x = rng.standard_normal((B, n_q, d))
+            kv = rng.standard_normal((n_kv, d) if kv_2d else (B, n_kv, d)) if cross else x
+            d_k = 2
+            w = {"W_Q": rng.standard_normal((d, H * d_k)), "W_K": rng.standard_normal((d, G * d_k)),
+                 "W_V": rng.standard_normal((d, G * 3)), "W_O": rng.standard_normal((H * 3, 5))}
+            mask = None
+            if mask_shape is not None:
+                if bool_mask:
+                    mask = rng.random(mask_shape) > 0.3
+                else:
+                    mask = np.where(rng.random(mask_shape) > 0.25,
+                                    rng.standard_normal(mask_shape), -np.inf)
+            with tempfile.TemporaryDirectory() as tmp:
+                def put(fname, a):
+                    path = os.path.join(tmp, fname)
+                    if npy and fname.endswith(".npy"):
+                        np.save(path, a)
+                    else:
+                        with open(path, "w") as f:
+                            f.write(dump_json(a))
+                    return path
+                args = ["-x", put("x.npy" if npy else "x.json", x), "-w", put("w.json", w),
+                        "--heads", str(H), "--kv-heads", str(G)]
+                if cross:
+                    args += ["--kv", put("kv.json", kv)]
+                if causal:
+                    args += ["--causal=" + causal]
+                if kv_lens is not None:
+                    args += ["--kv-len", ",".join(map(str, kv_lens))]
+                if window is not None:
+                    args += ["--window", "%d,%d" % window]
+                if alibi:
+                    args += ["--alibi"]
+                if rope is not None:
+                    args += ["--rope", rope]
+                if mask is not None:
+                    args += ["--mask", put("mask.json", mask)]
+                doc = parse_json(run(binary, args + ["-p", "mask,softmax,output", "-f", "json"]))
+                fast = parse_json(run(binary, args + ["-f", "json"]))
+            kvb = np.broadcast_to(kv, (B, n_kv, d))
+            ref = batch_reference(x, kvb, kvb, w, H, G, causal, kv_lens, mask, window,
+                                  press_slopes(H) if alibi else None,
+                                  {"mode": rope} if rope else None)
+            if doc["meta"]["batch"] != B:
+                raise Mismatch("meta batch %r, expected %d" % (doc["meta"]["batch"], B))
+            worst = compare("output", to_array(doc["output"], "output"), ref["output"])
+            worst = max(worst, compare("output (fast path)", to_array(fast["output"], "output"),
+                                       ref["output"]))
+            got_mask = to_array(doc["mask"], "mask")
+            # the mask step: per head (B, H, ...) when the mask file is, else (B, n_q, n_kv)
+            want_mask = ref["mask"] if got_mask.ndim == 4 else ref["mask"][:, 0]
+            worst = max(worst, compare("mask", got_mask, want_mask))
+            for h in range(H):
+                worst = max(worst, compare("heads[%d].softmax" % h,
+                                           to_array(doc["heads"][h]["softmax"], "softmax"),
+                                           ref["softmax"][:, h]))
+            return worst
+        return "batch-" + name, check
+
+    return [
+        case("kv-lens-bottom-right", 3, 2, 1, 4, 4, 4, causal="bottom-right",
+             kv_lens=[4, 2, 3], mask_shape=(3, 1, 4, 4)),
+        case("mask-4d-per-head", 2, 2, 2, 3, 5, 4, cross=True, mask_shape=(2, 2, 3, 5),
+             bool_mask=True),
+        case("mask-3d-rows", 2, 2, 2, 3, 5, 4, cross=True, mask_shape=(2, 1, 5)),
+        case("mask-1d-shared-kv", 3, 2, 1, 3, 4, 4, cross=True, kv_2d=True, mask_shape=(4,)),
+        case("window-npy", 2, 3, 3, 5, 5, 3, causal="top-left", window=(1, 0), npy=True),
+        case("one-sequence", 1, 1, 1, 3, 3, 2, causal="top-left", kv_lens=[2]),
+        case("alibi-rope-kv-lens", 3, 2, 1, 3, 5, 4, causal="bottom-right", kv_lens=[5, 2, 4],
+             cross=True, alibi=True, rope="half"),
+        case("rope-interleaved-window", 2, 2, 2, 4, 4, 4, causal="bottom-right", kv_lens=[4, 3],
+             window=(1, 0), rope="interleaved"),
+    ]
+
+
 def main(argv):
     if len(argv) != 2:
         sys.stderr.write("usage: numpy_check.py MHA_BINARY\n")
@@ -1040,6 +1185,8 @@ def main(argv):
 
     for case in cases():
         report(case.name, lambda: run_case(binary, case, rng))
+    for name, fn in batch_cases(binary, rng):
+        report(name, fn)
 
     try:
         import torch

@@ -183,6 +183,9 @@ def check_value(row, v, dims):
     if shape == "object":
         return "" if isinstance(v, dict) else "not an object"
     want = shapes(shape, dims)
+    if dims.get("batch"):
+        # a batch: every matrix gains a leading dimension of B
+        want = [(dims["batch"],) + w for w in want]
     got = v if isinstance(v, tuple) else shape_of(v)
     return "" if got in want else "shape %s, documented %s" % (got, " or ".join(map(str, want)))
 
@@ -202,6 +205,9 @@ def check_meta(where, meta_schema, meta, run):
              "number or null": lambda v: v is None or (isinstance(v, (int, float))
                                                        and not isinstance(v, bool)),
              "string or null": lambda v: v is None or isinstance(v, str),
+             "integer, integers or null": lambda v: v is None or (
+                 isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, list) and all(
+                 isinstance(i, int) and not isinstance(i, bool) for i in v)),
              "integers or null": lambda v: v is None or (isinstance(v, list) and all(
                  isinstance(i, int) and not isinstance(i, bool) for i in v)),
              "numbers or null": lambda v: v is None or (isinstance(v, list) and all(
@@ -318,6 +324,9 @@ def check_dir(where, schema, meta_schema, run, meta, ext, tmp):
             continue
         row = next(r for r in schema if r["key"] == names[name])
         shape = load_file(os.path.join(out, name), ext)
+        if ext == "csv" and run.dims.get("batch"):
+            # CSV holds 2-D: a batch's sequences one after another
+            shape = (run.dims["batch"], shape[0] // run.dims["batch"]) + shape[1:]
         if ext == "csv" and row["key"] == "mask" and run.per_head_mask:
             shape = (run.dims["heads"],) + shape
         bad = check_value(row, shape, run.dims)
@@ -335,6 +344,8 @@ def check_csv(where, schema, run, meta, tmp):
     blocks = {}
     for line in r.stdout.decode().splitlines():
         m = re.fullmatch(r"# ([A-Za-z0-9_]+)(?::.*)? \(([0-9x]+)\)", line)
+        if re.fullmatch(r"# sequence [0-9]+ of [0-9]+", line) and run.dims.get("batch"):
+            continue
         if line.startswith("# ") and not m:
             return check(where, False, "a title line that does not parse: %r" % line)
         if m:
@@ -346,9 +357,11 @@ def check_csv(where, schema, run, meta, tmp):
     problems = []
     if sorted(blocks) != sorted(names):
         problems.append("blocks %s, documented %s" % (sorted(blocks), sorted(names)))
+    # a batch: each sequence's blocks under a "# sequence 2 of 3" line, each 2-D
+    dims = dict(run.dims, batch=None)
     for name in set(blocks) & set(names):
         row = next(r for r in schema if r["key"] == names[name])
-        bad = check_value(row, blocks[name], run.dims)
+        bad = check_value(row, blocks[name], dims)
         if bad:
             problems.append("%s: %s" % (name, bad))
     check(where, not problems, "; ".join(problems))
@@ -386,9 +399,12 @@ def problems(tmp):
     write(tmp, "mask-heads.json", [[[True, False, True], [True, True, False], [True, True, True]],
                                    [[True, True, True], [False, True, True], [True, False, True]]])
 
-    def dims(n_q=3, n_kv=3, d_model=4, heads=1, kv_heads=None, d_k=2, d_v=3, d_out=5):
+    def dims(n_q=3, n_kv=3, d_model=4, heads=1, kv_heads=None, d_k=2, d_v=3, d_out=5, batch=None):
         return {"n_q": n_q, "n_kv": n_kv, "d_model": d_model, "heads": heads,
-                "kv_heads": kv_heads or heads, "d_k": d_k, "d_v": d_v, "d_out": d_out}
+                "kv_heads": kv_heads or heads, "d_k": d_k, "d_v": d_v, "d_out": d_out,
+                "batch": batch}
+    # a batch of two sequences (3-D), each with its own key length
+    write(tmp, "xb.json", [m(3, 4), m(3, 4)])
     return [
         Run("one-head", ["-x", "x.json", "-w", "w1.json"], dims()),
         Run("one-head-no-wo", ["-x", "x.json", "-w", "w1-no-wo.json"], dims(d_out=3)),
@@ -412,6 +428,9 @@ def problems(tmp):
             dims(), masked=True, softcap=True),
         Run("window", ["-x", "x.json", "-w", "w1.json", "--window", "1,-1"],
             dims(), masked=True),
+        Run("batch", ["-x", "xb.json", "-w", "w2.json", "--heads", "2", "--causal=bottom-right",
+                      "--kv-len", "2,3", "--tokens", "a b c"],
+            dims(heads=2, batch=2), masked=True, tokens=True),
         # ALiBi: a mask per head, its slopes in meta
         Run("alibi", ["-x", "x.json", "-w", "w2.json", "--heads", "2", "--causal", "--alibi"],
             dims(heads=2), masked=True, per_head_mask=True),
@@ -448,7 +467,7 @@ def main(argv):
                           doc.get("meta"), ext, tmp)
             check_csv("%s: --print all -f csv" % run.name, schema, run, doc.get("meta"), tmp)
             if run.name not in ("one-head-no-wo", "gqa", "direct", "causal-mask",
-                                "softcap-kv-len", "rope"):
+                                "softcap-kv-len", "batch", "rope"):
                 continue
             for step in steps:
                 where = "%s: -p %s -f json" % (run.name, step)

@@ -76,7 +76,7 @@ static inline void fuzz_check_matrix(const matrix *m, const read_spec *spec)
 		fuzz_fail("a rank the spec does not accept");
 	if (!m->v)
 		fuzz_fail("no values");
-	for (size_t r = 0; r < 3; r++)
+	for (size_t r = 0; r < 4; r++)
 		if (r < m->rank ? m->dim[r] == 0 : m->dim[r] != 1)
 			fuzz_fail("a dimension of 0, or not 1 past the rank");
 	if (m->is_bool && !(spec->flags & READ_BOOL))

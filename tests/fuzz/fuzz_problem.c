@@ -40,6 +40,7 @@ static void check_problem(const struct problem *p)
 	const mha_dims *d = &p->d;
 
 	if (d->n_q != matrix_rows(&p->x) || d->d_q_in != matrix_cols(&p->x) ||
+	    (p->x.rank == 3) != (p->batch != 0) || d->batch != p->batch ||
 	    d->heads * d->d_k != d->d_q_in || p->in.xq != p->x.v)
 		fuzz_fail("problem_load: shapes that are not X's");
 	if ((p->labels.query && p->labels.n_query != d->n_q) ||
@@ -70,36 +71,69 @@ static void check_copies(const struct step_items *list)
 	}
 }
 
-/* every step kept and collected: each item as its step's axes say */
+/* a batch (3-D X): each sequence's steps kept apart, as 'mha forward' keeps them */
+#define MOST_SEQUENCES 4
+
+struct keep_batch {
+	struct step_results res[MOST_SEQUENCES];
+	size_t cur;
+};
+
+static int keep_sequence(void *ctx, size_t b)
+{
+	((struct keep_batch *)ctx)->cur = b;
+	return 0;
+}
+
+static int keep_step(void *ctx, mha_stage stage, int head, const double *m, size_t rows, size_t cols)
+{
+	struct keep_batch *k = ctx;
+
+	return steps_keep(&k->res[k->cur], stage, head, m, rows, cols);
+}
+
+/* every step kept and collected: each item, of each sequence, as its step's axes say */
 static void run_steps(const struct problem *p)
 {
 	const mha_dims *d = &p->d;
-	struct step_results res = { .heads = d->heads, .mask_per_head = p->cfg.mask.per_head };
-	struct step_items list = { 0 };
+	const size_t B = problem_sequences(p);
+	struct keep_batch kb;
 	struct step_facts f;
 	mha_observer obs;
 	mha_report rep;
 	matrix out = { 0 };
 	unsigned all;
 
-	if (d->n_q * d->n_kv * d->heads > MOST_CELLS)
+	if (d->n_q * d->n_kv * d->heads * B > MOST_CELLS || B > MOST_SEQUENCES)
 		return;
+	memset(&kb, 0, sizeof(kb));
+	for (size_t b = 0; b < B; b++) {
+		kb.res[b].heads = d->heads;
+		kb.res[b].mask_per_head = p->cfg.mask.per_head;
+	}
 	problem_facts(p, 0, &f);
 	all = steps_print_set(0, 1, &f) | steps_every(&f);
-	obs = (mha_observer){ .fn = steps_keep, .ctx = &res,
+	obs = (mha_observer){ .fn = keep_step, .ctx = &kb, .sequence = keep_sequence,
 			      .wanted = steps_stages(all, d->heads) };
 	if (problem_check_memory(p, obs.wanted, 0) == 0 &&
 	    problem_forward(&out, p, &obs, 0, &rep) == 0) {
 		f.scale = rep.scale;
-		if (steps_stack(&res) == 0 && steps_collect(&list, &res, all, &f, &p->x, &out) == 0) {
-			for (size_t i = 0; i < list.n; i++)
-				if (!shaped_as_axes(&list.v[i], d))
-					fuzz_fail("steps_collect: an item not shaped as its axes say");
-			check_copies(&list);
+		for (size_t b = 0; b < B; b++) {
+			struct step_items list = { 0 };
+			const matrix x = step_plane(&p->x, b), o = step_plane(&out, b);
+
+			if (steps_stack(&kb.res[b]) == 0 &&
+			    steps_collect(&list, &kb.res[b], all, &f, &x, &o) == 0) {
+				for (size_t i = 0; i < list.n; i++)
+					if (!shaped_as_axes(&list.v[i], d))
+						fuzz_fail("steps_collect: an item not shaped as its axes say");
+				check_copies(&list);
+			}
+			steps_items_free(&list);
 		}
 	}
-	steps_items_free(&list);
-	steps_results_free(&res);
+	for (size_t b = 0; b < B; b++)
+		steps_results_free(&kb.res[b]);
 	matrix_free(&out);
 }
 

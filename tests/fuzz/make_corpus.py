@@ -99,7 +99,8 @@ def npy_seeds():
         "1d.npy": npy(np.array([1.0, 2.0, 3.0])),
         "3d-fortran.npy": npy(np.arange(8, dtype="<f8").reshape(2, 2, 2), fortran=True),
         "bad-scalar.npy": npy(np.array(1.0)),
-        "bad-4d.npy": npy(np.zeros((1, 1, 1, 2))),
+        "4d.npy": npy(np.zeros((2, 1, 1, 2))),
+        "bad-5d.npy": npy(np.zeros((1, 1, 1, 1, 2))),
         "bad-u8.npy": npy(np.array([[2**53 + 1]], dtype="<u8")),
         "bad-c16.npy": npy(np.array([[1j]], dtype="<c16")),
         "bad-struct.npy": npy(np.zeros(2, dtype=[("a", "<f8"), ("b", "<i4")])),
@@ -218,6 +219,7 @@ def main():
         "unknown": "-q\n--nope\nstray",
         "tokens": "-x\nx\n--tokens\nThe,bear\n--kv-tokens\na,b\n--max-memory\n1.5GiB\n--color",
         "explain": "-x\nx\n--explain\n--cell\n1,2\n--colour=never\n--max-memory\nnone",
+        "batch": "-x\nx\n--kv-len\n5,3,4\n--sequence\n2\n--explain\n--mask\nm.npy",
         "nul-separated": b"-x\0x\0--causal\0bottom-right\0--seed\0" + b"18446744073709551616",
     }
     for name, text in args.items():
