@@ -638,6 +638,21 @@ int model_load(weights *w, struct problem_spec *s, const char *path)
 		ckpt_free(&c);
 		return -1;
 	}
+	if (s->family == FAMILY_LLAMA) {
+		/* Qwen3, OLMo 2: an RMSNorm on each head's q and k before the rotation */
+		static const char *const norms[] = { "q_norm.weight", "k_norm.weight" };
+
+		for (size_t k = 0; k < 2; k++) {
+			char name[4200];
+
+			snprintf(name, sizeof(name), "%s%s%s", module, *module ? "." : "", norms[k]);
+			if (ckpt_find(&c, name) >= 0) {
+				ckpt_free(&c);
+				return error("%s: \"%s\": this attention normalises q and k (Qwen3, OLMo "
+					     "2), which mha does not compute", path, name);
+			}
+		}
+	}
 	for (size_t k = 0; k < sizeof(fam->t) / sizeof(fam->t[0]) && fam->t[k].suffix && !rc; k++) {
 		char name[4200], src[8400];
 		matrix m;
