@@ -61,7 +61,7 @@ DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq \
 
 LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c
 CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
-          cli/read_npy.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
+          cli/read_npy.c cli/read_safetensors.c cli/model.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
           cli/cmd_forward.c cli/cmd_heatmap.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c cli/steps.c cli/problem.c cli/emit.c \
           cli/meta.c cli/zip.c
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
@@ -69,7 +69,8 @@ CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o
 
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
-        test-formats test-npy test-npz test-schema test-samples test-docs test-install FORCE
+        test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
+        test-install FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -150,7 +151,7 @@ demo: deps
 check: deps
 	$(MAKE) STRICT=-Werror all tests/test_lib
 	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-npz \
-		test-schema test-samples test-docs test-install
+		test-checkpoint test-schema test-samples test-docs test-install
 	@echo "make check: all tests passed"
 
 # mha against PyTorch (and the machine's GEMM rate) on this machine: not part of check
@@ -192,6 +193,10 @@ test-npy: mha
 # -o run.npz against the JSON output, and against np.save's bytes
 test-npz: mha tests/zip_test
 	$(PYTHON) tests/npz_check.py ./mha tests/zip_test
+
+# safetensors checkpoints, config.json and the model families against NumPy
+test-checkpoint: mha
+	$(PYTHON) tests/checkpoint_check.py ./mha
 
 # the JSON output's schema as README.md's tables give it, over every kind of run
 test-schema: mha
@@ -243,7 +248,7 @@ clean:
 
 FUZZ_CC       ?= $(shell command -v clang-14 2>/dev/null || echo clang)
 FUZZ_PACKAGES  = clang libclang-rt-14-dev
-FUZZ_TARGETS   = json csv npy weights format args problem
+FUZZ_TARGETS   = json csv npy safetensors weights format args problem
 FUZZ_SAN       = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # clang warns where gcc, the real build's compiler, does not: a va_list
 # format (msg.c) and casts to the kernels' aligned vectors (kernel.c)
@@ -378,6 +383,7 @@ check-asan: deps
 	$(ASAN_ENV) $(PYTHON) tests/formats_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/npy_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/npz_check.py $(ASAN_DIR)/mha
+	$(ASAN_ENV) $(PYTHON) tests/checkpoint_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/schema_check.py $(ASAN_DIR)/mha README.md
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh samples/run.sh
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha MHA_LIB=$(ASAN_DIR)/libmha.a CC='$(CC) $(ASAN_FLAGS)' \

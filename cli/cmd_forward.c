@@ -12,6 +12,7 @@
 #include "budget.h"
 #include "emit.h"
 #include "forward.h"
+#include "model.h"
 #include "problem.h"
 #include "steps.h"
 
@@ -241,7 +242,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 	enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV_HEADS, O_SCALE,
 	       O_CAUSAL, O_WINDOW, O_SINKS, O_ALIBI, O_ALIBI_SLOPES, O_ROPE, O_ROPE_THETA, O_ROPE_DIM, O_POSITIONS,
 	       O_ROPE_COS, O_ROPE_SIN, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
-	       O_EXACT,
+	       O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
 	       O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
 	       O_ONE /* + WQ … BO */ };
 	static const struct option longopts[] = {
@@ -264,6 +265,9 @@ static int parse_options(int argc, char **argv, struct options *o,
 		{ "bv", required_argument, NULL, O_ONE + BV },
 		{ "bo", required_argument, NULL, O_ONE + BO },
 		{ "layout", required_argument, NULL, O_LAYOUT },
+		{ "config", required_argument, NULL, O_CONFIG },
+		{ "layer", required_argument, NULL, O_LAYER },
+		{ "prefix", required_argument, NULL, O_PREFIX },
 		{ "heads", required_argument, NULL, O_HEADS },
 		{ "kv-heads", required_argument, NULL, O_KV_HEADS },
 		{ "scale", required_argument, NULL, O_SCALE },
@@ -333,6 +337,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 		case O_ALIBI: o->spec.cfg.alibi.on = 1; break;
 		case O_ALIBI_SLOPES: o->spec.alibi_slopes = optarg; o->spec.cfg.alibi.on = 1; break;
 		case O_ROPE:
+			o->spec.given |= GIVEN_ROPE;
 			if (!strcmp(optarg, "half")) {
 				o->spec.cfg.rope.mode = MHA_ROPE_HALF;
 			} else if (!strcmp(optarg, "interleaved")) {
@@ -343,6 +348,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 			}
 			break;
 		case O_ROPE_THETA:
+			o->spec.given |= GIVEN_ROPE_THETA;
 			if (parse_real(hint, "--rope-theta", optarg, &o->spec.cfg.rope.theta))
 				return -1;
 			if (o->spec.cfg.rope.theta <= 0) {
@@ -352,6 +358,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 			}
 			break;
 		case O_ROPE_DIM:
+			o->spec.given |= GIVEN_ROPE_DIM;
 			if (opt_count(hint, "--rope-dim", optarg, SIZE_MAX / 2, &o->spec.cfg.rope.dim))
 				return -1;
 			if (o->spec.cfg.rope.dim % 2) {
@@ -367,30 +374,51 @@ static int parse_options(int argc, char **argv, struct options *o,
 		case O_ONE + BQ: case O_ONE + BK: case O_ONE + BV: case O_ONE + BO:
 			o->spec.one[c - O_ONE] = optarg;
 			break;
-		case O_LAYOUT:
-			if (!strcmp(optarg, "mha")) {
-				o->spec.layout = LAYOUT_MHA;
-			} else if (!strcmp(optarg, "torch")) {
-				o->spec.layout = LAYOUT_TORCH;
-			} else {
-				usage_error(hint, "--layout takes mha or torch, not '%s'", optarg);
+		case O_LAYOUT: {
+			/* a family's checkpoint names and layout; torch is both */
+			static const char *const names[] = { "mha", "llama", "gpt2", "bert", "torch" };
+			size_t i = 0;
+
+			while (i < 5 && strcmp(optarg, names[i]))
+				i++;
+			if (i == 5) {
+				usage_error(hint, "--layout takes mha, torch, llama, gpt2 or bert, not '%s'",
+					    optarg);
 				return -1;
 			}
+			o->spec.family = (model_family)i;
+			o->spec.layout = i == FAMILY_GPT2 || i == FAMILY_NONE ? LAYOUT_MHA : LAYOUT_TORCH;
+			o->spec.given |= GIVEN_LAYOUT;
+			break;
+		}
+		case O_CONFIG: o->spec.config = optarg; break;
+		case O_PREFIX: o->spec.prefix = optarg; break;
+		case O_LAYER:
+			if (!strcmp(optarg, "0")) {
+				o->spec.layer = 0;
+			} else if (opt_count(hint, "--layer", optarg, SIZE_MAX / 2, &o->spec.layer)) {
+				return -1;
+			}
+			o->spec.has_layer = 1;
 			break;
 		case 'o': o->emit.output = optarg; break;
 		case O_HEADS:
+			o->spec.given |= GIVEN_HEADS;
 			if (opt_count(hint, "--heads", optarg, SIZE_MAX / 2, &o->spec.heads))
 				return -1;
 			break;
 		case O_KV_HEADS:
+			o->spec.given |= GIVEN_KV_HEADS;
 			if (opt_count(hint, "--kv-heads", optarg, SIZE_MAX / 2, &o->spec.kv_heads))
 				return -1;
 			break;
 		case O_SCALE:
+			o->spec.given |= GIVEN_SCALE;
 			if (parse_scale(hint, optarg, &o->spec.cfg))
 				return -1;
 			break;
 		case O_CAUSAL:
+			o->spec.given |= GIVEN_CAUSAL;
 			if (!optarg || !strcmp(optarg, "top-left")) {
 				o->spec.cfg.causal = MHA_CAUSAL_TOP_LEFT;
 			} else if (!strcmp(optarg, "bottom-right")) {
@@ -454,6 +482,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 				return -1;
 			break;
 		case O_WINDOW:
+			o->spec.given |= GIVEN_WINDOW;
 			if (parse_window(hint, optarg, &o->spec.cfg.window))
 				return -1;
 			break;
@@ -565,6 +594,12 @@ static int check_option_combinations(struct options *o)
 	if (o->mask_bool && !s->mask)
 		return usage_error(hint, "--mask-bool says what a --mask file's booleans mean: "
 				   "give --mask FILE");
+	if (s->has_layer && s->prefix)
+		return usage_error(hint, "--layer and --prefix cannot be used together (--prefix "
+				   "names the module whole)");
+	if ((s->has_layer || s->prefix) && !s->w)
+		return usage_error(hint, "%s picks a module of a checkpoint: give -w",
+				   s->has_layer ? "--layer" : "--prefix");
 	if (!s->rope_cos != !s->rope_sin)
 		return usage_error(hint, "--rope-cos and --rope-sin go together: missing %s",
 				   s->rope_cos ? "--rope-sin" : "--rope-cos");
@@ -573,7 +608,7 @@ static int check_option_combinations(struct options *o)
 				   "(the tables give the angles)");
 	{
 		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->w, s->q, s->k, s->v,
-					      s->mask, s->positions, s->rope_cos, s->rope_sin };
+					      s->mask, s->positions, s->rope_cos, s->rope_sin, s->config };
 		int stdin_uses = 0;
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
@@ -734,6 +769,12 @@ int forward_run(int argc, char **argv, const struct forward_command *cmd)
 	case 1: free(o.kv_lens); return EXIT_OK;
 	case 0: break;
 	default: free(o.kv_lens); return EXIT_USAGE;
+	}
+	/* config.json's settings under the command line's, before they are checked */
+	budget_init(o.max_memory);
+	if (model_config(&o.spec)) {
+		free(o.kv_lens);
+		return EXIT_DATA;
 	}
 	if (check_option_combinations(&o) || refuse_output_over_input(&o)) {
 		free(o.kv_lens);

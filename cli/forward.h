@@ -38,7 +38,16 @@ int forward_check(int argc, char **argv, const struct forward_command *c);
 	"      --layout L        mha (default): weights d_in x d_out; torch: PyTorch's\n" \
 	"                        d_out x d_in, applied as x*W^T, and the names of\n" \
 	"                        nn.MultiheadAttention's state_dict (in_proj_weight,\n" \
-	"                        in_proj_bias, out_proj.weight, out_proj.bias, ...)\n" \
+	"                        in_proj_bias, out_proj.weight, out_proj.bias, ...);\n" \
+	"                        llama, gpt2, bert: that model family's safetensors\n" \
+	"                        checkpoint (-w a .safetensors file, its index.json or\n" \
+	"                        their folder; default: config.json's model_type, or\n" \
+	"                        the tensors' names)\n" \
+	"      --layer N         the checkpoint's attention layer N (from 0)\n" \
+	"      --prefix P        the attention module whose tensor names start with P\n" \
+	"      --config FILE     Hugging Face's config.json (default: the one beside\n" \
+	"                        the checkpoint): heads, key/value heads, rope, window\n" \
+	"                        and causality, under the options given here\n" \
 	"      --kv FILE         keys and values from this matrix (cross-attention)\n" \
 	"      --xk FILE, --xv FILE\n" \
 	"                        keys from one matrix and values from another (as\n" \

@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,9 +35,24 @@ static void forget(const char *tmp)
 			pending[i] = NULL;
 }
 
-/* unlink is async-signal-safe; then die of the signal as if not caught */
+/* the signals that remove pending temporary files before the process dies */
+static const int cleanup_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+
+/* the thread that opens output files; the computation's threads are others */
+static pthread_t main_thread;
+
+/*
+ * unlink is async-signal-safe; then die of the signal as if not caught.
+ * A signal taken by one of the computation's threads is passed to the
+ * main thread, which blocks the signals while a temporary file is created
+ * and not yet remembered (pthread_kill and pthread_self are async-signal-safe).
+ */
 static void on_signal(int sig)
 {
+	if (!pthread_equal(pthread_self(), main_thread)) {
+		pthread_kill(main_thread, sig);
+		return;
+	}
 	for (size_t i = 0; i < MAX_PENDING; i++)
 		if (pending[i])
 			unlink(pending[i]);
@@ -46,19 +62,19 @@ static void on_signal(int sig)
 
 void outfile_cleanup_on_signals(void)
 {
-	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 	struct sigaction sa;
 
+	main_thread = pthread_self();
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+	for (size_t i = 0; i < sizeof(cleanup_signals) / sizeof(cleanup_signals[0]); i++) {
 		struct sigaction old;
 
 		/* a signal the caller chose to ignore stays ignored (nohup, &) */
-		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+		if (sigaction(cleanup_signals[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
 			continue;
-		sigaction(sigs[i], &sa, NULL);
+		sigaction(cleanup_signals[i], &sa, NULL);
 	}
 }
 
@@ -193,9 +209,23 @@ int outfile_open(outfile *o, const char *path)
 	}
 	strcpy(o->tmp, o->target);
 	strcat(o->tmp, suffix);
-	fd = mkstemp(o->tmp);
-	if (fd >= 0)
-		remember(o->tmp);
+	/*
+	 * The file exists from mkstemp on: a signal before remember() would
+	 * leave it behind (a busy machine can preempt us right there), so the
+	 * signals wait until its name is remembered.
+	 */
+	{
+		sigset_t block, was;
+
+		sigemptyset(&block);
+		for (size_t i = 0; i < sizeof(cleanup_signals) / sizeof(cleanup_signals[0]); i++)
+			sigaddset(&block, cleanup_signals[i]);
+		pthread_sigmask(SIG_BLOCK, &block, &was);
+		fd = mkstemp(o->tmp);
+		if (fd >= 0)
+			remember(o->tmp);
+		pthread_sigmask(SIG_SETMASK, &was, NULL);
+	}
 	if (fd < 0) {
 		int e = errno;
 

@@ -8,6 +8,7 @@
  * give both shapes.
  */
 #include "problem.h"
+#include "model.h"
 
 #include "budget.h"
 #include "cli.h"
@@ -206,8 +207,9 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	snprintf(p->v_src, sizeof(p->v_src), "--v %s", s->v ? path_shown(s->v) : "");
 	snprintf(p->mask_src, sizeof(p->mask_src), "--mask %s", s->mask ? path_shown(s->mask) : "");
 	{
+		/* a checkpoint is read a tensor at a time, never whole */
 		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->q, s->k, s->v, s->mask,
-					      s->w, s->sinks, s->alibi_slopes, s->positions,
+					      model_is_checkpoint(s->w) ? NULL : s->w, s->sinks, s->alibi_slopes, s->positions,
 					      s->rope_cos, s->rope_sin };
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
@@ -232,8 +234,19 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 			   read_matrix(&p->v, s->v, &vs)))
 		return -1;
 	p->w.layout = s->layout;
-	if (s->w && weights_load(&p->w, s->w, s->layout))
+	if (s->w && model_is_checkpoint(s->w)) {
+		if (model_load(&p->w, &p->spec, s->w))
+			return -1;
+	} else if (s->family && s->family != FAMILY_TORCH) {
+		return error("%s: --layout %s reads a safetensors checkpoint: give -w a .safetensors "
+			     "file or its folder", s->w ? s->w : "-w", s->family == FAMILY_LLAMA ? "llama" :
+			     s->family == FAMILY_GPT2 ? "gpt2" : "bert");
+	} else if (s->w && (s->has_layer || s->prefix)) {
+		return error("%s: %s picks a module of a safetensors checkpoint", s->w,
+			     s->has_layer ? "--layer" : "--prefix");
+	} else if (s->w && weights_load(&p->w, s->w, s->layout)) {
 		return -1;
+	}
 	for (int i = 0; i < N_WEIGHTS; i++)
 		if (s->one[i] && weights_load_one(&p->w, i, weight_options[i], s->one[i], s->layout))
 			return -1;
@@ -1011,6 +1024,7 @@ int problem_input_ids(const struct problem_spec *s, input_ids *ids)
 		{ "--sinks", s->sinks }, { "--alibi-slopes", s->alibi_slopes },
 		{ "--sinks", s->sinks }, { "--positions", s->positions },
 		{ "--rope-cos", s->rope_cos }, { "--rope-sin", s->rope_sin },
+		{ "--config", s->config },
 	};
 	int rc = 0;
 
@@ -1020,7 +1034,9 @@ int problem_input_ids(const struct problem_spec *s, input_ids *ids)
 	for (int i = 0; i < N_WEIGHTS && !rc; i++)
 		if (s->one[i])
 			rc = input_ids_add(ids, weight_options[i], s->one[i]);
-	if (!rc && s->w)
+	if (!rc && s->w && model_is_checkpoint(s->w))
+		rc = model_files(s->w, add_input, ids); /* its shards, index and config */
+	else if (!rc && s->w)
 		rc = weights_files(s->w, add_input, ids); /* a directory: every file it may read */
 	return rc;
 }

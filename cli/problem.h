@@ -30,6 +30,12 @@ struct problem_spec {
 	const char *rope_cos, *rope_sin;/* --rope-cos, --rope-sin: rope's tables, or NULL */
 	const char *one[N_WEIGHTS];     /* --wq … --bo: one weight from its own file */
 	weight_layout layout;
+	model_family family;            /* --layout llama|gpt2|bert|torch, or config.json's */
+	const char *config;             /* --config: Hugging Face's config.json, or NULL */
+	const char *prefix;             /* --prefix: the attention module's names' start */
+	size_t layer;                   /* --layer, when has_layer */
+	int has_layer;
+	unsigned given;                 /* GIVEN_ bits (model.h): what config.json leaves alone */
 	size_t heads, kv_heads;         /* at least 1; kv_heads divides heads (0: heads) */
 	mha_config cfg;                 /* the options; problem_load adds the mask */
 	int mask_block;                 /* --mask-bool block: a boolean mask's true blocks

@@ -183,6 +183,21 @@ static int load_file(weights *w, int slot, const char *path, const char *src, in
 	return put(w, slot, &m, src, replace);
 }
 
+int weights_put_key(weights *w, const char *key, matrix *m, const char *src)
+{
+	const int slot = slot_of(key, w->layout, src);
+
+	if (slot < 0) {
+		matrix_free(m);
+		return -1;
+	}
+	if (put(w, slot, m, src, 0))
+		return -1;
+	if (is_torch_key(key))
+		w->torch_named |= 1u << slot;
+	return 0;
+}
+
 static int load_object(weights *w, const input_file *in, const char *src)
 {
 	const char *given[UNSUPPORTED] = { NULL };

@@ -27,6 +27,10 @@ extern const char *const weight_options[N_WEIGHTS];
 
 typedef enum { LAYOUT_MHA, LAYOUT_TORCH } weight_layout;
 
+/* A model family's checkpoint (--layout llama|gpt2|bert|torch, model.c):
+ * its tensor names, and the layout its weights are in. */
+typedef enum { FAMILY_NONE, FAMILY_LLAMA, FAMILY_GPT2, FAMILY_BERT, FAMILY_TORCH } model_family;
+
 typedef struct weights {
 	matrix m[N_WEIGHTS];       /* rank 0 where none was given */
 	char *src[N_WEIGHTS];      /* where each came from: "-w w.json", "--wq q.csv" */
@@ -45,6 +49,10 @@ int weights_files(const char *path, int (*fn)(void *ctx, const char *file), void
 /* --wq FILE and the like: which is WQ … BO; replaces what -w gave. */
 int weights_load_one(weights *w, int which, const char *opt, const char *path,
 		     weight_layout layout);
+/* One weight under key (mha's name, or nn.MultiheadAttention's under
+ * the PyTorch layout), as a -w JSON object gives it: m is taken (emptied)
+ * or freed; src says where it came from.  0, or -1 said. */
+int weights_put_key(weights *w, const char *key, matrix *m, const char *src);
 /*
  * Make every weight (d_in, d_out) and every bias a vector: per-head 3-D
  * arrays become column blocks (checked against heads and kv_heads), the

@@ -1732,23 +1732,26 @@ START_TEST(test_batch_fast_observer)
 END_TEST
 
 /*
- * ALiBi and rotary embeddings in a batch whose sequences have key lengths
- * of their own: bottom-right puts each sequence's queries at its own
- * positions (kv_lens[b] - n_q + i), which both take.  Plain and fast
- * against the reference run on each sequence alone; the fast path the very
- * bits of each sequence alone.
+ * Everything at once: a batch whose sequences have key lengths of their
+ * own, grouped-query heads, a window, rotary embeddings, ALiBi, sinks and
+ * a softcap.  Bottom-right puts each sequence's queries at its own
+ * positions (kv_lens[b] - n_q + i), which the window, ALiBi and RoPE all
+ * take.  Plain and fast against the reference run on each sequence alone;
+ * the fast path the very bits of each sequence alone, on 1 and 2 threads;
+ * float32 close to float64.
  */
 START_TEST(test_batch_rope_alibi)
 {
 	const size_t B = 3, nq = 4, nkv = 6, dm = 8;
 	const size_t kv_lens[3] = { 6, 3, 5 };
+	static const double sinks[2] = { 0.5, -1.0 };
 	double *x = rnd_matrix(B * nq * dm), *kv = rnd_matrix(B * nkv * dm), *W[3];
 	double plain[3 * 4 * 8], fast[3 * 4 * 8], one[4 * 8];
 	mha_dims d = { .n_q = nq, .n_kv = nkv, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
 		       .heads = 2, .kv_heads = 1, .d_k = 4, .d_v = 4, .batch = B };
 	mha_config cfg = { .causal = MHA_CAUSAL_BOTTOM_RIGHT, .kv_lens = kv_lens,
 			   .alibi = { .on = 1 }, .rope = { .mode = MHA_ROPE_HALF },
-			   .window = { 1, 2, -1 } };
+			   .window = { 1, 2, -1 }, .sinks = sinks, .softcap = 4 };
 	mha_weights w;
 	char what[64];
 
@@ -1778,6 +1781,36 @@ START_TEST(test_batch_rope_alibi)
 		ck_assert_msg(!memcmp(one, fast + b * nq * 8, sizeof(one)),
 			      "sequence %zu: the batch's fast path differs from the sequence alone", b);
 		ref_free(&r);
+	}
+	/* threads: the same bits; float32: close to float64 */
+	{
+		float fx[3 * 4 * 8], fkv[3 * 6 * 8], fW[3][8 * 8], fout[3 * 4 * 8];
+		double two[3 * 4 * 8], worst = 0, maxabs = 0;
+		const size_t wn[3] = { dm * 8, dm * 4, dm * 4 };
+
+		cfg.threads = 2;
+		ck_assert_int_eq(mha_forward(two, &d, &(mha_inputs){ x, kv, kv }, &w, &cfg, NULL, NULL),
+				 MHA_OK);
+		cfg.threads = 1;
+		ck_assert_int_eq(mha_forward(fast, &d, &(mha_inputs){ x, kv, kv }, &w, &cfg, NULL, NULL),
+				 MHA_OK);
+		ck_assert_msg(!memcmp(two, fast, sizeof(two)), "1 and 2 threads differ");
+		for (size_t i = 0; i < B * nq * dm; i++)
+			fx[i] = (float)x[i];
+		for (size_t i = 0; i < B * nkv * dm; i++)
+			fkv[i] = (float)kv[i];
+		for (int m = 0; m < 3; m++)
+			for (size_t i = 0; i < wn[m]; i++)
+				fW[m][i] = (float)W[m][i];
+		ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ fx, fkv, fkv },
+						 &(mha_weights_f32){ .W_Q = fW[0], .W_K = fW[1],
+								     .W_V = fW[2] }, &cfg, NULL),
+				 MHA_OK);
+		for (size_t i = 0; i < B * nq * 8; i++) {
+			maxabs = fmax(maxabs, fabs(plain[i]));
+			worst = fmax(worst, fabs((double)fout[i] - plain[i]));
+		}
+		ck_assert_msg(worst <= 1e-5 * maxabs, "float32 off by %g (largest %g)", worst, maxabs);
 	}
 	for (int i = 0; i < 3; i++)
 		free(W[i]);

@@ -117,7 +117,48 @@ def npy_seeds():
     return s
 
 
+def safetensors(tensors, pad=True):
+    """The published layout: u64 header length, JSON header, data."""
+    import json
+    import struct
+    header, data = {}, b""
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    if pad:
+        h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def safetensors_seeds():
+    f32 = np.array([[1, -2], [0.5, 3]], dtype="<f4").tobytes()
+    bf16 = np.array([[0x3F80, 0xC000]], dtype="<u2").tobytes()
+    s = {
+        "f32.safetensors": safetensors({"a.weight": ("F32", [2, 2], f32),
+                                        "a.bias": ("F64", [2], np.ones(2).tobytes())}),
+        "bf16-f16.safetensors": safetensors({"b": ("BF16", [1, 2], bf16),
+                                             "h": ("F16", [2], np.array([1, 65504], "<f2").tobytes()),
+                                             "i": ("I64", [1], np.ones(1, "<i8").tobytes()),
+                                             "m": ("BOOL", [2], b"\x01\x00")}),
+        "3d.safetensors": safetensors({"t": ("F32", [1, 2, 2], f32)}, pad=False),
+        "empty.safetensors": safetensors({}),
+        "bad-overlap.safetensors": safetensors({"a": ("F32", [2, 2], f32)})[:-16] + f32,
+        "bad-inf.safetensors": safetensors({"a": ("F32", [1], np.array([np.inf], "<f4").tobytes())}),
+    }
+    h = b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}}'
+    s["bad-overlap.safetensors"] = len(h).to_bytes(8, "little") + h + bytes(8)
+    h = b'{"a":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]},"__metadata__":{"x":"y"}}'
+    s["bad-dtype.safetensors"] = len(h).to_bytes(8, "little") + h + bytes(1)
+    s["bad-length.safetensors"] = (1 << 40).to_bytes(8, "little") + b"{}"
+    s["bad-json.safetensors"] = (4).to_bytes(8, "little") + b"{\"a\""
+    return s
+
+
 def main():
+    for name, data in safetensors_seeds().items():
+        put("safetensors", name, data)
     for name, text in JSON.items():
         put("json", name, text)
     for name, text in CSV.items():

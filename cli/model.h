@@ -1,0 +1,52 @@
+/*
+ * model.h: one attention layer out of a model's published checkpoint: a
+ * safetensors file, a folder of them (sharded, with
+ * model.safetensors.index.json), and Hugging Face's config.json beside it.
+ *
+ * A model family (--layout llama|gpt2|bert|torch, or config.json's
+ * model_type) says what its attention's tensors are called and how they are
+ * laid out; --layer N or --prefix P says which module; everything else in
+ * the checkpoint (embeddings, MLPs, norms) is never read.  config.json sets
+ * the heads, the rotary embedding, the window and causality the family
+ * implies, under whatever the command line gave.  Not a model runner: one
+ * attention, as mha computes it.
+ */
+#ifndef MHA_CLI_MODEL_H
+#define MHA_CLI_MODEL_H
+
+#include "problem.h"
+#include "weights.h"
+
+/* What the command line gave, so that config.json leaves it alone. */
+enum {
+	GIVEN_HEADS = 1u << 0, GIVEN_KV_HEADS = 1u << 1, GIVEN_ROPE = 1u << 2,
+	GIVEN_ROPE_THETA = 1u << 3, GIVEN_ROPE_DIM = 1u << 4, GIVEN_WINDOW = 1u << 5,
+	GIVEN_CAUSAL = 1u << 6, GIVEN_LAYOUT = 1u << 7, GIVEN_SCALE = 1u << 8
+};
+
+/* -w path names a checkpoint: a .safetensors file, a
+ * *.safetensors.index.json, or a folder holding either. */
+int model_is_checkpoint(const char *path);
+
+/* Each file of the checkpoint at path (its shards, index and config.json)
+ * passed to fn: the first nonzero fn returns, or 0. */
+int model_files(const char *path, int (*fn)(void *ctx, const char *file), void *ctx);
+
+/*
+ * --config FILE, or the config.json beside a checkpoint -w names: its keys
+ * set s's family (model_type), heads, kv_heads, rope, window, causality and
+ * scale where s->given says the command line did not.  No config: nothing.
+ * 0, or -1 said (a value of the wrong type names its key).
+ */
+int model_config(struct problem_spec *s);
+
+/*
+ * The attention weights of one module of the checkpoint at path (see
+ * model_is_checkpoint), in the family's layout, into w: s->family (found
+ * from the tensors' names when none), s->layer or s->prefix.  s->layout is
+ * set to the family's.  0, or -1 said (a missing tensor's message lists
+ * the names nearest to it).
+ */
+int model_load(weights *w, struct problem_spec *s, const char *path);
+
+#endif

@@ -1,0 +1,436 @@
+/*
+ * read_safetensors.c: the safetensors reader (safetensors.h): the header
+ * checked whole against the file before anything past it is read, then one
+ * tensor at a time with pread(), converted exactly to float64.
+ */
+#include "safetensors.h"
+#include "budget.h"
+#include "cli.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The dtypes of the format, with their sizes: every one is known, so a
+ * checkpoint's int64 buffers are checked too; mha reads the first four. */
+static const struct {
+	const char *name;
+	unsigned size;
+} dtypes[] = {
+	{ "F64", 8 }, { "F32", 4 }, { "F16", 2 }, { "BF16", 2 },
+	{ "I64", 8 }, { "I32", 4 }, { "I16", 2 }, { "I8", 1 },
+	{ "U64", 8 }, { "U32", 4 }, { "U16", 2 }, { "U8", 1 },
+	{ "BOOL", 1 }, { "F8_E4M3", 1 }, { "F8_E5M2", 1 },
+};
+enum { DT_F64, DT_F32, DT_F16, DT_BF16, N_READABLE };
+#define N_DTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
+
+/* the reference implementation refuses a longer header */
+#define MAX_HEADER (100u * 1000 * 1000)
+/* exact integers in a JSON number */
+#define MAX_EXACT 9007199254740992.0
+
+const char *st_dtype_name(int dtype)
+{
+	return dtype >= 0 && (size_t)dtype < N_DTYPES ? dtypes[dtype].name : "?";
+}
+
+const char *st_shape(const st_tensor *t, char *buf, size_t size)
+{
+	size_t at = 0;
+
+	at += (size_t)snprintf(buf, size, "(");
+	for (size_t i = 0; i < t->rank && at < size; i++)
+		at += (size_t)snprintf(buf + at, size - at, "%s%llu", i ? ", " : "",
+				       (unsigned long long)t->dim[i]);
+	if (at < size)
+		snprintf(buf + at, size - at, ")");
+	return buf;
+}
+
+/* A JSON number that is a whole number from 0, exactly: 0 and *out, or -1. */
+static int whole(const cJSON *e, uint64_t *out)
+{
+	if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) || e->valuedouble >= MAX_EXACT ||
+	    e->valuedouble != floor(e->valuedouble))
+		return -1;
+	*out = (uint64_t)e->valuedouble;
+	return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(((const st_tensor *)a)->name, ((const st_tensor *)b)->name);
+}
+
+static int by_begin(const void *a, const void *b)
+{
+	const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
+
+	return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* One entry of the header: name -> {dtype, shape, data_offsets}. */
+static int parse_entry(st_tensor *t, const cJSON *e, const char *path, uint64_t data_size,
+		       uint64_t data_at)
+{
+	const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+	const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+	const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+	const char *name = e->string;
+	uint64_t count = 1, begin, end;
+	int zero = 0, huge = 0;
+	const cJSON *d;
+
+	if (!cJSON_IsObject(e))
+		return error("%s: tensor \"%s\": expected an object with dtype, shape and "
+			     "data_offsets", path, name);
+	if (!cJSON_IsString(dt))
+		return error("%s: tensor \"%s\": no dtype (a string such as \"F32\")", path, name);
+	for (t->dtype = 0; (size_t)t->dtype < N_DTYPES; t->dtype++)
+		if (!strcmp(dt->valuestring, dtypes[t->dtype].name))
+			break;
+	if ((size_t)t->dtype == N_DTYPES)
+		return error("%s: tensor \"%s\": unknown dtype \"%s\" (expected F64, F32, F16, "
+			     "BF16, an integer type, BOOL or F8_E4M3/F8_E5M2)", path, name,
+			     dt->valuestring);
+	if (!cJSON_IsArray(shape))
+		return error("%s: tensor \"%s\": no shape (a list of whole numbers)", path, name);
+	t->rank = 0;
+	cJSON_ArrayForEach(d, shape) {
+		uint64_t v;
+
+		if (t->rank == ST_MAX_RANK)
+			return error("%s: tensor \"%s\": more than %d dimensions", path, name,
+				     ST_MAX_RANK);
+		if (whole(d, &v))
+			return error("%s: tensor \"%s\": shape holds something other than whole "
+				     "numbers from 0", path, name);
+		t->dim[t->rank++] = v;
+		/* overflow-checked: a product past the data cannot fit anyway */
+		if (!v)
+			zero = 1;
+		else if (count > data_size / v)
+			huge = 1;
+		else
+			count *= v;
+	}
+	if (zero) {
+		count = 0;
+		huge = 0;
+	}
+	if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
+	    whole(cJSON_GetArrayItem(offs, 0), &begin) || whole(cJSON_GetArrayItem(offs, 1), &end))
+		return error("%s: tensor \"%s\": data_offsets is not two whole numbers [begin, end]",
+			     path, name);
+	if (begin > end || end > data_size)
+		return error("%s: tensor \"%s\": data_offsets [%llu, %llu] %s the data's %llu "
+			     "bytes", path, name, (unsigned long long)begin, (unsigned long long)end,
+			     begin > end ? "run backwards in" : "run past", (unsigned long long)data_size);
+	if (huge || end - begin != count * dtypes[t->dtype].size) {
+		char buf[200];
+
+		return error("%s: tensor \"%s\": data_offsets [%llu, %llu] hold %llu bytes but %s %s "
+			     "needs %s%llu", path, name, (unsigned long long)begin,
+			     (unsigned long long)end, (unsigned long long)(end - begin),
+			     dtypes[t->dtype].name, st_shape(t, buf, sizeof(buf)),
+			     huge ? "more than " : "",
+			     (unsigned long long)(huge ? data_size : count * dtypes[t->dtype].size));
+	}
+	t->begin = data_at + begin;
+	t->end = data_at + end;
+	return 0;
+}
+
+/* The header's text, already in memory: every entry into f->t. */
+static int parse_header(st_file *f, const char *text, size_t len, uint64_t data_at)
+{
+	const uint64_t data_size = f->size - data_at;
+	const char *end = NULL;
+	const size_t refused = budget_refusals();
+	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+	const cJSON *e;
+	st_tensor **order = NULL;
+	size_t n = 0, cap;
+	int rc = 0;
+
+	if (!root) {
+		cJSON_Delete(root);
+		if (budget_refusals() > refused)
+			return budget_refuse(f->path, 0);
+		return error("%s: the header is not JSON (at byte %zu of %zu)", f->path,
+			     end && end >= text ? (size_t)(end - text) + 8 : 8, len);
+	}
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return error("%s: the header is not a JSON object of tensors", f->path);
+	}
+	cap = (size_t)cJSON_GetArraySize(root);
+	if (budget_take(cap * sizeof(*f->t))) {
+		cJSON_Delete(root);
+		return budget_refuse(f->path, cap * sizeof(*f->t));
+	}
+	f->held += cap * sizeof(*f->t);
+	f->t = calloc(cap ? cap : 1, sizeof(*f->t));
+	if (!f->t) {
+		cJSON_Delete(root);
+		return error("out of memory");
+	}
+	cJSON_ArrayForEach(e, root) {
+		st_tensor *t = &f->t[n];
+		const size_t nl = strlen(e->string) + 1;
+
+		if (!strcmp(e->string, "__metadata__")) {
+			if (!cJSON_IsObject(e) && !cJSON_IsNull(e)) {
+				rc = error("%s: __metadata__ is not an object", f->path);
+				break;
+			}
+			continue;
+		}
+		if (parse_entry(t, e, f->path, data_size, data_at)) {
+			rc = -1;
+			break;
+		}
+		if (budget_take(budget_block(nl))) {
+			rc = budget_refuse(f->path, nl);
+			break;
+		}
+		f->held += budget_block(nl);
+		if (!(t->name = malloc(nl))) {
+			rc = error("out of memory");
+			break;
+		}
+		memcpy(t->name, e->string, nl);
+		n++;
+	}
+	f->n = n;
+	cJSON_Delete(root);
+	if (rc)
+		return rc;
+	qsort(f->t, n, sizeof(*f->t), by_name);
+	for (size_t i = 1; i < n; i++)
+		if (!strcmp(f->t[i - 1].name, f->t[i].name))
+			return error("%s: tensor \"%s\" is in the header twice", f->path, f->t[i].name);
+	/* no two ranges share a byte (empty tensors take none) */
+	if (budget_take(budget_block(n * sizeof(*order) + 1)))
+		return budget_refuse(f->path, n * sizeof(*order));
+	order = malloc(n * sizeof(*order) + 1);
+	if (!order) {
+		budget_give(budget_block(n * sizeof(*order) + 1));
+		return error("out of memory");
+	}
+	for (size_t i = 0; i < n; i++)
+		order[i] = &f->t[i];
+	qsort(order, n, sizeof(*order), by_begin);
+	for (size_t i = 1, last = 0; i < n && !rc; i++) {
+		if (order[i]->begin == order[i]->end)
+			continue;
+		if (order[last]->end > order[i]->begin && order[last]->begin != order[last]->end)
+			rc = error("%s: tensors \"%s\" and \"%s\" overlap: bytes [%llu, %llu) and "
+				   "[%llu, %llu) of the data", f->path, order[last]->name,
+				   order[i]->name,
+				   (unsigned long long)(order[last]->begin - data_at),
+				   (unsigned long long)(order[last]->end - data_at),
+				   (unsigned long long)(order[i]->begin - data_at),
+				   (unsigned long long)(order[i]->end - data_at));
+		last = i;
+	}
+	free(order);
+	budget_give(budget_block(n * sizeof(*order) + 1));
+	return rc;
+}
+
+int st_open(st_file *f, const char *path)
+{
+	unsigned char len8[8];
+	struct stat st;
+	uint64_t n = 0;
+	char *text;
+	ssize_t got;
+	int rc;
+
+	memset(f, 0, sizeof(*f));
+	f->fd = -1;
+	if (!(f->path = strdup(path)))
+		return error("out of memory");
+	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (f->fd < 0)
+		return error("%s: %s", path, strerror(errno));
+	if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return error("%s: not a regular file: a safetensors checkpoint is read in place",
+			     path);
+	f->size = (uint64_t)st.st_size;
+	if (f->size < 8 || pread(f->fd, len8, 8, 0) != 8)
+		return error("%s: not a safetensors file: %llu bytes, too short for the header's "
+			     "8-byte length", path, (unsigned long long)f->size);
+	for (int i = 7; i >= 0; i--)
+		n = n << 8 | len8[i];
+	/* before anything is allocated */
+	if (n > f->size - 8)
+		return error("%s: the header is %llu bytes long but the file has %llu after its "
+			     "length: truncated, or not a safetensors file", path,
+			     (unsigned long long)n, (unsigned long long)(f->size - 8));
+	if (n > MAX_HEADER)
+		return error("%s: the header is %llu bytes long, more than safetensors' limit of "
+			     "%u", path, (unsigned long long)n, MAX_HEADER);
+	if (n < 2)
+		return error("%s: the header is %llu bytes long: not a JSON object", path,
+			     (unsigned long long)n);
+	if (budget_take(budget_block((size_t)n + 1)))
+		return budget_refuse(path, (size_t)n + 1);
+	if (!(text = malloc((size_t)n + 1))) {
+		budget_give(budget_block((size_t)n + 1));
+		return error("out of memory");
+	}
+	got = pread(f->fd, text, (size_t)n, 8);
+	if (got != (ssize_t)n) {
+		rc = error("%s: cannot read the header: %s", path, got < 0 ? strerror(errno)
+										 : "the file shrank");
+	} else if (memchr(text, '\0', (size_t)n)) {
+		rc = error("%s: the header holds a NUL byte: not JSON text", path);
+	} else {
+		text[n] = '\0';
+		rc = parse_header(f, text, (size_t)n, 8 + n);
+	}
+	free(text);
+	budget_give(budget_block((size_t)n + 1));
+	return rc;
+}
+
+void st_close(st_file *f)
+{
+	if (!f)
+		return;
+	for (size_t i = 0; i < f->n; i++)
+		free(f->t[i].name);
+	free(f->t);
+	if (f->fd >= 0)
+		close(f->fd);
+	free(f->path);
+	budget_give(f->held);
+	memset(f, 0, sizeof(*f));
+	f->fd = -1;
+}
+
+const st_tensor *st_find(const st_file *f, const char *name)
+{
+	const st_tensor key = { .name = (char *)(uintptr_t)name };
+
+	return f->n ? bsearch(&key, f->t, f->n, sizeof(*f->t), by_name) : NULL;
+}
+
+/* little-endian bytes to a double, exactly */
+static double convert(const unsigned char *b, int dtype)
+{
+	uint64_t u = 0;
+	uint32_t w;
+	double d;
+	float x;
+
+	switch (dtype) {
+	case DT_F64:
+		for (int i = 7; i >= 0; i--)
+			u = u << 8 | b[i];
+		memcpy(&d, &u, sizeof(d));
+		return d;
+	case DT_F32:
+		w = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+		memcpy(&x, &w, sizeof(x));
+		return x;
+	case DT_BF16:
+		/* bfloat16 is float32's top half */
+		w = ((uint32_t)b[0] | (uint32_t)b[1] << 8) << 16;
+		memcpy(&x, &w, sizeof(x));
+		return x;
+	default: { /* DT_F16: 1 sign, 5 exponent, 10 fraction bits */
+		const unsigned h = (unsigned)b[0] | (unsigned)b[1] << 8;
+		const unsigned e = (h >> 10) & 31, m = h & 1023;
+		const double s = (h & 0x8000) ? -1.0 : 1.0;
+
+		if (e == 31)
+			return m ? NAN : s * INFINITY;
+		return s * (e ? ldexp(m + 1024.0, (int)e - 25) : ldexp(m, -24));
+	}
+	}
+}
+
+int st_read(matrix *m, const st_file *f, const st_tensor *t)
+{
+	enum { CHUNK = 1 << 16 };
+	const unsigned size = dtypes[t->dtype].size;
+	/* a multiple of every size; no larger than the tensor, under a small budget */
+	const size_t chunk = t->end - t->begin < CHUNK ? (size_t)(t->end - t->begin) : CHUNK;
+	unsigned char *buf;
+	uint64_t count = 1, at = t->begin;
+	size_t k = 0;
+	char shape[200];
+	int rc = 0;
+
+	memset(m, 0, sizeof(*m));
+	if (t->dtype >= N_READABLE)
+		return error("%s: tensor \"%s\" is %s: mha reads F64, F32, F16 and BF16 weights",
+			     f->path, t->name, dtypes[t->dtype].name);
+	if (t->rank < 1 || t->rank > 3)
+		return error("%s: tensor \"%s\" is %s: expected 1 to 3 dimensions", f->path, t->name,
+			     st_shape(t, shape, sizeof(shape)));
+	for (size_t i = 0; i < t->rank; i++)
+		count *= t->dim[i]; /* checked against its bytes by st_open */
+	if (!count)
+		return error("%s: tensor \"%s\" is %s: empty", f->path, t->name,
+			     st_shape(t, shape, sizeof(shape)));
+	budget_reading(f->path);
+	if (count > SIZE_MAX / sizeof(double) ||
+	    matrix_alloc(m, t->rank, (size_t)t->dim[0], t->rank > 1 ? (size_t)t->dim[1] : 1,
+			 t->rank > 2 ? (size_t)t->dim[2] : 1)) {
+		budget_reading(NULL);
+		return count > SIZE_MAX / sizeof(double) ? budget_refuse(f->path, SIZE_MAX) : -1;
+	}
+	budget_reading(NULL);
+	if (budget_take(budget_block(chunk))) {
+		matrix_free(m);
+		return budget_refuse(f->path, chunk);
+	}
+	if (!(buf = malloc(chunk))) {
+		budget_give(budget_block(chunk));
+		matrix_free(m);
+		return error("out of memory");
+	}
+	while (at < t->end && !rc) {
+		const size_t want = t->end - at < chunk ? (size_t)(t->end - at) : chunk;
+		const ssize_t got = pread(f->fd, buf, want, (off_t)at);
+
+		if (got != (ssize_t)want) {
+			rc = error("%s: cannot read tensor \"%s\": %s", f->path, t->name,
+				   got < 0 ? strerror(errno) : "the file shrank");
+			break;
+		}
+		for (size_t i = 0; i + size <= want; i += size, k++) {
+			const double v = convert(buf + i, t->dtype);
+
+			if (!isfinite(v)) {
+				const size_t cols = t->rank > 1 ? (size_t)t->dim[t->rank - 1] : 1;
+
+				rc = t->rank == 1
+					? error("%s: tensor \"%s\"[%zu] is %s: weights must be finite",
+						f->path, t->name, k, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf")
+					: error("%s: tensor \"%s\"[%zu][%zu] is %s: weights must be finite",
+						f->path, t->name, k / cols, k % cols,
+						isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+				break;
+			}
+			m->v[k] = v;
+		}
+		at += want;
+	}
+	free(buf);
+	budget_give(budget_block(chunk));
+	if (rc)
+		matrix_free(m);
+	return rc;
+}

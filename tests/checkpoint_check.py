@@ -1,0 +1,607 @@
+#!/usr/bin/python3
+"""checkpoint_check.py: one layer of a model checkpoint (safetensors,
+config.json, --layout llama|gpt2|bert|torch, --layer, --prefix) against an
+independent NumPy implementation of that family's attention.
+
+usage: checkpoint_check.py MHA_BINARY
+
+The checkpoints are written here with NumPy following the published
+safetensors format (an 8-byte little-endian header length, a JSON header of
+name -> dtype, shape, data_offsets, padded with blanks to 8 bytes, then the
+raw little-endian data), never with the safetensors library: several layers,
+extra tensors (embeddings, norms, MLPs, GPT-2's attn.bias buffers, BERT's
+int64 position_ids), F32, F16, BF16 and F64, and one sharded with a
+model.safetensors.index.json.  The references below are written the way
+each model's own code computes attention (Llama's rotate_half rotary
+embedding and repeat_kv, GPT-2's Conv1D x*W + b with Q|K|V packed, BERT's
+Linear layers without a mask), not from mha's code.  F32/F16/BF16 weights
+are exact in float64, so the reference uses the stored values as float64
+and mha must agree to
+
+    |a - b| <= 1e-12 * max(1, |b|)
+
+(the same tolerance and argument as numpy_check.py).  Then damaged files
+and bad configs: each must fail with exit status 1 and one line on standard
+error naming the problem.
+
+It prints one line per case, ends with "N passed, N failed"; exit status 1
+if any failed.
+"""
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+RTOL = 1e-12
+SEED = 20261123
+
+# ---- writing safetensors ------------------------------------------------
+
+DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "BOOL": "|b1",
+          "U8": "|u1"}
+
+
+def bf16(a):
+    """float32 values rounded to bfloat16 (nearest, ties to even): the
+    stored 16-bit words, and their values as float64."""
+    u = np.asarray(a, dtype="<f4").view("<u4").astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
+    back = (u.astype("<u4") << 16).view("<f4").astype(np.float64)
+    return u, back
+
+
+class Tensor:
+    """A tensor to write: its dtype name, shape, raw bytes and the float64
+    values mha must read back."""
+
+    def __init__(self, a, dtype="F32"):
+        a = np.asarray(a)
+        self.dtype, self.shape = dtype, list(a.shape)
+        if dtype == "BF16":
+            words, self.value = bf16(a)
+            self.raw = words.tobytes()
+        else:
+            s = a.astype(DTYPES[dtype])
+            self.raw = s.tobytes()
+            self.value = s.astype(np.float64) if dtype not in ("BOOL", "I64", "U8") else s
+
+
+def safetensors_bytes(tensors, metadata=None):
+    header, data = {}, b""
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, t in tensors.items():
+        header[name] = {"dtype": t.dtype, "shape": t.shape,
+                        "data_offsets": [len(data), len(data) + len(t.raw)]}
+        data += t.raw
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def write(path, tensors, metadata=None):
+    with open(path, "wb") as f:
+        f.write(safetensors_bytes(tensors, metadata))
+
+
+# ---- the families' attention, as their code writes it ---------------------
+
+
+def softmax(s):
+    s = s - s.max(axis=-1, keepdims=True)
+    e = np.exp(s)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def rotate_half(x):
+    x1, x2 = np.split(x, 2, axis=-1)
+    return np.concatenate([-x2, x1], axis=-1)
+
+
+def llama_attention(x, p, H, G, theta=10000.0, partial=1.0, window=None):
+    """LlamaAttention / MistralAttention / Qwen2Attention in float64."""
+    n = x.shape[0]
+    q = x @ p["q"].T + p.get("bq", 0)
+    k = x @ p["k"].T + p.get("bk", 0)
+    v = x @ p["v"].T + p.get("bv", 0)
+    hd = q.shape[1] // H
+    q = q.reshape(n, H, hd).transpose(1, 0, 2)
+    k = k.reshape(n, G, hd).transpose(1, 0, 2)
+    v = v.reshape(n, G, hd).transpose(1, 0, 2)
+    R = int(hd * partial)
+    inv_freq = 1.0 / (theta ** (np.arange(0, R, 2, dtype=np.float64) / R))
+    freqs = np.outer(np.arange(n, dtype=np.float64), inv_freq)
+    emb = np.concatenate([freqs, freqs], axis=-1)
+    cos, sin = np.cos(emb), np.sin(emb)
+
+    def rope(t):
+        rot, rest = t[..., :R], t[..., R:]
+        return np.concatenate([rot * cos + rotate_half(rot) * sin, rest], axis=-1)
+
+    q, k = rope(q), rope(k)
+    k = np.repeat(k, H // G, axis=0)  # repeat_kv
+    v = np.repeat(v, H // G, axis=0)
+    s = q @ k.transpose(0, 2, 1) / np.sqrt(hd)
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    blocked = j > i
+    if window is not None:
+        blocked |= (i - j) >= window
+    s = np.where(blocked, -np.inf, s)
+    o = (softmax(s) @ v).transpose(1, 0, 2).reshape(n, H * hd)
+    return o @ p["o"].T + p.get("bo", 0)
+
+
+def gpt2_attention(x, p, H):
+    """GPT2Attention: Conv1D c_attn (x @ W + b), split Q|K|V, causal."""
+    n, D = x.shape
+    qkv = x @ p["c_attn_w"] + p["c_attn_b"]
+    q, k, v = qkv[:, :D], qkv[:, D:2 * D], qkv[:, 2 * D:]
+    hd = D // H
+    q, k, v = (t.reshape(n, H, hd).transpose(1, 0, 2) for t in (q, k, v))
+    s = q @ k.transpose(0, 2, 1) / np.sqrt(hd)
+    s = np.where(np.tril(np.ones((n, n), dtype=bool)), s, -np.inf)
+    o = (softmax(s) @ v).transpose(1, 0, 2).reshape(n, D)
+    return o @ p["c_proj_w"] + p["c_proj_b"]
+
+
+def bert_attention(x, p, H):
+    """BertSelfAttention and BertSelfOutput's dense (before dropout,
+    the residual and LayerNorm)."""
+    n, D = x.shape
+    q, k, v = (x @ p[c].T + p["b" + c] for c in ("q", "k", "v"))
+    hd = D // H
+    q, k, v = (t.reshape(n, H, hd).transpose(1, 0, 2) for t in (q, k, v))
+    o = softmax(q @ k.transpose(0, 2, 1) / np.sqrt(hd)) @ v
+    return o.transpose(1, 0, 2).reshape(n, D) @ p["o"].T + p["bo"]
+
+
+def torch_mha(x, p, H):
+    """nn.MultiheadAttention(E, H) on (x, x, x), no mask."""
+    n, E = x.shape
+    W, b = p["in_w"], p["in_b"]
+    q, k, v = (x @ W[i * E:(i + 1) * E].T + b[i * E:(i + 1) * E] for i in range(3))
+    hd = E // H
+    q, k, v = (t.reshape(n, H, hd).transpose(1, 0, 2) for t in (q, k, v))
+    o = softmax(q @ k.transpose(0, 2, 1) / np.sqrt(hd)) @ v
+    return o.transpose(1, 0, 2).reshape(n, E) @ p["out_w"].T + p["out_b"]
+
+
+# ---- the checkpoints -----------------------------------------------------
+
+
+def llama_checkpoint(rng, layers, D, H, G, dtype, bias=False, prefix="model."):
+    hd = D // H
+    t, params = {}, []
+    t[prefix + "embed_tokens.weight"] = Tensor(rng.standard_normal((11, D)), dtype)
+    t[prefix + "norm.weight"] = Tensor(np.ones(D), dtype)
+    t["lm_head.weight"] = Tensor(rng.standard_normal((11, D)), dtype)
+    for n in range(layers):
+        a = "%slayers.%d." % (prefix, n)
+        p = {}
+        for c, rows in (("q", H * hd), ("k", G * hd), ("v", G * hd)):
+            w = Tensor(rng.standard_normal((rows, D)) * 0.5, dtype)
+            t[a + "self_attn.%s_proj.weight" % c] = w
+            p[c] = w.value
+            if bias:
+                b = Tensor(rng.standard_normal(rows) * 0.1, dtype)
+                t[a + "self_attn.%s_proj.bias" % c] = b
+                p["b" + c] = b.value
+        w = Tensor(rng.standard_normal((D, H * hd)) * 0.5, dtype)
+        t[a + "self_attn.o_proj.weight"] = w
+        p["o"] = w.value
+        t[a + "input_layernorm.weight"] = Tensor(np.ones(D), dtype)
+        t[a + "mlp.gate_proj.weight"] = Tensor(rng.standard_normal((2 * D, D)), dtype)
+        t[a + "mlp.down_proj.weight"] = Tensor(rng.standard_normal((D, 2 * D)), dtype)
+        params.append(p)
+    return t, params
+
+
+def gpt2_checkpoint(rng, layers, D, dtype, prefix=""):
+    t, params = {}, []
+    t[prefix + "wte.weight"] = Tensor(rng.standard_normal((13, D)), dtype)
+    t[prefix + "wpe.weight"] = Tensor(rng.standard_normal((16, D)), dtype)
+    t[prefix + "ln_f.weight"] = Tensor(np.ones(D), dtype)
+    for n in range(layers):
+        a = "%sh.%d." % (prefix, n)
+        p = {}
+        for name, shape in (("c_attn_w", (D, 3 * D)), ("c_attn_b", (3 * D,)),
+                            ("c_proj_w", (D, D)), ("c_proj_b", (D,))):
+            w = Tensor(rng.standard_normal(shape) * 0.4, dtype)
+            t[a + "attn." + name.replace("_w", ".weight").replace("_b", ".bias")] = w
+            p[name] = w.value
+        # the causal buffers older checkpoints carry: never read
+        t[a + "attn.bias"] = Tensor(np.tril(np.ones((1, 1, 8, 8))), "U8")
+        t[a + "attn.masked_bias"] = Tensor(np.array(-1e4), "F32")
+        t[a + "ln_1.weight"] = Tensor(np.ones(D), dtype)
+        t[a + "mlp.c_fc.weight"] = Tensor(rng.standard_normal((D, 4 * D)), dtype)
+        params.append(p)
+    return t, params
+
+
+def bert_checkpoint(rng, layers, D, dtype, prefix="bert."):
+    t, params = {}, []
+    t[prefix + "embeddings.word_embeddings.weight"] = Tensor(rng.standard_normal((9, D)), dtype)
+    t[prefix + "embeddings.position_ids"] = Tensor(np.arange(16)[None, :], "I64")
+    t[prefix + "embeddings.LayerNorm.weight"] = Tensor(np.ones(D), dtype)
+    for n in range(layers):
+        a = "%sencoder.layer.%d.attention." % (prefix, n)
+        p = {}
+        for c, name in (("q", "self.query"), ("k", "self.key"), ("v", "self.value"),
+                        ("o", "output.dense")):
+            w = Tensor(rng.standard_normal((D, D)) * 0.5, dtype)
+            b = Tensor(rng.standard_normal(D) * 0.1, dtype)
+            t[a + name + ".weight"], t[a + name + ".bias"] = w, b
+            p[c], p["b" + c] = w.value, b.value
+        t[a + "output.LayerNorm.weight"] = Tensor(np.ones(D), dtype)
+        t["%sencoder.layer.%d.intermediate.dense.weight" % (prefix, n)] = \
+            Tensor(rng.standard_normal((2 * D, D)), dtype)
+        params.append(p)
+    return t, params
+
+
+def torch_checkpoint(rng, layers, E, dtype):
+    """nn.TransformerEncoder's state_dict: layers.N.self_attn.* with
+    linear1/linear2/norm1 beside it."""
+    t, params = {}, []
+    for n in range(layers):
+        a = "layers.%d." % n
+        p = {}
+        for name, key, shape in (("in_w", "self_attn.in_proj_weight", (3 * E, E)),
+                                 ("in_b", "self_attn.in_proj_bias", (3 * E,)),
+                                 ("out_w", "self_attn.out_proj.weight", (E, E)),
+                                 ("out_b", "self_attn.out_proj.bias", (E,))):
+            w = Tensor(rng.standard_normal(shape) * 0.5, dtype)
+            t[a + key] = w
+            p[name] = w.value
+        t[a + "linear1.weight"] = Tensor(rng.standard_normal((2 * E, E)), dtype)
+        t[a + "norm1.weight"] = Tensor(np.ones(E), dtype)
+        params.append(p)
+    return t, params
+
+
+# ---- running mha ---------------------------------------------------------
+
+
+def run(binary, args):
+    p = subprocess.run([binary, "forward"] + args, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Checker:
+    def __init__(self, binary, tmp):
+        self.binary, self.tmp = binary, tmp
+        self.passed = self.failed = 0
+
+    def result(self, name, ok, why=""):
+        if ok:
+            self.passed += 1
+            print("ok   %s" % name)
+        else:
+            self.failed += 1
+            print("FAIL %s%s" % (name, ": " + why if why else ""))
+
+    def x(self, rng, n, D):
+        x = rng.standard_normal((n, D))
+        path = os.path.join(self.tmp, "x-%d-%d.npy" % (n, D))
+        np.save(path, x)
+        return x, path
+
+    def output(self, name, args, want):
+        rc, out, err = run(self.binary, args + ["--print", "output", "--format", "json"])
+        if rc != 0:
+            return self.result(name, False, "exit %d: %s" % (rc, err.strip()))
+        got = np.array(json.loads(out)["output"], dtype=np.float64)
+        if got.shape != want.shape:
+            return self.result(name, False, "shape %s, expected %s" % (got.shape, want.shape))
+        err = np.max(np.abs(got - want) / np.maximum(1, np.abs(want)))
+        self.result(name, err <= RTOL, "max relative difference %.3g" % err)
+
+    def refused(self, name, args, words, status=1):
+        rc, out, err = run(self.binary, args)
+        lines = err.splitlines()
+        ok = rc == status and len(lines) == 1 and lines[0].startswith("mha: ") and \
+            all(w in lines[0] for w in words) and out == ""
+        self.result(name, ok, "exit %d, stderr %r" % (rc, err))
+
+
+def folder(tmp, name, tensors, config=None, shards=None):
+    """A model folder: model.safetensors, or shards with an index."""
+    d = os.path.join(tmp, name)
+    os.makedirs(d, exist_ok=True)
+    if shards:
+        names = list(tensors)
+        per = (len(names) + shards - 1) // shards
+        weight_map = {}
+        for s in range(shards):
+            part = {n: tensors[n] for n in names[s * per:(s + 1) * per]}
+            fname = "model-%05d-of-%05d.safetensors" % (s + 1, shards)
+            write(os.path.join(d, fname), part, {"format": "pt"})
+            weight_map.update({n: fname for n in part})
+        with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f)
+    else:
+        write(os.path.join(d, "model.safetensors"), tensors, {"format": "pt"})
+    if config is not None:
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(config, f)
+    return d
+
+
+def family_cases(c, rng):
+    tmp = c.tmp
+    n = 6
+
+    # Llama with GQA, F32, the config beside it
+    D, H, G = 16, 4, 2
+    t, params = llama_checkpoint(rng, 3, D, H, G, "F32")
+    cfg = {"model_type": "llama", "hidden_size": D, "num_attention_heads": H,
+           "num_key_value_heads": G, "rope_theta": 500.0, "vocab_size": 11,
+           "architectures": ["LlamaForCausalLM"], "rms_norm_eps": 1e-5}
+    d = folder(tmp, "llama", t, cfg)
+    x, xp = c.x(rng, n, D)
+    for layer in (0, 2):
+        c.output("llama GQA F32 layer %d (config.json)" % layer,
+                 ["-x", xp, "-w", d, "--layer", str(layer)],
+                 llama_attention(x, params[layer], H, G, theta=500.0))
+    c.output("llama -w model.safetensors, config beside it",
+             ["-x", xp, "-w", os.path.join(d, "model.safetensors"), "--layer", "1"],
+             llama_attention(x, params[1], H, G, theta=500.0))
+    c.output("llama --prefix", ["-x", xp, "-w", d, "--prefix", "model.layers.1.self_attn."],
+             llama_attention(x, params[1], H, G, theta=500.0))
+    c.output("llama --rope-theta over the config",
+             ["-x", xp, "-w", d, "--layer", "0", "--rope-theta", "10000"],
+             llama_attention(x, params[0], H, G, theta=10000.0))
+    # no config: --layout and the options
+    bare = folder(tmp, "llama-bare", t)
+    c.output("llama no config: --layout llama --heads --kv-heads",
+             ["-x", xp, "-w", bare, "--layout", "llama", "--layer", "2", "--heads", str(H),
+              "--kv-heads", str(G)],
+             llama_attention(x, params[2], H, G))
+    c.output("llama no config, no --layout: the family from the names",
+             ["-x", xp, "-w", bare, "--layer", "2", "--heads", str(H), "--kv-heads", str(G)],
+             llama_attention(x, params[2], H, G))
+    c.output("llama --config FILE", ["-x", xp, "-w", bare, "--layer", "0", "--config",
+                                     os.path.join(d, "config.json")],
+             llama_attention(x, params[0], H, G, theta=500.0))
+
+    # Qwen2-style: biases, BF16, sharded with an index, partial rotary
+    D, H, G = 16, 4, 1
+    t, params = llama_checkpoint(rng, 4, D, H, G, "BF16", bias=True)
+    cfg = {"model_type": "qwen2", "hidden_size": D, "num_attention_heads": H,
+           "num_key_value_heads": G, "rope_theta": 1000.0, "partial_rotary_factor": 0.5,
+           "sliding_window": 3, "use_sliding_window": False, "max_window_layers": 2}
+    d = folder(tmp, "qwen2", t, cfg, shards=3)
+    x, xp = c.x(rng, n, D)
+    c.output("qwen2 BF16 biases, 3 shards + index, partial rotary",
+             ["-x", xp, "-w", d, "--layer", "3"],
+             llama_attention(x, params[3], H, G, theta=1000.0, partial=0.5))
+    c.output("qwen2 -w the index file",
+             ["-x", xp, "-w", os.path.join(d, "model.safetensors.index.json"), "--layer", "1"],
+             llama_attention(x, params[1], H, G, theta=1000.0, partial=0.5))
+
+    # Mistral: F16, a sliding window of 3 (the query and 2 keys before it)
+    D, H, G = 8, 2, 2
+    t, params = llama_checkpoint(rng, 2, D, H, G, "F16")
+    cfg = {"model_type": "mistral", "hidden_size": D, "num_attention_heads": H,
+           "num_key_value_heads": G, "sliding_window": 3}
+    d = folder(tmp, "mistral", t, cfg)
+    x, xp = c.x(rng, n, D)
+    c.output("mistral F16 sliding_window 3", ["-x", xp, "-w", d, "--layer", "1"],
+             llama_attention(x, params[1], H, G, window=3))
+    c.output("mistral --window over the config", ["-x", xp, "-w", d, "--layer", "1",
+                                                  "--window", "-1"],
+             llama_attention(x, params[1], H, G))
+
+    # GPT-2: with and without "transformer.", buffers ignored
+    D, H = 12, 3
+    for prefix, dtype in (("", "F32"), ("transformer.", "F64")):
+        t, params = gpt2_checkpoint(rng, 3, D, dtype, prefix)
+        cfg = {"model_type": "gpt2", "n_embd": D, "n_head": H, "n_layer": 3,
+               "n_positions": 16}
+        d = folder(tmp, "gpt2" + prefix, t, cfg)
+        x, xp = c.x(rng, n, D)
+        c.output("gpt2 %s %s layer 2" % (dtype, prefix or "(no prefix)"),
+                 ["-x", xp, "-w", d, "--layer", "2"], gpt2_attention(x, params[2], H))
+    c.output("gpt2 --prefix", ["-x", xp, "-w", d, "--prefix", "transformer.h.0.attn"],
+             gpt2_attention(x, params[0], H))
+
+    # BERT: with and without "bert.", not causal
+    D, H = 8, 2
+    for prefix, dtype in (("bert.", "F32"), ("", "BF16")):
+        t, params = bert_checkpoint(rng, 2, D, dtype, prefix)
+        cfg = {"model_type": "bert", "hidden_size": D, "num_attention_heads": H,
+               "position_embedding_type": "absolute"}
+        d = folder(tmp, "bert" + prefix, t, cfg)
+        x, xp = c.x(rng, n, D)
+        c.output("bert %s %s layer 1" % (dtype, prefix or "(no prefix)"),
+                 ["-x", xp, "-w", d, "--layer", "1"], bert_attention(x, params[1], H))
+
+    # nn.TransformerEncoder's state_dict, linear1 and norms beside it
+    E, H = 8, 2
+    t, params = torch_checkpoint(rng, 2, E, "F32")
+    d = folder(tmp, "torch", t)
+    x, xp = c.x(rng, n, E)
+    c.output("torch TransformerEncoder layer 1", ["-x", xp, "-w", d, "--layout", "torch",
+                                                  "--layer", "1", "--heads", str(H)],
+             torch_mha(x, params[1], H))
+
+
+def damaged_cases(c, rng):
+    tmp = c.tmp
+    D = 8
+    t, _ = llama_checkpoint(rng, 1, D, 2, 2, "F32")
+    good = safetensors_bytes(t)
+    hlen = struct.unpack("<Q", good[:8])[0]
+    header = json.loads(good[8:8 + hlen])
+    data = good[8 + hlen:]
+    x, xp = c.x(rng, 4, D)
+    base = ["-x", xp, "--layout", "llama", "--layer", "0", "--heads", "2"]
+
+    def damaged(name, blob, words):
+        path = os.path.join(tmp, "damaged-%s.safetensors" % name.replace(" ", "-"))
+        with open(path, "wb") as f:
+            f.write(blob)
+        c.refused("damaged: " + name, base + ["-w", path], words)
+
+    def with_header(h, extra=b""):
+        text = json.dumps(h).encode()
+        return struct.pack("<Q", len(text)) + text + data + extra
+
+    damaged("header longer than the file", struct.pack("<Q", len(good)) + good[8:],
+            ["header is", "bytes long", "truncated"])
+    damaged("shorter than 8 bytes", b"\x10\0\0", ["too short"])
+    damaged("header not JSON", struct.pack("<Q", 12) + b"{not json!!}" + data,
+            ["not JSON"])
+    damaged("header a list", with_header([1, 2]), ["not a JSON object"])
+    q = "model.layers.0.self_attn.q_proj.weight"
+    k = "model.layers.0.self_attn.k_proj.weight"
+    h = json.loads(json.dumps(header))
+    h[q]["data_offsets"][1] = len(data) + 4
+    damaged("offsets out of range", with_header(h), [q, "run past"])
+    h = json.loads(json.dumps(header))
+    h[k]["data_offsets"] = h[q]["data_offsets"]
+    damaged("offsets overlapping", with_header(h), ["overlap", q, k])
+    h = json.loads(json.dumps(header))
+    h[q]["dtype"] = "F33"
+    damaged("unknown dtype", with_header(h), ["unknown dtype", "F33"])
+    h = json.loads(json.dumps(header))
+    h[q]["shape"] = [D, D + 1]
+    damaged("size not dtype x shape", with_header(h), [q, "needs"])
+    h = json.loads(json.dumps(header))
+    h[q]["data_offsets"] = [8, 4]
+    damaged("offsets backwards", with_header(h), [q, "backwards"])
+    h = json.loads(json.dumps(header))
+    h[q]["shape"] = [2 ** 40, 2 ** 40]
+    damaged("shape overflowing", with_header(h), [q, "needs more than"])
+    h = json.loads(json.dumps(header))
+    h[q]["shape"] = [D, -1]
+    damaged("negative dimension", with_header(h), [q, "whole numbers"])
+
+    # a missing tensor names the nearest ones
+    t2 = {n: v for n, v in t.items() if not n.endswith("k_proj.weight")}
+    d = folder(tmp, "llama-no-k", t2)
+    c.refused("missing tensor lists the nearest names", base + ["-w", d],
+              [k, "nearest", '"model.layers.0.self_attn.q_proj.weight"', '")'])
+    d = folder(tmp, "llama-one", t)
+    c.refused("no such layer", base[:-4] + ["--layer", "5", "-w", d],
+              ["no layer 5", "0 to 0"])
+    t3, _ = llama_checkpoint(rng, 3, D, 2, 2, "F32")
+    d3 = folder(tmp, "llama-three", t3)
+    c.refused("several layers, none picked", ["-x", xp, "-w", d3, "--heads", "2"],
+              ["3 llama attention modules", "--layer"])
+    c.refused("--prefix naming nothing", ["-x", xp, "-w", d3, "--prefix", "model.layer.1"],
+              ["no tensor", "model.layer.1.q_proj.weight", "nearest"])
+    # a shard the index names is missing
+    d = folder(tmp, "sharded-missing", t, shards=2)
+    os.remove(os.path.join(d, "model-00002-of-00002.safetensors"))
+    c.refused("index names a missing shard", base + ["-w", d],
+              ["model-00002-of-00002.safetensors"])
+    # -o over a shard, the index or config.json beside the weights: refused (exit 2)
+    d = folder(tmp, "sharded-o", t, {"model_type": "llama", "num_attention_heads": 2}, shards=2)
+    for f in ("model-00001-of-00002.safetensors", "model.safetensors.index.json", "config.json"):
+        path = os.path.join(d, f)
+        before = open(path, "rb").read()
+        rc, _, err = run(c.binary, ["-x", xp, "-w", d, "--layer", "0", "-f", "json", "-o", path])
+        c.result("-o over the checkpoint's %s refused" % f,
+                 rc == 2 and "refusing to overwrite an input" in err and
+                 open(path, "rb").read() == before, err.strip())
+    # Qwen3-style per-head q and k norms: refused, not skipped
+    tn = dict(t)
+    tn["model.layers.0.self_attn.q_norm.weight"] = Tensor(np.ones(4), "F32")
+    d = folder(tmp, "q-norm", tn)
+    c.refused("q_norm refused", base + ["-w", d], ["q_norm.weight", "does not compute"])
+    # an integer tensor where a weight goes
+    ti = dict(t)
+    ti[q] = Tensor(np.ones((D, D)), "I64")
+    d = folder(tmp, "int-weight", ti)
+    c.refused("I64 where a weight goes", base + ["-w", d], [q, "I64", "F64, F32"])
+
+    # config.json: a value of the wrong type names its key
+    for key, value in (("num_attention_heads", "4"), ("rope_theta", [1]),
+                       ("num_key_value_heads", 1.5), ("attention_bias", 1),
+                       ("model_type", 3)):
+        cfg = {"model_type": "llama", "num_attention_heads": 2, key: value}
+        d = folder(tmp, "cfg-" + key, t, cfg)
+        c.refused("config %s of the wrong type" % key,
+                  ["-x", xp, "-w", d, "--layer", "0"], ['"%s"' % key])
+    d = folder(tmp, "cfg-t5", t, {"model_type": "t5"})
+    c.refused("config model_type unknown", ["-x", xp, "-w", d, "--layer", "0"],
+              ['"t5"', "--layout"])
+    d = folder(tmp, "cfg-scaling", t, {"model_type": "llama", "num_attention_heads": 2,
+                                        "rope_scaling": {"rope_type": "llama3", "factor": 8}})
+    c.refused("config rope_scaling refused", ["-x", xp, "-w", d, "--layer", "0"],
+              ["rope_scaling", "llama3", "--rope-cos"])
+    d = folder(tmp, "cfg-notjson", t)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        f.write("{\"model_type\": ")
+    c.refused("config not JSON", ["-x", xp, "-w", d, "--layer", "0"], ["config.json"])
+    # unknown keys are ignored
+    d = folder(tmp, "cfg-unknown", t, {"model_type": "llama", "num_attention_heads": 2,
+                                        "some_new_key": {"a": [1, "b"]}})
+    rc, _, err = run(c.binary, ["-x", xp, "-w", d, "--layer", "0"])
+    c.result("config unknown keys ignored", rc == 0 and err == "", err.strip())
+    # usage errors: exit 2
+    rc, _, err = run(c.binary, ["-x", xp, "-w", d, "--layer", "0", "--prefix", "m"])
+    c.result("--layer and --prefix together: exit 2", rc == 2 and "--layer and --prefix" in err,
+             err.strip())
+    rc, _, err = run(c.binary, ["-x", xp, "--layer", "0"])
+    c.result("--layer without -w: exit 2", rc == 2 and "give -w" in err, err.strip())
+    rc, _, err = run(c.binary, ["-x", xp, "--layout", "gpt3"])
+    c.result("--layout gpt3: exit 2", rc == 2 and "llama, gpt2 or bert" in err, err.strip())
+
+
+def large_case(c, rng):
+    """A 4 GiB checkpoint (sparse: the embeddings are a hole) whose layer is
+    read under --max-memory 32M: only that layer's tensors are read."""
+    D, H = 8, 2
+    t, params = llama_checkpoint(rng, 2, D, H, H, "F32")
+    big = 1 << 30  # F32 entries: 4 GiB
+    header, at, data = {}, big * 4, b""
+    header["model.embed_tokens.weight"] = {"dtype": "F32", "shape": [big // D, D],
+                                           "data_offsets": [0, big * 4]}
+    for name, tensor in t.items():
+        if name == "model.embed_tokens.weight":
+            continue
+        header[name] = {"dtype": tensor.dtype, "shape": tensor.shape,
+                        "data_offsets": [at, at + len(tensor.raw)]}
+        at += len(tensor.raw)
+        data += tensor.raw
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    d = os.path.join(c.tmp, "large")
+    os.makedirs(d)
+    path = os.path.join(d, "model.safetensors")
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        f.seek(8 + len(h) + big * 4)
+        f.write(data)
+    x, xp = c.x(rng, 5, D)
+    c.output("one layer of a 4 GiB checkpoint under --max-memory 32M",
+             ["-x", xp, "-w", d, "--layout", "llama", "--layer", "1", "--heads", str(H),
+              "--max-memory", "32M"],
+             llama_attention(x, params[1], H, H))
+    os.remove(path)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    binary = os.path.abspath(sys.argv[1])
+    rng = np.random.default_rng(SEED)
+    with tempfile.TemporaryDirectory() as tmp:
+        c = Checker(binary, tmp)
+        family_cases(c, rng)
+        large_case(c, rng)
+        damaged_cases(c, rng)
+    print("%d passed, %d failed" % (c.passed, c.failed))
+    sys.exit(1 if c.failed else 0)
+
+
+if __name__ == "__main__":
+    main()
