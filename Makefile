@@ -63,13 +63,14 @@ LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c
 CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
           cli/read_npy.c cli/read_safetensors.c cli/model.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
           cli/cmd_forward.c cli/cmd_heatmap.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c cli/steps.c cli/problem.c cli/emit.c \
-          cli/meta.c
+          cli/meta.c cli/zip.c
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o
 
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
-        test-formats test-npy test-checkpoint test-schema test-samples test-docs test-install FORCE
+        test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
+        test-install FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -132,6 +133,10 @@ build/tests/conformance.o: tests/conformance.c lib/mha.h build/.flags
 # allocation calls, and the tests' own, go through wrappers in test_lib.c
 TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=aligned_alloc,--wrap=posix_memalign
 
+# cli/zip.c's ZIP64 records, forced on a small archive (tests/npz_check.py)
+tests/zip_test: build/tests/zip_test.o $(filter-out build/cli/main.o,$(CLI_OBJ)) lib/libmha.a
+	$(CC) $(LDFLAGS) $(OPENMP) -o $@ $^ $(CJSON_LIBS) -lm
+
 tests/test_lib: $(TEST_OBJ) lib/libmha.a
 	$(CC) $(LDFLAGS) $(OPENMP) $(TEST_WRAP) -o $@ $(TEST_OBJ) lib/libmha.a $(CHECK_LIBS) -lm
 
@@ -145,8 +150,8 @@ demo: deps
 
 check: deps
 	$(MAKE) STRICT=-Werror all tests/test_lib
-	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-checkpoint test-schema \
-		test-samples test-docs test-install
+	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-npz \
+		test-checkpoint test-schema test-samples test-docs test-install
 	@echo "make check: all tests passed"
 
 # mha against PyTorch (and the machine's GEMM rate) on this machine: not part of check
@@ -184,6 +189,10 @@ test-formats: mha
 
 test-npy: mha
 	$(PYTHON) tests/npy_check.py ./mha
+
+# -o run.npz against the JSON output, and against np.save's bytes
+test-npz: mha tests/zip_test
+	$(PYTHON) tests/npz_check.py ./mha tests/zip_test
 
 # safetensors checkpoints, config.json and the model families against NumPy
 test-checkpoint: mha
@@ -225,7 +234,8 @@ uninstall:
 		$(DESTDIR)$(PKGCONFIGDIR)/mha.pc $(DESTDIR)$(MANDIR)/man1/mha.1
 
 clean:
-	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance bench/bench_mha
+	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance tests/zip_test \
+		bench/bench_mha
 
 # ---- fuzzing: libFuzzer targets in tests/fuzz/ (see tests/fuzz/README.md) ----
 #
@@ -372,6 +382,7 @@ check-asan: deps
 	$(ASAN_ENV) $(PYTHON) tests/numpy_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/formats_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/npy_check.py $(ASAN_DIR)/mha
+	$(ASAN_ENV) $(PYTHON) tests/npz_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/checkpoint_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/schema_check.py $(ASAN_DIR)/mha README.md
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh samples/run.sh

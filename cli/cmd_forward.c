@@ -45,9 +45,10 @@ static const char forward_usage[] =
 	"  -p, --print LIST      comma-separated steps to print: x, q, k, v, scores,\n"
 	"                        scaled, softcapped, mask, masked, softmax, heads,\n"
 	"                        concat, output; or all (default: output)\n"
-	"  -f, --format FMT      text, json, csv, markdown, npy, heatmap (coloured cells in\n"
-	"                        the terminal) or svg (a picture); default: from -o's\n"
-	"                        name, .json .csv .npy .md .svg .txt, a directory is\n"
+	"  -f, --format FMT      text, json, csv, markdown, npy, npz (every step in one\n"
+	"                        NumPy archive), heatmap (coloured cells in the\n"
+	"                        terminal) or svg (a picture); default: from -o's name,\n"
+	"                        .json .csv .npy .npz .md .svg .txt, a directory is\n"
 	"                        csv, no extension text (another is refused).\n"
 	"                        heatmap and svg draw each head's softmax,\n"
 	"                        or the one step --print names (scores, scaled,\n"
@@ -80,6 +81,7 @@ struct options {
 	int explain;    /* --explain */
 	size_t sequence; /* --sequence N: a batch's sequence N alone (1-based); 0: all */
 	size_t *kv_lens; /* --kv-len 5,3,4: from malloc, or NULL */
+	int mask_bool;   /* --mask-bool given */
 };
 
 /* a whole number from 1 up, digits only: 0, or -1 */
@@ -237,7 +239,7 @@ static int parse_print(const char *arg, struct options *o)
 static int parse_options(int argc, char **argv, struct options *o,
 			 const struct forward_command *cmd)
 {
-	enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_HEADS, O_KV_HEADS, O_SCALE,
+	enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV_HEADS, O_SCALE,
 	       O_CAUSAL, O_WINDOW, O_SINKS, O_ALIBI, O_ALIBI_SLOPES, O_ROPE, O_ROPE_THETA, O_ROPE_DIM, O_POSITIONS,
 	       O_ROPE_COS, O_ROPE_SIN, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
 	       O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
@@ -253,6 +255,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 		{ "k", required_argument, NULL, O_K },
 		{ "v", required_argument, NULL, O_V },
 		{ "mask", required_argument, NULL, O_MASK },
+		{ "mask-bool", required_argument, NULL, O_MASK_BOOL },
 		{ "wq", required_argument, NULL, O_ONE + WQ },
 		{ "wk", required_argument, NULL, O_ONE + WK },
 		{ "wv", required_argument, NULL, O_ONE + WV },
@@ -321,6 +324,14 @@ static int parse_options(int argc, char **argv, struct options *o,
 		case O_K: o->spec.k = optarg; break;
 		case O_V: o->spec.v = optarg; break;
 		case O_MASK: o->spec.mask = optarg; break;
+		case O_MASK_BOOL:
+			if (strcmp(optarg, "attend") && strcmp(optarg, "block")) {
+				usage_error(hint, "--mask-bool takes attend or block, not '%s'", optarg);
+				return -1;
+			}
+			o->spec.mask_block = !strcmp(optarg, "block");
+			o->mask_bool = 1;
+			break;
 		case O_SINKS: o->spec.sinks = optarg; break;
 		/* a slopes file is ALiBi with those slopes: with --alibi as well, the same */
 		case O_ALIBI: o->spec.cfg.alibi.on = 1; break;
@@ -493,7 +504,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 			o->format_given = 1;
 			if (emit_format_by_name(optarg, &o->emit.format)) {
 				usage_error(hint, "--format takes text, json, csv, markdown, npy, "
-					    "heatmap or svg, not '%s'", optarg);
+					    "npz, heatmap or svg, not '%s'", optarg);
 				return -1;
 			}
 			break;
@@ -528,6 +539,7 @@ static void option_facts(const struct options *o, struct step_facts *f)
 	memset(f, 0, sizeof(*f));
 	f->cfg = &o->spec.cfg;
 	f->mask_file = o->spec.mask;
+	f->mask_block = o->spec.mask_block;
 	f->heads = o->spec.heads;
 	f->weights = ~0u;
 	f->direct = o->spec.q != NULL;
@@ -579,6 +591,9 @@ static int check_option_combinations(struct options *o)
 			return usage_error(hint, "--print %s needs --rope",
 					   o->print & STEP_BIT(STEP_Q_ROT) ? "q_rot" : "k_rot");
 	}
+	if (o->mask_bool && !s->mask)
+		return usage_error(hint, "--mask-bool says what a --mask file's booleans mean: "
+				   "give --mask FILE");
 	if (s->has_layer && s->prefix)
 		return usage_error(hint, "--layer and --prefix cannot be used together (--prefix "
 				   "names the module whole)");
@@ -613,7 +628,7 @@ static int check_option_combinations(struct options *o)
 	if (!o->print && !o->print_all)
 		o->print = STEP_BIT(STEP_OUTPUT);
 	if (!o->format_given && o->emit.output && !emit_known_name(o->emit.output))
-		return usage_error(hint, "-o '%s': mha writes .json, .csv, .npy, .md, .svg and .txt "
+		return usage_error(hint, "-o '%s': mha writes .json, .csv, .npy, .npz, .md, .svg and .txt "
 				   "files (or text under a name with no extension); add --format to "
 				   "write another name", o->emit.output);
 	if (!o->format_given && o->emit.output)

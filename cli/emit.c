@@ -9,6 +9,7 @@
 #include "heatmap.h"
 #include "input.h"
 #include "text.h"
+#include "zip.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -22,7 +23,7 @@
 static const struct { const char *name; out_format format; } format_names[] = {
 	{ "text", FORMAT_TEXT }, { "json", FORMAT_JSON }, { "csv", FORMAT_CSV },
 	{ "markdown", FORMAT_MARKDOWN }, { "md", FORMAT_MARKDOWN }, { "npy", FORMAT_NPY },
-	{ "heatmap", FORMAT_HEATMAP }, { "svg", FORMAT_SVG },
+	{ "npz", FORMAT_NPZ }, { "heatmap", FORMAT_HEATMAP }, { "svg", FORMAT_SVG },
 };
 
 int emit_format_by_name(const char *name, out_format *format)
@@ -39,7 +40,7 @@ int emit_format_by_name(const char *name, out_format *format)
  * extension) is text too */
 static const struct { const char *ext; out_format format; } ext_names[] = {
 	{ "json", FORMAT_JSON }, { "csv", FORMAT_CSV }, { "npy", FORMAT_NPY },
-	{ "md", FORMAT_MARKDOWN }, { "markdown", FORMAT_MARKDOWN }, { "svg", FORMAT_SVG },
+	{ "npz", FORMAT_NPZ }, { "md", FORMAT_MARKDOWN }, { "markdown", FORMAT_MARKDOWN }, { "svg", FORMAT_SVG },
 	{ "txt", FORMAT_TEXT }, { "text", FORMAT_TEXT }, { "", FORMAT_TEXT },
 };
 
@@ -329,6 +330,127 @@ done:
 	return rc;
 }
 
+/* ---- .npz: every item in one archive ------------------------------------- */
+
+/* one member's array: parts under lead, or strings */
+struct npz_array {
+	const matrix **parts;
+	size_t n_parts, lead[2], n_lead;
+	int f4;
+	const char *const *strings;
+	size_t n_strings, rank;
+};
+
+static void npz_fill(const npy_sink *s, void *arg)
+{
+	const struct npz_array *a = arg;
+
+	if (a->strings)
+		npy_put_strings(s, a->strings, a->n_strings, a->rank);
+	else
+		npy_put_parts(s, a->lead, a->n_lead, a->parts, a->n_parts, a->f4);
+}
+
+/* a member "X.npy", "heads.softmax.npy": prefix and key */
+static int npz_add(zip_writer *z, const char *prefix, const char *key, struct npz_array *a)
+{
+	char name[128];
+
+	snprintf(name, sizeof(name), "%s%s.npy", prefix, key);
+	return zip_add(z, name, npz_fill, a);
+}
+
+/*
+ * -o run.npz: every item under its JSON key, as np.savez writes them (zip.h):
+ * a whole-model matrix as it is, each per-head step as one array of the
+ * heads stacked, "heads.softmax" (H, n_q, n_kv); a batch (B, ...) ahead of
+ * that.  meta is its JSON text in a 0-d Unicode array, tokens and kv_tokens
+ * 1-D Unicode arrays; float32 where the run made floats (--dtype f32's
+ * output: is_f32), else float64.  Nothing needs pickle.
+ */
+static int write_npz(FILE *fp, const struct step_items *lists, size_t batch,
+		     const struct labels *l, const struct run_meta *meta)
+{
+	const struct step_items *list = &lists[0];
+	const size_t B = batch ? batch : 1;
+	zip_writer z = { .fp = fp };
+	const matrix **parts = NULL;
+	size_t *idx = calloc(list->n ? list->n : 1, sizeof(*idx));
+	char *text = NULL;
+	size_t text_len = 0;
+	FILE *mf = open_memstream(&text, &text_len);
+	struct npz_array a;
+	int rc = -1;
+
+	if (!idx || !mf)
+		goto oom;
+	meta_write_json(mf, meta, 0);
+	if (fclose(mf)) {
+		mf = NULL;
+		goto oom;
+	}
+	mf = NULL;
+	a = (struct npz_array){ .strings = (const char *const *)&text, .n_strings = 1, .rank = 0 };
+	if (npz_add(&z, "", "meta", &a))
+		goto done;
+	if (l->query) {
+		a = (struct npz_array){ .strings = (const char *const *)l->query,
+					.n_strings = l->n_query, .rank = 1 };
+		if (npz_add(&z, "", "tokens", &a))
+			goto done;
+	}
+	if (l->key && l->key != l->query) {
+		a = (struct npz_array){ .strings = (const char *const *)l->key,
+					.n_strings = l->n_key, .rank = 1 };
+		if (npz_add(&z, "", "kv_tokens", &a))
+			goto done;
+	}
+	for (size_t i = 0; i < list->n; i++) {
+		const struct step_item *it = &list->v[i];
+		size_t H = 0;
+
+		if (it->head > 1)
+			continue; /* with head 1's */
+		if (it->head == 1) {
+			/* the step's item in every head, in order */
+			for (size_t j = i; j < list->n; j++)
+				if (list->v[j].step == it->step && list->v[j].head == H + 1)
+					idx[H++] = j;
+		} else {
+			idx[H++] = i;
+		}
+		free(parts);
+		parts = calloc(B * H, sizeof(*parts));
+		if (!parts)
+			goto oom;
+		a = (struct npz_array){ .parts = parts, .n_parts = B * H, .f4 = meta->f32 };
+		for (size_t b = 0; b < B; b++)
+			for (size_t h = 0; h < H; h++) {
+				parts[b * H + h] = lists[b].v[idx[h]].m;
+				a.f4 &= parts[b * H + h]->is_f32;
+			}
+		if (batch)
+			a.lead[a.n_lead++] = batch;
+		if (it->head)
+			a.lead[a.n_lead++] = H;
+		if (npz_add(&z, it->head ? "heads." : "", it->key, &a))
+			goto done;
+	}
+	zip_finish(&z);
+	rc = 0;
+	goto done;
+oom:
+	error("out of memory");
+done:
+	if (mf)
+		fclose(mf);
+	free(text);
+	free(parts);
+	free(idx);
+	zip_free(&z);
+	return rc;
+}
+
 /* heatmap and svg: a panel per head of the step drawn, the mask beside it */
 static int write_heatmaps(const struct emit *o, const struct step_items *list,
 			  const struct labels *l, FILE *fp)
@@ -404,6 +526,9 @@ int emit_items(const struct emit *o, const struct step_items *lists, size_t batc
 		if ((!o->output || !strcmp(o->output, "-")) && isatty(STDOUT_FILENO))
 			return error("--format npy is binary: give -o FILE.npy, or redirect standard output");
 	}
+	if (o->format == FORMAT_NPZ && (!o->output || !strcmp(o->output, "-")) &&
+	    isatty(STDOUT_FILENO))
+		return error("--format npz is binary: give -o FILE.npz, or redirect standard output");
 	if (outfile_open(&of, o->output))
 		return -1;
 	if (o->format == FORMAT_NPY && batch) {
@@ -420,6 +545,11 @@ int emit_items(const struct emit *o, const struct step_items *lists, size_t batc
 		free(parts);
 	} else if (o->format == FORMAT_NPY) {
 		(void)npy_write(of.fp, list->v[one].m); /* errors: see write_one() */
+	} else if (o->format == FORMAT_NPZ) {
+		if (write_npz(of.fp, lists, batch, labels, meta)) {
+			outfile_abort(&of);
+			return -1;
+		}
 	} else if (o->format == FORMAT_HEATMAP || o->format == FORMAT_SVG) {
 		/* a batch: each sequence's panels under its heading (svg: one sequence, said before) */
 		for (size_t b = 0; b < (batch ? batch : 1) && !rc; b++) {

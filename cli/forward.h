@@ -63,6 +63,9 @@ int forward_check(int argc, char **argv, const struct forward_command *c);
 	"                        n_kv, batch, heads and n_q also 1, or n_kv alone (as\n" \
 	"                        ONNX broadcasts a mask): booleans (true = may attend)\n" \
 	"                        or numbers added to the scores (\"-inf\")\n" \
+	"      --mask-bool M     what a boolean mask's true means: attend (default; SDPA,\n" \
+	"                        ONNX) or block (nn.MultiheadAttention's attn_mask and\n" \
+	"                        key_padding_mask)\n" \
 	"\n"
 
 #define FORWARD_USAGE_ATTENTION \

@@ -547,11 +547,20 @@ static int check_mask(const struct problem_spec *s, struct problem *p, const mha
 		p->allow = malloc(n ? n : 1);
 		if (!p->allow)
 			return error("out of memory");
+		/* --mask-bool block: PyTorch's nn.MultiheadAttention, true = blocked */
 		for (size_t i = 0; i < n; i++)
-			p->allow[i] = m->v[i] != 0;
+			p->allow[i] = (m->v[i] != 0) != (s->mask_block != 0);
 		cfg->mask.allow = p->allow;
+		/* every query blocked from its own key: a PyTorch mask read as mha's? */
+		p->diag_blocked = !s->mask_block && d->n_q == d->n_kv;
+		for (size_t k = 0; p->diag_blocked && k < md[0] * md[1]; k++)
+			for (size_t i = 0; p->diag_blocked && i < d->n_q; i++)
+				p->diag_blocked = !p->allow[(k * d->n_q + i) * d->n_kv + i];
 		return 0;
 	}
+	if (s->mask_block)
+		return error("--mask-bool block: mask from %s holds numbers, which are added to the "
+			     "scores; it applies to a boolean mask (true and false)", p->mask_src);
 	cfg->mask.bias = m->v;
 	return 0;
 }
@@ -877,6 +886,10 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 {
 	const mha_dims *d = &p->d;
 	mha_status st;
+	/* a PyTorch mask (true = blocked) read as mha's blocks the diagonal */
+	const char *const hint = p->diag_blocked ? "; the boolean mask blocks every query's own "
+		"key: if true means blocked there (PyTorch's nn.MultiheadAttention), add "
+		"--mask-bool block" : "";
 
 	const size_t cols = mha_output_cols(d, p->weights.W_O != NULL);
 
@@ -894,24 +907,29 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 			     f32 ? "float (about 3.4e38)" : "double (about 1.8e308)");
 	if (st != MHA_OK)
 		return error("%s", mha_strerror(st));
+	if (p->diag_blocked && !rep->blocked_rows)
+		warning("the boolean mask from %s blocks every query's own key; if true means "
+			"blocked there (PyTorch's nn.MultiheadAttention), add --mask-bool block",
+			p->mask_src);
 	if (rep->blocked_rows && p->batch > 1) {
 		char seq[48];
 
 		snprintf(seq, sizeof(seq), "sequence %zu, ", rep->first_blocked_sequence + 1);
 		if (rep->blocked_rows == 1)
 			warning("%shead %d, query row %zu: every key is masked; its softmax row and "
-				"output are zero", seq, rep->first_blocked_head + 1, rep->first_blocked_row + 1);
+				"output are zero%s", seq, rep->first_blocked_head + 1, rep->first_blocked_row + 1,
+				hint);
 		else
 			warning("%zu query rows have every key masked (the first: %shead %d, row %zu); "
-				"their softmax rows and outputs are zero", rep->blocked_rows, seq,
-				rep->first_blocked_head + 1, rep->first_blocked_row + 1);
+				"their softmax rows and outputs are zero%s", rep->blocked_rows, seq,
+				rep->first_blocked_head + 1, rep->first_blocked_row + 1, hint);
 	} else if (rep->blocked_rows == 1) {
 		warning("head %d, query row %zu: every key is masked; its softmax row and output "
-			"are zero", rep->first_blocked_head + 1, rep->first_blocked_row + 1);
+			"are zero%s", rep->first_blocked_head + 1, rep->first_blocked_row + 1, hint);
 	} else if (rep->blocked_rows > 1) {
 		warning("%zu query rows have every key masked (the first: head %d, row %zu); their "
-			"softmax rows and outputs are zero", rep->blocked_rows,
-			rep->first_blocked_head + 1, rep->first_blocked_row + 1);
+			"softmax rows and outputs are zero%s", rep->blocked_rows,
+			rep->first_blocked_head + 1, rep->first_blocked_row + 1, hint);
 	}
 	return 0;
 }
@@ -1099,7 +1117,8 @@ void problem_free(struct problem *p)
 void problem_facts(const struct problem *p, double scale, struct step_facts *f)
 {
 	*f = (struct step_facts){ .cfg = &p->cfg, .d = &p->d, .scale = scale,
-				  .mask_file = p->spec.mask, .heads = p->d.heads,
+				  .mask_file = p->spec.mask, .mask_block = p->spec.mask_block,
+				  .heads = p->d.heads,
 				  .alibi_slopes = p->cfg.alibi.on ? p->alibi.v : NULL,
 				  .direct = p->direct,
 				  .cross = p->spec.kv != NULL || p->spec.xk != NULL,

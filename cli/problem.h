@@ -38,6 +38,8 @@ struct problem_spec {
 	unsigned given;                 /* GIVEN_ bits (model.h): what config.json leaves alone */
 	size_t heads, kv_heads;         /* at least 1; kv_heads divides heads (0: heads) */
 	mha_config cfg;                 /* the options; problem_load adds the mask */
+	int mask_block;                 /* --mask-bool block: a boolean mask's true blocks
+					   (PyTorch's nn.MultiheadAttention); 0: true attends */
 	const char *tokens, *kv_tokens; /* --tokens, --kv-tokens, or NULL */
 	const char *cell;               /* --cell QUERY,KEY, or NULL */
 	const size_t *kv_lens;          /* --kv-len 5,3,4: one length per sequence, or NULL */
@@ -73,6 +75,8 @@ struct problem {
 	size_t batch;
 	size_t batch_read;      /* after problem_keep_sequence: the batch as read */
 	unsigned char *allow;   /* the boolean mask as bytes, or NULL */
+	int diag_blocked;       /* a boolean mask read as true = may attend blocks every
+				   query's own key (square scores): PyTorch's, perhaps */
 	int direct;             /* Q, K, V given directly */
 	mha_dims d;
 	mha_config cfg;         /* spec.cfg with the mask */

@@ -202,6 +202,7 @@ static void title_mask(char *buf, size_t size, const struct step_facts *f, size_
 	const mha_config *cfg = f->cfg;
 	const char *parts[5] = { NULL };
 	char causal[64], kv[48], win[112], l[48], r[48], alibi[120];
+	char file[200];
 	size_t n = 0;
 
 	(void)head;
@@ -225,8 +226,12 @@ static void title_mask(char *buf, size_t size, const struct step_facts *f, size_
 		snprintf(kv, sizeof(kv), "keys from %zu on are padding", cfg->kv_len + 1);
 		parts[n++] = kv;
 	}
-	if (f->mask_file)
-		parts[n++] = path_shown(f->mask_file);
+	if (f->mask_file) {
+		/* --mask-bool block: the file read as PyTorch means it */
+		snprintf(file, sizeof(file), "%s%s", path_shown(f->mask_file),
+			 f->mask_block ? ", true = blocked" : "");
+		parts[n++] = file;
+	}
 	if (cfg->alibi.on) {
 		alibi_words(alibi, sizeof(alibi), f);
 		parts[n++] = alibi;

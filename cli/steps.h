@@ -55,6 +55,7 @@ struct step_facts {
 	const mha_dims *d;       /* the shapes; titles only (NULL before reading) */
 	double scale;            /* what the run multiplied the scores by; titles only */
 	const char *mask_file;   /* --mask as given ("-": standard input), or NULL */
+	int mask_block;          /* --mask-bool block: the file's true blocks */
 	size_t heads;
 	unsigned weights;        /* 1 << WQ … 1 << BO (weights.h): the weights given */
 	int direct;              /* Q, K and V given directly (--q, --k, --v) */

@@ -12,7 +12,8 @@
 #include "matrix.h"
 
 typedef enum {
-	FORMAT_TEXT, FORMAT_JSON, FORMAT_CSV, FORMAT_MARKDOWN, FORMAT_NPY, FORMAT_HEATMAP, FORMAT_SVG
+	FORMAT_TEXT, FORMAT_JSON, FORMAT_CSV, FORMAT_MARKDOWN, FORMAT_NPY, FORMAT_HEATMAP, FORMAT_SVG,
+	FORMAT_NPZ
 } out_format;
 
 typedef struct writer {
@@ -58,6 +59,25 @@ void out_section(writer *w, const char *title);
 int npy_write(FILE *fp, const matrix *m);
 /* n matrices of one shape as one .npy array of shape (n, their shape): a batch */
 int npy_write_batch(FILE *fp, const matrix *const *parts, size_t n);
+
+/* Where .npy bytes go: put(ctx, bytes, n), in order.  A file, or the .npz
+ * writer's CRC-32 and byte count before the same bytes go to the file. */
+typedef struct npy_sink {
+	void (*put)(void *ctx, const void *p, size_t n);
+	void *ctx;
+} npy_sink;
+/*
+ * n_parts matrices of one shape, in C order, as one .npy array of shape
+ * (lead[0], …, lead[n_lead - 1], their shape), the product of lead being
+ * n_parts: heads stacked (H, rows, cols), a batch's (B, H, rows, cols).
+ * f4: as float32 ('<f4'), for values that are floats (matrix.h is_f32).
+ */
+void npy_put_parts(const npy_sink *s, const size_t *lead, size_t n_lead,
+		   const matrix *const *parts, size_t n_parts, int f4);
+/* n UTF-8 strings as NumPy Unicode ('<U' and the longest's length, UTF-32),
+ * rank 1 (n of them) or rank 0 (n = 1: a 0-d array, np.load(...)[()] or
+ * .item() gives the string); a byte that is not UTF-8 becomes U+FFFD. */
+void npy_put_strings(const npy_sink *s, const char *const *v, size_t n, size_t rank);
 
 /*
  * One matrix as plain CSV: a line per row, values comma-separated in the

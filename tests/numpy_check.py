@@ -954,7 +954,7 @@ def torch_cases(binary, rng):
             return compare("output", out, want)
         return check
 
-    def mha_module_case(E, H, n_q, n_kv, kdim=None, causal=False):
+    def mha_module_case(E, H, n_q, n_kv, kdim=None, causal=False, torch_mask=False):
         def check():
             kd = kdim or E
             X = rng.normal(size=(n_q, E))
@@ -969,7 +969,11 @@ def torch_cases(binary, rng):
             opts = ["--heads", str(H)]
             if kdim:
                 files["--kv"] = ("kv.json", Xkv)
-            if causal:
+            if causal and torch_mask:
+                # the very mask handed to torch below, read as PyTorch means it
+                files["--mask"] = ("mask.json", np.triu(np.ones((n_q, n_kv), dtype=bool), 1))
+                opts += ["--mask-bool", "block"]
+            elif causal:
                 opts.append("--causal")
             with tempfile.TemporaryDirectory(prefix="mha-torch-") as tmp:
                 out, sm = mha_output(tmp, files, opts)
@@ -1002,6 +1006,7 @@ def torch_cases(binary, rng):
         ("torch-sdpa-float-mask-gqa", sdpa_case(4, 2, 5, 5, 2, 2, mask="add")),
         ("torch-mha-self-causal", mha_module_case(6, 3, 5, 5, causal=True)),
         ("torch-mha-cross-kdim", mha_module_case(8, 2, 3, 6, kdim=5)),
+        ("torch-mha-mask-bool-block", mha_module_case(6, 2, 4, 4, causal=True, torch_mask=True)),
     ]
 
 
@@ -1153,6 +1158,106 @@ def batch_cases(binary, rng):
     ]
 
 
+# ---- PyTorch's boolean masks: True = blocked (--mask-bool block) ----------
+
+
+def torch_mha_convention(x, w, heads, attn_mask=None, key_padding_mask=None):
+    """nn.MultiheadAttention's forward as its documentation states it, written
+    apart from reference() and batch_reference(): x (B, n, E), weights applied
+    as x @ W + b; attn_mask (n, n) and key_padding_mask (B, n) booleans where
+    True means the position is *not* allowed to attend (masked_fill with
+    -inf before the softmax).  Returns the weights (B, H, n, n) and the
+    output (B, n, E)."""
+    B, n, E = x.shape
+    d = E // heads
+    q = (x @ w["W_Q"] + w["b_Q"]).reshape(B, n, heads, d).transpose(0, 2, 1, 3)
+    k = (x @ w["W_K"] + w["b_K"]).reshape(B, n, heads, d).transpose(0, 2, 1, 3)
+    v = (x @ w["W_V"] + w["b_V"]).reshape(B, n, heads, d).transpose(0, 2, 1, 3)
+    out = np.zeros((B, n, E))
+    weights = np.zeros((B, heads, n, n))
+    for b in range(B):
+        for h in range(heads):
+            s = (q[b, h] / math.sqrt(d)) @ k[b, h].T
+            blocked = np.zeros((n, n), dtype=bool)
+            if attn_mask is not None:
+                blocked |= attn_mask
+            if key_padding_mask is not None:
+                blocked |= key_padding_mask[b][None, :]
+            s = np.where(blocked, -np.inf, s)
+            e = np.exp(s - s.max(axis=1, keepdims=True))
+            a = e / e.sum(axis=1, keepdims=True)
+            weights[b, h] = a
+            out[b, :, h * d:(h + 1) * d] = a @ v[b, h]
+    return weights, out @ w["W_O"] + w["b_O"]
+
+
+def torch_mask_cases(binary, rng):
+    """PyTorch-convention boolean masks handed to mha with --mask-bool block:
+    an attn_mask (causal, as nn.Transformer's generate_square_subsequent_mask
+    blocks the future, and random), a key_padding_mask per sequence, both at
+    once; as JSON booleans and .npy bool."""
+
+    def case(name, B, H, n, E, attn=None, padding=False, npy=False):
+        def check():
+            x = rng.standard_normal((B, n, E))
+            w = {k: rng.standard_normal((E, E)) / math.sqrt(E) for k in ("W_Q", "W_K", "W_V", "W_O")}
+            w.update({k: rng.standard_normal(E) for k in ("b_Q", "b_K", "b_V", "b_O")})
+            am = None
+            if attn == "causal":
+                am = np.triu(np.ones((n, n), dtype=bool), 1)
+            elif attn == "random":
+                am = rng.random((n, n)) < 0.4
+                am[:, 0] = False                # every row keeps a key
+            kpm = None
+            if padding:
+                kpm = np.zeros((B, n), dtype=bool)
+                for b in range(B):
+                    kpm[b, n - b:] = True       # sequence b has b padded keys
+            # one mask for mha: blocked where either blocks, (B|1, 1, n|1, n)
+            if am is not None and kpm is not None:
+                mask = am[None, None] | kpm[:, None, None, :]
+            elif kpm is not None:
+                mask = kpm[:, None, None, :]
+            else:
+                mask = am
+            with tempfile.TemporaryDirectory(prefix="mha-torchmask-") as tmp:
+                def put(fname, a):
+                    path = os.path.join(tmp, fname)
+                    if fname.endswith(".npy"):
+                        np.save(path, a)
+                    else:
+                        with open(path, "w") as f:
+                            f.write(dump_json(a))
+                    return path
+                args = ["-x", put("x.json", x), "-w", put("w.json", w), "--heads", str(H),
+                        "--mask", put("mask.npy" if npy else "mask.json", mask),
+                        "--mask-bool", "block"]
+                doc = parse_json(run(binary, args + ["-p", "softmax,output", "-f", "json"]))
+                fast = parse_json(run(binary, args + ["-f", "json"]))
+                # the same mask inverted, read as mha's own (true = may attend)
+                args[args.index("--mask") + 1] = put("inv.json", ~mask)
+                own = parse_json(run(binary, args[:-2] + ["-f", "json"]))
+            ref_w, ref_o = torch_mha_convention(x, w, H, am, kpm)
+            worst = compare("output", to_array(doc["output"], "output"), ref_o)
+            worst = max(worst, compare("output (fast path)", to_array(fast["output"], "output"),
+                                       ref_o))
+            for h in range(H):
+                worst = max(worst, compare("heads[%d].softmax" % h,
+                                           to_array(doc["heads"][h]["softmax"], "softmax"),
+                                           ref_w[:, h]))
+            bit_equal("output, true = blocked against the inverse read as mha's",
+                      to_array(fast["output"], "output"), to_array(own["output"], "output"))
+            return worst
+        return "torch-bool-" + name, check
+
+    return [
+        case("causal-json", 1, 2, 5, 4, attn="causal"),
+        case("random-npy", 1, 3, 4, 6, attn="random", npy=True),
+        case("padding-npy", 3, 2, 5, 4, padding=True, npy=True),
+        case("causal-padding", 2, 2, 4, 4, attn="causal", padding=True),
+    ]
+
+
 def main(argv):
     if len(argv) != 2:
         sys.stderr.write("usage: numpy_check.py MHA_BINARY\n")
@@ -1186,6 +1291,8 @@ def main(argv):
     for case in cases():
         report(case.name, lambda: run_case(binary, case, rng))
     for name, fn in batch_cases(binary, rng):
+        report(name, fn)
+    for name, fn in torch_mask_cases(binary, rng):
         report(name, fn)
 
     try:
