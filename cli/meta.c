@@ -90,6 +90,27 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 		if ((f->weights >> i) & 1)
 			fprintf(fp, "%s\"%s\"", n++ ? ", " : "", weight_names[i]);
 	fputc(']', fp);
+	/* a checkpoint's (-w a model folder): which module of it, and its config */
+	key(&mb, "model");
+	if (f->model) {
+		fputs("{\"layout\": ", fp);
+		text_put_json(fp, f->model);
+		fputs(", \"layer\": ", fp);
+		if (f->model_layer >= 0)
+			fprintf(fp, "%lld", f->model_layer);
+		else
+			fputs("null", fp);
+		fputs(", \"prefix\": ", fp);
+		text_put_json(fp, f->model_prefix ? f->model_prefix : "");
+		fputs(", \"config\": ", fp);
+		if (f->model_config)
+			text_put_json(fp, path_shown(f->model_config));
+		else
+			fputs("null", fp);
+		fputc('}', fp);
+	} else {
+		fputs("null", fp);
+	}
 	/* a batch (3-D inputs): its sequences, and the one shown alone */
 	key(&mb, "batch");
 	if (m->batch)
@@ -188,6 +209,7 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 	}
 	number(&mb, "softcap", cfg->softcap, !(cfg->softcap > 0));
 	string(&mb, "mask", f->mask_file ? path_shown(f->mask_file) : NULL);
+	string(&mb, "mask_bool", f->mask_bool); /* what the boolean mask's true meant */
 	string(&mb, "dtype", m->f32 ? "f32" : "f64");
 	string(&mb, "path", m->rep->fast_path ? "fast" : "plain");
 	fputc('\n', fp);

@@ -615,6 +615,11 @@ static int read_tensor(matrix *m, struct ckpt *c, const char *name, char *src, s
 	return st_read(m, f, t);
 }
 
+const char *model_family_name(model_family f)
+{
+	return f > FAMILY_NONE && f <= FAMILY_TORCH ? families[f].name : NULL;
+}
+
 int model_load(weights *w, struct problem_spec *s, const char *path)
 {
 	struct ckpt c;
@@ -638,6 +643,9 @@ int model_load(weights *w, struct problem_spec *s, const char *path)
 		ckpt_free(&c);
 		return -1;
 	}
+	/* for meta: the names' start, as they are read below */
+	snprintf(s->module, sizeof(s->module), "%s%s", module, *module ? "." : "");
+	s->checkpoint = 1;
 	if (s->family == FAMILY_LLAMA) {
 		/* Qwen3, OLMo 2: an RMSNorm on each head's q and k before the rotation */
 		static const char *const norms[] = { "q_norm.weight", "k_norm.weight" };
@@ -963,6 +971,8 @@ int model_config(struct problem_spec *s)
 		s->layout = families[s->family].layout;
 	if (!rc)
 		rc = apply(s, cfg && doc.root ? doc.root : NULL, cfg ? in.name : NULL);
+	if (!rc && cfg)
+		snprintf(s->config_read, sizeof(s->config_read), "%s", cfg); /* for meta */
 	if (cfg) {
 		json_doc_free(&doc);
 		input_free(&in);

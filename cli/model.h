@@ -49,4 +49,7 @@ int model_config(struct problem_spec *s);
  */
 int model_load(weights *w, struct problem_spec *s, const char *path);
 
+/* "llama", "gpt2", "bert", "torch"; NULL for FAMILY_NONE */
+const char *model_family_name(model_family f);
+
 #endif

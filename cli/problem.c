@@ -1123,7 +1123,16 @@ void problem_facts(const struct problem *p, double scale, struct step_facts *f)
 				  .direct = p->direct,
 				  .cross = p->spec.kv != NULL || p->spec.xk != NULL,
 				  .apart = p->spec.xk != NULL, .positions_file = p->spec.positions,
-				  .rope_cos_file = p->spec.rope_cos, .rope_sin_file = p->spec.rope_sin };
+				  .rope_cos_file = p->spec.rope_cos, .rope_sin_file = p->spec.rope_sin,
+				  .model_layer = -1 };
+	if (p->allow)
+		f->mask_bool = p->spec.mask_block ? "block" : "attend";
+	if (p->spec.checkpoint) {
+		f->model = model_family_name(p->spec.family);
+		f->model_prefix = p->spec.module;
+		f->model_config = p->spec.config_read[0] ? p->spec.config_read : NULL;
+		f->model_layer = p->spec.has_layer ? (long long)p->spec.layer : -1;
+	}
 	for (int i = 0; i < N_WEIGHTS; i++)
 		f->weights |= (unsigned)weights_has(&p->w, i) << i;
 }

@@ -35,6 +35,11 @@ struct problem_spec {
 	const char *prefix;             /* --prefix: the attention module's names' start */
 	size_t layer;                   /* --layer, when has_layer */
 	int has_layer;
+	/* what a checkpoint's run used, for meta's "model": set by model_config
+	 * and model_load */
+	char config_read[4200];         /* the config.json read, or "" */
+	char module[4200];              /* the module's names' start, with its '.', or "" */
+	int checkpoint;                 /* the weights came from a checkpoint */
 	unsigned given;                 /* GIVEN_ bits (model.h): what config.json leaves alone */
 	size_t heads, kv_heads;         /* at least 1; kv_heads divides heads (0: heads) */
 	mha_config cfg;                 /* the options; problem_load adds the mask */

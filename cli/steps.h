@@ -65,6 +65,11 @@ struct step_facts {
 				       without ALiBi, and before the files are read */
 	const char *positions_file;          /* --positions as given, or NULL */
 	const char *rope_cos_file, *rope_sin_file; /* --rope-cos, --rope-sin, or NULL */
+	const char *mask_bool;   /* a boolean mask was read: "attend" or "block"; else NULL */
+	const char *model;       /* the checkpoint's family ("llama"), or NULL: no checkpoint */
+	const char *model_prefix; /* its module's names' start ("model.layers.1.self_attn.") */
+	const char *model_config; /* the config.json read, or NULL */
+	long long model_layer;   /* --layer N, or -1 */
 };
 
 struct step {

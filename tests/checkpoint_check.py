@@ -20,7 +20,14 @@ and mha must agree to
 
     |a - b| <= 1e-12 * max(1, |b|)
 
-(the same tolerance and argument as numpy_check.py).  Then damaged files
+(the same tolerance and argument as numpy_check.py).  When torch can be
+imported, the same layers are also built as PyTorch modules loaded from the
+checkpoint's tensors (nn.MultiheadAttention for GPT-2, BERT and the torch
+family; nn.Linear projections, rotate_half and repeat_interleave for
+Llama, Mistral and Qwen2), run in float64, and mha must agree with them
+to the same tolerance; without torch those cases are skipped, and said so.
+The runs' JSON meta must name the module read ("model").  Then
+damaged files
 and bad configs: each must fail with exit status 1 and one line on standard
 error naming the problem.
 
@@ -34,6 +41,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+from functools import partial
 
 import numpy as np
 
@@ -171,6 +179,115 @@ def torch_mha(x, p, H):
     return o.transpose(1, 0, 2).reshape(n, E) @ p["out_w"].T + p["out_b"]
 
 
+# ---- the same layers as PyTorch modules, when torch is there -------------
+#
+# Built from the checkpoint's tensors as the models' own PyTorch code holds
+# them, not from the NumPy functions above: nn.MultiheadAttention loaded
+# with load_state_dict, or nn.Linear projections and the rotary embedding
+# written with torch ops.  Everything in float64.
+
+
+def torch_tensor(torch, tensor):
+    return torch.from_numpy(np.ascontiguousarray(tensor.value, dtype=np.float64))
+
+
+def torch_mha_module(torch, x, H, state, causal=False):
+    """nn.MultiheadAttention(E, H) with state (its own key names) on
+    (x, x, x); causal: PyTorch's attn_mask, True = blocked."""
+    n, E = x.shape
+    m = torch.nn.MultiheadAttention(E, H, bias=True, batch_first=True, dtype=torch.float64)
+    m.load_state_dict(state)  # strict: every key, no other
+    m.eval()
+    X = torch.from_numpy(x)[None]
+    mask = torch.ones(n, n, dtype=torch.bool).triu(1) if causal else None
+    with torch.no_grad():
+        out, _ = m(X, X, X, attn_mask=mask, need_weights=False)
+    return out[0].numpy()
+
+
+def torch_gpt2(torch, x, t, prefix, H):
+    """GPT-2's layer: Conv1D stores (in, out) and computes x @ W + b, so
+    nn.MultiheadAttention's (out, in) in_proj_weight is c_attn.weight
+    transposed (its rows Q | K | V), out_proj.weight c_proj.weight's."""
+    w = lambda name: torch_tensor(torch, t[prefix + name])
+    state = {"in_proj_weight": w("c_attn.weight").T.contiguous(),
+             "in_proj_bias": w("c_attn.bias"),
+             "out_proj.weight": w("c_proj.weight").T.contiguous(),
+             "out_proj.bias": w("c_proj.bias")}
+    return torch_mha_module(torch, x, H, state, causal=True)
+
+
+def torch_bert(torch, x, t, prefix, H):
+    """BERT's self-attention and output dense: nn.Linear's (out, in), so
+    in_proj_weight is query | key | value stacked as rows."""
+    w = lambda name: torch_tensor(torch, t[prefix + name])
+    state = {"in_proj_weight": torch.cat([w("self.%s.weight" % c)
+                                          for c in ("query", "key", "value")]),
+             "in_proj_bias": torch.cat([w("self.%s.bias" % c) for c in ("query", "key", "value")]),
+             "out_proj.weight": w("output.dense.weight"),
+             "out_proj.bias": w("output.dense.bias")}
+    return torch_mha_module(torch, x, H, state)
+
+
+def torch_encoder_layer(torch, x, t, prefix, H):
+    """nn.TransformerEncoder's layers.N.self_attn: its own state_dict keys."""
+    state = {name[len(prefix):]: torch_tensor(torch, v) for name, v in t.items()
+             if name.startswith(prefix)}
+    return torch_mha_module(torch, x, H, state)
+
+
+def torch_llama(torch, x, t, prefix, H, G, theta=10000.0, partial=1.0, window=None):
+    """LlamaAttention as transformers writes it: nn.Linear q/k/v/o_proj,
+    rotate_half over the first partial*head_dim features, repeat_kv
+    (repeat_interleave over the heads), causal (and a sliding window),
+    softmax; in float64."""
+    n = x.shape[0]
+
+    def linear(name):
+        w = t[prefix + name + ".weight"]
+        b = t.get(prefix + name + ".bias")
+        lin = torch.nn.Linear(w.shape[1], w.shape[0], bias=b is not None, dtype=torch.float64)
+        state = {"weight": torch_tensor(torch, w)}
+        if b is not None:
+            state["bias"] = torch_tensor(torch, b)
+        lin.load_state_dict(state)
+        return lin
+
+    def rotate_half(u):
+        half = u.shape[-1] // 2
+        return torch.cat((-u[..., half:], u[..., :half]), dim=-1)
+
+    with torch.no_grad():
+        X = torch.from_numpy(x)
+        q, k, v = (linear(c + "_proj")(X) for c in ("q", "k", "v"))
+        hd = q.shape[1] // H
+        q = q.view(n, H, hd).transpose(0, 1)
+        k = k.view(n, G, hd).transpose(0, 1)
+        v = v.view(n, G, hd).transpose(0, 1)
+        R = int(hd * partial)
+        inv_freq = 1.0 / (theta ** (torch.arange(0, R, 2, dtype=torch.float64) / R))
+        freqs = torch.outer(torch.arange(n, dtype=torch.float64), inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+
+        def rope(u):
+            rot, rest = u[..., :R], u[..., R:]
+            return torch.cat((rot * cos + rotate_half(rot) * sin, rest), dim=-1)
+
+        q, k = rope(q), rope(k)
+        k = k.repeat_interleave(H // G, dim=0)
+        v = v.repeat_interleave(H // G, dim=0)
+        i = torch.arange(n)[:, None]
+        j = torch.arange(n)[None, :]
+        blocked = j > i
+        if window is not None:
+            blocked = blocked | ((i - j) >= window)
+        s = (q @ k.transpose(-2, -1)) / (hd ** 0.5)
+        s = s.masked_fill(blocked, float("-inf"))
+        o = (torch.softmax(s, dim=-1) @ v).transpose(0, 1).reshape(n, H * hd)
+        return linear("o_proj")(o).numpy()
+
+
 # ---- the checkpoints -----------------------------------------------------
 
 
@@ -277,6 +394,7 @@ class Checker:
     def __init__(self, binary, tmp):
         self.binary, self.tmp = binary, tmp
         self.passed = self.failed = 0
+        self.torch = []  # (name, args, reference(torch)): run when torch is there
 
     def result(self, name, ok, why=""):
         if ok:
@@ -288,18 +406,26 @@ class Checker:
 
     def x(self, rng, n, D):
         x = rng.standard_normal((n, D))
-        path = os.path.join(self.tmp, "x-%d-%d.npy" % (n, D))
+        # a file of its own: the PyTorch cases run these arguments again later
+        self.xs = getattr(self, "xs", 0) + 1
+        path = os.path.join(self.tmp, "x%d-%d-%d.npy" % (self.xs, n, D))
         np.save(path, x)
         return x, path
 
-    def output(self, name, args, want):
+    def output(self, name, args, want, model=None):
+        """mha's output against want; model: what meta's "model" must say."""
         rc, out, err = run(self.binary, args + ["--print", "output", "--format", "json"])
         if rc != 0:
             return self.result(name, False, "exit %d: %s" % (rc, err.strip()))
-        got = np.array(json.loads(out)["output"], dtype=np.float64)
+        doc = json.loads(out)
+        if model is not None and doc["meta"]["model"] != model:
+            return self.result(name, False, "meta's model %r, expected %r"
+                               % (doc["meta"]["model"], model))
+        got = np.array(doc["output"], dtype=np.float64)
         if got.shape != want.shape:
             return self.result(name, False, "shape %s, expected %s" % (got.shape, want.shape))
         err = np.max(np.abs(got - want) / np.maximum(1, np.abs(want)))
+        self.worst = max(getattr(self, "worst", 0.0), err)
         self.result(name, err <= RTOL, "max relative difference %.3g" % err)
 
     def refused(self, name, args, words, status=1):
@@ -337,6 +463,14 @@ def family_cases(c, rng):
     tmp = c.tmp
     n = 6
 
+    def both(name, args, want, ref, model=None):
+        """mha against NumPy now, and against PyTorch (ref(torch)) later"""
+        c.output(name, args, want, model)
+        c.torch.append((name, args, ref))
+
+    def meta(layout, layer, prefix, config):
+        return {"layout": layout, "layer": layer, "prefix": prefix, "config": config}
+
     # Llama with GQA, F32, the config beside it
     D, H, G = 16, 4, 2
     t, params = llama_checkpoint(rng, 3, D, H, G, "F32")
@@ -346,29 +480,38 @@ def family_cases(c, rng):
     d = folder(tmp, "llama", t, cfg)
     x, xp = c.x(rng, n, D)
     for layer in (0, 2):
-        c.output("llama GQA F32 layer %d (config.json)" % layer,
-                 ["-x", xp, "-w", d, "--layer", str(layer)],
-                 llama_attention(x, params[layer], H, G, theta=500.0))
+        a = "model.layers.%d.self_attn." % layer
+        both("llama GQA F32 layer %d (config.json)" % layer,
+             ["-x", xp, "-w", d, "--layer", str(layer)],
+             llama_attention(x, params[layer], H, G, theta=500.0),
+             partial(torch_llama, x=x, t=t, prefix=a, H=H, G=G, theta=500.0),
+             meta("llama", layer, a, os.path.join(d, "config.json")))
     c.output("llama -w model.safetensors, config beside it",
              ["-x", xp, "-w", os.path.join(d, "model.safetensors"), "--layer", "1"],
-             llama_attention(x, params[1], H, G, theta=500.0))
+             llama_attention(x, params[1], H, G, theta=500.0),
+             meta("llama", 1, "model.layers.1.self_attn.", os.path.join(d, "config.json")))
     c.output("llama --prefix", ["-x", xp, "-w", d, "--prefix", "model.layers.1.self_attn."],
-             llama_attention(x, params[1], H, G, theta=500.0))
-    c.output("llama --rope-theta over the config",
-             ["-x", xp, "-w", d, "--layer", "0", "--rope-theta", "10000"],
-             llama_attention(x, params[0], H, G, theta=10000.0))
+             llama_attention(x, params[1], H, G, theta=500.0),
+             meta("llama", None, "model.layers.1.self_attn.", os.path.join(d, "config.json")))
+    both("llama --rope-theta over the config",
+         ["-x", xp, "-w", d, "--layer", "0", "--rope-theta", "10000"],
+         llama_attention(x, params[0], H, G, theta=10000.0),
+         partial(torch_llama, x=x, t=t, prefix="model.layers.0.self_attn.", H=H, G=G))
     # no config: --layout and the options
     bare = folder(tmp, "llama-bare", t)
-    c.output("llama no config: --layout llama --heads --kv-heads",
-             ["-x", xp, "-w", bare, "--layout", "llama", "--layer", "2", "--heads", str(H),
-              "--kv-heads", str(G)],
-             llama_attention(x, params[2], H, G))
+    both("llama no config: --layout llama --heads --kv-heads",
+         ["-x", xp, "-w", bare, "--layout", "llama", "--layer", "2", "--heads", str(H),
+          "--kv-heads", str(G)],
+         llama_attention(x, params[2], H, G),
+         partial(torch_llama, x=x, t=t, prefix="model.layers.2.self_attn.", H=H, G=G),
+         meta("llama", 2, "model.layers.2.self_attn.", None))
     c.output("llama no config, no --layout: the family from the names",
              ["-x", xp, "-w", bare, "--layer", "2", "--heads", str(H), "--kv-heads", str(G)],
              llama_attention(x, params[2], H, G))
     c.output("llama --config FILE", ["-x", xp, "-w", bare, "--layer", "0", "--config",
                                      os.path.join(d, "config.json")],
-             llama_attention(x, params[0], H, G, theta=500.0))
+             llama_attention(x, params[0], H, G, theta=500.0),
+             meta("llama", 0, "model.layers.0.self_attn.", os.path.join(d, "config.json")))
 
     # Qwen2-style: biases, BF16, sharded with an index, partial rotary
     D, H, G = 16, 4, 1
@@ -378,9 +521,12 @@ def family_cases(c, rng):
            "sliding_window": 3, "use_sliding_window": False, "max_window_layers": 2}
     d = folder(tmp, "qwen2", t, cfg, shards=3)
     x, xp = c.x(rng, n, D)
-    c.output("qwen2 BF16 biases, 3 shards + index, partial rotary",
-             ["-x", xp, "-w", d, "--layer", "3"],
-             llama_attention(x, params[3], H, G, theta=1000.0, partial=0.5))
+    both("qwen2 BF16 biases, 3 shards + index, partial rotary",
+         ["-x", xp, "-w", d, "--layer", "3"],
+         llama_attention(x, params[3], H, G, theta=1000.0, partial=0.5),
+         partial(torch_llama, x=x, t=t, prefix="model.layers.3.self_attn.", H=H, G=G,
+                 theta=1000.0, partial=0.5),
+         meta("llama", 3, "model.layers.3.self_attn.", os.path.join(d, "config.json")))
     c.output("qwen2 -w the index file",
              ["-x", xp, "-w", os.path.join(d, "model.safetensors.index.json"), "--layer", "1"],
              llama_attention(x, params[1], H, G, theta=1000.0, partial=0.5))
@@ -392,8 +538,9 @@ def family_cases(c, rng):
            "num_key_value_heads": G, "sliding_window": 3}
     d = folder(tmp, "mistral", t, cfg)
     x, xp = c.x(rng, n, D)
-    c.output("mistral F16 sliding_window 3", ["-x", xp, "-w", d, "--layer", "1"],
-             llama_attention(x, params[1], H, G, window=3))
+    both("mistral F16 sliding_window 3", ["-x", xp, "-w", d, "--layer", "1"],
+         llama_attention(x, params[1], H, G, window=3),
+         partial(torch_llama, x=x, t=t, prefix="model.layers.1.self_attn.", H=H, G=G, window=3))
     c.output("mistral --window over the config", ["-x", xp, "-w", d, "--layer", "1",
                                                   "--window", "-1"],
              llama_attention(x, params[1], H, G))
@@ -406,10 +553,14 @@ def family_cases(c, rng):
                "n_positions": 16}
         d = folder(tmp, "gpt2" + prefix, t, cfg)
         x, xp = c.x(rng, n, D)
-        c.output("gpt2 %s %s layer 2" % (dtype, prefix or "(no prefix)"),
-                 ["-x", xp, "-w", d, "--layer", "2"], gpt2_attention(x, params[2], H))
-    c.output("gpt2 --prefix", ["-x", xp, "-w", d, "--prefix", "transformer.h.0.attn"],
-             gpt2_attention(x, params[0], H))
+        both("gpt2 %s %s layer 2" % (dtype, prefix or "(no prefix)"),
+             ["-x", xp, "-w", d, "--layer", "2"], gpt2_attention(x, params[2], H),
+             partial(torch_gpt2, x=x, t=t, prefix=prefix + "h.2.attn.", H=H),
+             meta("gpt2", 2, prefix + "h.2.attn.", os.path.join(d, "config.json")))
+    both("gpt2 --prefix", ["-x", xp, "-w", d, "--prefix", "transformer.h.0.attn"],
+         gpt2_attention(x, params[0], H),
+         partial(torch_gpt2, x=x, t=t, prefix="transformer.h.0.attn.", H=H),
+         meta("gpt2", None, "transformer.h.0.attn.", os.path.join(d, "config.json")))
 
     # BERT: with and without "bert.", not causal
     D, H = 8, 2
@@ -419,17 +570,34 @@ def family_cases(c, rng):
                "position_embedding_type": "absolute"}
         d = folder(tmp, "bert" + prefix, t, cfg)
         x, xp = c.x(rng, n, D)
-        c.output("bert %s %s layer 1" % (dtype, prefix or "(no prefix)"),
-                 ["-x", xp, "-w", d, "--layer", "1"], bert_attention(x, params[1], H))
+        a = prefix + "encoder.layer.1.attention."
+        both("bert %s %s layer 1" % (dtype, prefix or "(no prefix)"),
+             ["-x", xp, "-w", d, "--layer", "1"], bert_attention(x, params[1], H),
+             partial(torch_bert, x=x, t=t, prefix=a, H=H),
+             meta("bert", 1, a, os.path.join(d, "config.json")))
 
     # nn.TransformerEncoder's state_dict, linear1 and norms beside it
     E, H = 8, 2
     t, params = torch_checkpoint(rng, 2, E, "F32")
     d = folder(tmp, "torch", t)
     x, xp = c.x(rng, n, E)
-    c.output("torch TransformerEncoder layer 1", ["-x", xp, "-w", d, "--layout", "torch",
-                                                  "--layer", "1", "--heads", str(H)],
-             torch_mha(x, params[1], H))
+    both("torch TransformerEncoder layer 1", ["-x", xp, "-w", d, "--layout", "torch",
+                                              "--layer", "1", "--heads", str(H)],
+         torch_mha(x, params[1], H),
+         partial(torch_encoder_layer, x=x, t=t, prefix="layers.1.self_attn.", H=H),
+         meta("torch", 1, "layers.1.self_attn.", None))
+
+
+def torch_family_cases(c):
+    """The layers family_cases built, against PyTorch modules loaded from
+    the same tensors, when torch imports."""
+    try:
+        import torch
+    except ImportError:
+        print("PyTorch cases skipped: torch is not importable (%d cases)" % len(c.torch))
+        return
+    for name, args, ref in c.torch:
+        c.output(name + " vs PyTorch modules", args, ref(torch))
 
 
 def damaged_cases(c, rng):
@@ -597,8 +765,11 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         c = Checker(binary, tmp)
         family_cases(c, rng)
+        torch_family_cases(c)
         large_case(c, rng)
         damaged_cases(c, rng)
+    print("max relative difference over all outputs: %.2g (tolerance %g)"
+          % (getattr(c, "worst", 0.0), RTOL))
     print("%d passed, %d failed" % (c.passed, c.failed))
     sys.exit(1 if c.failed else 0)
 

@@ -369,6 +369,8 @@ def check_csv(where, schema, run, meta, tmp):
 
 # ---- the problems ---------------------------------------------------------
 
+TINY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "samples", "tiny-llama")
+
 def write(tmp, name, value):
     with open(os.path.join(tmp, name), "w") as f:
         json.dump(value, f)
@@ -440,6 +442,12 @@ def problems(tmp):
         Run("rope", ["-x", "x.json", "-w", "w2.json", "--heads", "2", "--kv-heads", "2",
                      "--rope", "interleaved", "--causal"],
             dims(heads=2), masked=True, rope=True),
+        # a layer of a checkpoint (samples/tiny-llama: Llama, config.json beside
+        # it): causal, rotary, grouped-query heads, and meta's "model"
+        Run("checkpoint", ["-x", os.path.join(TINY, "x.json"), "-w", os.path.join(TINY, "model"),
+                           "--layer", "1"],
+            dims(n_q=4, n_kv=4, d_model=8, heads=2, kv_heads=1, d_k=4, d_v=4, d_out=8),
+            masked=True, rope=True, tokens=True),
     ]
 
 

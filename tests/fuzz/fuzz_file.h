@@ -33,17 +33,21 @@ static inline int fuzz_private_file(void)
 	return fd;
 }
 
-/* data[0, size) as the whole of the file at the path returned (the same
- * path at each call, the file written over) */
-static inline const char *fuzz_file_path(const uint8_t *data, size_t size)
+/* data[0, size) as the whole of file number slot (0 or 1: a target may
+ * need two files at once) at the path returned (the same path at each
+ * call, the file written over) */
+static inline const char *fuzz_file_path_at(int slot, const uint8_t *data, size_t size)
 {
-	static int fd = -1;
-	static char path[64];
+	static int fds[2] = { -1, -1 };
+	static char paths[2][64];
+	char *path = paths[slot];
+	int fd;
 
-	if (fd < 0) {
-		fd = fuzz_private_file();
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if (fds[slot] < 0) {
+		fds[slot] = fuzz_private_file();
+		snprintf(path, 64, "/proc/self/fd/%d", fds[slot]);
 	}
+	fd = fds[slot];
 	if (ftruncate(fd, 0) != 0) {
 		perror("fuzz: ftruncate");
 		abort();
@@ -58,6 +62,12 @@ static inline const char *fuzz_file_path(const uint8_t *data, size_t size)
 		done += (size_t)n;
 	}
 	return path;
+}
+
+/* the first file: what a target with one file uses */
+static inline const char *fuzz_file_path(const uint8_t *data, size_t size)
+{
+	return fuzz_file_path_at(0, data, size);
 }
 
 #endif

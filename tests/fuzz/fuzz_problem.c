@@ -6,13 +6,16 @@
  * and a small one is run with every step kept (steps.h): each item must
  * have the rows and columns its step's axes say.
  *
- * The input: a byte of options, then (with bit 4) a line of --tokens, then
- * the X file, in any format mha reads (told apart by content: its path is
- * /proc/self/fd/N, fuzz_file.h).
+ * The input: a byte of options, then (with bit 7) a second byte, then
+ * (with bit 4) a line of --tokens, then (with bit 7) a --mask file ended by
+ * a NUL, then the X file; each file in any format mha reads (told apart by
+ * content: its path is /proc/self/fd/N, fuzz_file.h).
  *
  *   bits 0-1  --heads 1 to 4       bit 4  --tokens from the first line
  *   bit 2     --causal             bit 5  --cell 1,1
  *   bit 3     --kv-heads 1         bit 6  --kv-len 2
+ *   bit 7     --mask, up to the first NUL; the second byte's bit 0:
+ *             --mask-bool block (else attend)
  */
 #define _GNU_SOURCE /* memfd_create */
 #include "fuzz_file.h"
@@ -48,6 +51,26 @@ static void check_problem(const struct problem *p)
 		fuzz_fail("problem_load: not one label a query and a key");
 	if (p->spec.cell && (p->cell[0] >= d->n_q || p->cell[1] >= d->n_kv))
 		fuzz_fail("problem_load: a --cell outside the scores");
+}
+
+/* a boolean mask read as --mask-bool says: allow[i] is the file's value,
+ * or its opposite with block; numbers refused under block */
+static void check_mask(const struct problem *p)
+{
+	const size_t n = matrix_size(&p->mask);
+
+	if (!p->spec.mask)
+		return;
+	if (!p->mask.is_bool) {
+		if (p->spec.mask_block)
+			fuzz_fail("problem_load: --mask-bool block took a mask of numbers");
+		return;
+	}
+	if (!p->allow || p->cfg.mask.allow != p->allow)
+		fuzz_fail("problem_load: a boolean mask not handed on as one");
+	for (size_t i = 0; i < n; i++)
+		if (p->allow[i] != ((p->mask.v[i] != 0) != (p->spec.mask_block != 0)))
+			fuzz_fail("problem_load: a boolean mask's entry not read as --mask-bool says");
 }
 
 /* an item marked a copy holds its target's numbers, bit for bit, and the
@@ -142,19 +165,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct problem_spec s;
 	struct problem p;
 	char *tokens = NULL;
+	uint8_t opts;
 	int rc;
 
 	if (size < 1)
 		return 0;
 	memset(&s, 0, sizeof(s));
-	s.heads = (size_t)(data[0] & 3) + 1;
-	s.kv_heads = (data[0] & 8) ? 1 : s.heads;
-	s.cfg.causal = (data[0] & 4) ? MHA_CAUSAL_TOP_LEFT : MHA_CAUSAL_NONE;
-	s.cell = (data[0] & 32) ? "1,1" : NULL;
-	s.cfg.kv_len = (data[0] & 64) ? 2 : 0;
+	opts = data[0];
+	s.heads = (size_t)(opts & 3) + 1;
+	s.kv_heads = (opts & 8) ? 1 : s.heads;
+	s.cfg.causal = (opts & 4) ? MHA_CAUSAL_TOP_LEFT : MHA_CAUSAL_NONE;
+	s.cell = (opts & 32) ? "1,1" : NULL;
+	s.cfg.kv_len = (opts & 64) ? 2 : 0;
 	data++;
 	size--;
-	if (data[-1] & 16) {
+	if (opts & 128) {
+		if (size < 1)
+			return 0;
+		s.mask_block = data[0] & 1; /* --mask-bool block: PyTorch's true = blocked */
+		data++;
+		size--;
+	}
+	if (opts & 16) {
 		const uint8_t *nl = memchr(data, '\n', size);
 		const size_t n = nl ? (size_t)(nl - data) : size;
 
@@ -165,6 +197,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		data += nl ? n + 1 : n;
 		size -= nl ? n + 1 : n;
 	}
+	if (opts & 128) {
+		/* the mask, up to the first NUL: a file of its own */
+		const uint8_t *nul = memchr(data, '\0', size);
+		const size_t n = nul ? (size_t)(nul - data) : size;
+
+		s.mask = fuzz_file_path_at(1, data, n);
+		data += nul ? n + 1 : n;
+		size -= nul ? n + 1 : n;
+	}
 	s.x = fuzz_file_path(data, size);
 	budget_init(FUZZ_BUDGET);
 	rc = problem_load(&p, &s);
@@ -172,6 +213,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_fail("problem_load: an exit status that is none of 0, 1 and 2");
 	if (rc == EXIT_OK) {
 		check_problem(&p);
+		check_mask(&p);
 		run_steps(&p);
 	}
 	problem_free(&p);

@@ -221,6 +221,13 @@ def main():
         "explain": "-x\nx\n--explain\n--cell\n1,2\n--colour=never\n--max-memory\nnone",
         "batch": "-x\nx\n--kv-len\n5,3,4\n--sequence\n2\n--explain\n--mask\nm.npy",
         "nul-separated": b"-x\0x\0--causal\0bottom-right\0--seed\0" + b"18446744073709551616",
+        "mask-bool": "-x\nx\n--mask\nm.json\n--mask-bool\nblock\n--causal",
+        "mask-bool-attend": "-x\nx\n--mask-bool=attend\n--mask\n-\n-p\nmask,masked",
+        "mask-bool-no-mask": "-x\nx\n--mask-bool\nblock",
+        "mask-bool-bad": "-x\nx\n--mask\nm.csv\n--mask-bool\ntrue",
+        "npz": "-x\nx\n-p\nall\n-o\nrun.npz",
+        "npz-format": "-x\nx.npz\n-f\nnpz\n--mask\nm.npy\n--mask-bool\nblock\n-o\nout/",
+        "checkpoint": "-x\nx.npy\n-w\nmodel\n--layer\n3\n--config\nconfig.json\n-f\nnpz",
     }
     for name, text in args.items():
         put("args", name, text)
