@@ -15,6 +15,7 @@
 #include "explain.h"
 #include "input.h"
 #include "read_json.h"
+#include "safetensors.h"
 #include "write.h"
 
 #include <cjson/cJSON.h>
@@ -135,6 +136,16 @@ static int set_labels(const struct problem_spec *s, struct problem *p, const mha
 }
 
 /* A file larger than the run may use is refused before it is read. */
+/* --mask m.safetensors: read in place by the safetensors reader, by its name
+ * as -w tells a checkpoint (a pipe cannot be read so) */
+static int is_safetensors(const char *path)
+{
+	char ext[16];
+
+	file_extension(path, ext, sizeof(ext));
+	return !strcmp(ext, "safetensors");
+}
+
 static int check_file_size(const char *path)
 {
 	struct stat st;
@@ -252,7 +263,8 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 			return -1;
 	if (weights_finish(&p->w, s->heads, s->kv_heads))
 		return -1;
-	if (s->mask && read_matrix(&p->mask, s->mask, &ms))
+	if (s->mask && (is_safetensors(s->mask) ? st_read_mask(&p->mask, s->mask)
+						  : read_matrix(&p->mask, s->mask, &ms)))
 		return -1;
 	if (s->rope_cos && (read_matrix(&p->rope_cos, s->rope_cos, &(read_spec){ "cos", NULL, 1, 2, 0 }) ||
 			    read_matrix(&p->rope_sin, s->rope_sin, &(read_spec){ "sin", NULL, 1, 2, 0 })))

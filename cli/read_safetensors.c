@@ -28,7 +28,8 @@ static const struct {
 	{ "U64", 8 }, { "U32", 4 }, { "U16", 2 }, { "U8", 1 },
 	{ "BOOL", 1 }, { "F8_E4M3", 1 }, { "F8_E5M2", 1 },
 };
-enum { DT_F64, DT_F32, DT_F16, DT_BF16, N_READABLE };
+enum { DT_F64, DT_F32, DT_F16, DT_BF16, N_READABLE,
+       DT_I64 = N_READABLE, DT_I32, DT_I16, DT_I8, DT_U64, DT_U32, DT_U16, DT_U8, DT_BOOL };
 #define N_DTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
 
 /* the reference implementation refuses a longer header */
@@ -325,6 +326,31 @@ const st_tensor *st_find(const st_file *f, const char *name)
 	return f->n ? bsearch(&key, f->t, f->n, sizeof(*f->t), by_name) : NULL;
 }
 
+/*
+ * An integer or BOOL element (a mask's) at b as a double into *v: 0, or -1
+ * when a double cannot hold it exactly or a BOOL byte is not 0 or 1.
+ */
+static int convert_int(const unsigned char *b, int dtype, double *v)
+{
+	const unsigned size = dtypes[dtype].size;
+	uint64_t u = 0;
+
+	for (unsigned i = 0; i < size; i++)
+		u |= (uint64_t)b[i] << (8 * i);
+	if (dtype == DT_BOOL) {
+		*v = (double)u;
+		return u > 1 ? -1 : 0;
+	}
+	if (dtype <= DT_I8 && size < 8 && (u >> (8 * size - 1)) & 1)
+		u |= ~UINT64_C(0) << (8 * size); /* sign-extend */
+	if (dtype <= DT_I8 && u >> 63) {
+		*v = -(double)(UINT64_C(0) - u);
+		return UINT64_C(0) - u > (UINT64_C(1) << 53) ? -1 : 0;
+	}
+	*v = (double)u;
+	return u > (UINT64_C(1) << 53) ? -1 : 0;
+}
+
 /* little-endian bytes to a double, exactly */
 static double convert(const unsigned char *b, int dtype)
 {
@@ -360,34 +386,57 @@ static double convert(const unsigned char *b, int dtype)
 	}
 }
 
-int st_read(matrix *m, const st_file *f, const st_tensor *t)
+/* "t"[i][j]…: element k of a tensor, into buf */
+static const char *element(char *buf, size_t size, const st_tensor *t, size_t k)
+{
+	size_t at = (size_t)snprintf(buf, size, "tensor \"%s\"", t->name), idx[ST_MAX_RANK];
+
+	for (size_t r = t->rank; r-- > 0;) {
+		idx[r] = k % t->dim[r];
+		k /= t->dim[r];
+	}
+	for (size_t r = 0; r < t->rank && at < size; r++)
+		at += (size_t)snprintf(buf + at, size - at, "[%zu]", idx[r]);
+	return buf;
+}
+
+/*
+ * Tensor t as float64: a weight (mask 0: F64, F32, F16 or BF16, rank 1 to 3,
+ * finite) or a mask (rank 1 to 4, any float, integer or BOOL dtype, -inf and
+ * nan allowed).
+ */
+static int read_tensor(matrix *m, const st_file *f, const st_tensor *t, int mask)
 {
 	enum { CHUNK = 1 << 16 };
 	const unsigned size = dtypes[t->dtype].size;
+	const size_t max_rank = mask ? 4 : 3;
 	/* a multiple of every size; no larger than the tensor, under a small budget */
 	const size_t chunk = t->end - t->begin < CHUNK ? (size_t)(t->end - t->begin) : CHUNK;
 	unsigned char *buf;
 	uint64_t count = 1, at = t->begin;
-	size_t k = 0;
-	char shape[200];
+	size_t k = 0, dims[4];
+	char shape[200], name[300];
 	int rc = 0;
 
 	memset(m, 0, sizeof(*m));
-	if (t->dtype >= N_READABLE)
+	if (!mask && t->dtype >= N_READABLE)
 		return error("%s: tensor \"%s\" is %s: mha reads F64, F32, F16 and BF16 weights",
 			     f->path, t->name, dtypes[t->dtype].name);
-	if (t->rank < 1 || t->rank > 3)
-		return error("%s: tensor \"%s\" is %s: expected 1 to 3 dimensions", f->path, t->name,
-			     st_shape(t, shape, sizeof(shape)));
-	for (size_t i = 0; i < t->rank; i++)
+	if (mask && t->dtype > DT_BOOL)
+		return error("%s: tensor \"%s\" is %s: a mask is F64, F32, F16, BF16, an integer "
+			     "dtype or BOOL", f->path, t->name, dtypes[t->dtype].name);
+	if (t->rank < 1 || t->rank > max_rank)
+		return error("%s: tensor \"%s\" is %s: expected 1 to %zu dimensions", f->path,
+			     t->name, st_shape(t, shape, sizeof(shape)), max_rank);
+	for (size_t i = 0; i < t->rank; i++) {
 		count *= t->dim[i]; /* checked against its bytes by st_open */
+		dims[i] = (size_t)t->dim[i];
+	}
 	if (!count)
 		return error("%s: tensor \"%s\" is %s: empty", f->path, t->name,
 			     st_shape(t, shape, sizeof(shape)));
 	budget_reading(f->path);
-	if (count > SIZE_MAX / sizeof(double) ||
-	    matrix_alloc(m, t->rank, (size_t)t->dim[0], t->rank > 1 ? (size_t)t->dim[1] : 1,
-			 t->rank > 2 ? (size_t)t->dim[2] : 1)) {
+	if (count > SIZE_MAX / sizeof(double) || matrix_alloc_dims(m, t->rank, dims)) {
 		budget_reading(NULL);
 		return count > SIZE_MAX / sizeof(double) ? budget_refuse(f->path, SIZE_MAX) : -1;
 	}
@@ -411,17 +460,25 @@ int st_read(matrix *m, const st_file *f, const st_tensor *t)
 			break;
 		}
 		for (size_t i = 0; i + size <= want; i += size, k++) {
-			const double v = convert(buf + i, t->dtype);
+			double v;
 
-			if (!isfinite(v)) {
-				const size_t cols = t->rank > 1 ? (size_t)t->dim[t->rank - 1] : 1;
-
-				rc = t->rank == 1
-					? error("%s: tensor \"%s\"[%zu] is %s: weights must be finite",
-						f->path, t->name, k, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf")
-					: error("%s: tensor \"%s\"[%zu][%zu] is %s: weights must be finite",
-						f->path, t->name, k / cols, k % cols,
-						isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+			if (t->dtype >= N_READABLE) {
+				if (convert_int(buf + i, t->dtype, &v)) {
+					rc = t->dtype == DT_BOOL
+						? error("%s: %s is the byte 0x%02x, not a boolean (0 or 1)",
+							f->path, element(name, sizeof(name), t, k),
+							(unsigned)buf[i])
+						: error("%s: %s is %.17g: a double cannot hold it exactly",
+							f->path, element(name, sizeof(name), t, k), v);
+					break;
+				}
+			} else {
+				v = convert(buf + i, t->dtype);
+			}
+			if (!mask && !isfinite(v)) {
+				rc = error("%s: %s is %s: weights must be finite", f->path,
+					   element(name, sizeof(name), t, k),
+					   isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
 				break;
 			}
 			m->v[k] = v;
@@ -432,5 +489,40 @@ int st_read(matrix *m, const st_file *f, const st_tensor *t)
 	budget_give(budget_block(chunk));
 	if (rc)
 		matrix_free(m);
+	else
+		m->is_bool = t->dtype == DT_BOOL;
+	return rc;
+}
+
+int st_read(matrix *m, const st_file *f, const st_tensor *t)
+{
+	return read_tensor(m, f, t, 0);
+}
+
+int st_read_mask(matrix *m, const char *path)
+{
+	st_file f;
+	int rc = -1;
+
+	memset(m, 0, sizeof(*m));
+	if (st_open(&f, path) == 0) {
+		if (f.n == 1) {
+			rc = read_tensor(m, &f, &f.t[0], 1);
+		} else if (f.n == 0) {
+			rc = error("%s: no tensor: expected the mask, one tensor", path);
+		} else {
+			char names[400];
+			size_t at = 0;
+
+			for (size_t i = 0; i < f.n && at < sizeof(names); i++)
+				at += (size_t)snprintf(names + at, sizeof(names) - at, "%s\"%s\"",
+						       i ? ", " : "", f.t[i].name);
+			if (at >= sizeof(names))
+				memcpy(names + sizeof(names) - 4, "...", 4);
+			rc = error("%s: %zu tensors (%s): expected the mask, one tensor", path, f.n,
+				   names);
+		}
+	}
+	st_close(&f);
 	return rc;
 }

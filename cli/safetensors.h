@@ -12,7 +12,8 @@
  * against the file's size, every dtype known, every range in bounds, as long
  * as dtype x shape says and overlapping no other.  st_read() then reads one
  * tensor with pread(), converting it exactly to float64: taking one layer of
- * a 10 GB checkpoint reads that layer.  Not for writing checkpoints.
+ * a 10 GB checkpoint reads that layer; st_read_mask() a mask.  Not for
+ * writing checkpoints.
  */
 #ifndef MHA_CLI_SAFETENSORS_H
 #define MHA_CLI_SAFETENSORS_H
@@ -59,5 +60,13 @@ const char *st_shape(const st_tensor *t, char *buf, size_t size);
  * memory budget; errors said, -1.
  */
 int st_read(matrix *m, const st_file *f, const st_tensor *t);
+
+/*
+ * --mask FILE.safetensors: the file's one tensor (several: an error naming
+ * them), of rank 1 to 4, as .npy masks are read: BOOL a boolean mask
+ * (is_bool), integers and floats numbers added to the scores, -inf and nan
+ * kept.  Charged to the memory budget; errors said, -1.
+ */
+int st_read_mask(matrix *m, const char *path);
 
 #endif
