@@ -62,7 +62,8 @@ int forward_check(int argc, char **argv, const struct forward_command *c);
 	"      --mask FILE       n_q x n_kv, heads x n_q x n_kv or batch x heads x n_q x\n" \
 	"                        n_kv, batch, heads and n_q also 1, or n_kv alone (as\n" \
 	"                        ONNX broadcasts a mask): booleans (true = may attend)\n" \
-	"                        or numbers added to the scores (\"-inf\")\n" \
+	"                        or numbers added to the scores (\"-inf\"); JSON, CSV,\n" \
+	"                        .npy or a .safetensors file's one tensor\n" \
 	"      --mask-bool M     what a boolean mask's true means: attend (default; SDPA,\n" \
 	"                        ONNX) or block (nn.MultiheadAttention's attn_mask and\n" \
 	"                        key_padding_mask)\n" \
