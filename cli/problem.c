@@ -577,37 +577,45 @@ static int check_mask(const struct problem_spec *s, struct problem *p, const mha
 	return 0;
 }
 
-/* --sinks: a vector of one logit per query head (a row or a column will do) */
+/*
+ * A vector of one number per query head from file (a row or a column will
+ * do): noun names one ("sink"), unit what it is ("logit")
+ */
+static int check_per_head(const char *file, const matrix *m, size_t heads, const char *noun,
+			  const char *unit)
+{
+	char shape[64];
+
+	if (m->rank == 2 && m->dim[0] != 1 && m->dim[1] != 1)
+		return error("%s: %ss are %s, expected a vector of one %s per head",
+			     path_shown(file), noun, matrix_shape(m, shape, sizeof(shape)), unit);
+	if (matrix_size(m) != heads)
+		return error("%s: %zu %s%s but there %s %zu head%s (one %s per query head)",
+			     path_shown(file), matrix_size(m), noun, plural(matrix_size(m)),
+			     heads == 1 ? "is" : "are", heads, plural(heads), unit);
+	return 0;
+}
+
+/* --sinks: one logit per query head */
 static int check_sinks(const struct problem_spec *s, struct problem *p, const mha_dims *d,
 		       mha_config *cfg)
 {
-	const matrix *m = &p->sinks;
-	char shape[64];
-
 	if (!s->sinks)
 		return 0;
-	if (m->rank == 2 && m->dim[0] != 1 && m->dim[1] != 1)
-		return error("%s: sinks are %s, expected a vector of one logit per head",
-			     path_shown(s->sinks), matrix_shape(m, shape, sizeof(shape)));
-	if (matrix_size(m) != d->heads)
-		return error("%s: %zu sink%s but there %s %zu head%s (one logit per query head)",
-			     path_shown(s->sinks), matrix_size(m), plural(matrix_size(m)),
-			     d->heads == 1 ? "is" : "are", d->heads, plural(d->heads));
-	cfg->sinks = m->v;
+	if (check_per_head(s->sinks, &p->sinks, d->heads, "sink", "logit"))
+		return -1;
+	cfg->sinks = p->sinks.v;
 	return 0;
 }
 
 /*
- * --alibi-slopes: a vector of one slope per query head (a row or a column
- * will do); --alibi alone: Press et al.'s, from the library, kept to show
- * them (the library is still handed none and works them out the same way)
+ * --alibi-slopes: one slope per query head; --alibi alone: Press et al.'s,
+ * from the library, kept to show them (the library is still handed none
+ * and works them out the same way)
  */
 static int check_alibi(const struct problem_spec *s, struct problem *p, const mha_dims *d,
 		       mha_config *cfg)
 {
-	const matrix *m = &p->alibi;
-	char shape[64];
-
 	if (!cfg->alibi.on)
 		return 0;
 	if (!s->alibi_slopes) {
@@ -615,14 +623,9 @@ static int check_alibi(const struct problem_spec *s, struct problem *p, const mh
 			return -1;
 		return mha_alibi_slopes(p->alibi.v, d->heads) == MHA_OK ? 0 : -1;
 	}
-	if (m->rank == 2 && m->dim[0] != 1 && m->dim[1] != 1)
-		return error("%s: ALiBi slopes are %s, expected a vector of one slope per head",
-			     path_shown(s->alibi_slopes), matrix_shape(m, shape, sizeof(shape)));
-	if (matrix_size(m) != d->heads)
-		return error("%s: %zu ALiBi slope%s but there %s %zu head%s (one slope per query head)",
-			     path_shown(s->alibi_slopes), matrix_size(m), plural(matrix_size(m)),
-			     d->heads == 1 ? "is" : "are", d->heads, plural(d->heads));
-	cfg->alibi.slopes = m->v;
+	if (check_per_head(s->alibi_slopes, &p->alibi, d->heads, "ALiBi slope", "slope"))
+		return -1;
+	cfg->alibi.slopes = p->alibi.v;
 	return 0;
 }
 
