@@ -137,6 +137,10 @@ TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=al
 tests/zip_test: build/tests/zip_test.o $(filter-out build/cli/main.o,$(CLI_OBJ)) lib/libmha.a
 	$(CC) $(LDFLAGS) $(OPENMP) -o $@ $^ $(CJSON_LIBS) -lm
 
+# cli/read_npz.c and cli/inflate.c alone, against NumPy and zlib (tests/npz_read_check.py)
+tests/npz_test: build/tests/npz_test.o $(filter-out build/cli/main.o,$(CLI_OBJ)) lib/libmha.a
+	$(CC) $(LDFLAGS) $(OPENMP) -o $@ $^ $(CJSON_LIBS) -lm
+
 tests/test_lib: $(TEST_OBJ) lib/libmha.a
 	$(CC) $(LDFLAGS) $(OPENMP) $(TEST_WRAP) -o $@ $(TEST_OBJ) lib/libmha.a $(CHECK_LIBS) -lm
 
@@ -191,8 +195,9 @@ test-npy: mha
 	$(PYTHON) tests/npy_check.py ./mha
 
 # -o run.npz against the JSON output, and against np.save's bytes
-test-npz: mha tests/zip_test
+test-npz: mha tests/zip_test tests/npz_test
 	$(PYTHON) tests/npz_check.py ./mha tests/zip_test
+	$(PYTHON) tests/npz_read_check.py ./mha tests/npz_test tests/zip_test
 
 # safetensors checkpoints, config.json and the model families against NumPy
 test-checkpoint: mha
@@ -234,7 +239,7 @@ uninstall:
 		$(DESTDIR)$(PKGCONFIGDIR)/mha.pc $(DESTDIR)$(MANDIR)/man1/mha.1
 
 clean:
-	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance tests/zip_test \
+	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance tests/zip_test tests/npz_test \
 		bench/bench_mha
 
 # ---- fuzzing: libFuzzer targets in tests/fuzz/ (see tests/fuzz/README.md) ----

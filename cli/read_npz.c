@@ -671,6 +671,35 @@ fail:
 	return -1;
 }
 
+/* a "tokens" member beside the matrix (as mha's -o run.npz writes): one label a row,
+ * as read_json.c takes a JSON object's "tokens" */
+static int npz_tokens(matrix *m, const npz_archive *z, const read_spec *spec)
+{
+	const size_t rows = matrix_rows(m);
+	char **s;
+	size_t n, held = 0;
+
+	if (npz_read_text(z, "tokens", &s, &n))
+		return -1;
+	if (m->rank < 2 || n != rows) {
+		free_strings(s, n);
+		return error("%s: tokens has %zu label%s but %s has %zu row%s%s", z->f->name, n,
+			     n == 1 ? "" : "s", spec->what, rows, rows == 1 ? "" : "s",
+			     m->rank == 3 ? " in each sequence" : "");
+	}
+	held = budget_block((n ? n : 1) * sizeof(char *));
+	for (size_t i = 0; i < n; i++)
+		held += budget_block(strlen(s[i]) + 1);
+	if (budget_take(held)) {
+		free_strings(s, n);
+		return budget_refuse(z->f->name, held);
+	}
+	m->labels = s;
+	m->n_labels = n;
+	m->labels_held = held;
+	return 0;
+}
+
 int read_npz(matrix *m, const input_file *f, const read_spec *spec)
 {
 	npz_archive *z;
@@ -693,6 +722,11 @@ int read_npz(matrix *m, const input_file *f, const read_spec *spec)
 			   member_list(z, list, sizeof(list)));
 	} else {
 		rc = npz_read(z, pick, m, spec);
+		if (!rc && (spec->flags & READ_LABELS) && npz_has(z, "tokens") &&
+		    npz_tokens(m, z, spec))
+			rc = -1;
+		if (rc)
+			matrix_free(m);
 	}
 	npz_close(z);
 	return rc;
