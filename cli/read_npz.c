@@ -38,6 +38,7 @@
 typedef struct npz_member {
 	char *name;        /* without ".npy", NUL-terminated (a NUL inside is refused) */
 	unsigned method;   /* 0 stored, 8 deflated */
+	unsigned flags;    /* the central directory's general purpose flags */
 	uint32_t crc;      /* CRC-32 of the uncompressed bytes */
 	uint64_t csize;    /* bytes in the archive */
 	uint64_t usize;    /* bytes once inflated */
@@ -140,13 +141,12 @@ static int central_entry(npz_archive *z, size_t i, uint64_t *pos, uint64_t cd_en
 	const input_file *f = z->f;
 	const unsigned char *p = f->data + *pos, *x;
 	size_t elen, clen, k;
-	unsigned flags;
 	uint64_t disk;
 
 	if (cd_end - *pos < CENTRAL_SIZE || rd(p, 4) != SIG_CENTRAL)
 		return error("%s: central directory entry %zu is not one (a damaged archive)",
 			     f->name, i + 1);
-	flags = (unsigned)rd(p + 8, 2);
+	e->flags = (unsigned)rd(p + 8, 2);
 	e->method = (unsigned)rd(p + 10, 2);
 	e->crc = (uint32_t)rd(p + 16, 4);
 	e->csize = rd(p + 20, 4);
@@ -191,9 +191,6 @@ static int central_entry(npz_archive *z, size_t i, uint64_t *pos, uint64_t cd_en
 	*pos += CENTRAL_SIZE + *nlen + elen + clen;
 	if (disk != 0)
 		return error("%s: a multi-disk (split) archive is not supported", f->name);
-	if (flags & (FLAG_ENCRYPTED | FLAG_STRONG))
-		return error("%s: member %zu is encrypted: mha reads unencrypted members", f->name,
-			     i + 1);
 	return 0;
 }
 
@@ -239,6 +236,8 @@ static int check_sizes(const npz_archive *z, const npz_member *e)
 {
 	const char *name = z->f->name;
 
+	if (e->flags & (FLAG_ENCRYPTED | FLAG_STRONG))
+		return error("%s: %s is encrypted: mha reads unencrypted members", name, e->name);
 	if (e->method != 0 && e->method != 8)
 		return error("%s: %s: method %u (%s): mha reads stored and deflated members", name,
 			     e->name, e->method, method_name(e->method));
@@ -717,8 +716,13 @@ int read_npz(matrix *m, const input_file *f, const read_spec *spec)
 	if (!pick) {
 		char list[512];
 
-		rc = error("%s: no member %s (members: %s)", f->name,
-			   spec->keys && spec->keys[0] ? spec->keys[0] : spec->what,
+		char want[128] = "";
+
+		/* "output or X": the names the option takes, as a JSON object's keys */
+		for (const char *const *k = spec->keys; k && *k; k++)
+			snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s%s",
+				 k == spec->keys ? "" : " or ", *k);
+		rc = error("%s: no member %s (members: %s)", f->name, *want ? want : spec->what,
 			   member_list(z, list, sizeof(list)));
 	} else {
 		rc = npz_read(z, pick, m, spec);
