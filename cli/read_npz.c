@@ -365,7 +365,8 @@ int npz_open(npz_archive **zp, const input_file *f)
 	}
 	sorting = z->v;
 	/* no two members in the same bytes */
-	qsort(z->by_name, z->n, sizeof(size_t), cmp_offset);
+	if (z->n > 1) /* qsort takes no NULL, even for nothing */
+		qsort(z->by_name, z->n, sizeof(size_t), cmp_offset);
 	for (size_t i = 1; i < z->n; i++) {
 		const npz_member *a = &z->v[z->by_name[i - 1]], *b = &z->v[z->by_name[i]];
 
@@ -375,7 +376,8 @@ int npz_open(npz_archive **zp, const input_file *f)
 		}
 	}
 	/* nor two of one name, which np.load would take one of */
-	qsort(z->by_name, z->n, sizeof(size_t), cmp_name);
+	if (z->n > 1)
+		qsort(z->by_name, z->n, sizeof(size_t), cmp_name);
 	for (size_t i = 1; i < z->n; i++)
 		if (!strcmp(z->v[z->by_name[i - 1]].name, z->v[z->by_name[i]].name)) {
 			error("%s: two members are named %s", f->name, z->v[z->by_name[i]].name);
