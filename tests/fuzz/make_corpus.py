@@ -245,6 +245,7 @@ def main():
     put("format", "csv-labels", b"\x03" + CSV["labels.csv"].encode())
     put("format", "blank", b"\x00 \r\n\t ")
     put("format", "bom-only", b"\x02\xef\xbb\xbf\n")
+    put("format", "npz", b"\x00" + npz_seeds()["x-compressed.npz"])
 
     args = {
         "forward": "-x\nx.json\n-w\nw.json\n--heads\n2\n--causal\n--print\nall",
