@@ -41,15 +41,17 @@ int npz_has(const npz_archive *z, const char *name);
 int npz_read(const npz_archive *z, const char *name, matrix *m, const read_spec *spec);
 /* A 0-d or 1-d '<U' member as UTF-8 strings (meta's JSON text, tokens): *out is a
  * malloc'd array of *n malloc'd NUL-terminated strings; control characters kept as data
- * (callers make them safe). 0 or -1 (reported). */
+ * (callers make them safe). 0 or -1 (reported).  Refused when the strings would take
+ * more than the memory budget has left, but not charged to it (the caller frees them). */
 int npz_read_text(const npz_archive *z, const char *name, char ***out, size_t *n);
 void npz_close(npz_archive *z);
 
 /*
  * A whole .npz given where one matrix is read (-x run.npz, --mask m.npz):
  * the member named by the first of spec->keys the archive has, else its
- * only member; else "x.npz: no member X (members: a, b, c)".  read_input()
- * calls it for a file that is_npz().
+ * only member; else "x.npz: no member X (members: a, b, c)".  With
+ * READ_LABELS, a "tokens" member labels the rows, as a JSON object's
+ * "tokens" does.  read_input() calls it for a file that is_npz().
  */
 int read_npz(matrix *m, const input_file *f, const read_spec *spec);
 
