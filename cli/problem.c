@@ -159,6 +159,23 @@ static int check_file_size(const char *path)
 		     show_bytes(b, sizeof(b), budget_limit()));
 }
 
+/* --kt: m read as K^T, (d, n) or (B, d, n), turned into K, (n, d) or (B, n, d); 0 or -1 said */
+static int transpose(matrix *m)
+{
+	const size_t B = m->rank == 3 ? m->dim[0] : 1, r = matrix_rows(m), c = matrix_cols(m);
+	matrix t;
+
+	if (m->rank == 3 ? matrix_alloc(&t, 3, B, c, r) : matrix_alloc(&t, 2, c, r, 1))
+		return -1;
+	for (size_t b = 0; b < B; b++)
+		for (size_t i = 0; i < r; i++)
+			for (size_t j = 0; j < c; j++)
+				t.v[b * r * c + j * r + i] = m->v[b * r * c + i * c + j];
+	t.is_f32 = m->is_f32;
+	matrix_free(m);
+	*m = t;
+	return 0;
+}
 /*
  * --positions: one list (JSON, CSV row or column, 1-D .npy) for queries and
  * keys alike, kept in p->pos_q; or a JSON object {"q": [..], "k": [..]}
@@ -204,6 +221,8 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 			xks = { "X_k", x_keys, 2, 3, READ_LABELS }, xvs = { "X_v", x_keys, 2, 3, 0 };
 	const read_spec qs = { "Q", q_keys, 2, 3, READ_LABELS }, ks = { "K", k_keys, 2, 3, READ_LABELS };
 	const read_spec vs = { "V", v_keys, 2, 3, 0 };
+	/* --kt: K^T, whose rows are features, so no labels */
+	const read_spec kts = { "K^T", k_keys, 2, 3, 0 };
 	/* 1-D to 4-D, broadcast as ONNX's attn_mask (check_mask) */
 	const read_spec ms = { "mask", mask_keys, 1, 4, READ_NONFINITE | READ_BOOL };
 	const read_spec ss = { "sinks", NULL, 1, 2, 0 };
@@ -214,7 +233,8 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	snprintf(p->xk_src, sizeof(p->xk_src), "--xk %s", s->xk ? path_shown(s->xk) : "");
 	snprintf(p->xv_src, sizeof(p->xv_src), "--xv %s", s->xv ? path_shown(s->xv) : "");
 	snprintf(p->q_src, sizeof(p->q_src), "--q %s", s->q ? path_shown(s->q) : "");
-	snprintf(p->k_src, sizeof(p->k_src), "--k %s", s->k ? path_shown(s->k) : "");
+	snprintf(p->k_src, sizeof(p->k_src), s->k_transposed ? "--kt %s (transposed)" : "--k %s",
+		 s->k ? path_shown(s->k) : "");
 	snprintf(p->v_src, sizeof(p->v_src), "--v %s", s->v ? path_shown(s->v) : "");
 	snprintf(p->mask_src, sizeof(p->mask_src), "--mask %s", s->mask ? path_shown(s->mask) : "");
 	{
@@ -241,8 +261,9 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	if (s->xk && (read_matrix(&p->xk, s->xk, &xks) || read_matrix(&p->xv, s->xv, &xvs)))
 		return -1;
 	p->direct = s->q != NULL;
-	if (p->direct && (read_matrix(&p->q, s->q, &qs) || read_matrix(&p->k, s->k, &ks) ||
-			   read_matrix(&p->v, s->v, &vs)))
+	if (p->direct && (read_matrix(&p->q, s->q, &qs) ||
+			   read_matrix(&p->k, s->k, s->k_transposed ? &kts : &ks) ||
+			   read_matrix(&p->v, s->v, &vs) || (s->k_transposed && transpose(&p->k))))
 		return -1;
 	p->w.layout = s->layout;
 	if (s->w && model_is_checkpoint(s->w)) {
