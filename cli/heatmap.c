@@ -191,7 +191,7 @@ size_t heat_label(char *buf, size_t size, const char *s, size_t n, size_t max_co
 
 #define LABEL_COLS 16    /* longer labels are cut, with a "…" */
 #define LABEL_SIZE (4 * LABEL_COLS + 8)
-#define MAX_STEPS 10    /* column labels stair-step this high at most; then cut short */
+#define MAX_STEPS 10    /* column labels stair-step this high at most; then numbers */
 #define KEY_WIDTH 78     /* the key of numbered columns wraps before this column */
 #define GREY 0x767676 /* blocked cells; 243 in the 256-colour palette */
 #define NO_COLOUR (-1L)
@@ -407,34 +407,19 @@ static void put_ruler(struct term *t, size_t cols, size_t indent)
 	end_line(t);
 }
 
-/* labels cut to SHORT_COLS: a label shared by two columns stays one, but two
- * labels cut to the same text cannot be told apart */
-#define SHORT_COLS 6
-#define SHORT_MAX 400 /* past this many columns, numbers and a key without trying */
-
-static int shortened_apart(char (*cut)[LABEL_SIZE], const struct heat_panel *p, size_t cols)
-{
-	if (cols > SHORT_MAX)
-		return 0;
-	for (size_t j = 0; j < cols; j++)
-		for (size_t k = j + 1; k < cols; k++)
-			if (!strcmp(cut[j], cut[k]) && strcmp(p->col_labels[j], p->col_labels[k]))
-				return 0;
-	return 1;
-}
-
 /*
- * Over the grid: the labels stair-stepped (label_lines) when not too high;
- * else cut short, when that is low enough and still tells them apart; else
- * the columns' numbers, the key (put_key) under the legend saying which is
- * which (never a label written downwards, a letter a line).
+ * Over the grid: the labels stair-stepped (label_lines) when not too high,
+ * else the columns' numbers, and a key (put_key) under the legend saying
+ * which is which (never a label written downwards, a letter a line).
+ * Cutting labels shorter would not help: any label two columns wide runs
+ * into the next column's, so a run of them climbs a line each however cut.
  * Without labels, the numbers.  1 when the key is wanted, 0, -1 out of memory.
  */
 static int put_column_labels(struct term *t, const struct heat_panel *p,
-			     char (*label)[LABEL_SIZE], size_t *width, size_t cols, size_t indent)
+			     char (*label)[LABEL_SIZE], const size_t *width, size_t cols,
+			     size_t indent)
 {
 	size_t *line = malloc(cols * sizeof(*line));
-	char (*cut)[LABEL_SIZE] = NULL;
 	size_t top;
 	int rc = 0;
 
@@ -444,27 +429,10 @@ static int put_column_labels(struct term *t, const struct heat_panel *p,
 		put_ruler(t, cols, indent); /* the numbers are the labels: no key */
 	} else if ((top = label_lines(line, width, cols)) <= MAX_STEPS) {
 		put_stairs(t, label, width, line, top, cols, indent);
-	} else if (!(cut = malloc(cols * sizeof(*cut)))) {
-		rc = -1;
 	} else {
-		size_t *cw = malloc(cols * sizeof(*cw));
-
-		if (!cw) {
-			rc = -1;
-		} else {
-			for (size_t j = 0; j < cols; j++)
-				cw[j] = heat_label(cut[j], LABEL_SIZE, p->col_labels[j], j, SHORT_COLS);
-			if (shortened_apart(cut, p, cols) &&
-			    (top = label_lines(line, cw, cols)) <= MAX_STEPS) {
-				put_stairs(t, cut, cw, line, top, cols, indent);
-			} else {
-				put_ruler(t, cols, indent);
-				rc = 1;
-			}
-			free(cw);
-		}
+		put_ruler(t, cols, indent);
+		rc = 1;
 	}
-	free(cut);
 	free(line);
 	return rc;
 }

@@ -159,6 +159,79 @@ static int check_file_size(const char *path)
 		     show_bytes(b, sizeof(b), budget_limit()));
 }
 
+/*
+ * Weights with W_Q alone (or any one or two of W_Q, W_K, W_V), as a
+ * learner has them part way through a tutorial: each missing one is the
+ * identity, so K = X (or X_kv) and V = X, said in a note.  The identity
+ * must fit the weights given (W_Q d_model square for K = X): else an error
+ * asking for the weight.  0, or -1 said.
+ */
+static int identity_for_missing(const struct problem_spec *s, struct problem *p)
+{
+	weights *w = &p->w;
+	const size_t H = s->heads, G = s->kv_heads ? s->kv_heads : s->heads;
+	const int n_proj = weights_has(w, WQ) + weights_has(w, WK) + weights_has(w, WV);
+	const matrix *kv = s->xk ? &p->xk : s->kv ? &p->kv : &p->x;
+	const char *kvname = s->xk ? "X_k" : s->kv ? "X_kv" : "X";
+	const char *vname = s->xv ? "X_v" : kvname;
+	const size_t in[3] = { matrix_cols(&p->x), matrix_cols(kv),
+			       matrix_cols(s->xv ? &p->xv : kv) };
+	const int given = weights_has(w, WQ) ? WQ : weights_has(w, WK) ? WK : WV;
+	char have[32] = "", missing[32] = "", eqs[64] = "", src[64];
+	size_t dk = 0;
+
+	if (p->direct || n_proj == 0 || n_proj == 3)
+		return 0;
+	/* d_k as the given W_Q or W_K says; else (W_V alone) as Q = X says */
+	if (weights_has(w, WQ) && w->m[WQ].dim[1] % H == 0)
+		dk = w->m[WQ].dim[1] / H;
+	else if (!weights_has(w, WQ) && weights_has(w, WK) && w->m[WK].dim[1] % G == 0)
+		dk = w->m[WK].dim[1] / G;
+	else if (!weights_has(w, WQ) && !weights_has(w, WK) && in[0] % H == 0)
+		dk = in[0] / H;
+	for (int i = WQ; i <= WV; i++) {
+		const char *const who = i == WQ ? "Q" : i == WK ? "K" : "V";
+		const char *const from = i == WQ ? "X" : i == WK ? kvname : vname;
+		const size_t n = in[i - WQ], need = (i == WQ ? H : G) * dk;
+		matrix m;
+
+		if (weights_has(w, i))
+			continue;
+		if (weights_has(w, i + BQ - WQ))
+			return error("%s from %s without %s", weight_names[i + BQ - WQ],
+				     w->src[i + BQ - WQ], weight_names[i]);
+		if (i != WV && dk && n != need)
+			return error("no %s beside %s from %s: the identity in its place gives %s = %s, "
+				     "%zu columns wide, but %s needs %zu (%s would have to be %zux%zu, "
+				     "d_model square): give %s", weight_names[i], weight_names[given],
+				     w->src[given], who, from, n, who, need, weight_names[given], n, n,
+				     weight_names[i]);
+		if (matrix_alloc(&m, 2, n, n, 1))
+			return -1;
+		for (size_t r = 0; r < n; r++)
+			m.v[r * n + r] = 1;
+		snprintf(src, sizeof(src), "the identity (no %s given)", weight_names[i]);
+		free(w->src[i]);
+		w->src[i] = strdup(src);
+		if (!w->src[i]) {
+			matrix_free(&m);
+			return error("out of memory");
+		}
+		w->m[i] = m;
+		snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s",
+			 missing[0] ? " and " : "", weight_names[i]);
+		snprintf(eqs + strlen(eqs), sizeof(eqs) - strlen(eqs), "%s%s = %s",
+			 eqs[0] ? ", " : "", who, from);
+	}
+	for (int i = WQ; i <= WV; i++)
+		if (!strchr(w->src[i], ' ') || strncmp(w->src[i], "the identity", 12))
+			snprintf(have + strlen(have), sizeof(have) - strlen(have), "%s%s",
+				 have[0] ? " and " : "", weight_names[i]);
+	notice("%s gives %s without %s: %s the identity, so %s", w->src[given], have, missing,
+	       strchr(missing, ' ') ? "each is" : "it is", eqs);
+	return 0;
+}
+
 /* --kt: m read as K^T, (d, n) or (B, d, n), turned into K, (n, d) or (B, n, d); 0 or -1 said */
 static int transpose(matrix *m)
 {
@@ -1082,7 +1155,7 @@ static int load(struct problem *p, const struct problem_spec *s)
 	const weights *w = &p->w;
 	const mha_dims *d = &p->d;
 
-	if (read_inputs(s, p) || set_batch(p) || derive_dims(s, p, &p->d) ||
+	if (read_inputs(s, p) || set_batch(p) || identity_for_missing(s, p) || derive_dims(s, p, &p->d) ||
 	    check_mask(s, p, &p->d, &p->cfg) || check_sinks(s, p, &p->d, &p->cfg) ||
 	    check_alibi(s, p, &p->d, &p->cfg) || check_rope(s, p, &p->d, &p->cfg) ||
 	    set_labels(s, p, &p->d))
