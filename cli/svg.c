@@ -288,8 +288,11 @@ static void put_cells(FILE *fp, const struct layout *l, int precision)
 				if ((0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2] < 128) != light)
 					continue;
 				note_text(num, sizeof(num), v, l->decimals);
-				fprintf(fp, "<text x=\"%zu\" y=\"%zu\">%s</text>\n", j * CELL + CELL / 2,
-					i * CELL + CELL / 2 + NOTE_FONT * 7 / 20, num);
+				/* "<0.01" is markup: escaped */
+				fprintf(fp, "<text x=\"%zu\" y=\"%zu\">", j * CELL + CELL / 2,
+					i * CELL + CELL / 2 + NOTE_FONT * 7 / 20);
+				put_xml(fp, num);
+				fputs("</text>\n", fp);
 			}
 		fputs("</g>\n", fp);
 	}
