@@ -54,6 +54,7 @@ static const char forward_usage[] =
 	"                        or the one step --print names (scores, scaled,\n"
 	"                        softcapped, masked)\n"
 	FORWARD_USAGE_COLOR
+	FORWARD_USAGE_PICTURE
 	"      --precision N     significant digits in text and markdown (default 6)\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well); a\n"
 	"                        directory (an existing one, or a name ending in '/')\n"
