@@ -133,10 +133,12 @@ size_t heat_ticks(double *t, size_t max, double lo, double hi)
 	static const int mant[3] = { 1, 2, 5 };
 	const double span = hi - lo;
 	double step = 0;
-	long long first, last;
+	long long first = 0, last = -1;
 	size_t n = 0;
 
-	if (!(span > 0) || !isfinite(span) || max < 2)
+	/* ticks only where the round steps can be counted in a long long:
+	 * always, but for a span far below the values' own size */
+	if (!(span > 0) || !isfinite(span) || max < 2 || fmax(fabs(lo), fabs(hi)) / span > 1e15)
 		return 0;
 	/* the smallest round step that leaves at most max ticks, multiples of
 	 * it counted as whole numbers (0 is exactly 0, not 1e-17) */
@@ -482,6 +484,8 @@ static void put_swatch(struct term *t, double pos)
 static void put_legend(struct term *t, const struct heat_scale *s, size_t indent, int precision)
 {
 	char lo[64], hi[64], b[64];
+	double tick[6];
+	const size_t n_ticks = heat_ticks(tick, 6, s->lo, s->hi);
 
 	format_number(lo, sizeof(lo), s->lo, precision);
 	format_number(hi, sizeof(hi), s->hi, precision);
@@ -518,7 +522,7 @@ static void put_legend(struct term *t, const struct heat_scale *s, size_t indent
 		fputs(" masked", t->fp);
 	}
 	end_line(t);
-	if (s->finite && s->hi > s->lo) {
+	if (s->finite && s->hi > s->lo && (t->color == HEAT_PLAIN || n_ticks)) {
 		put_spaces(t->fp, indent);
 		if (t->color == HEAT_PLAIN) {
 			/* each shade from its fifth of the scale */
@@ -527,10 +531,7 @@ static void put_legend(struct term *t, const struct heat_scale *s, size_t indent
 				fprintf(t->fp, "%s%s ≥%s", k == 1 ? "" : "  ", shade[k], b);
 			}
 		} else {
-			double tick[8];
-			const size_t n = heat_ticks(tick, 6, s->lo, s->hi);
-
-			for (size_t k = 0; k < n; k++) {
+			for (size_t k = 0; k < n_ticks; k++) {
 				format_number(b, sizeof(b), tick[k], precision);
 				fputs(k ? "  " : "", t->fp);
 				put_swatch(t, heat_position(s, tick[k]));
