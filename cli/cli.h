@@ -24,6 +24,8 @@ enum {
 int error(const char *fmt, ...) CLI_PRINTF(1, 2);
 /* "mha: warning: MESSAGE" on stderr. */
 void warning(const char *fmt, ...) CLI_PRINTF(1, 2);
+/* "mha: note: MESSAGE" on stderr: nothing wrong, something assumed. */
+void notice(const char *fmt, ...) CLI_PRINTF(1, 2);
 /* "mha: MESSAGE" plus a hint to try --help; returns EXIT_USAGE. */
 int usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
 /* A file as messages, titles and "meta" name it: standard input ("-") is

@@ -54,6 +54,7 @@ static const char forward_usage[] =
 	"                        or the one step --print names (scores, scaled,\n"
 	"                        softcapped, masked)\n"
 	FORWARD_USAGE_COLOR
+	FORWARD_USAGE_PICTURE
 	"      --precision N     significant digits in text and markdown (default 6)\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well); a\n"
 	"                        directory (an existing one, or a name ending in '/')\n"
@@ -82,6 +83,7 @@ struct options {
 	size_t sequence; /* --sequence N: a batch's sequence N alone (1-based); 0: all */
 	size_t *kv_lens; /* --kv-len 5,3,4: from malloc, or NULL */
 	int mask_bool;   /* --mask-bool given */
+	int range_given; /* --range given */
 };
 
 /* a whole number from 1 up, digits only: 0, or -1 */
@@ -244,6 +246,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 	       O_ROPE_COS, O_ROPE_SIN, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
 	       O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
 	       O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
+	       O_RANGE, O_HEAD, O_KT,
 	       O_ONE /* + WQ … BO */ };
 	static const struct option longopts[] = {
 		{ "x", required_argument, NULL, 'x' },
@@ -300,6 +303,9 @@ static int parse_options(int argc, char **argv, struct options *o,
 		{ "precision", required_argument, NULL, O_PRECISION },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "range", required_argument, NULL, O_RANGE },
+		{ "head", required_argument, NULL, O_HEAD },
+		{ "kt", required_argument, NULL, O_KT },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *hint = cmd->hint;
@@ -321,7 +327,29 @@ static int parse_options(int argc, char **argv, struct options *o,
 		case O_XK: o->spec.xk = optarg; break;
 		case O_XV: o->spec.xv = optarg; break;
 		case O_Q: o->spec.q = optarg; break;
-		case O_K: o->spec.k = optarg; break;
+		case O_K:
+		case O_KT:
+			/* --kt FILE is --k with the file transposed: one or the other */
+			if (o->spec.k && (c == O_KT) != o->spec.k_transposed) {
+				usage_error(hint, "--k and --kt cannot be used together (--kt gives "
+					    "K transposed)");
+				return -1;
+			}
+			o->spec.k = optarg;
+			o->spec.k_transposed = c == O_KT;
+			break;
+		case O_RANGE:
+			if (heat_range_parse(&o->emit.range, optarg)) {
+				usage_error(hint, "--range takes auto or MIN,MAX (finite numbers, MIN "
+					    "below MAX), not '%s'", optarg);
+				return -1;
+			}
+			o->range_given = 1;
+			break;
+		case O_HEAD:
+			if (opt_count(hint, "--head", optarg, SIZE_MAX / 2, &o->emit.head))
+				return -1;
+			break;
 		case O_V: o->spec.v = optarg; break;
 		case O_MASK: o->spec.mask = optarg; break;
 		case O_MASK_BOOL:
@@ -560,8 +588,8 @@ static int check_option_combinations(struct options *o)
 	if (s->x && direct)
 		return usage_error(hint, "-x and --q/--k/--v cannot be used together");
 	if (direct && !(s->q && s->k && s->v))
-		return usage_error(hint, "--q, --k and --v go together: missing %s",
-				   !s->q ? "--q" : !s->k ? "--k" : "--v");
+		return usage_error(hint, "--q, --k (or --kt) and --v go together: missing %s",
+				   !s->q ? "--q" : !s->k ? "--k or --kt" : "--v");
 	if (direct && s->kv)
 		return usage_error(hint, "--kv cannot be used with --q/--k/--v (K and V are "
 				   "given)");
@@ -664,6 +692,9 @@ static int check_option_combinations(struct options *o)
 			o->emit.heat_step++;
 		/* the mask too, so that blocked cells can be told apart */
 		o->print |= STEP_BIT(STEP_MASK);
+	} else if (o->range_given || o->emit.head) {
+		return usage_error(hint, "%s is for pictures: add --format heatmap or svg",
+				   o->range_given ? "--range" : "--head");
 	}
 	if (o->f32 && s->cfg.exact)
 		return usage_error(hint, "--exact is float64's plain path: leave out --dtype f32");
@@ -743,6 +774,9 @@ static int check_sequence(const struct options *o, const struct problem *pb)
 	if (o->sequence > pb->batch)
 		return usage_error(hint, "--sequence %zu but the batch holds %zu sequence%s",
 				   o->sequence, pb->batch, pb->batch == 1 ? "" : "s");
+	if (o->emit.head > pb->d.heads)
+		return usage_error(hint, "--head %zu but there %s %zu head%s", o->emit.head,
+				   pb->d.heads == 1 ? "is" : "are", pb->d.heads, pb->d.heads == 1 ? "" : "s");
 	if (o->emit.format == FORMAT_SVG && pb->batch > 1 && !o->sequence)
 		return usage_error(hint, "an SVG draws one sequence, and the batch holds %zu: add "
 				   "--sequence N", pb->batch);

@@ -23,11 +23,12 @@ static const char heatmap_usage[] =
 	"\n"
 	"Drawing:\n"
 	"  -p, --print STEP      the step drawn, a panel per head: softmax (the default),\n"
-	"                        scores, scaled, softcapped or masked; blocked cells\n"
-	"                        are marked apart\n"
+	"                        scores, scaled, softcapped or masked; cells the mask\n"
+	"                        blocks are marked apart from the masked step on\n"
 	"  -f, --format FMT      heatmap (coloured cells in the terminal; the default)\n"
 	"                        or svg (a picture; the default for -o FILE.svg)\n"
 	FORWARD_USAGE_COLOR
+	FORWARD_USAGE_PICTURE
 	"      --precision N     significant digits of the numbers shown (default 6)\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well)\n"
 	"      --sequence N      with a batch (3-D inputs): draw sequence N alone (from\n"

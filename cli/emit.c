@@ -473,17 +473,22 @@ static int write_heatmaps(const struct emit *o, const struct step_items *list,
 	for (size_t i = 0; i < list->n; i++) {
 		const struct step_item *it = &list->v[i];
 
-		if (!it->head || it->step != o->heat_step)
+		if (!it->head || it->step != o->heat_step || (o->head && it->head != o->head))
 			continue;
 		panels[n].title = it->title;
 		panels[n].m = it->m;
 		panels[n].step = step;
+		panels[n].range = &o->range;
 		panels[n].row_labels = axis_labels(l, AXIS_QUERY);
 		panels[n].col_labels = axis_labels(l, AXIS_KEY);
 		if (mask) {
-			/* a per-head mask: this head's plane */
+			/* a per-head mask: this head's plane; before the masked step
+			 * it blocks nothing yet, and is only counted for a note */
 			planes[n] = step_plane(mask, it->head - 1);
-			panels[n].mask = &planes[n];
+			if (o->heat_step == STEP_MASKED || o->heat_step == STEP_SOFTMAX)
+				panels[n].mask = &planes[n];
+			else
+				panels[n].later_mask = &planes[n];
 		}
 		n++;
 	}

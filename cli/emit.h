@@ -7,6 +7,7 @@
 #ifndef MHA_CLI_EMIT_H
 #define MHA_CLI_EMIT_H
 
+#include "heatmap.h"
 #include "meta.h"
 #include "outfile.h"
 #include "problem.h"
@@ -42,6 +43,9 @@ struct emit {
 	int precision;       /* text, markdown and the heatmaps' legends */
 	int color;           /* heatmap: -1 never, 0 auto, 1 always */
 	int heat_step;       /* heatmap and svg: the step drawn (its per-head items) */
+	struct heat_range range; /* --range: the colours' scale of every picture (heatmap,
+				    svg, and the HTML page): see heatmap.h */
+	size_t head;         /* --head N: the pictures draw head N alone (from 1); 0: all */
 };
 
 /*

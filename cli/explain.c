@@ -18,6 +18,8 @@
 
 /* how many terms of a sum are written out before "…" */
 #define MAX_TERMS 12
+/* a softmax's denominator: every term, masked ones as 0, up to this many keys */
+#define MAX_SUM_TERMS 32
 
 /* a number as a factor: "(-0.87)" when negative, so "x*(-y)" reads right */
 static void factor(char *buf, size_t size, double v, int precision)
@@ -158,6 +160,8 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 	const double *sinks = e->cfg->sinks;
 	char a[64], b[64], c[64], li[256], lj[256];
 	double mx = -INFINITY, sum = 0;
+	const char *largest;
+	size_t terms;
 
 	label(e->q_labels, i, li, sizeof(li));
 	label(e->k_labels, j, lj, sizeof(lj));
@@ -225,6 +229,8 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 			"and so is its output row\n", i + 1);
 		return;
 	}
+	/* "masked" only when a mask was added */
+	largest = hd->mask ? "largest masked score" : "largest score";
 	if (sinks) {
 		/* the sink joins the denominator, never the weights */
 		const double sk = sinks[h];
@@ -234,31 +240,41 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 		if (sk > mx)
 			mx = sk;
 		format_number(c, sizeof(c), mx, p);
-		fprintf(fp, "    softmax: the largest masked score in row %zu is %s and the sink is "
-			"%s, so m = %s;\n", i + 1, a, b, c);
+		fprintf(fp, "    softmax: the %s in row %zu is %s and the sink is %s, so m = %s;\n",
+			largest, i + 1, a, b, c);
 		sum = exp(sk - mx);
 		format_number(b, sizeof(b), sum, p);
-		fprintf(fp, "      sum = exp(sink - m) + exp(x_1 - m) + … + exp(x_%zu - m) = %s +",
-			n_kv, b);
+		fputs("      sum = exp(sink - m) + ", fp);
+		terms = 1 + n_kv;
 	} else {
 		format_number(a, sizeof(a), mx, p);
-		fprintf(fp, "    softmax: the largest masked score in row %zu is m = %s;\n", i + 1, a);
-		fprintf(fp, "      sum = exp(x_1 - m) + … + exp(x_%zu - m) =", n_kv);
+		fprintf(fp, "    softmax: the %s in row %zu is m = %s;\n", largest, i + 1, a);
+		fputs("      sum = ", fp);
+		terms = n_kv;
 	}
-	for (size_t t = 0, shown = 0; t < n_kv; t++) {
+	/* the terms named, then their values, every one (a masked key's is 0) */
+	if (n_kv <= 4)
+		for (size_t t = 0; t < n_kv; t++)
+			fprintf(fp, "%sexp(x_%zu - m)", t ? " + " : "", t + 1);
+	else
+		fprintf(fp, "exp(x_1 - m) + exp(x_2 - m) + … + exp(x_%zu - m)", n_kv);
+	if (terms > 1) {
+		fputs(" =", fp);
+		if (sinks)
+			fprintf(fp, " %s +", b);
+	}
+	for (size_t t = 0; t < n_kv; t++) {
 		const double ex = row[t] == -INFINITY ? 0 : exp(row[t] - mx);
 
 		sum += ex;
-		if (row[t] == -INFINITY)
+		if (terms == 1 || t > MAX_SUM_TERMS)
 			continue;
-		if (shown++ == MAX_TERMS) {
-			fputs(" + …", fp);
+		if (t == MAX_SUM_TERMS) {
+			fprintf(fp, " + … (%zu terms in all)", n_kv);
 			continue;
 		}
-		if (shown > MAX_TERMS)
-			continue;
 		format_number(b, sizeof(b), ex, p);
-		fprintf(fp, "%s %s", shown > 1 ? " +" : "", b);
+		fprintf(fp, "%s %s", t ? " +" : "", b);
 	}
 	format_number(b, sizeof(b), sum, p);
 	fprintf(fp, " = %s\n", b);
@@ -518,6 +534,31 @@ static long find(const char *s, const char *const *labels, size_t n)
 	return v - 1;
 }
 
+/*
+ * A label that more than one token has cannot say which is meant: a usage
+ * error listing where it is ("'the' is the token of queries 1 and 7: give its
+ * number"), and 1; else 0.
+ */
+static int ambiguous(const char *what, const char *s, const char *const *labels, size_t n)
+{
+	size_t at[8], found = 0;
+	char list[200] = "";
+
+	while (*s == ' ')
+		s++;
+	for (size_t i = 0; labels && i < n; i++)
+		if (!strcmp(s, labels[i]) && found++ < 8)
+			at[found - 1] = i + 1;
+	if (found < 2)
+		return 0;
+	for (size_t k = 0; k < found && k < 8; k++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%zu",
+			 k == 0 ? "" : k + 1 == found ? " and " : ", ", at[k]);
+	usage_error("forward", "--cell: '%s' is the token of %s %s%s: give its number", s,
+		    what, list, found > 8 ? ", …" : "");
+	return 1;
+}
+
 int explain_parse_cell(const char *arg, const char *const *q_labels, size_t n_q,
 		       const char *const *k_labels, size_t n_kv, size_t *i, size_t *j)
 {
@@ -532,6 +573,8 @@ int explain_parse_cell(const char *arg, const char *const *q_labels, size_t n_q,
 	first[comma - arg] = '\0';
 	while (comma - arg > 0 && first[strlen(first) - 1] == ' ')
 		first[strlen(first) - 1] = '\0';
+	if (ambiguous("queries", first, q_labels, n_q) || ambiguous("keys", comma + 1, k_labels, n_kv))
+		return EXIT_USAGE;
 	a = find(first, q_labels, n_q);
 	b = find(comma + 1, k_labels, n_kv);
 	if (a < 0)

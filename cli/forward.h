@@ -33,7 +33,9 @@ int forward_check(int argc, char **argv, const struct forward_command *c);
 	"                        optionally W_O, b_Q, b_K, b_V, b_O (d_in x d_out,\n" \
 	"                        applied as x*W; or one d_in x d_k matrix per head,\n" \
 	"                        3-D); or a directory of one file per weight (W_Q.csv,\n" \
-	"                        W_K.npy, ...); without -w, Q = K = V = X\n" \
+	"                        W_K.npy, ...); without -w, Q = K = V = X; a missing\n" \
+	"                        W_Q, W_K or W_V (W_Q alone) is the identity, said in\n" \
+	"                        a note\n" \
 	"      --wq, --wk, --wv, --wo, --bq, --bk, --bv, --bo FILE\n" \
 	"                        one weight from its own file, over what -w gave\n" \
 	"      --layout L        mha (default): weights d_in x d_out; torch: PyTorch's\n" \
@@ -56,6 +58,8 @@ int forward_check(int argc, char **argv, const struct forward_command *c);
 	"      --q FILE, --k FILE, --v FILE\n" \
 	"                        Q, K and V given directly: no projections (-w may\n" \
 	"                        then hold only W_O and b_O)\n" \
+	"      --kt FILE         K transposed (d_k x n_kv), as tutorials print it,\n" \
+	"                        instead of --k\n" \
 	"      --tokens LIST     labels for X's rows (the queries), e.g. \"The bear eats\"\n" \
 	"                        (split at blanks, or at commas when there are any);\n" \
 	"                        they title rows and columns of what is printed\n" \
@@ -120,6 +124,13 @@ int forward_check(int argc, char **argv, const struct forward_command *c);
 #define FORWARD_USAGE_COLOR \
 	"      --color[=WHEN]    heatmap colours: auto (a terminal, and NO_COLOR unset),\n" \
 	"                        always or never (shaded characters)\n"
+
+/* the pictures' own options, in both helps */
+#define FORWARD_USAGE_PICTURE \
+	"      --range R         the colours' scale of a heatmap or SVG: auto (each\n" \
+	"                        panel's lowest to highest value) or MIN,MAX; default:\n" \
+	"                        0,1 for softmax, auto for the other steps\n" \
+	"      --head N          draw head N alone (from 1)\n"
 
 #define FORWARD_USAGE_HELP \
 	"  -h, --help            show this help\n"

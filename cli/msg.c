@@ -57,6 +57,15 @@ void warning(const char *fmt, ...)
 	va_end(ap);
 }
 
+void notice(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("mha: note: ", fmt, ap);
+	va_end(ap);
+}
+
 int usage_error(const char *cmd, const char *fmt, ...)
 {
 	va_list ap;

@@ -160,6 +160,96 @@ static int check_file_size(const char *path)
 }
 
 /*
+ * Weights with W_Q alone (or any one or two of W_Q, W_K, W_V), as a
+ * learner has them part way through a tutorial: each missing one is the
+ * identity, so K = X (or X_kv) and V = X, said in a note.  The identity
+ * must fit the weights given (W_Q d_model square for K = X): else an error
+ * asking for the weight.  0, or -1 said.
+ */
+static int identity_for_missing(const struct problem_spec *s, struct problem *p)
+{
+	weights *w = &p->w;
+	const size_t H = s->heads, G = s->kv_heads ? s->kv_heads : s->heads;
+	const int n_proj = weights_has(w, WQ) + weights_has(w, WK) + weights_has(w, WV);
+	const matrix *kv = s->xk ? &p->xk : s->kv ? &p->kv : &p->x;
+	const char *kvname = s->xk ? "X_k" : s->kv ? "X_kv" : "X";
+	const char *vname = s->xv ? "X_v" : kvname;
+	const size_t in[3] = { matrix_cols(&p->x), matrix_cols(kv),
+			       matrix_cols(s->xv ? &p->xv : kv) };
+	const int given = weights_has(w, WQ) ? WQ : weights_has(w, WK) ? WK : WV;
+	char have[32] = "", missing[32] = "", eqs[64] = "", src[64];
+	size_t dk = 0;
+
+	if (p->direct || n_proj == 0 || n_proj == 3)
+		return 0;
+	/* d_k as the given W_Q or W_K says; else (W_V alone) as Q = X says */
+	if (weights_has(w, WQ) && w->m[WQ].dim[1] % H == 0)
+		dk = w->m[WQ].dim[1] / H;
+	else if (!weights_has(w, WQ) && weights_has(w, WK) && w->m[WK].dim[1] % G == 0)
+		dk = w->m[WK].dim[1] / G;
+	else if (!weights_has(w, WQ) && !weights_has(w, WK) && in[0] % H == 0)
+		dk = in[0] / H;
+	for (int i = WQ; i <= WV; i++) {
+		const char *const who = i == WQ ? "Q" : i == WK ? "K" : "V";
+		const char *const from = i == WQ ? "X" : i == WK ? kvname : vname;
+		const size_t n = in[i - WQ], need = (i == WQ ? H : G) * dk;
+		matrix m;
+
+		if (weights_has(w, i))
+			continue;
+		if (weights_has(w, i + BQ - WQ))
+			return error("%s from %s without %s", weight_names[i + BQ - WQ],
+				     w->src[i + BQ - WQ], weight_names[i]);
+		if (i != WV && dk && n != need)
+			return error("no %s beside %s from %s: the identity in its place gives %s = %s, "
+				     "%zu columns wide, but %s needs %zu (%s would have to be %zux%zu, "
+				     "d_model square): give %s", weight_names[i], weight_names[given],
+				     w->src[given], who, from, n, who, need, weight_names[given], n, n,
+				     weight_names[i]);
+		if (matrix_alloc(&m, 2, n, n, 1))
+			return -1;
+		for (size_t r = 0; r < n; r++)
+			m.v[r * n + r] = 1;
+		snprintf(src, sizeof(src), "the identity (no %s given)", weight_names[i]);
+		free(w->src[i]);
+		w->src[i] = strdup(src);
+		if (!w->src[i]) {
+			matrix_free(&m);
+			return error("out of memory");
+		}
+		w->m[i] = m;
+		snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s",
+			 missing[0] ? " and " : "", weight_names[i]);
+		snprintf(eqs + strlen(eqs), sizeof(eqs) - strlen(eqs), "%s%s = %s",
+			 eqs[0] ? ", " : "", who, from);
+	}
+	for (int i = WQ; i <= WV; i++)
+		if (!strchr(w->src[i], ' ') || strncmp(w->src[i], "the identity", 12))
+			snprintf(have + strlen(have), sizeof(have) - strlen(have), "%s%s",
+				 have[0] ? " and " : "", weight_names[i]);
+	notice("%s gives %s without %s: %s the identity, so %s", w->src[given], have, missing,
+	       strchr(missing, ' ') ? "each is" : "it is", eqs);
+	return 0;
+}
+
+/* --kt: m read as K^T, (d, n) or (B, d, n), turned into K, (n, d) or (B, n, d); 0 or -1 said */
+static int transpose(matrix *m)
+{
+	const size_t B = m->rank == 3 ? m->dim[0] : 1, r = matrix_rows(m), c = matrix_cols(m);
+	matrix t;
+
+	if (m->rank == 3 ? matrix_alloc(&t, 3, B, c, r) : matrix_alloc(&t, 2, c, r, 1))
+		return -1;
+	for (size_t b = 0; b < B; b++)
+		for (size_t i = 0; i < r; i++)
+			for (size_t j = 0; j < c; j++)
+				t.v[b * r * c + j * r + i] = m->v[b * r * c + i * c + j];
+	t.is_f32 = m->is_f32;
+	matrix_free(m);
+	*m = t;
+	return 0;
+}
+/*
  * --positions: one list (JSON, CSV row or column, 1-D .npy) for queries and
  * keys alike, kept in p->pos_q; or a JSON object {"q": [..], "k": [..]}
  * (either may be left out): p->pos_q and p->pos_k.  Checked in check_rope.
@@ -204,6 +294,8 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 			xks = { "X_k", x_keys, 2, 3, READ_LABELS }, xvs = { "X_v", x_keys, 2, 3, 0 };
 	const read_spec qs = { "Q", q_keys, 2, 3, READ_LABELS }, ks = { "K", k_keys, 2, 3, READ_LABELS };
 	const read_spec vs = { "V", v_keys, 2, 3, 0 };
+	/* --kt: K^T, whose rows are features, so no labels */
+	const read_spec kts = { "K^T", k_keys, 2, 3, 0 };
 	/* 1-D to 4-D, broadcast as ONNX's attn_mask (check_mask) */
 	const read_spec ms = { "mask", mask_keys, 1, 4, READ_NONFINITE | READ_BOOL };
 	const read_spec ss = { "sinks", NULL, 1, 2, 0 };
@@ -214,7 +306,8 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	snprintf(p->xk_src, sizeof(p->xk_src), "--xk %s", s->xk ? path_shown(s->xk) : "");
 	snprintf(p->xv_src, sizeof(p->xv_src), "--xv %s", s->xv ? path_shown(s->xv) : "");
 	snprintf(p->q_src, sizeof(p->q_src), "--q %s", s->q ? path_shown(s->q) : "");
-	snprintf(p->k_src, sizeof(p->k_src), "--k %s", s->k ? path_shown(s->k) : "");
+	snprintf(p->k_src, sizeof(p->k_src), s->k_transposed ? "--kt %s (transposed)" : "--k %s",
+		 s->k ? path_shown(s->k) : "");
 	snprintf(p->v_src, sizeof(p->v_src), "--v %s", s->v ? path_shown(s->v) : "");
 	snprintf(p->mask_src, sizeof(p->mask_src), "--mask %s", s->mask ? path_shown(s->mask) : "");
 	{
@@ -241,8 +334,9 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	if (s->xk && (read_matrix(&p->xk, s->xk, &xks) || read_matrix(&p->xv, s->xv, &xvs)))
 		return -1;
 	p->direct = s->q != NULL;
-	if (p->direct && (read_matrix(&p->q, s->q, &qs) || read_matrix(&p->k, s->k, &ks) ||
-			   read_matrix(&p->v, s->v, &vs)))
+	if (p->direct && (read_matrix(&p->q, s->q, &qs) ||
+			   read_matrix(&p->k, s->k, s->k_transposed ? &kts : &ks) ||
+			   read_matrix(&p->v, s->v, &vs) || (s->k_transposed && transpose(&p->k))))
 		return -1;
 	p->w.layout = s->layout;
 	if (s->w && model_is_checkpoint(s->w)) {
@@ -1061,7 +1155,7 @@ static int load(struct problem *p, const struct problem_spec *s)
 	const weights *w = &p->w;
 	const mha_dims *d = &p->d;
 
-	if (read_inputs(s, p) || set_batch(p) || derive_dims(s, p, &p->d) ||
+	if (read_inputs(s, p) || set_batch(p) || identity_for_missing(s, p) || derive_dims(s, p, &p->d) ||
 	    check_mask(s, p, &p->d, &p->cfg) || check_sinks(s, p, &p->d, &p->cfg) ||
 	    check_alibi(s, p, &p->d, &p->cfg) || check_rope(s, p, &p->d, &p->cfg) ||
 	    set_labels(s, p, &p->d))

@@ -23,6 +23,7 @@
 /* What to read, as the command line gave it. */
 struct problem_spec {
 	const char *x, *kv, *w, *q, *k, *v, *mask; /* paths ("-": standard input), or NULL */
+	int k_transposed;               /* --kt: k holds K^T, (d, n_kv) or (B, d, n_kv) */
 	const char *xk, *xv;            /* --xk, --xv: keys' and values' sources apart, or NULL */
 	const char *sinks;              /* --sinks: one logit per query head, or NULL */
 	const char *alibi_slopes;       /* --alibi-slopes: one slope per query head, or NULL */

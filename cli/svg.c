@@ -1,6 +1,7 @@
 /*
  * svg.c: attention heatmaps as one standalone SVG 1.1 picture, the panels
- * (one per head) side by side, for a browser, a README or a paper.
+ * (one per head) side by side, four to a row, for a browser, a README or a
+ * paper.
  *
  * Each cell is a <rect> filled with the ramp's colour (heatmap.c), its
  * <title> the tooltip "query → key: value"; blocked cells are hatched grey.
@@ -18,12 +19,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CELL 34        /* a cell's side, px */
+#define CELL 38        /* a cell's side, px: room for "-1.23" and "<0.01" */
 #define FONT 12        /* labels */
 #define TITLE_FONT 13  /* panel titles, bold */
 #define PAD 16         /* around the picture */
 #define GAP 40         /* between panels */
+#define PER_ROW 4      /* panels in a row; more go on the rows under it */
+#define ROW_GAP 28     /* between rows of panels */
 #define BAR_H 10       /* the colour bar's height */
+#define TICK 4         /* a tick's length under the bar */
+#define LEGEND_H (14 + BAR_H + TICK + 14) /* the bar, its ticks and their values */
 #define SHOW_COLS 20   /* labels drawn longer than this are cut, with a "…" */
 #define TIP_COLS 80    /* the same in tooltips */
 #define CAPTION "rows: queries \xc2\xb7 columns: keys" /* under the title */
@@ -72,6 +77,9 @@ struct layout {
 	char (*row_show)[4 * SHOW_COLS + 8], (*col_show)[4 * SHOW_COLS + 8];
 	char (*row_tip)[4 * TIP_COLS + 8], (*col_tip)[4 * TIP_COLS + 8];
 	char lo[64], hi[64];   /* the colour bar's ends */
+	char scale[200];       /* under the bar: "scale: 0 to 1", and where that came from */
+	char notes[2][200];    /* under that: values outside --range, cells masked later */
+	int below;             /* the height under the grid: bar, ticks, lines, swatch */
 	int decimals;          /* the values written in the cells: their decimals, or -1: none */
 	int rotate;            /* column labels at 45 degrees: one is wider than a cell */
 	int label_w;           /* the row labels' column, px, right of which the grid starts */
@@ -88,11 +96,16 @@ static void layout_free(struct layout *l)
 	free(l->col_tip);
 }
 
-/* a value as written in its cell: decimals fixed, no "-0.00" */
+/*
+ * A value as written in its cell: decimals fixed, no "-0.00"; a value that
+ * is not 0 but rounds to it is "<0.01" (or ">-0.01"), not "0.00".
+ */
 static void note_text(char *buf, size_t size, double v, int decimals)
 {
 	snprintf(buf, size, "%.*f", decimals, v);
-	if (buf[0] == '-' && !strpbrk(buf, "123456789"))
+	if (v != 0 && !strpbrk(buf, "123456789"))
+		snprintf(buf, size, "%s%.*f", v > 0 ? "<" : ">-", decimals, pow(10, -decimals));
+	else if (buf[0] == '-' && !strpbrk(buf, "123456789"))
 		memmove(buf, buf + 1, strlen(buf));
 }
 
@@ -125,6 +138,28 @@ static int note_decimals(const struct layout *l, int precision)
 		widest = w > widest ? w : widest;
 	}
 	return widest <= CELL - 6 ? d : -1;
+}
+
+/* the lines under the colour bar, and the height of all under the grid */
+static void legend_text(struct layout *l)
+{
+	const struct heat_scale *s = &l->s;
+	int lines = 0;
+
+	l->scale[0] = l->notes[0][0] = l->notes[1][0] = '\0';
+	if (s->finite && !(s->hi > s->lo))
+		snprintf(l->scale, sizeof(l->scale), "every value is %s", l->lo);
+	else if (s->finite)
+		snprintf(l->scale, sizeof(l->scale), "scale: %s to %s%s", l->lo, l->hi,
+			 s->mode == HEAT_RANGE_AUTO ? ", the values shown (--range auto)" :
+			 s->mode == HEAT_RANGE_FIXED ? " (--range)" : "");
+	if (s->outside)
+		snprintf(l->notes[lines++], sizeof(l->notes[0]), "%zu value%s outside the scale, "
+			 "drawn at the nearer end", s->outside, s->outside == 1 ? "" : "s");
+	if (s->later)
+		snprintf(l->notes[lines++], sizeof(l->notes[0]), "the mask blocks %zu of these "
+			 "cells later (at the masked step)", s->later);
+	l->below = (s->finite ? LEGEND_H + 14 : 8) + 14 * lines + (s->blocked ? 22 : 0);
 }
 
 static int layout_panel(struct layout *l, const struct heat_panel *p, int precision)
@@ -174,13 +209,16 @@ static int layout_panel(struct layout *l, const struct heat_panel *p, int precis
 		l->top = up > l->top ? up : l->top;
 		right = out > right ? out : right;
 	}
-	/* the colour bar: as wide as the grid, and at least as its end labels */
+	/* the colour bar: as wide as the grid, and at least 160 px for its ticks */
 	l->bar_w = (int)(c * CELL);
-	w = text_px(l->lo, FONT) + text_px(l->hi, FONT) + 24;
-	l->bar_w = w > l->bar_w ? w : l->bar_w;
-	l->bar_w = l->bar_w < 120 ? 120 : l->bar_w;
+	l->bar_w = l->bar_w < 160 ? 160 : l->bar_w;
 	w = (int)(c * CELL) + right;
 	l->width = l->label_w + (w > l->bar_w ? w : l->bar_w);
+	legend_text(l);
+	for (int k = -1; k < 2; k++) {
+		w = l->label_w + text_px(k < 0 ? l->scale : l->notes[k], 11);
+		l->width = w > l->width ? w : l->width;
+	}
 	w = text_px(p->title ? p->title : "", TITLE_FONT + 1); /* bold */
 	l->width = w > l->width ? w : l->width;
 	w = text_px(CAPTION, 11);
@@ -222,6 +260,9 @@ static void put_cells(FILE *fp, const struct layout *l, int precision)
 				fputs(": masked", fp);
 			else if (blocked)
 				fprintf(fp, ": %s, masked", num);
+			else if (p->later_mask && p->later_mask->v[i * l->cols + j] == -INFINITY &&
+				 matrix_size(p->later_mask) == matrix_size(p->m))
+				fprintf(fp, ": %s, masked later", num);
 			else
 				fprintf(fp, ": %s", num);
 			fputs("</title></rect>\n", fp);
@@ -247,25 +288,59 @@ static void put_cells(FILE *fp, const struct layout *l, int precision)
 				if ((0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2] < 128) != light)
 					continue;
 				note_text(num, sizeof(num), v, l->decimals);
-				fprintf(fp, "<text x=\"%zu\" y=\"%zu\">%s</text>\n", j * CELL + CELL / 2,
-					i * CELL + CELL / 2 + NOTE_FONT * 7 / 20, num);
+				/* "<0.01" is markup: escaped */
+				fprintf(fp, "<text x=\"%zu\" y=\"%zu\">", j * CELL + CELL / 2,
+					i * CELL + CELL / 2 + NOTE_FONT * 7 / 20);
+				put_xml(fp, num);
+				fputs("</text>\n", fp);
 			}
 		fputs("</g>\n", fp);
 	}
 }
 
-/* a panel with its grid's top left corner at (x, y) */
-static void put_panel(FILE *fp, const struct layout *l, int x, int y, int precision)
+/*
+ * The colour bar's ticks, from (gx, y) down: round values (heat_ticks),
+ * each written under its mark unless it would run into the one before.
+ */
+static void put_ticks(FILE *fp, const struct layout *l, int gx, int y, int precision)
+{
+	/* about one tick every 30 px, 2 to 11 of them */
+	const int want = l->bar_w / 30 < 2 ? 2 : l->bar_w / 30 > 11 ? 11 : l->bar_w / 30;
+	double tick[11];
+	const size_t n = heat_ticks(tick, (size_t)want, l->s.lo, l->s.hi);
+	int right = -1000000; /* where the last value written ends */
+
+	fputs("<path d=\"", fp);
+	for (size_t k = 0; k < n; k++)
+		fprintf(fp, "M%.1f %dv%d", gx + l->bar_w * heat_position(&l->s, tick[k]), y, TICK);
+	fputs("\" stroke=\"#333\"/>\n<g fill=\"#333\" font-size=\"10\" text-anchor=\"middle\">\n", fp);
+	for (size_t k = 0; k < n; k++) {
+		char num[64];
+		const double x = gx + l->bar_w * heat_position(&l->s, tick[k]);
+		int w;
+
+		format_number(num, sizeof(num), tick[k], precision);
+		w = text_px(num, 10);
+		if (x - w / 2.0 < right + 6)
+			continue;
+		fprintf(fp, "<text x=\"%.1f\" y=\"%d\">%s</text>\n", x, y + TICK + 11, num);
+		right = (int)ceil(x + w / 2.0);
+	}
+	fputs("</g>\n", fp);
+}
+
+/* a panel, its title at y0, its grid's top left corner at (x + label_w, y) */
+static void put_panel(FILE *fp, const struct layout *l, int x, int y0, int y, int precision)
 {
 	const int gx = x + l->label_w, gh = (int)(l->rows * CELL);
 	const int bar_y = y + gh + 14;
 
 	fprintf(fp, "<text x=\"%d\" y=\"%d\" font-size=\"%d\" font-weight=\"bold\">", x,
-		PAD + TITLE_FONT, TITLE_FONT);
+		y0 + TITLE_FONT, TITLE_FONT);
 	put_xml(fp, l->p->title ? l->p->title : "");
 	fputs("</text>\n", fp);
 	fprintf(fp, "<text x=\"%d\" y=\"%d\" fill=\"#666\" font-size=\"11\">%s</text>\n", x,
-		PAD + TITLE_FONT + CAPTION_LINE, CAPTION);
+		y0 + TITLE_FONT + CAPTION_LINE, CAPTION);
 
 	/* row labels, right-aligned against the grid; column labels over it */
 	fprintf(fp, "<g fill=\"#333\" text-anchor=\"end\">\n");
@@ -293,9 +368,10 @@ static void put_panel(FILE *fp, const struct layout *l, int x, int y, int precis
 	put_cells(fp, l, precision);
 	fputs("</g>\n", fp);
 
-	/* the colour bar (one value everywhere: its colour alone), its ends labelled */
+	/* the colour bar (one value everywhere: its colour alone), its ticks, the scale */
 	if (l->s.finite) {
 		const int flat = !(l->s.hi > l->s.lo);
+		int y_text = bar_y + BAR_H + TICK + 12;
 
 		fprintf(fp, "<path d=\"M%d %dh%dv%dh-%dz\" fill=\"", gx, bar_y, l->bar_w, BAR_H, l->bar_w);
 		if (flat) {
@@ -307,19 +383,23 @@ static void put_panel(FILE *fp, const struct layout *l, int x, int y, int precis
 			fputs("url(#ramp)", fp);
 		}
 		fputs("\"/>\n", fp);
-		fprintf(fp, "<g fill=\"#333\" font-size=\"11\">\n");
-		fprintf(fp, "<text x=\"%d\" y=\"%d\">", gx, bar_y + BAR_H + 13);
-		fputs(l->lo, fp);
-		if (flat)
-			fputs(": every value", fp);
-		fputs("</text>\n", fp);
 		if (!flat)
-			fprintf(fp, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>\n",
-				gx + l->bar_w, bar_y + BAR_H + 13, l->hi);
+			put_ticks(fp, l, gx, bar_y + BAR_H, precision);
+		else
+			y_text = bar_y + BAR_H + 13;
+		fprintf(fp, "<g fill=\"#333\" font-size=\"11\">\n<text x=\"%d\" y=\"%d\">", gx,
+			y_text + (flat ? 0 : 14));
+		put_xml(fp, l->scale);
+		fputs("</text>\n", fp);
+		for (int k = 0; k < 2 && l->notes[k][0]; k++) {
+			fprintf(fp, "<text x=\"%d\" y=\"%d\">", gx, y_text + (flat ? 0 : 14) + 14 * (k + 1));
+			put_xml(fp, l->notes[k]);
+			fputs("</text>\n", fp);
+		}
 		fputs("</g>\n", fp);
 	}
 	if (l->s.blocked) {
-		const int my = bar_y + (l->s.finite ? BAR_H + 22 : 0);
+		const int my = y + gh + l->below - 16;
 
 		fprintf(fp, "<path d=\"M%d %dh12v12h-12z\" fill=\"url(#masked)\" stroke=\"#999\" "
 			"stroke-width=\"0.5\"/>\n", gx, my);
@@ -331,28 +411,37 @@ static void put_panel(FILE *fp, const struct layout *l, int x, int y, int precis
 int heatmap_svg(FILE *fp, const struct heat_panel *p, size_t n, int precision)
 {
 	struct layout *l = calloc(n ? n : 1, sizeof(*l));
-	int width = PAD, height, top = 0, bottom = 0, x, rc = 0;
+	const size_t n_rows = n ? (n + PER_ROW - 1) / PER_ROW : 0;
+	int *row_top = calloc(n_rows ? n_rows : 1, sizeof(*row_top)); /* each row's title line, y */
+	int *grid_top = calloc(n_rows ? n_rows : 1, sizeof(*grid_top)); /* and its grids' top */
+	int width = 2 * PAD, height = PAD, rc = 0;
 
-	if (!l)
-		return error("out of memory");
-	for (size_t k = 0; k < n; k++) {
-		int below;
-
+	if (!l || !row_top || !grid_top) {
+		rc = error("out of memory");
+		goto done;
+	}
+	for (size_t k = 0; k < n; k++)
 		if (layout_panel(&l[k], &p[k], precision)) {
 			rc = error("out of memory");
 			goto done;
 		}
-		width += l[k].width + (k + 1 < n ? GAP : PAD);
-		top = l[k].top > top ? l[k].top : top;
-		/* under the grid: the bar and its labels, then the masked swatch */
-		below = (l[k].s.finite ? 14 + BAR_H + 16 : 8) + (l[k].s.blocked ? 22 : 0);
-		below += (int)(l[k].rows * CELL);
-		bottom = below > bottom ? below : bottom;
+	/* rows of PER_ROW panels: each as high as its highest labels and grid */
+	for (size_t r = 0; r < n_rows; r++) {
+		int top = 0, bottom = 0, w = PAD;
+
+		for (size_t k = r * PER_ROW; k < n && k < (r + 1) * PER_ROW; k++) {
+			const int below = (int)(l[k].rows * CELL) + l[k].below;
+
+			top = l[k].top > top ? l[k].top : top;
+			bottom = below > bottom ? below : bottom;
+			w += l[k].width + (k + 1 < n && k + 1 < (r + 1) * PER_ROW ? GAP : PAD);
+		}
+		width = w > width ? w : width;
+		row_top[r] = height + (r ? ROW_GAP : 0);
+		grid_top[r] = row_top[r] + TITLE_FONT + CAPTION_LINE + 8 + top;
+		height = grid_top[r] + bottom;
 	}
-	if (!n)
-		width = 2 * PAD;
-	top += PAD + TITLE_FONT + CAPTION_LINE + 8; /* the grids' top, the same in every panel */
-	height = top + bottom + PAD;
+	height += PAD;
 
 	fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", fp);
 	fprintf(fp, "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" "
@@ -372,16 +461,21 @@ int heatmap_svg(FILE *fp, const struct heat_panel *p, size_t n, int precision)
 	      "<path d=\"M1.5 0v6\" stroke=\"#b8b8b8\" stroke-width=\"1.5\"/>\n"
 	      "</pattern>\n</defs>\n", fp);
 	fprintf(fp, "<path d=\"M0 0H%dV%dH0z\" fill=\"#fff\"/>\n", width, height);
-	x = PAD;
-	for (size_t k = 0; k < n; k++) {
-		put_panel(fp, &l[k], x, top, precision);
-		x += l[k].width + GAP;
+	for (size_t r = 0; r < n_rows; r++) {
+		int x = PAD;
+
+		for (size_t k = r * PER_ROW; k < n && k < (r + 1) * PER_ROW; k++) {
+			put_panel(fp, &l[k], x, row_top[r], grid_top[r], precision);
+			x += l[k].width + GAP;
+		}
 	}
 	fputs("</svg>\n", fp);
 	rc = 0; /* a write error is fp's to report (ferror), with its name */
 done:
-	for (size_t k = 0; k < n; k++)
+	for (size_t k = 0; l && k < n; k++)
 		layout_free(&l[k]);
 	free(l);
+	free(row_top);
+	free(grid_top);
 	return rc;
 }
