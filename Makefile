@@ -5,6 +5,7 @@
 #   make check        install what is missing, build with -Werror, run every test
 #   make conformance  the ONNX Attention cases (../shared/conformance/onnx-attention-opset25)
 #                     and RotaryEmbedding cases (../shared/conformance/onnx-rotary-embedding)
+#   make check-browser  the -o attn.html page in headless Chromium (installs chromium)
 #   make bench        mha against PyTorch and the machine's GEMM rate (minutes)
 #                     (BENCH_ARGS="--window-n 32768 --window-w 4096": the issue's window run;
 #                     "--batch-n 1024 --batch-b 8 --batch-only": a batch against one sequence)
@@ -63,14 +64,14 @@ LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c
 CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
           cli/read_npy.c cli/read_safetensors.c cli/model.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
           cli/cmd_forward.c cli/cmd_heatmap.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c cli/steps.c cli/problem.c cli/emit.c \
-          cli/meta.c cli/zip.c
+          cli/meta.c cli/zip.c cli/html.c
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o
 
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
-        test-install FORCE
+        test-install check-browser FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -111,6 +112,12 @@ build/cli/%.o: cli/%.c cli/*.h lib/mha.h build/.flags
 build/tests/%.o: tests/%.c tests/*.h lib/mha.h build/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
+
+# the interactive page's style, frame and script, carried as C strings (cli/html.c)
+HTML_ASSETS = cli/html/page.css cli/html/page.html cli/html/page.js
+build/gen/html_page.h: $(HTML_ASSETS) cli/html/embed.sh
+	sh cli/html/embed.sh $@ $(HTML_ASSETS)
+build/cli/html.o build-asan/cli/html.o build/fuzz/obj/cli/html.o: build/gen/html_page.h
 
 lib/libmha.a: $(LIB_OBJ)
 	rm -f $@
@@ -210,6 +217,14 @@ test-docs: mha
 
 test-install: all
 	sh tests/install_test.sh
+
+# -o attn.html in headless Chromium (tests/html_check.py): too heavy a
+# package for make check, so a target of its own that .ci/run runs
+BROWSER_PACKAGES = chromium
+check-browser: deps
+	@sh tests/ensure_debs.sh $(BROWSER_PACKAGES)
+	$(MAKE) STRICT=-Werror mha
+	$(PYTHON) tests/html_check.py ./mha
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
