@@ -198,7 +198,19 @@ static int put_sequence(FILE *fp, const struct step_items *list, const struct st
 		fprintf(fp, "\"sequence %zu of %zu\"", b + 1, batch);
 	else
 		fputs("\"\"", fp);
-	fprintf(fp, ", \"offset\": %td", query_offset(f));
+	fprintf(fp, ", \"offset\": %td, \"mask_how\": ", query_offset(f));
+	if (mask) {
+		/* each sequence's own: its --kv-len */
+		char how[400];
+
+		steps[STEP_MASK].title(how, sizeof(how), f, 0);
+		if (put_label(fp, strchr(how, ':') + 2)) {
+			free(hd);
+			return -1;
+		}
+	} else {
+		fputs("null", fp);
+	}
 	if (mask && mask->rank == 2) {
 		/* one mask for every head: once */
 		fputs(", \"mask\": ", fp);

@@ -73,7 +73,7 @@
 		/* a mask the heads share comes once */
 		var shared = s.mask ? f64(s.mask) : null;
 
-		return { title: s.title, offset: s.offset, heads: s.heads.map(function (h) {
+		return { title: s.title, offset: s.offset, mask_how: s.mask_how, heads: s.heads.map(function (h) {
 			var x = { kv_head: h.kv_head, q: f64(h.q), k: f64(h.k), v: f64(h.v),
 				  scores: f64(h.scores), softmax: f64(h.softmax),
 				  softcapped: h.softcapped ? f64(h.softcapped) : null,
@@ -786,19 +786,22 @@
 			sel.appendChild(e);
 		});
 	}
+	function summary() {
+		var how = SEQS[st.seq].mask_how;
+
+		document.getElementById('summary').textContent = NQ + (NQ === 1 ? ' query, ' : ' queries, ') + NKV +
+			(NKV === 1 ? ' key, ' : ' keys, ') + D.heads + (D.heads === 1 ? ' head' : ' heads') +
+			(D.kv_heads !== D.heads ? ' sharing ' + D.kv_heads + ' key/value head' + (D.kv_heads === 1 ? '' : 's') : '') +
+			' of d_k = ' + DK + ', d_v = ' + DV + '; scaled by ' + D.scale_how +
+			(how !== null ? '; mask: ' + how : '') + (CAP > 0 ? '; softcap ' + g(CAP) : '') + '.';
+	}
 	function setup() {
 		var seq = document.getElementById('sequence'), step = document.getElementById('step'),
 		    head = document.getElementById('head'), view = document.getElementById('view'),
 		    range = document.getElementById('range'), zoom = document.getElementById('zoom'), h, list = [],
-		    n = Math.max(NQ, NKV), words, note = document.getElementById('note');
+		    n = Math.max(NQ, NKV), note = document.getElementById('note');
 
-		words = NQ + (NQ === 1 ? ' query, ' : ' queries, ') + NKV + (NKV === 1 ? ' key, ' : ' keys, ') +
-			D.heads + (D.heads === 1 ? ' head' : ' heads') +
-			(D.kv_heads !== D.heads ? ' sharing ' + D.kv_heads + ' key/value head' + (D.kv_heads === 1 ? '' : 's') : '') +
-			' of d_k = ' + DK + ', d_v = ' + DV + '; scaled by ' + D.scale_how +
-			(D.mask_how !== null ? '; mask: ' + D.mask_how : '') +
-			(CAP > 0 ? '; softcap ' + g(CAP) : '') + '.';
-		document.getElementById('summary').textContent = words;
+		summary();
 		if (D.f32) {
 			note.textContent = '--dtype f32 keeps no intermediates: this page shows the float64 steps of the same run.';
 			note.hidden = false;
@@ -807,7 +810,7 @@
 			SEQS.forEach(function (s, b) { list.push([String(b), s.title]); });
 			options(seq, list);
 			document.getElementById('sequence-box').hidden = false;
-			seq.addEventListener('change', function () { st.seq = Number(seq.value); render(); });
+			seq.addEventListener('change', function () { st.seq = Number(seq.value); summary(); render(); });
 		}
 		options(step, STEPS.map(function (s) { return [s, s]; }));
 		step.value = st.step;
