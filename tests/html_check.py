@@ -502,14 +502,20 @@ def main():
 
         # the README's picture: the classroom size, a cell hovered
         if SHOT:
-            cmd = ["forward", "-x", x, "-w", w, "--heads", "2", "--causal", "--tokens",
-                   "The,bear,eats,the,ripe,fish"]
+            top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            cmd = ["heatmap", "-x", os.path.join(top, "samples", "classroom", "x.json"), "--tokens",
+                   "Monica Chandler Ross Rachel Phoebe Joey"]
             page = os.path.join(work, "shot.html")
             mha(*(cmd + ["-o", page]))
             b.page_url = "file://" + page
             b.open(page)
+            NKV[0] = 6
             hover_cell(b, 0, 3, 1)
-            shot = b.call("Page.captureScreenshot", {"format": "png"}, session=True)["data"]
+            # the page down to the hover box, not the empty window below
+            bottom = b.js("Math.ceil(Math.max(document.getElementById('panels').getBoundingClientRect().bottom, "
+                          "document.getElementById('tip').getBoundingClientRect().bottom) + 12)")
+            shot = b.call("Page.captureScreenshot", {"format": "png", "clip": {
+                "x": 0, "y": 0, "width": 1080, "height": min(860, bottom), "scale": 1}}, session=True)["data"]
             with open(SHOT, "wb") as f:
                 f.write(base64.b64decode(shot))
             check(os.path.getsize(SHOT) > 10000, "screenshot written to " + SHOT)
