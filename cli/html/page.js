@@ -478,7 +478,11 @@
 	function hideTip() { tip.hidden = true; }
 
 	function heatPanel(h, sc) {
-		var hd = SEQS[st.seq].heads[h], cell = st.cell, font = Math.max(7, Math.min(12, cell - 2)) + 'px',
+		var cell = st.cell;
+		/* small cells: every label stays in the page (a hover title, a screen
+		 * reader), every k-th is shown, overflowing its cell */
+		var thin = cell < 9 ? Math.ceil(11 / cell) : 1;
+		var hd = SEQS[st.seq].heads[h], font = Math.max(9, Math.min(12, cell - 2)) + 'px',
 		    sec = el('section', 'panel'), grid = el('div', 'grid'), cols = el('div', 'cols'),
 		    rows = el('div', 'rows'), box = el('div', 'cellbox'), cv = document.createElement('canvas'),
 		    cur = el('div', 'cursor'), scroll = el('div', 'scroll'), i, lab, ratio = window.devicePixelRatio || 1,
@@ -496,6 +500,8 @@
 			lab.style.fontSize = font;
 			lab.style.lineHeight = cell + 'px';
 			lab.title = 'key ' + label(KL, i);
+			if (thin > 1)
+				lab.className = i % thin ? 'lab hidden' : 'lab over';
 			cols.appendChild(lab);
 		}
 		grid.appendChild(cols);
@@ -505,6 +511,8 @@
 			lab.style.fontSize = font;
 			lab.style.lineHeight = cell + 'px';
 			lab.title = 'query ' + label(QL, i);
+			if (thin > 1)
+				lab.className = i % thin ? 'lab hidden' : 'lab over';
 			rows.appendChild(lab);
 		}
 		grid.appendChild(rows);
@@ -830,7 +838,8 @@
 		range.addEventListener('change', function () { st.range = range.value; render(); });
 		function fit() {
 			var per = st.head === 'all' && D.heads > 1 ?
-				Math.max(160, Math.min(420, (window.innerWidth - 80) / Math.min(D.heads, 3) - 140)) : 560;
+				Math.max(160, Math.min(420, (window.innerWidth - 80) / Math.min(D.heads, 3) - 140)) :
+				Math.max(560, Math.min(1000, window.innerWidth - 260));
 
 			st.cell = Math.max(3, Math.min(40, Math.floor(per / n)));
 			zoom.value = st.cell;
