@@ -216,7 +216,8 @@ class Browser:
 # ---- what the page must say -------------------------------------------------
 
 def explain_cell(cmd, i, j, head):
-    """'mha forward --explain --cell i,j' (1-based): head's worked lines"""
+    """'mha forward --explain --cell i,j' (1-based): head's worked lines
+    (with --rope, the rotation's lines give way to the page's one note)"""
     out = mha(*(cmd + ["--explain", "--cell", "%d,%d" % (i, j)])).stdout.split("\n")
     for k, line in enumerate(out):
         if line.startswith("  Query ") and line.endswith(", head %d, by hand:" % head):
@@ -225,6 +226,9 @@ def explain_cell(cmd, i, j, head):
                 if not more.startswith("    "):
                     break
                 lines.append(more)
+            if "--rope" in cmd:
+                at = next(n for n, l in enumerate(lines) if l.startswith("    score"))
+                lines[1:at] = ["    (q and k after the rotary embedding: --explain --cell shows the rotation)"]
             return "\n".join(lines)
     raise SystemExit("no worked cell in --explain's output")
 
@@ -482,6 +486,9 @@ def main():
         cmd = ["forward", "-x", x, "-w", w, "--heads", "4", "--alibi", "--causal"]
         run_case(b, work, "alibi", cmd, 4, [str(i) for i in range(1, 7)], cells=[(5, 2, 3), (1, 1, 4)],
                  json_cmd=cmd + ["-p", "scaled,masked"])
+        # rotary embeddings: the narration from the rotated rows
+        cmd = ["forward", "-x", x, "-w", w, "--heads", "2", "--rope", "half", "--causal"]
+        run_case(b, work, "rope", cmd, 2, [str(i) for i in range(1, 7)], cells=[(4, 2, 2)])
         # a batch: every sequence in one page, a selector
         cmd = ["forward", "-x", xb, "-w", w, "--heads", "2", "--causal"]
         run_case(b, work, "batch", cmd, 2, ["1", "2", "3", "4"], cells=[(3, 2, 2)], batch=3)
