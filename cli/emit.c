@@ -605,10 +605,11 @@ int emit_explain(const struct emit *o, const struct step_items *lists, size_t ba
 int emit_html(const struct emit *o, const struct step_items *lists, size_t batch,
 	      const struct step_facts *f, const struct labels *l, const struct run_meta *meta)
 {
-	/* --range (issue 16) is not on this branch: the page starts on auto */
+	/* issue 16's --range and --head (branch pictures) connect here:
+	 * .range, .range_lo, .range_hi and .head */
 	const struct html_run r = { .lists = lists, .batch = batch, .f = f, .labels = l,
 				    .meta = meta, .precision = o->precision, .step = o->heat_step,
-				    .f32 = o->html_f32, .range = NULL };
+				    .f32 = o->html_f32, .range = HTML_RANGE_DEFAULT, .head = 0 };
 	outfile of;
 
 	if (outfile_open(&of, o->output))

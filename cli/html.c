@@ -328,15 +328,16 @@ static int put_data(FILE *fp, const struct html_run *r)
 	} else {
 		fputs("null", fp);
 	}
-	fprintf(fp, ",\n\"step\": \"%s\", \"range\": ", steps[r->step].name);
-	if (r->range) {
+	fprintf(fp, ",\n\"step\": \"%s\", \"head\": %zu, \"range\": ", steps[r->step].name,
+		r->head <= d->heads ? r->head : 0);
+	if (r->range == HTML_RANGE_FIXED) {
 		fputc('[', fp);
-		put_number(fp, r->range[0]);
+		put_number(fp, r->range_lo);
 		fputs(", ", fp);
-		put_number(fp, r->range[1]);
+		put_number(fp, r->range_hi);
 		fputc(']', fp);
 	} else {
-		fputs("null", fp);
+		fputs(r->range == HTML_RANGE_AUTO ? "\"auto\"" : "null", fp);
 	}
 	fputs(", \"anchors\": [", fp);
 	for (int a = 0; a < HEAT_ANCHORS; a++)

@@ -24,9 +24,15 @@ struct html_run {
 	int precision;                  /* significant digits of the page's numbers */
 	int step;                       /* enum step_id: the step shown first */
 	int f32;                        /* --dtype f32: the page shows float64's steps */
-	/* --range MIN,MAX for the colours (issue 16's --range, not on this
-	 * branch: the command line passes NULL, auto), or NULL */
-	const double *range;            /* [2] or NULL */
+	/* the colours' scale the page starts on, as issue 16's --range and
+	 * --head will say (not options on this branch: emit_html passes
+	 * HTML_RANGE_DEFAULT and 0); the page has its own controls for both */
+	enum html_range { HTML_RANGE_DEFAULT, /* softmax 0 to 1, another step the values shown */
+			  HTML_RANGE_AUTO,    /* the values shown */
+			  HTML_RANGE_FIXED    /* range_lo to range_hi */
+	} range;
+	double range_lo, range_hi;      /* HTML_RANGE_FIXED: finite, lo < hi */
+	size_t head;                    /* the head shown first (from 1); 0: all side by side */
 };
 
 /* The page onto fp.  0, or -1 when out of memory (said); a write error is

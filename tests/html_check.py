@@ -432,6 +432,40 @@ def saving(b, name, work, labels):
 NQ_OF = {}
 
 
+def seams(b, name, page):
+    """the data's "head" and "range" (what --head and --range will set):
+    the page starts on them; its own colour control otherwise"""
+    text = open(page, encoding="utf-8").read()
+    legend = ("Array.from(document.querySelectorAll('#legend-svg text')).map(function (t) { "
+              "return t.textContent; })")
+    b.page_url = "file://" + page
+    b.open(page)
+    check(b.js("document.getElementById('range').value") == "default" and
+          b.js(legend)[:5] == ["0", "0.25", "0.5", "0.75", "1"],
+          name + ": softmax's colours span 0 to 1 by default", b.js(legend))
+    b.js("(function () { var s = document.getElementById('step'); s.value = 'scores'; "
+         "s.dispatchEvent(new Event('change')); })()")
+    lo, hi = b.js("(function () { var a = [].concat.apply([], mhaPage.seqs[0].heads.map(function (h) { "
+                  "return Array.from(h.scores); })); return [Math.min.apply(null, a), Math.max.apply(null, a)]; })()")
+    got = b.js(legend)
+    check(got[0] == b.js("mhaPage.fmt(%r, 3)" % lo) and got[4] == b.js("mhaPage.fmt(%r, 3)" % hi),
+          name + ": scores' colours span their lowest to highest value", (got, lo, hi))
+    for head, rng, want_sel, want_ticks in ((2, "[0.1, 0.3]", "given", ["0.1", "0.15", "0.2", "0.25", "0.3"]),
+                                           (1, '"auto"', "auto", None)):
+        seam = page.replace(".html", "-seam%d.html" % head)
+        with open(seam, "w", encoding="utf-8") as f:
+            f.write(text.replace('"head": 0, "range": null', '"head": %d, "range": %s' % (head, rng), 1))
+        b.page_url = "file://" + seam
+        b.open(seam)
+        panels = b.js("Array.from(document.querySelectorAll('section.panel')).map(function (s) { "
+                      "return s.getAttribute('data-head'); })")
+        ticks = b.js(legend)[:5]
+        check(panels == [str(head)] and b.js("document.getElementById('range').value") == want_sel and
+              (want_ticks is None or ticks == want_ticks) and not b.problems(),
+              name + ": data head %d and range %s: the page starts on them" % (head, rng),
+              (panels, ticks, b.problems()))
+
+
 def main():
     exe = find_browser()
     if not exe:
@@ -474,6 +508,9 @@ def main():
         check(b.js("document.querySelectorAll('section.panel .rows')[0].children[1].textContent") == evil,
               "causal: the markup token is shown as it is, as text")
         keyboard(b, "causal", cmd)
+        seams(b, "causal", os.path.join(work, "causal.html"))
+        b.page_url = "file://" + os.path.join(work, "causal.html")
+        b.open(os.path.join(work, "causal.html"))
         saving(b, "causal", work, ["The", evil, "fish"])
         # grouped-query and cross-attention, a window, sinks, a softcap
         cmd = ["forward", "-x", x, "-w", w_gqa, "--kv", kv, "--heads", "2", "--kv-heads", "1",
@@ -517,12 +554,15 @@ def main():
             b.page_url = "file://" + page
             b.open(page)
             NKV[0] = 6
+            # the colours stretched to the weights shown (0.11 to 0.24 here)
+            b.js("(function () { var s = document.getElementById('range'); s.value = 'auto'; "
+                 "s.dispatchEvent(new Event('change')); })()")
             hover_cell(b, 0, 3, 1)
             # the page down to the hover box, not the empty window below
             bottom = b.js("Math.ceil(Math.max(document.getElementById('panels').getBoundingClientRect().bottom, "
                           "document.getElementById('tip').getBoundingClientRect().bottom) + 12)")
             shot = b.call("Page.captureScreenshot", {"format": "png", "clip": {
-                "x": 0, "y": 0, "width": 1080, "height": min(860, bottom), "scale": 1}}, session=True)["data"]
+                "x": 0, "y": 0, "width": 1100, "height": min(860, bottom), "scale": 1}}, session=True)["data"]
             with open(SHOT, "wb") as f:
                 f.write(base64.b64decode(shot))
             check(os.path.getsize(SHOT) > 10000, "screenshot written to " + SHOT)

@@ -104,9 +104,9 @@
 	var st = {
 		seq: 0,
 		step: STEPS.indexOf(D.step) >= 0 ? D.step : 'softmax',
-		head: D.heads > 1 ? 'all' : '0',
+		head: D.heads > 1 && !D.head ? 'all' : String(D.head ? D.head - 1 : 0),
 		view: 'heatmap',
-		range: D.range ? 'given' : 'auto',
+		range: 'default',
 		cell: 0,
 		query: -1 /* the token view's chosen query */
 	};
@@ -256,13 +256,18 @@
 			all.push(h);
 		return all;
 	}
-	function scale() {
+	/* default: softmax 0 to 1, another step auto; auto: the values shown by the
+	 * heads shown, masked cells aside; unit: 0 to 1; given: --range MIN,MAX */
+	function scale() { return scaleOf(st.range); }
+	function scaleOf(range) {
 		var lo = Infinity, hi = -Infinity, hs = shownHeads(), n, k, v, hd;
 
-		if (st.range === 'given')
+		if (range === 'given')
 			return [num(D.range[0]), num(D.range[1])];
-		if (st.range === 'unit')
+		if (range === 'unit')
 			return [0, 1];
+		if (range === 'default')
+			return st.step === 'softmax' ? [0, 1] : scaleOf('auto');
 		hs.forEach(function (h) {
 			hd = SEQS[st.seq].heads[h];
 			n = NQ * NKV;
@@ -830,10 +835,12 @@
 		head.value = st.head;
 		head.addEventListener('change', function () { st.head = head.value; fit(); render(); });
 		view.addEventListener('change', function () { st.view = view.value; render(); });
-		list = [['auto', 'auto: the values shown'], ['unit', '0 to 1']];
-		if (D.range)
-			list.unshift(['given', g(num(D.range[0])) + ' to ' + g(num(D.range[1])) + ' (--range)']);
+		list = [['default', 'default (softmax 0 to 1)'], ['auto', 'auto (the values shown)'],
+			['unit', '0 to 1']];
+		if (D.range && D.range !== 'auto')
+			list.push(['given', g(num(D.range[0])) + ' to ' + g(num(D.range[1])) + ' (--range)']);
 		options(range, list);
+		st.range = D.range === 'auto' ? 'auto' : D.range ? 'given' : 'default';
 		range.value = st.range;
 		range.addEventListener('change', function () { st.range = range.value; render(); });
 		function fit() {
