@@ -14,7 +14,7 @@ mkdir -p "$(dirname "$out")"
 		name=html_$(basename "$f" | tr '.-' '__')
 		echo "static const char $name[] ="
 		sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/\t"/' -e 's/$/\\n"/' "$f"
-		echo "\t\"\";"
+		printf '\t"";\n'
 	done
 } > "$out.tmp"
 mv "$out.tmp" "$out"
