@@ -612,6 +612,9 @@ int emit_html(const struct emit *o, const struct step_items *lists, size_t batch
 				    .f32 = o->html_f32, .range = HTML_RANGE_DEFAULT, .head = 0 };
 	outfile of;
 
+	if (o->output && strcmp(o->output, "-") && emit_is_dir(o->output))
+		return error("-o %s: a directory takes one file per matrix; the page is one file: "
+			     "name it (-o attn.html)", o->output);
 	if (outfile_open(&of, o->output))
 		return -1;
 	if (html_write(of.fp, &r)) {

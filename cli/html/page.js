@@ -637,8 +637,13 @@
 			(function (i2) {
 				var b = tok(QL, i2, qcol, qs, 'query');
 
+				/* one tab stop per panel: the arrows move between its queries */
+				b.tabIndex = i2 ? -1 : 0;
 				b.addEventListener('mouseenter', function () { choose(i2); });
-				b.addEventListener('focus', function () { choose(i2); });
+				b.addEventListener('focus', function () {
+					qs.forEach(function (o, k) { o.tabIndex = k === i2 ? 0 : -1; });
+					choose(i2);
+				});
 				b.addEventListener('keydown', function (ev) {
 					var best = 0, k;
 
