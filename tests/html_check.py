@@ -519,6 +519,10 @@ def main():
         run_case(b, work, "gqa-cross", cmd, 2, toks, kv_tokens=kv_toks, cells=[(2, 2, 1), (5, 1, 2), (6, 5, 2)],
                  steps=["scores", "scaled", "softcapped", "masked", "softmax"],
                  json_cmd=cmd + ["-p", "scores,scaled,masked,softmax"])
+        # a softcap and no mask: the softmax is of the softcapped scores
+        cmd = ["forward", "-x", x, "-w", w, "--heads", "2", "--softcap", "1.5"]
+        run_case(b, work, "softcap", cmd, 2, [str(i) for i in range(1, 7)], cells=[(3, 4, 1), (6, 2, 2)],
+                 steps=["scores", "scaled", "softcapped", "softmax"])
         # ALiBi, no labels: numbers
         cmd = ["forward", "-x", x, "-w", w, "--heads", "4", "--alibi", "--causal"]
         run_case(b, work, "alibi", cmd, 4, [str(i) for i in range(1, 7)], cells=[(5, 2, 3), (1, 1, 4)],
