@@ -38,12 +38,12 @@ char *emit_path(const char *dir, const char *name);
 /* How and where a command writes its items. */
 struct emit {
 	const char *output;  /* -o: a file, a directory (emit_is_dir), or NULL or "-": stdout */
+	int html_f32;        /* html: --dtype f32 was asked for; the page shows float64's
+				steps (heat_step: the step it shows first) */
 	out_format format;
 	int precision;       /* text, markdown and the heatmaps' legends */
 	int color;           /* heatmap: -1 never, 0 auto, 1 always */
-	int heat_step;       /* heatmap and svg: the step drawn (its per-head items);
-				html: the step the page shows first */
-	int html_f32;        /* html: --dtype f32 was asked for; the page shows float64 */
+	int heat_step;       /* heatmap and svg: the step drawn (its per-head items) */
 };
 
 /*
