@@ -219,13 +219,14 @@ test-docs: mha
 test-install: all
 	sh tests/install_test.sh
 
-# -o attn.html in headless Chromium (tests/html_check.py): too heavy a
+# -o attn.html in headless Chromium (tests/html_check.py; a screenshot in
+# build/html-page.png, docs/html-page.png's recipe): too heavy a
 # package for make check, so a target of its own that .ci/run runs
 BROWSER_PACKAGES = chromium
 check-browser: deps
 	@sh tests/ensure_debs.sh $(BROWSER_PACKAGES)
 	$(MAKE) STRICT=-Werror mha
-	$(PYTHON) tests/html_check.py ./mha
+	$(PYTHON) tests/html_check.py ./mha --screenshot build/html-page.png
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
