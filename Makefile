@@ -5,6 +5,7 @@
 #   make check        install what is missing, build with -Werror, run every test
 #   make conformance  the ONNX Attention cases (../shared/conformance/onnx-attention-opset25)
 #                     and RotaryEmbedding cases (../shared/conformance/onnx-rotary-embedding)
+#   make check-browser  the -o attn.html page in headless Chromium (installs chromium)
 #   make bench        mha against PyTorch and the machine's GEMM rate (minutes)
 #                     (BENCH_ARGS="--window-n 32768 --window-w 4096": the issue's window run;
 #                     "--batch-n 1024 --batch-b 8 --batch-only": a batch against one sequence)
@@ -70,7 +71,7 @@ TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o
 
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
-        test-install FORCE
+        test-install check-browser FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -111,6 +112,13 @@ build/cli/%.o: cli/%.c cli/*.h lib/mha.h build/.flags
 build/tests/%.o: tests/%.c tests/*.h lib/mha.h build/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
+
+# the interactive page's style, frame and script, carried as C strings (cli/html.c)
+CLI_SRC += cli/html.c
+HTML_ASSETS = cli/html/page.css cli/html/page.html cli/html/page.js
+build/gen/html_page.h: $(HTML_ASSETS) cli/html/embed.sh
+	sh cli/html/embed.sh $@ $(HTML_ASSETS)
+build/cli/html.o build-asan/cli/html.o build/fuzz/obj/cli/html.o: build/gen/html_page.h
 
 lib/libmha.a: $(LIB_OBJ)
 	rm -f $@
@@ -215,6 +223,15 @@ test-docs: mha
 
 test-install: all
 	sh tests/install_test.sh
+
+# -o attn.html in headless Chromium (tests/html_check.py; a screenshot in
+# build/html-page.png, docs/html-page.png's recipe): too heavy a
+# package for make check, so a target of its own that .ci/run runs
+BROWSER_PACKAGES = chromium
+check-browser: deps
+	@sh tests/ensure_debs.sh $(BROWSER_PACKAGES)
+	$(MAKE) STRICT=-Werror mha
+	$(PYTHON) tests/html_check.py ./mha --screenshot build/html-page.png
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \

@@ -47,12 +47,18 @@ static const char forward_usage[] =
 	"                        concat, output; or all (default: output)\n"
 	"  -f, --format FMT      text, json, csv, markdown, npy, npz (every step in one\n"
 	"                        NumPy archive), heatmap (coloured cells in the\n"
-	"                        terminal) or svg (a picture); default: from -o's name,\n"
-	"                        .json .csv .npy .npz .md .svg .txt, a directory is\n"
-	"                        csv, no extension text (another is refused).\n"
+	"                        terminal), svg (a picture) or html (an interactive\n"
+	"                        page); default: from -o's name, .json .csv .npy .npz\n"
+	"                        .md .svg .html .txt, a directory is csv, no extension\n"
+	"                        text (another is refused).\n"
 	"                        heatmap and svg draw each head's softmax,\n"
 	"                        or the one step --print names (scores, scaled,\n"
 	"                        softcapped, masked)\n"
+	"                        html (-o attn.html): one self-contained page, offline:\n"
+	"                        every head's heatmap and token lines, any step, each\n"
+	"                        cell worked out on hover or focus as --explain --cell\n"
+	"                        does, SVG and PNG saving; --print names the step\n"
+	"                        shown first (default softmax)\n"
 	FORWARD_USAGE_COLOR
 	FORWARD_USAGE_PICTURE
 	"      --precision N     significant digits in text and markdown (default 6)\n"
@@ -532,7 +538,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 			o->format_given = 1;
 			if (emit_format_by_name(optarg, &o->emit.format)) {
 				usage_error(hint, "--format takes text, json, csv, markdown, npy, "
-					    "npz, heatmap or svg, not '%s'", optarg);
+					    "npz, heatmap, svg or html, not '%s'", optarg);
 				return -1;
 			}
 			break;
@@ -656,12 +662,13 @@ static int check_option_combinations(struct options *o)
 	if (!o->print && !o->print_all)
 		o->print = STEP_BIT(STEP_OUTPUT);
 	if (!o->format_given && o->emit.output && !emit_known_name(o->emit.output))
-		return usage_error(hint, "-o '%s': mha writes .json, .csv, .npy, .npz, .md, .svg and .txt "
+		return usage_error(hint, "-o '%s': mha writes .json, .csv, .npy, .npz, .md, .svg, .html and .txt "
 				   "files (or text under a name with no extension); add --format to "
 				   "write another name", o->emit.output);
 	if (!o->format_given && o->emit.output)
 		o->emit.format = emit_format_of_output(o->emit.output);
-	if (!o->format_given && o->cmd->draw && o->emit.format != FORMAT_SVG)
+	if (!o->format_given && o->cmd->draw && o->emit.format != FORMAT_SVG &&
+	    o->emit.format != FORMAT_HTML)
 		o->emit.format = FORMAT_HEATMAP;
 	if (o->explain) {
 		if (o->emit.format != FORMAT_TEXT)
@@ -672,6 +679,25 @@ static int check_option_combinations(struct options *o)
 		if (o->print != STEP_BIT(STEP_OUTPUT) || o->print_all)
 			return usage_error(hint, "--explain shows every step: leave out --print");
 		/* every step; the mask only when there is one */
+		option_facts(o, &f);
+		o->print = steps_every(&f);
+	}
+	if (o->emit.format == FORMAT_HTML) {
+		/* the page holds every step; --print names the one it shows first */
+		const unsigned drawable = steps_flagged(STEP_DRAWABLE);
+
+		if (o->print == STEP_BIT(STEP_OUTPUT) && !o->print_all && !o->print_given)
+			o->print = STEP_BIT(STEP_SOFTMAX);
+		if (o->print_all || (o->print & ~drawable) || (o->print & (o->print - 1)))
+			return usage_error(hint, "a page holds every step and shows one first: "
+					   "--print scores, scaled, softcapped, masked or softmax "
+					   "(the default)");
+		o->emit.heat_step = 0;
+		while (!(o->print & STEP_BIT(o->emit.heat_step)))
+			o->emit.heat_step++;
+		/* f32 keeps no steps: the page shows float64's, and says so */
+		o->emit.html_f32 = o->f32;
+		o->f32 = 0;
 		option_facts(o, &f);
 		o->print = steps_every(&f);
 	}
@@ -692,8 +718,8 @@ static int check_option_combinations(struct options *o)
 			o->emit.heat_step++;
 		/* the mask too, so that blocked cells can be told apart */
 		o->print |= STEP_BIT(STEP_MASK);
-	} else if (o->range_given || o->emit.head) {
-		return usage_error(hint, "%s is for pictures: add --format heatmap or svg",
+	} else if ((o->range_given || o->emit.head) && o->emit.format != FORMAT_HTML) {
+		return usage_error(hint, "%s is for pictures: add --format heatmap, svg or html",
 				   o->range_given ? "--range" : "--head");
 	}
 	if (o->f32 && s->cfg.exact)
@@ -871,14 +897,17 @@ int forward_run(int argc, char **argv, const struct forward_command *cmd)
 		/* --sequence N: that one, kept alone, printed as a run of its own */
 		const size_t batch = o.sequence ? 0 : pb.batch;
 
+		const struct run_meta meta = { .f = &f, .rep = &rep, .f32 = o.f32,
+					       .batch = o.sequence ? pb.batch_read : pb.batch,
+					       .sequence = o.sequence };
+
 		if (o.explain) {
 			if (emit_explain(&o.emit, lists, batch, fs, &pb.labels, o.spec.cell ? pb.cell : NULL))
 				goto done;
+		} else if (o.emit.format == FORMAT_HTML) {
+			if (emit_html(&o.emit, lists, batch, fs, &pb.labels, &meta))
+				goto done;
 		} else {
-			const struct run_meta meta = { .f = &f, .rep = &rep, .f32 = o.f32,
-						       .batch = o.sequence ? pb.batch_read : pb.batch,
-						       .sequence = o.sequence };
-
 			if (emit_items(&o.emit, lists, batch, &pb.labels, &meta))
 				goto done;
 		}

@@ -25,8 +25,10 @@ static const char heatmap_usage[] =
 	"  -p, --print STEP      the step drawn, a panel per head: softmax (the default),\n"
 	"                        scores, scaled, softcapped or masked; cells the mask\n"
 	"                        blocks are marked apart from the masked step on\n"
-	"  -f, --format FMT      heatmap (coloured cells in the terminal; the default)\n"
-	"                        or svg (a picture; the default for -o FILE.svg)\n"
+	"  -f, --format FMT      heatmap (coloured cells in the terminal; the default),\n"
+	"                        svg (a picture; the default for -o FILE.svg) or html\n"
+	"                        (an interactive page, offline: every step, each cell\n"
+	"                        worked out on hover; the default for -o FILE.html)\n"
 	FORWARD_USAGE_COLOR
 	FORWARD_USAGE_PICTURE
 	"      --precision N     significant digits of the numbers shown (default 6)\n"

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "explain.h"
 #include "heatmap.h"
+#include "html.h"
 #include "input.h"
 #include "text.h"
 #include "zip.h"
@@ -24,6 +25,7 @@ static const struct { const char *name; out_format format; } format_names[] = {
 	{ "text", FORMAT_TEXT }, { "json", FORMAT_JSON }, { "csv", FORMAT_CSV },
 	{ "markdown", FORMAT_MARKDOWN }, { "md", FORMAT_MARKDOWN }, { "npy", FORMAT_NPY },
 	{ "npz", FORMAT_NPZ }, { "heatmap", FORMAT_HEATMAP }, { "svg", FORMAT_SVG },
+	{ "html", FORMAT_HTML },
 };
 
 int emit_format_by_name(const char *name, out_format *format)
@@ -42,6 +44,7 @@ static const struct { const char *ext; out_format format; } ext_names[] = {
 	{ "json", FORMAT_JSON }, { "csv", FORMAT_CSV }, { "npy", FORMAT_NPY },
 	{ "npz", FORMAT_NPZ }, { "md", FORMAT_MARKDOWN }, { "markdown", FORMAT_MARKDOWN }, { "svg", FORMAT_SVG },
 	{ "txt", FORMAT_TEXT }, { "text", FORMAT_TEXT }, { "", FORMAT_TEXT },
+	{ "html", FORMAT_HTML }, { "htm", FORMAT_HTML },
 };
 
 /* 1 and *format set when the name's extension is one mha writes */
@@ -600,6 +603,31 @@ int emit_explain(const struct emit *o, const struct step_items *lists, size_t ba
 			outfile_abort(&of);
 			return -1;
 		}
+	}
+	return outfile_commit(&of); /* a write error shows in the commit */
+}
+
+int emit_html(const struct emit *o, const struct step_items *lists, size_t batch,
+	      const struct step_facts *f, const struct labels *l, const struct run_meta *meta)
+{
+	/* --range and --head: the scale and the head the page starts on */
+	const enum html_range range = o->range.mode == HEAT_RANGE_AUTO ? HTML_RANGE_AUTO
+				      : o->range.mode == HEAT_RANGE_FIXED ? HTML_RANGE_FIXED
+				      : HTML_RANGE_DEFAULT;
+	const struct html_run r = { .lists = lists, .batch = batch, .f = f, .labels = l,
+				    .meta = meta, .precision = o->precision, .step = o->heat_step,
+				    .f32 = o->html_f32, .range = range, .range_lo = o->range.lo,
+				    .range_hi = o->range.hi, .head = o->head };
+	outfile of;
+
+	if (o->output && strcmp(o->output, "-") && emit_is_dir(o->output))
+		return error("-o %s: a directory takes one file per matrix; the page is one file: "
+			     "name it (-o attn.html)", o->output);
+	if (outfile_open(&of, o->output))
+		return -1;
+	if (html_write(of.fp, &r)) {
+		outfile_abort(&of);
+		return -1;
 	}
 	return outfile_commit(&of); /* a write error shows in the commit */
 }

@@ -17,13 +17,13 @@
 /* The format --format names ("md" is markdown); 0, or -1 when none. */
 int emit_format_by_name(const char *name, out_format *format);
 /* The format a file's name says by its extension, as the readers see it
- * (file_extension: x.json, x.CSV, x.npy, x.md, x.markdown, x.svg, and .json
+ * (file_extension: x.json, x.CSV, x.npy, x.md, x.markdown, x.svg, x.html, and .json
  * alone too), or FORMAT_TEXT when it says none. */
 out_format emit_format_of_name(const char *path);
 /* Without --format: a directory is CSV, else the name says (text if not). */
 out_format emit_format_of_output(const char *path);
 /* Whether -o path says what to write without --format: a directory, '-',
- * no extension, or one of .json .csv .npy .md .markdown .svg .txt .text
+ * no extension, or one of .json .csv .npy .md .markdown .svg .html .htm .txt .text
  * (0 for hm.png, which mha would fill with text). */
 int emit_known_name(const char *path);
 /* A path naming a directory to fill: an existing one, or a name ending in '/'. */
@@ -39,6 +39,8 @@ char *emit_path(const char *dir, const char *name);
 /* How and where a command writes its items. */
 struct emit {
 	const char *output;  /* -o: a file, a directory (emit_is_dir), or NULL or "-": stdout */
+	int html_f32;        /* html: --dtype f32 was asked for; the page shows float64's
+				steps (heat_step: the step it shows first) */
 	out_format format;
 	int precision;       /* text, markdown and the heatmaps' legends */
 	int color;           /* heatmap: -1 never, 0 auto, 1 always */
@@ -66,6 +68,10 @@ int emit_items(const struct emit *e, const struct step_items *lists, size_t batc
  * batch, each sequence under its heading (f: one per sequence). */
 int emit_explain(const struct emit *e, const struct step_items *lists, size_t batch,
 		 const struct step_facts *f, const struct labels *l, const size_t *cell);
+/* -o attn.html: the interactive page (html.h) of every sequence's steps
+ * (steps_every), f one per sequence.  0, or -1 said. */
+int emit_html(const struct emit *e, const struct step_items *lists, size_t batch,
+	      const struct step_facts *f, const struct labels *l, const struct run_meta *meta);
 /*
  * e's output would replace one of the inputs ids: said, -1.  For a
  * directory, each file in it the steps p (of heads heads) may be written

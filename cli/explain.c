@@ -490,7 +490,8 @@ int explain_steps(FILE *fp, const struct step_items *list, const struct step_fac
 		x->q = x->q ? x->q : e.q_rot ? e.q_rot : e.Q;
 		x->k = x->k ? x->k : e.k_rot ? e.k_rot : e.K;
 		x->v = x->v ? x->v : e.V;
-		x->masked = x->masked ? x->masked : x->scaled;
+		/* no mask: the softmax is of the softcapped scores, or the scaled ones */
+		x->masked = x->masked ? x->masked : x->softcapped ? x->softcapped : x->scaled;
 		if (mask) {
 			planes[h] = step_plane(mask, h);
 			x->mask = &planes[h];

@@ -127,10 +127,10 @@ int forward_check(int argc, char **argv, const struct forward_command *c);
 
 /* the pictures' own options, in both helps */
 #define FORWARD_USAGE_PICTURE \
-	"      --range R         the colours' scale of a heatmap or SVG: auto (each\n" \
-	"                        panel's lowest to highest value) or MIN,MAX; default:\n" \
-	"                        0,1 for softmax, auto for the other steps\n" \
-	"      --head N          draw head N alone (from 1)\n"
+	"      --range R         the colours' scale of a heatmap, SVG or page: auto\n" \
+	"                        (each panel's lowest to highest value) or MIN,MAX;\n" \
+	"                        default: 0,1 for softmax, auto for the other steps\n" \
+	"      --head N          draw head N alone (from 1; a page starts on it)\n"
 
 #define FORWARD_USAGE_HELP \
 	"  -h, --help            show this help\n"
