@@ -59,7 +59,7 @@ SOVERSION = 0
 DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq \
                libxml2-utils librsvg2-bin
 
-LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c
+LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c lib/backward.c
 CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
           cli/read_npy.c cli/read_safetensors.c cli/model.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
           cli/cmd_forward.c cli/cmd_heatmap.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c cli/steps.c cli/problem.c cli/emit.c \
@@ -79,7 +79,7 @@ build/.flags: FORCE
 	@mkdir -p build
 	@echo '$(CC) $(ALL_CFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALL_CFLAGS)' > $@
 
-build/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/rules.h build/.flags
+build/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/rules.h lib/plain.h build/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
 
