@@ -63,14 +63,14 @@ LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c lib/backward.c
 CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
           cli/read_npy.c cli/read_safetensors.c cli/model.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
           cli/cmd_forward.c cli/cmd_heatmap.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c cli/steps.c cli/problem.c cli/emit.c \
-          cli/meta.c cli/zip.c
+          cli/meta.c cli/zip.c cli/cmd_backward.c
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o
 
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
-        test-install FORCE
+        test-install test-backward FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -151,7 +151,7 @@ demo: deps
 check: deps
 	$(MAKE) STRICT=-Werror all tests/test_lib
 	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-npz \
-		test-checkpoint test-schema test-samples test-docs test-install
+		test-checkpoint test-schema test-samples test-docs test-install test-backward
 	@echo "make check: all tests passed"
 
 # mha against PyTorch (and the machine's GEMM rate) on this machine: not part of check
@@ -210,6 +210,13 @@ test-docs: mha
 
 test-install: all
 	sh tests/install_test.sh
+
+# mha backward: the library's backward case (reference, finite differences),
+# then the CLI against torch.autograd in float64 (skipped, and said, without torch)
+test-backward: mha tests/test_lib
+	CK_RUN_CASE=backward CK_FORK=yes ./tests/test_lib
+	@sh tests/ensure_debs.sh --optional python3-torch
+	$(PYTHON) tests/backward_check.py ./mha
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \

@@ -1039,7 +1039,7 @@ int problem_input_ids(const struct problem_spec *s, input_ids *ids)
 		{ "--sinks", s->sinks }, { "--alibi-slopes", s->alibi_slopes },
 		{ "--sinks", s->sinks }, { "--positions", s->positions },
 		{ "--rope-cos", s->rope_cos }, { "--rope-sin", s->rope_sin },
-		{ "--config", s->config },
+		{ "--config", s->config }, { "--grad-output", s->grad_output },
 	};
 	int rc = 0;
 

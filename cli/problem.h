@@ -49,6 +49,7 @@ struct problem_spec {
 	const char *cell;               /* --cell QUERY,KEY, or NULL */
 	const size_t *kv_lens;          /* --kv-len 5,3,4: one length per sequence, or NULL */
 	size_t n_kv_lens;               /* their number (a single --kv-len N is cfg.kv_len) */
+	const char *grad_output;        /* mha backward --grad-output: dO, or NULL */
 };
 
 /* Token labels: one per query (row of X) and one per key. */
