@@ -138,9 +138,12 @@ static const struct bstep_def bsteps[B_COUNT] = {
 	[B_DK_ROT] = { "dk_rot", MHA_GRAD_DK_ROT, 0, KF, W_ROPE, 0, 0,
 		       "dk_rot = each key/value head's dK summed over its query heads",
 		       "the gradient of k_rot" },
-	[B_DQ] = { "dQ", MHA_GRAD_DQ, 0, QF, W_ALWAYS, 0, 0, "dQ", "the gradient of Q" },
-	[B_DK] = { "dK", MHA_GRAD_DK, 0, KF, W_ALWAYS, 0, 0, "dK", "the gradient of K" },
-	[B_DV] = { "dV", MHA_GRAD_DV, 0, KF, W_ALWAYS, 0, 0, "dV", "the gradient of V" },
+	[B_DQ] = { "dQ", MHA_GRAD_DQ, 0, QF, W_ALWAYS, 0, 0, "dQ = the heads' dQ side by side",
+		   "the gradient of Q" },
+	[B_DK] = { "dK", MHA_GRAD_DK, 0, KF, W_ALWAYS, 0, 0,
+		   "dK = each key/value head's dK summed over its query heads", "the gradient of K" },
+	[B_DV] = { "dV", MHA_GRAD_DV, 0, KF, W_ALWAYS, 0, 0,
+		   "dV = each key/value head's dV summed over its query heads", "the gradient of V" },
 	[B_DX] = { "dX", -1, 0, QF, W_PROJECTED, 0, 1, "dX", "the gradient of X" },
 	[B_DX_KV] = { "dX_kv", -1, 0, KF, W_KV, 0, 1, "dX_kv = dK*W_K^T + dV*W_V^T",
 		      "the gradient of X_kv (keys and values)" },
@@ -238,10 +241,14 @@ int backward_check(struct backward_request *r, const struct problem_spec *s)
 			return usage_error(r->hint, "--print %s needs --rope",
 					   r->steps & B_BIT(B_DQ_ROT) ? "dq_rot" : "dk_rot"), -1;
 	}
-	if (!r->steps && !r->print_all)
+	if (!r->steps && !r->print_all) {
 		for (int k = 0; k < B_COUNT; k++)
 			if (bsteps[k].result)
 				r->steps |= B_BIT(k);
+		/* Q, K and V given: theirs are the inputs' gradients */
+		if (s->q)
+			r->steps |= B_BIT(B_DQ) | B_BIT(B_DK) | B_BIT(B_DV);
+	}
 	if (r->print_all)
 		r->steps = ~0ull >> (64 - B_COUNT);
 	return 0;
@@ -280,6 +287,8 @@ int backward_may_write(const char *name, void *ctx)
 struct bfacts {
 	const struct problem *p;
 	int direct, kv, apart, rope, softcap, wo, sinks;
+	int wq, wk, wv;  /* the projection weights given */
+	double scale;    /* what the scores were multiplied by */
 };
 
 static int run_has(const struct bfacts *f, int s)
@@ -486,14 +495,32 @@ static int collect(struct step_items *list, const struct bfacts *f, unsigned lon
 	if (WANT(B_DCONCAT))
 		rc |= add(list, B_DCONCAT, 0, &k->whole[MHA_GRAD_DCONCAT], d, NULL);
 	for (size_t h = 0; h < d->heads && !rc; h++)
-		for (int s = B_P; s <= B_DK_H && !rc; s++)
-			if (WANT(s) && k->head[bsteps[s].stage])
-				rc |= add(list, s, h + 1, &k->head[bsteps[s].stage][h], d, NULL);
+		for (int s = B_P; s <= B_DK_H && !rc; s++) {
+			char title[200];
+
+			if (!WANT(s) || !k->head[bsteps[s].stage])
+				continue;
+			if (s == B_DSCORES) {
+				/* the scale as a number: what the scores were multiplied by */
+				char v[40];
+
+				format_shortest(v, sizeof(v), f->scale);
+				snprintf(title, sizeof(title), "head %zu: dscores = %s * %s", h + 1,
+					 f->softcap ? "dscaled" : "dS", v);
+			} else {
+				title_of(title, sizeof(title), s, h + 1, d);
+			}
+			rc |= add(list, s, h + 1, &k->head[bsteps[s].stage][h], d, title);
+		}
 	for (int s = B_DQ_ROT; s <= B_DV && !rc; s++) {
 		if (!WANT(s))
 			continue;
 		if (s >= B_DQ && f->direct)
 			rc |= add(list, s, 0, &res[s], d, direct_titles[s - B_DQ]);
+		else if ((s == B_DQ || s == B_DK) && f->rope)
+			rc |= add(list, s, 0, &k->whole[bsteps[s].stage], d,
+				  s == B_DQ ? "dQ = dq_rot turned back (each pair by minus its angle)"
+					    : "dK = dk_rot turned back (each pair by minus its angle)");
 		else
 			rc |= add(list, s, 0, &k->whole[bsteps[s].stage], d, NULL);
 	}
@@ -502,10 +529,17 @@ static int collect(struct step_items *list, const struct bfacts *f, unsigned lon
 			char title[200];
 
 			if (s == B_DX && !f->kv && !f->apart)
-				snprintf(title, sizeof(title), "dX = dQ*W_Q^T + dK*W_K^T + dV*W_V^T (X is "
-					 "the query, key and value source)");
+				snprintf(title, sizeof(title), "dX = %s + %s + %s (X is the query, key and "
+					 "value source)", f->wq ? "dQ*W_Q^T" : "dQ", f->wk ? "dK*W_K^T" : "dK",
+					 f->wv ? "dV*W_V^T" : "dV");
 			else if (s == B_DX)
-				snprintf(title, sizeof(title), "dX = dQ*W_Q^T");
+				snprintf(title, sizeof(title), "dX = %s", f->wq ? "dQ*W_Q^T" : "dQ");
+			else if (s == B_DX_KV)
+				snprintf(title, sizeof(title), "dX_kv = %s + %s", f->wk ? "dK*W_K^T" : "dK",
+					 f->wv ? "dV*W_V^T" : "dV");
+			else if (s == B_DX_K || s == B_DX_V)
+				snprintf(title, sizeof(title), "%s = %s", bsteps[s].key,
+					 s == B_DX_K ? (f->wk ? "dK*W_K^T" : "dK") : (f->wv ? "dV*W_V^T" : "dV"));
 			else if (s == B_DW_K || s == B_DW_V)
 				/* the source of the keys or the values */
 				snprintf(title, sizeof(title), "%s = %s^T*%s", bsteps[s].key,
@@ -552,7 +586,7 @@ static void explain_cell(FILE *fp, const struct bkeep *k, size_t h, size_t i, si
 	const size_t n_kv = P->dim[1], dv = O->dim[1];
 	char a[64], b[64], c[64], qi[160], kj[160];
 
-	fprintf(fp, "head %zu, query %s, key %s, by hand:\n", h + 1,
+	fprintf(fp, "\nhead %zu, query %s, key %s, by hand:\n", h + 1,
 		label(l, 1, i, qi, sizeof(qi)), label(l, 0, j, kj, sizeof(kj)));
 	format_number(a, sizeof(a), dP->v[i * n_kv + j], precision);
 	fprintf(fp, "  dP[%zu][%zu] = dO row %zu . V row %zu = %s\n", i + 1, j + 1, i + 1, j + 1, a);
@@ -627,7 +661,8 @@ int backward_run(struct problem *p, struct backward_request *r)
 	struct bfacts f = { .p = p, .direct = p->direct, .kv = p->spec.kv != NULL,
 			    .apart = p->spec.xk != NULL, .rope = p->cfg.rope.mode != MHA_ROPE_NONE,
 			    .softcap = p->cfg.softcap > 0, .wo = p->weights.W_O != NULL,
-			    .sinks = p->cfg.sinks != NULL };
+			    .sinks = p->cfg.sinks != NULL, .wq = p->weights.W_Q != NULL,
+			    .wk = p->weights.W_K != NULL, .wv = p->weights.W_V != NULL };
 	struct bgrads gr = { 0 };
 	struct bkeep *keep = NULL;
 	struct step_items *lists = NULL;
@@ -728,6 +763,7 @@ int backward_run(struct problem *p, struct backward_request *r)
 		add_to(gr.dxk.v, gr.dxv.v, matrix_size(&gr.dxk));
 	}
 	problem_facts(p, rep.scale, &facts);
+	f.scale = rep.scale;
 	for (size_t b = 0; b < B; b++) {
 		matrix *rb = &res[b * B_COUNT];
 		const matrix q = step_plane(&gr.dxq, b), k = step_plane(&gr.dxk, b), v = step_plane(&gr.dxv, b);
