@@ -391,6 +391,7 @@ check-asan: deps
 	$(ASAN_ENV) $(PYTHON) tests/npy_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/npz_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/checkpoint_check.py $(ASAN_DIR)/mha
+	$(ASAN_ENV) $(PYTHON) tests/backward_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/schema_check.py $(ASAN_DIR)/mha README.md
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh samples/run.sh
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha MHA_LIB=$(ASAN_DIR)/libmha.a CC='$(CC) $(ASAN_FLAGS)' \
