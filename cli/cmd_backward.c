@@ -289,6 +289,7 @@ struct bfacts {
 	int direct, kv, apart, rope, softcap, wo, sinks;
 	int wq, wk, wv;  /* the projection weights given */
 	double scale;    /* what the scores were multiplied by */
+	const int *shared; /* [3] dxq, dxk, dxv: of an input a batch shares */
 };
 
 static int run_has(const struct bfacts *f, int s)
@@ -516,7 +517,8 @@ static int collect(struct step_items *list, const struct bfacts *f, unsigned lon
 		if (!WANT(s))
 			continue;
 		if (s >= B_DQ && f->direct)
-			rc |= add(list, s, 0, &res[s], d, direct_titles[s - B_DQ]);
+			rc |= add(list, s, 0, &res[s], d, f->shared[s - B_DQ] ? "the gradient of the "
+				  "one matrix every sequence shares: summed over them" : direct_titles[s - B_DQ]);
 		else if ((s == B_DQ || s == B_DK) && f->rope)
 			rc |= add(list, s, 0, &k->whole[bsteps[s].stage], d,
 				  s == B_DQ ? "dQ = dq_rot turned back (each pair by minus its angle)"
@@ -547,6 +549,13 @@ static int collect(struct step_items *list, const struct bfacts *f, unsigned lon
 					 s == B_DW_K ? "dK" : "dV");
 			else
 				title_of(title, sizeof(title), s, 0, d);
+			if ((s == B_DX && f->shared[0]) || ((s == B_DX_KV || s == B_DX_K) && f->shared[1]) ||
+			    (s == B_DX_V && f->shared[2])) {
+				const size_t n = strlen(title);
+
+				snprintf(title + n, sizeof(title) - n, ", summed over the sequences (one "
+					 "matrix for all)");
+			}
 			rc |= add(list, s, 0, &res[s], d, title);
 		}
 #undef WANT
@@ -674,6 +683,7 @@ int backward_run(struct problem *p, struct backward_request *r)
 	struct step_facts facts;
 	mha_status st;
 	unsigned wanted = 0;
+	int shared[3] = { 0 }; /* dxq, dxk, dxv: of an input shared by a batch */
 	int rc = EXIT_DATA;
 
 	/* the stages the steps asked for need */
@@ -762,11 +772,33 @@ int backward_run(struct problem *p, struct backward_request *r)
 	} else if (f.kv) {
 		add_to(gr.dxk.v, gr.dxv.v, matrix_size(&gr.dxk));
 	}
+	/* an input given 2-D beside a batch is one matrix: its gradient the sequences' sum */
+	{
+		const int q_src = f.direct ? 4 : 0, k_src = f.direct ? 5 : f.kv ? 1 : f.apart ? 2 : 0;
+		const int v_src = f.direct ? 6 : f.kv ? 1 : f.apart ? 3 : 0;
+		matrix *const m[3] = { &gr.dxq, &gr.dxk, &gr.dxv };
+		const int src[3] = { q_src, k_src, v_src };
+
+		for (int i = 0; i < 3; i++) {
+			const size_t n = matrix_size(m[i]) / B;
+
+			if (!p->batch || !(p->shared & (1u << src[i])) || (i && src[i] == 0) ||
+			    (i == 2 && f.kv))
+				continue;
+			for (size_t b = 1; b < B; b++)
+				add_to(m[i]->v, m[i]->v + b * n, n);
+			shared[i] = 1;
+		}
+	}
 	problem_facts(p, rep.scale, &facts);
 	f.scale = rep.scale;
+	f.shared = shared;
 	for (size_t b = 0; b < B; b++) {
 		matrix *rb = &res[b * B_COUNT];
-		const matrix q = step_plane(&gr.dxq, b), k = step_plane(&gr.dxk, b), v = step_plane(&gr.dxv, b);
+		/* a shared input's total is plane 0, under every sequence */
+		const matrix q = step_plane(&gr.dxq, shared[0] ? 0 : b);
+		const matrix k = step_plane(&gr.dxk, shared[1] ? 0 : b);
+		const matrix v = step_plane(&gr.dxv, shared[2] ? 0 : b);
 
 		rb[B_DQ] = q;
 		rb[B_DK] = k;

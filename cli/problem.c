@@ -329,9 +329,13 @@ static int set_batch(struct problem *p)
 	if (first == n)
 		return 0;
 	p->batch = in[first].m->dim[0];
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		/* a shared input: its gradient (mha backward) is the sequences' sum */
+		if (in[i].m->rank == 2)
+			p->shared |= 1u << i;
 		if (in[i].m->rank == 2 && spread(in[i].m, p->batch))
 			return -1;
+	}
 	return 0;
 }
 

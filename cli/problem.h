@@ -89,6 +89,8 @@ struct problem {
 	mha_inputs in;          /* the library's view of the matrices above */
 	mha_weights weights;
 	size_t cell[2];         /* --cell: the query and key, 0-based */
+	unsigned shared;        /* a batch: the inputs given 2-D and copied to every
+				   sequence, 1 << the index of X, X_kv, X_k, X_v, Q, K, V */
 };
 
 /*

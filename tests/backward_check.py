@@ -90,7 +90,9 @@ def make_case(rng, on):
             c["xv"] = rng.standard_normal(lead + (nkv, dvi))
         elif "cross" in on:
             dki = dvi = int(rng.integers(2, 5))
-            c["kv"] = rng.standard_normal(lead + (nkv, dki))
+            # beside a batch, sometimes one X_kv for every sequence (its gradient: their sum)
+            shared = B and rng.random() < 0.5
+            c["kv"] = rng.standard_normal(((nkv, dki)) if shared else lead + (nkv, dki))
         else:
             dki = dvi = dq_in
         c["W_K"] = rng.standard_normal((dki, G * dk)) * 0.7
@@ -226,7 +228,7 @@ def torch_grads(torch, c):
     for b in range(B):
         def seq(name):
             t = leaves[name]
-            return t[b] if c["B"] else t
+            return t[b] if c["B"] and t.dim() == 3 else t
 
         def lin(x, W, bias):
             y = x @ leaves[W] if W in leaves else x
@@ -347,8 +349,8 @@ def compare(c, got, want):
         g = np.asarray(got[key], dtype=np.float64)
         w = np.asarray(want[leaf], dtype=np.float64)
         # the weights' gradients are the batch's total, under each sequence
-        if c["B"] and key.startswith(("dW", "db", "dsinks")):
-            g = g[0]
+        if c["B"] and (key.startswith(("dW", "db", "dsinks")) or w.ndim == 2):
+            g = g[0]  # and a shared input's
         g = g.reshape(w.shape)
         if not np.all(np.isfinite(g)):
             bad.append("%s is not finite" % key)
