@@ -702,11 +702,17 @@ int backward_run(struct problem *p, struct backward_request *r)
 		size_t copies = 0, need;
 		char t[48], m[48];
 
+		/* each watched stage at most (n_q, n_kv) or a whole projection's size,
+		 * a head stage once per head; sizes fit (mha_check saw them) */
 		for (int s = 0; s < MHA_GRAD_COUNT; s++)
 			if (wanted & MHA_STAGE_BIT(s)) {
-				const size_t big = d->n_q * d->n_kv + (d->n_q + d->n_kv) * (hk + hv + gk + gv);
+				const int per_head = s >= MHA_GRAD_HEAD_P && s <= MHA_GRAD_HEAD_DK;
+				const double big = ((double)d->n_q * (double)d->n_kv +
+						    (double)(d->n_q + d->n_kv) * (double)(hk + hv + gk + gv)) *
+						   (per_head ? (double)d->heads : 1.0);
 
-				copies = copies + big > copies ? copies + big : SIZE_MAX;
+				copies = (double)copies + big < (double)(SIZE_MAX / 16) ? copies + (size_t)big
+											   : SIZE_MAX / 16;
 			}
 		need = per == SIZE_MAX || copies > SIZE_MAX / 8 / B ? SIZE_MAX : per + copies * 8 * B +
 		       d->n_q * out_cols * 8;
