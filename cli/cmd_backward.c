@@ -28,7 +28,8 @@
 
 static const char backward_usage[] =
 	"usage: mha backward -x FILE [-w FILE] [--kv FILE] [--grad-output FILE] [options]\n"
-	"       mha backward --q FILE --k FILE --v FILE [-w FILE] [--grad-output FILE] [options]\n"
+	"       mha backward --q FILE --k FILE --v FILE [-w FILE] [--grad-output FILE]\n"
+	"                    [options]\n"
 	"\n"
 	"Every gradient of multi-head attention: of the inputs (dX, dX_kv, or dQ, dK,\n"
 	"dV), the weights and biases given (dW_Q ... db_O) and the sinks, and per\n"
@@ -50,7 +51,7 @@ static const char backward_usage[] =
 	"                        plain path, one thread\n"
 	"\n"
 	"Output:\n"
-	"  -p, --print LIST      comma-separated steps (names as the JSON keys, any case):\n"
+	"  -p, --print LIST      comma-separated steps (their JSON keys, any case):\n"
 	"                        grad_output, dconcat, the heads' P, O, dO, dV, dP, D,\n"
 	"                        dS, dscaled, dscores, dQ, dK; dq_rot, dk_rot, dQ, dK,\n"
 	"                        dV; dX, dX_kv, dX_k, dX_v, dW_Q, dW_K, dW_V, dW_O,\n"
