@@ -60,18 +60,18 @@ SOVERSION = 0
 DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq \
                libxml2-utils librsvg2-bin
 
-LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c
+LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c lib/backward.c
 CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
           cli/read_npy.c cli/read_safetensors.c cli/model.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
           cli/cmd_forward.c cli/cmd_heatmap.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c cli/steps.c cli/problem.c cli/emit.c \
-          cli/meta.c cli/zip.c cli/read_npz.c cli/inflate.c
+          cli/meta.c cli/zip.c cli/read_npz.c cli/inflate.c cli/cmd_backward.c
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o
 
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
-        test-install check-browser FORCE
+        test-install check-browser test-backward FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -80,7 +80,7 @@ build/.flags: FORCE
 	@mkdir -p build
 	@echo '$(CC) $(ALL_CFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALL_CFLAGS)' > $@
 
-build/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/rules.h build/.flags
+build/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/rules.h lib/plain.h build/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
 
@@ -163,7 +163,7 @@ demo: deps
 check: deps
 	$(MAKE) STRICT=-Werror all tests/test_lib
 	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-npz \
-		test-checkpoint test-schema test-samples test-docs test-install
+		test-checkpoint test-schema test-samples test-docs test-install test-backward
 	@echo "make check: all tests passed"
 
 # mha against PyTorch (and the machine's GEMM rate) on this machine: not part of check
@@ -232,6 +232,13 @@ check-browser: deps
 	@sh tests/ensure_debs.sh $(BROWSER_PACKAGES)
 	$(MAKE) STRICT=-Werror mha
 	$(PYTHON) tests/html_check.py ./mha --screenshot build/html-page.png
+
+# mha backward: the library's backward case (reference, finite differences),
+# then the CLI against torch.autograd in float64 (skipped, and said, without torch)
+test-backward: mha tests/test_lib
+	CK_RUN_CASE=backward CK_FORK=yes ./tests/test_lib
+	@sh tests/ensure_debs.sh --optional python3-torch
+	$(PYTHON) tests/backward_check.py ./mha
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
@@ -406,6 +413,7 @@ check-asan: deps
 	$(ASAN_ENV) $(PYTHON) tests/npy_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/npz_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/checkpoint_check.py $(ASAN_DIR)/mha
+	$(ASAN_ENV) $(PYTHON) tests/backward_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/schema_check.py $(ASAN_DIR)/mha README.md
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh samples/run.sh
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha MHA_LIB=$(ASAN_DIR)/libmha.a CC='$(CC) $(ASAN_FLAGS)' \

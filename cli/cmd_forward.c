@@ -90,6 +90,7 @@ struct options {
 	size_t *kv_lens; /* --kv-len 5,3,4: from malloc, or NULL */
 	int mask_bool;   /* --mask-bool given */
 	int range_given; /* --range given */
+	const char *print_arg; /* mha backward: --print as given (its own steps) */
 };
 
 /* a whole number from 1 up, digits only: 0, or -1 */
@@ -252,7 +253,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 	       O_ROPE_COS, O_ROPE_SIN, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
 	       O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
 	       O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
-	       O_RANGE, O_HEAD, O_KT,
+	       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT,
 	       O_ONE /* + WQ … BO */ };
 	static const struct option longopts[] = {
 		{ "x", required_argument, NULL, 'x' },
@@ -312,6 +313,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 		{ "range", required_argument, NULL, O_RANGE },
 		{ "head", required_argument, NULL, O_HEAD },
 		{ "kt", required_argument, NULL, O_KT },
+		{ "grad-output", required_argument, NULL, O_GRAD_OUTPUT },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *hint = cmd->hint;
@@ -529,8 +531,19 @@ static int parse_options(int argc, char **argv, struct options *o,
 				return -1;
 			}
 			break;
+		case O_GRAD_OUTPUT:
+			if (!cmd->backward) {
+				usage_error(hint, "--grad-output is an option of 'mha backward'");
+				return -1;
+			}
+			o->spec.grad_output = optarg;
+			break;
 		case 'p':
 			o->print_given = 1;
+			if (cmd->backward) {
+				o->print_arg = optarg; /* backward's steps: backward_check */
+				break;
+			}
 			if (parse_print(optarg, o))
 				return -1;
 			break;
@@ -579,6 +592,38 @@ static void option_facts(const struct options *o, struct step_facts *f)
 	f->direct = o->spec.q != NULL;
 	f->cross = o->spec.kv != NULL || o->spec.xk != NULL;
 	f->apart = o->spec.xk != NULL;
+}
+
+/* backward's request from the options */
+static struct backward_request backward_request_of(const struct options *o)
+{
+	return (struct backward_request){ .hint = o->cmd->hint, .emit = &o->emit, .print = o->print_arg,
+					  .explain = o->explain, .has_cell = o->spec.cell != NULL,
+					  .sequence = o->sequence };
+}
+
+/* mha backward: the output's name and format, then its own steps (cmd_backward.c) */
+static int check_backward_options(struct options *o)
+{
+	const char *hint = o->cmd->hint;
+	struct backward_request r = backward_request_of(o);
+
+	if (!o->format_given && o->emit.output && !emit_known_name(o->emit.output))
+		return usage_error(hint, "-o '%s': mha writes .json, .csv, .npy, .npz, .md and .txt "
+				   "files (or text under a name with no extension); add --format to "
+				   "write another name", o->emit.output);
+	if (!o->format_given && o->emit.output)
+		o->emit.format = emit_format_of_output(o->emit.output);
+	if (o->emit.format == FORMAT_HEATMAP || o->emit.format == FORMAT_SVG)
+		return usage_error(hint, "mha backward writes text, json, csv, markdown, npy or npz, "
+				   "not a heatmap");
+	if (o->f32)
+		return usage_error(hint, "mha backward computes in float64: leave out --dtype f32");
+	if (o->explain && o->emit.format != FORMAT_TEXT)
+		return usage_error(hint, "--explain writes text: leave out --format");
+	if (o->explain && o->print_arg)
+		return usage_error(hint, "--explain shows every step: leave out --print");
+	return backward_check(&r, &o->spec) ? -1 : 0;
 }
 
 /* Which inputs go together: everything here is known before reading a file. */
@@ -642,7 +687,8 @@ static int check_option_combinations(struct options *o)
 				   "(the tables give the angles)");
 	{
 		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->w, s->q, s->k, s->v,
-					      s->mask, s->positions, s->rope_cos, s->rope_sin, s->config };
+					      s->mask, s->positions, s->rope_cos, s->rope_sin, s->config,
+					      s->grad_output };
 		int stdin_uses = 0;
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
@@ -657,6 +703,8 @@ static int check_option_combinations(struct options *o)
 	if (s->kv_heads > s->heads || s->heads % s->kv_heads)
 		return usage_error(hint, "--kv-heads %zu does not divide --heads %zu",
 				   s->kv_heads, s->heads);
+	if (o->cmd->backward)
+		return check_backward_options(o);
 	if ((o->print & STEP_BIT(STEP_SOFTCAPPED)) && !(s->cfg.softcap > 0))
 		return usage_error(hint, "--print softcapped needs --softcap");
 	if (!o->print && !o->print_all)
@@ -745,6 +793,16 @@ static int refuse_output_over_input(const struct options *o)
 
 	if (!o->emit.output || !strcmp(o->emit.output, "-"))
 		return 0;
+	if (o->cmd->backward) {
+		rc = problem_input_ids(&o->spec, &ids);
+		if (!rc)
+			rc = emit_is_dir(o->emit.output)
+				? outfile_refuse_input_in_dir(o->emit.output, backward_may_write,
+							      (void *)emit_dir_ext(o->emit.format), &ids)
+				: outfile_refuse_input(o->emit.output, &ids);
+		input_ids_free(&ids);
+		return rc;
+	}
 	option_facts(o, &f);
 	rc = problem_input_ids(&o->spec, &ids);
 	if (!rc)
@@ -853,6 +911,12 @@ int forward_run(int argc, char **argv, const struct forward_command *cmd)
 	/* --sequence N: that one alone, as if it had been given by itself */
 	if (o.sequence && problem_keep_sequence(&pb, o.sequence - 1))
 		goto done;
+	if (cmd->backward) {
+		struct backward_request r = backward_request_of(&o);
+
+		rc = backward_check(&r, &o.spec) ? EXIT_USAGE : backward_run(&pb, &r);
+		goto done;
+	}
 	/* the steps to print, and what the observer keeps for them: each sequence's */
 	B = problem_sequences(&pb);
 	res = calloc(B, sizeof(*res));
@@ -932,7 +996,7 @@ done:
 	return rc;
 }
 
-static const struct forward_command forward = { "forward", forward_usage, 0 };
+static const struct forward_command forward = { "forward", forward_usage, 0, 0 };
 
 int forward_check_args(int argc, char **argv)
 {

@@ -11,6 +11,7 @@ struct forward_command {
 	const char *hint;  /* usage errors end "Try 'mha HINT --help'" */
 	const char *usage; /* --help */
 	int draw;          /* without --format: a heatmap (svg for -o FILE.svg) */
+	int backward;      /* 'mha backward': --grad-output, its steps (cmd_backward.c) */
 };
 
 /* The command on argv (argv[0] its name): an exit status. */
@@ -18,6 +19,28 @@ int forward_run(int argc, char **argv, const struct forward_command *c);
 /* Its command line alone, reading and writing no file: 0 fine, 1 after
  * --help, 2 a usage error. */
 int forward_check(int argc, char **argv, const struct forward_command *c);
+
+/* What 'mha backward' takes from forward's command line (cmd_backward.c). */
+struct emit;
+struct problem;
+struct problem_spec;
+struct backward_request {
+	const char *hint;
+	const struct emit *emit;
+	const char *print;   /* --print as given, or NULL */
+	int explain;         /* --explain (--cell: the problem's cell) */
+	int has_cell;
+	size_t sequence;     /* --sequence N, or 0 */
+	unsigned wanted;     /* set by backward_check: the steps' stages */
+	int print_all;
+	unsigned long long steps; /* set by backward_check: the steps asked for */
+};
+/* --print's steps and how the options combine: 0, or -1 said (a usage error). */
+int backward_check(struct backward_request *r, const struct problem_spec *s);
+/* The run on a loaded problem: an exit status. */
+int backward_run(struct problem *p, struct backward_request *r);
+/* Could 'mha backward' write a file called name into a directory? (meta.json too) */
+int backward_may_write(const char *name, void *ctx);
 
 /* The help's sections both commands print. */
 #define FORWARD_USAGE_INPUTS \

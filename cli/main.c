@@ -22,6 +22,7 @@ static const struct command commands[] = {
 	{ "forward", cmd_forward, "compute multi-head attention, showing any step of it" },
 	{ "init", cmd_init, "write a random X and weights to start from" },
 	{ "heatmap", cmd_heatmap, "draw each head's attention weights (mha forward --format heatmap)" },
+	{ "backward", cmd_backward, "every gradient of the layer, step by step (dO back to dX, dW)" },
 };
 
 static void print_usage(FILE *fp)

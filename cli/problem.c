@@ -423,9 +423,13 @@ static int set_batch(struct problem *p)
 	if (first == n)
 		return 0;
 	p->batch = in[first].m->dim[0];
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		/* a shared input: its gradient (mha backward) is the sequences' sum */
+		if (in[i].m->rank == 2)
+			p->shared |= 1u << i;
 		if (in[i].m->rank == 2 && spread(in[i].m, p->batch))
 			return -1;
+	}
 	return 0;
 }
 
@@ -1133,7 +1137,7 @@ int problem_input_ids(const struct problem_spec *s, input_ids *ids)
 		{ "--sinks", s->sinks }, { "--alibi-slopes", s->alibi_slopes },
 		{ "--sinks", s->sinks }, { "--positions", s->positions },
 		{ "--rope-cos", s->rope_cos }, { "--rope-sin", s->rope_sin },
-		{ "--config", s->config },
+		{ "--config", s->config }, { "--grad-output", s->grad_output },
 	};
 	int rc = 0;
 

@@ -50,6 +50,7 @@ struct problem_spec {
 	const char *cell;               /* --cell QUERY,KEY, or NULL */
 	const size_t *kv_lens;          /* --kv-len 5,3,4: one length per sequence, or NULL */
 	size_t n_kv_lens;               /* their number (a single --kv-len N is cfg.kv_len) */
+	const char *grad_output;        /* mha backward --grad-output: dO, or NULL */
 };
 
 /* Token labels: one per query (row of X) and one per key. */
@@ -89,6 +90,8 @@ struct problem {
 	mha_inputs in;          /* the library's view of the matrices above */
 	mha_weights weights;
 	size_t cell[2];         /* --cell: the query and key, 0-based */
+	unsigned shared;        /* a batch: the inputs given 2-D and copied to every
+				   sequence, 1 << the index of X, X_kv, X_k, X_v, Q, K, V */
 };
 
 /*

@@ -13,6 +13,7 @@
 #include "mha.h"
 #include "kernel.h"
 #include "rules.h"
+#include "plain.h"
 
 #include <float.h>
 #include <math.h>
@@ -853,4 +854,23 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 		rep->scale = mha_scale_of(d, cfg);
 	}
 	return st;
+}
+
+/* ---- lent to backward.c (plain.h) ---------------------------------------- */
+
+mha_status mha_plain_validate(const mha_dims *d, const mha_config *cfg, const void *out,
+			      const void *const x[3], const void *const W[4], mha_report *rep)
+{
+	return validate(d, cfg, out, x, W, rep);
+}
+
+mha_status mha_plain_projection(const double **res, double **owned, const double *x, size_t rows,
+				size_t d_in, const double *W, const double *b, size_t cols)
+{
+	return make_projection(res, owned, x, rows, d_in, W, b, cols);
+}
+
+int mha_plain_per_head(unsigned wanted)
+{
+	return wants_per_head_bits(wanted);
 }

@@ -467,6 +467,133 @@ MHA_API mha_status mha_rope_apply(double *out, const double *x, size_t rows, siz
 /* The kernels the fast path uses here: "avx512", "avx2" or "base". */
 MHA_API const char *mha_kernel(void);
 
+/* ---- the backward pass -------------------------------------------------- */
+
+/*
+ * Every gradient of the layer (mha_backward): given the upstream gradient
+ * dO = dL/d(output), the gradients of the inputs, the weights, the biases
+ * and the sink logits.  Per head h (g its key/value head), with P its
+ * softmax and O_h its output as mha_forward computes them:
+ *
+ *   dconcat  = dO·W_Oᵀ                (dO itself without W_O); dO_h its block h
+ *   dV_h     = Pᵀ·dO_h                (n_kv, d_v)
+ *   dP       = dO_h·V_gᵀ              (n_q, n_kv)
+ *   D        = rowsum(dO_h ∘ O_h)     (n_q, 1)
+ *   dS       = P ∘ (dP − D)           the gradient of masked (and of softcapped:
+ *                                     the mask and ALiBi add constants); 0 where
+ *                                     the key is masked out
+ *   dscaled  = dS ∘ (1 − tanh²(scaled/c))  (the softcap's derivative; dS without one)
+ *   dscores  = dscaled × scale
+ *   dQ_h     = dscores·K_g            (with rope: of q_rot's block)
+ *   dK_h     = dscoresᵀ·Q_h           (with rope: of k_rot's block)
+ *   dsink_h  = −Σ_i p_sink,i·D_i      p_sink,i = exp(s_h − m_i)/sum_i, the mass the
+ *                                     sink took from row i
+ *
+ * dK and dV of key/value head g sum dK_h and dV_h over its query heads, in
+ * ascending order; with rope dQ and dK turn back (the inverse rotation, by
+ * the same angles).  Then through the projections: dW_Q = Xqᵀ·dQ, db_Q =
+ * the column sums of dQ, dXq = dQ·W_Qᵀ (dQ itself without W_Q), and so for
+ * K and V; dW_O = concatᵀ·dO, db_O = the column sums of dO.  A batch: the
+ * weights' and sinks' gradients sum over the sequences (ascending), the
+ * inputs' are per sequence.  A query row whose every key is masked has
+ * weights 0 and output 0 whatever its scores: all its gradients are 0,
+ * never NaN.
+ */
+typedef enum mha_grad_stage {
+	MHA_GRAD_DOUTPUT = 0,  /* (n_q, out_cols) dO as used (all ones when not given), head < 0 */
+	MHA_GRAD_DCONCAT,      /* (n_q, H·d_v)  dO·W_Oᵀ, head < 0 */
+	MHA_GRAD_HEAD_P,       /* (n_q, n_kv)   the head's softmax, recomputed */
+	MHA_GRAD_HEAD_O,       /* (n_q, d_v)    the head's output, recomputed */
+	MHA_GRAD_HEAD_DO,      /* (n_q, d_v)    dO_h, the head's block of dconcat */
+	MHA_GRAD_HEAD_DV,      /* (n_kv, d_v)   Pᵀ·dO_h, this query head's part */
+	MHA_GRAD_HEAD_DP,      /* (n_q, n_kv)   dO_h·V_gᵀ */
+	MHA_GRAD_HEAD_D,       /* (n_q, 1)      rowsum(dO_h ∘ O_h) */
+	MHA_GRAD_HEAD_DS,      /* (n_q, n_kv)   P ∘ (dP − D) */
+	MHA_GRAD_HEAD_DSCALED, /* (n_q, n_kv)   dS ∘ (1 − tanh²(scaled/c)); only with a softcap */
+	MHA_GRAD_HEAD_DSCORES, /* (n_q, n_kv)   dscaled × scale */
+	MHA_GRAD_HEAD_DQ,      /* (n_q, d_k)    dscores·K_g */
+	MHA_GRAD_HEAD_DK,      /* (n_kv, d_k)   dscoresᵀ·Q_h, this query head's part */
+	MHA_GRAD_DQ_ROT,       /* (n_q, H·d_k)  the gradient of q_rot (rope only), head < 0 */
+	MHA_GRAD_DK_ROT,       /* (n_kv, G·d_k) the gradient of k_rot (rope only), head < 0 */
+	MHA_GRAD_DQ,           /* (n_q, H·d_k)  the gradient of Q, head < 0 */
+	MHA_GRAD_DK,           /* (n_kv, G·d_k) the gradient of K, head < 0 */
+	MHA_GRAD_DV,           /* (n_kv, G·d_v) the gradient of V, head < 0 */
+	MHA_GRAD_COUNT
+} mha_grad_stage;
+
+/* A lowercase name for a gradient stage ("dS", "dscores", …), never NULL. */
+MHA_API const char *mha_grad_stage_name(mha_grad_stage stage);
+
+/*
+ * The observer of mha_backward, as mha_observer is mha_forward's: fn is
+ * called once per wanted stage (MHA_STAGE_BIT(stage) in wanted), in the
+ * order of the enum above, per head in turn for the head stages; with a
+ * batch each sequence's stages follow sequence(ctx, b).  m is the
+ * library's, valid only during the call.  Nonzero stops the run with
+ * MHA_ERR_OBSERVER.
+ */
+typedef int (*mha_grad_fn)(void *ctx, mha_grad_stage stage, int head,
+			   const double *m, size_t rows, size_t cols);
+
+typedef struct mha_grad_observer {
+	mha_grad_fn fn;
+	void *ctx;
+	unsigned wanted;          /* MHA_STAGE_BIT()s of mha_grad_stage values */
+	mha_sequence_fn sequence; /* NULL: not told */
+} mha_grad_observer;
+
+/*
+ * Where mha_backward writes: caller-owned arrays, each NULL when not
+ * wanted, all distinct from one another and from the inputs.  Every array
+ * given is overwritten.  dW_Q … dW_V are ignored when that weight is NULL
+ * (an identity has no gradient), dW_O and db_O without W_O, dsinks
+ * without sinks.  A bias's gradient is given whether the bias is or not
+ * (the gradient at zero).  Weights are (d_in, d_out) as mha applies them.
+ */
+typedef struct mha_grads {
+	double *dxq;    /* (B, n_q,  d_q_in) */
+	double *dxk;    /* (B, n_kv, d_k_in); self-attention's dX is dxq + dxk + dxv */
+	double *dxv;    /* (B, n_kv, d_v_in) */
+	double *dW_Q;   /* (d_q_in, H·d_k) */
+	double *dW_K;   /* (d_k_in, G·d_k) */
+	double *dW_V;   /* (d_v_in, G·d_v) */
+	double *dW_O;   /* (H·d_v, d_out) */
+	double *db_Q;   /* (H·d_k) */
+	double *db_K;   /* (G·d_k) */
+	double *db_V;   /* (G·d_v) */
+	double *db_O;   /* (d_out) */
+	double *dsinks; /* (H) */
+} mha_grads;
+
+/*
+ * The backward pass of mha_forward(dims, in, w, cfg): every gradient g
+ * asks for, given dout (B, n_q, mha_output_cols()), the upstream gradient,
+ * or NULL for all ones (the gradient of the output's sum).  w, cfg, obs and
+ * rep may be NULL as for mha_forward; rep says what the forward noticed
+ * (blocked rows, the scale) and fast_path.  Every forward option is
+ * differentiated.
+ *
+ * The plain path recomputes the forward row by row and every gradient as
+ * written above, each sum in ascending order.  (A fast path behind this
+ * same call, when obs wants no per-head stage and cfg->exact is 0, is
+ * planned: lib/backward.c says where it goes.)  MHA_ERR_RANGE when a value
+ * the gradients need (Q, K, V, a seen score, a head output) or a gradient
+ * is not finite; the other errors as mha_forward's.
+ */
+MHA_API mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *dims,
+				const mha_inputs *in, const mha_weights *w,
+				const mha_config *cfg, const mha_grad_observer *obs,
+				mha_report *rep);
+
+/*
+ * The most mha_backward() allocates at any one time for these dims and
+ * options when obs wants the stages in wanted: an upper bound, taking every
+ * weight as given, 64 bytes of allocator overhead each; without dout add
+ * (n_q, output columns) doubles for the ones it makes.  SIZE_MAX when that
+ * does not fit.  Not counted: the caller's arrays, the observer's.
+ */
+MHA_API size_t mha_backward_memory(const mha_dims *dims, const mha_config *cfg, unsigned wanted);
+
 #ifdef __cplusplus
 }
 #endif

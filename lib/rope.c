@@ -145,3 +145,45 @@ mha_status mha_rope_apply(double *out, const double *x, size_t rows, size_t head
 	}
 	return mha_rope_turn(out, x, sizeof(double), rows, heads, d, rope, pos, 0);
 }
+
+/*
+ * The gradient through the rotation: each pair turned back by its angle
+ * (the rotation's transpose), y1' = y1·cos a + y2·sin a, y2' = −y1·sin a
+ * + y2·cos a, with the very cos and sin mha_rope_turn used.  double only;
+ * out may be x.
+ */
+void mha_rope_turn_back(double *out, const double *x, size_t rows, size_t heads, size_t d,
+			const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0)
+{
+	const double theta = r->theta == 0 ? 10000.0 : r->theta;
+	const size_t R = rope_dim(r, d), ld = heads * d;
+
+	if (out != x)
+		memcpy(out, x, rows * ld * sizeof(double));
+	for (size_t i = 0; i < rows; i++) {
+		const ptrdiff_t p = position(pos, pos0, i);
+
+		for (size_t t = 0; t < R / 2; t++) {
+			double c, s;
+			size_t a, b;
+
+			if (r->cos) {
+				c = r->cos[(size_t)p * (R / 2) + t];
+				s = r->sin[(size_t)p * (R / 2) + t];
+			} else {
+				const double angle = (double)p * pow(theta, -(double)(2 * t) / (double)R);
+
+				c = cos(angle);
+				s = sin(angle);
+			}
+			pair_of(r->mode, R, t, &a, &b);
+			for (size_t h = 0; h < heads; h++) {
+				double *o = out + i * ld + h * d;
+				const double y1 = o[a], y2 = o[b];
+
+				o[a] = y1 * c + y2 * s;
+				o[b] = -y1 * s + y2 * c;
+			}
+		}
+	}
+}

@@ -335,3 +335,237 @@ void ref_free(ref_result *r)
 	free(r->output);
 	memset(r, 0, sizeof(*r));
 }
+
+/* ---- the backward pass ---------------------------------------------------- */
+
+/* x (n, heads·dk) turned back: each pair times e^(−i·angle), the conjugate */
+static double *rotate_back(const double *A, size_t n, size_t heads, size_t dk, const mha_rope *rope,
+			   const ptrdiff_t *pos, long pos0)
+{
+	const size_t R = rope->dim ? rope->dim : dk;
+	const long double theta = rope->theta ? rope->theta : 10000.0L;
+	double *B = new_matrix(n, heads * dk);
+
+	memcpy(B, A, n * heads * dk * sizeof(double));
+	for (size_t i = 0; i < n; i++) {
+		const long p = pos ? (long)pos[i] : pos0 + (long)i;
+
+		for (size_t h = 0; h < heads; h++)
+			for (size_t t = 0; t < R / 2; t++) {
+				const size_t a = rope->mode == MHA_ROPE_HALF ? t : 2 * t;
+				const size_t b = rope->mode == MHA_ROPE_HALF ? t + R / 2 : 2 * t + 1;
+				const size_t at = i * heads * dk + h * dk;
+				long double c, s;
+				long double x1 = A[at + a], x2 = A[at + b];
+
+				if (rope->cos) {
+					c = rope->cos[(size_t)p * (R / 2) + t];
+					s = rope->sin[(size_t)p * (R / 2) + t];
+				} else {
+					const long double angle =
+						(long double)p * powl(theta, -2.0L * (long double)t / (long double)R);
+
+					c = cosl(angle);
+					s = sinl(angle);
+				}
+				/* (x1 + i·x2)(c − i·s) */
+				B[at + a] = (double)(x1 * c + x2 * s);
+				B[at + b] = (double)(x2 * c - x1 * s);
+			}
+	}
+	return B;
+}
+
+/* the column sums of A (n, m) */
+static double *colsum(const double *A, size_t n, size_t m)
+{
+	double *s = new_matrix(1, m);
+
+	for (size_t j = 0; j < m; j++) {
+		long double t = 0;
+
+		for (size_t i = 0; i < n; i++)
+			t += A[i * m + j];
+		s[j] = (double)t;
+	}
+	return s;
+}
+
+int ref_backward(ref_grads *g, const mha_dims *d, const mha_inputs *in, const mha_weights *w,
+		 const mha_config *cfg, const double *dout)
+{
+	static const mha_weights none;
+	static const mha_config defaults;
+	ref_result f;
+	const size_t H = d->heads, G = d->kv_heads ? d->kv_heads : d->heads;
+	const size_t nq = d->n_q, nkv = d->n_kv, dk = d->d_k, dv = d->d_v;
+	double *ones = NULL, *dcat, *dQr, *dKr, *dV, scale;
+
+	if (!w)
+		w = &none;
+	if (!cfg)
+		cfg = &defaults;
+	memset(g, 0, sizeof(*g));
+	if (ref_forward(&f, d, in, w, cfg))
+		return -1;
+	g->H = H;
+	if (!dout) {
+		ones = new_matrix(nq, f.d_out);
+		for (size_t i = 0; i < nq * f.d_out; i++)
+			ones[i] = 1;
+		dout = ones;
+	}
+	switch (cfg->scale_mode) {
+	case MHA_SCALE_DK: scale = 1 / sqrt((double)dk); break;
+	case MHA_SCALE_DMODEL: scale = 1 / sqrt((double)d->d_q_in); break;
+	case MHA_SCALE_SEQLEN: scale = 1 / sqrt((double)nkv); break;
+	case MHA_SCALE_NONE: scale = 1; break;
+	default: scale = cfg->scale; break;
+	}
+	/* output = concat·W_O + b_O */
+	if (w->W_O) {
+		double *Wt = transpose(w->W_O, H * dv, d->d_out), *ct = transpose(f.concat, nq, H * dv);
+
+		dcat = matmul(dout, Wt, nq, d->d_out, H * dv);
+		g->dW_O = matmul(ct, dout, H * dv, nq, d->d_out);
+		g->db_O = colsum(dout, nq, d->d_out);
+		free(Wt);
+		free(ct);
+	} else {
+		dcat = new_matrix(nq, H * dv);
+		memcpy(dcat, dout, nq * H * dv * sizeof(double));
+	}
+	dQr = new_matrix(nq, H * dk);
+	dKr = new_matrix(nkv, G * dk);
+	dV = new_matrix(nkv, G * dv);
+	g->dS = new_list(H);
+	if (cfg->sinks)
+		g->dsinks = new_matrix(1, H);
+	for (size_t h = 0; h < H; h++) {
+		const size_t kvh = h * G / H;
+		double *dO = columns(dcat, nq, H * dv, h * dv, dv);
+		double *Vt = transpose(f.head_v[h], nkv, dv);
+		double *dP = matmul(dO, Vt, nq, dv, nkv);
+		double *Pt = transpose(f.softmax[h], nq, nkv);
+		double *dVh = matmul(Pt, dO, nkv, nq, dv);
+		double *dsc = new_matrix(nq, nkv), *dsct, *dQh, *dKh;
+		const double *P = f.softmax[h];
+
+		g->dS[h] = new_matrix(nq, nkv);
+		for (size_t i = 0; i < nq; i++) {
+			/* the Jacobian of the softmax row: dz_j = Σ_k (δ_jk p_j − p_j p_k) dP_k */
+			long double mass = 0, pdp = 0;
+
+			for (size_t k = 0; k < nkv; k++) {
+				mass += P[i * nkv + k];
+				pdp += (long double)P[i * nkv + k] * dP[i * nkv + k];
+			}
+			for (size_t j = 0; j < nkv; j++) {
+				long double z = 0;
+
+				for (size_t k = 0; k < nkv; k++)
+					z += ((j == k ? (long double)P[i * nkv + j] : 0) -
+					      (long double)P[i * nkv + j] * P[i * nkv + k]) * dP[i * nkv + k];
+				g->dS[h][i * nkv + j] = (double)z;
+				/* back through the softcap and the scale */
+				if (cfg->softcap > 0) {
+					const long double t = tanhl((long double)f.scaled[h][i * nkv + j] /
+								    cfg->softcap);
+
+					z *= 1 - t * t;
+				}
+				dsc[i * nkv + j] = (double)(z * scale);
+			}
+			/* the sink's logit: its value's gradient is 0; a blocked row's mass is 0 */
+			if (cfg->sinks && mass > 0)
+				g->dsinks[h] += (double)(-(1 - mass) * pdp);
+		}
+		dQh = matmul(dsc, f.head_k[h], nq, nkv, dk);
+		dsct = transpose(dsc, nq, nkv);
+		dKh = matmul(dsct, f.head_q[h], nkv, nq, dk);
+		for (size_t i = 0; i < nq; i++)
+			for (size_t t = 0; t < dk; t++)
+				dQr[i * H * dk + h * dk + t] = dQh[i * dk + t];
+		for (size_t j = 0; j < nkv; j++) {
+			for (size_t t = 0; t < dk; t++)
+				dKr[j * G * dk + kvh * dk + t] += dKh[j * dk + t];
+			for (size_t t = 0; t < dv; t++)
+				dV[j * G * dv + kvh * dv + t] += dVh[j * dv + t];
+		}
+		free(dO);
+		free(Vt);
+		free(dP);
+		free(Pt);
+		free(dVh);
+		free(dsc);
+		free(dsct);
+		free(dQh);
+		free(dKh);
+	}
+	if (cfg->rope.mode != MHA_ROPE_NONE) {
+		long q0 = 0;
+
+		if (cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT)
+			q0 = (long)(cfg->kv_len ? cfg->kv_len : nkv) - (long)nq;
+		if (cfg->causal == MHA_CAUSAL_OFFSET)
+			q0 = (long)cfg->causal_offset;
+		g->dQ = rotate_back(dQr, nq, H, dk, &cfg->rope, cfg->rope.q_pos, q0);
+		g->dK = rotate_back(dKr, nkv, G, dk, &cfg->rope, cfg->rope.k_pos, 0);
+		free(dQr);
+		free(dKr);
+	} else {
+		g->dQ = dQr;
+		g->dK = dKr;
+	}
+	g->dV = dV;
+	/* Q = Xq·W_Q + b_Q: dXq = dQ·W_Qᵀ, dW_Q = Xqᵀ·dQ, db_Q = Σ_i dQ_i */
+	{
+		const double *x[3] = { in->xq, in->xk, in->xv };
+		const double *W[3] = { w->W_Q, w->W_K, w->W_V };
+		const double *dY[3] = { g->dQ, g->dK, g->dV };
+		const size_t rows[3] = { nq, nkv, nkv }, din[3] = { d->d_q_in, d->d_k_in, d->d_v_in };
+		const size_t cols[3] = { H * dk, G * dk, G * dv };
+		double **dx[3] = { &g->dxq, &g->dxk, &g->dxv }, **dW[3] = { &g->dW_Q, &g->dW_K, &g->dW_V };
+		double **db[3] = { &g->db_Q, &g->db_K, &g->db_V };
+
+		for (int k = 0; k < 3; k++) {
+			if (W[k]) {
+				double *Wt = transpose(W[k], din[k], cols[k]), *xt = transpose(x[k], rows[k], din[k]);
+
+				*dx[k] = matmul(dY[k], Wt, rows[k], cols[k], din[k]);
+				*dW[k] = matmul(xt, dY[k], din[k], rows[k], cols[k]);
+				free(Wt);
+				free(xt);
+			} else {
+				*dx[k] = new_matrix(rows[k], cols[k]);
+				memcpy(*dx[k], dY[k], rows[k] * cols[k] * sizeof(double));
+			}
+			*db[k] = colsum(dY[k], rows[k], cols[k]);
+		}
+	}
+	free(dcat);
+	free(ones);
+	ref_free(&f);
+	return 0;
+}
+
+void ref_grads_free(ref_grads *g)
+{
+	free(g->dxq);
+	free(g->dxk);
+	free(g->dxv);
+	free(g->dW_Q);
+	free(g->dW_K);
+	free(g->dW_V);
+	free(g->dW_O);
+	free(g->db_Q);
+	free(g->db_K);
+	free(g->db_V);
+	free(g->db_O);
+	free(g->dsinks);
+	free(g->dQ);
+	free(g->dK);
+	free(g->dV);
+	free_list(g->dS, g->H);
+	memset(g, 0, sizeof(*g));
+}

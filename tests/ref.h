@@ -29,4 +29,27 @@ int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
 		const mha_weights *w, const mha_config *cfg);
 void ref_free(ref_result *r);
 
+/*
+ * The backward pass of one sequence, from the formula as the textbooks
+ * write it and not from lib/backward.c: the softmax's Jacobian
+ * diag(p) − p·pᵀ applied to each row (the sink one more logit whose value
+ * gradient is 0), tanh' = 1 − tanh², the rotation's transpose as the
+ * conjugate turn, every product a long double triple loop on whole
+ * matrices.  Same arguments as ref_forward and dout (n_q, output columns),
+ * NULL for ones.  Each field a malloc'd matrix (NULL where the weight is).
+ */
+typedef struct ref_grads {
+	double *dxq, *dxk, *dxv;           /* (n_q, d_q_in), (n_kv, d_k_in), (n_kv, d_v_in) */
+	double *dW_Q, *dW_K, *dW_V, *dW_O; /* as the weights, NULL without them */
+	double *db_Q, *db_K, *db_V, *db_O; /* (cols) */
+	double *dsinks;                    /* (H), NULL without sinks */
+	double *dQ, *dK, *dV;              /* gradients of Q, K, V (before rope) */
+	double **dS;                       /* [H] (n_q, n_kv) the gradient of masked */
+	size_t H;
+} ref_grads;
+
+int ref_backward(ref_grads *g, const mha_dims *d, const mha_inputs *in, const mha_weights *w,
+		 const mha_config *cfg, const double *dout);
+void ref_grads_free(ref_grads *g);
+
 #endif
