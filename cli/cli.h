@@ -57,6 +57,7 @@ size_t opt_memory_default(void);
 int cmd_forward(int argc, char **argv);
 int cmd_init(int argc, char **argv);
 int cmd_heatmap(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 /* The command line alone, checked as the command would, reading and writing
  * no file: 0 fine, 1 after --help, 2 a usage error (for the fuzzers). */

@@ -39,7 +39,7 @@ static const char heatmap_usage[] =
 	FORWARD_USAGE_EXIT;
 
 /* usage errors point to its own help */
-static const struct forward_command heatmap = { "heatmap", heatmap_usage, 1 };
+static const struct forward_command heatmap = { "heatmap", heatmap_usage, 1, NULL, NULL };
 
 int cmd_heatmap(int argc, char **argv)
 {

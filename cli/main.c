@@ -22,6 +22,7 @@ static const struct command commands[] = {
 	{ "forward", cmd_forward, "compute multi-head attention, showing any step of it" },
 	{ "init", cmd_init, "write a random X and weights to start from" },
 	{ "heatmap", cmd_heatmap, "draw each head's attention weights (mha forward --format heatmap)" },
+	{ "compare", cmd_compare, "compare someone else's attention with mha's, step by step" },
 };
 
 static void print_usage(FILE *fp)
