@@ -71,7 +71,7 @@ TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o
 
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
-        test-install FORCE
+        test-install test-compare FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -152,7 +152,7 @@ demo: deps
 check: deps
 	$(MAKE) STRICT=-Werror all tests/test_lib
 	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-npz \
-		test-checkpoint test-schema test-samples test-docs test-install
+		test-checkpoint test-schema test-samples test-docs test-install test-compare
 	@echo "make check: all tests passed"
 
 # mha against PyTorch (and the machine's GEMM rate) on this machine: not part of check
@@ -205,6 +205,10 @@ test-schema: mha
 
 test-samples: mha
 	sh samples/run.sh
+
+# mha compare against deliberately wrong NumPy attentions (and torch's, where it imports)
+test-compare: mha
+	$(PYTHON) tests/compare_check.py ./mha
 
 test-docs: mha
 	sh tests/doc_examples.sh README.md man/mha.1
@@ -387,6 +391,7 @@ check-asan: deps
 	$(ASAN_ENV) $(PYTHON) tests/checkpoint_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/schema_check.py $(ASAN_DIR)/mha README.md
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh samples/run.sh
+	$(ASAN_ENV) $(PYTHON) tests/compare_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha MHA_LIB=$(ASAN_DIR)/libmha.a CC='$(CC) $(ASAN_FLAGS)' \
 		sh tests/doc_examples.sh README.md man/mha.1
 	@if [ -d $(CONFORMANCE_DIR) ]; then \

@@ -58,13 +58,14 @@ static int step_of_key(const char *key, int per_head)
 	return -1;
 }
 
-/* the keys known at one level, for "did you mean" */
+/* the keys known, for "did you mean": a head's, or the top level's and a head's */
 static size_t known_keys(const char **names, int per_head)
 {
 	size_t n = 0;
 
 	for (int i = 0; i < C_COUNT; i++)
-		if (cmp_steps[i].per_head == per_head)
+		if (cmp_steps[i].per_head == per_head ||
+		    (!per_head && step_of_key(cmp_steps[i].key, 0) < 0))
 			names[n++] = cmp_steps[i].key;
 	if (!per_head)
 		names[n++] = "heads";
@@ -80,6 +81,12 @@ static int unknown_key(const char *file, const char *where, const char *key, int
 	char shown[200];
 
 	text_shown(shown, sizeof(shown), key);
+	if (!per_head && step_of_key(key, 1) >= 0)
+		return error("'%s': \"%s\" is a step of each head: give it under \"heads\", "
+			     "[{\"%s\": ...}, ...], one object per head", path_shown(file), shown, shown);
+	if (near && !per_head && step_of_key(near, 0) < 0)
+		return error("'%s': \"%s\" is not a step of mha's JSON output: did you mean \"%s\" "
+			     "(under \"heads\")?", path_shown(file), shown, near);
 	if (near)
 		return error("'%s': %s\"%s\" is not a step of mha's JSON output: did you mean \"%s\"?",
 			     path_shown(file), where, shown, near);

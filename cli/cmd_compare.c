@@ -314,7 +314,8 @@ static void compare_step(struct stat *st, int id, const matrix *theirs, const ma
 		const double rel = ad == 0 ? 0 : m != 0 ? ad / fabs(m) : INFINITY;
 		const double u = same ? 0 : ulps(m, y, t->f32);
 
-		if (!(ad <= t->atol + t->rtol * fabs(m)))
+		/* an infinity agrees only with itself: inf <= rtol*inf must not pass */
+		if (!same && (!isfinite(ad) || !isfinite(m) || !(ad <= t->atol + t->rtol * fabs(m))))
 			st->differing++;
 		if (!i || ad > st->max_abs) {
 			st->worst = i;
