@@ -127,6 +127,21 @@ static int refuse_forward_only(const struct forward_options *o, const struct com
 		return usage_error("compare", "compare's --format takes text or json");
 	if (!co->against)
 		return usage_error("compare", "no --against PATH: their results to compare");
+	if (!strcmp(co->against, "-")) {
+		const struct problem_spec *s = &o->spec;
+		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->w, s->q, s->k, s->v,
+					      s->mask, s->positions, s->rope_cos, s->rope_sin, s->config,
+					      s->sinks, s->alibi_slopes };
+
+		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+			if (files[i] && !strcmp(files[i], "-"))
+				return usage_error("compare", "only one input can be '-' (standard "
+						   "input): --against - and another");
+		for (int i = 0; i < N_WEIGHTS; i++)
+			if (s->one[i] && !strcmp(s->one[i], "-"))
+				return usage_error("compare", "only one input can be '-' (standard "
+						   "input): --against - and another");
+	}
 	if (o->spec.cfg.exact)
 		return usage_error("compare", "--exact is forward's: compare always takes the plain "
 				   "path");
@@ -840,6 +855,8 @@ static int candidate(int k, const struct ctx *x, struct mistake *m, struct set *
 
 struct diagnosis {
 	int found;
+	int step;         /* the step it explains: the first difference, or with float32
+			     numbers the first beyond float32's rounding */
 	struct mistake m;
 	int later;        /* every step they gave after the first difference matches it too */
 	char message[640];
@@ -850,7 +867,8 @@ struct diagnosis {
  * every step they gave before it): the first, in the order above, that
  * matches all their later steps too, else the first that matches.
  */
-static int diagnose(struct diagnosis *dg, const struct ctx *x, int first)
+static int diagnose_with(struct diagnosis *dg, const struct ctx *x, int first,
+			 const struct tol *tol)
 {
 	const struct tol f32tol = { 1e-4, 1e-5, 1 };
 	struct mistake best = { 0 };
@@ -864,7 +882,7 @@ static int diagnose(struct diagnosis *dg, const struct ctx *x, int first)
 
 		if (k == M_F32) {
 			/* float32 rounding is no recomputation: their numbers within its tolerance */
-			if (x->f32)
+			if (x->f32 || tol->f32)
 				continue;
 			for (int s = 0; s <= first && ok; s++)
 				ok = !x->a->m[s].rank || reproduces(x->mine, x->a, s, &f32tol);
@@ -888,9 +906,9 @@ static int diagnose(struct diagnosis *dg, const struct ctx *x, int first)
 		}
 		if (rc == 0) {
 			for (int s = 0; s <= first && ok; s++)
-				ok = !x->a->m[s].rank || reproduces(&c, x->a, s, &x->tol);
+				ok = !x->a->m[s].rank || reproduces(&c, x->a, s, tol);
 			for (int s = first + 1; s < C_COUNT && ok; s++)
-				later &= !x->a->m[s].rank || reproduces(&c, x->a, s, &x->tol);
+				later &= !x->a->m[s].rank || reproduces(&c, x->a, s, tol);
 			if (ok && (!have || (later && !best_later))) {
 				best = m;
 				have = 1;
@@ -902,13 +920,45 @@ static int diagnose(struct diagnosis *dg, const struct ctx *x, int first)
 	if (!have)
 		return 0;
 	dg->found = 1;
+	dg->step = first;
 	dg->m = best;
 	dg->later = best_later;
 	if (!strcmp(best.id, "float32"))
 		snprintf(dg->message, sizeof(dg->message), "%s: %s", cmp_steps[first].name, best.why);
 	else
-		snprintf(dg->message, sizeof(dg->message), "%s matches mha's with %s: %s",
-			 cmp_steps[first].name, best.with, best.why);
+		snprintf(dg->message, sizeof(dg->message), "%s matches mha's with %s: %s%s",
+			 cmp_steps[first].name, best.with, best.why, tol->f32 && !x->f32 ?
+			 " (within float32 rounding: your numbers are float32's, compare with --dtype "
+			 "f32)" : "");
+	return 0;
+}
+
+/* at the run's tolerance; without --dtype f32 at float32's too, for float32
+ * numbers that carry a mistake as well */
+static int diagnose(struct diagnosis *dg, const struct ctx *x, int first)
+{
+	const struct tol f32tol = { fmax(1e-4, x->tol.rtol), fmax(1e-5, x->tol.atol), 1 };
+
+	int first32 = -1;
+
+	if (diagnose_with(dg, x, first, &x->tol))
+		return -1;
+	if (x->f32 || (dg->found && (strcmp(dg->m.id, "float32") || dg->later)))
+		return 0;
+	/* float32 numbers, and then a mistake: the first step past float32's rounding */
+	for (int s = 0; s < C_COUNT && first32 < 0; s++)
+		if (x->a->m[s].rank && !reproduces(x->mine, x->a, s, &f32tol))
+			first32 = s;
+	if (first32 < 0)
+		return 0;
+	{
+		struct diagnosis d32;
+
+		if (diagnose_with(&d32, x, first32, &f32tol))
+			return -1;
+		if (d32.found)
+			*dg = d32;
+	}
 	return 0;
 }
 
@@ -1016,7 +1066,7 @@ static void report_text(FILE *fp, const struct report *r)
 			agree += r->st[i].pass;
 		}
 	fputs("mha compare: '", fp);
-	text_put(fp, r->against);
+	text_put(fp, path_shown(r->against));
 	fprintf(fp, "' against mha's float64 steps%s: rtol %g, atol %g%s\n\n",
 		r->sequence ? "" : "", r->tol->rtol, r->tol->atol,
 		r->f32 ? " (float32's; ULPs of float32)" : "");
@@ -1074,8 +1124,8 @@ static void report_text(FILE *fp, const struct report *r)
 	}
 	fputs("diagnosis: ", fp);
 	if (!r->dg->found) {
-		fprintf(fp, "none of the known mistakes reproduces %s (mha compare --help lists "
-			"them; see man mha)\n", cmp_steps[r->first].name);
+		fprintf(fp, "none of the known mistakes reproduces %s (man mha lists them under "
+			"COMPARE)\n", cmp_steps[r->first].name);
 		return;
 	}
 	text_put(fp, r->dg->message);
@@ -1089,7 +1139,7 @@ static void report_json(FILE *fp, const struct report *r)
 	int n = 0;
 
 	fputs("{\n  \"against\": ", fp);
-	text_put_json(fp, r->against);
+	text_put_json(fp, path_shown(r->against));
 	fprintf(fp, ",\n  \"kind\": \"%s\",\n  \"dtype\": \"%s\",\n  \"rtol\": ", r->a->kind,
 		r->f32 ? "f32" : "f64");
 	put_json_number(fp, r->tol->rtol);
@@ -1129,6 +1179,10 @@ static void report_json(FILE *fp, const struct report *r)
 		fputs(", \"max_ulp\": ", fp);
 		put_json_number(fp, st->max_ulp);
 		fprintf(fp, ", \"differing\": %zu, \"entries\": %zu, \"where\": ", st->differing, st->entries);
+		if (st->max_abs == 0) {
+			fputs("null}", fp); /* identical: no place stands out */
+			continue;
+		}
 		locate(&w, i, st, r->l);
 		if (w.head)
 			fprintf(fp, "{\"head\": %zu", w.head);
@@ -1161,7 +1215,7 @@ static void report_json(FILE *fp, const struct report *r)
 	else
 		fputs("null", fp);
 	fprintf(fp, ", \"step\": \"%s\", \"later_steps_match\": %s, \"message\": ",
-		cmp_steps[r->first].name, r->dg->later ? "true" : "false");
+		cmp_steps[r->dg->step].name, r->dg->later ? "true" : "false");
 	text_put_json(fp, r->dg->message);
 	fputs("}\n}\n", fp);
 }

@@ -32,6 +32,7 @@ Prints one line per case and "N passed, N failed"; exit status 1 on a failure.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -237,6 +238,7 @@ def check(name, args, steps, want_first, want_mistake, forms, extra=(), want_rc=
         ok("%s (%s)" % (name, form), good,
            "exit %s (want %s), first %s (want %s), diagnosis %s (want %s) %s" %
            (rc, rc_want, got_first, first, got_mistake, want_mistake, err.strip()[:300]))
+    shutil.rmtree(d, ignore_errors=True)
 
 
 def npz_readable():
@@ -316,15 +318,22 @@ def battery(forms):
         check("right f64 %s" % sorted(settings), args, attention(p), None, None, forms)
         s32 = attention(p, dtype=np.float32)
         check("right f32 --dtype f32 %s" % sorted(settings), args, s32, None, None, forms, ["--dtype", "f32"])
-        check("f32 without --dtype f32 %s" % sorted(settings), args, s32, "Q", "float32",
-              [f for f in forms if f != "output"])
+        check("f32 without --dtype f32 %s" % sorted(settings), args, s32, "Q", "float32", forms)
     for i, (mistake, settings, first) in enumerate(CASES):
         p = setup(rng, settings)
         args = problem_files(p, os.path.join(TMP, "case%d" % i))
         check("%s %s" % (mistake, sorted(settings.items())), args, attention(p, mistake), first, mistake, forms)
+    # a mistake in float32 numbers: found under --dtype f32, and without it
+    for mistake, settings, first in [("scale-none", {}, "scaled"), ("heads-interleaved", {}, "heads.Q"),
+                                     ("mask-inverted", {"mask": True}, "mask")]:
+        p = setup(rng, settings)
+        args = problem_files(p, os.path.join(TMP, "f32case"))
+        s32 = attention(p, mistake, dtype=np.float32)
+        check("f32 %s --dtype f32" % mistake, args, s32, first, mistake, forms, ["--dtype", "f32"])
+        check("f32 %s" % mistake, args, s32, "Q", mistake, ["json"])
 
 
-def large(forms):
+def large(forms):  # noqa: C901
     """n = 300, 8 query heads, 2 key/value heads, through .npy directories"""
     rng = np.random.default_rng(300)
     for mistake, settings, first in [(None, {"causal": "top-left"}, None)] + \
@@ -459,6 +468,7 @@ def main():
     large(["dir", "output"])
     torch_case()
     errors()
+    shutil.rmtree(TMP, ignore_errors=True)
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
 
