@@ -392,7 +392,7 @@ static void scale_words(char *buf, size_t size, const mha_dims *d, const mha_con
 		snprintf(buf, size, "%s by sqrt(n_kv) = %.6g", verb, 1 / s);
 		break;
 	case MHA_SCALE_NONE:
-		snprintf(buf, size, "%s", you ? "did not scale the scores" : "does not scale them");
+		snprintf(buf, size, "%s", you ? "did not scale the scores" : "does not scale the scores");
 		break;
 	default:
 		snprintf(buf, size, "%s by %.6g", you ? "multiplied" : "multiplies", s);
@@ -639,7 +639,7 @@ static unsigned char *anti_causal(const struct problem *p)
 }
 
 enum {
-	M_F32, M_SCALE_DMODEL, M_SCALE_SEQLEN, M_SCALE_NONE, M_WQ_T, M_WK_T, M_WV_T, M_WO_T, M_KQ,
+	M_F32, M_SCALE_DMODEL, M_SCALE_SEQLEN, M_SCALE_NONE, M_SCALE_DK, M_WQ_T, M_WK_T, M_WV_T, M_WO_T, M_KQ,
 	M_INTERLEAVED, M_MASK_INVERTED, M_CAUSAL_INVERTED, M_CAUSAL_ALIGN, M_NO_MASK, M_NO_CAUSAL,
 	M_NO_KV_LEN, M_SOFTMAX_QUERIES, M_NO_BQ, M_NO_BK, M_NO_BV, M_NO_BO, M_ROPE, M_COUNT
 };
@@ -662,13 +662,15 @@ static int candidate(int k, const struct ctx *x, struct mistake *m, struct set *
 
 	memset(m, 0, sizeof(*m));
 	switch (k) {
-	case M_SCALE_DMODEL: case M_SCALE_SEQLEN: case M_SCALE_NONE: {
-		static const char *const names[] = { "dmodel", "seqlen", "none" };
-		static const char *const ids[] = { "scale-dmodel", "scale-seqlen", "scale-none" };
+	case M_SCALE_DMODEL: case M_SCALE_SEQLEN: case M_SCALE_NONE: case M_SCALE_DK: {
+		static const char *const names[] = { "dmodel", "seqlen", "none", "dk" };
+		static const char *const ids[] = { "scale-dmodel", "scale-seqlen", "scale-none",
+						   "scale-dk" };
 		const int i = k - M_SCALE_DMODEL;
 
+		/* scale-dk: the run itself scales otherwise (--scale dmodel, a number) */
 		cfg.scale_mode = k == M_SCALE_DMODEL ? MHA_SCALE_DMODEL : k == M_SCALE_SEQLEN ?
-				 MHA_SCALE_SEQLEN : MHA_SCALE_NONE;
+				 MHA_SCALE_SEQLEN : k == M_SCALE_NONE ? MHA_SCALE_NONE : MHA_SCALE_DK;
 		if (mha_scale_of(d, &cfg) == x->rep->scale)
 			return 1;
 		m->id = ids[i];

@@ -82,9 +82,9 @@ def attention(p, mistake=None, dtype=np.float64):
     H, G = p["heads"], p["kv_heads"]
     W = {k: t(p["w"].get(k)) for k in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")}
     if mistake == "weight-transposed":
-        W["W_Q"] = W["W_Q"].T
+        W[p.get("which", "W_Q")] = W[p.get("which", "W_Q")].T
     if mistake == "bias-missing":
-        W["b_Q"] = None
+        W[p.get("which", "b_Q")] = None
     nq, nkv, dm = X.shape[0], Xkv.shape[0], X.shape[1]
     Q = X @ W["W_Q"] + (W["b_Q"] if W["b_Q"] is not None else 0)
     K = Xkv @ W["W_K"] + (W["b_K"] if W["b_K"] is not None else 0)
@@ -109,11 +109,14 @@ def attention(p, mistake=None, dtype=np.float64):
         allow &= np.arange(nkv)[None, :] <= np.arange(nq)[:, None] + off
     if causal and mistake == "causal-inverted":
         allow = ~allow
+    if p.get("kv_len") and mistake != "padding-missing":
+        allow[:, p["kv_len"]:] = False
     if "mask" in p and mistake != "mask-missing":
         m = np.asarray(p["mask"], bool)
         allow &= ~m if mistake == "mask-inverted" else m
     mask = np.where(allow, 0.0, -np.inf).astype(dtype)
-    scale = {"scale-dmodel": dm, "scale-seqlen": nkv, "scale-none": 1.0}.get(mistake, dk) ** -0.5
+    rule = mistake[6:] if mistake and mistake.startswith("scale-") else p.get("scale", "dk")
+    scale = {"dk": dk, "dmodel": dm, "seqlen": nkv, "none": 1.0}[rule] ** -0.5
     heads, outs = [], []
     for h in range(H):
         g = h // (H // G)
@@ -196,6 +199,10 @@ def problem_files(p, d):
         args += ["--causal=" + p["causal"]]
     if p.get("rope"):
         args += ["--rope", p["rope"]]
+    if p.get("kv_len"):
+        args += ["--kv-len", str(p["kv_len"])]
+    if p.get("scale"):
+        args += ["--scale", p["scale"]]
     return args
 
 
@@ -272,7 +279,11 @@ CASES = [
     ("scale-dmodel", {}, "scaled"),
     ("scale-seqlen", {"n": 5}, "scaled"),
     ("scale-none", {}, "scaled"),
+    ("scale-dk", {"scale": "dmodel"}, "scaled"),
     ("weight-transposed", {}, "Q"),
+    ("weight-transposed", {"which": "W_K"}, "K"),
+    ("weight-transposed", {"which": "W_V"}, "V"),
+    ("weight-transposed", {"which": "W_O"}, "output"),
     ("scores-transposed", {}, "scores"),
     ("heads-interleaved", {}, "heads.Q"),
     ("mask-inverted", {"mask": True}, "mask"),
@@ -283,6 +294,12 @@ CASES = [
     ("causal-missing", {"causal": "top-left"}, "mask"),
     ("softmax-over-queries", {"causal": "top-left"}, "softmax"),
     ("bias-missing", {}, "Q"),
+    # q.b_K is the same for every key: the softmax and the output cannot show it
+    ("bias-missing", {"which": "b_K", "output_same": True}, "K"),
+    ("bias-missing", {"which": "b_V"}, "V"),
+    ("bias-missing", {"which": "b_O"}, "output"),
+    ("padding-missing", {"kv_len": 3}, "mask"),
+    ("padding-missing", {"kv_len": 3, "causal": "bottom-right"}, "mask"),
     ("rope-pairs", {"rope": "half", "dm": 8}, "q_rot"),
     ("rope-pairs", {"rope": "interleaved", "causal": "top-left", "dm": 8}, "q_rot"),
 ]
@@ -303,8 +320,9 @@ def setup(rng, settings, large=False):
         p["mask"] = m
     if settings.get("causal"):
         p["causal"] = settings["causal"]
-    if settings.get("rope"):
-        p["rope"] = settings["rope"]
+    for k in ("rope", "which", "kv_len", "scale"):
+        if settings.get(k):
+            p[k] = settings[k]
     return p
 
 
@@ -322,7 +340,12 @@ def battery(forms):
     for i, (mistake, settings, first) in enumerate(CASES):
         p = setup(rng, settings)
         args = problem_files(p, os.path.join(TMP, "case%d" % i))
-        check("%s %s" % (mistake, sorted(settings.items())), args, attention(p, mistake), first, mistake, forms)
+        name = "%s %s" % (mistake, sorted(settings.items()))
+        if settings.get("output_same"):
+            check(name, args, attention(p, mistake), first, mistake, [f for f in forms if f != "output"])
+            check(name + " output alone agrees", args, attention(p, mistake), None, None, ["output"])
+        else:
+            check(name, args, attention(p, mistake), first, mistake, forms)
     # a mistake in float32 numbers: found under --dtype f32, and without it
     for mistake, settings, first in [("scale-none", {}, "scaled"), ("heads-interleaved", {}, "heads.Q"),
                                      ("mask-inverted", {"mask": True}, "mask")]:
@@ -337,12 +360,15 @@ def large(forms):  # noqa: C901
     """n = 300, 8 query heads, 2 key/value heads, through .npy directories"""
     rng = np.random.default_rng(300)
     for mistake, settings, first in [(None, {"causal": "top-left"}, None)] + \
-            [c for c in CASES if "nkv" not in c[1] and c[0] != "scale-seqlen"] + \
+            [c for c in CASES if "nkv" not in c[1] and c[0] != "scale-seqlen" and
+             c[1].get("which") not in ("W_K", "W_V", "b_K")] + \
             [("scale-seqlen", {}, "scaled")]:
         p = setup(rng, settings, large=True)
         args = problem_files(p, os.path.join(TMP, "large"))
+        # the output alone too, for a few: the diagnosis from the last step
+        alone = ["output"] if mistake in ("heads-interleaved", "softmax-over-queries", "mask-inverted") else []
         check("n=300 H=8 G=2 %s %s" % (mistake or "right", sorted(settings.items())), args,
-              attention(p, mistake), first, mistake, forms)
+              attention(p, mistake), first, mistake, forms + alone)
 
 
 def torch_case():
@@ -455,6 +481,49 @@ def errors():
        rep["steps"][0]["where"]["col"] == 3 and rep["steps"][0]["max_abs"] == "inf", err + str(rep))
 
 
+def readme_tables():
+    """the report's keys and the mistakes, as README's "Finding the bug" documents them"""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md")
+    with open(path) as f:
+        text = f.read()
+    start = text.index("## Finding the bug in your attention")
+    lines = text[start:text.index("\n## ", start + 10)].splitlines()
+    tables = {}
+    for i, line in enumerate(lines):
+        if line.startswith("| ") and i + 1 < len(lines) and lines[i + 1].startswith("| ---"):
+            head = line.split("|")[1].strip()
+            keys = []
+            for row in lines[i + 2:]:
+                if not row.startswith("|"):
+                    break
+                keys += [k.strip().strip("`") for k in row.split("|")[1].split(",")]
+            tables[head] = keys
+    return tables
+
+
+def documented():
+    """every key of a report as README documents it, and every mistake named by the battery"""
+    tables = readme_tables()
+    d = os.path.join(TMP, "keys")
+    rng = np.random.default_rng(7)
+    p = setup(rng, {"causal": "top-left"})
+    args = problem_files(p, d)
+    write_json(attention(p, "scale-none"), os.path.join(d, "t.json"))
+    rc, rep, err = compare(args, os.path.join(d, "t.json"), ["--tokens", "a b c d"])
+    ok("report keys as README documents them", rep is not None and list(rep) == tables["report key"],
+       "%s vs %s" % (rep and list(rep), tables["report key"]))
+    step_keys = sorted(tables["step key"])
+    ok("step keys as documented", rep and all(sorted(st) == step_keys for st in rep["steps"]),
+       str(rep and [sorted(st) for st in rep["steps"]][:1]))
+    ok("where keys as documented", rep and sorted(rep["steps"][-1]["where"]) ==
+       sorted(["head", "row", "col", "row_token", "col_token", "theirs", "mha"]), str(rep and rep["steps"][-1]))
+    ok("diagnosis keys as documented", rep and rep["diagnosis"] and
+       sorted(rep["diagnosis"]) == sorted(tables["diagnosis key"]), str(rep and rep["diagnosis"]))
+    named = set(c[0] for c in CASES) | {"float32"}
+    missing = [m for m in tables["mistake"] if m not in named]
+    ok("every mistake README lists has a wrong implementation here", not missing, str(missing))
+
+
 def main():
     forms = ["json", "dir", "output"]
     probe = os.path.join(TMP, "probe_x.json")
@@ -465,9 +534,10 @@ def main():
     else:
         print("skip  .npz forms: this mha reads no .npz")
     battery(forms)
-    large(["dir", "output"])
+    large(["dir"])
     torch_case()
     errors()
+    documented()
     shutil.rmtree(TMP, ignore_errors=True)
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
