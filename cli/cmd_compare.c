@@ -150,6 +150,9 @@ static int refuse_forward_only(const struct forward_options *o, const struct com
 
 /* ---- a full set of steps -------------------------------------------------- */
 
+/* every stage the library hands over */
+#define ALL_STAGES ((1u << MHA_STAGE_COUNT) - 1u)
+
 /* Every step of one computation, each whole (per-head steps (H, rows, cols)). */
 struct set {
 	matrix m[C_COUNT];
@@ -187,29 +190,79 @@ static int stack_heads(matrix *dst, const struct step_results *r, int s)
 	return 0;
 }
 
-/* the observer's copies, X and the output, as a set */
-static int gather(struct set *s, const struct step_results *r, const matrix *x, const matrix *out)
+/* the observer's copies, X and the output, as a set: the whole matrices
+ * moved out of r and out, each head's freed once stacked, so that a set
+ * and its run never hold two copies of much */
+static int gather(struct set *s, struct step_results *r, const matrix *x, matrix *out)
 {
 	for (int i = 0; i < C_COUNT; i++) {
 		const int st = cmp_steps[i].step;
-		int rc;
 
-		if (i == C_X)
-			rc = x ? copy_matrix(&s->m[i], x) : 0;
-		else if (i == C_OUTPUT)
-			rc = copy_matrix(&s->m[i], out);
-		else if (cmp_steps[i].per_head)
-			rc = stack_heads(&s->m[i], r, st);
-		else
-			rc = copy_matrix(&s->m[i], &r->whole[st]);
-		if (rc)
-			return -1;
+		if (i == C_X) {
+			if (x && copy_matrix(&s->m[i], x))
+				return -1;
+		} else if (i == C_OUTPUT) {
+			s->m[i] = *out;
+			memset(out, 0, sizeof(*out));
+		} else if (cmp_steps[i].per_head) {
+			if (stack_heads(&s->m[i], r, st))
+				return -1;
+			/* heads.Q, K, V and the heads' output share no list with another
+			 * step: free each list once stacked */
+			for (size_t h = 0; r->per_head[st] && h < r->heads; h++)
+				matrix_free(&r->per_head[st][h]);
+		} else {
+			s->m[i] = r->whole[st];
+			memset(&r->whole[st], 0, sizeof(r->whole[st]));
+		}
 	}
 	return 0;
 }
 
-/* every stage the library hands over */
-#define ALL_STAGES ((1u << MHA_STAGE_COUNT) - 1u)
+/* Bytes a set of every step holds (doubles; the mask twice: per head and stacked). */
+static size_t set_bytes(const struct problem *p)
+{
+	const mha_dims *d = &p->d;
+	const size_t G = d->kv_heads ? d->kv_heads : d->heads, H = d->heads;
+	const double nq = (double)d->n_q, nkv = (double)d->n_kv;
+	double n = nq * (double)d->d_q_in + nq * (double)(H * d->d_k) * 3 +
+		   nkv * (double)(G * (d->d_k + d->d_v)) + nkv * (double)(G * d->d_k) +
+		   nkv * (double)(H * (d->d_k + d->d_v)) + 7.0 * (double)H * nq * nkv +
+		   2.0 * nq * (double)(H * d->d_v) + nq * (double)mha_output_cols(d, 1) +
+		   nq * (double)(H * d->d_v);
+	const double bytes = n * sizeof(double) + 64.0 * (double)(H * 16 + 64);
+
+	return bytes >= (double)SIZE_MAX ? SIZE_MAX : (size_t)bytes;
+}
+
+/*
+ * mha's steps and one mistake's at a time, both whole, and the library's
+ * scratch: refused up front when that passes --max-memory.  0, or -1 said.
+ */
+static int check_memory(const struct problem *p)
+{
+	const size_t limit = budget_limit(), held = budget_held();
+	const size_t lib = mha_memory(&p->d, &p->cfg, ALL_STAGES, 0), set = set_bytes(p);
+	char t[48], a[48], b[48], c[48], m[48];
+	size_t total = held;
+
+	if (limit == SIZE_MAX)
+		return 0;
+	/* mha's set, a mistake's, and its run's largest step not yet moved over */
+	const size_t step = (size_t)fmin((double)SIZE_MAX, (double)p->d.heads * (double)p->d.n_q *
+					 (double)p->d.n_kv * sizeof(double));
+
+	total = lib > SIZE_MAX - total ? SIZE_MAX : total + lib;
+	total = set > (SIZE_MAX - total) / 2 ? SIZE_MAX : total + 2 * set;
+	total = step > SIZE_MAX - total ? SIZE_MAX : total + step;
+	if (total <= limit)
+		return 0;
+	return error("comparing needs about %s (the inputs and their results %s, the computation "
+		     "%s, mha's steps and a mistake's %s), more than --max-memory (%s): raise "
+		     "--max-memory", show_bytes(t, sizeof(t), total), show_bytes(a, sizeof(a), held),
+		     show_bytes(b, sizeof(b), lib), show_bytes(c, sizeof(c), total - held - lib),
+		     show_bytes(m, sizeof(m), limit));
+}
 
 /*
  * One computation through the library, every step kept: 0, 1 when the
@@ -238,6 +291,8 @@ static int run_set(struct set *s, const struct problem *p, const mha_dims *d, co
 		goto done;
 	}
 	rc = steps_stack(&r) || gather(s, &r, p->direct ? NULL : &p->x, &out) ? -1 : 0;
+	if (rc < 0)
+		set_free(s);
 done:
 	steps_results_free(&r);
 	matrix_free(&out);
@@ -1287,7 +1342,7 @@ int cmd_compare(int argc, char **argv)
 	}
 	if (against_read(&a, co.against, pb.d.heads))
 		goto done;
-	if (problem_check_memory(&pb, ALL_STAGES, 0))
+	if (check_memory(&pb))
 		goto done;
 	{
 		int r = run_set(&mine, &pb, &pb.d, &pb.in, &pb.weights, &pb.cfg, &rep);
