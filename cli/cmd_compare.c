@@ -1180,6 +1180,10 @@ static void report_text(FILE *fp, const struct report *r)
 		}
 	}
 	fputs("diagnosis: ", fp);
+	if (!r->dg->found && r->first == C_X) {
+		fputs("their X is not the X given (-x): the inputs differ, not the attention\n", fp);
+		return;
+	}
 	if (!r->dg->found) {
 		fprintf(fp, "none of the known mistakes reproduces %s (man mha lists them under "
 			"COMPARE)\n", cmp_steps[r->first].name);
