@@ -63,5 +63,6 @@ int cmd_compare(int argc, char **argv);
  * no file: 0 fine, 1 after --help, 2 a usage error (for the fuzzers). */
 int forward_check_args(int argc, char **argv);
 int init_check_args(int argc, char **argv);
+int compare_check_args(int argc, char **argv);
 
 #endif

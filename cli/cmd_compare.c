@@ -1301,6 +1301,21 @@ static int check_given(const struct against *a, const struct set *mine, const ch
 	return 0;
 }
 
+int compare_check_args(int argc, char **argv)
+{
+	struct compare_opts co = { 0 };
+	struct forward_options o = { .extra = &co };
+	int rc;
+
+	switch (forward_parse(argc, argv, &o, &compare_cmd)) {
+	case 1: rc = 1; break;
+	case 0: rc = refuse_forward_only(&o, &co) || forward_check_options(&o) ? EXIT_USAGE : 0; break;
+	default: rc = EXIT_USAGE; break;
+	}
+	free(o.kv_lens);
+	return rc;
+}
+
 int cmd_compare(int argc, char **argv)
 {
 	struct compare_opts co = { 0 };
