@@ -381,7 +381,7 @@ static void compare_step(struct stat *st, int id, const matrix *theirs, const ma
 		const double y = theirs->v[tP == 1 ? i % (st->R * st->C) : i];
 		const int same = m == y || (isnan(m) && isnan(y));
 		const double ad = same ? 0 : isnan(m - y) ? INFINITY : fabs(m - y);
-		const double rel = ad == 0 ? 0 : m != 0 ? ad / fabs(m) : INFINITY;
+		const double rel = ad == 0 ? 0 : m != 0 && isfinite(m) ? ad / fabs(m) : INFINITY;
 		const double u = same ? 0 : ulps(m, y, t->f32);
 
 		/* an infinity agrees only with itself: inf <= rtol*inf must not pass */
@@ -1375,6 +1375,11 @@ int cmd_compare(int argc, char **argv)
 	}
 	if (check_given(&a, &mine, co.against))
 		goto done;
+	if (a.m[C_MASK].is_bool)
+		/* their boolean mask as this run reads one (--mask-bool): what it adds */
+		for (size_t i = 0; i < matrix_size(&a.m[C_MASK]); i++)
+			a.m[C_MASK].v[i] = (a.m[C_MASK].v[i] != 0) != (pb.spec.mask_block != 0) ? 0
+											 : -INFINITY;
 	for (int i = 0; i < C_COUNT; i++) {
 		if (!a.m[i].rank) {
 			st[i].given = 0;
