@@ -1124,9 +1124,8 @@ static void report_text(FILE *fp, const struct report *r)
 		}
 	fputs("mha compare: '", fp);
 	text_put(fp, path_shown(r->against));
-	fprintf(fp, "' against mha's float64 steps%s: rtol %g, atol %g%s\n\n",
-		r->sequence ? "" : "", r->tol->rtol, r->tol->atol,
-		r->f32 ? " (float32's; ULPs of float32)" : "");
+	fprintf(fp, "' against mha's float64 steps: rtol %g, atol %g%s\n\n", r->tol->rtol,
+		r->tol->atol, r->f32 ? " (float32's; ULPs of float32)" : "");
 	if (r->sequence)
 		fprintf(fp, "sequence %zu of the batch\n\n", r->sequence);
 	fprintf(fp, "  %-12s  %-7s  %-*s  %10s  %9s  %9s  %s\n", "step", "result", (int)wshape, "shape",

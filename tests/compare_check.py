@@ -3,7 +3,7 @@
 attention implementations, written here in NumPy, one per mistake the
 issue lists, and right ones in float64 and float32.
 
-usage: compare_check.py MHA_BINARY
+usage: compare_check.py [--small] MHA_BINARY   (--small: without n = 300 and torch)
 
 Each implementation computes every step of mha's JSON schema its own way
 (Q, K, V, q_rot, k_rot, heads[h].Q/K/V/scores/scaled/masked/softmax/output,
@@ -39,7 +39,10 @@ import tempfile
 
 import numpy as np
 
-MHA = sys.argv[1] if len(sys.argv) > 1 else "./mha"
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+MHA = ARGS[0] if ARGS else "./mha"
+# --small: the small cases alone (make check-asan: the sanitizers' slow runs)
+SMALL = "--small" in sys.argv[1:]
 TMP = tempfile.mkdtemp(prefix="mha-compare-")
 passed = failed = 0
 
@@ -534,8 +537,11 @@ def main():
     else:
         print("skip  .npz forms: this mha reads no .npz")
     battery(forms)
-    large(["dir"])
-    torch_case()
+    if SMALL:
+        print("skip  n = 300 and torch: --small")
+    else:
+        large(["dir"])
+        torch_case()
     errors()
     documented()
     shutil.rmtree(TMP, ignore_errors=True)
