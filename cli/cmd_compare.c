@@ -455,10 +455,46 @@ static void scale_words(char *buf, size_t size, const mha_dims *d, const mha_con
 	}
 }
 
+/*
+ * Scratch memory of a mistake's recomputation (weights rearranged, masks
+ * inverted), charged to --max-memory as a matrix is: the charge in front of
+ * the block.  NULL said (out of memory, or past the limit).
+ */
+static void *charged_alloc(size_t n)
+{
+	const size_t held = budget_block(n + sizeof(size_t));
+	size_t *p;
+	char lim[48];
+
+	if (n > SIZE_MAX / 2 || budget_take(held)) {
+		error("recomputing the mistakes needs more than --max-memory (%s): raise "
+		      "--max-memory", show_bytes(lim, sizeof(lim), budget_limit()));
+		return NULL;
+	}
+	p = malloc(n + sizeof(size_t));
+	if (!p) {
+		budget_give(held);
+		error("out of memory");
+		return NULL;
+	}
+	p[0] = held;
+	return p + 1;
+}
+
+static void charged_free(void *q)
+{
+	if (q) {
+		size_t *p = (size_t *)q - 1;
+
+		budget_give(p[0]);
+		free(p);
+	}
+}
+
 /* a weight's transpose, in place of the square original: (n, n) */
 static double *transposed(const double *w, size_t n)
 {
-	double *t = malloc(n * n * sizeof(*t));
+	double *t = charged_alloc(n * n * sizeof(*t));
 
 	for (size_t i = 0; t && i < n; i++)
 		for (size_t j = 0; j < n; j++)
@@ -480,7 +516,7 @@ static size_t *interleave_perm(size_t H, size_t dk)
 /* m (rows, cols) with column j taken from column perm[j] of src */
 static double *permute_cols(const double *src, size_t rows, size_t cols, const size_t *perm)
 {
-	double *m = malloc(rows * cols * sizeof(*m) + 1);
+	double *m = charged_alloc(rows * cols * sizeof(*m));
 
 	for (size_t r = 0; m && r < rows; r++)
 		for (size_t j = 0; j < cols; j++)
@@ -497,14 +533,14 @@ static int unpermute(matrix *m, const size_t *perm, size_t cols)
 	if (!m->rank || matrix_cols(m) != cols)
 		return 0;
 	rows = matrix_size(m) / cols;
-	tmp = malloc(matrix_size(m) * sizeof(*tmp) + 1);
+	tmp = charged_alloc(matrix_size(m) * sizeof(*tmp));
 	if (!tmp)
-		return error("out of memory");
+		return -1;
 	for (size_t r = 0; r < rows; r++)
 		for (size_t j = 0; j < cols; j++)
 			tmp[r * cols + perm[j]] = m->v[r * cols + j];
 	memcpy(m->v, tmp, matrix_size(m) * sizeof(double));
-	free(tmp);
+	charged_free(tmp);
 	return 0;
 }
 
@@ -642,7 +678,7 @@ static int interleaved_set(struct set *c, const struct ctx *x)
 #undef PERMUTE
 	if (w.W_O) {
 		/* concat's column j is theirs po[j]: W_O's rows follow */
-		double *wo = malloc(d->heads * d->d_v * d->d_out * sizeof(*wo));
+		double *wo = charged_alloc(d->heads * d->d_v * d->d_out * sizeof(*wo));
 
 		bufs[nb++] = wo;
 		for (size_t j = 0; wo && j < d->heads * d->d_v; j++)
@@ -651,10 +687,8 @@ static int interleaved_set(struct set *c, const struct ctx *x)
 		w.W_O = wo;
 	}
 	for (size_t i = 0; i < nb; i++)
-		if (!bufs[i]) {
-			error("out of memory");
-			goto done;
-		}
+		if (!bufs[i])
+			goto done; /* said */
 	rc = run_set(c, p, d, &in, &w, &p->cfg, NULL);
 	if (rc)
 		goto done;
@@ -672,7 +706,7 @@ static int interleaved_set(struct set *c, const struct ctx *x)
 		     (!w.W_O && unpermute(&c->m[C_OUTPUT], po, d->heads * d->d_v)) ? -1 : 0;
 done:
 	for (size_t i = 0; i < nb; i++)
-		free(bufs[i]);
+		charged_free(bufs[i]);
 	free(pq);
 	free(pk);
 	free(pv);
@@ -685,7 +719,7 @@ static unsigned char *anti_causal(const struct problem *p)
 {
 	const mha_dims *d = &p->d;
 	const ptrdiff_t off = mha_causal_offset(d, &p->cfg, 0);
-	unsigned char *allow = malloc(d->n_q * d->n_kv);
+	unsigned char *allow = charged_alloc(d->n_q * d->n_kv);
 
 	for (size_t i = 0; allow && i < d->n_q; i++)
 		for (size_t j = 0; j < d->n_kv; j++)
@@ -751,7 +785,7 @@ static int candidate(int k, const struct ctx *x, struct mistake *m, struct set *
 			return 1;
 		tmp = transposed(*slot, rows);
 		if (!tmp)
-			return error("out of memory");
+			return -1;
 		*slot = tmp;
 		m->id = "weight-transposed";
 		snprintf(m->with, sizeof(m->with), "%s transposed", name);
@@ -782,9 +816,9 @@ static int candidate(int k, const struct ctx *x, struct mistake *m, struct set *
 
 		if (!p->allow)
 			return 1;
-		allow = malloc(n + 1);
+		allow = charged_alloc(n + 1);
 		if (!allow)
-			return error("out of memory");
+			return -1;
 		for (size_t i = 0; i < n; i++)
 			allow[i] = !p->allow[i];
 		cfg.mask.allow = allow;
@@ -802,7 +836,7 @@ static int candidate(int k, const struct ctx *x, struct mistake *m, struct set *
 			return 1;
 		allow = anti_causal(p);
 		if (!allow)
-			return error("out of memory");
+			return -1;
 		cfg.causal = MHA_CAUSAL_NONE;
 		cfg.mask.allow = allow;
 		cfg.mask.per_head = cfg.mask.per_batch = 0;
@@ -905,8 +939,8 @@ static int candidate(int k, const struct ctx *x, struct mistake *m, struct set *
 		return 1;
 	}
 	rc = run_set(c, p, d, &in, &w, &cfg, NULL);
-	free(tmp);
-	free(allow);
+	charged_free(tmp);
+	charged_free(allow);
 	return rc;
 }
 
