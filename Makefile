@@ -63,7 +63,7 @@ LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c
 CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
           cli/read_npy.c cli/read_safetensors.c cli/model.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
           cli/cmd_forward.c cli/cmd_heatmap.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c cli/steps.c cli/problem.c cli/emit.c \
-          cli/meta.c cli/zip.c
+          cli/meta.c cli/zip.c cli/read_npz.c cli/inflate.c
 # mha compare
 CLI_SRC += cli/cmd_compare.c cli/against.c
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
@@ -139,6 +139,10 @@ TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=al
 tests/zip_test: build/tests/zip_test.o $(filter-out build/cli/main.o,$(CLI_OBJ)) lib/libmha.a
 	$(CC) $(LDFLAGS) $(OPENMP) -o $@ $^ $(CJSON_LIBS) -lm
 
+# cli/read_npz.c and cli/inflate.c alone, against NumPy and zlib (tests/npz_read_check.py)
+tests/npz_test: build/tests/npz_test.o $(filter-out build/cli/main.o,$(CLI_OBJ)) lib/libmha.a
+	$(CC) $(LDFLAGS) $(OPENMP) -o $@ $^ $(CJSON_LIBS) -lm
+
 tests/test_lib: $(TEST_OBJ) lib/libmha.a
 	$(CC) $(LDFLAGS) $(OPENMP) $(TEST_WRAP) -o $@ $(TEST_OBJ) lib/libmha.a $(CHECK_LIBS) -lm
 
@@ -193,8 +197,9 @@ test-npy: mha
 	$(PYTHON) tests/npy_check.py ./mha
 
 # -o run.npz against the JSON output, and against np.save's bytes
-test-npz: mha tests/zip_test
+test-npz: mha tests/zip_test tests/npz_test
 	$(PYTHON) tests/npz_check.py ./mha tests/zip_test
+	$(PYTHON) tests/npz_read_check.py ./mha tests/npz_test tests/zip_test
 
 # safetensors checkpoints, config.json and the model families against NumPy
 test-checkpoint: mha
@@ -240,7 +245,7 @@ uninstall:
 		$(DESTDIR)$(PKGCONFIGDIR)/mha.pc $(DESTDIR)$(MANDIR)/man1/mha.1
 
 clean:
-	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance tests/zip_test \
+	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance tests/zip_test tests/npz_test \
 		bench/bench_mha
 
 # ---- fuzzing: libFuzzer targets in tests/fuzz/ (see tests/fuzz/README.md) ----
@@ -254,7 +259,7 @@ clean:
 
 FUZZ_CC       ?= $(shell command -v clang-14 2>/dev/null || echo clang)
 FUZZ_PACKAGES  = clang libclang-rt-14-dev
-FUZZ_TARGETS   = json csv npy safetensors weights format args problem
+FUZZ_TARGETS   = json csv npy safetensors weights format args problem npz
 FUZZ_SAN       = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # clang warns where gcc, the real build's compiler, does not: a va_list
 # format (msg.c) and casts to the kernels' aligned vectors (kernel.c)

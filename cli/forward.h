@@ -65,17 +65,18 @@ int forward_check(int argc, char **argv, const struct forward_command *c);
 /* The help's sections both commands print. */
 #define FORWARD_USAGE_INPUTS \
 	"Inputs (JSON, CSV or NumPy .npy, told apart by name and content; '-' reads\n" \
-	"standard input, for one of them):\n" \
+	"standard input, for one of them; a NumPy .npz gives the member named as the\n" \
+	"JSON object's key, or its only member):\n" \
 	"  -x, --x FILE          X, n x d_model: a 2-D array, or a JSON object holding it\n" \
 	"                        under \"output\" or \"X\" (mha's own JSON output works);\n" \
 	"                        3-D, batch x n x d_model, is a batch of sequences (so\n" \
 	"                        are --kv, --xk, --xv, --q, --k and --v; a 2-D one\n" \
 	"                        beside them is shared by every sequence)\n" \
-	"  -w, --weights FILE    JSON object with W_Q, W_K, W_V and optionally W_O, b_Q,\n" \
-	"                        b_K, b_V, b_O (d_in x d_out, applied as x*W; or one\n" \
-	"                        d_in x d_k matrix per head, 3-D); or a directory of\n" \
-	"                        one file per weight (W_Q.csv, W_K.npy, ...); without\n" \
-	"                        -w, Q = K = V = X\n" \
+	"  -w, --weights FILE    JSON object (or .npz archive) with W_Q, W_K, W_V and\n" \
+	"                        optionally W_O, b_Q, b_K, b_V, b_O (d_in x d_out,\n" \
+	"                        applied as x*W; or one d_in x d_k matrix per head,\n" \
+	"                        3-D); or a directory of one file per weight (W_Q.csv,\n" \
+	"                        W_K.npy, ...); without -w, Q = K = V = X\n" \
 	"      --wq, --wk, --wv, --wo, --bq, --bk, --bv, --bo FILE\n" \
 	"                        one weight from its own file, over what -w gave\n" \
 	"      --layout L        mha (default): weights d_in x d_out; torch: PyTorch's\n" \

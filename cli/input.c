@@ -4,6 +4,7 @@
 #include "input.h"
 #include "budget.h"
 #include "cli.h"
+#include "npz.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -181,6 +182,8 @@ in_format input_format(const input_file *f)
 	/* the magic bytes cannot be mistaken: a .npy file under any name */
 	if (f->len >= 6 && !memcmp(f->data, "\x93NUMPY", 6))
 		return FORMAT_IN_NPY;
+	if (is_npz(f))
+		return FORMAT_IN_NPZ;
 	/* a name that says its format is believed, so that a broken file is
 	 * reported in its own format's terms: x.csv holding "[1, 2]" gets the
 	 * CSV reader's message, not a guess that it was JSON */
@@ -218,6 +221,7 @@ int read_input(matrix *m, const input_file *f, const read_spec *spec)
 		return error("%s: empty file, expected %s", f->name, spec->what);
 	switch (input_format(f)) {
 	case FORMAT_IN_NPY: rc = read_npy(m, f, spec); break;
+	case FORMAT_IN_NPZ: rc = read_npz(m, f, spec); break;
 	case FORMAT_IN_JSON: rc = read_json(m, f, spec); break;
 	default: rc = read_csv(m, f, spec); break;
 	}

@@ -2,7 +2,7 @@
  * input.h: reading matrices from files in any of mha's input formats.
  *
  * A file is read whole (standard input too, once), its format found (a .npy
- * file by its magic bytes under any name; else a name ending .json, .csv or
+ * file by its magic bytes under any name, a .npz by a zip's (npz.h); else a name ending .json, .csv or
  * .tsv is believed; else JSON by its first character, anything else CSV),
  * then parsed by that format's reader.  Every reader
  * reports its own errors in one line that starts with the file's name, and
@@ -32,7 +32,7 @@ typedef struct input_file {
 int input_load(input_file *f, const char *path);
 void input_free(input_file *f);
 
-typedef enum { FORMAT_IN_JSON, FORMAT_IN_CSV, FORMAT_IN_NPY } in_format;
+typedef enum { FORMAT_IN_JSON, FORMAT_IN_CSV, FORMAT_IN_NPY, FORMAT_IN_NPZ } in_format;
 
 /* What follows the last '.' of name, lower case, cut to size - 1 bytes; ""
  * when there is none or a '/' follows it.  The one rule by which mha tells

@@ -16,6 +16,7 @@
  */
 #include "input.h"
 #include "cli.h"
+#include "npz.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -33,13 +34,6 @@ typedef struct npy_dtype {
 	int big;     /* stored most significant byte first */
 } npy_dtype;
 
-typedef struct npy_header {
-	char descr[48];   /* as written, cut short if longer */
-	int fortran;      /* values in column-major order */
-	size_t rank;      /* entries in the shape, counted past 3 too */
-	size_t dim[4];    /* the first four; 1 past rank */
-	int zero_dim;     /* some entry is 0 */
-} npy_header;
 
 /* ---- the header dict ----------------------------------------------------- */
 
@@ -192,7 +186,7 @@ static int shape(cursor *c, npy_header *h)
 	return 0;
 }
 
-static int parse_header(npy_header *h, const input_file *f, const read_spec *spec,
+static int parse_header(npy_header *h, const input_file *f, const char *what,
 			const char *text, size_t len, int py2)
 {
 	static const char *const keys[] = { "descr", "fortran_order", "shape" };
@@ -228,7 +222,7 @@ static int parse_header(npy_header *h, const input_file *f, const read_spec *spe
 		if (k == 0) {
 			if (c.p < c.n && c.s[c.p] == '[')
 				return error("%s: %s: a structured dtype (a list of fields) is not "
-					     "supported " SUPPORTED, f->name, spec->what);
+					     "supported " SUPPORTED, f->name, what);
 			if (quoted(&c, h->descr, sizeof(h->descr), "a quoted dtype for 'descr'"))
 				return -1;
 		} else if (k == 1) {
@@ -411,15 +405,11 @@ static const char *const rank_names[] = { "a number", "a 1-D array", "a 2-D arra
 
 /* ---- the file ------------------------------------------------------------ */
 
-int read_npy(matrix *m, const input_file *f, const read_spec *spec)
+int npy_read_header(npy_header *h, size_t *start, const input_file *f, const char *what)
 {
 	const unsigned char *d = f->data;
-	size_t prefix, hlen, start, count, bytes, idx[4];
-	npy_header h;
-	npy_dtype t;
-	char buf[80], more[32] = "";
+	size_t prefix, hlen;
 
-	memset(m, 0, sizeof(*m));
 	if (f->len < 6 || memcmp(d, "\x93NUMPY", 6))
 		return error("%s: not a .npy file (it does not start with \\x93NUMPY)", f->name);
 	if (f->len < 8)
@@ -437,9 +427,23 @@ int read_npy(matrix *m, const input_file *f, const read_spec *spec)
 	if (hlen > f->len - prefix)
 		return error("%s: truncated: the .npy header is %zu bytes long but only %zu "
 			     "bytes follow its length", f->name, hlen, f->len - prefix);
-	if (parse_header(&h, f, spec, (const char *)d + prefix, hlen, d[6] < 3))
+	if (parse_header(h, f, what, (const char *)d + prefix, hlen, d[6] < 3))
 		return -1;
-	start = prefix + hlen;
+	*start = prefix + hlen;
+	return 0;
+}
+
+int read_npy(matrix *m, const input_file *f, const read_spec *spec)
+{
+	const unsigned char *d = f->data;
+	size_t start, count, bytes, idx[4];
+	npy_header h;
+	npy_dtype t;
+	char buf[80], more[32] = "";
+
+	memset(m, 0, sizeof(*m));
+	if (npy_read_header(&h, &start, f, spec->what))
+		return -1;
 
 	if (!parse_dtype(h.descr, &t))
 		return error("%s: %s: dtype '%s' is not supported " SUPPORTED, f->name, spec->what,

@@ -9,6 +9,7 @@
 #include "weights.h"
 #include "cli.h"
 #include "input.h"
+#include "npz.h"
 #include "read_json.h"
 
 #include <cjson/cJSON.h>
@@ -241,6 +242,45 @@ static int load_object(weights *w, const input_file *in, const char *src)
 	return rc;
 }
 
+/* -w weights.npz: one member a weight, named as the JSON object's keys */
+static int load_npz(weights *w, const input_file *in, const char *src)
+{
+	const char *given[UNSUPPORTED] = { NULL };
+	npz_archive *z;
+	int rc = 0;
+
+	if (npz_open(&z, in))
+		return -1;
+	if (npz_count(z) == 0)
+		rc = error("%s: an empty archive: expected members W_Q, W_K, W_V (and optionally "
+			   "W_O, b_Q, b_K, b_V, b_O)", in->name);
+	for (size_t i = 0; i < npz_count(z) && !rc; i++) {
+		const char *key = npz_name(z, i);
+		const int slot = slot_of(key, w->layout, in->name);
+		matrix m;
+
+		if (slot < 0) {
+			rc = -1;
+			break;
+		}
+		if (given[slot]) {
+			rc = error("%s: \"%s\" and \"%s\" are both %s", in->name, given[slot], key,
+				   slot_name(slot));
+			break;
+		}
+		given[slot] = key;
+		if (npz_read(z, key, &m, &(read_spec){ slot_name(slot), NULL, 1, 3, 0 }) ||
+		    put(w, slot, &m, src, 0)) {
+			rc = -1;
+			break;
+		}
+		if (is_torch_key(key))
+			w->torch_named |= 1u << slot;
+	}
+	npz_close(z);
+	return rc;
+}
+
 /* Extensions of the files a weights directory is read for. */
 static int data_extension(const char *ext)
 {
@@ -377,9 +417,11 @@ int weights_load(weights *w, const char *path, weight_layout layout)
 		input_free(&in);
 		return -1;
 	}
-	if (input_format(&in) != FORMAT_IN_JSON)
-		rc = error("%s: a weights file is one JSON object; for CSV or .npy weights give "
-			   "one file per weight (--wq, --wk, … or -w DIR)", in.name);
+	if (input_format(&in) == FORMAT_IN_NPZ)
+		rc = load_npz(w, &in, src);
+	else if (input_format(&in) != FORMAT_IN_JSON)
+		rc = error("%s: a weights file is one JSON object or a .npz archive; for CSV or "
+			   ".npy weights give one file per weight (--wq, --wk, … or -w DIR)", in.name);
 	else
 		rc = load_object(w, &in, src);
 	input_free(&in);

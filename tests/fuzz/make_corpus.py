@@ -156,7 +156,51 @@ def safetensors_seeds():
     return s
 
 
+def npz_seeds():
+    """np.savez and np.savez_compressed archives, and zipfile's with data
+    descriptors and ZIP64 local fields: our own arrays, each under 1 KB."""
+    import zipfile
+
+    def savez(fn, **arrays):
+        b = io.BytesIO()
+        fn(b, **arrays)
+        return b.getvalue()
+
+    class Stream(io.RawIOBase):
+        def __init__(self):
+            self.buf = bytearray()
+
+        def writable(self):
+            return True
+
+        def write(self, b):
+            self.buf += b
+            return len(b)
+
+    x = np.array([[1.0, 2.0], [3.0, 4.0]])
+    s = {
+        "x.npz": savez(np.savez, X=x),
+        "x-compressed.npz": savez(np.savez_compressed, X=x.astype(np.float32),
+                                  tokens=np.array(["a", "b"])),
+        "mask.npz": savez(np.savez_compressed, mask=np.array([[True, False], [True, True]])),
+        "weights.npz": savez(np.savez, W_Q=np.eye(2), b_Q=np.zeros(2)),
+        "meta.npz": savez(np.savez_compressed, meta=np.array('{"a": 1}'),
+                          output=np.ones((1, 2, 2))),
+    }
+    for name, method in (("descriptor.npz", zipfile.ZIP_STORED),
+                         ("descriptor-deflated.npz", zipfile.ZIP_DEFLATED)):
+        st = Stream()
+        with zipfile.ZipFile(st, "w", method) as z:
+            with z.open("X.npy", "w", force_zip64=True) as m:
+                m.write(npy(x))
+        s[name] = bytes(st.buf)
+    s["empty.npz"] = b"PK\x05\x06" + bytes(18)
+    return s
+
+
 def main():
+    for name, data in npz_seeds().items():
+        put("npz", name, data)
     for name, data in safetensors_seeds().items():
         put("safetensors", name, data)
     for name, text in JSON.items():
@@ -201,6 +245,7 @@ def main():
     put("format", "csv-labels", b"\x03" + CSV["labels.csv"].encode())
     put("format", "blank", b"\x00 \r\n\t ")
     put("format", "bom-only", b"\x02\xef\xbb\xbf\n")
+    put("format", "npz", b"\x00" + npz_seeds()["x-compressed.npz"])
 
     args = {
         "forward": "-x\nx.json\n-w\nw.json\n--heads\n2\n--causal\n--print\nall",
