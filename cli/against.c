@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "emit.h"
 #include "input.h"
+#include "npz.h"
 #include "read_json.h"
 #include "steps.h"
 #include "text.h"
@@ -20,13 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-#if defined(__has_include)
-#if __has_include("npz.h")
-#include "npz.h"
-#define HAVE_NPZ 1
-#endif
-#endif
 
 const struct cmp_step cmp_steps[C_COUNT] = {
 	[C_X] = { "X", "X", STEP_X, 0 },
@@ -390,24 +384,20 @@ done:
 
 /* ---- .npz ---------------------------------------------------------------- */
 
-#ifndef HAVE_NPZ
-/* a name ending .npz */
-static int npz_named(const char *path)
-{
-	char ext[8];
 
-	file_extension(path, ext, sizeof(ext));
-	return !strcmp(ext, "npz");
-}
-#endif
-
-#ifdef HAVE_NPZ
 static const char *npz_head_name(char *buf, size_t size, int s, size_t head)
 {
 	(void)head;
 	snprintf(buf, size, "heads.%s", cmp_steps[s].key);
 	return buf;
 }
+
+/* the members mha names, for "did you mean" */
+static const char *const npz_names[] = {
+	"X", "Q", "K", "V", "q_rot", "k_rot", "mask", "concat", "output", "heads.Q", "heads.K",
+	"heads.V", "heads.scores", "heads.scaled", "heads.softcapped", "heads.masked",
+	"heads.softmax", "heads.output",
+};
 
 /* members named as '-o run.npz' names them: "Q", "heads.softmax" (H, ...) */
 static int read_npz_members(struct against *a, const input_file *f, const char *path, size_t heads)
@@ -417,6 +407,26 @@ static int read_npz_members(struct against *a, const input_file *f, const char *
 
 	if (npz_open(&z, f))
 		return -1;
+	if (npz_count(z) == 1 && !npz_has(z, "meta")) {
+		/* one array, as np.savez(f, out) names it (arr_0): the output, as one
+		 * matrix in another format would be */
+		const char *name = npz_name(z, 0);
+		const int per_head = !strncmp(name, "heads.", 6);
+
+		/* a name nearly a step's is a typo, said below */
+		if (!per_head && step_of_key(name, 0) < 0 &&
+		    !closest_name(name, npz_names, sizeof(npz_names) / sizeof(npz_names[0]))) {
+			const read_spec spec = { .what = name, .min_rank = 1, .max_rank = 3,
+						 .flags = READ_NONFINITE };
+
+			a->kind = "matrix";
+			rc = npz_read(z, name, &a->m[C_OUTPUT], &spec);
+			if (!rc)
+				snprintf(a->src[C_OUTPUT], sizeof(a->src[C_OUTPUT]), "the one matrix");
+			npz_close(z);
+			return rc;
+		}
+	}
 	for (size_t i = 0; i < npz_count(z); i++) {
 		const char *name = npz_name(z, i);
 		const int per_head = !strncmp(name, "heads.", 6);
@@ -427,6 +437,11 @@ static int read_npz_members(struct against *a, const input_file *f, const char *
 		if (!strcmp(name, "meta") || !strcmp(name, "tokens") || !strcmp(name, "kv_tokens"))
 			continue;
 		text_shown(shown, sizeof(shown), name);
+		if (s < 0 && closest_name(name, npz_names, sizeof(npz_names) / sizeof(npz_names[0]))) {
+			error("'%s': member '%s' is not a step: did you mean '%s'?", path_shown(path),
+			      shown, closest_name(name, npz_names, sizeof(npz_names) / sizeof(npz_names[0])));
+			goto done;
+		}
 		if (s < 0) {
 			error("'%s': member '%s' is not a step (mha's names: X, Q, K, V, q_rot, k_rot, "
 			      "mask, concat, output, heads.Q, heads.K, heads.V, heads.scores, heads.scaled, "
@@ -455,7 +470,6 @@ done:
 	npz_close(z);
 	return rc;
 }
-#endif
 
 /* ---- the whole ------------------------------------------------------------ */
 
@@ -476,20 +490,12 @@ int against_read(struct against *a, const char *path, size_t heads)
 		a->kind = "dir";
 		rc = read_dir(a, path, heads);
 	} else if (input_load(&f, path) == 0) {
-#ifdef HAVE_NPZ
 		if (is_npz(&f)) {
 			a->kind = "npz";
 			rc = read_npz_members(a, &f, path, heads);
 			input_free(&f);
 			goto checked;
 		}
-#else
-		if (npz_named(path) || (f.len >= 4 && !memcmp(f.data, "PK\003\004", 4))) {
-			input_free(&f);
-			return error("'%s': this build of mha reads no .npz archive: give a JSON "
-				     "file or a directory", path_shown(path));
-		}
-#endif
 		json_doc doc = { 0 };
 
 		if (input_format(&f) == FORMAT_IN_JSON) {
@@ -515,9 +521,7 @@ int against_read(struct against *a, const char *path, size_t heads)
 			snprintf(a->src[C_OUTPUT], sizeof(a->src[C_OUTPUT]), "the one matrix");
 	}
 	input_free(&f);
-#ifdef HAVE_NPZ
 checked:
-#endif
 	if (!rc) {
 		int any = 0;
 

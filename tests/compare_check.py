@@ -10,8 +10,8 @@ Each implementation computes every step of mha's JSON schema its own way
 mask, concat, output), in plain NumPy written from the formulas, not from
 mha's code; one of them carries the mistake.  Its steps go to 'mha compare
 --against' as a JSON file, as a directory of .npy files named as 'mha
-forward -o DIR/' names them, as a .npz archive when this mha reads one, and
-as the output alone; each run must:
+forward -o DIR/' names them, as a .npz archive (np.savez, members named as
+'-o run.npz' names them), and as the output alone; each run must:
 
   - exit 0 for the right implementations (float32 with --dtype f32), 1 for
     a wrong one;
@@ -251,15 +251,6 @@ def check(name, args, steps, want_first, want_mistake, forms, extra=(), want_rc=
     shutil.rmtree(d, ignore_errors=True)
 
 
-def npz_readable():
-    """whether this mha reads a .npz (the .npz reader may not be merged yet)"""
-    p = os.path.join(TMP, "probe.npz")
-    np.savez(p, output=np.zeros((1, 1)))
-    r = subprocess.run([MHA, "compare", "-x", os.path.join(TMP, "probe_x.json"), "--against", p],
-                       capture_output=True, text=True)
-    return "reads no .npz" not in r.stderr
-
-
 # ---- the battery ----------------------------------------------------------------
 
 def small_problem(rng, nq=4, nkv=None, dm=4, heads=2, kv_heads=2, bias=True):
@@ -468,6 +459,11 @@ def errors():
     ok("error: an unreadable input is 2", r.returncode == 2 and "nope.json" in r.stderr, r.stderr)
     # their control characters never reach the terminal
     bad("control characters", '{"\\u001b[31mQ": [[1]]}', "\\x1b[31mQ")
+    # np.savez(f, out): one array as arr_0, the output
+    np.savez(os.path.join(d, "one.npz"), attention(p)["output"])
+    rc, rep, err = compare(args, os.path.join(d, "one.npz"))
+    ok("a .npz of one array (arr_0) is the output", rc == 0 and rep and rep["kind"] == "matrix" and
+       rep["steps"][0]["step"] == "output", err + str(rep)[:200])
     # a shape that differs is a difference (1), not an error
     with open(os.path.join(d, "shape.json"), "w") as f:
         json.dump({"output": np.zeros((3, 4)).tolist()}, f)
@@ -528,14 +524,7 @@ def documented():
 
 
 def main():
-    forms = ["json", "dir", "output"]
-    probe = os.path.join(TMP, "probe_x.json")
-    with open(probe, "w") as f:
-        json.dump({"X": [[1.0]]}, f)
-    if npz_readable():
-        forms.append("npz")
-    else:
-        print("skip  .npz forms: this mha reads no .npz")
+    forms = ["json", "dir", "npz", "output"]
     battery(forms)
     if SMALL:
         print("skip  n = 300 and torch: --small")
