@@ -49,8 +49,9 @@ static const char compare_usage[] =
 	"                        archive named as '-o run.npz' names its members\n"
 	"                        (heads.scores, ...), or one matrix: the output\n"
 	"      --rtol R          relative tolerance (default 1e-9; 1e-4 with --dtype f32)\n"
-	"      --atol A          absolute tolerance (default 1e-12; 1e-5 with --dtype f32);\n"
-	"                        an entry agrees when |theirs - mha| <= A + R*|mha|\n"
+	"      --atol A          absolute tolerance (default 1e-12; 1e-5 with --dtype\n"
+	"                        f32); an entry agrees when |theirs - mha| <= A +\n"
+	"                        R*|mha|\n"
 	"\n"
 	FORWARD_USAGE_INPUTS
 	FORWARD_USAGE_ATTENTION
