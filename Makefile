@@ -65,13 +65,15 @@ CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c c
           cli/read_npy.c cli/read_safetensors.c cli/model.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
           cli/cmd_forward.c cli/cmd_heatmap.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c cli/steps.c cli/problem.c cli/emit.c \
           cli/meta.c cli/zip.c cli/read_npz.c cli/inflate.c cli/cmd_backward.c
+# mha compare
+CLI_SRC += cli/cmd_compare.c cli/against.c
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o
 
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
-        test-install check-browser test-backward FORCE
+        test-install check-browser test-backward test-compare FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -163,7 +165,7 @@ demo: deps
 check: deps
 	$(MAKE) STRICT=-Werror all tests/test_lib
 	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-npz \
-		test-checkpoint test-schema test-samples test-docs test-install test-backward
+		test-checkpoint test-schema test-samples test-docs test-install test-backward test-compare
 	@echo "make check: all tests passed"
 
 # mha against PyTorch (and the machine's GEMM rate) on this machine: not part of check
@@ -217,6 +219,10 @@ test-schema: mha
 
 test-samples: mha
 	sh samples/run.sh
+
+# mha compare against deliberately wrong NumPy attentions (and torch's, where it imports)
+test-compare: mha
+	$(PYTHON) tests/compare_check.py ./mha
 
 test-docs: mha
 	sh tests/doc_examples.sh README.md man/mha.1
@@ -416,6 +422,7 @@ check-asan: deps
 	$(ASAN_ENV) $(PYTHON) tests/backward_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/schema_check.py $(ASAN_DIR)/mha README.md
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh samples/run.sh
+	$(ASAN_ENV) $(PYTHON) tests/compare_check.py --small $(ASAN_DIR)/mha
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha MHA_LIB=$(ASAN_DIR)/libmha.a CC='$(CC) $(ASAN_FLAGS)' \
 		sh tests/doc_examples.sh README.md man/mha.1
 	@if [ -d $(CONFORMANCE_DIR) ]; then \

@@ -851,7 +851,8 @@ done:
 	return rc;
 }
 
-static const struct forward_command backward = { "backward", backward_usage, 0, 1 };
+static const struct forward_command backward = { .hint = "backward", .usage = backward_usage,
+						  .backward = 1 };
 
 int cmd_backward(int argc, char **argv)
 {

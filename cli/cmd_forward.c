@@ -75,24 +75,6 @@ static const char forward_usage[] =
 	FORWARD_USAGE_HELP
 	FORWARD_USAGE_EXIT;
 
-struct options {
-	const struct forward_command *cmd;
-	struct problem_spec spec; /* what to read */
-	struct emit emit;         /* where to write, how */
-	unsigned print;           /* STEP_BIT()s of the steps asked for */
-	int print_all;
-	int format_given;
-	int print_given;
-	int f32;  /* --dtype f32 */
-	size_t max_memory; /* bytes; SIZE_MAX: no limit */
-	int explain;    /* --explain */
-	size_t sequence; /* --sequence N: a batch's sequence N alone (1-based); 0: all */
-	size_t *kv_lens; /* --kv-len 5,3,4: from malloc, or NULL */
-	int mask_bool;   /* --mask-bool given */
-	int range_given; /* --range given */
-	const char *print_arg; /* mha backward: --print as given (its own steps) */
-};
-
 /* a whole number from 1 up, digits only: 0, or -1 */
 static int whole_number(const char *s, size_t *out)
 {
@@ -110,7 +92,7 @@ static int whole_number(const char *s, size_t *out)
 }
 
 /* --kv-len N, or N,N,…: one length for every sequence, or one per sequence */
-static int parse_kv_len(const char *hint, const char *arg, struct options *o)
+static int parse_kv_len(const char *hint, const char *arg, struct forward_options *o)
 {
 	size_t n = 1, i = 0;
 	const char *p;
@@ -208,7 +190,7 @@ static int parse_scale(const char *hint, const char *arg, mha_config *cfg)
 	return 0;
 }
 
-static int parse_print(const char *arg, struct options *o)
+static int parse_print(const char *arg, struct forward_options *o)
 {
 	char *copy = strdup(arg), *save = NULL, known[200];
 	int rc = 0;
@@ -245,8 +227,8 @@ static int parse_print(const char *arg, struct options *o)
 	return rc;
 }
 
-static int parse_options(int argc, char **argv, struct options *o,
-			 const struct forward_command *cmd)
+int forward_parse(int argc, char **argv, struct forward_options *o,
+		  const struct forward_command *cmd)
 {
 	enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV_HEADS, O_SCALE,
 	       O_CAUSAL, O_WINDOW, O_SINKS, O_ALIBI, O_ALIBI_SLOPES, O_ROPE, O_ROPE_THETA, O_ROPE_DIM, O_POSITIONS,
@@ -317,17 +299,36 @@ static int parse_options(int argc, char **argv, struct options *o,
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *hint = cmd->hint;
+	/* forward's options, then the command's own (compare's --against …) */
+	struct option all[sizeof(longopts) / sizeof(longopts[0]) + FORWARD_MAX_EXTRA];
+	size_t n_all = sizeof(longopts) / sizeof(longopts[0]) - 1, n_extra = 0;
 	int c;
 	size_t n;
 
-	memset(o, 0, sizeof(*o));
+	while (cmd->extra && cmd->extra[n_extra].name && n_extra < FORWARD_MAX_EXTRA)
+		n_extra++;
+	memcpy(all, longopts, n_all * sizeof(all[0]));
+	if (n_extra)
+		memcpy(all + n_all, cmd->extra, n_extra * sizeof(all[0]));
+	memset(&all[n_all + n_extra], 0, sizeof(all[0]));
+	{
+		void *extra = o->extra;
+
+		memset(o, 0, sizeof(*o));
+		o->extra = extra;
+	}
 	o->cmd = cmd;
 	o->spec.heads = 1;
 	o->emit.precision = 6;
 	o->max_memory = opt_memory_default();
 	opterr = 0;
 	optind = 0;
-	while ((c = getopt_long(argc, argv, ":x:w:p:f:o:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":x:w:p:f:o:h", all, NULL)) != -1) {
+		if (c >= FORWARD_EXTRA_BASE && cmd->extra_opt) {
+			if (cmd->extra_opt(o, c, optarg))
+				return -1;
+			continue;
+		}
 		switch (c) {
 		case 'x': o->spec.x = optarg; break;
 		case 'w': o->spec.w = optarg; break;
@@ -486,6 +487,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 		case O_EXPLAIN: o->explain = 1; break;
 		case O_CELL: o->spec.cell = optarg; o->explain = 1; break;
 		case O_COLOR:
+			o->color_given = 1;
 			if (!optarg || !strcmp(optarg, "always")) {
 				o->emit.color = 1;
 			} else if (!strcmp(optarg, "auto")) {
@@ -556,6 +558,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 			}
 			break;
 		case O_PRECISION:
+			o->precision_given = 1;
 			if (opt_count(hint, "--precision", optarg, SIZE_MAX / 2, &n))
 				return -1;
 			if (n > 17) {
@@ -568,7 +571,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 			fputs(cmd->usage, stdout);
 			return 1;
 		default: /* ':' or '?' */
-			opt_error(hint, c, argv, longopts);
+			opt_error(hint, c, argv, all);
 			return -1;
 		}
 	}
@@ -581,7 +584,7 @@ static int parse_options(int argc, char **argv, struct options *o,
 
 /* What the options alone say of the steps: the weights are not read yet, so
  * W_O counts as given. */
-static void option_facts(const struct options *o, struct step_facts *f)
+static void option_facts(const struct forward_options *o, struct step_facts *f)
 {
 	memset(f, 0, sizeof(*f));
 	f->cfg = &o->spec.cfg;
@@ -595,7 +598,7 @@ static void option_facts(const struct options *o, struct step_facts *f)
 }
 
 /* backward's request from the options */
-static struct backward_request backward_request_of(const struct options *o)
+static struct backward_request backward_request_of(const struct forward_options *o)
 {
 	return (struct backward_request){ .hint = o->cmd->hint, .emit = &o->emit, .print = o->print_arg,
 					  .explain = o->explain, .has_cell = o->spec.cell != NULL,
@@ -603,7 +606,7 @@ static struct backward_request backward_request_of(const struct options *o)
 }
 
 /* mha backward: the output's name and format, then its own steps (cmd_backward.c) */
-static int check_backward_options(struct options *o)
+static int check_backward_options(struct forward_options *o)
 {
 	const char *hint = o->cmd->hint;
 	struct backward_request r = backward_request_of(o);
@@ -627,7 +630,7 @@ static int check_backward_options(struct options *o)
 }
 
 /* Which inputs go together: everything here is known before reading a file. */
-static int check_option_combinations(struct options *o)
+int forward_check_options(struct forward_options *o)
 {
 	struct problem_spec *s = &o->spec;
 	const char *hint = o->cmd->hint;
@@ -785,7 +788,7 @@ static int check_option_combinations(struct options *o)
  * read, by device and inode.  -o DIR/ is checked for each file in DIR the
  * run may write.  0, or -1 said.
  */
-static int refuse_output_over_input(const struct options *o)
+static int refuse_output_over_input(const struct forward_options *o)
 {
 	input_ids ids = { 0 };
 	struct step_facts f;
@@ -816,12 +819,12 @@ static int refuse_output_over_input(const struct options *o)
 
 int forward_check(int argc, char **argv, const struct forward_command *cmd)
 {
-	struct options o;
+	struct forward_options o = { 0 };
 	int rc;
 
-	switch (parse_options(argc, argv, &o, cmd)) {
+	switch (forward_parse(argc, argv, &o, cmd)) {
 	case 1: rc = 1; break;
-	case 0: rc = check_option_combinations(&o) ? EXIT_USAGE : 0; break;
+	case 0: rc = forward_check_options(&o) ? EXIT_USAGE : 0; break;
 	default: rc = EXIT_USAGE; break;
 	}
 	free(o.kv_lens);
@@ -848,7 +851,7 @@ static int keep_step(void *ctx, mha_stage stage, int head, const double *m, size
 }
 
 /* --sequence N and a heatmap's picture against the batch read: 0, or -1 said */
-static int check_sequence(const struct options *o, const struct problem *pb)
+static int check_sequence(const struct forward_options *o, const struct problem *pb)
 {
 	const char *hint = o->cmd->hint;
 
@@ -869,7 +872,7 @@ static int check_sequence(const struct options *o, const struct problem *pb)
 
 int forward_run(int argc, char **argv, const struct forward_command *cmd)
 {
-	struct options o;
+	struct forward_options o = { 0 };
 	struct problem pb;
 	struct step_results *res = NULL;
 	struct batch_keep keep;
@@ -883,7 +886,7 @@ int forward_run(int argc, char **argv, const struct forward_command *cmd)
 	unsigned p;
 	int rc;
 
-	switch (parse_options(argc, argv, &o, cmd)) {
+	switch (forward_parse(argc, argv, &o, cmd)) {
 	case 1: free(o.kv_lens); return EXIT_OK;
 	case 0: break;
 	default: free(o.kv_lens); return EXIT_USAGE;
@@ -894,7 +897,7 @@ int forward_run(int argc, char **argv, const struct forward_command *cmd)
 		free(o.kv_lens);
 		return EXIT_DATA;
 	}
-	if (check_option_combinations(&o) || refuse_output_over_input(&o)) {
+	if (forward_check_options(&o) || refuse_output_over_input(&o)) {
 		free(o.kv_lens);
 		return EXIT_USAGE;
 	}
@@ -996,7 +999,7 @@ done:
 	return rc;
 }
 
-static const struct forward_command forward = { "forward", forward_usage, 0, 0 };
+static const struct forward_command forward = { .hint = "forward", .usage = forward_usage };
 
 int forward_check_args(int argc, char **argv)
 {

@@ -42,7 +42,8 @@ static const char heatmap_usage[] =
 	FORWARD_USAGE_EXIT;
 
 /* usage errors point to its own help */
-static const struct forward_command heatmap = { "heatmap", heatmap_usage, 1, 0 };
+static const struct forward_command heatmap = { .hint = "heatmap", .usage = heatmap_usage,
+						 .draw = 1 };
 
 int cmd_heatmap(int argc, char **argv)
 {

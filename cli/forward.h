@@ -6,13 +6,58 @@
 #ifndef MHA_CLI_FORWARD_H
 #define MHA_CLI_FORWARD_H
 
+#include <stddef.h>
+
+#include "emit.h"
+#include "problem.h"
+
+struct option;
+struct forward_options;
+
+/* A command's own options beside forward's take getopt values from here on. */
+#define FORWARD_EXTRA_BASE 1000
+#define FORWARD_MAX_EXTRA 8
+
 /* Which command 'mha forward' runs as. */
 struct forward_command {
 	const char *hint;  /* usage errors end "Try 'mha HINT --help'" */
 	const char *usage; /* --help */
 	int draw;          /* without --format: a heatmap (svg for -o FILE.svg) */
 	int backward;      /* 'mha backward': --grad-output, its steps (cmd_backward.c) */
+	/* options of the command's own (mha compare's), NULL-terminated, their
+	 * values from FORWARD_EXTRA_BASE; extra_opt takes each: 0, or -1 said */
+	const struct option *extra;
+	int (*extra_opt)(struct forward_options *o, int c, const char *arg);
 };
+
+/* What forward's command line says. */
+struct forward_options {
+	const struct forward_command *cmd;
+	struct problem_spec spec; /* what to read */
+	struct emit emit;         /* where to write, how */
+	unsigned print;           /* STEP_BIT()s of the steps asked for */
+	int print_all;
+	int format_given;
+	int print_given;
+	int f32;  /* --dtype f32 */
+	size_t max_memory; /* bytes; SIZE_MAX: no limit */
+	int explain;    /* --explain */
+	size_t sequence; /* --sequence N: a batch's sequence N alone (1-based); 0: all */
+	size_t *kv_lens; /* --kv-len 5,3,4: from malloc, or NULL */
+	int mask_bool;   /* --mask-bool given */
+	int range_given; /* --range given */
+	const char *print_arg; /* mha backward: --print as given (its own steps) */
+	int color_given; /* --color given */
+	int precision_given; /* --precision given */
+	void *extra;     /* the command's own options (extra_opt's) */
+};
+
+/* The command line into o (o->extra set by the caller is kept): 0, 1 after
+ * --help (printed), -1 a usage error (said).  free(o->kv_lens) after. */
+int forward_parse(int argc, char **argv, struct forward_options *o,
+		  const struct forward_command *c);
+/* Which options go together, known before reading a file: 0, or -1 said. */
+int forward_check_options(struct forward_options *o);
 
 /* The command on argv (argv[0] its name): an exit status. */
 int forward_run(int argc, char **argv, const struct forward_command *c);

@@ -23,6 +23,7 @@ static const struct command commands[] = {
 	{ "init", cmd_init, "write a random X and weights to start from" },
 	{ "heatmap", cmd_heatmap, "draw each head's attention weights (mha forward --format heatmap)" },
 	{ "backward", cmd_backward, "every gradient of the layer, step by step (dO back to dX, dW)" },
+	{ "compare", cmd_compare, "compare someone else's attention with mha's, step by step" },
 };
 
 static void print_usage(FILE *fp)

@@ -59,6 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	run(forward_check_args, "forward", args, n);
 	run(init_check_args, "init", args, n);
+	run(compare_check_args, "compare", args, n);
 	for (int i = 0; i < n; i++)
 		free(args[i]);
 	return 0;
