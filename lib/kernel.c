@@ -236,21 +236,35 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 	int failed = !bpack;
 
 	(void)threads; /* read by the pragmas only: unused without OpenMP */
-	for (size_t j0 = 0; j0 < g->n && !failed; j0 += NC) {
-		const size_t nc = min_size(NC, g->n - j0);
-
-		for (size_t k0 = 0; k0 < g->k && !failed; k0 += KC) {
-			const size_t kc = min_size(KC, g->k - k0);
-
-			pack_b(bpack, B, g->ldb, k0, kc, j0, nc);
+	if (failed) {
+		g->failed = 1;
+		return;
+	}
+	/*
+	 * One team for the whole product: the B panel packed by all threads,
+	 * strip by strip, then A's row blocks shared out; the bias joins a row
+	 * block after its last panel, by the thread that summed it (the same
+	 * order as adding it at the end)
+	 */
 #pragma omp parallel num_threads(threads) if (threads > 1)
-			{
-				REAL *apack = alloc_aligned(MC * KC);
+	{
+		REAL *apack = alloc_aligned(MC * KC);
 
-				if (!apack) {
+		if (!apack) {
 #pragma omp atomic write
-					failed = 1;
-				}
+			failed = 1;
+		}
+		for (size_t j0 = 0; j0 < g->n; j0 += NC) {
+			const size_t nc = min_size(NC, g->n - j0);
+
+			for (size_t k0 = 0; k0 < g->k; k0 += KC) {
+				const size_t kc = min_size(KC, g->k - k0);
+				const int last = k0 + KC >= g->k;
+
+#pragma omp for schedule(static)
+				for (size_t s = 0; s < nc; s += NR)
+					pack_b(bpack + s * kc, B, g->ldb, k0, kc, j0 + s,
+					       min_size(NR, nc - s));
 #pragma omp for schedule(dynamic)
 				for (size_t i0 = 0; i0 < g->m; i0 += MC) {
 					const size_t mc = min_size(MC, g->m - i0);
@@ -263,17 +277,17 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 							micro(kc, apack + i * kc, bpack + s * kc,
 							      C + (i0 + i) * g->ldc + j0 + s, g->ldc,
 							      min_size(MR, mc - i), min_size(NR, nc - s), k0 > 0);
+					if (bias && last)
+						for (size_t i = i0; i < i0 + mc; i++)
+							for (size_t j = j0; j < j0 + nc; j++)
+								C[i * g->ldc + j] += bias[j];
 				}
-				free(apack);
 			}
 		}
+		free(apack);
 	}
 	free(bpack);
 	g->failed = failed;
-	if (bias && !failed)
-		for (size_t i = 0; i < g->m; i++)
-			for (size_t j = 0; j < g->n; j++)
-				C[i * g->ldc + j] += bias[j];
 }
 
 /* ---- exp, vectorisable ------------------------------------------------- */
@@ -548,17 +562,28 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 			const size_t qi = q0 + i, cv = round_up(cols, VL);
 			const size_t seen = mha_rule_keys_end(rule, qi);
 			const size_t from = mha_rule_keys_begin(rule, qi);
-			vec vmx = splat(-INFINITY), vsum = splat(0);
-			ivec bad = { 0 };
+			vec vmx = splat(-INFINITY), vmx2 = splat(-INFINITY), vsum = splat(0);
+			vec bad = splat(0);
 			int any_bad = 0;
+			/* no softcap, mask, ALiBi, edge of the causal or window rule or tail in
+			 * this row's block: the scaled scores are the logits and their max is
+			 * found on the way (one pass); else the passes below change them first */
+			const int plain = cap == 0 && !masked && !rule->alibi && seen >= k0 + cols &&
+					  from <= k0 && cols == cv;
 
 			for (size_t j = cols; j < cv; j++)
 				si[j] = 0;
 			for (size_t j = 0; j < cv; j += VL) {
 				const vec x = *(vec *)(si + j) * scale;
 
-				bad |= (x != x) | (x == splat(INFINITY)) | (x == splat(-INFINITY));
+				/* x - x: 0 where x is finite, NaN where it is not */
+				bad += x - x;
 				*(vec *)(si + j) = x;
+				/* two running maxima, a shorter chain: the max is the same */
+				if (j / VL % 2)
+					vmx2 = pick(x > vmx2, x, vmx2);
+				else
+					vmx = pick(x > vmx, x, vmx);
 			}
 			for (size_t l = 0; l < VL; l++)
 				any_bad |= bad[l] != 0;
@@ -612,10 +637,15 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 				si[j] = -INFINITY;
 			for (size_t j = cols; j < cv; j++)
 				si[j] = -INFINITY;
-			for (size_t j = 0; j < cv; j += VL) {
-				const vec x = *(const vec *)(si + j);
+			if (plain && !any_bad) {
+				vmx = pick(vmx2 > vmx, vmx2, vmx);
+			} else {
+				vmx = splat(-INFINITY);
+				for (size_t j = 0; j < cv; j += VL) {
+					const vec x = *(const vec *)(si + j);
 
-				vmx = pick(x > vmx, x, vmx);
+					vmx = pick(x > vmx, x, vmx);
+				}
 			}
 			memcpy(lanes, &vmx, sizeof(vmx));
 			mx = w->m[i];
