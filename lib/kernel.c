@@ -269,14 +269,25 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 				for (size_t i0 = 0; i0 < g->m; i0 += MC) {
 					const size_t mc = min_size(MC, g->m - i0);
 
+					/* whole MR-row strips read from A where they are (no copy); a
+					 * last shorter strip packed, zero-padded, as the kernel reads
+					 * MR rows: the same products in the same order either way */
+					const size_t whole = mc / MR * MR;
+
 					if (!apack)
 						continue;
-					pack_a(apack, A + i0 * g->lda, g->lda, mc, k0, kc);
-					for (size_t s = 0; s < nc; s += NR)
-						for (size_t i = 0; i < mc; i += MR)
-							micro(kc, apack + i * kc, bpack + s * kc,
-							      C + (i0 + i) * g->ldc + j0 + s, g->ldc,
-							      min_size(MR, mc - i), min_size(NR, nc - s), k0 > 0);
+					if (whole < mc)
+						pack_a(apack, A + (i0 + whole) * g->lda, g->lda, mc - whole, k0, kc);
+					for (size_t s = 0; s < nc; s += NR) {
+						for (size_t i = 0; i < whole; i += MR)
+							micro_rows(kc, A + (i0 + i) * g->lda + k0, g->lda,
+								   bpack + s * kc, C + (i0 + i) * g->ldc + j0 + s,
+								   g->ldc, MR, min_size(NR, nc - s), k0 > 0);
+						if (whole < mc)
+							micro(kc, apack, bpack + s * kc,
+							      C + (i0 + whole) * g->ldc + j0 + s, g->ldc,
+							      mc - whole, min_size(NR, nc - s), k0 > 0);
+					}
 					if (bias && last)
 						for (size_t i = i0; i < i0 + mc; i++)
 							for (size_t j = j0; j < j0 + nc; j++)
