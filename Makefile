@@ -6,9 +6,10 @@
 #   make conformance  the ONNX Attention cases (../shared/conformance/onnx-attention-opset25)
 #                     and RotaryEmbedding cases (../shared/conformance/onnx-rotary-embedding)
 #   make check-browser  the -o attn.html page in headless Chromium (installs chromium)
-#   make bench        mha against PyTorch and the machine's GEMM rate (minutes)
-#                     (BENCH_ARGS="--window-n 32768 --window-w 4096": the issue's window run;
-#                     "--batch-n 1024 --batch-b 8 --batch-only": a batch against one sequence)
+#   make bench        mha against ONNX Runtime, PyTorch and the machine's GEMM rate
+#                     (half an hour, unattended, on a quiet machine: bench/README.md);
+#                     writes bench/results-DATE.md.  BENCH_ARGS=--quick: a smoke run
+#                     of a few minutes into build/bench-quick.md
 #   make install      PREFIX=/usr/local DESTDIR= : program, libraries, header, mha.pc, man page
 #   make uninstall    remove what install put there
 #   make clean
@@ -168,8 +169,17 @@ check: deps
 		test-checkpoint test-schema test-samples test-docs test-install test-backward test-compare
 	@echo "make check: all tests passed"
 
-# mha against PyTorch (and the machine's GEMM rate) on this machine: not part of check
-BENCH_PACKAGES = python3-torch python3-numpy libopenblas0-pthread
+# mha against ONNX Runtime, PyTorch and the machine's GEMM rate: not part of check
+# (bench/README.md).  ONNX Runtime comes from npm into bench/ort/ (gitignored).
+BENCH_PACKAGES = python3-torch python3-numpy libopenblas0-pthread python3-onnx nodejs
+ORT_VERSION = 1.30.0
+BENCH_ORT   = bench/ort/node_modules
+BENCH_OUT   = $(if $(findstring --quick,$(BENCH_ARGS)),build/bench-quick.md,bench/results-$(shell date -u +%F).md)
+
+# --ignore-scripts: the package's install script would fetch GPU parts
+$(BENCH_ORT)/onnxruntime-node/package.json:
+	npm install --prefix bench/ort --ignore-scripts --no-audit --no-fund \
+		onnxruntime-node@$(ORT_VERSION)
 
 bench/bench_mha: bench/bench_mha.c lib/libmha.a lib/mha.h
 	$(CC) $(ALL_CFLAGS) $(OPENMP) -o $@ bench/bench_mha.c lib/libmha.a -lm
@@ -177,7 +187,9 @@ bench/bench_mha: bench/bench_mha.c lib/libmha.a lib/mha.h
 bench: deps
 	@sh tests/ensure_debs.sh --optional $(BENCH_PACKAGES)
 	$(MAKE) bench/bench_mha
-	$(PYTHON) bench/bench.py $(BENCH_ARGS) bench/bench_mha
+	-$(MAKE) $(BENCH_ORT)/onnxruntime-node/package.json
+	@mkdir -p build
+	$(PYTHON) bench/bench.py --ort $(BENCH_ORT) --output $(BENCH_OUT) $(BENCH_ARGS) bench/bench_mha
 
 # the ONNX Attention operator's backend cases, read where they are (never copied)
 CONFORMANCE_DIR ?= ../shared/conformance/onnx-attention-opset25

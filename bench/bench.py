@@ -1,57 +1,88 @@
 #!/usr/bin/env python3
-"""bench.py BENCH_MHA: mha against PyTorch, on the same machine, in one run.
+"""bench.py [options] BENCH_MHA: mha against ONNX Runtime and PyTorch, one run.
 
-For each shape (n tokens, d_model, heads, causal or not) and element type it
+For each case (n tokens, d_model, heads, causal or not, element type) it
 times libmha's forward pass (bench_mha, inside its process: no start-up, no
-file reading) and torch.nn.MultiheadAttention (inside Python, after a warm-up,
-with the same number of threads), best of a few runs each, and the machine's
-own matrix-product rate (NumPy's matmul, same threads, same run).  Each side
-runs in a process of its own so that its peak memory is its own.
+file reading), ONNX Runtime (onnxruntime-node, in-process from node, float32
+only: its attention operators have no float64 kernels) and
+torch.nn.MultiheadAttention, each in a process of its own so that its peak
+memory is its own, with the same number of threads (THREADS, all the
+machine's), after a warm-up, the median of 5 runs (3 with --quick).  Every
+peer gets the very problem mha solved (bench_mha --dump) and its output must
+agree with mha's to 1e-4 of the output's largest magnitude before it is
+timed; a peer that disagrees or fails is named in its cell, never timed.
 
-Prints one Markdown table, then a second one: a causal sliding window of w keys
-against full causal attention at the same n (--window-n N --window-w W; default
-8192 and 1024, quick; the issue's 32768 and 4096 take a few minutes), whose
-time ratio should be about (n/2)/w: the fast path skips the key blocks outside
-the window.  --window-only runs that table alone.
+ONNX Runtime is tried in its three forms (ort_models.py): MatMuls around
+com.microsoft.MultiHeadAttention, around ai.onnx Attention (opset 23), and
+com.microsoft.Attention; its column is the fastest form, named.
 
-A third table: B sequences of n tokens in one call (a batch) against one
-sequence (--batch-n N --batch-b B; default 1024 and 8), whose time ratio
-should be about B: the batch shares its threads over batch × heads × query
-blocks, no sequence waits for another.  --batch-only runs that table alone.
+The machine's matrix-product rate: NumPy's matmul of two 4096² matrices,
+best of 5, under each OpenBLAS kernel this processor runs
+(OPENBLAS_CORETYPE: a virtual machine's processor name can make OpenBLAS
+fall back to old kernels, and on some processors the AVX2 kernels beat the
+AVX-512 ones); the fastest is the rate printed, and PyTorch runs under it
+too: the peers at their best.
 
-Prints one Markdown table.  Without torch, its columns say so and the rest
-still runs.  The PyTorch and NumPy side is given OpenBLAS's kernel for this
-processor (OPENBLAS_CORETYPE) where OpenBLAS would not recognise it: a
-virtual machine's processor name can make it fall back to 2004's kernels.
+Tables, in one Markdown document (stdout, and --output FILE):
+  1. the cases, mha beside ONNX Runtime and PyTorch as ratios (peer s / mha s),
+     mha's rate beside the GEMM rate;
+  2. long: n = --long-n (131072) causal f32, full and with a window of
+     --window-w (4096) keys: time and the library's peak memory;
+  3. batches: --batch-b (64) sequences of --batch-n (128) tokens in one call
+     against one sequence of B·n tokens, per token.
+
+Options: --quick (small cases, 3 repeats; a smoke run of a minute or two),
+--output FILE, --ort NODE_MODULES (where onnxruntime-node is installed; its
+columns say "absent" without it), --long-n N, --window-w W, --batch-n N,
+--batch-b B, --long-only, --batch-only.
 """
 import json
 import os
+import platform
+import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
 
 THREADS = os.cpu_count() or 1
-SHAPES = [(n, d, h, c) for n in (512, 2048, 8192) for (d, h) in ((512, 8), (768, 12))
-          for c in (False, True)]
-LONG = (32768, 512, 8, False)
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORETYPES = ("SkylakeX", "Haswell", "Zen")
 
 TORCH_CHILD = r"""
-import json, resource, sys, time
-n, d, h, causal, dtype, threads, repeats = json.loads(sys.argv[1])
+import json, os, resource, sys, time
+d, n, dm, h, causal, dtype, threads, repeats = json.loads(sys.argv[1])
+import numpy as np
 import torch
 torch.set_num_threads(threads)
+nd = np.float32 if dtype == "f32" else np.float64
 dt = torch.float32 if dtype == "f32" else torch.float64
-torch.manual_seed(0)
-m = torch.nn.MultiheadAttention(d, h, batch_first=True, dtype=dt)
-x = torch.randn(1, n, d, dtype=dt)
+def load(name, shape):
+    return torch.from_numpy(np.fromfile(os.path.join(d, name + ".bin"), dtype=nd).reshape(shape))
+W = {k: load(k, (dm, dm)) for k in ("W_Q", "W_K", "W_V", "W_O")}
+b = {k: load(k, (dm,)) for k in ("b_Q", "b_K", "b_V", "b_O")}
+x = load("x", (1, n, dm))
+ref = load("out", (1, n, dm))
+m = torch.nn.MultiheadAttention(dm, h, batch_first=True, dtype=dt)
 mask = torch.ones(n, n, dtype=torch.bool).triu(1) if causal else None
-best = float("inf")
 with torch.no_grad():
-    m(x, x, x, attn_mask=mask, need_weights=False)
+    # mha's x·W is nn.Linear's x·Wᵀ
+    m.in_proj_weight.copy_(torch.cat([W["W_Q"].T, W["W_K"].T, W["W_V"].T]))
+    m.in_proj_bias.copy_(torch.cat([b["b_Q"], b["b_K"], b["b_V"]]))
+    m.out_proj.weight.copy_(W["W_O"].T)
+    m.out_proj.bias.copy_(b["b_O"])
+    y = m(x, x, x, attn_mask=mask, need_weights=False)[0]
+    diff = float((y - ref).abs().max())
+    tol = 1e-4 * max(1.0, float(ref.abs().max()))
+    if not diff <= tol:
+        sys.exit("output differs from mha's by %g (tolerance %g)" % (diff, tol))
+    times = []
     for _ in range(repeats):
         t = time.perf_counter()
         m(x, x, x, attn_mask=mask, need_weights=False)
-        best = min(best, time.perf_counter() - t)
-print(json.dumps({"seconds": best,
+        times.append(time.perf_counter() - t)
+times.sort()
+print(json.dumps({"seconds": times[(len(times) - 1) // 2], "max_diff": diff,
                   "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
 
@@ -65,7 +96,7 @@ a = rng.random((n, n)).astype(dtype)
 b = rng.random((n, n)).astype(dtype)
 a @ b
 best = float("inf")
-for _ in range(3):
+for _ in range(5):
     t = time.perf_counter()
     a @ b
     best = min(best, time.perf_counter() - t)
@@ -73,172 +104,292 @@ print(json.dumps({"gflops": 2 * n ** 3 / best / 1e9}))
 """
 
 
-def cpu_flags():
+class Out:
+    """the document: printed as it goes, and kept for --output"""
+
+    def __init__(self):
+        self.lines = []
+
+    def __call__(self, s=""):
+        print(s)
+        sys.stdout.flush()
+        self.lines.append(s)
+
+
+def cpu_info():
+    model, flags = platform.processor() or "unknown", set()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return set()
+    return model, flags
 
 
-def peer_env():
+def peer_env(coretype=None):
     env = dict(os.environ, OMP_NUM_THREADS=str(THREADS), OPENBLAS_NUM_THREADS=str(THREADS),
                MKL_NUM_THREADS=str(THREADS))
-    flags = cpu_flags()
-    if "OPENBLAS_CORETYPE" not in env:
-        if "avx512f" in flags:
-            env["OPENBLAS_CORETYPE"] = "SkylakeX"
-        elif "avx2" in flags:
-            env["OPENBLAS_CORETYPE"] = "Haswell"
+    if coretype:
+        env["OPENBLAS_CORETYPE"] = coretype
     return env
 
 
-def flops(n, d, causal):
-    # projections 4 x 2·n·d², attention 2 x 2·n²·d (half of it when causal)
-    return 8.0 * n * d * d + 4.0 * n * n * d * (0.5 if causal else 1.0)
+def flops(n, d, causal, window=None):
+    # projections 4 x 2·n·d², attention 2 x 2·n·d per key seen (n/2 causal, w+1 in a window)
+    keys = window + 1 if window is not None and window < n else n * (0.5 if causal else 1.0)
+    return 8.0 * n * d * d + 4.0 * n * keys * d
 
 
-def run_mha(binary, n, d, h, causal, dtype, repeats, window=None, batch=None):
+def run_mha(binary, n, d, h, causal, dtype, repeats, window=None, batch=None, dump=None):
     extra = ([str(window if window is not None else -1)] if window is not None or batch else []) + \
         ([str(batch)] if batch else [])
-    out = subprocess.run([binary, str(n), str(d), str(h), "1" if causal else "0", dtype,
+    out = subprocess.run(([binary, "--dump", dump] if dump else [binary]) +
+                         [str(n), str(d), str(h), "1" if causal else "0", dtype,
                           str(THREADS), str(repeats)] + extra,
                          capture_output=True, text=True, check=True).stdout
-    fields = dict(kv.split("=", 1) for kv in out.split())
-    return float(fields["seconds"]), int(fields["maxrss_kib"]), fields["kernel"]
+    f = dict(kv.split("=", 1) for kv in out.split())
+    return {"seconds": float(f["seconds"]), "maxrss_kib": int(f["maxrss_kib"]),
+            "lib_peak_kib": int(f["lib_peak_kib"]), "lib_bytes": int(f["lib_bytes"]),
+            "kernel": f["kernel"]}
 
 
-def run_child(code, args, env):
-    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                       env=env)
+def run_child(argv, env=None):
+    r = subprocess.run(argv, capture_output=True, text=True, env=env)
     if r.returncode != 0:
-        raise RuntimeError(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else
-                           "exit %d" % r.returncode)
-    return json.loads(r.stdout)
+        err = r.stderr.strip().splitlines()
+        raise RuntimeError(err[-1] if err else "exit %d" % r.returncode)
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def window_table(binary, n, w):
-    """causal with a window of w keys against full causal, same n: the time ratio"""
-    print("| n | window w | dtype | full causal s | window s | full/window | (n/2)/w |")
-    print("|---:|---:|:---:|---:|---:|---:|---:|")
+def gemm_rates(quick):
+    """{dtype: (GFLOP/s, core type)} at OpenBLAS's best kernel for this processor"""
+    _, flags = cpu_info()
+    types = [t for t in CORETYPES
+             if (t != "SkylakeX" or "avx512f" in flags) and (t == "SkylakeX" or "avx2" in flags)]
+    if quick:
+        types = types[:1]
+    rates = {}
     for dtype in ("f32", "f64"):
-        full, _, _ = run_mha(binary, n, 512, 8, True, dtype, 1)
-        win, _, _ = run_mha(binary, n, 512, 8, True, dtype, 1, w)
-        print("| %d | %d | %s | %.4f | %.4f | %.1f× | %.1f |" %
-              (n, w, dtype, full, win, full / win, n / 2 / w))
-        sys.stdout.flush()
-    print()
-    print("d_model 512, 8 heads; the window run also does the projections (8·n·d²), "
-          "which the window does not shrink.")
+        for t in types or [None]:
+            try:
+                g = run_child([sys.executable, "-c", GEMM_CHILD, dtype], peer_env(t))["gflops"]
+            except (RuntimeError, OSError, ValueError):
+                continue
+            if dtype not in rates or g > rates[dtype][0]:
+                rates[dtype] = (g, t)
+    return rates
 
 
-def batch_table(binary, n, b):
-    """B sequences of n tokens in one call against one: the time ratio, about B"""
-    print("| n | batch B | causal | dtype | one sequence s | batch s | batch/one | B |")
-    print("|---:|---:|:---:|:---:|---:|---:|---:|---:|")
+def version_of(argv, env=None):
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, env=env)
+        return r.stdout.strip() if r.returncode == 0 else ""
+    except OSError:
+        return ""
+
+
+def ort_case(ort, tmp, n, d, h, causal, repeats):
+    """the fastest of ONNX Runtime's three forms: (result, form) or raises"""
+    forms = subprocess.run([sys.executable, os.path.join(HERE, "ort_models.py"), tmp, str(n),
+                            str(d), str(h), "1" if causal else "0"],
+                           capture_output=True, text=True)
+    if forms.returncode != 0:
+        raise RuntimeError("models: " + (forms.stderr.strip().splitlines() or ["failed"])[-1])
+    best, errors = None, []
+    for model in forms.stdout.split():
+        try:
+            r = run_child(["node", os.path.join(HERE, "ort_run.js"), ort, os.path.join(tmp, model),
+                           os.path.join(tmp, "x.bin"), os.path.join(tmp, "out.bin"), str(n),
+                           str(d), str(THREADS), str(repeats)])
+        except (RuntimeError, OSError, ValueError) as e:
+            errors.append("%s: %s" % (model[:-5], e))
+            continue
+        if best is None or r["seconds"] < best[0]["seconds"]:
+            best = (r, model[:-5])
+    if best is None:
+        raise RuntimeError("; ".join(errors))
+    return best[0], best[1], errors
+
+
+def cases_table(out, binary, shapes, repeats, gemm, ort, torch_ok):
+    out("| n | d_model | heads | causal | dtype | mha s | ONNX Runtime s (form) | ORT/mha | "
+        "PyTorch s | PyTorch/mha | mha GFLOP/s | GEMM GFLOP/s | mha / GEMM | mha peak MiB | "
+        "ORT peak MiB | PyTorch peak MiB |")
+    out("|---:|---:|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    kernel, notes = "", []
+    for (n, d, h, causal) in shapes:
+        for dtype in ("f32", "f64"):
+            with tempfile.TemporaryDirectory(prefix="mha-bench-") as tmp:
+                m = run_mha(binary, n, d, h, causal, dtype, repeats, dump=tmp)
+                kernel = m["kernel"]
+                secs = m["seconds"]
+                rate = flops(n, d, causal) / secs / 1e9
+                o_cell, o_ratio, o_rss = "absent", "-", "-"
+                if dtype == "f64":
+                    o_cell = "no f64"
+                elif ort:
+                    try:
+                        r, form, errors = ort_case(ort, tmp, n, d, h, causal, repeats)
+                        o_cell = "%.4f (%s)" % (r["seconds"], form)
+                        o_ratio = "%.2f×" % (r["seconds"] / secs)
+                        o_rss = "%.0f" % (r["maxrss_kib"] / 1024)
+                        notes += ["n=%d d=%d %s: ONNX Runtime %s" % (n, d, "causal" if causal
+                                                                      else "full", e)
+                                  for e in errors]
+                    except (RuntimeError, OSError) as e:
+                        o_cell = "failed: %s" % e
+                t_cell, t_ratio, t_rss = "absent", "-", "-"
+                if torch_ok:
+                    g = gemm.get(dtype, (None, None))
+                    try:
+                        r = run_child([sys.executable, "-c", TORCH_CHILD,
+                                       json.dumps([tmp, n, d, h, causal, dtype, THREADS, repeats])],
+                                      peer_env(g[1]))
+                        t_cell = "%.4f" % r["seconds"]
+                        t_ratio = "%.2f×" % (r["seconds"] / secs)
+                        t_rss = "%.0f" % (r["maxrss_kib"] / 1024)
+                    except (RuntimeError, OSError) as e:
+                        t_cell = "failed: %s" % e
+            g = gemm.get(dtype)
+            out("| %d | %d | %d | %s | %s | %.4f | %s | %s | %s | %s | %.1f | %s | %s | %.0f | %s | %s |"
+                % (n, d, h, "yes" if causal else "no", dtype, secs, o_cell, o_ratio, t_cell,
+                   t_ratio, rate, "%.1f" % g[0] if g else "-",
+                   "%.0f%%" % (100 * rate / g[0]) if g else "-", m["maxrss_kib"] / 1024, o_rss,
+                   t_rss))
+    out()
+    out("mha kernels: %s.  Times are medians of %d runs after none (mha) or one (peers) warm-up; "
+        "ratios are the peer's time over mha's (above 1: mha faster).  GFLOP/s count 8·n·d² for "
+        "the projections and 4·n²·d for the attention (half when causal).  Peak memory is each "
+        "side's whole process (node's own ~50 MiB included for ONNX Runtime)." % (kernel, repeats))
+    for s in notes:
+        out("- " + s)
+
+
+def long_table(out, binary, n, w):
+    """n tokens causal f32, full and with a window of w keys: time and the library's memory"""
+    out("| n | causal | window | dtype | mha s | full/window | n/(2w) | GFLOP/s | "
+        "library peak MiB | mha_memory MiB | process peak MiB |")
+    out("|---:|:---:|---:|:---:|---:|---:|---:|---:|---:|---:|---:|")
+    full = None
+    for window in (None, w):
+        m = run_mha(binary, n, 512, 8, True, "f32", 1, window=window)
+        if window is None:
+            full = m["seconds"]
+        out("| %d | yes | %s | f32 | %.3f | %s | %s | %.1f | %.0f | %.0f | %.0f |" %
+            (n, window if window is not None else "-", m["seconds"],
+             "%.1f×" % (full / m["seconds"]) if window is not None else "-",
+             "%.1f" % (n / 2 / w) if window is not None else "-",
+             flops(n, 512, True, window) / m["seconds"] / 1e9, m["lib_peak_kib"] / 1024,
+             m["lib_bytes"] / 2 ** 20, m["maxrss_kib"] / 1024))
+    out()
+    out("d_model 512, 8 heads, one run each.  Library peak: what the forward pass added to the "
+        "process's peak resident memory (the caller's input and output, %.0f MiB each, are not "
+        "the library's); mha_memory: the library's own estimate of its allocations.  A window "
+        "of w keys costs about n·w (and the projections' 8·n·d²), not n²/2." %
+        (n * 512 * 4 / 2 ** 20))
+
+
+def batch_table(out, binary, n, b, repeats):
+    """B sequences of n tokens in one call against one sequence of B·n tokens, per token"""
+    out("| batch | one sequence | causal | dtype | batch s | one s | batch µs/token | "
+        "one µs/token | one/batch per token |")
+    out("|---:|---:|:---:|:---:|---:|---:|---:|---:|---:|")
     for causal in (False, True):
         for dtype in ("f32", "f64"):
-            one, _, _ = run_mha(binary, n, 512, 8, causal, dtype, 3)
-            many, _, _ = run_mha(binary, n, 512, 8, causal, dtype, 3, batch=b)
-            print("| %d | %d | %s | %s | %.4f | %.4f | %.2f× | %d |" %
-                  (n, b, "yes" if causal else "no", dtype, one, many, many / one, b))
-            sys.stdout.flush()
-    print()
-    print("d_model 512, 8 heads; best of 3 each; the batch is one mha_forward call "
-          "(mha_dims.batch).")
+            many = run_mha(binary, n, 512, 8, causal, dtype, repeats, batch=b)["seconds"]
+            one = run_mha(binary, n * b, 512, 8, causal, dtype, repeats)["seconds"]
+            out("| %d×%d | %d | %s | %s | %.4f | %.4f | %.2f | %.2f | %.1f× |" %
+                (b, n, n * b, "yes" if causal else "no", dtype, many, one, many / (n * b) * 1e6,
+                 one / (n * b) * 1e6, one / many))
+    out()
+    out("d_model 512, 8 heads, medians of %d; the batch is one mha_forward call "
+        "(mha_dims.batch), its threads shared over sequences, heads and query blocks." % repeats)
 
 
 def main():
     args = sys.argv[1:]
-    win_n, win_w, win_only = 8192, 1024, False
-    batch_n, batch_b, batch_only = 1024, 8, False
+    quick, only, output, ort = False, None, None, None
+    long_n, win_w, batch_n, batch_b = 131072, 4096, 128, 64
     while len(args) > 1 and args[0].startswith("--"):
-        if args[0] == "--window-only":
-            win_only, args = True, args[1:]
-        elif args[0] == "--batch-only":
-            batch_only, args = True, args[1:]
-        elif args[0] in ("--window-n", "--window-w", "--batch-n", "--batch-b") and len(args) > 2:
-            if args[0] == "--window-n":
-                win_n = int(args[1])
-            elif args[0] == "--window-w":
-                win_w = int(args[1])
-            elif args[0] == "--batch-n":
-                batch_n = int(args[1])
+        a = args.pop(0)
+        if a == "--quick":
+            quick = True
+            long_n, win_w, batch_b = 16384, 1024, 8
+        elif a in ("--long-only", "--batch-only"):
+            only = a[2:-5]
+        elif a in ("--output", "--ort", "--long-n", "--window-w", "--batch-n", "--batch-b") \
+                and len(args) > 1:
+            v = args.pop(0)
+            if a == "--output":
+                output = v
+            elif a == "--ort":
+                ort = v
+            elif a == "--long-n":
+                long_n = int(v)
+            elif a == "--window-w":
+                win_w = int(v)
+            elif a == "--batch-n":
+                batch_n = int(v)
             else:
-                batch_b = int(args[1])
-            args = args[2:]
+                batch_b = int(v)
         else:
-            break
+            sys.exit("bench.py: unknown option '%s'" % a)
     if len(args) != 1:
-        sys.exit("usage: bench.py [--window-n N] [--window-w W] [--window-only] "
-                 "[--batch-n N] [--batch-b B] [--batch-only] BENCH_MHA")
+        sys.exit("usage: bench.py [--quick] [--output FILE] [--ort NODE_MODULES] [--long-n N] "
+                 "[--window-w W] [--batch-n N] [--batch-b B] [--long-only | --batch-only] "
+                 "BENCH_MHA")
     binary = os.path.abspath(args[0])
-    if win_only:
-        window_table(binary, win_n, win_w)
-        return 0
-    if batch_only:
-        batch_table(binary, batch_n, batch_b)
-        return 0
-    env = peer_env()
-    try:
-        torch_version = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
-                                       capture_output=True, text=True, env=env).stdout.strip()
-    except OSError:
-        torch_version = ""
-    gemm = {}
-    for dtype in ("f32", "f64"):
-        try:
-            gemm[dtype] = run_child(GEMM_CHILD, [dtype], env)["gflops"]
-        except (RuntimeError, OSError):
-            gemm[dtype] = None
-
-    model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                  if l.startswith("model name")), "unknown") if os.path.exists("/proc/cpuinfo") else "unknown"
-    print("Machine: %s, %d threads; PyTorch %s; OpenBLAS kernel %s; "
-          "GEMM rate = NumPy matmul 4096², same run" %
-          (model, THREADS, torch_version or "absent", env.get("OPENBLAS_CORETYPE", "auto")))
-    print()
-    print("| n | d_model | heads | causal | dtype | mha s | PyTorch s | PyTorch/mha | "
-          "mha GFLOP/s | GEMM GFLOP/s | mha / GEMM | mha peak MiB | PyTorch peak MiB |")
-    print("|---:|---:|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for (n, d, h, causal) in SHAPES + [LONG]:
-        for dtype in ("f32", "f64"):
-            long = (n, d, h, causal) == LONG
-            if long and dtype == "f64":
-                continue
-            repeats = 1 if n >= 8192 else 3
-            secs, rss, kernel = run_mha(binary, n, d, h, causal, dtype, repeats)
-            rate = flops(n, d, causal) / secs / 1e9
-            g = gemm.get(dtype)
-            if not torch_version:
-                t_cell, ratio, t_rss = "no torch", "-", "-"
-            elif long:
-                need = h * n * n * (4 if dtype == "f32" else 8) / 2 ** 30
-                t_cell, ratio, t_rss = "cannot fit (%.0f GiB of weights)" % need, "-", "-"
-            else:
-                try:
-                    t = run_child(TORCH_CHILD, [json.dumps([n, d, h, causal, dtype, THREADS,
-                                                            repeats])], env)
-                    t_cell = "%.4f" % t["seconds"]
-                    ratio = "%.1f×" % (t["seconds"] / secs)
-                    t_rss = "%.0f" % (t["maxrss_kib"] / 1024)
-                except RuntimeError as e:
-                    t_cell, ratio, t_rss = "failed: %s" % e, "-", "-"
-            print("| %d | %d | %d | %s | %s | %.4f | %s | %s | %.1f | %s | %s | %.0f | %s |" %
-                  (n, d, h, "yes" if causal else "no", dtype, secs, t_cell, ratio, rate,
-                   "%.1f" % g if g else "-", "%.0f%%" % (100 * rate / g) if g else "-",
-                   rss / 1024, t_rss))
-            sys.stdout.flush()
-    print()
-    print("mha kernels: %s.  GFLOP/s count 8·n·d² for the projections and 4·n²·d for the "
-          "attention (half when causal)." % kernel)
-    print()
-    window_table(binary, win_n, win_w)
-    print()
-    batch_table(binary, batch_n, batch_b)
+    repeats = 3 if quick else 5
+    out = Out()
+    model, flags = cpu_info()
+    out("# mha against ONNX Runtime and PyTorch%s" % (" (quick)" if quick else ""))
+    out()
+    if only == "long":
+        long_table(out, binary, long_n, win_w)
+    elif only == "batch":
+        batch_table(out, binary, batch_n, batch_b, repeats)
+    else:
+        if ort and not os.path.isdir(os.path.join(ort, "onnxruntime-node")):
+            ort = None
+        if ort and not shutil.which("node"):
+            ort = None
+        ort_version = version_of(["node", "-p", "require(%s).version" % json.dumps(
+            os.path.join(os.path.abspath(ort), "onnxruntime-node", "package.json"))]) if ort else ""
+        ort = os.path.abspath(ort) if ort_version else None
+        torch_version = version_of([sys.executable, "-c", "import torch; print(torch.__version__)"])
+        gemm = gemm_rates(quick)
+        out("Machine: %s, %d threads (%s); ONNX Runtime %s (onnxruntime-node, node %s); "
+            "PyTorch %s; GEMM rate = NumPy matmul 4096², best of 5, OpenBLAS kernel %s "
+            "(the fastest of %s here), same run." %
+            (model, THREADS, "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags
+             else "no AVX2", ort_version or "absent", version_of(["node", "--version"]) or "absent",
+             torch_version or "absent",
+             ", ".join("%s %s" % (dt, g[1] or "auto") for dt, g in sorted(gemm.items())) or "-",
+             "/".join(CORETYPES[:1] if quick else CORETYPES)))
+        out()
+        sizes = (512, 2048) if quick else (512, 2048, 8192)
+        dims = ((512, 8),) if quick else ((512, 8), (768, 12))
+        shapes = [(n, d, h, c) for (d, h) in dims for n in sizes for c in (False, True)]
+        out("## Cases")
+        out()
+        cases_table(out, binary, shapes, repeats, gemm, ort, bool(torch_version))
+        out()
+        out("## Long: n = %d, causal" % long_n)
+        out()
+        long_table(out, binary, long_n, win_w)
+        out()
+        out("## Batches: %d sequences of %d tokens against one of %d" %
+            (batch_b, batch_n, batch_b * batch_n))
+        out()
+        batch_table(out, binary, batch_n, batch_b, repeats)
+    if output:
+        with open(output, "w") as f:
+            f.write("\n".join(out.lines) + "\n")
+        print("\nwritten to %s" % output, file=sys.stderr)
     return 0
 
 

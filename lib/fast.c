@@ -196,7 +196,7 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 	/* a batch: the projections are one product over every sequence's rows */
 	const size_t B = mha_rule_batch(d), nq = B * d->n_q, nkv = B * d->n_kv;
 	const void *Q, *K, *V;
-	void *owned[5] = { NULL, NULL, NULL, NULL, NULL }, *concat = NULL;
+	void *owned[5] = { NULL, NULL, NULL, NULL, NULL }, *concat = NULL, *concat_owned = NULL;
 	struct mha_attend a;
 	mha_status st;
 
@@ -239,7 +239,18 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 		}
 	}
 
-	concat = t->W[3] ? alloc_elems(nq, cw, t->esize) : out;
+	/*
+	 * The heads' outputs over Q when Q is ours and as wide: each attention
+	 * task reads its rows of one head's Q before it writes that head's
+	 * output there (kernel.c), and nothing reads Q after (a long sequence:
+	 * 256 MiB fewer at n = 131072, d_model 512, f32).  mha_memory counts so.
+	 */
+	if (!t->W[3])
+		concat = out;
+	else if (d->d_k == d->d_v && (Q == owned[0] || Q == owned[3]))
+		concat = (void *)(uintptr_t)Q;
+	else
+		concat = concat_owned = alloc_elems(nq, cw, t->esize);
 	if (!concat) {
 		st = MHA_ERR_NOMEM;
 		goto done;
@@ -300,8 +311,7 @@ int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 	else if (tell(obs, MHA_STAGE_OUTPUT, out, B, d->n_q, out_cols))
 		st = MHA_ERR_OBSERVER;
 done:
-	if (concat != out)
-		free(concat);
+	free(concat_owned);
 	for (int i = 0; i < 5; i++)
 		free(owned[i]);
 	return st;

@@ -236,44 +236,69 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 	int failed = !bpack;
 
 	(void)threads; /* read by the pragmas only: unused without OpenMP */
-	for (size_t j0 = 0; j0 < g->n && !failed; j0 += NC) {
-		const size_t nc = min_size(NC, g->n - j0);
-
-		for (size_t k0 = 0; k0 < g->k && !failed; k0 += KC) {
-			const size_t kc = min_size(KC, g->k - k0);
-
-			pack_b(bpack, B, g->ldb, k0, kc, j0, nc);
+	if (failed) {
+		g->failed = 1;
+		return;
+	}
+	/*
+	 * One team for the whole product: the B panel packed by all threads,
+	 * strip by strip, then A's row blocks shared out; the bias joins a row
+	 * block after its last panel, by the thread that summed it (the same
+	 * order as adding it at the end)
+	 */
 #pragma omp parallel num_threads(threads) if (threads > 1)
-			{
-				REAL *apack = alloc_aligned(MC * KC);
+	{
+		REAL *apack = alloc_aligned(MC * KC);
 
-				if (!apack) {
+		if (!apack) {
 #pragma omp atomic write
-					failed = 1;
-				}
+			failed = 1;
+		}
+		for (size_t j0 = 0; j0 < g->n; j0 += NC) {
+			const size_t nc = min_size(NC, g->n - j0);
+
+			for (size_t k0 = 0; k0 < g->k; k0 += KC) {
+				const size_t kc = min_size(KC, g->k - k0);
+				const int last = k0 + KC >= g->k;
+
+#pragma omp for schedule(static)
+				for (size_t s = 0; s < nc; s += NR)
+					pack_b(bpack + s * kc, B, g->ldb, k0, kc, j0 + s,
+					       min_size(NR, nc - s));
 #pragma omp for schedule(dynamic)
 				for (size_t i0 = 0; i0 < g->m; i0 += MC) {
 					const size_t mc = min_size(MC, g->m - i0);
 
+					/* whole MR-row strips read from A where they are (no copy); a
+					 * last shorter strip packed, zero-padded, as the kernel reads
+					 * MR rows: the same products in the same order either way */
+					const size_t whole = mc / MR * MR;
+
 					if (!apack)
 						continue;
-					pack_a(apack, A + i0 * g->lda, g->lda, mc, k0, kc);
-					for (size_t s = 0; s < nc; s += NR)
-						for (size_t i = 0; i < mc; i += MR)
-							micro(kc, apack + i * kc, bpack + s * kc,
-							      C + (i0 + i) * g->ldc + j0 + s, g->ldc,
-							      min_size(MR, mc - i), min_size(NR, nc - s), k0 > 0);
+					if (whole < mc)
+						pack_a(apack, A + (i0 + whole) * g->lda, g->lda, mc - whole, k0, kc);
+					for (size_t s = 0; s < nc; s += NR) {
+						for (size_t i = 0; i < whole; i += MR)
+							micro_rows(kc, A + (i0 + i) * g->lda + k0, g->lda,
+								   bpack + s * kc, C + (i0 + i) * g->ldc + j0 + s,
+								   g->ldc, MR, min_size(NR, nc - s), k0 > 0);
+						if (whole < mc)
+							micro(kc, apack, bpack + s * kc,
+							      C + (i0 + whole) * g->ldc + j0 + s, g->ldc,
+							      mc - whole, min_size(NR, nc - s), k0 > 0);
+					}
+					if (bias && last)
+						for (size_t i = i0; i < i0 + mc; i++)
+							for (size_t j = j0; j < j0 + nc; j++)
+								C[i * g->ldc + j] += bias[j];
 				}
-				free(apack);
 			}
 		}
+		free(apack);
 	}
 	free(bpack);
 	g->failed = failed;
-	if (bias && !failed)
-		for (size_t i = 0; i < g->m; i++)
-			for (size_t j = 0; j < g->n; j++)
-				C[i * g->ldc + j] += bias[j];
 }
 
 /* ---- exp, vectorisable ------------------------------------------------- */
@@ -364,19 +389,23 @@ static inline vec vexp_v(vec x)
 
 /* ---- fused attention ---------------------------------------------------- */
 
-/* Kᵀ of one key/value head in NR-key strips: (dk, NR) each, keys zero-padded */
-static void pack_kt(REAL *dst, const REAL *K, size_t ldk, size_t n_kv, size_t dk)
+/*
+ * Kᵀ of one key/value head in NR-key strips, (dk, NR) each, keys zero-padded:
+ * the strips of keys [j0, j1) (j0 a multiple of NR), into the whole pack dst
+ */
+static void pack_kt(REAL *dst, const REAL *K, size_t ldk, size_t n_kv, size_t dk, size_t j0,
+		    size_t j1)
 {
-	for (size_t s = 0; s < n_kv; s += NR) {
+	for (size_t s = j0; s < j1 && s < n_kv; s += NR) {
 		const size_t nr = min_size(NR, n_kv - s);
+		REAL *d = dst + s * dk;
 
 		for (size_t p = 0; p < dk; p++) {
 			for (size_t j = 0; j < nr; j++)
-				dst[p * NR + j] = K[(s + j) * ldk + p];
+				d[p * NR + j] = K[(s + j) * ldk + p];
 			for (size_t j = nr; j < NR; j++)
-				dst[p * NR + j] = 0;
+				d[p * NR + j] = 0;
 		}
-		dst += dk * NR;
 	}
 }
 
@@ -420,10 +449,32 @@ static int attend_threads(const struct mha_attend *a)
 	return threads_for(a->threads, attend_tasks(a));
 }
 
+/*
+ * In waves: Kᵀ and V packed for one (sequence, key/value head) at a time,
+ * its tasks run by all threads, then the next; the packs then take memory
+ * for one head rather than a second copy of the whole K and V (a long
+ * sequence's n = 131072 in f32: 64 MiB rather than 512).  Chosen when each
+ * pack has tasks enough to keep every thread busy (4 each); else all are
+ * packed at once and all tasks shared, as a batch of short sequences needs.
+ * Each task's numbers are the same either way.
+ */
+static int attend_waves(const struct mha_attend *a)
+{
+	const size_t per_pack = mha_sat_mul(a->H / a->G, (a->n_q + BQ - 1) / BQ);
+
+	return mha_sat_mul(a->B, a->G) > 1 && per_pack >= 4 * (size_t)attend_threads(a);
+}
+
+/* the packs held at once: one in waves, else one per sequence and key/value head */
+static size_t attend_packs(const struct mha_attend *a)
+{
+	return attend_waves(a) ? 1 : mha_sat_mul(a->B, a->G);
+}
+
 size_t NAME(mha_attend_bytes_)(const struct mha_attend *a)
 {
 	size_t c[N_SCRATCH], one = 0;
-	const size_t packs = mha_sat_mul(a->B, a->G);
+	const size_t packs = attend_packs(a);
 
 	scratch_counts(a, c);
 	for (int i = 0; i < N_SCRATCH; i++)
@@ -449,22 +500,23 @@ static double vmax_of(const struct mha_attend *a, size_t b, size_t g)
  * A scaled score that is not finite, at head h, query qi, key kj: a
  * masked-out key's never counts (0 here; the mask makes it -inf); else
  * the score again without overflowing partial sums (rules.h), an error
- * only when it, or it scaled, truly is not finite.  Rare: kept out of
- * attend_block, which must stay small enough for the micro-kernels to be
- * inlined into it.
+ * only when it, or it scaled, truly is not finite.  The query's row is
+ * read from the task's packed copy q (stride MR): the output may already
+ * have overwritten Q (fast.c writes the heads' outputs over Q).  Rare:
+ * kept out of attend_block, which must stay small enough for the
+ * micro-kernels to be inlined into it.
  */
 static __attribute__((noinline, cold)) REAL
-score_again(const struct mha_attend *a, const struct mha_rule *rule, size_t b, size_t h,
-	    size_t qi, size_t kj, int *error)
+score_again(const struct mha_attend *a, const struct mha_rule *rule, const REAL *q, size_t b,
+	    size_t h, size_t qi, size_t kj, int *error)
 {
 	const size_t g = mha_rule_kv_head(h, a->H, a->G);
-	const REAL *q = (const REAL *)a->Q + (b * a->n_q + qi) * a->ldq + h * a->dk;
 	const REAL *k = (const REAL *)a->K + (b * a->n_kv + kj) * a->ldk + g * a->dk;
 	REAL s, x;
 
 	if (!mha_rule_sees(rule, h, qi, kj))
 		return 0;
-	s = (REAL)DOT(q, 1, k, 1, a->dk, 0.0);
+	s = (REAL)DOT(q, MR, k, 1, a->dk, 0.0);
 	x = s * (REAL)a->scale;
 	if (mha_rule_overflows(rule, h, qi, kj, s) || mha_rule_overflows(rule, h, qi, kj, x))
 		*error = 2;
@@ -476,7 +528,9 @@ score_again(const struct mha_attend *a, const struct mha_rule *rule, size_t b, s
  * is rule.  With pshift > 0 (a
  * rerun) the weights meet V scaled by 2^-pshift, so that their sum cannot
  * overflow, and the outputs are scaled back.  Returns 1 when an output
- * overflowed on a first run: the caller reruns the task.
+ * overflowed on a first run: the caller reruns the task.  Q's rows are
+ * read once, into w->q, before any output is written (the outputs may
+ * take their place), and a rerun reuses w->q.
  */
 static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struct scratch *w,
 			const REAL *ktp, const REAL *vp, size_t b, size_t h, size_t q0, size_t rows,
@@ -496,7 +550,8 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 	const size_t begin = mha_rule_keys_begin(rule, q0) / BK * BK;
 	int overflow = 0;
 
-	pack_a(w->q, Q + q0 * a->ldq, a->ldq, rows, 0, dk);
+	if (!pshift)
+		pack_a(w->q, Q + q0 * a->ldq, a->ldq, rows, 0, dk);
 	for (size_t i = 0; i < rows; i++) {
 		w->m[i] = -INFINITY;
 		w->l[i] = 0;
@@ -518,17 +573,28 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 			const size_t qi = q0 + i, cv = round_up(cols, VL);
 			const size_t seen = mha_rule_keys_end(rule, qi);
 			const size_t from = mha_rule_keys_begin(rule, qi);
-			vec vmx = splat(-INFINITY), vsum = splat(0);
-			ivec bad = { 0 };
+			vec vmx = splat(-INFINITY), vmx2 = splat(-INFINITY), vsum = splat(0);
+			vec bad = splat(0);
 			int any_bad = 0;
+			/* no softcap, mask, ALiBi, edge of the causal or window rule or tail in
+			 * this row's block: the scaled scores are the logits and their max is
+			 * found on the way (one pass); else the passes below change them first */
+			const int plain = cap == 0 && !masked && !rule->alibi && seen >= k0 + cols &&
+					  from <= k0 && cols == cv;
 
 			for (size_t j = cols; j < cv; j++)
 				si[j] = 0;
 			for (size_t j = 0; j < cv; j += VL) {
 				const vec x = *(vec *)(si + j) * scale;
 
-				bad |= (x != x) | (x == splat(INFINITY)) | (x == splat(-INFINITY));
+				/* x - x: 0 where x is finite, NaN where it is not */
+				bad += x - x;
 				*(vec *)(si + j) = x;
+				/* two running maxima, a shorter chain: the max is the same */
+				if (j / VL % 2)
+					vmx2 = pick(x > vmx2, x, vmx2);
+				else
+					vmx = pick(x > vmx, x, vmx);
 			}
 			for (size_t l = 0; l < VL; l++)
 				any_bad |= bad[l] != 0;
@@ -536,7 +602,9 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 			if (any_bad)
 				for (size_t j = 0; j < cols; j++)
 					if (!isfinite(si[j]))
-						si[j] = score_again(a, rule, b, h, qi, k0 + j, error);
+						si[j] = score_again(a, rule,
+								    w->q + i / MR * MR * dk + i % MR,
+								    b, h, qi, k0 + j, error);
 			if (cap > 0)
 				for (size_t j = 0; j < cols; j++)
 					si[j] = cap * (REAL)tanh((double)(si[j] / cap));
@@ -580,10 +648,15 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 				si[j] = -INFINITY;
 			for (size_t j = cols; j < cv; j++)
 				si[j] = -INFINITY;
-			for (size_t j = 0; j < cv; j += VL) {
-				const vec x = *(const vec *)(si + j);
+			if (plain && !any_bad) {
+				vmx = pick(vmx2 > vmx, vmx2, vmx);
+			} else {
+				vmx = splat(-INFINITY);
+				for (size_t j = 0; j < cv; j += VL) {
+					const vec x = *(const vec *)(si + j);
 
-				vmx = pick(x > vmx, x, vmx);
+					vmx = pick(x > vmx, x, vmx);
+				}
 			}
 			memcpy(lanes, &vmx, sizeof(vmx));
 			mx = w->m[i];
@@ -663,29 +736,40 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 	return overflow;
 }
 
-/* V of one key/value head as NR-column strips over all keys: (n_kv rounded, NR) each */
-static void pack_v(REAL *dst, const REAL *V, size_t ldv, size_t n_kv, size_t dv)
+/*
+ * V of one key/value head as NR-column strips over all keys, (n_kv rounded,
+ * NR) each: rows [j0, j1) of every strip, into the whole pack dst
+ */
+static void pack_v(REAL *dst, const REAL *V, size_t ldv, size_t n_kv, size_t dv, size_t j0,
+		   size_t j1)
 {
 	const size_t rows = round_up(n_kv, NR);
 
+	j1 = min_size(j1, rows);
 	for (size_t s = 0; s < dv; s += NR) {
 		const size_t nr = min_size(NR, dv - s);
 
-		for (size_t j = 0; j < rows; j++)
+		for (size_t j = j0; j < j1; j++)
 			for (size_t t = 0; t < NR; t++)
 				dst[j * NR + t] = (j < n_kv && t < nr) ? V[j * ldv + s + t] : 0;
 		dst += rows * NR;
 	}
 }
 
+/* rows of a pack each thread packs at a time (a multiple of every NR) */
+#define PACK_ROWS 256
+
 void NAME(mha_attend_)(struct mha_attend *a)
 {
 	const size_t kt_size = kt_count(a), v_size = v_count(a);
-	const size_t blocks = (a->n_q + BQ - 1) / BQ, tasks = attend_tasks(a);
-	const size_t packs = a->B * a->G; /* one Kᵀ and V per sequence and key/value head */
-	const int threads = attend_threads(a);
-	REAL *kt = alloc_aligned(mha_sat_mul(packs, kt_size));
-	REAL *vp = alloc_aligned(mha_sat_mul(packs, v_size));
+	const size_t blocks = (a->n_q + BQ - 1) / BQ, packs = a->B * a->G;
+	const int waves = attend_waves(a), threads = attend_threads(a);
+	const size_t held = attend_packs(a), per_head = a->H / a->G;
+	/* tasks per wave: a pack's heads' query blocks, or all */
+	const size_t tasks = waves ? per_head * blocks : attend_tasks(a);
+	const size_t chunks = (round_up(a->n_kv, NR) + PACK_ROWS - 1) / PACK_ROWS;
+	REAL *kt = alloc_aligned(mha_sat_mul(held, kt_size));
+	REAL *vp = alloc_aligned(mha_sat_mul(held, v_size));
 	size_t blocked = 0, first = (size_t)-1;
 	int error = 0;
 
@@ -695,15 +779,6 @@ void NAME(mha_attend_)(struct mha_attend *a)
 		free(vp);
 		a->error = 1;
 		return;
-	}
-#pragma omp parallel for num_threads(threads_for(threads, packs)) if (packs > 1 && threads > 1)
-	for (size_t p = 0; p < packs; p++) {
-		const size_t b = p / a->G, g = p % a->G;
-
-		pack_kt(kt + p * kt_size, (const REAL *)a->K + b * a->n_kv * a->ldk + g * a->dk,
-			a->ldk, a->n_kv, a->dk);
-		pack_v(vp + p * v_size, (const REAL *)a->V + b * a->n_kv * a->ldv + g * a->dv,
-		       a->ldv, a->n_kv, a->dv);
 	}
 #pragma omp parallel num_threads(threads) if (threads > 1) reduction(+ : blocked)
 	{
@@ -721,23 +796,44 @@ void NAME(mha_attend_)(struct mha_attend *a)
 			my_error = 1;
 		else
 			memset(w.s, 0, c[SCRATCH_S] * sizeof(REAL)); /* never read uninitialised */
+		for (size_t wave = 0; wave < (waves ? packs : 1); wave++) {
+			/* pack: in waves this wave's pack, by rows among the threads; else every pack */
+#pragma omp for schedule(static)
+			for (size_t ch = 0; ch < (waves ? chunks : packs); ch++) {
+				const size_t p = waves ? wave : ch, b = p / a->G, g = p % a->G;
+				const size_t j0 = waves ? ch * PACK_ROWS : 0;
+				const size_t j1 = waves ? j0 + PACK_ROWS : SIZE_MAX;
+				REAL *ktp = kt + (waves ? 0 : p) * kt_size, *vpp = vp + (waves ? 0 : p) * v_size;
+
+				pack_kt(ktp, (const REAL *)a->K + b * a->n_kv * a->ldk + g * a->dk, a->ldk,
+					a->n_kv, a->dk, j0, j1);
+				pack_v(vpp, (const REAL *)a->V + b * a->n_kv * a->ldv + g * a->dv, a->ldv,
+				       a->n_kv, a->dv, j0, j1);
+			}
+			/* the query blocks from the last: on causal shapes the largest first, so
+			 * that the threads finish together (dynamic scheduling, longest first) */
 #pragma omp for schedule(dynamic)
-		for (size_t t = 0; t < tasks; t++) {
-			const size_t b = t / (a->H * blocks), bh = t % (a->H * blocks);
-			const size_t h = bh / blocks, q0 = (bh % blocks) * BQ, rows = min_size(BQ, a->n_q - q0);
-			const size_t p = b * a->G + mha_rule_kv_head(h, a->H, a->G);
-			const struct mha_rule rule = mha_rule_seq(&a->rule, b);
+			for (size_t t = 0; t < tasks; t++) {
+				const size_t blk = blocks - 1 - t % blocks, q0 = blk * BQ;
+				const size_t rows = min_size(BQ, a->n_q - q0);
+				const size_t b = waves ? wave / a->G : t / (a->H * blocks);
+				const size_t h = waves ? wave % a->G * per_head + t / blocks
+						       : t % (a->H * blocks) / blocks;
+				const size_t p = waves ? 0 : b * a->G + mha_rule_kv_head(h, a->H, a->G);
+				const struct mha_rule rule = mha_rule_seq(&a->rule, b);
 
-			if (my_error)
-				continue;
-			if (attend_block(a, &rule, &w, kt + p * kt_size, vp + p * v_size, b, h, q0, rows, 0,
-					 &my_blocked, &my_first, &my_error) && !my_error) {
-				/* Σ p·v overflowed, though the output is at most max |v|: again, scaled */
-				size_t again_blocked = 0, again_first = (size_t)-1;
-				const int shift = mha_rescue_shift(vmax_of(a, b, p % a->G), a->n_kv, REAL_MAX);
+				if (my_error)
+					continue;
+				if (attend_block(a, &rule, &w, kt + p * kt_size, vp + p * v_size, b, h, q0,
+						 rows, 0, &my_blocked, &my_first, &my_error) && !my_error) {
+					/* Σ p·v overflowed, though the output is at most max |v|: again, scaled */
+					size_t again_blocked = 0, again_first = (size_t)-1;
+					const int shift = mha_rescue_shift(
+						vmax_of(a, b, mha_rule_kv_head(h, a->H, a->G)), a->n_kv, REAL_MAX);
 
-				attend_block(a, &rule, &w, kt + p * kt_size, vp + p * v_size, b, h, q0, rows,
-					     shift, &again_blocked, &again_first, &my_error);
+					attend_block(a, &rule, &w, kt + p * kt_size, vp + p * v_size, b, h, q0,
+						     rows, shift, &again_blocked, &again_first, &my_error);
+				}
 			}
 		}
 		blocked += my_blocked;

@@ -538,7 +538,9 @@ size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int
 		qkv = mha_sat_add(qkv, block_bytes(mha_sat_mul(B, d->n_q), hk, e));
 		qkv = mha_sat_add(qkv, block_bytes(mha_sat_mul(B, d->n_kv), gk, e));
 	}
-	held = mha_sat_add(qkv, block_bytes(mha_sat_mul(B, d->n_q), hv, e));
+	/* the fast path writes the concatenation over Q when W_O is there and d_k = d_v (fast.c) */
+	held = !plain && d->d_out && d->d_k == d->d_v ? qkv
+		: mha_sat_add(qkv, block_bytes(mha_sat_mul(B, d->n_q), hv, e));
 	if (plain) {
 		/* the plain path: a row, the head blocks, an (n_q, n_kv) matrix per watched stage */
 		size_t squares = 0;

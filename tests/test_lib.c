@@ -1302,6 +1302,14 @@ START_TEST(test_fast_path_blocks)
 			ck_assert_int_eq(mha_forward(fast, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
 			ck_assert_msg(!memcmp(one, fast, nq * dm * sizeof(double)),
 				      "%s kernels: 1 and 2 threads differ", kernels[k]);
+			/* 3 threads: Kᵀ and V packed all at once, not one key/value head
+			 * at a time as for 1 and 2 (kernel.c's waves): the same numbers */
+			cfg.threads = 3;
+			ck_assert_int_eq(mha_forward(fast, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
+			ck_assert_msg(!memcmp(one, fast, nq * dm * sizeof(double)),
+				      "%s kernels: 1 and 3 threads differ", kernels[k]);
+			cfg.threads = 2;
+			ck_assert_int_eq(mha_forward(fast, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
 			snprintf(what, sizeof(what), "fast (%s, %s) against exact", kernels[k], mha_kernel());
 			check_close_norm(what, fast, exact, nq * dm);
 			ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ fx, fkv, fkv }, &fw,
