@@ -199,11 +199,13 @@ static int read_positions(struct problem *p, const char *path)
 static int read_inputs(const struct problem_spec *s, struct problem *p)
 {
 	/* 3-D: a batch of sequences (B, rows, cols) */
-	const read_spec xs = { "X", x_keys, 2, 3, READ_LABELS },
-			kvs = { "X_kv", x_keys, 2, 3, READ_LABELS },
-			xks = { "X_k", x_keys, 2, 3, READ_LABELS }, xvs = { "X_v", x_keys, 2, 3, 0 };
-	const read_spec qs = { "Q", q_keys, 2, 3, READ_LABELS }, ks = { "K", k_keys, 2, 3, READ_LABELS };
-	const read_spec vs = { "V", v_keys, 2, 3, 0 };
+	const unsigned fl = s->floats ? READ_F32 : 0; /* float32 stays float32 */
+	const read_spec xs = { "X", x_keys, 2, 3, READ_LABELS | fl },
+			kvs = { "X_kv", x_keys, 2, 3, READ_LABELS | fl },
+			xks = { "X_k", x_keys, 2, 3, READ_LABELS | fl }, xvs = { "X_v", x_keys, 2, 3, fl };
+	const read_spec qs = { "Q", q_keys, 2, 3, READ_LABELS | fl },
+			ks = { "K", k_keys, 2, 3, READ_LABELS | fl };
+	const read_spec vs = { "V", v_keys, 2, 3, fl };
 	/* 1-D to 4-D, broadcast as ONNX's attn_mask (check_mask) */
 	const read_spec ms = { "mask", mask_keys, 1, 4, READ_NONFINITE | READ_BOOL };
 	const read_spec ss = { "sinks", NULL, 1, 2, 0 };
@@ -280,12 +282,15 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 static int spread(matrix *m, size_t B)
 {
 	matrix b;
-	const size_t n = matrix_size(m);
+	const size_t n = matrix_size(m), dims[3] = { B, m->dim[0], m->dim[1] };
 
-	if (matrix_alloc(&b, 3, B, m->dim[0], m->dim[1]))
+	if (m->f ? matrix_alloc_f32(&b, 3, dims) : matrix_alloc(&b, 3, B, m->dim[0], m->dim[1]))
 		return -1;
 	for (size_t i = 0; i < B; i++)
-		memcpy(b.v + i * n, m->v, n * sizeof(double));
+		if (m->f)
+			memcpy(b.f + i * n, m->f, n * sizeof(float));
+		else
+			memcpy(b.v + i * n, m->v, n * sizeof(double));
 	b.is_bool = m->is_bool;
 	b.is_f32 = m->is_f32;
 	b.labels = m->labels;
@@ -780,14 +785,18 @@ static void run_memory(const struct problem *p, unsigned wanted, int f32, size_t
 	part[0] = budget_held();
 	part[1] = part[2] = 0;
 	for (size_t i = 0; f32 && i < sizeof(held) / sizeof(held[0]); i++)
-		add_bytes(&part[0], matrix_size(held[i]), sizeof(float));
+		if (!held[i]->f)
+			add_bytes(&part[0], matrix_size(held[i]), sizeof(float));
 	for (int i = 0; f32 && i < N_WEIGHTS; i++)
 		add_bytes(&part[0], matrix_size(&p->w.m[i]), sizeof(float));
 	add_bytes(&part[0], matrix_size(&p->mask), 1);
 	lib = mha_memory(d, &p->cfg, wanted, f32);
 	add_bytes(&part[1], 1, lib);
 	/* the copies kept for printing: every sequence's */
-	add_bytes(&part[2], B * d->n_q * out_cols, sizeof(double) * (f32 ? 2 : 1));
+	/* the output: doubles, and the floats made first with --dtype f32;
+	 * floats alone when they are what is written (spec.floats) */
+	add_bytes(&part[2], B * d->n_q * out_cols,
+		  !f32 ? sizeof(double) : p->spec.float_out ? sizeof(float) : sizeof(double) + sizeof(float));
 	if (wanted & MHA_STAGE_BIT(MHA_STAGE_Q))
 		add_bytes(&part[2], B * d->n_q * d->heads * d->d_k, sizeof(double));
 	if (wanted & MHA_STAGE_BIT(MHA_STAGE_K))
@@ -852,30 +861,36 @@ static float *to_f32(const double *v, size_t n, int *ok)
  * the output widened back (exactly) and marked as floats for the writers.
  */
 static mha_status forward_f32(matrix *out, const mha_dims *d, const mha_inputs *src,
-			      const mha_weights *w, const mha_config *cfg, mha_report *rep)
+			      const mha_inputs_f32 *srcf, const mha_weights *w, const mha_config *cfg,
+			      mha_report *rep)
 {
 	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
 	const size_t n_out = matrix_size(out), out_cols = matrix_cols(out);
 	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
 	const size_t B = d->batch ? d->batch : 1;
 	int ok = 1;
-	float *xq = to_f32(src->xq, B * d->n_q * d->d_q_in, &ok);
-	float *xk = src->xk == src->xq ? xq : to_f32(src->xk, B * d->n_kv * d->d_k_in, &ok);
-	float *xv = src->xv == src->xk ? xk : to_f32(src->xv, B * d->n_kv * d->d_v_in, &ok);
+	/* inputs read as floats are used as they are; the rest rounded here */
+	float *xq = srcf->xq ? NULL : to_f32(src->xq, B * d->n_q * d->d_q_in, &ok);
+	float *xk = src->xk == src->xq ? xq : srcf->xk ? NULL : to_f32(src->xk, B * d->n_kv * d->d_k_in, &ok);
+	float *xv = src->xv == src->xk ? xk : srcf->xv ? NULL : to_f32(src->xv, B * d->n_kv * d->d_v_in, &ok);
 	float *W[8] = {
 		to_f32(w->W_Q, d->d_q_in * hk, &ok), to_f32(w->W_K, d->d_k_in * gk, &ok),
 		to_f32(w->W_V, d->d_v_in * gv, &ok), to_f32(w->W_O, hv * out_cols, &ok),
 		to_f32(w->b_Q, hk, &ok), to_f32(w->b_K, gk, &ok), to_f32(w->b_V, gv, &ok),
 		to_f32(w->b_O, out_cols, &ok),
 	};
-	float *o = malloc((n_out ? n_out : 1) * sizeof(float));
+	/* the output's floats: out's own when it holds floats */
+	float *o = out->f ? NULL : malloc((n_out ? n_out : 1) * sizeof(float));
 	mha_status st = MHA_ERR_NOMEM;
 
-	if (ok && o) {
-		st = mha_forward_f32(o, d, &(mha_inputs_f32){ xq, xk, xv },
+	if (ok && (o || out->f)) {
+		const mha_inputs_f32 in = { srcf->xq ? srcf->xq : xq,
+					    srcf->xk ? srcf->xk : xk, srcf->xv ? srcf->xv : xv };
+
+		st = mha_forward_f32(out->f ? out->f : o, d, &in,
 				     &(mha_weights_f32){ W[0], W[1], W[2], W[3], W[4], W[5], W[6], W[7] },
 				     cfg, rep);
-		for (size_t i = 0; st == MHA_OK && i < n_out; i++)
+		for (size_t i = 0; st == MHA_OK && o && i < n_out; i++)
 			out->v[i] = o[i];
 		out->is_f32 = 1;
 	}
@@ -908,10 +923,18 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 
 	const size_t cols = mha_output_cols(d, p->weights.W_O != NULL);
 
-	/* a batch keeps its 3-D shape, B = 1 too: (B, n_q, cols) */
-	if (p->batch ? matrix_alloc(out, 3, p->batch, d->n_q, cols) : matrix_alloc(out, 2, d->n_q, cols, 1))
+	/* a batch keeps its 3-D shape, B = 1 too: (B, n_q, cols); floats
+	 * alone when those are what is written */
+	if (f32 && p->spec.float_out) {
+		const size_t dims[3] = { p->batch ? p->batch : d->n_q, p->batch ? d->n_q : cols, cols };
+
+		if (matrix_alloc_f32(out, p->batch ? 3 : 2, dims))
+			return -1;
+	} else if (p->batch ? matrix_alloc(out, 3, p->batch, d->n_q, cols)
+			    : matrix_alloc(out, 2, d->n_q, cols, 1)) {
 		return -1;
-	st = f32 ? forward_f32(out, d, &p->in, &p->weights, &p->cfg, rep)
+	}
+	st = f32 ? forward_f32(out, d, &p->in, &p->in_f, &p->weights, &p->cfg, rep)
 		 : mha_forward(out->v, d, &p->in, &p->weights, &p->cfg, obs, rep);
 	if (st == MHA_ERR_OBSERVER)
 		return -1; /* the observer said why */
@@ -959,6 +982,9 @@ static void set_inputs(struct problem *p)
 	p->in.xq = p->direct ? p->q.v : p->x.v;
 	p->in.xk = p->direct ? p->k.v : s->xk ? p->xk.v : s->kv ? p->kv.v : p->x.v;
 	p->in.xv = p->direct ? p->v.v : s->xv ? p->xv.v : p->in.xk;
+	p->in_f.xq = p->direct ? p->q.f : p->x.f;
+	p->in_f.xk = p->direct ? p->k.f : s->xk ? p->xk.f : s->kv ? p->kv.f : p->x.f;
+	p->in_f.xv = p->direct ? p->v.f : s->xv ? p->xv.f : p->in_f.xk;
 }
 
 int problem_keep_sequence(struct problem *p, size_t b)

@@ -48,6 +48,10 @@ struct problem_spec {
 	const char *tokens, *kv_tokens; /* --tokens, --kv-tokens, or NULL */
 	const char *cell;               /* --cell QUERY,KEY, or NULL */
 	const size_t *kv_lens;          /* --kv-len 5,3,4: one length per sequence, or NULL */
+	int floats;                     /* --dtype f32 with X not printed: float32 inputs stay
+					   floats (READ_F32) */
+	int float_out;                  /* and the output is made and written as floats
+					   (--format npy or npz) */
 	size_t n_kv_lens;               /* their number (a single --kv-len N is cfg.kv_len) */
 };
 
@@ -86,6 +90,7 @@ struct problem {
 	mha_dims d;
 	mha_config cfg;         /* spec.cfg with the mask */
 	mha_inputs in;          /* the library's view of the matrices above */
+	mha_inputs_f32 in_f;    /* the same of those read as floats (matrix.f), else NULL */
 	mha_weights weights;
 	size_t cell[2];         /* --cell: the query and key, 0-based */
 };

@@ -538,28 +538,43 @@ static int check_finite(const matrix *m, const input_file *f, const read_spec *s
 
 	if (spec->flags & READ_NONFINITE)
 		return 0;
-	/* an exponent of all ones is nan or infinity; blocks of 256 let the
-	 * loop run without a branch a value, and stop near the first */
+	/*
+	 * An exponent of all ones is nan or infinity.  Adding one to the
+	 * exponent's lowest bit carries into the sign bit for exactly those:
+	 * no branch and no compare a value, four values a step.
+	 */
 	if (m->f) {
-		for (; i < n && !bad; i += 256)
-			for (size_t j = i; j < n && j < i + 256; j++) {
-				uint32_t u;
+		const uint32_t E = 0x7f800000u, C = 0x00800000u;
+		uint32_t acc[4] = { 0, 0, 0, 0 }, u[4];
 
-				memcpy(&u, &m->f[j], sizeof(u));
-				bad |= (u & 0x7f800000u) == 0x7f800000u;
-			}
+		for (; i + 4 <= n; i += 4) {
+			memcpy(u, m->f + i, sizeof(u));
+			for (int k = 0; k < 4; k++)
+				acc[k] |= (u[k] & E) + C;
+		}
+		for (; i < n; i++) {
+			memcpy(u, m->f + i, sizeof(u[0]));
+			acc[0] |= (u[0] & E) + C;
+		}
+		bad = ((acc[0] | acc[1] | acc[2] | acc[3]) >> 31) != 0;
 	} else {
-		for (; i < n && !bad; i += 256)
-			for (size_t j = i; j < n && j < i + 256; j++) {
-				uint64_t u;
+		const uint64_t E = UINT64_C(0x7ff0000000000000), C = UINT64_C(1) << 52;
+		uint64_t acc[4] = { 0, 0, 0, 0 }, u[4];
 
-				memcpy(&u, &m->v[j], sizeof(u));
-				bad |= (u & UINT64_C(0x7ff0000000000000)) == UINT64_C(0x7ff0000000000000);
-			}
+		for (; i + 4 <= n; i += 4) {
+			memcpy(u, m->v + i, sizeof(u));
+			for (int k = 0; k < 4; k++)
+				acc[k] |= (u[k] & E) + C;
+		}
+		for (; i < n; i++) {
+			memcpy(u, m->v + i, sizeof(u[0]));
+			acc[0] |= (u[0] & E) + C;
+		}
+		bad = ((acc[0] | acc[1] | acc[2] | acc[3]) >> 63) != 0;
 	}
 	if (!bad)
 		return 0;
-	for (i = i >= 256 ? i - 256 : 0; i < n; i++) {
+	for (i = 0; i < n; i++) {
 		v = m->f ? m->f[i] : m->v[i];
 		if (!isfinite(v))
 			break;
