@@ -104,6 +104,26 @@ int matrix_alloc_f32(matrix *m, size_t rank, const size_t *dims)
 	return m->f ? 0 : -1;
 }
 
+int matrix_widen(matrix *m)
+{
+	matrix d;
+	const size_t n = matrix_size(m);
+
+	if (!m->f)
+		return 0;
+	if (matrix_alloc_dims(&d, m->rank, m->dim))
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		d.v[i] = m->f[i];
+	free(m->f);
+	budget_give(m->held);
+	m->f = NULL;
+	m->v = d.v;
+	m->held = d.held;
+	m->is_f32 = 0; /* as a reader widening float32 leaves it */
+	return 0;
+}
+
 void matrix_free(matrix *m)
 {
 	if (!m)

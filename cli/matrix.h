@@ -36,6 +36,9 @@ int matrix_alloc_dims(matrix *m, size_t rank, const size_t *dims);
 /* the same with floats at f (v NULL), not zeroed */
 int matrix_alloc_f32(matrix *m, size_t rank, const size_t *dims);
 void matrix_free(matrix *m);
+/* floats (m->f) made doubles (m->v), exactly, for code that takes doubles
+ * alone; nothing when m holds doubles.  0, or -1 said (m unchanged). */
+int matrix_widen(matrix *m);
 
 /* What a reader accepts beyond finite numbers. */
 enum {

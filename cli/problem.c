@@ -247,6 +247,7 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 			   read_matrix(&p->v, s->v, &vs)))
 		return -1;
 	p->w.layout = s->layout;
+	p->w.floats = s->floats;
 	if (s->w && model_is_checkpoint(s->w)) {
 		if (model_load(&p->w, &p->spec, s->w))
 			return -1;
@@ -788,7 +789,8 @@ static void run_memory(const struct problem *p, unsigned wanted, int f32, size_t
 		if (!held[i]->f)
 			add_bytes(&part[0], matrix_size(held[i]), sizeof(float));
 	for (int i = 0; f32 && i < N_WEIGHTS; i++)
-		add_bytes(&part[0], matrix_size(&p->w.m[i]), sizeof(float));
+		if (!p->w.m[i].f)
+			add_bytes(&part[0], matrix_size(&p->w.m[i]), sizeof(float));
 	add_bytes(&part[0], matrix_size(&p->mask), 1);
 	lib = mha_memory(d, &p->cfg, wanted, f32);
 	add_bytes(&part[1], 1, lib);
@@ -827,7 +829,7 @@ int problem_check_memory(const struct problem *p, unsigned wanted, int f32)
 
 	if (limit == SIZE_MAX)
 		return 0;
-	run_memory(p, wanted, f32, mha_output_cols(&p->d, p->weights.W_O != NULL), part);
+	run_memory(p, wanted, f32, mha_output_cols(&p->d, weights_has(&p->w, WO)), part);
 	for (int i = 0; i < 3; i++)
 		add_bytes(&total, 1, part[i]);
 	if (total <= limit)
@@ -861,8 +863,8 @@ static float *to_f32(const double *v, size_t n, int *ok)
  * the output widened back (exactly) and marked as floats for the writers.
  */
 static mha_status forward_f32(matrix *out, const mha_dims *d, const mha_inputs *src,
-			      const mha_inputs_f32 *srcf, const mha_weights *w, const mha_config *cfg,
-			      mha_report *rep)
+			      const mha_inputs_f32 *srcf, const mha_weights *w,
+			      const mha_weights_f32 *wf, const mha_config *cfg, mha_report *rep)
 {
 	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
 	const size_t n_out = matrix_size(out), out_cols = matrix_cols(out);
@@ -873,12 +875,16 @@ static mha_status forward_f32(matrix *out, const mha_dims *d, const mha_inputs *
 	float *xq = srcf->xq ? NULL : to_f32(src->xq, B * d->n_q * d->d_q_in, &ok);
 	float *xk = src->xk == src->xq ? xq : srcf->xk ? NULL : to_f32(src->xk, B * d->n_kv * d->d_k_in, &ok);
 	float *xv = src->xv == src->xk ? xk : srcf->xv ? NULL : to_f32(src->xv, B * d->n_kv * d->d_v_in, &ok);
+	/* weights read as floats (wf) are used as they are; doubles rounded */
 	float *W[8] = {
 		to_f32(w->W_Q, d->d_q_in * hk, &ok), to_f32(w->W_K, d->d_k_in * gk, &ok),
 		to_f32(w->W_V, d->d_v_in * gv, &ok), to_f32(w->W_O, hv * out_cols, &ok),
 		to_f32(w->b_Q, hk, &ok), to_f32(w->b_K, gk, &ok), to_f32(w->b_V, gv, &ok),
 		to_f32(w->b_O, out_cols, &ok),
 	};
+	const float *const Wf[8] = { wf->W_Q, wf->W_K, wf->W_V, wf->W_O, wf->b_Q, wf->b_K, wf->b_V,
+				     wf->b_O };
+	const float *Wu[8];
 	/* the output's floats: out's own when it holds floats */
 	float *o = out->f ? NULL : malloc((n_out ? n_out : 1) * sizeof(float));
 	mha_status st = MHA_ERR_NOMEM;
@@ -887,8 +893,10 @@ static mha_status forward_f32(matrix *out, const mha_dims *d, const mha_inputs *
 		const mha_inputs_f32 in = { srcf->xq ? srcf->xq : xq,
 					    srcf->xk ? srcf->xk : xk, srcf->xv ? srcf->xv : xv };
 
+		for (int i = 0; i < 8; i++)
+			Wu[i] = Wf[i] ? Wf[i] : W[i];
 		st = mha_forward_f32(out->f ? out->f : o, d, &in,
-				     &(mha_weights_f32){ W[0], W[1], W[2], W[3], W[4], W[5], W[6], W[7] },
+				     &(mha_weights_f32){ Wu[0], Wu[1], Wu[2], Wu[3], Wu[4], Wu[5], Wu[6], Wu[7] },
 				     cfg, rep);
 		for (size_t i = 0; st == MHA_OK && o && i < n_out; i++)
 			out->v[i] = o[i];
@@ -910,6 +918,11 @@ static const double *weight_ptr(const weights *w, int i)
 	return weights_has(w, i) ? w->m[i].v : NULL;
 }
 
+static const float *weight_ptr_f(const weights *w, int i)
+{
+	return weights_has(w, i) ? w->m[i].f : NULL;
+}
+
 
 int problem_forward(matrix *out, const struct problem *p, const mha_observer *obs, int f32,
 		    mha_report *rep)
@@ -921,7 +934,7 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 		"key: if true means blocked there (PyTorch's nn.MultiheadAttention), add "
 		"--mask-bool block" : "";
 
-	const size_t cols = mha_output_cols(d, p->weights.W_O != NULL);
+	const size_t cols = mha_output_cols(d, weights_has(&p->w, WO));
 
 	/* a batch keeps its 3-D shape, B = 1 too: (B, n_q, cols); floats
 	 * alone when those are what is written */
@@ -934,7 +947,7 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 			    : matrix_alloc(out, 2, d->n_q, cols, 1)) {
 		return -1;
 	}
-	st = f32 ? forward_f32(out, d, &p->in, &p->in_f, &p->weights, &p->cfg, rep)
+	st = f32 ? forward_f32(out, d, &p->in, &p->in_f, &p->weights, &p->weights_f, &p->cfg, rep)
 		 : mha_forward(out->v, d, &p->in, &p->weights, &p->cfg, obs, rep);
 	if (st == MHA_ERR_OBSERVER)
 		return -1; /* the observer said why */
@@ -1110,6 +1123,11 @@ static int load(struct problem *p, const struct problem_spec *s)
 		.W_Q = weight_ptr(w, WQ), .W_K = weight_ptr(w, WK), .W_V = weight_ptr(w, WV),
 		.W_O = weight_ptr(w, WO), .b_Q = weight_ptr(w, BQ), .b_K = weight_ptr(w, BK),
 		.b_V = weight_ptr(w, BV), .b_O = weight_ptr(w, BO),
+	};
+	p->weights_f = (mha_weights_f32){
+		.W_Q = weight_ptr_f(w, WQ), .W_K = weight_ptr_f(w, WK), .W_V = weight_ptr_f(w, WV),
+		.W_O = weight_ptr_f(w, WO), .b_Q = weight_ptr_f(w, BQ), .b_K = weight_ptr_f(w, BK),
+		.b_V = weight_ptr_f(w, BV), .b_O = weight_ptr_f(w, BO),
 	};
 	return EXIT_OK;
 }

@@ -92,6 +92,7 @@ struct problem {
 	mha_inputs in;          /* the library's view of the matrices above */
 	mha_inputs_f32 in_f;    /* the same of those read as floats (matrix.f), else NULL */
 	mha_weights weights;
+	mha_weights_f32 weights_f; /* those read as floats (matrix.f), else NULL */
 	size_t cell[2];         /* --cell: the query and key, 0-based */
 };
 
