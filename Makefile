@@ -164,6 +164,7 @@ bench: deps
 	@sh tests/ensure_debs.sh --optional $(BENCH_PACKAGES)
 	$(MAKE) bench/bench_mha
 	$(PYTHON) bench/bench.py $(BENCH_ARGS) bench/bench_mha
+	$(MAKE) mha && $(PYTHON) bench/bench_process.py $(BENCH_PROCESS_ARGS) bench/bench_mha ./mha
 
 # the ONNX Attention operator's backend cases, read where they are (never copied)
 CONFORMANCE_DIR ?= ../shared/conformance/onnx-attention-opset25
