@@ -673,8 +673,9 @@ static ssize_t read_some(int fd, void *p, size_t n)
 	return got;
 }
 
-/* Read until n bytes are at p or the file ends: how many came, or -1 said. */
-static ssize_t read_full(const input_file *f, unsigned char *p, size_t n, size_t *came)
+/* Read until n bytes are at p or the file ends, how many in *came: 0, or
+ * -1 said. */
+static int read_full(const input_file *f, unsigned char *p, size_t n, size_t *came)
 {
 	*came = 0;
 	while (*came < n) {
