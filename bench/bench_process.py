@@ -15,7 +15,10 @@ The whole process is timed by hyperfine when it is installed (median of 5
 runs after a warm-up), else by this script (median of 5 after a warm-up);
 the library by bench_mha (best of 5), with as many threads on both sides
 (`--threads`, the processors).  The peak memory of `mha forward` is its
-ru_maxrss, from one more run.
+ru_maxrss (through /usr/bin/time when installed), and its processor time
+(user + system, median of 5) is printed too: on a machine others share,
+the elapsed time of a whole process includes its waits for a processor,
+which the library's best of 5 mostly escapes.
 
 --quick: n = 512 and 2048 only.  --long: also n = 131072 causal in
 float32 (a 256 MiB X; minutes), whose peak memory the issue wants under
@@ -68,45 +71,48 @@ def mha_command(mha, names, dtype, causal, out):
     return cmd + (["--causal"] if causal else [])
 
 
-def run_once(cmd, cwd=None):
-    """seconds and peak RSS (KiB) of one run; raises on failure.  The peak
-    is /usr/bin/time's when it is installed: a child forked from this
-    Python would start its count at Python's own size (NumPy loaded)."""
-    timed = ["/usr/bin/time", "-f", "%M"] if os.path.exists("/usr/bin/time") else []
-    t = time.perf_counter()
-    child = subprocess.Popen(timed + cmd, cwd=cwd, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
-    out, err = child.communicate()
-    seconds = time.perf_counter() - t
-    err = err.decode(errors="replace")
-    if child.returncode != 0:
-        raise RuntimeError("%s: %s" % (" ".join(cmd[:2]), err.strip()))
-    peak = int(err.split()[-1]) if timed else resource_children()
-    return seconds, peak, out.decode()
-
-
-def resource_children():
-    import resource
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def run_once(cmd, cwd=None, peak=False):
+    """elapsed seconds, peak RSS (KiB), standard output and processor
+    seconds of one run; raises on failure.  peak: through /usr/bin/time
+    when it is installed, since a child forked from this Python starts its
+    peak at Python's own size (NumPy loaded); its processor time is then
+    time's as well."""
+    timed = ["/usr/bin/time", "-f", "%M"] if peak and os.path.exists("/usr/bin/time") else []
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        child = subprocess.Popen(timed + cmd, cwd=cwd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - t
+        out.seek(0)
+        err.seek(0)
+        text, said = out.read().decode(), err.read().decode(errors="replace")
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError("%s: %s" % (" ".join(cmd[:2]), said.strip()))
+    rss = int(said.split()[-1]) if timed else usage.ru_maxrss
+    # the processor time: unlike the elapsed time, about the same on a
+    # busy machine, where a process waits its turn for a processor
+    return seconds, rss, text, usage.ru_utime + usage.ru_stime
 
 
 def whole_process(cmd, cwd=None):
-    """median seconds of RUNS runs after a warm-up, and the peak RSS in KiB"""
-    _, rss, _ = run_once(cmd, cwd)  # the warm-up: the files in the page cache
+    """median elapsed seconds of RUNS runs after a warm-up, the peak RSS in
+    KiB and the median processor seconds"""
+    rss = run_once(cmd, cwd, peak=True)[1]  # and the warm-up: the files in the page cache
+    runs = [run_once(cmd, cwd) for _ in range(RUNS)]
+    cpu = statistics.median(r[3] for r in runs)
     if shutil.which("hyperfine"):
         with tempfile.NamedTemporaryFile(suffix=".json") as j:
             subprocess.run(["hyperfine", "-N", "--warmup", "1", "--runs", str(RUNS),
                             "--export-json", j.name, "--", subprocess.list2cmdline(cmd)],
                            cwd=cwd, check=True, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
-            return json.load(open(j.name))["results"][0]["median"], rss, "hyperfine"
-    times = [run_once(cmd, cwd)[0] for _ in range(RUNS)]
-    return statistics.median(times), rss, "median of %d" % RUNS
+            return json.load(open(j.name))["results"][0]["median"], rss, cpu
+    return statistics.median(r[0] for r in runs), rss, cpu
 
 
 def in_process(bench_mha, n, causal, dtype):
-    _, peak, out = run_once([bench_mha, str(n), str(D), str(H), "1" if causal else "0", dtype,
-                             str(THREADS), str(RUNS)])
+    _, peak, out, _ = run_once([bench_mha, str(n), str(D), str(H), "1" if causal else "0", dtype,
+                                str(THREADS), str(RUNS)], peak=True)
     fields = dict(kv.split("=", 1) for kv in out.split())
     return float(fields["seconds"]), peak
 
@@ -135,26 +141,27 @@ def main():
               "process (bench_mha), d_model %d, %d heads; whole process: %s, library: best "
               "of %d.\n" % (THREADS, D, H, timer, RUNS))
         print("| n | causal | dtype | library ms | whole process ms | ratio | overhead ms "
-              "| target | met | library peak MiB | process peak MiB |")
-        print("|---:|---|---|---:|---:|---:|---:|---|---|---:|---:|")
+              "| target | met | process CPU ms | library peak MiB | process peak MiB |")
+        print("|---:|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|")
         for n, causal, dtype in cases:
             names = make_inputs(tmp, n, dtype)
             out = os.path.join(tmp, "out.npy")
             lib, lib_rss = in_process(bench_mha, n, causal, dtype)
-            proc, rss, _ = whole_process(mha_command(mha, names, dtype, causal, out))
+            proc, rss, cpu = whole_process(mha_command(mha, names, dtype, causal, out))
             want, met = target(n, lib, proc)
-            print("| %d | %s | %s | %.1f | %.1f | %.2fx | %+.1f | %s | %s | %.0f | %.0f |" %
+            print("| %d | %s | %s | %.1f | %.1f | %.2fx | %+.1f | %s | %s | %.1f | %.0f | %.0f |" %
                   (n, "yes" if causal else "no", dtype, lib * 1e3, proc * 1e3, proc / lib,
-                   (proc - lib) * 1e3, want, met, lib_rss / 1024, rss / 1024))
+                   (proc - lib) * 1e3, want, met, cpu * 1e3, lib_rss / 1024, rss / 1024))
             sys.stdout.flush()
             if n > 8192:
                 os.remove(names["-x"])
         # a tutorial's run: 6 tokens, JSON in, text out
         tut = os.path.join(HERE, "..", "samples", "worked-example")
-        proc, rss, _ = whole_process([mha, "forward", "-x", "x.json", "-w", "weights.json"],
-                                     cwd=tut)
+        proc, rss, cpu = whole_process([mha, "forward", "-x", "x.json", "-w", "weights.json"],
+                                       cwd=tut)
         print("| 6 (samples/worked-example, JSON) | no | f64 | - | %.2f | - | - | < 2 ms | %s "
-              "| - | %.0f |" % (proc * 1e3, "yes" if proc < 0.002 else "no", rss / 1024))
+              "| %.2f | - | %.0f |" % (proc * 1e3, "yes" if proc < 0.002 else "no", cpu * 1e3,
+                                       rss / 1024))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
