@@ -174,12 +174,22 @@ static void input_close(input_file *f)
 	f->fd = -1;
 }
 
+/* after a failure: the file closed and what was read given back (the name
+ * stays, for input_free) */
+static int input_drop(input_file *f)
+{
+	input_close(f);
+	free(f->data);
+	budget_give(f->held);
+	f->data = NULL;
+	f->held = f->len = f->cap = 0;
+	return -1;
+}
+
 int input_begin(input_file *f, const char *path, size_t head)
 {
-	if (input_open(f, path) || input_fill(f, head)) {
-		input_close(f);
-		return -1;
-	}
+	if (input_open(f, path) || input_fill(f, head))
+		return input_drop(f);
 	budget_reading(f->name); /* what charges made while parsing it name */
 	return 0;
 }
@@ -194,10 +204,8 @@ int input_finish(input_file *f)
 
 int input_load(input_file *f, const char *path)
 {
-	if (input_open(f, path) || input_fill(f, SIZE_MAX)) {
-		input_close(f);
-		return -1;
-	}
+	if (input_open(f, path) || input_fill(f, SIZE_MAX))
+		return input_drop(f);
 	input_close(f);
 	budget_reading(f->name); /* what charges made while parsing it name */
 	return 0;

@@ -170,8 +170,10 @@ static int read_positions(struct problem *p, const char *path)
 	json_doc doc = { 0 };
 	int rc;
 
-	if (input_load(&f, path))
+	if (input_load(&f, path)) {
+		input_free(&f);
 		return -1;
+	}
 	if (input_format(&f) == FORMAT_IN_JSON &&
 	    f.data[strspn((const char *)f.data, " \t\r\n")] == '{') {
 		rc = json_parse(&doc, &f);
