@@ -190,6 +190,7 @@ bench: deps
 	-$(MAKE) $(BENCH_ORT)/onnxruntime-node/package.json
 	@mkdir -p build
 	$(PYTHON) bench/bench.py --ort $(BENCH_ORT) --output $(BENCH_OUT) $(BENCH_ARGS) bench/bench_mha
+	$(MAKE) mha && $(PYTHON) bench/bench_process.py $(BENCH_PROCESS_ARGS) bench/bench_mha ./mha
 
 # the ONNX Attention operator's backend cases, read where they are (never copied)
 CONFORMANCE_DIR ?= ../shared/conformance/onnx-attention-opset25

@@ -902,6 +902,11 @@ int forward_run(int argc, char **argv, const struct forward_command *cmd)
 		return EXIT_USAGE;
 	}
 
+	/* --dtype f32 printing no step but the output: float32 inputs stay
+	 * floats, and .npy and .npz get the output's floats as computed */
+	o.spec.floats = o.f32 && !o.print_all && !(o.print & STEP_BIT(STEP_X)) && !o.sequence;
+	o.spec.float_out = o.spec.floats &&
+			   (o.emit.format == FORMAT_NPY || o.emit.format == FORMAT_NPZ);
 	/* one limit from the first byte read to the last written */
 	budget_init(o.max_memory);
 	rc = problem_load(&pb, &o.spec);

@@ -64,97 +64,159 @@ static int grow(input_file *f, unsigned char **buf, size_t *cap, size_t want)
 	return 0;
 }
 
-int input_load(input_file *f, const char *path)
+/*
+ * Open path ("-": standard input) for reading: f->name set, f->fd open.  A
+ * regular file (standard input redirected from one too) says how long it
+ * is: refused before anything is read when that passes the budget, and
+ * remembered in f->size.  0, or -1 said (f->fd -1).
+ */
+static int input_open(input_file *f, const char *path)
 {
 	const int from_stdin = !strcmp(path, "-");
-	size_t cap = 0, n = 0;
-	unsigned char *buf = NULL;
 	struct stat st;
-	int fd;
 
 	memset(f, 0, sizeof(*f));
+	f->fd = -1;
 	f->name = strdup(from_stdin ? "<stdin>" : path);
 	if (!f->name)
 		return error("out of memory");
 	if (from_stdin) {
-		fd = STDIN_FILENO;
+		f->fd = STDIN_FILENO;
 	} else {
 		if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
 			return error("%s: is a directory, expected a file", path);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
+		f->fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (f->fd < 0)
 			return error("%s: %s", path, strerror(errno));
 	}
-	/* a regular file (standard input redirected from one too) says how long
-	 * it is: one block of that size, or a refusal before reading anything */
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-		off_t at = lseek(fd, 0, SEEK_CUR);
+	if (fstat(f->fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+		off_t at = lseek(f->fd, 0, SEEK_CUR);
 		unsigned long long rest = (unsigned long long)st.st_size - (at > 0 ? (unsigned long long)at : 0);
 		char a[48], b[48];
 
 		if (at > st.st_size)
 			rest = 0;
-		if (rest >= budget_left() || rest >= SIZE_MAX - 64) {
-			error("%s: the file is %s, more than --max-memory (%s)%s", f->name,
-			      show_bytes(a, sizeof(a), (size_t)(rest < SIZE_MAX ? rest : SIZE_MAX)),
-			      show_bytes(b, sizeof(b), budget_limit()),
-			      budget_held() ? " leaves after the inputs before it" : "");
-			goto fail;
-		}
-		if (grow(f, &buf, &cap, (size_t)rest + 1))
-			goto fail;
+		if (rest >= budget_left() || rest >= SIZE_MAX - 64)
+			return error("%s: the file is %s, more than --max-memory (%s)%s", f->name,
+				     show_bytes(a, sizeof(a), (size_t)(rest < SIZE_MAX ? rest : SIZE_MAX)),
+				     show_bytes(b, sizeof(b), budget_limit()),
+				     budget_held() ? " leaves after the inputs before it" : "");
+		f->size = (size_t)rest;
+		f->sized = 1;
 	}
-	for (;;) {
-		ssize_t got;
+	return 0;
+}
 
+/*
+ * Read on until f->data holds want bytes or the file has ended (f->ended):
+ * a file of known size in one block of that size, a stream in a buffer
+ * that doubles, both within the budget.  0, or -1 said.
+ */
+int input_fill(input_file *f, size_t want)
+{
+	size_t cap = f->cap, n = f->len;
+	unsigned char *buf = f->data;
+	ssize_t got;
+
+	while (!f->ended && n < want) {
 		if (n + 1 >= cap) {
 			/* full: before growing, learn whether the file ends here
 			 * (a regular file read to its size does) */
 			unsigned char probe;
 			const int had = cap != 0;
+			size_t first = n + 2;
 
 			if (had) {
-				got = read_retry(fd, &probe, 1);
+				got = read_retry(f->fd, &probe, 1);
 				if (got < 0)
 					goto read_error;
-				if (got == 0)
+				if (got == 0) {
+					f->ended = 1;
 					break;
+				}
 			}
-			if (grow(f, &buf, &cap, n + 2))
+			/* a file of known size: the rest in one block, not doubling */
+			if (f->sized && f->size >= n && want > n + 1)
+				first = (want < f->size ? want : f->size) + 1;
+			if (first < n + 2)
+				first = n + 2;
+			if (grow(f, &buf, &cap, first))
 				goto fail;
 			if (had)
 				buf[n++] = probe;
 			continue;
 		}
-		got = read_retry(fd, buf + n, cap - 1 - n);
+		got = read_retry(f->fd, buf + n, (want - n < cap - 1 - n ? want - n : cap - 1 - n));
 		if (got < 0)
 			goto read_error;
 		if (got == 0)
-			break;
+			f->ended = 1;
 		n += (size_t)got;
 	}
-	if (fd != STDIN_FILENO)
-		close(fd);
-	buf[n] = '\0';
+	if (buf)
+		buf[n] = '\0';
 	f->data = buf;
 	f->len = n;
-	budget_reading(f->name); /* what charges made while parsing it name */
+	f->cap = cap;
 	return 0;
 read_error:
 	error("%s: read error: %s", f->name, strerror(errno));
 fail:
-	if (fd != STDIN_FILENO)
-		close(fd);
-	free(buf);
-	budget_give(f->held);
-	f->held = 0;
+	f->data = buf;
+	f->len = n;
+	f->cap = cap;
 	return -1;
+}
+
+static void input_close(input_file *f)
+{
+	if (f->fd > STDIN_FILENO)
+		close(f->fd);
+	f->fd = -1;
+}
+
+/* after a failure: the file closed and what was read given back (the name
+ * stays, for input_free) */
+static int input_drop(input_file *f)
+{
+	input_close(f);
+	free(f->data);
+	budget_give(f->held);
+	f->data = NULL;
+	f->held = f->len = f->cap = 0;
+	return -1;
+}
+
+int input_begin(input_file *f, const char *path, size_t head)
+{
+	if (input_open(f, path) || input_fill(f, head))
+		return input_drop(f);
+	budget_reading(f->name); /* what charges made while parsing it name */
+	return 0;
+}
+
+int input_finish(input_file *f)
+{
+	const int rc = input_fill(f, SIZE_MAX);
+
+	input_close(f);
+	return rc;
+}
+
+int input_load(input_file *f, const char *path)
+{
+	if (input_open(f, path) || input_fill(f, SIZE_MAX))
+		return input_drop(f);
+	input_close(f);
+	budget_reading(f->name); /* what charges made while parsing it name */
+	return 0;
 }
 
 void input_free(input_file *f)
 {
 	if (!f)
 		return;
+	input_close(f);
 	free(f->data);
 	budget_give(f->held);
 	if (budget_current() == f->name)
@@ -230,17 +292,28 @@ int read_input(matrix *m, const input_file *f, const read_spec *spec)
 	return rc;
 }
 
+/* what read_matrix() reads before telling a .npy file: its header, as a
+ * rule (NumPy pads it to 64 or 128 bytes; a longer one is read on) */
+#define HEAD_BYTES 4096
+
 int read_matrix(matrix *m, const char *path, const read_spec *spec)
 {
 	input_file f;
 	int rc;
 
 	memset(m, 0, sizeof(*m));
-	if (input_load(&f, path)) {
+	if (input_begin(&f, path, HEAD_BYTES)) {
 		input_free(&f);
 		return -1;
 	}
-	rc = read_input(m, &f, spec);
+	/* .npy by its magic bytes: the values go straight where they belong */
+	if (!f.ended && f.len >= 6 && !memcmp(f.data, "\x93NUMPY", 6)) {
+		rc = read_npy_rest(m, &f, spec);
+		if (rc)
+			matrix_free(m);
+	} else {
+		rc = input_finish(&f) ? -1 : read_input(m, &f, spec);
+	}
 	input_free(&f);
 	return rc;
 }

@@ -24,6 +24,12 @@ typedef struct input_file {
 	unsigned char *data; /* the whole file, with a NUL after the last byte */
 	size_t len;          /* bytes, not counting that NUL */
 	size_t held;         /* what data holds of the memory budget */
+	/* while a file is read in parts (input_begin) */
+	size_t cap;          /* bytes allocated at data */
+	size_t size;         /* a regular file's length from where reading began */
+	int sized;           /* size is known (a regular file) */
+	int ended;           /* the file's last byte is in data */
+	int fd;              /* open while read in parts; -1 (or 0, standard input) */
 } input_file;
 
 /* Read path ("-": standard input) whole, within the memory budget (budget.h):
@@ -31,6 +37,16 @@ typedef struct input_file {
  * are reported; -1. */
 int input_load(input_file *f, const char *path);
 void input_free(input_file *f);
+
+/* The same in parts: input_begin() reads the first head bytes (fewer if
+ * the file is shorter) and leaves the file open; input_fill() reads on
+ * until data holds want bytes or the file ends (ended); input_finish()
+ * reads the rest and closes it.  A reader may instead read the rest
+ * itself from fd, straight into its own memory (read_npy_rest).  Errors
+ * are reported; -1.  input_free() closes what is still open. */
+int input_begin(input_file *f, const char *path, size_t head);
+int input_fill(input_file *f, size_t want);
+int input_finish(input_file *f);
 
 typedef enum { FORMAT_IN_JSON, FORMAT_IN_CSV, FORMAT_IN_NPY, FORMAT_IN_NPZ } in_format;
 
@@ -59,6 +75,10 @@ int read_input(matrix *m, const input_file *f, const read_spec *spec);
 int read_json(matrix *m, const input_file *f, const read_spec *spec);
 int read_csv(matrix *m, const input_file *f, const read_spec *spec);
 int read_npy(matrix *m, const input_file *f, const read_spec *spec);
+/* A .npy file begun with input_begin(): native float64 and float32 (C
+ * order, the host's byte order) read straight into the matrix, in one
+ * read; any other dtype, or a file already whole in data, by read_npy(). */
+int read_npy_rest(matrix *m, input_file *f, const read_spec *spec);
 
 /* The non-finite spellings a mask may use ("-inf", "Infinity", "nan", …,
  * any case, optional sign): 1 and *v set, or 0. */

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 size_t matrix_size(const matrix *m)
 {
@@ -52,40 +53,74 @@ int matrix_alloc(matrix *m, size_t rank, size_t d0, size_t d1, size_t d2)
 	return matrix_alloc_dims(m, rank, dims);
 }
 
-int matrix_alloc_dims(matrix *m, size_t rank, const size_t *dims)
+/* dims into m and room for their values of size bytes each, charged to
+ * the budget; the block from malloc (zeroed: calloc), or NULL said */
+static void *alloc_values(matrix *m, size_t rank, const size_t *dims, size_t size, int zero)
 {
 	size_t n = 1;
 	char shape[96];
+	void *p;
 
+	memset(m, 0, sizeof(*m));
 	m->rank = rank;
 	for (size_t r = 0; r < 4; r++)
 		m->dim[r] = r < rank ? dims[r] : 1;
-	m->is_bool = 0;
-	m->is_f32 = 0;
-	m->labels = NULL;
-	m->n_labels = 0;
-	m->v = NULL;
-	m->held = 0;
-	m->labels_held = 0;
 	for (size_t r = 0; r < 4; r++) {
-		if (m->dim[r] && n > SIZE_MAX / m->dim[r])
-			return error("a %s array is too large to address",
-				     matrix_shape(m, shape, sizeof(shape)));
+		if (m->dim[r] && n > SIZE_MAX / m->dim[r]) {
+			error("a %s array is too large to address", matrix_shape(m, shape, sizeof(shape)));
+			return NULL;
+		}
 		n *= m->dim[r];
 	}
-	if (n > SIZE_MAX / sizeof(double))
-		return error("a %s array is too large to address", matrix_shape(m, shape, sizeof(shape)));
-	m->held = budget_block((n ? n : 1) * sizeof(double));
+	if (n > SIZE_MAX / size) {
+		error("a %s array is too large to address", matrix_shape(m, shape, sizeof(shape)));
+		return NULL;
+	}
+	m->held = budget_block((n ? n : 1) * size);
 	if (budget_take(m->held)) {
 		m->held = 0;
-		return budget_refuse(NULL, n * sizeof(double));
+		budget_refuse(NULL, n * size);
+		return NULL;
 	}
-	m->v = calloc(n ? n : 1, sizeof(double));
-	if (!m->v) {
+	p = zero ? calloc(n ? n : 1, size) : malloc((n ? n : 1) * size);
+	if (!p) {
 		budget_give(m->held);
 		m->held = 0;
-		return error("out of memory for %zu numbers (%zu bytes)", n, n * sizeof(double));
+		error("out of memory for %zu numbers (%zu bytes)", n, n * size);
 	}
+	return p;
+}
+
+int matrix_alloc_dims(matrix *m, size_t rank, const size_t *dims)
+{
+	m->v = alloc_values(m, rank, dims, sizeof(double), 1);
+	return m->v ? 0 : -1;
+}
+
+int matrix_alloc_f32(matrix *m, size_t rank, const size_t *dims)
+{
+	m->f = alloc_values(m, rank, dims, sizeof(float), 0);
+	m->is_f32 = 1;
+	return m->f ? 0 : -1;
+}
+
+int matrix_widen(matrix *m)
+{
+	matrix d;
+	const size_t n = matrix_size(m);
+
+	if (!m->f)
+		return 0;
+	if (matrix_alloc_dims(&d, m->rank, m->dim))
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		d.v[i] = m->f[i];
+	free(m->f);
+	budget_give(m->held);
+	m->f = NULL;
+	m->v = d.v;
+	m->held = d.held;
+	m->is_f32 = 0; /* as a reader widening float32 leaves it */
 	return 0;
 }
 
@@ -94,8 +129,10 @@ void matrix_free(matrix *m)
 	if (!m)
 		return;
 	free(m->v);
+	free(m->f);
 	budget_give(m->held);
 	m->v = NULL;
+	m->f = NULL;
 	m->held = 0;
 	m->rank = 0;
 	for (size_t i = 0; m->labels && i < m->n_labels; i++)

@@ -11,6 +11,8 @@ typedef struct matrix {
 	size_t rank;   /* 1 to 4; 0 while empty */
 	size_t dim[4]; /* dim[0] outermost; dimensions past rank are 1 */
 	double *v;     /* row-major, dim[0]·dim[1]·dim[2] values, from malloc() */
+	float *f;      /* instead of v (then NULL): the values as float32 read them,
+			  for --dtype f32 (READ_F32, matrix_alloc_f32); from malloc() */
 	int is_bool;   /* every entry was true or false (a boolean mask) */
 	int is_f32;    /* the values are floats (widened): written as floats */
 	char **labels; /* a label (token) per row of a 2-D matrix, or NULL; owned */
@@ -31,13 +33,19 @@ const char *matrix_shape(const matrix *m, char *buf, size_t size);
 int matrix_alloc(matrix *m, size_t rank, size_t d0, size_t d1, size_t d2);
 /* the same for any rank up to 4, the dimensions in dims */
 int matrix_alloc_dims(matrix *m, size_t rank, const size_t *dims);
+/* the same with floats at f (v NULL), not zeroed */
+int matrix_alloc_f32(matrix *m, size_t rank, const size_t *dims);
 void matrix_free(matrix *m);
+/* floats (m->f) made doubles (m->v), exactly, for code that takes doubles
+ * alone; nothing when m holds doubles.  0, or -1 said (m unchanged). */
+int matrix_widen(matrix *m);
 
 /* What a reader accepts beyond finite numbers. */
 enum {
 	READ_NONFINITE = 1u << 0, /* -inf, inf, nan in their usual spellings (masks only) */
 	READ_BOOL = 1u << 1,      /* true and false, all of them or none (masks only) */
-	READ_LABELS = 1u << 2     /* row labels: JSON "tokens", a CSV first column of names */
+	READ_LABELS = 1u << 2,    /* row labels: JSON "tokens", a CSV first column of names */
+	READ_F32 = 1u << 3        /* float32 values may stay floats (m->f): --dtype f32's inputs */
 };
 
 #endif

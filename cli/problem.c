@@ -260,8 +260,10 @@ static int read_positions(struct problem *p, const char *path)
 	json_doc doc = { 0 };
 	int rc;
 
-	if (input_load(&f, path))
+	if (input_load(&f, path)) {
+		input_free(&f);
 		return -1;
+	}
 	if (input_format(&f) == FORMAT_IN_JSON &&
 	    f.data[strspn((const char *)f.data, " \t\r\n")] == '{') {
 		rc = json_parse(&doc, &f);
@@ -289,12 +291,14 @@ static int read_positions(struct problem *p, const char *path)
 static int read_inputs(const struct problem_spec *s, struct problem *p)
 {
 	/* 3-D: a batch of sequences (B, rows, cols) */
-	const read_spec xs = { "X", x_keys, 2, 3, READ_LABELS },
-			kvs = { "X_kv", x_keys, 2, 3, READ_LABELS },
-			xks = { "X_k", x_keys, 2, 3, READ_LABELS }, xvs = { "X_v", x_keys, 2, 3, 0 };
-	const read_spec qs = { "Q", q_keys, 2, 3, READ_LABELS }, ks = { "K", k_keys, 2, 3, READ_LABELS };
-	const read_spec vs = { "V", v_keys, 2, 3, 0 };
-	/* --kt: K^T, whose rows are features, so no labels */
+	const unsigned fl = s->floats ? READ_F32 : 0; /* float32 stays float32 */
+	const read_spec xs = { "X", x_keys, 2, 3, READ_LABELS | fl },
+			kvs = { "X_kv", x_keys, 2, 3, READ_LABELS | fl },
+			xks = { "X_k", x_keys, 2, 3, READ_LABELS | fl }, xvs = { "X_v", x_keys, 2, 3, fl };
+	const read_spec qs = { "Q", q_keys, 2, 3, READ_LABELS | fl },
+			ks = { "K", k_keys, 2, 3, READ_LABELS | fl };
+	const read_spec vs = { "V", v_keys, 2, 3, fl };
+	/* --kt: K^T, whose rows are features, so no labels; widened (it is turned) */
 	const read_spec kts = { "K^T", k_keys, 2, 3, 0 };
 	/* 1-D to 4-D, broadcast as ONNX's attn_mask (check_mask) */
 	const read_spec ms = { "mask", mask_keys, 1, 4, READ_NONFINITE | READ_BOOL };
@@ -339,6 +343,7 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 			   read_matrix(&p->v, s->v, &vs) || (s->k_transposed && transpose(&p->k))))
 		return -1;
 	p->w.layout = s->layout;
+	p->w.floats = s->floats;
 	if (s->w && model_is_checkpoint(s->w)) {
 		if (model_load(&p->w, &p->spec, s->w))
 			return -1;
@@ -374,12 +379,15 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 static int spread(matrix *m, size_t B)
 {
 	matrix b;
-	const size_t n = matrix_size(m);
+	const size_t n = matrix_size(m), dims[3] = { B, m->dim[0], m->dim[1] };
 
-	if (matrix_alloc(&b, 3, B, m->dim[0], m->dim[1]))
+	if (m->f ? matrix_alloc_f32(&b, 3, dims) : matrix_alloc(&b, 3, B, m->dim[0], m->dim[1]))
 		return -1;
 	for (size_t i = 0; i < B; i++)
-		memcpy(b.v + i * n, m->v, n * sizeof(double));
+		if (m->f)
+			memcpy(b.f + i * n, m->f, n * sizeof(float));
+		else
+			memcpy(b.v + i * n, m->v, n * sizeof(double));
 	b.is_bool = m->is_bool;
 	b.is_f32 = m->is_f32;
 	b.labels = m->labels;
@@ -878,14 +886,19 @@ static void run_memory(const struct problem *p, unsigned wanted, int f32, size_t
 	part[0] = budget_held();
 	part[1] = part[2] = 0;
 	for (size_t i = 0; f32 && i < sizeof(held) / sizeof(held[0]); i++)
-		add_bytes(&part[0], matrix_size(held[i]), sizeof(float));
+		if (!held[i]->f)
+			add_bytes(&part[0], matrix_size(held[i]), sizeof(float));
 	for (int i = 0; f32 && i < N_WEIGHTS; i++)
-		add_bytes(&part[0], matrix_size(&p->w.m[i]), sizeof(float));
+		if (!p->w.m[i].f)
+			add_bytes(&part[0], matrix_size(&p->w.m[i]), sizeof(float));
 	add_bytes(&part[0], matrix_size(&p->mask), 1);
 	lib = mha_memory(d, &p->cfg, wanted, f32);
 	add_bytes(&part[1], 1, lib);
 	/* the copies kept for printing: every sequence's */
-	add_bytes(&part[2], B * d->n_q * out_cols, sizeof(double) * (f32 ? 2 : 1));
+	/* the output: doubles, and the floats made first with --dtype f32;
+	 * floats alone when they are what is written (spec.floats) */
+	add_bytes(&part[2], B * d->n_q * out_cols,
+		  !f32 ? sizeof(double) : p->spec.float_out ? sizeof(float) : sizeof(double) + sizeof(float));
 	if (wanted & MHA_STAGE_BIT(MHA_STAGE_Q))
 		add_bytes(&part[2], B * d->n_q * d->heads * d->d_k, sizeof(double));
 	if (wanted & MHA_STAGE_BIT(MHA_STAGE_K))
@@ -916,7 +929,7 @@ int problem_check_memory(const struct problem *p, unsigned wanted, int f32)
 
 	if (limit == SIZE_MAX)
 		return 0;
-	run_memory(p, wanted, f32, mha_output_cols(&p->d, p->weights.W_O != NULL), part);
+	run_memory(p, wanted, f32, mha_output_cols(&p->d, weights_has(&p->w, WO)), part);
 	for (int i = 0; i < 3; i++)
 		add_bytes(&total, 1, part[i]);
 	if (total <= limit)
@@ -950,30 +963,42 @@ static float *to_f32(const double *v, size_t n, int *ok)
  * the output widened back (exactly) and marked as floats for the writers.
  */
 static mha_status forward_f32(matrix *out, const mha_dims *d, const mha_inputs *src,
-			      const mha_weights *w, const mha_config *cfg, mha_report *rep)
+			      const mha_inputs_f32 *srcf, const mha_weights *w,
+			      const mha_weights_f32 *wf, const mha_config *cfg, mha_report *rep)
 {
 	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
 	const size_t n_out = matrix_size(out), out_cols = matrix_cols(out);
 	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
 	const size_t B = d->batch ? d->batch : 1;
 	int ok = 1;
-	float *xq = to_f32(src->xq, B * d->n_q * d->d_q_in, &ok);
-	float *xk = src->xk == src->xq ? xq : to_f32(src->xk, B * d->n_kv * d->d_k_in, &ok);
-	float *xv = src->xv == src->xk ? xk : to_f32(src->xv, B * d->n_kv * d->d_v_in, &ok);
+	/* inputs read as floats are used as they are; the rest rounded here */
+	float *xq = srcf->xq ? NULL : to_f32(src->xq, B * d->n_q * d->d_q_in, &ok);
+	float *xk = src->xk == src->xq ? xq : srcf->xk ? NULL : to_f32(src->xk, B * d->n_kv * d->d_k_in, &ok);
+	float *xv = src->xv == src->xk ? xk : srcf->xv ? NULL : to_f32(src->xv, B * d->n_kv * d->d_v_in, &ok);
+	/* weights read as floats (wf) are used as they are; doubles rounded */
 	float *W[8] = {
 		to_f32(w->W_Q, d->d_q_in * hk, &ok), to_f32(w->W_K, d->d_k_in * gk, &ok),
 		to_f32(w->W_V, d->d_v_in * gv, &ok), to_f32(w->W_O, hv * out_cols, &ok),
 		to_f32(w->b_Q, hk, &ok), to_f32(w->b_K, gk, &ok), to_f32(w->b_V, gv, &ok),
 		to_f32(w->b_O, out_cols, &ok),
 	};
-	float *o = malloc((n_out ? n_out : 1) * sizeof(float));
+	const float *const Wf[8] = { wf->W_Q, wf->W_K, wf->W_V, wf->W_O, wf->b_Q, wf->b_K, wf->b_V,
+				     wf->b_O };
+	const float *Wu[8];
+	/* the output's floats: out's own when it holds floats */
+	float *o = out->f ? NULL : malloc((n_out ? n_out : 1) * sizeof(float));
 	mha_status st = MHA_ERR_NOMEM;
 
-	if (ok && o) {
-		st = mha_forward_f32(o, d, &(mha_inputs_f32){ xq, xk, xv },
-				     &(mha_weights_f32){ W[0], W[1], W[2], W[3], W[4], W[5], W[6], W[7] },
+	if (ok && (o || out->f)) {
+		const mha_inputs_f32 in = { srcf->xq ? srcf->xq : xq,
+					    srcf->xk ? srcf->xk : xk, srcf->xv ? srcf->xv : xv };
+
+		for (int i = 0; i < 8; i++)
+			Wu[i] = Wf[i] ? Wf[i] : W[i];
+		st = mha_forward_f32(out->f ? out->f : o, d, &in,
+				     &(mha_weights_f32){ Wu[0], Wu[1], Wu[2], Wu[3], Wu[4], Wu[5], Wu[6], Wu[7] },
 				     cfg, rep);
-		for (size_t i = 0; st == MHA_OK && i < n_out; i++)
+		for (size_t i = 0; st == MHA_OK && o && i < n_out; i++)
 			out->v[i] = o[i];
 		out->is_f32 = 1;
 	}
@@ -993,6 +1018,11 @@ static const double *weight_ptr(const weights *w, int i)
 	return weights_has(w, i) ? w->m[i].v : NULL;
 }
 
+static const float *weight_ptr_f(const weights *w, int i)
+{
+	return weights_has(w, i) ? w->m[i].f : NULL;
+}
+
 
 int problem_forward(matrix *out, const struct problem *p, const mha_observer *obs, int f32,
 		    mha_report *rep)
@@ -1004,12 +1034,20 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 		"key: if true means blocked there (PyTorch's nn.MultiheadAttention), add "
 		"--mask-bool block" : "";
 
-	const size_t cols = mha_output_cols(d, p->weights.W_O != NULL);
+	const size_t cols = mha_output_cols(d, weights_has(&p->w, WO));
 
-	/* a batch keeps its 3-D shape, B = 1 too: (B, n_q, cols) */
-	if (p->batch ? matrix_alloc(out, 3, p->batch, d->n_q, cols) : matrix_alloc(out, 2, d->n_q, cols, 1))
+	/* a batch keeps its 3-D shape, B = 1 too: (B, n_q, cols); floats
+	 * alone when those are what is written */
+	if (f32 && p->spec.float_out) {
+		const size_t dims[3] = { p->batch ? p->batch : d->n_q, p->batch ? d->n_q : cols, cols };
+
+		if (matrix_alloc_f32(out, p->batch ? 3 : 2, dims))
+			return -1;
+	} else if (p->batch ? matrix_alloc(out, 3, p->batch, d->n_q, cols)
+			    : matrix_alloc(out, 2, d->n_q, cols, 1)) {
 		return -1;
-	st = f32 ? forward_f32(out, d, &p->in, &p->weights, &p->cfg, rep)
+	}
+	st = f32 ? forward_f32(out, d, &p->in, &p->in_f, &p->weights, &p->weights_f, &p->cfg, rep)
 		 : mha_forward(out->v, d, &p->in, &p->weights, &p->cfg, obs, rep);
 	if (st == MHA_ERR_OBSERVER)
 		return -1; /* the observer said why */
@@ -1057,6 +1095,9 @@ static void set_inputs(struct problem *p)
 	p->in.xq = p->direct ? p->q.v : p->x.v;
 	p->in.xk = p->direct ? p->k.v : s->xk ? p->xk.v : s->kv ? p->kv.v : p->x.v;
 	p->in.xv = p->direct ? p->v.v : s->xv ? p->xv.v : p->in.xk;
+	p->in_f.xq = p->direct ? p->q.f : p->x.f;
+	p->in_f.xk = p->direct ? p->k.f : s->xk ? p->xk.f : s->kv ? p->kv.f : p->x.f;
+	p->in_f.xv = p->direct ? p->v.f : s->xv ? p->xv.f : p->in_f.xk;
 }
 
 int problem_keep_sequence(struct problem *p, size_t b)
@@ -1182,6 +1223,11 @@ static int load(struct problem *p, const struct problem_spec *s)
 		.W_Q = weight_ptr(w, WQ), .W_K = weight_ptr(w, WK), .W_V = weight_ptr(w, WV),
 		.W_O = weight_ptr(w, WO), .b_Q = weight_ptr(w, BQ), .b_K = weight_ptr(w, BK),
 		.b_V = weight_ptr(w, BV), .b_O = weight_ptr(w, BO),
+	};
+	p->weights_f = (mha_weights_f32){
+		.W_Q = weight_ptr_f(w, WQ), .W_K = weight_ptr_f(w, WK), .W_V = weight_ptr_f(w, WV),
+		.W_O = weight_ptr_f(w, WO), .b_Q = weight_ptr_f(w, BQ), .b_K = weight_ptr_f(w, BK),
+		.b_V = weight_ptr_f(w, BV), .b_O = weight_ptr_f(w, BO),
 	};
 	return EXIT_OK;
 }

@@ -49,6 +49,10 @@ struct problem_spec {
 	const char *tokens, *kv_tokens; /* --tokens, --kv-tokens, or NULL */
 	const char *cell;               /* --cell QUERY,KEY, or NULL */
 	const size_t *kv_lens;          /* --kv-len 5,3,4: one length per sequence, or NULL */
+	int floats;                     /* --dtype f32 with X not printed: float32 inputs stay
+					   floats (READ_F32) */
+	int float_out;                  /* and the output is made and written as floats
+					   (--format npy or npz) */
 	size_t n_kv_lens;               /* their number (a single --kv-len N is cfg.kv_len) */
 	const char *grad_output;        /* mha backward --grad-output: dO, or NULL */
 };
@@ -88,7 +92,9 @@ struct problem {
 	mha_dims d;
 	mha_config cfg;         /* spec.cfg with the mask */
 	mha_inputs in;          /* the library's view of the matrices above */
+	mha_inputs_f32 in_f;    /* the same of those read as floats (matrix.f), else NULL */
 	mha_weights weights;
+	mha_weights_f32 weights_f; /* those read as floats (matrix.f), else NULL */
 	size_t cell[2];         /* --cell: the query and key, 0-based */
 	unsigned shared;        /* a batch: the inputs given 2-D and copied to every
 				   sequence, 1 << the index of X, X_kv, X_k, X_v, Q, K, V */

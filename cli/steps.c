@@ -641,7 +641,9 @@ matrix step_plane(const matrix *m, size_t h)
 
 	if (m->rank == 3) {
 		plane = (matrix){ .rank = 2, .dim = { m->dim[1], m->dim[2], 1 },
-				  .v = m->v + h * m->dim[1] * m->dim[2], .is_f32 = m->is_f32 };
+				  .v = m->v ? m->v + h * m->dim[1] * m->dim[2] : NULL,
+				  .f = m->f ? m->f + h * m->dim[1] * m->dim[2] : NULL,
+				  .is_f32 = m->is_f32 };
 	}
 	return plane;
 }

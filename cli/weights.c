@@ -176,7 +176,7 @@ static int put(weights *w, int slot, matrix *m, const char *src, int replace)
 static int load_file(weights *w, int slot, const char *path, const char *src, int replace)
 {
 	const char *const keys[] = { slot_name(slot), NULL };
-	const read_spec spec = { slot_name(slot), keys, 1, 3, 0 };
+	const read_spec spec = { slot_name(slot), keys, 1, 3, w->floats ? READ_F32 : 0 };
 	matrix m;
 
 	if (read_matrix(&m, path, &spec))
@@ -596,6 +596,14 @@ int weights_finish(weights *w, size_t heads, size_t kv_heads)
 {
 	char shape[64];
 
+	/* what is rearranged below is rearranged in doubles; the rest of
+	 * what --dtype f32 read as floats stays floats */
+	if (matrix_widen(&w->in_proj_w) || matrix_widen(&w->in_proj_b))
+		return -1;
+	for (int i = WQ; i <= BO; i++)
+		if ((w->layout == LAYOUT_TORCH || (w->m[i].rank == 3 && i != WO)) &&
+		    matrix_widen(&w->m[i]))
+			return -1;
 	if (split_in_proj(w) || (w->layout == LAYOUT_TORCH && torch_shapes(w)))
 		return -1;
 	for (int i = WQ; i <= WO; i++) {

@@ -39,6 +39,7 @@ typedef struct weights {
 	unsigned torch_named;      /* bit 1 << WQ …: given under a PyTorch name (q_proj_weight,
 				      out_proj.weight, …), so held to nn.MultiheadAttention's shape */
 	weight_layout layout;
+	int floats;                /* float32 files stay floats (READ_F32): --dtype f32 */
 } weights;
 
 /* -w PATH: a JSON object, or a directory of one file per weight. */

@@ -49,42 +49,66 @@ static void put_header(const npy_sink *s, const char *descr, const size_t *dim, 
 	s->put(s->ctx, head, used);
 }
 
+static int little_endian(void)
+{
+	const uint16_t one = 1;
+	unsigned char first;
+
+	memcpy(&first, &one, 1);
+	return first == 1;
+}
+
+/* one part's n values: their own bytes in one piece where they are
+ * already what the file holds (a little-endian host: float64 as doubles,
+ * float32 as floats), else converted a block at a time */
+static void put_values(const npy_sink *s, const matrix *m, size_t n, int f4)
+{
+	unsigned char buf[1 << 16];
+	size_t k = 0;
+
+	if (little_endian() && (f4 ? m->f != NULL : m->v != NULL)) {
+		s->put(s->ctx, f4 ? (const void *)m->f : (const void *)m->v,
+		       n * (f4 ? sizeof(float) : sizeof(double)));
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (f4) {
+			/* exact: the values are floats, widened (matrix.h is_f32) */
+			const float f = m->f ? m->f[i] : (float)m->v[i];
+			uint32_t u;
+
+			memcpy(&u, &f, sizeof(u));
+			for (int b = 0; b < 4; b++)
+				buf[k++] = (unsigned char)(u >> (8 * b));
+		} else {
+			const double d = m->v ? m->v[i] : (double)m->f[i];
+			uint64_t u;
+
+			memcpy(&u, &d, sizeof(u));
+			for (int b = 0; b < 8; b++)
+				buf[k++] = (unsigned char)(u >> (8 * b));
+		}
+		if (k == sizeof(buf) || i + 1 == n) {
+			s->put(s->ctx, buf, k);
+			k = 0;
+		}
+	}
+}
+
 void npy_put_parts(const npy_sink *s, const size_t *lead, size_t n_lead,
 		   const matrix *const *parts, size_t n_parts, int f4)
 {
 	const matrix *m = parts[0];
-	size_t dim[8], rank = 0, k = 0;
+	size_t dim[8], rank = 0;
 	const size_t n = matrix_size(m);
-	unsigned char buf[8 * 512];
 
 	for (size_t i = 0; i < n_lead; i++)
 		dim[rank++] = lead[i];
 	for (size_t r = 0; r < m->rank; r++)
 		dim[rank++] = m->dim[r];
 	put_header(s, f4 ? "<f4" : "<f8", dim, rank);
-	for (size_t p = 0; p < n_parts; p++) {
-		for (size_t i = 0; i < n; i++) {
-			if (f4) {
-				/* exact: the values are floats, widened (matrix.h is_f32) */
-				const float f = (float)parts[p]->v[i];
-				uint32_t u;
-
-				memcpy(&u, &f, sizeof(u));
-				for (int b = 0; b < 4; b++)
-					buf[k++] = (unsigned char)(u >> (8 * b));
-			} else {
-				uint64_t u;
-
-				memcpy(&u, &parts[p]->v[i], sizeof(u));
-				for (int b = 0; b < 8; b++)
-					buf[k++] = (unsigned char)(u >> (8 * b));
-			}
-			if (k == sizeof(buf) || (p + 1 == n_parts && i + 1 == n)) {
-				s->put(s->ctx, buf, k);
-				k = 0;
-			}
-		}
-	}
+	for (size_t p = 0; p < n_parts; p++)
+		put_values(s, parts[p], n, f4);
 }
 
 /* the next code point of UTF-8 text at *p, *p moved past it; a byte that
@@ -168,7 +192,7 @@ int npy_write(FILE *fp, const matrix *m)
 {
 	const npy_sink s = { put_file, fp };
 
-	npy_put_parts(&s, NULL, 0, &m, 1, 0);
+	npy_put_parts(&s, NULL, 0, &m, 1, m->f != NULL);
 	return ferror(fp) ? -1 : 0;
 }
 
@@ -176,6 +200,6 @@ int npy_write_batch(FILE *fp, const matrix *const *parts, size_t n)
 {
 	const npy_sink s = { put_file, fp };
 
-	npy_put_parts(&s, &n, 1, parts, n, 0);
+	npy_put_parts(&s, &n, 1, parts, n, parts[0]->f != NULL);
 	return ferror(fp) ? -1 : 0;
 }

@@ -15,6 +15,13 @@ format 1.0, 2.0 or 3.0) or, for the malformed ones, by hand.  Then:
 - errors: each malformed or unusable file must give exit status 1 and one
   line on stderr that starts with "mha: FILE: " and says what is wrong;
 - standard input: `-x -` reads a .npy file too, and names it "<stdin>";
+- large files (past the 4 KiB read_matrix looks at first), read straight
+  into the matrix for native float64 and float32, the rest a value at a
+  time: every dtype path, from a file and from a pipe, a header longer
+  than 4 KiB, a float32 cut by where the first read ends, the errors
+  (truncated, bytes after, nan far in, a header promising more than
+  --max-memory) in both, and --dtype f32 keeping floats (its .npy output
+  float32, the same numbers as from float64 inputs and as its JSON);
 - writing, when `mha forward --help` offers --format npy: `-o FILE.npy`
   and `-o DIR/` must write files np.load reads back equal, bit for bit,
   to the matrices of the JSON output, and the file must be the very bytes
@@ -401,6 +408,119 @@ def check_stdin(c, rng):
     c.report("standard input: a truncated file is named <stdin>", ok, err.strip())
 
 
+# ---- large files: straight into the matrix -------------------------------
+
+
+def check_large(c, rng):
+    """Files past the first 4 KiB: native ones are read into the matrix
+    directly (cli/read_npy.c read_npy_rest), the rest a value at a time."""
+    base = rng.standard_normal((300, 40))
+    xargs = ["--print", "x", "-f", "json"]
+    for dtype, fortran in (("<f8", False), ("<f4", False), (">f8", False), (">f4", False),
+                           ("<f2", False), ("<f8", True), ("<i4", False)):
+        a = (base * 100).astype(dtype) if dtype[1] == "i" else base.astype(dtype)
+        if fortran:
+            a = np.asfortranarray(a)
+        path = save(c.path("large"), a)
+        want = a.astype(np.float64)
+        label = "%s%s" % (dtype, ", Fortran order" if fortran else "")
+        for how, args, stdin in (("file", ["-x", path], None),
+                                 ("pipe", ["-x", "-"], open(path, "rb").read())):
+            rc, out, err = c.run(["forward"] + args + xargs, stdin)
+            ok, why = same(json_matrix(parse_json(out), "X"), want) if rc == 0 else (
+                False, err.strip())
+            c.report("large: %s from a %s reads exactly" % (label, how), ok, why)
+
+    # a header past 4 KiB, and a float32 cut where the first 4 KiB end
+    a = base.astype("<f4")
+    for hlen, name in ((5000, "a 5000-byte header"), (4093 - 10, "values from byte 4093, one cut at 4096")):
+        text = dict_text("<f4", a.shape)
+        head = text + " " * (hlen - len(text) - 1) + "\n"
+        b = raw_npy(head, a.tobytes(), pad=False)
+        path = write_bytes(c.path("odd"), b)
+        for extra, how in (([], "widened"), (["--dtype", "f32", "-p", "output"], "kept as floats")):
+            if extra:
+                # the output from X kept as floats, against X given as doubles
+                out32 = c.path("o32")
+                ref = c.path("ref")
+                x64 = save(c.path("x64"), a.astype("<f8"))
+                r1 = c.run(["forward", "-x", path, "--dtype", "f32", "-o", out32])
+                r2 = c.run(["forward", "-x", x64, "--dtype", "f32", "-o", ref])
+                ok = r1[0] == 0 and r2[0] == 0 and open(out32, "rb").read() == open(ref, "rb").read()
+                c.report("large: %s, X %s: the output is the same" % (name, how), ok,
+                         r1[2].strip() + r2[2].strip())
+                continue
+            rc, out, err = c.run(["forward", "-x", path] + xargs)
+            ok, why = same(json_matrix(parse_json(out), "X"), a) if rc == 0 else (False, err.strip())
+            c.report("large: %s, X %s" % (name, how), ok, why)
+
+    # --dtype f32: floats in, floats out; the same numbers as from doubles, as JSON says
+    x32 = save(c.path("x32"), base.astype("<f4"))
+    x64 = save(c.path("x64"), base.astype("<f4").astype("<f8"))
+    w = rng.standard_normal((40, 40)) / 8
+    w32 = [save(c.path("w32"), w.astype("<f4")) for _ in range(4)]
+    w64 = [save(c.path("w64"), w.astype("<f4").astype("<f8")) for _ in range(4)]
+    wopt = ["--wq", "--wk", "--wv", "--wo"]
+    outs = {}
+    for name, x, ws in (("floats", x32, w32), ("doubles", x64, w64)):
+        o = c.path("out-" + name)
+        args = ["forward", "-x", x, "--heads", "4", "--causal", "--dtype", "f32"]
+        for opt, f in zip(wopt, ws):
+            args += [opt, f]
+        rc, _, err = c.run(args + ["-o", o])
+        outs[name] = np.load(o) if rc == 0 else None
+        if name == "floats":
+            rc, out, err = c.run(args + ["-f", "json"])
+            outs["json"] = json_matrix(parse_json(out), "output") if rc == 0 else None
+    ok = all(v is not None for v in outs.values())
+    c.report("large: --dtype f32 -o FILE.npy writes float32", ok and outs["floats"].dtype == np.float32,
+             "dtype %s" % (outs["floats"].dtype if ok else "-"))
+    c.report("large: --dtype f32, float32 inputs kept as floats give the output float64 inputs give",
+             ok and np.array_equal(outs["floats"], outs["doubles"]), "")
+    # JSON prints each float's shortest digits: equal once read as float32
+    c.report("large: --dtype f32's .npy output equals its JSON output",
+             ok and np.array_equal(outs["floats"], outs["json"].astype(np.float32)), "")
+
+    # errors, from a file and from a pipe, with the messages of small files
+    a = base.astype("<f8")
+    good = npy_bytes(a)
+    nan = a.copy()
+    nan[250, 7] = np.nan
+    inf32 = base.astype("<f4")
+    inf32[299, 39] = np.inf
+    cases = [
+        ("truncated", good[:-1000], [],
+         "truncated: the header promises 12000 values (96000 bytes) but 95000 bytes follow"),
+        ("bytes after the data", good + b"\0" * 5000, [],
+         "5000 bytes after the data: the header promises 12000 values (96000 bytes) but "
+         "101000 bytes follow"),
+        ("nan far in", npy_bytes(nan), [], "X[250][7] is nan: only a mask may hold nan"),
+        ("inf in float32 kept as floats", npy_bytes(inf32), ["--dtype", "f32"],
+         "X[299][39] is inf: only a mask may hold nan"),
+        # a file is known short before anything is allocated; a pipe is not,
+        # and the matrix the header asks for is refused from its size
+        ("a header promising more than --max-memory",
+         raw_npy(dict_text("<f8", (100000, 10000))) + good[128:], ["--max-memory", "64M"],
+         ("truncated: the header promises 1000000000 values (8000000000 bytes) but 96000 "
+          "bytes follow", "reading it needs more than --max-memory (64.0 MiB)")),
+    ]
+    for name, b, extra, want in cases:
+        path = write_bytes(c.path("bad"), b)
+        for how, args, stdin, shown in (("file", ["-x", path], None, path),
+                                        ("pipe", ["-x", "-"], b, "<stdin>")):
+            said = want if not isinstance(want, tuple) else want[0] if how == "file" else want[1]
+            rc, out, err = c.run(["forward"] + args + extra, stdin)
+            ok = (rc == 1 and err.startswith("mha: %s: " % shown) and said in err
+                  and len(err.splitlines()) == 1 and out == b"")
+            c.report("large error from a %s: %s" % (how, name), ok, "%d %s" % (rc, err.strip()))
+
+    # /dev/zero is not a .npy file: read until the budget is spent, then refused
+    if os.path.exists("/dev/zero"):
+        rc, out, err = c.run(["forward", "-x", "/dev/zero", "--max-memory", "8M"])
+        ok = rc == 1 and "more than --max-memory" in err and len(err.splitlines()) == 1
+        c.report("large: -x /dev/zero is refused at --max-memory", ok, err.strip())
+
+
 # ---- writing --------------------------------------------------------------
 
 
@@ -546,6 +666,7 @@ def main():
         check_header_forms(c)
         check_errors(c)
         check_stdin(c, rng)
+        check_large(c, rng)
         check_writes(c, rng)
     print("%d passed, %d failed" % (c.passed, c.failed))
     return 1 if c.failed else 0

@@ -36,6 +36,8 @@ static const read_spec fuzz_specs[] = {
 	{ "X", fuzz_x_keys, 2, 2, READ_LABELS },
 	{ "mask", fuzz_mask_keys, 2, 3, READ_NONFINITE | READ_BOOL },
 	{ "W_Q", fuzz_weight_keys, 1, 3, 0 },
+	/* --dtype f32's X: float32 kept as floats (matrix.f) */
+	{ "X", fuzz_x_keys, 2, 3, READ_LABELS | READ_F32 },
 };
 #define FUZZ_N_SPECS (sizeof(fuzz_specs) / sizeof(fuzz_specs[0]))
 
@@ -74,8 +76,10 @@ static inline void fuzz_check_matrix(const matrix *m, const read_spec *spec)
 
 	if (m->rank < spec->min_rank || m->rank > spec->max_rank)
 		fuzz_fail("a rank the spec does not accept");
-	if (!m->v)
-		fuzz_fail("no values");
+	if (!m->v == !m->f)
+		fuzz_fail("no values, or both doubles and floats");
+	if (m->f && !(spec->flags & READ_F32))
+		fuzz_fail("floats where the spec takes doubles");
 	for (size_t r = 0; r < 4; r++)
 		if (r < m->rank ? m->dim[r] == 0 : m->dim[r] != 1)
 			fuzz_fail("a dimension of 0, or not 1 past the rank");
@@ -92,7 +96,7 @@ static inline void fuzz_check_matrix(const matrix *m, const read_spec *spec)
 	}
 	n = matrix_size(m);
 	for (size_t i = 0; i < n; i++) {
-		const double v = m->v[i];
+		const double v = m->f ? (double)m->f[i] : m->v[i];
 
 		if (!isfinite(v) && !(spec->flags & READ_NONFINITE))
 			fuzz_fail("a non-finite value where the spec takes none");
