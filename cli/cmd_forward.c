@@ -640,7 +640,8 @@ int forward_check_options(struct forward_options *o)
 	if (!s->x && !direct)
 		return usage_error(hint, "no input: give -x FILE, or --q, --k and --v");
 	if (s->x && direct)
-		return usage_error(hint, "-x and --q/--k/--v cannot be used together");
+		return usage_error(hint, "-x and --q/%s/--v cannot be used together",
+				   s->k_transposed ? "--kt" : "--k");
 	if (direct && !(s->q && s->k && s->v))
 		return usage_error(hint, "--q, --k (or --kt) and --v go together: missing %s",
 				   !s->q ? "--q" : !s->k ? "--k or --kt" : "--v");
