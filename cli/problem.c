@@ -1174,9 +1174,9 @@ int problem_input_ids(const struct problem_spec *s, input_ids *ids)
 {
 	const struct { const char *opt, *path; } files[] = {
 		{ "-x", s->x }, { "--kv", s->kv }, { "--xk", s->xk }, { "--xv", s->xv },
-		{ "--q", s->q }, { "--k", s->k }, { "--v", s->v }, { "--mask", s->mask },
-		{ "--sinks", s->sinks }, { "--alibi-slopes", s->alibi_slopes },
-		{ "--sinks", s->sinks }, { "--positions", s->positions },
+		{ "--q", s->q }, { s->k_transposed ? "--kt" : "--k", s->k }, { "--v", s->v },
+		{ "--mask", s->mask }, { "--sinks", s->sinks }, { "--alibi-slopes", s->alibi_slopes },
+		{ "--positions", s->positions },
 		{ "--rope-cos", s->rope_cos }, { "--rope-sin", s->rope_sin },
 		{ "--config", s->config }, { "--grad-output", s->grad_output },
 	};
