@@ -1,30 +1,34 @@
 /*
  * backward.c: mha_backward(), every gradient of the layer (mha.h).
  *
- * This is the plain path: one sequence after another, one head after
+ * The plain path: one sequence after another, one head after
  * another, one query row at a time.  Each row of the forward is recomputed
  * as mha.c computes it (scores, scaled, softcapped, masked, softmax, the
  * head's output), then its gradients are formed in the order mha.h writes
  * them (dP, D, dS, dscaled, dscores) and scattered into dQ_h, dK_h and
  * dV_h, every sum in ascending order.  An (n_q, n_kv) matrix exists only
- * for a stage an observer watches.  No blocking, no threads.
+ * for a stage an observer watches.  No blocking, no threads.  (The fast
+ * path, below, shares everything but back_head.)
  *
- * Where the fast path goes (FlashAttention-2's backward): mha_backward()
- * below, at "the fast path plugs in here", when obs wants no per-head
- * stage (mha_grad_per_head() is 0) and cfg->exact is 0, as mha_forward()
- * picks its fast path.  It needs from a forward run, per sequence and
- * query head, each row's max m_i and log-sum-exp L_i = m_i + log(sum_i)
- * (the sink's term included), and the output O (or concat); then for each
- * key block it recomputes P = exp(masked − L_i) block by block (no
- * (n_q, n_kv) matrix), forms D = rowsum(dO ∘ O) once per row, and
- * accumulates dV, dK per key block and dQ per query block, threads over
- * (sequence, head, key block) with a fixed order of the sums so the bits do
- * not depend on the thread count.  Everything before the heads (the
- * projections, dconcat) and after them (rope turned back, the projections'
- * gradients) is shared with this file, and the whole-model stages
- * (doutput, dconcat, dq_rot, dk_rot, dQ, dK, dV) can still be handed over.
- * The rules (which keys are seen, the mask and ALiBi terms, the sink) come
- * from rules.h, as here.
+ * The fast path (fast_heads, FlashAttention-2's backward) runs when obs
+ * wants no per-head stage (grad_per_head() is 0) and cfg->exact is 0, as
+ * mha_forward() picks its fast path.  Per sequence: pass 1, tasks (query
+ * head, block of 32 query rows), runs each row's forward with a running
+ * max and sum (online softmax) into the head output O_i, keeps only the
+ * row's log-sum-exp L_i = m_i + log(sum_i) (the sink's term included, -inf
+ * for a row that sees no key) and D_i = rowsum(dO_i ∘ O_i), and sums
+ * dQ_i = Σ_j dscores_ij·K_j with P_ij = exp(masked_ij − L_i) recomputed;
+ * pass 2, tasks (key/value head, block of 32 keys), sums dK_j and dV_j over
+ * the group's query heads and the queries, recomputing P and dS again.  No
+ * (n_q, n_kv) matrix, no row of keys: O(n·d) memory.  Each task owns what
+ * it writes and sums in a fixed order, so the bits are the same for any
+ * thread count.  Everything before the heads (the projections, dconcat)
+ * and after them (rope turned back, the projections' gradients) is shared
+ * with the plain path, and the whole-model stages (doutput, dconcat,
+ * dq_rot, dk_rot, dQ, dK, dV) can still be handed over.  The rules (which
+ * keys are seen, the mask and ALiBi terms, the sink) come from rules.h, as
+ * on the plain path.  Not yet: the projections on the GEMM kernels, the
+ * kernels' vector widths, float32.
  */
 #include "mha.h"
 #include "kernel.h"
@@ -99,6 +103,7 @@ struct bw {
 	double *sq[N_SQ];          /* (n_q, n_kv) each, only for the watched stages */
 	double *dQh, *dKh, *dVh;   /* (n_q, dk), (n_kv, dk), (n_kv, dv): one head's */
 	double *Dv;                /* (n_q) one head's D */
+	double *lse, *Dall;        /* fast path: (H, n_q) each row's log-sum-exp L and D */
 	double *scratch;           /* (max(n_q, n_kv), max(dk, dv)) for head blocks */
 	double *dsinks;            /* (H) the run's, summed over the sequences; or NULL */
 	size_t blocked;
@@ -324,6 +329,271 @@ static mha_status back_head(struct bw *r, size_t h)
 	return MHA_OK;
 }
 
+/* ---- the fast path (FlashAttention-2's backward) ------------------------ */
+
+/*
+ * Query blocks and key blocks: the tasks the threads share.  Each task owns
+ * what it writes (dQ's rows of one head, or dK's and dV's rows of one key
+ * block of one key/value head), and sums in a fixed order, so the bits are
+ * the same for any thread count.
+ */
+#define FAST_QB 32
+#define FAST_KB 32
+
+/*
+ * The masked value of query i (head h) and key j (key/value head g), as
+ * forward_row computes it, with tanh(scaled/c) in *th under a softcap:
+ * -inf for a key the query does not see.  MHA_ERR_RANGE as forward_row.
+ */
+static mha_status fast_masked(const struct bw *r, size_t h, size_t g, size_t i, size_t j,
+			      double *out, double *th)
+{
+	const double *q = r->Q + i * r->H * r->dk + h * r->dk;
+	const double *k = r->K + j * r->G * r->dk + g * r->dk;
+	const double c = r->cfg->softcap;
+	double s = 0.0, x, m;
+
+	for (size_t t = 0; t < r->dk; t++)
+		s += q[t] * k[t];
+	if (!isfinite(s)) {
+		/* overflowing partial sums, or truly too large: rules.h decides */
+		s = mha_dot_f64(q, 1, k, 1, r->dk, 0.0);
+		if (mha_rule_overflows(&r->rule, h, i, j, s))
+			return MHA_ERR_RANGE;
+	}
+	x = s * r->scale;
+	if (!isfinite(x) && mha_rule_overflows(&r->rule, h, i, j, x))
+		return MHA_ERR_RANGE;
+	if (c > 0) {
+		*th = tanh(x / c);
+		x = c * *th;
+	}
+	m = mha_rule_mask(&r->rule, h, i, j);
+	x = mha_rule_masked(x, m);
+	if (!isfinite(x) && mha_rule_overflows(&r->rule, h, i, j, x))
+		return MHA_ERR_RANGE;
+	*out = x;
+	return MHA_OK;
+}
+
+/*
+ * dscores of query i and key j from the saved L and D: P = exp(masked − L),
+ * dP = dO_i·V_j, dS = P·(dP − D), back through tanh and the scale.  *p the
+ * weight.  0 for a key the query does not see.
+ */
+static double fast_dscore(const struct bw *r, size_t h, size_t g, size_t i, size_t j, double L,
+			  double D, double *p)
+{
+	const double *dO = r->dcat + i * r->H * r->dv + h * r->dv;
+	const double *v = r->V + j * r->G * r->dv + g * r->dv;
+	double x, th = 0.0, dp = 0.0, ds;
+
+	/* the forward run saw every value finite: no error here */
+	if (fast_masked(r, h, g, i, j, &x, &th) != MHA_OK || x == -INFINITY) {
+		*p = 0.0;
+		return 0.0;
+	}
+	*p = exp(x - L);
+	for (size_t t = 0; t < r->dv; t++)
+		dp += dO[t] * v[t];
+	ds = *p * (dp - D);
+	if (r->cfg->softcap > 0)
+		ds *= 1.0 - th * th;
+	return ds * r->scale;
+}
+
+/*
+ * Query row i of head h: the forward with a running max and sum (online
+ * softmax) into the head's output O_i (concat), the row's log-sum-exp L_i
+ * (the sink's term included; -inf when every key is blocked) and
+ * D_i = rowsum(dO_i ∘ O_i); then dQ_h row i = Σ_j dscores_ij·K_j.
+ */
+static mha_status fast_row(struct bw *r, size_t h, size_t i)
+{
+	const size_t g = mha_rule_kv_head(h, r->H, r->G);
+	const size_t ldc = r->H * r->dv, ldv = r->G * r->dv, ldk = r->G * r->dk;
+	const size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
+	const double *dO = r->dcat + i * ldc + h * r->dv;
+	double *o = r->concat + i * ldc + h * r->dv;
+	double *dq = r->dQr + i * r->H * r->dk + h * r->dk;
+	double m = -INFINITY, l = 0.0, L, D = 0.0, x, th;
+	mha_status st;
+
+	memset(o, 0, r->dv * sizeof(double));
+	memset(dq, 0, r->dk * sizeof(double));
+	for (size_t j = jb; j < je; j++) {
+		const double *v = r->V + j * ldv + g * r->dv;
+		double p;
+
+		st = fast_masked(r, h, g, i, j, &x, &th);
+		if (st != MHA_OK)
+			return st;
+		if (x == -INFINITY)
+			continue;
+		if (x > m) {
+			/* a new max: what was summed is rescaled to it */
+			const double sc = exp(m - x);
+
+			l *= sc;
+			for (size_t t = 0; t < r->dv; t++)
+				o[t] *= sc;
+			m = x;
+		}
+		p = exp(x - m);
+		l += p;
+		for (size_t t = 0; t < r->dv; t++)
+			o[t] += p * v[t];
+	}
+	if (m == -INFINITY) {
+		/* every key blocked: weights 0, output 0, nothing flows back */
+		r->lse[h * r->d->n_q + i] = -INFINITY;
+		r->Dall[h * r->d->n_q + i] = 0.0;
+		return MHA_OK;
+	}
+	if (r->rule.sinks) {
+		const double sink = r->rule.sinks[h];
+
+		if (sink > m) {
+			const double sc = exp(m - sink);
+
+			l *= sc;
+			for (size_t t = 0; t < r->dv; t++)
+				o[t] *= sc;
+			m = sink;
+		}
+		l += exp(sink - m);
+	}
+	L = m + log(l);
+	for (size_t t = 0; t < r->dv; t++)
+		o[t] /= l;
+	if (!finite_all(o, r->dv)) {
+		/* the unnormalised sum overflowed: again, each weight normalised first */
+		memset(o, 0, r->dv * sizeof(double));
+		for (size_t j = jb; j < je; j++) {
+			const double *v = r->V + j * ldv + g * r->dv;
+			double p;
+
+			if (fast_masked(r, h, g, i, j, &x, &th) != MHA_OK || x == -INFINITY)
+				continue;
+			p = exp(x - L);
+			for (size_t t = 0; t < r->dv; t++)
+				o[t] += p * v[t];
+		}
+		if (!finite_all(o, r->dv))
+			return MHA_ERR_RANGE;
+	}
+	for (size_t t = 0; t < r->dv; t++)
+		D += dO[t] * o[t];
+	r->lse[h * r->d->n_q + i] = L;
+	r->Dall[h * r->d->n_q + i] = D;
+	for (size_t j = jb; j < je; j++) {
+		const double *k = r->K + j * ldk + g * r->dk;
+		double p;
+		const double ds = fast_dscore(r, h, g, i, j, L, D, &p);
+
+		if (ds != 0.0)
+			for (size_t t = 0; t < r->dk; t++)
+				dq[t] += ds * k[t];
+	}
+	return MHA_OK;
+}
+
+/*
+ * Keys [j0, j1) of key/value head g: dK_j = Σ_h Σ_i dscores_ij·Q_i and
+ * dV_j = Σ_h Σ_i P_ij·dO_i over the group's query heads h ascending, then
+ * the queries i ascending.
+ */
+static void fast_keys(struct bw *r, size_t g, size_t j0, size_t j1)
+{
+	const size_t per = r->H / r->G, ldq = r->H * r->dk, ldc = r->H * r->dv;
+	const size_t ldk = r->G * r->dk, ldv = r->G * r->dv;
+
+	for (size_t j = j0; j < j1; j++) {
+		memset(r->dKr + j * ldk + g * r->dk, 0, r->dk * sizeof(double));
+		memset(r->dV + j * ldv + g * r->dv, 0, r->dv * sizeof(double));
+	}
+	for (size_t h = g * per; h < (g + 1) * per; h++)
+		for (size_t i = 0; i < r->d->n_q; i++) {
+			const double L = r->lse[h * r->d->n_q + i], D = r->Dall[h * r->d->n_q + i];
+			const double *q = r->Q + i * ldq + h * r->dk, *dO = r->dcat + i * ldc + h * r->dv;
+			size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
+
+			if (L == -INFINITY)
+				continue;
+			jb = jb > j0 ? jb : j0;
+			je = je < j1 ? je : j1;
+			for (size_t j = jb; j < je; j++) {
+				double *dk = r->dKr + j * ldk + g * r->dk, *dv = r->dV + j * ldv + g * r->dv;
+				double p;
+				const double ds = fast_dscore(r, h, g, i, j, L, D, &p);
+
+				if (ds != 0.0)
+					for (size_t t = 0; t < r->dk; t++)
+						dk[t] += ds * q[t];
+				if (p != 0.0)
+					for (size_t t = 0; t < r->dv; t++)
+						dv[t] += p * dO[t];
+			}
+		}
+}
+
+/*
+ * Every head of one sequence on the fast path: O(n·d) memory, no (n_q, n_kv)
+ * matrix.  Pass 1, tasks (head, query block): the forward, L, D and dQ.
+ * Pass 2, tasks (key/value head, key block): dK and dV.  Then the sinks'
+ * gradients and the blocked rows, in order.
+ */
+static mha_status fast_heads(struct bw *r, int threads)
+{
+	const size_t n_q = r->d->n_q, n_kv = r->d->n_kv;
+	const size_t qblocks = (n_q + FAST_QB - 1) / FAST_QB, kblocks = (n_kv + FAST_KB - 1) / FAST_KB;
+	const long t1 = (long)(r->H * qblocks), t2 = (long)(r->G * kblocks);
+	int err = 0;
+
+	(void)threads; /* read by the pragmas only: unused without OpenMP */
+#pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1 && t1 > 1)
+	for (long t = 0; t < t1; t++) {
+		const size_t h = (size_t)t / qblocks, i0 = (size_t)t % qblocks * FAST_QB;
+		const size_t i1 = i0 + FAST_QB < n_q ? i0 + FAST_QB : n_q;
+
+		for (size_t i = i0; i < i1; i++)
+			if (fast_row(r, h, i) != MHA_OK) {
+#pragma omp atomic write
+				err = 1;
+				break;
+			}
+	}
+	if (err)
+		return MHA_ERR_RANGE;
+#pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1 && t2 > 1)
+	for (long t = 0; t < t2; t++) {
+		const size_t g = (size_t)t / kblocks, j0 = (size_t)t % kblocks * FAST_KB;
+
+		fast_keys(r, g, j0, j0 + FAST_KB < n_kv ? j0 + FAST_KB : n_kv);
+	}
+	for (size_t h = 0; h < r->H; h++) {
+		double dsink = 0.0;
+
+		for (size_t i = 0; i < n_q; i++) {
+			const double L = r->lse[h * n_q + i];
+
+			if (L == -INFINITY) {
+				if (!r->blocked++) {
+					r->first_blocked_head = (int)h;
+					r->first_blocked_row = i;
+				}
+				continue;
+			}
+			/* the sink: a logit whose value is 0, so its dP is 0 */
+			if (r->rule.sinks)
+				dsink += -exp(r->rule.sinks[h] - L) * r->Dall[h * n_q + i];
+		}
+		if (r->dsinks)
+			r->dsinks[h] += dsink;
+	}
+	return MHA_OK;
+}
+
 static double *alloc_n(size_t rows, size_t cols)
 {
 	size_t n;
@@ -382,6 +652,7 @@ struct bw_run {
 	const mha_grad_observer *obs;
 	struct mha_rule all;
 	size_t out_cols;
+	int fast, threads;         /* the fast path, on this many threads at most */
 	size_t blocked;
 	int first_blocked_head;
 	size_t first_blocked_row, first_blocked_seq;
@@ -488,6 +759,17 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 	r.dQr = calloc(d->n_q * hk, sizeof(double));
 	r.dKr = calloc(d->n_kv * gk, sizeof(double));
 	r.dV = calloc(d->n_kv * gv, sizeof(double));
+	if (z->fast) {
+		/* O(n·d): each row's L and D, no row of keys, no head's blocks */
+		r.lse = alloc_n(r.H, d->n_q);
+		r.Dall = alloc_n(r.H, d->n_q);
+		st = r.concat && r.dQr && r.dKr && r.dV && r.lse && r.Dall ? MHA_OK : MHA_ERR_NOMEM;
+		if (st == MHA_OK)
+			st = fast_heads(&r, z->threads);
+		if (st != MHA_OK)
+			goto done;
+		goto heads_done;
+	}
 	r.masked = alloc_n(d->n_kv, 1);
 	r.tanh_of = alloc_n(d->n_kv, 1);
 	r.p = alloc_n(d->n_kv, 1);
@@ -510,6 +792,7 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 		st = back_head(&r, h);
 	if (st != MHA_OK)
 		goto done;
+heads_done:
 
 	/* back through the rotation: the same angles, turned the other way */
 	if (rope) {
@@ -568,6 +851,8 @@ done:
 	free(r.dKh);
 	free(r.dVh);
 	free(r.Dv);
+	free(r.lse);
+	free(r.Dall);
 	free(r.scratch);
 	free(dcat_own);
 	free(dQ);
@@ -657,17 +942,10 @@ mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *
 		return MHA_ERR_RANGE;
 	}
 
-	{
-		/*
-		 * The fast path plugs in here: when fast is 1, FlashAttention-2's
-		 * backward (see the top of this file) in place of back_head's
-		 * loop.  Until it exists the plain path computes every call
-		 * (rep->fast_path stays 0).
-		 */
-		const int fast = !cfg->exact && !(obs && obs->fn && grad_per_head(obs->wanted));
-
-		(void)fast;
-	}
+	/* the fast path (fast_heads) in place of back_head's loop when no
+	 * per-head stage is watched, as mha_forward picks its own */
+	z.fast = !cfg->exact && !(obs && obs->fn && grad_per_head(obs->wanted));
+	z.threads = mha_threads(cfg);
 
 	for (size_t b = 0; b < B && st == MHA_OK; b++)
 		st = back_sequence(&z, dout ? dout + b * d->n_q * z.out_cols : ones, b);
@@ -691,6 +969,7 @@ mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *
 		rep->first_blocked_row = z.first_blocked_row;
 		rep->first_blocked_sequence = z.first_blocked_seq;
 		rep->scale = mha_scale_of(d, cfg);
+		rep->fast_path = z.fast;
 	}
 	return MHA_OK;
 }
@@ -733,6 +1012,9 @@ size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wa
 		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->n_q, hk)));
 		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->n_kv, gk)));
 	}
+	if (!cfg->exact && !grad_per_head(wanted))
+		/* the fast path: each row's L and D, nothing per key */
+		return mha_sat_add(t, mha_sat_mul(2, dbl_block(d->heads, d->n_q)));
 	/* the rows, one head's blocks, D and the scratch */
 	t = mha_sat_add(t, mha_sat_mul(5, dbl_block(d->n_kv, 1)));
 	t = mha_sat_add(t, dbl_block(d->n_q, d->d_k));
