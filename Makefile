@@ -176,6 +176,10 @@ bench: deps
 	@sh tests/ensure_debs.sh --optional $(BENCH_PACKAGES)
 	$(MAKE) bench/bench_mha
 	$(PYTHON) bench/bench.py $(BENCH_ARGS) bench/bench_mha
+	$(MAKE) bench/bench_backward && $(PYTHON) bench/bench_backward.py bench/bench_backward
+
+bench/bench_backward: bench/bench_backward.c lib/libmha.a lib/mha.h
+	$(CC) $(ALL_CFLAGS) $(OPENMP) -o $@ bench/bench_backward.c lib/libmha.a -lm
 
 # the ONNX Attention operator's backend cases, read where they are (never copied)
 CONFORMANCE_DIR ?= ../shared/conformance/onnx-attention-opset25
@@ -264,7 +268,7 @@ uninstall:
 
 clean:
 	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance tests/zip_test tests/npz_test \
-		bench/bench_mha
+		bench/bench_mha bench/bench_backward
 
 # ---- fuzzing: libFuzzer targets in tests/fuzz/ (see tests/fuzz/README.md) ----
 #

@@ -104,6 +104,7 @@ struct bw {
 	double *dQh, *dKh, *dVh;   /* (n_q, dk), (n_kv, dk), (n_kv, dv): one head's */
 	double *Dv;                /* (n_q) one head's D */
 	double *lse, *Dall;        /* fast path: (H, n_q) each row's log-sum-exp L and D */
+	double *Kt, *Vt;           /* fast path: (G·dk, n_kv), (G·dv, n_kv): K, V transposed */
 	double *scratch;           /* (max(n_q, n_kv), max(dk, dv)) for head blocks */
 	double *dsinks;            /* (H) the run's, summed over the sequences; or NULL */
 	size_t blocked;
@@ -341,20 +342,34 @@ static mha_status back_head(struct bw *r, size_t h)
 #define FAST_KB 32
 
 /*
- * The masked value of query i (head h) and key j (key/value head g), as
- * forward_row computes it, with tanh(scaled/c) in *th under a softcap:
- * -inf for a key the query does not see.  MHA_ERR_RANGE as forward_row.
+ * Scores of query row q (d_k) with keys [j0, j1) of a transposed K block
+ * Kt (d_k, ld): s[j - j0], each summed over t ascending as forward_row
+ * does (the same bits), the loop over keys inside so that it vectorises.
  */
-static mha_status fast_masked(const struct bw *r, size_t h, size_t g, size_t i, size_t j,
-			      double *out, double *th)
+static void fast_scores(double *s, const double *q, const double *Kt, size_t ld, size_t dk,
+			size_t j0, size_t j1)
 {
-	const double *q = r->Q + i * r->H * r->dk + h * r->dk;
-	const double *k = r->K + j * r->G * r->dk + g * r->dk;
-	const double c = r->cfg->softcap;
-	double s = 0.0, x, m;
+	memset(s, 0, (j1 - j0) * sizeof(double));
+	for (size_t t = 0; t < dk; t++) {
+		const double qt = q[t], *kt = Kt + t * ld;
 
-	for (size_t t = 0; t < r->dk; t++)
-		s += q[t] * k[t];
+		for (size_t j = j0; j < j1; j++)
+			s[j - j0] += qt * kt[j];
+	}
+}
+
+/*
+ * The masked value of query i (head h) and key j from its score s, as
+ * forward_row goes on from it, with tanh(scaled/c) in *th under a
+ * softcap: -inf for a key the query does not see.  A score that is not
+ * finite is recomputed (q, k the rows).  MHA_ERR_RANGE as forward_row.
+ */
+static mha_status fast_masked(const struct bw *r, size_t h, size_t i, size_t j, double s,
+			      const double *q, const double *k, double *out, double *th)
+{
+	const double c = r->cfg->softcap;
+	double x, m;
+
 	if (!isfinite(s)) {
 		/* overflowing partial sums, or truly too large: rules.h decides */
 		s = mha_dot_f64(q, 1, k, 1, r->dk, 0.0);
@@ -377,38 +392,68 @@ static mha_status fast_masked(const struct bw *r, size_t h, size_t g, size_t i, 
 }
 
 /*
- * dscores of query i and key j from the saved L and D: P = exp(masked − L),
- * dP = dO_i·V_j, dS = P·(dP − D), back through tanh and the scale.  *p the
- * weight.  0 for a key the query does not see.
+ * Query i of head h against keys [j0, j1): masked values into x, tanh'
+ * terms into th (softcap), from the transposed K.  MHA_ERR_RANGE as
+ * forward_row.
  */
-static double fast_dscore(const struct bw *r, size_t h, size_t g, size_t i, size_t j, double L,
-			  double D, double *p)
+static mha_status fast_row_keys(const struct bw *r, size_t h, size_t g, size_t i, size_t j0,
+				size_t j1, double *x, double *th)
 {
-	const double *dO = r->dcat + i * r->H * r->dv + h * r->dv;
-	const double *v = r->V + j * r->G * r->dv + g * r->dv;
-	double x, th = 0.0, dp = 0.0, ds;
+	const double *q = r->Q + i * r->H * r->dk + h * r->dk;
 
-	/* the forward run saw every value finite: no error here */
-	if (fast_masked(r, h, g, i, j, &x, &th) != MHA_OK || x == -INFINITY) {
-		*p = 0.0;
-		return 0.0;
+	fast_scores(x, q, r->Kt + g * r->dk * r->d->n_kv, r->d->n_kv, r->dk, j0, j1);
+	for (size_t j = j0; j < j1; j++) {
+		double t = 0.0;
+		mha_status st = fast_masked(r, h, i, j, x[j - j0], q,
+					    r->K + j * r->G * r->dk + g * r->dk, &x[j - j0], &t);
+
+		if (st != MHA_OK)
+			return st;
+		th[j - j0] = t;
 	}
-	*p = exp(x - L);
-	for (size_t t = 0; t < r->dv; t++)
-		dp += dO[t] * v[t];
-	ds = *p * (dp - D);
-	if (r->cfg->softcap > 0)
-		ds *= 1.0 - th * th;
-	return ds * r->scale;
+	return MHA_OK;
 }
 
 /*
- * Query row i of head h: the forward with a running max and sum (online
- * softmax) into the head's output O_i (concat), the row's log-sum-exp L_i
- * (the sink's term included; -inf when every key is blocked) and
- * D_i = rowsum(dO_i ∘ O_i); then dQ_h row i = Σ_j dscores_ij·K_j.
+ * dscores of query i (head h, L and D its row's) for keys [j0, j1) whose
+ * masked values and tanh terms are x, th: P = exp(masked − L) into p,
+ * dP = dO_i·V_j, dS = P·(dP − D), back through tanh and the scale, into ds
+ * (0 for a key the query does not see).
  */
-static mha_status fast_row(struct bw *r, size_t h, size_t i)
+static void fast_dscores(const struct bw *r, size_t h, size_t g, size_t i, size_t j0, size_t j1,
+			 double L, double D, const double *x, const double *th, double *p,
+			 double *ds)
+{
+	const double *dO = r->dcat + i * r->H * r->dv + h * r->dv;
+	const int capped = r->cfg->softcap > 0;
+
+	/* dP_ij = dO_i·V_j, over t ascending as the plain path */
+	fast_scores(ds, dO, r->Vt + g * r->dv * r->d->n_kv, r->d->n_kv, r->dv, j0, j1);
+	for (size_t j = 0; j < j1 - j0; j++) {
+		if (x[j] == -INFINITY) {
+			p[j] = ds[j] = 0.0;
+			continue;
+		}
+		p[j] = exp(x[j] - L);
+		ds[j] = p[j] * (ds[j] - D);
+		if (capped)
+			ds[j] *= 1.0 - th[j] * th[j];
+		ds[j] *= r->scale;
+	}
+}
+
+/* buffers of one thread: a row of keys' masked values, tanh terms, weights, dscores */
+struct fast_buf {
+	double *x, *th, *p, *ds;
+};
+
+/*
+ * Query row i of head h: the forward (masked values, max, sum, the sink)
+ * into the head's output O_i (concat), the row's log-sum-exp L_i (-inf
+ * when every key is blocked) and D_i = rowsum(dO_i ∘ O_i); then
+ * dQ_h row i = Σ_j dscores_ij·K_j.
+ */
+static mha_status fast_row(struct bw *r, struct fast_buf *f, size_t h, size_t i)
 {
 	const size_t g = mha_rule_kv_head(h, r->H, r->G);
 	const size_t ldc = r->H * r->dv, ldv = r->G * r->dv, ldk = r->G * r->dk;
@@ -416,80 +461,51 @@ static mha_status fast_row(struct bw *r, size_t h, size_t i)
 	const double *dO = r->dcat + i * ldc + h * r->dv;
 	double *o = r->concat + i * ldc + h * r->dv;
 	double *dq = r->dQr + i * r->H * r->dk + h * r->dk;
-	double m = -INFINITY, l = 0.0, L, D = 0.0, x, th;
+	double m = -INFINITY, l = 0.0, L, D = 0.0;
 	mha_status st;
 
 	memset(o, 0, r->dv * sizeof(double));
 	memset(dq, 0, r->dk * sizeof(double));
-	for (size_t j = jb; j < je; j++) {
-		const double *v = r->V + j * ldv + g * r->dv;
-		double p;
-
-		st = fast_masked(r, h, g, i, j, &x, &th);
-		if (st != MHA_OK)
-			return st;
-		if (x == -INFINITY)
-			continue;
-		if (x > m) {
-			/* a new max: what was summed is rescaled to it */
-			const double sc = exp(m - x);
-
-			l *= sc;
-			for (size_t t = 0; t < r->dv; t++)
-				o[t] *= sc;
-			m = x;
-		}
-		p = exp(x - m);
-		l += p;
-		for (size_t t = 0; t < r->dv; t++)
-			o[t] += p * v[t];
-	}
-	if (m == -INFINITY) {
-		/* every key blocked: weights 0, output 0, nothing flows back */
-		r->lse[h * r->d->n_q + i] = -INFINITY;
-		r->Dall[h * r->d->n_q + i] = 0.0;
+	r->lse[h * r->d->n_q + i] = -INFINITY;
+	r->Dall[h * r->d->n_q + i] = 0.0;
+	if (jb >= je)
 		return MHA_OK;
+	st = fast_row_keys(r, h, g, i, jb, je, f->x, f->th);
+	if (st != MHA_OK)
+		return st;
+	for (size_t j = 0; j < je - jb; j++)
+		if (f->x[j] > m)
+			m = f->x[j];
+	if (m == -INFINITY)
+		return MHA_OK; /* every key blocked: weights 0, output 0, nothing flows back */
+	if (r->rule.sinks && r->rule.sinks[h] > m)
+		m = r->rule.sinks[h];
+	/* subtract the row max: exp() of a large score would overflow */
+	for (size_t j = 0; j < je - jb; j++) {
+		f->p[j] = exp(f->x[j] - m);
+		l += f->p[j];
 	}
-	if (r->rule.sinks) {
-		const double sink = r->rule.sinks[h];
-
-		if (sink > m) {
-			const double sc = exp(m - sink);
-
-			l *= sc;
-			for (size_t t = 0; t < r->dv; t++)
-				o[t] *= sc;
-			m = sink;
-		}
-		l += exp(sink - m);
-	}
+	if (r->rule.sinks)
+		l += exp(r->rule.sinks[h] - m);
 	L = m + log(l);
-	for (size_t t = 0; t < r->dv; t++)
-		o[t] /= l;
-	if (!finite_all(o, r->dv)) {
-		/* the unnormalised sum overflowed: again, each weight normalised first */
-		memset(o, 0, r->dv * sizeof(double));
-		for (size_t j = jb; j < je; j++) {
-			const double *v = r->V + j * ldv + g * r->dv;
-			double p;
+	/* the head's output row: softmax·V, keys ascending */
+	for (size_t j = 0; j < je - jb; j++) {
+		const double pj = f->p[j] / l, *v = r->V + (jb + j) * ldv + g * r->dv;
 
-			if (fast_masked(r, h, g, i, j, &x, &th) != MHA_OK || x == -INFINITY)
-				continue;
-			p = exp(x - L);
-			for (size_t t = 0; t < r->dv; t++)
-				o[t] += p * v[t];
-		}
-		if (!finite_all(o, r->dv))
-			return MHA_ERR_RANGE;
+		if (pj == 0.0)
+			continue;
+		for (size_t t = 0; t < r->dv; t++)
+			o[t] += pj * v[t];
 	}
+	if (!finite_all(o, r->dv))
+		return MHA_ERR_RANGE;
 	for (size_t t = 0; t < r->dv; t++)
 		D += dO[t] * o[t];
 	r->lse[h * r->d->n_q + i] = L;
 	r->Dall[h * r->d->n_q + i] = D;
-	for (size_t j = jb; j < je; j++) {
-		const double *k = r->K + j * ldk + g * r->dk;
-		double p;
-		const double ds = fast_dscore(r, h, g, i, j, L, D, &p);
+	fast_dscores(r, h, g, i, jb, je, L, D, f->x, f->th, f->p, f->ds);
+	for (size_t j = 0; j < je - jb; j++) {
+		const double *k = r->K + (jb + j) * ldk + g * r->dk, ds = f->ds[j];
 
 		if (ds != 0.0)
 			for (size_t t = 0; t < r->dk; t++)
@@ -501,12 +517,13 @@ static mha_status fast_row(struct bw *r, size_t h, size_t i)
 /*
  * Keys [j0, j1) of key/value head g: dK_j = Σ_h Σ_i dscores_ij·Q_i and
  * dV_j = Σ_h Σ_i P_ij·dO_i over the group's query heads h ascending, then
- * the queries i ascending.
+ * the queries i ascending, P and dS recomputed from the saved L and D.
  */
 static void fast_keys(struct bw *r, size_t g, size_t j0, size_t j1)
 {
 	const size_t per = r->H / r->G, ldq = r->H * r->dk, ldc = r->H * r->dv;
 	const size_t ldk = r->G * r->dk, ldv = r->G * r->dv;
+	double x[FAST_KB], th[FAST_KB], p[FAST_KB], ds[FAST_KB];
 
 	for (size_t j = j0; j < j1; j++) {
 		memset(r->dKr + j * ldk + g * r->dk, 0, r->dk * sizeof(double));
@@ -522,19 +539,35 @@ static void fast_keys(struct bw *r, size_t g, size_t j0, size_t j1)
 				continue;
 			jb = jb > j0 ? jb : j0;
 			je = je < j1 ? je : j1;
+			if (jb >= je)
+				continue;
+			/* the forward run saw every value finite: no error here */
+			if (fast_row_keys(r, h, g, i, jb, je, x, th) != MHA_OK)
+				continue;
+			fast_dscores(r, h, g, i, jb, je, L, D, x, th, p, ds);
 			for (size_t j = jb; j < je; j++) {
 				double *dk = r->dKr + j * ldk + g * r->dk, *dv = r->dV + j * ldv + g * r->dv;
-				double p;
-				const double ds = fast_dscore(r, h, g, i, j, L, D, &p);
+				const double dsj = ds[j - jb], pj = p[j - jb];
 
-				if (ds != 0.0)
+				if (dsj != 0.0)
 					for (size_t t = 0; t < r->dk; t++)
-						dk[t] += ds * q[t];
-				if (p != 0.0)
+						dk[t] += dsj * q[t];
+				if (pj != 0.0)
 					for (size_t t = 0; t < r->dv; t++)
-						dv[t] += p * dO[t];
+						dv[t] += pj * dO[t];
 			}
 		}
+}
+
+/* the per-thread row buffers fast_heads allocates: 4 rows of n_kv */
+#define FAST_ROWS 4
+
+/* K (n_kv, G·dk) transposed into Kt (G·dk, n_kv): each head's keys as columns */
+static void fast_transpose(double *t, const double *a, size_t rows, size_t cols)
+{
+	for (size_t i = 0; i < rows; i++)
+		for (size_t c = 0; c < cols; c++)
+			t[c * rows + i] = a[i * cols + c];
 }
 
 /*
@@ -550,21 +583,34 @@ static mha_status fast_heads(struct bw *r, int threads)
 	const long t1 = (long)(r->H * qblocks), t2 = (long)(r->G * kblocks);
 	int err = 0;
 
+	fast_transpose(r->Kt, r->K, n_kv, r->G * r->dk);
+	fast_transpose(r->Vt, r->V, n_kv, r->G * r->dv);
 	(void)threads; /* read by the pragmas only: unused without OpenMP */
-#pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1 && t1 > 1)
-	for (long t = 0; t < t1; t++) {
-		const size_t h = (size_t)t / qblocks, i0 = (size_t)t % qblocks * FAST_QB;
-		const size_t i1 = i0 + FAST_QB < n_q ? i0 + FAST_QB : n_q;
+#pragma omp parallel num_threads(threads) if (threads > 1 && t1 > 1)
+	{
+		double *rows = malloc(FAST_ROWS * n_kv * sizeof(double));
+		struct fast_buf f = { rows, rows + n_kv, rows + 2 * n_kv, rows + 3 * n_kv };
 
-		for (size_t i = i0; i < i1; i++)
-			if (fast_row(r, h, i) != MHA_OK) {
+		if (!rows) {
 #pragma omp atomic write
-				err = 1;
-				break;
-			}
+			err = 1;
+		}
+#pragma omp for schedule(dynamic)
+		for (long t = 0; t < t1; t++) {
+			const size_t h = (size_t)t / qblocks, i0 = (size_t)t % qblocks * FAST_QB;
+			const size_t i1 = i0 + FAST_QB < n_q ? i0 + FAST_QB : n_q;
+
+			for (size_t i = i0; i < i1 && rows; i++)
+				if (fast_row(r, &f, h, i) != MHA_OK) {
+#pragma omp atomic write
+					err = 2;
+					break;
+				}
+		}
+		free(rows);
 	}
 	if (err)
-		return MHA_ERR_RANGE;
+		return err == 1 ? MHA_ERR_NOMEM : MHA_ERR_RANGE;
 #pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1 && t2 > 1)
 	for (long t = 0; t < t2; t++) {
 		const size_t g = (size_t)t / kblocks, j0 = (size_t)t % kblocks * FAST_KB;
@@ -642,6 +688,98 @@ static void back_projection(double *dx, double *dW, double *db, const double *x,
 				db[c] += dP[i * cols + c];
 }
 
+/* ---- the fast path's products (the forward's GEMM kernels) -------------- */
+
+/* a (rows, cols) transposed into a new (cols, rows), or NULL */
+static double *transposed(const double *a, size_t rows, size_t cols)
+{
+	double *t = alloc_n(cols, rows);
+
+	if (t)
+		for (size_t i = 0; i < rows; i++)
+			for (size_t c = 0; c < cols; c++)
+				t[c * rows + i] = a[i * cols + c];
+	return t;
+}
+
+/* the product C (m, n) = A (m, k)·B (k, n) + bias as the kernels run it */
+static struct mha_gemm gemm_of(double *C, const double *A, const double *B, const double *bias,
+			       size_t m, size_t n, size_t k, int threads)
+{
+	struct mha_gemm g = { .m = m, .n = n, .k = k, .A = A, .B = B, .bias = bias, .lda = k,
+			      .ldb = n, .ldc = n, .C = C, .threads = threads };
+
+	return g;
+}
+
+/* C = A·B + bias on the kernels; an entry not finite recomputed (rules.h) */
+static mha_status fast_gemm(const struct mha_kernels *k, double *C, const double *A,
+			    const double *B, const double *bias, size_t m, size_t n, size_t kk,
+			    int threads)
+{
+	struct mha_gemm g = gemm_of(C, A, B, bias, m, n, kk, threads);
+
+	if (!m || !n)
+		return MHA_OK;
+	k->gemm(&g);
+	if (g.failed)
+		return MHA_ERR_NOMEM;
+	if (!finite_all(C, m * n) && mha_finish_product(C, m, n, n, A, kk, B, n, bias, kk, 8))
+		return MHA_ERR_RANGE;
+	return MHA_OK;
+}
+
+/* x·W + b (W given) on the kernels into *owned, else as the plain path */
+static mha_status fast_projection(const struct mha_kernels *k, int threads, const double **res,
+				  double **owned, const double *x, size_t rows, size_t d_in,
+				  const double *W, const double *b, size_t cols)
+{
+	if (!W)
+		return mha_plain_projection(res, owned, x, rows, d_in, W, b, cols);
+	*owned = alloc_n(rows, cols);
+	*res = *owned;
+	if (!*owned)
+		return MHA_ERR_NOMEM;
+	return fast_gemm(k, *owned, x, W, b, rows, cols, d_in, threads);
+}
+
+/*
+ * back_projection on the kernels: dx = dP·Wᵀ, dW += xᵀ·dP (Wᵀ and xᵀ
+ * transposed first, the product into a block of its own), db as there.
+ * A gradient not finite is found by mha_backward's last checks.
+ */
+static mha_status fast_back_projection(const struct mha_kernels *k, int threads, double *dx,
+				       double *dW, double *db, const double *x, const double *W,
+				       const double *dP, size_t rows, size_t d_in, size_t cols)
+{
+	mha_status st = MHA_OK;
+
+	if (dx && W) {
+		double *Wt = transposed(W, d_in, cols);
+
+		st = Wt ? fast_gemm(k, dx, dP, Wt, NULL, rows, d_in, cols, threads) : MHA_ERR_NOMEM;
+		free(Wt);
+	} else if (dx) {
+		memcpy(dx, dP, rows * cols * sizeof(double));
+	}
+	if (st == MHA_OK && dW && W) {
+		double *xt = transposed(x, rows, d_in), *part = alloc_n(d_in, cols);
+
+		st = xt && part ? fast_gemm(k, part, xt, dP, NULL, d_in, cols, rows, threads)
+				: MHA_ERR_NOMEM;
+		if (st == MHA_OK)
+			for (size_t i = 0; i < d_in * cols; i++)
+				dW[i] += part[i];
+		free(xt);
+		free(part);
+	}
+	if (st == MHA_OK && db)
+		for (size_t i = 0; i < rows; i++)
+			for (size_t c = 0; c < cols; c++)
+				db[c] += dP[i * cols + c];
+	return st == MHA_ERR_RANGE ? MHA_OK : st;
+}
+
 /* What every sequence shares. */
 struct bw_run {
 	const mha_grads *g;
@@ -653,6 +791,7 @@ struct bw_run {
 	struct mha_rule all;
 	size_t out_cols;
 	int fast, threads;         /* the fast path, on this many threads at most */
+	const struct mha_kernels *k; /* the fast path's (doubles) */
 	size_t blocked;
 	int first_blocked_head;
 	size_t first_blocked_row, first_blocked_seq;
@@ -696,11 +835,24 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 
 	if (obs && obs->fn && obs->sequence && obs->sequence(obs->ctx, b))
 		return MHA_ERR_OBSERVER;
-	st = mha_plain_projection(&Q, &owned_q, xq, d->n_q, d->d_q_in, w->W_Q, w->b_Q, hk);
-	if (st == MHA_OK)
-		st = mha_plain_projection(&K, &owned_k, xk, d->n_kv, d->d_k_in, w->W_K, w->b_K, gk);
-	if (st == MHA_OK)
-		st = mha_plain_projection(&V, &owned_v, xv, d->n_kv, d->d_v_in, w->W_V, w->b_V, gv);
+	if (z->fast) {
+		st = fast_projection(z->k, z->threads, &Q, &owned_q, xq, d->n_q, d->d_q_in, w->W_Q,
+				     w->b_Q, hk);
+		if (st == MHA_OK)
+			st = fast_projection(z->k, z->threads, &K, &owned_k, xk, d->n_kv, d->d_k_in,
+					     w->W_K, w->b_K, gk);
+		if (st == MHA_OK)
+			st = fast_projection(z->k, z->threads, &V, &owned_v, xv, d->n_kv, d->d_v_in,
+					     w->W_V, w->b_V, gv);
+	} else {
+		st = mha_plain_projection(&Q, &owned_q, xq, d->n_q, d->d_q_in, w->W_Q, w->b_Q, hk);
+		if (st == MHA_OK)
+			st = mha_plain_projection(&K, &owned_k, xk, d->n_kv, d->d_k_in, w->W_K, w->b_K,
+						  gk);
+		if (st == MHA_OK)
+			st = mha_plain_projection(&V, &owned_v, xv, d->n_kv, d->d_v_in, w->W_V, w->b_V,
+						  gv);
+	}
 	if (st != MHA_OK)
 		goto done;
 	if (!finite_all(Q, d->n_q * hk) || !finite_all(K, d->n_kv * gk) || !finite_all(V, d->n_kv * gv)) {
@@ -734,7 +886,18 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 			st = MHA_ERR_NOMEM;
 			goto done;
 		}
-		for (size_t i = 0; i < d->n_q; i++)
+		if (z->fast) {
+			double *Wt = transposed(w->W_O, hv, z->out_cols);
+
+			st = Wt ? fast_gemm(z->k, dcat_own, dout, Wt, NULL, d->n_q, hv, z->out_cols,
+					    z->threads) : MHA_ERR_NOMEM;
+			free(Wt);
+			/* not finite: the last checks say so */
+			if (st == MHA_ERR_NOMEM)
+				goto done;
+			st = MHA_OK;
+		}
+		for (size_t i = 0; i < d->n_q && !z->fast; i++)
 			for (size_t c = 0; c < hv; c++) {
 				const double *wc = w->W_O + c * z->out_cols, *gi = dout + i * z->out_cols;
 				double s = 0.0;
@@ -763,7 +926,10 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 		/* O(n·d): each row's L and D, no row of keys, no head's blocks */
 		r.lse = alloc_n(r.H, d->n_q);
 		r.Dall = alloc_n(r.H, d->n_q);
-		st = r.concat && r.dQr && r.dKr && r.dV && r.lse && r.Dall ? MHA_OK : MHA_ERR_NOMEM;
+		r.Kt = alloc_n(gk, d->n_kv);
+		r.Vt = alloc_n(gv, d->n_kv);
+		st = r.concat && r.dQr && r.dKr && r.dV && r.lse && r.Dall && r.Kt && r.Vt
+		     ? MHA_OK : MHA_ERR_NOMEM;
 		if (st == MHA_OK)
 			st = fast_heads(&r, z->threads);
 		if (st != MHA_OK)
@@ -819,6 +985,24 @@ heads_done:
 	}
 
 	/* through the projections; the weights' gradients sum over the sequences */
+	if (z->fast) {
+		st = fast_back_projection(z->k, z->threads,
+					  g->dxq ? g->dxq + b * d->n_q * d->d_q_in : NULL, g->dW_Q,
+					  g->db_Q, xq, w->W_Q, rope ? dQ : r.dQr, d->n_q, d->d_q_in, hk);
+		if (st == MHA_OK)
+			st = fast_back_projection(z->k, z->threads,
+						  g->dxk ? g->dxk + b * d->n_kv * d->d_k_in : NULL,
+						  g->dW_K, g->db_K, xk, w->W_K, rope ? dK : r.dKr, d->n_kv,
+						  d->d_k_in, gk);
+		if (st == MHA_OK)
+			st = fast_back_projection(z->k, z->threads,
+						  g->dxv ? g->dxv + b * d->n_kv * d->d_v_in : NULL,
+						  g->dW_V, g->db_V, xv, w->W_V, r.dV, d->n_kv, d->d_v_in, gv);
+		if (st == MHA_OK && w->W_O)
+			st = fast_back_projection(z->k, z->threads, NULL, g->dW_O, g->db_O, r.concat,
+						  w->W_O, dout, d->n_q, hv, z->out_cols);
+		goto done;
+	}
 	back_projection(g->dxq ? g->dxq + b * d->n_q * d->d_q_in : NULL, g->dW_Q, g->db_Q, xq,
 			w->W_Q, rope ? dQ : r.dQr, d->n_q, d->d_q_in, hk);
 	back_projection(g->dxk ? g->dxk + b * d->n_kv * d->d_k_in : NULL, g->dW_K, g->db_K, xk,
@@ -853,6 +1037,8 @@ done:
 	free(r.Dv);
 	free(r.lse);
 	free(r.Dall);
+	free(r.Kt);
+	free(r.Vt);
 	free(r.scratch);
 	free(dcat_own);
 	free(dQ);
@@ -946,6 +1132,7 @@ mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *
 	 * per-head stage is watched, as mha_forward picks its own */
 	z.fast = !cfg->exact && !(obs && obs->fn && grad_per_head(obs->wanted));
 	z.threads = mha_threads(cfg);
+	z.k = mha_pick_kernels(0);
 
 	for (size_t b = 0; b < B && st == MHA_OK; b++)
 		st = back_sequence(&z, dout ? dout + b * d->n_q * z.out_cols : ones, b);
@@ -1012,9 +1199,46 @@ size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wa
 		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->n_q, hk)));
 		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->n_kv, gk)));
 	}
-	if (!cfg->exact && !grad_per_head(wanted))
-		/* the fast path: each row's L and D, nothing per key */
-		return mha_sat_add(t, mha_sat_mul(2, dbl_block(d->heads, d->n_q)));
+	if (!cfg->exact && !grad_per_head(wanted)) {
+		/* the fast path: each row's L and D, nothing per key; then the most
+		 * one product takes at once (its transposed factor, its block, the
+		 * kernel's panels), every weight taken as given */
+		const struct mha_kernels *k = mha_pick_kernels(0);
+		const int th = mha_threads(cfg);
+		const size_t oc = mha_output_cols(d, 1);
+		const size_t proj[4][3] = { { d->n_q, d->d_q_in, hk }, { d->n_kv, d->d_k_in, gk },
+					    { d->n_kv, d->d_v_in, gv }, { d->n_q, hv, oc } };
+		size_t most = 0, one;
+		struct mha_gemm gm;
+
+		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->heads, d->n_q)));
+		/* K and V transposed, and each thread's rows of keys */
+		t = mha_sat_add(t, dbl_block(gk, d->n_kv));
+		t = mha_sat_add(t, dbl_block(gv, d->n_kv));
+		t = mha_sat_add(t, mha_sat_mul((size_t)th, dbl_block(FAST_ROWS, d->n_kv)));
+		for (int i = 0; i < 4; i++) {
+			const size_t rows = proj[i][0], d_in = proj[i][1], cols = proj[i][2];
+
+			if (i < 3) {
+				/* the forward's x·W, and dx = dP·Wᵀ */
+				gm = gemm_of(NULL, NULL, NULL, NULL, rows, cols, d_in, th);
+				most = most > (one = k->gemm_bytes(&gm)) ? most : one;
+				gm = gemm_of(NULL, NULL, NULL, NULL, rows, d_in, cols, th);
+				one = mha_sat_add(dbl_block(cols, d_in), k->gemm_bytes(&gm));
+				most = most > one ? most : one;
+			}
+			/* dW's part = xᵀ·dP */
+			gm = gemm_of(NULL, NULL, NULL, NULL, d_in, cols, rows, th);
+			one = mha_sat_add(mha_sat_add(dbl_block(d_in, rows), dbl_block(d_in, cols)),
+					  k->gemm_bytes(&gm));
+			most = most > one ? most : one;
+		}
+		/* dconcat = dO·W_Oᵀ */
+		gm = gemm_of(NULL, NULL, NULL, NULL, d->n_q, hv, oc, th);
+		one = mha_sat_add(dbl_block(oc, hv), k->gemm_bytes(&gm));
+		most = most > one ? most : one;
+		return mha_sat_add(t, most);
+	}
 	/* the rows, one head's blocks, D and the scratch */
 	t = mha_sat_add(t, mha_sat_mul(5, dbl_block(d->n_kv, 1)));
 	t = mha_sat_add(t, dbl_block(d->n_q, d->d_k));
