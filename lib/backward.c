@@ -105,6 +105,7 @@ struct bw {
 	double *Dv;                /* (n_q) one head's D */
 	double *lse, *Dall;        /* fast path: (H, n_q) each row's log-sum-exp L and D */
 	double *Kt, *Vt;           /* fast path: (G·dk, n_kv), (G·dv, n_kv): K, V transposed */
+	double *Qt, *dOt;          /* fast path: (H·dk, n_q), (H·dv, n_q): Q, dconcat transposed */
 	double *scratch;           /* (max(n_q, n_kv), max(dk, dv)) for head blocks */
 	double *dsinks;            /* (H) the run's, summed over the sequences; or NULL */
 	size_t blocked;
@@ -335,28 +336,11 @@ static mha_status back_head(struct bw *r, size_t h)
 /*
  * Query blocks and key blocks: the tasks the threads share.  Each task owns
  * what it writes (dQ's rows of one head, or dK's and dV's rows of one key
- * block of one key/value head), and sums in a fixed order, so the bits are
- * the same for any thread count.
+ * block of one key/value head), and sums in a fixed order (its products on
+ * one thread), so the bits are the same for any thread count.
  */
 #define FAST_QB 32
 #define FAST_KB 32
-
-/*
- * Scores of query row q (d_k) with keys [j0, j1) of a transposed K block
- * Kt (d_k, ld): s[j - j0], each summed over t ascending as forward_row
- * does (the same bits), the loop over keys inside so that it vectorises.
- */
-static void fast_scores(double *s, const double *q, const double *Kt, size_t ld, size_t dk,
-			size_t j0, size_t j1)
-{
-	memset(s, 0, (j1 - j0) * sizeof(double));
-	for (size_t t = 0; t < dk; t++) {
-		const double qt = q[t], *kt = Kt + t * ld;
-
-		for (size_t j = j0; j < j1; j++)
-			s[j - j0] += qt * kt[j];
-	}
-}
 
 /*
  * The masked value of query i (head h) and key j from its score s, as
@@ -392,182 +376,249 @@ static mha_status fast_masked(const struct bw *r, size_t h, size_t i, size_t j, 
 }
 
 /*
- * Query i of head h against keys [j0, j1): masked values into x, tanh'
- * terms into th (softcap), from the transposed K.  MHA_ERR_RANGE as
- * forward_row.
+ * A product smaller than this (m·n·k) is summed here, not by the GEMM
+ * kernel, whose packed panels would cost more than the product.  The
+ * choice depends on the shape alone, never on the threads.
  */
-static mha_status fast_row_keys(const struct bw *r, size_t h, size_t g, size_t i, size_t j0,
-				size_t j1, double *x, double *th)
+#define FAST_GEMM_MIN 32768
+
+/* one product of a task, on its own thread: C = A·B (lda, ldb, ldc given) */
+static int fast_tile(const struct mha_kernels *k, double *C, size_t ldc, const double *A,
+		     size_t lda, const double *B, size_t ldb, size_t m, size_t n, size_t kk)
 {
-	const double *q = r->Q + i * r->H * r->dk + h * r->dk;
+	struct mha_gemm g = { .m = m, .n = n, .k = kk, .A = A, .B = B, .lda = lda, .ldb = ldb,
+			      .ldc = ldc, .C = C, .threads = 1 };
 
-	fast_scores(x, q, r->Kt + g * r->dk * r->d->n_kv, r->d->n_kv, r->dk, j0, j1);
-	for (size_t j = j0; j < j1; j++) {
-		double t = 0.0;
-		mha_status st = fast_masked(r, h, i, j, x[j - j0], q,
-					    r->K + j * r->G * r->dk + g * r->dk, &x[j - j0], &t);
+	if (!m || !n)
+		return 0;
+	if (mha_sat_mul(mha_sat_mul(m, n), kk) < FAST_GEMM_MIN) {
+		for (size_t i = 0; i < m; i++) {
+			double *c = C + i * ldc;
 
-		if (st != MHA_OK)
-			return st;
-		th[j - j0] = t;
-	}
-	return MHA_OK;
-}
+			memset(c, 0, n * sizeof(double));
+			for (size_t t = 0; t < kk; t++) {
+				const double a = A[i * lda + t], *b = B + t * ldb;
 
-/*
- * dscores of query i (head h, L and D its row's) for keys [j0, j1) whose
- * masked values and tanh terms are x, th: P = exp(masked − L) into p,
- * dP = dO_i·V_j, dS = P·(dP − D), back through tanh and the scale, into ds
- * (0 for a key the query does not see).
- */
-static void fast_dscores(const struct bw *r, size_t h, size_t g, size_t i, size_t j0, size_t j1,
-			 double L, double D, const double *x, const double *th, double *p,
-			 double *ds)
-{
-	const double *dO = r->dcat + i * r->H * r->dv + h * r->dv;
-	const int capped = r->cfg->softcap > 0;
-
-	/* dP_ij = dO_i·V_j, over t ascending as the plain path */
-	fast_scores(ds, dO, r->Vt + g * r->dv * r->d->n_kv, r->d->n_kv, r->dv, j0, j1);
-	for (size_t j = 0; j < j1 - j0; j++) {
-		if (x[j] == -INFINITY) {
-			p[j] = ds[j] = 0.0;
-			continue;
+				for (size_t j = 0; j < n; j++)
+					c[j] += a * b[j];
+			}
 		}
-		p[j] = exp(x[j] - L);
-		ds[j] = p[j] * (ds[j] - D);
-		if (capped)
-			ds[j] *= 1.0 - th[j] * th[j];
-		ds[j] *= r->scale;
+		return 0;
 	}
+	k->gemm(&g);
+	return g.failed;
 }
 
-/* buffers of one thread: a row of keys' masked values, tanh terms, weights, dscores */
+/* what a thread holds: FAST_TILES tiles of FAST_QB (or FAST_KB) rows of keys (or queries) */
+#define FAST_TILES 4
 struct fast_buf {
-	double *x, *th, *p, *ds;
+	double *s, *th, *p, *dp; /* (32, n_kv) in pass 1, (32, n_q) in pass 2 */
+	double *part;            /* pass 2: (32, max(dk, dv)) a head's part of dK or dV */
 };
 
 /*
- * Query row i of head h: the forward (masked values, max, sum, the sink)
- * into the head's output O_i (concat), the row's log-sum-exp L_i (-inf
- * when every key is blocked) and D_i = rowsum(dO_i ∘ O_i); then
- * dQ_h row i = Σ_j dscores_ij·K_j.
+ * Pass 1, query rows [i0, i1) of head h, keys [kb, ke) (the block's union
+ * of the rows' ranges): S = Q·Kᵀ, masked row by row, the softmax with the
+ * sink into P, O = P·V (concat), L_i and D_i = rowsum(dO_i ∘ O_i) kept,
+ * dP = dO·Vᵀ, dscores, dQ = dscores·K.  1 out of memory, 2 overflow.
  */
-static mha_status fast_row(struct bw *r, struct fast_buf *f, size_t h, size_t i)
+static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fast_buf *f,
+			    size_t h, size_t i0, size_t i1)
 {
-	const size_t g = mha_rule_kv_head(h, r->H, r->G);
-	const size_t ldc = r->H * r->dv, ldv = r->G * r->dv, ldk = r->G * r->dk;
-	const size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
-	const double *dO = r->dcat + i * ldc + h * r->dv;
-	double *o = r->concat + i * ldc + h * r->dv;
-	double *dq = r->dQr + i * r->H * r->dk + h * r->dk;
-	double m = -INFINITY, l = 0.0, L, D = 0.0;
-	mha_status st;
+	const size_t n_q = r->d->n_q, n_kv = r->d->n_kv, g = mha_rule_kv_head(h, r->H, r->G);
+	const size_t ldq = r->H * r->dk, ldc = r->H * r->dv, ldk = r->G * r->dk, ldv = r->G * r->dv;
+	const size_t kb = mha_rule_keys_begin(&r->rule, i0), ke = mha_rule_keys_end(&r->rule, i1 - 1);
+	const size_t nb = i1 - i0, nk = ke > kb ? ke - kb : 0;
+	const int capped = r->cfg->softcap > 0;
 
-	memset(o, 0, r->dv * sizeof(double));
-	memset(dq, 0, r->dk * sizeof(double));
-	r->lse[h * r->d->n_q + i] = -INFINITY;
-	r->Dall[h * r->d->n_q + i] = 0.0;
-	if (jb >= je)
-		return MHA_OK;
-	st = fast_row_keys(r, h, g, i, jb, je, f->x, f->th);
-	if (st != MHA_OK)
-		return st;
-	for (size_t j = 0; j < je - jb; j++)
-		if (f->x[j] > m)
-			m = f->x[j];
-	if (m == -INFINITY)
-		return MHA_OK; /* every key blocked: weights 0, output 0, nothing flows back */
-	if (r->rule.sinks && r->rule.sinks[h] > m)
-		m = r->rule.sinks[h];
-	/* subtract the row max: exp() of a large score would overflow */
-	for (size_t j = 0; j < je - jb; j++) {
-		f->p[j] = exp(f->x[j] - m);
-		l += f->p[j];
+	for (size_t i = i0; i < i1; i++) {
+		memset(r->concat + i * ldc + h * r->dv, 0, r->dv * sizeof(double));
+		memset(r->dQr + i * ldq + h * r->dk, 0, r->dk * sizeof(double));
+		r->lse[h * n_q + i] = -INFINITY;
+		r->Dall[h * n_q + i] = 0.0;
 	}
-	if (r->rule.sinks)
-		l += exp(r->rule.sinks[h] - m);
-	L = m + log(l);
-	/* the head's output row: softmax·V, keys ascending */
-	for (size_t j = 0; j < je - jb; j++) {
-		const double pj = f->p[j] / l, *v = r->V + (jb + j) * ldv + g * r->dv;
+	if (!nk)
+		return 0;
+	if (fast_tile(k, f->s, nk, r->Q + i0 * ldq + h * r->dk, ldq,
+		      r->Kt + g * r->dk * n_kv + kb, n_kv, nb, nk, r->dk))
+		return 1;
+	for (size_t i = i0; i < i1; i++) {
+		const size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
+		const double *q = r->Q + i * ldq + h * r->dk;
+		double *s = f->s + (i - i0) * nk, *th = f->th + (i - i0) * nk, *p = f->p + (i - i0) * nk;
+		double m = -INFINITY, l = 0.0;
 
-		if (pj == 0.0)
+		for (size_t j = kb; j < ke; j++) {
+			double x = -INFINITY, t = 0.0;
+
+			if (j >= jb && j < je &&
+			    fast_masked(r, h, i, j, s[j - kb], q, r->K + j * ldk + g * r->dk, &x, &t))
+				return 2;
+			s[j - kb] = x;
+			th[j - kb] = t;
+			if (x > m)
+				m = x;
+		}
+		if (m == -INFINITY) {
+			/* every key blocked: weights 0, output 0, nothing flows back */
+			memset(p, 0, nk * sizeof(double));
 			continue;
-		for (size_t t = 0; t < r->dv; t++)
-			o[t] += pj * v[t];
+		}
+		if (r->rule.sinks && r->rule.sinks[h] > m)
+			m = r->rule.sinks[h];
+		/* subtract the row max: exp() of a large score would overflow */
+		for (size_t j = 0; j < nk; j++) {
+			p[j] = exp(s[j] - m);
+			l += p[j];
+		}
+		if (r->rule.sinks)
+			l += exp(r->rule.sinks[h] - m);
+		for (size_t j = 0; j < nk; j++)
+			p[j] /= l;
+		r->lse[h * n_q + i] = m + log(l);
 	}
-	if (!finite_all(o, r->dv))
-		return MHA_ERR_RANGE;
-	for (size_t t = 0; t < r->dv; t++)
-		D += dO[t] * o[t];
-	r->lse[h * r->d->n_q + i] = L;
-	r->Dall[h * r->d->n_q + i] = D;
-	fast_dscores(r, h, g, i, jb, je, L, D, f->x, f->th, f->p, f->ds);
-	for (size_t j = 0; j < je - jb; j++) {
-		const double *k = r->K + (jb + j) * ldk + g * r->dk, ds = f->ds[j];
+	/* O = P·V: a convex combination, finite unless a product's partial sums overflowed */
+	if (fast_tile(k, r->concat + i0 * ldc + h * r->dv, ldc, f->p, nk, r->V + kb * ldv + g * r->dv,
+		      ldv, nb, r->dv, nk))
+		return 1;
+	for (size_t i = i0; i < i1; i++) {
+		double *o = r->concat + i * ldc + h * r->dv;
+		const double *dO = r->dcat + i * ldc + h * r->dv;
+		double D = 0.0;
 
-		if (ds != 0.0)
-			for (size_t t = 0; t < r->dk; t++)
-				dq[t] += ds * k[t];
+		if (!finite_all(o, r->dv) &&
+		    mha_finish_product(o, 1, r->dv, ldc, f->p + (i - i0) * nk, nk,
+				       r->V + kb * ldv + g * r->dv, ldv, NULL, nk, 8))
+			return 2;
+		for (size_t t = 0; t < r->dv; t++)
+			D += dO[t] * o[t];
+		r->Dall[h * n_q + i] = D;
 	}
-	return MHA_OK;
+	/* dP = dO·Vᵀ, then dS = P·(dP − D), tanh', the scale: dscores in place */
+	if (fast_tile(k, f->dp, nk, r->dcat + i0 * ldc + h * r->dv, ldc,
+		      r->Vt + g * r->dv * n_kv + kb, n_kv, nb, nk, r->dv))
+		return 1;
+	for (size_t i = 0; i < nb; i++) {
+		const double D = r->Dall[h * n_q + i0 + i];
+		double *dp = f->dp + i * nk;
+		const double *p = f->p + i * nk, *th = f->th + i * nk;
+
+		for (size_t j = 0; j < nk; j++) {
+			double ds = p[j] == 0.0 ? 0.0 : p[j] * (dp[j] - D);
+
+			if (capped)
+				ds *= 1.0 - th[j] * th[j];
+			dp[j] = ds * r->scale;
+		}
+	}
+	/* dQ = dscores·K */
+	return fast_tile(k, r->dQr + i0 * ldq + h * r->dk, ldq, f->dp, nk, r->K + kb * ldk + g * r->dk,
+			 ldk, nb, r->dk, nk);
+}
+
+/* the queries [*qa, *qb) whose key ranges meet [j0, j1) (both ends never decrease) */
+static void fast_query_range(const struct bw *r, size_t j0, size_t j1, size_t *qa, size_t *qb)
+{
+	size_t a = 0, b = r->d->n_q;
+
+	while (a < b && mha_rule_keys_end(&r->rule, a) <= j0)
+		a++;
+	while (b > a && mha_rule_keys_begin(&r->rule, b - 1) >= j1)
+		b--;
+	*qa = a;
+	*qb = b;
 }
 
 /*
- * Keys [j0, j1) of key/value head g: dK_j = Σ_h Σ_i dscores_ij·Q_i and
- * dV_j = Σ_h Σ_i P_ij·dO_i over the group's query heads h ascending, then
- * the queries i ascending, P and dS recomputed from the saved L and D.
+ * Pass 2, keys [j0, j1) of key/value head g: for each of its query heads h
+ * ascending, Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ over the queries that may see the
+ * block, P and dS from the saved L and D, then dK += dSᵀ·Q and dV += Pᵀ·dO.
+ * 1 out of memory.
  */
-static void fast_keys(struct bw *r, size_t g, size_t j0, size_t j1)
+static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast_buf *f,
+			  size_t g, size_t j0, size_t j1)
 {
-	const size_t per = r->H / r->G, ldq = r->H * r->dk, ldc = r->H * r->dv;
-	const size_t ldk = r->G * r->dk, ldv = r->G * r->dv;
-	double x[FAST_KB], th[FAST_KB], p[FAST_KB], ds[FAST_KB];
+	const size_t n_q = r->d->n_q, per = r->H / r->G, nb = j1 - j0;
+	const size_t ldq = r->H * r->dk, ldc = r->H * r->dv, ldk = r->G * r->dk, ldv = r->G * r->dv;
+	const int capped = r->cfg->softcap > 0;
+	size_t qa, qb, nq;
 
 	for (size_t j = j0; j < j1; j++) {
 		memset(r->dKr + j * ldk + g * r->dk, 0, r->dk * sizeof(double));
 		memset(r->dV + j * ldv + g * r->dv, 0, r->dv * sizeof(double));
 	}
-	for (size_t h = g * per; h < (g + 1) * per; h++)
-		for (size_t i = 0; i < r->d->n_q; i++) {
-			const double L = r->lse[h * r->d->n_q + i], D = r->Dall[h * r->d->n_q + i];
-			const double *q = r->Q + i * ldq + h * r->dk, *dO = r->dcat + i * ldc + h * r->dv;
-			size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
+	fast_query_range(r, j0, j1, &qa, &qb);
+	nq = qb - qa;
+	if (!nq)
+		return 0;
+	for (size_t h = g * per; h < (g + 1) * per; h++) {
+		if (fast_tile(k, f->s, nq, r->K + j0 * ldk + g * r->dk, ldk, r->Qt + h * r->dk * n_q + qa,
+			      n_q, nb, nq, r->dk) ||
+		    fast_tile(k, f->dp, nq, r->V + j0 * ldv + g * r->dv, ldv,
+			      r->dOt + h * r->dv * n_q + qa, n_q, nb, nq, r->dv))
+			return 1;
+		for (size_t i = qa; i < qb; i++) {
+			const size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
+			const double L = r->lse[h * n_q + i], D = r->Dall[h * n_q + i];
+			const double *q = r->Q + i * ldq + h * r->dk;
 
-			if (L == -INFINITY)
-				continue;
-			jb = jb > j0 ? jb : j0;
-			je = je < j1 ? je : j1;
-			if (jb >= je)
-				continue;
-			/* the forward run saw every value finite: no error here */
-			if (fast_row_keys(r, h, g, i, jb, je, x, th) != MHA_OK)
-				continue;
-			fast_dscores(r, h, g, i, jb, je, L, D, x, th, p, ds);
-			for (size_t j = jb; j < je; j++) {
-				double *dk = r->dKr + j * ldk + g * r->dk, *dv = r->dV + j * ldv + g * r->dv;
-				const double dsj = ds[j - jb], pj = p[j - jb];
+			for (size_t j = j0; j < j1; j++) {
+				const size_t at = (j - j0) * nq + (i - qa);
+				double x = -INFINITY, t = 0.0, p, ds;
 
-				if (dsj != 0.0)
-					for (size_t t = 0; t < r->dk; t++)
-						dk[t] += dsj * q[t];
-				if (pj != 0.0)
-					for (size_t t = 0; t < r->dv; t++)
-						dv[t] += pj * dO[t];
+				/* the forward saw every value finite: no error here */
+				if (L == -INFINITY || j < jb || j >= je ||
+				    fast_masked(r, h, i, j, f->s[at], q, r->K + j * ldk + g * r->dk, &x,
+						&t) || x == -INFINITY) {
+					f->p[at] = f->dp[at] = 0.0;
+					continue;
+				}
+				p = exp(x - L);
+				ds = p * (f->dp[at] - D);
+				if (capped)
+					ds *= 1.0 - t * t;
+				f->p[at] = p;
+				f->dp[at] = ds * r->scale;
 			}
 		}
+		/* dK += dSᵀ·Q, dV += Pᵀ·dO: each head's part, added in head order */
+		if (fast_tile(k, f->part, r->dk, f->dp, nq, r->Q + qa * ldq + h * r->dk, ldq, nb, r->dk,
+			      nq))
+			return 1;
+		for (size_t j = 0; j < nb; j++)
+			for (size_t t = 0; t < r->dk; t++)
+				r->dKr[(j0 + j) * ldk + g * r->dk + t] += f->part[j * r->dk + t];
+		if (fast_tile(k, f->part, r->dv, f->p, nq, r->dcat + qa * ldc + h * r->dv, ldc, nb, r->dv,
+			      nq))
+			return 1;
+		for (size_t j = 0; j < nb; j++)
+			for (size_t t = 0; t < r->dv; t++)
+				r->dV[(j0 + j) * ldv + g * r->dv + t] += f->part[j * r->dv + t];
+	}
+	return 0;
 }
 
-/* the per-thread row buffers fast_heads allocates: 4 rows of n_kv */
-#define FAST_ROWS 4
-
-/* K (n_kv, G·dk) transposed into Kt (G·dk, n_kv): each head's keys as columns */
+/* a (rows, cols) transposed into t (cols, rows) */
 static void fast_transpose(double *t, const double *a, size_t rows, size_t cols)
 {
 	for (size_t i = 0; i < rows; i++)
 		for (size_t c = 0; c < cols; c++)
 			t[c * rows + i] = a[i * cols + c];
+}
+
+/* a thread's tiles: FAST_TILES of (32, n) and a (32, wide) part, or NULL */
+static double *fast_buf_alloc(struct fast_buf *f, size_t n, size_t wide)
+{
+	double *b = malloc((FAST_TILES * FAST_QB * n + FAST_KB * wide) * sizeof(double));
+
+	if (b) {
+		f->s = b;
+		f->th = b + FAST_QB * n;
+		f->p = b + 2 * FAST_QB * n;
+		f->dp = b + 3 * FAST_QB * n;
+		f->part = b + FAST_TILES * FAST_QB * n;
+	}
+	return b;
 }
 
 /*
@@ -576,10 +627,11 @@ static void fast_transpose(double *t, const double *a, size_t rows, size_t cols)
  * Pass 2, tasks (key/value head, key block): dK and dV.  Then the sinks'
  * gradients and the blocked rows, in order.
  */
-static mha_status fast_heads(struct bw *r, int threads)
+static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int threads)
 {
 	const size_t n_q = r->d->n_q, n_kv = r->d->n_kv;
 	const size_t qblocks = (n_q + FAST_QB - 1) / FAST_QB, kblocks = (n_kv + FAST_KB - 1) / FAST_KB;
+	const size_t wide = r->dk > r->dv ? r->dk : r->dv;
 	const long t1 = (long)(r->H * qblocks), t2 = (long)(r->G * kblocks);
 	int err = 0;
 
@@ -588,35 +640,49 @@ static mha_status fast_heads(struct bw *r, int threads)
 	(void)threads; /* read by the pragmas only: unused without OpenMP */
 #pragma omp parallel num_threads(threads) if (threads > 1 && t1 > 1)
 	{
-		double *rows = malloc(FAST_ROWS * n_kv * sizeof(double));
-		struct fast_buf f = { rows, rows + n_kv, rows + 2 * n_kv, rows + 3 * n_kv };
+		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL };
+		double *b = fast_buf_alloc(&f, n_kv, 0);
+		int e = b ? 0 : 1;
 
-		if (!rows) {
-#pragma omp atomic write
-			err = 1;
-		}
 #pragma omp for schedule(dynamic)
 		for (long t = 0; t < t1; t++) {
 			const size_t h = (size_t)t / qblocks, i0 = (size_t)t % qblocks * FAST_QB;
-			const size_t i1 = i0 + FAST_QB < n_q ? i0 + FAST_QB : n_q;
 
-			for (size_t i = i0; i < i1 && rows; i++)
-				if (fast_row(r, &f, h, i) != MHA_OK) {
-#pragma omp atomic write
-					err = 2;
-					break;
-				}
+			if (!e)
+				e = fast_query_block(r, k, &f, h, i0, i0 + FAST_QB < n_q ? i0 + FAST_QB : n_q);
 		}
-		free(rows);
+		if (e) {
+#pragma omp critical
+			err = err > e ? err : e;
+		}
+		free(b);
 	}
 	if (err)
 		return err == 1 ? MHA_ERR_NOMEM : MHA_ERR_RANGE;
-#pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1 && t2 > 1)
-	for (long t = 0; t < t2; t++) {
-		const size_t g = (size_t)t / kblocks, j0 = (size_t)t % kblocks * FAST_KB;
+	/* pass 2 reads Q and dO by columns */
+	fast_transpose(r->Qt, r->Q, n_q, r->H * r->dk);
+	fast_transpose(r->dOt, r->dcat, n_q, r->H * r->dv);
+#pragma omp parallel num_threads(threads) if (threads > 1 && t2 > 1)
+	{
+		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL };
+		double *b = fast_buf_alloc(&f, n_q, wide);
+		int e = b ? 0 : 1;
 
-		fast_keys(r, g, j0, j0 + FAST_KB < n_kv ? j0 + FAST_KB : n_kv);
+#pragma omp for schedule(dynamic)
+		for (long t = 0; t < t2; t++) {
+			const size_t g = (size_t)t / kblocks, j0 = (size_t)t % kblocks * FAST_KB;
+
+			if (!e)
+				e = fast_key_block(r, k, &f, g, j0, j0 + FAST_KB < n_kv ? j0 + FAST_KB : n_kv);
+		}
+		if (e) {
+#pragma omp critical
+			err = err > e ? err : e;
+		}
+		free(b);
 	}
+	if (err)
+		return MHA_ERR_NOMEM;
 	for (size_t h = 0; h < r->H; h++) {
 		double dsink = 0.0;
 
@@ -928,10 +994,12 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 		r.Dall = alloc_n(r.H, d->n_q);
 		r.Kt = alloc_n(gk, d->n_kv);
 		r.Vt = alloc_n(gv, d->n_kv);
-		st = r.concat && r.dQr && r.dKr && r.dV && r.lse && r.Dall && r.Kt && r.Vt
-		     ? MHA_OK : MHA_ERR_NOMEM;
+		r.Qt = alloc_n(hk, d->n_q);
+		r.dOt = alloc_n(hv, d->n_q);
+		st = r.concat && r.dQr && r.dKr && r.dV && r.lse && r.Dall && r.Kt && r.Vt && r.Qt &&
+		     r.dOt ? MHA_OK : MHA_ERR_NOMEM;
 		if (st == MHA_OK)
-			st = fast_heads(&r, z->threads);
+			st = fast_heads(&r, z->k, z->threads);
 		if (st != MHA_OK)
 			goto done;
 		goto heads_done;
@@ -1039,6 +1107,8 @@ done:
 	free(r.Dall);
 	free(r.Kt);
 	free(r.Vt);
+	free(r.Qt);
+	free(r.dOt);
 	free(r.scratch);
 	free(dcat_own);
 	free(dQ);
@@ -1208,14 +1278,50 @@ size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wa
 		const size_t oc = mha_output_cols(d, 1);
 		const size_t proj[4][3] = { { d->n_q, d->d_q_in, hk }, { d->n_kv, d->d_k_in, gk },
 					    { d->n_kv, d->d_v_in, gv }, { d->n_q, hv, oc } };
-		size_t most = 0, one;
+		size_t most = 0, one, heads;
 		struct mha_gemm gm;
 
 		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->heads, d->n_q)));
-		/* K and V transposed, and each thread's rows of keys */
+		/* K, V, Q and dconcat transposed; then each thread's tiles, pass 1's
+		 * or pass 2's, and the largest of its products' panels */
 		t = mha_sat_add(t, dbl_block(gk, d->n_kv));
 		t = mha_sat_add(t, dbl_block(gv, d->n_kv));
-		t = mha_sat_add(t, mha_sat_mul((size_t)th, dbl_block(FAST_ROWS, d->n_kv)));
+		t = mha_sat_add(t, dbl_block(hk, d->n_q));
+		t = mha_sat_add(t, dbl_block(hv, d->n_q));
+		{
+			const size_t qb = (d->n_q + FAST_QB - 1) / FAST_QB, kb = (d->n_kv + FAST_KB - 1) / FAST_KB;
+			const size_t part = d->d_k > d->d_v ? d->d_k : d->d_v;
+			const size_t team1 = th > 1 && d->heads * qb > 1 ? (size_t)th : 1;
+			const size_t team2 = th > 1 && G * kb > 1 ? (size_t)th : 1;
+			const size_t m1 = d->n_q < FAST_QB ? d->n_q : FAST_QB;
+			const size_t m2 = d->n_kv < FAST_KB ? d->n_kv : FAST_KB;
+			const size_t shapes[8][3] = {
+				{ m1, d->n_kv, d->d_k }, { m1, d->d_v, d->n_kv }, { m1, d->n_kv, d->d_v },
+				{ m1, d->d_k, d->n_kv }, { m2, d->n_q, d->d_k }, { m2, d->n_q, d->d_v },
+				{ m2, d->d_k, d->n_q }, { m2, d->d_v, d->n_q } };
+			size_t p1 = 0, p2 = 0, one1, one2;
+
+			for (int i = 0; i < 8; i++) {
+				struct mha_gemm gm1 = gemm_of(NULL, NULL, NULL, NULL, shapes[i][0],
+							      shapes[i][1], shapes[i][2], 1);
+				const size_t mnk = mha_sat_mul(mha_sat_mul(shapes[i][0], shapes[i][1]),
+							       shapes[i][2]);
+				const size_t b = mnk >= FAST_GEMM_MIN
+						 ? k->gemm_bytes(&gm1) : 0;
+
+				if (i < 4)
+					p1 = p1 > b ? p1 : b;
+				else
+					p2 = p2 > b ? p2 : b;
+			}
+			one1 = mha_sat_add(dbl_block(FAST_TILES * FAST_QB, d->n_kv), p1);
+			one2 = mha_sat_add(dbl_block(1, mha_sat_add(mha_sat_mul(FAST_TILES * FAST_QB, d->n_q),
+								    FAST_KB * part)), p2);
+			one1 = mha_sat_mul(team1, one1);
+			one2 = mha_sat_mul(team2, one2);
+			/* the heads' tiles are freed before the products below run */
+			heads = one1 > one2 ? one1 : one2;
+		}
 		for (int i = 0; i < 4; i++) {
 			const size_t rows = proj[i][0], d_in = proj[i][1], cols = proj[i][2];
 
@@ -1237,7 +1343,7 @@ size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wa
 		gm = gemm_of(NULL, NULL, NULL, NULL, d->n_q, hv, oc, th);
 		one = mha_sat_add(dbl_block(oc, hv), k->gemm_bytes(&gm));
 		most = most > one ? most : one;
-		return mha_sat_add(t, most);
+		return mha_sat_add(t, most > heads ? most : heads);
 	}
 	/* the rows, one head's blocks, D and the scratch */
 	t = mha_sat_add(t, mha_sat_mul(5, dbl_block(d->n_kv, 1)));
