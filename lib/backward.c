@@ -345,8 +345,9 @@ static mha_status back_head(struct bw *r, size_t h)
 /*
  * The masked value of query i (head h) and key j from its score s, as
  * forward_row goes on from it, with tanh(scaled/c) in *th under a
- * softcap: -inf for a key the query does not see.  A score that is not
- * finite is recomputed (q, k the rows).  MHA_ERR_RANGE as forward_row.
+ * softcap: -inf for a key the query does not see.  j is within the row's
+ * [keys_begin, keys_end).  A score that is not finite is recomputed (q, k
+ * the rows).  MHA_ERR_RANGE as forward_row.
  */
 static mha_status fast_masked(const struct bw *r, size_t h, size_t i, size_t j, double s,
 			      const double *q, const double *k, double *out, double *th)
@@ -354,6 +355,14 @@ static mha_status fast_masked(const struct bw *r, size_t h, size_t i, size_t j, 
 	const double c = r->cfg->softcap;
 	double x, m;
 
+	if (isfinite(s) && !(c > 0) && !r->rule.allow && !r->rule.bias && !r->rule.alibi) {
+		/* the common case: within the row's keys the mask entry is 0 */
+		x = s * r->scale;
+		if (isfinite(x)) {
+			*out = x;
+			return MHA_OK;
+		}
+	}
 	if (!isfinite(s)) {
 		/* overflowing partial sums, or truly too large: rules.h decides */
 		s = mha_dot_f64(q, 1, k, 1, r->dk, 0.0);
