@@ -3624,6 +3624,61 @@ START_TEST(test_backward_fast_blocks)
 END_TEST
 
 /*
+ * Extreme numbers on both paths: the same status (rules.h's overflow rule:
+ * a seen score that truly overflows is an error, an unseen one is not,
+ * huge values averaged are not), and when both succeed the same gradients
+ * to 1e-12.
+ */
+START_TEST(test_backward_fast_extremes)
+{
+	mha_dims d = { .n_q = 3, .n_kv = 4, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2, .heads = 1,
+		       .d_k = 2, .d_v = 2 };
+	double xq[6] = { 0.5, -1, 0.25, 2, 1, 1 }, xk[8] = { 1, 0, 0, 1, -1, 0.5, 2, 2 };
+	double xv[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, dout[6] = { 1, 0.5, -1, 2, 0.25, 1 };
+	unsigned char allow[12] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
+	mha_config cfg = { .mask.allow = allow }, exact;
+	const mha_inputs in = { xq, xk, xv };
+	struct grad_set f, p;
+	mha_status sf, sp;
+	/* the values' gradients dP = dO·Vᵀ overflow in case 2 */
+	const mha_status want[5] = { MHA_ERR_RANGE, MHA_OK, MHA_ERR_RANGE, MHA_OK, MHA_OK };
+	char what[64];
+
+	grads_alloc(&f, &d, 1);
+	grads_alloc(&p, &d, 1);
+	for (int k = 0; k < 5; k++) {
+		switch (k) {
+		case 0: xq[0] = 1e200; xk[0] = 1e200; break;            /* a seen score overflows */
+		case 1: allow[0] = 0; break;                            /* the same, unseen */
+		case 2: xq[0] = 0.5; xk[0] = 1; allow[0] = 1;
+			for (int i = 0; i < 8; i++)
+				xv[i] = (i % 2 ? -1.5 : 1.5) * 1e308; /* values near the largest */
+			break;
+		case 3: for (int i = 0; i < 8; i++)
+				xv[i] = i + 1.0;
+			xq[2] = 1e154; xk[2] = 1e154; xk[3] = -1e154; break; /* products near the edge */
+		default: cfg.softcap = 5; xq[2] = 1e150; break;          /* 1e304, softcapped */
+		}
+		exact = cfg;
+		exact.exact = 1;
+		sf = mha_backward(&f.g, dout, &d, &in, NULL, &cfg, NULL, NULL);
+		sp = mha_backward(&p.g, dout, &d, &in, NULL, &exact, NULL, NULL);
+		ck_assert_msg(sf == sp, "extreme %d: fast %d, plain %d", k, (int)sf, (int)sp);
+		ck_assert_msg(sf == want[k], "extreme %d: status %d, want %d", k, (int)sf, (int)want[k]);
+		if (sf != MHA_OK)
+			continue;
+		grad_floor = 0;
+		for (int i = 0; i < 3; i++) {
+			snprintf(what, sizeof(what), "extreme %d gradient %d", k, i);
+			grad_close(what, f.all[i], p.all[i], p.n[i], RTOL);
+		}
+	}
+	grads_free(&f);
+	grads_free(&p);
+}
+END_TEST
+
+/*
  * mha_backward_memory against what a run allocates at its peak, measured
  * (the forward's tracker): never below, within a quarter and 4 KiB above.
  * Case i % 3: 0 every stage watched (the plain path), 1 nothing watched
@@ -3725,6 +3780,7 @@ static Suite *mha_suite(void)
 		tcase_add_test(bw, test_backward_errors);
 		tcase_add_loop_test(bw, test_backward_memory_measured, 0, 60);
 		tcase_add_loop_test(bw, test_backward_fast_blocks, 0, 8);
+		tcase_add_test(bw, test_backward_fast_extremes);
 		tcase_set_timeout(bw, 60);
 		suite_add_tcase(s, bw);
 	}
