@@ -3593,11 +3593,28 @@ START_TEST(test_backward_fast_blocks)
 		for (size_t k = 0; k < p.n[i]; k++)
 			grad_floor = fmax(grad_floor, fabs(p.all[i][k]));
 	for (int k = 0; k < 3; k++) {
+		size_t peak, bound;
+		int tracked;
+
 		t[k] = cfg;
 		t[k].threads = k + 1;
 		grads_alloc(&f[k], &d, B);
+		tracked = track_works();
+		if (tracked)
+			track_start();
 		ck_assert_int_eq(mha_backward(&f[k].g, dout, &d, &in, &w, &t[k], NULL, &rep), MHA_OK);
 		ck_assert_int_eq(rep.fast_path, 1);
+		if (!tracked)
+			continue;
+		/* the tiles' products on the GEMM kernel: their panels counted; on
+		 * one thread within a quarter (threads need not overlap) */
+		peak = track_stop();
+		bound = mha_backward_memory(&d, &t[k], 0);
+		ck_assert_msg(peak <= bound, "shape %d, %d threads: peak %zu above the bound %zu", _i,
+			      k + 1, peak, bound);
+		if (k == 0)
+			ck_assert_msg(bound <= peak + peak / 4 + 4096, "shape %d: bound %zu far above "
+				      "the peak %zu", _i, bound, peak);
 	}
 	for (int i = 0; i < 12; i++) {
 		if (i == 11 && !cfg.sinks)
