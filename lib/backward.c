@@ -8,27 +8,28 @@
  * them (dP, D, dS, dscaled, dscores) and scattered into dQ_h, dK_h and
  * dV_h, every sum in ascending order.  An (n_q, n_kv) matrix exists only
  * for a stage an observer watches.  No blocking, no threads.  (The fast
- * path, below, shares everything but back_head.)
+ * path, below, shares its checks, rope and the stages handed over.)
  *
  * The fast path (fast_heads, FlashAttention-2's backward) runs when obs
  * wants no per-head stage (grad_per_head() is 0) and cfg->exact is 0, as
  * mha_forward() picks its fast path.  Per sequence: pass 1, tasks (query
- * head, block of 32 query rows), runs each row's forward with a running
- * max and sum (online softmax) into the head output O_i, keeps only the
- * row's log-sum-exp L_i = m_i + log(sum_i) (the sink's term included, -inf
- * for a row that sees no key) and D_i = rowsum(dO_i ∘ O_i), and sums
- * dQ_i = Σ_j dscores_ij·K_j with P_ij = exp(masked_ij − L_i) recomputed;
- * pass 2, tasks (key/value head, block of 32 keys), sums dK_j and dV_j over
- * the group's query heads and the queries, recomputing P and dS again.  No
- * (n_q, n_kv) matrix, no row of keys: O(n·d) memory.  Each task owns what
- * it writes and sums in a fixed order, so the bits are the same for any
- * thread count.  Everything before the heads (the projections, dconcat)
- * and after them (rope turned back, the projections' gradients) is shared
- * with the plain path, and the whole-model stages (doutput, dconcat,
- * dq_rot, dk_rot, dQ, dK, dV) can still be handed over.  The rules (which
- * keys are seen, the mask and ALiBi terms, the sink) come from rules.h, as
- * on the plain path.  Not yet: the projections on the GEMM kernels, the
- * kernels' vector widths, float32.
+ * head, block of 32 query rows): S = Q·Kᵀ over the keys the block may see,
+ * masked row by row, the softmax (the sink's term included) into P,
+ * O = P·V, each row's log-sum-exp L_i = m_i + log(sum_i) (-inf for a row
+ * that sees no key) and D_i = rowsum(dO_i ∘ O_i) kept, dP = dO·Vᵀ, dS and
+ * dQ = dscores·K.  Pass 2, tasks (key/value head, block of 32 keys): Sᵀ and
+ * dPᵀ again over the queries that may see the block, P = exp(masked − L)
+ * from the saved L, and dK, dV summed over the group's query heads.  The
+ * tiles' products run on the forward's GEMM kernel (kernel.c, the widest
+ * the CPU has), one thread inside a task; so do the projections, dconcat
+ * and the weights' gradients.  No (n_q, n_kv) matrix: each thread holds
+ * four (32, n) tiles, O(n·d) memory in all.  Each task owns what it writes
+ * and sums in a fixed order, so the bits are the same for any thread
+ * count.  Rope turned back is shared with the plain path, and the
+ * whole-model stages (doutput, dconcat, dq_rot, dk_rot, dQ, dK, dV) can
+ * still be handed over.  The rules (which keys are seen, the mask and
+ * ALiBi terms, the sink) come from rules.h, as on the plain path.  Not
+ * yet: float32 (mha_forward_f32 has no backward).
  */
 #include "mha.h"
 #include "kernel.h"
@@ -998,7 +999,7 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 	r.dKr = calloc(d->n_kv * gk, sizeof(double));
 	r.dV = calloc(d->n_kv * gv, sizeof(double));
 	if (z->fast) {
-		/* O(n·d): each row's L and D, no row of keys, no head's blocks */
+		/* O(n·d): each row's L and D, K, V, Q and dconcat transposed */
 		r.lse = alloc_n(r.H, d->n_q);
 		r.Dall = alloc_n(r.H, d->n_q);
 		r.Kt = alloc_n(gk, d->n_kv);
