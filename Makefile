@@ -191,6 +191,10 @@ bench: deps
 	@mkdir -p build
 	$(PYTHON) bench/bench.py --ort $(BENCH_ORT) --output $(BENCH_OUT) $(BENCH_ARGS) bench/bench_mha
 	$(MAKE) mha && $(PYTHON) bench/bench_process.py $(BENCH_PROCESS_ARGS) bench/bench_mha ./mha
+	$(MAKE) bench/bench_backward && $(PYTHON) bench/bench_backward.py bench/bench_backward
+
+bench/bench_backward: bench/bench_backward.c lib/libmha.a lib/mha.h
+	$(CC) $(ALL_CFLAGS) $(OPENMP) -o $@ bench/bench_backward.c lib/libmha.a -lm
 
 # the ONNX Attention operator's backend cases, read where they are (never copied)
 CONFORMANCE_DIR ?= ../shared/conformance/onnx-attention-opset25
@@ -283,7 +287,7 @@ uninstall:
 
 clean:
 	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance tests/zip_test tests/npz_test \
-		bench/bench_mha
+		bench/bench_mha bench/bench_backward
 
 # ---- fuzzing: libFuzzer targets in tests/fuzz/ (see tests/fuzz/README.md) ----
 #

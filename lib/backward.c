@@ -1,30 +1,35 @@
 /*
  * backward.c: mha_backward(), every gradient of the layer (mha.h).
  *
- * This is the plain path: one sequence after another, one head after
+ * The plain path: one sequence after another, one head after
  * another, one query row at a time.  Each row of the forward is recomputed
  * as mha.c computes it (scores, scaled, softcapped, masked, softmax, the
  * head's output), then its gradients are formed in the order mha.h writes
  * them (dP, D, dS, dscaled, dscores) and scattered into dQ_h, dK_h and
  * dV_h, every sum in ascending order.  An (n_q, n_kv) matrix exists only
- * for a stage an observer watches.  No blocking, no threads.
+ * for a stage an observer watches.  No blocking, no threads.  (The fast
+ * path, below, shares its checks, rope and the stages handed over.)
  *
- * Where the fast path goes (FlashAttention-2's backward): mha_backward()
- * below, at "the fast path plugs in here", when obs wants no per-head
- * stage (mha_grad_per_head() is 0) and cfg->exact is 0, as mha_forward()
- * picks its fast path.  It needs from a forward run, per sequence and
- * query head, each row's max m_i and log-sum-exp L_i = m_i + log(sum_i)
- * (the sink's term included), and the output O (or concat); then for each
- * key block it recomputes P = exp(masked − L_i) block by block (no
- * (n_q, n_kv) matrix), forms D = rowsum(dO ∘ O) once per row, and
- * accumulates dV, dK per key block and dQ per query block, threads over
- * (sequence, head, key block) with a fixed order of the sums so the bits do
- * not depend on the thread count.  Everything before the heads (the
- * projections, dconcat) and after them (rope turned back, the projections'
- * gradients) is shared with this file, and the whole-model stages
- * (doutput, dconcat, dq_rot, dk_rot, dQ, dK, dV) can still be handed over.
- * The rules (which keys are seen, the mask and ALiBi terms, the sink) come
- * from rules.h, as here.
+ * The fast path (fast_heads, FlashAttention-2's backward) runs when obs
+ * wants no per-head stage (grad_per_head() is 0) and cfg->exact is 0, as
+ * mha_forward() picks its fast path.  Per sequence: pass 1, tasks (query
+ * head, block of 32 query rows): S = Q·Kᵀ over the keys the block may see,
+ * masked row by row, the softmax (the sink's term included) into P,
+ * O = P·V, each row's log-sum-exp L_i = m_i + log(sum_i) (-inf for a row
+ * that sees no key) and D_i = rowsum(dO_i ∘ O_i) kept, dP = dO·Vᵀ, dS and
+ * dQ = dscores·K.  Pass 2, tasks (key/value head, block of 32 keys): Sᵀ and
+ * dPᵀ again over the queries that may see the block, P = exp(masked − L)
+ * from the saved L, and dK, dV summed over the group's query heads.  The
+ * tiles' products run on the forward's GEMM kernel (kernel.c, the widest
+ * the CPU has), one thread inside a task; so do the projections, dconcat
+ * and the weights' gradients.  No (n_q, n_kv) matrix: each thread holds
+ * four (32, n) tiles, O(n·d) memory in all.  Each task owns what it writes
+ * and sums in a fixed order, so the bits are the same for any thread
+ * count.  Rope turned back is shared with the plain path, and the
+ * whole-model stages (doutput, dconcat, dq_rot, dk_rot, dQ, dK, dV) can
+ * still be handed over.  The rules (which keys are seen, the mask and
+ * ALiBi terms, the sink) come from rules.h, as on the plain path.  Not
+ * yet: float32 (mha_forward_f32 has no backward).
  */
 #include "mha.h"
 #include "kernel.h"
@@ -99,6 +104,9 @@ struct bw {
 	double *sq[N_SQ];          /* (n_q, n_kv) each, only for the watched stages */
 	double *dQh, *dKh, *dVh;   /* (n_q, dk), (n_kv, dk), (n_kv, dv): one head's */
 	double *Dv;                /* (n_q) one head's D */
+	double *lse, *Dall;        /* fast path: (H, n_q) each row's log-sum-exp L and D */
+	double *Kt, *Vt;           /* fast path: (G·dk, n_kv), (G·dv, n_kv): K, V transposed */
+	double *Qt, *dOt;          /* fast path: (H·dk, n_q), (H·dv, n_q): Q, dconcat transposed */
 	double *scratch;           /* (max(n_q, n_kv), max(dk, dv)) for head blocks */
 	double *dsinks;            /* (H) the run's, summed over the sequences; or NULL */
 	size_t blocked;
@@ -324,6 +332,390 @@ static mha_status back_head(struct bw *r, size_t h)
 	return MHA_OK;
 }
 
+/* ---- the fast path (FlashAttention-2's backward) ------------------------ */
+
+/*
+ * Query blocks and key blocks: the tasks the threads share.  Each task owns
+ * what it writes (dQ's rows of one head, or dK's and dV's rows of one key
+ * block of one key/value head), and sums in a fixed order (its products on
+ * one thread), so the bits are the same for any thread count.
+ */
+#define FAST_QB 32
+#define FAST_KB 32
+
+/*
+ * The masked value of query i (head h) and key j from its score s, as
+ * forward_row goes on from it, with tanh(scaled/c) in *th under a
+ * softcap: -inf for a key the query does not see.  j is within the row's
+ * [keys_begin, keys_end).  A score that is not finite is recomputed (q, k
+ * the rows).  MHA_ERR_RANGE as forward_row.
+ */
+static mha_status fast_masked(const struct bw *r, size_t h, size_t i, size_t j, double s,
+			      const double *q, const double *k, double *out, double *th)
+{
+	const double c = r->cfg->softcap;
+	double x, m;
+
+	if (isfinite(s) && !(c > 0) && !r->rule.allow && !r->rule.bias && !r->rule.alibi) {
+		/* the common case: within the row's keys the mask entry is 0 */
+		x = s * r->scale;
+		if (isfinite(x)) {
+			*out = x;
+			return MHA_OK;
+		}
+	}
+	if (!isfinite(s)) {
+		/* overflowing partial sums, or truly too large: rules.h decides */
+		s = mha_dot_f64(q, 1, k, 1, r->dk, 0.0);
+		if (mha_rule_overflows(&r->rule, h, i, j, s))
+			return MHA_ERR_RANGE;
+	}
+	x = s * r->scale;
+	if (!isfinite(x) && mha_rule_overflows(&r->rule, h, i, j, x))
+		return MHA_ERR_RANGE;
+	if (c > 0) {
+		*th = tanh(x / c);
+		x = c * *th;
+	}
+	m = mha_rule_mask(&r->rule, h, i, j);
+	x = mha_rule_masked(x, m);
+	if (!isfinite(x) && mha_rule_overflows(&r->rule, h, i, j, x))
+		return MHA_ERR_RANGE;
+	*out = x;
+	return MHA_OK;
+}
+
+/*
+ * A product smaller than this (m·n·k) is summed here, not by the GEMM
+ * kernel, whose packed panels would cost more than the product.  The
+ * choice depends on the shape alone, never on the threads.
+ */
+#define FAST_GEMM_MIN 32768
+
+/* one product of a task, on its own thread: C = A·B (lda, ldb, ldc given) */
+static int fast_tile(const struct mha_kernels *k, double *C, size_t ldc, const double *A,
+		     size_t lda, const double *B, size_t ldb, size_t m, size_t n, size_t kk)
+{
+	struct mha_gemm g = { .m = m, .n = n, .k = kk, .A = A, .B = B, .lda = lda, .ldb = ldb,
+			      .ldc = ldc, .C = C, .threads = 1 };
+
+	if (!m || !n)
+		return 0;
+	if (mha_sat_mul(mha_sat_mul(m, n), kk) < FAST_GEMM_MIN) {
+		for (size_t i = 0; i < m; i++) {
+			double *c = C + i * ldc;
+
+			memset(c, 0, n * sizeof(double));
+			for (size_t t = 0; t < kk; t++) {
+				const double a = A[i * lda + t], *b = B + t * ldb;
+
+				for (size_t j = 0; j < n; j++)
+					c[j] += a * b[j];
+			}
+		}
+		return 0;
+	}
+	k->gemm(&g);
+	return g.failed;
+}
+
+/* what a thread holds: FAST_TILES tiles of FAST_QB (or FAST_KB) rows of keys (or queries) */
+#define FAST_TILES 4
+struct fast_buf {
+	double *s, *th, *p, *dp; /* (32, n_kv) in pass 1, (32, n_q) in pass 2 */
+	double *part;            /* pass 2: (32, max(dk, dv)) a head's part of dK or dV */
+};
+
+/*
+ * Pass 1, query rows [i0, i1) of head h, keys [kb, ke) (the block's union
+ * of the rows' ranges): S = Q·Kᵀ, masked row by row, the softmax with the
+ * sink into P, O = P·V (concat), L_i and D_i = rowsum(dO_i ∘ O_i) kept,
+ * dP = dO·Vᵀ, dscores, dQ = dscores·K.  1 out of memory, 2 overflow.
+ */
+static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fast_buf *f,
+			    size_t h, size_t i0, size_t i1)
+{
+	const size_t n_q = r->d->n_q, n_kv = r->d->n_kv, g = mha_rule_kv_head(h, r->H, r->G);
+	const size_t ldq = r->H * r->dk, ldc = r->H * r->dv, ldk = r->G * r->dk, ldv = r->G * r->dv;
+	const size_t kb = mha_rule_keys_begin(&r->rule, i0), ke = mha_rule_keys_end(&r->rule, i1 - 1);
+	const size_t nb = i1 - i0, nk = ke > kb ? ke - kb : 0;
+	const int capped = r->cfg->softcap > 0;
+
+	for (size_t i = i0; i < i1; i++) {
+		memset(r->concat + i * ldc + h * r->dv, 0, r->dv * sizeof(double));
+		memset(r->dQr + i * ldq + h * r->dk, 0, r->dk * sizeof(double));
+		r->lse[h * n_q + i] = -INFINITY;
+		r->Dall[h * n_q + i] = 0.0;
+	}
+	if (!nk)
+		return 0;
+	if (fast_tile(k, f->s, nk, r->Q + i0 * ldq + h * r->dk, ldq,
+		      r->Kt + g * r->dk * n_kv + kb, n_kv, nb, nk, r->dk))
+		return 1;
+	for (size_t i = i0; i < i1; i++) {
+		const size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
+		const double *q = r->Q + i * ldq + h * r->dk;
+		double *s = f->s + (i - i0) * nk, *th = f->th + (i - i0) * nk, *p = f->p + (i - i0) * nk;
+		double m = -INFINITY, l = 0.0;
+
+		for (size_t j = kb; j < ke; j++) {
+			double x = -INFINITY, t = 0.0;
+
+			if (j >= jb && j < je &&
+			    fast_masked(r, h, i, j, s[j - kb], q, r->K + j * ldk + g * r->dk, &x, &t))
+				return 2;
+			s[j - kb] = x;
+			th[j - kb] = t;
+			if (x > m)
+				m = x;
+		}
+		if (m == -INFINITY) {
+			/* every key blocked: weights 0, output 0, nothing flows back */
+			memset(p, 0, nk * sizeof(double));
+			continue;
+		}
+		if (r->rule.sinks && r->rule.sinks[h] > m)
+			m = r->rule.sinks[h];
+		/* subtract the row max: exp() of a large score would overflow */
+		for (size_t j = 0; j < nk; j++) {
+			p[j] = exp(s[j] - m);
+			l += p[j];
+		}
+		if (r->rule.sinks)
+			l += exp(r->rule.sinks[h] - m);
+		for (size_t j = 0; j < nk; j++)
+			p[j] /= l;
+		r->lse[h * n_q + i] = m + log(l);
+	}
+	/* O = P·V: a convex combination, finite unless a product's partial sums overflowed */
+	if (fast_tile(k, r->concat + i0 * ldc + h * r->dv, ldc, f->p, nk, r->V + kb * ldv + g * r->dv,
+		      ldv, nb, r->dv, nk))
+		return 1;
+	for (size_t i = i0; i < i1; i++) {
+		double *o = r->concat + i * ldc + h * r->dv;
+		const double *dO = r->dcat + i * ldc + h * r->dv;
+		double D = 0.0;
+
+		if (!finite_all(o, r->dv) &&
+		    mha_finish_product(o, 1, r->dv, ldc, f->p + (i - i0) * nk, nk,
+				       r->V + kb * ldv + g * r->dv, ldv, NULL, nk, 8))
+			return 2;
+		for (size_t t = 0; t < r->dv; t++)
+			D += dO[t] * o[t];
+		r->Dall[h * n_q + i] = D;
+	}
+	/* dP = dO·Vᵀ, then dS = P·(dP − D), tanh', the scale: dscores in place */
+	if (fast_tile(k, f->dp, nk, r->dcat + i0 * ldc + h * r->dv, ldc,
+		      r->Vt + g * r->dv * n_kv + kb, n_kv, nb, nk, r->dv))
+		return 1;
+	for (size_t i = 0; i < nb; i++) {
+		const double D = r->Dall[h * n_q + i0 + i];
+		double *dp = f->dp + i * nk;
+		const double *p = f->p + i * nk, *th = f->th + i * nk;
+
+		for (size_t j = 0; j < nk; j++) {
+			double ds = p[j] == 0.0 ? 0.0 : p[j] * (dp[j] - D);
+
+			if (capped)
+				ds *= 1.0 - th[j] * th[j];
+			dp[j] = ds * r->scale;
+		}
+	}
+	/* dQ = dscores·K */
+	return fast_tile(k, r->dQr + i0 * ldq + h * r->dk, ldq, f->dp, nk, r->K + kb * ldk + g * r->dk,
+			 ldk, nb, r->dk, nk);
+}
+
+/* the queries [*qa, *qb) whose key ranges meet [j0, j1) (both ends never decrease) */
+static void fast_query_range(const struct bw *r, size_t j0, size_t j1, size_t *qa, size_t *qb)
+{
+	size_t a = 0, b = r->d->n_q;
+
+	while (a < b && mha_rule_keys_end(&r->rule, a) <= j0)
+		a++;
+	while (b > a && mha_rule_keys_begin(&r->rule, b - 1) >= j1)
+		b--;
+	*qa = a;
+	*qb = b;
+}
+
+/*
+ * Pass 2, keys [j0, j1) of key/value head g: for each of its query heads h
+ * ascending, Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ over the queries that may see the
+ * block, P and dS from the saved L and D, then dK += dSᵀ·Q and dV += Pᵀ·dO.
+ * 1 out of memory.
+ */
+static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast_buf *f,
+			  size_t g, size_t j0, size_t j1)
+{
+	const size_t n_q = r->d->n_q, per = r->H / r->G, nb = j1 - j0;
+	const size_t ldq = r->H * r->dk, ldc = r->H * r->dv, ldk = r->G * r->dk, ldv = r->G * r->dv;
+	const int capped = r->cfg->softcap > 0;
+	size_t qa, qb, nq;
+
+	for (size_t j = j0; j < j1; j++) {
+		memset(r->dKr + j * ldk + g * r->dk, 0, r->dk * sizeof(double));
+		memset(r->dV + j * ldv + g * r->dv, 0, r->dv * sizeof(double));
+	}
+	fast_query_range(r, j0, j1, &qa, &qb);
+	nq = qb - qa;
+	if (!nq)
+		return 0;
+	for (size_t h = g * per; h < (g + 1) * per; h++) {
+		if (fast_tile(k, f->s, nq, r->K + j0 * ldk + g * r->dk, ldk, r->Qt + h * r->dk * n_q + qa,
+			      n_q, nb, nq, r->dk) ||
+		    fast_tile(k, f->dp, nq, r->V + j0 * ldv + g * r->dv, ldv,
+			      r->dOt + h * r->dv * n_q + qa, n_q, nb, nq, r->dv))
+			return 1;
+		for (size_t i = qa; i < qb; i++) {
+			const size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
+			const double L = r->lse[h * n_q + i], D = r->Dall[h * n_q + i];
+			const double *q = r->Q + i * ldq + h * r->dk;
+
+			for (size_t j = j0; j < j1; j++) {
+				const size_t at = (j - j0) * nq + (i - qa);
+				double x = -INFINITY, t = 0.0, p, ds;
+
+				/* the forward saw every value finite: no error here */
+				if (L == -INFINITY || j < jb || j >= je ||
+				    fast_masked(r, h, i, j, f->s[at], q, r->K + j * ldk + g * r->dk, &x,
+						&t) || x == -INFINITY) {
+					f->p[at] = f->dp[at] = 0.0;
+					continue;
+				}
+				p = exp(x - L);
+				ds = p * (f->dp[at] - D);
+				if (capped)
+					ds *= 1.0 - t * t;
+				f->p[at] = p;
+				f->dp[at] = ds * r->scale;
+			}
+		}
+		/* dK += dSᵀ·Q, dV += Pᵀ·dO: each head's part, added in head order */
+		if (fast_tile(k, f->part, r->dk, f->dp, nq, r->Q + qa * ldq + h * r->dk, ldq, nb, r->dk,
+			      nq))
+			return 1;
+		for (size_t j = 0; j < nb; j++)
+			for (size_t t = 0; t < r->dk; t++)
+				r->dKr[(j0 + j) * ldk + g * r->dk + t] += f->part[j * r->dk + t];
+		if (fast_tile(k, f->part, r->dv, f->p, nq, r->dcat + qa * ldc + h * r->dv, ldc, nb, r->dv,
+			      nq))
+			return 1;
+		for (size_t j = 0; j < nb; j++)
+			for (size_t t = 0; t < r->dv; t++)
+				r->dV[(j0 + j) * ldv + g * r->dv + t] += f->part[j * r->dv + t];
+	}
+	return 0;
+}
+
+/* a (rows, cols) transposed into t (cols, rows) */
+static void fast_transpose(double *t, const double *a, size_t rows, size_t cols)
+{
+	for (size_t i = 0; i < rows; i++)
+		for (size_t c = 0; c < cols; c++)
+			t[c * rows + i] = a[i * cols + c];
+}
+
+/* a thread's tiles: FAST_TILES of (32, n) and a (32, wide) part, or NULL */
+static double *fast_buf_alloc(struct fast_buf *f, size_t n, size_t wide)
+{
+	double *b = malloc((FAST_TILES * FAST_QB * n + FAST_KB * wide) * sizeof(double));
+
+	if (b) {
+		f->s = b;
+		f->th = b + FAST_QB * n;
+		f->p = b + 2 * FAST_QB * n;
+		f->dp = b + 3 * FAST_QB * n;
+		f->part = b + FAST_TILES * FAST_QB * n;
+	}
+	return b;
+}
+
+/*
+ * Every head of one sequence on the fast path: O(n·d) memory, no (n_q, n_kv)
+ * matrix.  Pass 1, tasks (head, query block): the forward, L, D and dQ.
+ * Pass 2, tasks (key/value head, key block): dK and dV.  Then the sinks'
+ * gradients and the blocked rows, in order.
+ */
+static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int threads)
+{
+	const size_t n_q = r->d->n_q, n_kv = r->d->n_kv;
+	const size_t qblocks = (n_q + FAST_QB - 1) / FAST_QB, kblocks = (n_kv + FAST_KB - 1) / FAST_KB;
+	const size_t wide = r->dk > r->dv ? r->dk : r->dv;
+	const long t1 = (long)(r->H * qblocks), t2 = (long)(r->G * kblocks);
+	int err = 0;
+
+	fast_transpose(r->Kt, r->K, n_kv, r->G * r->dk);
+	fast_transpose(r->Vt, r->V, n_kv, r->G * r->dv);
+	(void)threads; /* read by the pragmas only: unused without OpenMP */
+#pragma omp parallel num_threads(threads) if (threads > 1 && t1 > 1)
+	{
+		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL };
+		double *b = fast_buf_alloc(&f, n_kv, 0);
+		int e = b ? 0 : 1;
+
+#pragma omp for schedule(dynamic)
+		for (long t = 0; t < t1; t++) {
+			const size_t h = (size_t)t / qblocks, i0 = (size_t)t % qblocks * FAST_QB;
+
+			if (!e)
+				e = fast_query_block(r, k, &f, h, i0, i0 + FAST_QB < n_q ? i0 + FAST_QB : n_q);
+		}
+		if (e) {
+#pragma omp critical
+			err = err > e ? err : e;
+		}
+		free(b);
+	}
+	if (err)
+		return err == 1 ? MHA_ERR_NOMEM : MHA_ERR_RANGE;
+	/* pass 2 reads Q and dO by columns */
+	fast_transpose(r->Qt, r->Q, n_q, r->H * r->dk);
+	fast_transpose(r->dOt, r->dcat, n_q, r->H * r->dv);
+#pragma omp parallel num_threads(threads) if (threads > 1 && t2 > 1)
+	{
+		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL };
+		double *b = fast_buf_alloc(&f, n_q, wide);
+		int e = b ? 0 : 1;
+
+#pragma omp for schedule(dynamic)
+		for (long t = 0; t < t2; t++) {
+			const size_t g = (size_t)t / kblocks, j0 = (size_t)t % kblocks * FAST_KB;
+
+			if (!e)
+				e = fast_key_block(r, k, &f, g, j0, j0 + FAST_KB < n_kv ? j0 + FAST_KB : n_kv);
+		}
+		if (e) {
+#pragma omp critical
+			err = err > e ? err : e;
+		}
+		free(b);
+	}
+	if (err)
+		return MHA_ERR_NOMEM;
+	for (size_t h = 0; h < r->H; h++) {
+		double dsink = 0.0;
+
+		for (size_t i = 0; i < n_q; i++) {
+			const double L = r->lse[h * n_q + i];
+
+			if (L == -INFINITY) {
+				if (!r->blocked++) {
+					r->first_blocked_head = (int)h;
+					r->first_blocked_row = i;
+				}
+				continue;
+			}
+			/* the sink: a logit whose value is 0, so its dP is 0 */
+			if (r->rule.sinks)
+				dsink += -exp(r->rule.sinks[h] - L) * r->Dall[h * n_q + i];
+		}
+		if (r->dsinks)
+			r->dsinks[h] += dsink;
+	}
+	return MHA_OK;
+}
+
 static double *alloc_n(size_t rows, size_t cols)
 {
 	size_t n;
@@ -372,6 +764,98 @@ static void back_projection(double *dx, double *dW, double *db, const double *x,
 				db[c] += dP[i * cols + c];
 }
 
+/* ---- the fast path's products (the forward's GEMM kernels) -------------- */
+
+/* a (rows, cols) transposed into a new (cols, rows), or NULL */
+static double *transposed(const double *a, size_t rows, size_t cols)
+{
+	double *t = alloc_n(cols, rows);
+
+	if (t)
+		for (size_t i = 0; i < rows; i++)
+			for (size_t c = 0; c < cols; c++)
+				t[c * rows + i] = a[i * cols + c];
+	return t;
+}
+
+/* the product C (m, n) = A (m, k)·B (k, n) + bias as the kernels run it */
+static struct mha_gemm gemm_of(double *C, const double *A, const double *B, const double *bias,
+			       size_t m, size_t n, size_t k, int threads)
+{
+	struct mha_gemm g = { .m = m, .n = n, .k = k, .A = A, .B = B, .bias = bias, .lda = k,
+			      .ldb = n, .ldc = n, .C = C, .threads = threads };
+
+	return g;
+}
+
+/* C = A·B + bias on the kernels; an entry not finite recomputed (rules.h) */
+static mha_status fast_gemm(const struct mha_kernels *k, double *C, const double *A,
+			    const double *B, const double *bias, size_t m, size_t n, size_t kk,
+			    int threads)
+{
+	struct mha_gemm g = gemm_of(C, A, B, bias, m, n, kk, threads);
+
+	if (!m || !n)
+		return MHA_OK;
+	k->gemm(&g);
+	if (g.failed)
+		return MHA_ERR_NOMEM;
+	if (!finite_all(C, m * n) && mha_finish_product(C, m, n, n, A, kk, B, n, bias, kk, 8))
+		return MHA_ERR_RANGE;
+	return MHA_OK;
+}
+
+/* x·W + b (W given) on the kernels into *owned, else as the plain path */
+static mha_status fast_projection(const struct mha_kernels *k, int threads, const double **res,
+				  double **owned, const double *x, size_t rows, size_t d_in,
+				  const double *W, const double *b, size_t cols)
+{
+	if (!W)
+		return mha_plain_projection(res, owned, x, rows, d_in, W, b, cols);
+	*owned = alloc_n(rows, cols);
+	*res = *owned;
+	if (!*owned)
+		return MHA_ERR_NOMEM;
+	return fast_gemm(k, *owned, x, W, b, rows, cols, d_in, threads);
+}
+
+/*
+ * back_projection on the kernels: dx = dP·Wᵀ, dW += xᵀ·dP (Wᵀ and xᵀ
+ * transposed first, the product into a block of its own), db as there.
+ * A gradient not finite is found by mha_backward's last checks.
+ */
+static mha_status fast_back_projection(const struct mha_kernels *k, int threads, double *dx,
+				       double *dW, double *db, const double *x, const double *W,
+				       const double *dP, size_t rows, size_t d_in, size_t cols)
+{
+	mha_status st = MHA_OK;
+
+	if (dx && W) {
+		double *Wt = transposed(W, d_in, cols);
+
+		st = Wt ? fast_gemm(k, dx, dP, Wt, NULL, rows, d_in, cols, threads) : MHA_ERR_NOMEM;
+		free(Wt);
+	} else if (dx) {
+		memcpy(dx, dP, rows * cols * sizeof(double));
+	}
+	if (st == MHA_OK && dW && W) {
+		double *xt = transposed(x, rows, d_in), *part = alloc_n(d_in, cols);
+
+		st = xt && part ? fast_gemm(k, part, xt, dP, NULL, d_in, cols, rows, threads)
+				: MHA_ERR_NOMEM;
+		if (st == MHA_OK)
+			for (size_t i = 0; i < d_in * cols; i++)
+				dW[i] += part[i];
+		free(xt);
+		free(part);
+	}
+	if (st == MHA_OK && db)
+		for (size_t i = 0; i < rows; i++)
+			for (size_t c = 0; c < cols; c++)
+				db[c] += dP[i * cols + c];
+	return st == MHA_ERR_RANGE ? MHA_OK : st;
+}
+
 /* What every sequence shares. */
 struct bw_run {
 	const mha_grads *g;
@@ -382,6 +866,8 @@ struct bw_run {
 	const mha_grad_observer *obs;
 	struct mha_rule all;
 	size_t out_cols;
+	int fast, threads;         /* the fast path, on this many threads at most */
+	const struct mha_kernels *k; /* the fast path's (doubles) */
 	size_t blocked;
 	int first_blocked_head;
 	size_t first_blocked_row, first_blocked_seq;
@@ -425,11 +911,24 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 
 	if (obs && obs->fn && obs->sequence && obs->sequence(obs->ctx, b))
 		return MHA_ERR_OBSERVER;
-	st = mha_plain_projection(&Q, &owned_q, xq, d->n_q, d->d_q_in, w->W_Q, w->b_Q, hk);
-	if (st == MHA_OK)
-		st = mha_plain_projection(&K, &owned_k, xk, d->n_kv, d->d_k_in, w->W_K, w->b_K, gk);
-	if (st == MHA_OK)
-		st = mha_plain_projection(&V, &owned_v, xv, d->n_kv, d->d_v_in, w->W_V, w->b_V, gv);
+	if (z->fast) {
+		st = fast_projection(z->k, z->threads, &Q, &owned_q, xq, d->n_q, d->d_q_in, w->W_Q,
+				     w->b_Q, hk);
+		if (st == MHA_OK)
+			st = fast_projection(z->k, z->threads, &K, &owned_k, xk, d->n_kv, d->d_k_in,
+					     w->W_K, w->b_K, gk);
+		if (st == MHA_OK)
+			st = fast_projection(z->k, z->threads, &V, &owned_v, xv, d->n_kv, d->d_v_in,
+					     w->W_V, w->b_V, gv);
+	} else {
+		st = mha_plain_projection(&Q, &owned_q, xq, d->n_q, d->d_q_in, w->W_Q, w->b_Q, hk);
+		if (st == MHA_OK)
+			st = mha_plain_projection(&K, &owned_k, xk, d->n_kv, d->d_k_in, w->W_K, w->b_K,
+						  gk);
+		if (st == MHA_OK)
+			st = mha_plain_projection(&V, &owned_v, xv, d->n_kv, d->d_v_in, w->W_V, w->b_V,
+						  gv);
+	}
 	if (st != MHA_OK)
 		goto done;
 	if (!finite_all(Q, d->n_q * hk) || !finite_all(K, d->n_kv * gk) || !finite_all(V, d->n_kv * gv)) {
@@ -463,7 +962,18 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 			st = MHA_ERR_NOMEM;
 			goto done;
 		}
-		for (size_t i = 0; i < d->n_q; i++)
+		if (z->fast) {
+			double *Wt = transposed(w->W_O, hv, z->out_cols);
+
+			st = Wt ? fast_gemm(z->k, dcat_own, dout, Wt, NULL, d->n_q, hv, z->out_cols,
+					    z->threads) : MHA_ERR_NOMEM;
+			free(Wt);
+			/* not finite: the last checks say so */
+			if (st == MHA_ERR_NOMEM)
+				goto done;
+			st = MHA_OK;
+		}
+		for (size_t i = 0; i < d->n_q && !z->fast; i++)
 			for (size_t c = 0; c < hv; c++) {
 				const double *wc = w->W_O + c * z->out_cols, *gi = dout + i * z->out_cols;
 				double s = 0.0;
@@ -488,6 +998,22 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 	r.dQr = calloc(d->n_q * hk, sizeof(double));
 	r.dKr = calloc(d->n_kv * gk, sizeof(double));
 	r.dV = calloc(d->n_kv * gv, sizeof(double));
+	if (z->fast) {
+		/* O(n·d): each row's L and D, K, V, Q and dconcat transposed */
+		r.lse = alloc_n(r.H, d->n_q);
+		r.Dall = alloc_n(r.H, d->n_q);
+		r.Kt = alloc_n(gk, d->n_kv);
+		r.Vt = alloc_n(gv, d->n_kv);
+		r.Qt = alloc_n(hk, d->n_q);
+		r.dOt = alloc_n(hv, d->n_q);
+		st = r.concat && r.dQr && r.dKr && r.dV && r.lse && r.Dall && r.Kt && r.Vt && r.Qt &&
+		     r.dOt ? MHA_OK : MHA_ERR_NOMEM;
+		if (st == MHA_OK)
+			st = fast_heads(&r, z->k, z->threads);
+		if (st != MHA_OK)
+			goto done;
+		goto heads_done;
+	}
 	r.masked = alloc_n(d->n_kv, 1);
 	r.tanh_of = alloc_n(d->n_kv, 1);
 	r.p = alloc_n(d->n_kv, 1);
@@ -510,6 +1036,7 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 		st = back_head(&r, h);
 	if (st != MHA_OK)
 		goto done;
+heads_done:
 
 	/* back through the rotation: the same angles, turned the other way */
 	if (rope) {
@@ -536,6 +1063,24 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 	}
 
 	/* through the projections; the weights' gradients sum over the sequences */
+	if (z->fast) {
+		st = fast_back_projection(z->k, z->threads,
+					  g->dxq ? g->dxq + b * d->n_q * d->d_q_in : NULL, g->dW_Q,
+					  g->db_Q, xq, w->W_Q, rope ? dQ : r.dQr, d->n_q, d->d_q_in, hk);
+		if (st == MHA_OK)
+			st = fast_back_projection(z->k, z->threads,
+						  g->dxk ? g->dxk + b * d->n_kv * d->d_k_in : NULL,
+						  g->dW_K, g->db_K, xk, w->W_K, rope ? dK : r.dKr, d->n_kv,
+						  d->d_k_in, gk);
+		if (st == MHA_OK)
+			st = fast_back_projection(z->k, z->threads,
+						  g->dxv ? g->dxv + b * d->n_kv * d->d_v_in : NULL,
+						  g->dW_V, g->db_V, xv, w->W_V, r.dV, d->n_kv, d->d_v_in, gv);
+		if (st == MHA_OK && w->W_O)
+			st = fast_back_projection(z->k, z->threads, NULL, g->dW_O, g->db_O, r.concat,
+						  w->W_O, dout, d->n_q, hv, z->out_cols);
+		goto done;
+	}
 	back_projection(g->dxq ? g->dxq + b * d->n_q * d->d_q_in : NULL, g->dW_Q, g->db_Q, xq,
 			w->W_Q, rope ? dQ : r.dQr, d->n_q, d->d_q_in, hk);
 	back_projection(g->dxk ? g->dxk + b * d->n_kv * d->d_k_in : NULL, g->dW_K, g->db_K, xk,
@@ -568,6 +1113,12 @@ done:
 	free(r.dKh);
 	free(r.dVh);
 	free(r.Dv);
+	free(r.lse);
+	free(r.Dall);
+	free(r.Kt);
+	free(r.Vt);
+	free(r.Qt);
+	free(r.dOt);
 	free(r.scratch);
 	free(dcat_own);
 	free(dQ);
@@ -657,17 +1208,11 @@ mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *
 		return MHA_ERR_RANGE;
 	}
 
-	{
-		/*
-		 * The fast path plugs in here: when fast is 1, FlashAttention-2's
-		 * backward (see the top of this file) in place of back_head's
-		 * loop.  Until it exists the plain path computes every call
-		 * (rep->fast_path stays 0).
-		 */
-		const int fast = !cfg->exact && !(obs && obs->fn && grad_per_head(obs->wanted));
-
-		(void)fast;
-	}
+	/* the fast path (fast_heads) in place of back_head's loop when no
+	 * per-head stage is watched, as mha_forward picks its own */
+	z.fast = !cfg->exact && !(obs && obs->fn && grad_per_head(obs->wanted));
+	z.threads = mha_threads(cfg);
+	z.k = mha_pick_kernels(0);
 
 	for (size_t b = 0; b < B && st == MHA_OK; b++)
 		st = back_sequence(&z, dout ? dout + b * d->n_q * z.out_cols : ones, b);
@@ -691,6 +1236,7 @@ mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *
 		rep->first_blocked_row = z.first_blocked_row;
 		rep->first_blocked_sequence = z.first_blocked_seq;
 		rep->scale = mha_scale_of(d, cfg);
+		rep->fast_path = z.fast;
 	}
 	return MHA_OK;
 }
@@ -732,6 +1278,82 @@ size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wa
 		/* q_rot, k_rot, and dQ, dK turned back */
 		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->n_q, hk)));
 		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->n_kv, gk)));
+	}
+	if (!cfg->exact && !grad_per_head(wanted)) {
+		/* the fast path: each row's L and D, nothing per key; then the most
+		 * one product takes at once (its transposed factor, its block, the
+		 * kernel's panels), every weight taken as given */
+		const struct mha_kernels *k = mha_pick_kernels(0);
+		const int th = mha_threads(cfg);
+		const size_t oc = mha_output_cols(d, 1);
+		const size_t proj[4][3] = { { d->n_q, d->d_q_in, hk }, { d->n_kv, d->d_k_in, gk },
+					    { d->n_kv, d->d_v_in, gv }, { d->n_q, hv, oc } };
+		size_t most = 0, one, heads;
+		struct mha_gemm gm;
+
+		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->heads, d->n_q)));
+		/* K, V, Q and dconcat transposed; then each thread's tiles, pass 1's
+		 * or pass 2's, and the largest of its products' panels */
+		t = mha_sat_add(t, dbl_block(gk, d->n_kv));
+		t = mha_sat_add(t, dbl_block(gv, d->n_kv));
+		t = mha_sat_add(t, dbl_block(hk, d->n_q));
+		t = mha_sat_add(t, dbl_block(hv, d->n_q));
+		{
+			const size_t qb = (d->n_q + FAST_QB - 1) / FAST_QB, kb = (d->n_kv + FAST_KB - 1) / FAST_KB;
+			const size_t part = d->d_k > d->d_v ? d->d_k : d->d_v;
+			const size_t team1 = th > 1 && d->heads * qb > 1 ? (size_t)th : 1;
+			const size_t team2 = th > 1 && G * kb > 1 ? (size_t)th : 1;
+			const size_t m1 = d->n_q < FAST_QB ? d->n_q : FAST_QB;
+			const size_t m2 = d->n_kv < FAST_KB ? d->n_kv : FAST_KB;
+			const size_t shapes[8][3] = {
+				{ m1, d->n_kv, d->d_k }, { m1, d->d_v, d->n_kv }, { m1, d->n_kv, d->d_v },
+				{ m1, d->d_k, d->n_kv }, { m2, d->n_q, d->d_k }, { m2, d->n_q, d->d_v },
+				{ m2, d->d_k, d->n_q }, { m2, d->d_v, d->n_q } };
+			size_t p1 = 0, p2 = 0, one1, one2;
+
+			for (int i = 0; i < 8; i++) {
+				struct mha_gemm gm1 = gemm_of(NULL, NULL, NULL, NULL, shapes[i][0],
+							      shapes[i][1], shapes[i][2], 1);
+				const size_t mnk = mha_sat_mul(mha_sat_mul(shapes[i][0], shapes[i][1]),
+							       shapes[i][2]);
+				const size_t b = mnk >= FAST_GEMM_MIN
+						 ? k->gemm_bytes(&gm1) : 0;
+
+				if (i < 4)
+					p1 = p1 > b ? p1 : b;
+				else
+					p2 = p2 > b ? p2 : b;
+			}
+			one1 = mha_sat_add(dbl_block(FAST_TILES * FAST_QB, d->n_kv), p1);
+			one2 = mha_sat_add(dbl_block(1, mha_sat_add(mha_sat_mul(FAST_TILES * FAST_QB, d->n_q),
+								    FAST_KB * part)), p2);
+			one1 = mha_sat_mul(team1, one1);
+			one2 = mha_sat_mul(team2, one2);
+			/* the heads' tiles are freed before the products below run */
+			heads = one1 > one2 ? one1 : one2;
+		}
+		for (int i = 0; i < 4; i++) {
+			const size_t rows = proj[i][0], d_in = proj[i][1], cols = proj[i][2];
+
+			if (i < 3) {
+				/* the forward's x·W, and dx = dP·Wᵀ */
+				gm = gemm_of(NULL, NULL, NULL, NULL, rows, cols, d_in, th);
+				most = most > (one = k->gemm_bytes(&gm)) ? most : one;
+				gm = gemm_of(NULL, NULL, NULL, NULL, rows, d_in, cols, th);
+				one = mha_sat_add(dbl_block(cols, d_in), k->gemm_bytes(&gm));
+				most = most > one ? most : one;
+			}
+			/* dW's part = xᵀ·dP */
+			gm = gemm_of(NULL, NULL, NULL, NULL, d_in, cols, rows, th);
+			one = mha_sat_add(mha_sat_add(dbl_block(d_in, rows), dbl_block(d_in, cols)),
+					  k->gemm_bytes(&gm));
+			most = most > one ? most : one;
+		}
+		/* dconcat = dO·W_Oᵀ */
+		gm = gemm_of(NULL, NULL, NULL, NULL, d->n_q, hv, oc, th);
+		one = mha_sat_add(dbl_block(oc, hv), k->gemm_bytes(&gm));
+		most = most > one ? most : one;
+		return mha_sat_add(t, most > heads ? most : heads);
 	}
 	/* the rows, one head's blocks, D and the scratch */
 	t = mha_sat_add(t, mha_sat_mul(5, dbl_block(d->n_kv, 1)));

@@ -574,9 +574,13 @@ typedef struct mha_grads {
  * differentiated.
  *
  * The plain path recomputes the forward row by row and every gradient as
- * written above, each sum in ascending order.  (A fast path behind this
- * same call, when obs wants no per-head stage and cfg->exact is 0, is
- * planned: lib/backward.c says where it goes.)  MHA_ERR_RANGE when a value
+ * written above, each sum in ascending order.  When obs wants no per-head
+ * stage and cfg->exact is 0, the fast path computes the same gradients
+ * (FlashAttention-2's backward: each row's log-sum-exp kept, P recomputed
+ * block by block, no (n_q, n_kv) matrix, O(n·d) memory; cfg->threads
+ * threads, the same bits for any number) and rep->fast_path is 1; it
+ * agrees with the plain path to rounding (1e-12 relative in the tests).
+ * The whole-model stages can still be watched there.  MHA_ERR_RANGE when a value
  * the gradients need (Q, K, V, a seen score, a head output) or a gradient
  * is not finite; the other errors as mha_forward's.
  */

@@ -25,8 +25,11 @@ interleaved, partial, positions given), ALiBi (Press et al.'s and given
 slopes), sinks, --kv-len, batches (with one key length per sequence), W_O
 and biases.  Fully masked rows must give zero gradients, not NaN.
 
-Without torch the cases are skipped, and said so.  It prints one line per
-failure and ends with "N passed, N failed"; exit status 1 if any failed.
+Each case runs twice: with --print all (every head step, so the plain path)
+and with the default steps (the gradients alone: the fast path, as the
+output's meta "path" must say).  Without torch the cases are skipped, and
+said so.  It prints one line per failure and ends with "N passed, N
+failed"; exit status 1 if any failed.
 """
 
 import json
@@ -148,14 +151,18 @@ def make_case(rng, on):
     return c
 
 
-def run_mha(mha, c, d):
+def run_mha(mha, c, d, fast=False):
+    """--print all (every head step: the plain path), or, fast, the default
+    steps (the gradients alone: the fast path, which meta's "path" must say)"""
     def save(name, a):
         path = os.path.join(d, name + ".npy")
         np.save(path, np.asarray(a))
         return path
 
     args = [mha, "backward", "--heads", str(c["H"]), "--kv-heads", str(c["G"]), "-f", "json",
-            "--print", "all", "--grad-output", save("dO", c["dO"])]
+            "--grad-output", save("dO", c["dO"])]
+    if not fast:
+        args += ["--print", "all"]
     if c["direct"]:
         args += ["--q", save("q", c["q"]), "--k", save("k", c["k"]), "--v", save("v", c["v"])]
     else:
@@ -199,7 +206,11 @@ def run_mha(mha, c, d):
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError("exit %d: %s" % (r.returncode, r.stderr.strip()))
-    return json.loads(r.stdout), r.stderr
+    got = json.loads(r.stdout)
+    path = got.get("meta", {}).get("path")
+    if path != ("fast" if fast else "plain"):
+        raise RuntimeError("ran on the %s path" % path)
+    return got, r.stderr
 
 
 def torch_grads(torch, c):
@@ -389,18 +400,26 @@ def main():
             c = make_case(rng, on)
             name = "case %d (%s)" % (n, ", ".join(sorted(on)) or "plain")
             try:
-                got, _ = run_mha(mha, c, d)
                 want = torch_grads(torch, c)
-                bad = compare(c, got, want)
-            except Exception as e:  # a failed run is a failed case
-                bad = [str(e)]
-            if bad:
-                failed += 1
-                print("FAIL %s: %s" % (name, "; ".join(bad)))
-            else:
-                passed += 1
-    print("backward_check: %d cases against torch.autograd in float64 (%s)" %
-          (passed + failed, torch.__version__))
+            except Exception as e:  # torch could not build it: both runs fail
+                want, err = None, str(e)
+            # each case twice: the plain path (--print all), the fast one
+            for fast in (False, True):
+                try:
+                    if want is None:
+                        raise RuntimeError(err)
+                    got, _ = run_mha(mha, c, d, fast)
+                    bad = compare(c, got, want)
+                except Exception as e:  # a failed run is a failed case
+                    bad = [str(e)]
+                if bad:
+                    failed += 1
+                    print("FAIL %s, %s path: %s" % (name, "fast" if fast else "plain",
+                                                    "; ".join(bad)))
+                else:
+                    passed += 1
+    print("backward_check: %d runs (each case on the plain path and the fast one) against "
+          "torch.autograd in float64 (%s)" % (passed + failed, torch.__version__))
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

@@ -2949,6 +2949,7 @@ static void grad_close(const char *what, const double *got, const double *want, 
 struct grad_set {
 	mha_grads g;
 	double *all[12];
+	size_t n[12];
 };
 
 static void grads_alloc(struct grad_set *s, const mha_dims *d, size_t B)
@@ -2961,6 +2962,7 @@ static void grads_alloc(struct grad_set *s, const mha_dims *d, size_t B)
 			       d->heads };
 
 	for (int i = 0; i < 12; i++) {
+		s->n[i] = n[i];
 		s->all[i] = malloc(n[i] * sizeof(double));
 		/* what the library must overwrite or leave: a NaN shows either way */
 		for (size_t k = 0; k < n[i]; k++)
@@ -2968,6 +2970,15 @@ static void grads_alloc(struct grad_set *s, const mha_dims *d, size_t B)
 	}
 	s->g = (mha_grads){ s->all[0], s->all[1], s->all[2], s->all[3], s->all[4], s->all[5],
 			    s->all[6], s->all[7], s->all[8], s->all[9], s->all[10], s->all[11] };
+}
+
+/* two runs' gradients, every array: the very same bits */
+static int grads_same(const struct grad_set *a, const struct grad_set *b)
+{
+	for (int i = 0; i < 12; i++)
+		if (a->n[i] != b->n[i] || memcmp(a->all[i], b->all[i], a->n[i] * sizeof(double)))
+			return 0;
+	return 1;
 }
 
 static void grads_free(struct grad_set *s)
@@ -3002,6 +3013,18 @@ static int grecord(void *ctx, mha_grad_stage s, int head, const double *m, size_
 	return 0;
 }
 
+/* a backward observer that keeps nothing (allocates nothing) */
+static int gignore(void *ctx, mha_grad_stage s, int head, const double *m, size_t rows, size_t cols)
+{
+	(void)ctx;
+	(void)s;
+	(void)head;
+	(void)m;
+	(void)rows;
+	(void)cols;
+	return 0;
+}
+
 static void gseen_free(gseen *sn)
 {
 	for (int s = 0; s < MHA_GRAD_COUNT; s++)
@@ -3014,7 +3037,9 @@ static void gseen_free(gseen *sn)
  * alignment, windows, kv_len, softcap, sinks, ALiBi, RoPE with tables and
  * positions, each scale, W_O or not, biases or not) against the reference
  * backward (ref.c), at 1e-12 of the largest value, dO random; watched (every
- * stage) and not, the same bits.
+ * stage) and not (--exact), the same bits.  The fast path (nothing per head
+ * watched) against the reference too, at 1e-12, with the whole-model stages
+ * it hands over, and on 1, 2 and 3 threads the same bits.
  */
 START_TEST(test_backward_against_reference)
 {
@@ -3022,10 +3047,11 @@ START_TEST(test_backward_against_reference)
 	mha_weights w;
 	mha_inputs in;
 	ref_grads r;
-	struct grad_set a, b;
-	gseen sn;
-	mha_grad_observer obs;
-	mha_report rep;
+	struct grad_set a, b, e, t1, t3;
+	gseen sn, sf;
+	mha_grad_observer obs, fobs;
+	mha_report rep, frep;
+	mha_config exact, one, three;
 	double *dout;
 	size_t oc, G;
 	char what[64];
@@ -3038,15 +3064,34 @@ START_TEST(test_backward_against_reference)
 	dout = _i % 4 == 1 ? NULL : rnd_matrix(c.d.n_q * oc);
 	grads_alloc(&a, &c.d, 1);
 	grads_alloc(&b, &c.d, 1);
+	grads_alloc(&e, &c.d, 1);
+	grads_alloc(&t1, &c.d, 1);
+	grads_alloc(&t3, &c.d, 1);
 	memset(&sn, 0, sizeof(sn));
-	sn.last = -1;
-	sn.order_ok = 1;
+	memset(&sf, 0, sizeof(sf));
+	sn.last = sf.last = -1;
+	sn.order_ok = sf.order_ok = 1;
 	obs = (mha_grad_observer){ .fn = grecord, .ctx = &sn, .wanted = ~0u };
+	/* the fast path: whole-model stages only */
+	fobs = (mha_grad_observer){ .fn = grecord, .ctx = &sf,
+				    .wanted = MHA_STAGE_BIT(MHA_GRAD_DQ) | MHA_STAGE_BIT(MHA_GRAD_DK) |
+					      MHA_STAGE_BIT(MHA_GRAD_DV) | MHA_STAGE_BIT(MHA_GRAD_DCONCAT) };
+	exact = one = three = c.cfg;
+	exact.exact = 1;
+	one.threads = 1;
+	three.threads = 3;
 	ck_assert_int_eq(mha_backward(&a.g, dout, &c.d, &in, &w, &c.cfg, &obs, &rep), MHA_OK);
-	ck_assert_int_eq(mha_backward(&b.g, dout, &c.d, &in, &w, &c.cfg, NULL, NULL), MHA_OK);
+	ck_assert_int_eq(mha_backward(&e.g, dout, &c.d, &in, &w, &exact, NULL, NULL), MHA_OK);
+	ck_assert_int_eq(mha_backward(&b.g, dout, &c.d, &in, &w, &c.cfg, &fobs, &frep), MHA_OK);
+	ck_assert_int_eq(mha_backward(&t1.g, dout, &c.d, &in, &w, &one, NULL, NULL), MHA_OK);
+	ck_assert_int_eq(mha_backward(&t3.g, dout, &c.d, &in, &w, &three, NULL, NULL), MHA_OK);
 	ck_assert_int_eq(ref_backward(&r, &c.d, &in, &w, &c.cfg, dout), 0);
 	grad_floor = ref_grads_scale(&r, &c.d);
 	ck_assert_int_eq(rep.fast_path, 0);
+	ck_assert_int_eq(frep.fast_path, 1);
+	ck_assert_uint_eq(frep.blocked_rows, rep.blocked_rows);
+	ck_assert_int_eq(frep.first_blocked_head, rep.first_blocked_head);
+	ck_assert_uint_eq(frep.first_blocked_row, rep.first_blocked_row);
 	ck_assert(sn.order_ok);
 
 #define GRAD(name, got, want, n) do { \
@@ -3075,6 +3120,31 @@ START_TEST(test_backward_against_reference)
 	GRAD("dQ", sn.m[MHA_GRAD_DQ][0], r.dQ, c.d.n_q * c.d.heads * c.d.d_k);
 	GRAD("dK", sn.m[MHA_GRAD_DK][0], r.dK, c.d.n_kv * G * c.d.d_k);
 	GRAD("dV", sn.m[MHA_GRAD_DV][0], r.dV, c.d.n_kv * G * c.d.d_v);
+	/* the fast path: every gradient, and the whole-model stages, within RTOL */
+	GRAD("fast dxq", b.g.dxq, r.dxq, c.d.n_q * c.d.d_q_in);
+	GRAD("fast dxk", b.g.dxk, r.dxk, c.d.n_kv * c.d.d_k_in);
+	GRAD("fast dxv", b.g.dxv, r.dxv, c.d.n_kv * c.d.d_v_in);
+	if (c.W[0]) {
+		GRAD("fast dW_Q", b.g.dW_Q, r.dW_Q, c.d.d_q_in * c.d.heads * c.d.d_k);
+		GRAD("fast dW_K", b.g.dW_K, r.dW_K, c.d.d_k_in * G * c.d.d_k);
+		GRAD("fast dW_V", b.g.dW_V, r.dW_V, c.d.d_v_in * G * c.d.d_v);
+	}
+	GRAD("fast db_Q", b.g.db_Q, r.db_Q, c.d.heads * c.d.d_k);
+	GRAD("fast db_K", b.g.db_K, r.db_K, G * c.d.d_k);
+	GRAD("fast db_V", b.g.db_V, r.db_V, G * c.d.d_v);
+	if (c.wo) {
+		GRAD("fast dW_O", b.g.dW_O, r.dW_O, c.d.heads * c.d.d_v * c.d.d_out);
+		GRAD("fast db_O", b.g.db_O, r.db_O, c.d.d_out);
+	}
+	if (c.cfg.sinks)
+		GRAD("fast dsinks", b.g.dsinks, r.dsinks, c.d.heads);
+	GRAD("fast dQ", sf.m[MHA_GRAD_DQ][0], r.dQ, c.d.n_q * c.d.heads * c.d.d_k);
+	GRAD("fast dK", sf.m[MHA_GRAD_DK][0], r.dK, c.d.n_kv * G * c.d.d_k);
+	GRAD("fast dV", sf.m[MHA_GRAD_DV][0], r.dV, c.d.n_kv * G * c.d.d_v);
+	ck_assert(sf.m[MHA_GRAD_DCONCAT][0] && !sf.m[MHA_GRAD_HEAD_DS][1]);
+	/* any thread count, the same bits; watching whole stages changes nothing */
+	ck_assert_msg(grads_same(&t1, &t3), "case %d: 1 and 3 threads differ", _i);
+	ck_assert_msg(grads_same(&t1, &b), "case %d: the fast path watched differs", _i);
 	for (size_t h = 0; h < c.d.heads; h++) {
 		snprintf(what, sizeof(what), "case %d head %zu dS", _i, h);
 		grad_close(what, sn.m[MHA_GRAD_HEAD_DS][h + 1], r.dS[h], c.d.n_q * c.d.n_kv, RTOL);
@@ -3084,15 +3154,16 @@ START_TEST(test_backward_against_reference)
 	ck_assert(!sn.m[MHA_GRAD_HEAD_DSCALED][1] == (c.cfg.softcap == 0));
 	ck_assert(!sn.m[MHA_GRAD_DQ_ROT][0] == (c.cfg.rope.mode == MHA_ROPE_NONE));
 #undef GRAD
-	/* watched or not: the very same numbers */
-	for (int i = 0; i < 12; i++)
-		ck_assert(!memcmp(a.all[i], b.all[i], 1) || (isnan(a.all[i][0]) && isnan(b.all[i][0])));
-	ck_assert(!memcmp(a.g.dxq, b.g.dxq, c.d.n_q * c.d.d_q_in * sizeof(double)));
-	ck_assert(!memcmp(a.g.dxv, b.g.dxv, c.d.n_kv * c.d.d_v_in * sizeof(double)));
+	/* the plain path watched or not: the very same numbers */
+	ck_assert_msg(grads_same(&a, &e), "case %d: the plain path watched differs", _i);
 	ref_grads_free(&r);
 	grads_free(&a);
 	grads_free(&b);
+	grads_free(&e);
+	grads_free(&t1);
+	grads_free(&t3);
 	gseen_free(&sn);
+	gseen_free(&sf);
 	free(dout);
 	free_case(&c);
 }
@@ -3178,6 +3249,8 @@ START_TEST(test_backward_finite_differences)
 	case 5: cfg.kv_len = 2; cfg.alibi.on = 1; cfg.scale_mode = MHA_SCALE_VALUE; cfg.scale = 0.9; break;
 	default: cfg.sinks = sinks; cfg.softcap = 1.5; cfg.rope.mode = MHA_ROPE_HALF; break;
 	}
+	/* the first seven on the fast path, the next seven on the plain one */
+	cfg.exact = k >= 7;
 	w = (mha_weights){ W[0], W[1], W[2], W[3], b[0], b[1], b[2], b[3] };
 	in = (mha_inputs){ xq, xkv, xkv };
 	grads_alloc(&gs, &d, 1);
@@ -3229,7 +3302,7 @@ START_TEST(test_backward_fully_masked_rows)
 		       .d_k = 2, .d_v = 2 };
 	double x[6] = { 1e200, 2, 0.5, -1, 0.25, 0.75 }, sinks[1] = { 1.0 };
 	unsigned char allow[9] = { 0, 0, 0, 1, 1, 0, 1, 1, 1 };
-	mha_config cfg = { .mask.allow = allow, .sinks = sinks };
+	mha_config cfg = { .mask.allow = allow, .sinks = sinks, .exact = _i };
 	mha_inputs in = { x, x, x };
 	struct grad_set gs;
 	mha_report rep;
@@ -3239,6 +3312,7 @@ START_TEST(test_backward_fully_masked_rows)
 	x[0] = 1.0;
 	grads_alloc(&gs, &d, 1);
 	ck_assert_int_eq(mha_backward(&gs.g, NULL, &d, &in, NULL, &cfg, NULL, &rep), MHA_OK);
+	ck_assert_int_eq(rep.fast_path, !_i);
 	ck_assert_uint_eq(rep.blocked_rows, 1);
 	ck_assert_int_eq(ref_backward(&r, &d, &in, NULL, &cfg, NULL), 0);
 	grad_floor = 0;
@@ -3252,7 +3326,7 @@ START_TEST(test_backward_fully_masked_rows)
 
 	/* a window that sees no key of row 2 (queries past the keys, offset) */
 	cfg = (mha_config){ .causal = MHA_CAUSAL_OFFSET, .causal_offset = 5,
-			    .window = { 1, 0, 0 }, .sinks = sinks };
+			    .window = { 1, 0, 0 }, .sinks = sinks, .exact = _i };
 	ck_assert_int_eq(mha_backward(&gs.g, NULL, &d, &in, NULL, &cfg, NULL, &rep), MHA_OK);
 	ck_assert_uint_eq(rep.blocked_rows, 3);
 	for (int i = 0; i < 6; i++)
@@ -3288,6 +3362,7 @@ START_TEST(test_backward_batch)
 	d = c.d;
 	d.batch = B;
 	cfg = c.cfg;
+	cfg.exact = _i % 4 >= 2; /* half on the plain path, half on the fast one */
 	G = d.kv_heads ? d.kv_heads : d.heads;
 	oc = mha_output_cols(&d, c.wo);
 	w = (mha_weights){ c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1], c.b[2], c.b[3] };
@@ -3440,7 +3515,12 @@ START_TEST(test_backward_errors)
 	for (int s = 0; s < MHA_GRAD_COUNT; s++)
 		ck_assert_str_ne(mha_grad_stage_name((mha_grad_stage)s), "unknown");
 	/* more watched squares need more; bad dims: SIZE_MAX */
-	ck_assert_uint_lt(mha_backward_memory(&d, NULL, 0), mha_backward_memory(&d, NULL, ~0u));
+	{
+		/* the plain path's, unwatched (--exact) */
+		const mha_config plain = { .exact = 1 };
+
+		ck_assert_uint_lt(mha_backward_memory(&d, &plain, 0), mha_backward_memory(&d, NULL, ~0u));
+	}
 	bad.n_q = 0;
 	ck_assert_uint_eq(mha_backward_memory(&bad, NULL, 0), SIZE_MAX);
 	grads_free(&gs);
@@ -3448,8 +3528,186 @@ START_TEST(test_backward_errors)
 END_TEST
 
 /*
+ * The fast path across its block edges (32 queries, 32 keys a task): larger
+ * shapes than make_case's, each option in turn (GQA, cross-attention,
+ * every causal alignment, windows, kv_len, a per-head bias and allow mask,
+ * softcap, ALiBi, sinks, RoPE, a batch with kv_lens), against the plain path
+ * at 1e-12 of the largest value, and on 1, 2 and 3 threads the same bits.
+ */
+START_TEST(test_backward_fast_blocks)
+{
+	static const size_t shapes[][4] = {
+		/* n_q, n_kv, H, G */
+		{ 33, 65, 4, 2 }, { 100, 37, 2, 2 }, { 64, 64, 3, 1 }, { 1, 97, 2, 1 },
+		{ 65, 33, 4, 4 }, { 97, 130, 2, 1 }, { 40, 40, 2, 2 }, { 70, 71, 4, 2 },
+	};
+	const size_t *sh = shapes[_i % 8];
+	const size_t B = _i % 8 == 7 ? 2 : 1;
+	mha_dims d = { .n_q = sh[0], .n_kv = sh[1], .d_q_in = 6, .d_k_in = 5, .d_v_in = 5,
+		       .heads = sh[2], .kv_heads = sh[3], .d_k = 4, .d_v = 3, .d_out = 5,
+		       .batch = B == 2 ? 2 : 0 };
+	const size_t G = sh[3];
+	double *xq, *xk, *xv, *W[4], *bb[4], *dout, sinks[4] = { 0.3, -0.5, 2.0, 0.1 };
+	double *bias;
+	unsigned char *allow;
+	size_t kv_lens[2] = { 50, 0 };
+	mha_config cfg = { 0 }, exact, t[3];
+	mha_weights w;
+	mha_inputs in;
+	struct grad_set p, f[3];
+	mha_report rep;
+	char what[64];
+
+	rng_state = 4242 + (uint64_t)_i;
+	xq = rnd_matrix(B * d.n_q * d.d_q_in);
+	xk = rnd_matrix(B * d.n_kv * d.d_k_in);
+	xv = rnd_matrix(B * d.n_kv * d.d_v_in);
+	W[0] = rnd_matrix(d.d_q_in * d.heads * d.d_k);
+	W[1] = rnd_matrix(d.d_k_in * G * d.d_k);
+	W[2] = rnd_matrix(d.d_v_in * G * d.d_v);
+	W[3] = rnd_matrix(d.heads * d.d_v * d.d_out);
+	bb[0] = rnd_matrix(d.heads * d.d_k);
+	bb[1] = rnd_matrix(G * d.d_k);
+	bb[2] = rnd_matrix(G * d.d_v);
+	bb[3] = rnd_matrix(d.d_out);
+	dout = rnd_matrix(B * d.n_q * d.d_out);
+	bias = rnd_matrix(d.heads * d.n_q * d.n_kv);
+	allow = malloc(d.heads * d.n_q * d.n_kv);
+	for (size_t i = 0; i < d.heads * d.n_q * d.n_kv; i++)
+		allow[i] = (i * 7 + (size_t)_i) % 5 != 0;
+	switch (_i % 8) {
+	case 0: cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT; cfg.softcap = 1.5; break;
+	case 1: cfg.causal = MHA_CAUSAL_TOP_LEFT; cfg.sinks = sinks; cfg.rope.mode = MHA_ROPE_HALF; break;
+	case 2: cfg.window = (mha_window){ 1, 10, 3 }; cfg.alibi.on = 1; break;
+	case 3: cfg.mask.allow = allow; cfg.mask.bias = bias; cfg.mask.per_head = 1; cfg.sinks = sinks; break;
+	case 4: cfg.causal = MHA_CAUSAL_OFFSET; cfg.causal_offset = -20; cfg.softcap = 0.7;
+		cfg.rope.mode = MHA_ROPE_INTERLEAVED; break;
+	case 5: cfg.kv_len = 90; cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT; cfg.window = (mha_window){ 1, 5, -1 };
+		cfg.sinks = sinks; break;
+	case 6: cfg.mask.allow = allow; cfg.alibi.on = 1; cfg.softcap = 3; cfg.rope.mode = MHA_ROPE_HALF; break;
+	default: cfg.kv_lens = kv_lens; cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT; cfg.sinks = sinks;
+		cfg.rope.mode = MHA_ROPE_HALF; cfg.softcap = 2; break;
+	}
+	w = (mha_weights){ W[0], W[1], W[2], W[3], bb[0], bb[1], bb[2], bb[3] };
+	in = (mha_inputs){ xq, xk, xv };
+	exact = cfg;
+	exact.exact = 1;
+	grads_alloc(&p, &d, B);
+	ck_assert_int_eq(mha_backward(&p.g, dout, &d, &in, &w, &exact, NULL, &rep), MHA_OK);
+	ck_assert_int_eq(rep.fast_path, 0);
+	/* the case's scale, as ref_grads_scale: db_K is 0 but for rounding */
+	grad_floor = 0;
+	for (int i = 0; i < 3; i++)
+		for (size_t k = 0; k < p.n[i]; k++)
+			grad_floor = fmax(grad_floor, fabs(p.all[i][k]));
+	for (int k = 0; k < 3; k++) {
+		size_t peak, bound;
+		int tracked;
+
+		t[k] = cfg;
+		t[k].threads = k + 1;
+		grads_alloc(&f[k], &d, B);
+		tracked = track_works();
+		if (tracked)
+			track_start();
+		ck_assert_int_eq(mha_backward(&f[k].g, dout, &d, &in, &w, &t[k], NULL, &rep), MHA_OK);
+		ck_assert_int_eq(rep.fast_path, 1);
+		if (!tracked)
+			continue;
+		/* the tiles' products on the GEMM kernel: their panels counted; on
+		 * one thread within a quarter (threads need not overlap) */
+		peak = track_stop();
+		bound = mha_backward_memory(&d, &t[k], 0);
+		ck_assert_msg(peak <= bound, "shape %d, %d threads: peak %zu above the bound %zu", _i,
+			      k + 1, peak, bound);
+		if (k == 0)
+			ck_assert_msg(bound <= peak + peak / 4 + 4096, "shape %d: bound %zu far above "
+				      "the peak %zu", _i, bound, peak);
+	}
+	for (int i = 0; i < 12; i++) {
+		if (i == 11 && !cfg.sinks)
+			continue;
+		snprintf(what, sizeof(what), "shape %d gradient %d", _i, i);
+		grad_close(what, f[0].all[i], p.all[i], p.n[i], RTOL);
+	}
+	ck_assert_msg(grads_same(&f[0], &f[1]) && grads_same(&f[0], &f[2]),
+		      "shape %d: the thread count changed the bits", _i);
+	grads_free(&p);
+	for (int k = 0; k < 3; k++)
+		grads_free(&f[k]);
+	free(xq);
+	free(xk);
+	free(xv);
+	for (int i = 0; i < 4; i++) {
+		free(W[i]);
+		free(bb[i]);
+	}
+	free(dout);
+	free(bias);
+	free(allow);
+}
+END_TEST
+
+/*
+ * Extreme numbers on both paths: the same status (rules.h's overflow rule:
+ * a seen score that truly overflows is an error, an unseen one is not,
+ * huge values averaged are not), and when both succeed the same gradients
+ * to 1e-12.
+ */
+START_TEST(test_backward_fast_extremes)
+{
+	mha_dims d = { .n_q = 3, .n_kv = 4, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2, .heads = 1,
+		       .d_k = 2, .d_v = 2 };
+	double xq[6] = { 0.5, -1, 0.25, 2, 1, 1 }, xk[8] = { 1, 0, 0, 1, -1, 0.5, 2, 2 };
+	double xv[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, dout[6] = { 1, 0.5, -1, 2, 0.25, 1 };
+	unsigned char allow[12] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
+	mha_config cfg = { .mask.allow = allow }, exact;
+	const mha_inputs in = { xq, xk, xv };
+	struct grad_set f, p;
+	mha_status sf, sp;
+	/* the values' gradients dP = dO·Vᵀ overflow in case 2 */
+	const mha_status want[5] = { MHA_ERR_RANGE, MHA_OK, MHA_ERR_RANGE, MHA_OK, MHA_OK };
+	char what[64];
+
+	grads_alloc(&f, &d, 1);
+	grads_alloc(&p, &d, 1);
+	for (int k = 0; k < 5; k++) {
+		switch (k) {
+		case 0: xq[0] = 1e200; xk[0] = 1e200; break;            /* a seen score overflows */
+		case 1: allow[0] = 0; break;                            /* the same, unseen */
+		case 2: xq[0] = 0.5; xk[0] = 1; allow[0] = 1;
+			for (int i = 0; i < 8; i++)
+				xv[i] = (i % 2 ? -1.5 : 1.5) * 1e308; /* values near the largest */
+			break;
+		case 3: for (int i = 0; i < 8; i++)
+				xv[i] = i + 1.0;
+			xq[2] = 1e154; xk[2] = 1e154; xk[3] = -1e154; break; /* products near the edge */
+		default: cfg.softcap = 5; xq[2] = 1e150; break;          /* 1e304, softcapped */
+		}
+		exact = cfg;
+		exact.exact = 1;
+		sf = mha_backward(&f.g, dout, &d, &in, NULL, &cfg, NULL, NULL);
+		sp = mha_backward(&p.g, dout, &d, &in, NULL, &exact, NULL, NULL);
+		ck_assert_msg(sf == sp, "extreme %d: fast %d, plain %d", k, (int)sf, (int)sp);
+		ck_assert_msg(sf == want[k], "extreme %d: status %d, want %d", k, (int)sf, (int)want[k]);
+		if (sf != MHA_OK)
+			continue;
+		grad_floor = 0;
+		for (int i = 0; i < 3; i++) {
+			snprintf(what, sizeof(what), "extreme %d gradient %d", k, i);
+			grad_close(what, f.all[i], p.all[i], p.n[i], RTOL);
+		}
+	}
+	grads_free(&f);
+	grads_free(&p);
+}
+END_TEST
+
+/*
  * mha_backward_memory against what a run allocates at its peak, measured
  * (the forward's tracker): never below, within a quarter and 4 KiB above.
+ * Case i % 3: 0 every stage watched (the plain path), 1 nothing watched
+ * (the fast path, 1 or 2 threads), 2 --exact (the plain path, unwatched).
  */
 START_TEST(test_backward_memory_measured)
 {
@@ -3458,21 +3716,25 @@ START_TEST(test_backward_memory_measured)
 	struct grad_set gs;
 	gseen sn;
 	mha_grad_observer obs;
+	mha_report rep;
 	size_t peak, bound;
 	double *dout;
 
 	if (!track_works())
 		return;
 	make_case(&c, (unsigned)_i);
+	c.cfg.exact = _i % 3 == 2;
+	c.cfg.threads = 1 + _i % 2;
 	w = (mha_weights){ c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1], c.b[2], c.b[3] };
 	grads_alloc(&gs, &c.d, 1);
 	memset(&sn, 0, sizeof(sn));
-	obs = (mha_grad_observer){ .fn = grecord, .ctx = &sn, .wanted = _i % 2 ? ~0u : 0 };
+	obs = (mha_grad_observer){ .fn = gignore, .ctx = &sn, .wanted = _i % 3 == 0 ? ~0u : 0 };
 	dout = rnd_matrix(c.d.n_q * mha_output_cols(&c.d, c.wo));
 	track_start();
 	ck_assert_int_eq(mha_backward(&gs.g, dout, &c.d, &(mha_inputs){ c.xq, c.xk, c.xv }, &w, &c.cfg,
-				      _i % 2 ? NULL : &obs, NULL), MHA_OK);
+				      _i % 3 == 0 ? &obs : NULL, &rep), MHA_OK);
 	peak = track_stop();
+	ck_assert_int_eq(rep.fast_path, _i % 3 == 1);
 	bound = mha_backward_memory(&c.d, &c.cfg, obs.wanted);
 	ck_assert_msg(peak <= bound, "case %d: peak %zu above the bound %zu", _i, peak, bound);
 	/* the bound takes every weight as given: without them Q, K and V are the caller's */
@@ -3538,10 +3800,12 @@ static Suite *mha_suite(void)
 
 		tcase_add_loop_test(bw, test_backward_against_reference, 0, 300);
 		tcase_add_loop_test(bw, test_backward_finite_differences, 0, 14);
-		tcase_add_test(bw, test_backward_fully_masked_rows);
+		tcase_add_loop_test(bw, test_backward_fully_masked_rows, 0, 2);
 		tcase_add_loop_test(bw, test_backward_batch, 0, 40);
 		tcase_add_test(bw, test_backward_errors);
-		tcase_add_loop_test(bw, test_backward_memory_measured, 0, 40);
+		tcase_add_loop_test(bw, test_backward_memory_measured, 0, 60);
+		tcase_add_loop_test(bw, test_backward_fast_blocks, 0, 8);
+		tcase_add_test(bw, test_backward_fast_extremes);
 		tcase_set_timeout(bw, 60);
 		suite_add_tcase(s, bw);
 	}

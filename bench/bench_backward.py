@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""bench_backward.py BENCH_BACKWARD: mha backward against torch.autograd.
+
+For each shape (n tokens, d_model, heads, causal or not) it times libmha's
+backward pass in float64 (bench_backward: mha_backward inside its process,
+every gradient of X, the weights and the biases, dO random; the fast path,
+and the plain one for the smallest shape) and torch.nn.MultiheadAttention's
+forward plus autograd's backward in float64 (inside Python, after a
+warm-up, the same number of threads; torch saves the (n, n) weights for
+its backward, mha keeps each row's log-sum-exp), best of a few runs each.
+Each side runs in a process of its own so that its peak memory is its own.
+
+Prints one Markdown table: it measures, it does not judge.  Without torch,
+its columns say so.
+"""
+import json
+import os
+import subprocess
+import sys
+
+THREADS = os.cpu_count() or 1
+SHAPES = [(n, d, h, c) for n in (512, 1024, 2048) for (d, h) in ((512, 8),) for c in (False, True)]
+
+TORCH_CHILD = r"""
+import json, resource, sys, time
+n, d, h, causal, threads, repeats = json.loads(sys.argv[1])
+import torch
+torch.set_num_threads(threads)
+dt = torch.float64
+torch.manual_seed(0)
+m = torch.nn.MultiheadAttention(d, h, batch_first=True, dtype=dt)
+x = torch.randn(1, n, d, dtype=dt, requires_grad=True)
+dO = torch.randn(1, n, d, dtype=dt)
+mask = torch.ones(n, n, dtype=torch.bool).triu(1) if causal else None
+best = float("inf")
+for r in range(repeats + 1):
+    m.zero_grad()
+    x.grad = None
+    t = time.perf_counter()
+    out, _ = m(x, x, x, attn_mask=mask, need_weights=False)
+    out.backward(dO)
+    if r:  # the first is the warm-up
+        best = min(best, time.perf_counter() - t)
+print(json.dumps({"seconds": best,
+                  "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def run_mha(binary, n, d, h, causal, repeats, exact=False):
+    out = subprocess.run([binary, str(n), str(d), str(h), "1" if causal else "0", str(THREADS),
+                          str(repeats), "1" if exact else "0"],
+                         capture_output=True, text=True, check=True).stdout
+    fields = dict(kv.split("=", 1) for kv in out.split())
+    return float(fields["seconds"]), int(fields["maxrss_kib"]), fields["path"]
+
+
+def run_torch(n, d, h, causal, repeats):
+    r = subprocess.run([sys.executable, "-c", TORCH_CHILD, json.dumps([n, d, h, causal, THREADS,
+                                                                      repeats])],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else
+                           "exit %d" % r.returncode)
+    return json.loads(r.stdout)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    binary = sys.argv[1]
+    try:
+        torch_version = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
+                                       capture_output=True, text=True, check=True).stdout.strip()
+    except (subprocess.CalledProcessError, OSError):
+        torch_version = ""
+    print("mha backward (float64, the fast path) against torch %s autograd, %d threads, "
+          "best of 3\n" % (torch_version or "(absent)", THREADS))
+    print("| n | d_model | heads | causal | mha s | torch s | torch/mha | mha peak MiB | "
+          "torch peak MiB |")
+    print("|---:|---:|---:|:---:|---:|---:|---:|---:|---:|")
+    for (n, d, h, c) in SHAPES:
+        t, rss, path = run_mha(binary, n, d, h, c, 3)
+        assert path == "fast", path
+        if torch_version:
+            try:
+                tr = run_torch(n, d, h, c, 3)
+                cell = "%.4f | %.2f× | %.0f | %.0f" % (tr["seconds"], tr["seconds"] / t,
+                                                       rss / 1024, tr["maxrss_kib"] / 1024)
+            except RuntimeError as e:
+                cell = "failed (%s) | - | %.0f | -" % (e, rss / 1024)
+        else:
+            cell = "no torch | - | %.0f | -" % (rss / 1024)
+        print("| %d | %d | %d | %s | %.4f | %s |" % (n, d, h, "yes" if c else "no", t, cell))
+        sys.stdout.flush()
+    n, d, h = SHAPES[0][:3]
+    plain, rss, _ = run_mha(binary, n, d, h, False, 1, exact=True)
+    print()
+    print("The plain path (--exact) at n %d, d_model %d, %d heads: %.4f s, %.0f MiB." %
+          (n, d, h, plain, rss / 1024))
+    print("Peak memory is each process's whole (inputs, weights, gradients, and for torch "
+          "the interpreter and its libraries).")
+
+
+if __name__ == "__main__":
+    main()
