@@ -33,7 +33,8 @@ static const char backward_usage[] =
 	"\n"
 	"Every gradient of multi-head attention: of the inputs (dX, dX_kv, or dQ, dK,\n"
 	"dV), the weights and biases given (dW_Q ... db_O) and the sinks, and per\n"
-	"head each step of the backward pass (dO, dV, dP, D, dS, ...), in float64.\n"
+	"head each step of the backward pass (dO, dV, dP, D, dS, ...), in float64\n"
+	"(the gradients alone also in float32: --dtype f32).\n"
 	"With no head step printed the fast path runs (FlashAttention-2's backward:\n"
 	"no n_q x n_kv matrix, threads); it agrees with the plain path to rounding.\n"
 	"The inputs and options are forward's: the gradients are those of the very\n"
@@ -53,6 +54,9 @@ static const char backward_usage[] =
 	"                        or every core); the same bits for any number\n"
 	"      --exact           the plain path even when no head step is printed:\n"
 	"                        the very bits --print all shows\n"
+	"      --dtype T         f64 (default) or f32: the inputs, weights and dO as\n"
+	"                        float32, the gradients written as float32 (.npy <f4);\n"
+	"                        prints the gradients only (no step, --exact, --explain)\n"
 	"\n"
 	"Output:\n"
 	"  -p, --print LIST      comma-separated steps (their JSON keys, any case):\n"
@@ -256,6 +260,14 @@ int backward_check(struct backward_request *r, const struct problem_spec *s)
 	}
 	if (r->print_all)
 		r->steps = ~0ull >> (64 - B_COUNT);
+	if (r->f32)
+		/* float32 keeps no step: only the gradients themselves (Q, K, V's given) */
+		for (int k = 0; k < B_COUNT; k++)
+			if ((r->steps & B_BIT(k)) && bsteps[k].stage >= 0 &&
+			    !(s->q && (k == B_DQ || k == B_DK || k == B_DV)))
+				return usage_error(r->hint, "--dtype f32 prints the gradients only: "
+						   "%s is shown in float64 (leave out --dtype)",
+						   r->print_all ? "--print all" : bsteps[k].key), -1;
 	return 0;
 }
 
@@ -664,6 +676,92 @@ static int explain(const struct emit *e, const struct step_items *lists, size_t 
 	return outfile_commit(&of);
 }
 
+/* ---- --dtype f32 -------------------------------------------------------------- */
+
+/* a float copy of n doubles (NULL stays NULL); *ok cleared when out of memory */
+static float *floats_of(const double *v, size_t n, int *ok)
+{
+	float *f;
+
+	if (!v)
+		return NULL;
+	f = malloc((n ? n : 1) * sizeof(float));
+	if (!f) {
+		*ok = 0;
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		f[i] = (float)v[i];
+	return f;
+}
+
+/*
+ * --dtype f32: the inputs, weights and dO rounded to float, the library's
+ * mha_backward_f32, the gradients widened back (exactly) into g's arrays.
+ */
+static mha_status backward_f32(const mha_grads *g, const double *dout, const struct problem *p,
+			       const size_t n[12], mha_report *rep)
+{
+	const mha_dims *d = &p->d;
+	const mha_inputs *in = &p->in;
+	const mha_weights *w = &p->weights;
+	const size_t B = problem_sequences(p);
+	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
+	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
+	const size_t oc = mha_output_cols(d, w->W_O != NULL);
+	double *const gd[12] = { g->dxq, g->dxk, g->dxv, g->dW_Q, g->dW_K, g->dW_V,
+				 g->dW_O, g->db_Q, g->db_K, g->db_V, g->db_O, g->dsinks };
+	int ok = 1;
+	float *xq = floats_of(in->xq, B * d->n_q * d->d_q_in, &ok);
+	float *xk = in->xk == in->xq ? xq : floats_of(in->xk, B * d->n_kv * d->d_k_in, &ok);
+	float *xv = in->xv == in->xk ? xk : in->xv == in->xq ? xq :
+		    floats_of(in->xv, B * d->n_kv * d->d_v_in, &ok);
+	float *W[8] = {
+		floats_of(w->W_Q, d->d_q_in * hk, &ok), floats_of(w->W_K, d->d_k_in * gk, &ok),
+		floats_of(w->W_V, d->d_v_in * gv, &ok), floats_of(w->W_O, hv * oc, &ok),
+		floats_of(w->b_Q, hk, &ok), floats_of(w->b_K, gk, &ok), floats_of(w->b_V, gv, &ok),
+		floats_of(w->W_O ? w->b_O : NULL, oc, &ok),
+	};
+	float *fo = floats_of(dout, B * d->n_q * oc, &ok), *gf[12];
+	mha_status st = MHA_ERR_NOMEM;
+
+	for (int i = 0; i < 12; i++) {
+		gf[i] = gd[i] ? malloc((n[i] ? n[i] : 1) * sizeof(float)) : NULL;
+		if (gd[i] && !gf[i])
+			ok = 0;
+	}
+	if (ok) {
+		const mha_grads_f32 gg = { gf[0], gf[1], gf[2], gf[3], gf[4],  gf[5],
+					   gf[6], gf[7], gf[8], gf[9], gf[10], gf[11] };
+
+		st = mha_backward_f32(&gg, fo, d, &(mha_inputs_f32){ xq, xk, xv },
+				      &(mha_weights_f32){ W[0], W[1], W[2], W[3], W[4], W[5], W[6], W[7] },
+				      &p->cfg, rep);
+		for (int i = 0; st == MHA_OK && i < 12; i++)
+			for (size_t k = 0; gf[i] && k < n[i]; k++)
+				gd[i][k] = gf[i][k];
+	}
+	if (xv != xk && xv != xq)
+		free(xv);
+	if (xk != xq)
+		free(xk);
+	free(xq);
+	for (int i = 0; i < 8; i++)
+		free(W[i]);
+	for (int i = 0; i < 12; i++)
+		free(gf[i]);
+	free(fo);
+	return st;
+}
+
+/* m's entries rounded to float, and marked so for the writers */
+static void round_f32(matrix *m)
+{
+	for (size_t i = 0; m->rank && i < matrix_size(m); i++)
+		m->v[i] = (float)m->v[i];
+	m->is_f32 = 1;
+}
+
 /* ---- the command ---------------------------------------------------------- */
 
 int backward_run(struct problem *p, struct backward_request *r)
@@ -721,6 +819,17 @@ int backward_run(struct problem *p, struct backward_request *r)
 			}
 		need = per == SIZE_MAX || copies > SIZE_MAX / 8 / B ? SIZE_MAX : per + copies * 8 * B +
 		       d->n_q * out_cols * 8;
+		if (r->f32 && need != SIZE_MAX) {
+			/* the floats made here and the library's doubles of them: the inputs,
+			 * weights and dO, and as many gradients (sizes fit, as above) */
+			const double each = (double)B * (double)(d->n_q * d->d_q_in + d->n_kv * d->d_k_in +
+								d->n_kv * d->d_v_in) +
+					    (double)(d->d_q_in * hk + d->d_k_in * gk + d->d_v_in * gv +
+						     hv * d->d_out + hk + gk + gv + d->d_out + d->heads);
+			const double more = 12.0 * (2.0 * each + (double)B * (double)(d->n_q * out_cols));
+
+			need = more < (double)(SIZE_MAX / 2 - need) ? need + (size_t)more : SIZE_MAX;
+		}
 		if (need > budget_left()) {
 			error("this run needs about %s beside the inputs, more than --max-memory (%s) "
 			      "leaves: print fewer steps, or raise --max-memory",
@@ -757,12 +866,25 @@ int backward_run(struct problem *p, struct backward_request *r)
 	keeper = (struct bkeeper){ .seq = keep };
 	obs = (mha_grad_observer){ .fn = bkeep_step, .ctx = &keeper, .wanted = wanted,
 				   .sequence = bkeep_sequence };
-	st = mha_backward(&g, dout.rank ? dout.v : NULL, d, &p->in, &p->weights, &p->cfg, &obs, &rep);
+	if (r->f32) {
+		const size_t n[12] = { matrix_size(&gr.dxq), matrix_size(&gr.dxk), matrix_size(&gr.dxv),
+				       matrix_size(&gr.dW[0]), matrix_size(&gr.dW[1]),
+				       matrix_size(&gr.dW[2]), matrix_size(&gr.dW[3]),
+				       matrix_size(&gr.db[0]), matrix_size(&gr.db[1]),
+				       matrix_size(&gr.db[2]), matrix_size(&gr.db[3]),
+				       matrix_size(&gr.dsinks) };
+
+		st = backward_f32(&g, dout.rank ? dout.v : NULL, p, n, &rep);
+	} else {
+		st = mha_backward(&g, dout.rank ? dout.v : NULL, d, &p->in, &p->weights, &p->cfg, &obs,
+				  &rep);
+	}
 	if (st == MHA_ERR_OBSERVER)
 		goto done; /* said */
 	if (st == MHA_ERR_RANGE) {
 		error("the numbers overflow: Q, K, V, the scores, a head's output or a gradient went "
-		      "past the largest double (about 1.8e308); scale the inputs%s down",
+		      "past the largest %s; scale the inputs%s down",
+		      r->f32 ? "float (about 3.4e38)" : "double (about 1.8e308)",
 		      p->spec.grad_output ? " or --grad-output" : "");
 		goto done;
 	}
@@ -801,6 +923,17 @@ int backward_run(struct problem *p, struct backward_request *r)
 			shared[i] = 1;
 		}
 	}
+	if (r->f32) {
+		/* the sums above made in double: each gradient a float again */
+		round_f32(&gr.dxq);
+		round_f32(&gr.dxk);
+		round_f32(&gr.dxv);
+		for (int i = 0; i < 4; i++) {
+			round_f32(&gr.dW[i]);
+			round_f32(&gr.db[i]);
+		}
+		round_f32(&gr.dsinks);
+	}
 	problem_facts(p, rep.scale, &facts);
 	f.scale = rep.scale;
 	f.shared = shared;
@@ -833,7 +966,7 @@ int backward_run(struct problem *p, struct backward_request *r)
 			if (explain(r->emit, lists, batch, keep, &p->labels, r->has_cell ? p->cell : NULL))
 				goto done;
 		} else {
-			const struct run_meta meta = { .f = &facts, .rep = &rep,
+			const struct run_meta meta = { .f = &facts, .rep = &rep, .f32 = r->f32,
 						       .batch = r->sequence ? p->batch_read : p->batch,
 						       .sequence = r->sequence };
 

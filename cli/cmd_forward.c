@@ -602,7 +602,7 @@ static struct backward_request backward_request_of(const struct forward_options 
 {
 	return (struct backward_request){ .hint = o->cmd->hint, .emit = &o->emit, .print = o->print_arg,
 					  .explain = o->explain, .has_cell = o->spec.cell != NULL,
-					  .sequence = o->sequence };
+					  .sequence = o->sequence, .f32 = o->f32 };
 }
 
 /* mha backward: the output's name and format, then its own steps (cmd_backward.c) */
@@ -620,8 +620,10 @@ static int check_backward_options(struct forward_options *o)
 	if (o->emit.format == FORMAT_HEATMAP || o->emit.format == FORMAT_SVG)
 		return usage_error(hint, "mha backward writes text, json, csv, markdown, npy or npz, "
 				   "not a heatmap");
-	if (o->f32)
-		return usage_error(hint, "mha backward computes in float64: leave out --dtype f32");
+	if (o->f32 && o->spec.cfg.exact)
+		return usage_error(hint, "--exact is float64's plain path: leave out --dtype f32");
+	if (o->f32 && o->explain)
+		return usage_error(hint, "--explain tells float64's steps: leave out --dtype f32");
 	if (o->explain && o->emit.format != FORMAT_TEXT)
 		return usage_error(hint, "--explain writes text: leave out --format");
 	if (o->explain && o->print_arg)
@@ -905,7 +907,8 @@ int forward_run(int argc, char **argv, const struct forward_command *cmd)
 
 	/* --dtype f32 printing no step but the output: float32 inputs stay
 	 * floats, and .npy and .npz get the output's floats as computed */
-	o.spec.floats = o.f32 && !o.print_all && !(o.print & STEP_BIT(STEP_X)) && !o.sequence;
+	o.spec.floats = o.f32 && !o.print_all && !(o.print & STEP_BIT(STEP_X)) && !o.sequence &&
+			!o.cmd->backward; /* backward rounds its inputs itself */
 	o.spec.float_out = o.spec.floats &&
 			   (o.emit.format == FORMAT_NPY || o.emit.format == FORMAT_NPZ);
 	/* one limit from the first byte read to the last written */

@@ -79,6 +79,7 @@ struct backward_request {
 	unsigned wanted;     /* set by backward_check: the steps' stages */
 	int print_all;
 	unsigned long long steps; /* set by backward_check: the steps asked for */
+	int f32;             /* --dtype f32: the gradients alone, as floats */
 };
 /* --print's steps and how the options combine: 0, or -1 said (a usage error). */
 int backward_check(struct backward_request *r, const struct problem_spec *s);

@@ -192,7 +192,7 @@ int npy_write(FILE *fp, const matrix *m)
 {
 	const npy_sink s = { put_file, fp };
 
-	npy_put_parts(&s, NULL, 0, &m, 1, m->f != NULL);
+	npy_put_parts(&s, NULL, 0, &m, 1, m->f != NULL || m->is_f32);
 	return ferror(fp) ? -1 : 0;
 }
 
@@ -200,6 +200,6 @@ int npy_write_batch(FILE *fp, const matrix *const *parts, size_t n)
 {
 	const npy_sink s = { put_file, fp };
 
-	npy_put_parts(&s, &n, 1, parts, n, parts[0]->f != NULL);
+	npy_put_parts(&s, &n, 1, parts, n, parts[0]->f != NULL || parts[0]->is_f32);
 	return ferror(fp) ? -1 : 0;
 }

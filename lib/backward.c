@@ -28,8 +28,11 @@
  * count.  Rope turned back is shared with the plain path, and the
  * whole-model stages (doutput, dconcat, dq_rot, dk_rot, dQ, dK, dV) can
  * still be handed over.  The rules (which keys are seen, the mask and
- * ALiBi terms, the sink) come from rules.h, as on the plain path.  Not
- * yet: float32 (mha_forward_f32 has no backward).
+ * ALiBi terms, the sink) come from rules.h, as on the plain path.
+ *
+ * mha_backward_f32 (at the end) is this fast path on the float values
+ * widened to double, each gradient rounded to float once: not yet float32
+ * arithmetic on the f32 kernels.
  */
 #include "mha.h"
 #include "kernel.h"
@@ -1366,4 +1369,145 @@ size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wa
 		if ((wanted & MHA_STAGE_BIT(sq_stage[s])) && (s != SQ_DSCALED || cfg->softcap > 0))
 			squares++;
 	return mha_sat_add(t, mha_sat_mul((size_t)squares, dbl_block(d->n_q, d->n_kv)));
+}
+
+/* ---- float32 (mha_backward_f32): the float64 fast path on widened values -- */
+
+/* n floats as doubles (NULL stays NULL); *ok cleared when out of memory */
+static double *widened(const float *f, size_t n, int *ok)
+{
+	double *v;
+
+	if (!f)
+		return NULL;
+	v = alloc_n(n, 1);
+	if (!v) {
+		*ok = 0;
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		v[i] = f[i];
+	return v;
+}
+
+/* a double array for a float one asked for (f NULL: none) */
+static double *grad_for(const float *f, size_t n, int *ok)
+{
+	double *v;
+
+	if (!f)
+		return NULL;
+	v = alloc_n(n, 1);
+	if (!v)
+		*ok = 0;
+	return v;
+}
+
+/* v (n) rounded into f; 0 when an entry does not fit a float */
+static int narrowed(float *f, const double *v, size_t n)
+{
+	int fits = 1;
+
+	for (size_t i = 0; f && v && i < n; i++) {
+		f[i] = (float)v[i];
+		if (!isfinite(f[i]))
+			fits = 0;
+	}
+	return fits;
+}
+
+mha_status mha_backward_f32(const mha_grads_f32 *g, const float *dout, const mha_dims *d,
+			    const mha_inputs_f32 *in, const mha_weights_f32 *w,
+			    const mha_config *cfg, mha_report *rep)
+{
+	static const mha_weights_f32 no_weights;
+	static const mha_config defaults;
+	mha_config fast;
+	size_t B, G, hk, gk, gv, hv, oc, size[12];
+	double *x[3] = { NULL, NULL, NULL }, *W[8], *dO, *gd[12];
+	float *const gf[12] = { g ? g->dxq : NULL, g ? g->dxk : NULL, g ? g->dxv : NULL,
+				g ? g->dW_Q : NULL, g ? g->dW_K : NULL, g ? g->dW_V : NULL,
+				g ? g->dW_O : NULL, g ? g->db_Q : NULL, g ? g->db_K : NULL,
+				g ? g->db_V : NULL, g ? g->db_O : NULL, g ? g->dsinks : NULL };
+	int ok = 1;
+	mha_status st;
+
+	if (!w)
+		w = &no_weights;
+	if (!cfg)
+		cfg = &defaults;
+	if (!d || !in || !g)
+		return MHA_ERR_NULL;
+	{
+		/* mha_backward's checks, before any float is read */
+		const void *const xs[3] = { in->xq, in->xk, in->xv };
+		const void *const Ws[4] = { w->W_Q, w->W_K, w->W_V, w->W_O };
+
+		st = mha_plain_validate(d, cfg, g, xs, Ws, rep);
+		if (st != MHA_OK)
+			return st;
+	}
+	B = mha_rule_batch(d);
+	G = mha_rule_kv_heads(d);
+	hk = d->heads * d->d_k;
+	gk = G * d->d_k;
+	gv = G * d->d_v;
+	hv = d->heads * d->d_v;
+	oc = mha_output_cols(d, w->W_O != NULL);
+	/* sizes fit a size_t: mha_check saw them */
+	x[0] = widened(in->xq, B * d->n_q * d->d_q_in, &ok);
+	x[1] = widened(in->xk, B * d->n_kv * d->d_k_in, &ok);
+	x[2] = widened(in->xv, B * d->n_kv * d->d_v_in, &ok);
+	W[0] = widened(w->W_Q, d->d_q_in * hk, &ok);
+	W[1] = widened(w->W_K, d->d_k_in * gk, &ok);
+	W[2] = widened(w->W_V, d->d_v_in * gv, &ok);
+	W[3] = widened(w->W_O, hv * oc, &ok);
+	W[4] = widened(w->b_Q, hk, &ok);
+	W[5] = widened(w->b_K, gk, &ok);
+	W[6] = widened(w->b_V, gv, &ok);
+	W[7] = widened(w->W_O ? w->b_O : NULL, oc, &ok);
+	dO = widened(dout, B * d->n_q * oc, &ok);
+	size[0] = B * d->n_q * d->d_q_in;
+	size[1] = B * d->n_kv * d->d_k_in;
+	size[2] = B * d->n_kv * d->d_v_in;
+	size[3] = d->d_q_in * hk;
+	size[4] = d->d_k_in * gk;
+	size[5] = d->d_v_in * gv;
+	size[6] = hv * oc;
+	size[7] = hk;
+	size[8] = gk;
+	size[9] = gv;
+	size[10] = oc;
+	size[11] = d->heads;
+	for (int i = 0; i < 12; i++)
+		gd[i] = grad_for(gf[i], size[i], &ok);
+	if (!ok) {
+		st = MHA_ERR_NOMEM;
+	} else {
+		const mha_inputs din = { x[0], x[1], x[2] };
+		const mha_weights dw = { W[0], W[1], W[2], W[3], W[4], W[5], W[6], W[7] };
+		const mha_grads dg = { gd[0], gd[1], gd[2], gd[3], gd[4],  gd[5],
+				       gd[6], gd[7], gd[8], gd[9], gd[10], gd[11] };
+
+		/* the fast path whatever cfg->exact says, as mha_forward_f32 */
+		fast = *cfg;
+		fast.exact = 0;
+		st = mha_backward(&dg, dO, d, &din, &dw, &fast, NULL, rep);
+	}
+	/* only what mha_backward wrote: a weight's gradient without the weight is not */
+	for (int i = 0; st == MHA_OK && i < 12; i++) {
+		const int absent = (i == 3 && !w->W_Q) || (i == 4 && !w->W_K) || (i == 5 && !w->W_V) ||
+				   ((i == 6 || i == 10) && !w->W_O) || (i == 11 && !cfg->sinks);
+
+		if (!absent && !narrowed(gf[i], gd[i], size[i]))
+			st = MHA_ERR_RANGE;
+	}
+	for (int i = 0; i < 3; i++)
+		free(x[i]);
+	for (int i = 0; i < 8; i++)
+		free(W[i]);
+	for (int i = 0; i < 12; i++)
+		free(gd[i]);
+	free(dO);
+	return st;
 }

@@ -598,6 +598,29 @@ MHA_API mha_status mha_backward(const mha_grads *g, const double *dout, const mh
  */
 MHA_API size_t mha_backward_memory(const mha_dims *dims, const mha_config *cfg, unsigned wanted);
 
+/* Where mha_backward_f32 writes: as mha_grads, in floats. */
+typedef struct mha_grads_f32 {
+	float *dxq, *dxk, *dxv, *dW_Q, *dW_K, *dW_V, *dW_O, *db_Q, *db_K, *db_V, *db_O,
+	      *dsinks; /* as in mha_grads */
+} mha_grads_f32;
+
+/*
+ * mha_backward() for float32 data: float inputs, weights and dout (NULL:
+ * all ones), float gradients out, the same options; the fast path only,
+ * no intermediates (cfg->exact is not looked at), as mha_forward_f32.
+ * Not yet float32 arithmetic: the float values are widened to double
+ * (exactly), the float64 fast path runs on them, and each gradient is
+ * rounded to the nearest float once, so it agrees with mha_backward() on
+ * the same values to within half a float's unit in the last place; the
+ * same bits for any thread count.  It costs mha_backward_memory() plus a
+ * double copy of every input and gradient.  MHA_ERR_RANGE as
+ * mha_backward's, and when a gradient does not fit a float.
+ */
+MHA_API mha_status mha_backward_f32(const mha_grads_f32 *g, const float *dout,
+				    const mha_dims *dims, const mha_inputs_f32 *in,
+				    const mha_weights_f32 *w, const mha_config *cfg,
+				    mha_report *rep);
+
 #ifdef __cplusplus
 }
 #endif

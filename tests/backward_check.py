@@ -27,7 +27,9 @@ and biases.  Fully masked rows must give zero gradients, not NaN.
 
 Each case runs twice: with --print all (every head step, so the plain path)
 and with the default steps (the gradients alone: the fast path, as the
-output's meta "path" must say).  Without torch the cases are skipped, and
+output's meta "path" must say).  Every fourth case runs a third time with
+--dtype f32, its arrays rounded to float32 first, against torch.autograd
+in float32 at 1e-4 of the largest gradient.  Without torch the cases are skipped, and
 said so.  It prints one line per failure and ends with "N passed, N
 failed"; exit status 1 if any failed.
 """
@@ -41,6 +43,7 @@ import tempfile
 import numpy as np
 
 RTOL = 1e-10
+RTOL_F32 = 1e-4
 SEED = 20261117
 FEATURES = ["mask", "causal", "gqa", "cross", "softcap", "window", "rope", "alibi", "sinks",
             "batch", "kvlen", "wo", "bias", "direct", "apart"]
@@ -151,9 +154,10 @@ def make_case(rng, on):
     return c
 
 
-def run_mha(mha, c, d, fast=False):
+def run_mha(mha, c, d, fast=False, f32=False):
     """--print all (every head step: the plain path), or, fast, the default
-    steps (the gradients alone: the fast path, which meta's "path" must say)"""
+    steps (the gradients alone: the fast path, which meta's "path" must say);
+    f32: --dtype f32 on the fast path (meta's "dtype" f32)"""
     def save(name, a):
         path = os.path.join(d, name + ".npy")
         np.save(path, np.asarray(a))
@@ -161,7 +165,9 @@ def run_mha(mha, c, d, fast=False):
 
     args = [mha, "backward", "--heads", str(c["H"]), "--kv-heads", str(c["G"]), "-f", "json",
             "--grad-output", save("dO", c["dO"])]
-    if not fast:
+    if f32:
+        args += ["--dtype", "f32"]
+    elif not fast:
         args += ["--print", "all"]
     if c["direct"]:
         args += ["--q", save("q", c["q"]), "--k", save("k", c["k"]), "--v", save("v", c["v"])]
@@ -208,17 +214,21 @@ def run_mha(mha, c, d, fast=False):
         raise RuntimeError("exit %d: %s" % (r.returncode, r.stderr.strip()))
     got = json.loads(r.stdout)
     path = got.get("meta", {}).get("path")
-    if path != ("fast" if fast else "plain"):
+    if path != ("fast" if fast or f32 else "plain"):
         raise RuntimeError("ran on the %s path" % path)
+    if got["meta"]["dtype"] != ("f32" if f32 else "f64"):
+        raise RuntimeError("computed in %s" % got["meta"]["dtype"])
     return got, r.stderr
 
 
-def torch_grads(torch, c):
-    """the gradients of sum(dO * output), by autograd, one sequence at a time"""
+def torch_grads(torch, c, dt=None):
+    """the gradients of sum(dO * output), by autograd, one sequence at a time,
+    in dt (float64 unless told)"""
+    dt = dt or torch.float64
     o = c["opts"]
     H, G, dk, dv, nq, nkv = c["H"], c["G"], c["dk"], c["dv"], c["nq"], c["nkv"]
     B = c["B"] or 1
-    T = lambda a: torch.tensor(np.asarray(a, dtype=np.float64), dtype=torch.float64,
+    T = lambda a: torch.tensor(np.asarray(a, dtype=np.float64), dtype=dt,
                                requires_grad=True)
     leaves = {}
     for k in ("x", "kv", "xk", "xv", "q", "k", "v", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K",
@@ -230,8 +240,8 @@ def torch_grads(torch, c):
     slopes = None
     if "alibi" in o:
         slopes = torch.tensor(press_slopes(H) if o["alibi"] is None else o["alibi"],
-                              dtype=torch.float64)
-    dO = torch.tensor(c["dO"], dtype=torch.float64)
+                              dtype=dt)
+    dO = torch.tensor(c["dO"], dtype=dt)
     if not c["B"]:
         dO = dO.unsqueeze(0)
     scale = 1.0 / np.sqrt(dk)
@@ -268,9 +278,9 @@ def torch_grads(torch, c):
 
             def turn(X, heads, pos):
                 X = X.reshape(X.shape[0], heads, dk)
-                p = torch.tensor(pos, dtype=torch.float64)[:, None]
+                p = torch.tensor(pos, dtype=dt)[:, None]
                 inv = torch.tensor([theta ** (-2.0 * t / R) for t in range(R // 2)],
-                                   dtype=torch.float64)
+                                   dtype=dt)
                 ang = p * inv[None, :]
                 cs, sn = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
                 if mode == "half":
@@ -313,10 +323,10 @@ def torch_grads(torch, c):
                     if slopes is not None and seen[i, j]:
                         add[i, j] += float(slopes[h]) * (j - p)
             seen_t = torch.tensor(seen)
-            z = torch.where(seen_t, s + torch.tensor(add), torch.tensor(-np.inf, dtype=torch.float64))
+            z = torch.where(seen_t, s + torch.tensor(add, dtype=dt), torch.tensor(-np.inf, dtype=dt))
             any_seen = seen_t.any(dim=1, keepdim=True)
             mx = torch.where(any_seen, z.max(dim=1, keepdim=True).values,
-                             torch.zeros(nq, 1, dtype=torch.float64)).detach()
+                             torch.zeros(nq, 1, dtype=dt)).detach()
             if "sinks" in o:
                 mx = torch.maximum(mx, leaves["sinks"][h].detach())
             e = torch.exp(z - mx)
@@ -335,7 +345,7 @@ def torch_grads(torch, c):
     return {k: t.grad.numpy() if t.grad is not None else np.zeros(t.shape) for k, t in leaves.items()}
 
 
-def compare(c, got, want):
+def compare(c, got, want, rtol=RTOL):
     """(name, mha's key, torch's leaf) pairs to check; a list of failures"""
     pairs = []
     if c["direct"]:
@@ -368,9 +378,23 @@ def compare(c, got, want):
             continue
         scale = max(float(np.max(np.abs(w))), big, 1e-300)
         err = float(np.max(np.abs(g - w))) / scale
-        if err > RTOL:
+        if err > rtol:
             bad.append("%s: max difference %.3g of the largest value" % (key, err))
     return bad
+
+
+def rounded_f32(c):
+    """the case with its arrays (inputs, weights, dO, sinks) rounded to
+    float32, so that mha --dtype f32 and torch in float32 start alike"""
+    r = dict(c)
+    for k in ("x", "kv", "xk", "xv", "q", "k", "v", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K",
+              "b_V", "b_O", "dO"):
+        if k in r:
+            r[k] = np.asarray(r[k], dtype=np.float32).astype(np.float64)
+    r["opts"] = dict(c["opts"])
+    if "sinks" in r["opts"]:
+        r["opts"]["sinks"] = np.asarray(r["opts"]["sinks"], dtype=np.float32).astype(np.float64)
+    return r
 
 
 def main():
@@ -394,7 +418,7 @@ def main():
         for f in given[1:]:
             on.discard(f)
         plans.append(on)
-    passed = failed = 0
+    passed = failed = runs32 = 0
     with tempfile.TemporaryDirectory() as d:
         for n, on in enumerate(plans):
             c = make_case(rng, on)
@@ -418,8 +442,27 @@ def main():
                                                     "; ".join(bad)))
                 else:
                     passed += 1
+            # every fourth case also in float32: --dtype f32 against autograd
+            # in float32 from the same rounded values, at 1e-4 of the largest
+            # gradient (float32's rounding, over sums of a few dozen terms)
+            if n % 4:
+                continue
+            try:
+                c32 = rounded_f32(c)
+                want32 = torch_grads(torch, c32, torch.float32)
+                got, _ = run_mha(mha, c32, d, f32=True)
+                bad = compare(c32, got, want32, RTOL_F32)
+            except Exception as e:  # a failed run is a failed case
+                bad = [str(e)]
+            runs32 += 1
+            if bad:
+                failed += 1
+                print("FAIL %s, float32: %s" % (name, "; ".join(bad)))
+            else:
+                passed += 1
     print("backward_check: %d runs (each case on the plain path and the fast one) against "
-          "torch.autograd in float64 (%s)" % (passed + failed, torch.__version__))
+          "torch.autograd in float64, %d of them --dtype f32 against it in float32 (%s)"
+          % (passed + failed, runs32, torch.__version__))
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

@@ -3703,6 +3703,197 @@ START_TEST(test_backward_fast_extremes)
 }
 END_TEST
 
+/* n doubles rounded to floats (NULL stays NULL) */
+static float *floats_of(const double *v, size_t n)
+{
+	float *f;
+
+	if (!v)
+		return NULL;
+	f = malloc((n ? n : 1) * sizeof(float));
+	for (size_t i = 0; i < n; i++)
+		f[i] = (float)v[i];
+	return f;
+}
+
+/* n floats widened (NULL stays NULL) */
+static double *doubles_of(const float *f, size_t n)
+{
+	double *v;
+
+	if (!f)
+		return NULL;
+	v = malloc((n ? n : 1) * sizeof(double));
+	for (size_t i = 0; i < n; i++)
+		v[i] = f[i];
+	return v;
+}
+
+/* float gradients sized as grad_set's, NaN where the library must write or leave */
+struct grad_set_f32 {
+	mha_grads_f32 g;
+	float *all[12];
+};
+
+static void grads_alloc_f32(struct grad_set_f32 *s, const struct grad_set *like)
+{
+	for (int i = 0; i < 12; i++) {
+		s->all[i] = malloc(like->n[i] * sizeof(float));
+		for (size_t k = 0; k < like->n[i]; k++)
+			s->all[i][k] = NAN;
+	}
+	s->g = (mha_grads_f32){ s->all[0], s->all[1], s->all[2], s->all[3], s->all[4], s->all[5],
+				s->all[6], s->all[7], s->all[8], s->all[9], s->all[10], s->all[11] };
+}
+
+/*
+ * mha_backward_f32 on the random cases (every option, as make_case makes
+ * them): against mha_backward on the very same data at float32's
+ * tolerance (1e-4 of the case's largest gradient), against mha_backward on
+ * the values rounded to float to within half a float's last place (what
+ * mha.h promises: the float64 fast path, rounded once), the arrays of
+ * absent weights left alone, and 1 and 3 threads the same bits.
+ */
+START_TEST(test_backward_f32)
+{
+	static const char *const names[12] = { "dxq", "dxk", "dxv", "dW_Q", "dW_K", "dW_V", "dW_O",
+					       "db_Q", "db_K", "db_V", "db_O", "dsinks" };
+	struct random_case c;
+	struct grad_set full, rounded;
+	struct grad_set_f32 f1, f3;
+	mha_config one, three;
+	mha_report rep;
+	size_t oc, G, nx[3], nw[8];
+	double *dout, *dw[8], *dx[3], *ddo, scale = 0;
+	float *fx[3], *fw[8], *fdo;
+	char what[64];
+
+	make_case(&c, (unsigned)_i);
+	oc = mha_output_cols(&c.d, c.wo);
+	G = c.d.kv_heads ? c.d.kv_heads : c.d.heads;
+	nx[0] = c.d.n_q * c.d.d_q_in;
+	nx[1] = c.d.n_kv * c.d.d_k_in;
+	nx[2] = c.d.n_kv * c.d.d_v_in;
+	nw[0] = c.d.d_q_in * c.d.heads * c.d.d_k;
+	nw[1] = c.d.d_k_in * G * c.d.d_k;
+	nw[2] = c.d.d_v_in * G * c.d.d_v;
+	nw[3] = c.d.heads * c.d.d_v * oc;
+	nw[4] = c.d.heads * c.d.d_k;
+	nw[5] = G * c.d.d_k;
+	nw[6] = G * c.d.d_v;
+	nw[7] = oc;
+	dout = _i % 4 == 1 ? NULL : rnd_matrix(c.d.n_q * oc);
+	fdo = floats_of(dout, c.d.n_q * oc);
+	ddo = doubles_of(fdo, c.d.n_q * oc);
+	fx[0] = floats_of(c.xq, nx[0]);
+	fx[1] = floats_of(c.xk, nx[1]);
+	fx[2] = floats_of(c.xv, nx[2]);
+	for (int i = 0; i < 3; i++)
+		dx[i] = doubles_of(fx[i], nx[i]);
+	for (int i = 0; i < 8; i++) {
+		fw[i] = floats_of(i < 4 ? c.W[i] : c.b[i - 4], nw[i]);
+		dw[i] = doubles_of(fw[i], nw[i]);
+	}
+	grads_alloc(&full, &c.d, 1);
+	grads_alloc(&rounded, &c.d, 1);
+	grads_alloc_f32(&f1, &full);
+	grads_alloc_f32(&f3, &full);
+	one = three = c.cfg;
+	one.threads = 1;
+	three.threads = 3;
+	ck_assert_int_eq(mha_backward(&full.g, dout, &c.d, &(mha_inputs){ c.xq, c.xk, c.xv },
+				      &(mha_weights){ c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1],
+						      c.b[2], c.b[3] }, &c.cfg, NULL, NULL), MHA_OK);
+	ck_assert_int_eq(mha_backward(&rounded.g, ddo, &c.d, &(mha_inputs){ dx[0], dx[1], dx[2] },
+				      &(mha_weights){ dw[0], dw[1], dw[2], dw[3], dw[4], dw[5], dw[6],
+						      dw[7] }, &one, NULL, NULL), MHA_OK);
+	{
+		const mha_inputs_f32 in = { fx[0], fx[1], fx[2] };
+		const mha_weights_f32 w = { fw[0], fw[1], fw[2], fw[3], fw[4], fw[5], fw[6], fw[7] };
+
+		ck_assert_int_eq(mha_backward_f32(&f1.g, fdo, &c.d, &in, &w, &one, &rep), MHA_OK);
+		ck_assert_int_eq(mha_backward_f32(&f3.g, fdo, &c.d, &in, &w, &three, NULL), MHA_OK);
+	}
+	ck_assert_int_eq(rep.fast_path, 1);
+	/* the case's scale: its largest gradient of an input */
+	for (int i = 0; i < 3; i++)
+		for (size_t k = 0; k < full.n[i]; k++)
+			scale = fmax(scale, fabs(full.all[i][k]));
+	for (int i = 0; i < 12; i++) {
+		const int absent = (i >= 3 && i <= 5 && !c.W[i - 3]) || ((i == 6 || i == 10) && !c.wo) ||
+				   (i == 11 && !c.cfg.sinks);
+		double *widened = doubles_of(f1.all[i], full.n[i]);
+
+		ck_assert_msg(!memcmp(f1.all[i], f3.all[i], full.n[i] * sizeof(float)),
+			      "case %d %s: 1 and 3 threads differ", _i, names[i]);
+		if (absent) {
+			ck_assert_msg(isnan(f1.all[i][0]), "case %d %s: written", _i, names[i]);
+			free(widened);
+			continue;
+		}
+		for (size_t k = 0; k < full.n[i]; k++)
+			ck_assert_msg(f1.all[i][k] == (float)rounded.all[i][k],
+				      "case %d %s[%zu]: %.9g, not float64's %.17g rounded", _i,
+				      names[i], k, f1.all[i][k], rounded.all[i][k]);
+		grad_floor = scale;
+		snprintf(what, sizeof(what), "case %d f32 %s", _i, names[i]);
+		grad_close(what, widened, full.all[i], full.n[i], 1e-4);
+		free(widened);
+	}
+	for (int i = 0; i < 3; i++) {
+		free(fx[i]);
+		free(dx[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		free(fw[i]);
+		free(dw[i]);
+	}
+	for (int i = 0; i < 12; i++) {
+		free(f1.all[i]);
+		free(f3.all[i]);
+	}
+	grads_free(&full);
+	grads_free(&rounded);
+	free(dout);
+	free(fdo);
+	free(ddo);
+	free_case(&c);
+}
+END_TEST
+
+/* mha_backward_f32's refusals: NULLs, bad dims, a gradient too large for a float */
+START_TEST(test_backward_f32_errors)
+{
+	const mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2, .heads = 1,
+			     .d_k = 2, .d_v = 2 };
+	mha_dims bad = d;
+	const float x[4] = { 1, 2, 3, 4 };
+	float dout[4] = { 1, 1, 1, 1 }, dx[4], dxk[4];
+	const mha_inputs_f32 in = { x, x, x };
+	mha_grads_f32 g = { .dxq = dx };
+
+	ck_assert_int_eq(mha_backward_f32(NULL, NULL, &d, &in, NULL, NULL, NULL), MHA_ERR_NULL);
+	ck_assert_int_eq(mha_backward_f32(&g, NULL, NULL, &in, NULL, NULL, NULL), MHA_ERR_NULL);
+	ck_assert_int_eq(mha_backward_f32(&g, NULL, &d, NULL, NULL, NULL, NULL), MHA_ERR_NULL);
+	ck_assert_int_eq(mha_backward_f32(&g, NULL, &d, &(mha_inputs_f32){ x, NULL, x }, NULL, NULL,
+					  NULL), MHA_ERR_NULL);
+	bad.n_q = 0;
+	ck_assert_int_eq(mha_backward_f32(&g, NULL, &bad, &in, NULL, NULL, NULL), MHA_ERR_DIM);
+	/* a shape refused before a float is read: x holds 4, not 6 */
+	bad = d;
+	bad.d_q_in = 3;
+	ck_assert_int_eq(mha_backward_f32(&g, NULL, &bad, &in, NULL, NULL, NULL), MHA_ERR_SHAPE);
+	ck_assert_int_eq(mha_backward_f32(&g, NULL, &d, &in, NULL, NULL, NULL), MHA_OK);
+	/* dxv = Pᵀ·dO: 2e38 from each of two rows is past FLT_MAX, not past DBL_MAX */
+	dout[0] = dout[1] = dout[2] = dout[3] = 2e38f;
+	g.dxk = dxk;
+	ck_assert_int_eq(mha_backward_f32(&(mha_grads_f32){ .dxv = dxk }, dout, &d, &in, NULL, NULL,
+					  NULL), MHA_ERR_RANGE);
+	dout[0] = NAN;
+	ck_assert_int_eq(mha_backward_f32(&g, dout, &d, &in, NULL, NULL, NULL), MHA_ERR_RANGE);
+}
+END_TEST
+
 /*
  * mha_backward_memory against what a run allocates at its peak, measured
  * (the forward's tracker): never below, within a quarter and 4 KiB above.
@@ -3806,6 +3997,8 @@ static Suite *mha_suite(void)
 		tcase_add_loop_test(bw, test_backward_memory_measured, 0, 60);
 		tcase_add_loop_test(bw, test_backward_fast_blocks, 0, 8);
 		tcase_add_test(bw, test_backward_fast_extremes);
+		tcase_add_loop_test(bw, test_backward_f32, 0, 300);
+		tcase_add_test(bw, test_backward_f32_errors);
 		tcase_set_timeout(bw, 60);
 		suite_add_tcase(s, bw);
 	}
