@@ -108,10 +108,12 @@ static int threads_for(int threads, size_t tasks)
  * a[p·ps + i·is] (packed: ps = MR, is = 1; plain rows: ps = 1, is = lda)
  * and b is NR columns packed row by row (b[p·NR + j]), both kc long.  The
  * MR·2 accumulators stay in registers; inlined, the strides are constants.
+ * Without add, the sums are stored times mul (QKᵀ's scale, rounded once
+ * as a separate product would be; 1 elsewhere, which changes nothing).
  */
 static inline __attribute__((always_inline)) void
 micro_strided(size_t kc, const REAL *restrict a, size_t ps, size_t is, const REAL *restrict b,
-	      REAL *restrict c, size_t ldc, size_t mr, size_t nr, int add)
+	      REAL *restrict c, size_t ldc, size_t mr, size_t nr, int add, REAL mul)
 {
 	vec acc[MR][2];
 
@@ -138,8 +140,8 @@ micro_strided(size_t kc, const REAL *restrict a, size_t ps, size_t is, const REA
 				c0 += acc[i][0];
 				c1 += acc[i][1];
 			} else {
-				c0 = acc[i][0];
-				c1 = acc[i][1];
+				c0 = acc[i][0] * mul;
+				c1 = acc[i][1] * mul;
 			}
 			memcpy(ci, &c0, sizeof(vec));
 			memcpy(ci + VL, &c1, sizeof(vec));
@@ -152,7 +154,7 @@ micro_strided(size_t kc, const REAL *restrict a, size_t ps, size_t is, const REA
 		memcpy(tmp, &acc[i][0], sizeof(vec));
 		memcpy(tmp + VL, &acc[i][1], sizeof(vec));
 		for (size_t j = 0; j < nr; j++)
-			c[i * ldc + j] = add ? c[i * ldc + j] + tmp[j] : tmp[j];
+			c[i * ldc + j] = add ? c[i * ldc + j] + tmp[j] : tmp[j] * mul;
 	}
 }
 
@@ -160,7 +162,7 @@ micro_strided(size_t kc, const REAL *restrict a, size_t ps, size_t is, const REA
 static void micro(size_t kc, const REAL *restrict a, const REAL *restrict b, REAL *restrict c,
 		  size_t ldc, size_t mr, size_t nr, int add)
 {
-	micro_strided(kc, a, MR, 1, b, c, ldc, mr, nr, add);
+	micro_strided(kc, a, MR, 1, b, c, ldc, mr, nr, add, 1);
 }
 
 /* MR plain rows of lda; rows past the last are never read (mr < MR) only
@@ -170,7 +172,7 @@ static inline __attribute__((always_inline)) void
 micro_rows(size_t kc, const REAL *restrict a, size_t lda, const REAL *restrict b,
 		       REAL *restrict c, size_t ldc, size_t mr, size_t nr, int add)
 {
-	micro_strided(kc, a, 1, lda, b, c, ldc, mr, nr, add);
+	micro_strided(kc, a, 1, lda, b, c, ldc, mr, nr, add, 1);
 }
 
 /* rows [0, m) of A (lda), columns [k0, k0 + kc), into MR-row strips, zero-padded */
@@ -561,12 +563,13 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 	for (size_t k0 = begin; k0 < end; k0 += BK) {
 		const size_t cols = min_size(BK, end - k0);
 
-		/* S = Q_blk · K_blkᵀ; the micro-kernels inlined here (always_inline) */
+		/* S = Q_blk · K_blkᵀ · scale, scaled in the registers before the store
+		 * (no pass of its own); the micro-kernels inlined here (always_inline) */
 		for (size_t s = 0; s < cols; s += NR)
 			for (size_t i = 0; i < rows; i += MR)
 				micro_strided(dk, w->q + i * dk, MR, 1, ktp + (k0 + s) * dk,
 					      w->s + i * BK + s, BK, min_size(MR, rows - i),
-					      min_size(NR, cols - s), 0);
+					      min_size(NR, cols - s), 0, scale);
 		/* scale, softcap, mask; the running max and sum; the weights */
 		for (size_t i = 0; i < rows; i++) {
 			REAL *si = w->s + i * BK, mx, alpha, sum = 0, lanes[VB / sizeof(REAL)];
@@ -585,11 +588,10 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 			for (size_t j = cols; j < cv; j++)
 				si[j] = 0;
 			for (size_t j = 0; j < cv; j += VL) {
-				const vec x = *(vec *)(si + j) * scale;
+				const vec x = *(const vec *)(si + j); /* scaled already */
 
 				/* x - x: 0 where x is finite, NaN where it is not */
 				bad += x - x;
-				*(vec *)(si + j) = x;
 				/* two running maxima, a shorter chain: the max is the same */
 				if (j / VL % 2)
 					vmx2 = pick(x > vmx2, x, vmx2);
