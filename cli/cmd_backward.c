@@ -678,23 +678,6 @@ static int explain(const struct emit *e, const struct step_items *lists, size_t 
 
 /* ---- --dtype f32 -------------------------------------------------------------- */
 
-/* a float copy of n doubles (NULL stays NULL); *ok cleared when out of memory */
-static float *floats_of(const double *v, size_t n, int *ok)
-{
-	float *f;
-
-	if (!v)
-		return NULL;
-	f = malloc((n ? n : 1) * sizeof(float));
-	if (!f) {
-		*ok = 0;
-		return NULL;
-	}
-	for (size_t i = 0; i < n; i++)
-		f[i] = (float)v[i];
-	return f;
-}
-
 /*
  * --dtype f32: the inputs, weights and dO rounded to float, the library's
  * mha_backward_f32, the gradients widened back (exactly) into g's arrays.
@@ -712,17 +695,17 @@ static mha_status backward_f32(const mha_grads *g, const double *dout, const str
 	double *const gd[12] = { g->dxq, g->dxk, g->dxv, g->dW_Q, g->dW_K, g->dW_V,
 				 g->dW_O, g->db_Q, g->db_K, g->db_V, g->db_O, g->dsinks };
 	int ok = 1;
-	float *xq = floats_of(in->xq, B * d->n_q * d->d_q_in, &ok);
-	float *xk = in->xk == in->xq ? xq : floats_of(in->xk, B * d->n_kv * d->d_k_in, &ok);
+	float *xq = floats_copy(in->xq, B * d->n_q * d->d_q_in, &ok);
+	float *xk = in->xk == in->xq ? xq : floats_copy(in->xk, B * d->n_kv * d->d_k_in, &ok);
 	float *xv = in->xv == in->xk ? xk : in->xv == in->xq ? xq :
-		    floats_of(in->xv, B * d->n_kv * d->d_v_in, &ok);
+		    floats_copy(in->xv, B * d->n_kv * d->d_v_in, &ok);
 	float *W[8] = {
-		floats_of(w->W_Q, d->d_q_in * hk, &ok), floats_of(w->W_K, d->d_k_in * gk, &ok),
-		floats_of(w->W_V, d->d_v_in * gv, &ok), floats_of(w->W_O, hv * oc, &ok),
-		floats_of(w->b_Q, hk, &ok), floats_of(w->b_K, gk, &ok), floats_of(w->b_V, gv, &ok),
-		floats_of(w->W_O ? w->b_O : NULL, oc, &ok),
+		floats_copy(w->W_Q, d->d_q_in * hk, &ok), floats_copy(w->W_K, d->d_k_in * gk, &ok),
+		floats_copy(w->W_V, d->d_v_in * gv, &ok), floats_copy(w->W_O, hv * oc, &ok),
+		floats_copy(w->b_Q, hk, &ok), floats_copy(w->b_K, gk, &ok), floats_copy(w->b_V, gv, &ok),
+		floats_copy(w->W_O ? w->b_O : NULL, oc, &ok),
 	};
-	float *fo = floats_of(dout, B * d->n_q * oc, &ok), *gf[12];
+	float *fo = floats_copy(dout, B * d->n_q * oc, &ok), *gf[12];
 	mha_status st = MHA_ERR_NOMEM;
 
 	for (int i = 0; i < 12; i++) {

@@ -143,3 +143,19 @@ void matrix_free(matrix *m)
 	m->labels = NULL;
 	m->n_labels = 0;
 }
+
+float *floats_copy(const double *v, size_t n, int *ok)
+{
+	float *f;
+
+	if (!v)
+		return NULL;
+	f = malloc((n ? n : 1) * sizeof(float));
+	if (!f) {
+		*ok = 0;
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		f[i] = (float)v[i];
+	return f;
+}

@@ -39,6 +39,9 @@ void matrix_free(matrix *m);
 /* floats (m->f) made doubles (m->v), exactly, for code that takes doubles
  * alone; nothing when m holds doubles.  0, or -1 said (m unchanged). */
 int matrix_widen(matrix *m);
+/* a float copy of n doubles, each rounded once (NULL stays NULL), from
+ * malloc(); *ok cleared when out of memory (said by the caller) */
+float *floats_copy(const double *v, size_t n, int *ok);
 
 /* What a reader accepts beyond finite numbers. */
 enum {

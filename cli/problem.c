@@ -941,23 +941,6 @@ int problem_check_memory(const struct problem *p, unsigned wanted, int f32)
 		     show_bytes(c, sizeof(c), part[2]), show_bytes(m, sizeof(m), limit));
 }
 
-/* a float copy of n doubles (NULL stays NULL); *ok cleared when out of memory */
-static float *to_f32(const double *v, size_t n, int *ok)
-{
-	float *f;
-
-	if (!v)
-		return NULL;
-	f = malloc((n ? n : 1) * sizeof(float));
-	if (!f) {
-		*ok = 0;
-		return NULL;
-	}
-	for (size_t i = 0; i < n; i++)
-		f[i] = (float)v[i];
-	return f;
-}
-
 /*
  * --dtype f32: the inputs rounded to float, the library's float32 path,
  * the output widened back (exactly) and marked as floats for the writers.
@@ -972,15 +955,15 @@ static mha_status forward_f32(matrix *out, const mha_dims *d, const mha_inputs *
 	const size_t B = d->batch ? d->batch : 1;
 	int ok = 1;
 	/* inputs read as floats are used as they are; the rest rounded here */
-	float *xq = srcf->xq ? NULL : to_f32(src->xq, B * d->n_q * d->d_q_in, &ok);
-	float *xk = src->xk == src->xq ? xq : srcf->xk ? NULL : to_f32(src->xk, B * d->n_kv * d->d_k_in, &ok);
-	float *xv = src->xv == src->xk ? xk : srcf->xv ? NULL : to_f32(src->xv, B * d->n_kv * d->d_v_in, &ok);
+	float *xq = srcf->xq ? NULL : floats_copy(src->xq, B * d->n_q * d->d_q_in, &ok);
+	float *xk = src->xk == src->xq ? xq : srcf->xk ? NULL : floats_copy(src->xk, B * d->n_kv * d->d_k_in, &ok);
+	float *xv = src->xv == src->xk ? xk : srcf->xv ? NULL : floats_copy(src->xv, B * d->n_kv * d->d_v_in, &ok);
 	/* weights read as floats (wf) are used as they are; doubles rounded */
 	float *W[8] = {
-		to_f32(w->W_Q, d->d_q_in * hk, &ok), to_f32(w->W_K, d->d_k_in * gk, &ok),
-		to_f32(w->W_V, d->d_v_in * gv, &ok), to_f32(w->W_O, hv * out_cols, &ok),
-		to_f32(w->b_Q, hk, &ok), to_f32(w->b_K, gk, &ok), to_f32(w->b_V, gv, &ok),
-		to_f32(w->b_O, out_cols, &ok),
+		floats_copy(w->W_Q, d->d_q_in * hk, &ok), floats_copy(w->W_K, d->d_k_in * gk, &ok),
+		floats_copy(w->W_V, d->d_v_in * gv, &ok), floats_copy(w->W_O, hv * out_cols, &ok),
+		floats_copy(w->b_Q, hk, &ok), floats_copy(w->b_K, gk, &ok), floats_copy(w->b_V, gv, &ok),
+		floats_copy(w->b_O, out_cols, &ok),
 	};
 	const float *const Wf[8] = { wf->W_Q, wf->W_K, wf->W_V, wf->W_O, wf->b_Q, wf->b_K, wf->b_V,
 				     wf->b_O };
