@@ -911,6 +911,8 @@ int forward_run(int argc, char **argv, const struct forward_command *cmd)
 			!o.cmd->backward; /* backward rounds its inputs itself */
 	o.spec.float_out = o.spec.floats &&
 			   (o.emit.format == FORMAT_NPY || o.emit.format == FORMAT_NPZ);
+	/* the forward pass only reads its inputs: native .npy files mapped */
+	o.spec.map = !o.cmd->backward;
 	/* one limit from the first byte read to the last written */
 	budget_init(o.max_memory);
 	rc = problem_load(&pb, &o.spec);

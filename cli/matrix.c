@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 size_t matrix_size(const matrix *m)
 {
@@ -115,9 +116,14 @@ int matrix_widen(matrix *m)
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		d.v[i] = m->f[i];
-	free(m->f);
+	if (m->map)
+		munmap(m->map, m->map_len);
+	else
+		free(m->f);
 	budget_give(m->held);
 	m->f = NULL;
+	m->map = NULL;
+	m->map_len = 0;
 	m->v = d.v;
 	m->held = d.held;
 	m->is_f32 = 0; /* as a reader widening float32 leaves it */
@@ -128,9 +134,15 @@ void matrix_free(matrix *m)
 {
 	if (!m)
 		return;
-	free(m->v);
-	free(m->f);
+	if (m->map) {
+		munmap(m->map, m->map_len);
+	} else {
+		free(m->v);
+		free(m->f);
+	}
 	budget_give(m->held);
+	m->map = NULL;
+	m->map_len = 0;
 	m->v = NULL;
 	m->f = NULL;
 	m->held = 0;

@@ -1,6 +1,9 @@
 /*
  * matrix.h: the CLI's dense arrays of double (1-D to 3-D, and 4-D for a
  * mask broadcast over a batch) and the readers that fill them.  The library sees only the data pointer and the sizes.
+ * A matrix read with READ_MAP may hold its values in a read-only mapping of
+ * its file (map): nobody writes into such a matrix, and matrix_free() or
+ * matrix_widen() are the only ways to let it go.
  */
 #ifndef MHA_CLI_MATRIX_H
 #define MHA_CLI_MATRIX_H
@@ -18,6 +21,9 @@ typedef struct matrix {
 	char **labels; /* a label (token) per row of a 2-D matrix, or NULL; owned */
 	size_t n_labels;
 	size_t held;   /* what v holds of the memory budget (budget.h) */
+	void *map;     /* not NULL: v or f points into this read-only mapping of a
+			  .npy file (READ_MAP), map_len bytes, unmapped by matrix_free */
+	size_t map_len;
 	size_t labels_held; /* and what the labels hold */
 } matrix;
 
@@ -48,7 +54,9 @@ enum {
 	READ_NONFINITE = 1u << 0, /* -inf, inf, nan in their usual spellings (masks only) */
 	READ_BOOL = 1u << 1,      /* true and false, all of them or none (masks only) */
 	READ_LABELS = 1u << 2,    /* row labels: JSON "tokens", a CSV first column of names */
-	READ_F32 = 1u << 3        /* float32 values may stay floats (m->f): --dtype f32's inputs */
+	READ_F32 = 1u << 3,       /* float32 values may stay floats (m->f): --dtype f32's inputs */
+	READ_MAP = 1u << 4        /* a native .npy file's values may be mapped, not read (m->map):
+				     for callers that never write into the matrix */
 };
 
 #endif

@@ -291,7 +291,8 @@ static int read_positions(struct problem *p, const char *path)
 static int read_inputs(const struct problem_spec *s, struct problem *p)
 {
 	/* 3-D: a batch of sequences (B, rows, cols) */
-	const unsigned fl = s->floats ? READ_F32 : 0; /* float32 stays float32 */
+	const unsigned fl = (s->floats ? READ_F32 : 0) | /* float32 stays float32 */
+			    (s->map ? READ_MAP : 0);
 	const read_spec xs = { "X", x_keys, 2, 3, READ_LABELS | fl },
 			kvs = { "X_kv", x_keys, 2, 3, READ_LABELS | fl },
 			xks = { "X_k", x_keys, 2, 3, READ_LABELS | fl }, xvs = { "X_v", x_keys, 2, 3, fl };
@@ -344,6 +345,7 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 		return -1;
 	p->w.layout = s->layout;
 	p->w.floats = s->floats;
+	p->w.map = s->map;
 	if (s->w && model_is_checkpoint(s->w)) {
 		if (model_load(&p->w, &p->spec, s->w))
 			return -1;

@@ -53,6 +53,9 @@ struct problem_spec {
 					   floats (READ_F32) */
 	int float_out;                  /* and the output is made and written as floats
 					   (--format npy or npz) */
+	int map;                        /* X, Q, K, V and the weights may be mapped from
+					   native .npy files (READ_MAP): nothing writes
+					   into them (mha forward) */
 	size_t n_kv_lens;               /* their number (a single --kv-len N is cfg.kv_len) */
 	const char *grad_output;        /* mha backward --grad-output: dO, or NULL */
 };

@@ -176,7 +176,8 @@ static int put(weights *w, int slot, matrix *m, const char *src, int replace)
 static int load_file(weights *w, int slot, const char *path, const char *src, int replace)
 {
 	const char *const keys[] = { slot_name(slot), NULL };
-	const read_spec spec = { slot_name(slot), keys, 1, 3, w->floats ? READ_F32 : 0 };
+	const read_spec spec = { slot_name(slot), keys, 1, 3,
+				 (w->floats ? READ_F32 : 0) | (w->map ? READ_MAP : 0) };
 	matrix m;
 
 	if (read_matrix(&m, path, &spec))

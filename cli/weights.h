@@ -40,6 +40,7 @@ typedef struct weights {
 				      out_proj.weight, …), so held to nn.MultiheadAttention's shape */
 	weight_layout layout;
 	int floats;                /* float32 files stay floats (READ_F32): --dtype f32 */
+	int map;                   /* .npy files may be mapped (READ_MAP, problem.h's map) */
 } weights;
 
 /* -w PATH: a JSON object, or a directory of one file per weight. */

@@ -22,6 +22,11 @@ format 1.0, 2.0 or 3.0) or, for the malformed ones, by hand.  Then:
   (truncated, bytes after, nan far in, a header promising more than
   --max-memory) in both, and --dtype f32 keeping floats (its .npy output
   float32, the same numbers as from float64 inputs and as its JSON);
+- mapped files (mha forward maps a native .npy file opened by its path):
+  the output the same bytes as from a pipe, /dev/stdin (a pipe, or
+  redirected from the file), and a header that leaves the values
+  unaligned (read); the same errors and --max-memory refusals either
+  way; and fewer page faults, which shows that the file was mapped;
 - writing, when `mha forward --help` offers --format npy: `-o FILE.npy`
   and `-o DIR/` must write files np.load reads back equal, bit for bit,
   to the matrices of the JSON output, and the file must be the very bytes
@@ -521,6 +526,94 @@ def check_large(c, rng):
         c.report("large: -x /dev/zero is refused at --max-memory", ok, err.strip())
 
 
+# ---- mapped files: the values not read but mapped -------------------------
+
+
+def minor_faults(cmd, stdin_path=None):
+    """exit status, standard error and minor page faults of one run (the
+    child's own, from wait4)"""
+    with open(stdin_path or os.devnull, "rb") as fin:
+        child = subprocess.Popen(cmd, stdin=fin, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE)
+        err = child.stderr.read().decode("utf-8", "replace")
+        _, status, usage = os.wait4(child.pid, 0)
+    return os.waitstatus_to_exitcode(status), err, usage.ru_minflt
+
+
+def unaligned_copy(c, a):
+    """a's .npy file with a header 2 bytes longer than a 64-byte multiple:
+    the values at an offset no float32 or float64 may be read from in place"""
+    text = dict_text(a.dtype.str, a.shape)
+    hlen = 128 + 2 - 10
+    return write_bytes(c.path("unaligned"), raw_npy(text + " " * (hlen - len(text) - 1) + "\n",
+                                                  a.tobytes(), pad=False))
+
+
+def check_mapped(c, rng):
+    """mha forward maps a native .npy file opened by its path (cli/read_npy.c
+    map_values) and reads the rest: the output must be the same bytes
+    whichever way each input came, the errors the same, --max-memory the
+    same; and mapping must be what happens (a read of 16 MiB costs 4096
+    page faults more)."""
+    xb = rng.standard_normal((300, 64))
+    wb = rng.standard_normal((64, 64)) / 8
+    for dtype, extra in (("<f8", []), ("<f4", ["--dtype", "f32"])):
+        x = xb.astype(dtype)
+        xpath = save(c.path("mx"), x)
+        ws = [save(c.path("mw"), wb.astype(dtype)) for _ in range(4)]
+        wargs = []
+        for opt, f in zip(["--wq", "--wk", "--wv", "--wo"], ws):
+            wargs += [opt, f]
+        outs = {}
+        ways = [("a file (mapped)", ["-x", xpath], None),
+                ("a header not aligned (read)", ["-x", unaligned_copy(c, x)], None),
+                ("a pipe (read)", ["-x", "-"], open(xpath, "rb").read()),
+                ("/dev/stdin from a pipe (read)", ["-x", "/dev/stdin"], open(xpath, "rb").read())]
+        for how, args, stdin in ways:
+            o = c.path("mout")
+            rc, _, err = c.run(["forward", "--heads", "4", "--causal"] + args + wargs + extra +
+                               ["-o", o], stdin)
+            outs[how] = open(o, "rb").read() if rc == 0 else err.strip()
+        # standard input redirected from the file: opened again by its path
+        o = c.path("mout")
+        rc, err, _ = minor_faults([c.binary, "forward", "--heads", "4", "--causal", "-x",
+                                   "/dev/stdin"] + wargs + extra + ["-o", o], xpath)
+        outs["/dev/stdin from the file"] = open(o, "rb").read() if rc == 0 else err.strip()
+        first = outs["a file (mapped)"]
+        for how, got in outs.items():
+            c.report("mapped: %s, X from %s: the output's bytes as from a file" % (dtype, how),
+                     isinstance(first, bytes) and got == first,
+                     got if isinstance(got, str) else "")
+
+    # the same errors and --max-memory refusals whichever way the file is read
+    x = xb.astype("<f8")
+    nan = x.copy()
+    nan[299, 63] = np.nan
+    for name, a, extra, want in (
+            ("nan at the end", nan, [], "X[299][63] is nan: only a mask may hold nan"),
+            # the file fits the budget, its values do not: refused, nothing held
+            ("values past --max-memory", x, ["--max-memory", str(len(npy_bytes(x)) + 2048)],
+             "reading it needs more than --max-memory")):
+        for how, path in (("mapped", save(c.path("me"), a)), ("read", unaligned_copy(c, a))):
+            o = c.path("mout")
+            rc, out, err = c.run(["forward", "-x", path, "-o", o] + extra)
+            ok = (rc == 1 and err.startswith("mha: %s: " % path) and want in err and
+                  len(err.splitlines()) == 1 and not os.path.exists(o))
+            c.report("mapped: %s (%s): exit 1, one line, no output file" % (name, how), ok,
+                     "%d %s" % (rc, err.strip()))
+
+    # mapped, not read: X of 16 MiB, then a weight that is not a .npy file
+    big = rng.standard_normal((2048, 1024))
+    faults = {}
+    bad = write_bytes(c.path("badw", ".json"), b"[[1, 2], [3")
+    for how, path in (("mapped", save(c.path("big"), big)), ("read", unaligned_copy(c, big))):
+        rc, err, faults[how] = minor_faults([c.binary, "forward", "-x", path, "--wq", bad])
+        c.report("mapped: a 16 MiB X %s, then a bad weight: exit 1" % how, rc == 1, err.strip())
+    c.report("mapped: a 16 MiB X mapped takes 2000 page faults fewer than read",
+             faults["mapped"] + 2000 < faults["read"],
+             "%d faults mapped, %d read" % (faults["mapped"], faults["read"]))
+
+
 # ---- writing --------------------------------------------------------------
 
 
@@ -667,6 +760,7 @@ def main():
         check_errors(c)
         check_stdin(c, rng)
         check_large(c, rng)
+        check_mapped(c, rng)
         check_writes(c, rng)
     print("%d passed, %d failed" % (c.passed, c.failed))
     return 1 if c.failed else 0

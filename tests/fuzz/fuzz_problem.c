@@ -177,6 +177,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s.cfg.causal = (opts & 4) ? MHA_CAUSAL_TOP_LEFT : MHA_CAUSAL_NONE;
 	s.cell = (opts & 32) ? "1,1" : NULL;
 	s.cfg.kv_len = (opts & 64) ? 2 : 0;
+	s.map = 1; /* as mha forward reads: a native .npy X past 4 KiB mapped */
 	data++;
 	size--;
 	if (opts & 128) {
