@@ -36,6 +36,7 @@
  */
 #include "mha.h"
 #include "kernel.h"
+#include "kernel_bwd.h"
 #include "plain.h"
 #include "rules.h"
 
@@ -343,8 +344,12 @@ static mha_status back_head(struct bw *r, size_t h)
  * block of one key/value head), and sums in a fixed order (its products on
  * one thread), so the bits are the same for any thread count.
  */
+#ifndef FAST_QB
 #define FAST_QB 32
+#endif
+#ifndef FAST_KB
 #define FAST_KB 32
+#endif
 
 /*
  * The masked value of query i (head h) and key j from its score s, as
@@ -422,6 +427,31 @@ static int fast_tile(const struct mha_kernels *k, double *C, size_t ldc, const d
 	return g.failed;
 }
 
+#define BWD_KERNELS(sfx) { mha_bwd_softmax_##sfx, mha_bwd_dscores_##sfx, mha_bwd_keyrow_##sfx }
+
+/* the elementwise kernels (kernel_bwd.c) of the vector width k's GEMM has */
+static const struct mha_bwd_kernels *bwd_kernels(const struct mha_kernels *k)
+{
+	static const struct mha_bwd_kernels base = BWD_KERNELS(f64_base);
+#if defined(MHA_X86_KERNELS)
+	static const struct mha_bwd_kernels avx2 = BWD_KERNELS(f64_avx2);
+	static const struct mha_bwd_kernels avx512 = BWD_KERNELS(f64_avx512);
+
+	if (k->gemm == mha_gemm_f64_avx512)
+		return &avx512;
+	if (k->gemm == mha_gemm_f64_avx2)
+		return &avx2;
+#endif
+	(void)k;
+	return &base;
+}
+
+/* no softcap, mask term or ALiBi: the rows the elementwise kernels take */
+static int fast_plain_rule(const struct bw *r)
+{
+	return !(r->cfg->softcap > 0) && !r->rule.allow && !r->rule.bias && !r->rule.alibi;
+}
+
 /* what a thread holds: FAST_TILES tiles of FAST_QB (or FAST_KB) rows of keys (or queries) */
 #define FAST_TILES 4
 struct fast_buf {
@@ -442,7 +472,8 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 	const size_t ldq = r->H * r->dk, ldc = r->H * r->dv, ldk = r->G * r->dk, ldv = r->G * r->dv;
 	const size_t kb = mha_rule_keys_begin(&r->rule, i0), ke = mha_rule_keys_end(&r->rule, i1 - 1);
 	const size_t nb = i1 - i0, nk = ke > kb ? ke - kb : 0;
-	const int capped = r->cfg->softcap > 0;
+	const int capped = r->cfg->softcap > 0, vect = fast_plain_rule(r);
+	const struct mha_bwd_kernels *bk = bwd_kernels(k);
 
 	for (size_t i = i0; i < i1; i++) {
 		memset(r->concat + i * ldc + h * r->dv, 0, r->dv * sizeof(double));
@@ -461,6 +492,14 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 		double *s = f->s + (i - i0) * nk, *th = f->th + (i - i0) * nk, *p = f->p + (i - i0) * nk;
 		double m = -INFINITY, l = 0.0;
 
+		if (vect && jb < je &&
+		    !bk->softmax(p + (jb - kb), s + (jb - kb), je - jb, r->scale,
+				 r->rule.sinks ? r->rule.sinks + h : NULL, &r->lse[h * n_q + i])) {
+			/* the common case, vectorised: keys outside the row's range weigh 0 */
+			memset(p, 0, (jb - kb) * sizeof(double));
+			memset(p + (je - kb), 0, (ke - je) * sizeof(double));
+			continue;
+		}
 		for (size_t j = kb; j < ke; j++) {
 			double x = -INFINITY, t = 0.0;
 
@@ -516,6 +555,10 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 		double *dp = f->dp + i * nk;
 		const double *p = f->p + i * nk, *th = f->th + i * nk;
 
+		if (!capped) {
+			bk->dscores(dp, p, nk, D, r->scale);
+			continue;
+		}
 		for (size_t j = 0; j < nk; j++) {
 			double ds = p[j] == 0.0 ? 0.0 : p[j] * (dp[j] - D);
 
@@ -543,6 +586,33 @@ static void fast_query_range(const struct bw *r, size_t j0, size_t j1, size_t *q
 }
 
 /*
+ * Pass 2, one entry (query i, key j) of head h from its score s, one at a
+ * time: p = exp(masked − L), dp = dS·scale (dp holds dP on entry)
+ */
+static void fast_key_entry(const struct bw *r, size_t h, size_t g, size_t i, size_t j, double s,
+			   double *p, double *dp)
+{
+	const size_t n_q = r->d->n_q, ldq = r->H * r->dk, ldk = r->G * r->dk;
+	const size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
+	const double L = r->lse[h * n_q + i], D = r->Dall[h * n_q + i];
+	double x = -INFINITY, t = 0.0, e, ds;
+
+	/* the forward saw every value finite: no error here */
+	if (L == -INFINITY || j < jb || j >= je ||
+	    fast_masked(r, h, i, j, s, r->Q + i * ldq + h * r->dk, r->K + j * ldk + g * r->dk, &x,
+			&t) || x == -INFINITY) {
+		*p = *dp = 0.0;
+		return;
+	}
+	e = exp(x - L);
+	ds = e * (*dp - D);
+	if (r->cfg->softcap > 0)
+		ds *= 1.0 - t * t;
+	*p = e;
+	*dp = ds * r->scale;
+}
+
+/*
  * Pass 2, keys [j0, j1) of key/value head g: for each of its query heads h
  * ascending, Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ over the queries that may see the
  * block, P and dS from the saved L and D, then dK += dSᵀ·Q and dV += Pᵀ·dO.
@@ -553,7 +623,8 @@ static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast
 {
 	const size_t n_q = r->d->n_q, per = r->H / r->G, nb = j1 - j0;
 	const size_t ldq = r->H * r->dk, ldc = r->H * r->dv, ldk = r->G * r->dk, ldv = r->G * r->dv;
-	const int capped = r->cfg->softcap > 0;
+	const int vect = fast_plain_rule(r);
+	const struct mha_bwd_kernels *bk = bwd_kernels(k);
 	size_t qa, qb, nq;
 
 	for (size_t j = j0; j < j1; j++) {
@@ -570,29 +641,30 @@ static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast
 		    fast_tile(k, f->dp, nq, r->V + j0 * ldv + g * r->dv, ldv,
 			      r->dOt + h * r->dv * n_q + qa, n_q, nb, nq, r->dv))
 			return 1;
-		for (size_t i = qa; i < qb; i++) {
-			const size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
-			const double L = r->lse[h * n_q + i], D = r->Dall[h * n_q + i];
-			const double *q = r->Q + i * ldq + h * r->dk;
+		for (size_t j = j0, ia = qa, ib = qa; j < j1; j++) {
+			double *p = f->p + (j - j0) * nq, *dp = f->dp + (j - j0) * nq;
 
-			for (size_t j = j0; j < j1; j++) {
-				const size_t at = (j - j0) * nq + (i - qa);
-				double x = -INFINITY, t = 0.0, p, ds;
-
-				/* the forward saw every value finite: no error here */
-				if (L == -INFINITY || j < jb || j >= je ||
-				    fast_masked(r, h, i, j, f->s[at], q, r->K + j * ldk + g * r->dk, &x,
-						&t) || x == -INFINITY) {
-					f->p[at] = f->dp[at] = 0.0;
+			if (vect) {
+				/* the queries that see key j: [ia, ib), moving on with j */
+				while (ia < qb && mha_rule_keys_end(&r->rule, ia) <= j)
+					ia++;
+				if (ib < ia)
+					ib = ia;
+				while (ib < qb && mha_rule_keys_begin(&r->rule, ib) <= j)
+					ib++;
+				if (ia == ib || !bk->keyrow(p + (ia - qa), dp + (ia - qa), f->s + (j - j0) * nq +
+							   (ia - qa), r->lse + h * n_q + ia,
+							   r->Dall + h * n_q + ia, ib - ia, r->scale)) {
+					memset(p, 0, (ia - qa) * sizeof(double));
+					memset(dp, 0, (ia - qa) * sizeof(double));
+					memset(p + (ib - qa), 0, (qb - ib) * sizeof(double));
+					memset(dp + (ib - qa), 0, (qb - ib) * sizeof(double));
 					continue;
 				}
-				p = exp(x - L);
-				ds = p * (f->dp[at] - D);
-				if (capped)
-					ds *= 1.0 - t * t;
-				f->p[at] = p;
-				f->dp[at] = ds * r->scale;
 			}
+			for (size_t i = qa; i < qb; i++)
+				fast_key_entry(r, h, g, i, j, f->s[(j - j0) * nq + (i - qa)], p + (i - qa),
+					       dp + (i - qa));
 		}
 		/* dK += dSᵀ·Q, dV += Pᵀ·dO: each head's part, added in head order */
 		if (fast_tile(k, f->part, r->dk, f->dp, nq, r->Q + qa * ldq + h * r->dk, ldq, nb, r->dk,
