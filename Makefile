@@ -110,10 +110,12 @@ build/lib/kernel_f64_avx512.o: lib/kernel.c lib/kernel.h lib/rules.h build/.flag
 build/lib/kernel_f32_avx512.o: lib/kernel.c lib/kernel.h lib/rules.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_avx512 -DVB=64 -mavx512f -mfma -o $@
-# flags from the name as asan_kernel gives them (below)
+# flags from the name as asan_kernel gives them (below); no fused multiply-add,
+# so that s·scale − L is taken from s·scale rounded, as the forward's L was
+BWD_CFLAGS = $(KERNEL_CFLAGS) -ffp-contract=off
 build/lib/kernel_bwd_%.o: lib/kernel_bwd.c lib/kernel_bwd.h build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(KERNEL_CFLAGS) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING \
+	$(CC) $(ALL_CFLAGS) $(BWD_CFLAGS) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING \
 		$(call asan_kernel,$*) -c $< -o $@
 
 build/cli/%.o: cli/%.c cli/*.h lib/mha.h build/.flags
@@ -346,7 +348,7 @@ build/fuzz/obj/lib/kernel_f32_base.o: lib/kernel.c lib/kernel.h build/fuzz/.flag
 
 build/fuzz/obj/lib/kernel_bwd_f64_base.o: lib/kernel_bwd.c lib/kernel_bwd.h build/fuzz/.flags
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -ffp-contract=off -c $< -o $@
 
 build/fuzz/libmha-fuzz.a: $(FUZZ_OBJ)
 	rm -f $@
@@ -413,7 +415,7 @@ $(ASAN_DIR)/lib/kernel_%.o: lib/kernel.c lib/kernel.h lib/rules.h $(ASAN_DIR)/.f
 
 $(ASAN_DIR)/lib/kernel_bwd_%.o: lib/kernel_bwd.c lib/kernel_bwd.h $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(KERNEL_CFLAGS) $(X86_KERNELS) -fvisibility=hidden \
+	$(CC) $(ASAN_ALL_CFLAGS) $(BWD_CFLAGS) $(X86_KERNELS) -fvisibility=hidden \
 		-DMHA_BUILDING $(call asan_kernel,$*) -c $< -o $@
 
 $(ASAN_DIR)/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/rules.h $(ASAN_DIR)/.flags

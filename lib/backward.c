@@ -13,17 +13,17 @@
  * The fast path (fast_heads, FlashAttention-2's backward) runs when obs
  * wants no per-head stage (grad_per_head() is 0) and cfg->exact is 0, as
  * mha_forward() picks its fast path.  Per sequence: pass 1, tasks (query
- * head, block of 32 query rows): S = Q·Kᵀ over the keys the block may see,
+ * head, block of 96 query rows): S = Q·Kᵀ over the keys the block may see,
  * masked row by row, the softmax (the sink's term included) into P,
  * O = P·V, each row's log-sum-exp L_i = m_i + log(sum_i) (-inf for a row
  * that sees no key) and D_i = rowsum(dO_i ∘ O_i) kept, dP = dO·Vᵀ, dS and
- * dQ = dscores·K.  Pass 2, tasks (key/value head, block of 32 keys): Sᵀ and
+ * dQ = dscores·K.  Pass 2, tasks (key/value head, block of 96 keys): Sᵀ and
  * dPᵀ again over the queries that may see the block, P = exp(masked − L)
  * from the saved L, and dK, dV summed over the group's query heads.  The
  * tiles' products run on the forward's GEMM kernel (kernel.c, the widest
  * the CPU has), one thread inside a task; so do the projections, dconcat
  * and the weights' gradients.  No (n_q, n_kv) matrix: each thread holds
- * four (32, n) tiles, O(n·d) memory in all.  Each task owns what it writes
+ * four (96, n) tiles, O(n·d) memory in all.  Each task owns what it writes
  * and sums in a fixed order, so the bits are the same for any thread
  * count.  Rope turned back is shared with the plain path, and the
  * whole-model stages (doutput, dconcat, dq_rot, dk_rot, dQ, dK, dV) can
@@ -344,12 +344,8 @@ static mha_status back_head(struct bw *r, size_t h)
  * block of one key/value head), and sums in a fixed order (its products on
  * one thread), so the bits are the same for any thread count.
  */
-#ifndef FAST_QB
-#define FAST_QB 32
-#endif
-#ifndef FAST_KB
-#define FAST_KB 32
-#endif
+#define FAST_QB 96
+#define FAST_KB 96
 
 /*
  * The masked value of query i (head h) and key j from its score s, as
@@ -455,8 +451,8 @@ static int fast_plain_rule(const struct bw *r)
 /* what a thread holds: FAST_TILES tiles of FAST_QB (or FAST_KB) rows of keys (or queries) */
 #define FAST_TILES 4
 struct fast_buf {
-	double *s, *th, *p, *dp; /* (32, n_kv) in pass 1, (32, n_q) in pass 2 */
-	double *part;            /* pass 2: (32, max(dk, dv)) a head's part of dK or dV */
+	double *s, *th, *p, *dp; /* (96, n_kv) in pass 1, (96, n_q) in pass 2 */
+	double *part;            /* pass 2: (96, max(dk, dv)) a head's part of dK or dV */
 };
 
 /*
@@ -691,7 +687,7 @@ static void fast_transpose(double *t, const double *a, size_t rows, size_t cols)
 			t[c * rows + i] = a[i * cols + c];
 }
 
-/* a thread's tiles: FAST_TILES of (32, n) and a (32, wide) part, or NULL */
+/* a thread's tiles: FAST_TILES of (96, n) and a (96, wide) part, or NULL */
 static double *fast_buf_alloc(struct fast_buf *f, size_t n, size_t wide)
 {
 	double *b = malloc((FAST_TILES * FAST_QB * n + FAST_KB * wide) * sizeof(double));

@@ -9,7 +9,9 @@
  * (those are the GEMM kernel's) and nothing that allocates.
  *
  * Each result is summed in one fixed order for a given vector width, so
- * the bits are the same for any number of threads.
+ * the bits are the same for any number of threads.  Built without fused
+ * multiply-adds (Makefile): L was formed from s·scale rounded, and an exact
+ * s·scale − L could then be above 0 by far for a huge score.
  */
 #include "kernel_bwd.h"
 
@@ -66,6 +68,21 @@ static inline int all_finite(vec x)
 		if (!ok[l])
 			return 0;
 	return 1;
+}
+
+/*
+ * every lane finite and at most 700 (a score past its row's log-sum-exp
+ * by more is the scores' rounding gone wild: exp() there overflows, which
+ * the one-at-a-time code reports, and vexp's polynomial would not)
+ */
+static inline int in_range(vec x)
+{
+	const ivec ok = x <= splat(700.0);
+
+	for (size_t l = 0; l < VL; l++)
+		if (!ok[l])
+			return 0;
+	return all_finite(x);
 }
 
 /*
@@ -201,9 +218,9 @@ int NAME(mha_bwd_keyrow_)(double *p, double *dp, const double *s, const double *
 	size_t j = 0;
 
 	for (; j + VL <= n; j += VL)
-		if (!all_finite(load(s + j) * scale - load(L + j)))
+		if (!in_range(load(s + j) * scale - load(L + j)))
 			return 1;
-	if (j < n && !all_finite(load_tail(s + j, n - j, 0.0) * scale - load_tail(L + j, n - j, 0.0)))
+	if (j < n && !in_range(load_tail(s + j, n - j, 0.0) * scale - load_tail(L + j, n - j, 0.0)))
 		return 1;
 	for (j = 0; j + VL <= n; j += VL) {
 		const vec e = vexp(load(s + j) * scale - load(L + j));
