@@ -22,7 +22,10 @@
  * from the saved L, and dK, dV summed over the group's query heads.  The
  * tiles' products run on the forward's GEMM kernel (kernel.c, the widest
  * the CPU has), one thread inside a task; so do the projections, dconcat
- * and the weights' gradients.  No (n_q, n_kv) matrix: each thread holds
+ * and the weights' gradients.  The softmax, P = exp(masked − L) and dS run
+ * on kernel_bwd.c's vector loops (the same width as the GEMM's) where no
+ * softcap, mask term or ALiBi applies and every value is finite; anything
+ * else one entry at a time.  No (n_q, n_kv) matrix: each thread holds
  * four (96, n) tiles, O(n·d) memory in all.  Each task owns what it writes
  * and sums in a fixed order, so the bits are the same for any thread
  * count.  Rope turned back is shared with the plain path, and the
@@ -679,12 +682,19 @@ static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast
 	return 0;
 }
 
-/* a (rows, cols) transposed into t (cols, rows) */
+/* a (rows, cols) transposed into t (cols, rows), in 32 x 32 tiles so
+ * that neither side is walked a whole column at a time through the cache */
 static void fast_transpose(double *t, const double *a, size_t rows, size_t cols)
 {
-	for (size_t i = 0; i < rows; i++)
-		for (size_t c = 0; c < cols; c++)
-			t[c * rows + i] = a[i * cols + c];
+	for (size_t i0 = 0; i0 < rows; i0 += 32)
+		for (size_t c0 = 0; c0 < cols; c0 += 32) {
+			const size_t i1 = i0 + 32 < rows ? i0 + 32 : rows;
+			const size_t c1 = c0 + 32 < cols ? c0 + 32 : cols;
+
+			for (size_t c = c0; c < c1; c++)
+				for (size_t i = i0; i < i1; i++)
+					t[c * rows + i] = a[i * cols + c];
+		}
 }
 
 /* a thread's tiles: FAST_TILES of (96, n) and a (96, wide) part, or NULL */
@@ -843,9 +853,7 @@ static double *transposed(const double *a, size_t rows, size_t cols)
 	double *t = alloc_n(cols, rows);
 
 	if (t)
-		for (size_t i = 0; i < rows; i++)
-			for (size_t c = 0; c < cols; c++)
-				t[c * rows + i] = a[i * cols + c];
+		fast_transpose(t, a, rows, cols);
 	return t;
 }
 
