@@ -69,6 +69,9 @@ CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c c
 # mha compare
 CLI_SRC += cli/cmd_compare.c cli/against.c
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
+# the backward's elementwise kernels (kernel_bwd.c), per vector width, doubles only
+BWD_VARIANTS = $(filter f64_%,$(KERNEL_VARIANTS))
+LIB_OBJ += $(BWD_VARIANTS:%=build/lib/kernel_bwd_%.o)
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o
 
@@ -83,7 +86,7 @@ build/.flags: FORCE
 	@mkdir -p build
 	@echo '$(CC) $(ALL_CFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALL_CFLAGS)' > $@
 
-build/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/rules.h lib/plain.h build/.flags
+build/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/kernel_bwd.h lib/rules.h lib/plain.h build/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
 
@@ -107,6 +110,13 @@ build/lib/kernel_f64_avx512.o: lib/kernel.c lib/kernel.h lib/rules.h build/.flag
 build/lib/kernel_f32_avx512.o: lib/kernel.c lib/kernel.h lib/rules.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_avx512 -DVB=64 -mavx512f -mfma -o $@
+# flags from the name as asan_kernel gives them (below); no fused multiply-add,
+# so that s·scale − L is taken from s·scale rounded, as the forward's L was
+BWD_CFLAGS = $(KERNEL_CFLAGS) -ffp-contract=off
+build/lib/kernel_bwd_%.o: lib/kernel_bwd.c lib/kernel_bwd.h build/.flags
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(BWD_CFLAGS) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING \
+		$(call asan_kernel,$*) -c $< -o $@
 
 build/cli/%.o: cli/%.c cli/*.h lib/mha.h build/.flags
 	@mkdir -p $(@D)
@@ -309,6 +319,7 @@ FUZZ_CFLAGS    = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(FUZZ_WAR
                  -g -O1 $(FUZZ_SAN) $(CJSON_CFLAGS)
 FUZZ_SRC       = $(filter-out cli/main.c,$(CLI_SRC)) $(LIB_SRC)
 FUZZ_OBJ       = $(FUZZ_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/lib/kernel_f64_base.o \
+                 build/fuzz/obj/lib/kernel_bwd_f64_base.o \
                  build/fuzz/obj/lib/kernel_f32_base.o
 FUZZ_BIN       = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 SECONDS       ?= 10
@@ -334,6 +345,10 @@ build/fuzz/obj/lib/kernel_f64_base.o: lib/kernel.c lib/kernel.h build/fuzz/.flag
 build/fuzz/obj/lib/kernel_f32_base.o: lib/kernel.c lib/kernel.h build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -DSFX=f32_base -DVB=16 -c $< -o $@
+
+build/fuzz/obj/lib/kernel_bwd_f64_base.o: lib/kernel_bwd.c lib/kernel_bwd.h build/fuzz/.flags
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -ffp-contract=off -c $< -o $@
 
 build/fuzz/libmha-fuzz.a: $(FUZZ_OBJ)
 	rm -f $@
@@ -368,7 +383,8 @@ ASAN_FLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 ASAN_ALL_CFLAGS = $(ALL_CFLAGS) $(ASAN_FLAGS) -g -O1
 ASAN_ENV   = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
              UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ASAN_LIB_OBJ  = $(LIB_SRC:%.c=$(ASAN_DIR)/%.o) $(KERNEL_VARIANTS:%=$(ASAN_DIR)/lib/kernel_%.o)
+ASAN_LIB_OBJ  = $(LIB_SRC:%.c=$(ASAN_DIR)/%.o) $(KERNEL_VARIANTS:%=$(ASAN_DIR)/lib/kernel_%.o) \
+                $(BWD_VARIANTS:%=$(ASAN_DIR)/lib/kernel_bwd_%.o)
 ASAN_CLI_OBJ  = $(CLI_SRC:%.c=$(ASAN_DIR)/%.o)
 ASAN_TEST_OBJ = $(TEST_OBJ:build/%=$(ASAN_DIR)/%)
 ASAN_BINS  = $(ASAN_DIR)/mha $(ASAN_DIR)/libmha.a $(ASAN_DIR)/test_lib $(ASAN_DIR)/conformance
@@ -395,6 +411,11 @@ $(ASAN_DIR)/.flags: FORCE
 $(ASAN_DIR)/lib/kernel_%.o: lib/kernel.c lib/kernel.h lib/rules.h $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_ALL_CFLAGS) $(KERNEL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fvisibility=hidden \
+		-DMHA_BUILDING $(call asan_kernel,$*) -c $< -o $@
+
+$(ASAN_DIR)/lib/kernel_bwd_%.o: lib/kernel_bwd.c lib/kernel_bwd.h $(ASAN_DIR)/.flags
+	@mkdir -p $(@D)
+	$(CC) $(ASAN_ALL_CFLAGS) $(BWD_CFLAGS) $(X86_KERNELS) -fvisibility=hidden \
 		-DMHA_BUILDING $(call asan_kernel,$*) -c $< -o $@
 
 $(ASAN_DIR)/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/rules.h $(ASAN_DIR)/.flags

@@ -13,17 +13,20 @@
  * The fast path (fast_heads, FlashAttention-2's backward) runs when obs
  * wants no per-head stage (grad_per_head() is 0) and cfg->exact is 0, as
  * mha_forward() picks its fast path.  Per sequence: pass 1, tasks (query
- * head, block of 32 query rows): S = Q·Kᵀ over the keys the block may see,
+ * head, block of 96 query rows): S = Q·Kᵀ over the keys the block may see,
  * masked row by row, the softmax (the sink's term included) into P,
  * O = P·V, each row's log-sum-exp L_i = m_i + log(sum_i) (-inf for a row
  * that sees no key) and D_i = rowsum(dO_i ∘ O_i) kept, dP = dO·Vᵀ, dS and
- * dQ = dscores·K.  Pass 2, tasks (key/value head, block of 32 keys): Sᵀ and
+ * dQ = dscores·K.  Pass 2, tasks (key/value head, block of 96 keys): Sᵀ and
  * dPᵀ again over the queries that may see the block, P = exp(masked − L)
  * from the saved L, and dK, dV summed over the group's query heads.  The
  * tiles' products run on the forward's GEMM kernel (kernel.c, the widest
  * the CPU has), one thread inside a task; so do the projections, dconcat
- * and the weights' gradients.  No (n_q, n_kv) matrix: each thread holds
- * four (32, n) tiles, O(n·d) memory in all.  Each task owns what it writes
+ * and the weights' gradients.  The softmax, P = exp(masked − L) and dS run
+ * on kernel_bwd.c's vector loops (the same width as the GEMM's) where no
+ * softcap, mask term or ALiBi applies and every value is finite; anything
+ * else one entry at a time.  No (n_q, n_kv) matrix: each thread holds
+ * four (96, n) tiles, O(n·d) memory in all.  Each task owns what it writes
  * and sums in a fixed order, so the bits are the same for any thread
  * count.  Rope turned back is shared with the plain path, and the
  * whole-model stages (doutput, dconcat, dq_rot, dk_rot, dQ, dK, dV) can
@@ -36,6 +39,7 @@
  */
 #include "mha.h"
 #include "kernel.h"
+#include "kernel_bwd.h"
 #include "plain.h"
 #include "rules.h"
 
@@ -343,8 +347,8 @@ static mha_status back_head(struct bw *r, size_t h)
  * block of one key/value head), and sums in a fixed order (its products on
  * one thread), so the bits are the same for any thread count.
  */
-#define FAST_QB 32
-#define FAST_KB 32
+#define FAST_QB 96
+#define FAST_KB 96
 
 /*
  * The masked value of query i (head h) and key j from its score s, as
@@ -422,11 +426,36 @@ static int fast_tile(const struct mha_kernels *k, double *C, size_t ldc, const d
 	return g.failed;
 }
 
+#define BWD_KERNELS(sfx) { mha_bwd_softmax_##sfx, mha_bwd_dscores_##sfx, mha_bwd_keyrow_##sfx }
+
+/* the elementwise kernels (kernel_bwd.c) of the vector width k's GEMM has */
+static const struct mha_bwd_kernels *bwd_kernels(const struct mha_kernels *k)
+{
+	static const struct mha_bwd_kernels base = BWD_KERNELS(f64_base);
+#if defined(MHA_X86_KERNELS)
+	static const struct mha_bwd_kernels avx2 = BWD_KERNELS(f64_avx2);
+	static const struct mha_bwd_kernels avx512 = BWD_KERNELS(f64_avx512);
+
+	if (k->gemm == mha_gemm_f64_avx512)
+		return &avx512;
+	if (k->gemm == mha_gemm_f64_avx2)
+		return &avx2;
+#endif
+	(void)k;
+	return &base;
+}
+
+/* no softcap, mask term or ALiBi: the rows the elementwise kernels take */
+static int fast_plain_rule(const struct bw *r)
+{
+	return !(r->cfg->softcap > 0) && !r->rule.allow && !r->rule.bias && !r->rule.alibi;
+}
+
 /* what a thread holds: FAST_TILES tiles of FAST_QB (or FAST_KB) rows of keys (or queries) */
 #define FAST_TILES 4
 struct fast_buf {
-	double *s, *th, *p, *dp; /* (32, n_kv) in pass 1, (32, n_q) in pass 2 */
-	double *part;            /* pass 2: (32, max(dk, dv)) a head's part of dK or dV */
+	double *s, *th, *p, *dp; /* (96, n_kv) in pass 1, (96, n_q) in pass 2 */
+	double *part;            /* pass 2: (96, max(dk, dv)) a head's part of dK or dV */
 };
 
 /*
@@ -442,7 +471,8 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 	const size_t ldq = r->H * r->dk, ldc = r->H * r->dv, ldk = r->G * r->dk, ldv = r->G * r->dv;
 	const size_t kb = mha_rule_keys_begin(&r->rule, i0), ke = mha_rule_keys_end(&r->rule, i1 - 1);
 	const size_t nb = i1 - i0, nk = ke > kb ? ke - kb : 0;
-	const int capped = r->cfg->softcap > 0;
+	const int capped = r->cfg->softcap > 0, vect = fast_plain_rule(r);
+	const struct mha_bwd_kernels *bk = bwd_kernels(k);
 
 	for (size_t i = i0; i < i1; i++) {
 		memset(r->concat + i * ldc + h * r->dv, 0, r->dv * sizeof(double));
@@ -461,6 +491,14 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 		double *s = f->s + (i - i0) * nk, *th = f->th + (i - i0) * nk, *p = f->p + (i - i0) * nk;
 		double m = -INFINITY, l = 0.0;
 
+		if (vect && jb < je &&
+		    !bk->softmax(p + (jb - kb), s + (jb - kb), je - jb, r->scale,
+				 r->rule.sinks ? r->rule.sinks + h : NULL, &r->lse[h * n_q + i])) {
+			/* the common case, vectorised: keys outside the row's range weigh 0 */
+			memset(p, 0, (jb - kb) * sizeof(double));
+			memset(p + (je - kb), 0, (ke - je) * sizeof(double));
+			continue;
+		}
 		for (size_t j = kb; j < ke; j++) {
 			double x = -INFINITY, t = 0.0;
 
@@ -516,6 +554,10 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 		double *dp = f->dp + i * nk;
 		const double *p = f->p + i * nk, *th = f->th + i * nk;
 
+		if (!capped) {
+			bk->dscores(dp, p, nk, D, r->scale);
+			continue;
+		}
 		for (size_t j = 0; j < nk; j++) {
 			double ds = p[j] == 0.0 ? 0.0 : p[j] * (dp[j] - D);
 
@@ -543,6 +585,33 @@ static void fast_query_range(const struct bw *r, size_t j0, size_t j1, size_t *q
 }
 
 /*
+ * Pass 2, one entry (query i, key j) of head h from its score s, one at a
+ * time: p = exp(masked − L), dp = dS·scale (dp holds dP on entry)
+ */
+static void fast_key_entry(const struct bw *r, size_t h, size_t g, size_t i, size_t j, double s,
+			   double *p, double *dp)
+{
+	const size_t n_q = r->d->n_q, ldq = r->H * r->dk, ldk = r->G * r->dk;
+	const size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
+	const double L = r->lse[h * n_q + i], D = r->Dall[h * n_q + i];
+	double x = -INFINITY, t = 0.0, e, ds;
+
+	/* the forward saw every value finite: no error here */
+	if (L == -INFINITY || j < jb || j >= je ||
+	    fast_masked(r, h, i, j, s, r->Q + i * ldq + h * r->dk, r->K + j * ldk + g * r->dk, &x,
+			&t) || x == -INFINITY) {
+		*p = *dp = 0.0;
+		return;
+	}
+	e = exp(x - L);
+	ds = e * (*dp - D);
+	if (r->cfg->softcap > 0)
+		ds *= 1.0 - t * t;
+	*p = e;
+	*dp = ds * r->scale;
+}
+
+/*
  * Pass 2, keys [j0, j1) of key/value head g: for each of its query heads h
  * ascending, Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ over the queries that may see the
  * block, P and dS from the saved L and D, then dK += dSᵀ·Q and dV += Pᵀ·dO.
@@ -553,7 +622,8 @@ static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast
 {
 	const size_t n_q = r->d->n_q, per = r->H / r->G, nb = j1 - j0;
 	const size_t ldq = r->H * r->dk, ldc = r->H * r->dv, ldk = r->G * r->dk, ldv = r->G * r->dv;
-	const int capped = r->cfg->softcap > 0;
+	const int vect = fast_plain_rule(r);
+	const struct mha_bwd_kernels *bk = bwd_kernels(k);
 	size_t qa, qb, nq;
 
 	for (size_t j = j0; j < j1; j++) {
@@ -570,29 +640,30 @@ static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast
 		    fast_tile(k, f->dp, nq, r->V + j0 * ldv + g * r->dv, ldv,
 			      r->dOt + h * r->dv * n_q + qa, n_q, nb, nq, r->dv))
 			return 1;
-		for (size_t i = qa; i < qb; i++) {
-			const size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
-			const double L = r->lse[h * n_q + i], D = r->Dall[h * n_q + i];
-			const double *q = r->Q + i * ldq + h * r->dk;
+		for (size_t j = j0, ia = qa, ib = qa; j < j1; j++) {
+			double *p = f->p + (j - j0) * nq, *dp = f->dp + (j - j0) * nq;
 
-			for (size_t j = j0; j < j1; j++) {
-				const size_t at = (j - j0) * nq + (i - qa);
-				double x = -INFINITY, t = 0.0, p, ds;
-
-				/* the forward saw every value finite: no error here */
-				if (L == -INFINITY || j < jb || j >= je ||
-				    fast_masked(r, h, i, j, f->s[at], q, r->K + j * ldk + g * r->dk, &x,
-						&t) || x == -INFINITY) {
-					f->p[at] = f->dp[at] = 0.0;
+			if (vect) {
+				/* the queries that see key j: [ia, ib), moving on with j */
+				while (ia < qb && mha_rule_keys_end(&r->rule, ia) <= j)
+					ia++;
+				if (ib < ia)
+					ib = ia;
+				while (ib < qb && mha_rule_keys_begin(&r->rule, ib) <= j)
+					ib++;
+				if (ia == ib || !bk->keyrow(p + (ia - qa), dp + (ia - qa), f->s + (j - j0) * nq +
+							   (ia - qa), r->lse + h * n_q + ia,
+							   r->Dall + h * n_q + ia, ib - ia, r->scale)) {
+					memset(p, 0, (ia - qa) * sizeof(double));
+					memset(dp, 0, (ia - qa) * sizeof(double));
+					memset(p + (ib - qa), 0, (qb - ib) * sizeof(double));
+					memset(dp + (ib - qa), 0, (qb - ib) * sizeof(double));
 					continue;
 				}
-				p = exp(x - L);
-				ds = p * (f->dp[at] - D);
-				if (capped)
-					ds *= 1.0 - t * t;
-				f->p[at] = p;
-				f->dp[at] = ds * r->scale;
 			}
+			for (size_t i = qa; i < qb; i++)
+				fast_key_entry(r, h, g, i, j, f->s[(j - j0) * nq + (i - qa)], p + (i - qa),
+					       dp + (i - qa));
 		}
 		/* dK += dSᵀ·Q, dV += Pᵀ·dO: each head's part, added in head order */
 		if (fast_tile(k, f->part, r->dk, f->dp, nq, r->Q + qa * ldq + h * r->dk, ldq, nb, r->dk,
@@ -611,15 +682,22 @@ static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast
 	return 0;
 }
 
-/* a (rows, cols) transposed into t (cols, rows) */
+/* a (rows, cols) transposed into t (cols, rows), in 32 x 32 tiles so
+ * that neither side is walked a whole column at a time through the cache */
 static void fast_transpose(double *t, const double *a, size_t rows, size_t cols)
 {
-	for (size_t i = 0; i < rows; i++)
-		for (size_t c = 0; c < cols; c++)
-			t[c * rows + i] = a[i * cols + c];
+	for (size_t i0 = 0; i0 < rows; i0 += 32)
+		for (size_t c0 = 0; c0 < cols; c0 += 32) {
+			const size_t i1 = i0 + 32 < rows ? i0 + 32 : rows;
+			const size_t c1 = c0 + 32 < cols ? c0 + 32 : cols;
+
+			for (size_t c = c0; c < c1; c++)
+				for (size_t i = i0; i < i1; i++)
+					t[c * rows + i] = a[i * cols + c];
+		}
 }
 
-/* a thread's tiles: FAST_TILES of (32, n) and a (32, wide) part, or NULL */
+/* a thread's tiles: FAST_TILES of (96, n) and a (96, wide) part, or NULL */
 static double *fast_buf_alloc(struct fast_buf *f, size_t n, size_t wide)
 {
 	double *b = malloc((FAST_TILES * FAST_QB * n + FAST_KB * wide) * sizeof(double));
@@ -775,9 +853,7 @@ static double *transposed(const double *a, size_t rows, size_t cols)
 	double *t = alloc_n(cols, rows);
 
 	if (t)
-		for (size_t i = 0; i < rows; i++)
-			for (size_t c = 0; c < cols; c++)
-				t[c * rows + i] = a[i * cols + c];
+		fast_transpose(t, a, rows, cols);
 	return t;
 }
 

@@ -3528,7 +3528,7 @@ START_TEST(test_backward_errors)
 END_TEST
 
 /*
- * The fast path across its block edges (32 queries, 32 keys a task): larger
+ * The fast path across its block edges (96 queries, 96 keys a task): larger
  * shapes than make_case's, each option in turn (GQA, cross-attention,
  * every causal alignment, windows, kv_len, a per-head bias and allow mask,
  * softcap, ALiBi, sinks, RoPE, a batch with kv_lens), against the plain path
@@ -3538,8 +3538,8 @@ START_TEST(test_backward_fast_blocks)
 {
 	static const size_t shapes[][4] = {
 		/* n_q, n_kv, H, G */
-		{ 33, 65, 4, 2 }, { 100, 37, 2, 2 }, { 64, 64, 3, 1 }, { 1, 97, 2, 1 },
-		{ 65, 33, 4, 4 }, { 97, 130, 2, 1 }, { 40, 40, 2, 2 }, { 70, 71, 4, 2 },
+		{ 33, 197, 4, 2 }, { 100, 37, 2, 2 }, { 192, 96, 3, 1 }, { 1, 97, 2, 1 },
+		{ 97, 33, 4, 4 }, { 97, 130, 2, 1 }, { 40, 40, 2, 2 }, { 70, 100, 4, 2 },
 	};
 	const size_t *sh = shapes[_i % 8];
 	const size_t B = _i % 8 == 7 ? 2 : 1;

@@ -1,0 +1,239 @@
+/*
+ * kernel_bwd.c: the elementwise steps of the backward fast path
+ * (backward.c's fast_query_block and fast_key_block), vectorised; compiled
+ * once per vector width as kernel.c is (-DVB=64|32|16 -DSFX=f64_avx512 …),
+ * each copy with its own names.  Only the common case comes here: no
+ * softcap, no mask term, no ALiBi, every score finite; a function answers
+ * 1, having written nothing, when a value is not finite, and backward.c
+ * then works the row one key at a time as before.  Not the products
+ * (those are the GEMM kernel's) and nothing that allocates.
+ *
+ * Each result is summed in one fixed order for a given vector width, so
+ * the bits are the same for any number of threads.  Built without fused
+ * multiply-adds (Makefile): L was formed from s·scale rounded, and an exact
+ * s·scale − L could then be above 0 by far for a huge score.
+ */
+#include "kernel_bwd.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifndef VB
+#define VB 16
+#endif
+#ifndef SFX
+#define SFX f64_base
+#endif
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define NAME(f) CAT(f, SFX)
+
+typedef double vec __attribute__((vector_size(VB), aligned(8)));
+typedef int64_t ivec __attribute__((vector_size(VB), aligned(8)));
+#define VL ((size_t)(VB / sizeof(double)))
+
+static inline vec splat(double x)
+{
+	return (vec){ 0 } + x;
+}
+
+static inline vec load(const double *p)
+{
+	vec v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static inline void store(double *p, vec v)
+{
+	memcpy(p, &v, sizeof(v));
+}
+
+/* m ? a : b, lane by lane */
+static inline vec pick(ivec m, vec a, vec b)
+{
+	return (vec)((m & (ivec)a) | (~m & (ivec)b));
+}
+
+/* every lane finite: x − x is 0 exactly then (NaN for ±inf and NaN) */
+static inline int all_finite(vec x)
+{
+	const ivec ok = (x - x) == splat(0.0);
+
+	for (size_t l = 0; l < VL; l++)
+		if (!ok[l])
+			return 0;
+	return 1;
+}
+
+/*
+ * every lane finite and at most 700 (a score past its row's log-sum-exp
+ * by more is the scores' rounding gone wild: exp() there overflows, which
+ * the one-at-a-time code reports, and vexp's polynomial would not)
+ */
+static inline int in_range(vec x)
+{
+	const ivec ok = x <= splat(700.0);
+
+	for (size_t l = 0; l < VL; l++)
+		if (!ok[l])
+			return 0;
+	return all_finite(x);
+}
+
+/*
+ * e^x, x <= about 0 (kernel.c's vexp): x = k·ln 2 + r, e^r by its Taylor
+ * polynomial (1 ulp or so), 2^k in the exponent bits; 0 below e^-708
+ */
+static inline vec vexp(vec x)
+{
+	const vec lo = splat(-708.0), shift = splat(0x1.8p52);
+	const ivec under = x <= lo;
+	vec t, k, r, p;
+
+	x = pick(under, lo, x);
+	t = x * 0x1.71547652b82fep+0 + shift;
+	k = t - shift;
+	r = (x - k * 0x1.62e42fefa3800p-1) - k * 0x1.ef35793c76730p-45;
+	p = splat(1.0 / 6227020800.0);
+	p = p * r + 1.0 / 479001600.0;
+	p = p * r + 1.0 / 39916800.0;
+	p = p * r + 1.0 / 3628800.0;
+	p = p * r + 1.0 / 362880.0;
+	p = p * r + 1.0 / 40320.0;
+	p = p * r + 1.0 / 5040.0;
+	p = p * r + 1.0 / 720.0;
+	p = p * r + 1.0 / 120.0;
+	p = p * r + 1.0 / 24.0;
+	p = p * r + 1.0 / 6.0;
+	p = p * r + 0.5;
+	p = p * r + 1.0;
+	p = p * r + 1.0;
+	p = p * (vec)(((ivec)t + 1023) << 52);
+	return pick(under, splat(0), p);
+}
+
+/* the tail of a row (fewer than VL) in a padded vector: pad fills the rest */
+static inline vec load_tail(const double *p, size_t n, double pad)
+{
+	vec v = splat(pad);
+
+	for (size_t l = 0; l < n; l++)
+		v[l] = p[l];
+	return v;
+}
+
+static inline void store_tail(double *p, vec v, size_t n)
+{
+	for (size_t l = 0; l < n; l++)
+		p[l] = v[l];
+}
+
+/*
+ * Pass 1, one query row: p (n) = softmax(s·scale) over the row's keys, the
+ * sink's term (sink not NULL) in the sum; *lse = m + log(sum).  1 (and p
+ * untouched) when some s·scale is not finite.
+ */
+int NAME(mha_bwd_softmax_)(double *p, const double *s, size_t n, double scale, const double *sink,
+			   double *lse)
+{
+	vec vm = splat(-INFINITY), vl = splat(0.0);
+	double m = -INFINITY, l = 0.0;
+	size_t j = 0;
+
+	if (!n)
+		return 1;
+	for (; j + VL <= n; j += VL) {
+		const vec x = load(s + j) * scale;
+
+		if (!all_finite(x))
+			return 1;
+		vm = pick(x > vm, x, vm);
+	}
+	for (size_t t = 0; t < VL; t++)
+		if (vm[t] > m)
+			m = vm[t];
+	for (; j < n; j++) {
+		const double x = s[j] * scale;
+
+		if (!isfinite(x))
+			return 1;
+		if (x > m)
+			m = x;
+	}
+	if (sink && *sink > m)
+		m = *sink;
+	/* subtract the row max: exp() of a large score would overflow */
+	for (j = 0; j + VL <= n; j += VL) {
+		const vec e = vexp(load(s + j) * scale - m);
+
+		store(p + j, e);
+		vl += e;
+	}
+	if (j < n) {
+		const vec e = vexp(load_tail(s + j, n - j, 0.0) * scale - m);
+
+		store_tail(p + j, e, n - j);
+		for (size_t t = 0; t < n - j; t++)
+			l += e[t];
+	}
+	for (size_t t = 0; t < VL; t++)
+		l += vl[t];
+	if (sink)
+		l += exp(*sink - m);
+	for (j = 0; j + VL <= n; j += VL)
+		store(p + j, load(p + j) / l);
+	for (; j < n; j++)
+		p[j] /= l;
+	*lse = m + log(l);
+	return 0;
+}
+
+/* pass 1: dp (n) = (p = 0 ? 0 : p·(dp − D))·scale, in place */
+void NAME(mha_bwd_dscores_)(double *dp, const double *p, size_t n, double D, double scale)
+{
+	size_t j = 0;
+
+	for (; j + VL <= n; j += VL) {
+		const vec pv = load(p + j);
+
+		store(dp + j, pick(pv == splat(0.0), splat(0.0), pv * (load(dp + j) - D)) * scale);
+	}
+	for (; j < n; j++)
+		dp[j] = (p[j] == 0.0 ? 0.0 : p[j] * (dp[j] - D)) * scale;
+}
+
+/*
+ * Pass 2, one key against n queries that all see it: p = exp(s·scale − L),
+ * dp = p·(dp − D)·scale, L and D the queries' (n each).  1 (nothing
+ * written) when some s·scale − L is not finite.
+ */
+int NAME(mha_bwd_keyrow_)(double *p, double *dp, const double *s, const double *L, const double *D,
+			  size_t n, double scale)
+{
+	size_t j = 0;
+
+	for (; j + VL <= n; j += VL)
+		if (!in_range(load(s + j) * scale - load(L + j)))
+			return 1;
+	if (j < n && !in_range(load_tail(s + j, n - j, 0.0) * scale - load_tail(L + j, n - j, 0.0)))
+		return 1;
+	for (j = 0; j + VL <= n; j += VL) {
+		const vec e = vexp(load(s + j) * scale - load(L + j));
+
+		store(p + j, e);
+		store(dp + j, e * (load(dp + j) - load(D + j)) * scale);
+	}
+	if (j < n) {
+		const size_t r = n - j;
+		const vec e = vexp(load_tail(s + j, r, 0.0) * scale - load_tail(L + j, r, 0.0));
+
+		store_tail(p + j, e, r);
+		store_tail(dp + j, e * (load_tail(dp + j, r, 0.0) - load_tail(D + j, r, 0.0)) * scale, r);
+	}
+	return 0;
+}
