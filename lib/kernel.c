@@ -229,10 +229,50 @@ size_t NAME(mha_gemm_bytes_)(const struct mha_gemm *g)
 			   mha_sat_mul((size_t)gemm_threads(g), counted_bytes(MC * KC)));
 }
 
+/* the first row of thread t's share of m rows among threads: whole MR-row strips */
+static size_t gemm_share(size_t m, int threads, int t)
+{
+	const size_t strips = (m + MR - 1) / MR;
+
+	return min_size(m, strips * (size_t)t / (size_t)threads * MR);
+}
+
+/*
+ * Rows [i0, i0 + mc) of C, columns [j0, j0 + nc), from the k0 panel of B
+ * (packed in bpack): whole MR-row strips read from A where they are (no
+ * copy); a last shorter strip packed, zero-padded, as the kernel reads MR
+ * rows: the same products in the same order either way.  The bias joins
+ * after the last panel (the same order as adding it at the end).
+ */
+static void gemm_block(const struct mha_gemm *g, REAL *apack, const REAL *bpack, size_t i0,
+		       size_t mc, size_t j0, size_t nc, size_t k0, size_t kc, int last)
+{
+	const REAL *A = g->A, *bias = g->bias;
+	REAL *C = g->C;
+	const size_t whole = mc / MR * MR;
+
+	if (!apack)
+		return;
+	if (whole < mc)
+		pack_a(apack, A + (i0 + whole) * g->lda, g->lda, mc - whole, k0, kc);
+	for (size_t s = 0; s < nc; s += NR) {
+		for (size_t i = 0; i < whole; i += MR)
+			micro_rows(kc, A + (i0 + i) * g->lda + k0, g->lda, bpack + s * kc,
+				   C + (i0 + i) * g->ldc + j0 + s, g->ldc, MR, min_size(NR, nc - s),
+				   k0 > 0);
+		if (whole < mc)
+			micro(kc, apack, bpack + s * kc, C + (i0 + whole) * g->ldc + j0 + s, g->ldc,
+			      mc - whole, min_size(NR, nc - s), k0 > 0);
+	}
+	if (bias && last)
+		for (size_t i = i0; i < i0 + mc; i++)
+			for (size_t j = j0; j < j0 + nc; j++)
+				C[i * g->ldc + j] += bias[j];
+}
+
 void NAME(mha_gemm_)(struct mha_gemm *g)
 {
-	const REAL *A = g->A, *B = g->B, *bias = g->bias;
-	REAL *C = g->C;
+	const REAL *B = g->B;
 	const int threads = gemm_threads(g);
 	REAL *bpack = alloc_aligned(gemm_panel(g));
 	int failed = !bpack;
@@ -244,9 +284,8 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 	}
 	/*
 	 * One team for the whole product: the B panel packed by all threads,
-	 * strip by strip, then A's row blocks shared out; the bias joins a row
-	 * block after its last panel, by the thread that summed it (the same
-	 * order as adding it at the end)
+	 * strip by strip, then A's rows shared out (gemm_block), each row's
+	 * sums and bias by one thread, in the same order whatever their number
 	 */
 #pragma omp parallel num_threads(threads) if (threads > 1)
 	{
@@ -267,33 +306,19 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 				for (size_t s = 0; s < nc; s += NR)
 					pack_b(bpack + s * kc, B, g->ldb, k0, kc, j0 + s,
 					       min_size(NR, nc - s));
-#pragma omp for schedule(dynamic)
-				for (size_t i0 = 0; i0 < g->m; i0 += MC) {
-					const size_t mc = min_size(MC, g->m - i0);
+				/* the rows in equal shares of whole MR-row strips, one share a
+				 * thread (both busy to the end: 512 rows are 43 + 42 strips, not
+				 * 6 blocks of MC shared 3 + 2.3), each walked MC rows at a time */
+#pragma omp for schedule(static)
+				for (int t = 0; t < threads; t++) {
+					const size_t lo = gemm_share(g->m, threads, t);
+					const size_t hi = gemm_share(g->m, threads, t + 1);
 
-					/* whole MR-row strips read from A where they are (no copy); a
-					 * last shorter strip packed, zero-padded, as the kernel reads
-					 * MR rows: the same products in the same order either way */
-					const size_t whole = mc / MR * MR;
+					for (size_t i0 = lo; i0 < hi; i0 += MC) {
+						const size_t mc = min_size(MC, hi - i0);
 
-					if (!apack)
-						continue;
-					if (whole < mc)
-						pack_a(apack, A + (i0 + whole) * g->lda, g->lda, mc - whole, k0, kc);
-					for (size_t s = 0; s < nc; s += NR) {
-						for (size_t i = 0; i < whole; i += MR)
-							micro_rows(kc, A + (i0 + i) * g->lda + k0, g->lda,
-								   bpack + s * kc, C + (i0 + i) * g->ldc + j0 + s,
-								   g->ldc, MR, min_size(NR, nc - s), k0 > 0);
-						if (whole < mc)
-							micro(kc, apack, bpack + s * kc,
-							      C + (i0 + whole) * g->ldc + j0 + s, g->ldc,
-							      mc - whole, min_size(NR, nc - s), k0 > 0);
+						gemm_block(g, apack, bpack, i0, mc, j0, nc, k0, kc, last);
 					}
-					if (bias && last)
-						for (size_t i = i0; i < i0 + mc; i++)
-							for (size_t j = j0; j < j0 + nc; j++)
-								C[i * g->ldc + j] += bias[j];
 				}
 			}
 		}
