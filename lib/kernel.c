@@ -47,6 +47,24 @@ typedef REAL vec __attribute__((vector_size(VB), aligned(VB)));
 #define NR (2 * VL)                      /* micro-tile columns */
 #define IS_F32 (sizeof(REAL) == 4)
 
+/* lanes of comparisons: all ones or all zeros */
+#if REAL_IS_FLOAT
+typedef int32_t ivec __attribute__((vector_size(VB)));
+#else
+typedef int64_t ivec __attribute__((vector_size(VB)));
+#endif
+
+static inline vec splat(REAL x)
+{
+	return (vec){ 0 } + x;
+}
+
+/* m ? a : b, lane by lane (m all ones or all zeros, as comparisons give) */
+static inline vec pick(ivec m, vec a, vec b)
+{
+	return (vec)((m & (ivec)a) | (~m & (ivec)b));
+}
+
 /* GEMM blocking: a (KC, NC) panel of B, an (MC, KC) block of A */
 #define KC 256
 #define MC (MR * 16)
@@ -110,10 +128,14 @@ static int threads_for(int threads, size_t tasks)
  * MR·2 accumulators stay in registers; inlined, the strides are constants.
  * Without add, the sums are stored times mul (QKᵀ's scale, rounded once
  * as a separate product would be; 1 elsewhere, which changes nothing).
+ * With rmax (QKᵀ's scores), row i's stored values also join rmax[i]'s
+ * lanes by max, and rbad[i] += value·0 (0 if finite, NaN if not): the
+ * softmax then needs no pass of its own for a row's max.
  */
 static inline __attribute__((always_inline)) void
 micro_strided(size_t kc, const REAL *restrict a, size_t ps, size_t is, const REAL *restrict b,
-	      REAL *restrict c, size_t ldc, size_t mr, size_t nr, int add, REAL mul)
+	      REAL *restrict c, size_t ldc, size_t mr, size_t nr, int add, REAL mul,
+	      vec *restrict rmax, vec *restrict rbad)
 {
 	vec acc[MR][2];
 
@@ -143,6 +165,14 @@ micro_strided(size_t kc, const REAL *restrict a, size_t ps, size_t is, const REA
 				c0 = acc[i][0] * mul;
 				c1 = acc[i][1] * mul;
 			}
+			if (rmax) {
+				const vec zero = { 0 };
+
+				/* a NaN is never greater: rbad finds it */
+				rmax[i] = pick(c0 > rmax[i], c0, rmax[i]);
+				rmax[i] = pick(c1 > rmax[i], c1, rmax[i]);
+				rbad[i] += c0 * zero + c1 * zero;
+			}
 			memcpy(ci, &c0, sizeof(vec));
 			memcpy(ci + VL, &c1, sizeof(vec));
 		}
@@ -153,8 +183,15 @@ micro_strided(size_t kc, const REAL *restrict a, size_t ps, size_t is, const REA
 
 		memcpy(tmp, &acc[i][0], sizeof(vec));
 		memcpy(tmp + VL, &acc[i][1], sizeof(vec));
-		for (size_t j = 0; j < nr; j++)
+		for (size_t j = 0; j < nr; j++) {
 			c[i * ldc + j] = add ? c[i * ldc + j] + tmp[j] : tmp[j] * mul;
+			if (rmax) {
+				const REAL x = c[i * ldc + j];
+
+				rmax[i][0] = x > rmax[i][0] ? x : rmax[i][0];
+				rbad[i][0] += x * 0;
+			}
+		}
 	}
 }
 
@@ -162,7 +199,7 @@ micro_strided(size_t kc, const REAL *restrict a, size_t ps, size_t is, const REA
 static void micro(size_t kc, const REAL *restrict a, const REAL *restrict b, REAL *restrict c,
 		  size_t ldc, size_t mr, size_t nr, int add)
 {
-	micro_strided(kc, a, MR, 1, b, c, ldc, mr, nr, add, 1);
+	micro_strided(kc, a, MR, 1, b, c, ldc, mr, nr, add, 1, NULL, NULL);
 }
 
 /* MR plain rows of lda; rows past the last are never read (mr < MR) only
@@ -172,7 +209,7 @@ static inline __attribute__((always_inline)) void
 micro_rows(size_t kc, const REAL *restrict a, size_t lda, const REAL *restrict b,
 		       REAL *restrict c, size_t ldc, size_t mr, size_t nr, int add)
 {
-	micro_strided(kc, a, 1, lda, b, c, ldc, mr, nr, add, 1);
+	micro_strided(kc, a, 1, lda, b, c, ldc, mr, nr, add, 1, NULL, NULL);
 }
 
 /* rows [0, m) of A (lda), columns [k0, k0 + kc), into MR-row strips, zero-padded */
@@ -348,23 +385,6 @@ static inline REAL vexp(REAL x)
 }
 
 /* e^x a vector at a time, as described above: the softmax's inner loop */
-#if REAL_IS_FLOAT
-typedef int32_t ivec __attribute__((vector_size(VB)));
-#else
-typedef int64_t ivec __attribute__((vector_size(VB)));
-#endif
-
-static inline vec splat(REAL x)
-{
-	return (vec){ 0 } + x;
-}
-
-/* m ? a : b, lane by lane (m all ones or all zeros, as comparisons give) */
-static inline vec pick(ivec m, vec a, vec b)
-{
-	return (vec)((m & (ivec)a) | (~m & (ivec)b));
-}
-
 static inline vec vexp_v(vec x)
 {
 #if REAL_IS_FLOAT
@@ -384,8 +404,8 @@ static inline vec vexp_v(vec x)
 	p = p * r + 0.5f;
 	p = p * r + 1.0f;
 	p = p * r + 1.0f;
-	p = p * (vec)(((ivec)t + 127) << 23);
-	return pick(under, splat(0), p);
+	/* 2^k, or 0 where x was below lo (p is finite there: x was clamped) */
+	return p * (vec)((((ivec)t + 127) << 23) & ~under);
 #else
 	const vec lo = splat(-708.0), shift = splat(0x1.8p52);
 	const ivec under = x <= lo;
@@ -409,8 +429,8 @@ static inline vec vexp_v(vec x)
 	p = p * r + 0.5;
 	p = p * r + 1.0;
 	p = p * r + 1.0;
-	p = p * (vec)(((ivec)t + 1023) << 52);
-	return pick(under, splat(0), p);
+	/* 2^k, or 0 where x was below lo (p is finite there: x was clamped) */
+	return p * (vec)((((ivec)t + 1023) << 52) & ~under);
 #endif
 }
 
@@ -575,6 +595,7 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 	 */
 	const size_t end = mha_rule_keys_end(rule, q0 + rows - 1);
 	const size_t begin = mha_rule_keys_begin(rule, q0) / BK * BK;
+	vec rmax[BQ], rbad[BQ]; /* each row's scores in this key block: max, finiteness (lanes) */
 	int overflow = 0;
 
 	if (!pshift)
@@ -588,43 +609,35 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 	for (size_t k0 = begin; k0 < end; k0 += BK) {
 		const size_t cols = min_size(BK, end - k0);
 
-		/* S = Q_blk · K_blkᵀ · scale, scaled in the registers before the store
-		 * (no pass of its own); the micro-kernels inlined here (always_inline) */
+		/* S = Q_blk · K_blkᵀ · scale, scaled in the registers before the store,
+		 * each row's max and finiteness found there too (no pass of their own);
+		 * the micro-kernels inlined here (always_inline) */
+		for (size_t i = 0; i < rows; i++) {
+			rmax[i] = splat(-INFINITY);
+			rbad[i] = splat(0);
+		}
 		for (size_t s = 0; s < cols; s += NR)
 			for (size_t i = 0; i < rows; i += MR)
 				micro_strided(dk, w->q + i * dk, MR, 1, ktp + (k0 + s) * dk,
 					      w->s + i * BK + s, BK, min_size(MR, rows - i),
-					      min_size(NR, cols - s), 0, scale);
+					      min_size(NR, cols - s), 0, scale, rmax + i, rbad + i);
 		/* scale, softcap, mask; the running max and sum; the weights */
 		for (size_t i = 0; i < rows; i++) {
 			REAL *si = w->s + i * BK, mx, alpha, sum = 0, lanes[VB / sizeof(REAL)];
 			const size_t qi = q0 + i, cv = round_up(cols, VL);
 			const size_t seen = mha_rule_keys_end(rule, qi);
 			const size_t from = mha_rule_keys_begin(rule, qi);
-			vec vmx = splat(-INFINITY), vmx2 = splat(-INFINITY), vsum = splat(0);
-			vec bad = splat(0);
+			vec vmx = rmax[i], vsum = splat(0);
 			int any_bad = 0;
 			/* no softcap, mask, ALiBi, edge of the causal or window rule or tail in
 			 * this row's block: the scaled scores are the logits and their max is
-			 * found on the way (one pass); else the passes below change them first */
+			 * the micro-kernel's; else the passes below change them first */
 			const int plain = cap == 0 && !masked && !rule->alibi && seen >= k0 + cols &&
 					  from <= k0 && cols == cv;
 
-			for (size_t j = cols; j < cv; j++)
-				si[j] = 0;
-			for (size_t j = 0; j < cv; j += VL) {
-				const vec x = *(const vec *)(si + j); /* scaled already */
-
-				/* x - x: 0 where x is finite, NaN where it is not */
-				bad += x - x;
-				/* two running maxima, a shorter chain: the max is the same */
-				if (j / VL % 2)
-					vmx2 = pick(x > vmx2, x, vmx2);
-				else
-					vmx = pick(x > vmx, x, vmx);
-			}
+			/* rbad: 0 where every score is finite, NaN where one is not */
 			for (size_t l = 0; l < VL; l++)
-				any_bad |= bad[l] != 0;
+				any_bad |= rbad[i][l] != 0;
 			/* not finite: an error only where the key counts (rules.h), never a silent NaN */
 			if (any_bad)
 				for (size_t j = 0; j < cols; j++)
@@ -675,9 +688,7 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 				si[j] = -INFINITY;
 			for (size_t j = cols; j < cv; j++)
 				si[j] = -INFINITY;
-			if (plain && !any_bad) {
-				vmx = pick(vmx2 > vmx, vmx2, vmx);
-			} else {
+			if (!plain || any_bad) {
 				vmx = splat(-INFINITY);
 				for (size_t j = 0; j < cv; j += VL) {
 					const vec x = *(const vec *)(si + j);
