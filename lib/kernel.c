@@ -346,7 +346,7 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 				/* the rows in equal shares of whole MR-row strips, one share a
 				 * thread (both busy to the end: 512 rows are 43 + 42 strips, not
 				 * 6 blocks of MC shared 3 + 2.3), each walked MC rows at a time */
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
 				for (int t = 0; t < threads; t++) {
 					const size_t lo = gemm_share(g->m, threads, t);
 					const size_t hi = gemm_share(g->m, threads, t + 1);
@@ -356,6 +356,12 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 
 						gemm_block(g, apack, bpack, i0, mc, j0, nc, k0, kc, last);
 					}
+				}
+				/* the panel is packed over again only when all are done with it;
+				 * after the last, the team's end is the wait (one barrier fewer:
+				 * each costs a time slice when another process holds a core) */
+				if (!last || j0 + NC < g->n) {
+#pragma omp barrier
 				}
 			}
 		}
@@ -850,7 +856,7 @@ void NAME(mha_attend_)(struct mha_attend *a)
 			}
 			/* the query blocks from the last: on causal shapes the largest first, so
 			 * that the threads finish together (dynamic scheduling, longest first) */
-#pragma omp for schedule(dynamic)
+#pragma omp for schedule(dynamic) nowait
 			for (size_t t = 0; t < tasks; t++) {
 				const size_t blk = blocks - 1 - t % blocks, q0 = blk * BQ;
 				const size_t rows = min_size(BQ, a->n_q - q0);
@@ -872,6 +878,11 @@ void NAME(mha_attend_)(struct mha_attend *a)
 					attend_block(a, &rule, &w, kt + p * kt_size, vp + p * v_size, b, h, q0,
 						     rows, shift, &again_blocked, &again_first, &my_error);
 				}
+			}
+			/* the next wave packs over this one's K and V once all are done with
+			 * them; after the last, the team's end is the wait (a barrier fewer) */
+			if (waves && wave + 1 < packs) {
+#pragma omp barrier
 			}
 		}
 		blocked += my_blocked;
