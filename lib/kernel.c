@@ -47,6 +47,24 @@ typedef REAL vec __attribute__((vector_size(VB), aligned(VB)));
 #define NR (2 * VL)                      /* micro-tile columns */
 #define IS_F32 (sizeof(REAL) == 4)
 
+/* lanes of comparisons: all ones or all zeros */
+#if REAL_IS_FLOAT
+typedef int32_t ivec __attribute__((vector_size(VB)));
+#else
+typedef int64_t ivec __attribute__((vector_size(VB)));
+#endif
+
+static inline vec splat(REAL x)
+{
+	return (vec){ 0 } + x;
+}
+
+/* m ? a : b, lane by lane (m all ones or all zeros, as comparisons give) */
+static inline vec pick(ivec m, vec a, vec b)
+{
+	return (vec)((m & (ivec)a) | (~m & (ivec)b));
+}
+
 /* GEMM blocking: a (KC, NC) panel of B, an (MC, KC) block of A */
 #define KC 256
 #define MC (MR * 16)
@@ -110,10 +128,14 @@ static int threads_for(int threads, size_t tasks)
  * MR·2 accumulators stay in registers; inlined, the strides are constants.
  * Without add, the sums are stored times mul (QKᵀ's scale, rounded once
  * as a separate product would be; 1 elsewhere, which changes nothing).
+ * With rmax (QKᵀ's scores), row i's stored values also join rmax[i]'s
+ * lanes by max, and rbad[i] += value·0 (0 if finite, NaN if not): the
+ * softmax then needs no pass of its own for a row's max.
  */
 static inline __attribute__((always_inline)) void
 micro_strided(size_t kc, const REAL *restrict a, size_t ps, size_t is, const REAL *restrict b,
-	      REAL *restrict c, size_t ldc, size_t mr, size_t nr, int add, REAL mul)
+	      REAL *restrict c, size_t ldc, size_t mr, size_t nr, int add, REAL mul,
+	      vec *restrict rmax, vec *restrict rbad)
 {
 	vec acc[MR][2];
 
@@ -143,6 +165,14 @@ micro_strided(size_t kc, const REAL *restrict a, size_t ps, size_t is, const REA
 				c0 = acc[i][0] * mul;
 				c1 = acc[i][1] * mul;
 			}
+			if (rmax) {
+				const vec zero = { 0 };
+
+				/* a NaN is never greater: rbad finds it */
+				rmax[i] = pick(c0 > rmax[i], c0, rmax[i]);
+				rmax[i] = pick(c1 > rmax[i], c1, rmax[i]);
+				rbad[i] += c0 * zero + c1 * zero;
+			}
 			memcpy(ci, &c0, sizeof(vec));
 			memcpy(ci + VL, &c1, sizeof(vec));
 		}
@@ -153,8 +183,15 @@ micro_strided(size_t kc, const REAL *restrict a, size_t ps, size_t is, const REA
 
 		memcpy(tmp, &acc[i][0], sizeof(vec));
 		memcpy(tmp + VL, &acc[i][1], sizeof(vec));
-		for (size_t j = 0; j < nr; j++)
+		for (size_t j = 0; j < nr; j++) {
 			c[i * ldc + j] = add ? c[i * ldc + j] + tmp[j] : tmp[j] * mul;
+			if (rmax) {
+				const REAL x = c[i * ldc + j];
+
+				rmax[i][0] = x > rmax[i][0] ? x : rmax[i][0];
+				rbad[i][0] += x * 0;
+			}
+		}
 	}
 }
 
@@ -162,7 +199,7 @@ micro_strided(size_t kc, const REAL *restrict a, size_t ps, size_t is, const REA
 static void micro(size_t kc, const REAL *restrict a, const REAL *restrict b, REAL *restrict c,
 		  size_t ldc, size_t mr, size_t nr, int add)
 {
-	micro_strided(kc, a, MR, 1, b, c, ldc, mr, nr, add, 1);
+	micro_strided(kc, a, MR, 1, b, c, ldc, mr, nr, add, 1, NULL, NULL);
 }
 
 /* MR plain rows of lda; rows past the last are never read (mr < MR) only
@@ -172,7 +209,7 @@ static inline __attribute__((always_inline)) void
 micro_rows(size_t kc, const REAL *restrict a, size_t lda, const REAL *restrict b,
 		       REAL *restrict c, size_t ldc, size_t mr, size_t nr, int add)
 {
-	micro_strided(kc, a, 1, lda, b, c, ldc, mr, nr, add, 1);
+	micro_strided(kc, a, 1, lda, b, c, ldc, mr, nr, add, 1, NULL, NULL);
 }
 
 /* rows [0, m) of A (lda), columns [k0, k0 + kc), into MR-row strips, zero-padded */
@@ -229,10 +266,50 @@ size_t NAME(mha_gemm_bytes_)(const struct mha_gemm *g)
 			   mha_sat_mul((size_t)gemm_threads(g), counted_bytes(MC * KC)));
 }
 
+/* the first row of thread t's share of m rows among threads: whole MR-row strips */
+static size_t gemm_share(size_t m, int threads, int t)
+{
+	const size_t strips = (m + MR - 1) / MR;
+
+	return min_size(m, strips * (size_t)t / (size_t)threads * MR);
+}
+
+/*
+ * Rows [i0, i0 + mc) of C, columns [j0, j0 + nc), from the k0 panel of B
+ * (packed in bpack): whole MR-row strips read from A where they are (no
+ * copy); a last shorter strip packed, zero-padded, as the kernel reads MR
+ * rows: the same products in the same order either way.  The bias joins
+ * after the last panel (the same order as adding it at the end).
+ */
+static void gemm_block(const struct mha_gemm *g, REAL *apack, const REAL *bpack, size_t i0,
+		       size_t mc, size_t j0, size_t nc, size_t k0, size_t kc, int last)
+{
+	const REAL *A = g->A, *bias = g->bias;
+	REAL *C = g->C;
+	const size_t whole = mc / MR * MR;
+
+	if (!apack)
+		return;
+	if (whole < mc)
+		pack_a(apack, A + (i0 + whole) * g->lda, g->lda, mc - whole, k0, kc);
+	for (size_t s = 0; s < nc; s += NR) {
+		for (size_t i = 0; i < whole; i += MR)
+			micro_rows(kc, A + (i0 + i) * g->lda + k0, g->lda, bpack + s * kc,
+				   C + (i0 + i) * g->ldc + j0 + s, g->ldc, MR, min_size(NR, nc - s),
+				   k0 > 0);
+		if (whole < mc)
+			micro(kc, apack, bpack + s * kc, C + (i0 + whole) * g->ldc + j0 + s, g->ldc,
+			      mc - whole, min_size(NR, nc - s), k0 > 0);
+	}
+	if (bias && last)
+		for (size_t i = i0; i < i0 + mc; i++)
+			for (size_t j = j0; j < j0 + nc; j++)
+				C[i * g->ldc + j] += bias[j];
+}
+
 void NAME(mha_gemm_)(struct mha_gemm *g)
 {
-	const REAL *A = g->A, *B = g->B, *bias = g->bias;
-	REAL *C = g->C;
+	const REAL *B = g->B;
 	const int threads = gemm_threads(g);
 	REAL *bpack = alloc_aligned(gemm_panel(g));
 	int failed = !bpack;
@@ -244,9 +321,8 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 	}
 	/*
 	 * One team for the whole product: the B panel packed by all threads,
-	 * strip by strip, then A's row blocks shared out; the bias joins a row
-	 * block after its last panel, by the thread that summed it (the same
-	 * order as adding it at the end)
+	 * strip by strip, then A's rows shared out (gemm_block), each row's
+	 * sums and bias by one thread, in the same order whatever their number
 	 */
 #pragma omp parallel num_threads(threads) if (threads > 1)
 	{
@@ -267,33 +343,25 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 				for (size_t s = 0; s < nc; s += NR)
 					pack_b(bpack + s * kc, B, g->ldb, k0, kc, j0 + s,
 					       min_size(NR, nc - s));
-#pragma omp for schedule(dynamic)
-				for (size_t i0 = 0; i0 < g->m; i0 += MC) {
-					const size_t mc = min_size(MC, g->m - i0);
+				/* the rows in equal shares of whole MR-row strips, one share a
+				 * thread (both busy to the end: 512 rows are 43 + 42 strips, not
+				 * 6 blocks of MC shared 3 + 2.3), each walked MC rows at a time */
+#pragma omp for schedule(static) nowait
+				for (int t = 0; t < threads; t++) {
+					const size_t lo = gemm_share(g->m, threads, t);
+					const size_t hi = gemm_share(g->m, threads, t + 1);
 
-					/* whole MR-row strips read from A where they are (no copy); a
-					 * last shorter strip packed, zero-padded, as the kernel reads
-					 * MR rows: the same products in the same order either way */
-					const size_t whole = mc / MR * MR;
+					for (size_t i0 = lo; i0 < hi; i0 += MC) {
+						const size_t mc = min_size(MC, hi - i0);
 
-					if (!apack)
-						continue;
-					if (whole < mc)
-						pack_a(apack, A + (i0 + whole) * g->lda, g->lda, mc - whole, k0, kc);
-					for (size_t s = 0; s < nc; s += NR) {
-						for (size_t i = 0; i < whole; i += MR)
-							micro_rows(kc, A + (i0 + i) * g->lda + k0, g->lda,
-								   bpack + s * kc, C + (i0 + i) * g->ldc + j0 + s,
-								   g->ldc, MR, min_size(NR, nc - s), k0 > 0);
-						if (whole < mc)
-							micro(kc, apack, bpack + s * kc,
-							      C + (i0 + whole) * g->ldc + j0 + s, g->ldc,
-							      mc - whole, min_size(NR, nc - s), k0 > 0);
+						gemm_block(g, apack, bpack, i0, mc, j0, nc, k0, kc, last);
 					}
-					if (bias && last)
-						for (size_t i = i0; i < i0 + mc; i++)
-							for (size_t j = j0; j < j0 + nc; j++)
-								C[i * g->ldc + j] += bias[j];
+				}
+				/* the panel is packed over again only when all are done with it;
+				 * after the last, the team's end is the wait (one barrier fewer:
+				 * each costs a time slice when another process holds a core) */
+				if (!last || j0 + NC < g->n) {
+#pragma omp barrier
 				}
 			}
 		}
@@ -323,23 +391,6 @@ static inline REAL vexp(REAL x)
 }
 
 /* e^x a vector at a time, as described above: the softmax's inner loop */
-#if REAL_IS_FLOAT
-typedef int32_t ivec __attribute__((vector_size(VB)));
-#else
-typedef int64_t ivec __attribute__((vector_size(VB)));
-#endif
-
-static inline vec splat(REAL x)
-{
-	return (vec){ 0 } + x;
-}
-
-/* m ? a : b, lane by lane (m all ones or all zeros, as comparisons give) */
-static inline vec pick(ivec m, vec a, vec b)
-{
-	return (vec)((m & (ivec)a) | (~m & (ivec)b));
-}
-
 static inline vec vexp_v(vec x)
 {
 #if REAL_IS_FLOAT
@@ -359,8 +410,8 @@ static inline vec vexp_v(vec x)
 	p = p * r + 0.5f;
 	p = p * r + 1.0f;
 	p = p * r + 1.0f;
-	p = p * (vec)(((ivec)t + 127) << 23);
-	return pick(under, splat(0), p);
+	/* 2^k, or 0 where x was below lo (p is finite there: x was clamped) */
+	return p * (vec)((((ivec)t + 127) << 23) & ~under);
 #else
 	const vec lo = splat(-708.0), shift = splat(0x1.8p52);
 	const ivec under = x <= lo;
@@ -384,8 +435,8 @@ static inline vec vexp_v(vec x)
 	p = p * r + 0.5;
 	p = p * r + 1.0;
 	p = p * r + 1.0;
-	p = p * (vec)(((ivec)t + 1023) << 52);
-	return pick(under, splat(0), p);
+	/* 2^k, or 0 where x was below lo (p is finite there: x was clamped) */
+	return p * (vec)((((ivec)t + 1023) << 52) & ~under);
 #endif
 }
 
@@ -550,6 +601,7 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 	 */
 	const size_t end = mha_rule_keys_end(rule, q0 + rows - 1);
 	const size_t begin = mha_rule_keys_begin(rule, q0) / BK * BK;
+	vec rmax[BQ], rbad[BQ]; /* each row's scores in this key block: max, finiteness (lanes) */
 	int overflow = 0;
 
 	if (!pshift)
@@ -563,43 +615,35 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 	for (size_t k0 = begin; k0 < end; k0 += BK) {
 		const size_t cols = min_size(BK, end - k0);
 
-		/* S = Q_blk · K_blkᵀ · scale, scaled in the registers before the store
-		 * (no pass of its own); the micro-kernels inlined here (always_inline) */
+		/* S = Q_blk · K_blkᵀ · scale, scaled in the registers before the store,
+		 * each row's max and finiteness found there too (no pass of their own);
+		 * the micro-kernels inlined here (always_inline) */
+		for (size_t i = 0; i < rows; i++) {
+			rmax[i] = splat(-INFINITY);
+			rbad[i] = splat(0);
+		}
 		for (size_t s = 0; s < cols; s += NR)
 			for (size_t i = 0; i < rows; i += MR)
 				micro_strided(dk, w->q + i * dk, MR, 1, ktp + (k0 + s) * dk,
 					      w->s + i * BK + s, BK, min_size(MR, rows - i),
-					      min_size(NR, cols - s), 0, scale);
+					      min_size(NR, cols - s), 0, scale, rmax + i, rbad + i);
 		/* scale, softcap, mask; the running max and sum; the weights */
 		for (size_t i = 0; i < rows; i++) {
 			REAL *si = w->s + i * BK, mx, alpha, sum = 0, lanes[VB / sizeof(REAL)];
 			const size_t qi = q0 + i, cv = round_up(cols, VL);
 			const size_t seen = mha_rule_keys_end(rule, qi);
 			const size_t from = mha_rule_keys_begin(rule, qi);
-			vec vmx = splat(-INFINITY), vmx2 = splat(-INFINITY), vsum = splat(0);
-			vec bad = splat(0);
+			vec vmx = rmax[i], vsum = splat(0);
 			int any_bad = 0;
 			/* no softcap, mask, ALiBi, edge of the causal or window rule or tail in
 			 * this row's block: the scaled scores are the logits and their max is
-			 * found on the way (one pass); else the passes below change them first */
+			 * the micro-kernel's; else the passes below change them first */
 			const int plain = cap == 0 && !masked && !rule->alibi && seen >= k0 + cols &&
 					  from <= k0 && cols == cv;
 
-			for (size_t j = cols; j < cv; j++)
-				si[j] = 0;
-			for (size_t j = 0; j < cv; j += VL) {
-				const vec x = *(const vec *)(si + j); /* scaled already */
-
-				/* x - x: 0 where x is finite, NaN where it is not */
-				bad += x - x;
-				/* two running maxima, a shorter chain: the max is the same */
-				if (j / VL % 2)
-					vmx2 = pick(x > vmx2, x, vmx2);
-				else
-					vmx = pick(x > vmx, x, vmx);
-			}
+			/* rbad: 0 where every score is finite, NaN where one is not */
 			for (size_t l = 0; l < VL; l++)
-				any_bad |= bad[l] != 0;
+				any_bad |= rbad[i][l] != 0;
 			/* not finite: an error only where the key counts (rules.h), never a silent NaN */
 			if (any_bad)
 				for (size_t j = 0; j < cols; j++)
@@ -650,9 +694,7 @@ static int attend_block(struct mha_attend *a, const struct mha_rule *rule, struc
 				si[j] = -INFINITY;
 			for (size_t j = cols; j < cv; j++)
 				si[j] = -INFINITY;
-			if (plain && !any_bad) {
-				vmx = pick(vmx2 > vmx, vmx2, vmx);
-			} else {
+			if (!plain || any_bad) {
 				vmx = splat(-INFINITY);
 				for (size_t j = 0; j < cv; j += VL) {
 					const vec x = *(const vec *)(si + j);
@@ -814,7 +856,7 @@ void NAME(mha_attend_)(struct mha_attend *a)
 			}
 			/* the query blocks from the last: on causal shapes the largest first, so
 			 * that the threads finish together (dynamic scheduling, longest first) */
-#pragma omp for schedule(dynamic)
+#pragma omp for schedule(dynamic) nowait
 			for (size_t t = 0; t < tasks; t++) {
 				const size_t blk = blocks - 1 - t % blocks, q0 = blk * BQ;
 				const size_t rows = min_size(BQ, a->n_q - q0);
@@ -836,6 +878,11 @@ void NAME(mha_attend_)(struct mha_attend *a)
 					attend_block(a, &rule, &w, kt + p * kt_size, vp + p * v_size, b, h, q0,
 						     rows, shift, &again_blocked, &again_first, &my_error);
 				}
+			}
+			/* the next wave packs over this one's K and V once all are done with
+			 * them; after the last, the team's end is the wait (a barrier fewer) */
+			if (waves && wave + 1 < packs) {
+#pragma omp barrier
 			}
 		}
 		blocked += my_blocked;
