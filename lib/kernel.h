@@ -119,4 +119,15 @@ int mha_fast_forward(void *out, const struct typed *t, const struct mha_dims *d,
 		     const struct mha_config *cfg, const struct mha_observer *obs,
 		     struct mha_report *rep);
 
+/*
+ * The heads in groups (fast.c): how many key/value heads a group takes,
+ * with their query heads, for these dims when an observer wants the stages
+ * in wanted (every one, G, is the whole path: Q, K and V whole);
+ * MHA_STREAM_HEADS=k in the environment sets it, for tests.  And what the
+ * grouped path allocates at its peak, as mha_memory counts.
+ */
+size_t mha_stream_heads(const struct mha_dims *d, unsigned wanted, size_t esize);
+size_t mha_stream_memory(const struct mha_dims *d, const struct mha_config *cfg, size_t per,
+			 int f32);
+
 #endif

@@ -554,6 +554,7 @@ size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int
 	} else {
 		/* the fast path: each product's and the attention's own blocks at their turn */
 		const struct mha_kernels *k = mha_pick_kernels(f32);
+		const size_t per = mha_stream_heads(d, wanted, e);
 		const int threads = mha_threads(cfg);
 		struct mha_gemm gq = { .m = B * d->n_q, .n = hk, .k = d->d_q_in, .threads = threads };
 		struct mha_gemm gk_ = { .m = B * d->n_kv, .n = gk, .k = d->d_k_in, .threads = threads };
@@ -562,6 +563,10 @@ size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int
 		struct mha_attend at = { .B = B, .n_q = d->n_q, .n_kv = d->n_kv, .H = d->heads, .G = G,
 					 .dk = d->d_k, .dv = d->d_v, .threads = threads };
 		size_t peak = mha_sat_add(q, k->gemm_bytes(&gq));
+
+		/* the heads in groups (fast.c): no Q, K or V whole */
+		if (per < G)
+			return mha_stream_memory(d, cfg, per, f32);
 
 		peak = max_size(peak, mha_sat_add(qk, k->gemm_bytes(&gk_)));
 		peak = max_size(peak, mha_sat_add(qkv, k->gemm_bytes(&gv_)));

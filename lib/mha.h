@@ -396,6 +396,11 @@ MHA_API ptrdiff_t mha_causal_offset(const mha_dims *dims, const mha_config *cfg,
  * width w costs about n_q·w), cfg->threads threads; it still hands over Q, K,
  * V, concat and output.  Its projections are one product over the rows of
  * every sequence, and its threads share batch × heads × query blocks.
+ * Past a few MiB of Q, K and V, and unless obs wants Q, K or V (turned or
+ * not) whole, it takes the heads in groups (some key/value heads and their
+ * query heads): only a group's columns of Q, K and V are held, the heads'
+ * outputs go into out, and W_O is applied there in place when d_out is
+ * H·d_v; the same numbers to the bit.
  *
  * Overflow: the run fails with MHA_ERR_RANGE exactly when a value it
  * produces or must hold is truly not finite, the same on both paths and
