@@ -115,6 +115,7 @@ struct bw {
 	double *pk;                /* fast path: per key/value head Kᵀ, K, Vᵀ, V (pass 1), then per
 				      head Qᵀ, Q, dOᵀ, dO (pass 2), packed (fast_pack_head) */
 	size_t nr;                 /* fast path: the packed strips' width */
+	int one_pass;              /* fast path: dK and dV in pass 1 (fast_one_pass) */
 	double *scratch;           /* (max(n_q, n_kv), max(dk, dv)) for head blocks */
 	double *dsinks;            /* (H) the run's, summed over the sequences; or NULL */
 	size_t blocked;
@@ -416,21 +417,43 @@ static size_t fast_pack_head(size_t n, size_t dk, size_t dv, size_t nr, size_t o
 	return mha_sat_add(off[3], fast_pk_count(n, dv, nr));
 }
 
+/*
+ * One pass or two: with FAST_ONE_PASS_G key/value heads or more, a task is
+ * a whole key/value head (its query heads' blocks in order), which then
+ * owns its dK and dV and adds to them in pass 1: no pass 2, whose products
+ * S and dP are pass 1's again (6 products a block, not 8).  Fewer heads
+ * would leave threads idle; the choice is the shape's, never the threads'.
+ */
+#define FAST_ONE_PASS_G 4
+static int fast_one_pass(const mha_dims *d)
+{
+	return mha_rule_kv_heads(d) >= FAST_ONE_PASS_G;
+}
+
 /* the bytes of pk (aligned_alloc's size, whole cache lines): pass 1's or
- * pass 2's, the larger; SIZE_MAX when too large */
+ * pass 2's, the larger (pass 1's with one pass); SIZE_MAX when too large */
 static size_t fast_pack_bytes(const mha_dims *d, size_t nr)
 {
 	size_t off[4];
 	const size_t a = mha_sat_mul(mha_rule_kv_heads(d),
 				     fast_pack_head(d->n_kv, d->d_k, d->d_v, nr, off));
-	const size_t b = mha_sat_mul(d->heads, fast_pack_head(d->n_q, d->d_k, d->d_v, nr, off));
+	const size_t b = fast_one_pass(d) ? 0
+			 : mha_sat_mul(d->heads, fast_pack_head(d->n_q, d->d_k, d->d_v, nr, off));
 	const size_t bytes = mha_sat_mul(a > b ? a : b, sizeof(double));
 
 	return bytes > SIZE_MAX - 64 ? SIZE_MAX : (bytes + 63) / 64 * 64;
 }
 
+/* the bytes of a thread's qp (fast_buf), whole cache lines */
+static size_t fast_qp_bytes(size_t wide, size_t nr)
+{
+	return (fast_pk_count(FAST_QB, wide, nr) * sizeof(double) + 63) / 64 * 64;
+}
+
+
 #define BWD_KERNELS(sfx) { mha_bwd_softmax_##sfx, mha_bwd_dscores_##sfx, mha_bwd_keyrow_##sfx, \
-			   mha_pack_b_##sfx, mha_gemm_packed_##sfx, mha_packed_nr_##sfx }
+			   mha_pack_b_##sfx, mha_gemm_packed_##sfx, mha_packed_nr_##sfx, \
+			   mha_gemm_packed_tadd_##sfx }
 
 /* the elementwise kernels (kernel_bwd.c) of the vector width k's GEMM has */
 static const struct mha_bwd_kernels *bwd_kernels(const struct mha_kernels *k)
@@ -460,6 +483,8 @@ static int fast_plain_rule(const struct bw *r)
 struct fast_buf {
 	double *s, *th, *p, *dp; /* (96, n_kv) in pass 1, (96, n_q) in pass 2 */
 	double *part;            /* pass 2: (96, max(dk, dv)) a head's part of dK or dV */
+	double *qp;              /* one pass: (96, max(dk, dv)) rounded up to strips, a query
+				    block of Q or dO packed; 64-byte aligned */
 };
 
 /*
@@ -575,6 +600,16 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 	/* dQ = dscores·K */
 	bk->gemm_packed(r->dQr + i0 * ldq + h * r->dk, ldq, f->dp, nk, pk + off[1] + kb * nr, n_kv * nr,
 			nb, r->dk, nk);
+	if (r->one_pass) {
+		/* dK += dscoresᵀ·Q and dV += Pᵀ·dO over this block's queries: the
+		 * task owns key/value head g and adds the blocks in a fixed order */
+		bk->pack_b(f->qp, r->Q + i0 * ldq + h * r->dk, ldq, 1, nb, r->dk);
+		bk->gemm_packed_tadd(r->dKr + kb * ldk + g * r->dk, ldk, f->dp, nk, f->qp, nb * nr, nk,
+				     r->dk, nb);
+		bk->pack_b(f->qp, r->dcat + i0 * ldc + h * r->dv, ldc, 1, nb, r->dv);
+		bk->gemm_packed_tadd(r->dV + kb * ldv + g * r->dv, ldv, f->p, nk, f->qp, nb * nr, nk,
+				     r->dv, nb);
+	}
 	return 0;
 }
 
@@ -756,24 +791,42 @@ static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int thre
 	const size_t n_q = r->d->n_q, n_kv = r->d->n_kv;
 	const size_t qblocks = (n_q + FAST_QB - 1) / FAST_QB, kblocks = (n_kv + FAST_KB - 1) / FAST_KB;
 	const size_t wide = r->dk > r->dv ? r->dk : r->dv;
-	const long t1 = (long)(r->H * qblocks), t2 = (long)(r->G * kblocks);
-
+	const long t1 = r->one_pass ? (long)r->G : (long)(r->H * qblocks), t2 = (long)(r->G * kblocks);
 	const struct mha_bwd_kernels *bk = bwd_kernels(k);
+	const size_t qp = fast_qp_bytes(wide, r->nr);
 	int err = 0;
 
 	(void)threads; /* read by the pragmas only: unused without OpenMP */
 #pragma omp parallel num_threads(threads) if (threads > 1 && t1 > 1)
 	{
-		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL };
+		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL };
 		double *b = fast_buf_alloc(&f, n_kv, 0);
 		int e = b ? 0 : 1;
 
+		if (r->one_pass) {
+			f.qp = aligned_alloc(64, qp);
+			e = e || !f.qp;
+		}
 		/* each key/value head's K and V packed, both ways, once */
 #pragma omp for schedule(dynamic)
 		for (long t = 0; t < (long)(4 * r->G); t++)
 			fast_pack(r, bk, t, r->G, n_kv, r->K, r->V);
 #pragma omp for schedule(dynamic)
 		for (long t = 0; t < t1; t++) {
+			if (r->one_pass) {
+				/* one key/value head: its query heads' blocks in order, dK and dV summed here */
+				const size_t g = (size_t)t, per = r->H / r->G;
+
+				for (size_t j = 0; j < n_kv; j++) {
+					memset(r->dKr + j * r->G * r->dk + g * r->dk, 0, r->dk * sizeof(double));
+					memset(r->dV + j * r->G * r->dv + g * r->dv, 0, r->dv * sizeof(double));
+				}
+				for (size_t i0 = 0; i0 < n_q && !e; i0 += FAST_QB)
+					for (size_t h = g * per; h < (g + 1) * per && !e; h++)
+						e = fast_query_block(r, k, &f, h, i0,
+								     i0 + FAST_QB < n_q ? i0 + FAST_QB : n_q);
+				continue;
+			}
 			const size_t h = (size_t)t / qblocks, i0 = (size_t)t % qblocks * FAST_QB;
 
 			if (!e)
@@ -783,13 +836,16 @@ static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int thre
 #pragma omp critical
 			err = err > e ? err : e;
 		}
+		free(f.qp);
 		free(b);
 	}
 	if (err)
 		return err == 1 ? MHA_ERR_NOMEM : MHA_ERR_RANGE;
+	if (r->one_pass)
+		goto sinks;
 #pragma omp parallel num_threads(threads) if (threads > 1 && t2 > 1)
 	{
-		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL };
+		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL };
 		double *b = fast_buf_alloc(&f, n_q, wide);
 		int e = b ? 0 : 1;
 
@@ -812,6 +868,7 @@ static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int thre
 	}
 	if (err)
 		return MHA_ERR_NOMEM;
+sinks:
 	for (size_t h = 0; h < r->H; h++) {
 		double dsink = 0.0;
 
@@ -1120,6 +1177,7 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 		const size_t pk = fast_pack_bytes(d, bwd_kernels(z->k)->packed_nr());
 
 		r.nr = bwd_kernels(z->k)->packed_nr();
+		r.one_pass = fast_one_pass(d);
 		r.lse = alloc_n(r.H, d->n_q);
 		r.Dall = alloc_n(r.H, d->n_q);
 		r.pk = pk == SIZE_MAX ? NULL : aligned_alloc(64, pk);
@@ -1418,10 +1476,14 @@ size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wa
 			size_t one1, one2;
 
 			one1 = dbl_block(FAST_TILES * FAST_QB, d->n_kv);
+			if (fast_one_pass(d))
+				one1 = mha_sat_add(one1, mha_sat_add(fast_qp_bytes(part,
+							bwd_kernels(k)->packed_nr()), MHA_ALLOC_SLACK));
 			one2 = dbl_block(1, mha_sat_add(mha_sat_mul(FAST_TILES * FAST_QB, d->n_q),
 							FAST_KB * part));
 			one1 = mha_sat_mul(team1, one1);
-			one2 = mha_sat_mul(team2, one2);
+			/* no pass 2 with one pass */
+			one2 = fast_one_pass(d) ? 0 : mha_sat_mul(team2, one2);
 			/* the heads' tiles are freed before the products below run */
 			heads = one1 > one2 ? one1 : one2;
 		}

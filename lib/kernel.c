@@ -943,3 +943,32 @@ void NAME(mha_gemm_packed_)(void *Cv, size_t ldc, const void *Av, size_t lda, co
 		}
 	}
 }
+
+/*
+ * C (m, n) += Aᵀ·B on one thread, A stored (k, m) with lda (the
+ * transpose read in place, an MR-row strip of Aᵀ copied at a time), B as
+ * for mha_gemm_packed.  Nothing allocated; each element summed in one
+ * fixed order, then added to C.
+ */
+void NAME(mha_gemm_packed_tadd_)(void *Cv, size_t ldc, const void *Av, size_t lda, const void *bp,
+				 size_t bs, size_t m, size_t n, size_t k)
+{
+	const REAL *A = Av, *Bp = bp;
+	REAL *C = Cv;
+	REAL strip[MR * KC] __attribute__((aligned(64)));
+
+	for (size_t k0 = 0; k0 < k; k0 += KC) {
+		const size_t kc = min_size(KC, k - k0);
+
+		for (size_t i0 = 0; i0 < m; i0 += MR) {
+			const size_t mr = min_size(MR, m - i0);
+
+			for (size_t p = 0; p < kc; p++)
+				for (size_t i = 0; i < MR; i++)
+					strip[p * MR + i] = i < mr ? A[(k0 + p) * lda + i0 + i] : 0;
+			for (size_t j = 0; j < n; j += NR)
+				micro(kc, strip, Bp + j / NR * bs + k0 * NR, C + i0 * ldc + j, ldc, mr,
+				      min_size(NR, n - j), 1);
+		}
+	}
+}

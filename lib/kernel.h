@@ -125,13 +125,16 @@ int mha_fast_forward(void *out, const struct typed *t, const struct mha_dims *d,
  * strips of mha_packed_nr_SFX() columns (k·round_up(n, nr) elements, the
  * buffer 64-byte aligned); mha_gemm_packed_SFX(C, ldc, A, lda, bp, bs, m, n,
  * k) is C = A·B on one thread, bp the first strip's first row used, strips
- * bs elements apart.  Nothing allocated.
+ * bs elements apart; mha_gemm_packed_tadd_SFX the same for C += Aᵀ·B, A
+ * stored (k, m) with lda.  Nothing allocated.
  */
 #define MHA_DECLARE_PACKED(sfx) \
 	size_t mha_packed_nr_##sfx(void); \
 	void mha_pack_b_##sfx(void *dst, const void *src, size_t rs, size_t cs, size_t k, size_t n); \
 	void mha_gemm_packed_##sfx(void *C, size_t ldc, const void *A, size_t lda, const void *bp, \
-				   size_t bs, size_t m, size_t n, size_t k)
+				   size_t bs, size_t m, size_t n, size_t k); \
+	void mha_gemm_packed_tadd_##sfx(void *C, size_t ldc, const void *A, size_t lda, \
+					const void *bp, size_t bs, size_t m, size_t n, size_t k)
 
 MHA_DECLARE_PACKED(f64_base);
 MHA_DECLARE_PACKED(f32_base);

@@ -24,6 +24,8 @@ struct mha_bwd_kernels {
 	void (*gemm_packed)(void *C, size_t ldc, const void *A, size_t lda, const void *bp,
 			    size_t bs, size_t m, size_t n, size_t k);
 	size_t (*packed_nr)(void);
+	void (*gemm_packed_tadd)(void *C, size_t ldc, const void *A, size_t lda, const void *bp,
+				 size_t bs, size_t m, size_t n, size_t k);
 };
 
 #define MHA_DECLARE_BWD_KERNELS(sfx) \
