@@ -19,10 +19,14 @@
  * that sees no key) and D_i = rowsum(dO_i ∘ O_i) kept, dP = dO·Vᵀ, dS and
  * dQ = dscores·K.  Pass 2, tasks (key/value head, block of 96 keys): Sᵀ and
  * dPᵀ again over the queries that may see the block, P = exp(masked − L)
- * from the saved L, and dK, dV summed over the group's query heads.  The
- * tiles' products run on the forward's GEMM kernel (kernel.c, the widest
- * the CPU has), one thread inside a task; so do the projections, dconcat
- * and the weights' gradients.  The softmax, P = exp(masked − L) and dS run
+ * from the saved L, and dK, dV summed over the group's query heads.  With
+ * FAST_ONE_PASS_G key/value heads or more there is no pass 2: a task is a
+ * whole key/value head, and pass 1 adds dscoresᵀ·Q and Pᵀ·dO to its dK and
+ * dV block by block (6 products a block, not 8).  The tiles' products run
+ * on the micro-kernels of the forward's GEMM (kernel.c's mha_gemm_packed,
+ * the widest the CPU has) over K, V, Q and dO packed once per head, one
+ * thread inside a task; the projections, dconcat and the weights'
+ * gradients on the GEMM itself.  The softmax, P = exp(masked − L) and dS run
  * on kernel_bwd.c's vector loops (the same width as the GEMM's) where no
  * softcap, mask term or ALiBi applies and every value is finite; anything
  * else one entry at a time.  No (n_q, n_kv) matrix: each thread holds
