@@ -19,10 +19,14 @@
  * that sees no key) and D_i = rowsum(dO_i ∘ O_i) kept, dP = dO·Vᵀ, dS and
  * dQ = dscores·K.  Pass 2, tasks (key/value head, block of 96 keys): Sᵀ and
  * dPᵀ again over the queries that may see the block, P = exp(masked − L)
- * from the saved L, and dK, dV summed over the group's query heads.  The
- * tiles' products run on the forward's GEMM kernel (kernel.c, the widest
- * the CPU has), one thread inside a task; so do the projections, dconcat
- * and the weights' gradients.  The softmax, P = exp(masked − L) and dS run
+ * from the saved L, and dK, dV summed over the group's query heads.  With
+ * FAST_ONE_PASS_G key/value heads or more there is no pass 2: a task is a
+ * whole key/value head, and pass 1 adds dscoresᵀ·Q and Pᵀ·dO to its dK and
+ * dV block by block (6 products a block, not 8).  The tiles' products run
+ * on the micro-kernels of the forward's GEMM (kernel.c's mha_gemm_packed,
+ * the widest the CPU has) over K, V, Q and dO packed once per head, one
+ * thread inside a task; the projections, dconcat and the weights'
+ * gradients on the GEMM itself.  The softmax, P = exp(masked − L) and dS run
  * on kernel_bwd.c's vector loops (the same width as the GEMM's) where no
  * softcap, mask term or ALiBi applies and every value is finite; anything
  * else one entry at a time.  No (n_q, n_kv) matrix: each thread holds
@@ -112,8 +116,10 @@ struct bw {
 	double *dQh, *dKh, *dVh;   /* (n_q, dk), (n_kv, dk), (n_kv, dv): one head's */
 	double *Dv;                /* (n_q) one head's D */
 	double *lse, *Dall;        /* fast path: (H, n_q) each row's log-sum-exp L and D */
-	double *Kt, *Vt;           /* fast path: (G·dk, n_kv), (G·dv, n_kv): K, V transposed */
-	double *Qt, *dOt;          /* fast path: (H·dk, n_q), (H·dv, n_q): Q, dconcat transposed */
+	double *pk;                /* fast path: per key/value head Kᵀ, K, Vᵀ, V (pass 1), then per
+				      head Qᵀ, Q, dOᵀ, dO (pass 2), packed (fast_pack_head) */
+	size_t nr;                 /* fast path: the packed strips' width */
+	int one_pass;              /* fast path: dK and dV in pass 1 (fast_one_pass) */
 	double *scratch;           /* (max(n_q, n_kv), max(dk, dv)) for head blocks */
 	double *dsinks;            /* (H) the run's, summed over the sequences; or NULL */
 	size_t blocked;
@@ -393,40 +399,65 @@ static mha_status fast_masked(const struct bw *r, size_t h, size_t i, size_t j, 
 }
 
 /*
- * A product smaller than this (m·n·k) is summed here, not by the GEMM
- * kernel, whose packed panels would cost more than the product.  The
- * choice depends on the shape alone, never on the threads.
+ * The tiles' products run on operands packed once per head (kernel.h's
+ * mha_pack_b): for a key/value head Kᵀ (dk, n_kv), K (n_kv, dk), Vᵀ and V;
+ * for a query head Qᵀ, Q, dOᵀ and dO over n_q.  A row range of a packed
+ * operand is an offset, a column range whole strips of nr from a multiple
+ * of nr: the tiles' first key (pass 1) or query (pass 2) is rounded down to
+ * one, and the extra columns are keys or queries that weigh 0.  Offsets of
+ * the four in one head's part of pk, and the part's size (elements).
  */
-#define FAST_GEMM_MIN 32768
-
-/* one product of a task, on its own thread: C = A·B (lda, ldb, ldc given) */
-static int fast_tile(const struct mha_kernels *k, double *C, size_t ldc, const double *A,
-		     size_t lda, const double *B, size_t ldb, size_t m, size_t n, size_t kk)
+static size_t fast_pk_count(size_t k, size_t n, size_t nr)
 {
-	struct mha_gemm g = { .m = m, .n = n, .k = kk, .A = A, .B = B, .lda = lda, .ldb = ldb,
-			      .ldc = ldc, .C = C, .threads = 1 };
-
-	if (!m || !n)
-		return 0;
-	if (mha_sat_mul(mha_sat_mul(m, n), kk) < FAST_GEMM_MIN) {
-		for (size_t i = 0; i < m; i++) {
-			double *c = C + i * ldc;
-
-			memset(c, 0, n * sizeof(double));
-			for (size_t t = 0; t < kk; t++) {
-				const double a = A[i * lda + t], *b = B + t * ldb;
-
-				for (size_t j = 0; j < n; j++)
-					c[j] += a * b[j];
-			}
-		}
-		return 0;
-	}
-	k->gemm(&g);
-	return g.failed;
+	return mha_sat_mul(k, mha_sat_mul(mha_sat_add(n, nr - 1) / nr, nr));
 }
 
-#define BWD_KERNELS(sfx) { mha_bwd_softmax_##sfx, mha_bwd_dscores_##sfx, mha_bwd_keyrow_##sfx }
+static size_t fast_pack_head(size_t n, size_t dk, size_t dv, size_t nr, size_t off[4])
+{
+	off[0] = 0;
+	off[1] = fast_pk_count(dk, n, nr);
+	off[2] = mha_sat_add(off[1], fast_pk_count(n, dk, nr));
+	off[3] = mha_sat_add(off[2], fast_pk_count(dv, n, nr));
+	return mha_sat_add(off[3], fast_pk_count(n, dv, nr));
+}
+
+/*
+ * One pass or two: with FAST_ONE_PASS_G key/value heads or more, a task is
+ * a whole key/value head (its query heads' blocks in order), which then
+ * owns its dK and dV and adds to them in pass 1: no pass 2, whose products
+ * S and dP are pass 1's again (6 products a block, not 8).  Fewer heads
+ * would leave threads idle; the choice is the shape's, never the threads'.
+ */
+#define FAST_ONE_PASS_G 4
+static int fast_one_pass(const mha_dims *d)
+{
+	return mha_rule_kv_heads(d) >= FAST_ONE_PASS_G;
+}
+
+/* the bytes of pk (aligned_alloc's size, whole cache lines): pass 1's or
+ * pass 2's, the larger (pass 1's with one pass); SIZE_MAX when too large */
+static size_t fast_pack_bytes(const mha_dims *d, size_t nr)
+{
+	size_t off[4];
+	const size_t a = mha_sat_mul(mha_rule_kv_heads(d),
+				     fast_pack_head(d->n_kv, d->d_k, d->d_v, nr, off));
+	const size_t b = fast_one_pass(d) ? 0
+			 : mha_sat_mul(d->heads, fast_pack_head(d->n_q, d->d_k, d->d_v, nr, off));
+	const size_t bytes = mha_sat_mul(a > b ? a : b, sizeof(double));
+
+	return bytes > SIZE_MAX - 64 ? SIZE_MAX : (bytes + 63) / 64 * 64;
+}
+
+/* the bytes of a thread's qp (fast_buf), whole cache lines */
+static size_t fast_qp_bytes(size_t wide, size_t nr)
+{
+	return (fast_pk_count(FAST_QB, wide, nr) * sizeof(double) + 63) / 64 * 64;
+}
+
+
+#define BWD_KERNELS(sfx) { mha_bwd_softmax_##sfx, mha_bwd_dscores_##sfx, mha_bwd_keyrow_##sfx, \
+			   mha_pack_b_##sfx, mha_gemm_packed_##sfx, mha_packed_nr_##sfx, \
+			   mha_gemm_packed_tadd_##sfx }
 
 /* the elementwise kernels (kernel_bwd.c) of the vector width k's GEMM has */
 static const struct mha_bwd_kernels *bwd_kernels(const struct mha_kernels *k)
@@ -456,6 +487,8 @@ static int fast_plain_rule(const struct bw *r)
 struct fast_buf {
 	double *s, *th, *p, *dp; /* (96, n_kv) in pass 1, (96, n_q) in pass 2 */
 	double *part;            /* pass 2: (96, max(dk, dv)) a head's part of dK or dV */
+	double *qp;              /* one pass: (96, max(dk, dv)) rounded up to strips, a query
+				    block of Q or dO packed; 64-byte aligned */
 };
 
 /*
@@ -469,10 +502,13 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 {
 	const size_t n_q = r->d->n_q, n_kv = r->d->n_kv, g = mha_rule_kv_head(h, r->H, r->G);
 	const size_t ldq = r->H * r->dk, ldc = r->H * r->dv, ldk = r->G * r->dk, ldv = r->G * r->dv;
-	const size_t kb = mha_rule_keys_begin(&r->rule, i0), ke = mha_rule_keys_end(&r->rule, i1 - 1);
-	const size_t nb = i1 - i0, nk = ke > kb ? ke - kb : 0;
+	const size_t ke = mha_rule_keys_end(&r->rule, i1 - 1), nr = r->nr;
+	size_t kb = mha_rule_keys_begin(&r->rule, i0), off[4];
+	const size_t nb = i1 - i0, per = fast_pack_head(n_kv, r->dk, r->dv, nr, off);
 	const int capped = r->cfg->softcap > 0, vect = fast_plain_rule(r);
 	const struct mha_bwd_kernels *bk = bwd_kernels(k);
+	const double *pk = r->pk + g * per;
+	size_t nk;
 
 	for (size_t i = i0; i < i1; i++) {
 		memset(r->concat + i * ldc + h * r->dv, 0, r->dv * sizeof(double));
@@ -480,11 +516,12 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 		r->lse[h * n_q + i] = -INFINITY;
 		r->Dall[h * n_q + i] = 0.0;
 	}
-	if (!nk)
+	if (ke <= kb)
 		return 0;
-	if (fast_tile(k, f->s, nk, r->Q + i0 * ldq + h * r->dk, ldq,
-		      r->Kt + g * r->dk * n_kv + kb, n_kv, nb, nk, r->dk))
-		return 1;
+	kb = kb / nr * nr; /* whole strips of Kᵀ and Vᵀ */
+	nk = ke - kb;
+	bk->gemm_packed(f->s, nk, r->Q + i0 * ldq + h * r->dk, ldq, pk + off[0] + kb / nr * r->dk * nr,
+			r->dk * nr, nb, nk, r->dk);
 	for (size_t i = i0; i < i1; i++) {
 		const size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
 		const double *q = r->Q + i * ldq + h * r->dk;
@@ -529,9 +566,8 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 		r->lse[h * n_q + i] = m + log(l);
 	}
 	/* O = P·V: a convex combination, finite unless a product's partial sums overflowed */
-	if (fast_tile(k, r->concat + i0 * ldc + h * r->dv, ldc, f->p, nk, r->V + kb * ldv + g * r->dv,
-		      ldv, nb, r->dv, nk))
-		return 1;
+	bk->gemm_packed(r->concat + i0 * ldc + h * r->dv, ldc, f->p, nk, pk + off[3] + kb * nr,
+			n_kv * nr, nb, r->dv, nk);
 	for (size_t i = i0; i < i1; i++) {
 		double *o = r->concat + i * ldc + h * r->dv;
 		const double *dO = r->dcat + i * ldc + h * r->dv;
@@ -546,9 +582,8 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 		r->Dall[h * n_q + i] = D;
 	}
 	/* dP = dO·Vᵀ, then dS = P·(dP − D), tanh', the scale: dscores in place */
-	if (fast_tile(k, f->dp, nk, r->dcat + i0 * ldc + h * r->dv, ldc,
-		      r->Vt + g * r->dv * n_kv + kb, n_kv, nb, nk, r->dv))
-		return 1;
+	bk->gemm_packed(f->dp, nk, r->dcat + i0 * ldc + h * r->dv, ldc,
+			pk + off[2] + kb / nr * r->dv * nr, r->dv * nr, nb, nk, r->dv);
 	for (size_t i = 0; i < nb; i++) {
 		const double D = r->Dall[h * n_q + i0 + i];
 		double *dp = f->dp + i * nk;
@@ -567,8 +602,19 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 		}
 	}
 	/* dQ = dscores·K */
-	return fast_tile(k, r->dQr + i0 * ldq + h * r->dk, ldq, f->dp, nk, r->K + kb * ldk + g * r->dk,
-			 ldk, nb, r->dk, nk);
+	bk->gemm_packed(r->dQr + i0 * ldq + h * r->dk, ldq, f->dp, nk, pk + off[1] + kb * nr, n_kv * nr,
+			nb, r->dk, nk);
+	if (r->one_pass) {
+		/* dK += dscoresᵀ·Q and dV += Pᵀ·dO over this block's queries: the
+		 * task owns key/value head g and adds the blocks in a fixed order */
+		bk->pack_b(f->qp, r->Q + i0 * ldq + h * r->dk, ldq, 1, nb, r->dk);
+		bk->gemm_packed_tadd(r->dKr + kb * ldk + g * r->dk, ldk, f->dp, nk, f->qp, nb * nr, nk,
+				     r->dk, nb);
+		bk->pack_b(f->qp, r->dcat + i0 * ldc + h * r->dv, ldc, 1, nb, r->dv);
+		bk->gemm_packed_tadd(r->dV + kb * ldv + g * r->dv, ldv, f->p, nk, f->qp, nb * nr, nk,
+				     r->dv, nb);
+	}
+	return 0;
 }
 
 /* the queries [*qa, *qb) whose key ranges meet [j0, j1) (both ends never decrease) */
@@ -621,25 +667,28 @@ static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast
 			  size_t g, size_t j0, size_t j1)
 {
 	const size_t n_q = r->d->n_q, per = r->H / r->G, nb = j1 - j0;
-	const size_t ldq = r->H * r->dk, ldc = r->H * r->dv, ldk = r->G * r->dk, ldv = r->G * r->dv;
+	const size_t ldk = r->G * r->dk, ldv = r->G * r->dv;
 	const int vect = fast_plain_rule(r);
 	const struct mha_bwd_kernels *bk = bwd_kernels(k);
-	size_t qa, qb, nq;
+	size_t qa, qb, nq, off[4];
+	const size_t nr = r->nr, per_h = fast_pack_head(n_q, r->dk, r->dv, nr, off);
 
 	for (size_t j = j0; j < j1; j++) {
 		memset(r->dKr + j * ldk + g * r->dk, 0, r->dk * sizeof(double));
 		memset(r->dV + j * ldv + g * r->dv, 0, r->dv * sizeof(double));
 	}
 	fast_query_range(r, j0, j1, &qa, &qb);
-	nq = qb - qa;
-	if (!nq)
+	if (qb <= qa)
 		return 0;
+	qa = qa / nr * nr; /* whole strips of Qᵀ and dOᵀ */
+	nq = qb - qa;
 	for (size_t h = g * per; h < (g + 1) * per; h++) {
-		if (fast_tile(k, f->s, nq, r->K + j0 * ldk + g * r->dk, ldk, r->Qt + h * r->dk * n_q + qa,
-			      n_q, nb, nq, r->dk) ||
-		    fast_tile(k, f->dp, nq, r->V + j0 * ldv + g * r->dv, ldv,
-			      r->dOt + h * r->dv * n_q + qa, n_q, nb, nq, r->dv))
-			return 1;
+		const double *pk = r->pk + h * per_h;
+
+		bk->gemm_packed(f->s, nq, r->K + j0 * ldk + g * r->dk, ldk,
+				pk + off[0] + qa / nr * r->dk * nr, r->dk * nr, nb, nq, r->dk);
+		bk->gemm_packed(f->dp, nq, r->V + j0 * ldv + g * r->dv, ldv,
+				pk + off[2] + qa / nr * r->dv * nr, r->dv * nr, nb, nq, r->dv);
 		for (size_t j = j0, ia = qa, ib = qa; j < j1; j++) {
 			double *p = f->p + (j - j0) * nq, *dp = f->dp + (j - j0) * nq;
 
@@ -666,15 +715,11 @@ static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast
 					       dp + (i - qa));
 		}
 		/* dK += dSᵀ·Q, dV += Pᵀ·dO: each head's part, added in head order */
-		if (fast_tile(k, f->part, r->dk, f->dp, nq, r->Q + qa * ldq + h * r->dk, ldq, nb, r->dk,
-			      nq))
-			return 1;
+		bk->gemm_packed(f->part, r->dk, f->dp, nq, pk + off[1] + qa * nr, n_q * nr, nb, r->dk, nq);
 		for (size_t j = 0; j < nb; j++)
 			for (size_t t = 0; t < r->dk; t++)
 				r->dKr[(j0 + j) * ldk + g * r->dk + t] += f->part[j * r->dk + t];
-		if (fast_tile(k, f->part, r->dv, f->p, nq, r->dcat + qa * ldc + h * r->dv, ldc, nb, r->dv,
-			      nq))
-			return 1;
+		bk->gemm_packed(f->part, r->dv, f->p, nq, pk + off[3] + qa * nr, n_q * nr, nb, r->dv, nq);
 		for (size_t j = 0; j < nb; j++)
 			for (size_t t = 0; t < r->dv; t++)
 				r->dV[(j0 + j) * ldv + g * r->dv + t] += f->part[j * r->dv + t];
@@ -695,6 +740,33 @@ static void fast_transpose(double *t, const double *a, size_t rows, size_t cols)
 				for (size_t i = i0; i < i1; i++)
 					t[c * rows + i] = a[i * cols + c];
 		}
+}
+
+/*
+ * One of the 4·heads packings of a pass (task t: head t / 4, operand
+ * t % 4): x (n, heads·dk) and y (n, heads·dv) are K and V (pass 1) or Q and
+ * dconcat (pass 2); Kᵀ and Vᵀ are read in place, never transposed first.
+ */
+static void fast_pack(const struct bw *r, const struct mha_bwd_kernels *bk, long t, size_t heads,
+		      size_t n, const double *x, const double *y)
+{
+	const size_t h = (size_t)t / 4, dk = r->dk, dv = r->dv, nr = r->nr;
+	size_t off[4];
+	double *pk = r->pk + h * fast_pack_head(n, dk, dv, nr, off) + off[t % 4];
+
+	switch (t % 4) {
+	case 0:
+		bk->pack_b(pk, x + h * dk, 1, heads * dk, dk, n);
+		break;
+	case 1:
+		bk->pack_b(pk, x + h * dk, heads * dk, 1, n, dk);
+		break;
+	case 2:
+		bk->pack_b(pk, y + h * dv, 1, heads * dv, dv, n);
+		break;
+	default:
+		bk->pack_b(pk, y + h * dv, heads * dv, 1, n, dv);
+	}
 }
 
 /* a thread's tiles: FAST_TILES of (96, n) and a (96, wide) part, or NULL */
@@ -723,20 +795,42 @@ static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int thre
 	const size_t n_q = r->d->n_q, n_kv = r->d->n_kv;
 	const size_t qblocks = (n_q + FAST_QB - 1) / FAST_QB, kblocks = (n_kv + FAST_KB - 1) / FAST_KB;
 	const size_t wide = r->dk > r->dv ? r->dk : r->dv;
-	const long t1 = (long)(r->H * qblocks), t2 = (long)(r->G * kblocks);
+	const long t1 = r->one_pass ? (long)r->G : (long)(r->H * qblocks), t2 = (long)(r->G * kblocks);
+	const struct mha_bwd_kernels *bk = bwd_kernels(k);
+	const size_t qp = fast_qp_bytes(wide, r->nr);
 	int err = 0;
 
-	fast_transpose(r->Kt, r->K, n_kv, r->G * r->dk);
-	fast_transpose(r->Vt, r->V, n_kv, r->G * r->dv);
 	(void)threads; /* read by the pragmas only: unused without OpenMP */
 #pragma omp parallel num_threads(threads) if (threads > 1 && t1 > 1)
 	{
-		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL };
+		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL };
 		double *b = fast_buf_alloc(&f, n_kv, 0);
 		int e = b ? 0 : 1;
 
+		if (r->one_pass) {
+			f.qp = aligned_alloc(64, qp);
+			e = e || !f.qp;
+		}
+		/* each key/value head's K and V packed, both ways, once */
+#pragma omp for schedule(dynamic)
+		for (long t = 0; t < (long)(4 * r->G); t++)
+			fast_pack(r, bk, t, r->G, n_kv, r->K, r->V);
 #pragma omp for schedule(dynamic)
 		for (long t = 0; t < t1; t++) {
+			if (r->one_pass) {
+				/* one key/value head: its query heads' blocks in order, dK and dV summed here */
+				const size_t g = (size_t)t, per = r->H / r->G;
+
+				for (size_t j = 0; j < n_kv; j++) {
+					memset(r->dKr + j * r->G * r->dk + g * r->dk, 0, r->dk * sizeof(double));
+					memset(r->dV + j * r->G * r->dv + g * r->dv, 0, r->dv * sizeof(double));
+				}
+				for (size_t i0 = 0; i0 < n_q && !e; i0 += FAST_QB)
+					for (size_t h = g * per; h < (g + 1) * per && !e; h++)
+						e = fast_query_block(r, k, &f, h, i0,
+								     i0 + FAST_QB < n_q ? i0 + FAST_QB : n_q);
+				continue;
+			}
 			const size_t h = (size_t)t / qblocks, i0 = (size_t)t % qblocks * FAST_QB;
 
 			if (!e)
@@ -746,19 +840,23 @@ static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int thre
 #pragma omp critical
 			err = err > e ? err : e;
 		}
+		free(f.qp);
 		free(b);
 	}
 	if (err)
 		return err == 1 ? MHA_ERR_NOMEM : MHA_ERR_RANGE;
-	/* pass 2 reads Q and dO by columns */
-	fast_transpose(r->Qt, r->Q, n_q, r->H * r->dk);
-	fast_transpose(r->dOt, r->dcat, n_q, r->H * r->dv);
+	if (r->one_pass)
+		goto sinks;
 #pragma omp parallel num_threads(threads) if (threads > 1 && t2 > 1)
 	{
-		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL };
+		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL };
 		double *b = fast_buf_alloc(&f, n_q, wide);
 		int e = b ? 0 : 1;
 
+		/* each head's Q and dconcat packed, both ways, once (K's and V's are done with) */
+#pragma omp for schedule(dynamic)
+		for (long t = 0; t < (long)(4 * r->H); t++)
+			fast_pack(r, bk, t, r->H, n_q, r->Q, r->dcat);
 #pragma omp for schedule(dynamic)
 		for (long t = 0; t < t2; t++) {
 			const size_t g = (size_t)t / kblocks, j0 = (size_t)t % kblocks * FAST_KB;
@@ -774,6 +872,7 @@ static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int thre
 	}
 	if (err)
 		return MHA_ERR_NOMEM;
+sinks:
 	for (size_t h = 0; h < r->H; h++) {
 		double dsink = 0.0;
 
@@ -1078,15 +1177,16 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 	r.dKr = calloc(d->n_kv * gk, sizeof(double));
 	r.dV = calloc(d->n_kv * gv, sizeof(double));
 	if (z->fast) {
-		/* O(n·d): each row's L and D, K, V, Q and dconcat transposed */
+		/* O(n·d): each row's L and D; K, V, then Q, dconcat packed per head */
+		const size_t pk = fast_pack_bytes(d, bwd_kernels(z->k)->packed_nr());
+
+		r.nr = bwd_kernels(z->k)->packed_nr();
+		r.one_pass = fast_one_pass(d);
 		r.lse = alloc_n(r.H, d->n_q);
 		r.Dall = alloc_n(r.H, d->n_q);
-		r.Kt = alloc_n(gk, d->n_kv);
-		r.Vt = alloc_n(gv, d->n_kv);
-		r.Qt = alloc_n(hk, d->n_q);
-		r.dOt = alloc_n(hv, d->n_q);
-		st = r.concat && r.dQr && r.dKr && r.dV && r.lse && r.Dall && r.Kt && r.Vt && r.Qt &&
-		     r.dOt ? MHA_OK : MHA_ERR_NOMEM;
+		r.pk = pk == SIZE_MAX ? NULL : aligned_alloc(64, pk);
+		st = r.concat && r.dQr && r.dKr && r.dV && r.lse && r.Dall && r.pk ? MHA_OK
+										   : MHA_ERR_NOMEM;
 		if (st == MHA_OK)
 			st = fast_heads(&r, z->k, z->threads);
 		if (st != MHA_OK)
@@ -1194,10 +1294,7 @@ done:
 	free(r.Dv);
 	free(r.lse);
 	free(r.Dall);
-	free(r.Kt);
-	free(r.Vt);
-	free(r.Qt);
-	free(r.dOt);
+	free(r.pk);
 	free(r.scratch);
 	free(dcat_own);
 	free(dQ);
@@ -1371,43 +1468,26 @@ size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wa
 		struct mha_gemm gm;
 
 		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->heads, d->n_q)));
-		/* K, V, Q and dconcat transposed; then each thread's tiles, pass 1's
-		 * or pass 2's, and the largest of its products' panels */
-		t = mha_sat_add(t, dbl_block(gk, d->n_kv));
-		t = mha_sat_add(t, dbl_block(gv, d->n_kv));
-		t = mha_sat_add(t, dbl_block(hk, d->n_q));
-		t = mha_sat_add(t, dbl_block(hv, d->n_q));
+		/* K and V, then Q and dconcat, packed per head (the tiles' products
+		 * allocate nothing); then each thread's tiles, pass 1's or pass 2's */
+		t = mha_sat_add(t, mha_sat_add(fast_pack_bytes(d, bwd_kernels(k)->packed_nr()),
+					       MHA_ALLOC_SLACK));
 		{
 			const size_t qb = (d->n_q + FAST_QB - 1) / FAST_QB, kb = (d->n_kv + FAST_KB - 1) / FAST_KB;
 			const size_t part = d->d_k > d->d_v ? d->d_k : d->d_v;
 			const size_t team1 = th > 1 && d->heads * qb > 1 ? (size_t)th : 1;
 			const size_t team2 = th > 1 && G * kb > 1 ? (size_t)th : 1;
-			const size_t m1 = d->n_q < FAST_QB ? d->n_q : FAST_QB;
-			const size_t m2 = d->n_kv < FAST_KB ? d->n_kv : FAST_KB;
-			const size_t shapes[8][3] = {
-				{ m1, d->n_kv, d->d_k }, { m1, d->d_v, d->n_kv }, { m1, d->n_kv, d->d_v },
-				{ m1, d->d_k, d->n_kv }, { m2, d->n_q, d->d_k }, { m2, d->n_q, d->d_v },
-				{ m2, d->d_k, d->n_q }, { m2, d->d_v, d->n_q } };
-			size_t p1 = 0, p2 = 0, one1, one2;
+			size_t one1, one2;
 
-			for (int i = 0; i < 8; i++) {
-				struct mha_gemm gm1 = gemm_of(NULL, NULL, NULL, NULL, shapes[i][0],
-							      shapes[i][1], shapes[i][2], 1);
-				const size_t mnk = mha_sat_mul(mha_sat_mul(shapes[i][0], shapes[i][1]),
-							       shapes[i][2]);
-				const size_t b = mnk >= FAST_GEMM_MIN
-						 ? k->gemm_bytes(&gm1) : 0;
-
-				if (i < 4)
-					p1 = p1 > b ? p1 : b;
-				else
-					p2 = p2 > b ? p2 : b;
-			}
-			one1 = mha_sat_add(dbl_block(FAST_TILES * FAST_QB, d->n_kv), p1);
-			one2 = mha_sat_add(dbl_block(1, mha_sat_add(mha_sat_mul(FAST_TILES * FAST_QB, d->n_q),
-								    FAST_KB * part)), p2);
+			one1 = dbl_block(FAST_TILES * FAST_QB, d->n_kv);
+			if (fast_one_pass(d))
+				one1 = mha_sat_add(one1, mha_sat_add(fast_qp_bytes(part,
+							bwd_kernels(k)->packed_nr()), MHA_ALLOC_SLACK));
+			one2 = dbl_block(1, mha_sat_add(mha_sat_mul(FAST_TILES * FAST_QB, d->n_q),
+							FAST_KB * part));
 			one1 = mha_sat_mul(team1, one1);
-			one2 = mha_sat_mul(team2, one2);
+			/* no pass 2 with one pass */
+			one2 = fast_one_pass(d) ? 0 : mha_sat_mul(team2, one2);
 			/* the heads' tiles are freed before the products below run */
 			heads = one1 > one2 ? one1 : one2;
 		}

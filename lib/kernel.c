@@ -905,3 +905,117 @@ void NAME(mha_attend_)(struct mha_attend *a)
 	a->first_blocked = first;
 	a->error = error;
 }
+
+/* ---- products on B packed once (the backward fast path's tiles) --------- */
+
+/* the width of mha_pack_b's strips: the micro-kernel's NR */
+size_t NAME(mha_packed_nr_)(void)
+{
+	return NR;
+}
+
+/*
+ * B (k, n) into NR-column strips, strip s at dst + s·k·NR holding B's k
+ * rows of NR (b[p·NR + j]), zero-padded past column n: a row range of B is
+ * then an offset into each strip and a column range from a multiple of NR
+ * whole strips.  B's element (p, j) is at src[p·rs + j·cs]: (ldb, 1) for B
+ * as it is, (1, ld) for the transpose of a row-major matrix, read in place.
+ * dst holds k·round_up(n, NR) elements, VB-aligned.
+ */
+void NAME(mha_pack_b_)(void *dst, const void *src, size_t rs, size_t cs, size_t k, size_t n)
+{
+	const REAL *B = src;
+	REAL *d = dst;
+
+	for (size_t s = 0; s < n; s += NR, d += k * NR) {
+		const size_t nr = min_size(NR, n - s);
+
+		for (size_t p = 0; p < k; p++)
+			for (size_t j = nr; j < NR; j++)
+				d[p * NR + j] = 0;
+		if (cs == 1) {
+			for (size_t p = 0; p < k; p++)
+				for (size_t j = 0; j < nr; j++)
+					d[p * NR + j] = B[p * rs + s + j];
+		} else {
+			/* the transpose: each of B's columns read along its row in memory */
+			for (size_t j = 0; j < nr; j++)
+				for (size_t p = 0; p < k; p++)
+					d[p * NR + j] = B[p * rs + (s + j) * cs];
+		}
+	}
+}
+
+/*
+ * C (m, n) = A (m, k; lda) · B on one thread, B packed by mha_pack_b: bp
+ * points at the first row to use in the first strip to use, and strips are
+ * bs elements apart.  Nothing allocated; each element summed in one fixed
+ * order (KC-long runs, as mha_gemm).
+ */
+void NAME(mha_gemm_packed_)(void *Cv, size_t ldc, const void *Av, size_t lda, const void *bp,
+			    size_t bs, size_t m, size_t n, size_t k)
+{
+	const REAL *A = Av, *Bp = bp;
+	REAL *C = Cv;
+	/* a last strip of fewer than MR rows, zero-padded: the kernel reads MR */
+	REAL tail[MR * KC] __attribute__((aligned(64)));
+
+	if (!k) {
+		for (size_t i = 0; i < m; i++)
+			memset(C + i * ldc, 0, n * sizeof(REAL));
+		return;
+	}
+	for (size_t k0 = 0; k0 < k; k0 += KC) {
+		const size_t kc = min_size(KC, k - k0);
+
+		for (size_t i0 = 0; i0 < m; i0 += MC) {
+			const size_t mc = min_size(MC, m - i0), whole = mc / MR * MR;
+
+			if (whole < mc)
+				for (size_t p = 0; p < kc; p++)
+					for (size_t i = 0; i < MR; i++)
+						tail[p * MR + i] = whole + i < mc
+								   ? A[(i0 + whole + i) * lda + k0 + p] : 0;
+			for (size_t j = 0; j < n; j += NR) {
+				const REAL *b = Bp + j / NR * bs + k0 * NR;
+				const size_t nr = min_size(NR, n - j);
+
+				for (size_t i = 0; i < whole; i += MR)
+					micro_rows(kc, A + (i0 + i) * lda + k0, lda, b,
+						   C + (i0 + i) * ldc + j, ldc, MR, nr, k0 > 0);
+				if (whole < mc)
+					micro(kc, tail, b, C + (i0 + whole) * ldc + j, ldc, mc - whole, nr,
+					      k0 > 0);
+			}
+		}
+	}
+}
+
+/*
+ * C (m, n) += Aᵀ·B on one thread, A stored (k, m) with lda (the
+ * transpose read in place, an MR-row strip of Aᵀ copied at a time), B as
+ * for mha_gemm_packed.  Nothing allocated; each element summed in one
+ * fixed order, then added to C.
+ */
+void NAME(mha_gemm_packed_tadd_)(void *Cv, size_t ldc, const void *Av, size_t lda, const void *bp,
+				 size_t bs, size_t m, size_t n, size_t k)
+{
+	const REAL *A = Av, *Bp = bp;
+	REAL *C = Cv;
+	REAL strip[MR * KC] __attribute__((aligned(64)));
+
+	for (size_t k0 = 0; k0 < k; k0 += KC) {
+		const size_t kc = min_size(KC, k - k0);
+
+		for (size_t i0 = 0; i0 < m; i0 += MR) {
+			const size_t mr = min_size(MR, m - i0);
+
+			for (size_t p = 0; p < kc; p++)
+				for (size_t i = 0; i < MR; i++)
+					strip[p * MR + i] = i < mr ? A[(k0 + p) * lda + i0 + i] : 0;
+			for (size_t j = 0; j < n; j += NR)
+				micro(kc, strip, Bp + j / NR * bs + k0 * NR, C + i0 * ldc + j, ldc, mr,
+				      min_size(NR, n - j), 1);
+		}
+	}
+}

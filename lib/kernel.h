@@ -130,4 +130,30 @@ size_t mha_stream_heads(const struct mha_dims *d, unsigned wanted, size_t esize)
 size_t mha_stream_memory(const struct mha_dims *d, const struct mha_config *cfg, size_t per,
 			 int f32);
 
+/*
+ * Products on a B packed once and used many times (backward.c's tiles):
+ * mha_pack_b_SFX packs B (k, n), element (p, j) at src[p·rs + j·cs], into
+ * strips of mha_packed_nr_SFX() columns (k·round_up(n, nr) elements, the
+ * buffer 64-byte aligned); mha_gemm_packed_SFX(C, ldc, A, lda, bp, bs, m, n,
+ * k) is C = A·B on one thread, bp the first strip's first row used, strips
+ * bs elements apart; mha_gemm_packed_tadd_SFX the same for C += Aᵀ·B, A
+ * stored (k, m) with lda.  Nothing allocated.
+ */
+#define MHA_DECLARE_PACKED(sfx) \
+	size_t mha_packed_nr_##sfx(void); \
+	void mha_pack_b_##sfx(void *dst, const void *src, size_t rs, size_t cs, size_t k, size_t n); \
+	void mha_gemm_packed_##sfx(void *C, size_t ldc, const void *A, size_t lda, const void *bp, \
+				   size_t bs, size_t m, size_t n, size_t k); \
+	void mha_gemm_packed_tadd_##sfx(void *C, size_t ldc, const void *A, size_t lda, \
+					const void *bp, size_t bs, size_t m, size_t n, size_t k)
+
+MHA_DECLARE_PACKED(f64_base);
+MHA_DECLARE_PACKED(f32_base);
+#if defined(MHA_X86_KERNELS)
+MHA_DECLARE_PACKED(f64_avx2);
+MHA_DECLARE_PACKED(f32_avx2);
+MHA_DECLARE_PACKED(f64_avx512);
+MHA_DECLARE_PACKED(f32_avx512);
+#endif
+
 #endif

@@ -18,6 +18,14 @@ struct mha_bwd_kernels {
 	/* pass 2, one key against n queries: p = exp(s·scale − L), dp = p·(dp − D)·scale; 1 when not finite */
 	int (*keyrow)(double *p, double *dp, const double *s, const double *L, const double *D,
 		      size_t n, double scale);
+	/* the tiles' products on B packed once per head (kernel.h's mha_pack_b,
+	 * mha_gemm_packed, mha_packed_nr: the GEMM kernel's, same vector width) */
+	void (*pack_b)(void *dst, const void *src, size_t rs, size_t cs, size_t k, size_t n);
+	void (*gemm_packed)(void *C, size_t ldc, const void *A, size_t lda, const void *bp,
+			    size_t bs, size_t m, size_t n, size_t k);
+	size_t (*packed_nr)(void);
+	void (*gemm_packed_tadd)(void *C, size_t ldc, const void *A, size_t lda, const void *bp,
+				 size_t bs, size_t m, size_t n, size_t k);
 };
 
 #define MHA_DECLARE_BWD_KERNELS(sfx) \
