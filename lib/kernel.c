@@ -374,11 +374,8 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 /* ---- exp, vectorisable ------------------------------------------------- */
 
 /*
- * e^x for x <= 0 (and -inf), without a call: x = k·ln 2 + r with |r| <=
- * ln2/2, e^r by its Taylor polynomial (to 1 ulp or so), 2^k built in the
- * exponent bits.  Below the smallest normal result it gives 0, where
- * libm's exp would give a subnormal: those weights cannot change a sum
- * that is at least 1.
+ * e^x for x <= 0 (and -inf), without a call (vexp.h, shared with
+ * kernel_bwd.c): 1 ulp or so, and 0 below the smallest normal result.
  */
 static inline vec vexp_v(vec x);
 
@@ -391,54 +388,7 @@ static inline REAL vexp(REAL x)
 }
 
 /* e^x a vector at a time, as described above: the softmax's inner loop */
-static inline vec vexp_v(vec x)
-{
-#if REAL_IS_FLOAT
-	const vec lo = splat(-87.0f), shift = splat(0x1.8p23f);
-	const ivec under = x <= lo;
-	vec t, k, r, p;
-
-	x = pick(under, lo, x);
-	t = x * 0x1.715476p+0f + shift;
-	k = t - shift;
-	r = (x - k * 0x1.62e4p-1f) - k * 0x1.7f7d1cp-20f;
-	p = splat(1.0f / 5040);
-	p = p * r + 1.0f / 720;
-	p = p * r + 1.0f / 120;
-	p = p * r + 1.0f / 24;
-	p = p * r + 1.0f / 6;
-	p = p * r + 0.5f;
-	p = p * r + 1.0f;
-	p = p * r + 1.0f;
-	/* 2^k, or 0 where x was below lo (p is finite there: x was clamped) */
-	return p * (vec)((((ivec)t + 127) << 23) & ~under);
-#else
-	const vec lo = splat(-708.0), shift = splat(0x1.8p52);
-	const ivec under = x <= lo;
-	vec t, k, r, p;
-
-	x = pick(under, lo, x);
-	t = x * 0x1.71547652b82fep+0 + shift;
-	k = t - shift;
-	r = (x - k * 0x1.62e42fefa3800p-1) - k * 0x1.ef35793c76730p-45;
-	p = splat(1.0 / 6227020800.0);
-	p = p * r + 1.0 / 479001600.0;
-	p = p * r + 1.0 / 39916800.0;
-	p = p * r + 1.0 / 3628800.0;
-	p = p * r + 1.0 / 362880.0;
-	p = p * r + 1.0 / 40320.0;
-	p = p * r + 1.0 / 5040.0;
-	p = p * r + 1.0 / 720.0;
-	p = p * r + 1.0 / 120.0;
-	p = p * r + 1.0 / 24.0;
-	p = p * r + 1.0 / 6.0;
-	p = p * r + 0.5;
-	p = p * r + 1.0;
-	p = p * r + 1.0;
-	/* 2^k, or 0 where x was below lo (p is finite there: x was clamped) */
-	return p * (vec)((((ivec)t + 1023) << 52) & ~under);
-#endif
-}
+#include "vexp.h"
 
 /* ---- fused attention ---------------------------------------------------- */
 

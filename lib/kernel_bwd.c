@@ -85,37 +85,9 @@ static inline int in_range(vec x)
 	return all_finite(x);
 }
 
-/*
- * e^x, x <= about 0 (kernel.c's vexp): x = k·ln 2 + r, e^r by its Taylor
- * polynomial (1 ulp or so), 2^k in the exponent bits; 0 below e^-708
- */
-static inline vec vexp(vec x)
-{
-	const vec lo = splat(-708.0), shift = splat(0x1.8p52);
-	const ivec under = x <= lo;
-	vec t, k, r, p;
-
-	x = pick(under, lo, x);
-	t = x * 0x1.71547652b82fep+0 + shift;
-	k = t - shift;
-	r = (x - k * 0x1.62e42fefa3800p-1) - k * 0x1.ef35793c76730p-45;
-	p = splat(1.0 / 6227020800.0);
-	p = p * r + 1.0 / 479001600.0;
-	p = p * r + 1.0 / 39916800.0;
-	p = p * r + 1.0 / 3628800.0;
-	p = p * r + 1.0 / 362880.0;
-	p = p * r + 1.0 / 40320.0;
-	p = p * r + 1.0 / 5040.0;
-	p = p * r + 1.0 / 720.0;
-	p = p * r + 1.0 / 120.0;
-	p = p * r + 1.0 / 24.0;
-	p = p * r + 1.0 / 6.0;
-	p = p * r + 0.5;
-	p = p * r + 1.0;
-	p = p * r + 1.0;
-	p = p * (vec)(((ivec)t + 1023) << 52);
-	return pick(under, splat(0), p);
-}
+/* e^x, x <= about 0, as the forward takes it (vexp.h), f64 here */
+#define REAL_IS_FLOAT 0
+#include "vexp.h"
 
 /* the tail of a row (fewer than VL) in a padded vector: pad fills the rest */
 static inline vec load_tail(const double *p, size_t n, double pad)
@@ -169,13 +141,13 @@ int NAME(mha_bwd_softmax_)(double *p, const double *s, size_t n, double scale, c
 		m = *sink;
 	/* subtract the row max: exp() of a large score would overflow */
 	for (j = 0; j + VL <= n; j += VL) {
-		const vec e = vexp(load(s + j) * scale - m);
+		const vec e = vexp_v(load(s + j) * scale - m);
 
 		store(p + j, e);
 		vl += e;
 	}
 	if (j < n) {
-		const vec e = vexp(load_tail(s + j, n - j, 0.0) * scale - m);
+		const vec e = vexp_v(load_tail(s + j, n - j, 0.0) * scale - m);
 
 		store_tail(p + j, e, n - j);
 		for (size_t t = 0; t < n - j; t++)
@@ -223,14 +195,14 @@ int NAME(mha_bwd_keyrow_)(double *p, double *dp, const double *s, const double *
 	if (j < n && !in_range(load_tail(s + j, n - j, 0.0) * scale - load_tail(L + j, n - j, 0.0)))
 		return 1;
 	for (j = 0; j + VL <= n; j += VL) {
-		const vec e = vexp(load(s + j) * scale - load(L + j));
+		const vec e = vexp_v(load(s + j) * scale - load(L + j));
 
 		store(p + j, e);
 		store(dp + j, e * (load(dp + j) - load(D + j)) * scale);
 	}
 	if (j < n) {
 		const size_t r = n - j;
-		const vec e = vexp(load_tail(s + j, r, 0.0) * scale - load_tail(L + j, r, 0.0));
+		const vec e = vexp_v(load_tail(s + j, r, 0.0) * scale - load_tail(L + j, r, 0.0));
 
 		store_tail(p + j, e, r);
 		store_tail(dp + j, e * (load_tail(dp + j, r, 0.0) - load_tail(D + j, r, 0.0)) * scale, r);
