@@ -571,6 +571,54 @@ START_TEST(test_alibi_by_hand)
 }
 END_TEST
 
+/*
+ * A value not finite anywhere in a large input (no weights: Q = K = V = X)
+ * is an error on both element types, wherever it sits against the blocks
+ * of 1024 that the finiteness checks walk (first and last of a block, the
+ * tail): NaN, +inf and -inf; the same input all finite runs
+ */
+START_TEST(test_not_finite_in_blocks)
+{
+	enum { N = 40, D = 64, ALL = N * D };
+	static const size_t at[] = { 0, 1, 1023, 1024, 2047, 2048, 2300, ALL - 1 };
+	const double bad[] = { NAN, INFINITY, -INFINITY };
+	const mha_dims d = { .n_q = N, .n_kv = N, .d_q_in = D, .d_k_in = D, .d_v_in = D,
+			     .heads = 2, .d_k = D / 2, .d_v = D / 2 };
+	const mha_config cfg = { .threads = 1 };
+	double *x = malloc(ALL * sizeof(*x)), *out = malloc(ALL * sizeof(*out));
+	float *fx = malloc(ALL * sizeof(*fx)), *fout = malloc(ALL * sizeof(*fout));
+
+	ck_assert(x && out && fx && fout);
+	for (size_t i = 0; i < ALL; i++)
+		fx[i] = (float)(x[i] = (double)(i % 7) / 7 - 0.5);
+	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, NULL, &cfg, NULL, NULL),
+			 MHA_OK);
+	ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ fx, fx, fx }, NULL, &cfg,
+					 NULL),
+			 MHA_OK);
+	for (size_t p = 0; p < sizeof(at) / sizeof(at[0]); p++)
+		for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
+			const double keep = x[at[p]];
+			const float fkeep = fx[at[p]];
+
+			x[at[p]] = bad[b];
+			fx[at[p]] = (float)bad[b];
+			ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, NULL, &cfg,
+						     NULL, NULL),
+					 MHA_ERR_RANGE);
+			ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ fx, fx, fx },
+							 NULL, &cfg, NULL),
+					 MHA_ERR_RANGE);
+			x[at[p]] = keep;
+			fx[at[p]] = fkeep;
+		}
+	free(x);
+	free(out);
+	free(fx);
+	free(fout);
+}
+END_TEST
+
 /* ALiBi past the largest double: 1e308·(0 - 2) where the key is seen */
 START_TEST(test_alibi_overflow)
 {
@@ -4261,6 +4309,7 @@ static Suite *mha_suite(void)
 	tcase_add_test(hand, test_alibi_slopes);
 	tcase_add_test(hand, test_alibi_by_hand);
 	tcase_add_test(hand, test_alibi_overflow);
+	tcase_add_test(hand, test_not_finite_in_blocks);
 	tcase_add_test(hand, test_rope_by_hand);
 	tcase_add_test(hand, test_rope_apply_and_errors);
 	tcase_add_test(hand, test_softcap_and_scale_modes);
