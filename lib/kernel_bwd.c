@@ -1,8 +1,8 @@
 /*
  * kernel_bwd.c: the elementwise steps of the backward fast path
  * (backward.c's fast_query_block and fast_key_block), vectorised; compiled
- * once per vector width as kernel.c is (-DVB=64|32|16 -DSFX=f64_avx512 …),
- * each copy with its own names.  Only the common case comes here: no
+ * once per element type and vector width as kernel.c is (-DMHA_F32 for
+ * floats, -DVB=64|32|16 -DSFX=f64_avx512 …), each copy with its own names.  Only the common case comes here: no
  * softcap, no mask term, no ALiBi, every score finite; a function answers
  * 1, having written nothing, when a value is not finite, and backward.c
  * then works the row one key at a time as before.  Not the products
