@@ -69,9 +69,11 @@ CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c c
 # mha compare
 CLI_SRC += cli/cmd_compare.c cli/against.c
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
-# the backward's elementwise kernels (kernel_bwd.c), per vector width, doubles only
-BWD_VARIANTS = $(filter f64_%,$(KERNEL_VARIANTS))
+# the backward's elementwise kernels (kernel_bwd.c), per element type and vector width
+BWD_VARIANTS = $(KERNEL_VARIANTS)
 LIB_OBJ += $(BWD_VARIANTS:%=build/lib/kernel_bwd_%.o)
+# backward.c again with -DMHA_F32: mha_backward_f32's float arithmetic
+LIB_OBJ += build/lib/backward_f32.o
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o
 
@@ -117,6 +119,10 @@ build/lib/kernel_bwd_%.o: lib/kernel_bwd.c lib/vexp.h lib/kernel_bwd.h build/.fl
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(BWD_CFLAGS) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING \
 		$(call asan_kernel,$*) -c $< -o $@
+
+build/lib/backward_f32.o: lib/backward.c lib/mha.h lib/kernel.h lib/kernel_bwd.h lib/rules.h lib/plain.h build/.flags
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
 
 build/cli/%.o: cli/%.c cli/*.h lib/mha.h build/.flags
 	@mkdir -p $(@D)
@@ -320,7 +326,8 @@ FUZZ_CFLAGS    = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(FUZZ_WAR
 FUZZ_SRC       = $(filter-out cli/main.c,$(CLI_SRC)) $(LIB_SRC)
 FUZZ_OBJ       = $(FUZZ_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/lib/kernel_f64_base.o \
                  build/fuzz/obj/lib/kernel_bwd_f64_base.o \
-                 build/fuzz/obj/lib/kernel_f32_base.o
+                 build/fuzz/obj/lib/kernel_f32_base.o build/fuzz/obj/lib/kernel_bwd_f32_base.o \
+                 build/fuzz/obj/lib/backward_f32.o
 FUZZ_BIN       = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 SECONDS       ?= 10
 
@@ -349,6 +356,14 @@ build/fuzz/obj/lib/kernel_f32_base.o: lib/kernel.c lib/vexp.h lib/kernel.h build
 build/fuzz/obj/lib/kernel_bwd_f64_base.o: lib/kernel_bwd.c lib/vexp.h lib/kernel_bwd.h build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -ffp-contract=off -c $< -o $@
+
+build/fuzz/obj/lib/kernel_bwd_f32_base.o: lib/kernel_bwd.c lib/vexp.h lib/kernel_bwd.h build/fuzz/.flags
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -DSFX=f32_base -DVB=16 -ffp-contract=off -c $< -o $@
+
+build/fuzz/obj/lib/backward_f32.o: lib/backward.c lib/*.h build/fuzz/.flags
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -c $< -o $@
 
 build/fuzz/libmha-fuzz.a: $(FUZZ_OBJ)
 	rm -f $@
@@ -384,7 +399,7 @@ ASAN_ALL_CFLAGS = $(ALL_CFLAGS) $(ASAN_FLAGS) -g -O1
 ASAN_ENV   = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
              UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ASAN_LIB_OBJ  = $(LIB_SRC:%.c=$(ASAN_DIR)/%.o) $(KERNEL_VARIANTS:%=$(ASAN_DIR)/lib/kernel_%.o) \
-                $(BWD_VARIANTS:%=$(ASAN_DIR)/lib/kernel_bwd_%.o)
+                $(BWD_VARIANTS:%=$(ASAN_DIR)/lib/kernel_bwd_%.o) $(ASAN_DIR)/lib/backward_f32.o
 ASAN_CLI_OBJ  = $(CLI_SRC:%.c=$(ASAN_DIR)/%.o)
 ASAN_TEST_OBJ = $(TEST_OBJ:build/%=$(ASAN_DIR)/%)
 ASAN_BINS  = $(ASAN_DIR)/mha $(ASAN_DIR)/libmha.a $(ASAN_DIR)/test_lib $(ASAN_DIR)/conformance
@@ -417,6 +432,10 @@ $(ASAN_DIR)/lib/kernel_bwd_%.o: lib/kernel_bwd.c lib/vexp.h lib/kernel_bwd.h $(A
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_ALL_CFLAGS) $(BWD_CFLAGS) $(X86_KERNELS) -fvisibility=hidden \
 		-DMHA_BUILDING $(call asan_kernel,$*) -c $< -o $@
+
+$(ASAN_DIR)/lib/backward_f32.o: lib/backward.c lib/mha.h lib/kernel.h lib/kernel_bwd.h lib/rules.h $(ASAN_DIR)/.flags
+	@mkdir -p $(@D)
+	$(CC) $(ASAN_ALL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
 
 $(ASAN_DIR)/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/rules.h $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)

@@ -803,13 +803,14 @@ int backward_run(struct problem *p, struct backward_request *r)
 		need = per == SIZE_MAX || copies > SIZE_MAX / 8 / B ? SIZE_MAX : per + copies * 8 * B +
 		       d->n_q * out_cols * 8;
 		if (r->f32 && need != SIZE_MAX) {
-			/* the floats made here and the library's doubles of them: the inputs,
-			 * weights and dO, and as many gradients (sizes fit, as above) */
+			/* the floats made here: the inputs, weights and dO, and as many
+			 * gradients (sizes fit, as above); the library's float run needs no
+			 * more than mha_backward_memory's doubles */
 			const double each = (double)B * (double)(d->n_q * d->d_q_in + d->n_kv * d->d_k_in +
 								d->n_kv * d->d_v_in) +
 					    (double)(d->d_q_in * hk + d->d_k_in * gk + d->d_v_in * gv +
 						     hv * d->d_out + hk + gk + gv + d->d_out + d->heads);
-			const double more = 12.0 * (2.0 * each + (double)B * (double)(d->n_q * out_cols));
+			const double more = 4.0 * (2.0 * each + (double)B * (double)(d->n_q * out_cols));
 
 			need = more < (double)(SIZE_MAX / 2 - need) ? need + (size_t)more : SIZE_MAX;
 		}

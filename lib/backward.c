@@ -37,9 +37,13 @@
  * still be handed over.  The rules (which keys are seen, the mask and
  * ALiBi terms, the sink) come from rules.h, as on the plain path.
  *
- * mha_backward_f32 (at the end) is this fast path on the float values
- * widened to double, each gradient rounded to float once: not yet float32
- * arithmetic on the f32 kernels.
+ * mha_backward_f32 is this file again, compiled with -DMHA_F32 (Makefile:
+ * build/lib/backward_f32.o): real is float there, the products run on the
+ * float GEMM and packed kernels, the elementwise steps on kernel_bwd.c's
+ * float copies, every value and sum a float, in the same fixed order.
+ * That copy takes the fast path only, hands nothing to an observer, and
+ * defines mha_backward_f32 alone (this one mha_backward, its stage names
+ * and mha_backward_memory).
  */
 #include "mha.h"
 #include "kernel.h"
@@ -52,6 +56,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the element type of every array and sum here (kernel_bwd.h) */
+typedef bwd_real real;
+#ifdef MHA_F32
+#define IS_F32 1
+#define DOT mha_dot_f32
+typedef mha_grads_f32 grads_t;
+typedef mha_inputs_f32 inputs_t;
+typedef mha_weights_f32 weights_t;
+#else
+#define IS_F32 0
+#define DOT mha_dot_f64
+typedef mha_grads grads_t;
+typedef mha_inputs inputs_t;
+typedef mha_weights weights_t;
+#endif
+
+#ifndef MHA_F32
 static const char *const grad_names[MHA_GRAD_COUNT] = {
 	[MHA_GRAD_DOUTPUT] = "doutput",
 	[MHA_GRAD_DCONCAT] = "dconcat",
@@ -79,6 +100,7 @@ const char *mha_grad_stage_name(mha_grad_stage stage)
 		return "unknown";
 	return grad_names[stage];
 }
+#endif
 
 /* the stages that exist per head: only the plain path hands them over */
 static int grad_per_head(unsigned wanted)
@@ -102,26 +124,26 @@ struct bw {
 	const mha_config *cfg;
 	const mha_grad_observer *obs;
 	size_t H, G, dk, dv;
-	double scale;
+	real scale;
 	struct mha_rule rule;      /* this sequence's (rules.h) */
-	const double *Q, *K, *V;   /* what the heads read: (n_q, H·dk) (rotated with rope),
+	const real *Q, *K, *V;   /* what the heads read: (n_q, H·dk) (rotated with rope),
 				      (n_kv, G·dk), (n_kv, G·dv) */
-	const double *dcat;        /* (n_q, H·dv) the gradient of concat */
-	double *concat;            /* (n_q, H·dv) the heads' outputs, recomputed */
-	double *dQr, *dKr, *dV;    /* (n_q, H·dk), (n_kv, G·dk), (n_kv, G·dv): the gradients
+	const real *dcat;        /* (n_q, H·dv) the gradient of concat */
+	real *concat;            /* (n_q, H·dv) the heads' outputs, recomputed */
+	real *dQr, *dKr, *dV;    /* (n_q, H·dk), (n_kv, G·dk), (n_kv, G·dv): the gradients
 				      of what the heads read */
-	double *masked, *tanh_of, *p, *dscores; /* (n_kv) rows being worked on */
-	double *dP;                /* (n_kv) */
-	double *sq[N_SQ];          /* (n_q, n_kv) each, only for the watched stages */
-	double *dQh, *dKh, *dVh;   /* (n_q, dk), (n_kv, dk), (n_kv, dv): one head's */
-	double *Dv;                /* (n_q) one head's D */
-	double *lse, *Dall;        /* fast path: (H, n_q) each row's log-sum-exp L and D */
-	double *pk;                /* fast path: per key/value head Kᵀ, K, Vᵀ, V (pass 1), then per
+	real *masked, *tanh_of, *p, *dscores; /* (n_kv) rows being worked on */
+	real *dP;                /* (n_kv) */
+	real *sq[N_SQ];          /* (n_q, n_kv) each, only for the watched stages */
+	real *dQh, *dKh, *dVh;   /* (n_q, dk), (n_kv, dk), (n_kv, dv): one head's */
+	real *Dv;                /* (n_q) one head's D */
+	real *lse, *Dall;        /* fast path: (H, n_q) each row's log-sum-exp L and D */
+	real *pk;                /* fast path: per key/value head Kᵀ, K, Vᵀ, V (pass 1), then per
 				      head Qᵀ, Q, dOᵀ, dO (pass 2), packed (fast_pack_head) */
 	size_t nr;                 /* fast path: the packed strips' width */
 	int one_pass;              /* fast path: dK and dV in pass 1 (fast_one_pass) */
-	double *scratch;           /* (max(n_q, n_kv), max(dk, dv)) for head blocks */
-	double *dsinks;            /* (H) the run's, summed over the sequences; or NULL */
+	real *scratch;           /* (max(n_q, n_kv), max(dk, dv)) for head blocks */
+	real *dsinks;            /* (H) the run's, summed over the sequences; or NULL */
 	size_t blocked;
 	int first_blocked_head;
 	size_t first_blocked_row;
@@ -132,16 +154,29 @@ static int watches(const mha_grad_observer *obs, mha_grad_stage s)
 	return obs && obs->fn && (obs->wanted & MHA_STAGE_BIT(s));
 }
 
+/* m (rows, cols) handed to obs; nonzero stops the run.  mha_backward_f32
+ * has no observer (obs is NULL there) */
+static int hand(const mha_grad_observer *obs, mha_grad_stage s, int head, const real *m,
+		size_t rows, size_t cols)
+{
+#ifdef MHA_F32
+	(void)obs, (void)s, (void)head, (void)m, (void)rows, (void)cols;
+	return 0;
+#else
+	return obs->fn(obs->ctx, s, head, m, rows, cols);
+#endif
+}
+
 /* hand over a column block (rows, width) at column col0 of m (rows, ld) */
-static int show_block(const struct bw *r, mha_grad_stage s, int head, const double *m,
+static int show_block(const struct bw *r, mha_grad_stage s, int head, const real *m,
 		      size_t rows, size_t ld, size_t col0, size_t width)
 {
 	for (size_t i = 0; i < rows; i++)
-		memcpy(r->scratch + i * width, m + i * ld + col0, width * sizeof(double));
-	return r->obs->fn(r->obs->ctx, s, head, r->scratch, rows, width);
+		memcpy(r->scratch + i * width, m + i * ld + col0, width * sizeof(real));
+	return hand(r->obs, s, head, r->scratch, rows, width);
 }
 
-static int finite_all(const double *a, size_t n)
+static int finite_all(const real *a, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (!isfinite(a[i]))
@@ -149,10 +184,10 @@ static int finite_all(const double *a, size_t n)
 	return 1;
 }
 
-static void keep(struct bw *r, int which, size_t i, const double *row)
+static void keep(struct bw *r, int which, size_t i, const real *row)
 {
 	if (r->sq[which])
-		memcpy(r->sq[which] + i * r->d->n_kv, row, r->d->n_kv * sizeof(double));
+		memcpy(r->sq[which] + i * r->d->n_kv, row, r->d->n_kv * sizeof(real));
 }
 
 /*
@@ -161,23 +196,23 @@ static void keep(struct bw *r, int which, size_t i, const double *row)
  * the sink took (0 without one, or when every key is masked).  As mha.c's
  * run_head computes them, in the same order.
  */
-static mha_status forward_row(struct bw *r, size_t h, size_t g, size_t i, double *psink)
+static mha_status forward_row(struct bw *r, size_t h, size_t g, size_t i, real *psink)
 {
 	const mha_dims *d = r->d;
 	const struct mha_rule *rule = &r->rule;
-	const double *q = r->Q + i * r->H * r->dk + h * r->dk;
-	const double c = r->cfg->softcap;
-	double max = -INFINITY, sum = 0.0;
+	const real *q = r->Q + i * r->H * r->dk + h * r->dk;
+	const real c = r->cfg->softcap;
+	real max = -INFINITY, sum = 0.0;
 
 	for (size_t j = 0; j < d->n_kv; j++) {
-		const double *k = r->K + j * r->G * r->dk + g * r->dk;
-		double s = 0.0, x, m;
+		const real *k = r->K + j * r->G * r->dk + g * r->dk;
+		real s = 0.0, x, m;
 
 		for (size_t t = 0; t < r->dk; t++)
 			s += q[t] * k[t];
 		if (!isfinite(s)) {
 			/* overflowing partial sums, or truly too large: rules.h decides */
-			s = mha_dot_f64(q, 1, k, 1, r->dk, 0.0);
+			s = DOT(q, 1, k, 1, r->dk, 0.0);
 			if (mha_rule_overflows(rule, h, i, j, s))
 				return MHA_ERR_RANGE;
 		}
@@ -199,7 +234,7 @@ static mha_status forward_row(struct bw *r, size_t h, size_t g, size_t i, double
 	*psink = 0.0;
 	if (max == -INFINITY) {
 		/* every key blocked: weights 0, output 0, nothing flows back */
-		memset(r->p, 0, d->n_kv * sizeof(double));
+		memset(r->p, 0, d->n_kv * sizeof(real));
 		if (!r->blocked++) {
 			r->first_blocked_head = (int)h;
 			r->first_blocked_row = i;
@@ -207,7 +242,7 @@ static mha_status forward_row(struct bw *r, size_t h, size_t g, size_t i, double
 		return MHA_OK;
 	}
 	{
-		const double sink = rule->sinks ? rule->sinks[h] : -INFINITY;
+		const real sink = rule->sinks ? rule->sinks[h] : -INFINITY;
 
 		if (sink > max)
 			max = sink;
@@ -232,28 +267,28 @@ static mha_status back_head(struct bw *r, size_t h)
 	const mha_dims *d = r->d;
 	const size_t g = mha_rule_kv_head(h, r->H, r->G);
 	const size_t ldq = r->H * r->dk, ldk = r->G * r->dk, ldv = r->G * r->dv, ldc = r->H * r->dv;
-	const double c = r->cfg->softcap;
+	const real c = r->cfg->softcap;
 	const mha_grad_observer *obs = r->obs;
 	const int head = (int)h;
-	double dsink = 0.0;
+	real dsink = 0.0;
 	mha_status st;
 
-	memset(r->dKh, 0, d->n_kv * r->dk * sizeof(double));
-	memset(r->dVh, 0, d->n_kv * r->dv * sizeof(double));
+	memset(r->dKh, 0, d->n_kv * r->dk * sizeof(real));
+	memset(r->dVh, 0, d->n_kv * r->dv * sizeof(real));
 	for (size_t i = 0; i < d->n_q; i++) {
-		const double *q = r->Q + i * ldq + h * r->dk;
-		const double *dO = r->dcat + i * ldc + h * r->dv;
-		double *o = r->concat + i * ldc + h * r->dv;
-		double *dq = r->dQh + i * r->dk;
-		double psink, D = 0.0;
+		const real *q = r->Q + i * ldq + h * r->dk;
+		const real *dO = r->dcat + i * ldc + h * r->dv;
+		real *o = r->concat + i * ldc + h * r->dv;
+		real *dq = r->dQh + i * r->dk;
+		real psink, D = 0.0;
 
 		st = forward_row(r, h, g, i, &psink);
 		if (st != MHA_OK)
 			return st;
 		/* the head's output row: softmax·V, keys ascending */
-		memset(o, 0, r->dv * sizeof(double));
+		memset(o, 0, r->dv * sizeof(real));
 		for (size_t j = 0; j < d->n_kv; j++) {
-			const double *v = r->V + j * ldv + g * r->dv;
+			const real *v = r->V + j * ldv + g * r->dv;
 
 			if (r->p[j] == 0.0)
 				continue;
@@ -267,8 +302,8 @@ static mha_status back_head(struct bw *r, size_t h)
 			D += dO[t] * o[t];
 		r->Dv[i] = D;
 		for (size_t j = 0; j < d->n_kv; j++) {
-			const double *v = r->V + j * ldv + g * r->dv;
-			double dp = 0.0, ds, dsc;
+			const real *v = r->V + j * ldv + g * r->dv;
+			real dp = 0.0, ds, dsc;
 
 			for (size_t t = 0; t < r->dv; t++)
 				dp += dO[t] * v[t];
@@ -292,11 +327,11 @@ static mha_status back_head(struct bw *r, size_t h)
 		/* the sink: a logit whose value is 0, so its dP is 0 */
 		dsink += -psink * D;
 		/* dQ_h row i = Σ_j dscores_ij·K_j; dK_h, dV_h gather row i's part */
-		memset(dq, 0, r->dk * sizeof(double));
+		memset(dq, 0, r->dk * sizeof(real));
 		for (size_t j = 0; j < d->n_kv; j++) {
-			const double *k = r->K + j * ldk + g * r->dk;
-			const double ds = r->dscores[j], pj = r->p[j];
-			double *dk = r->dKh + j * r->dk, *dv = r->dVh + j * r->dv;
+			const real *k = r->K + j * ldk + g * r->dk;
+			const real ds = r->dscores[j], pj = r->p[j];
+			real *dk = r->dKh + j * r->dk, *dv = r->dVh + j * r->dv;
 
 			if (ds != 0.0)
 				for (size_t t = 0; t < r->dk; t++) {
@@ -313,7 +348,7 @@ static mha_status back_head(struct bw *r, size_t h)
 
 	/* into the whole: dQ's block h; dK's and dV's block g, query heads ascending */
 	for (size_t i = 0; i < d->n_q; i++)
-		memcpy(r->dQr + i * ldq + h * r->dk, r->dQh + i * r->dk, r->dk * sizeof(double));
+		memcpy(r->dQr + i * ldq + h * r->dk, r->dQh + i * r->dk, r->dk * sizeof(real));
 	for (size_t j = 0; j < d->n_kv; j++) {
 		for (size_t t = 0; t < r->dk; t++)
 			r->dKr[j * ldk + g * r->dk + t] += r->dKh[j * r->dk + t];
@@ -323,24 +358,24 @@ static mha_status back_head(struct bw *r, size_t h)
 
 	if (!obs || !obs->fn)
 		return MHA_OK;
-	if ((r->sq[SQ_P] && obs->fn(obs->ctx, MHA_GRAD_HEAD_P, head, r->sq[SQ_P], d->n_q, d->n_kv)) ||
+	if ((r->sq[SQ_P] && hand(obs, MHA_GRAD_HEAD_P, head, r->sq[SQ_P], d->n_q, d->n_kv)) ||
 	    (watches(obs, MHA_GRAD_HEAD_O) &&
 	     show_block(r, MHA_GRAD_HEAD_O, head, r->concat, d->n_q, ldc, h * r->dv, r->dv)) ||
 	    (watches(obs, MHA_GRAD_HEAD_DO) &&
 	     show_block(r, MHA_GRAD_HEAD_DO, head, r->dcat, d->n_q, ldc, h * r->dv, r->dv)) ||
 	    (watches(obs, MHA_GRAD_HEAD_DV) &&
-	     obs->fn(obs->ctx, MHA_GRAD_HEAD_DV, head, r->dVh, d->n_kv, r->dv)) ||
-	    (r->sq[SQ_DP] && obs->fn(obs->ctx, MHA_GRAD_HEAD_DP, head, r->sq[SQ_DP], d->n_q, d->n_kv)) ||
-	    (watches(obs, MHA_GRAD_HEAD_D) && obs->fn(obs->ctx, MHA_GRAD_HEAD_D, head, r->Dv, d->n_q, 1)) ||
-	    (r->sq[SQ_DS] && obs->fn(obs->ctx, MHA_GRAD_HEAD_DS, head, r->sq[SQ_DS], d->n_q, d->n_kv)) ||
+	     hand(obs, MHA_GRAD_HEAD_DV, head, r->dVh, d->n_kv, r->dv)) ||
+	    (r->sq[SQ_DP] && hand(obs, MHA_GRAD_HEAD_DP, head, r->sq[SQ_DP], d->n_q, d->n_kv)) ||
+	    (watches(obs, MHA_GRAD_HEAD_D) && hand(obs, MHA_GRAD_HEAD_D, head, r->Dv, d->n_q, 1)) ||
+	    (r->sq[SQ_DS] && hand(obs, MHA_GRAD_HEAD_DS, head, r->sq[SQ_DS], d->n_q, d->n_kv)) ||
 	    (r->sq[SQ_DSCALED] &&
-	     obs->fn(obs->ctx, MHA_GRAD_HEAD_DSCALED, head, r->sq[SQ_DSCALED], d->n_q, d->n_kv)) ||
+	     hand(obs, MHA_GRAD_HEAD_DSCALED, head, r->sq[SQ_DSCALED], d->n_q, d->n_kv)) ||
 	    (r->sq[SQ_DSCORES] &&
-	     obs->fn(obs->ctx, MHA_GRAD_HEAD_DSCORES, head, r->sq[SQ_DSCORES], d->n_q, d->n_kv)) ||
+	     hand(obs, MHA_GRAD_HEAD_DSCORES, head, r->sq[SQ_DSCORES], d->n_q, d->n_kv)) ||
 	    (watches(obs, MHA_GRAD_HEAD_DQ) &&
-	     obs->fn(obs->ctx, MHA_GRAD_HEAD_DQ, head, r->dQh, d->n_q, r->dk)) ||
+	     hand(obs, MHA_GRAD_HEAD_DQ, head, r->dQh, d->n_q, r->dk)) ||
 	    (watches(obs, MHA_GRAD_HEAD_DK) &&
-	     obs->fn(obs->ctx, MHA_GRAD_HEAD_DK, head, r->dKh, d->n_kv, r->dk)))
+	     hand(obs, MHA_GRAD_HEAD_DK, head, r->dKh, d->n_kv, r->dk)))
 		return MHA_ERR_OBSERVER;
 	return MHA_OK;
 }
@@ -363,11 +398,11 @@ static mha_status back_head(struct bw *r, size_t h)
  * [keys_begin, keys_end).  A score that is not finite is recomputed (q, k
  * the rows).  MHA_ERR_RANGE as forward_row.
  */
-static mha_status fast_masked(const struct bw *r, size_t h, size_t i, size_t j, double s,
-			      const double *q, const double *k, double *out, double *th)
+static mha_status fast_masked(const struct bw *r, size_t h, size_t i, size_t j, real s,
+			      const real *q, const real *k, real *out, real *th)
 {
-	const double c = r->cfg->softcap;
-	double x, m;
+	const real c = r->cfg->softcap;
+	real x, m;
 
 	if (isfinite(s) && !(c > 0) && !r->rule.allow && !r->rule.bias && !r->rule.alibi) {
 		/* the common case: within the row's keys the mask entry is 0 */
@@ -379,7 +414,7 @@ static mha_status fast_masked(const struct bw *r, size_t h, size_t i, size_t j, 
 	}
 	if (!isfinite(s)) {
 		/* overflowing partial sums, or truly too large: rules.h decides */
-		s = mha_dot_f64(q, 1, k, 1, r->dk, 0.0);
+		s = DOT(q, 1, k, 1, r->dk, 0.0);
 		if (mha_rule_overflows(&r->rule, h, i, j, s))
 			return MHA_ERR_RANGE;
 	}
@@ -443,7 +478,7 @@ static size_t fast_pack_bytes(const mha_dims *d, size_t nr)
 				     fast_pack_head(d->n_kv, d->d_k, d->d_v, nr, off));
 	const size_t b = fast_one_pass(d) ? 0
 			 : mha_sat_mul(d->heads, fast_pack_head(d->n_q, d->d_k, d->d_v, nr, off));
-	const size_t bytes = mha_sat_mul(a > b ? a : b, sizeof(double));
+	const size_t bytes = mha_sat_mul(a > b ? a : b, sizeof(real));
 
 	return bytes > SIZE_MAX - 64 ? SIZE_MAX : (bytes + 63) / 64 * 64;
 }
@@ -451,7 +486,7 @@ static size_t fast_pack_bytes(const mha_dims *d, size_t nr)
 /* the bytes of a thread's qp (fast_buf), whole cache lines */
 static size_t fast_qp_bytes(size_t wide, size_t nr)
 {
-	return (fast_pk_count(FAST_QB, wide, nr) * sizeof(double) + 63) / 64 * 64;
+	return (fast_pk_count(FAST_QB, wide, nr) * sizeof(real) + 63) / 64 * 64;
 }
 
 
@@ -462,6 +497,18 @@ static size_t fast_qp_bytes(size_t wide, size_t nr)
 /* the elementwise kernels (kernel_bwd.c) of the vector width k's GEMM has */
 static const struct mha_bwd_kernels *bwd_kernels(const struct mha_kernels *k)
 {
+#ifdef MHA_F32
+	static const struct mha_bwd_kernels base = BWD_KERNELS(f32_base);
+#if defined(MHA_X86_KERNELS)
+	static const struct mha_bwd_kernels avx2 = BWD_KERNELS(f32_avx2);
+	static const struct mha_bwd_kernels avx512 = BWD_KERNELS(f32_avx512);
+
+	if (k->gemm == mha_gemm_f32_avx512)
+		return &avx512;
+	if (k->gemm == mha_gemm_f32_avx2)
+		return &avx2;
+#endif
+#else
 	static const struct mha_bwd_kernels base = BWD_KERNELS(f64_base);
 #if defined(MHA_X86_KERNELS)
 	static const struct mha_bwd_kernels avx2 = BWD_KERNELS(f64_avx2);
@@ -471,6 +518,7 @@ static const struct mha_bwd_kernels *bwd_kernels(const struct mha_kernels *k)
 		return &avx512;
 	if (k->gemm == mha_gemm_f64_avx2)
 		return &avx2;
+#endif
 #endif
 	(void)k;
 	return &base;
@@ -485,9 +533,9 @@ static int fast_plain_rule(const struct bw *r)
 /* what a thread holds: FAST_TILES tiles of FAST_QB (or FAST_KB) rows of keys (or queries) */
 #define FAST_TILES 4
 struct fast_buf {
-	double *s, *th, *p, *dp; /* (96, n_kv) in pass 1, (96, n_q) in pass 2 */
-	double *part;            /* pass 2: (96, max(dk, dv)) a head's part of dK or dV */
-	double *qp;              /* one pass: (96, max(dk, dv)) rounded up to strips, a query
+	real *s, *th, *p, *dp; /* (96, n_kv) in pass 1, (96, n_q) in pass 2 */
+	real *part;            /* pass 2: (96, max(dk, dv)) a head's part of dK or dV */
+	real *qp;              /* one pass: (96, max(dk, dv)) rounded up to strips, a query
 				    block of Q or dO packed; 64-byte aligned */
 };
 
@@ -507,12 +555,12 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 	const size_t nb = i1 - i0, per = fast_pack_head(n_kv, r->dk, r->dv, nr, off);
 	const int capped = r->cfg->softcap > 0, vect = fast_plain_rule(r);
 	const struct mha_bwd_kernels *bk = bwd_kernels(k);
-	const double *pk = r->pk + g * per;
+	const real *pk = r->pk + g * per;
 	size_t nk;
 
 	for (size_t i = i0; i < i1; i++) {
-		memset(r->concat + i * ldc + h * r->dv, 0, r->dv * sizeof(double));
-		memset(r->dQr + i * ldq + h * r->dk, 0, r->dk * sizeof(double));
+		memset(r->concat + i * ldc + h * r->dv, 0, r->dv * sizeof(real));
+		memset(r->dQr + i * ldq + h * r->dk, 0, r->dk * sizeof(real));
 		r->lse[h * n_q + i] = -INFINITY;
 		r->Dall[h * n_q + i] = 0.0;
 	}
@@ -524,20 +572,20 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 			r->dk * nr, nb, nk, r->dk);
 	for (size_t i = i0; i < i1; i++) {
 		const size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
-		const double *q = r->Q + i * ldq + h * r->dk;
-		double *s = f->s + (i - i0) * nk, *th = f->th + (i - i0) * nk, *p = f->p + (i - i0) * nk;
-		double m = -INFINITY, l = 0.0;
+		const real *q = r->Q + i * ldq + h * r->dk;
+		real *s = f->s + (i - i0) * nk, *th = f->th + (i - i0) * nk, *p = f->p + (i - i0) * nk;
+		real m = -INFINITY, l = 0.0;
 
 		if (vect && jb < je &&
 		    !bk->softmax(p + (jb - kb), s + (jb - kb), je - jb, r->scale,
 				 r->rule.sinks ? r->rule.sinks + h : NULL, &r->lse[h * n_q + i])) {
 			/* the common case, vectorised: keys outside the row's range weigh 0 */
-			memset(p, 0, (jb - kb) * sizeof(double));
-			memset(p + (je - kb), 0, (ke - je) * sizeof(double));
+			memset(p, 0, (jb - kb) * sizeof(real));
+			memset(p + (je - kb), 0, (ke - je) * sizeof(real));
 			continue;
 		}
 		for (size_t j = kb; j < ke; j++) {
-			double x = -INFINITY, t = 0.0;
+			real x = -INFINITY, t = 0.0;
 
 			if (j >= jb && j < je &&
 			    fast_masked(r, h, i, j, s[j - kb], q, r->K + j * ldk + g * r->dk, &x, &t))
@@ -549,7 +597,7 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 		}
 		if (m == -INFINITY) {
 			/* every key blocked: weights 0, output 0, nothing flows back */
-			memset(p, 0, nk * sizeof(double));
+			memset(p, 0, nk * sizeof(real));
 			continue;
 		}
 		if (r->rule.sinks && r->rule.sinks[h] > m)
@@ -569,13 +617,13 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 	bk->gemm_packed(r->concat + i0 * ldc + h * r->dv, ldc, f->p, nk, pk + off[3] + kb * nr,
 			n_kv * nr, nb, r->dv, nk);
 	for (size_t i = i0; i < i1; i++) {
-		double *o = r->concat + i * ldc + h * r->dv;
-		const double *dO = r->dcat + i * ldc + h * r->dv;
-		double D = 0.0;
+		real *o = r->concat + i * ldc + h * r->dv;
+		const real *dO = r->dcat + i * ldc + h * r->dv;
+		real D = 0.0;
 
 		if (!finite_all(o, r->dv) &&
 		    mha_finish_product(o, 1, r->dv, ldc, f->p + (i - i0) * nk, nk,
-				       r->V + kb * ldv + g * r->dv, ldv, NULL, nk, 8))
+				       r->V + kb * ldv + g * r->dv, ldv, NULL, nk, sizeof(real)))
 			return 2;
 		for (size_t t = 0; t < r->dv; t++)
 			D += dO[t] * o[t];
@@ -585,16 +633,16 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 	bk->gemm_packed(f->dp, nk, r->dcat + i0 * ldc + h * r->dv, ldc,
 			pk + off[2] + kb / nr * r->dv * nr, r->dv * nr, nb, nk, r->dv);
 	for (size_t i = 0; i < nb; i++) {
-		const double D = r->Dall[h * n_q + i0 + i];
-		double *dp = f->dp + i * nk;
-		const double *p = f->p + i * nk, *th = f->th + i * nk;
+		const real D = r->Dall[h * n_q + i0 + i];
+		real *dp = f->dp + i * nk;
+		const real *p = f->p + i * nk, *th = f->th + i * nk;
 
 		if (!capped) {
 			bk->dscores(dp, p, nk, D, r->scale);
 			continue;
 		}
 		for (size_t j = 0; j < nk; j++) {
-			double ds = p[j] == 0.0 ? 0.0 : p[j] * (dp[j] - D);
+			real ds = p[j] == 0.0 ? 0.0 : p[j] * (dp[j] - D);
 
 			if (capped)
 				ds *= 1.0 - th[j] * th[j];
@@ -634,13 +682,13 @@ static void fast_query_range(const struct bw *r, size_t j0, size_t j1, size_t *q
  * Pass 2, one entry (query i, key j) of head h from its score s, one at a
  * time: p = exp(masked − L), dp = dS·scale (dp holds dP on entry)
  */
-static void fast_key_entry(const struct bw *r, size_t h, size_t g, size_t i, size_t j, double s,
-			   double *p, double *dp)
+static void fast_key_entry(const struct bw *r, size_t h, size_t g, size_t i, size_t j, real s,
+			   real *p, real *dp)
 {
 	const size_t n_q = r->d->n_q, ldq = r->H * r->dk, ldk = r->G * r->dk;
 	const size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
-	const double L = r->lse[h * n_q + i], D = r->Dall[h * n_q + i];
-	double x = -INFINITY, t = 0.0, e, ds;
+	const real L = r->lse[h * n_q + i], D = r->Dall[h * n_q + i];
+	real x = -INFINITY, t = 0.0, e, ds;
 
 	/* the forward saw every value finite: no error here */
 	if (L == -INFINITY || j < jb || j >= je ||
@@ -674,8 +722,8 @@ static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast
 	const size_t nr = r->nr, per_h = fast_pack_head(n_q, r->dk, r->dv, nr, off);
 
 	for (size_t j = j0; j < j1; j++) {
-		memset(r->dKr + j * ldk + g * r->dk, 0, r->dk * sizeof(double));
-		memset(r->dV + j * ldv + g * r->dv, 0, r->dv * sizeof(double));
+		memset(r->dKr + j * ldk + g * r->dk, 0, r->dk * sizeof(real));
+		memset(r->dV + j * ldv + g * r->dv, 0, r->dv * sizeof(real));
 	}
 	fast_query_range(r, j0, j1, &qa, &qb);
 	if (qb <= qa)
@@ -683,14 +731,14 @@ static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast
 	qa = qa / nr * nr; /* whole strips of Qᵀ and dOᵀ */
 	nq = qb - qa;
 	for (size_t h = g * per; h < (g + 1) * per; h++) {
-		const double *pk = r->pk + h * per_h;
+		const real *pk = r->pk + h * per_h;
 
 		bk->gemm_packed(f->s, nq, r->K + j0 * ldk + g * r->dk, ldk,
 				pk + off[0] + qa / nr * r->dk * nr, r->dk * nr, nb, nq, r->dk);
 		bk->gemm_packed(f->dp, nq, r->V + j0 * ldv + g * r->dv, ldv,
 				pk + off[2] + qa / nr * r->dv * nr, r->dv * nr, nb, nq, r->dv);
 		for (size_t j = j0, ia = qa, ib = qa; j < j1; j++) {
-			double *p = f->p + (j - j0) * nq, *dp = f->dp + (j - j0) * nq;
+			real *p = f->p + (j - j0) * nq, *dp = f->dp + (j - j0) * nq;
 
 			if (vect) {
 				/* the queries that see key j: [ia, ib), moving on with j */
@@ -703,10 +751,10 @@ static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast
 				if (ia == ib || !bk->keyrow(p + (ia - qa), dp + (ia - qa), f->s + (j - j0) * nq +
 							   (ia - qa), r->lse + h * n_q + ia,
 							   r->Dall + h * n_q + ia, ib - ia, r->scale)) {
-					memset(p, 0, (ia - qa) * sizeof(double));
-					memset(dp, 0, (ia - qa) * sizeof(double));
-					memset(p + (ib - qa), 0, (qb - ib) * sizeof(double));
-					memset(dp + (ib - qa), 0, (qb - ib) * sizeof(double));
+					memset(p, 0, (ia - qa) * sizeof(real));
+					memset(dp, 0, (ia - qa) * sizeof(real));
+					memset(p + (ib - qa), 0, (qb - ib) * sizeof(real));
+					memset(dp + (ib - qa), 0, (qb - ib) * sizeof(real));
 					continue;
 				}
 			}
@@ -729,7 +777,7 @@ static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast
 
 /* a (rows, cols) transposed into t (cols, rows), in 32 x 32 tiles so
  * that neither side is walked a whole column at a time through the cache */
-static void fast_transpose(double *t, const double *a, size_t rows, size_t cols)
+static void fast_transpose(real *t, const real *a, size_t rows, size_t cols)
 {
 	for (size_t i0 = 0; i0 < rows; i0 += 32)
 		for (size_t c0 = 0; c0 < cols; c0 += 32) {
@@ -748,11 +796,11 @@ static void fast_transpose(double *t, const double *a, size_t rows, size_t cols)
  * dconcat (pass 2); Kᵀ and Vᵀ are read in place, never transposed first.
  */
 static void fast_pack(const struct bw *r, const struct mha_bwd_kernels *bk, long t, size_t heads,
-		      size_t n, const double *x, const double *y)
+		      size_t n, const real *x, const real *y)
 {
 	const size_t h = (size_t)t / 4, dk = r->dk, dv = r->dv, nr = r->nr;
 	size_t off[4];
-	double *pk = r->pk + h * fast_pack_head(n, dk, dv, nr, off) + off[t % 4];
+	real *pk = r->pk + h * fast_pack_head(n, dk, dv, nr, off) + off[t % 4];
 
 	switch (t % 4) {
 	case 0:
@@ -770,9 +818,9 @@ static void fast_pack(const struct bw *r, const struct mha_bwd_kernels *bk, long
 }
 
 /* a thread's tiles: FAST_TILES of (96, n) and a (96, wide) part, or NULL */
-static double *fast_buf_alloc(struct fast_buf *f, size_t n, size_t wide)
+static real *fast_buf_alloc(struct fast_buf *f, size_t n, size_t wide)
 {
-	double *b = malloc((FAST_TILES * FAST_QB * n + FAST_KB * wide) * sizeof(double));
+	real *b = malloc((FAST_TILES * FAST_QB * n + FAST_KB * wide) * sizeof(real));
 
 	if (b) {
 		f->s = b;
@@ -804,7 +852,7 @@ static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int thre
 #pragma omp parallel num_threads(threads) if (threads > 1 && t1 > 1)
 	{
 		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL };
-		double *b = fast_buf_alloc(&f, n_kv, 0);
+		real *b = fast_buf_alloc(&f, n_kv, 0);
 		int e = b ? 0 : 1;
 
 		if (r->one_pass) {
@@ -822,8 +870,8 @@ static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int thre
 				const size_t g = (size_t)t, per = r->H / r->G;
 
 				for (size_t j = 0; j < n_kv; j++) {
-					memset(r->dKr + j * r->G * r->dk + g * r->dk, 0, r->dk * sizeof(double));
-					memset(r->dV + j * r->G * r->dv + g * r->dv, 0, r->dv * sizeof(double));
+					memset(r->dKr + j * r->G * r->dk + g * r->dk, 0, r->dk * sizeof(real));
+					memset(r->dV + j * r->G * r->dv + g * r->dv, 0, r->dv * sizeof(real));
 				}
 				for (size_t i0 = 0; i0 < n_q && !e; i0 += FAST_QB)
 					for (size_t h = g * per; h < (g + 1) * per && !e; h++)
@@ -850,7 +898,7 @@ static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int thre
 #pragma omp parallel num_threads(threads) if (threads > 1 && t2 > 1)
 	{
 		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL };
-		double *b = fast_buf_alloc(&f, n_q, wide);
+		real *b = fast_buf_alloc(&f, n_q, wide);
 		int e = b ? 0 : 1;
 
 		/* each head's Q and dconcat packed, both ways, once (K's and V's are done with) */
@@ -874,10 +922,10 @@ static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int thre
 		return MHA_ERR_NOMEM;
 sinks:
 	for (size_t h = 0; h < r->H; h++) {
-		double dsink = 0.0;
+		real dsink = 0.0;
 
 		for (size_t i = 0; i < n_q; i++) {
-			const double L = r->lse[h * n_q + i];
+			const real L = r->lse[h * n_q + i];
 
 			if (L == -INFINITY) {
 				if (!r->blocked++) {
@@ -896,16 +944,16 @@ sinks:
 	return MHA_OK;
 }
 
-static double *alloc_n(size_t rows, size_t cols)
+static real *alloc_n(size_t rows, size_t cols)
 {
 	size_t n;
 
 	if (cols && rows > SIZE_MAX / cols)
 		return NULL;
 	n = rows * cols;
-	if (n > SIZE_MAX / sizeof(double))
+	if (n > SIZE_MAX / sizeof(real))
 		return NULL;
-	return malloc(n ? n * sizeof(double) : 1);
+	return malloc(n ? n * sizeof(real) : 1);
 }
 
 /*
@@ -913,27 +961,27 @@ static double *alloc_n(size_t rows, size_t cols)
  * dP (rows, cols): dx = dP·Wᵀ (dP without W), and dW += xᵀ·dP, db += the
  * column sums of dP, when asked (and W is there, for dW).
  */
-static void back_projection(double *dx, double *dW, double *db, const double *x, const double *W,
-			    const double *dP, size_t rows, size_t d_in, size_t cols)
+static void back_projection(real *dx, real *dW, real *db, const real *x, const real *W,
+			    const real *dP, size_t rows, size_t d_in, size_t cols)
 {
 	if (dx && W) {
 		for (size_t i = 0; i < rows; i++)
 			for (size_t k = 0; k < d_in; k++) {
-				const double *w = W + k * cols, *g = dP + i * cols;
-				double s = 0.0;
+				const real *w = W + k * cols, *g = dP + i * cols;
+				real s = 0.0;
 
 				for (size_t c = 0; c < cols; c++)
 					s += g[c] * w[c];
 				dx[i * d_in + k] = s;
 			}
 	} else if (dx) {
-		memcpy(dx, dP, rows * cols * sizeof(double));
+		memcpy(dx, dP, rows * cols * sizeof(real));
 	}
 	if (dW && W)
 		for (size_t i = 0; i < rows; i++)
 			for (size_t k = 0; k < d_in; k++) {
-				const double a = x[i * d_in + k];
-				double *w = dW + k * cols;
+				const real a = x[i * d_in + k];
+				real *w = dW + k * cols;
 
 				for (size_t c = 0; c < cols; c++)
 					w[c] += a * dP[i * cols + c];
@@ -947,9 +995,9 @@ static void back_projection(double *dx, double *dW, double *db, const double *x,
 /* ---- the fast path's products (the forward's GEMM kernels) -------------- */
 
 /* a (rows, cols) transposed into a new (cols, rows), or NULL */
-static double *transposed(const double *a, size_t rows, size_t cols)
+static real *transposed(const real *a, size_t rows, size_t cols)
 {
-	double *t = alloc_n(cols, rows);
+	real *t = alloc_n(cols, rows);
 
 	if (t)
 		fast_transpose(t, a, rows, cols);
@@ -957,7 +1005,7 @@ static double *transposed(const double *a, size_t rows, size_t cols)
 }
 
 /* the product C (m, n) = A (m, k)·B (k, n) + bias as the kernels run it */
-static struct mha_gemm gemm_of(double *C, const double *A, const double *B, const double *bias,
+static struct mha_gemm gemm_of(real *C, const real *A, const real *B, const real *bias,
 			       size_t m, size_t n, size_t k, int threads)
 {
 	struct mha_gemm g = { .m = m, .n = n, .k = k, .A = A, .B = B, .bias = bias, .lda = k,
@@ -967,8 +1015,8 @@ static struct mha_gemm gemm_of(double *C, const double *A, const double *B, cons
 }
 
 /* C = A·B + bias on the kernels; an entry not finite recomputed (rules.h) */
-static mha_status fast_gemm(const struct mha_kernels *k, double *C, const double *A,
-			    const double *B, const double *bias, size_t m, size_t n, size_t kk,
+static mha_status fast_gemm(const struct mha_kernels *k, real *C, const real *A,
+			    const real *B, const real *bias, size_t m, size_t n, size_t kk,
 			    int threads)
 {
 	struct mha_gemm g = gemm_of(C, A, B, bias, m, n, kk, threads);
@@ -978,22 +1026,31 @@ static mha_status fast_gemm(const struct mha_kernels *k, double *C, const double
 	k->gemm(&g);
 	if (g.failed)
 		return MHA_ERR_NOMEM;
-	if (!finite_all(C, m * n) && mha_finish_product(C, m, n, n, A, kk, B, n, bias, kk, 8))
+	if (!finite_all(C, m * n) && mha_finish_product(C, m, n, n, A, kk, B, n, bias, kk, sizeof(real)))
 		return MHA_ERR_RANGE;
 	return MHA_OK;
 }
 
-/* x·W + b (W given) on the kernels into *owned, else as the plain path */
-static mha_status fast_projection(const struct mha_kernels *k, int threads, const double **res,
-				  double **owned, const double *x, size_t rows, size_t d_in,
-				  const double *W, const double *b, size_t cols)
+/* x·W + b (W given) on the kernels into *owned; without W, x + b as the
+ * plain path adds them (x itself without b) */
+static mha_status fast_projection(const struct mha_kernels *k, int threads, const real **res,
+				  real **owned, const real *x, size_t rows, size_t d_in,
+				  const real *W, const real *b, size_t cols)
 {
-	if (!W)
-		return mha_plain_projection(res, owned, x, rows, d_in, W, b, cols);
+	*owned = NULL;
+	*res = x;
+	if (!W && !b)
+		return MHA_OK;
 	*owned = alloc_n(rows, cols);
 	*res = *owned;
 	if (!*owned)
 		return MHA_ERR_NOMEM;
+	if (!W) {
+		for (size_t i = 0; i < rows; i++)
+			for (size_t c = 0; c < cols; c++)
+				(*owned)[i * cols + c] = x[i * cols + c] + b[c];
+		return MHA_OK;
+	}
 	return fast_gemm(k, *owned, x, W, b, rows, cols, d_in, threads);
 }
 
@@ -1002,22 +1059,22 @@ static mha_status fast_projection(const struct mha_kernels *k, int threads, cons
  * transposed first, the product into a block of its own), db as there.
  * A gradient not finite is found by mha_backward's last checks.
  */
-static mha_status fast_back_projection(const struct mha_kernels *k, int threads, double *dx,
-				       double *dW, double *db, const double *x, const double *W,
-				       const double *dP, size_t rows, size_t d_in, size_t cols)
+static mha_status fast_back_projection(const struct mha_kernels *k, int threads, real *dx,
+				       real *dW, real *db, const real *x, const real *W,
+				       const real *dP, size_t rows, size_t d_in, size_t cols)
 {
 	mha_status st = MHA_OK;
 
 	if (dx && W) {
-		double *Wt = transposed(W, d_in, cols);
+		real *Wt = transposed(W, d_in, cols);
 
 		st = Wt ? fast_gemm(k, dx, dP, Wt, NULL, rows, d_in, cols, threads) : MHA_ERR_NOMEM;
 		free(Wt);
 	} else if (dx) {
-		memcpy(dx, dP, rows * cols * sizeof(double));
+		memcpy(dx, dP, rows * cols * sizeof(real));
 	}
 	if (st == MHA_OK && dW && W) {
-		double *xt = transposed(x, rows, d_in), *part = alloc_n(d_in, cols);
+		real *xt = transposed(x, rows, d_in), *part = alloc_n(d_in, cols);
 
 		st = xt && part ? fast_gemm(k, part, xt, dP, NULL, d_in, cols, rows, threads)
 				: MHA_ERR_NOMEM;
@@ -1036,39 +1093,39 @@ static mha_status fast_back_projection(const struct mha_kernels *k, int threads,
 
 /* What every sequence shares. */
 struct bw_run {
-	const mha_grads *g;
+	const grads_t *g;
 	const mha_dims *d;
-	const mha_inputs *in;
-	const mha_weights *w;
+	const inputs_t *in;
+	const weights_t *w;
 	const mha_config *cfg;
 	const mha_grad_observer *obs;
 	struct mha_rule all;
 	size_t out_cols;
 	int fast, threads;         /* the fast path, on this many threads at most */
-	const struct mha_kernels *k; /* the fast path's (doubles) */
+	const struct mha_kernels *k; /* the fast path's (of real) */
 	size_t blocked;
 	int first_blocked_head;
 	size_t first_blocked_row, first_blocked_seq;
 };
 
-static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
+static mha_status back_sequence(struct bw_run *z, const real *dout, size_t b)
 {
 	const mha_dims *d = z->d;
 	const mha_config *cfg = z->cfg;
-	const mha_weights *w = z->w;
-	const mha_grads *g = z->g;
+	const weights_t *w = z->w;
+	const grads_t *g = z->g;
 	const mha_grad_observer *obs = z->obs;
-	const double *xq = z->in->xq + b * d->n_q * d->d_q_in;
-	const double *xk = z->in->xk + b * d->n_kv * d->d_k_in;
-	const double *xv = z->in->xv + b * d->n_kv * d->d_v_in;
+	const real *xq = z->in->xq + b * d->n_q * d->d_q_in;
+	const real *xk = z->in->xk + b * d->n_kv * d->d_k_in;
+	const real *xv = z->in->xv + b * d->n_kv * d->d_v_in;
 	const int rope = cfg->rope.mode != MHA_ROPE_NONE;
 	const ptrdiff_t q_pos0 = mha_rule_offset_seq(d, cfg, b);
 	struct bw r;
-	double *owned_q = NULL, *owned_k = NULL, *owned_v = NULL, *q_rot = NULL, *k_rot = NULL;
-	double *dcat_own = NULL, *dQ = NULL, *dK = NULL;
-	const double *Q, *K, *V;
+	real *owned_q = NULL, *owned_k = NULL, *owned_v = NULL, *q_rot = NULL, *k_rot = NULL;
+	real *dcat_own = NULL, *dQ = NULL, *dK = NULL;
+	const real *Q = NULL, *K = NULL, *V = NULL;
 	size_t hk, gk, gv, hv;
-	mha_status st;
+	mha_status st = MHA_OK;
 
 	memset(&r, 0, sizeof(r));
 	r.d = d;
@@ -1098,7 +1155,10 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 		if (st == MHA_OK)
 			st = fast_projection(z->k, z->threads, &V, &owned_v, xv, d->n_kv, d->d_v_in,
 					     w->W_V, w->b_V, gv);
-	} else {
+	}
+#ifndef MHA_F32
+	/* (mha_backward_f32 has the fast path only) */
+	else {
 		st = mha_plain_projection(&Q, &owned_q, xq, d->n_q, d->d_q_in, w->W_Q, w->b_Q, hk);
 		if (st == MHA_OK)
 			st = mha_plain_projection(&K, &owned_k, xk, d->n_kv, d->d_k_in, w->W_K, w->b_K,
@@ -1107,6 +1167,7 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 			st = mha_plain_projection(&V, &owned_v, xv, d->n_kv, d->d_v_in, w->W_V, w->b_V,
 						  gv);
 	}
+#endif
 	if (st != MHA_OK)
 		goto done;
 	if (!finite_all(Q, d->n_q * hk) || !finite_all(K, d->n_kv * gk) || !finite_all(V, d->n_kv * gv)) {
@@ -1122,10 +1183,10 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 		k_rot = alloc_n(d->n_kv, gk);
 		st = q_rot && k_rot ? MHA_OK : MHA_ERR_NOMEM;
 		if (st == MHA_OK)
-			st = mha_rope_turn(q_rot, Q, sizeof(double), d->n_q, r.H, r.dk, &cfg->rope,
+			st = mha_rope_turn(q_rot, Q, sizeof(real), d->n_q, r.H, r.dk, &cfg->rope,
 					   cfg->rope.q_pos, q_pos0);
 		if (st == MHA_OK)
-			st = mha_rope_turn(k_rot, K, sizeof(double), d->n_kv, r.G, r.dk, &cfg->rope,
+			st = mha_rope_turn(k_rot, K, sizeof(real), d->n_kv, r.G, r.dk, &cfg->rope,
 					   cfg->rope.k_pos, 0);
 		if (st != MHA_OK)
 			goto done;
@@ -1141,7 +1202,7 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 			goto done;
 		}
 		if (z->fast) {
-			double *Wt = transposed(w->W_O, hv, z->out_cols);
+			real *Wt = transposed(w->W_O, hv, z->out_cols);
 
 			st = Wt ? fast_gemm(z->k, dcat_own, dout, Wt, NULL, d->n_q, hv, z->out_cols,
 					    z->threads) : MHA_ERR_NOMEM;
@@ -1153,8 +1214,8 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 		}
 		for (size_t i = 0; i < d->n_q && !z->fast; i++)
 			for (size_t c = 0; c < hv; c++) {
-				const double *wc = w->W_O + c * z->out_cols, *gi = dout + i * z->out_cols;
-				double s = 0.0;
+				const real *wc = w->W_O + c * z->out_cols, *gi = dout + i * z->out_cols;
+				real s = 0.0;
 
 				for (size_t k = 0; k < z->out_cols; k++)
 					s += gi[k] * wc[k];
@@ -1165,17 +1226,17 @@ static mha_status back_sequence(struct bw_run *z, const double *dout, size_t b)
 		r.dcat = dout;
 	}
 	if ((watches(obs, MHA_GRAD_DOUTPUT) &&
-	     obs->fn(obs->ctx, MHA_GRAD_DOUTPUT, -1, dout, d->n_q, z->out_cols)) ||
+	     hand(obs, MHA_GRAD_DOUTPUT, -1, dout, d->n_q, z->out_cols)) ||
 	    (watches(obs, MHA_GRAD_DCONCAT) &&
-	     obs->fn(obs->ctx, MHA_GRAD_DCONCAT, -1, r.dcat, d->n_q, hv))) {
+	     hand(obs, MHA_GRAD_DCONCAT, -1, r.dcat, d->n_q, hv))) {
 		st = MHA_ERR_OBSERVER;
 		goto done;
 	}
 
 	r.concat = alloc_n(d->n_q, hv);
-	r.dQr = calloc(d->n_q * hk, sizeof(double));
-	r.dKr = calloc(d->n_kv * gk, sizeof(double));
-	r.dV = calloc(d->n_kv * gv, sizeof(double));
+	r.dQr = calloc(d->n_q * hk, sizeof(real));
+	r.dKr = calloc(d->n_kv * gk, sizeof(real));
+	r.dV = calloc(d->n_kv * gv, sizeof(real));
 	if (z->fast) {
 		/* O(n·d): each row's L and D; K, V, then Q, dconcat packed per head */
 		const size_t pk = fast_pack_bytes(d, bwd_kernels(z->k)->packed_nr());
@@ -1225,18 +1286,20 @@ heads_done:
 			st = MHA_ERR_NOMEM;
 			goto done;
 		}
-		mha_rope_turn_back(dQ, r.dQr, d->n_q, r.H, r.dk, &cfg->rope, cfg->rope.q_pos, q_pos0);
-		mha_rope_turn_back(dK, r.dKr, d->n_kv, r.G, r.dk, &cfg->rope, cfg->rope.k_pos, 0);
+		mha_rope_turn_back(dQ, r.dQr, sizeof(real), d->n_q, r.H, r.dk, &cfg->rope,
+				   cfg->rope.q_pos, q_pos0);
+		mha_rope_turn_back(dK, r.dKr, sizeof(real), d->n_kv, r.G, r.dk, &cfg->rope,
+				   cfg->rope.k_pos, 0);
 	}
 	if ((rope && watches(obs, MHA_GRAD_DQ_ROT) &&
-	     obs->fn(obs->ctx, MHA_GRAD_DQ_ROT, -1, r.dQr, d->n_q, hk)) ||
+	     hand(obs, MHA_GRAD_DQ_ROT, -1, r.dQr, d->n_q, hk)) ||
 	    (rope && watches(obs, MHA_GRAD_DK_ROT) &&
-	     obs->fn(obs->ctx, MHA_GRAD_DK_ROT, -1, r.dKr, d->n_kv, gk)) ||
+	     hand(obs, MHA_GRAD_DK_ROT, -1, r.dKr, d->n_kv, gk)) ||
 	    (watches(obs, MHA_GRAD_DQ) &&
-	     obs->fn(obs->ctx, MHA_GRAD_DQ, -1, rope ? dQ : r.dQr, d->n_q, hk)) ||
+	     hand(obs, MHA_GRAD_DQ, -1, rope ? dQ : r.dQr, d->n_q, hk)) ||
 	    (watches(obs, MHA_GRAD_DK) &&
-	     obs->fn(obs->ctx, MHA_GRAD_DK, -1, rope ? dK : r.dKr, d->n_kv, gk)) ||
-	    (watches(obs, MHA_GRAD_DV) && obs->fn(obs->ctx, MHA_GRAD_DV, -1, r.dV, d->n_kv, gv))) {
+	     hand(obs, MHA_GRAD_DK, -1, rope ? dK : r.dKr, d->n_kv, gk)) ||
+	    (watches(obs, MHA_GRAD_DV) && hand(obs, MHA_GRAD_DV, -1, r.dV, d->n_kv, gv))) {
 		st = MHA_ERR_OBSERVER;
 		goto done;
 	}
@@ -1308,26 +1371,28 @@ done:
 }
 
 /* n doubles at a, when a is given, set to 0 */
-static void zero(double *a, size_t n)
+static void zero(real *a, size_t n)
 {
 	if (a)
-		memset(a, 0, n * sizeof(double));
+		memset(a, 0, n * sizeof(real));
 }
 
 /* every entry of a (n, when a is given) finite */
-static int finite_or_absent(const double *a, size_t n)
+static int finite_or_absent(const real *a, size_t n)
 {
 	return !a || finite_all(a, n);
 }
 
-mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *d,
-			const mha_inputs *in, const mha_weights *w, const mha_config *cfg,
-			const mha_grad_observer *obs, mha_report *rep)
+/* mha_backward and mha_backward_f32: the checks, the sums set to zero,
+ * the sequences, the last checks */
+static mha_status run_backward(const grads_t *g, const real *dout, const mha_dims *d,
+			       const inputs_t *in, const weights_t *w, const mha_config *cfg,
+			       const mha_grad_observer *obs, mha_report *rep)
 {
-	static const mha_weights no_weights;
+	static const weights_t no_weights;
 	static const mha_config defaults;
 	struct bw_run z;
-	double *ones = NULL;
+	real *ones = NULL;
 	size_t B, G, hk, gk, gv, hv;
 	mha_status st = MHA_OK;
 
@@ -1375,7 +1440,7 @@ mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *
 
 	if (!dout) {
 		/* the gradient of sum(output): ones, one sequence's worth serves all */
-		ones = malloc(d->n_q * z.out_cols * sizeof(double));
+		ones = malloc(d->n_q * z.out_cols * sizeof(real));
 		if (!ones)
 			return MHA_ERR_NOMEM;
 		for (size_t i = 0; i < d->n_q * z.out_cols; i++)
@@ -1388,7 +1453,7 @@ mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *
 	 * per-head stage is watched, as mha_forward picks its own */
 	z.fast = !cfg->exact && !(obs && obs->fn && grad_per_head(obs->wanted));
 	z.threads = mha_threads(cfg);
-	z.k = mha_pick_kernels(0);
+	z.k = mha_pick_kernels(IS_F32);
 
 	for (size_t b = 0; b < B && st == MHA_OK; b++)
 		st = back_sequence(&z, dout ? dout + b * d->n_q * z.out_cols : ones, b);
@@ -1417,10 +1482,30 @@ mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *
 	return MHA_OK;
 }
 
+#ifdef MHA_F32
+mha_status mha_backward_f32(const mha_grads_f32 *g, const float *dout, const mha_dims *d,
+			    const mha_inputs_f32 *in, const mha_weights_f32 *w,
+			    const mha_config *cfg, mha_report *rep)
+{
+	static const mha_config defaults;
+	mha_config fast = cfg ? *cfg : defaults;
+
+	/* the fast path whatever cfg->exact says, as mha_forward_f32 */
+	fast.exact = 0;
+	return run_backward(g, dout, d, in, w, &fast, NULL, rep);
+}
+#else
+mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *d,
+			const mha_inputs *in, const mha_weights *w, const mha_config *cfg,
+			const mha_grad_observer *obs, mha_report *rep)
+{
+	return run_backward(g, dout, d, in, w, cfg, obs, rep);
+}
+
 /* a block of rows·cols doubles as the allocator sees it, saturating */
 static size_t dbl_block(size_t rows, size_t cols)
 {
-	return mha_sat_add(mha_sat_mul(mha_sat_mul(rows, cols), sizeof(double)), MHA_ALLOC_SLACK);
+	return mha_sat_add(mha_sat_mul(mha_sat_mul(rows, cols), sizeof(real)), MHA_ALLOC_SLACK);
 }
 
 size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted)
@@ -1526,144 +1611,4 @@ size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wa
 			squares++;
 	return mha_sat_add(t, mha_sat_mul((size_t)squares, dbl_block(d->n_q, d->n_kv)));
 }
-
-/* ---- float32 (mha_backward_f32): the float64 fast path on widened values -- */
-
-/* n floats as doubles (NULL stays NULL); *ok cleared when out of memory */
-static double *widened(const float *f, size_t n, int *ok)
-{
-	double *v;
-
-	if (!f)
-		return NULL;
-	v = alloc_n(n, 1);
-	if (!v) {
-		*ok = 0;
-		return NULL;
-	}
-	for (size_t i = 0; i < n; i++)
-		v[i] = f[i];
-	return v;
-}
-
-/* a double array for a float one asked for (f NULL: none) */
-static double *grad_for(const float *f, size_t n, int *ok)
-{
-	double *v;
-
-	if (!f)
-		return NULL;
-	v = alloc_n(n, 1);
-	if (!v)
-		*ok = 0;
-	return v;
-}
-
-/* v (n) rounded into f; 0 when an entry does not fit a float */
-static int narrowed(float *f, const double *v, size_t n)
-{
-	int fits = 1;
-
-	for (size_t i = 0; f && v && i < n; i++) {
-		f[i] = (float)v[i];
-		if (!isfinite(f[i]))
-			fits = 0;
-	}
-	return fits;
-}
-
-mha_status mha_backward_f32(const mha_grads_f32 *g, const float *dout, const mha_dims *d,
-			    const mha_inputs_f32 *in, const mha_weights_f32 *w,
-			    const mha_config *cfg, mha_report *rep)
-{
-	static const mha_weights_f32 no_weights;
-	static const mha_config defaults;
-	mha_config fast;
-	size_t B, G, hk, gk, gv, hv, oc, size[12];
-	double *x[3] = { NULL, NULL, NULL }, *W[8], *dO, *gd[12];
-	float *const gf[12] = { g ? g->dxq : NULL, g ? g->dxk : NULL, g ? g->dxv : NULL,
-				g ? g->dW_Q : NULL, g ? g->dW_K : NULL, g ? g->dW_V : NULL,
-				g ? g->dW_O : NULL, g ? g->db_Q : NULL, g ? g->db_K : NULL,
-				g ? g->db_V : NULL, g ? g->db_O : NULL, g ? g->dsinks : NULL };
-	int ok = 1;
-	mha_status st;
-
-	if (!w)
-		w = &no_weights;
-	if (!cfg)
-		cfg = &defaults;
-	if (!d || !in || !g)
-		return MHA_ERR_NULL;
-	{
-		/* mha_backward's checks, before any float is read */
-		const void *const xs[3] = { in->xq, in->xk, in->xv };
-		const void *const Ws[4] = { w->W_Q, w->W_K, w->W_V, w->W_O };
-
-		st = mha_plain_validate(d, cfg, g, xs, Ws, rep);
-		if (st != MHA_OK)
-			return st;
-	}
-	B = mha_rule_batch(d);
-	G = mha_rule_kv_heads(d);
-	hk = d->heads * d->d_k;
-	gk = G * d->d_k;
-	gv = G * d->d_v;
-	hv = d->heads * d->d_v;
-	oc = mha_output_cols(d, w->W_O != NULL);
-	/* sizes fit a size_t: mha_check saw them */
-	x[0] = widened(in->xq, B * d->n_q * d->d_q_in, &ok);
-	x[1] = widened(in->xk, B * d->n_kv * d->d_k_in, &ok);
-	x[2] = widened(in->xv, B * d->n_kv * d->d_v_in, &ok);
-	W[0] = widened(w->W_Q, d->d_q_in * hk, &ok);
-	W[1] = widened(w->W_K, d->d_k_in * gk, &ok);
-	W[2] = widened(w->W_V, d->d_v_in * gv, &ok);
-	W[3] = widened(w->W_O, hv * oc, &ok);
-	W[4] = widened(w->b_Q, hk, &ok);
-	W[5] = widened(w->b_K, gk, &ok);
-	W[6] = widened(w->b_V, gv, &ok);
-	W[7] = widened(w->W_O ? w->b_O : NULL, oc, &ok);
-	dO = widened(dout, B * d->n_q * oc, &ok);
-	size[0] = B * d->n_q * d->d_q_in;
-	size[1] = B * d->n_kv * d->d_k_in;
-	size[2] = B * d->n_kv * d->d_v_in;
-	size[3] = d->d_q_in * hk;
-	size[4] = d->d_k_in * gk;
-	size[5] = d->d_v_in * gv;
-	size[6] = hv * oc;
-	size[7] = hk;
-	size[8] = gk;
-	size[9] = gv;
-	size[10] = oc;
-	size[11] = d->heads;
-	for (int i = 0; i < 12; i++)
-		gd[i] = grad_for(gf[i], size[i], &ok);
-	if (!ok) {
-		st = MHA_ERR_NOMEM;
-	} else {
-		const mha_inputs din = { x[0], x[1], x[2] };
-		const mha_weights dw = { W[0], W[1], W[2], W[3], W[4], W[5], W[6], W[7] };
-		const mha_grads dg = { gd[0], gd[1], gd[2], gd[3], gd[4],  gd[5],
-				       gd[6], gd[7], gd[8], gd[9], gd[10], gd[11] };
-
-		/* the fast path whatever cfg->exact says, as mha_forward_f32 */
-		fast = *cfg;
-		fast.exact = 0;
-		st = mha_backward(&dg, dO, d, &din, &dw, &fast, NULL, rep);
-	}
-	/* only what mha_backward wrote: a weight's gradient without the weight is not */
-	for (int i = 0; st == MHA_OK && i < 12; i++) {
-		const int absent = (i == 3 && !w->W_Q) || (i == 4 && !w->W_K) || (i == 5 && !w->W_V) ||
-				   ((i == 6 || i == 10) && !w->W_O) || (i == 11 && !cfg->sinks);
-
-		if (!absent && !narrowed(gf[i], gd[i], size[i]))
-			st = MHA_ERR_RANGE;
-	}
-	for (int i = 0; i < 3; i++)
-		free(x[i]);
-	for (int i = 0; i < 8; i++)
-		free(W[i]);
-	for (int i = 0; i < 12; i++)
-		free(gd[i]);
-	free(dO);
-	return st;
-}
+#endif

@@ -943,7 +943,8 @@ void NAME(mha_gemm_packed_)(void *Cv, size_t ldc, const void *Av, size_t lda, co
 
 /*
  * C (m, n) += Aᵀ·B on one thread, A stored (k, m) with lda (the
- * transpose read in place, an MR-row strip of Aᵀ copied at a time), B as
+ * transpose read in place by the micro-kernel; a last strip of fewer than
+ * MR rows copied, zero-padded), B as
  * for mha_gemm_packed.  Nothing allocated; each element summed in one
  * fixed order, then added to C.
  */
@@ -960,6 +961,15 @@ void NAME(mha_gemm_packed_tadd_)(void *Cv, size_t ldc, const void *Av, size_t ld
 		for (size_t i0 = 0; i0 < m; i0 += MR) {
 			const size_t mr = min_size(MR, m - i0);
 
+			if (mr == MR) {
+				/* a whole strip: Aᵀ's rows are A's columns, read in place
+				 * (element (i, p) at A[(k0 + p)·lda + i0 + i]), no copy */
+				for (size_t j = 0; j < n; j += NR)
+					micro_strided(kc, A + k0 * lda + i0, lda, 1,
+						      Bp + j / NR * bs + k0 * NR, C + i0 * ldc + j, ldc,
+						      MR, min_size(NR, n - j), 1, 1, NULL, NULL);
+				continue;
+			}
 			for (size_t p = 0; p < kc; p++)
 				for (size_t i = 0; i < MR; i++)
 					strip[p * MR + i] = i < mr ? A[(k0 + p) * lda + i0 + i] : 0;

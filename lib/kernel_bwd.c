@@ -1,8 +1,8 @@
 /*
  * kernel_bwd.c: the elementwise steps of the backward fast path
  * (backward.c's fast_query_block and fast_key_block), vectorised; compiled
- * once per vector width as kernel.c is (-DVB=64|32|16 -DSFX=f64_avx512 …),
- * each copy with its own names.  Only the common case comes here: no
+ * once per element type and vector width as kernel.c is (-DMHA_F32 for
+ * floats, -DVB=64|32|16 -DSFX=f64_avx512 …), each copy with its own names.  Only the common case comes here: no
  * softcap, no mask term, no ALiBi, every score finite; a function answers
  * 1, having written nothing, when a value is not finite, and backward.c
  * then works the row one key at a time as before.  Not the products
@@ -31,16 +31,27 @@
 #define CAT(a, b) CAT_(a, b)
 #define NAME(f) CAT(f, SFX)
 
-typedef double vec __attribute__((vector_size(VB), aligned(8)));
+/* the element type: float with -DMHA_F32 (kernel_bwd.h's bwd_real), else double */
+typedef bwd_real real;
+#ifdef MHA_F32
+#define REAL_IS_FLOAT 1
+typedef int32_t ivec __attribute__((vector_size(VB), aligned(4)));
+/* e^x overflows a float past 88.7: a score past its row's L by more is rounding gone wild */
+#define EXP_ARG_MAX 80.0f
+#else
+#define REAL_IS_FLOAT 0
 typedef int64_t ivec __attribute__((vector_size(VB), aligned(8)));
-#define VL ((size_t)(VB / sizeof(double)))
+#define EXP_ARG_MAX 700.0
+#endif
+typedef real vec __attribute__((vector_size(VB), aligned(sizeof(real))));
+#define VL ((size_t)(VB / sizeof(real)))
 
-static inline vec splat(double x)
+static inline vec splat(real x)
 {
 	return (vec){ 0 } + x;
 }
 
-static inline vec load(const double *p)
+static inline vec load(const real *p)
 {
 	vec v;
 
@@ -48,7 +59,7 @@ static inline vec load(const double *p)
 	return v;
 }
 
-static inline void store(double *p, vec v)
+static inline void store(real *p, vec v)
 {
 	memcpy(p, &v, sizeof(v));
 }
@@ -62,7 +73,7 @@ static inline vec pick(ivec m, vec a, vec b)
 /* every lane finite: x − x is 0 exactly then (NaN for ±inf and NaN) */
 static inline int all_finite(vec x)
 {
-	const ivec ok = (x - x) == splat(0.0);
+	const ivec ok = (x - x) == splat(0);
 
 	for (size_t l = 0; l < VL; l++)
 		if (!ok[l])
@@ -71,13 +82,13 @@ static inline int all_finite(vec x)
 }
 
 /*
- * every lane finite and at most 700 (a score past its row's log-sum-exp
- * by more is the scores' rounding gone wild: exp() there overflows, which
+ * every lane finite and at most EXP_ARG_MAX (700, floats 80: a score past
+ * its row's log-sum-exp by more is the scores' rounding gone wild: exp() there overflows, which
  * the one-at-a-time code reports, and vexp's polynomial would not)
  */
 static inline int in_range(vec x)
 {
-	const ivec ok = x <= splat(700.0);
+	const ivec ok = x <= splat(EXP_ARG_MAX);
 
 	for (size_t l = 0; l < VL; l++)
 		if (!ok[l])
@@ -85,12 +96,11 @@ static inline int in_range(vec x)
 	return all_finite(x);
 }
 
-/* e^x, x <= about 0, as the forward takes it (vexp.h), f64 here */
-#define REAL_IS_FLOAT 0
+/* e^x, x <= about 0, as the forward takes it (vexp.h) */
 #include "vexp.h"
 
 /* the tail of a row (fewer than VL) in a padded vector: pad fills the rest */
-static inline vec load_tail(const double *p, size_t n, double pad)
+static inline vec load_tail(const real *p, size_t n, real pad)
 {
 	vec v = splat(pad);
 
@@ -99,7 +109,7 @@ static inline vec load_tail(const double *p, size_t n, double pad)
 	return v;
 }
 
-static inline void store_tail(double *p, vec v, size_t n)
+static inline void store_tail(real *p, vec v, size_t n)
 {
 	for (size_t l = 0; l < n; l++)
 		p[l] = v[l];
@@ -110,11 +120,11 @@ static inline void store_tail(double *p, vec v, size_t n)
  * sink's term (sink not NULL) in the sum; *lse = m + log(sum).  1 (and p
  * untouched) when some s·scale is not finite.
  */
-int NAME(mha_bwd_softmax_)(double *p, const double *s, size_t n, double scale, const double *sink,
-			   double *lse)
+int NAME(mha_bwd_softmax_)(real *p, const real *s, size_t n, real scale, const double *sink,
+			   real *lse)
 {
-	vec vm = splat(-INFINITY), vl = splat(0.0);
-	double m = -INFINITY, l = 0.0;
+	vec vm = splat(-INFINITY), vl = splat(0);
+	real m = -INFINITY, l = 0.0;
 	size_t j = 0;
 
 	if (!n)
@@ -130,7 +140,7 @@ int NAME(mha_bwd_softmax_)(double *p, const double *s, size_t n, double scale, c
 		if (vm[t] > m)
 			m = vm[t];
 	for (; j < n; j++) {
-		const double x = s[j] * scale;
+		const real x = s[j] * scale;
 
 		if (!isfinite(x))
 			return 1;
@@ -166,14 +176,14 @@ int NAME(mha_bwd_softmax_)(double *p, const double *s, size_t n, double scale, c
 }
 
 /* pass 1: dp (n) = (p = 0 ? 0 : p·(dp − D))·scale, in place */
-void NAME(mha_bwd_dscores_)(double *dp, const double *p, size_t n, double D, double scale)
+void NAME(mha_bwd_dscores_)(real *dp, const real *p, size_t n, real D, real scale)
 {
 	size_t j = 0;
 
 	for (; j + VL <= n; j += VL) {
 		const vec pv = load(p + j);
 
-		store(dp + j, pick(pv == splat(0.0), splat(0.0), pv * (load(dp + j) - D)) * scale);
+		store(dp + j, pick(pv == splat(0), splat(0), pv * (load(dp + j) - D)) * scale);
 	}
 	for (; j < n; j++)
 		dp[j] = (p[j] == 0.0 ? 0.0 : p[j] * (dp[j] - D)) * scale;
@@ -184,8 +194,8 @@ void NAME(mha_bwd_dscores_)(double *dp, const double *p, size_t n, double D, dou
  * dp = p·(dp − D)·scale, L and D the queries' (n each).  1 (nothing
  * written) when some s·scale − L is not finite.
  */
-int NAME(mha_bwd_keyrow_)(double *p, double *dp, const double *s, const double *L, const double *D,
-			  size_t n, double scale)
+int NAME(mha_bwd_keyrow_)(real *p, real *dp, const real *s, const real *L, const real *D,
+			  size_t n, real scale)
 {
 	size_t j = 0;
 

@@ -613,13 +613,12 @@ typedef struct mha_grads_f32 {
  * mha_backward() for float32 data: float inputs, weights and dout (NULL:
  * all ones), float gradients out, the same options; the fast path only,
  * no intermediates (cfg->exact is not looked at), as mha_forward_f32.
- * Not yet float32 arithmetic: the float values are widened to double
- * (exactly), the float64 fast path runs on them, and each gradient is
- * rounded to the nearest float once, so it agrees with mha_backward() on
- * the same values to within half a float's unit in the last place; the
- * same bits for any thread count.  It costs mha_backward_memory() plus a
- * double copy of every input and gradient.  MHA_ERR_RANGE as
- * mha_backward's, and when a gradient does not fit a float.
+ * The fast path in float32 arithmetic: the float kernels, every value and
+ * sum a float, in the same fixed order (the same bits for any thread
+ * count), so it agrees with mha_backward() on the same values to float32's
+ * rounding (5e-5 of the largest gradient in the tests).  It allocates no
+ * more than mha_backward_memory() says for the same dims.  MHA_ERR_RANGE
+ * as mha_backward's, and when a value or gradient does not fit a float.
  */
 MHA_API mha_status mha_backward_f32(const mha_grads_f32 *g, const float *dout,
 				    const mha_dims *dims, const mha_inputs_f32 *in,

@@ -149,17 +149,18 @@ mha_status mha_rope_apply(double *out, const double *x, size_t rows, size_t head
 /*
  * The gradient through the rotation: each pair turned back by its angle
  * (the rotation's transpose), y1' = y1·cos a + y2·sin a, y2' = −y1·sin a
- * + y2·cos a, with the very cos and sin mha_rope_turn used.  double only;
- * out may be x.
+ * + y2·cos a, with the very cos and sin mha_rope_turn used.  esize 8 or 4
+ * (floats: in double, each result rounded once, as mha_rope_turn); out may
+ * be x.
  */
-void mha_rope_turn_back(double *out, const double *x, size_t rows, size_t heads, size_t d,
-			const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0)
+void mha_rope_turn_back(void *out, const void *x, size_t esize, size_t rows, size_t heads,
+			size_t d, const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0)
 {
 	const double theta = r->theta == 0 ? 10000.0 : r->theta;
 	const size_t R = rope_dim(r, d), ld = heads * d;
 
 	if (out != x)
-		memcpy(out, x, rows * ld * sizeof(double));
+		memcpy(out, x, rows * ld * esize);
 	for (size_t i = 0; i < rows; i++) {
 		const ptrdiff_t p = position(pos, pos0, i);
 
@@ -178,11 +179,21 @@ void mha_rope_turn_back(double *out, const double *x, size_t rows, size_t heads,
 			}
 			pair_of(r->mode, R, t, &a, &b);
 			for (size_t h = 0; h < heads; h++) {
-				double *o = out + i * ld + h * d;
-				const double y1 = o[a], y2 = o[b];
+				const size_t at = i * ld + h * d;
 
-				o[a] = y1 * c + y2 * s;
-				o[b] = -y1 * s + y2 * c;
+				if (esize == sizeof(double)) {
+					double *o = (double *)out + at;
+					const double y1 = o[a], y2 = o[b];
+
+					o[a] = y1 * c + y2 * s;
+					o[b] = -y1 * s + y2 * c;
+				} else {
+					float *o = (float *)out + at;
+					const double y1 = o[a], y2 = o[b];
+
+					o[a] = (float)(y1 * c + y2 * s);
+					o[b] = (float)(-y1 * s + y2 * c);
+				}
 			}
 		}
 	}

@@ -325,9 +325,9 @@ mha_status mha_rope_check(const mha_rope *r, size_t d);
 mha_status mha_rope_positions_ok(const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0, size_t n);
 mha_status mha_rope_turn(void *out, const void *x, size_t esize, size_t rows, size_t heads,
 			 size_t d, const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0);
-/* mha_rope_turn's gradient: x (rows, heads·d) turned back, in double (out may be x) */
-void mha_rope_turn_back(double *out, const double *x, size_t rows, size_t heads, size_t d,
-			const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0);
+/* mha_rope_turn's gradient: x (rows, heads·d) turned back, esize 8 or 4 (out may be x) */
+void mha_rope_turn_back(void *out, const void *x, size_t esize, size_t rows, size_t heads,
+			size_t d, const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0);
 
 /*
  * A softmax-weighted sum of values that overflowed, though it is at most
