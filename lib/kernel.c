@@ -292,15 +292,18 @@ static void gemm_block(const struct mha_gemm *g, REAL *apack, const REAL *bpack,
 		return;
 	if (whole < mc)
 		pack_a(apack, A + (i0 + whole) * g->lda, g->lda, mc - whole, k0, kc);
-	for (size_t s = 0; s < nc; s += NR) {
-		for (size_t i = 0; i < whole; i += MR)
+	/* strip by strip of A (MR rows, in L1 for the whole sweep), across the
+	 * packed panel (in L2): not panel strip by strip across A's block, whose
+	 * strip of B (KC·NR, 32 KiB) filled L1 alone.  The same sums */
+	for (size_t i = 0; i < whole; i += MR)
+		for (size_t s = 0; s < nc; s += NR)
 			micro_rows(kc, A + (i0 + i) * g->lda + k0, g->lda, bpack + s * kc,
 				   C + (i0 + i) * g->ldc + j0 + s, g->ldc, MR, min_size(NR, nc - s),
 				   k0 > 0);
-		if (whole < mc)
+	if (whole < mc)
+		for (size_t s = 0; s < nc; s += NR)
 			micro(kc, apack, bpack + s * kc, C + (i0 + whole) * g->ldc + j0 + s, g->ldc,
 			      mc - whole, min_size(NR, nc - s), k0 > 0);
-	}
 	if (bias && last)
 		for (size_t i = i0; i < i0 + mc; i++)
 			for (size_t j = j0; j < j0 + nc; j++)
