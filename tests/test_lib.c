@@ -10,6 +10,10 @@
 #include "../cli/write.h"
 
 #include <check.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -4243,6 +4247,110 @@ START_TEST(test_backward_memory_measured)
 }
 END_TEST
 
+/* ---- the thread team: several callers at once, and fork ---------------- */
+
+/* the threads of this process (Linux: /proc/self/task), 0 when unknown */
+static int threads_now(void)
+{
+	DIR *dir = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	if (!dir)
+		return 0;
+	while ((e = readdir(dir)))
+		n += e->d_name[0] != '.';
+	closedir(dir);
+	return n;
+}
+
+/* one problem several threads compute at once, each its own output */
+struct concurrent {
+	const mha_dims *d;
+	const mha_inputs *in;
+	const mha_weights *w;
+	const double *want; /* the one-thread bits */
+	size_t n;           /* elements of the output */
+	int threads, rounds, differ;
+};
+
+static void *concurrent_calls(void *p)
+{
+	struct concurrent *c = p;
+	double *out = malloc(c->n * sizeof(double));
+	const mha_config cfg = { .causal = MHA_CAUSAL_TOP_LEFT, .threads = c->threads };
+
+	for (int r = 0; r < c->rounds && out; r++) {
+		memset(out, 0, c->n * sizeof(double));
+		if (mha_forward(out, c->d, c->in, c->w, &cfg, NULL, NULL) != MHA_OK ||
+		    memcmp(out, c->want, c->n * sizeof(double)))
+			c->differ++;
+	}
+	if (!out)
+		c->differ++;
+	free(out);
+	return NULL;
+}
+
+/*
+ * mha_forward from three threads at once, each asking for 2 threads: one
+ * gets the team, the others run alone (mha.h), all the same bits as one
+ * thread and close to the reference.  Then a child of fork, with the
+ * parent's workers gone, computes them again on threads of its own.
+ */
+START_TEST(test_concurrent_calls)
+{
+	const size_t n = 300, dm = 64, H = 4;
+	double *x = rnd_matrix(n * dm), *W[4], *want = malloc(n * dm * sizeof(double));
+	const mha_dims d = { .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+			     .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm };
+	const mha_inputs in = { x, x, x };
+	mha_weights w;
+	const mha_config cfg = { .causal = MHA_CAUSAL_TOP_LEFT, .threads = 1 };
+	struct concurrent c[3];
+	pthread_t id[2];
+	ref_result r;
+	pid_t child;
+	int status;
+
+	for (int i = 0; i < 4; i++)
+		W[i] = rnd_matrix(dm * dm);
+	w = (mha_weights){ .W_Q = W[0], .W_K = W[1], .W_V = W[2], .W_O = W[3] };
+	ck_assert_int_eq(mha_forward(want, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
+	ref_forward(&r, &d, &in, &w, &cfg);
+	check_close("one thread", want, r.output, n * dm);
+	for (int t = 0; t < 3; t++)
+		c[t] = (struct concurrent){ &d, &in, &w, want, n * dm, 2, 20, 0 };
+	for (int t = 0; t < 2; t++)
+		ck_assert_int_eq(pthread_create(&id[t], NULL, concurrent_calls, &c[t]), 0);
+	concurrent_calls(&c[2]);
+	for (int t = 0; t < 2; t++)
+		ck_assert_int_eq(pthread_join(id[t], NULL), 0);
+	for (int t = 0; t < 3; t++)
+		ck_assert_msg(!c[t].differ, "caller %d: %d of 20 calls not the one-thread bits", t,
+			      c[t].differ);
+	/* the team's worker stays, parked, for the next call (here, or none at all) */
+	ck_assert(threads_now() == 0 || threads_now() >= 2);
+
+	/* the team has been used: a child of fork starts its own */
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (!child) {
+		c[0].differ = 0;
+		concurrent_calls(&c[0]);
+		_exit(c[0].differ ? 1 : threads_now() == 0 || threads_now() == 2 ? 0 : 2);
+	}
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the child of fork: status %d", status);
+	ref_free(&r);
+	for (int i = 0; i < 4; i++)
+		free(W[i]);
+	free(x);
+	free(want);
+}
+END_TEST
+
 static Suite *mha_suite(void)
 {
 	Suite *s = suite_create("mha");
@@ -4288,6 +4396,7 @@ static Suite *mha_suite(void)
 	tcase_add_test(ref, test_memory_measured);
 	tcase_add_test(ref, test_memory_measured_dk1);
 	tcase_add_test(err, test_threads_capped);
+	tcase_add_test(ref, test_concurrent_calls);
 	tcase_add_test(err, test_shortest_text);
 	/* test_shortest_text checks 300000 numbers: about a second on a quiet
 	 * machine, past Check's default 4 s on two busy cores */
