@@ -304,7 +304,7 @@ clean:
 #   make fuzz-regress     run each target once over its corpus and regressions
 #
 # Built apart from everything else, in build/fuzz/: cli/ (but main.c) and
-# lib/ without OpenMP and with only the baseline kernels, instrumented.
+# lib/ with only the baseline kernels, instrumented.
 
 FUZZ_CC       ?= $(shell command -v clang-14 2>/dev/null || echo clang)
 FUZZ_PACKAGES  = clang libclang-rt-14-dev

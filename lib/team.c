@@ -158,7 +158,7 @@ static void team_init(void)
 }
 
 /* workers up to want participants, as many as can be started; the participants there are */
-static int team_grow(int want)
+__attribute__((noinline)) static int team_grow(int want)
 {
 	sigset_t all, old;
 

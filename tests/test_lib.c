@@ -6,10 +6,15 @@
  * the plain reference in ref.c to 1e-12, and every error status.  A failed
  * comparison prints the largest difference and where it is.
  */
+/* sched_getaffinity: the CPUs the default thread count is checked against */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "ref.h"
 #include "../cli/write.h"
 
 #include <check.h>
+#include <sched.h>
 #include <dirent.h>
 #include <pthread.h>
 #include <sys/wait.h>
@@ -2830,9 +2835,13 @@ static void track_remove(void *p)
 {
 	size_t s, hole;
 
-	if (!p || !track.blocks)
+	if (!p)
 		return;
-	track_lock();
+	track_lock(); /* blocks read under the lock too: the team's threads free */
+	if (!track.blocks) {
+		track_unlock();
+		return;
+	}
 	for (s = track_slot(p); track.p[s] && track.p[s] != p; s = (s + 1) & (TRACK_SLOTS - 1))
 		;
 	if (track.p[s] == p) {
@@ -4247,6 +4256,56 @@ START_TEST(test_backward_memory_measured)
 }
 END_TEST
 
+/* the library's own (lib/kernel.h, not exported by libmha.so; libmha.a has it) */
+int mha_threads(const mha_config *cfg);
+
+/* the CPUs this process may run on, as sched_getaffinity counts them */
+static int cpus_allowed(void)
+{
+	cpu_set_t set;
+
+	ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+	return CPU_COUNT(&set) < 4096 ? CPU_COUNT(&set) : 4096;
+}
+
+/*
+ * The default thread count: cfg->threads, else OMP_NUM_THREADS read as
+ * OpenMP reads it, else the CPUs of the affinity mask; capped at 4096.
+ */
+START_TEST(test_threads_default)
+{
+	static const struct {
+		const char *env; /* NULL: unset */
+		int want;        /* 0: the CPUs allowed */
+	} cases[] = {
+		{ NULL, 0 }, { "2", 2 }, { " 3 ", 3 }, { "4,2", 4 }, { "5, 1", 5 }, { "100000", 4096 },
+		{ "99999999999999999999999", 4096 }, { "0", 0 }, { "", 0 }, { "abc", 0 },
+		{ "2x", 0 }, { "-3", 0 }, { ",2", 0 },
+	};
+	const char *old = getenv("OMP_NUM_THREADS");
+	char *saved = old ? strdup(old) : NULL;
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const int want = cases[i].want ? cases[i].want : cpus_allowed();
+
+		if (cases[i].env)
+			setenv("OMP_NUM_THREADS", cases[i].env, 1);
+		else
+			unsetenv("OMP_NUM_THREADS");
+		ck_assert_msg(mha_threads(&(mha_config){ 0 }) == want, "OMP_NUM_THREADS='%s': %d threads, not %d",
+			      cases[i].env ? cases[i].env : "(unset)", mha_threads(&(mha_config){ 0 }), want);
+		/* cfg->threads first, whatever the environment */
+		ck_assert_int_eq(mha_threads(&(mha_config){ .threads = 3 }), 3);
+		ck_assert_int_eq(mha_threads(&(mha_config){ .threads = 100000 }), 4096);
+	}
+	if (saved)
+		setenv("OMP_NUM_THREADS", saved, 1);
+	else
+		unsetenv("OMP_NUM_THREADS");
+	free(saved);
+}
+END_TEST
+
 /* ---- the thread team: several callers at once, and fork ---------------- */
 
 /* the threads of this process (Linux: /proc/self/task), 0 when unknown */
@@ -4333,11 +4392,13 @@ START_TEST(test_concurrent_calls)
 	ck_assert(threads_now() == 0 || threads_now() >= 2);
 
 	/* the team has been used: a child of fork starts its own */
+	fflush(NULL); /* the child's exit() flushes nothing of ours twice */
 	child = fork();
 	ck_assert_int_ge(child, 0);
 	if (!child) {
 		c[0].differ = 0;
 		concurrent_calls(&c[0]);
+		/* _exit: Check's own files are the parent's (the worker is left unjoined) */
 		_exit(c[0].differ ? 1 : threads_now() == 0 || threads_now() == 2 ? 0 : 2);
 	}
 	ck_assert_int_eq(waitpid(child, &status, 0), child);
@@ -4397,6 +4458,7 @@ static Suite *mha_suite(void)
 	tcase_add_test(ref, test_memory_measured_dk1);
 	tcase_add_test(err, test_threads_capped);
 	tcase_add_test(ref, test_concurrent_calls);
+	tcase_add_test(err, test_threads_default);
 	tcase_add_test(err, test_shortest_text);
 	/* test_shortest_text checks 300000 numbers: about a second on a quiet
 	 * machine, past Check's default 4 s on two busy cores */
