@@ -151,6 +151,8 @@ build/tests/conformance.o: tests/conformance.c lib/mha.h build/.flags
 # the unit tests count what libmha allocates (test_memory_measured): its
 # allocation calls, and the tests' own, go through wrappers in test_lib.c
 TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=aligned_alloc,--wrap=posix_memalign
+# and pthread_create, which test_threads_refused makes fail
+TEST_WRAP := $(TEST_WRAP),--wrap=pthread_create
 
 # cli/zip.c's ZIP64 records, forced on a small archive (tests/npz_check.py)
 tests/zip_test: build/tests/zip_test.o $(filter-out build/cli/main.o,$(CLI_OBJ)) lib/libmha.a

@@ -14,6 +14,7 @@
 #include "../cli/write.h"
 
 #include <check.h>
+#include <errno.h>
 #include <sched.h>
 #include <dirent.h>
 #include <pthread.h>
@@ -4323,6 +4324,25 @@ static int threads_now(void)
 	return n;
 }
 
+/*
+ * Every pthread_create of this program and libmha.a goes through this
+ * (-Wl,--wrap=pthread_create): threads_allowed >= 0 lets only that many
+ * more start, the rest failing as when a system is out of threads.
+ */
+int __real_pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+int __wrap_pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+
+static int threads_allowed = -1;
+
+int __wrap_pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	if (threads_allowed == 0)
+		return EAGAIN;
+	if (threads_allowed > 0)
+		threads_allowed--;
+	return __real_pthread_create(id, attr, fn, arg);
+}
+
 /* one problem several threads compute at once, each its own output */
 struct concurrent {
 	const mha_dims *d;
@@ -4412,6 +4432,54 @@ START_TEST(test_concurrent_calls)
 }
 END_TEST
 
+/*
+ * Threads that cannot be started: the team runs with those it has (none,
+ * or one of three), and the numbers are the same bits.  In a child of
+ * fork, whose team starts empty whatever the tests before did.
+ */
+START_TEST(test_threads_refused)
+{
+	const size_t n = 300, dm = 64, H = 4;
+	double *x = rnd_matrix(n * dm), *W[4], *want = malloc(n * dm * sizeof(double));
+	const mha_dims d = { .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+			     .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm };
+	const mha_inputs in = { x, x, x };
+	mha_weights w;
+	pid_t child;
+	int status;
+
+	for (int i = 0; i < 4; i++)
+		W[i] = rnd_matrix(dm * dm);
+	w = (mha_weights){ .W_Q = W[0], .W_K = W[1], .W_V = W[2], .W_O = W[3] };
+	ck_assert_int_eq(mha_forward(want, &d, &in, &w, &(mha_config){ .causal = MHA_CAUSAL_TOP_LEFT,
+								     .threads = 1 }, NULL, NULL),
+			 MHA_OK);
+	fflush(NULL);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (!child) {
+		struct concurrent c = { &d, &in, &w, want, n * dm, 2, 3, 0 };
+		int bad = 0;
+
+		threads_allowed = 0; /* none: the caller alone */
+		concurrent_calls(&c);
+		bad |= c.differ || threads_now() > 1;
+		threads_allowed = 1; /* one of the three 4 threads want */
+		c.threads = 4;
+		concurrent_calls(&c);
+		bad |= c.differ || (threads_now() && threads_now() != 2);
+		_exit(bad);
+	}
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "threads refused: not the one-thread bits, or threads started (status %d)", status);
+	for (int i = 0; i < 4; i++)
+		free(W[i]);
+	free(x);
+	free(want);
+}
+END_TEST
+
 static Suite *mha_suite(void)
 {
 	Suite *s = suite_create("mha");
@@ -4458,6 +4526,7 @@ static Suite *mha_suite(void)
 	tcase_add_test(ref, test_memory_measured_dk1);
 	tcase_add_test(err, test_threads_capped);
 	tcase_add_test(ref, test_concurrent_calls);
+	tcase_add_test(ref, test_threads_refused);
 	tcase_add_test(err, test_threads_default);
 	tcase_add_test(err, test_shortest_text);
 	/* test_shortest_text checks 300000 numbers: about a second on a quiet
