@@ -29,7 +29,9 @@
 #endif
 
 /* how long a waiter spins before it sleeps: a few regions' gaps, not a file's read */
+#ifndef TEAM_SPIN_NS
 #define TEAM_SPIN_NS 50000
+#endif
 
 struct worker {
 	atomic_int go;        /* changed by the caller: run the region (or stop); wraps */
