@@ -2765,7 +2765,7 @@ END_TEST
  * this program and libmha.a goes through these (-Wl,--wrap=..., see the
  * Makefile).  While measuring, each block asked for is noted with its size
  * in a small table, and the peak of their sum kept; blocks from before, or
- * from libc and libgomp (not wrapped), are not counted.  The sizes are the
+ * from libc (not wrapped), are not counted.  The sizes are the
  * ones asked for: the allocator's own overhead is MHA_ALLOC_SLACK's part of
  * the estimate.  This works the same under ASan and valgrind, whose
  * allocators __real_malloc then reaches.
