@@ -29,11 +29,9 @@ WARN    = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla 
 STRICT  =
 ALL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(WARN) $(STRICT) $(CFLAGS)
 
-# threads for the fast path; 'make OPENMP=' builds without them
-OPENMP  ?= -fopenmp
-ifeq ($(strip $(OPENMP)),)
-WARN += -Wno-unknown-pragmas
-endif
+# threads for the fast path: the library's own team (lib/team.c), POSIX
+# threads, in glibc's libc (-pthread links nothing more there)
+PTHREAD ?= -pthread
 # the fast path's kernels, once per element type and vector width (x86: AVX2
 # and AVX-512 beside the baseline, picked at run time); fused multiply-adds
 # are allowed there, which -ffast-math is not
@@ -61,7 +59,7 @@ SOVERSION = 0
 DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq \
                libxml2-utils librsvg2-bin
 
-LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c lib/backward.c
+LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c lib/backward.c lib/team.c
 CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
           cli/read_npy.c cli/read_safetensors.c cli/model.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c \
           cli/cmd_forward.c cli/cmd_heatmap.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c cli/steps.c cli/problem.c cli/emit.c \
@@ -88,28 +86,28 @@ build/.flags: FORCE
 	@mkdir -p build
 	@echo '$(CC) $(ALL_CFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALL_CFLAGS)' > $@
 
-build/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/kernel_bwd.h lib/rules.h lib/plain.h build/.flags
+build/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/kernel_bwd.h lib/rules.h lib/plain.h lib/team.h build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(PTHREAD) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
 
-KERNEL_BUILD = $(CC) $(ALL_CFLAGS) $(KERNEL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fPIC \
+KERNEL_BUILD = $(CC) $(ALL_CFLAGS) $(KERNEL_CFLAGS) $(PTHREAD) $(X86_KERNELS) -fPIC \
 	-fvisibility=hidden -DMHA_BUILDING -c lib/kernel.c
-build/lib/kernel_f64_base.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h build/.flags
+build/lib/kernel_f64_base.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DSFX=f64_base -DVB=16 -o $@
-build/lib/kernel_f32_base.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h build/.flags
+build/lib/kernel_f32_base.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_base -DVB=16 -o $@
-build/lib/kernel_f64_avx2.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h build/.flags
+build/lib/kernel_f64_avx2.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DSFX=f64_avx2 -DVB=32 -mavx2 -mfma -o $@
-build/lib/kernel_f32_avx2.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h build/.flags
+build/lib/kernel_f32_avx2.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_avx2 -DVB=32 -mavx2 -mfma -o $@
-build/lib/kernel_f64_avx512.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h build/.flags
+build/lib/kernel_f64_avx512.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DSFX=f64_avx512 -DVB=64 -mavx512f -mfma -o $@
-build/lib/kernel_f32_avx512.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h build/.flags
+build/lib/kernel_f32_avx512.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_avx512 -DVB=64 -mavx512f -mfma -o $@
 # flags from the name as asan_kernel gives them (below); no fused multiply-add,
@@ -144,13 +142,13 @@ lib/libmha.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 lib/libmha.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libmha.so.$(SOVERSION) $(LDFLAGS) $(OPENMP) -o $@ $^ -lm
+	$(CC) -shared -Wl,-soname,libmha.so.$(SOVERSION) $(LDFLAGS) $(PTHREAD) -o $@ $^ -lm
 
 mha: $(CLI_OBJ) lib/libmha.a
-	$(CC) $(LDFLAGS) $(OPENMP) -o $@ $(CLI_OBJ) lib/libmha.a $(CJSON_LIBS) -lm
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $(CLI_OBJ) lib/libmha.a $(CJSON_LIBS) -lm
 
 tests/conformance: build/tests/conformance.o lib/libmha.a
-	$(CC) $(LDFLAGS) $(OPENMP) -o $@ build/tests/conformance.o lib/libmha.a $(CJSON_LIBS) -lm
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ build/tests/conformance.o lib/libmha.a $(CJSON_LIBS) -lm
 
 build/tests/conformance.o: tests/conformance.c lib/mha.h build/.flags
 	@mkdir -p $(@D)
@@ -159,17 +157,19 @@ build/tests/conformance.o: tests/conformance.c lib/mha.h build/.flags
 # the unit tests count what libmha allocates (test_memory_measured): its
 # allocation calls, and the tests' own, go through wrappers in test_lib.c
 TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=aligned_alloc,--wrap=posix_memalign
+# and pthread_create, which test_threads_refused makes fail
+TEST_WRAP := $(TEST_WRAP),--wrap=pthread_create
 
 # cli/zip.c's ZIP64 records, forced on a small archive (tests/npz_check.py)
 tests/zip_test: build/tests/zip_test.o $(filter-out build/cli/main.o,$(CLI_OBJ)) lib/libmha.a
-	$(CC) $(LDFLAGS) $(OPENMP) -o $@ $^ $(CJSON_LIBS) -lm
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) -lm
 
 # cli/read_npz.c and cli/inflate.c alone, against NumPy and zlib (tests/npz_read_check.py)
 tests/npz_test: build/tests/npz_test.o $(filter-out build/cli/main.o,$(CLI_OBJ)) lib/libmha.a
-	$(CC) $(LDFLAGS) $(OPENMP) -o $@ $^ $(CJSON_LIBS) -lm
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) -lm
 
 tests/test_lib: $(TEST_OBJ) lib/libmha.a
-	$(CC) $(LDFLAGS) $(OPENMP) $(TEST_WRAP) -o $@ $(TEST_OBJ) lib/libmha.a $(CHECK_LIBS) -lm
+	$(CC) $(LDFLAGS) $(PTHREAD) $(TEST_WRAP) -o $@ $(TEST_OBJ) lib/libmha.a $(CHECK_LIBS) -lm
 
 deps:
 	@sh tests/ensure_debs.sh $(DEB_PACKAGES)
@@ -198,7 +198,7 @@ $(BENCH_ORT)/onnxruntime-node/package.json:
 		onnxruntime-node@$(ORT_VERSION)
 
 bench/bench_mha: bench/bench_mha.c lib/libmha.a lib/mha.h
-	$(CC) $(ALL_CFLAGS) $(OPENMP) -o $@ bench/bench_mha.c lib/libmha.a -lm
+	$(CC) $(ALL_CFLAGS) $(PTHREAD) -o $@ bench/bench_mha.c lib/libmha.a -lm
 
 bench: deps
 	@sh tests/ensure_debs.sh --optional $(BENCH_PACKAGES)
@@ -210,7 +210,7 @@ bench: deps
 	$(MAKE) bench/bench_backward && $(PYTHON) bench/bench_backward.py bench/bench_backward
 
 bench/bench_backward: bench/bench_backward.c lib/libmha.a lib/mha.h
-	$(CC) $(ALL_CFLAGS) $(OPENMP) -o $@ bench/bench_backward.c lib/libmha.a -lm
+	$(CC) $(ALL_CFLAGS) $(PTHREAD) -o $@ bench/bench_backward.c lib/libmha.a -lm
 
 # the ONNX Attention operator's backend cases, read where they are (never copied)
 CONFORMANCE_DIR ?= ../shared/conformance/onnx-attention-opset25
@@ -290,7 +290,7 @@ install: all
 	install -m 644 lib/mha.h $(DESTDIR)$(INCLUDEDIR)/mha.h
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 		'Name: mha' 'Description: multi-head attention, exactly' 'Version: $(VERSION)' \
-		'Libs: -L$${libdir} -lmha' 'Libs.private: -lm $(OPENMP)' 'Cflags: -I$${includedir}' \
+		'Libs: -L$${libdir} -lmha' 'Libs.private: -lm $(PTHREAD)' 'Cflags: -I$${includedir}' \
 		> $(DESTDIR)$(PKGCONFIGDIR)/mha.pc
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/mha.pc
 	install -m 644 man/mha.1 $(DESTDIR)$(MANDIR)/man1/mha.1
@@ -312,7 +312,7 @@ clean:
 #   make fuzz-regress     run each target once over its corpus and regressions
 #
 # Built apart from everything else, in build/fuzz/: cli/ (but main.c) and
-# lib/ without OpenMP and with only the baseline kernels, instrumented.
+# lib/ with only the baseline kernels, instrumented.
 
 FUZZ_CC       ?= $(shell command -v clang-14 2>/dev/null || echo clang)
 FUZZ_PACKAGES  = clang libclang-rt-14-dev
@@ -421,11 +421,11 @@ clean-asan:
 
 $(ASAN_DIR)/.flags: FORCE
 	@mkdir -p $(ASAN_DIR)
-	@echo '$(CC) $(ASAN_ALL_CFLAGS) $(OPENMP)' | cmp -s - $@ || echo '$(CC) $(ASAN_ALL_CFLAGS) $(OPENMP)' > $@
+	@echo '$(CC) $(ASAN_ALL_CFLAGS) $(PTHREAD)' | cmp -s - $@ || echo '$(CC) $(ASAN_ALL_CFLAGS) $(PTHREAD)' > $@
 
 $(ASAN_DIR)/lib/kernel_%.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(KERNEL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fvisibility=hidden \
+	$(CC) $(ASAN_ALL_CFLAGS) $(KERNEL_CFLAGS) $(PTHREAD) $(X86_KERNELS) -fvisibility=hidden \
 		-DMHA_BUILDING $(call asan_kernel,$*) -c $< -o $@
 
 $(ASAN_DIR)/lib/kernel_bwd_%.o: lib/kernel_bwd.c lib/vexp.h lib/kernel_bwd.h $(ASAN_DIR)/.flags
@@ -439,7 +439,7 @@ $(ASAN_DIR)/lib/backward_f32.o: lib/backward.c lib/mha.h lib/kernel.h lib/kernel
 
 $(ASAN_DIR)/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/rules.h $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(PTHREAD) $(X86_KERNELS) -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
 
 $(ASAN_DIR)/cli/%.o: cli/%.c cli/*.h lib/mha.h $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
@@ -454,13 +454,13 @@ $(ASAN_DIR)/libmha.a: $(ASAN_LIB_OBJ)
 	ar rcs $@ $^
 
 $(ASAN_DIR)/mha: $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a
-	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(OPENMP) -o $@ $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a $(CJSON_LIBS) -lm
+	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(PTHREAD) -o $@ $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a $(CJSON_LIBS) -lm
 
 $(ASAN_DIR)/test_lib: $(ASAN_TEST_OBJ) $(ASAN_DIR)/libmha.a
-	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(OPENMP) $(TEST_WRAP) -o $@ $(ASAN_TEST_OBJ) $(ASAN_DIR)/libmha.a $(CHECK_LIBS) -lm
+	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(PTHREAD) $(TEST_WRAP) -o $@ $(ASAN_TEST_OBJ) $(ASAN_DIR)/libmha.a $(CHECK_LIBS) -lm
 
 $(ASAN_DIR)/conformance: $(ASAN_DIR)/tests/conformance.o $(ASAN_DIR)/libmha.a
-	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(OPENMP) -o $@ $< $(ASAN_DIR)/libmha.a $(CJSON_LIBS) -lm
+	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(PTHREAD) -o $@ $< $(ASAN_DIR)/libmha.a $(CJSON_LIBS) -lm
 
 # the unit tests once per kernel (base, AVX2, AVX-512 where the CPU has them),
 # then every suite make check runs except test-install (packaging, no new code)

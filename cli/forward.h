@@ -184,8 +184,9 @@ int backward_may_write(const char *name, void *ctx);
 
 /* in the "Computation:" section */
 #define FORWARD_USAGE_RUN \
-	"      --threads N       threads for the fast path (default: all cores); the\n" \
-	"                        numbers are the same bits whatever N\n" \
+	"      --threads N       threads for the fast path (default: OMP_NUM_THREADS,\n" \
+	"                        else the cores mha may run on); the numbers are the\n" \
+	"                        same bits whatever N\n" \
 	"      --max-memory SIZE the most a run may allocate, e.g. 512M, 4G, none\n" \
 	"                        (default: 3/4 of the memory; a run that would need\n" \
 	"                        more is refused before it starts)\n"

@@ -50,6 +50,7 @@
 #include "kernel_bwd.h"
 #include "plain.h"
 #include "rules.h"
+#include "team.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -832,24 +833,28 @@ static real *fast_buf_alloc(struct fast_buf *f, size_t n, size_t wide)
 	return b;
 }
 
-/*
- * Every head of one sequence on the fast path: O(n·d) memory, no (n_q, n_kv)
- * matrix.  Pass 1, tasks (head, query block): the forward, L, D and dQ.
- * Pass 2, tasks (key/value head, key block): dK and dV.  Then the sinks'
- * gradients and the blocked rows, in order.
- */
-static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int threads)
+/* one pass of fast_heads on the team: its tasks, counted out, and the worst error (1 memory) */
+struct fast_team {
+	struct bw *r;
+	const struct mha_kernels *k;
+	struct team_counter packs, tasks; /* the next pack, the next task */
+	atomic_int err;
+};
+
+/* pass 1, tasks (head, query block), or one key/value head each in one pass */
+static void fast_pass1(void *arg, int tid, int nthreads)
 {
+	struct fast_team *z = arg;
+	struct bw *r = z->r;
+	const struct mha_kernels *k = z->k;
 	const size_t n_q = r->d->n_q, n_kv = r->d->n_kv;
-	const size_t qblocks = (n_q + FAST_QB - 1) / FAST_QB, kblocks = (n_kv + FAST_KB - 1) / FAST_KB;
+	const size_t qblocks = (n_q + FAST_QB - 1) / FAST_QB;
 	const size_t wide = r->dk > r->dv ? r->dk : r->dv;
-	const long t1 = r->one_pass ? (long)r->G : (long)(r->H * qblocks), t2 = (long)(r->G * kblocks);
+	const long t1 = r->one_pass ? (long)r->G : (long)(r->H * qblocks);
 	const struct mha_bwd_kernels *bk = bwd_kernels(k);
 	const size_t qp = fast_qp_bytes(wide, r->nr);
-	int err = 0;
 
-	(void)threads; /* read by the pragmas only: unused without OpenMP */
-#pragma omp parallel num_threads(threads) if (threads > 1 && t1 > 1)
+	(void)tid;
 	{
 		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL };
 		real *b = fast_buf_alloc(&f, n_kv, 0);
@@ -860,11 +865,10 @@ static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int thre
 			e = e || !f.qp;
 		}
 		/* each key/value head's K and V packed, both ways, once */
-#pragma omp for schedule(dynamic)
-		for (long t = 0; t < (long)(4 * r->G); t++)
+		for (long t = (long)team_next(&z->packs); t < (long)(4 * r->G); t = (long)team_next(&z->packs))
 			fast_pack(r, bk, t, r->G, n_kv, r->K, r->V);
-#pragma omp for schedule(dynamic)
-		for (long t = 0; t < t1; t++) {
+		team_barrier(nthreads);
+		for (long t = (long)team_next(&z->tasks); t < t1; t = (long)team_next(&z->tasks)) {
 			if (r->one_pass) {
 				/* one key/value head: its query heads' blocks in order, dK and dV summed here */
 				const size_t g = (size_t)t, per = r->H / r->G;
@@ -884,41 +888,69 @@ static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int thre
 			if (!e)
 				e = fast_query_block(r, k, &f, h, i0, i0 + FAST_QB < n_q ? i0 + FAST_QB : n_q);
 		}
-		if (e) {
-#pragma omp critical
-			err = err > e ? err : e;
-		}
+		if (e)
+			team_max_int(&z->err, e);
 		free(f.qp);
 		free(b);
 	}
-	if (err)
-		return err == 1 ? MHA_ERR_NOMEM : MHA_ERR_RANGE;
-	if (r->one_pass)
-		goto sinks;
-#pragma omp parallel num_threads(threads) if (threads > 1 && t2 > 1)
+}
+
+/* pass 2, tasks (key/value head, key block): dK and dV */
+static void fast_pass2(void *arg, int tid, int nthreads)
+{
+	struct fast_team *z = arg;
+	struct bw *r = z->r;
+	const struct mha_kernels *k = z->k;
+	const size_t n_q = r->d->n_q, n_kv = r->d->n_kv;
+	const size_t kblocks = (n_kv + FAST_KB - 1) / FAST_KB;
+	const size_t wide = r->dk > r->dv ? r->dk : r->dv;
+	const long t2 = (long)(r->G * kblocks);
+	const struct mha_bwd_kernels *bk = bwd_kernels(k);
+
+	(void)tid;
 	{
 		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL };
 		real *b = fast_buf_alloc(&f, n_q, wide);
 		int e = b ? 0 : 1;
 
 		/* each head's Q and dconcat packed, both ways, once (K's and V's are done with) */
-#pragma omp for schedule(dynamic)
-		for (long t = 0; t < (long)(4 * r->H); t++)
+		for (long t = (long)team_next(&z->packs); t < (long)(4 * r->H); t = (long)team_next(&z->packs))
 			fast_pack(r, bk, t, r->H, n_q, r->Q, r->dcat);
-#pragma omp for schedule(dynamic)
-		for (long t = 0; t < t2; t++) {
+		team_barrier(nthreads);
+		for (long t = (long)team_next(&z->tasks); t < t2; t = (long)team_next(&z->tasks)) {
 			const size_t g = (size_t)t / kblocks, j0 = (size_t)t % kblocks * FAST_KB;
 
 			if (!e)
 				e = fast_key_block(r, k, &f, g, j0, j0 + FAST_KB < n_kv ? j0 + FAST_KB : n_kv);
 		}
-		if (e) {
-#pragma omp critical
-			err = err > e ? err : e;
-		}
+		if (e)
+			team_max_int(&z->err, e);
 		free(b);
 	}
+}
+
+/*
+ * Every head of one sequence on the fast path: O(n·d) memory, no (n_q, n_kv)
+ * matrix.  Pass 1, tasks (head, query block): the forward, L, D and dQ.
+ * Pass 2, tasks (key/value head, key block): dK and dV.  Then the sinks'
+ * gradients and the blocked rows, in order.
+ */
+static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int threads)
+{
+	const size_t n_q = r->d->n_q, n_kv = r->d->n_kv;
+	const size_t qblocks = (n_q + FAST_QB - 1) / FAST_QB, kblocks = (n_kv + FAST_KB - 1) / FAST_KB;
+	const long t1 = r->one_pass ? (long)r->G : (long)(r->H * qblocks), t2 = (long)(r->G * kblocks);
+	struct fast_team z1 = { r, k, { 0 }, { 0 }, 0 }, z2 = { r, k, { 0 }, { 0 }, 0 };
+	int err;
+
+	team_run(t1 > 1 ? threads : 1, fast_pass1, &z1);
+	err = atomic_load(&z1.err);
 	if (err)
+		return err == 1 ? MHA_ERR_NOMEM : MHA_ERR_RANGE;
+	if (r->one_pass)
+		goto sinks;
+	team_run(t2 > 1 ? threads : 1, fast_pass2, &z2);
+	if (atomic_load(&z2.err))
 		return MHA_ERR_NOMEM;
 sinks:
 	for (size_t h = 0; h < r->H; h++) {

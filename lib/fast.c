@@ -12,6 +12,10 @@
  * vector widths; the widest the processor runs is used (MHA_KERNEL=base,
  * avx2 or avx512 in the environment chooses one, for testing).
  */
+/* sched_getaffinity: the CPUs this process may use */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "mha.h"
 #include "kernel.h"
 
@@ -20,9 +24,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
+#if defined(__linux__)
+#include <sched.h>
 #endif
+#include <unistd.h>
 
 #define KERNELS(name, sfx) \
 	{ name, mha_gemm_##sfx, mha_attend_##sfx, mha_gemm_bytes_##sfx, mha_attend_bytes_##sfx }
@@ -75,17 +80,54 @@ const char *mha_kernel(void)
 	return kernels_f64[kernel_level()].name;
 }
 
+/* the CPUs this process may run on (its affinity mask), at least 1 */
+static long cpus_allowed(void)
+{
+#if defined(__linux__) && defined(CPU_COUNT)
+	cpu_set_t set;
+
+	if (!sched_getaffinity(0, sizeof set, &set) && CPU_COUNT(&set) > 0)
+		return CPU_COUNT(&set);
+#endif
+	{
+		const long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		return n > 0 ? n : 1;
+	}
+}
+
+/*
+ * OMP_NUM_THREADS as OpenMP reads it: a positive number, perhaps between
+ * blanks, perhaps the first of a list ("4,2"); 0 when unset or not that
+ */
+static long omp_num_threads(void)
+{
+	const char *s = getenv("OMP_NUM_THREADS");
+	long n = 0;
+
+	if (!s)
+		return 0;
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (*s < '0' || *s > '9')
+		return 0;
+	for (; *s >= '0' && *s <= '9'; s++)
+		if (n <= MHA_MAX_THREADS) /* OMP_NUM_THREADS=100000 is taken at its word only up to the cap */
+			n = n * 10 + (*s - '0');
+	while (*s == ' ' || *s == '\t')
+		s++;
+	return *s && *s != ',' ? 0 : n;
+}
+
 int mha_threads(const mha_config *cfg)
 {
-	int n = 1;
+	long n = cfg->threads;
 
-#ifdef _OPENMP
-	/* OMP_NUM_THREADS=100000 is taken at its word only up to the cap */
-	n = cfg->threads > 0 ? cfg->threads : omp_get_max_threads();
-#else
-	(void)cfg;
-#endif
-	return n < 1 ? 1 : n > MHA_MAX_THREADS ? MHA_MAX_THREADS : n;
+	if (n <= 0)
+		n = omp_num_threads();
+	if (n <= 0)
+		n = cpus_allowed();
+	return n < 1 ? 1 : n > MHA_MAX_THREADS ? MHA_MAX_THREADS : (int)n;
 }
 
 /* ---- the one algorithm for both element types ------------------------- */

@@ -12,6 +12,7 @@
  * (online softmax), so that memory stays O((n_q + n_kv)·d).
  */
 #include "kernel.h"
+#include "team.h"
 
 #include <float.h>
 #include <math.h>
@@ -310,47 +311,48 @@ static void gemm_block(const struct mha_gemm *g, REAL *apack, const REAL *bpack,
 				C[i * g->ldc + j] += bias[j];
 }
 
-void NAME(mha_gemm_)(struct mha_gemm *g)
-{
-	const REAL *B = g->B;
-	const int threads = gemm_threads(g);
-	REAL *bpack = alloc_aligned(gemm_panel(g));
-	int failed = !bpack;
+/* one product's team: the B panel, shared; a thread that could not allocate sets failed */
+struct gemm_team {
+	const struct mha_gemm *g;
+	REAL *bpack;
+	atomic_int failed;
+};
 
-	(void)threads; /* read by the pragmas only: unused without OpenMP */
-	if (failed) {
-		g->failed = 1;
-		return;
-	}
-	/*
-	 * One team for the whole product: the B panel packed by all threads,
-	 * strip by strip, then A's rows shared out (gemm_block), each row's
-	 * sums and bias by one thread, in the same order whatever their number
-	 */
-#pragma omp parallel num_threads(threads) if (threads > 1)
+/*
+ * One team for the whole product: the B panel packed by all threads,
+ * strip by strip, then A's rows shared out (gemm_block), each row's
+ * sums and bias by one thread, in the same order whatever their number
+ */
+static void gemm_team(void *arg, int tid, int nthreads)
+{
+	struct gemm_team *r = arg;
+	const struct mha_gemm *g = r->g;
+	const REAL *B = g->B;
+	REAL *bpack = r->bpack;
+
 	{
 		REAL *apack = alloc_aligned(MC * KC);
 
-		if (!apack) {
-#pragma omp atomic write
-			failed = 1;
-		}
+		if (!apack)
+			atomic_store(&r->failed, 1);
 		for (size_t j0 = 0; j0 < g->n; j0 += NC) {
 			const size_t nc = min_size(NC, g->n - j0);
 
 			for (size_t k0 = 0; k0 < g->k; k0 += KC) {
 				const size_t kc = min_size(KC, g->k - k0);
 				const int last = k0 + KC >= g->k;
+				const size_t strips = (nc + NR - 1) / NR;
 
-#pragma omp for schedule(static)
-				for (size_t s = 0; s < nc; s += NR)
+				for (size_t s = team_share(strips, tid, nthreads) * NR;
+				     s < team_share(strips, tid + 1, nthreads) * NR; s += NR)
 					pack_b(bpack + s * kc, B, g->ldb, k0, kc, j0 + s,
 					       min_size(NR, nc - s));
+				team_barrier(nthreads);
 				/* the rows in equal shares of whole MR-row strips, one share a
 				 * thread (both busy to the end: 512 rows are 43 + 42 strips, not
 				 * 6 blocks of MC shared 3 + 2.3), each walked MC rows at a time */
-#pragma omp for schedule(static) nowait
-				for (int t = 0; t < threads; t++) {
+				{
+					const int t = tid, threads = nthreads;
 					const size_t lo = gemm_share(g->m, threads, t);
 					const size_t hi = gemm_share(g->m, threads, t + 1);
 
@@ -364,14 +366,25 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 				 * after the last, the team's end is the wait (one barrier fewer:
 				 * each costs a time slice when another process holds a core) */
 				if (!last || j0 + NC < g->n) {
-#pragma omp barrier
+					team_barrier(nthreads);
 				}
 			}
 		}
 		free(apack);
 	}
-	free(bpack);
-	g->failed = failed;
+}
+
+void NAME(mha_gemm_)(struct mha_gemm *g)
+{
+	struct gemm_team r = { g, alloc_aligned(gemm_panel(g)), 0 };
+
+	if (!r.bpack) {
+		g->failed = 1;
+		return;
+	}
+	team_run(gemm_threads(g), gemm_team, &r);
+	free(r.bpack);
+	g->failed = atomic_load(&r.failed);
 }
 
 /* ---- exp, vectorisable ------------------------------------------------- */
@@ -756,28 +769,28 @@ static void pack_v(REAL *dst, const REAL *V, size_t ldv, size_t n_kv, size_t dv,
 /* rows of a pack each thread packs at a time (a multiple of every NR) */
 #define PACK_ROWS 256
 
-void NAME(mha_attend_)(struct mha_attend *a)
+/* one attention's team: the packs, the task counter and what the threads found */
+struct attend_team {
+	struct mha_attend *a;
+	REAL *kt, *vp;                /* the packs of Kᵀ and V (attend_packs of them) */
+	struct team_counter next;     /* the next task of the wave */
+	atomic_size_t blocked, first; /* rows with every key masked, the first of them */
+	atomic_int error;
+};
+
+static void attend_team(void *arg, int tid, int nthreads)
 {
+	struct attend_team *r = arg;
+	struct mha_attend *a = r->a;
 	const size_t kt_size = kt_count(a), v_size = v_count(a);
 	const size_t blocks = (a->n_q + BQ - 1) / BQ, packs = a->B * a->G;
-	const int waves = attend_waves(a), threads = attend_threads(a);
-	const size_t held = attend_packs(a), per_head = a->H / a->G;
+	const int waves = attend_waves(a);
+	const size_t per_head = a->H / a->G;
 	/* tasks per wave: a pack's heads' query blocks, or all */
 	const size_t tasks = waves ? per_head * blocks : attend_tasks(a);
 	const size_t chunks = (round_up(a->n_kv, NR) + PACK_ROWS - 1) / PACK_ROWS;
-	REAL *kt = alloc_aligned(mha_sat_mul(held, kt_size));
-	REAL *vp = alloc_aligned(mha_sat_mul(held, v_size));
-	size_t blocked = 0, first = (size_t)-1;
-	int error = 0;
+	REAL *kt = r->kt, *vp = r->vp;
 
-	(void)threads; /* read by the pragmas only: unused without OpenMP */
-	if (!kt || !vp) {
-		free(kt);
-		free(vp);
-		a->error = 1;
-		return;
-	}
-#pragma omp parallel num_threads(threads) if (threads > 1) reduction(+ : blocked)
 	{
 		struct scratch w;
 		size_t c[N_SCRATCH], my_first = (size_t)-1, my_blocked = 0;
@@ -794,9 +807,14 @@ void NAME(mha_attend_)(struct mha_attend *a)
 		else
 			memset(w.s, 0, c[SCRATCH_S] * sizeof(REAL)); /* never read uninitialised */
 		for (size_t wave = 0; wave < (waves ? packs : 1); wave++) {
+			const size_t n_ch = waves ? chunks : packs;
+
+			/* the last wave's tasks are all taken (the barrier below): count afresh */
+			if (tid == 0)
+				atomic_store_explicit(&r->next.next, 0, memory_order_relaxed);
 			/* pack: in waves this wave's pack, by rows among the threads; else every pack */
-#pragma omp for schedule(static)
-			for (size_t ch = 0; ch < (waves ? chunks : packs); ch++) {
+			for (size_t ch = team_share(n_ch, tid, nthreads);
+			     ch < team_share(n_ch, tid + 1, nthreads); ch++) {
 				const size_t p = waves ? wave : ch, b = p / a->G, g = p % a->G;
 				const size_t j0 = waves ? ch * PACK_ROWS : 0;
 				const size_t j1 = waves ? j0 + PACK_ROWS : SIZE_MAX;
@@ -807,10 +825,10 @@ void NAME(mha_attend_)(struct mha_attend *a)
 				pack_v(vpp, (const REAL *)a->V + b * a->n_kv * a->ldv + g * a->dv, a->ldv,
 				       a->n_kv, a->dv, j0, j1);
 			}
+			team_barrier(nthreads);
 			/* the query blocks from the last: on causal shapes the largest first, so
 			 * that the threads finish together (dynamic scheduling, longest first) */
-#pragma omp for schedule(dynamic) nowait
-			for (size_t t = 0; t < tasks; t++) {
+			for (size_t t = team_next(&r->next); t < tasks; t = team_next(&r->next)) {
 				const size_t blk = blocks - 1 - t % blocks, q0 = blk * BQ;
 				const size_t rows = min_size(BQ, a->n_q - q0);
 				const size_t b = waves ? wave / a->G : t / (a->H * blocks);
@@ -835,28 +853,39 @@ void NAME(mha_attend_)(struct mha_attend *a)
 			/* the next wave packs over this one's K and V once all are done with
 			 * them; after the last, the team's end is the wait (a barrier fewer) */
 			if (waves && wave + 1 < packs) {
-#pragma omp barrier
+				team_barrier(nthreads);
 			}
 		}
-		blocked += my_blocked;
-#pragma omp critical
-		{
-			if (my_blocked && my_first < first)
-				first = my_first;
-			if (my_error > error)
-				error = my_error;
-		}
+		atomic_fetch_add(&r->blocked, my_blocked);
+		if (my_blocked)
+			team_min_size(&r->first, my_first);
+		team_max_int(&r->error, my_error);
 		free(w.q);
 		free(w.s);
 		free(w.o);
 		free(w.m);
 		free(w.l);
 	}
-	free(kt);
-	free(vp);
-	a->blocked = blocked;
-	a->first_blocked = first;
-	a->error = error;
+}
+
+void NAME(mha_attend_)(struct mha_attend *a)
+{
+	const size_t held = attend_packs(a);
+	struct attend_team r = { a, alloc_aligned(mha_sat_mul(held, kt_count(a))),
+				 alloc_aligned(mha_sat_mul(held, v_count(a))), { 0 }, 0, (size_t)-1, 0 };
+
+	if (!r.kt || !r.vp) {
+		free(r.kt);
+		free(r.vp);
+		a->error = 1;
+		return;
+	}
+	team_run(attend_threads(a), attend_team, &r);
+	free(r.kt);
+	free(r.vp);
+	a->blocked = atomic_load(&r.blocked);
+	a->first_blocked = atomic_load(&r.first);
+	a->error = atomic_load(&r.error);
 }
 
 /* ---- products on B packed once (the backward fast path's tiles) --------- */

@@ -98,7 +98,7 @@ const struct mha_kernels *mha_pick_kernels(int is_f32);
 
 struct mha_config;
 
-/* the threads a run may use: cfg->threads, else OpenMP's default; 1 to MHA_MAX_THREADS */
+/* the threads a run may use: cfg->threads, else OMP_NUM_THREADS, else the CPUs allowed; 1 to MHA_MAX_THREADS */
 int mha_threads(const struct mha_config *cfg);
 
 /* One forward pass of either element type through the kernels. */

@@ -268,11 +268,21 @@ typedef struct mha_config {
 	mha_mask mask;
 	size_t kv_len;      /* 0: all n_kv keys; else keys j >= kv_len are masked
 			       (padding after a shorter sequence in a batch) */
-	int threads;        /* 0: OpenMP's default (all cores, or OMP_NUM_THREADS);
-			       at most 4096 are used, and never more than the
-			       fast path has blocks of work (a head's 96 queries,
-			       or a product's 96 rows); the result is the same
-			       bits whatever the number */
+	int threads;        /* 0: OMP_NUM_THREADS when set (a number, or the
+			       first of a list), else the processors this
+			       process may run on (its affinity mask); at most
+			       4096 are used, and never more than the fast path
+			       has blocks of work (a head's 96 queries, or a
+			       product's 96 rows); the result is the same bits
+			       whatever the number.  The threads are the
+			       library's own (POSIX threads, not OpenMP), started
+			       on first use and kept, asleep when idle, until the
+			       program ends.  One call uses them at a time: a
+			       call made while another thread's call has them
+			       (mha is safe to call from several threads at
+			       once) runs on its caller's thread alone, with the
+			       same results.  In a child of fork() the library
+			       starts threads of its own. */
 	int exact;          /* 1: the plain path even when no intermediate is
 			       watched (see mha_forward) */
 	mha_window window;  /* sliding window; on = 0: none */

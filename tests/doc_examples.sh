@@ -265,7 +265,7 @@ check_c() { # where source
 	where=$1 src=$2
 	exe=${src%.c}
 	if ! (cd "$top" && ${CC:-cc} -std=c11 -Wall -Wextra -Werror -Ilib -o "$exe" "$src" \
-		"$mha_lib" -fopenmp -lm) > "$exe.log" 2>&1; then
+		"$mha_lib" -pthread -lm) > "$exe.log" 2>&1; then
 		fail "$where" "the C example does not compile"
 		sed 's/^/    /' "$exe.log"
 		return

@@ -43,7 +43,7 @@ int main(void)
 C
 # the pkg-config file names the final prefix; point it into DESTDIR for the build
 flags="-I$root/include -L$root/lib"
-check "builds against the static library" sh -c "cc -std=c11 $flags '$tmp/use.c' '$root/lib/libmha.a' -fopenmp -lm -o '$tmp/use_static' && '$tmp/use_static'"
+check "builds against the static library" sh -c "cc -std=c11 $flags '$tmp/use.c' '$root/lib/libmha.a' -pthread -lm -o '$tmp/use_static' && '$tmp/use_static'"
 check "builds against the shared library" sh -c "cc -std=c11 $flags '$tmp/use.c' -lmha -lm -o '$tmp/use_shared' && LD_LIBRARY_PATH='$root/lib' '$tmp/use_shared'"
 out=$("$tmp/use_static" 2>&1)
 if [ "$out" = "$(sed -n 's/^#define MHA_VERSION_STRING "\(.*\)"/\1/p' lib/mha.h) success 0" ]; then

@@ -1,0 +1,276 @@
+/*
+ * team.c: the library's thread team (team.h), on POSIX threads.
+ *
+ * Workers 1 .. started-1 are created when a region first asks for them
+ * and then kept.  Each waits for its own go word to change: it spins for
+ * TEAM_SPIN_NS (the gap between two regions of one call is a few
+ * microseconds), then sleeps on a futex (Linux; elsewhere it naps).  The
+ * caller waits for the region's end, and every participant at a barrier,
+ * the same way.  A busy flag lets one region run at a time; a caller that
+ * finds it taken runs alone.  Workers are joined when the program ends
+ * (a destructor, when no region is running) and forgotten in the child of
+ * a fork (pthread_atfork), which starts its own when it needs them.
+ *
+ * Not here: how a region shares its work (its own code, through
+ * team_share and team_next), and nothing is ever printed.
+ */
+#include "team.h"
+#include "kernel.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <time.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+/* how long a waiter spins before it sleeps: a few regions' gaps, not a file's read */
+#ifndef TEAM_SPIN_NS
+#define TEAM_SPIN_NS 50000
+#endif
+
+struct worker {
+	atomic_int go;        /* changed by the caller: run the region (or stop); wraps */
+	atomic_int sleeping;  /* 1 while asleep on go: the caller must wake it */
+	pthread_t id;
+} __attribute__((aligned(64))); /* one cache line each: no false sharing */
+
+/* static, not malloc'ed: never counted as a run's allocations, nothing to free after fork */
+static struct worker workers[MHA_MAX_THREADS];
+
+static struct {
+	atomic_int busy;      /* 1 while a region runs (or the team is being stopped) */
+	int started;          /* workers[1 .. started - 1] exist */
+	int stopping;         /* read by the workers after go changes: leave */
+	team_fn fn;           /* the region, for participants 1 .. n - 1 */
+	void *arg;
+	int n;
+	atomic_int pending;   /* workers still in the region */
+	atomic_int caller_sleeping;
+	atomic_int bar_count; /* arrived at the barrier */
+	atomic_int bar_gen;   /* changes when all have arrived */
+	atomic_int bar_sleepers;
+} team;
+
+static pthread_once_t team_once = PTHREAD_ONCE_INIT;
+
+/* ---- waiting ------------------------------------------------------------ */
+
+static void relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* 1 once *w differs from v within the spin time, else 0 (the caller then sleeps) */
+static int spin_while(const atomic_int *w, int v)
+{
+	long long end = 0;
+
+	for (unsigned i = 1;; i++) {
+		if (atomic_load_explicit(w, memory_order_acquire) != v)
+			return 1;
+		relax();
+		if (i % 64 == 0) {
+			const long long t = now_ns();
+
+			if (!end)
+				end = t + TEAM_SPIN_NS;
+			else if (t > end)
+				return 0;
+		}
+	}
+}
+
+/* sleep while *w is v (or a little: spurious wake-ups are the caller's loop) */
+static void sleep_on(atomic_int *w, int v)
+{
+#if defined(__linux__)
+	syscall(SYS_futex, (int *)w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+#else
+	const struct timespec ts = { 0, 50000 };
+
+	if (atomic_load(w) == v)
+		nanosleep(&ts, NULL);
+#endif
+}
+
+static void wake(atomic_int *w, int how_many)
+{
+#if defined(__linux__)
+	syscall(SYS_futex, (int *)w, FUTEX_WAKE_PRIVATE, how_many, NULL, NULL, 0);
+#else
+	(void)w;
+	(void)how_many;
+#endif
+}
+
+/* ---- the workers -------------------------------------------------------- */
+
+static void *worker_main(void *p)
+{
+	struct worker *w = p;
+	const int t = (int)(w - workers);
+	int seen = 0;
+
+	for (;;) {
+		if (!spin_while(&w->go, seen)) {
+			/* seq_cst, paired with the caller's: either it sees sleeping or we see go */
+			atomic_store(&w->sleeping, 1);
+			while (atomic_load(&w->go) == seen)
+				sleep_on(&w->go, seen);
+			atomic_store(&w->sleeping, 0);
+		}
+		seen = atomic_load_explicit(&w->go, memory_order_acquire);
+		if (team.stopping)
+			return NULL;
+		team.fn(team.arg, t, team.n);
+		if (atomic_fetch_sub_explicit(&team.pending, 1, memory_order_acq_rel) == 1 &&
+		    atomic_load(&team.caller_sleeping))
+			wake(&team.pending, 1);
+	}
+}
+
+/* the workers forgotten: after fork the child has none of the parent's threads */
+static void team_child(void)
+{
+	team.started = 0;
+	team.stopping = 0;
+	atomic_store(&team.bar_count, 0);
+	atomic_store(&team.bar_sleepers, 0);
+	atomic_store(&team.busy, 0);
+}
+
+static void team_init(void)
+{
+	pthread_atfork(NULL, NULL, team_child);
+}
+
+/* workers up to want participants, as many as can be started; the participants there are */
+__attribute__((noinline)) static int team_grow(int want)
+{
+	sigset_t all, old;
+
+	if (team.started >= want)
+		return want;
+	if (!team.started)
+		team.started = 1;
+	/* the workers take no signals: the program's handlers run on its own threads */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	while (team.started < want) {
+		struct worker *w = &workers[team.started];
+
+		atomic_store(&w->go, 0);
+		atomic_store(&w->sleeping, 0);
+		if (pthread_create(&w->id, NULL, worker_main, w))
+			break;
+		team.started++;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return team.started;
+}
+
+/* ---- regions ------------------------------------------------------------ */
+
+void team_run(int threads, team_fn fn, void *arg)
+{
+	int expect = 0, n;
+
+	if (threads > MHA_MAX_THREADS)
+		threads = MHA_MAX_THREADS;
+	if (threads <= 1 || !atomic_compare_exchange_strong(&team.busy, &expect, 1)) {
+		fn(arg, 0, 1);
+		return;
+	}
+	pthread_once(&team_once, team_init);
+	n = team_grow(threads);
+	if (n <= 1) {
+		atomic_store(&team.busy, 0);
+		fn(arg, 0, 1);
+		return;
+	}
+	team.fn = fn;
+	team.arg = arg;
+	team.n = n;
+	atomic_store_explicit(&team.bar_count, 0, memory_order_relaxed);
+	atomic_store_explicit(&team.caller_sleeping, 0, memory_order_relaxed);
+	atomic_store(&team.pending, n - 1);
+	for (int t = 1; t < n; t++) {
+		struct worker *w = &workers[t];
+
+		atomic_fetch_add(&w->go, 1); /* seq_cst: before the read of sleeping */
+		if (atomic_load(&w->sleeping))
+			wake(&w->go, 1);
+	}
+	fn(arg, 0, n);
+	for (;;) {
+		const int left = atomic_load_explicit(&team.pending, memory_order_acquire);
+
+		if (!left)
+			break;
+		if (spin_while(&team.pending, left))
+			continue;
+		atomic_store(&team.caller_sleeping, 1);
+		if (atomic_load(&team.pending) == left)
+			sleep_on(&team.pending, left);
+		atomic_store(&team.caller_sleeping, 0);
+	}
+	atomic_store_explicit(&team.busy, 0, memory_order_release);
+}
+
+void team_barrier(int nthreads)
+{
+	int gen;
+
+	if (nthreads <= 1)
+		return;
+	gen = atomic_load_explicit(&team.bar_gen, memory_order_acquire);
+	if (atomic_fetch_add_explicit(&team.bar_count, 1, memory_order_acq_rel) == nthreads - 1) {
+		/* the last to arrive: reset, then let all go (none arrives again before) */
+		atomic_store_explicit(&team.bar_count, 0, memory_order_relaxed);
+		atomic_store(&team.bar_gen, gen + 1);
+		if (atomic_load(&team.bar_sleepers))
+			wake(&team.bar_gen, INT_MAX);
+		return;
+	}
+	if (spin_while(&team.bar_gen, gen))
+		return;
+	atomic_fetch_add(&team.bar_sleepers, 1);
+	while (atomic_load(&team.bar_gen) == gen)
+		sleep_on(&team.bar_gen, gen);
+	atomic_fetch_sub(&team.bar_sleepers, 1);
+}
+
+/* at exit: the workers stopped and joined, unless a region is still running */
+__attribute__((destructor)) static void team_stop(void)
+{
+	int expect = 0;
+
+	if (!atomic_compare_exchange_strong(&team.busy, &expect, 1))
+		return;
+	team.stopping = 1;
+	for (int t = 1; t < team.started; t++) {
+		atomic_fetch_add(&workers[t].go, 1);
+		if (atomic_load(&workers[t].sleeping))
+			wake(&workers[t].go, 1);
+	}
+	for (int t = 1; t < team.started; t++)
+		pthread_join(workers[t].id, NULL);
+	team.started = 0;
+	team.stopping = 0;
+	atomic_store(&team.busy, 0);
+}
