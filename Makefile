@@ -118,9 +118,9 @@ build/lib/kernel_bwd_%.o: lib/kernel_bwd.c lib/vexp.h lib/kernel_bwd.h build/.fl
 	$(CC) $(ALL_CFLAGS) $(BWD_CFLAGS) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING \
 		$(call asan_kernel,$*) -c $< -o $@
 
-build/lib/backward_f32.o: lib/backward.c lib/mha.h lib/kernel.h lib/kernel_bwd.h lib/rules.h lib/plain.h build/.flags
+build/lib/backward_f32.o: lib/backward.c lib/mha.h lib/kernel.h lib/kernel_bwd.h lib/rules.h lib/plain.h lib/team.h build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(PTHREAD) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
 
 build/cli/%.o: cli/%.c cli/*.h lib/mha.h build/.flags
 	@mkdir -p $(@D)
@@ -433,9 +433,9 @@ $(ASAN_DIR)/lib/kernel_bwd_%.o: lib/kernel_bwd.c lib/vexp.h lib/kernel_bwd.h $(A
 	$(CC) $(ASAN_ALL_CFLAGS) $(BWD_CFLAGS) $(X86_KERNELS) -fvisibility=hidden \
 		-DMHA_BUILDING $(call asan_kernel,$*) -c $< -o $@
 
-$(ASAN_DIR)/lib/backward_f32.o: lib/backward.c lib/mha.h lib/kernel.h lib/kernel_bwd.h lib/rules.h $(ASAN_DIR)/.flags
+$(ASAN_DIR)/lib/backward_f32.o: lib/backward.c lib/mha.h lib/kernel.h lib/kernel_bwd.h lib/rules.h lib/team.h $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(OPENMP) $(X86_KERNELS) -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(PTHREAD) $(X86_KERNELS) -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
 
 $(ASAN_DIR)/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/rules.h $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
