@@ -107,6 +107,20 @@ static void *alloc_aligned(size_t count)
 	return bytes == SIZE_MAX ? NULL : aligned_alloc(64, bytes);
 }
 
+/* alloc_aligned for the large blocks (a product's panel of B, the packs of
+ * K and V): from 2 MiB in huge pages (pages.c); free_big(p, count) frees */
+static void *alloc_big(size_t count)
+{
+	const size_t bytes = aligned_bytes(count);
+
+	return bytes == SIZE_MAX ? NULL : mha_big_alloc(bytes);
+}
+
+static void free_big(void *p, size_t count)
+{
+	mha_big_free(p, aligned_bytes(count));
+}
+
 /* aligned_bytes with the allocator's slack, as mha_memory counts a block */
 static size_t counted_bytes(size_t count)
 {
@@ -311,7 +325,7 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 {
 	const REAL *B = g->B;
 	const int threads = gemm_threads(g);
-	REAL *bpack = alloc_aligned(gemm_panel(g));
+	REAL *bpack = alloc_big(gemm_panel(g));
 	int failed = !bpack;
 
 	(void)threads; /* read by the pragmas only: unused without OpenMP */
@@ -367,7 +381,7 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 		}
 		free(apack);
 	}
-	free(bpack);
+	free_big(bpack, gemm_panel(g));
 	g->failed = failed;
 }
 
@@ -762,15 +776,15 @@ void NAME(mha_attend_)(struct mha_attend *a)
 	/* tasks per wave: a pack's heads' query blocks, or all */
 	const size_t tasks = waves ? per_head * blocks : attend_tasks(a);
 	const size_t chunks = (round_up(a->n_kv, NR) + PACK_ROWS - 1) / PACK_ROWS;
-	REAL *kt = alloc_aligned(mha_sat_mul(held, kt_size));
-	REAL *vp = alloc_aligned(mha_sat_mul(held, v_size));
+	REAL *kt = alloc_big(mha_sat_mul(held, kt_size));
+	REAL *vp = alloc_big(mha_sat_mul(held, v_size));
 	size_t blocked = 0, first = (size_t)-1;
 	int error = 0;
 
 	(void)threads; /* read by the pragmas only: unused without OpenMP */
 	if (!kt || !vp) {
-		free(kt);
-		free(vp);
+		free_big(kt, mha_sat_mul(held, kt_size));
+		free_big(vp, mha_sat_mul(held, v_size));
 		a->error = 1;
 		return;
 	}
@@ -849,8 +863,8 @@ void NAME(mha_attend_)(struct mha_attend *a)
 		free(w.m);
 		free(w.l);
 	}
-	free(kt);
-	free(vp);
+	free_big(kt, mha_sat_mul(held, kt_size));
+	free_big(vp, mha_sat_mul(held, v_size));
 	a->blocked = blocked;
 	a->first_blocked = first;
 	a->error = error;

@@ -2752,8 +2752,8 @@ END_TEST
 
 /*
  * Every malloc, calloc, realloc, aligned_alloc, posix_memalign and free of
- * this program and libmha.a goes through these (-Wl,--wrap=..., see the
- * Makefile).  While measuring, each block asked for is noted with its size
+ * this program and libmha.a, and libmha's mha_big_alloc and mha_big_free,
+ * go through these (-Wl,--wrap=..., see the Makefile).  While measuring, each block asked for is noted with its size
  * in a small table, and the peak of their sum kept; blocks from before, or
  * from libc and libgomp (not wrapped), are not counted.  The sizes are the
  * ones asked for: the allocator's own overhead is MHA_ALLOC_SLACK's part of
@@ -2899,6 +2899,34 @@ void __wrap_free(void *p)
 {
 	track_remove(p);
 	__real_free(p);
+}
+
+/*
+ * The library's large blocks are mappings of their own (lib/pages.c), not
+ * from malloc: counted here as they are asked for (the smaller ones come
+ * from aligned_alloc and are counted there).  2 MiB is pages.c's
+ * MHA_BIG_MIN.
+ */
+#define BIG_MIN ((size_t)2 << 20)
+void *__real_mha_big_alloc(size_t n);
+void __real_mha_big_free(void *p, size_t n);
+void *__wrap_mha_big_alloc(size_t n);
+void __wrap_mha_big_free(void *p, size_t n);
+
+void *__wrap_mha_big_alloc(size_t n)
+{
+	void *p = __real_mha_big_alloc(n);
+
+	if (n >= BIG_MIN)
+		track_add(p, n);
+	return p;
+}
+
+void __wrap_mha_big_free(void *p, size_t n)
+{
+	if (n >= BIG_MIN)
+		track_remove(p);
+	__real_mha_big_free(p, n);
 }
 
 static void track_start(void)
