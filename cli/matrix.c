@@ -94,9 +94,10 @@ static void *values_map(size_t bytes, size_t *len)
 }
 
 /* dims into m and room for their values of size bytes each, charged to
- * the budget; the block from malloc (zeroed: calloc), or from 2 MiB a
- * mapping of its own (values_map: zeros, m->map), or NULL said */
-static void *alloc_values(matrix *m, size_t rank, const size_t *dims, size_t size, int zero)
+ * the budget; the block from malloc (zeroed: calloc), or with big from
+ * 2 MiB a mapping of its own (values_map: zeros, m->map), or NULL said */
+static void *alloc_values(matrix *m, size_t rank, const size_t *dims, size_t size, int zero,
+			  int big)
 {
 	size_t n = 1;
 	char shape[96];
@@ -123,7 +124,7 @@ static void *alloc_values(matrix *m, size_t rank, const size_t *dims, size_t siz
 		budget_refuse(NULL, n * size);
 		return NULL;
 	}
-	if (n * size >= MAP_MIN) {
+	if (big && n * size >= MAP_MIN) {
 		p = values_map(n * size, &m->map_len);
 		m->map = p;
 	} else {
@@ -140,15 +141,28 @@ static void *alloc_values(matrix *m, size_t rank, const size_t *dims, size_t siz
 
 int matrix_alloc_dims(matrix *m, size_t rank, const size_t *dims)
 {
-	m->v = alloc_values(m, rank, dims, sizeof(double), 1);
+	m->v = alloc_values(m, rank, dims, sizeof(double), 1, 0);
 	return m->v ? 0 : -1;
 }
 
 int matrix_alloc_f32(matrix *m, size_t rank, const size_t *dims)
 {
-	m->f = alloc_values(m, rank, dims, sizeof(float), 0);
+	m->f = alloc_values(m, rank, dims, sizeof(float), 0, 0);
 	m->is_f32 = 1;
 	return m->f ? 0 : -1;
+}
+
+int matrix_alloc_out(matrix *m, size_t rank, const size_t *dims, int f32)
+{
+	void *p = alloc_values(m, rank, dims, f32 ? sizeof(float) : sizeof(double), !f32, 1);
+
+	if (f32) {
+		m->f = p;
+		m->is_f32 = 1;
+	} else {
+		m->v = p;
+	}
+	return p ? 0 : -1;
 }
 
 int matrix_widen(matrix *m)
