@@ -10,7 +10,7 @@
  * MADV_HUGEPAGE; the tail past the last whole piece stays in small pages,
  * so that the block holds no more than its bytes rounded to a page (what
  * mha_memory counts).  Smaller blocks, and systems without mmap or
- * MADV_HUGEPAGE, come from aligned_alloc.  Not an allocator for anything else:
+ * MADV_HUGEPAGE, and builds with AddressSanitizer, come from aligned_alloc.  Not an allocator for anything else:
  * the caller hands the size back to mha_big_free.
  */
 #include "kernel.h"
@@ -21,7 +21,17 @@
 #include <unistd.h>
 #endif
 
-#if defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS)
+/* under AddressSanitizer every block comes from its allocator, which
+ * guards their ends (a mapping has no red zones) */
+#if defined(__SANITIZE_ADDRESS__)
+#define MHA_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MHA_ASAN 1
+#endif
+#endif
+
+#if defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS) && !defined(MHA_ASAN)
 #define BIG_PAGES 1
 #define HUGE ((size_t)2 << 20)
 #else
