@@ -2,8 +2,9 @@
  * matrix.h: the CLI's dense arrays of double (1-D to 3-D, and 4-D for a
  * mask broadcast over a batch) and the readers that fill them.  The library sees only the data pointer and the sizes.
  * A matrix read with READ_MAP may hold its values in a read-only mapping of
- * its file (map): nobody writes into such a matrix, and matrix_free() or
- * matrix_widen() are the only ways to let it go.
+ * its file (map): nobody writes into such a matrix.  A large one from
+ * matrix_alloc_out is an anonymous mapping (map, writable).  Either way
+ * matrix_free() or matrix_widen() are the only ways to let it go.
  */
 #ifndef MHA_CLI_MATRIX_H
 #define MHA_CLI_MATRIX_H
@@ -21,8 +22,9 @@ typedef struct matrix {
 	char **labels; /* a label (token) per row of a 2-D matrix, or NULL; owned */
 	size_t n_labels;
 	size_t held;   /* what v holds of the memory budget (budget.h) */
-	void *map;     /* not NULL: v or f points into this read-only mapping of a
-			  .npy file (READ_MAP), map_len bytes, unmapped by matrix_free */
+	void *map;     /* not NULL: v or f points into this mapping, map_len bytes,
+			  unmapped by matrix_free: a read-only one of a .npy file
+			  (READ_MAP), or matrix_alloc_out's own from 2 MiB */
 	size_t map_len;
 	size_t labels_held; /* and what the labels hold */
 } matrix;
@@ -41,6 +43,10 @@ int matrix_alloc(matrix *m, size_t rank, size_t d0, size_t d1, size_t d2);
 int matrix_alloc_dims(matrix *m, size_t rank, const size_t *dims);
 /* the same with floats at f (v NULL), not zeroed */
 int matrix_alloc_f32(matrix *m, size_t rank, const size_t *dims);
+/* matrix_alloc_dims (f32: matrix_alloc_f32) for an output the library
+ * writes whole: from 2 MiB a mapping of its own in huge pages (map), one
+ * fault per 2 MiB rather than per 4 KiB */
+int matrix_alloc_out(matrix *m, size_t rank, const size_t *dims, int f32);
 void matrix_free(matrix *m);
 /* floats (m->f) made doubles (m->v), exactly, for code that takes doubles
  * alone; nothing when m holds doubles.  0, or -1 said (m unchanged). */

@@ -1026,11 +1026,14 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 	if (f32 && p->spec.float_out) {
 		const size_t dims[3] = { p->batch ? p->batch : d->n_q, p->batch ? d->n_q : cols, cols };
 
-		if (matrix_alloc_f32(out, p->batch ? 3 : 2, dims))
+		if (matrix_alloc_out(out, p->batch ? 3 : 2, dims, 1))
 			return -1;
-	} else if (p->batch ? matrix_alloc(out, 3, p->batch, d->n_q, cols)
-			    : matrix_alloc(out, 2, d->n_q, cols, 1)) {
-		return -1;
+	} else {
+		const size_t dims[3] = { p->batch ? p->batch : d->n_q, p->batch ? d->n_q : cols,
+					 p->batch ? cols : 1 };
+
+		if (matrix_alloc_out(out, p->batch ? 3 : 2, dims, 0))
+			return -1;
 	}
 	st = f32 ? forward_f32(out, d, &p->in, &p->in_f, &p->weights, &p->weights_f, &p->cfg, rep)
 		 : mha_forward(out->v, d, &p->in, &p->weights, &p->cfg, obs, rep);

@@ -108,6 +108,20 @@ static void *alloc_aligned(size_t count)
 	return bytes == SIZE_MAX ? NULL : aligned_alloc(64, bytes);
 }
 
+/* alloc_aligned for the large blocks (a product's panel of B, the packs of
+ * K and V): from 2 MiB in huge pages (pages.c); free_big(p, count) frees */
+static void *alloc_big(size_t count)
+{
+	const size_t bytes = aligned_bytes(count);
+
+	return bytes == SIZE_MAX ? NULL : mha_big_alloc(bytes);
+}
+
+static void free_big(void *p, size_t count)
+{
+	mha_big_free(p, aligned_bytes(count));
+}
+
 /* aligned_bytes with the allocator's slack, as mha_memory counts a block */
 static size_t counted_bytes(size_t count)
 {
@@ -376,14 +390,14 @@ static void gemm_team(void *arg, int tid, int nthreads)
 
 void NAME(mha_gemm_)(struct mha_gemm *g)
 {
-	struct gemm_team r = { g, alloc_aligned(gemm_panel(g)), 0 };
+	struct gemm_team r = { g, alloc_big(gemm_panel(g)), 0 };
 
 	if (!r.bpack) {
 		g->failed = 1;
 		return;
 	}
 	team_run(gemm_threads(g), gemm_team, &r);
-	free(r.bpack);
+	free_big(r.bpack, gemm_panel(g));
 	g->failed = atomic_load(&r.failed);
 }
 
@@ -871,18 +885,18 @@ static void attend_team(void *arg, int tid, int nthreads)
 void NAME(mha_attend_)(struct mha_attend *a)
 {
 	const size_t held = attend_packs(a);
-	struct attend_team r = { a, alloc_aligned(mha_sat_mul(held, kt_count(a))),
-				 alloc_aligned(mha_sat_mul(held, v_count(a))), { 0 }, 0, (size_t)-1, 0 };
+	const size_t kt_n = mha_sat_mul(held, kt_count(a)), v_n = mha_sat_mul(held, v_count(a));
+	struct attend_team r = { a, alloc_big(kt_n), alloc_big(v_n), { 0 }, 0, (size_t)-1, 0 };
 
 	if (!r.kt || !r.vp) {
-		free(r.kt);
-		free(r.vp);
+		free_big(r.kt, kt_n);
+		free_big(r.vp, v_n);
 		a->error = 1;
 		return;
 	}
 	team_run(attend_threads(a), attend_team, &r);
-	free(r.kt);
-	free(r.vp);
+	free_big(r.kt, kt_n);
+	free_big(r.vp, v_n);
 	a->blocked = atomic_load(&r.blocked);
 	a->first_blocked = atomic_load(&r.first);
 	a->error = atomic_load(&r.error);

@@ -22,6 +22,16 @@
  */
 #define MHA_ALLOC_SLACK 64
 
+/*
+ * Blocks of MHA_BIG_MIN bytes or more as mappings of their own with
+ * transparent huge pages asked for (pages.c: fewer page faults in a short
+ * run); smaller ones from aligned_alloc.  64-byte aligned; NULL when out
+ * of memory.  mha_big_free takes the size asked for and accepts NULL.
+ */
+#define MHA_BIG_MIN ((size_t)2 << 20)
+void *mha_big_alloc(size_t bytes);
+void mha_big_free(void *p, size_t bytes);
+
 /* a + b and a·b, saturating at SIZE_MAX (mha_memory's arithmetic) */
 static inline size_t mha_sat_add(size_t a, size_t b)
 {

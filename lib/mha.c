@@ -562,13 +562,15 @@ size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int
 		struct mha_gemm go = { .m = B * d->n_q, .n = d->d_out, .k = hv, .threads = threads };
 		struct mha_attend at = { .B = B, .n_q = d->n_q, .n_kv = d->n_kv, .H = d->heads, .G = G,
 					 .dk = d->d_k, .dv = d->d_v, .threads = threads };
-		size_t peak = mha_sat_add(q, k->gemm_bytes(&gq));
+		/* Q, K and V are one block from the first product on (fast.c) */
+		const size_t qkv3 = mha_sat_add(qk, block_bytes(mha_sat_mul(B, d->n_kv), gv, e));
+		size_t peak = mha_sat_add(qkv3, k->gemm_bytes(&gq));
 
 		/* the heads in groups (fast.c): no Q, K or V whole */
 		if (per < G)
 			return mha_stream_memory(d, cfg, per, f32);
 
-		peak = max_size(peak, mha_sat_add(qk, k->gemm_bytes(&gk_)));
+		peak = max_size(peak, mha_sat_add(qkv3, k->gemm_bytes(&gk_)));
 		peak = max_size(peak, mha_sat_add(qkv, k->gemm_bytes(&gv_)));
 		peak = max_size(peak, mha_sat_add(held, k->attend_bytes(&at)));
 		if (d->d_out)

@@ -746,6 +746,63 @@ def match_key(fname, ref):
     return key if key in ref else None
 
 
+# ---- large blocks in huge pages -------------------------------------------
+
+
+def numpy_forward(x, ws, bs, heads, causal):
+    """multi-head attention in float64 by NumPy alone: the independent result"""
+    n, d = x.shape
+    dk = ws[0].shape[1] // heads
+    q, k, v = (x @ w + b for w, b in zip(ws[:3], bs[:3]))
+    outs = []
+    for h in range(heads):
+        sl = slice(h * dk, (h + 1) * dk)
+        s = q[:, sl] @ k[:, sl].T / np.sqrt(dk)
+        if causal:
+            s = np.where(np.tril(np.ones((n, n), dtype=bool)), s, -np.inf)
+        s = np.exp(s - s.max(axis=1, keepdims=True))
+        outs.append((s / s.sum(axis=1, keepdims=True)) @ v[:, sl])
+    return np.concatenate(outs, axis=1) @ ws[3] + bs[3]
+
+
+def check_pages(c, rng):
+    """Blocks of 2 MiB or more are mappings of their own with huge pages
+    asked for (lib/pages.c: Q, K and V as one block, the groups' buffers;
+    cli/matrix.c: the output): runs whose output, Q, K, V and the heads in
+    groups are past 2 MiB give NumPy's result, and the mapped output
+    written to a .npy file is the bytes np.save writes."""
+    for n, d, heads, dtype, extra, causal, tol in (
+            # output 2 MiB, Q/K/V one block of 6 MiB: the whole path
+            (1024, 256, 4, "<f8", [], False, 1e-12),
+            # Q, K and V past 8 MiB: heads in groups, W_O in place through a group's Q
+            (2048, 512, 8, "<f8", [], True, 1e-12),
+            # float32: output 2 MiB as floats
+            (2048, 256, 4, "<f4", ["--dtype", "f32"], False, 2e-5)):
+        x = rng.standard_normal((n, d)).astype(dtype)
+        ws = [(rng.standard_normal((d, d)) / np.sqrt(d)).astype(dtype) for _ in range(4)]
+        bs = [(rng.standard_normal(d) / 10).astype(dtype) for _ in range(4)]
+        args = ["forward", "--heads", str(heads), "-x", save(c.path("px"), x)]
+        for w, b, name in zip(ws, bs, "qkvo"):
+            args += ["--w" + name, save(c.path("pw"), w), "--b" + name, save(c.path("pb"), b)]
+        o = c.path("pout")
+        rc, _, err = c.run(args + extra + (["--causal"] if causal else []) + ["-o", o])
+        name = "pages: n %d, d_model %d, %s%s: the output is NumPy's" % (
+            n, d, dtype, ", causal" if causal else "")
+        if rc != 0:
+            c.report(name, False, err.strip())
+            continue
+        with open(o, "rb") as f:
+            b = f.read()
+        got = np.load(io.BytesIO(b), allow_pickle=False)
+        want = numpy_forward(*(a.astype(np.float64) for a in [x]), [w.astype(np.float64) for w in ws],
+                             [v.astype(np.float64) for v in bs], heads, causal)
+        err_rel = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+        buf = io.BytesIO()
+        np.save(buf, got)
+        c.report(name, got.dtype == np.dtype(dtype) and got.shape == want.shape and err_rel <= tol
+                 and b == buf.getvalue(), "dtype %s, relative error %.3g" % (got.dtype, err_rel))
+
+
 def main():
     if len(sys.argv) != 2:
         sys.stderr.write("usage: npy_check.py MHA_BINARY\n")
@@ -762,6 +819,7 @@ def main():
         check_large(c, rng)
         check_mapped(c, rng)
         check_writes(c, rng)
+        check_pages(c, rng)
     print("%d passed, %d failed" % (c.passed, c.failed))
     return 1 if c.failed else 0
 

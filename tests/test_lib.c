@@ -2810,8 +2810,8 @@ END_TEST
 
 /*
  * Every malloc, calloc, realloc, aligned_alloc, posix_memalign and free of
- * this program and libmha.a goes through these (-Wl,--wrap=..., see the
- * Makefile).  While measuring, each block asked for is noted with its size
+ * this program and libmha.a, and libmha's mha_big_alloc and mha_big_free,
+ * go through these (-Wl,--wrap=..., see the Makefile).  While measuring, each block asked for is noted with its size
  * in a small table, and the peak of their sum kept; blocks from before, or
  * from libc (not wrapped), are not counted.  The sizes are the
  * ones asked for: the allocator's own overhead is MHA_ALLOC_SLACK's part of
@@ -2963,6 +2963,43 @@ void __wrap_free(void *p)
 	__real_free(p);
 }
 
+/*
+ * The library's large blocks are mappings of their own (lib/pages.c), not
+ * from malloc: counted here as they are asked for (the smaller ones come
+ * from aligned_alloc and are counted there).  2 MiB is pages.c's
+ * MHA_BIG_MIN.
+ */
+#define BIG_MIN ((size_t)2 << 20)
+void *mha_big_alloc(size_t n); /* lib/kernel.h's, inside libmha.a */
+void mha_big_free(void *p, size_t n);
+void *__real_mha_big_alloc(size_t n);
+void __real_mha_big_free(void *p, size_t n);
+void *__wrap_mha_big_alloc(size_t n);
+void __wrap_mha_big_free(void *p, size_t n);
+
+/* under ASan pages.c maps nothing: its blocks come from aligned_alloc, counted there */
+#ifdef __SANITIZE_ADDRESS__
+#define BIG_MAPPED(n) 0
+#else
+#define BIG_MAPPED(n) ((n) >= BIG_MIN)
+#endif
+
+void *__wrap_mha_big_alloc(size_t n)
+{
+	void *p = __real_mha_big_alloc(n);
+
+	if (BIG_MAPPED(n))
+		track_add(p, n);
+	return p;
+}
+
+void __wrap_mha_big_free(void *p, size_t n)
+{
+	if (BIG_MAPPED(n))
+		track_remove(p);
+	__real_mha_big_free(p, n);
+}
+
 static void track_start(void)
 {
 	track_lock();
@@ -2992,6 +3029,43 @@ static int track_works(void)
 	free(p);
 	return track_stop() == 1000;
 }
+
+/*
+ * lib/pages.c: 64-byte aligned blocks, from 2 MiB mappings of their own
+ * that start on a 2 MiB boundary (where huge pages can back them), every
+ * byte writable, freed by size, counted by the memory measurement
+ */
+START_TEST(test_big_alloc)
+{
+	const size_t sizes[] = { 1, 100, BIG_MIN - 1, BIG_MIN, BIG_MIN + 5, 3 * BIG_MIN + 4097 };
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		const size_t n = sizes[i];
+		unsigned char *p = mha_big_alloc(n);
+
+		ck_assert_ptr_nonnull(p);
+		ck_assert_uint_eq((uintptr_t)p % 64, 0);
+#ifndef __SANITIZE_ADDRESS__ /* pages.c maps no blocks under ASan */
+		if (n >= BIG_MIN)
+			ck_assert_msg((uintptr_t)p % BIG_MIN == 0, "%zu bytes at %p", n, (void *)p);
+#endif
+		memset(p, 0xab, n);
+		ck_assert_uint_eq(p[0], 0xab);
+		ck_assert_uint_eq(p[n - 1], 0xab);
+		mha_big_free(p, n);
+	}
+	mha_big_free(NULL, BIG_MIN);
+	mha_big_free(NULL, 1);
+	if (track_works()) {
+		void *volatile p;
+
+		track_start();
+		p = mha_big_alloc(3 * BIG_MIN);
+		mha_big_free(p, 3 * BIG_MIN);
+		ck_assert_uint_eq(track_stop(), 3 * BIG_MIN);
+	}
+}
+END_TEST
 
 /* an observer that keeps nothing: the plain path's own allocations alone */
 static int ignore(void *ctx, mha_stage s, int head, const double *m, size_t rows, size_t cols)
@@ -4586,6 +4660,7 @@ static Suite *mha_suite(void)
 	tcase_add_test(err, test_memory_estimate);
 	tcase_add_test(ref, test_memory_measured);
 	tcase_add_test(ref, test_memory_measured_dk1);
+	tcase_add_test(ref, test_big_alloc);
 	tcase_add_test(err, test_threads_capped);
 	tcase_add_test(ref, test_concurrent_calls);
 	tcase_add_test(ref, test_threads_refused);

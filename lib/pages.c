@@ -1,0 +1,101 @@
+/*
+ * pages.c: the fast path's large blocks (Q, K, V, the packs of K and V)
+ * as mappings of their own with transparent huge pages asked for.
+ *
+ * A short run is dominated by first touches of fresh memory: each 4 KiB
+ * page costs a fault (~3 µs on the machine measured, ~0.4-0.8 ms per MiB),
+ * a 2 MiB huge page one fault and one clear (~0.09 ms per MiB; measured
+ * with THP in "madvise" mode, 2 to 256 MiB).  So a block of 2 MiB or more
+ * is mapped 2 MiB-aligned and its whole 2 MiB pieces advised
+ * MADV_HUGEPAGE; the tail past the last whole piece stays in small pages,
+ * so that the block holds no more than its bytes rounded to a page (what
+ * mha_memory counts).  Smaller blocks, and systems without mmap or
+ * MADV_HUGEPAGE, and builds with AddressSanitizer, come from aligned_alloc.  Not an allocator for anything else:
+ * the caller hands the size back to mha_big_free.
+ */
+#include "kernel.h"
+
+#include <stdlib.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
+/* under AddressSanitizer every block comes from its allocator, which
+ * guards their ends (a mapping has no red zones) */
+#if defined(__SANITIZE_ADDRESS__)
+#define MHA_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MHA_ASAN 1
+#endif
+#endif
+
+#if defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS) && !defined(MHA_ASAN)
+#define BIG_PAGES 1
+#define HUGE ((size_t)2 << 20)
+#else
+#define BIG_PAGES 0
+#endif
+
+static size_t round_to(size_t a, size_t b)
+{
+	return a > SIZE_MAX - (b - 1) ? SIZE_MAX : (a + b - 1) / b * b;
+}
+
+#if BIG_PAGES
+static size_t page_size(void)
+{
+	const long p = sysconf(_SC_PAGESIZE);
+
+	return p > 0 ? (size_t)p : 4096;
+}
+
+/* a block of its own, starting on a 2 MiB boundary; NULL when mmap says no */
+static void *map_block(size_t bytes)
+{
+	const size_t len = round_to(bytes, page_size());
+	char *raw, *p;
+	size_t head;
+
+	if (len > SIZE_MAX - HUGE)
+		return NULL;
+	/* HUGE more than asked, then the ends cut off: the start aligned */
+	raw = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (raw == MAP_FAILED)
+		return NULL;
+	head = (HUGE - (uintptr_t)raw % HUGE) % HUGE;
+	p = raw + head;
+	if (head)
+		munmap(raw, head);
+	if (HUGE - head)
+		munmap(p + len, HUGE - head);
+	/* advice only: without huge pages the block is ordinary memory */
+	(void)madvise(p, bytes / HUGE * HUGE, MADV_HUGEPAGE);
+	return p;
+}
+#endif
+
+void *mha_big_alloc(size_t bytes)
+{
+#if BIG_PAGES
+	/* no mapping to be had is out of memory: malloc would map such a block too */
+	if (bytes >= MHA_BIG_MIN)
+		return map_block(bytes);
+#endif
+	bytes = round_to(bytes ? bytes : 1, 64);
+	return bytes == SIZE_MAX ? NULL : aligned_alloc(64, bytes);
+}
+
+void mha_big_free(void *p, size_t bytes)
+{
+	if (!p)
+		return;
+#if BIG_PAGES
+	if (bytes >= MHA_BIG_MIN) {
+		munmap(p, round_to(bytes, page_size()));
+		return;
+	}
+#endif
+	free(p);
+}
