@@ -7,8 +7,13 @@ every gradient of X, the weights and the biases, dO random; the fast path,
 and the plain one for the smallest shape) and torch.nn.MultiheadAttention's
 forward plus autograd's backward in float64 (inside Python, after a
 warm-up, the same number of threads; torch saves the (n, n) weights for
-its backward, mha keeps each row's log-sum-exp), best of a few runs each.
-Each side runs in a process of its own so that its peak memory is its own.
+its backward, mha keeps each row's log-sum-exp).  Each side runs in a
+process of its own, so that its peak memory is its own, and takes the best
+of 3 runs there; the two sides take turns, ROUNDS times a shape (who goes
+first alternating), and the table gives each side's median over the rounds
+and the median and range of the rounds' ratios: on a shared virtual
+machine one process's times move by 10 to 30%, and a ratio taken from
+neighbouring runs is steadier than one from two medians.
 
 Prints one Markdown table: it measures, it does not judge.  Without torch,
 its columns say so.
@@ -17,8 +22,10 @@ import json
 import os
 import subprocess
 import sys
+from statistics import median
 
 THREADS = os.cpu_count() or 1
+ROUNDS = 5
 SHAPES = [(n, d, h, c) for n in (512, 1024, 2048) for (d, h) in ((512, 8),) for c in (False, True)]
 
 TORCH_CHILD = r"""
@@ -74,22 +81,42 @@ def main():
     except (subprocess.CalledProcessError, OSError):
         torch_version = ""
     print("mha backward (float64, the fast path) against torch %s autograd, %d threads, "
-          "best of 3\n" % (torch_version or "(absent)", THREADS))
-    print("| n | d_model | heads | causal | mha s | torch s | torch/mha | mha peak MiB | "
-          "torch peak MiB |")
-    print("|---:|---:|---:|:---:|---:|---:|---:|---:|---:|")
+          "each side best of 3 in a process, %d rounds taking turns: medians, and the "
+          "rounds' ratios\n" % (torch_version or "(absent)", THREADS, ROUNDS))
+    print("| n | d_model | heads | causal | mha s | torch s | torch/mha | rounds' range | "
+          "mha peak MiB | torch peak MiB |")
+    print("|---:|---:|---:|:---:|---:|---:|---:|:---:|---:|---:|")
     for (n, d, h, c) in SHAPES:
-        t, rss, path = run_mha(binary, n, d, h, c, 3)
-        assert path == "fast", path
-        if torch_version:
-            try:
-                tr = run_torch(n, d, h, c, 3)
-                cell = "%.4f | %.2f× | %.0f | %.0f" % (tr["seconds"], tr["seconds"] / t,
-                                                       rss / 1024, tr["maxrss_kib"] / 1024)
-            except RuntimeError as e:
-                cell = "failed (%s) | - | %.0f | -" % (e, rss / 1024)
+        mine, theirs, ratios, rss, trss, err = [], [], [], 0, 0, None
+        for r in range(ROUNDS if torch_version else 1):
+            sides = ("mha", "torch") if r % 2 == 0 else ("torch", "mha")
+            got = {}
+            for side in sides:
+                if side == "mha":
+                    t, m_rss, path = run_mha(binary, n, d, h, c, 3)
+                    assert path == "fast", path
+                    got["mha"] = t
+                    rss = max(rss, m_rss)
+                elif torch_version and err is None:
+                    try:
+                        tr = run_torch(n, d, h, c, 3)
+                        got["torch"] = tr["seconds"]
+                        trss = max(trss, tr["maxrss_kib"])
+                    except RuntimeError as e:
+                        err = e
+            mine.append(got["mha"])
+            if "torch" in got:
+                theirs.append(got["torch"])
+                ratios.append(got["torch"] / got["mha"])
+        t = median(mine)
+        if ratios:
+            cell = "%.4f | %.2f× | %.2f–%.2f | %.0f | %.0f" % (
+                median(theirs), median(ratios), min(ratios), max(ratios), rss / 1024,
+                trss / 1024)
+        elif err is not None:
+            cell = "failed (%s) | - | - | %.0f | -" % (err, rss / 1024)
         else:
-            cell = "no torch | - | %.0f | -" % (rss / 1024)
+            cell = "no torch | - | - | %.0f | -" % (rss / 1024)
         print("| %d | %d | %d | %s | %.4f | %s |" % (n, d, h, "yes" if c else "no", t, cell))
         sys.stdout.flush()
     n, d, h = SHAPES[0][:3]
