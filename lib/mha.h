@@ -282,7 +282,11 @@ typedef struct mha_config {
 			       (mha is safe to call from several threads at
 			       once) runs on its caller's thread alone, with the
 			       same results.  In a child of fork() the library
-			       starts threads of its own. */
+			       starts threads of its own.  They end with the
+			       process (exit, or return from main): a main
+			       thread that calls pthread_exit() leaves them
+			       asleep and the process running, as OpenMP's
+			       would. */
 	int exact;          /* 1: the plain path even when no intermediate is
 			       watched (see mha_forward) */
 	mha_window window;  /* sliding window; on = 0: none */
