@@ -494,32 +494,28 @@ static size_t fast_qp_bytes(size_t wide, size_t nr)
 #define BWD_KERNELS(sfx) { mha_bwd_softmax_##sfx, mha_bwd_dscores_##sfx, mha_bwd_keyrow_##sfx, \
 			   mha_pack_b_##sfx, mha_gemm_packed_##sfx, mha_packed_nr_##sfx, \
 			   mha_gemm_packed_tadd_##sfx }
+/* the element type's name in the kernels' suffixes (f32_avx2, f64_base …), expanded first */
+#ifdef MHA_F32
+#define BWD_ELEM(isa) f32_##isa
+#else
+#define BWD_ELEM(isa) f64_##isa
+#endif
+#define BWD_PASTE(a, b) a##b
+#define BWD_NAME(f, sfx) BWD_PASTE(f, sfx)
+#define BWD_KERNELS_OF(sfx) BWD_KERNELS(sfx)
 
 /* the elementwise kernels (kernel_bwd.c) of the vector width k's GEMM has */
 static const struct mha_bwd_kernels *bwd_kernels(const struct mha_kernels *k)
 {
-#ifdef MHA_F32
-	static const struct mha_bwd_kernels base = BWD_KERNELS(f32_base);
+	static const struct mha_bwd_kernels base = BWD_KERNELS_OF(BWD_ELEM(base));
 #if defined(MHA_X86_KERNELS)
-	static const struct mha_bwd_kernels avx2 = BWD_KERNELS(f32_avx2);
-	static const struct mha_bwd_kernels avx512 = BWD_KERNELS(f32_avx512);
+	static const struct mha_bwd_kernels avx2 = BWD_KERNELS_OF(BWD_ELEM(avx2));
+	static const struct mha_bwd_kernels avx512 = BWD_KERNELS_OF(BWD_ELEM(avx512));
 
-	if (k->gemm == mha_gemm_f32_avx512)
+	if (k->gemm == BWD_NAME(mha_gemm_, BWD_ELEM(avx512)))
 		return &avx512;
-	if (k->gemm == mha_gemm_f32_avx2)
+	if (k->gemm == BWD_NAME(mha_gemm_, BWD_ELEM(avx2)))
 		return &avx2;
-#endif
-#else
-	static const struct mha_bwd_kernels base = BWD_KERNELS(f64_base);
-#if defined(MHA_X86_KERNELS)
-	static const struct mha_bwd_kernels avx2 = BWD_KERNELS(f64_avx2);
-	static const struct mha_bwd_kernels avx512 = BWD_KERNELS(f64_avx512);
-
-	if (k->gemm == mha_gemm_f64_avx512)
-		return &avx512;
-	if (k->gemm == mha_gemm_f64_avx2)
-		return &avx2;
-#endif
 #endif
 	(void)k;
 	return &base;
