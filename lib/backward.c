@@ -774,19 +774,6 @@ static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast
 
 /* a (rows, cols) transposed into t (cols, rows), in 32 x 32 tiles so
  * that neither side is walked a whole column at a time through the cache */
-static void fast_transpose(real *t, const real *a, size_t rows, size_t cols)
-{
-	for (size_t i0 = 0; i0 < rows; i0 += 32)
-		for (size_t c0 = 0; c0 < cols; c0 += 32) {
-			const size_t i1 = i0 + 32 < rows ? i0 + 32 : rows;
-			const size_t c1 = c0 + 32 < cols ? c0 + 32 : cols;
-
-			for (size_t c = c0; c < c1; c++)
-				for (size_t i = i0; i < i1; i++)
-					t[c * rows + i] = a[i * cols + c];
-		}
-}
-
 /*
  * One of the 4·heads packings of a pass (task t: head t / 4, operand
  * t % 4): x (n, heads·dk) and y (n, heads·dv) are K and V (pass 1) or Q and
@@ -1022,39 +1009,34 @@ static void back_projection(real *dx, real *dW, real *db, const real *x, const r
 
 /* ---- the fast path's products (the forward's GEMM kernels) -------------- */
 
-/* a (rows, cols) transposed into a new (cols, rows), or NULL */
-static real *transposed(const real *a, size_t rows, size_t cols)
-{
-	real *t = alloc_n(cols, rows);
-
-	if (t)
-		fast_transpose(t, a, rows, cols);
-	return t;
-}
-
-/* the product C (m, n) = A (m, k)·B (k, n) + bias as the kernels run it */
+/* the product C (m, n) = A (m, k)·B (k, n) + bias as the kernels run it;
+ * ta: A given as Aᵀ (k, m), tb: B given as Bᵀ (n, k), read in place */
 static struct mha_gemm gemm_of(real *C, const real *A, const real *B, const real *bias,
-			       size_t m, size_t n, size_t k, int threads)
+			       size_t m, size_t n, size_t k, int ta, int tb, int threads)
 {
-	struct mha_gemm g = { .m = m, .n = n, .k = k, .A = A, .B = B, .bias = bias, .lda = k,
-			      .ldb = n, .ldc = n, .C = C, .threads = threads };
+	struct mha_gemm g = { .m = m, .n = n, .k = k, .A = A, .B = B, .bias = bias,
+			      .lda = ta ? m : k, .ldb = tb ? k : n, .ldc = n, .C = C,
+			      .threads = threads, .ta = ta, .tb = tb };
 
 	return g;
 }
 
-/* C = A·B + bias on the kernels; an entry not finite recomputed (rules.h) */
-static mha_status fast_gemm(const struct mha_kernels *k, real *C, const real *A,
-			    const real *B, const real *bias, size_t m, size_t n, size_t kk,
+/* C = A·B + bias on the kernels (ta, tb as gemm_of); an entry not finite
+ * recomputed (rules.h) */
+static mha_status fast_gemm(const struct mha_kernels *k, real *C, const real *A, int ta,
+			    const real *B, int tb, const real *bias, size_t m, size_t n, size_t kk,
 			    int threads)
 {
-	struct mha_gemm g = gemm_of(C, A, B, bias, m, n, kk, threads);
+	struct mha_gemm g = gemm_of(C, A, B, bias, m, n, kk, ta, tb, threads);
 
 	if (!m || !n)
 		return MHA_OK;
 	k->gemm(&g);
 	if (g.failed)
 		return MHA_ERR_NOMEM;
-	if (!finite_all(C, m * n) && mha_finish_product(C, m, n, n, A, kk, B, n, bias, kk, sizeof(real)))
+	if (!finite_all(C, m * n) &&
+	    mha_finish_strided(C, m, n, n, A, ta ? 1 : kk, ta ? m : 1, B, tb ? kk : 1, tb ? 1 : n,
+			       bias, kk, sizeof(real)))
 		return MHA_ERR_RANGE;
 	return MHA_OK;
 }
@@ -1079,37 +1061,37 @@ static mha_status fast_projection(const struct mha_kernels *k, int threads, cons
 				(*owned)[i * cols + c] = x[i * cols + c] + b[c];
 		return MHA_OK;
 	}
-	return fast_gemm(k, *owned, x, W, b, rows, cols, d_in, threads);
+	return fast_gemm(k, *owned, x, 0, W, 0, b, rows, cols, d_in, threads);
 }
 
 /*
  * back_projection on the kernels: dx = dP·Wᵀ, dW += xᵀ·dP (Wᵀ and xᵀ
- * transposed first, the product into a block of its own), db as there.
- * A gradient not finite is found by mha_backward's last checks.
+ * read in place by the GEMM's packing), db as there.  The first sequence
+ * (first: dW all zeros) writes its product into dW, which 0 + part would
+ * leave the same; later ones add a block of their own.  A gradient not
+ * finite is found by mha_backward's last checks.
  */
 static mha_status fast_back_projection(const struct mha_kernels *k, int threads, real *dx,
 				       real *dW, real *db, const real *x, const real *W,
-				       const real *dP, size_t rows, size_t d_in, size_t cols)
+				       const real *dP, size_t rows, size_t d_in, size_t cols,
+				       int first)
 {
 	mha_status st = MHA_OK;
 
-	if (dx && W) {
-		real *Wt = transposed(W, d_in, cols);
-
-		st = Wt ? fast_gemm(k, dx, dP, Wt, NULL, rows, d_in, cols, threads) : MHA_ERR_NOMEM;
-		free(Wt);
-	} else if (dx) {
+	if (dx && W)
+		st = fast_gemm(k, dx, dP, 0, W, 1, NULL, rows, d_in, cols, threads);
+	else if (dx)
 		memcpy(dx, dP, rows * cols * sizeof(real));
-	}
-	if (st == MHA_OK && dW && W) {
-		real *xt = transposed(x, rows, d_in), *part = alloc_n(d_in, cols);
+	if (st != MHA_ERR_NOMEM && dW && W && first) {
+		st = fast_gemm(k, dW, x, 1, dP, 0, NULL, d_in, cols, rows, threads);
+	} else if (st != MHA_ERR_NOMEM && dW && W) {
+		real *part = alloc_n(d_in, cols);
 
-		st = xt && part ? fast_gemm(k, part, xt, dP, NULL, d_in, cols, rows, threads)
-				: MHA_ERR_NOMEM;
-		if (st == MHA_OK)
+		st = part ? fast_gemm(k, part, x, 1, dP, 0, NULL, d_in, cols, rows, threads)
+			  : MHA_ERR_NOMEM;
+		if (st != MHA_ERR_NOMEM)
 			for (size_t i = 0; i < d_in * cols; i++)
 				dW[i] += part[i];
-		free(xt);
 		free(part);
 	}
 	if (st == MHA_OK && db)
@@ -1230,11 +1212,8 @@ static mha_status back_sequence(struct bw_run *z, const real *dout, size_t b)
 			goto done;
 		}
 		if (z->fast) {
-			real *Wt = transposed(w->W_O, hv, z->out_cols);
-
-			st = Wt ? fast_gemm(z->k, dcat_own, dout, Wt, NULL, d->n_q, hv, z->out_cols,
-					    z->threads) : MHA_ERR_NOMEM;
-			free(Wt);
+			st = fast_gemm(z->k, dcat_own, dout, 0, w->W_O, 1, NULL, d->n_q, hv,
+				       z->out_cols, z->threads);
 			/* not finite: the last checks say so */
 			if (st == MHA_ERR_NOMEM)
 				goto done;
@@ -1336,19 +1315,20 @@ heads_done:
 	if (z->fast) {
 		st = fast_back_projection(z->k, z->threads,
 					  g->dxq ? g->dxq + b * d->n_q * d->d_q_in : NULL, g->dW_Q,
-					  g->db_Q, xq, w->W_Q, rope ? dQ : r.dQr, d->n_q, d->d_q_in, hk);
+					  g->db_Q, xq, w->W_Q, rope ? dQ : r.dQr, d->n_q, d->d_q_in, hk, b == 0);
 		if (st == MHA_OK)
 			st = fast_back_projection(z->k, z->threads,
 						  g->dxk ? g->dxk + b * d->n_kv * d->d_k_in : NULL,
 						  g->dW_K, g->db_K, xk, w->W_K, rope ? dK : r.dKr, d->n_kv,
-						  d->d_k_in, gk);
+						  d->d_k_in, gk, b == 0);
 		if (st == MHA_OK)
 			st = fast_back_projection(z->k, z->threads,
 						  g->dxv ? g->dxv + b * d->n_kv * d->d_v_in : NULL,
-						  g->dW_V, g->db_V, xv, w->W_V, r.dV, d->n_kv, d->d_v_in, gv);
+						  g->dW_V, g->db_V, xv, w->W_V, r.dV, d->n_kv, d->d_v_in, gv,
+						  b == 0);
 		if (st == MHA_OK && w->W_O)
 			st = fast_back_projection(z->k, z->threads, NULL, g->dW_O, g->db_O, r.concat,
-						  w->W_O, dout, d->n_q, hv, z->out_cols);
+						  w->W_O, dout, d->n_q, hv, z->out_cols, b == 0);
 		goto done;
 	}
 	back_projection(g->dxq ? g->dxq + b * d->n_q * d->d_q_in : NULL, g->dW_Q, g->db_Q, xq,
@@ -1609,22 +1589,20 @@ size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wa
 
 			if (i < 3) {
 				/* the forward's x·W, and dx = dP·Wᵀ */
-				gm = gemm_of(NULL, NULL, NULL, NULL, rows, cols, d_in, th);
+				gm = gemm_of(NULL, NULL, NULL, NULL, rows, cols, d_in, 0, 0, th);
 				most = most > (one = k->gemm_bytes(&gm)) ? most : one;
-				gm = gemm_of(NULL, NULL, NULL, NULL, rows, d_in, cols, th);
-				one = mha_sat_add(dbl_block(cols, d_in), k->gemm_bytes(&gm));
-				most = most > one ? most : one;
+				gm = gemm_of(NULL, NULL, NULL, NULL, rows, d_in, cols, 0, 1, th);
+				most = most > (one = k->gemm_bytes(&gm)) ? most : one;
 			}
-			/* dW's part = xᵀ·dP */
-			gm = gemm_of(NULL, NULL, NULL, NULL, d_in, cols, rows, th);
-			one = mha_sat_add(mha_sat_add(dbl_block(d_in, rows), dbl_block(d_in, cols)),
+			/* dW = xᵀ·dP, after the first sequence into a part of its own */
+			gm = gemm_of(NULL, NULL, NULL, NULL, d_in, cols, rows, 1, 0, th);
+			one = mha_sat_add(mha_rule_batch(d) > 1 ? dbl_block(d_in, cols) : 0,
 					  k->gemm_bytes(&gm));
 			most = most > one ? most : one;
 		}
 		/* dconcat = dO·W_Oᵀ */
-		gm = gemm_of(NULL, NULL, NULL, NULL, d->n_q, hv, oc, th);
-		one = mha_sat_add(dbl_block(oc, hv), k->gemm_bytes(&gm));
-		most = most > one ? most : one;
+		gm = gemm_of(NULL, NULL, NULL, NULL, d->n_q, hv, oc, 0, 1, th);
+		most = most > (one = k->gemm_bytes(&gm)) ? most : one;
 		return mha_sat_add(t, most > heads ? most : heads);
 	}
 	/* the rows, one head's blocks, D and the scratch */

@@ -243,20 +243,50 @@ static void pack_a(REAL *dst, const REAL *A, size_t lda, size_t m, size_t k0, si
 	}
 }
 
-/* B (ldb) rows [k0, k0 + kc), columns [j0, j0 + nc), into NR-column strips */
-static void pack_b(REAL *dst, const REAL *B, size_t ldb, size_t k0, size_t kc, size_t j0, size_t nc)
+/* A given as Aᵀ (lda): A's rows [0, m) are Aᵀ's columns from At, columns
+ * [k0, k0 + kc) its rows, into MR-row strips as pack_a, zero-padded */
+static void pack_a_t(REAL *dst, const REAL *At, size_t lda, size_t m, size_t k0, size_t kc)
+{
+	for (size_t i0 = 0; i0 < m; i0 += MR) {
+		const size_t mr = min_size(MR, m - i0);
+
+		for (size_t p = 0; p < kc; p++) {
+			const REAL *row = At + (k0 + p) * lda + i0;
+
+			for (size_t i = 0; i < mr; i++)
+				dst[p * MR + i] = row[i];
+			for (size_t i = mr; i < MR; i++)
+				dst[p * MR + i] = 0;
+		}
+		dst += kc * MR;
+	}
+}
+
+/* B (ldb) rows [k0, k0 + kc), columns [j0, j0 + nc), into NR-column strips;
+ * with tb, B given as Bᵀ (ldb): each of B's columns read along a row */
+static void pack_b(REAL *dst, const REAL *B, size_t ldb, int tb, size_t k0, size_t kc, size_t j0,
+		   size_t nc)
 {
 	for (size_t s = 0; s < nc; s += NR) {
 		const size_t nr = min_size(NR, nc - s);
 
-		for (size_t p = 0; p < kc; p++) {
-			const REAL *row = B + (k0 + p) * ldb + j0 + s;
-			REAL *d = dst + p * NR;
-
-			for (size_t j = 0; j < nr; j++)
-				d[j] = row[j];
+		for (size_t p = 0; p < kc; p++)
 			for (size_t j = nr; j < NR; j++)
-				d[j] = 0;
+				dst[p * NR + j] = 0;
+		if (tb) {
+			for (size_t j = 0; j < nr; j++) {
+				const REAL *col = B + (j0 + s + j) * ldb + k0;
+
+				for (size_t p = 0; p < kc; p++)
+					dst[p * NR + j] = col[p];
+			}
+		} else {
+			for (size_t p = 0; p < kc; p++) {
+				const REAL *row = B + (k0 + p) * ldb + j0 + s;
+
+				for (size_t j = 0; j < nr; j++)
+					dst[p * NR + j] = row[j];
+			}
 		}
 		dst += kc * NR;
 	}
@@ -305,6 +335,16 @@ static void gemm_block(const struct mha_gemm *g, REAL *apack, const REAL *bpack,
 
 	if (!apack)
 		return;
+	if (g->ta) {
+		/* Aᵀ given: the block packed (MC·KC, as apack holds), then strip by
+		 * strip as below, each strip's sums in the same order */
+		pack_a_t(apack, A + i0, g->lda, mc, k0, kc);
+		for (size_t i = 0; i < mc; i += MR)
+			for (size_t s = 0; s < nc; s += NR)
+				micro(kc, apack + i * kc, bpack + s * kc, C + (i0 + i) * g->ldc + j0 + s,
+				      g->ldc, min_size(MR, mc - i), min_size(NR, nc - s), k0 > 0);
+		goto bias;
+	}
 	if (whole < mc)
 		pack_a(apack, A + (i0 + whole) * g->lda, g->lda, mc - whole, k0, kc);
 	/* strip by strip of A (MR rows, in L1 for the whole sweep), across the
@@ -319,6 +359,7 @@ static void gemm_block(const struct mha_gemm *g, REAL *apack, const REAL *bpack,
 		for (size_t s = 0; s < nc; s += NR)
 			micro(kc, apack, bpack + s * kc, C + (i0 + whole) * g->ldc + j0 + s, g->ldc,
 			      mc - whole, min_size(NR, nc - s), k0 > 0);
+bias:
 	if (bias && last)
 		for (size_t i = i0; i < i0 + mc; i++)
 			for (size_t j = j0; j < j0 + nc; j++)
@@ -359,7 +400,7 @@ static void gemm_team(void *arg, int tid, int nthreads)
 
 				for (size_t s = team_share(strips, tid, nthreads) * NR;
 				     s < team_share(strips, tid + 1, nthreads) * NR; s += NR)
-					pack_b(bpack + s * kc, B, g->ldb, k0, kc, j0 + s,
+					pack_b(bpack + s * kc, B, g->ldb, g->tb, k0, kc, j0 + s,
 					       min_size(NR, nc - s));
 				team_barrier(nthreads);
 				/* the rows in equal shares of whole MR-row strips, one share a
@@ -972,17 +1013,18 @@ void NAME(mha_gemm_packed_)(void *Cv, size_t ldc, const void *Av, size_t lda, co
 					for (size_t i = 0; i < MR; i++)
 						tail[p * MR + i] = whole + i < mc
 								   ? A[(i0 + whole + i) * lda + k0 + p] : 0;
-			for (size_t j = 0; j < n; j += NR) {
-				const REAL *b = Bp + j / NR * bs + k0 * NR;
-				const size_t nr = min_size(NR, n - j);
-
-				for (size_t i = 0; i < whole; i += MR)
-					micro_rows(kc, A + (i0 + i) * lda + k0, lda, b,
-						   C + (i0 + i) * ldc + j, ldc, MR, nr, k0 > 0);
-				if (whole < mc)
-					micro(kc, tail, b, C + (i0 + whole) * ldc + j, ldc, mc - whole, nr,
-					      k0 > 0);
-			}
+			/* one strip of A (MR rows, kept in L1) across all of B's
+			 * strips, as gemm_block: the same sums in the same order */
+			for (size_t i = 0; i < whole; i += MR)
+				for (size_t j = 0; j < n; j += NR)
+					micro_rows(kc, A + (i0 + i) * lda + k0, lda,
+						   Bp + j / NR * bs + k0 * NR, C + (i0 + i) * ldc + j,
+						   ldc, MR, min_size(NR, n - j), k0 > 0);
+			if (whole < mc)
+				for (size_t j = 0; j < n; j += NR)
+					micro(kc, tail, Bp + j / NR * bs + k0 * NR,
+					      C + (i0 + whole) * ldc + j, ldc, mc - whole,
+					      min_size(NR, n - j), k0 > 0);
 		}
 	}
 }

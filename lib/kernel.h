@@ -51,6 +51,9 @@ struct mha_gemm {
 	void *C;
 	int threads;
 	int failed; /* out: no memory for the packed panels */
+	/* A given as Aᵀ: (k, m) rows of lda; B given as Bᵀ: (n, k) rows of ldb.
+	 * Read in place while packing, no transposed copy: the same sums */
+	int ta, tb;
 };
 
 /*

@@ -58,6 +58,13 @@ double mha_dot_f32(const float *a, size_t sa, const float *b, size_t sb, size_t 
 int mha_finish_product(void *C, size_t m, size_t n, size_t ldc, const void *A, size_t lda,
 		       const void *B, size_t ldb, const void *bias, size_t k, size_t esize)
 {
+	return mha_finish_strided(C, m, n, ldc, A, lda, 1, B, 1, ldb, bias, k, esize);
+}
+
+int mha_finish_strided(void *C, size_t m, size_t n, size_t ldc, const void *A, size_t a_row,
+		       size_t a_k, const void *B, size_t b_col, size_t b_k, const void *bias,
+		       size_t k, size_t esize)
+{
 	for (size_t i = 0; i < m; i++) {
 		for (size_t j = 0; j < n; j++) {
 			if (esize == 8) {
@@ -68,8 +75,8 @@ int mha_finish_product(void *C, size_t m, size_t n, size_t ldc, const void *A, s
 					continue;
 				if (!B)
 					return -1;
-				*c = mha_dot_f64((const double *)A + i * lda, 1, (const double *)B + j,
-						 ldb, k, bs ? bs[j] : 0.0);
+				*c = mha_dot_f64((const double *)A + i * a_row, a_k,
+						 (const double *)B + j * b_col, b_k, k, bs ? bs[j] : 0.0);
 				if (!isfinite(*c))
 					return -1;
 			} else {
@@ -80,8 +87,9 @@ int mha_finish_product(void *C, size_t m, size_t n, size_t ldc, const void *A, s
 					continue;
 				if (!B)
 					return -1;
-				*c = (float)mha_dot_f32((const float *)A + i * lda, 1, (const float *)B + j,
-							ldb, k, bs ? bs[j] : 0.0);
+				*c = (float)mha_dot_f32((const float *)A + i * a_row, a_k,
+							(const float *)B + j * b_col, b_k, k,
+							bs ? bs[j] : 0.0);
 				if (!isfinite(*c))
 					return -1;
 			}

@@ -313,6 +313,11 @@ double mha_dot_f32(const float *a, size_t sa, const float *b, size_t sb, size_t 
  */
 int mha_finish_product(void *C, size_t m, size_t n, size_t ldc, const void *A, size_t lda,
 		       const void *B, size_t ldb, const void *bias, size_t k, size_t esize);
+/* the same with A's element (i, t) at A[i·a_row + t·a_k] and B's (t, j) at
+ * B[j·b_col + t·b_k]: (lda, 1) and (1, ldb) as above, or a transpose in place */
+int mha_finish_strided(void *C, size_t m, size_t n, size_t ldc, const void *A, size_t a_row,
+		       size_t a_k, const void *B, size_t b_col, size_t b_k, const void *bias,
+		       size_t k, size_t esize);
 
 /*
  * Rotary embeddings (rope.c, mha.h's mha_rope), one compiled copy for both

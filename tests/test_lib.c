@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #endif
 #include "ref.h"
+#include "../lib/kernel.h" /* the GEMM itself (libmha.a has it) */
 #include "../cli/write.h"
 
 #include <check.h>
@@ -4395,6 +4396,96 @@ END_TEST
 /* the library's own (lib/kernel.h, not exported by libmha.so; libmha.a has it) */
 int mha_threads(const mha_config *cfg);
 
+/*
+ * C = A·B with A given as A or as Aᵀ (ta), B as B or Bᵀ (tb): the same
+ * sums in the same order, so the four agree bit for bit, on 1 and 2
+ * threads; and with a plain sum to rounding.  Shapes past one strip, one
+ * (MC, KC) block and one panel of B, with ragged edges.
+ */
+START_TEST(test_gemm_transposed)
+{
+	static const size_t shapes[][3] = { { 1, 1, 1 }, { 7, 17, 5 }, { 97, 33, 300 },
+					    { 200, 70, 513 }, { 13, 4100, 9 } };
+	const int f32 = _i;
+	const size_t es = f32 ? sizeof(float) : sizeof(double);
+
+	rng_state = 77;
+	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+		const size_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+		double *a = rnd_matrix(m * k), *b = rnd_matrix(k * n), *bias = rnd_matrix(n);
+		char *A = malloc(m * k * es), *At = malloc(m * k * es), *B = malloc(k * n * es);
+		char *Bt = malloc(k * n * es), *Bias = malloc(n * es), *C[8];
+
+		for (size_t i = 0; i < m; i++)
+			for (size_t p = 0; p < k; p++) {
+				if (f32) {
+					((float *)A)[i * k + p] = (float)a[i * k + p];
+					((float *)At)[p * m + i] = (float)a[i * k + p];
+				} else {
+					((double *)A)[i * k + p] = a[i * k + p];
+					((double *)At)[p * m + i] = a[i * k + p];
+				}
+			}
+		for (size_t p = 0; p < k; p++)
+			for (size_t j = 0; j < n; j++) {
+				if (f32) {
+					((float *)B)[p * n + j] = (float)b[p * n + j];
+					((float *)Bt)[j * k + p] = (float)b[p * n + j];
+				} else {
+					((double *)B)[p * n + j] = b[p * n + j];
+					((double *)Bt)[j * k + p] = b[p * n + j];
+				}
+			}
+		for (size_t j = 0; j < n; j++) {
+			if (f32)
+				((float *)Bias)[j] = (float)bias[j];
+			else
+				((double *)Bias)[j] = bias[j];
+		}
+		for (int v = 0; v < 8; v++) {
+			const int ta = v & 1, tb = (v >> 1) & 1, threads = v < 4 ? 1 : 2;
+			struct mha_gemm g = { .m = m, .n = n, .k = k, .A = ta ? At : A, .B = tb ? Bt : B,
+					       .bias = Bias, .lda = ta ? m : k, .ldb = tb ? k : n,
+					       .ldc = n, .threads = threads, .ta = ta, .tb = tb };
+
+			C[v] = malloc(m * n * es);
+			g.C = C[v];
+			mha_pick_kernels(f32)->gemm(&g);
+			ck_assert_int_eq(g.failed, 0);
+			ck_assert_msg(memcmp(C[v], C[0], m * n * es) == 0,
+				      "%s (%zu, %zu, %zu) ta %d tb %d threads %d: not the same bits",
+				      f32 ? "f32" : "f64", m, n, k, ta, tb, threads);
+		}
+		for (size_t i = 0; i < m; i++)
+			for (size_t j = 0; j < n; j++) {
+				double want = bias[j], mag = fabs(bias[j]);
+				const double got = f32 ? ((float *)C[0])[i * n + j] : ((double *)C[0])[i * n + j];
+
+				for (size_t p = 0; p < k; p++) {
+					const double ap = f32 ? (float)a[i * k + p] : a[i * k + p];
+					const double bp = f32 ? (float)b[p * n + j] : b[p * n + j];
+
+					want += ap * bp;
+					mag += fabs(ap * bp);
+				}
+				ck_assert_msg(fabs(got - want) <= (f32 ? 1e-6 : 1e-14) * mag,
+					      "(%zu, %zu, %zu) C[%zu][%zu] = %.17g, want %.17g", m, n, k, i,
+					      j, got, want);
+			}
+		for (int v = 0; v < 8; v++)
+			free(C[v]);
+		free(a);
+		free(b);
+		free(bias);
+		free(A);
+		free(At);
+		free(B);
+		free(Bt);
+		free(Bias);
+	}
+}
+END_TEST
+
 /* the CPUs this process may run on, as sched_getaffinity counts them */
 static int cpus_allowed(void)
 {
@@ -4665,6 +4756,7 @@ static Suite *mha_suite(void)
 	tcase_add_test(ref, test_concurrent_calls);
 	tcase_add_test(ref, test_threads_refused);
 	tcase_add_test(err, test_threads_default);
+	tcase_add_loop_test(err, test_gemm_transposed, 0, 2);
 	tcase_add_test(err, test_shortest_text);
 	/* test_shortest_text checks 300000 numbers: about a second on a quiet
 	 * machine, past Check's default 4 s on two busy cores */
