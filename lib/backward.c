@@ -527,6 +527,20 @@ static int fast_plain_rule(const struct bw *r)
 	return !(r->cfg->softcap > 0) && !r->rule.allow && !r->rule.bias && !r->rule.alibi;
 }
 
+/*
+ * A tile's row stride for rows of n: whole cache lines, an odd number of
+ * them.  Rows n·8 bytes apart are 4 KiB apart or a multiple for n = 512,
+ * 1024 …: every row then falls in one set of L1 (a 4 KiB way), and a
+ * product walking 6 rows, or 96 (the transposed reads of tadd), misses on
+ * each.  An odd count of lines puts 64 rows in 64 different sets.
+ */
+static size_t fast_tile_ld(size_t n)
+{
+	const size_t line = 64 / sizeof(real), lines = (n + line - 1) / line;
+
+	return (lines | 1) * line;
+}
+
 /* what a thread holds: FAST_TILES tiles of FAST_QB (or FAST_KB) rows of keys (or queries) */
 #define FAST_TILES 4
 struct fast_buf {
@@ -534,6 +548,7 @@ struct fast_buf {
 	real *part;            /* pass 2: (96, max(dk, dv)) a head's part of dK or dV */
 	real *qp;              /* one pass: (96, max(dk, dv)) rounded up to strips, a query
 				    block of Q or dO packed; 64-byte aligned */
+	size_t bytes;          /* the tiles' block, as mha_big_alloc was asked */
 };
 
 /*
@@ -553,7 +568,7 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 	const int capped = r->cfg->softcap > 0, vect = fast_plain_rule(r);
 	const struct mha_bwd_kernels *bk = bwd_kernels(k);
 	const real *pk = r->pk + g * per;
-	size_t nk;
+	size_t nk, ld;
 
 	for (size_t i = i0; i < i1; i++) {
 		memset(r->concat + i * ldc + h * r->dv, 0, r->dv * sizeof(real));
@@ -565,12 +580,13 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 		return 0;
 	kb = kb / nr * nr; /* whole strips of Kᵀ and Vᵀ */
 	nk = ke - kb;
-	bk->gemm_packed(f->s, nk, r->Q + i0 * ldq + h * r->dk, ldq, pk + off[0] + kb / nr * r->dk * nr,
+	ld = fast_tile_ld(nk);
+	bk->gemm_packed(f->s, ld, r->Q + i0 * ldq + h * r->dk, ldq, pk + off[0] + kb / nr * r->dk * nr,
 			r->dk * nr, nb, nk, r->dk);
 	for (size_t i = i0; i < i1; i++) {
 		const size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
 		const real *q = r->Q + i * ldq + h * r->dk;
-		real *s = f->s + (i - i0) * nk, *th = f->th + (i - i0) * nk, *p = f->p + (i - i0) * nk;
+		real *s = f->s + (i - i0) * ld, *th = f->th + (i - i0) * ld, *p = f->p + (i - i0) * ld;
 		real m = -INFINITY, l = 0.0;
 
 		if (vect && jb < je &&
@@ -611,7 +627,7 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 		r->lse[h * n_q + i] = m + log(l);
 	}
 	/* O = P·V: a convex combination, finite unless a product's partial sums overflowed */
-	bk->gemm_packed(r->concat + i0 * ldc + h * r->dv, ldc, f->p, nk, pk + off[3] + kb * nr,
+	bk->gemm_packed(r->concat + i0 * ldc + h * r->dv, ldc, f->p, ld, pk + off[3] + kb * nr,
 			n_kv * nr, nb, r->dv, nk);
 	for (size_t i = i0; i < i1; i++) {
 		real *o = r->concat + i * ldc + h * r->dv;
@@ -619,7 +635,7 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 		real D = 0.0;
 
 		if (!finite_all(o, r->dv) &&
-		    mha_finish_product(o, 1, r->dv, ldc, f->p + (i - i0) * nk, nk,
+		    mha_finish_product(o, 1, r->dv, ldc, f->p + (i - i0) * ld, ld,
 				       r->V + kb * ldv + g * r->dv, ldv, NULL, nk, sizeof(real)))
 			return 2;
 		for (size_t t = 0; t < r->dv; t++)
@@ -627,12 +643,12 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 		r->Dall[h * n_q + i] = D;
 	}
 	/* dP = dO·Vᵀ, then dS = P·(dP − D), tanh', the scale: dscores in place */
-	bk->gemm_packed(f->dp, nk, r->dcat + i0 * ldc + h * r->dv, ldc,
+	bk->gemm_packed(f->dp, ld, r->dcat + i0 * ldc + h * r->dv, ldc,
 			pk + off[2] + kb / nr * r->dv * nr, r->dv * nr, nb, nk, r->dv);
 	for (size_t i = 0; i < nb; i++) {
 		const real D = r->Dall[h * n_q + i0 + i];
-		real *dp = f->dp + i * nk;
-		const real *p = f->p + i * nk, *th = f->th + i * nk;
+		real *dp = f->dp + i * ld;
+		const real *p = f->p + i * ld, *th = f->th + i * ld;
 
 		if (!capped) {
 			bk->dscores(dp, p, nk, D, r->scale);
@@ -647,16 +663,16 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 		}
 	}
 	/* dQ = dscores·K */
-	bk->gemm_packed(r->dQr + i0 * ldq + h * r->dk, ldq, f->dp, nk, pk + off[1] + kb * nr, n_kv * nr,
+	bk->gemm_packed(r->dQr + i0 * ldq + h * r->dk, ldq, f->dp, ld, pk + off[1] + kb * nr, n_kv * nr,
 			nb, r->dk, nk);
 	if (r->one_pass) {
 		/* dK += dscoresᵀ·Q and dV += Pᵀ·dO over this block's queries: the
 		 * task owns key/value head g and adds the blocks in a fixed order */
 		bk->pack_b(f->qp, r->Q + i0 * ldq + h * r->dk, ldq, 1, nb, r->dk);
-		bk->gemm_packed_tadd(r->dKr + kb * ldk + g * r->dk, ldk, f->dp, nk, f->qp, nb * nr, nk,
+		bk->gemm_packed_tadd(r->dKr + kb * ldk + g * r->dk, ldk, f->dp, ld, f->qp, nb * nr, nk,
 				     r->dk, nb);
 		bk->pack_b(f->qp, r->dcat + i0 * ldc + h * r->dv, ldc, 1, nb, r->dv);
-		bk->gemm_packed_tadd(r->dV + kb * ldv + g * r->dv, ldv, f->p, nk, f->qp, nb * nr, nk,
+		bk->gemm_packed_tadd(r->dV + kb * ldv + g * r->dv, ldv, f->p, ld, f->qp, nb * nr, nk,
 				     r->dv, nb);
 	}
 	return 0;
@@ -804,14 +820,20 @@ static void fast_pack(const struct bw *r, const struct mha_bwd_kernels *bk, long
 /* a thread's tiles: FAST_TILES of (96, n) and a (96, wide) part, or NULL */
 static real *fast_buf_alloc(struct fast_buf *f, size_t n, size_t wide)
 {
-	real *b = malloc((FAST_TILES * FAST_QB * n + FAST_KB * wide) * sizeof(real));
+	const size_t ld = fast_tile_ld(n);
+	real *b;
+
+	/* rows whole cache lines from a 64-byte boundary (huge pages from
+	 * MHA_BIG_MIN up, kernel.h) */
+	f->bytes = (FAST_TILES * FAST_QB * ld + FAST_KB * wide) * sizeof(real);
+	b = mha_big_alloc(f->bytes);
 
 	if (b) {
 		f->s = b;
-		f->th = b + FAST_QB * n;
-		f->p = b + 2 * FAST_QB * n;
-		f->dp = b + 3 * FAST_QB * n;
-		f->part = b + FAST_TILES * FAST_QB * n;
+		f->th = b + FAST_QB * ld;
+		f->p = b + 2 * FAST_QB * ld;
+		f->dp = b + 3 * FAST_QB * ld;
+		f->part = b + FAST_TILES * FAST_QB * ld;
 	}
 	return b;
 }
@@ -839,7 +861,7 @@ static void fast_pass1(void *arg, int tid, int nthreads)
 
 	(void)tid;
 	{
-		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL };
+		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL, 0 };
 		real *b = fast_buf_alloc(&f, n_kv, 0);
 		int e = b ? 0 : 1;
 
@@ -874,7 +896,7 @@ static void fast_pass1(void *arg, int tid, int nthreads)
 		if (e)
 			team_max_int(&z->err, e);
 		free(f.qp);
-		free(b);
+		mha_big_free(b, f.bytes);
 	}
 }
 
@@ -892,7 +914,7 @@ static void fast_pass2(void *arg, int tid, int nthreads)
 
 	(void)tid;
 	{
-		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL };
+		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL, 0 };
 		real *b = fast_buf_alloc(&f, n_q, wide);
 		int e = b ? 0 : 1;
 
@@ -908,7 +930,7 @@ static void fast_pass2(void *arg, int tid, int nthreads)
 		}
 		if (e)
 			team_max_int(&z->err, e);
-		free(b);
+		mha_big_free(b, f.bytes);
 	}
 }
 
@@ -1572,11 +1594,11 @@ size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wa
 			const size_t team2 = th > 1 && G * kb > 1 ? (size_t)th : 1;
 			size_t one1, one2;
 
-			one1 = dbl_block(FAST_TILES * FAST_QB, d->n_kv);
+			one1 = dbl_block(FAST_TILES * FAST_QB, fast_tile_ld(d->n_kv));
 			if (fast_one_pass(d))
 				one1 = mha_sat_add(one1, mha_sat_add(fast_qp_bytes(part,
 							bwd_kernels(k)->packed_nr()), MHA_ALLOC_SLACK));
-			one2 = dbl_block(1, mha_sat_add(mha_sat_mul(FAST_TILES * FAST_QB, d->n_q),
+			one2 = dbl_block(1, mha_sat_add(mha_sat_mul(FAST_TILES * FAST_QB, fast_tile_ld(d->n_q)),
 							FAST_KB * part));
 			one1 = mha_sat_mul(team1, one1);
 			/* no pass 2 with one pass */
