@@ -154,8 +154,8 @@ static void work_rotation(FILE *fp, const struct explain *e, int is_q, size_t r,
 static void work_cell(FILE *fp, const struct explain *e, const struct explain_head *hd, size_t h)
 {
 	const size_t i = e->cell_i, j = e->cell_j, n_kv = e->d->n_kv, dk = e->d->d_k, dv = e->d->d_v;
-	const double *q = hd->q->v + i * dk, *k = hd->k->v + j * dk;
-	const double *row = hd->masked->v + i * n_kv, *w = hd->softmax->v + i * n_kv;
+	const double *q = hd->s.q->v + i * dk, *k = hd->s.k->v + j * dk;
+	const double *row = hd->s.masked->v + i * n_kv, *w = hd->s.softmax->v + i * n_kv;
 	const int p = e->precision;
 	const double *sinks = e->cfg->sinks;
 	char a[64], b[64], c[64], li[256], lj[256];
@@ -183,14 +183,14 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 		}
 		fprintf(fp, "%s %s*%s", t ? " +" : "", a, b);
 	}
-	format_number(a, sizeof(a), hd->scores->v[i * n_kv + j], p);
+	format_number(a, sizeof(a), hd->s.scores->v[i * n_kv + j], p);
 	fprintf(fp, " = %s\n", a);
 	factor(b, sizeof(b), e->scale, p);
-	format_number(c, sizeof(c), hd->scaled->v[i * n_kv + j], p);
+	format_number(c, sizeof(c), hd->s.scaled->v[i * n_kv + j], p);
 	fprintf(fp, "    scaled  = %s * %s = %s\n", a, b, c);
-	if (hd->softcapped) {
+	if (hd->s.softcapped) {
 		format_number(a, sizeof(a), e->cfg->softcap, p);
-		format_number(b, sizeof(b), hd->softcapped->v[i * n_kv + j], p);
+		format_number(b, sizeof(b), hd->s.softcapped->v[i * n_kv + j], p);
 		fprintf(fp, "    softcap = %s*tanh(%s/%s) = %s\n", a, c, a, b);
 	}
 	if (hd->mask) {
@@ -289,12 +289,12 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 	fprintf(fp, "    output: row %zu of the head's output is the weighted sum of V%zu's rows;"
 		" key %zu adds %s * [", i + 1, hd->kv_head + 1, j + 1, c);
 	for (size_t t = 0; t < dv && t < MAX_TERMS; t++) {
-		format_number(a, sizeof(a), hd->v->v[j * dv + t], p);
+		format_number(a, sizeof(a), hd->s.v->v[j * dv + t], p);
 		fprintf(fp, "%s%s", t ? ", " : "", a);
 	}
 	fprintf(fp, "%s] = [", dv > MAX_TERMS ? ", …" : "");
 	for (size_t t = 0; t < dv && t < MAX_TERMS; t++) {
-		format_number(a, sizeof(a), w[j] * hd->v->v[j * dv + t], p);
+		format_number(a, sizeof(a), w[j] * hd->s.v->v[j * dv + t], p);
 		fprintf(fp, "%s%s", t ? ", " : "", a);
 	}
 	fprintf(fp, "%s]\n", dv > MAX_TERMS ? ", …" : "");
@@ -354,19 +354,19 @@ int explain_write(FILE *fp, const struct explain *e)
 			"columns %zu to %zu (key/value head %zu)\n", step++, h + 1, d->heads,
 			h * d->d_k + 1, (h + 1) * d->d_k, e->q_rot ? "q_rot" : "Q",
 			e->k_rot ? "k_rot" : "K", g * d->d_k + 1, (g + 1) * d->d_k, g + 1);
-		shape(s1, sizeof(s1), hd->q);
-		shape(s2, sizeof(s2), hd->k);
-		shape(s3, sizeof(s3), hd->scores);
+		shape(s1, sizeof(s1), hd->s.q);
+		shape(s2, sizeof(s2), hd->s.k);
+		shape(s3, sizeof(s3), hd->s.scores);
 		fprintf(fp, "  scores = Q%zu*K%zu^T: %s times %s transposed -> %s; entry i,j is query i's "
 			"dot product with key j\n", h + 1, g + 1, s1, s2, s3);
-		table(fp, hd->scores, e->q_labels, e->k_labels, e->precision);
+		table(fp, hd->s.scores, e->q_labels, e->k_labels, e->precision);
 		fprintf(fp, "  scaled = scores * %s\n", e->scale_how);
-		table(fp, hd->scaled, e->q_labels, e->k_labels, e->precision);
-		if (hd->softcapped) {
+		table(fp, hd->s.scaled, e->q_labels, e->k_labels, e->precision);
+		if (hd->s.softcapped) {
 			format_number(s1, sizeof(s1), e->cfg->softcap, e->precision);
 			fprintf(fp, "  softcapped = %s*tanh(scaled/%s): large scores are squashed below %s\n",
 				s1, s1, s1);
-			table(fp, hd->softcapped, e->q_labels, e->k_labels, e->precision);
+			table(fp, hd->s.softcapped, e->q_labels, e->k_labels, e->precision);
 		}
 		if (hd->mask && e->alibi_slopes) {
 			/* ALiBi: the mask differs by head, so it is shown too */
@@ -384,15 +384,15 @@ int explain_write(FILE *fp, const struct explain *e)
 				"ALiBi's slope*(j - p), this head's slope %s, p = %s the query's "
 				"position\n", e->mask_file ? "the mask file's number plus " : "", s1, s2);
 			table(fp, hd->mask, e->q_labels, e->k_labels, e->precision);
-			fprintf(fp, "  masked = %s + mask\n", hd->softcapped ? "softcapped" : "scaled");
-			table(fp, hd->masked, e->q_labels, e->k_labels, e->precision);
+			fprintf(fp, "  masked = %s + mask\n", hd->s.softcapped ? "softcapped" : "scaled");
+			table(fp, hd->s.masked, e->q_labels, e->k_labels, e->precision);
 		} else if (hd->mask) {
 			/* mask_how names the mask's file: shown as text */
 			fputs("  the mask (", fp);
 			text_put(fp, e->mask_how ? e->mask_how : "none");
 			fprintf(fp, "): 0 where query i may see key j, -inf where it may not; masked = "
-				"%s + mask\n", hd->softcapped ? "softcapped" : "scaled");
-			table(fp, hd->masked, e->q_labels, e->k_labels, e->precision);
+				"%s + mask\n", hd->s.softcapped ? "softcapped" : "scaled");
+			table(fp, hd->s.masked, e->q_labels, e->k_labels, e->precision);
 		}
 		if (e->cfg->sinks) {
 			char sk[64];
@@ -406,13 +406,13 @@ int explain_write(FILE *fp, const struct explain *e)
 			fprintf(fp, "  softmax, row by row: weight i,j = exp(x_ij - m_i) / sum over k "
 				"of exp(x_ik - m_i), m_i the row's largest; each row sums to 1\n");
 		}
-		table(fp, hd->softmax, e->q_labels, e->k_labels, e->precision);
-		shape(s1, sizeof(s1), hd->softmax);
-		shape(s2, sizeof(s2), hd->v);
-		shape(s3, sizeof(s3), hd->out);
+		table(fp, hd->s.softmax, e->q_labels, e->k_labels, e->precision);
+		shape(s1, sizeof(s1), hd->s.softmax);
+		shape(s2, sizeof(s2), hd->s.v);
+		shape(s3, sizeof(s3), hd->s.out);
 		fprintf(fp, "  output = softmax*V%zu: %s times %s -> %s; each row is a weighted average "
 			"of V%zu's rows\n", g + 1, s1, s2, s3, g + 1);
-		table(fp, hd->out, e->q_labels, NULL, e->precision);
+		table(fp, hd->s.out, e->q_labels, NULL, e->precision);
 		if (e->has_cell)
 			work_cell(fp, e, hd, h);
 	}
@@ -438,6 +438,7 @@ int explain_steps(FILE *fp, const struct step_items *list, const struct step_fac
 {
 	const mha_dims *d = f->d;
 	struct explain_head *heads = calloc(d->heads, sizeof(*heads));
+	struct step_head *own = calloc(d->heads, sizeof(*own));
 	matrix *planes = calloc(d->heads, sizeof(*planes)); /* each head's view of the mask */
 	const matrix *mask = NULL;
 	const char *output_title = NULL;
@@ -445,30 +446,17 @@ int explain_steps(FILE *fp, const struct step_items *list, const struct step_fac
 	struct explain e = { .d = d, .cfg = f->cfg, .scale = f->scale, .scale_how = how,
 			     .q_labels = q_labels, .k_labels = k_labels, .precision = precision };
 
-	if (!heads || !planes) {
+	if (!heads || !own || !planes) {
 		free(heads);
+		free(own);
 		free(planes);
 		return error("out of memory");
 	}
 	for (size_t i = 0; i < list->n; i++) {
 		const struct step_item *it = &list->v[i];
-		struct explain_head *x = it->head ? &heads[it->head - 1] : NULL;
 
-		if (x) {
-			switch (it->step) {
-			case STEP_Q: x->q = it->m; break;
-			case STEP_K: x->k = it->m; break;
-			case STEP_V: x->v = it->m; break;
-			case STEP_SCORES: x->scores = it->m; break;
-			case STEP_SCALED: x->scaled = it->m; break;
-			case STEP_SOFTCAPPED: x->softcapped = it->m; break;
-			case STEP_MASKED: x->masked = it->m; break;
-			case STEP_SOFTMAX: x->softmax = it->m; break;
-			case STEP_HEADS: x->out = it->m; break;
-			default: break;
-			}
-			continue;
-		}
+		if (it->head)
+			continue; /* the heads' own: steps_heads, below */
 		switch (it->step) {
 		case STEP_X: e.x = it->m; break;
 		case STEP_Q: e.Q = it->m; e.q_formula = it->title; break;
@@ -482,16 +470,14 @@ int explain_steps(FILE *fp, const struct step_items *list, const struct step_fac
 		default: break;
 		}
 	}
+	steps_heads(list, own, d->heads);
 	for (size_t h = 0; h < d->heads; h++) {
 		struct explain_head *x = &heads[h];
 
+		x->s = own[h];
 		x->kv_head = h / (d->heads / d->kv_heads);
-		/* one head: its blocks are the whole Q, K and V */
-		x->q = x->q ? x->q : e.q_rot ? e.q_rot : e.Q;
-		x->k = x->k ? x->k : e.k_rot ? e.k_rot : e.K;
-		x->v = x->v ? x->v : e.V;
 		/* no mask: the softmax is of the softcapped scores, or the scaled ones */
-		x->masked = x->masked ? x->masked : x->softcapped ? x->softcapped : x->scaled;
+		x->s.masked = x->s.masked ? x->s.masked : x->s.softcapped ? x->s.softcapped : x->s.scaled;
 		if (mask) {
 			planes[h] = step_plane(mask, h);
 			x->mask = &planes[h];
@@ -511,6 +497,7 @@ int explain_steps(FILE *fp, const struct step_items *list, const struct step_fac
 	}
 	(void)explain_write(fp, &e); /* a write error is fp's to report, with its name */
 	free(heads);
+	free(own);
 	free(planes);
 	return 0;
 }

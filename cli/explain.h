@@ -14,8 +14,8 @@
 
 /* One query head's steps, each (rows, cols) as printed. */
 struct explain_head {
-	const matrix *q, *k, *v;              /* its blocks of Q, K and V */
-	const matrix *scores, *scaled, *softcapped, *mask, *masked, *softmax, *out;
+	struct step_head s;                   /* its blocks of Q, K and V, scores … out */
+	const matrix *mask;                   /* its plane of the mask, or NULL */
 	size_t kv_head;                       /* 0-based */
 };
 

@@ -140,11 +140,6 @@ static void put_base64(FILE *fp, const matrix *m)
 }
 
 /* one head's matrices, as explain.c gathers them */
-struct page_head {
-	const matrix *q, *k, *v, *scores, *softcapped, *softmax;
-	matrix mask; /* its plane of a per-head mask (H, n_q, n_kv); rank 0: none or shared */
-};
-
 /* ALiBi's and the causal offset's position of query 0, as explain.c's query_offset */
 static ptrdiff_t query_offset(const struct step_facts *f)
 {
@@ -162,37 +157,15 @@ static int put_sequence(FILE *fp, const struct step_items *list, const struct st
 {
 	const mha_dims *d = f->d;
 	const size_t H = d->heads, G = d->kv_heads ? d->kv_heads : H;
-	struct page_head *hd = calloc(H, sizeof(*hd));
-	const matrix *Q = NULL, *K = NULL, *V = NULL, *q_rot = NULL, *k_rot = NULL, *mask = NULL;
+	struct step_head *hd = calloc(H, sizeof(*hd));
+	const matrix *mask = NULL;
 
 	if (!hd)
 		return error("out of memory");
-	for (size_t i = 0; i < list->n; i++) {
-		const struct step_item *it = &list->v[i];
-		struct page_head *x = it->head ? &hd[it->head - 1] : NULL;
-
-		if (x) {
-			switch (it->step) {
-			case STEP_Q: x->q = it->m; break;
-			case STEP_K: x->k = it->m; break;
-			case STEP_V: x->v = it->m; break;
-			case STEP_SCORES: x->scores = it->m; break;
-			case STEP_SOFTCAPPED: x->softcapped = it->m; break;
-			case STEP_SOFTMAX: x->softmax = it->m; break;
-			default: break;
-			}
-			continue;
-		}
-		switch (it->step) {
-		case STEP_Q: Q = it->m; break;
-		case STEP_K: K = it->m; break;
-		case STEP_V: V = it->m; break;
-		case STEP_Q_ROT: q_rot = it->m; break;
-		case STEP_K_ROT: k_rot = it->m; break;
-		case STEP_MASK: mask = it->m; break;
-		default: break;
-		}
-	}
+	steps_heads(list, hd, H);
+	for (size_t i = 0; i < list->n; i++)
+		if (!list->v[i].head && list->v[i].step == STEP_MASK)
+			mask = list->v[i].m;
 	fprintf(fp, "%s\n{\"title\": ", b ? "," : "");
 	if (batch)
 		fprintf(fp, "\"sequence %zu of %zu\"", b + 1, batch);
@@ -218,14 +191,10 @@ static int put_sequence(FILE *fp, const struct step_items *list, const struct st
 	}
 	fputs(", \"heads\": [", fp);
 	for (size_t h = 0; h < H; h++) {
-		struct page_head *x = &hd[h];
+		const struct step_head *x = &hd[h];
+		/* its plane of a per-head mask (H, n_q, n_kv); rank 0: none or shared */
+		const matrix plane = mask ? step_plane(mask, h) : (matrix){ 0 };
 
-		/* one head: its blocks are the whole Q (rotated: q_rot), K and V */
-		x->q = x->q ? x->q : q_rot ? q_rot : Q;
-		x->k = x->k ? x->k : k_rot ? k_rot : K;
-		x->v = x->v ? x->v : V;
-		if (mask)
-			x->mask = step_plane(mask, h);
 		if (!x->q || !x->k || !x->v || !x->scores || !x->softmax) {
 			free(hd);
 			return error("html: head %zu's steps are missing", h + 1);
@@ -242,9 +211,9 @@ static int put_sequence(FILE *fp, const struct step_items *list, const struct st
 			fputs(", \"softcapped\": ", fp);
 			put_base64(fp, x->softcapped);
 		}
-		if (x->mask.rank && mask->rank == 3) {
+		if (plane.rank && mask->rank == 3) {
 			fputs(", \"mask\": ", fp);
-			put_base64(fp, &x->mask);
+			put_base64(fp, &plane);
 		}
 		fputs(", \"softmax\": ", fp);
 		put_base64(fp, x->softmax);

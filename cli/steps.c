@@ -648,6 +648,45 @@ matrix step_plane(const matrix *m, size_t h)
 	return plane;
 }
 
+void steps_heads(const struct step_items *list, struct step_head *heads, size_t H)
+{
+	const matrix *Q = NULL, *K = NULL, *V = NULL, *q_rot = NULL, *k_rot = NULL;
+
+	for (size_t i = 0; i < list->n; i++) {
+		const struct step_item *it = &list->v[i];
+		struct step_head *x = it->head ? &heads[it->head - 1] : NULL;
+
+		if (!x) {
+			switch (it->step) {
+			case STEP_Q: Q = it->m; break;
+			case STEP_K: K = it->m; break;
+			case STEP_V: V = it->m; break;
+			case STEP_Q_ROT: q_rot = it->m; break;
+			case STEP_K_ROT: k_rot = it->m; break;
+			default: break;
+			}
+			continue;
+		}
+		switch (it->step) {
+		case STEP_Q: x->q = it->m; break;
+		case STEP_K: x->k = it->m; break;
+		case STEP_V: x->v = it->m; break;
+		case STEP_SCORES: x->scores = it->m; break;
+		case STEP_SCALED: x->scaled = it->m; break;
+		case STEP_SOFTCAPPED: x->softcapped = it->m; break;
+		case STEP_MASKED: x->masked = it->m; break;
+		case STEP_SOFTMAX: x->softmax = it->m; break;
+		case STEP_HEADS: x->out = it->m; break;
+		default: break;
+		}
+	}
+	for (size_t h = 0; h < H; h++) {
+		heads[h].q = heads[h].q ? heads[h].q : q_rot ? q_rot : Q;
+		heads[h].k = heads[h].k ? heads[h].k : k_rot ? k_rot : K;
+		heads[h].v = heads[h].v ? heads[h].v : V;
+	}
+}
+
 /* ---- file names ----------------------------------------------------------- */
 
 const char *step_file_name(char *buf, size_t size, const char *key, size_t head, size_t plane,

@@ -163,6 +163,17 @@ const char *steps_fold_note(char *buf, size_t size, const struct step_items *lis
 /* A 2-D view of plane h of a stacked (H, rows, cols) m, or m itself when 2-D. */
 matrix step_plane(const matrix *m, size_t h);
 
+/* One query head's matrices among a run's steps; NULL where not collected. */
+struct step_head {
+	const matrix *q, *k, *v, *scores, *scaled, *softcapped, *masked, *softmax, *out;
+};
+/*
+ * heads[0 .. H) from list's per-head items (the whole model's are the
+ * caller's); a head without blocks of its own (one head) gets the whole
+ * Q (q_rot when the rotation ran), K (k_rot) and V.
+ */
+void steps_heads(const struct step_items *list, struct step_head *heads, size_t H);
+
 /* ---- their files under -o DIR/ --------------------------------------- */
 
 /*
