@@ -92,28 +92,28 @@ build/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/kernel_bwd.h lib/rules.h lib/p
 
 KERNEL_BUILD = $(CC) $(ALL_CFLAGS) $(KERNEL_CFLAGS) $(PTHREAD) $(X86_KERNELS) -fPIC \
 	-fvisibility=hidden -DMHA_BUILDING -c lib/kernel.c
-build/lib/kernel_f64_base.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
+build/lib/kernel_f64_base.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DSFX=f64_base -DVB=16 -o $@
-build/lib/kernel_f32_base.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
+build/lib/kernel_f32_base.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_base -DVB=16 -o $@
-build/lib/kernel_f64_avx2.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
+build/lib/kernel_f64_avx2.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DSFX=f64_avx2 -DVB=32 -mavx2 -mfma -o $@
-build/lib/kernel_f32_avx2.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
+build/lib/kernel_f32_avx2.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_avx2 -DVB=32 -mavx2 -mfma -o $@
-build/lib/kernel_f64_avx512.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
+build/lib/kernel_f64_avx512.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DSFX=f64_avx512 -DVB=64 -mavx512f -mfma -o $@
-build/lib/kernel_f32_avx512.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
+build/lib/kernel_f32_avx512.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_avx512 -DVB=64 -mavx512f -mfma -o $@
 # flags from the name as asan_kernel gives them (below); no fused multiply-add,
 # so that s·scale − L is taken from s·scale rounded, as the forward's L was
 BWD_CFLAGS = $(KERNEL_CFLAGS) -ffp-contract=off
-build/lib/kernel_bwd_%.o: lib/kernel_bwd.c lib/vexp.h lib/kernel_bwd.h build/.flags
+build/lib/kernel_bwd_%.o: lib/kernel_bwd.c lib/isa.h lib/vexp.h lib/kernel_bwd.h build/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(BWD_CFLAGS) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING \
 		$(call asan_kernel,$*) -c $< -o $@
@@ -345,19 +345,19 @@ build/fuzz/obj/%.o: %.c cli/*.h lib/*.h build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-build/fuzz/obj/lib/kernel_f64_base.o: lib/kernel.c lib/vexp.h lib/kernel.h build/fuzz/.flags
+build/fuzz/obj/lib/kernel_f64_base.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -c $< -o $@
 
-build/fuzz/obj/lib/kernel_f32_base.o: lib/kernel.c lib/vexp.h lib/kernel.h build/fuzz/.flags
+build/fuzz/obj/lib/kernel_f32_base.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -DSFX=f32_base -DVB=16 -c $< -o $@
 
-build/fuzz/obj/lib/kernel_bwd_f64_base.o: lib/kernel_bwd.c lib/vexp.h lib/kernel_bwd.h build/fuzz/.flags
+build/fuzz/obj/lib/kernel_bwd_f64_base.o: lib/kernel_bwd.c lib/isa.h lib/vexp.h lib/kernel_bwd.h build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -ffp-contract=off -c $< -o $@
 
-build/fuzz/obj/lib/kernel_bwd_f32_base.o: lib/kernel_bwd.c lib/vexp.h lib/kernel_bwd.h build/fuzz/.flags
+build/fuzz/obj/lib/kernel_bwd_f32_base.o: lib/kernel_bwd.c lib/isa.h lib/vexp.h lib/kernel_bwd.h build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -DSFX=f32_base -DVB=16 -ffp-contract=off -c $< -o $@
 
@@ -423,12 +423,12 @@ $(ASAN_DIR)/.flags: FORCE
 	@mkdir -p $(ASAN_DIR)
 	@echo '$(CC) $(ASAN_ALL_CFLAGS) $(PTHREAD)' | cmp -s - $@ || echo '$(CC) $(ASAN_ALL_CFLAGS) $(PTHREAD)' > $@
 
-$(ASAN_DIR)/lib/kernel_%.o: lib/kernel.c lib/vexp.h lib/kernel.h lib/rules.h $(ASAN_DIR)/.flags
+$(ASAN_DIR)/lib/kernel_%.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h lib/rules.h $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_ALL_CFLAGS) $(KERNEL_CFLAGS) $(PTHREAD) $(X86_KERNELS) -fvisibility=hidden \
 		-DMHA_BUILDING $(call asan_kernel,$*) -c $< -o $@
 
-$(ASAN_DIR)/lib/kernel_bwd_%.o: lib/kernel_bwd.c lib/vexp.h lib/kernel_bwd.h $(ASAN_DIR)/.flags
+$(ASAN_DIR)/lib/kernel_bwd_%.o: lib/kernel_bwd.c lib/isa.h lib/vexp.h lib/kernel_bwd.h $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_ALL_CFLAGS) $(BWD_CFLAGS) $(X86_KERNELS) -fvisibility=hidden \
 		-DMHA_BUILDING $(call asan_kernel,$*) -c $< -o $@

@@ -11,6 +11,7 @@
  * keeps, for each query row, a running maximum and sum over blocks of keys
  * (online softmax), so that memory stays O((n_q + n_kv)·d).
  */
+#include "isa.h"
 #include "kernel.h"
 #include "team.h"
 
@@ -31,16 +32,6 @@
 #define REAL_MAX DBL_MAX
 #define DOT mha_dot_f64
 #endif
-#ifndef VB
-#define VB 16
-#endif
-#ifndef SFX
-#define SFX f64_base
-#endif
-
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
-#define NAME(f) CAT(f, SFX)
 
 typedef REAL vec __attribute__((vector_size(VB), aligned(VB)));
 #define VL ((size_t)(VB / sizeof(REAL))) /* elements per vector */

@@ -13,23 +13,13 @@
  * multiply-adds (Makefile): L was formed from s·scale rounded, and an exact
  * s·scale − L could then be above 0 by far for a huge score.
  */
+#include "isa.h"
 #include "kernel_bwd.h"
 
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-
-#ifndef VB
-#define VB 16
-#endif
-#ifndef SFX
-#define SFX f64_base
-#endif
-
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
-#define NAME(f) CAT(f, SFX)
 
 /* the element type: float with -DMHA_F32 (kernel_bwd.h's bwd_real), else double */
 typedef bwd_real real;
