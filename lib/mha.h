@@ -469,7 +469,10 @@ MHA_API mha_status mha_forward_f32(float *out, const mha_dims *dims,
  * serve, and less is allocated).  The unit tests hold it to within a
  * quarter (and 4 KiB) of the measured peak.  Not counted: the caller's
  * arrays, what an observer keeps, and the threads' stacks.  For refusing a
- * run up front rather than failing in it.
+ * run up front rather than failing in it.  Between calls the library keeps
+ * up to 8 of its freed blocks of 2 MiB or more (64 MiB in all) mapped, for
+ * a next call of the same shape to reuse without faulting fresh pages in;
+ * they go when reused, pushed out, or at exit.
  */
 MHA_API size_t mha_memory(const mha_dims *dims, const mha_config *cfg, unsigned wanted, int f32);
 

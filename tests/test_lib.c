@@ -3057,6 +3057,26 @@ START_TEST(test_big_alloc)
 	}
 	mha_big_free(NULL, BIG_MIN);
 	mha_big_free(NULL, 1);
+#ifndef __SANITIZE_ADDRESS__
+	{
+		/* a freed block is kept: the same length (to a page) gets it back,
+		 * its pages and their contents with it; another length does not */
+		unsigned char *a = mha_big_alloc(BIG_MIN + 5), *b, *c;
+
+		ck_assert_ptr_nonnull(a);
+		memset(a, 0x5a, BIG_MIN + 5);
+		mha_big_free(a, BIG_MIN + 5);
+		b = mha_big_alloc(BIG_MIN + 7);
+		ck_assert_ptr_eq(b, a);
+		ck_assert_uint_eq(b[BIG_MIN + 4], 0x5a);
+		mha_big_free(b, BIG_MIN + 7);
+		c = mha_big_alloc(2 * BIG_MIN);
+		ck_assert_ptr_nonnull(c);
+		ck_assert_ptr_ne(c, a);
+		c[2 * BIG_MIN - 1] = 1;
+		mha_big_free(c, 2 * BIG_MIN);
+	}
+#endif
 	if (track_works()) {
 		void *volatile p;
 
