@@ -474,24 +474,14 @@ static int add(struct step_items *list, int s, size_t head, const matrix *m, con
 
 	if (!m || !m->rank)
 		return 0;
-	if (list->n == list->cap) {
-		const size_t cap = list->cap ? list->cap * 2 : 64;
-		struct step_item *more = realloc(list->v, cap * sizeof(*more));
-
-		if (!more)
-			return error("out of memory");
-		list->v = more;
-		list->cap = cap;
-	}
-	it = &list->v[list->n++];
-	memset(it, 0, sizeof(*it));
+	if (!(it = steps_push(list)))
+		return -1;
 	it->step = 1000 + s; /* apart from forward's steps */
 	it->key = bsteps[s].key;
 	it->head = head;
 	it->m = m;
 	it->rows = bsteps[s].rows;
 	it->cols = bsteps[s].cols;
-	it->copy_of = -1;
 	if (title)
 		snprintf(it->title, sizeof(it->title), "%s", title);
 	else

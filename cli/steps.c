@@ -489,8 +489,7 @@ void steps_results_free(struct step_results *r)
 
 /* ---- the items ---------------------------------------------------------- */
 
-static int add_item(struct step_items *list, int s, size_t head, const matrix *m,
-		    const struct step_facts *f)
+struct step_item *steps_push(struct step_items *list)
 {
 	struct step_item *it;
 
@@ -498,20 +497,32 @@ static int add_item(struct step_items *list, int s, size_t head, const matrix *m
 		const size_t cap = list->cap ? list->cap * 2 : 64;
 		struct step_item *more = realloc(list->v, cap * sizeof(*more));
 
-		if (!more)
-			return error("out of memory");
+		if (!more) {
+			error("out of memory");
+			return NULL;
+		}
 		list->v = more;
 		list->cap = cap;
 	}
 	it = &list->v[list->n++];
+	memset(it, 0, sizeof(*it));
+	it->copy_of = -1;
+	return it;
+}
+
+static int add_item(struct step_items *list, int s, size_t head, const matrix *m,
+		    const struct step_facts *f)
+{
+	struct step_item *it = steps_push(list);
+
+	if (!it)
+		return -1;
 	it->step = s;
 	it->key = steps[s].key;
 	it->head = head;
 	it->m = m;
 	it->rows = steps[s].rows;
 	it->cols = steps[s].cols;
-	it->copy_of = -1;
-	it->copy_why = NULL;
 	steps[s].title(it->title, sizeof(it->title), f, head);
 	return 0;
 }

@@ -154,6 +154,8 @@ struct step_items {
 int steps_collect(struct step_items *list, const struct step_results *r, unsigned p,
 		  const struct step_facts *f, const matrix *x, const matrix *out);
 void steps_items_free(struct step_items *list);
+/* a new item at list's end, zeroed (copy_of -1), or NULL when out of memory (said) */
+struct step_item *steps_push(struct step_items *list);
 /*
  * The line that stands for the copies from list->v[*i] on (those of one
  * head, copies for one reason), in buf: "head 1: Q1, K1, V1 are the Q, K, V
