@@ -141,6 +141,7 @@ struct bw {
 	real *lse, *Dall;        /* fast path: (H, n_q) each row's log-sum-exp L and D */
 	real *pk;                /* fast path: per key/value head Kᵀ, K, Vᵀ, V (pass 1), then per
 				      head Qᵀ, Q, dOᵀ, dO (pass 2), packed (fast_pack_head) */
+	size_t pk_bytes;           /* as mha_big_alloc was asked for pk */
 	size_t nr;                 /* fast path: the packed strips' width */
 	int one_pass;              /* fast path: dK and dV in pass 1 (fast_one_pass) */
 	real *scratch;           /* (max(n_q, n_kv), max(dk, dv)) for head blocks */
@@ -490,6 +491,24 @@ static size_t fast_qp_bytes(size_t wide, size_t nr)
 	return (fast_pk_count(FAST_QB, wide, nr) * sizeof(real) + 63) / 64 * 64;
 }
 
+/* n rows of w elements in whole cache lines: the bytes of a part of the one-pass block */
+static size_t fast_lines(size_t n, size_t w)
+{
+	const size_t bytes = mha_sat_mul(mha_sat_mul(n, w), sizeof(real));
+
+	return bytes > SIZE_MAX - 63 ? SIZE_MAX : (bytes + 63) / 64 * 64;
+}
+
+/* a thread's block with one pass: qp, then its key/value head's dK and dV
+ * (n_kv rows of dk, of dv) */
+static size_t fast_one_bytes(const mha_dims *d, size_t nr)
+{
+	const size_t wide = d->d_k > d->d_v ? d->d_k : d->d_v;
+
+	return mha_sat_add(fast_qp_bytes(wide, nr),
+			   mha_sat_add(fast_lines(d->n_kv, d->d_k), fast_lines(d->n_kv, d->d_v)));
+}
+
 
 #define BWD_KERNELS(sfx) { mha_bwd_softmax_##sfx, mha_bwd_dscores_##sfx, mha_bwd_keyrow_##sfx, \
 			   mha_pack_b_##sfx, mha_gemm_packed_##sfx, mha_packed_nr_##sfx, \
@@ -548,7 +567,11 @@ struct fast_buf {
 	real *part;            /* pass 2: (96, max(dk, dv)) a head's part of dK or dV */
 	real *qp;              /* one pass: (96, max(dk, dv)) rounded up to strips, a query
 				    block of Q or dO packed; 64-byte aligned */
-	size_t bytes;          /* the tiles' block, as mha_big_alloc was asked */
+	real *dKg, *dVg;       /* one pass: the task's dK (n_kv, dk) and dV (n_kv, dv), rows
+				    contiguous: the products add to them a block at a time
+				    (rows G·dk apart, 4 KiB for 8 heads of 64, each row's
+				    lines would fall in one set of the caches) */
+	size_t bytes, one;     /* the tiles' block and qp's, as mha_big_alloc was asked */
 };
 
 /*
@@ -669,11 +692,11 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 		/* dK += dscoresᵀ·Q and dV += Pᵀ·dO over this block's queries: the
 		 * task owns key/value head g and adds the blocks in a fixed order */
 		bk->pack_b(f->qp, r->Q + i0 * ldq + h * r->dk, ldq, 1, nb, r->dk);
-		bk->gemm_packed_tadd(r->dKr + kb * ldk + g * r->dk, ldk, f->dp, ld, f->qp, nb * nr, nk,
-				     r->dk, nb);
+		bk->gemm_packed_tadd(f->dKg + kb * r->dk, r->dk, f->dp, ld, f->qp, nb * nr, nk, r->dk,
+				     nb);
 		bk->pack_b(f->qp, r->dcat + i0 * ldc + h * r->dv, ldc, 1, nb, r->dv);
-		bk->gemm_packed_tadd(r->dV + kb * ldv + g * r->dv, ldv, f->p, ld, f->qp, nb * nr, nk,
-				     r->dv, nb);
+		bk->gemm_packed_tadd(f->dVg + kb * r->dv, r->dv, f->p, ld, f->qp, nb * nr, nk, r->dv,
+				     nb);
 	}
 	return 0;
 }
@@ -861,13 +884,18 @@ static void fast_pass1(void *arg, int tid, int nthreads)
 
 	(void)tid;
 	{
-		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL, 0 };
+		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0 };
 		real *b = fast_buf_alloc(&f, n_kv, 0);
 		int e = b ? 0 : 1;
 
 		if (r->one_pass) {
-			f.qp = aligned_alloc(64, qp);
+			f.one = fast_one_bytes(r->d, r->nr);
+			f.qp = f.one == SIZE_MAX ? NULL : mha_big_alloc(f.one);
 			e = e || !f.qp;
+			if (f.qp) {
+				f.dKg = f.qp + qp / sizeof(real);
+				f.dVg = f.dKg + fast_lines(n_kv, r->dk) / sizeof(real);
+			}
 		}
 		/* each key/value head's K and V packed, both ways, once */
 		for (long t = (long)team_next(&z->packs); t < (long)(4 * r->G); t = (long)team_next(&z->packs))
@@ -878,14 +906,20 @@ static void fast_pass1(void *arg, int tid, int nthreads)
 				/* one key/value head: its query heads' blocks in order, dK and dV summed here */
 				const size_t g = (size_t)t, per = r->H / r->G;
 
-				for (size_t j = 0; j < n_kv; j++) {
-					memset(r->dKr + j * r->G * r->dk + g * r->dk, 0, r->dk * sizeof(real));
-					memset(r->dV + j * r->G * r->dv + g * r->dv, 0, r->dv * sizeof(real));
-				}
+				if (e)
+					continue;
+				memset(f.dKg, 0, n_kv * r->dk * sizeof(real));
+				memset(f.dVg, 0, n_kv * r->dv * sizeof(real));
 				for (size_t i0 = 0; i0 < n_q && !e; i0 += FAST_QB)
 					for (size_t h = g * per; h < (g + 1) * per && !e; h++)
 						e = fast_query_block(r, k, &f, h, i0,
 								     i0 + FAST_QB < n_q ? i0 + FAST_QB : n_q);
+				for (size_t j = 0; j < n_kv; j++) {
+					memcpy(r->dKr + j * r->G * r->dk + g * r->dk, f.dKg + j * r->dk,
+					       r->dk * sizeof(real));
+					memcpy(r->dV + j * r->G * r->dv + g * r->dv, f.dVg + j * r->dv,
+					       r->dv * sizeof(real));
+				}
 				continue;
 			}
 			const size_t h = (size_t)t / qblocks, i0 = (size_t)t % qblocks * FAST_QB;
@@ -895,7 +929,7 @@ static void fast_pass1(void *arg, int tid, int nthreads)
 		}
 		if (e)
 			team_max_int(&z->err, e);
-		free(f.qp);
+		mha_big_free(f.qp, f.one);
 		mha_big_free(b, f.bytes);
 	}
 }
@@ -914,7 +948,7 @@ static void fast_pass2(void *arg, int tid, int nthreads)
 
 	(void)tid;
 	{
-		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL, 0 };
+		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0 };
 		real *b = fast_buf_alloc(&f, n_q, wide);
 		int e = b ? 0 : 1;
 
@@ -1274,7 +1308,10 @@ static mha_status back_sequence(struct bw_run *z, const real *dout, size_t b)
 		r.one_pass = fast_one_pass(d);
 		r.lse = alloc_n(r.H, d->n_q);
 		r.Dall = alloc_n(r.H, d->n_q);
-		r.pk = pk == SIZE_MAX ? NULL : aligned_alloc(64, pk);
+		/* kept for the next call when large (pages.c): 32 MiB at n 2048,
+		 * d_model 512, which malloc would map and fault in afresh */
+		r.pk = pk == SIZE_MAX ? NULL : mha_big_alloc(pk);
+		r.pk_bytes = pk;
 		st = r.concat && r.dQr && r.dKr && r.dV && r.lse && r.Dall && r.pk ? MHA_OK
 										   : MHA_ERR_NOMEM;
 		if (st == MHA_OK)
@@ -1387,7 +1424,7 @@ done:
 	free(r.Dv);
 	free(r.lse);
 	free(r.Dall);
-	free(r.pk);
+	mha_big_free(r.pk, r.pk_bytes);
 	free(r.scratch);
 	free(dcat_own);
 	free(dQ);
@@ -1596,7 +1633,7 @@ size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wa
 
 			one1 = dbl_block(FAST_TILES * FAST_QB, fast_tile_ld(d->n_kv));
 			if (fast_one_pass(d))
-				one1 = mha_sat_add(one1, mha_sat_add(fast_qp_bytes(part,
+				one1 = mha_sat_add(one1, mha_sat_add(fast_one_bytes(d,
 							bwd_kernels(k)->packed_nr()), MHA_ALLOC_SLACK));
 			one2 = dbl_block(1, mha_sat_add(mha_sat_mul(FAST_TILES * FAST_QB, fast_tile_ld(d->n_q)),
 							FAST_KB * part));

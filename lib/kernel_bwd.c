@@ -113,22 +113,44 @@ static inline void store_tail(real *p, vec v, size_t n)
 int NAME(mha_bwd_softmax_)(real *p, const real *s, size_t n, real scale, const double *sink,
 			   real *lse)
 {
-	vec vm = splat(-INFINITY), vl = splat(0);
+	vec vm4[4] = { splat(-INFINITY), splat(-INFINITY), splat(-INFINITY), splat(-INFINITY) };
+	vec vl = splat(0);
+	ivec ok[4] = { ~(ivec){ 0 }, ~(ivec){ 0 }, ~(ivec){ 0 }, ~(ivec){ 0 } };
 	real m = -INFINITY, l = 0.0;
 	size_t j = 0;
 
 	if (!n)
 		return 1;
+	/* x − x is 0 when x is finite, NaN when not: one test at the end.  Four
+	 * maxima and checks side by side (short chains); the max is exact in
+	 * any order */
+	for (; j + 4 * VL <= n; j += 4 * VL) {
+		const vec x0 = load(s + j) * scale, x1 = load(s + j + VL) * scale;
+		const vec x2 = load(s + j + 2 * VL) * scale, x3 = load(s + j + 3 * VL) * scale;
+
+		ok[0] &= (x0 - x0) == splat(0);
+		ok[1] &= (x1 - x1) == splat(0);
+		ok[2] &= (x2 - x2) == splat(0);
+		ok[3] &= (x3 - x3) == splat(0);
+		vm4[0] = pick(x0 > vm4[0], x0, vm4[0]);
+		vm4[1] = pick(x1 > vm4[1], x1, vm4[1]);
+		vm4[2] = pick(x2 > vm4[2], x2, vm4[2]);
+		vm4[3] = pick(x3 > vm4[3], x3, vm4[3]);
+	}
 	for (; j + VL <= n; j += VL) {
 		const vec x = load(s + j) * scale;
 
-		if (!all_finite(x))
-			return 1;
-		vm = pick(x > vm, x, vm);
+		ok[0] &= (x - x) == splat(0);
+		vm4[0] = pick(x > vm4[0], x, vm4[0]);
 	}
-	for (size_t t = 0; t < VL; t++)
-		if (vm[t] > m)
-			m = vm[t];
+	for (int u = 0; u < 4; u++) {
+		for (size_t t = 0; t < VL; t++) {
+			if (!ok[u][t])
+				return 1;
+			if (vm4[u][t] > m)
+				m = vm4[u][t];
+		}
+	}
 	for (; j < n; j++) {
 		const real x = s[j] * scale;
 
@@ -139,8 +161,25 @@ int NAME(mha_bwd_softmax_)(real *p, const real *s, size_t n, real scale, const d
 	}
 	if (sink && *sink > m)
 		m = *sink;
-	/* subtract the row max: exp() of a large score would overflow */
-	for (j = 0; j + VL <= n; j += VL) {
+	/* subtract the row max: exp() of a large score would overflow.  Four
+	 * vectors a turn: their polynomials are independent chains, which the
+	 * processor then works side by side; the sum in the same order */
+	for (j = 0; j + 4 * VL <= n; j += 4 * VL) {
+		const vec e0 = vexp_v(load(s + j) * scale - m);
+		const vec e1 = vexp_v(load(s + j + VL) * scale - m);
+		const vec e2 = vexp_v(load(s + j + 2 * VL) * scale - m);
+		const vec e3 = vexp_v(load(s + j + 3 * VL) * scale - m);
+
+		store(p + j, e0);
+		store(p + j + VL, e1);
+		store(p + j + 2 * VL, e2);
+		store(p + j + 3 * VL, e3);
+		vl += e0;
+		vl += e1;
+		vl += e2;
+		vl += e3;
+	}
+	for (; j + VL <= n; j += VL) {
 		const vec e = vexp_v(load(s + j) * scale - m);
 
 		store(p + j, e);

@@ -4335,6 +4335,112 @@ START_TEST(test_backward_f32)
 }
 END_TEST
 
+/*
+ * mha_backward_f32 where a task is a whole key/value head (4 of them or
+ * more: one pass, each task's dK and dV in a block of its own), on sizes
+ * whose rows of floats end inside a cache line (n_kv·d_k·4 bytes not a
+ * multiple of 64), cross-attention and GQA: against mha_backward on the
+ * same floats widened at float arithmetic's 5e-5 of the largest gradient,
+ * 1 and 2 threads the same bits, the peak within mha_backward_memory.
+ */
+START_TEST(test_backward_f32_one_pass)
+{
+	static const size_t shapes[][6] = {
+		/* n_q, n_kv, H, G, d_k, d_v */
+		{ 37, 29, 4, 4, 3, 5 }, { 101, 99, 8, 4, 5, 3 }, { 5, 131, 4, 4, 7, 1 },
+	};
+	const size_t *sh = shapes[_i];
+	const mha_dims d = { .n_q = sh[0], .n_kv = sh[1], .d_q_in = 6, .d_k_in = 5, .d_v_in = 7,
+			     .heads = sh[2], .kv_heads = sh[3], .d_k = sh[4], .d_v = sh[5],
+			     .d_out = 4 };
+	const size_t nx[3] = { d.n_q * d.d_q_in, d.n_kv * d.d_k_in, d.n_kv * d.d_v_in };
+	const size_t nw[8] = { d.d_q_in * d.heads * d.d_k, d.d_k_in * sh[3] * d.d_k,
+			       d.d_v_in * sh[3] * d.d_v, d.heads * d.d_v * d.d_out,
+			       d.heads * d.d_k, sh[3] * d.d_k, sh[3] * d.d_v, d.d_out };
+	float *fx[3], *fw[8], *fdo;
+	double *dx[3], *dw[8], *ddo, scale = 0;
+	struct grad_set want;
+	struct grad_set_f32 f1, f2;
+	mha_config one = { .threads = 1 }, two = { .threads = 2 };
+	mha_report rep;
+	char what[64];
+
+	rng_state = 977 + (uint64_t)_i;
+	for (int i = 0; i < 3; i++) {
+		double *v = rnd_matrix(nx[i]);
+
+		fx[i] = floats_of(v, nx[i]);
+		dx[i] = doubles_of(fx[i], nx[i]);
+		free(v);
+	}
+	for (int i = 0; i < 8; i++) {
+		double *v = rnd_matrix(nw[i]);
+
+		fw[i] = floats_of(v, nw[i]);
+		dw[i] = doubles_of(fw[i], nw[i]);
+		free(v);
+	}
+	{
+		double *v = rnd_matrix(d.n_q * d.d_out);
+
+		fdo = floats_of(v, d.n_q * d.d_out);
+		ddo = doubles_of(fdo, d.n_q * d.d_out);
+		free(v);
+	}
+	grads_alloc(&want, &d, 1);
+	grads_alloc_f32(&f1, &want);
+	grads_alloc_f32(&f2, &want);
+	ck_assert_int_eq(mha_backward(&want.g, ddo, &d, &(mha_inputs){ dx[0], dx[1], dx[2] },
+				      &(mha_weights){ dw[0], dw[1], dw[2], dw[3], dw[4], dw[5], dw[6],
+						      dw[7] }, &one, NULL, NULL), MHA_OK);
+	{
+		const mha_inputs_f32 in = { fx[0], fx[1], fx[2] };
+		const mha_weights_f32 w = { fw[0], fw[1], fw[2], fw[3], fw[4], fw[5], fw[6], fw[7] };
+		const int tracked = track_works();
+
+		if (tracked)
+			track_start();
+		ck_assert_int_eq(mha_backward_f32(&f1.g, fdo, &d, &in, &w, &one, &rep), MHA_OK);
+		if (tracked) {
+			const size_t peak = track_stop(), bound = mha_backward_memory(&d, &one, 0);
+
+			ck_assert_msg(peak <= bound, "shape %d: f32 peak %zu above the bound %zu", _i,
+				      peak, bound);
+		}
+		ck_assert_int_eq(mha_backward_f32(&f2.g, fdo, &d, &in, &w, &two, NULL), MHA_OK);
+	}
+	ck_assert_int_eq(rep.fast_path, 1);
+	for (int i = 0; i < 3; i++)
+		for (size_t k = 0; k < want.n[i]; k++)
+			scale = fmax(scale, fabs(want.all[i][k]));
+	grad_floor = scale;
+	for (int i = 0; i < 11; i++) {
+		double *widened = doubles_of(f1.all[i], want.n[i]);
+
+		ck_assert_msg(!memcmp(f1.all[i], f2.all[i], want.n[i] * sizeof(float)),
+			      "shape %d gradient %d: 1 and 2 threads differ", _i, i);
+		snprintf(what, sizeof(what), "shape %d f32 gradient %d", _i, i);
+		grad_close(what, widened, want.all[i], want.n[i], 5e-5);
+		free(widened);
+	}
+	for (int i = 0; i < 3; i++) {
+		free(fx[i]);
+		free(dx[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		free(fw[i]);
+		free(dw[i]);
+	}
+	for (int i = 0; i < 12; i++) {
+		free(f1.all[i]);
+		free(f2.all[i]);
+	}
+	grads_free(&want);
+	free(fdo);
+	free(ddo);
+}
+END_TEST
+
 /* mha_backward_f32's refusals: NULLs, bad dims, a gradient too large for a float */
 START_TEST(test_backward_f32_errors)
 {
@@ -4797,6 +4903,7 @@ static Suite *mha_suite(void)
 		tcase_add_loop_test(bw, test_backward_fast_blocks, 0, 8);
 		tcase_add_test(bw, test_backward_fast_extremes);
 		tcase_add_loop_test(bw, test_backward_f32, 0, 300);
+		tcase_add_loop_test(bw, test_backward_f32_one_pass, 0, 3);
 		tcase_add_test(bw, test_backward_f32_errors);
 		tcase_set_timeout(bw, 60);
 		suite_add_tcase(s, bw);
