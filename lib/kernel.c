@@ -1043,9 +1043,6 @@ void NAME(mha_gemm_packed_tadd_)(void *Cv, size_t ldc, const void *Av, size_t ld
 			if (mr == MR) {
 				/* a whole strip: Aᵀ's rows are A's columns, read in place
 				 * (element (i, p) at A[(k0 + p)·lda + i0 + i]), no copy */
-				if (i0 + 3 * MR <= m)
-					for (size_t p = 0; p < kc; p++)
-						__builtin_prefetch(A + (k0 + p) * lda + i0 + 2 * MR);
 				for (size_t j = 0; j < n; j += NR)
 					micro_strided(kc, A + k0 * lda + i0, lda, 1,
 						      Bp + j / NR * bs + k0 * NR, C + i0 * ldc + j, ldc,
