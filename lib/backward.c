@@ -499,13 +499,13 @@ static size_t fast_lines(size_t n, size_t w)
 	return bytes > SIZE_MAX - 63 ? SIZE_MAX : (bytes + 63) / 64 * 64;
 }
 
-/* a thread's block with one pass: qp, then its key/value head's dK and dV
- * (n_kv rows of dk, of dv) */
+/* a thread's block with one pass: qp and qo, then its key/value head's dK
+ * and dV (n_kv rows of dk, of dv) */
 static size_t fast_one_bytes(const mha_dims *d, size_t nr)
 {
 	const size_t wide = d->d_k > d->d_v ? d->d_k : d->d_v;
 
-	return mha_sat_add(fast_qp_bytes(wide, nr),
+	return mha_sat_add(mha_sat_mul(2, fast_qp_bytes(wide, nr)),
 			   mha_sat_add(fast_lines(d->n_kv, d->d_k), fast_lines(d->n_kv, d->d_v)));
 }
 
@@ -560,19 +560,40 @@ static size_t fast_tile_ld(size_t n)
 	return (lines | 1) * line;
 }
 
-/* what a thread holds: FAST_TILES tiles of FAST_QB (or FAST_KB) rows of keys (or queries) */
-#define FAST_TILES 4
+/*
+ * Pass 1 works a block's backward half a chunk of keys at a time, MHA_GEMM_KC
+ * of them (the GEMM kernels' runs along k: dQ summed chunk by chunk is the
+ * same sum as in one product): dP and dS of a chunk, (96, 256), stay in L2
+ * for the three products that read them.
+ */
+#define FAST_CHUNK MHA_GEMM_KC
+
+/*
+ * What a thread holds.  Pass 1: S, then P in its place, and th, (96, n_kv)
+ * each; dP, then dS, of one chunk of keys (96, FAST_CHUNK).  Pass 2: S
+ * then P, th and dP (96, n_q), and part.
+ */
 struct fast_buf {
-	real *s, *th, *p, *dp; /* (96, n_kv) in pass 1, (96, n_q) in pass 2 */
+	real *s, *th, *p, *dp;
 	real *part;            /* pass 2: (96, max(dk, dv)) a head's part of dK or dV */
-	real *qp;              /* one pass: (96, max(dk, dv)) rounded up to strips, a query
-				    block of Q or dO packed; 64-byte aligned */
+	real *qp, *qo;         /* one pass: (96, max(dk, dv)) rounded up to strips, a query
+				    block of Q and of dO packed; 64-byte aligned */
 	real *dKg, *dVg;       /* one pass: the task's dK (n_kv, dk) and dV (n_kv, dv), rows
 				    contiguous: the products add to them a block at a time
 				    (rows G·dk apart, 4 KiB for 8 heads of 64, each row's
 				    lines would fall in one set of the caches) */
 	size_t bytes, one;     /* the tiles' block and qp's, as mha_big_alloc was asked */
 };
+
+/* the elements of a thread's tiles (fast_buf) for rows of n, pass 1 or 2 */
+static size_t fast_tiles_count(size_t n, size_t wide, int pass)
+{
+	const size_t ld = fast_tile_ld(n);
+
+	if (pass == 1)
+		return mha_sat_add(mha_sat_mul(2 * FAST_QB, ld), FAST_QB * fast_tile_ld(FAST_CHUNK));
+	return mha_sat_add(mha_sat_mul(3 * FAST_KB, ld), mha_sat_mul(FAST_KB, wide));
+}
 
 /*
  * Pass 1, query rows [i0, i1) of head h, keys [kb, ke) (the block's union
@@ -605,7 +626,7 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 	nk = ke - kb;
 	ld = fast_tile_ld(nk);
 	bk->gemm_packed(f->s, ld, r->Q + i0 * ldq + h * r->dk, ldq, pk + off[0] + kb / nr * r->dk * nr,
-			r->dk * nr, nb, nk, r->dk);
+			r->dk * nr, nb, nk, r->dk, 0);
 	for (size_t i = i0; i < i1; i++) {
 		const size_t jb = mha_rule_keys_begin(&r->rule, i), je = mha_rule_keys_end(&r->rule, i);
 		const real *q = r->Q + i * ldq + h * r->dk;
@@ -651,7 +672,7 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 	}
 	/* O = P·V: a convex combination, finite unless a product's partial sums overflowed */
 	bk->gemm_packed(r->concat + i0 * ldc + h * r->dv, ldc, f->p, ld, pk + off[3] + kb * nr,
-			n_kv * nr, nb, r->dv, nk);
+			n_kv * nr, nb, r->dv, nk, 0);
 	for (size_t i = i0; i < i1; i++) {
 		real *o = r->concat + i * ldc + h * r->dv;
 		const real *dO = r->dcat + i * ldc + h * r->dv;
@@ -665,38 +686,45 @@ static int fast_query_block(struct bw *r, const struct mha_kernels *k, struct fa
 			D += dO[t] * o[t];
 		r->Dall[h * n_q + i] = D;
 	}
-	/* dP = dO·Vᵀ, then dS = P·(dP − D), tanh', the scale: dscores in place */
-	bk->gemm_packed(f->dp, ld, r->dcat + i0 * ldc + h * r->dv, ldc,
-			pk + off[2] + kb / nr * r->dv * nr, r->dv * nr, nb, nk, r->dv);
-	for (size_t i = 0; i < nb; i++) {
-		const real D = r->Dall[h * n_q + i0 + i];
-		real *dp = f->dp + i * ld;
-		const real *p = f->p + i * ld, *th = f->th + i * ld;
-
-		if (!capped) {
-			bk->dscores(dp, p, nk, D, r->scale);
-			continue;
-		}
-		for (size_t j = 0; j < nk; j++) {
-			real ds = p[j] == 0.0 ? 0.0 : p[j] * (dp[j] - D);
-
-			if (capped)
-				ds *= 1.0 - th[j] * th[j];
-			dp[j] = ds * r->scale;
-		}
-	}
-	/* dQ = dscores·K */
-	bk->gemm_packed(r->dQr + i0 * ldq + h * r->dk, ldq, f->dp, ld, pk + off[1] + kb * nr, n_kv * nr,
-			nb, r->dk, nk);
 	if (r->one_pass) {
-		/* dK += dscoresᵀ·Q and dV += Pᵀ·dO over this block's queries: the
-		 * task owns key/value head g and adds the blocks in a fixed order */
+		/* the block's Q and dO, packed for dK += dscoresᵀ·Q and dV += Pᵀ·dO */
 		bk->pack_b(f->qp, r->Q + i0 * ldq + h * r->dk, ldq, 1, nb, r->dk);
-		bk->gemm_packed_tadd(f->dKg + kb * r->dk, r->dk, f->dp, ld, f->qp, nb * nr, nk, r->dk,
-				     nb);
-		bk->pack_b(f->qp, r->dcat + i0 * ldc + h * r->dv, ldc, 1, nb, r->dv);
-		bk->gemm_packed_tadd(f->dVg + kb * r->dv, r->dv, f->p, ld, f->qp, nb * nr, nk, r->dv,
-				     nb);
+		bk->pack_b(f->qo, r->dcat + i0 * ldc + h * r->dv, ldc, 1, nb, r->dv);
+	}
+	/* a chunk of keys at a time: dP = dO·Vᵀ, then dS = P·(dP − D), tanh', the
+	 * scale (dscores) in its place; dQ += dscores·K (the chunks are the
+	 * product's runs: the same sums as in one); with one pass dK and dV of
+	 * the chunk's keys, the task owning key/value head g and adding the
+	 * blocks in a fixed order */
+	for (size_t c = 0; c < nk; c += FAST_CHUNK) {
+		const size_t cw = nk - c < FAST_CHUNK ? nk - c : FAST_CHUNK;
+		const size_t lc = fast_tile_ld(FAST_CHUNK);
+
+		bk->gemm_packed(f->dp, lc, r->dcat + i0 * ldc + h * r->dv, ldc,
+				pk + off[2] + (kb + c) / nr * r->dv * nr, r->dv * nr, nb, cw, r->dv, 0);
+		for (size_t i = 0; i < nb; i++) {
+			const real D = r->Dall[h * n_q + i0 + i];
+			real *dp = f->dp + i * lc;
+			const real *p = f->p + i * ld + c, *th = f->th + i * ld + c;
+
+			if (!capped) {
+				bk->dscores(dp, p, cw, D, r->scale);
+				continue;
+			}
+			for (size_t j = 0; j < cw; j++) {
+				const real ds = p[j] == 0.0 ? 0.0 : p[j] * (dp[j] - D) * (1.0 - th[j] * th[j]);
+
+				dp[j] = ds * r->scale;
+			}
+		}
+		bk->gemm_packed(r->dQr + i0 * ldq + h * r->dk, ldq, f->dp, lc, pk + off[1] + (kb + c) * nr,
+				n_kv * nr, nb, r->dk, cw, c > 0);
+		if (r->one_pass) {
+			bk->gemm_packed_tadd(f->dKg + (kb + c) * r->dk, r->dk, f->dp, lc, f->qp, nb * nr, cw,
+					     r->dk, nb);
+			bk->gemm_packed_tadd(f->dVg + (kb + c) * r->dv, r->dv, f->p + c, ld, f->qo, nb * nr,
+					     cw, r->dv, nb);
+		}
 	}
 	return 0;
 }
@@ -770,9 +798,9 @@ static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast
 		const real *pk = r->pk + h * per_h;
 
 		bk->gemm_packed(f->s, nq, r->K + j0 * ldk + g * r->dk, ldk,
-				pk + off[0] + qa / nr * r->dk * nr, r->dk * nr, nb, nq, r->dk);
+				pk + off[0] + qa / nr * r->dk * nr, r->dk * nr, nb, nq, r->dk, 0);
 		bk->gemm_packed(f->dp, nq, r->V + j0 * ldv + g * r->dv, ldv,
-				pk + off[2] + qa / nr * r->dv * nr, r->dv * nr, nb, nq, r->dv);
+				pk + off[2] + qa / nr * r->dv * nr, r->dv * nr, nb, nq, r->dv, 0);
 		for (size_t j = j0, ia = qa, ib = qa; j < j1; j++) {
 			real *p = f->p + (j - j0) * nq, *dp = f->dp + (j - j0) * nq;
 
@@ -799,11 +827,13 @@ static int fast_key_block(struct bw *r, const struct mha_kernels *k, struct fast
 					       dp + (i - qa));
 		}
 		/* dK += dSᵀ·Q, dV += Pᵀ·dO: each head's part, added in head order */
-		bk->gemm_packed(f->part, r->dk, f->dp, nq, pk + off[1] + qa * nr, n_q * nr, nb, r->dk, nq);
+		bk->gemm_packed(f->part, r->dk, f->dp, nq, pk + off[1] + qa * nr, n_q * nr, nb, r->dk, nq,
+				0);
 		for (size_t j = 0; j < nb; j++)
 			for (size_t t = 0; t < r->dk; t++)
 				r->dKr[(j0 + j) * ldk + g * r->dk + t] += f->part[j * r->dk + t];
-		bk->gemm_packed(f->part, r->dv, f->p, nq, pk + off[3] + qa * nr, n_q * nr, nb, r->dv, nq);
+		bk->gemm_packed(f->part, r->dv, f->p, nq, pk + off[3] + qa * nr, n_q * nr, nb, r->dv, nq,
+				0);
 		for (size_t j = 0; j < nb; j++)
 			for (size_t t = 0; t < r->dv; t++)
 				r->dV[(j0 + j) * ldv + g * r->dv + t] += f->part[j * r->dv + t];
@@ -840,23 +870,22 @@ static void fast_pack(const struct bw *r, const struct mha_bwd_kernels *bk, long
 	}
 }
 
-/* a thread's tiles: FAST_TILES of (96, n) and a (96, wide) part, or NULL */
-static real *fast_buf_alloc(struct fast_buf *f, size_t n, size_t wide)
+/* a thread's tiles for rows of n, pass 1 or 2 (fast_buf), or NULL; P
+ * takes the place of S, the softmax working each row in place */
+static real *fast_buf_alloc(struct fast_buf *f, size_t n, size_t wide, int pass)
 {
-	const size_t ld = fast_tile_ld(n);
+	const size_t ld = fast_tile_ld(n), count = fast_tiles_count(n, wide, pass);
 	real *b;
 
 	/* rows whole cache lines from a 64-byte boundary (huge pages from
 	 * MHA_BIG_MIN up, kernel.h) */
-	f->bytes = (FAST_TILES * FAST_QB * ld + FAST_KB * wide) * sizeof(real);
-	b = mha_big_alloc(f->bytes);
-
+	f->bytes = count > SIZE_MAX / sizeof(real) ? SIZE_MAX : count * sizeof(real);
+	b = f->bytes == SIZE_MAX ? NULL : mha_big_alloc(f->bytes);
 	if (b) {
-		f->s = b;
+		f->s = f->p = b;
 		f->th = b + FAST_QB * ld;
-		f->p = b + 2 * FAST_QB * ld;
-		f->dp = b + 3 * FAST_QB * ld;
-		f->part = b + FAST_TILES * FAST_QB * ld;
+		f->dp = b + 2 * FAST_QB * ld;
+		f->part = pass == 2 ? b + 3 * FAST_KB * ld : NULL;
 	}
 	return b;
 }
@@ -884,8 +913,8 @@ static void fast_pass1(void *arg, int tid, int nthreads)
 
 	(void)tid;
 	{
-		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0 };
-		real *b = fast_buf_alloc(&f, n_kv, 0);
+		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0 };
+		real *b = fast_buf_alloc(&f, n_kv, 0, 1);
 		int e = b ? 0 : 1;
 
 		if (r->one_pass) {
@@ -893,7 +922,8 @@ static void fast_pass1(void *arg, int tid, int nthreads)
 			f.qp = f.one == SIZE_MAX ? NULL : mha_big_alloc(f.one);
 			e = e || !f.qp;
 			if (f.qp) {
-				f.dKg = f.qp + qp / sizeof(real);
+				f.qo = f.qp + qp / sizeof(real);
+				f.dKg = f.qo + qp / sizeof(real);
 				f.dVg = f.dKg + fast_lines(n_kv, r->dk) / sizeof(real);
 			}
 		}
@@ -948,8 +978,8 @@ static void fast_pass2(void *arg, int tid, int nthreads)
 
 	(void)tid;
 	{
-		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0 };
-		real *b = fast_buf_alloc(&f, n_q, wide);
+		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0 };
+		real *b = fast_buf_alloc(&f, n_q, wide, 2);
 		int e = b ? 0 : 1;
 
 		/* each head's Q and dconcat packed, both ways, once (K's and V's are done with) */
@@ -1631,12 +1661,11 @@ size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wa
 			const size_t team2 = th > 1 && G * kb > 1 ? (size_t)th : 1;
 			size_t one1, one2;
 
-			one1 = dbl_block(FAST_TILES * FAST_QB, fast_tile_ld(d->n_kv));
+			one1 = dbl_block(1, fast_tiles_count(d->n_kv, 0, 1));
 			if (fast_one_pass(d))
 				one1 = mha_sat_add(one1, mha_sat_add(fast_one_bytes(d,
 							bwd_kernels(k)->packed_nr()), MHA_ALLOC_SLACK));
-			one2 = dbl_block(1, mha_sat_add(mha_sat_mul(FAST_TILES * FAST_QB, fast_tile_ld(d->n_q)),
-							FAST_KB * part));
+			one2 = dbl_block(1, fast_tiles_count(d->n_q, part, 2));
 			one1 = mha_sat_mul(team1, one1);
 			/* no pass 2 with one pass */
 			one2 = fast_one_pass(d) ? 0 : mha_sat_mul(team2, one2);

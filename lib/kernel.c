@@ -58,7 +58,7 @@ static inline vec pick(ivec m, vec a, vec b)
 }
 
 /* GEMM blocking: a (KC, NC) panel of B, an (MC, KC) block of A */
-#define KC 256
+#define KC MHA_GEMM_KC
 #define MC (MR * 16)
 #define NC 4096
 /* attention blocking: BQ queries against BK keys at a time */
@@ -981,7 +981,7 @@ void NAME(mha_pack_b_)(void *dst, const void *src, size_t rs, size_t cs, size_t 
  * order (KC-long runs, as mha_gemm).
  */
 void NAME(mha_gemm_packed_)(void *Cv, size_t ldc, const void *Av, size_t lda, const void *bp,
-			    size_t bs, size_t m, size_t n, size_t k)
+			    size_t bs, size_t m, size_t n, size_t k, int add)
 {
 	const REAL *A = Av, *Bp = bp;
 	REAL *C = Cv;
@@ -989,12 +989,13 @@ void NAME(mha_gemm_packed_)(void *Cv, size_t ldc, const void *Av, size_t lda, co
 	REAL tail[MR * KC] __attribute__((aligned(64)));
 
 	if (!k) {
-		for (size_t i = 0; i < m; i++)
+		for (size_t i = 0; i < m && !add; i++)
 			memset(C + i * ldc, 0, n * sizeof(REAL));
 		return;
 	}
 	for (size_t k0 = 0; k0 < k; k0 += KC) {
 		const size_t kc = min_size(KC, k - k0);
+		const int more = add || k0 > 0;
 
 		for (size_t i0 = 0; i0 < m; i0 += MC) {
 			const size_t mc = min_size(MC, m - i0), whole = mc / MR * MR;
@@ -1010,12 +1011,12 @@ void NAME(mha_gemm_packed_)(void *Cv, size_t ldc, const void *Av, size_t lda, co
 				for (size_t j = 0; j < n; j += NR)
 					micro_rows(kc, A + (i0 + i) * lda + k0, lda,
 						   Bp + j / NR * bs + k0 * NR, C + (i0 + i) * ldc + j,
-						   ldc, MR, min_size(NR, n - j), k0 > 0);
+						   ldc, MR, min_size(NR, n - j), more);
 			if (whole < mc)
 				for (size_t j = 0; j < n; j += NR)
 					micro(kc, tail, Bp + j / NR * bs + k0 * NR,
 					      C + (i0 + whole) * ldc + j, ldc, mc - whole,
-					      min_size(NR, n - j), k0 > 0);
+					      min_size(NR, n - j), more);
 		}
 	}
 }

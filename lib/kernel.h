@@ -148,15 +148,19 @@ size_t mha_stream_memory(const struct mha_dims *d, const struct mha_config *cfg,
  * mha_pack_b_SFX packs B (k, n), element (p, j) at src[p·rs + j·cs], into
  * strips of mha_packed_nr_SFX() columns (k·round_up(n, nr) elements, the
  * buffer 64-byte aligned); mha_gemm_packed_SFX(C, ldc, A, lda, bp, bs, m, n,
- * k) is C = A·B on one thread, bp the first strip's first row used, strips
- * bs elements apart; mha_gemm_packed_tadd_SFX the same for C += Aᵀ·B, A
- * stored (k, m) with lda.  Nothing allocated.
+ * k, add) is C = A·B (add: C += A·B, each KC-long run's sum added to C as
+ * the runs after the first are, so that a product split at multiples of
+ * KC along k sums as the whole) on one thread, bp the first strip's first
+ * row used, strips bs elements apart; mha_gemm_packed_tadd_SFX is C +=
+ * Aᵀ·B, A stored (k, m) with lda.  Nothing allocated.
  */
+/* the runs along k the GEMM kernels sum in registers before adding to C */
+#define MHA_GEMM_KC 256
 #define MHA_DECLARE_PACKED(sfx) \
 	size_t mha_packed_nr_##sfx(void); \
 	void mha_pack_b_##sfx(void *dst, const void *src, size_t rs, size_t cs, size_t k, size_t n); \
 	void mha_gemm_packed_##sfx(void *C, size_t ldc, const void *A, size_t lda, const void *bp, \
-				   size_t bs, size_t m, size_t n, size_t k); \
+				   size_t bs, size_t m, size_t n, size_t k, int add); \
 	void mha_gemm_packed_tadd_##sfx(void *C, size_t ldc, const void *A, size_t lda, \
 					const void *bp, size_t bs, size_t m, size_t n, size_t k)
 

@@ -31,7 +31,7 @@ struct mha_bwd_kernels {
 	 * mha_gemm_packed, mha_packed_nr: the GEMM kernel's, same vector width) */
 	void (*pack_b)(void *dst, const void *src, size_t rs, size_t cs, size_t k, size_t n);
 	void (*gemm_packed)(void *C, size_t ldc, const void *A, size_t lda, const void *bp,
-			    size_t bs, size_t m, size_t n, size_t k);
+			    size_t bs, size_t m, size_t n, size_t k, int add);
 	size_t (*packed_nr)(void);
 	void (*gemm_packed_tadd)(void *C, size_t ldc, const void *A, size_t lda, const void *bp,
 				 size_t bs, size_t m, size_t n, size_t k);
