@@ -110,9 +110,9 @@ build/lib/kernel_f64_avx512.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h li
 build/lib/kernel_f32_avx512.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
 	@mkdir -p $(@D)
 	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_avx512 -DVB=64 -mavx512f -mfma -o $@
-# flags from the name as asan_kernel gives them (below); no fused multiply-add,
-# so that s·scale − L is taken from s·scale rounded, as the forward's L was
-BWD_CFLAGS = $(KERNEL_CFLAGS) -ffp-contract=off
+# flags from the name as asan_kernel gives them (below); fused multiply-adds as
+# in kernel.c, but for s·scale, which kernel_bwd.c's scaled() rounds first
+BWD_CFLAGS = $(KERNEL_CFLAGS)
 build/lib/kernel_bwd_%.o: lib/kernel_bwd.c lib/isa.h lib/vexp.h lib/kernel_bwd.h build/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(BWD_CFLAGS) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING \
@@ -355,11 +355,11 @@ build/fuzz/obj/lib/kernel_f32_base.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kern
 
 build/fuzz/obj/lib/kernel_bwd_f64_base.o: lib/kernel_bwd.c lib/isa.h lib/vexp.h lib/kernel_bwd.h build/fuzz/.flags
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -ffp-contract=off -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -c $< -o $@
 
 build/fuzz/obj/lib/kernel_bwd_f32_base.o: lib/kernel_bwd.c lib/isa.h lib/vexp.h lib/kernel_bwd.h build/fuzz/.flags
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -DSFX=f32_base -DVB=16 -ffp-contract=off -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -DSFX=f32_base -DVB=16 -c $< -o $@
 
 build/fuzz/obj/lib/backward_f32.o: lib/backward.c lib/*.h build/fuzz/.flags
 	@mkdir -p $(@D)

@@ -9,9 +9,8 @@
  * (those are the GEMM kernel's) and nothing that allocates.
  *
  * Each result is summed in one fixed order for a given vector width, so
- * the bits are the same for any number of threads.  Built without fused
- * multiply-adds (Makefile): L was formed from s·scale rounded, and an exact
- * s·scale − L could then be above 0 by far for a huge score.
+ * the bits are the same for any number of threads.  Built as kernel.c is,
+ * multiply-adds fused, but for s·scale (scaled(), below).
  */
 #include "isa.h"
 #include "kernel_bwd.h"
@@ -84,6 +83,20 @@ static inline int in_range(vec x)
 		if (!ok[l])
 			return 0;
 	return all_finite(x);
+}
+
+/*
+ * x·scale rounded to the element type, never fused with what follows: the
+ * empty asm makes the compiler hold the product in a register, so that
+ * s·scale − L is taken from s·scale rounded, as L was (exact, it could lie
+ * above L by far for a huge score).  The rest of the arithmetic here may
+ * fuse (the Makefile builds this file as kernel.c, contracting).
+ */
+static inline vec scaled(vec x, real scale)
+{
+	x *= scale;
+	__asm__("" : "+x"(x));
+	return x;
 }
 
 /* e^x, x <= about 0, as the forward takes it (vexp.h) */
@@ -165,10 +178,10 @@ int NAME(mha_bwd_softmax_)(real *p, const real *s, size_t n, real scale, const d
 	 * vectors a turn: their polynomials are independent chains, which the
 	 * processor then works side by side; the sum in the same order */
 	for (j = 0; j + 4 * VL <= n; j += 4 * VL) {
-		const vec e0 = vexp_v(load(s + j) * scale - m);
-		const vec e1 = vexp_v(load(s + j + VL) * scale - m);
-		const vec e2 = vexp_v(load(s + j + 2 * VL) * scale - m);
-		const vec e3 = vexp_v(load(s + j + 3 * VL) * scale - m);
+		const vec e0 = vexp_v(scaled(load(s + j), scale) - m);
+		const vec e1 = vexp_v(scaled(load(s + j + VL), scale) - m);
+		const vec e2 = vexp_v(scaled(load(s + j + 2 * VL), scale) - m);
+		const vec e3 = vexp_v(scaled(load(s + j + 3 * VL), scale) - m);
 
 		store(p + j, e0);
 		store(p + j + VL, e1);
@@ -180,13 +193,13 @@ int NAME(mha_bwd_softmax_)(real *p, const real *s, size_t n, real scale, const d
 		vl += e3;
 	}
 	for (; j + VL <= n; j += VL) {
-		const vec e = vexp_v(load(s + j) * scale - m);
+		const vec e = vexp_v(scaled(load(s + j), scale) - m);
 
 		store(p + j, e);
 		vl += e;
 	}
 	if (j < n) {
-		const vec e = vexp_v(load_tail(s + j, n - j, 0.0) * scale - m);
+		const vec e = vexp_v(scaled(load_tail(s + j, n - j, 0.0), scale) - m);
 
 		store_tail(p + j, e, n - j);
 		for (size_t t = 0; t < n - j; t++)
@@ -235,19 +248,20 @@ int NAME(mha_bwd_keyrow_)(real *p, real *dp, const real *s, const real *L, const
 	size_t j = 0;
 
 	for (; j + VL <= n; j += VL)
-		if (!in_range(load(s + j) * scale - load(L + j)))
+		if (!in_range(scaled(load(s + j), scale) - load(L + j)))
 			return 1;
-	if (j < n && !in_range(load_tail(s + j, n - j, 0.0) * scale - load_tail(L + j, n - j, 0.0)))
+	if (j < n &&
+	    !in_range(scaled(load_tail(s + j, n - j, 0.0), scale) - load_tail(L + j, n - j, 0.0)))
 		return 1;
 	for (j = 0; j + VL <= n; j += VL) {
-		const vec e = vexp_v(load(s + j) * scale - load(L + j));
+		const vec e = vexp_v(scaled(load(s + j), scale) - load(L + j));
 
 		store(p + j, e);
 		store(dp + j, e * (load(dp + j) - load(D + j)) * scale);
 	}
 	if (j < n) {
 		const size_t r = n - j;
-		const vec e = vexp_v(load_tail(s + j, r, 0.0) * scale - load_tail(L + j, r, 0.0));
+		const vec e = vexp_v(scaled(load_tail(s + j, r, 0.0), scale) - load_tail(L + j, r, 0.0));
 
 		store_tail(p + j, e, r);
 		store_tail(dp + j, e * (load_tail(dp + j, r, 0.0) - load_tail(D + j, r, 0.0)) * scale, r);
