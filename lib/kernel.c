@@ -184,11 +184,19 @@ micro_strided(size_t kc, const REAL *restrict a, size_t ps, size_t is, const REA
 		}
 		return;
 	}
-	for (size_t i = 0; i < mr; i++) {
+	/* unrolled, each row's index a constant: acc is never indexed at run
+	 * time, so its sums stay in registers (else all of them go through
+	 * the stack on the way out, whole tiles too) */
+#pragma GCC unroll 6
+	for (size_t i = 0; i < MR; i++) {
+		const vec a0 = acc[i][0], a1 = acc[i][1];
 		REAL tmp[2 * (VB / sizeof(REAL))];
 
-		memcpy(tmp, &acc[i][0], sizeof(vec));
-		memcpy(tmp + VL, &acc[i][1], sizeof(vec));
+		if (i >= mr)
+			break;
+
+		memcpy(tmp, &a0, sizeof(vec));
+		memcpy(tmp + VL, &a1, sizeof(vec));
 		for (size_t j = 0; j < nr; j++) {
 			c[i * ldc + j] = add ? c[i * ldc + j] + tmp[j] : tmp[j] * mul;
 			if (rmax) {
