@@ -4207,6 +4207,42 @@ static void grads_alloc_f32(struct grad_set_f32 *s, const struct grad_set *like)
 				s->all[6], s->all[7], s->all[8], s->all[9], s->all[10], s->all[11] };
 }
 
+/* a case's inputs, weights (W_Q … W_O, b_Q … b_O) and dO rounded to
+ * floats, and those floats widened back to doubles (NULL stays NULL) */
+struct rounded_set {
+	float *fx[3], *fw[8], *fdo;
+	double *dx[3], *dw[8], *ddo;
+};
+
+static void rounded_of(struct rounded_set *r, const double *const x[3], const size_t nx[3],
+		       const double *const w[8], const size_t nw[8], const double *dout, size_t ndo)
+{
+	for (int i = 0; i < 3; i++) {
+		r->fx[i] = floats_of(x[i], nx[i]);
+		r->dx[i] = doubles_of(r->fx[i], nx[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		r->fw[i] = floats_of(w[i], nw[i]);
+		r->dw[i] = doubles_of(r->fw[i], nw[i]);
+	}
+	r->fdo = floats_of(dout, ndo);
+	r->ddo = doubles_of(r->fdo, ndo);
+}
+
+static void rounded_free(struct rounded_set *r)
+{
+	for (int i = 0; i < 3; i++) {
+		free(r->fx[i]);
+		free(r->dx[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		free(r->fw[i]);
+		free(r->dw[i]);
+	}
+	free(r->fdo);
+	free(r->ddo);
+}
+
 /*
  * mha_backward_f32 on the random cases (every option, as make_case makes
  * them): against mha_backward on the very same data at float32's
@@ -4224,8 +4260,8 @@ START_TEST(test_backward_f32)
 	mha_config one, three;
 	mha_report rep;
 	size_t oc, G, nx[3], nw[8];
-	double *dout, *dw[8], *dx[3], *ddo, scale = 0;
-	float *fx[3], *fw[8], *fdo;
+	double *dout, scale = 0;
+	struct rounded_set rs;
 	char what[64];
 
 	make_case(&c, (unsigned)_i);
@@ -4243,17 +4279,9 @@ START_TEST(test_backward_f32)
 	nw[6] = G * c.d.d_v;
 	nw[7] = oc;
 	dout = _i % 4 == 1 ? NULL : rnd_matrix(c.d.n_q * oc);
-	fdo = floats_of(dout, c.d.n_q * oc);
-	ddo = doubles_of(fdo, c.d.n_q * oc);
-	fx[0] = floats_of(c.xq, nx[0]);
-	fx[1] = floats_of(c.xk, nx[1]);
-	fx[2] = floats_of(c.xv, nx[2]);
-	for (int i = 0; i < 3; i++)
-		dx[i] = doubles_of(fx[i], nx[i]);
-	for (int i = 0; i < 8; i++) {
-		fw[i] = floats_of(i < 4 ? c.W[i] : c.b[i - 4], nw[i]);
-		dw[i] = doubles_of(fw[i], nw[i]);
-	}
+	rounded_of(&rs, (const double *const[3]){ c.xq, c.xk, c.xv }, nx,
+		   (const double *const[8]){ c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1], c.b[2],
+					     c.b[3] }, nw, dout, c.d.n_q * oc);
 	grads_alloc(&full, &c.d, 1);
 	grads_alloc(&rounded, &c.d, 1);
 	grads_alloc_f32(&f1, &full);
@@ -4264,18 +4292,21 @@ START_TEST(test_backward_f32)
 	ck_assert_int_eq(mha_backward(&full.g, dout, &c.d, &(mha_inputs){ c.xq, c.xk, c.xv },
 				      &(mha_weights){ c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1],
 						      c.b[2], c.b[3] }, &c.cfg, NULL, NULL), MHA_OK);
-	ck_assert_int_eq(mha_backward(&rounded.g, ddo, &c.d, &(mha_inputs){ dx[0], dx[1], dx[2] },
-				      &(mha_weights){ dw[0], dw[1], dw[2], dw[3], dw[4], dw[5], dw[6],
-						      dw[7] }, &one, NULL, NULL), MHA_OK);
+	ck_assert_int_eq(mha_backward(&rounded.g, rs.ddo, &c.d,
+				      &(mha_inputs){ rs.dx[0], rs.dx[1], rs.dx[2] },
+				      &(mha_weights){ rs.dw[0], rs.dw[1], rs.dw[2], rs.dw[3], rs.dw[4],
+						      rs.dw[5], rs.dw[6], rs.dw[7] }, &one, NULL, NULL),
+			 MHA_OK);
 	{
-		const mha_inputs_f32 in = { fx[0], fx[1], fx[2] };
-		const mha_weights_f32 w = { fw[0], fw[1], fw[2], fw[3], fw[4], fw[5], fw[6], fw[7] };
+		const mha_inputs_f32 in = { rs.fx[0], rs.fx[1], rs.fx[2] };
+		const mha_weights_f32 w = { rs.fw[0], rs.fw[1], rs.fw[2], rs.fw[3], rs.fw[4], rs.fw[5],
+					    rs.fw[6], rs.fw[7] };
 
 		const int tracked = track_works();
 
 		if (tracked)
 			track_start();
-		ck_assert_int_eq(mha_backward_f32(&f1.g, fdo, &c.d, &in, &w, &one, &rep), MHA_OK);
+		ck_assert_int_eq(mha_backward_f32(&f1.g, rs.fdo, &c.d, &in, &w, &one, &rep), MHA_OK);
 		if (tracked) {
 			/* floats: within what mha_backward_memory says for doubles */
 			const size_t peak = track_stop(), bound = mha_backward_memory(&c.d, &one, 0);
@@ -4283,7 +4314,7 @@ START_TEST(test_backward_f32)
 			ck_assert_msg(peak <= bound, "case %d: f32 peak %zu above the bound %zu", _i,
 				      peak, bound);
 		}
-		ck_assert_int_eq(mha_backward_f32(&f3.g, fdo, &c.d, &in, &w, &three, NULL), MHA_OK);
+		ck_assert_int_eq(mha_backward_f32(&f3.g, rs.fdo, &c.d, &in, &w, &three, NULL), MHA_OK);
 	}
 	ck_assert_int_eq(rep.fast_path, 1);
 	/* the case's scale: its largest gradient of an input */
@@ -4314,14 +4345,7 @@ START_TEST(test_backward_f32)
 		grad_close(what, widened, full.all[i], full.n[i], 1e-4);
 		free(widened);
 	}
-	for (int i = 0; i < 3; i++) {
-		free(fx[i]);
-		free(dx[i]);
-	}
-	for (int i = 0; i < 8; i++) {
-		free(fw[i]);
-		free(dw[i]);
-	}
+	rounded_free(&rs);
 	for (int i = 0; i < 12; i++) {
 		free(f1.all[i]);
 		free(f3.all[i]);
@@ -4329,8 +4353,6 @@ START_TEST(test_backward_f32)
 	grads_free(&full);
 	grads_free(&rounded);
 	free(dout);
-	free(fdo);
-	free(ddo);
 	free_case(&c);
 }
 END_TEST
@@ -4357,8 +4379,8 @@ START_TEST(test_backward_f32_one_pass)
 	const size_t nw[8] = { d.d_q_in * d.heads * d.d_k, d.d_k_in * sh[3] * d.d_k,
 			       d.d_v_in * sh[3] * d.d_v, d.heads * d.d_v * d.d_out,
 			       d.heads * d.d_k, sh[3] * d.d_k, sh[3] * d.d_v, d.d_out };
-	float *fx[3], *fw[8], *fdo;
-	double *dx[3], *dw[8], *ddo, scale = 0;
+	double *v[12], scale = 0;
+	struct rounded_set rs;
 	struct grad_set want;
 	struct grad_set_f32 f1, f2;
 	mha_config one = { .threads = 1 }, two = { .threads = 2 };
@@ -4366,48 +4388,36 @@ START_TEST(test_backward_f32_one_pass)
 	char what[64];
 
 	rng_state = 977 + (uint64_t)_i;
-	for (int i = 0; i < 3; i++) {
-		double *v = rnd_matrix(nx[i]);
-
-		fx[i] = floats_of(v, nx[i]);
-		dx[i] = doubles_of(fx[i], nx[i]);
-		free(v);
-	}
-	for (int i = 0; i < 8; i++) {
-		double *v = rnd_matrix(nw[i]);
-
-		fw[i] = floats_of(v, nw[i]);
-		dw[i] = doubles_of(fw[i], nw[i]);
-		free(v);
-	}
-	{
-		double *v = rnd_matrix(d.n_q * d.d_out);
-
-		fdo = floats_of(v, d.n_q * d.d_out);
-		ddo = doubles_of(fdo, d.n_q * d.d_out);
-		free(v);
-	}
+	for (int i = 0; i < 12; i++)
+		v[i] = rnd_matrix(i < 3 ? nx[i] : i < 11 ? nw[i - 3] : d.n_q * d.d_out);
+	rounded_of(&rs, (const double *const *)v, nx, (const double *const *)v + 3, nw, v[11],
+		   d.n_q * d.d_out);
+	for (int i = 0; i < 12; i++)
+		free(v[i]);
 	grads_alloc(&want, &d, 1);
 	grads_alloc_f32(&f1, &want);
 	grads_alloc_f32(&f2, &want);
-	ck_assert_int_eq(mha_backward(&want.g, ddo, &d, &(mha_inputs){ dx[0], dx[1], dx[2] },
-				      &(mha_weights){ dw[0], dw[1], dw[2], dw[3], dw[4], dw[5], dw[6],
-						      dw[7] }, &one, NULL, NULL), MHA_OK);
+	ck_assert_int_eq(mha_backward(&want.g, rs.ddo, &d,
+				      &(mha_inputs){ rs.dx[0], rs.dx[1], rs.dx[2] },
+				      &(mha_weights){ rs.dw[0], rs.dw[1], rs.dw[2], rs.dw[3], rs.dw[4],
+						      rs.dw[5], rs.dw[6], rs.dw[7] }, &one, NULL, NULL),
+			 MHA_OK);
 	{
-		const mha_inputs_f32 in = { fx[0], fx[1], fx[2] };
-		const mha_weights_f32 w = { fw[0], fw[1], fw[2], fw[3], fw[4], fw[5], fw[6], fw[7] };
+		const mha_inputs_f32 in = { rs.fx[0], rs.fx[1], rs.fx[2] };
+		const mha_weights_f32 w = { rs.fw[0], rs.fw[1], rs.fw[2], rs.fw[3], rs.fw[4], rs.fw[5],
+					    rs.fw[6], rs.fw[7] };
 		const int tracked = track_works();
 
 		if (tracked)
 			track_start();
-		ck_assert_int_eq(mha_backward_f32(&f1.g, fdo, &d, &in, &w, &one, &rep), MHA_OK);
+		ck_assert_int_eq(mha_backward_f32(&f1.g, rs.fdo, &d, &in, &w, &one, &rep), MHA_OK);
 		if (tracked) {
 			const size_t peak = track_stop(), bound = mha_backward_memory(&d, &one, 0);
 
 			ck_assert_msg(peak <= bound, "shape %d: f32 peak %zu above the bound %zu", _i,
 				      peak, bound);
 		}
-		ck_assert_int_eq(mha_backward_f32(&f2.g, fdo, &d, &in, &w, &two, NULL), MHA_OK);
+		ck_assert_int_eq(mha_backward_f32(&f2.g, rs.fdo, &d, &in, &w, &two, NULL), MHA_OK);
 	}
 	ck_assert_int_eq(rep.fast_path, 1);
 	for (int i = 0; i < 3; i++)
@@ -4423,21 +4433,12 @@ START_TEST(test_backward_f32_one_pass)
 		grad_close(what, widened, want.all[i], want.n[i], 5e-5);
 		free(widened);
 	}
-	for (int i = 0; i < 3; i++) {
-		free(fx[i]);
-		free(dx[i]);
-	}
-	for (int i = 0; i < 8; i++) {
-		free(fw[i]);
-		free(dw[i]);
-	}
+	rounded_free(&rs);
 	for (int i = 0; i < 12; i++) {
 		free(f1.all[i]);
 		free(f2.all[i]);
 	}
 	grads_free(&want);
-	free(fdo);
-	free(ddo);
 }
 END_TEST
 
