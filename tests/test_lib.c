@@ -4229,6 +4229,23 @@ static void rounded_of(struct rounded_set *r, const double *const x[3], const si
 	r->ddo = doubles_of(r->fdo, ndo);
 }
 
+/* mha_backward on the widened doubles, and mha_backward_f32 on the floats */
+static mha_status rounded_backward(const struct rounded_set *r, mha_grads *g, const mha_dims *d,
+				   const mha_config *cfg)
+{
+	return mha_backward(g, r->ddo, d, &(mha_inputs){ r->dx[0], r->dx[1], r->dx[2] },
+			    &(mha_weights){ r->dw[0], r->dw[1], r->dw[2], r->dw[3], r->dw[4],
+					    r->dw[5], r->dw[6], r->dw[7] }, cfg, NULL, NULL);
+}
+
+static mha_status rounded_backward_f32(const struct rounded_set *r, mha_grads_f32 *g,
+				       const mha_dims *d, const mha_config *cfg, mha_report *rep)
+{
+	return mha_backward_f32(g, r->fdo, d, &(mha_inputs_f32){ r->fx[0], r->fx[1], r->fx[2] },
+				&(mha_weights_f32){ r->fw[0], r->fw[1], r->fw[2], r->fw[3], r->fw[4],
+						    r->fw[5], r->fw[6], r->fw[7] }, cfg, rep);
+}
+
 static void rounded_free(struct rounded_set *r)
 {
 	for (int i = 0; i < 3; i++) {
@@ -4292,21 +4309,13 @@ START_TEST(test_backward_f32)
 	ck_assert_int_eq(mha_backward(&full.g, dout, &c.d, &(mha_inputs){ c.xq, c.xk, c.xv },
 				      &(mha_weights){ c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1],
 						      c.b[2], c.b[3] }, &c.cfg, NULL, NULL), MHA_OK);
-	ck_assert_int_eq(mha_backward(&rounded.g, rs.ddo, &c.d,
-				      &(mha_inputs){ rs.dx[0], rs.dx[1], rs.dx[2] },
-				      &(mha_weights){ rs.dw[0], rs.dw[1], rs.dw[2], rs.dw[3], rs.dw[4],
-						      rs.dw[5], rs.dw[6], rs.dw[7] }, &one, NULL, NULL),
-			 MHA_OK);
+	ck_assert_int_eq(rounded_backward(&rs, &rounded.g, &c.d, &one), MHA_OK);
 	{
-		const mha_inputs_f32 in = { rs.fx[0], rs.fx[1], rs.fx[2] };
-		const mha_weights_f32 w = { rs.fw[0], rs.fw[1], rs.fw[2], rs.fw[3], rs.fw[4], rs.fw[5],
-					    rs.fw[6], rs.fw[7] };
-
 		const int tracked = track_works();
 
 		if (tracked)
 			track_start();
-		ck_assert_int_eq(mha_backward_f32(&f1.g, rs.fdo, &c.d, &in, &w, &one, &rep), MHA_OK);
+		ck_assert_int_eq(rounded_backward_f32(&rs, &f1.g, &c.d, &one, &rep), MHA_OK);
 		if (tracked) {
 			/* floats: within what mha_backward_memory says for doubles */
 			const size_t peak = track_stop(), bound = mha_backward_memory(&c.d, &one, 0);
@@ -4314,7 +4323,7 @@ START_TEST(test_backward_f32)
 			ck_assert_msg(peak <= bound, "case %d: f32 peak %zu above the bound %zu", _i,
 				      peak, bound);
 		}
-		ck_assert_int_eq(mha_backward_f32(&f3.g, rs.fdo, &c.d, &in, &w, &three, NULL), MHA_OK);
+		ck_assert_int_eq(rounded_backward_f32(&rs, &f3.g, &c.d, &three, NULL), MHA_OK);
 	}
 	ck_assert_int_eq(rep.fast_path, 1);
 	/* the case's scale: its largest gradient of an input */
@@ -4397,27 +4406,20 @@ START_TEST(test_backward_f32_one_pass)
 	grads_alloc(&want, &d, 1);
 	grads_alloc_f32(&f1, &want);
 	grads_alloc_f32(&f2, &want);
-	ck_assert_int_eq(mha_backward(&want.g, rs.ddo, &d,
-				      &(mha_inputs){ rs.dx[0], rs.dx[1], rs.dx[2] },
-				      &(mha_weights){ rs.dw[0], rs.dw[1], rs.dw[2], rs.dw[3], rs.dw[4],
-						      rs.dw[5], rs.dw[6], rs.dw[7] }, &one, NULL, NULL),
-			 MHA_OK);
+	ck_assert_int_eq(rounded_backward(&rs, &want.g, &d, &one), MHA_OK);
 	{
-		const mha_inputs_f32 in = { rs.fx[0], rs.fx[1], rs.fx[2] };
-		const mha_weights_f32 w = { rs.fw[0], rs.fw[1], rs.fw[2], rs.fw[3], rs.fw[4], rs.fw[5],
-					    rs.fw[6], rs.fw[7] };
 		const int tracked = track_works();
 
 		if (tracked)
 			track_start();
-		ck_assert_int_eq(mha_backward_f32(&f1.g, rs.fdo, &d, &in, &w, &one, &rep), MHA_OK);
+		ck_assert_int_eq(rounded_backward_f32(&rs, &f1.g, &d, &one, &rep), MHA_OK);
 		if (tracked) {
 			const size_t peak = track_stop(), bound = mha_backward_memory(&d, &one, 0);
 
 			ck_assert_msg(peak <= bound, "shape %d: f32 peak %zu above the bound %zu", _i,
 				      peak, bound);
 		}
-		ck_assert_int_eq(mha_backward_f32(&f2.g, rs.fdo, &d, &in, &w, &two, NULL), MHA_OK);
+		ck_assert_int_eq(rounded_backward_f32(&rs, &f2.g, &d, &two, NULL), MHA_OK);
 	}
 	ck_assert_int_eq(rep.fast_path, 1);
 	for (int i = 0; i < 3; i++)
