@@ -875,6 +875,7 @@ static void fast_pack(const struct bw *r, const struct mha_bwd_kernels *bk, long
 static real *fast_buf_alloc(struct fast_buf *f, size_t n, size_t wide, int pass)
 {
 	const size_t ld = fast_tile_ld(n), count = fast_tiles_count(n, wide, pass);
+	const size_t rows = pass == 1 ? FAST_QB : FAST_KB;
 	real *b;
 
 	/* rows whole cache lines from a 64-byte boundary (huge pages from
@@ -883,9 +884,9 @@ static real *fast_buf_alloc(struct fast_buf *f, size_t n, size_t wide, int pass)
 	b = f->bytes == SIZE_MAX ? NULL : mha_big_alloc(f->bytes);
 	if (b) {
 		f->s = f->p = b;
-		f->th = b + FAST_QB * ld;
-		f->dp = b + 2 * FAST_QB * ld;
-		f->part = pass == 2 ? b + 3 * FAST_KB * ld : NULL;
+		f->th = b + rows * ld;
+		f->dp = b + 2 * rows * ld;
+		f->part = pass == 2 ? b + 3 * rows * ld : NULL;
 	}
 	return b;
 }
