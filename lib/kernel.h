@@ -23,12 +23,13 @@
 #define MHA_ALLOC_SLACK 64
 
 /*
- * Blocks of MHA_BIG_MIN bytes or more as mappings of their own with
- * transparent huge pages asked for (pages.c: fewer page faults in a short
- * run); smaller ones from aligned_alloc.  64-byte aligned; NULL when out
- * of memory.  mha_big_free takes the size asked for and accepts NULL.
+ * Blocks of MHA_BIG_MIN bytes or more as mappings of their own, kept when
+ * freed for the next block of their length, their whole 2 MiB pieces in
+ * transparent huge pages (pages.c: fewer page faults in a short run);
+ * smaller ones from aligned_alloc.  64-byte aligned; NULL when out of
+ * memory.  mha_big_free takes the size asked for and accepts NULL.
  */
-#define MHA_BIG_MIN ((size_t)2 << 20)
+#define MHA_BIG_MIN ((size_t)256 << 10)
 void *mha_big_alloc(size_t bytes);
 void mha_big_free(void *p, size_t bytes);
 

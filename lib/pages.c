@@ -5,9 +5,12 @@
  * A short run is dominated by first touches of fresh memory: each 4 KiB
  * page costs a fault (~3 µs on the machine measured, ~0.4-0.8 ms per MiB),
  * a 2 MiB huge page one fault and one clear (~0.09 ms per MiB; measured
- * with THP in "madvise" mode, 2 to 256 MiB).  So a block of 2 MiB or more
- * is mapped 2 MiB-aligned and its whole 2 MiB pieces advised
- * MADV_HUGEPAGE; the tail past the last whole piece stays in small pages,
+ * with THP in "madvise" mode, 2 to 256 MiB).  So a block of MHA_BIG_MIN
+ * (256 KiB) or more is mapped 2 MiB-aligned and its whole 2 MiB pieces
+ * advised MADV_HUGEPAGE, and kept when freed (below: the GEMM's panel of B,
+ * 512 KiB at d_model 512, is asked for again by each of the projections
+ * and came from malloc's fresh pages each time); the tail past the last
+ * whole piece stays in small pages,
  * so that the block holds no more than its bytes rounded to a page (what
  * mha_memory counts).  Smaller blocks, and systems without mmap or
  * MADV_HUGEPAGE, and builds with AddressSanitizer, come from aligned_alloc.  Not an allocator for anything else:
