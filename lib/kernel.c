@@ -552,8 +552,7 @@ size_t NAME(mha_attend_bytes_)(const struct mha_attend *a)
 	scratch_counts(a, c);
 	for (int i = 0; i < N_SCRATCH; i++)
 		one = mha_sat_add(one, counted_bytes(c[i]));
-	return mha_sat_add(mha_sat_add(counted_bytes(mha_sat_mul(packs, kt_count(a))),
-				       counted_bytes(mha_sat_mul(packs, v_count(a)))),
+	return mha_sat_add(counted_bytes(mha_sat_mul(packs, mha_sat_add(kt_count(a), v_count(a)))),
 			   mha_sat_mul((size_t)attend_threads(a), one));
 }
 
@@ -925,18 +924,20 @@ static void attend_team(void *arg, int tid, int nthreads)
 void NAME(mha_attend_)(struct mha_attend *a)
 {
 	const size_t held = attend_packs(a);
-	const size_t kt_n = mha_sat_mul(held, kt_count(a)), v_n = mha_sat_mul(held, v_count(a));
-	struct attend_team r = { a, alloc_big(kt_n), alloc_big(v_n), { 0 }, 0, (size_t)-1, 0 };
+	const size_t kt_n = mha_sat_mul(held, kt_count(a));
+	const size_t n = mha_sat_add(kt_n, mha_sat_mul(held, v_count(a)));
+	/* the packs of Kᵀ and V in one block: at 2 MiB together (512 keys of 8
+	 * heads of 64 in f32) one huge page rather than 512 small ones;
+	 * kt_count is whole vectors of NR·dk, so V's pack starts aligned */
+	REAL *block = alloc_big(n);
+	struct attend_team r = { a, block, block ? block + kt_n : NULL, { 0 }, 0, (size_t)-1, 0 };
 
-	if (!r.kt || !r.vp) {
-		free_big(r.kt, kt_n);
-		free_big(r.vp, v_n);
+	if (!block) {
 		a->error = 1;
 		return;
 	}
 	team_run(attend_threads(a), attend_team, &r);
-	free_big(r.kt, kt_n);
-	free_big(r.vp, v_n);
+	free_big(block, n);
 	a->blocked = atomic_load(&r.blocked);
 	a->first_blocked = atomic_load(&r.first);
 	a->error = atomic_load(&r.error);
