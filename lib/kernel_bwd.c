@@ -134,12 +134,14 @@ int NAME(mha_bwd_softmax_)(real *p, const real *s, size_t n, real scale, const d
 
 	if (!n)
 		return 1;
-	/* x − x is 0 when x is finite, NaN when not: one test at the end.  Four
-	 * maxima and checks side by side (short chains); the max is exact in
-	 * any order */
+	/* x − x is 0 when x is finite, NaN when not (x rounded first: fused,
+	 * s·scale − s·scale would be the product's rounding error): one test at
+	 * the end.  Four maxima and checks side by side (short chains); the max
+	 * is exact in any order */
 	for (; j + 4 * VL <= n; j += 4 * VL) {
-		const vec x0 = load(s + j) * scale, x1 = load(s + j + VL) * scale;
-		const vec x2 = load(s + j + 2 * VL) * scale, x3 = load(s + j + 3 * VL) * scale;
+		const vec x0 = scaled(load(s + j), scale), x1 = scaled(load(s + j + VL), scale);
+		const vec x2 = scaled(load(s + j + 2 * VL), scale);
+		const vec x3 = scaled(load(s + j + 3 * VL), scale);
 
 		ok[0] &= (x0 - x0) == splat(0);
 		ok[1] &= (x1 - x1) == splat(0);
@@ -151,7 +153,7 @@ int NAME(mha_bwd_softmax_)(real *p, const real *s, size_t n, real scale, const d
 		vm4[3] = pick(x3 > vm4[3], x3, vm4[3]);
 	}
 	for (; j + VL <= n; j += VL) {
-		const vec x = load(s + j) * scale;
+		const vec x = scaled(load(s + j), scale);
 
 		ok[0] &= (x - x) == splat(0);
 		vm4[0] = pick(x > vm4[0], x, vm4[0]);
