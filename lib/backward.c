@@ -878,8 +878,8 @@ static real *fast_buf_alloc(struct fast_buf *f, size_t n, size_t wide, int pass)
 	const size_t rows = pass == 1 ? FAST_QB : FAST_KB;
 	real *b;
 
-	/* rows whole cache lines from a 64-byte boundary (huge pages from
-	 * MHA_BIG_MIN up, kernel.h) */
+	/* rows whole cache lines from a 64-byte boundary (mapped from
+	 * MHA_BIG_MIN up, whole 2 MiB pieces in huge pages: kernel.h) */
 	f->bytes = count > SIZE_MAX / sizeof(real) ? SIZE_MAX : count * sizeof(real);
 	b = f->bytes == SIZE_MAX ? NULL : mha_big_alloc(f->bytes);
 	if (b) {

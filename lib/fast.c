@@ -140,7 +140,8 @@ static int mul_ok(size_t a, size_t b, size_t *r)
 	return 1;
 }
 
-/* rows·cols elements; from 2 MiB in huge pages where the system has them (pages.c) */
+/* rows·cols elements; from MHA_BIG_MIN a mapping of its own, its whole 2 MiB
+ * pieces in huge pages where the system has them (pages.c) */
 static void *alloc_elems(size_t rows, size_t cols, size_t esize)
 {
 	size_t n;

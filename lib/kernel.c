@@ -100,7 +100,8 @@ static void *alloc_aligned(size_t count)
 }
 
 /* alloc_aligned for the large blocks (a product's panel of B, the packs of
- * K and V): from 2 MiB in huge pages (pages.c); free_big(p, count) frees */
+ * K and V): from MHA_BIG_MIN mapped, whole 2 MiB pieces in huge pages
+ * (pages.c); free_big(p, count) frees */
 static void *alloc_big(size_t count)
 {
 	const size_t bytes = aligned_bytes(count);

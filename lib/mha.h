@@ -470,7 +470,7 @@ MHA_API mha_status mha_forward_f32(float *out, const mha_dims *dims,
  * quarter (and 4 KiB) of the measured peak.  Not counted: the caller's
  * arrays, what an observer keeps, and the threads' stacks.  For refusing a
  * run up front rather than failing in it.  Between calls the library keeps
- * up to 8 of its freed blocks of 2 MiB or more (64 MiB in all) mapped, for
+ * up to 8 of its freed blocks of 256 KiB or more (64 MiB in all) mapped, for
  * a next call of the same shape to reuse without faulting fresh pages in;
  * they go when reused, pushed out, or at exit.
  */
