@@ -30,7 +30,8 @@
 #include <unistd.h>
 
 #define KERNELS(name, sfx) \
-	{ name, mha_gemm_##sfx, mha_attend_##sfx, mha_gemm_bytes_##sfx, mha_attend_bytes_##sfx }
+	{ name, mha_gemm_##sfx, mha_attend_##sfx, mha_gemm_bytes_##sfx, mha_attend_bytes_##sfx, \
+	  mha_exps_##sfx }
 
 static const struct mha_kernels kernels_f64[] = {
 	KERNELS("base", f64_base),

@@ -446,7 +446,7 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 
 /*
  * e^x for x <= 0 (and -inf), without a call (vexp.h, shared with
- * kernel_bwd.c): 1 ulp or so, and 0 below the smallest normal result.
+ * kernel_bwd.c): within 2 ulp, and 0 below the smallest normal result.
  */
 static inline vec vexp_v(vec x);
 
@@ -460,6 +460,22 @@ static inline REAL vexp(REAL x)
 
 /* e^x a vector at a time, as described above: the softmax's inner loop */
 #include "vexp.h"
+
+/* y = e^x, n values, a whole vector at a time as the softmax takes them */
+void NAME(mha_exps_)(void *yv, const void *xv, size_t n)
+{
+	const REAL *x = xv;
+	REAL *y = yv;
+
+	for (size_t i = 0; i < n; i += VL) {
+		const size_t m = min_size(VL, n - i);
+		vec v = { 0 };
+
+		memcpy(&v, x + i, m * sizeof(REAL));
+		v = vexp_v(v);
+		memcpy(y + i, &v, m * sizeof(REAL));
+	}
+}
 
 /* ---- fused attention ---------------------------------------------------- */
 

@@ -90,13 +90,16 @@ struct mha_kernels {
 	void (*attend)(struct mha_attend *a);
 	size_t (*gemm_bytes)(const struct mha_gemm *g);
 	size_t (*attend_bytes)(const struct mha_attend *a);
+	/* y = e^x for x <= 0, n values, as the softmax computes it (test_lib checks it against libm) */
+	void (*exps)(void *y, const void *x, size_t n);
 };
 
 #define MHA_DECLARE_KERNELS(sfx) \
 	void mha_gemm_##sfx(struct mha_gemm *g); \
 	void mha_attend_##sfx(struct mha_attend *a); \
 	size_t mha_gemm_bytes_##sfx(const struct mha_gemm *g); \
-	size_t mha_attend_bytes_##sfx(const struct mha_attend *a)
+	size_t mha_attend_bytes_##sfx(const struct mha_attend *a); \
+	void mha_exps_##sfx(void *y, const void *x, size_t n)
 
 MHA_DECLARE_KERNELS(f64_base);
 MHA_DECLARE_KERNELS(f32_base);

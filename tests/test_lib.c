@@ -2032,6 +2032,113 @@ START_TEST(test_batch_fast_blocks)
 }
 END_TEST
 
+/*
+ * The softmax's e^x (lib/vexp.h), each kernel's, against libm's exp:
+ * within 2 ulp over [lo, 0] -- a dense sweep, the reduction's boundaries
+ * (multiples of ln2/16, a value either side) and random values; exactly 1
+ * at 0 and -0; 0 at and below lo (-708 double, -87 float) and at -inf;
+ * nan stays nan.  Whole vectors, so that every lane takes its own table
+ * entry.
+ */
+static double ulps_off(double got, double want, int f32)
+{
+	const double ulp = f32 ? (double)(nextafterf((float)want, INFINITY) - (float)want)
+			       : nextafter(want, INFINITY) - want;
+
+	return fabs(got - want) / ulp;
+}
+
+START_TEST(test_exp_accuracy)
+{
+	static const char *const kernels[] = { "base", "avx2", "avx512" };
+	enum { N = 200000 };
+	double *x = malloc(N * sizeof(double)), *y = malloc(N * sizeof(double));
+	float *xf = malloc(N * sizeof(float)), *yf = malloc(N * sizeof(float));
+	const char *kernel_was = getenv("MHA_KERNEL");
+	char *saved = kernel_was ? strdup(kernel_was) : NULL;
+
+	for (int f32 = 0; f32 < 2; f32++) {
+		const double lo = f32 ? -87.0 : -708.0, step = ldexp(log(2.0), -4);
+		size_t n = 0;
+
+		/* the specials first, then a sweep to below lo, boundaries, random values */
+		x[n++] = 0.0;
+		x[n++] = -0.0;
+		x[n++] = -INFINITY;
+		x[n++] = lo;
+		x[n++] = nextafter(lo, 0);
+		x[n++] = nextafter(lo, -INFINITY);
+		x[n++] = -1e-300;
+		x[n++] = -ldexp(1, -30);
+		for (size_t i = 0; i < 60000; i++)
+			x[n++] = (lo - 5) * (double)i / 60000;
+		for (int k = 1; k < 16 * 1100 && -k * step > lo - 2; k++) {
+			x[n++] = -k * step;
+			x[n++] = nextafter(-k * step, 0);
+			x[n++] = nextafter(-k * step, -INFINITY);
+			x[n++] = -(k + 0.5) * step;
+		}
+		rng_state = 12345;
+		while (n < N - 1)
+			x[n++] = rnd() < 0 ? (rnd() - 1) / 2 : (rnd() - 1) * -lo / 2;
+		x[n++] = NAN;
+		for (size_t i = 0; i < n; i++) {
+			xf[i] = (float)x[i];
+			if (f32)
+				x[i] = xf[i];
+		}
+		for (size_t k = 0; k < sizeof(kernels) / sizeof(kernels[0]); k++) {
+			const struct mha_kernels *kern;
+			double worst = 0;
+			size_t at = 0;
+
+			setenv("MHA_KERNEL", kernels[k], 1);
+			kern = mha_pick_kernels(f32);
+			if (f32)
+				kern->exps(yf, xf, n);
+			else
+				kern->exps(y, x, n);
+			for (size_t i = 0; i < n; i++) {
+				const double got = f32 ? yf[i] : y[i];
+
+				if (isnan(x[i])) {
+					ck_assert_msg(isnan(got), "%s %s: e^nan gave %g", kern->name,
+						      f32 ? "f32" : "f64", got);
+				} else if (x[i] <= lo) {
+					ck_assert_msg(got == 0, "%s %s: e^%.17g gave %g, want 0", kern->name,
+						      f32 ? "f32" : "f64", x[i], got);
+				} else {
+					const double want = f32 ? (double)(float)exp(x[i]) : exp(x[i]);
+					const double off = ulps_off(got, want, f32);
+
+					if (off > worst) {
+						worst = off;
+						at = i;
+					}
+				}
+			}
+			ck_assert_msg(worst <= 2, "%s %s: e^%.17g gave %.17g, want %.17g (%.2f ulp)",
+				      kern->name, f32 ? "f32" : "f64", x[at],
+				      f32 ? (double)yf[at] : y[at], f32 ? (double)(float)exp(x[at]) : exp(x[at]),
+				      worst);
+			ck_assert(f32 ? yf[0] == 1 && yf[1] == 1 : y[0] == 1 && y[1] == 1);
+			if (getenv("MHA_TEST_VERBOSE"))
+				printf("exp %s %s: worst %.3f ulp at %.17g\n", kern->name, f32 ? "f32" : "f64",
+				       worst, x[at]);
+		}
+	}
+	if (saved)
+		setenv("MHA_KERNEL", saved, 1);
+	else
+		unsetenv("MHA_KERNEL");
+	free(saved);
+	free(x);
+	free(y);
+	free(xf);
+	free(yf);
+}
+END_TEST
+
 /* what the fast path hands an observer of a batch: whole-model stages, one sequence at a time */
 struct fast_seen {
 	size_t cur, told, calls;
@@ -4871,6 +4978,7 @@ static Suite *mha_suite(void)
 	tcase_add_test(ref, test_projection_partial_sums);
 	tcase_add_loop_test(ref, test_batch_against_reference, 0, 60);
 	tcase_add_test(ref, test_batch_fast_blocks);
+	tcase_add_test(ref, test_exp_accuracy);
 	tcase_add_test(ref, test_batch_rope_alibi);
 	tcase_add_test(hand, test_batch_mask_by_hand);
 	tcase_add_test(hand, test_batch_fast_observer);
