@@ -13,12 +13,13 @@ tutorial-sized run, samples/worked-example's 6 tokens, under 2 ms).
 
 The whole process is timed by hyperfine when it is installed (median of 5
 runs after a warm-up), else by this script (median of 5 after a warm-up);
-the library by bench_mha (best of 5), with as many threads on both sides
+the library by bench_mha (median of 5 calls in one process, the first,
+cold one among them), with as many threads on both sides
 (`--threads`, the processors).  The peak memory of `mha forward` is its
 ru_maxrss (through /usr/bin/time when installed), and its processor time
 (user + system, median of 5) is printed too: on a machine others share,
 the elapsed time of a whole process includes its waits for a processor,
-which the library's best of 5 mostly escapes.
+which a process of its own running five calls mostly escapes.
 
 --quick: n = 512 and 2048 only.  --long: also n = 131072 causal in
 float32 (a 256 MiB X; about two minutes a run, so one run on each side),
@@ -142,8 +143,8 @@ def main():
     timer = "hyperfine" if shutil.which("hyperfine") else "median of %d" % RUNS
     try:
         print("Whole process (`mha forward`, .npy in and out, %d threads) against libmha in "
-              "process (bench_mha), d_model %d, %d heads; whole process: %s, library: best "
-              "of %d.\n" % (THREADS, D, H, timer, RUNS))
+              "process (bench_mha), d_model %d, %d heads; whole process: %s, library: median "
+              "of %d calls in one process, its cold first call among them.\n" % (THREADS, D, H, timer, RUNS))
         print("| n | causal | dtype | library ms | whole process ms | ratio | overhead ms "
               "| target | met | process CPU ms | library peak MiB | process peak MiB |")
         print("|---:|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|")
