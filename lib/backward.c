@@ -1121,7 +1121,7 @@ static mha_status fast_gemm(const struct mha_kernels *k, real *C, const real *A,
 	k->gemm(&g);
 	if (g.failed)
 		return MHA_ERR_NOMEM;
-	if (!finite_all(C, m * n) &&
+	if (g.nonfinite &&
 	    mha_finish_strided(C, m, n, n, A, ta ? 1 : kk, ta ? m : 1, B, tb ? kk : 1, tb ? 1 : n,
 			       bias, kk, sizeof(real)))
 		return MHA_ERR_RANGE;

@@ -225,7 +225,7 @@ static mha_status project(const struct typed *t, int which, size_t rows, size_t 
 		if (g.failed)
 			return MHA_ERR_NOMEM;
 		/* an entry not finite: its partial sums may have overflowed (rules.h) */
-		if (!finite_all(*owned, rows * cols, t->esize) &&
+		if (g.nonfinite &&
 		    mha_finish_product(*owned, rows, cols, cols, x, d_in, W, cols, b, d_in, t->esize))
 			return MHA_ERR_RANGE;
 		return MHA_OK;
@@ -283,6 +283,7 @@ static int whole_forward(void *out, const struct typed *t, const mha_dims *d,
 			    ? alloc_elems(1, all, t->esize) : NULL;
 	struct mha_attend a;
 	mha_status st = MHA_OK;
+	int out_bad;
 
 	if (!qkv && (t->W[0] || t->b[0]) && (t->W[1] || t->b[1]) && (t->W[2] || t->b[2]))
 		st = MHA_ERR_NOMEM;
@@ -393,9 +394,12 @@ static int whole_forward(void *out, const struct typed *t, const mha_dims *d,
 			st = MHA_ERR_NOMEM;
 			goto done;
 		}
+		out_bad = g.nonfinite;
+	} else {
+		out_bad = !finite_all(out, nq * out_cols, t->esize);
 	}
 	/* not finite: with W_O, maybe partial sums that overflowed (rules.h) */
-	if (!finite_all(out, nq * out_cols, t->esize) &&
+	if (out_bad &&
 	    (!t->W[3] || mha_finish_product(out, nq, out_cols, out_cols, concat, cw, t->W[3],
 					    out_cols, t->b[3], cw, t->esize)))
 		st = MHA_ERR_RANGE;
@@ -574,7 +578,7 @@ static mha_status project_cols(const struct typed *t, int which, size_t rows, si
 		if (g.failed)
 			return MHA_ERR_NOMEM;
 		/* an entry not finite: its partial sums may have overflowed (rules.h) */
-		if (!finite_all(buf, rows * cols, e) &&
+		if (g.nonfinite &&
 		    mha_finish_product(buf, rows, cols, cols, x, d_in, g.B, full, g.bias, d_in, e))
 			return MHA_ERR_RANGE;
 		return MHA_OK;
@@ -643,7 +647,7 @@ static mha_status wo_in_place(void *out, const struct typed *t, size_t rows, siz
 		t->k->gemm(&g);
 		if (g.failed)
 			st = MHA_ERR_NOMEM;
-		else if (!finite_all(c, m * cw, e) &&
+		else if (g.nonfinite &&
 			 mha_finish_product(c, m, cw, cw, tmp, cw, t->W[3], cw, t->b[3], cw, e))
 			st = MHA_ERR_RANGE;
 	}
@@ -768,7 +772,7 @@ static int streamed_forward(void *out, const struct typed *t, const mha_dims *d,
 		t->k->gemm(&g);
 		if (g.failed)
 			st = MHA_ERR_NOMEM;
-		else if (!finite_all(out, nq * out_cols, e) &&
+		else if (g.nonfinite &&
 			 mha_finish_product(out, nq, out_cols, out_cols, concat, cw, t->W[3],
 					    out_cols, t->b[3], cw, e))
 			st = MHA_ERR_RANGE;

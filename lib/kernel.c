@@ -327,7 +327,7 @@ static size_t gemm_share(size_t m, int threads, int t)
  * after the last panel (the same order as adding it at the end).
  */
 static void gemm_block(const struct mha_gemm *g, REAL *apack, const REAL *bpack, size_t i0,
-		       size_t mc, size_t j0, size_t nc, size_t k0, size_t kc, int last)
+		       size_t mc, size_t j0, size_t nc, size_t k0, size_t kc, int last, int *finite)
 {
 	const REAL *A = g->A, *bias = g->bias;
 	REAL *C = g->C;
@@ -360,10 +360,20 @@ static void gemm_block(const struct mha_gemm *g, REAL *apack, const REAL *bpack,
 			micro(kc, apack, bpack + s * kc, C + (i0 + whole) * g->ldc + j0 + s, g->ldc,
 			      mc - whole, min_size(NR, nc - s), k0 > 0);
 bias:
-	if (bias && last)
-		for (size_t i = i0; i < i0 + mc; i++)
-			for (size_t j = j0; j < j0 + nc; j++)
-				C[i * g->ldc + j] += bias[j];
+	/* after the last panel: the bias, and every sum's finiteness (branch-free,
+	 * vectorised; a nan fails both compares), the block still in cache */
+	if (last)
+		for (size_t i = i0; i < i0 + mc; i++) {
+			REAL *ci = C + i * g->ldc + j0;
+			int ok = 1;
+
+			if (bias)
+				for (size_t j = 0; j < nc; j++)
+					ci[j] += bias[j0 + j];
+			for (size_t j = 0; j < nc; j++)
+				ok &= (ci[j] <= REAL_MAX) & (ci[j] >= -REAL_MAX);
+			*finite &= ok;
+		}
 }
 
 /* one product's team: the B panel, shared; a thread that could not allocate sets failed */
@@ -371,6 +381,7 @@ struct gemm_team {
 	const struct mha_gemm *g;
 	REAL *bpack;
 	atomic_int failed;
+	atomic_int nonfinite;
 };
 
 /*
@@ -387,6 +398,7 @@ static void gemm_team(void *arg, int tid, int nthreads)
 
 	{
 		REAL *apack = alloc_aligned(MC * KC);
+		int finite = 1;
 
 		if (!apack)
 			atomic_store(&r->failed, 1);
@@ -414,7 +426,8 @@ static void gemm_team(void *arg, int tid, int nthreads)
 					for (size_t i0 = lo; i0 < hi; i0 += MC) {
 						const size_t mc = min_size(MC, hi - i0);
 
-						gemm_block(g, apack, bpack, i0, mc, j0, nc, k0, kc, last);
+						gemm_block(g, apack, bpack, i0, mc, j0, nc, k0, kc, last,
+							   &finite);
 					}
 				}
 				/* the panel is packed over again only when all are done with it;
@@ -426,12 +439,14 @@ static void gemm_team(void *arg, int tid, int nthreads)
 			}
 		}
 		free(apack);
+		if (!finite)
+			atomic_store(&r->nonfinite, 1);
 	}
 }
 
 void NAME(mha_gemm_)(struct mha_gemm *g)
 {
-	struct gemm_team r = { g, alloc_big(gemm_panel(g)), 0 };
+	struct gemm_team r = { g, alloc_big(gemm_panel(g)), 0, 0 };
 
 	if (!r.bpack) {
 		g->failed = 1;
@@ -440,6 +455,7 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 	team_run(gemm_threads(g), gemm_team, &r);
 	free_big(r.bpack, gemm_panel(g));
 	g->failed = atomic_load(&r.failed);
+	g->nonfinite = atomic_load(&r.nonfinite);
 }
 
 /* ---- exp, vectorisable ------------------------------------------------- */

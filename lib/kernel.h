@@ -52,6 +52,10 @@ struct mha_gemm {
 	void *C;
 	int threads;
 	int failed; /* out: no memory for the packed panels */
+	/* out: some entry of C's (m, n) was not finite (±inf or nan) when
+	 * stored, found in the bias pass while C's block is in cache, so that
+	 * the caller needs no pass of its own over C */
+	int nonfinite;
 	/* A given as Aᵀ: (k, m) rows of lda; B given as Bᵀ: (n, k) rows of ldb.
 	 * Read in place while packing, no transposed copy: the same sums */
 	int ta, tb;

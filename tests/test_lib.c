@@ -4723,6 +4723,96 @@ START_TEST(test_gemm_transposed)
 }
 END_TEST
 
+/*
+ * mha_gemm's nonfinite flag, which spares the callers a pass over C: 0
+ * when every stored entry is finite, 1 when one is not -- an inf or a nan
+ * in A or B, a sum past the largest value, an infinite bias -- wherever
+ * it lands (first and last rows and columns, across the KC panels, the MC
+ * row blocks and the NR strips, a partial last tile), each kernel, 1 and
+ * 2 threads, A and B as given or transposed.
+ */
+START_TEST(test_gemm_nonfinite)
+{
+	static const char *const kernels[] = { "base", "avx2", "avx512" };
+	static const size_t shapes[][3] = { { 1, 1, 1 }, { 7, 17, 5 }, { 200, 70, 300 } };
+	const int f32 = _i;
+	const size_t es = f32 ? sizeof(float) : sizeof(double);
+	const double huge = f32 ? 1e38 : 1e308;
+	const char *kernel_was = getenv("MHA_KERNEL");
+	char *saved = kernel_was ? strdup(kernel_was) : NULL;
+
+	rng_state = 91;
+	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+		const size_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+		char *A = malloc(m * k * es), *B = malloc(k * n * es), *Bias = malloc(n * es);
+		char *C = malloc(m * n * es);
+		/* (row, column) of C to spoil: first, last, and past the blocks' edges */
+		const size_t at[][2] = { { 0, 0 }, { m - 1, n - 1 }, { m / 2, n / 3 },
+					 { m > 97 ? 97 : 0, n > 16 ? 16 : 0 } };
+
+#define SET(M, i, v) (f32 ? (void)(((float *)(M))[i] = (float)(v)) : (void)(((double *)(M))[i] = (v)))
+#define GET(M, i) (f32 ? (double)((float *)(M))[i] : ((double *)(M))[i])
+		for (size_t i = 0; i < m * k; i++)
+			SET(A, i, rnd());
+		for (size_t i = 0; i < k * n; i++)
+			SET(B, i, rnd());
+		for (size_t j = 0; j < n; j++)
+			SET(Bias, j, rnd());
+		for (size_t kn = 0; kn < sizeof(kernels) / sizeof(kernels[0]); kn++)
+			for (int threads = 1; threads <= 2; threads++)
+				for (int spoil = -1; spoil < 5; spoil++)
+					for (size_t w = 0; w < (spoil < 0 ? 1 : sizeof at / sizeof at[0]); w++) {
+						const size_t i = at[w][0], j = at[w][1], p = k - 1;
+						struct mha_gemm g = { .m = m, .n = n, .k = k, .A = A, .B = B,
+								       .bias = Bias, .lda = k, .ldb = n,
+								       .ldc = n, .C = C, .threads = threads };
+						const double ka = GET(A, i * k + p), ka0 = GET(A, i * k);
+						const double kb = GET(B, p * n + j), kbias = GET(Bias, j);
+						int want = spoil >= 0;
+
+						/* 0: nan in A; 1: inf in B; 2: A·B past the largest value;
+						 * 3: an infinite bias; 4: -inf in A's first column */
+						if (spoil == 0)
+							SET(A, i * k + p, NAN);
+						else if (spoil == 1)
+							SET(B, p * n + j, INFINITY);
+						else if (spoil == 2) {
+							SET(A, i * k + p, huge);
+							SET(B, p * n + j, huge);
+						} else if (spoil == 3)
+							SET(Bias, j, -INFINITY);
+						else if (spoil == 4)
+							SET(A, i * k, -INFINITY);
+						setenv("MHA_KERNEL", kernels[kn], 1);
+						mha_pick_kernels(f32)->gemm(&g);
+						ck_assert_int_eq(g.failed, 0);
+						ck_assert_msg(g.nonfinite == want,
+							      "%s %s (%zu, %zu, %zu), %d threads, spoil %d at "
+							      "(%zu, %zu): nonfinite %d, want %d",
+							      kernels[kn], f32 ? "f32" : "f64", m, n, k, threads,
+							      spoil, i, j, g.nonfinite, want);
+						if (want)
+							ck_assert(!isfinite(GET(C, i * n + j)));
+						SET(A, i * k, ka0);
+						SET(A, i * k + p, ka);
+						SET(B, p * n + j, kb);
+						SET(Bias, j, kbias);
+					}
+#undef SET
+#undef GET
+		free(A);
+		free(B);
+		free(Bias);
+		free(C);
+	}
+	if (saved)
+		setenv("MHA_KERNEL", saved, 1);
+	else
+		unsetenv("MHA_KERNEL");
+	free(saved);
+}
+END_TEST
+
 /* the CPUs this process may run on, as sched_getaffinity counts them */
 static int cpus_allowed(void)
 {
@@ -4995,6 +5085,7 @@ static Suite *mha_suite(void)
 	tcase_add_test(ref, test_threads_refused);
 	tcase_add_test(err, test_threads_default);
 	tcase_add_loop_test(err, test_gemm_transposed, 0, 2);
+	tcase_add_loop_test(err, test_gemm_nonfinite, 0, 2);
 	tcase_add_test(err, test_shortest_text);
 	/* test_shortest_text checks 300000 numbers: about a second on a quiet
 	 * machine, past Check's default 4 s on two busy cores */
