@@ -3,13 +3,15 @@
  * shared by kernel.c (the forward's softmax) and kernel_bwd.c (the
  * backward's P).  Below the smallest normal result it gives 0, where libm's
  * exp would give a subnormal: those weights cannot change a sum that is at
- * least 1.  Within 2 ulp of libm's exp (test_exp checks every kernel).
+ * least 1.  Within 2 ulp of libm's exp (test_exp_accuracy checks every
+ * kernel's; 1 ulp at most on the values it tries).
  *
- * 512-bit vectors: x = (16k + j)·ln2/16 + r with |r| <= ln2/32, e^x =
- * 2^k · 2^(j/16) · e^r; 2^(j/16) comes from a table of 16 that fits one
- * or two registers (a permute picks a lane's entry), 2^k is added to its
- * exponent bits, and e^r − 1 takes a Taylor polynomial of degree 7 (f64)
- * or 3 (f32), about half the multiply-adds of the plain form below.
+ * AVX-512: x = (16k + j)·ln2/16 + r with |r| <= ln2/32, e^x = 2^k ·
+ * 2^(j/16) · e^r; 2^(j/16) comes from a table of 16 that fits one or two
+ * registers (a permute picks each lane's entry), e^r − 1 from a polynomial
+ * of degree 6 (f64, a Chebyshev fit) or 3 (f32, Taylor's), and 2^k from
+ * scalef, whose zero-masking also gives the 0 below lo: about half the
+ * operations of the plain form below, n = 4096 f64 4% faster in all.
  * Narrower vectors have no one-instruction lookup: x = k·ln2 + r with
  * |r| <= ln2/2, e^r by its Taylor polynomial of degree 13 (f64) or 7 (f32),
  * 2^k built in the exponent bits.
