@@ -136,6 +136,25 @@ static void check_close_norm(const char *what, const double *got, const double *
 		      "%.17g, want %.17g", what, worst, at, got[at], want[at]);
 }
 
+/* the kernel variants the tests run, each by MHA_KERNEL (the widest the CPU runs when it lacks one) */
+static const char *const kernel_names[] = { "base", "avx2", "avx512" };
+
+/* an environment variable's value to put back later (NULL: unset), and putting it back */
+static char *env_save(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v ? strdup(v) : NULL;
+}
+
+static void env_restore(const char *name, const char *saved)
+{
+	if (saved)
+		setenv(name, saved, 1);
+	else
+		unsetenv(name);
+}
+
 /* a small deterministic generator, uniform in [-1, 1) */
 static uint64_t rng_state;
 
@@ -1254,7 +1273,6 @@ END_TEST
  */
 START_TEST(test_fast_path_blocks)
 {
-	static const char *const kernels[] = { "base", "avx2", "avx512" };
 	const size_t nq = 300, nkv = 613, dm = 24, H = 4, G = 2;
 	double *xq = rnd_matrix(nq * dm), *xkv = rnd_matrix(nkv * dm), *W[4], *b[4];
 	double *exact = malloc(nq * dm * sizeof(double)), *fast = malloc(nq * dm * sizeof(double));
@@ -1288,8 +1306,7 @@ START_TEST(test_fast_path_blocks)
 		bias[i] *= 2;
 	w = (mha_weights){ W[0], W[1], W[2], W[3], b[0], b[1], b[2], b[3] };
 	fw = (mha_weights_f32){ fW[0], fW[1], fW[2], fW[3], fb[0], fb[1], fb[2], fb[3] };
-	const char *kernel_was = getenv("MHA_KERNEL");
-	char *saved = kernel_was ? strdup(kernel_was) : NULL;
+	char *saved = env_save("MHA_KERNEL");
 
 	/*
 	 * 0-2: causal without a window; 3-8: sliding windows, whole key blocks
@@ -1351,25 +1368,25 @@ START_TEST(test_fast_path_blocks)
 			check_close(what, exact, r.output, nq * dm);
 			ref_free(&r);
 		}
-		for (size_t k = 0; k < sizeof(kernels) / sizeof(kernels[0]); k++) {
+		for (size_t k = 0; k < sizeof(kernel_names) / sizeof(kernel_names[0]); k++) {
 			double *one = malloc(nq * dm * sizeof(double));
 
-			setenv("MHA_KERNEL", kernels[k], 1);
+			setenv("MHA_KERNEL", kernel_names[k], 1);
 			cfg.threads = 1;
 			ck_assert_int_eq(mha_forward(one, &d, &in, &w, &cfg, NULL, &rep), MHA_OK);
 			cfg.threads = 2;
 			ck_assert_int_eq(mha_forward(fast, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
 			ck_assert_msg(!memcmp(one, fast, nq * dm * sizeof(double)),
-				      "%s kernels: 1 and 2 threads differ", kernels[k]);
+				      "%s kernels: 1 and 2 threads differ", kernel_names[k]);
 			/* 3 threads: Kᵀ and V packed all at once, not one key/value head
 			 * at a time as for 1 and 2 (kernel.c's waves): the same numbers */
 			cfg.threads = 3;
 			ck_assert_int_eq(mha_forward(fast, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
 			ck_assert_msg(!memcmp(one, fast, nq * dm * sizeof(double)),
-				      "%s kernels: 1 and 3 threads differ", kernels[k]);
+				      "%s kernels: 1 and 3 threads differ", kernel_names[k]);
 			cfg.threads = 2;
 			ck_assert_int_eq(mha_forward(fast, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
-			snprintf(what, sizeof(what), "fast (%s, %s) against exact", kernels[k], mha_kernel());
+			snprintf(what, sizeof(what), "fast (%s, %s) against exact", kernel_names[k], mha_kernel());
 			check_close_norm(what, fast, exact, nq * dm);
 			ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ fx, fkv, fkv }, &fw,
 							 &cfg, NULL), MHA_OK);
@@ -1384,15 +1401,12 @@ START_TEST(test_fast_path_blocks)
 				for (size_t i = 0; i < nq * dm; i++)
 					worst = fmax(worst, fabs(f32back[i] - exact[i]) / maxabs);
 				ck_assert_msg(worst < 1e-5, "float32 (%s): %.3g relative to float64",
-					      kernels[k], worst);
+					      kernel_names[k], worst);
 			}
 			free(one);
 		}
 		/* as it was: the tests after this one may run in this process */
-		if (saved)
-			setenv("MHA_KERNEL", saved, 1);
-		else
-			unsetenv("MHA_KERNEL");
+		env_restore("MHA_KERNEL", saved);
 	}
 	free(saved);
 	free(qpos);
@@ -1954,7 +1968,6 @@ END_TEST
  */
 START_TEST(test_batch_fast_blocks)
 {
-	static const char *const kernels[] = { "base", "avx2", "avx512" };
 	const size_t B = 3, nq = 100, nkv = 260, dm = 12, H = 4, G = 2;
 	const size_t kv_lens[3] = { 260, 170, 1 };
 	double *xq = rnd_matrix(B * nq * dm), *xkv = rnd_matrix(B * nkv * dm), *W[4];
@@ -1968,8 +1981,7 @@ START_TEST(test_batch_fast_blocks)
 	mha_config cfg = { .causal = MHA_CAUSAL_BOTTOM_RIGHT, .kv_lens = kv_lens,
 			   .window = { 1, 40, 0 },
 			   .mask = { .bias = bias, .per_head = 1, .per_batch = 1 } };
-	const char *kernel_was = getenv("MHA_KERNEL");
-	char *saved = kernel_was ? strdup(kernel_was) : NULL;
+	char *saved = env_save("MHA_KERNEL");
 	mha_report rep;
 
 	for (int i = 0; i < 4; i++)
@@ -1985,10 +1997,10 @@ START_TEST(test_batch_fast_blocks)
 	ck_assert_int_eq(mha_causal_offset(&d, &cfg, 1), 170 - 100);
 	ck_assert_int_eq(mha_causal_offset(&d, &cfg, 2), 1 - 100);
 	cfg.exact = 0;
-	for (size_t k = 0; k < sizeof(kernels) / sizeof(kernels[0]); k++) {
+	for (size_t k = 0; k < sizeof(kernel_names) / sizeof(kernel_names[0]); k++) {
 		char what[64];
 
-		setenv("MHA_KERNEL", kernels[k], 1);
+		setenv("MHA_KERNEL", kernel_names[k], 1);
 		cfg.threads = 1;
 		ck_assert_int_eq(mha_forward(one, &d, &(mha_inputs){ xq, xkv, xkv }, &w, &cfg, NULL, &rep), MHA_OK);
 		ck_assert_uint_eq(rep.blocked_rows, H * (nq - 1));
@@ -1996,8 +2008,8 @@ START_TEST(test_batch_fast_blocks)
 		cfg.threads = 2;
 		ck_assert_int_eq(mha_forward(fast, &d, &(mha_inputs){ xq, xkv, xkv }, &w, &cfg, NULL, NULL), MHA_OK);
 		ck_assert_msg(!memcmp(one, fast, B * nq * dm * sizeof(double)), "%s: 1 and 2 threads differ",
-			      kernels[k]);
-		snprintf(what, sizeof(what), "batch fast (%s) against exact", kernels[k]);
+			      kernel_names[k]);
+		snprintf(what, sizeof(what), "batch fast (%s) against exact", kernel_names[k]);
 		check_close_norm(what, fast, exact, B * nq * dm);
 		for (size_t b = 0; b < B; b++) {
 			mha_dims d1 = d;
@@ -2013,12 +2025,9 @@ START_TEST(test_batch_fast_blocks)
 								    xkv + b * nkv * dm }, &w, &c1, NULL, NULL), MHA_OK);
 		}
 		ck_assert_msg(!memcmp(alone, fast, B * nq * dm * sizeof(double)),
-			      "%s: the batch differs from its sequences alone", kernels[k]);
+			      "%s: the batch differs from its sequences alone", kernel_names[k]);
 	}
-	if (saved)
-		setenv("MHA_KERNEL", saved, 1);
-	else
-		unsetenv("MHA_KERNEL");
+	env_restore("MHA_KERNEL", saved);
 	free(saved);
 	for (int i = 0; i < 4; i++)
 		free(W[i]);
@@ -2050,12 +2059,10 @@ static double ulps_off(double got, double want, int f32)
 
 START_TEST(test_exp_accuracy)
 {
-	static const char *const kernels[] = { "base", "avx2", "avx512" };
 	enum { N = 200000 };
 	double *x = malloc(N * sizeof(double)), *y = malloc(N * sizeof(double));
 	float *xf = malloc(N * sizeof(float)), *yf = malloc(N * sizeof(float));
-	const char *kernel_was = getenv("MHA_KERNEL");
-	char *saved = kernel_was ? strdup(kernel_was) : NULL;
+	char *saved = env_save("MHA_KERNEL");
 
 	for (int f32 = 0; f32 < 2; f32++) {
 		const double lo = f32 ? -87.0 : -708.0, step = ldexp(log(2.0), -4);
@@ -2087,12 +2094,12 @@ START_TEST(test_exp_accuracy)
 			if (f32)
 				x[i] = xf[i];
 		}
-		for (size_t k = 0; k < sizeof(kernels) / sizeof(kernels[0]); k++) {
+		for (size_t k = 0; k < sizeof(kernel_names) / sizeof(kernel_names[0]); k++) {
 			const struct mha_kernels *kern;
 			double worst = 0;
 			size_t at = 0;
 
-			setenv("MHA_KERNEL", kernels[k], 1);
+			setenv("MHA_KERNEL", kernel_names[k], 1);
 			kern = mha_pick_kernels(f32);
 			if (f32)
 				kern->exps(yf, xf, n);
@@ -2127,10 +2134,7 @@ START_TEST(test_exp_accuracy)
 				       worst, x[at]);
 		}
 	}
-	if (saved)
-		setenv("MHA_KERNEL", saved, 1);
-	else
-		unsetenv("MHA_KERNEL");
+	env_restore("MHA_KERNEL", saved);
 	free(saved);
 	free(x);
 	free(y);
@@ -4733,13 +4737,11 @@ END_TEST
  */
 START_TEST(test_gemm_nonfinite)
 {
-	static const char *const kernels[] = { "base", "avx2", "avx512" };
 	static const size_t shapes[][3] = { { 1, 1, 1 }, { 7, 17, 5 }, { 200, 70, 300 } };
 	const int f32 = _i;
 	const size_t es = f32 ? sizeof(float) : sizeof(double);
 	const double huge = f32 ? 1e38 : 1e308;
-	const char *kernel_was = getenv("MHA_KERNEL");
-	char *saved = kernel_was ? strdup(kernel_was) : NULL;
+	char *saved = env_save("MHA_KERNEL");
 
 	rng_state = 91;
 	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -4758,7 +4760,7 @@ START_TEST(test_gemm_nonfinite)
 			SET(B, i, rnd());
 		for (size_t j = 0; j < n; j++)
 			SET(Bias, j, rnd());
-		for (size_t kn = 0; kn < sizeof(kernels) / sizeof(kernels[0]); kn++)
+		for (size_t kn = 0; kn < sizeof(kernel_names) / sizeof(kernel_names[0]); kn++)
 			for (int threads = 1; threads <= 2; threads++)
 				for (int spoil = -1; spoil < 5; spoil++)
 					for (size_t w = 0; w < (spoil < 0 ? 1 : sizeof at / sizeof at[0]); w++) {
@@ -4783,13 +4785,13 @@ START_TEST(test_gemm_nonfinite)
 							SET(Bias, j, -INFINITY);
 						else if (spoil == 4)
 							SET(A, i * k, -INFINITY);
-						setenv("MHA_KERNEL", kernels[kn], 1);
+						setenv("MHA_KERNEL", kernel_names[kn], 1);
 						mha_pick_kernels(f32)->gemm(&g);
 						ck_assert_int_eq(g.failed, 0);
 						ck_assert_msg(g.nonfinite == want,
 							      "%s %s (%zu, %zu, %zu), %d threads, spoil %d at "
 							      "(%zu, %zu): nonfinite %d, want %d",
-							      kernels[kn], f32 ? "f32" : "f64", m, n, k, threads,
+							      kernel_names[kn], f32 ? "f32" : "f64", m, n, k, threads,
 							      spoil, i, j, g.nonfinite, want);
 						if (want)
 							ck_assert(!isfinite(GET(C, i * n + j)));
@@ -4805,10 +4807,7 @@ START_TEST(test_gemm_nonfinite)
 		free(Bias);
 		free(C);
 	}
-	if (saved)
-		setenv("MHA_KERNEL", saved, 1);
-	else
-		unsetenv("MHA_KERNEL");
+	env_restore("MHA_KERNEL", saved);
 	free(saved);
 }
 END_TEST
@@ -4836,8 +4835,7 @@ START_TEST(test_threads_default)
 		{ "99999999999999999999999", 4096 }, { "0", 0 }, { "", 0 }, { "abc", 0 },
 		{ "2x", 0 }, { "-3", 0 }, { ",2", 0 },
 	};
-	const char *old = getenv("OMP_NUM_THREADS");
-	char *saved = old ? strdup(old) : NULL;
+	char *saved = env_save("OMP_NUM_THREADS");
 
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		const int want = cases[i].want ? cases[i].want : cpus_allowed();
@@ -4852,10 +4850,7 @@ START_TEST(test_threads_default)
 		ck_assert_int_eq(mha_threads(&(mha_config){ .threads = 3 }), 3);
 		ck_assert_int_eq(mha_threads(&(mha_config){ .threads = 100000 }), 4096);
 	}
-	if (saved)
-		setenv("OMP_NUM_THREADS", saved, 1);
-	else
-		unsetenv("OMP_NUM_THREADS");
+	env_restore("OMP_NUM_THREADS", saved);
 	free(saved);
 }
 END_TEST
