@@ -11,22 +11,28 @@ each side's peak resident memory, beside the targets (the whole process
 within 15% of the library for n >= 2048, within 5 ms at n = 512; a
 tutorial-sized run, samples/worked-example's 6 tokens, under 2 ms).
 
-The whole process is timed by hyperfine when it is installed (median of 5
-runs after a warm-up), else by this script (median of 5 after a warm-up);
-the library by bench_mha (median of 5 calls in one process, the first,
-cold one among them), with as many threads on both sides
-(`--threads`, the processors).  The peak memory of `mha forward` is its
-ru_maxrss (through /usr/bin/time when installed), and its processor time
-(user + system, median of 5) is printed too: on a machine others share,
-the elapsed time of a whole process includes its waits for a processor,
-which a process of its own running five calls mostly escapes.
+Both sides are timed in turns, RUNS rounds after a warm-up: each round
+runs bench_mha once (the median of its 5 calls in one process, the first,
+cold one among them) and then `mha forward` once, so that a machine whose
+speed drifts during the run (a VM beside others) moves both sides alike.
+The library's time is the median of the rounds' medians, the whole
+process's the median of its runs; both use as many threads (`--threads`,
+the processors).  The peak memory of `mha forward` is its ru_maxrss
+(through /usr/bin/time when installed, in the warm-up run), and its
+processor time (user + system, median of the runs) is printed too: on a
+machine others share, the elapsed time of a whole process includes its
+waits for a processor, which a process of its own running five calls
+mostly escapes.  Each round also times `mha forward` once more with its
+output removed first: replacing an existing file on ext4 starts the new
+file's write-back at the rename (what makes the replaced file survive a
+crash whole; some ms per MiB on a VM's disk), writing a new name does not,
+and the last two columns show that second figure.
 
 --quick: n = 512 and 2048 only.  --long: also n = 131072 causal in
 float32 (a 256 MiB X; about two minutes a run, so one run on each side),
 whose peak memory the issue wants under 1 GiB.  The inputs are made by NumPy into a temporary directory and removed
 after.
 """
-import json
 import os
 import shutil
 import statistics
@@ -38,7 +44,8 @@ import time
 import numpy as np
 
 THREADS = os.cpu_count() or 1
-RUNS = 5
+RUNS = 7    # rounds, each side once a round
+CALLS = 5   # bench_mha's calls in its process
 D, H = 512, 8
 SHAPES = [(512, False), (512, True), (2048, False), (2048, True), (8192, False), (8192, True)]
 QUICK = [(512, False), (2048, False), (2048, True)]
@@ -95,37 +102,52 @@ def run_once(cmd, cwd=None, peak=False):
     return seconds, rss, text, usage.ru_utime + usage.ru_stime
 
 
-def whole_process(cmd, cwd=None, once=False):
-    """median elapsed seconds of RUNS runs after a warm-up, the peak RSS in
-    KiB and the median processor seconds; once: the one run's (the long
-    case: two minutes a run)"""
-    first = run_once(cmd, cwd, peak=True)  # and the warm-up: the files in the page cache
-    rss = first[1]
-    if once:
-        return first[0], rss, first[3]
-    runs = [run_once(cmd, cwd) for _ in range(RUNS)]
-    cpu = statistics.median(r[3] for r in runs)
-    if shutil.which("hyperfine"):
-        with tempfile.NamedTemporaryFile(suffix=".json") as j:
-            subprocess.run(["hyperfine", "-N", "--warmup", "1", "--runs", str(RUNS),
-                            "--export-json", j.name, "--", subprocess.list2cmdline(cmd)],
-                           cwd=cwd, check=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-            return json.load(open(j.name))["results"][0]["median"], rss, cpu
-    return statistics.median(r[0] for r in runs), rss, cpu
-
-
-def in_process(bench_mha, n, causal, dtype, runs=RUNS):
+def in_process(bench_mha, n, causal, dtype, calls=CALLS):
+    """the median seconds of bench_mha's calls in one process, and its
+    peak RSS (KiB)"""
     _, peak, out, _ = run_once([bench_mha, str(n), str(D), str(H), "1" if causal else "0", dtype,
-                                str(THREADS), str(runs)], peak=True)
+                                str(THREADS), str(calls)], peak=True)
     fields = dict(kv.split("=", 1) for kv in out.split())
     return float(fields["seconds"]), peak
 
 
-def target(n, lib, proc):
+def side_by_side(bench_mha, n, causal, dtype, cmd, out, once=False):
+    """the case's figures, a dict: lib, proc, fresh (medians, seconds),
+    ratio, lo, hi (the median, least and greatest of the rounds' proc /
+    lib), over (the median of the rounds' proc - lib), fresh_ratio, cpu
+    (processor seconds), lib_rss, rss (KiB).  RUNS rounds taking turns
+    after a warm-up of each (the files in the page cache, the peaks); once:
+    the warm-ups alone (the long case: two minutes a run).  Each round times
+    `mha forward` twice: replacing the last run's output (what a repeated
+    command does; ext4 then starts the new file's write-back at the rename,
+    the cost of a replaced file surviving a crash whole), and with the
+    output removed first (a new name: no write-back started)."""
+    lib, lib_rss = in_process(bench_mha, n, causal, dtype, 1 if once else CALLS)
+    first = run_once(cmd, peak=True)
+    rounds = [(lib, first[0], None, first[3])]
+    if not once:
+        rounds = []
+        for _ in range(RUNS):
+            lib = in_process(bench_mha, n, causal, dtype)[0]
+            proc = run_once(cmd)
+            os.remove(out)
+            rounds.append((lib, proc[0], run_once(cmd)[0], proc[3]))
+    med = statistics.median
+    ratios = [r[1] / r[0] for r in rounds]
+    return {
+        "lib": med(r[0] for r in rounds), "proc": med(r[1] for r in rounds),
+        "ratio": med(ratios), "lo": min(ratios), "hi": max(ratios),
+        "over": med(r[1] - r[0] for r in rounds),
+        "fresh": None if once else med(r[2] for r in rounds),
+        "fresh_ratio": None if once else med(r[2] / r[0] for r in rounds),
+        "cpu": med(r[3] for r in rounds), "lib_rss": lib_rss, "rss": first[1],
+    }
+
+
+def target(n, f):
     if n >= 2048:
-        return "<= 1.15x", "yes" if proc <= 1.15 * lib else "no"
-    return "<= +5 ms", "yes" if proc - lib <= 0.005 else "no"
+        return "<= 1.15x", "yes" if f["ratio"] <= 1.15 else "no"
+    return "<= +5 ms", "yes" if f["over"] <= 0.005 else "no"
 
 
 def main():
@@ -140,33 +162,41 @@ def main():
     if long_run:
         cases.append((LONG[0], LONG[1], "f32"))
     tmp = tempfile.mkdtemp(prefix="mha-bench-process-")
-    timer = "hyperfine" if shutil.which("hyperfine") else "median of %d" % RUNS
     try:
         print("Whole process (`mha forward`, .npy in and out, %d threads) against libmha in "
-              "process (bench_mha), d_model %d, %d heads; whole process: %s, library: median "
-              "of %d calls in one process, its cold first call among them.\n" % (THREADS, D, H, timer, RUNS))
-        print("| n | causal | dtype | library ms | whole process ms | ratio | overhead ms "
-              "| target | met | process CPU ms | library peak MiB | process peak MiB |")
-        print("|---:|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|")
+              "process (bench_mha), d_model %d, %d heads.  %d rounds taking turns, each running "
+              "bench_mha once (the median of its %d calls, the cold first one among them) and "
+              "`mha forward` twice (replacing its last output, then onto a new name); times: "
+              "medians of the rounds; ratio and overhead: the median of the rounds' own, the "
+              "ratio's range beside it.\n" % (THREADS, D, H, RUNS, CALLS))
+        print("| n | causal | dtype | library ms | whole process ms | ratio (range) | overhead ms "
+              "| target | met | process CPU ms | library peak MiB | process peak MiB "
+              "| onto a new name ms | its ratio |")
+        print("|---:|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|")
         for n, causal, dtype in cases:
             names = make_inputs(tmp, n, dtype)
             out = os.path.join(tmp, "out.npy")
-            once = n > 8192
-            lib, lib_rss = in_process(bench_mha, n, causal, dtype, 1 if once else RUNS)
-            proc, rss, cpu = whole_process(mha_command(mha, names, dtype, causal, out), once=once)
-            want, met = target(n, lib, proc)
-            print("| %d | %s | %s | %.1f | %.1f | %.2fx | %+.1f | %s | %s | %.1f | %.0f | %.0f |" %
-                  (n, "yes" if causal else "no", dtype, lib * 1e3, proc * 1e3, proc / lib,
-                   (proc - lib) * 1e3, want, met, cpu * 1e3, lib_rss / 1024, rss / 1024))
+            f = side_by_side(bench_mha, n, causal, dtype,
+                             mha_command(mha, names, dtype, causal, out), out, once=n > 8192)
+            want, met = target(n, f)
+            print("| %d | %s | %s | %.1f | %.1f | %.2fx (%.2f-%.2f) | %+.1f | %s | %s | %.1f | %.0f "
+                  "| %.0f | %s | %s |" %
+                  (n, "yes" if causal else "no", dtype, f["lib"] * 1e3, f["proc"] * 1e3,
+                   f["ratio"], f["lo"], f["hi"], f["over"] * 1e3, want, met, f["cpu"] * 1e3,
+                   f["lib_rss"] / 1024, f["rss"] / 1024,
+                   "-" if f["fresh"] is None else "%.1f" % (f["fresh"] * 1e3),
+                   "-" if f["fresh"] is None else "%.2fx" % f["fresh_ratio"]))
             sys.stdout.flush()
             if n > 8192:
                 os.remove(names["-x"])
         # a tutorial's run: 6 tokens, JSON in, text out
         tut = os.path.join(HERE, "..", "samples", "worked-example")
-        proc, rss, cpu = whole_process([mha, "forward", "-x", "x.json", "-w", "weights.json"],
-                                       cwd=tut)
+        cmd = [mha, "forward", "-x", "x.json", "-w", "weights.json"]
+        rss = run_once(cmd, tut, peak=True)[1]
+        runs = [run_once(cmd, tut) for _ in range(RUNS)]
+        proc, cpu = statistics.median(r[0] for r in runs), statistics.median(r[3] for r in runs)
         print("| 6 (samples/worked-example, JSON) | no | f64 | - | %.2f | - | - | < 2 ms | %s "
-              "| %.2f | - | %.0f |" % (proc * 1e3, "yes" if proc < 0.002 else "no", cpu * 1e3,
+              "| %.2f | - | %.0f | - | - |" % (proc * 1e3, "yes" if proc < 0.002 else "no", cpu * 1e3,
                                        rss / 1024))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
