@@ -190,7 +190,7 @@ check: deps
 BENCH_PACKAGES = python3-torch python3-numpy libopenblas0-pthread python3-onnx nodejs
 ORT_VERSION = 1.30.0
 BENCH_ORT   = bench/ort/node_modules
-BENCH_OUT   = $(if $(findstring --quick,$(BENCH_ARGS)),build/bench-quick.md,bench/results-$(shell date -u +%F).md)
+BENCH_OUT  := $(if $(findstring --quick,$(BENCH_ARGS)),build/bench-quick.md,bench/results-$(shell date -u +%F).md)
 
 # --ignore-scripts: the package's install script would fetch GPU parts
 $(BENCH_ORT)/onnxruntime-node/package.json:
@@ -206,8 +206,10 @@ bench: deps
 	-$(MAKE) $(BENCH_ORT)/onnxruntime-node/package.json
 	@mkdir -p build
 	$(PYTHON) bench/bench.py --ort $(BENCH_ORT) --output $(BENCH_OUT) $(BENCH_ARGS) bench/bench_mha
-	$(MAKE) mha && $(PYTHON) bench/bench_process.py $(BENCH_PROCESS_ARGS) bench/bench_mha ./mha
-	$(MAKE) bench/bench_backward && $(PYTHON) bench/bench_backward.py bench/bench_backward
+	$(MAKE) mha && $(PYTHON) bench/bench_process.py --append $(BENCH_OUT) $(BENCH_PROCESS_ARGS) \
+		bench/bench_mha ./mha
+	$(MAKE) bench/bench_backward && $(PYTHON) bench/bench_backward.py --append $(BENCH_OUT) \
+		bench/bench_backward
 
 bench/bench_backward: bench/bench_backward.c lib/libmha.a lib/mha.h
 	$(CC) $(ALL_CFLAGS) $(PTHREAD) -o $@ bench/bench_backward.c lib/libmha.a -lm

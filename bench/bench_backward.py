@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench_backward.py BENCH_BACKWARD: mha backward against torch.autograd.
+"""bench_backward.py [--append FILE] BENCH_BACKWARD: mha backward against torch.autograd.
 
 For each shape (n tokens, d_model, heads, causal or not) it times libmha's
 backward pass in float64 (bench_backward: mha_backward inside its process,
@@ -23,6 +23,8 @@ import os
 import subprocess
 import sys
 from statistics import median
+
+import tee
 
 THREADS = os.cpu_count() or 1
 ROUNDS = 5
@@ -72,9 +74,10 @@ def run_torch(n, d, h, causal, repeats):
 
 
 def main():
-    if len(sys.argv) != 2:
+    args, append = tee.take_append(sys.argv[1:])
+    if len(args) != 1:
         sys.exit(__doc__)
-    binary = sys.argv[1]
+    binary = args[0]
     try:
         torch_version = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
                                        capture_output=True, text=True, check=True).stdout.strip()
@@ -126,6 +129,7 @@ def main():
           (n, d, h, plain, rss / 1024))
     print("Peak memory is each process's whole (inputs, weights, gradients, and for torch "
           "the interpreter and its libraries).")
+    tee.finish(append, "Backward (bench_backward.py, the same session)")
 
 
 if __name__ == "__main__":

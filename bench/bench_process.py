@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench_process.py [--quick] [--long] BENCH_MHA MHA: the whole process against the library.
+"""bench_process.py [--quick] [--long] [--append FILE] BENCH_MHA MHA: the whole process against the library.
 
 For the shapes of issue 15 (n tokens, d_model 512, 8 heads, causal or not,
 float32 and float64) it times `mha forward` as a user runs it -- X and the
@@ -42,6 +42,8 @@ import tempfile
 import time
 
 import numpy as np
+
+import tee
 
 THREADS = os.cpu_count() or 1
 RUNS = 7    # rounds, each side once a round
@@ -151,12 +153,12 @@ def target(n, f):
 
 
 def main():
-    args = sys.argv[1:]
+    args, append = tee.take_append(sys.argv[1:])
     quick = "--quick" in args
     long_run = "--long" in args
     args = [a for a in args if a not in ("--quick", "--long")]
     if len(args) != 2:
-        sys.exit("usage: bench_process.py [--quick] [--long] BENCH_MHA MHA")
+        sys.exit("usage: bench_process.py [--quick] [--long] [--append FILE] BENCH_MHA MHA")
     bench_mha, mha = (os.path.abspath(a) for a in args)
     cases = [(n, c, dt) for (n, c) in (QUICK if quick else SHAPES) for dt in ("f32", "f64")]
     if long_run:
@@ -200,6 +202,7 @@ def main():
                                        rss / 1024))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    tee.finish(append, "Whole process (bench_process.py, the same session)")
 
 
 if __name__ == "__main__":
