@@ -13,7 +13,7 @@ tutorial-sized run, samples/worked-example's 6 tokens, under 2 ms).
 
 Both sides are timed in turns, RUNS rounds after a warm-up: each round
 runs bench_mha once (the median of its 5 calls in one process, the first,
-cold one among them) and then `mha forward` once, so that a machine whose
+cold one among them) and then `mha forward` (twice, below), so that a machine whose
 speed drifts during the run (a VM beside others) moves both sides alike.
 The library's time is the median of the rounds' medians, the whole
 process's the median of its runs; both use as many threads (`--threads`,
@@ -126,14 +126,14 @@ def side_by_side(bench_mha, n, causal, dtype, cmd, out, once=False):
     output removed first (a new name: no write-back started)."""
     lib, lib_rss = in_process(bench_mha, n, causal, dtype, 1 if once else CALLS)
     first = run_once(cmd, peak=True)
-    rounds = [(lib, first[0], None, first[3])]
-    if not once:
-        rounds = []
-        for _ in range(RUNS):
-            lib = in_process(bench_mha, n, causal, dtype)[0]
-            proc = run_once(cmd)
-            os.remove(out)
-            rounds.append((lib, proc[0], run_once(cmd)[0], proc[3]))
+    rounds = []  # (library s, whole process s, onto a new name s, processor s)
+    for _ in range(0 if once else RUNS):
+        lib = in_process(bench_mha, n, causal, dtype)[0]
+        proc = run_once(cmd)
+        os.remove(out)
+        rounds.append((lib, proc[0], run_once(cmd)[0], proc[3]))
+    if once:
+        rounds = [(lib, first[0], None, first[3])]
     med = statistics.median
     ratios = [r[1] / r[0] for r in rounds]
     return {
