@@ -352,7 +352,7 @@ static int read_dir(struct against *a, const char *path, size_t heads)
 			goto done;
 		}
 		spec.what = stem;
-		spec.flags = flags_of(s);
+		spec.flags = flags_of(s) | READ_FOUND;
 		if (read_matrix(dst, file, &spec)) {
 			free(file);
 			goto done;

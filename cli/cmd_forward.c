@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "budget.h"
 #include "emit.h"
+#include "files.h"
 #include "forward.h"
 #include "model.h"
 #include "problem.h"
@@ -793,29 +794,20 @@ int forward_check_options(struct forward_options *o)
  */
 static int refuse_output_over_input(const struct forward_options *o)
 {
-	input_ids ids = { 0 };
 	struct step_facts f;
-	int rc;
 
 	if (!o->emit.output || !strcmp(o->emit.output, "-"))
 		return 0;
-	if (o->cmd->backward) {
-		rc = problem_input_ids(&o->spec, &ids);
-		if (!rc)
-			rc = emit_is_dir(o->emit.output)
-				? outfile_refuse_input_in_dir(o->emit.output, backward_may_write,
-							      (void *)emit_dir_ext(o->emit.format), &ids)
-				: outfile_refuse_input(o->emit.output, &ids);
-		input_ids_free(&ids);
-		return rc;
-	}
+	if (problem_note_inputs(&o->spec))
+		return -1;
+	if (o->cmd->backward)
+		return emit_is_dir(o->emit.output)
+			? files_refuse_output_in_dir(o->emit.output, backward_may_write,
+						     (void *)emit_dir_ext(o->emit.format))
+			: files_refuse_output(o->emit.output);
 	option_facts(o, &f);
-	rc = problem_input_ids(&o->spec, &ids);
-	if (!rc)
-		rc = emit_refuse_over_inputs(&o->emit, steps_print_set(o->print, o->print_all, &f),
-					     o->spec.heads, &ids);
-	input_ids_free(&ids);
-	return rc;
+	return emit_refuse_over_inputs(&o->emit, steps_print_set(o->print, o->print_all, &f),
+				       o->spec.heads);
 }
 
 /* ---- the command ------------------------------------------------------- */

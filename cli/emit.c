@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "explain.h"
+#include "files.h"
 #include "heatmap.h"
 #include "html.h"
 #include "input.h"
@@ -241,45 +242,47 @@ static int write_stream(writer *wr, const struct step_items *lists, size_t batch
  * m NULL, meta.json, how the run was made.  batch > 0: parts, one matrix
  * per sequence, as one array with a leading batch dimension (m unused but
  * for not being NULL). */
-static int write_one(const char *dir, const char *name, out_format format, const matrix *m,
-		     const matrix *const *parts, size_t batch, const struct run_meta *meta)
+/* one file of -o DIR/, written into the set (committed as one) */
+static int write_one(outset *set, const char *dir, const char *name, out_format format,
+		     const matrix *m, const matrix *const *parts, size_t batch,
+		     const struct run_meta *meta)
 {
 	char *path = emit_path(dir, name);
-	outfile of;
-	int rc;
+	outfile *of;
 
 	if (!path)
 		return error("out of memory");
-	rc = outfile_open(&of, path);
-	free(path);
-	if (rc)
+	of = outset_open(set, path);
+	free(path); /* the outfile keeps its own copy */
+	if (!of)
 		return -1;
 	/* a failed write leaves the stream in error, which the commit reports */
 	if (!m) {
-		meta_write_json(of.fp, meta, 0);
-		fputc('\n', of.fp);
+		meta_write_json(of->fp, meta, 0);
+		fputc('\n', of->fp);
 	} else if (format == FORMAT_NPY) {
-		(void)(batch ? npy_write_batch(of.fp, parts, batch) : npy_write(of.fp, m));
+		(void)(batch ? npy_write_batch(of->fp, parts, batch) : npy_write(of->fp, m));
 	} else if (format == FORMAT_CSV) {
 		/* a batch: each sequence's matrix after the one before */
 		for (size_t b = 0; b < (batch ? batch : 1); b++)
-			(void)csv_write(of.fp, batch ? parts[b] : m);
+			(void)csv_write(of->fp, batch ? parts[b] : m);
 	} else {
-		writer wr = { .fp = of.fp, .format = FORMAT_JSON };
+		writer wr = { .fp = of->fp, .format = FORMAT_JSON };
 
 		(void)(batch ? json_write_batch(&wr, parts, batch) : json_write_array(&wr, m));
 	}
-	return outfile_commit(&of);
+	return outset_finish(set, of);
 }
 
 /* -o DIR/: one file per matrix, named after its key (head1_scores.csv),
- * and meta.json. */
+ * and meta.json; all of them or, after a failure, none (outset). */
 static int write_directory(const char *dir, out_format format, const struct step_items *lists,
 			   size_t batch, const struct run_meta *meta)
 {
 	const struct step_items *list = &lists[0];
 	const char *ext = emit_dir_ext(format);
 	const matrix **parts = calloc(batch ? batch : 1, sizeof(*parts));
+	outset set = { 0 };
 	char name[256];
 	int rc = -1;
 
@@ -291,7 +294,7 @@ static int write_directory(const char *dir, out_format format, const struct step
 		return error("-o %s: a directory takes one file per matrix: use --format csv, npy "
 			     "or json (or name a file)", dir);
 	}
-	if (emit_make_dir(dir, NULL) || write_one(dir, "meta.json", format, NULL, NULL, 0, meta))
+	if (emit_make_dir(dir, NULL) || write_one(&set, dir, "meta.json", format, NULL, NULL, 0, meta))
 		goto done;
 	for (size_t i = 0; i < list->n; i++) {
 		const struct step_item *it = &list->v[i];
@@ -313,7 +316,7 @@ static int write_directory(const char *dir, out_format format, const struct step
 					parts[b] = &planes[b];
 				}
 				step_file_name(name, sizeof(name), it->key, 0, h + 1, ext);
-				rc = write_one(dir, name, format, &part, parts, batch, NULL);
+				rc = write_one(&set, dir, name, format, &part, parts, batch, NULL);
 				free(planes);
 				if (rc)
 					goto done;
@@ -324,11 +327,12 @@ static int write_directory(const char *dir, out_format format, const struct step
 		for (size_t b = 0; b < batch; b++)
 			parts[b] = lists[b].v[i].m;
 		step_file_name(name, sizeof(name), it->key, it->head, 0, ext);
-		if (write_one(dir, name, format, m, parts, batch, NULL))
+		if (write_one(&set, dir, name, format, m, parts, batch, NULL))
 			goto done;
 	}
-	rc = 0;
+	rc = outset_commit(&set);
 done:
+	outset_abort(&set); /* after a failure: every temporary removed */
 	free(parts);
 	return rc;
 }
@@ -648,13 +652,13 @@ static int may_write_in_dir(const char *name, void *ctx)
 	return !strcmp(name, "meta.json") || steps_may_write(name, dn->p, dn->heads, dn->ext);
 }
 
-int emit_refuse_over_inputs(const struct emit *e, unsigned p, size_t heads, const input_ids *ids)
+int emit_refuse_over_inputs(const struct emit *e, unsigned p, size_t heads)
 {
 	struct dir_names dn = { .p = p, .heads = heads, .ext = emit_dir_ext(e->format) };
 
 	if (!e->output || !strcmp(e->output, "-"))
 		return 0;
 	if (emit_is_dir(e->output))
-		return outfile_refuse_input_in_dir(e->output, may_write_in_dir, &dn, ids);
-	return outfile_refuse_input(e->output, ids);
+		return files_refuse_output_in_dir(e->output, may_write_in_dir, &dn);
+	return files_refuse_output(e->output);
 }

@@ -73,10 +73,10 @@ int emit_explain(const struct emit *e, const struct step_items *lists, size_t ba
 int emit_html(const struct emit *e, const struct step_items *lists, size_t batch,
 	      const struct step_facts *f, const struct labels *l, const struct run_meta *meta);
 /*
- * e's output would replace one of the inputs ids: said, -1.  For a
+ * e's output would replace one of the run's inputs (files.h): said, -1.  For a
  * directory, each file in it the steps p (of heads heads) may be written
  * to is checked, meta.json too.  0 when nothing would be.
  */
-int emit_refuse_over_inputs(const struct emit *e, unsigned p, size_t heads, const input_ids *ids);
+int emit_refuse_over_inputs(const struct emit *e, unsigned p, size_t heads);
 
 #endif

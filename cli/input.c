@@ -4,6 +4,7 @@
 #include "input.h"
 #include "budget.h"
 #include "cli.h"
+#include "files.h"
 #include "npz.h"
 
 #include <ctype.h>
@@ -65,12 +66,12 @@ static int grow(input_file *f, unsigned char **buf, size_t *cap, size_t want)
 }
 
 /*
- * Open path ("-": standard input) for reading: f->name set, f->fd open.  A
- * regular file (standard input redirected from one too) says how long it
- * is: refused before anything is read when that passes the budget, and
- * remembered in f->size.  0, or -1 said (f->fd -1).
+ * Open path ("-": standard input) for reading, as origin allows (files.h):
+ * f->name set, f->fd open.  A regular file (standard input redirected from
+ * one too) says how long it is: refused before anything is read when that
+ * passes the budget, and remembered in f->size.  0, or -1 said (f->fd -1).
  */
-static int input_open(input_file *f, const char *path)
+static int input_open(input_file *f, const char *path, enum file_origin origin)
 {
 	const int from_stdin = !strcmp(path, "-");
 	struct stat st;
@@ -82,12 +83,10 @@ static int input_open(input_file *f, const char *path)
 		return error("out of memory");
 	if (from_stdin) {
 		f->fd = STDIN_FILENO;
-	} else {
-		if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-			return error("%s: is a directory, expected a file", path);
-		f->fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (f->fd < 0)
-			return error("%s: %s", path, strerror(errno));
+		if (files_note_fd(NULL, path, f->fd))
+			return -1;
+	} else if ((f->fd = files_open(path, origin, NULL)) < 0) {
+		return -1;
 	}
 	if (fstat(f->fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
 		off_t at = lseek(f->fd, 0, SEEK_CUR);
@@ -187,9 +186,9 @@ static int input_drop(input_file *f)
 	return -1;
 }
 
-int input_begin(input_file *f, const char *path, size_t head)
+int input_begin(input_file *f, const char *path, size_t head, enum file_origin origin)
 {
-	if (input_open(f, path) || input_fill(f, head))
+	if (input_open(f, path, origin) || input_fill(f, head))
 		return input_drop(f);
 	budget_reading(f->name); /* what charges made while parsing it name */
 	return 0;
@@ -203,13 +202,23 @@ int input_finish(input_file *f)
 	return rc;
 }
 
-int input_load(input_file *f, const char *path)
+static int load(input_file *f, const char *path, enum file_origin origin)
 {
-	if (input_open(f, path) || input_fill(f, SIZE_MAX))
+	if (input_open(f, path, origin) || input_fill(f, SIZE_MAX))
 		return input_drop(f);
 	input_close(f);
 	budget_reading(f->name); /* what charges made while parsing it name */
 	return 0;
+}
+
+int input_load(input_file *f, const char *path)
+{
+	return load(f, path, FILE_GIVEN);
+}
+
+int input_load_found(input_file *f, const char *path)
+{
+	return load(f, path, FILE_FOUND);
 }
 
 void input_free(input_file *f)
@@ -302,7 +311,7 @@ int read_matrix(matrix *m, const char *path, const read_spec *spec)
 	int rc;
 
 	memset(m, 0, sizeof(*m));
-	if (input_begin(&f, path, HEAD_BYTES)) {
+	if (input_begin(&f, path, HEAD_BYTES, spec->flags & READ_FOUND ? FILE_FOUND : FILE_GIVEN)) {
 		input_free(&f);
 		return -1;
 	}

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 
+#include "files.h"
 #include "matrix.h"
 
 typedef struct input_file {
@@ -34,8 +35,11 @@ typedef struct input_file {
 
 /* Read path ("-": standard input) whole, within the memory budget (budget.h):
  * a pipe or a device is read until it ends or the budget is spent.  Errors
- * are reported; -1. */
+ * are reported; -1.  input_load() reads a file the user named, which may
+ * be a FIFO; input_load_found() one mha found itself (a folder's, an
+ * index's), which must be a regular file (files.h). */
 int input_load(input_file *f, const char *path);
+int input_load_found(input_file *f, const char *path);
 void input_free(input_file *f);
 
 /* The same in parts: input_begin() reads the first head bytes (fewer if
@@ -44,7 +48,7 @@ void input_free(input_file *f);
  * reads the rest and closes it.  A reader may instead read the rest
  * itself from fd, straight into its own memory (read_npy_rest).  Errors
  * are reported; -1.  input_free() closes what is still open. */
-int input_begin(input_file *f, const char *path, size_t head);
+int input_begin(input_file *f, const char *path, size_t head, enum file_origin origin);
 int input_fill(input_file *f, size_t want);
 int input_finish(input_file *f);
 

@@ -61,8 +61,10 @@ enum {
 	READ_BOOL = 1u << 1,      /* true and false, all of them or none (masks only) */
 	READ_LABELS = 1u << 2,    /* row labels: JSON "tokens", a CSV first column of names */
 	READ_F32 = 1u << 3,       /* float32 values may stay floats (m->f): --dtype f32's inputs */
-	READ_MAP = 1u << 4        /* a native .npy file's values may be mapped, not read (m->map):
+	READ_MAP = 1u << 4,       /* a native .npy file's values may be mapped, not read (m->map):
 				     for callers that never write into the matrix */
+	READ_FOUND = 1u << 5      /* a file mha found in a folder, not one the user named: a
+				     regular file only (files.h's FILE_FOUND) */
 };
 
 #endif

@@ -1,12 +1,12 @@
 /*
- * outfile.c: write-to-temporary-then-rename output files, the signal
- * handler that removes the temporary ones when Ctrl-C stops a run, and the
- * check that no output replaces an input.
+ * outfile.c: write-to-temporary-then-rename output files, alone or as a
+ * set, and the signal handler that removes the temporary ones when Ctrl-C
+ * stops a run.
  */
 #include "outfile.h"
 #include "cli.h"
+#include "files.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -15,28 +15,68 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* temporary files not yet renamed or removed: what a signal must clean up */
-#define MAX_PENDING 64
-static char *volatile pending[MAX_PENDING];
+/* the signals that remove pending temporary files before the process dies */
+static const int cleanup_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 
-static void remember(char *tmp)
+/*
+ * Temporary files not yet renamed or removed: what a signal must clean up.
+ * Changed only while the main thread holds the signals (the handler runs
+ * there alone), so the handler never sees the list half changed.
+ */
+static char **volatile pending; /* [n_pending] */
+static volatile size_t n_pending;
+static size_t pending_cap;
+
+static void hold_signals(sigset_t *was)
 {
-	for (size_t i = 0; i < MAX_PENDING; i++)
-		if (!pending[i]) {
-			pending[i] = tmp;
-			return;
-		}
+	sigset_t block;
+
+	sigemptyset(&block);
+	for (size_t i = 0; i < sizeof(cleanup_signals) / sizeof(cleanup_signals[0]); i++)
+		sigaddset(&block, cleanup_signals[i]);
+	pthread_sigmask(SIG_BLOCK, &block, was);
+}
+
+static void release_signals(const sigset_t *was)
+{
+	pthread_sigmask(SIG_SETMASK, was, NULL);
+}
+
+/* with the signals held: 0, or -1 (out of memory) */
+static int remember(char *tmp)
+{
+	if (n_pending == pending_cap) {
+		const size_t cap = pending_cap ? 2 * pending_cap : 16;
+		char **more = realloc((char **)pending, cap * sizeof(*more));
+
+		if (!more)
+			return -1;
+		pending = more;
+		pending_cap = cap;
+	}
+	pending[n_pending] = tmp;
+	n_pending = n_pending + 1;
+	return 0;
 }
 
 static void forget(const char *tmp)
 {
-	for (size_t i = 0; i < MAX_PENDING; i++)
-		if (pending[i] == tmp)
-			pending[i] = NULL;
-}
+	sigset_t was;
 
-/* the signals that remove pending temporary files before the process dies */
-static const int cleanup_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+	hold_signals(&was);
+	for (size_t i = 0; i < n_pending; i++)
+		if (pending[i] == tmp) {
+			pending[i] = pending[n_pending - 1];
+			n_pending = n_pending - 1;
+			break;
+		}
+	if (!n_pending) {
+		free((char **)pending);
+		pending = NULL;
+		pending_cap = 0;
+	}
+	release_signals(&was);
+}
 
 /* the thread that opens output files; the computation's threads are others */
 static pthread_t main_thread;
@@ -53,9 +93,8 @@ static void on_signal(int sig)
 		pthread_kill(main_thread, sig);
 		return;
 	}
-	for (size_t i = 0; i < MAX_PENDING; i++)
-		if (pending[i])
-			unlink(pending[i]);
+	for (size_t i = 0; i < n_pending; i++)
+		unlink(pending[i]);
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
@@ -168,23 +207,83 @@ static int final_target(const char *path, char **target)
 	}
 }
 
-int outfile_open(outfile *o, const char *path)
+
+/* a FIFO, a device, a terminal, /dev/stdout: written as it is (truncated,
+ * as '>' does), never replaced */
+static int open_in_place(outfile *o)
+{
+	o->fp = fopen(o->path, "w");
+	if (!o->fp)
+		return error("%s: %s", o->path, strerror(errno));
+	return 0;
+}
+
+/* o->tmp beside o->target, created and remembered before a signal can
+ * come between (a busy machine can preempt us right there) */
+static int create_temporary(outfile *o)
 {
 	static const char suffix[] = ".mha-tmp-XXXXXX";
+	sigset_t was;
+	mode_t mask;
+	int fd, e = 0;
+
+	o->tmp = malloc(strlen(o->target) + sizeof(suffix));
+	if (!o->tmp)
+		return error("out of memory");
+	strcpy(o->tmp, o->target);
+	strcat(o->tmp, suffix);
+	hold_signals(&was);
+	fd = mkstemp(o->tmp);
+	if (fd < 0) {
+		e = errno;
+	} else if (remember(o->tmp)) {
+		unlink(o->tmp);
+		close(fd);
+		fd = -1;
+		e = ENOMEM;
+	}
+	release_signals(&was);
+	if (fd < 0) {
+		free(o->tmp);
+		o->tmp = NULL;
+		return error("%s: cannot create: %s", o->path, strerror(e));
+	}
+	/* mkstemp makes 0600; an output file gets the usual 0666 & ~umask */
+	mask = umask(0);
+	umask(mask);
+	fchmod(fd, 0666 & ~mask);
+	o->fp = fdopen(fd, "w");
+	if (!o->fp) {
+		e = errno;
+		close(fd);
+		return error("%s: %s", o->path, strerror(e));
+	}
+	return 0;
+}
+
+int outfile_open(outfile *o, const char *path)
+{
 	struct stat st, end;
-	int fd, exists, r;
+	int exists, r;
 
 	memset(o, 0, sizeof(*o));
 	if (!path || !strcmp(path, "-")) {
 		o->fp = stdout;
 		return 0;
 	}
+	/* every file read so far is known by now: a shard an index named too */
+	if (files_refuse_output(path))
+		return -1;
 	exists = stat(path, &st) == 0;
 	if (exists && S_ISDIR(st.st_mode))
 		return error("%s: is a directory", path);
+	if (!(o->path = strdup(path)))
+		return error("out of memory");
 	r = exists && !S_ISREG(st.st_mode) ? 0 : final_target(path, &o->target);
-	if (r < 0)
+	if (r < 0) {
+		outfile_abort(o);
 		return -1;
+	}
 	if (r && exists && (stat(o->target, &end) != 0 || end.st_dev != st.st_dev ||
 			    end.st_ino != st.st_ino)) {
 		/* the links' text does not lead where the kernel does: do not guess */
@@ -192,231 +291,125 @@ int outfile_open(outfile *o, const char *path)
 		o->target = NULL;
 		r = 0;
 	}
-	if (!r) {
-		/* a FIFO, a device, a terminal, /dev/stdout: write to it as it is
-		 * (truncated, as '>' does), never replace it */
-		o->fp = fopen(path, "w");
-		if (!o->fp)
-			return error("%s: %s", path, strerror(errno));
-		o->path = path;
-		return 0;
-	}
-	o->path = path;
-	o->tmp = malloc(strlen(o->target) + sizeof(suffix));
-	if (!o->tmp) {
+	if (r ? create_temporary(o) : open_in_place(o)) {
 		outfile_abort(o);
-		return error("out of memory");
+		return -1;
 	}
-	strcpy(o->tmp, o->target);
-	strcat(o->tmp, suffix);
-	/*
-	 * The file exists from mkstemp on: a signal before remember() would
-	 * leave it behind (a busy machine can preempt us right there), so the
-	 * signals wait until its name is remembered.
-	 */
-	{
-		sigset_t block, was;
+	return 0;
+}
 
-		sigemptyset(&block);
-		for (size_t i = 0; i < sizeof(cleanup_signals) / sizeof(cleanup_signals[0]); i++)
-			sigaddset(&block, cleanup_signals[i]);
-		pthread_sigmask(SIG_BLOCK, &block, &was);
-		fd = mkstemp(o->tmp);
-		if (fd >= 0)
-			remember(o->tmp);
-		pthread_sigmask(SIG_SETMASK, &was, NULL);
+/* Flush and close, reporting a write error: 0, or -1 said (the file left
+ * for the caller to throw away). */
+static int finish(outfile *o)
+{
+	int failed = ferror(o->fp), e = errno;
+
+	if (fflush(o->fp) != 0) {
+		failed = 1;
+		e = errno;
 	}
-	if (fd < 0) {
-		int e = errno;
+	if (o->fp != stdout || o->path) {
+		if (fclose(o->fp) != 0 && !failed) {
+			failed = 1;
+			e = errno;
+		}
+		o->fp = NULL;
+	}
+	if (!failed)
+		return 0;
+	if (!o->tmp)
+		return error("error writing to %s%s%s: %s", o->path ? "'" : "",
+			     o->path ? o->path : "standard output", o->path ? "'" : "", strerror(e));
+	return error("%s: write failed: %s", o->path, strerror(e));
+}
 
+/* Rename a finished file into place: 0, or -1 said (the temporary left). */
+static int place(outfile *o)
+{
+	if (o->tmp && rename(o->tmp, o->target) != 0)
+		return error("%s: write failed: %s", o->path, strerror(errno));
+	if (o->tmp) {
+		forget(o->tmp);
 		free(o->tmp);
 		o->tmp = NULL;
-		outfile_abort(o);
-		return error("%s: cannot create: %s", path, strerror(e));
-	}
-	/* mkstemp makes 0600; an output file gets the usual 0666 & ~umask */
-	{
-		mode_t mask = umask(0);
-
-		umask(mask);
-		fchmod(fd, 0666 & ~mask);
-	}
-	o->fp = fdopen(fd, "w");
-	if (!o->fp) {
-		int e = errno;
-
-		close(fd);
-		outfile_abort(o);
-		return error("%s: %s", path, strerror(e));
 	}
 	return 0;
 }
 
 int outfile_commit(outfile *o)
 {
-	const char *name = o->path ? o->path : "standard output";
-	int failed = ferror(o->fp);
-	int e = errno;
+	const int rc = finish(o) || place(o) ? -1 : 0;
 
-	if (fflush(o->fp) != 0) {
-		failed = 1;
-		e = errno;
-	}
-	if (!o->tmp) {
-		if (o->path && fclose(o->fp) != 0 && !failed) {
-			failed = 1;
-			e = errno;
-		}
-		o->fp = NULL;
-		if (failed)
-			return error("error writing to %s%s%s: %s", o->path ? "'" : "", name,
-				     o->path ? "'" : "", strerror(e));
-		return 0;
-	}
-	if (fclose(o->fp) != 0 && !failed) {
-		failed = 1;
-		e = errno;
-	}
-	o->fp = NULL;
-	if (!failed && rename(o->tmp, o->target) != 0) {
-		failed = 1;
-		e = errno;
-	}
-	if (failed) {
-		outfile_abort(o);
-		return error("%s: write failed: %s", name, strerror(e));
-	}
-	forget(o->tmp);
-	free(o->tmp);
-	o->tmp = NULL;
-	free(o->target);
-	o->target = NULL;
-	return 0;
+	outfile_abort(o); /* frees what is left; removes the temporary after a failure */
+	return rc;
 }
 
 void outfile_abort(outfile *o)
 {
-	if (!o->tmp && o->path && o->fp)
+	if (o->fp && o->fp != stdout)
 		fclose(o->fp);
 	if (o->tmp) {
-		if (o->fp)
-			fclose(o->fp);
 		unlink(o->tmp);
 		forget(o->tmp);
 		free(o->tmp);
 	}
 	free(o->target);
+	free(o->path);
 	o->fp = NULL;
 	o->tmp = NULL;
 	o->target = NULL;
+	o->path = NULL;
 }
 
-/* ---- outputs that are inputs ------------------------------------------ */
+/* ---- a set of files ------------------------------------------------------ */
 
-int input_ids_add(input_ids *s, const char *opt, const char *path)
+outfile *outset_open(outset *s, const char *path)
 {
-	const int from_stdin = !strcmp(path, "-");
-	struct stat st;
-	input_id *id;
-
-	/* standard input redirected from a file is that file */
-	if ((from_stdin ? fstat(STDIN_FILENO, &st) : stat(path, &st)) != 0 || !S_ISREG(st.st_mode))
-		return 0; /* not there (the reading will say so), or nothing to overwrite */
 	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 16;
-		input_id *more = realloc(s->v, cap * sizeof(*more));
+		const size_t cap = s->cap ? 2 * s->cap : 16;
+		outfile *more = realloc(s->v, cap * sizeof(*more));
 
-		if (!more)
-			return error("out of memory");
+		if (!more) {
+			error("out of memory");
+			return NULL;
+		}
 		s->v = more;
 		s->cap = cap;
 	}
-	id = &s->v[s->n];
-	id->dev = st.st_dev;
-	id->ino = st.st_ino;
-	id->opt = opt;
-	if (!(id->path = strdup(from_stdin ? "<stdin>" : path)))
-		return error("out of memory");
-	s->n++;
-	return 0;
+	if (outfile_open(&s->v[s->n], path))
+		return NULL;
+	return &s->v[s->n++];
 }
 
-void input_ids_free(input_ids *s)
+int outset_finish(outset *s, outfile *o)
 {
-	for (size_t i = 0; i < s->n; i++)
-		free(s->v[i].path);
-	free(s->v);
-	memset(s, 0, sizeof(*s));
+	(void)s;
+	return o->fp ? finish(o) : 0;
 }
 
-/* the input path leads to (links followed, as the writing will), or NULL */
-static const input_id *input_at(const char *path, const input_ids *s)
+int outset_commit(outset *s)
 {
-	struct stat st;
-
-	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-		return NULL; /* not there yet: it cannot be an input */
-	for (size_t i = 0; i < s->n; i++)
-		if (s->v[i].dev == st.st_dev && s->v[i].ino == st.st_ino)
-			return &s->v[i];
-	return NULL;
-}
-
-int outfile_refuse_input(const char *path, const input_ids *s)
-{
-	const input_id *in;
-
-	if (!path || !strcmp(path, "-") || !(in = input_at(path, s)))
-		return 0;
-	return error("-o '%s' is the input '%s' (%s): refusing to overwrite an input", path,
-		     in->path, in->opt);
-}
-
-int outfile_refuse_input_in_dir(const char *dir, int (*may_write)(const char *name, void *ctx),
-				void *ctx, const input_ids *s)
-{
-	const size_t n = strlen(dir);
-	const char *sep = n && dir[n - 1] == '/' ? "" : "/";
-	const input_id *clash = NULL;
-	char *first = NULL; /* of the clashing files, the first by name: one message, always the same */
-	DIR *d;
-	struct dirent *e;
 	int rc = 0;
 
-	if (!s->n || !(d = opendir(dir)))
-		return 0; /* no directory yet: the run makes it, empty */
-	while ((e = readdir(d)) != NULL) {
-		const input_id *in;
-		char *path;
+	for (size_t i = 0; i < s->n && !rc; i++)
+		rc = outset_finish(s, &s->v[i]);
+	if (!rc) {
+		sigset_t was;
 
-		if (!may_write(e->d_name, ctx) || (first && strcmp(e->d_name, first) >= 0))
-			continue;
-		path = malloc(n + strlen(sep) + strlen(e->d_name) + 1);
-		if (!path) {
-			rc = error("out of memory");
-			break;
-		}
-		strcpy(path, dir);
-		strcat(path, sep);
-		strcat(path, e->d_name);
-		in = input_at(path, s);
-		free(path);
-		if (in) {
-			char *name = strdup(e->d_name);
-
-			if (!name) {
-				rc = error("out of memory");
-				break;
-			}
-			free(first);
-			first = name;
-			clash = in;
-		}
+		/* all or, after a failed rename (said), the rest not */
+		hold_signals(&was);
+		for (size_t i = 0; i < s->n && !rc; i++)
+			rc = place(&s->v[i]);
+		release_signals(&was);
 	}
-	closedir(d);
-	if (!rc && clash)
-		rc = error("-o '%s': '%s%s%s' is the input '%s' (%s): refusing to overwrite an "
-			   "input", dir, dir, sep, first, clash->path, clash->opt);
-	free(first);
+	outset_abort(s); /* frees; removes the temporaries not renamed */
 	return rc;
+}
+
+void outset_abort(outset *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		outfile_abort(&s->v[i]);
+	free(s->v);
+	memset(s, 0, sizeof(*s));
 }

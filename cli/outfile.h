@@ -13,51 +13,47 @@
 #define MHA_CLI_OUTFILE_H
 
 #include <stdio.h>
-#include <sys/types.h>
 
 typedef struct outfile {
 	FILE *fp;
-	char *tmp;        /* the temporary path, NULL when written in place */
-	char *target;     /* what tmp is renamed over: path with its links followed */
-	const char *path; /* the path as given, for messages; NULL for standard output */
+	char *tmp;    /* the temporary path, NULL when written in place */
+	char *target; /* what tmp is renamed over: path with its links followed */
+	char *path;   /* a copy of the path as given, for messages; NULL for standard output */
 } outfile;
 
-/* path NULL or "-": standard output.  Errors are reported; -1. */
+/* path NULL or "-": standard output.  A path that leads to one of the
+ * run's inputs (files.h) is refused.  Errors are reported; -1. */
 int outfile_open(outfile *o, const char *path);
 /* Flush, close and rename into place; reports write errors; -1 on failure.
- * Either way o->target is freed; a caller that may remove the file again
- * keeps a copy of it first. */
+ * Either way o's strings are freed; a caller that may remove the file
+ * again keeps a copy of o->target first. */
 int outfile_commit(outfile *o);
 /* Throw away whatever was written (nothing for standard output). */
 void outfile_abort(outfile *o);
+
 /*
- * The files a run reads, known by device and inode: an output that leads
- * to one of them, under whatever name (./x.json, a hard link, a symbolic
- * link), is refused before anything is read.  Only regular files count:
- * writing to a terminal, a FIFO or a device that is also read loses nothing.
+ * A set of files written as one (-o DIR/): each to its temporary name;
+ * when every one is written, all are renamed into place with the signals
+ * held, so that an interrupted run or a full disk leaves the files of the
+ * run before, and a finished run every new one.  (A power loss or SIGKILL
+ * in the renames, a few system calls, can still leave some of each.)
  */
-typedef struct input_id {
-	dev_t dev;
-	ino_t ino;
-	const char *opt; /* the option it came from: "-x", "--mask" */
-	char *path;      /* as given, or "<stdin>" */
-} input_id;
-
-typedef struct input_ids {
-	input_id *v; /* [n] */
+typedef struct outset {
+	outfile *v; /* [n] */
 	size_t n, cap;
-} input_ids;
+} outset;
 
-/* path ("-": standard input) is read for opt: remember it if it is a
- * regular file (links followed).  -1 only when out of memory (reported). */
-int input_ids_add(input_ids *s, const char *opt, const char *path);
-void input_ids_free(input_ids *s);
-/* -o path would replace one of s's files: say which; -1.  Else 0. */
-int outfile_refuse_input(const char *path, const input_ids *s);
-/* -o dir/: the same for each file in dir that may_write(name, ctx) says
- * the run may write there. */
-int outfile_refuse_input_in_dir(const char *dir, int (*may_write)(const char *name, void *ctx),
-				void *ctx, const input_ids *s);
+/* The next file of the set, open for writing (its fp), or NULL said. */
+outfile *outset_open(outset *s, const char *path);
+/* o, of s, written: flushed and closed now (a set may hold more files
+ * than a process may keep open), not yet renamed; a write error said, -1. */
+int outset_finish(outset *s, outfile *o);
+/* Every file finished, then all renamed; on any failure (said)
+ * none is renamed and the temporaries are removed: -1.  The set is empty
+ * after, either way. */
+int outset_commit(outset *s);
+/* Throw every file away. */
+void outset_abort(outset *s);
 
 /* From now on SIGINT, SIGTERM, SIGHUP and SIGQUIT remove the temporary
  * files of outputs not yet committed before the process dies of them. */

@@ -13,6 +13,7 @@
 #include "budget.h"
 #include "cli.h"
 #include "explain.h"
+#include "files.h"
 #include "input.h"
 #include "read_json.h"
 #include "safetensors.h"
@@ -1155,10 +1156,11 @@ size_t problem_sequences(const struct problem *p)
 
 static int add_input(void *ctx, const char *file)
 {
-	return input_ids_add(ctx, "-w", file);
+	(void)ctx;
+	return files_note("-w", file);
 }
 
-int problem_input_ids(const struct problem_spec *s, input_ids *ids)
+int problem_note_inputs(const struct problem_spec *s)
 {
 	const struct { const char *opt, *path; } files[] = {
 		{ "-x", s->x }, { "--kv", s->kv }, { "--xk", s->xk }, { "--xv", s->xv },
@@ -1172,14 +1174,14 @@ int problem_input_ids(const struct problem_spec *s, input_ids *ids)
 
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]) && !rc; i++)
 		if (files[i].path)
-			rc = input_ids_add(ids, files[i].opt, files[i].path);
+			rc = files_note(files[i].opt, files[i].path);
 	for (int i = 0; i < N_WEIGHTS && !rc; i++)
 		if (s->one[i])
-			rc = input_ids_add(ids, weight_options[i], s->one[i]);
+			rc = files_note(weight_options[i], s->one[i]);
 	if (!rc && s->w && model_is_checkpoint(s->w))
-		rc = model_files(s->w, add_input, ids); /* its shards, index and config */
+		rc = model_files(s->w, add_input, NULL); /* its shards, index and config */
 	else if (!rc && s->w)
-		rc = weights_files(s->w, add_input, ids); /* a directory: every file it may read */
+		rc = weights_files(s->w, add_input, NULL); /* a directory: every file it may read */
 	return rc;
 }
 

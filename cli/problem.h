@@ -15,7 +15,6 @@
 #include <stddef.h>
 
 #include "matrix.h"
-#include "outfile.h"
 #include "steps.h"
 #include "weights.h"
 #include "../lib/mha.h"
@@ -112,9 +111,10 @@ struct problem {
 int problem_load(struct problem *p, const struct problem_spec *s);
 void problem_free(struct problem *p);
 
-/* Each file the spec reads (a -w directory: each it may read), by device
- * and inode, to refuse an output over any of them.  0, or -1 said. */
-int problem_input_ids(const struct problem_spec *s, input_ids *ids);
+/* Each file the spec reads (a -w directory: each it may read) noted among
+ * the run's inputs (files.h) before any is read, so that an output over
+ * one is refused up front.  0, or -1 said. */
+int problem_note_inputs(const struct problem_spec *s);
 
 /* What the steps' presence and titles depend on (scale: the run's). */
 void problem_facts(const struct problem *p, double scale, struct step_facts *f);

@@ -6,6 +6,7 @@
 #include "safetensors.h"
 #include "budget.h"
 #include "cli.h"
+#include "files.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -260,12 +261,11 @@ int st_open(st_file *f, const char *path)
 	f->fd = -1;
 	if (!(f->path = strdup(path)))
 		return error("out of memory");
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (f->fd < 0)
+	/* its kind known before an open could block on a FIFO */
+	if ((f->fd = files_open(path, FILE_SEEKABLE, NULL)) < 0)
+		return -1;
+	if (fstat(f->fd, &st) != 0)
 		return error("%s: %s", path, strerror(errno));
-	if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode))
-		return error("%s: not a regular file: a safetensors checkpoint is read in place",
-			     path);
 	f->size = (uint64_t)st.st_size;
 	if (f->size < 8 || pread(f->fd, len8, 8, 0) != 8)
 		return error("%s: not a safetensors file: %llu bytes, too short for the header's "

@@ -172,12 +172,15 @@ static int put(weights *w, int slot, matrix *m, const char *src, int replace)
 	return 0;
 }
 
-/* One weight from a file of its own, in any format. */
-static int load_file(weights *w, int slot, const char *path, const char *src, int replace)
+/* One weight from a file of its own, in any format; found: in a -w folder,
+ * not named by the user (READ_FOUND). */
+static int load_file(weights *w, int slot, const char *path, const char *src, int replace,
+		     int found)
 {
 	const char *const keys[] = { slot_name(slot), NULL };
 	const read_spec spec = { slot_name(slot), keys, 1, 3,
-				 (w->floats ? READ_F32 : 0) | (w->map ? READ_MAP : 0) };
+				 (w->floats ? READ_F32 : 0) | (w->map ? READ_MAP : 0) |
+					 (found ? READ_FOUND : 0) };
 	matrix m;
 
 	if (read_matrix(&m, path, &spec))
@@ -362,7 +365,7 @@ static int load_directory(weights *w, const char *dir, const char *opt)
 		slot = slot_of(names[i], w->layout, path);
 		torch = is_torch_key(names[i]);
 		*dot = '.';
-		if (slot < 0 || load_file(w, slot, path, src, 0)) {
+		if (slot < 0 || load_file(w, slot, path, src, 0, 1)) {
 			rc = -1;
 		} else {
 			found++;
@@ -436,7 +439,7 @@ int weights_load_one(weights *w, int which, const char *opt, const char *path,
 
 	w->layout = layout;
 	snprintf(src, sizeof(src), "%s %s", opt, strcmp(path, "-") ? path : "<stdin>");
-	return load_file(w, which, path, src, 1);
+	return load_file(w, which, path, src, 1, 0);
 }
 
 /* ---- one layout -------------------------------------------------------- */
