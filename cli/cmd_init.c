@@ -103,10 +103,8 @@ struct options {
 
 /* Where one output goes.  With JSON, every weight goes to dest[M_WQ]. */
 struct dest {
-	outfile of;
+	outfile *of; /* a member of the run's set; NULL: not opened */
 	char *path;  /* owned: a file in the -w directory; NULL otherwise */
-	int open;    /* of is open and not yet committed or aborted */
-	char *placed; /* what a commit replaced (links followed): removed if a later file fails */
 };
 
 struct run {
@@ -117,6 +115,7 @@ struct run {
 	int drawn[M_COUNT];                    /* its numbers are drawn (it exists) */
 	int written[M_COUNT];                  /* and written somewhere */
 	struct dest dest[M_COUNT];
+	outset files;                          /* every dest's file, committed as one */
 	int made_dir;                          /* this run created the -w directory */
 	writer json;                           /* the weights' JSON object, once begun */
 	int json_begun;
@@ -444,28 +443,17 @@ static struct dest *dest_of(struct run *r, int m)
 	return &r->dest[is_weight(m) && !dir_mode(r) ? M_WQ : m];
 }
 
-static int open_dest(struct dest *d, const char *path)
+static int open_dest(struct run *r, struct dest *d, const char *path)
 {
-	if (outfile_open(&d->of, path))
-		return -1;
-	d->open = 1;
-	return 0;
+	return (d->of = outset_open(&r->files, path)) ? 0 : -1;
 }
 
-/* Throw away every file not yet committed, and any this run committed. */
+/* Throw away every file not yet committed. */
 static void discard(struct run *r)
 {
-	for (int m = 0; m < M_COUNT; m++) {
-		struct dest *d = &r->dest[m];
-
-		if (d->open)
-			outfile_abort(&d->of);
-		d->open = 0;
-		if (d->placed)
-			unlink(d->placed);
-		free(d->placed);
-		d->placed = NULL;
-	}
+	outset_abort(&r->files);
+	for (int m = 0; m < M_COUNT; m++)
+		r->dest[m].of = NULL;
 	if (r->made_dir)
 		rmdir(r->o.w);
 	r->made_dir = 0;
@@ -574,7 +562,7 @@ static int open_weight_dir(struct run *r)
 		d->path = emit_path(dir, name);
 		if (!d->path)
 			return error("out of memory");
-		if (open_dest(d, d->path))
+		if (open_dest(r, d, d->path))
 			return -1;
 	}
 	return 0;
@@ -582,11 +570,11 @@ static int open_weight_dir(struct run *r)
 
 static int open_all(struct run *r)
 {
-	if (r->o.x && open_dest(&r->dest[M_X], r->o.x))
+	if (r->o.x && open_dest(r, &r->dest[M_X], r->o.x))
 		return -1;
-	if (r->o.kv && open_dest(&r->dest[M_XKV], r->o.kv))
+	if (r->o.kv && open_dest(r, &r->dest[M_XKV], r->o.kv))
 		return -1;
-	if (r->o.w && (dir_mode(r) ? open_weight_dir(r) : open_dest(&r->dest[M_WQ], r->o.w)))
+	if (r->o.w && (dir_mode(r) ? open_weight_dir(r) : open_dest(r, &r->dest[M_WQ], r->o.w)))
 		return -1;
 	return 0;
 }
@@ -594,7 +582,7 @@ static int open_all(struct run *r)
 /* as outfile_commit() words a failed write */
 static int write_failed(const struct dest *d, int e)
 {
-	const char *path = d->of.path;
+	const char *path = d->of->path;
 
 	if (!path)
 		return error("error writing to standard output: %s", e ? strerror(e) : "write failed");
@@ -604,7 +592,7 @@ static int write_failed(const struct dest *d, int e)
 static int write_one(struct run *r, int m, const matrix *a)
 {
 	struct dest *d = dest_of(r, m);
-	FILE *fp = d->of.fp;
+	FILE *fp = d->of->fp;
 	int rc = 0;
 
 	errno = 0;
@@ -675,43 +663,15 @@ static int generate(struct run *r)
 	return 0;
 }
 
-/*
- * Every file is complete before any is renamed into place: a write error
- * (a full disk) shows at the flush and leaves nothing behind.  A failed
- * rename after that removes the files this run already put in place.
- */
+/* Every file complete before any is renamed into place (outset): a write
+ * error (a full disk) leaves nothing new behind. */
 static int commit_all(struct run *r)
 {
-	for (int m = 0; m < M_COUNT; m++) {
-		struct dest *d = &r->dest[m];
+	const int rc = outset_commit(&r->files);
 
-		if (d->open && (fflush(d->of.fp) != 0 || ferror(d->of.fp))) {
-			outfile_commit(&d->of); /* says why, removes its temporary file */
-			d->open = 0;
-			return -1;
-		}
-	}
-	for (int m = 0; m < M_COUNT; m++) {
-		struct dest *d = &r->dest[m];
-		char *target;
-
-		if (!d->open)
-			continue;
-		/* the file itself, not a link to it, is what a later failure removes */
-		target = d->of.tmp ? strdup(d->of.target) : NULL;
-		if (d->of.tmp && !target) {
-			outfile_abort(&d->of);
-			d->open = 0;
-			return error("out of memory");
-		}
-		d->open = 0;
-		if (outfile_commit(&d->of)) {
-			free(target);
-			return -1;
-		}
-		d->placed = target;
-	}
-	return 0;
+	for (int m = 0; m < M_COUNT; m++)
+		r->dest[m].of = NULL;
+	return rc;
 }
 
 int init_check_args(int argc, char **argv)
@@ -744,9 +704,7 @@ int cmd_init(int argc, char **argv)
 		rc = EXIT_OK;
 	if (rc != EXIT_OK)
 		discard(&r);
-	for (int m = 0; m < M_COUNT; m++) {
+	for (int m = 0; m < M_COUNT; m++)
 		free(r.dest[m].path);
-		free(r.dest[m].placed);
-	}
 	return rc;
 }

@@ -3,6 +3,7 @@
  * the rest of the command line (git's builtin table, in small).
  */
 #include "cli.h"
+#include "files.h"
 #include "outfile.h"
 
 #include "../lib/mha.h"
@@ -47,6 +48,7 @@ static void print_usage(FILE *fp)
 /* Help and version go to standard output too: a failed write must not pass for success. */
 static int finish(int rc)
 {
+	files_forget();
 	if ((fflush(stdout) != 0 || ferror(stdout)) && rc == EXIT_OK) {
 		error("error writing to standard output: %s", strerror(errno));
 		return EXIT_DATA;

@@ -323,7 +323,8 @@ static int finish(outfile *o)
 	return error("%s: write failed: %s", o->path, strerror(e));
 }
 
-/* Rename a finished file into place: 0, or -1 said (the temporary left). */
+/* Rename a finished file into place: 0, or -1 said (the temporary left).
+ * o->target stays, for a set that must take the file back. */
 static int place(outfile *o)
 {
 	if (o->tmp && rename(o->tmp, o->target) != 0)
@@ -365,9 +366,11 @@ void outfile_abort(outfile *o)
 
 outfile *outset_open(outset *s, const char *path)
 {
+	outfile *o;
+
 	if (s->n == s->cap) {
 		const size_t cap = s->cap ? 2 * s->cap : 16;
-		outfile *more = realloc(s->v, cap * sizeof(*more));
+		outfile **more = realloc(s->v, cap * sizeof(*more));
 
 		if (!more) {
 			error("out of memory");
@@ -376,9 +379,15 @@ outfile *outset_open(outset *s, const char *path)
 		s->v = more;
 		s->cap = cap;
 	}
-	if (outfile_open(&s->v[s->n], path))
+	if (!(o = malloc(sizeof(*o)))) {
+		error("out of memory");
 		return NULL;
-	return &s->v[s->n++];
+	}
+	if (outfile_open(o, path)) {
+		free(o);
+		return NULL;
+	}
+	return s->v[s->n++] = o;
 }
 
 int outset_finish(outset *s, outfile *o)
@@ -389,17 +398,21 @@ int outset_finish(outset *s, outfile *o)
 
 int outset_commit(outset *s)
 {
+	size_t placed = 0;
 	int rc = 0;
 
 	for (size_t i = 0; i < s->n && !rc; i++)
-		rc = outset_finish(s, &s->v[i]);
+		rc = outset_finish(s, s->v[i]);
 	if (!rc) {
 		sigset_t was;
 
-		/* all or, after a failed rename (said), the rest not */
 		hold_signals(&was);
-		for (size_t i = 0; i < s->n && !rc; i++)
-			rc = place(&s->v[i]);
+		for (; placed < s->n && !rc; placed++)
+			rc = place(s->v[placed]);
+		/* a rename failed (said): none of the set stays in place */
+		for (size_t i = 0; rc && i + 1 < placed; i++)
+			if (s->v[i]->target)
+				unlink(s->v[i]->target);
 		release_signals(&was);
 	}
 	outset_abort(s); /* frees; removes the temporaries not renamed */
@@ -408,8 +421,10 @@ int outset_commit(outset *s)
 
 void outset_abort(outset *s)
 {
-	for (size_t i = 0; i < s->n; i++)
-		outfile_abort(&s->v[i]);
+	for (size_t i = 0; i < s->n; i++) {
+		outfile_abort(s->v[i]);
+		free(s->v[i]);
+	}
 	free(s->v);
 	memset(s, 0, sizeof(*s));
 }

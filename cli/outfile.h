@@ -32,14 +32,17 @@ int outfile_commit(outfile *o);
 void outfile_abort(outfile *o);
 
 /*
- * A set of files written as one (-o DIR/): each to its temporary name;
- * when every one is written, all are renamed into place with the signals
- * held, so that an interrupted run or a full disk leaves the files of the
- * run before, and a finished run every new one.  (A power loss or SIGKILL
- * in the renames, a few system calls, can still leave some of each.)
+ * A set of files written as one (-o DIR/, mha init's files): each to its
+ * temporary name; when every one is written, all are renamed into place
+ * with the signals held, so that an interrupted run or a full disk leaves
+ * the files of the run before, and a finished run every new one.  A rename
+ * that fails (rare: the temporary is beside its target) removes the files
+ * the set had already renamed, so no mix of old and new is left.  (A power
+ * loss or SIGKILL in the renames, a few system calls, can still leave
+ * some of each.)
  */
 typedef struct outset {
-	outfile *v; /* [n] */
+	outfile **v; /* [n], each allocated: a member stays where it is */
 	size_t n, cap;
 } outset;
 
@@ -48,8 +51,8 @@ outfile *outset_open(outset *s, const char *path);
 /* o, of s, written: flushed and closed now (a set may hold more files
  * than a process may keep open), not yet renamed; a write error said, -1. */
 int outset_finish(outset *s, outfile *o);
-/* Every file finished, then all renamed; on any failure (said)
- * none is renamed and the temporaries are removed: -1.  The set is empty
+/* Every file finished, then all renamed; on any failure (said) none is
+ * left in place and the temporaries are removed: -1.  The set is empty
  * after, either way. */
 int outset_commit(outset *s);
 /* Throw every file away. */
