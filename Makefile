@@ -318,7 +318,7 @@ clean:
 
 FUZZ_CC       ?= $(shell command -v clang-14 2>/dev/null || echo clang)
 FUZZ_PACKAGES  = clang libclang-rt-14-dev
-FUZZ_TARGETS   = json csv npy safetensors weights format args problem npz
+FUZZ_TARGETS   = json csv npy safetensors weights format args problem npz model
 FUZZ_SAN       = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # clang warns where gcc, the real build's compiler, does not: a va_list
 # format (msg.c) and casts to the kernels' aligned vectors (kernel.c)

@@ -269,6 +269,14 @@ static int read_positions(struct problem *p, const char *path)
 	    f.data[strspn((const char *)f.data, " \t\r\n")] == '{') {
 		rc = json_parse(&doc, &f);
 		if (!rc) {
+			static const char *const keys[] = { "q", "k" };
+
+			/* {"q": .., "keys": ..} would leave the keys at their default positions */
+			rc = json_known_keys(&doc, doc.root, keys, 2,
+					     "positions are under \"q\" (the queries') and \"k\" "
+					     "(the keys')");
+		}
+		if (!rc) {
 			const cJSON *q = cJSON_GetObjectItemCaseSensitive(doc.root, "q");
 			const cJSON *k = cJSON_GetObjectItemCaseSensitive(doc.root, "k");
 

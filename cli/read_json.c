@@ -331,6 +331,125 @@ static int check_duplicate_keys(const json_doc *doc)
 	return error("%s:%zu:%zu: duplicate key \"%s\"", f->name, line, col, dup->string);
 }
 
+/* ---- keys nobody reads --------------------------------------------------- */
+
+/* The member positions from doc's root down to target into path[0..*depth): 1 found, else 0. */
+static int path_to(const cJSON *node, const cJSON *target, size_t *path, size_t depth,
+		   size_t *out_depth)
+{
+	const cJSON *e;
+	size_t i = 0;
+
+	if (node == target) {
+		*out_depth = depth;
+		return 1;
+	}
+	if (depth + 1 >= PATH_DEPTH)
+		return 0;
+	cJSON_ArrayForEach(e, node) {
+		path[depth] = i++;
+		if ((cJSON_IsArray(e) || cJSON_IsObject(e)) &&
+		    path_to(e, target, path, depth + 1, out_depth))
+			return 1;
+	}
+	return 0;
+}
+
+int json_known_keys(const json_doc *doc, const cJSON *obj, const char *const *known, size_t n,
+		    const char *expected)
+{
+	const input_file *f = doc->f;
+	const cJSON *e;
+	size_t at = 0;
+
+	cJSON_ArrayForEach(e, obj) {
+		size_t path[PATH_DEPTH], depth = 0, off = SIZE_MAX, line, col, i;
+		const char *near;
+		char where[4200], list[256] = "";
+
+		for (i = 0; i < n && strcmp(e->string, known[i]); i++)
+			;
+		if (i < n) {
+			at++;
+			continue;
+		}
+		if (path_to(doc->root, obj, path, 0, &depth) && depth + 1 < PATH_DEPTH) {
+			path[depth] = at;
+			off = locate_member((const char *)f->data, f->len, path, depth + 1);
+		}
+		if (off == SIZE_MAX) {
+			snprintf(where, sizeof(where), "%s", f->name);
+		} else {
+			line_col((const char *)f->data, off, &line, &col);
+			snprintf(where, sizeof(where), "%s:%zu:%zu", f->name, line, col);
+		}
+		near = closest_name(e->string, known, n);
+		if (near)
+			return error("%s: unknown key \"%.80s%s\": did you mean \"%s\"?", where,
+				     e->string, strlen(e->string) > 80 ? "..." : "", near);
+		for (i = 0; !expected && i < n; i++)
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s\"%s\"",
+				 !i ? "expected " : i + 1 < n ? ", " : " or ", known[i]);
+		return error("%s: unknown key \"%.80s%s\": %s", where, e->string,
+			     strlen(e->string) > 80 ? "..." : "", expected ? expected : list);
+	}
+	return 0;
+}
+
+int json_index_keys(const json_doc *doc)
+{
+	static const char *const keys[] = { "metadata", "weight_map" };
+
+	if (!cJSON_IsObject(doc->root))
+		return 0; /* the caller says what it expected */
+	return json_known_keys(doc, doc->root, keys, 2,
+			       "an index holds \"weight_map\" (tensor name -> file) and "
+			       "\"metadata\"");
+}
+
+/*
+ * The keys of mha's own JSON files, which an object holding a matrix may
+ * have beside the one read, since a run's output is read back as the next
+ * one's input: mha forward's output (steps.c's keys, meta and the labels),
+ * mha backward's (cmd_backward.c's) and mha init's weights (weights.c's).
+ * Any other key is a typo or a file of another kind.
+ */
+static const char *const own_keys[] = {
+	"meta", "tokens", "kv_tokens", "X", "Q", "K", "V", "q_rot", "k_rot", "mask", "heads",
+	"concat", "output",
+	"grad_output", "dconcat", "dq_rot", "dk_rot", "dQ", "dK", "dV", "dX", "dX_kv", "dX_k",
+	"dX_v", "dW_Q", "dW_K", "dW_V", "dW_O", "db_Q", "db_K", "db_V", "db_O", "dsinks",
+	"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O",
+};
+#define N_OWN (sizeof(own_keys) / sizeof(own_keys[0]))
+
+/* read_json's object: the spec's keys and mha's own, each once (closest_name
+ * takes two equal names for a tie) */
+static int object_keys(const json_doc *doc, const read_spec *spec)
+{
+	const char *known[N_OWN + 8];
+	size_t n = 0;
+	char expected[256] = "", keys[128] = "";
+
+	for (size_t i = 0; spec->keys && spec->keys[i] && n < 8; i++) {
+		known[n++] = spec->keys[i];
+		snprintf(keys + strlen(keys), sizeof(keys) - strlen(keys), "%s\"%s\"",
+			 i ? " or " : "", spec->keys[i]);
+	}
+	for (size_t i = 0, m = n; i < N_OWN; i++) {
+		size_t j;
+
+		for (j = 0; j < m && strcmp(known[j], own_keys[i]); j++)
+			;
+		if (j == m)
+			known[n++] = own_keys[i];
+	}
+	snprintf(expected, sizeof(expected), "%s is under %s%s; other keys must be those of mha's "
+		 "own JSON output", spec->what, keys,
+		 (spec->flags & READ_LABELS) ? ", its labels under \"tokens\"" : "");
+	return json_known_keys(doc, doc->root, known, n, expected);
+}
+
 /* "a string \"0.4x\"", "an object", …: what was found instead */
 static const char *describe(const cJSON *n, char *buf, size_t size)
 {
@@ -568,6 +687,10 @@ int read_json(matrix *m, const input_file *f, const read_spec *spec)
 
 	memset(m, 0, sizeof(*m));
 	if (json_parse(&doc, f)) {
+		json_doc_free(&doc);
+		return -1;
+	}
+	if (cJSON_IsObject(doc.root) && spec->keys && object_keys(&doc, spec)) {
 		json_doc_free(&doc);
 		return -1;
 	}

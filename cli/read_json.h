@@ -27,4 +27,21 @@ int json_node_matrix(matrix *m, const json_doc *doc, const struct cJSON *node,
 		     const char *key, const char *what, size_t min_rank,
 		     size_t max_rank, unsigned flags);
 
+/*
+ * Refuse a member of obj (the document's root, or an object inside it)
+ * whose key is not one of known[0..n): "FILE:LINE:COL: unknown key "keys":
+ * did you mean "k"?" when one is nearly it, else the message ends with
+ * ": " and expected ("positions are under "q" and "k""; NULL: the keys
+ * known, listed).  Checked before any value is read, so that a typo cannot
+ * leave a value at its default.  0, or -1 said.
+ */
+int json_known_keys(const json_doc *doc, const struct cJSON *obj, const char *const *known,
+		    size_t n, const char *expected);
+
+/*
+ * model.safetensors.index.json's top level: "weight_map" and "metadata"
+ * (free-form) and nothing else, as json_known_keys() refuses others.
+ */
+int json_index_keys(const json_doc *doc);
+
 #endif

@@ -7,6 +7,7 @@
 #include "budget.h"
 #include "cli.h"
 #include "files.h"
+#include "text.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -93,6 +94,18 @@ static int parse_entry(st_tensor *t, const cJSON *e, const char *path, uint64_t 
 	if (!cJSON_IsObject(e))
 		return error("%s: tensor \"%s\": expected an object with dtype, shape and "
 			     "data_offsets", path, name);
+	cJSON_ArrayForEach(d, e) {
+		static const char *const keys[] = { "dtype", "shape", "data_offsets" };
+		const char *near = closest_name(d->string, keys, 3);
+
+		/* the format has these three; another is a typo or another format */
+		if (strcmp(d->string, "dtype") && strcmp(d->string, "shape") &&
+		    strcmp(d->string, "data_offsets"))
+			return near ? error("%s: tensor \"%s\": unknown key \"%.80s\": did you mean "
+					    "\"%s\"?", path, name, d->string, near)
+				    : error("%s: tensor \"%s\": unknown key \"%.80s\": a tensor has "
+					    "dtype, shape and data_offsets", path, name, d->string);
+	}
 	if (!cJSON_IsString(dt))
 		return error("%s: tensor \"%s\": no dtype (a string such as \"F32\")", path, name);
 	for (t->dtype = 0; (size_t)t->dtype < N_DTYPES; t->dtype++)
@@ -163,11 +176,33 @@ static int parse_header(st_file *f, const char *text, size_t len, uint64_t data_
 	int rc = 0;
 
 	if (!root) {
-		cJSON_Delete(root);
+		size_t at = end && end >= text ? (size_t)(end - text) : 0;
+
 		if (budget_refusals() > refused)
 			return budget_refuse(f->path, 0);
-		return error("%s: the header is not JSON (at byte %zu of %zu)", f->path,
-			     end && end >= text ? (size_t)(end - text) + 8 : 8, len);
+		if (at >= len)
+			return error("%s: the header is not JSON: it ends too early (%zu bytes)",
+				     f->path, len);
+		return error("%s: the header is not JSON (at byte %zu of its %zu, byte %zu of the "
+			     "file)", f->path, at, len, at + 8);
+	}
+	/* past the object, spaces only (writers pad the header to 8 bytes with
+	 * them): anything else is refused, as the reference's serde_json does */
+	{
+		size_t at = end && end >= text && (size_t)(end - text) <= len ? (size_t)(end - text)
+									       : len;
+
+		while (at > 0 && (text[at - 1] == ' ' || text[at - 1] == '\t' ||
+				  text[at - 1] == '\n' || text[at - 1] == '\r'))
+			at--; /* cJSON's end is past the whitespace it skipped */
+		while (at < len && (text[at] == ' ' || text[at] == '\t' || text[at] == '\n' ||
+				    text[at] == '\r'))
+			at++;
+		if (at < len) {
+			cJSON_Delete(root);
+			return error("%s: the header has more after its JSON object (at byte %zu of "
+				     "its %zu, byte %zu of the file)", f->path, at, len, at + 8);
+		}
 	}
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
@@ -189,8 +224,19 @@ static int parse_header(st_file *f, const char *text, size_t len, uint64_t data_
 		const size_t nl = strlen(e->string) + 1;
 
 		if (!strcmp(e->string, "__metadata__")) {
+			const cJSON *m;
+
 			if (!cJSON_IsObject(e) && !cJSON_IsNull(e)) {
 				rc = error("%s: __metadata__ is not an object", f->path);
+				break;
+			}
+			/* the format's metadata is strings to strings, as the reference reads it */
+			cJSON_ArrayForEach(m, e)
+				if (!cJSON_IsString(m))
+					break;
+			if (m) {
+				rc = error("%s: __metadata__: \"%.80s\" is not a string: the metadata "
+					   "maps strings to strings", f->path, m->string);
 				break;
 			}
 			continue;
@@ -248,6 +294,34 @@ static int parse_header(st_file *f, const char *text, size_t len, uint64_t data_
 	return rc;
 }
 
+/*
+ * The header as text: UTF-8 (the reference reads it as a Rust str) and no
+ * control byte but tabs and line ends, which JSON allows nowhere (cJSON
+ * would take them for blanks).  text[len] is set to NUL.  0, or -1 said.
+ */
+static int header_text(const char *path, char *text, size_t len)
+{
+	const char *p = text;
+	struct text_unit u;
+
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)text[i] < 0x20 && text[i] != '\t' && text[i] != '\n' &&
+		    text[i] != '\r')
+			return error("%s: the header holds the control byte 0x%02x (at byte %zu of its "
+				     "%zu, byte %zu of the file): not JSON text", path,
+				     (unsigned)(unsigned char)text[i], i, len, i + 8);
+	text[len] = '\0';
+	while (text_next(&p, &u))
+		if (u.c & TEXT_BYTE) {
+			const size_t at = (size_t)(p - text) - 1;
+
+			return error("%s: the header is not UTF-8 (the byte 0x%02x at byte %zu of its "
+				     "%zu, byte %zu of the file)", path, (unsigned)(u.c & 0xff), at,
+				     len, at + 8);
+		}
+	return 0;
+}
+
 int st_open(st_file *f, const char *path)
 {
 	unsigned char len8[8];
@@ -293,10 +367,7 @@ int st_open(st_file *f, const char *path)
 	if (got != (ssize_t)n) {
 		rc = error("%s: cannot read the header: %s", path, got < 0 ? strerror(errno)
 										 : "the file shrank");
-	} else if (memchr(text, '\0', (size_t)n)) {
-		rc = error("%s: the header holds a NUL byte: not JSON text", path);
-	} else {
-		text[n] = '\0';
+	} else if ((rc = header_text(path, text, (size_t)n)) == 0) {
 		rc = parse_header(f, text, (size_t)n, 8 + n);
 	}
 	free(text);

@@ -156,6 +156,57 @@ def safetensors_seeds():
     return s
 
 
+def safetensors_header_seeds():
+    """Headers held to the format: junk after the object, not UTF-8, a
+    control byte, a tensor's unknown key, __metadata__ of strings or not."""
+    t = b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}'
+    s = {
+        "bad-trailing.safetensors": t + b'}GARBAGE',
+        "bad-second-object.safetensors": t + b'}{"x":1}',
+        "padded.safetensors": t + b'}' + b" " * 7,
+        "bad-utf8.safetensors": t.replace(b'"a"', b'"a\xc3("') + b'}',
+        "bad-control.safetensors": b'{\x01' + t[1:] + b'}',
+        "bad-entry-key.safetensors": t[:-1] + b',"dtpye":"F64"}}',
+        "metadata.safetensors": b'{"__metadata__":{"format":"pt"},' + t[1:] + b'}',
+        "bad-metadata.safetensors": b'{"__metadata__":{"n":1},' + t[1:] + b'}',
+    }
+    return {k: len(h).to_bytes(8, "little") + h + bytes(4) for k, h in s.items()}
+
+
+def model_seeds():
+    """fuzz_model: an options byte (bits 0-2 --layout, 3 --layer, 4 layer 1,
+    5 --prefix, 6 -w the index file, 7 config.json), then the index or the
+    config.  Tensor and shard names are fuzz_model.c's."""
+    one, two = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+    llama = ['"model.layers.%d.self_attn.%s_proj.weight": "%s"' % (n, p, two if n else one)
+             for n in (0, 1) for p in "qkvo"]
+    index = '{"metadata": {"total_size": 160}, "weight_map": {%s}}' % ", ".join(llama)
+    gpt2 = ('{"weight_map": {"h.0.attn.c_attn.weight": "%s", "h.0.attn.c_proj.weight": "%s"}}'
+            % (one, one))
+    config = ('{"model_type": "llama", "num_attention_heads": 2, "num_key_value_heads": 1, '
+              '"hidden_size": 2, "rope_theta": 10000.0, "sliding_window": 4, '
+              '"max_window_layers": 1, "use_sliding_window": true, '
+              '"rope_scaling": {"rope_type": "default"}, "torch_dtype": "float32"}')
+    return {
+        "index-llama-layer0": b"\x08" + index.encode(),
+        "index-llama-layer1-file": b"Y" + index.encode(),
+        "index-gpt2": b"\x02" + gpt2.encode(),
+        "index-detect": b"\x00" + gpt2.encode(),
+        "index-prefix": b"!" + index.encode(),
+        "bad-index-no-map": b"\x09" + b'{"metadata": {}}',
+        "bad-index-unknown-key": b"\x09" + index.replace('"metadata"', '"metdata"').encode(),
+        "bad-index-path": b"\x09" + b'{"weight_map": {"x": "../x.safetensors"}}',
+        "bad-index-missing-shard": b"\x09" + b'{"weight_map": {"model.layers.0.self_attn.q_proj.weight": "nope.safetensors"}}',
+        "config-llama": b"\x88" + config.encode(),
+        "config-layer1": b"\x98" + config.encode(),
+        "config-gpt2": b"\x80" + b'{"model_type": "gpt2", "n_head": 2, "n_embd": 2, "scale_attn_weights": false}',
+        "config-bert": b"\x83" + b'{"model_type": "bert", "position_embedding_type": "relative_key"}',
+        "config-types": b"\x89" + b'{"layer_types": ["sliding_attention", "full_attention"], "sliding_window": 2, "partial_rotary_factor": 0.5, "head_dim": 2}',
+        "bad-config-type": b"\x80" + b'{"model_type": "t5"}',
+        "bad-config-list": b"\x80" + b'[1, 2]',
+    }
+
+
 def npz_seeds():
     """np.savez and np.savez_compressed archives, and zipfile's with data
     descriptors and ZIP64 local fields: our own arrays, each under 1 KB."""
@@ -203,6 +254,10 @@ def main():
         put("npz", name, data)
     for name, data in safetensors_seeds().items():
         put("safetensors", name, data)
+    for name, data in safetensors_header_seeds().items():
+        put("safetensors", name, data)
+    for name, data in model_seeds().items():
+        put("model", name, data)
     for name, text in JSON.items():
         put("json", name, text)
     for name, text in CSV.items():
