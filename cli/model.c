@@ -11,11 +11,14 @@
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define INDEX_NAME "model.safetensors.index.json"
 
@@ -157,19 +160,38 @@ int model_files(const char *path, int (*fn)(void *ctx, const char *file), void *
 	return rc;
 }
 
+/*
+ * One file of a checkpoint.  Its descriptor is open only while its header or
+ * one tensor is read, for a folder may hold thousands of them; reopened, it
+ * must be the file the header was read from.
+ */
+struct shard {
+	char *path;
+	st_file st;    /* st.path set once the header is read; st.fd -1 when closed */
+	dev_t dev;     /* the file the header was read from */
+	ino_t ino;
+	int broken;    /* its header could not be read (said) */
+};
+
+/* A tensor's name (the index's or a shard header's own string), and where it is */
+struct named {
+	const char *name;
+	const char *file;   /* the file the index names for it, or NULL: shard says */
+	size_t shard;       /* index into shards */
+};
+
 /* A checkpoint: its shards, and every tensor name with the shard holding it. */
 struct ckpt {
-	const char *path;   /* as -w gave it */
+	const char *path;      /* as -w gave it */
 	char dir[4096];
-	char **files;       /* (n_files) shard paths; a shard is opened when needed */
-	st_file *st;        /* (n_files), fd -1 until opened */
-	size_t n_files;
-	char **names;       /* (n_names) sorted */
-	size_t *file_of;    /* (n_names) */
-	size_t n_names;
-	const char *index;  /* the index's path for messages, or NULL */
+	struct shard *shards;  /* (n_shards, in shards_cap) */
+	size_t n_shards, shards_cap;
+	struct named *names;   /* (n_names, in names_cap) sorted */
+	size_t n_names, names_cap;
+	json_doc index_doc;    /* the index's, whose strings names hold */
+	const char *index;     /* the index's path for messages, or NULL */
 	char index_path[4200];
-	size_t held;        /* what the names and tables hold of the memory budget */
+	size_t held;           /* what the names and tables hold of the memory budget */
 };
 
 /* n bytes of the checkpoint's tables, charged to the budget: 0, or -1 said */
@@ -183,147 +205,251 @@ static int ckpt_take(struct ckpt *c, size_t n)
 
 static void ckpt_free(struct ckpt *c)
 {
-	for (size_t i = 0; i < c->n_files; i++) {
-		free(c->files[i]);
-		st_close(&c->st[i]);
+	for (size_t i = 0; i < c->n_shards; i++) {
+		free(c->shards[i].path);
+		st_close(&c->shards[i].st);
 	}
-	for (size_t i = 0; i < c->n_names; i++)
-		free(c->names[i]);
-	free(c->files);
-	free(c->st);
+	free(c->shards);
 	free(c->names);
-	free(c->file_of);
+	json_doc_free(&c->index_doc);
 	budget_give(c->held);
 	memset(c, 0, sizeof(*c));
 }
 
-static int add_file(struct ckpt *c, const char *path, size_t *at)
+/* dir/name (or name alone: dir NULL) as the next shard */
+static int add_shard(struct ckpt *c, const char *dir, const char *name)
 {
-	char **more;
-	st_file *st;
+	const size_t len = (dir ? strlen(dir) + 1 : 0) + strlen(name) + 1;
+	struct shard *sh;
 
-	for (size_t i = 0; i < c->n_files; i++)
-		if (!strcmp(c->files[i], path)) {
-			*at = i;
-			return 0;
-		}
-	more = realloc(c->files, (c->n_files + 1) * sizeof(*more));
-	if (!more)
-		return error("out of memory");
-	c->files = more;
-	st = realloc(c->st, (c->n_files + 1) * sizeof(*st));
-	if (!st)
-		return error("out of memory");
-	c->st = st;
-	memset(&c->st[c->n_files], 0, sizeof(*st));
-	c->st[c->n_files].fd = -1;
-	if (!(c->files[c->n_files] = strdup(path)))
-		return error("out of memory");
-	*at = c->n_files++;
-	return 0;
-}
+	if (c->n_shards == c->shards_cap) {
+		const size_t n = c->shards_cap ? 2 * c->shards_cap : 16;
 
-static int add_name(struct ckpt *c, const char *name, size_t file, size_t *cap)
-{
-	const size_t len = strlen(name) + 1;
-
-	if (c->n_names == *cap) {
-		const size_t n = *cap ? 2 * *cap : 64;
-		char **names;
-		size_t *of;
-
-		if (ckpt_take(c, (n - *cap) * (sizeof(*names) + sizeof(*of))))
+		if (ckpt_take(c, (n - c->shards_cap) * sizeof(*sh)))
 			return -1;
-		if (!(names = realloc(c->names, n * sizeof(*names))))
+		if (!(sh = realloc(c->shards, n * sizeof(*sh))))
 			return error("out of memory");
-		c->names = names;
-		if (!(of = realloc(c->file_of, n * sizeof(*of))))
-			return error("out of memory");
-		c->file_of = of;
-		*cap = n;
+		c->shards = sh;
+		c->shards_cap = n;
 	}
 	if (ckpt_take(c, budget_block(len)))
 		return -1;
-	if (!(c->names[c->n_names] = malloc(len)))
+	sh = &c->shards[c->n_shards];
+	memset(sh, 0, sizeof(*sh));
+	sh->st.fd = -1;
+	if (!(sh->path = malloc(len)))
 		return error("out of memory");
-	memcpy(c->names[c->n_names], name, len);
-	c->file_of[c->n_names++] = file;
+	snprintf(sh->path, len, "%s%s%s", dir ? dir : "", dir ? "/" : "", name);
+	c->n_shards++;
 	return 0;
 }
 
-static int by_str(const void *a, const void *b)
+/* room for n more names */
+static int names_room(struct ckpt *c, size_t n)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	struct named *names;
+	size_t want = c->names_cap ? c->names_cap : 64;
+
+	if (c->n_names + n <= c->names_cap)
+		return 0;
+	while (want < c->n_names + n)
+		want *= 2;
+	if (ckpt_take(c, (want - c->names_cap) * sizeof(*names)))
+		return -1;
+	if (!(names = realloc(c->names, want * sizeof(*names))))
+		return error("out of memory");
+	c->names = names;
+	c->names_cap = want;
+	return 0;
 }
 
-struct named {
-	char *name;
-	size_t file;
-};
+/* name (not copied: it lives as long as c) in the index's file, or in shard */
+static int add_name(struct ckpt *c, const char *name, const char *file, size_t shard)
+{
+	if (names_room(c, 1))
+		return -1;
+	c->names[c->n_names++] = (struct named){ name, file, shard };
+	return 0;
+}
 
-static int by_pair(const void *a, const void *b)
+static int by_name(const void *a, const void *b)
 {
 	return strcmp(((const struct named *)a)->name, ((const struct named *)b)->name);
 }
 
-/* model.safetensors.index.json: {"weight_map": {name: file}} */
+/* ---- a shard's file ----------------------------------------------------- */
+
+static void shard_close(struct ckpt *c, size_t i)
+{
+	st_file *f = &c->shards[i].st;
+
+	if (f->fd >= 0)
+		close(f->fd);
+	f->fd = -1;
+}
+
+/* the shard's file again, the same one its header came from: 0, or -1 said */
+static int shard_reopen(struct shard *sh)
+{
+	struct stat st;
+	const int fd = open(sh->path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return error("%s: %s", sh->path, strerror(errno));
+	if (fstat(fd, &st) != 0 || st.st_dev != sh->dev || st.st_ino != sh->ino ||
+	    (uint64_t)st.st_size != sh->st.size) {
+		close(fd);
+		return error("%s: replaced or changed while mha read the checkpoint", sh->path);
+	}
+	sh->st.fd = fd;
+	return 0;
+}
+
+/* Shard i with its header read and its file open (shard_close() after), or
+ * NULL (said). */
+static st_file *shard_open(struct ckpt *c, size_t i)
+{
+	struct shard *sh = &c->shards[i];
+	struct stat st;
+
+	if (sh->broken)
+		return NULL;
+	if (sh->st.fd >= 0)
+		return &sh->st;
+	if (sh->st.path)
+		return shard_reopen(sh) ? NULL : &sh->st;
+	if (st_open(&sh->st, sh->path) || (fstat(sh->st.fd, &st) != 0 &&
+					    error("%s: %s", sh->path, strerror(errno)))) {
+		st_close(&sh->st);
+		sh->broken = 1;
+		return NULL;
+	}
+	sh->dev = st.st_dev;
+	sh->ino = st.st_ino;
+	return &sh->st;
+}
+
+/* ---- the checkpoint's names --------------------------------------------- */
+
+/* weight_map's entries: each name and the file it is in, the file found
+ * only when a tensor is read from it (an index may name a million) */
+static int index_names(struct ckpt *c, const cJSON *map, const char *index)
+{
+	const cJSON *e;
+	size_t n = 0;
+
+	cJSON_ArrayForEach(e, map)
+		n++;
+	if (names_room(c, n))
+		return -1;
+	cJSON_ArrayForEach(e, map) {
+		if (!cJSON_IsString(e) || !e->valuestring[0] || strchr(e->valuestring, '/') ||
+		    !strcmp(e->valuestring, "..") || strlen(e->valuestring) > 255)
+			return error("%s: weight_map: \"%s\" is not the name of a file in the folder",
+				     index, e->string);
+		if (add_name(c, e->string, e->valuestring, 0))
+			return -1;
+	}
+	return 0;
+}
+
+/* model.safetensors.index.json: {"weight_map": {name: file}}; the names
+ * stay the parsed index's strings */
 static int read_index(struct ckpt *c, const char *index)
 {
 	input_file in;
-	json_doc doc = { 0 };
-	const cJSON *map, *e;
-	size_t cap = 0;
-	int rc = 0;
+	const cJSON *map;
+	int rc;
 
 	c->index = index;
-	if (input_load(&in, index)) {
-		input_free(&in);
-		return -1;
-	}
-	if (json_parse(&doc, &in)) {
-		json_doc_free(&doc);
-		input_free(&in);
-		return -1;
-	}
-	map = cJSON_GetObjectItemCaseSensitive(doc.root, "weight_map");
-	if (!cJSON_IsObject(map))
-		map = NULL;
-	if (!map)
-		rc = error("%s: no \"weight_map\" object (tensor name -> file)", index);
-	cJSON_ArrayForEach(e, map) {
-		char file[4200];
-		size_t at;
-
-		if (!cJSON_IsString(e) || !e->valuestring[0] || strchr(e->valuestring, '/') ||
-		    !strcmp(e->valuestring, "..")) {
-			rc = error("%s: weight_map: \"%s\" is not the name of a file in the folder",
-				   index, e->string);
-			break;
-		}
-		snprintf(file, sizeof(file), "%s/%s", c->dir, e->valuestring);
-		if (add_file(c, file, &at) || add_name(c, e->string, at, &cap)) {
-			rc = -1;
-			break;
-		}
-	}
-	json_doc_free(&doc);
+	rc = input_load(&in, index) || json_parse(&c->index_doc, &in) ? -1 : 0;
 	input_free(&in);
+	c->index_doc.f = NULL;
+	if (rc)
+		return -1;
+	map = cJSON_GetObjectItemCaseSensitive(c->index_doc.root, "weight_map");
+	if (!cJSON_IsObject(map))
+		return error("%s: no \"weight_map\" object (tensor name -> file)", index);
+	return index_names(c, map, index);
+}
+
+/* The shard the index's file is: one of those read from already, or a new
+ * one (a module's few tensors: a few shards). */
+static int index_shard(struct ckpt *c, const char *file, size_t *at)
+{
+	const size_t dir = strlen(c->dir);
+
+	for (size_t i = 0; i < c->n_shards; i++)
+		if (!strncmp(c->shards[i].path, c->dir, dir) && c->shards[i].path[dir] == '/' &&
+		    !strcmp(c->shards[i].path + dir + 1, file)) {
+			*at = i;
+			return 0;
+		}
+	*at = c->n_shards;
+	return add_shard(c, c->dir, file);
+}
+
+static int by_path(const void *a, const void *b)
+{
+	return strcmp(((const struct shard *)a)->path, ((const struct shard *)b)->path);
+}
+
+/* Every .safetensors in the folder, listed once, sorted. */
+static int folder_shards(struct ckpt *c, const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int rc = 0;
+
+	if (!d)
+		return error("%s: %s", dir, strerror(errno));
+	while (!rc && (e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.' && ends_with(e->d_name, ".safetensors"))
+			rc = add_shard(c, dir, e->d_name);
+	closedir(d);
+	if (!rc && !c->n_shards)
+		return error("%s: no .safetensors file in the folder", dir);
+	if (c->n_shards)
+		qsort(c->shards, c->n_shards, sizeof(*c->shards), by_path);
 	return rc;
 }
 
-/* a shard, opened and its header checked on first use */
-static st_file *shard(struct ckpt *c, size_t i)
+/* Each shard's header, for its names; the shard closed again after. */
+static int read_headers(struct ckpt *c)
 {
-	if (c->st[i].fd < 0 && !c->st[i].path && st_open(&c->st[i], c->files[i]))
-		return NULL;
-	return c->st[i].fd < 0 ? NULL : &c->st[i];
+
+	for (size_t k = 0; k < c->n_shards; k++) {
+		const st_file *f = shard_open(c, k);
+
+		if (!f)
+			return -1;
+		for (size_t i = 0; i < f->n; i++)
+			if (add_name(c, f->t[i].name, NULL, k))
+				return -1;
+		shard_close(c, k);
+	}
+	return 0;
+}
+
+/* the names sorted (most checkpoints list them so already); a name twice refused */
+static int sort_names(struct ckpt *c)
+{
+	size_t i = 1;
+
+	while (i < c->n_names && strcmp(c->names[i - 1].name, c->names[i].name) < 0)
+		i++;
+	if (i < c->n_names)
+		qsort(c->names, c->n_names, sizeof(*c->names), by_name);
+	for (i = 1; i < c->n_names; i++)
+		if (!strcmp(c->names[i - 1].name, c->names[i].name))
+			return error("%s: tensor \"%s\" is in two of the checkpoint's files", c->path,
+				     c->names[i].name);
+	return 0;
 }
 
 static int ckpt_open(struct ckpt *c, const char *path)
 {
-	char name[256], file[4200];
-	size_t cap = 0, n_st;
-	int rc = 0;
+	int rc;
 
 	memset(c, 0, sizeof(*c));
 	c->path = path;
@@ -336,96 +462,46 @@ static int ckpt_open(struct ckpt *c, const char *path)
 		rc = read_index(c, c->index_path);
 	} else {
 		/* one file, or every .safetensors in the folder */
-		size_t count = 1;
-
-		if (is_dir(path) && dir_safetensors(path, name, sizeof(name), &count))
-			return error("%s: no .safetensors file in the folder", path);
-		for (size_t k = 0; k < count && !rc; k++) {
-			size_t at;
-
-			if (!is_dir(path)) {
-				snprintf(file, sizeof(file), "%s", path);
-			} else {
-				/* the k-th in sorted order */
-				DIR *d = opendir(path);
-				struct dirent *e;
-				char best[256] = "";
-
-				while (d && (e = readdir(d)) != NULL)
-					if (e->d_name[0] != '.' && ends_with(e->d_name, ".safetensors") &&
-					    strcmp(e->d_name, name) >= 0 && (k == 0 || strcmp(e->d_name, name) > 0) &&
-					    (!best[0] || strcmp(e->d_name, best) < 0))
-						snprintf(best, sizeof(best), "%s", e->d_name);
-				if (d)
-					closedir(d);
-				snprintf(name, sizeof(name), "%s", best);
-				snprintf(file, sizeof(file), "%s/%s", path, name);
-			}
-			if (add_file(c, file, &at) || !shard(c, at)) {
-				rc = -1;
-				break;
-			}
-			n_st = c->st[at].n;
-			for (size_t i = 0; i < n_st && !rc; i++)
-				rc = add_name(c, c->st[at].t[i].name, at, &cap);
-		}
+		rc = is_dir(path) ? folder_shards(c, path) : add_shard(c, NULL, path);
+		rc = rc || read_headers(c);
 	}
-	if (rc)
-		return rc;
-	/* sorted by name, each with its shard */
-	{
-		struct named *pairs;
-		const size_t extra = (c->n_names + 1) * sizeof(*pairs);
-
-		if (ckpt_take(c, extra))
-			return -1;
-		if (!(pairs = malloc(extra)))
-			return error("out of memory");
-		for (size_t i = 0; i < c->n_names; i++)
-			pairs[i] = (struct named){ c->names[i], c->file_of[i] };
-		qsort(pairs, c->n_names, sizeof(*pairs), by_pair);
-		for (size_t i = 0; i < c->n_names; i++) {
-			c->names[i] = pairs[i].name;
-			c->file_of[i] = pairs[i].file;
-		}
-		free(pairs);
-		budget_give(extra);
-		c->held -= extra;
-	}
-	for (size_t i = 1; i < c->n_names; i++)
-		if (!strcmp(c->names[i - 1], c->names[i]))
-			return error("%s: tensor \"%s\" is in two of the checkpoint's files", path,
-				     c->names[i]);
-	return 0;
+	return rc || sort_names(c) ? -1 : 0;
 }
 
 static ptrdiff_t ckpt_find(const struct ckpt *c, const char *name)
 {
-	const char *key = name;
-	char **hit = c->n_names ? bsearch(&key, c->names, c->n_names, sizeof(*c->names), by_str)
-				: NULL;
+	const struct named key = { name, NULL, 0 };
+	const struct named *hit = c->n_names ? bsearch(&key, c->names, c->n_names, sizeof(*c->names),
+						       by_name) : NULL;
 
 	return hit ? hit - c->names : -1;
 }
 
 /* ---- nearest names ----------------------------------------------------- */
 
-static size_t edits(const char *a, const char *b)
-{
-	const size_t n = strlen(a), m = strlen(b);
-	size_t *row = malloc((m + 1) * sizeof(*row)), d;
+/* Cells of edit-distance table all of one message's suggestions may fill:
+ * a hostile header's names cost no more than about 0.1 s. */
+#define NEAREST_CELLS ((size_t)1 << 25)
 
-	if (!row)
-		return SIZE_MAX;
+/*
+ * The edit distance of b (n chars) from want (m chars), or SIZE_MAX once it
+ * is sure to be above limit or *cells would run out.  row: (m + 1).
+ */
+static size_t edits_within(const char *want, size_t m, const char *b, size_t n, size_t limit,
+			   size_t *row, size_t *cells)
+{
 	for (size_t j = 0; j <= m; j++)
 		row[j] = j;
 	for (size_t i = 1; i <= n; i++) {
-		size_t diag = row[0];
+		size_t diag = row[0], least;
 
-		row[0] = i;
+		if (*cells < m + 1)
+			return *cells = 0, SIZE_MAX;
+		*cells -= m + 1;
+		least = row[0] = i;
 		for (size_t j = 1; j <= m; j++) {
 			const size_t up = row[j];
-			size_t v = diag + (a[i - 1] != b[j - 1]);
+			size_t v = diag + (b[i - 1] != want[j - 1]);
 
 			if (up + 1 < v)
 				v = up + 1;
@@ -433,39 +509,103 @@ static size_t edits(const char *a, const char *b)
 				v = row[j - 1] + 1;
 			row[j] = v;
 			diag = up;
+			least = v < least ? v : least;
 		}
+		/* a row's least is a floor under the distance */
+		if (least > limit)
+			return SIZE_MAX;
 	}
-	d = row[m];
+	return row[m] > limit ? SIZE_MAX : row[m];
+}
+
+/* a name to weigh: how much its length differs from the wanted one's, and which */
+struct candidate {
+	size_t diff, i;
+};
+
+static int by_diff(const void *a, const void *b)
+{
+	const struct candidate *x = a, *y = b;
+
+	return x->diff != y->diff ? (x->diff < y->diff ? -1 : 1) : (x->i < y->i ? -1 : x->i > y->i);
+}
+
+/* name i at distance d into the three best, by distance, then by name */
+static void rank_nearest(size_t best[3], size_t bd[3], size_t i, size_t d)
+{
+	if (d == SIZE_MAX)
+		return; /* beyond the bound, or not weighed */
+	for (int k = 0; k < 3; k++)
+		if (d < bd[k] || (d == bd[k] && i < best[k])) {
+			const size_t td = bd[k], ti = best[k];
+
+			bd[k] = d;
+			best[k] = i;
+			d = td;
+			i = ti;
+		}
+}
+
+/*
+ * The three names nearest name in edit distance (on a tie, the first in
+ * sorted order), into best (SIZE_MAX: none).  Bounded: the names are
+ * weighed nearest in length first, since the distance is at least the
+ * difference in length, and none once that is beyond the third best; a
+ * table stops once a row of it is; and after NEAREST_CELLS cells the best
+ * of the names weighed are the answer.
+ */
+static int nearest(const struct ckpt *c, const char *name, size_t best[3])
+{
+	const size_t m = strlen(name), bytes = c->n_names * sizeof(struct candidate) +
+						(m + 1) * sizeof(size_t);
+	size_t bd[3] = { SIZE_MAX, SIZE_MAX, SIZE_MAX }, cells = NEAREST_CELLS, *row;
+	struct candidate *cand;
+
+	if (budget_take(bytes))
+		return budget_refuse(c->path, bytes);
+	cand = malloc(c->n_names * sizeof(*cand) + 1);
+	row = malloc((m + 1) * sizeof(*row));
+	if (!cand || !row) {
+		free(cand);
+		free(row);
+		budget_give(bytes);
+		return error("out of memory");
+	}
+	for (size_t i = 0; i < c->n_names; i++) {
+		const size_t n = strlen(c->names[i].name);
+
+		cand[i] = (struct candidate){ n > m ? n - m : m - n, i };
+	}
+	qsort(cand, c->n_names, sizeof(*cand), by_diff);
+	for (size_t k = 0; k < c->n_names && cells && cand[k].diff <= bd[2]; k++) {
+		const char *s = c->names[cand[k].i].name;
+
+		rank_nearest(best, bd, cand[k].i,
+			     edits_within(name, m, s, strlen(s), bd[2], row, &cells));
+	}
+	free(cand);
 	free(row);
-	return d;
+	budget_give(bytes);
+	return 0;
 }
 
 /* "no tensor "NAME" (nearest: "a", "b", "c")" */
 static int missing(const struct ckpt *c, const char *name, const char *why)
 {
-	const char *best[3] = { NULL, NULL, NULL };
-	size_t bd[3] = { SIZE_MAX, SIZE_MAX, SIZE_MAX };
+	size_t best[3] = { SIZE_MAX, SIZE_MAX, SIZE_MAX };
+	const char *q[3];
 
-	for (size_t i = 0; i < c->n_names; i++) {
-		size_t d = edits(name, c->names[i]);
-		const char *s = c->names[i];
-
-		for (int k = 0; k < 3; k++)
-			if (d < bd[k]) {
-				const size_t td = bd[k];
-				const char *ts = best[k];
-
-				bd[k] = d;
-				best[k] = s;
-				d = td;
-				s = ts;
-			}
-	}
-	if (!best[0])
+	if (!c->n_names)
 		return error("%s: no tensor \"%s\"%s: the checkpoint holds none", c->path, name, why);
+	if (nearest(c, name, best))
+		return -1;
+	for (int k = 0; k < 3; k++)
+		q[k] = best[k] == SIZE_MAX ? NULL : c->names[best[k]].name;
+	if (!q[0])
+		return error("%s: no tensor \"%s\"%s", c->path, name, why);
 	return error("%s: no tensor \"%s\"%s (nearest: \"%s\"%s%s%s%s%s%s)", c->path, name, why,
-		     best[0], best[1] ? ", \"" : "", best[1] ? best[1] : "", best[1] ? "\"" : "",
-		     best[2] ? ", \"" : "", best[2] ? best[2] : "", best[2] ? "\"" : "");
+		     q[0], q[1] ? ", \"" : "", q[1] ? q[1] : "", q[1] ? "\"" : "",
+		     q[2] ? ", \"" : "", q[2] ? q[2] : "", q[2] ? "\"" : "");
 }
 
 /* ---- the module -------------------------------------------------------- */
@@ -511,7 +651,7 @@ static model_family detect(const struct ckpt *c)
 
 	for (size_t f = 1; f < N_FAMILIES; f++)
 		for (size_t i = 0; i < c->n_names; i++)
-			if (module_of(c->names[i], families[f].key) >= 0) {
+			if (module_of(c->names[i].name, families[f].key) >= 0) {
 				if (found)
 					return FAMILY_NONE;
 				found = (model_family)f;
@@ -541,13 +681,13 @@ static int pick_module(const struct ckpt *c, const struct problem_spec *s,
 		return 0;
 	}
 	for (size_t i = 0; i < c->n_names; i++) {
-		const ptrdiff_t len = module_of(c->names[i], fam->key);
+		const ptrdiff_t len = module_of(c->names[i].name, fam->key);
 		ptrdiff_t l;
 
 		if (len < 0)
 			continue;
 		count++;
-		l = layer_of(c->names[i], (size_t)len, fam);
+		l = layer_of(c->names[i].name, (size_t)len, fam);
 		if (l >= 0) {
 			lo = (size_t)l < lo ? (size_t)l : lo;
 			hi = (size_t)l > hi ? (size_t)l : hi;
@@ -556,10 +696,10 @@ static int pick_module(const struct ckpt *c, const struct problem_spec *s,
 			continue;
 		matched++;
 		if (!first) {
-			first = c->names[i];
+			first = c->names[i].name;
 			first_len = (size_t)len;
 		} else if (!second) {
-			second = c->names[i];
+			second = c->names[i].name;
 			second_len = (size_t)len;
 		}
 	}
@@ -602,17 +742,26 @@ static int read_tensor(matrix *m, struct ckpt *c, const char *name, char *src, s
 {
 	const ptrdiff_t i = ckpt_find(c, name);
 	const st_tensor *t;
+	size_t k;
 	st_file *f;
+	int rc;
 
 	if (i < 0)
 		return missing(c, name, "");
-	if (!(f = shard(c, c->file_of[i])))
+	k = c->names[i].shard;
+	if (c->names[i].file && index_shard(c, c->names[i].file, &k))
 		return -1;
-	if (!(t = st_find(f, name)))
+	if (!(f = shard_open(c, k)))
+		return -1;
+	if (!(t = st_find(f, name))) {
+		shard_close(c, k);
 		return error("%s: tensor \"%s\" is not in %s, where %s puts it", c->path, name,
 			     f->path, c->index ? c->index : "the index");
+	}
 	snprintf(src, size, "tensor \"%s\" of %s", name, f->path);
-	return st_read(m, f, t);
+	rc = st_read(m, f, t);
+	shard_close(c, k);
+	return rc;
 }
 
 const char *model_family_name(model_family f)
