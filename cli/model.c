@@ -64,6 +64,12 @@ static const struct { const char *type; model_family family; } model_types[] = {
 	{ "gpt2", FAMILY_GPT2 }, { "bert", FAMILY_BERT }, { "roberta", FAMILY_BERT },
 };
 
+/* the key a family's config.json gives its heads under */
+static const char *heads_key(const struct problem_spec *s)
+{
+	return s->family == FAMILY_GPT2 ? "n_head" : "num_attention_heads";
+}
+
 /* ---- the checkpoint's files --------------------------------------------- */
 
 static int ends_with(const char *s, const char *tail)
@@ -530,35 +536,67 @@ static int by_diff(const void *a, const void *b)
 	return x->diff != y->diff ? (x->diff < y->diff ? -1 : 1) : (x->i < y->i ? -1 : x->i > y->i);
 }
 
-/* name i at distance d into the three best, by distance, then by name */
-static void rank_nearest(size_t best[3], size_t bd[3], size_t i, size_t d)
+/*
+ * The third smallest distance of a name from name (m chars; SIZE_MAX: no
+ * third), the names weighed nearest in length first: the distance is at
+ * least the difference in length, so none is weighed once that is as far
+ * as the third best.  cand: (n_names).
+ */
+static size_t third_distance(const struct ckpt *c, const char *name, size_t m,
+			     struct candidate *cand, size_t *row, size_t *cells)
 {
-	if (d == SIZE_MAX)
-		return; /* beyond the bound, or not weighed */
+	size_t bd[3] = { SIZE_MAX, SIZE_MAX, SIZE_MAX };
+
+	for (size_t i = 0; i < c->n_names; i++) {
+		const size_t n = strlen(c->names[i].name);
+
+		cand[i] = (struct candidate){ n > m ? n - m : m - n, i };
+	}
+	qsort(cand, c->n_names, sizeof(*cand), by_diff);
+	for (size_t k = 0; k < c->n_names && *cells && cand[k].diff < bd[2]; k++) {
+		const char *s = c->names[cand[k].i].name;
+		size_t d = edits_within(name, m, s, strlen(s), bd[2] - 1, row, cells);
+
+		for (int j = 0; j < 3; j++)
+			if (d < bd[j]) {
+				const size_t t = bd[j];
+
+				bd[j] = d;
+				d = t;
+			}
+	}
+	return bd[2];
+}
+
+/* s at distance d into the three best: as mha has always ranked them, in
+ * the names' sorted order, a tie keeping its place */
+static void rank_nearest(const char *best[3], size_t bd[3], const char *s, size_t d)
+{
 	for (int k = 0; k < 3; k++)
-		if (d < bd[k] || (d == bd[k] && i < best[k])) {
-			const size_t td = bd[k], ti = best[k];
+		if (d < bd[k]) {
+			const size_t td = bd[k];
+			const char *ts = best[k];
 
 			bd[k] = d;
-			best[k] = i;
+			best[k] = s;
 			d = td;
-			i = ti;
+			s = ts;
 		}
 }
 
 /*
- * The three names nearest name in edit distance (on a tie, the first in
- * sorted order), into best (SIZE_MAX: none).  Bounded: the names are
- * weighed nearest in length first, since the distance is at least the
- * difference in length, and none once that is beyond the third best; a
- * table stops once a row of it is; and after NEAREST_CELLS cells the best
- * of the names weighed are the answer.
+ * The three names nearest name in edit distance, into best.  In bounded
+ * work: first the third smallest distance (names weighed nearest in length
+ * first), then the names in sorted order ranked as they always were, but
+ * any sure to be farther than that third not weighed (it could not change
+ * the ranking); a table stops once a row of it is beyond the bound; and
+ * after NEAREST_CELLS cells a pass ends with the names it weighed.
  */
-static int nearest(const struct ckpt *c, const char *name, size_t best[3])
+static int nearest(const struct ckpt *c, const char *name, const char *best[3])
 {
-	const size_t m = strlen(name), bytes = c->n_names * sizeof(struct candidate) +
-						(m + 1) * sizeof(size_t);
-	size_t bd[3] = { SIZE_MAX, SIZE_MAX, SIZE_MAX }, cells = NEAREST_CELLS, *row;
+	const size_t m = strlen(name);
+	const size_t bytes = c->n_names * sizeof(struct candidate) + (m + 1) * sizeof(size_t);
+	size_t bd[3] = { SIZE_MAX, SIZE_MAX, SIZE_MAX }, cells = NEAREST_CELLS, bound, *row;
 	struct candidate *cand;
 
 	if (budget_take(bytes))
@@ -571,17 +609,14 @@ static int nearest(const struct ckpt *c, const char *name, size_t best[3])
 		budget_give(bytes);
 		return error("out of memory");
 	}
-	for (size_t i = 0; i < c->n_names; i++) {
-		const size_t n = strlen(c->names[i].name);
+	bound = third_distance(c, name, m, cand, row, &cells);
+	cells = NEAREST_CELLS;
+	for (size_t i = 0; i < c->n_names && cells; i++) {
+		const char *s = c->names[i].name;
+		const size_t n = strlen(s);
 
-		cand[i] = (struct candidate){ n > m ? n - m : m - n, i };
-	}
-	qsort(cand, c->n_names, sizeof(*cand), by_diff);
-	for (size_t k = 0; k < c->n_names && cells && cand[k].diff <= bd[2]; k++) {
-		const char *s = c->names[cand[k].i].name;
-
-		rank_nearest(best, bd, cand[k].i,
-			     edits_within(name, m, s, strlen(s), bd[2], row, &cells));
+		if ((n > m ? n - m : m - n) <= bound)
+			rank_nearest(best, bd, s, edits_within(name, m, s, n, bound, row, &cells));
 	}
 	free(cand);
 	free(row);
@@ -592,20 +627,17 @@ static int nearest(const struct ckpt *c, const char *name, size_t best[3])
 /* "no tensor "NAME" (nearest: "a", "b", "c")" */
 static int missing(const struct ckpt *c, const char *name, const char *why)
 {
-	size_t best[3] = { SIZE_MAX, SIZE_MAX, SIZE_MAX };
-	const char *q[3];
+	const char *best[3] = { NULL, NULL, NULL };
 
 	if (!c->n_names)
 		return error("%s: no tensor \"%s\"%s: the checkpoint holds none", c->path, name, why);
 	if (nearest(c, name, best))
 		return -1;
-	for (int k = 0; k < 3; k++)
-		q[k] = best[k] == SIZE_MAX ? NULL : c->names[best[k]].name;
-	if (!q[0])
+	if (!best[0])
 		return error("%s: no tensor \"%s\"%s", c->path, name, why);
 	return error("%s: no tensor \"%s\"%s (nearest: \"%s\"%s%s%s%s%s%s)", c->path, name, why,
-		     q[0], q[1] ? ", \"" : "", q[1] ? q[1] : "", q[1] ? "\"" : "",
-		     q[2] ? ", \"" : "", q[2] ? q[2] : "", q[2] ? "\"" : "");
+		     best[0], best[1] ? ", \"" : "", best[1] ? best[1] : "", best[1] ? "\"" : "",
+		     best[2] ? ", \"" : "", best[2] ? best[2] : "", best[2] ? "\"" : "");
 }
 
 /* ---- the module -------------------------------------------------------- */
@@ -764,6 +796,40 @@ static int read_tensor(matrix *m, struct ckpt *c, const char *name, char *src, s
 	return rc;
 }
 
+/* the features each of m's rows or columns projects to: out of (out, in) or (in, out) */
+static size_t out_features(const matrix *m, weight_layout layout)
+{
+	return m->rank != 2 ? 0 : layout == LAYOUT_TORCH ? m->dim[0] : m->dim[1];
+}
+
+/*
+ * The heads and rotary dim config.json set, against the weights read: a
+ * mismatch is the file's (its key named), not an option's.  0, or -1 said.
+ */
+static int check_config(const weights *w, const struct problem_spec *s)
+{
+	const char *path = s->config_read;
+	const size_t qf = out_features(&w->m[WQ], w->layout), kf = out_features(&w->m[WK], w->layout);
+	const size_t H = s->heads, G = s->kv_heads ? s->kv_heads : s->heads;
+	const int heads = !!(s->given & CONFIG_HEADS), kv = !!(s->given & CONFIG_KV_HEADS);
+
+	if (!qf || !kf || !(s->given & (CONFIG_HEADS | CONFIG_KV_HEADS | CONFIG_ROPE_DIM)))
+		return 0;
+	if (qf % H)
+		return heads ? error("'%s': %s %zu does not divide the %zu features of W_Q from %s",
+				     path, heads_key(s), H, qf, w->src[WQ]) : 0;
+	if ((heads || kv) && kf != G * (qf / H))
+		return error("'%s': %s %zu and %s %zu make %zu key/value features (d_k %zu), but W_K "
+			     "from %s has %zu", path, heads ? heads_key(s) : "--heads", H,
+			     kv ? "num_key_value_heads" : s->given & GIVEN_KV_HEADS ? "--kv-heads" :
+			     "key/value heads", G, G * (qf / H), qf / H, w->src[WK], kf);
+	if ((s->given & CONFIG_ROPE_DIM) && s->cfg.rope.dim > qf / H)
+		return error("'%s': partial_rotary_factor turns %zu features of each head, but a head "
+			     "has d_k = %zu (W_Q from %s, %zu heads): head_dim or hidden_size is wrong",
+			     path, s->cfg.rope.dim, qf / H, w->src[WQ], H);
+	return 0;
+}
+
 const char *model_family_name(model_family f)
 {
 	return f > FAMILY_NONE && f <= FAMILY_TORCH ? families[f].name : NULL;
@@ -851,7 +917,7 @@ int model_load(weights *w, struct problem_spec *s, const char *path)
 		}
 	}
 	ckpt_free(&c);
-	return rc ? -1 : 0;
+	return rc || check_config(w, s) ? -1 : 0;
 }
 
 /* ---- config.json ------------------------------------------------------- */
@@ -868,9 +934,10 @@ static int config_count(const cJSON *root, const char *path, const char *key, si
 
 	if (!e || cJSON_IsNull(e))
 		return 0;
-	if (!cJSON_IsNumber(e) || !(e->valuedouble >= 1) || e->valuedouble > 1e15 ||
-	    e->valuedouble != floor(e->valuedouble))
+	if (!cJSON_IsNumber(e) || !(e->valuedouble >= 1) || e->valuedouble != floor(e->valuedouble))
 		return bad_type(path, key, "a whole number from 1");
+	if (e->valuedouble > 1e15)
+		return error("%s: \"%s\" is %g, more than any model has", path, key, e->valuedouble);
 	*out = (size_t)e->valuedouble;
 	return 1;
 }
@@ -957,6 +1024,67 @@ static int sliding(const cJSON *root, const char *path, const struct problem_spe
 	return 1;
 }
 
+/*
+ * The heads config.json gives (0: none), under the command line's, and
+ * checked here, so that a value that does not divide is blamed on the file
+ * and its key rather than on an option never given.  0, or -1 said.
+ */
+static int config_heads(struct problem_spec *s, const char *path, size_t heads, size_t kv)
+{
+	const unsigned g = s->given;
+	size_t H, G;
+
+	if (heads && !(g & GIVEN_HEADS)) {
+		s->heads = heads;
+		s->given |= CONFIG_HEADS;
+	}
+	if (kv && !(g & GIVEN_KV_HEADS)) {
+		s->kv_heads = kv;
+		s->given |= CONFIG_KV_HEADS;
+	}
+	if (!(s->given & (CONFIG_HEADS | CONFIG_KV_HEADS)))
+		return 0; /* the options' own, checked with the options */
+	H = s->heads;
+	G = s->kv_heads ? s->kv_heads : H;
+	if (G <= H && H % G == 0)
+		return 0;
+	if (!(s->given & CONFIG_HEADS) && !(g & GIVEN_HEADS))
+		return error("'%s': num_key_value_heads %zu but no %s: give --heads", path, G,
+			     heads_key(s));
+	return error("'%s': %s %zu does not divide %s %zu", path,
+		     s->given & CONFIG_KV_HEADS ? "num_key_value_heads" : "--kv-heads", G,
+		     s->given & CONFIG_HEADS ? heads_key(s) : "--heads", H);
+}
+
+/*
+ * partial_rotary_factor: the first int(head_dim x factor) features of each
+ * head turn, as Hugging Face computes it.  None: no rotation at all (a rope
+ * dim of 0 would mean all of d_k).  An odd number: refused, for
+ * transformers' tables would not fit it.  0, or -1 said.
+ */
+static int config_rotary_dim(struct problem_spec *s, const char *path, size_t hd, double partial)
+{
+	/* Python's int() of the product, as a double: the same rounding */
+	const size_t R = (size_t)floor((double)hd * partial);
+	const unsigned g = s->given;
+
+	if (R % 2)
+		return error("'%s': partial_rotary_factor %g of head_dim %zu turns %zu features, an "
+			     "odd number: a rotary embedding turns pairs", path, partial, hd, R);
+	if (R) {
+		s->cfg.rope.dim = R;
+		s->given |= CONFIG_ROPE_DIM;
+		return 0;
+	}
+	if ((g & (GIVEN_ROPE | GIVEN_ROPE_THETA)) || s->positions)
+		return error("'%s': partial_rotary_factor %g of head_dim %zu turns no feature: "
+			     "leave out %s", path, partial, hd, g & GIVEN_ROPE ? "--rope" :
+			     g & GIVEN_ROPE_THETA ? "--rope-theta" : "--positions");
+	s->cfg.rope.mode = MHA_ROPE_NONE;
+	s->cfg.rope.theta = 0;
+	return 0;
+}
+
 /* What the family implies, and what the config says of it. */
 static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 {
@@ -977,10 +1105,8 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 			return -1;
 		if (partial > 1)
 			return bad_type(path, "partial_rotary_factor", "a number from 0 to 1");
-		if (heads && !(g & GIVEN_HEADS))
-			s->heads = heads;
-		if (kv && !(g & GIVEN_KV_HEADS))
-			s->kv_heads = kv;
+		if (config_heads(s, path, heads, kv))
+			return -1;
 	}
 	switch (s->family) {
 	case FAMILY_LLAMA:
@@ -1011,12 +1137,12 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 			s->cfg.rope.theta = theta;
 		if (partial && !(g & GIVEN_ROPE_DIM) && !s->rope_cos) {
 			const size_t hd = head_dim ? head_dim : heads && hidden ? hidden / heads : 0;
-			const double r = floor(hd * partial);
 
 			if (!hd)
 				return error("%s: partial_rotary_factor needs head_dim, or hidden_size and "
 					     "num_attention_heads", path);
-			s->cfg.rope.dim = (size_t)r - (size_t)r % 2;
+			if (config_rotary_dim(s, path, hd, partial))
+				return -1;
 		}
 		if ((rc = config_count(root, path, "sliding_window", &window)) < 0)
 			return -1;

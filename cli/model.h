@@ -23,6 +23,9 @@ enum {
 	GIVEN_ROPE_THETA = 1u << 3, GIVEN_ROPE_DIM = 1u << 4, GIVEN_WINDOW = 1u << 5,
 	GIVEN_CAUSAL = 1u << 6, GIVEN_LAYOUT = 1u << 7, GIVEN_SCALE = 1u << 8
 };
+/* What config.json set, in the same bits (s->given): a value that does not
+ * fit the weights is then blamed on the file, not on an option. */
+enum { CONFIG_HEADS = 1u << 16, CONFIG_KV_HEADS = 1u << 17, CONFIG_ROPE_DIM = 1u << 18 };
 
 /* -w path names a checkpoint: a .safetensors file, a
  * *.safetensors.index.json, or a folder holding either. */
