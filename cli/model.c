@@ -692,13 +692,32 @@ static model_family detect(const struct ckpt *c)
 	return found;
 }
 
+/* --layer N, but none of the count modules found (any: the first two, each
+ * any_len long) has a layer number: say so, naming them */
+static int no_layer_numbers(const struct ckpt *c, size_t layer, const struct family *fam,
+			    size_t count, const char *const any[2], const size_t any_len[2])
+{
+	if (count == 1 && !any_len[0])
+		return error("%s: no layer %zu: the checkpoint's %s attention is one module at the top "
+			     "level (\"%s\"), with no layer number: leave out --layer", c->path, layer,
+			     fam->name, any[0]);
+	if (count == 1)
+		return error("%s: no layer %zu: the checkpoint's %s attention is one module, \"%.*s\", "
+			     "with no layer number: leave out --layer", c->path, layer, fam->name,
+			     (int)any_len[0], any[0]);
+	return error("%s: no layer %zu: the checkpoint's %zu %s attention modules (\"%.*s\", "
+		     "\"%.*s\"%s) have no layer numbers: pick one with --prefix", c->path, layer,
+		     count, fam->name, (int)any_len[0], any[0], (int)any_len[1], any[1],
+		     count > 2 ? ", ..." : "");
+}
+
 /* The module to read, into module (without its trailing '.'). */
 static int pick_module(const struct ckpt *c, const struct problem_spec *s,
 		       const struct family *fam, char *module, size_t size)
 {
 	size_t count = 0, lo = SIZE_MAX, hi = 0, matched = 0;
-	const char *first = NULL, *second = NULL;
-	size_t first_len = 0, second_len = 0;
+	const char *first = NULL, *second = NULL, *any[2] = { NULL, NULL };
+	size_t first_len = 0, second_len = 0, any_len[2] = { 0, 0 };
 
 	if (s->prefix) {
 		size_t n = strlen(s->prefix);
@@ -718,6 +737,10 @@ static int pick_module(const struct ckpt *c, const struct problem_spec *s,
 
 		if (len < 0)
 			continue;
+		if (count < 2) {
+			any[count] = c->names[i].name;
+			any_len[count] = (size_t)len;
+		}
 		count++;
 		l = layer_of(c->names[i].name, (size_t)len, fam);
 		if (l >= 0) {
@@ -742,8 +765,7 @@ static int pick_module(const struct ckpt *c, const struct problem_spec *s,
 		return error("%s: no layer %zu: the checkpoint's %s attention layers are %zu to %zu",
 			     c->path, s->layer, fam->name, lo, hi);
 	if (s->has_layer && !matched)
-		return error("%s: no layer %zu: no tensor named *.%s.%s (give --prefix)", c->path,
-			     s->layer, fam->layer, fam->key);
+		return no_layer_numbers(c, s->layer, fam, count, any, any_len);
 	if (matched > 1 && s->has_layer)
 		return error("%s: layer %zu is in two modules, \"%.*s\" and \"%.*s\": pick one with "
 			     "--prefix", c->path, s->layer, (int)first_len, first, (int)second_len, second);
@@ -1069,8 +1091,9 @@ static int config_rotary_dim(struct problem_spec *s, const char *path, size_t hd
 	const unsigned g = s->given;
 
 	if (R % 2)
-		return error("'%s': partial_rotary_factor %g of head_dim %zu turns %zu features, an "
-			     "odd number: a rotary embedding turns pairs", path, partial, hd, R);
+		return error("'%s': partial_rotary_factor %g of head_dim %zu turns %zu feature%s, an "
+			     "odd number: a rotary embedding turns pairs", path, partial, hd, R,
+			     R == 1 ? "" : "s");
 	if (R) {
 		s->cfg.rope.dim = R;
 		s->given |= CONFIG_ROPE_DIM;

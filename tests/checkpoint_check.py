@@ -758,6 +758,112 @@ def large_case(c, rng):
     os.remove(path)
 
 
+# ---- whose fault: config.json's values and --layer ------------------------
+
+
+def usage_refused(c, name, args, words):
+    """exit 2 (a bad command line), the message naming words"""
+    rc, out, err = run(c.binary, args)
+    first = err.splitlines()[0] if err else ""
+    c.result(name, rc == 2 and out == "" and first.startswith("mha: ") and
+             all(w in first for w in words), "exit %d, stderr %r" % (rc, err))
+
+
+def blame_cases(c, rng):
+    """A value config.json gives is blamed on config.json and its key (exit
+    1), never on an option nobody gave; --layer's messages say what is
+    there; a rotary dim of 0 from partial_rotary_factor turns nothing."""
+    tmp = c.tmp
+    D, H = 8, 2
+    t, params = llama_checkpoint(rng, 1, D, H, H, "F32")
+    x, xp = c.x(rng, 4, D)
+    base = {"model_type": "llama", "num_attention_heads": H}
+    cases = (
+        ("num_key_value_heads 1e15", {"num_key_value_heads": 1e15}, [],
+         ["config.json'", "num_key_value_heads 1000000000000000 does not divide "
+          "num_attention_heads 2"]),
+        ("num_key_value_heads 3", {"num_key_value_heads": 3}, [],
+         ["config.json'", "num_key_value_heads 3 does not divide num_attention_heads 2"]),
+        ("num_key_value_heads 2 over --heads 3", {"num_key_value_heads": 2}, ["--heads", "3"],
+         ["config.json'", "num_key_value_heads 2 does not divide --heads 3"]),
+        ("num_key_value_heads without num_attention_heads",
+         {"num_attention_heads": None, "num_key_value_heads": 2}, [],
+         ["config.json'", "num_key_value_heads 2 but no num_attention_heads"]),
+        ("num_attention_heads 3 against W_Q", {"num_attention_heads": 3}, [],
+         ["config.json'", "num_attention_heads 3 does not divide the 8 features of W_Q",
+          "q_proj.weight"]),
+        ("num_attention_heads 1e15 against W_Q", {"num_attention_heads": 1e15}, [],
+         ["config.json'", "num_attention_heads 1000000000000000 does not divide"]),
+        ("num_attention_heads 4, num_key_value_heads 1 against W_K",
+         {"num_attention_heads": 4, "num_key_value_heads": 1}, [],
+         ["config.json'", "num_key_value_heads 1", "k_proj.weight"]),
+        ("num_key_value_heads 1e300", {"num_key_value_heads": 1e300}, [],
+         ['"num_key_value_heads"', "1e+300"]),
+        ("num_key_value_heads -1", {"num_key_value_heads": -1}, [],
+         ['"num_key_value_heads"', "whole number from 1"]),
+        ("num_key_value_heads 2.5", {"num_key_value_heads": 2.5}, [],
+         ['"num_key_value_heads"', "whole number from 1"]),
+        ("head_dim 64 against W_Q", {"head_dim": 64, "partial_rotary_factor": 0.5}, [],
+         ["config.json'", "partial_rotary_factor", "d_k = 4"]),
+        ("partial_rotary_factor making an odd rotary dim",
+         {"head_dim": 4, "partial_rotary_factor": 0.75}, [],
+         ["config.json'", "partial_rotary_factor 0.75", "3 features"]),
+        ("partial_rotary_factor turning nothing, with --rope-theta",
+         {"head_dim": 4, "partial_rotary_factor": 0.2}, ["--rope-theta", "5"],
+         ["config.json'", "partial_rotary_factor 0.2", "--rope-theta"]),
+    )
+    for i, (name, extra, opts, words) in enumerate(cases):
+        cfg = {k: v for k, v in dict(base, **extra).items() if v is not None}
+        d = folder(tmp, "blame-%d" % i, t, cfg)
+        rc, out, err = run(c.binary, ["-x", xp, "-w", d, "--layer", "0"] + opts)
+        lines = err.splitlines()
+        ok = rc == 1 and out == "" and len(lines) == 1 and all(w in lines[0] for w in words) \
+            and "--kv-heads 1" not in err and "--rope-dim" not in err
+        c.result("config %s: blamed on config.json" % name, ok,
+                 "exit %d, stderr %r" % (rc, err))
+
+    # head_dim 2, partial_rotary_factor 0.4: int(2 * 0.4) = 0 features turn, as
+    # in transformers; never all of d_k
+    D, H = 4, 2
+    t, params = llama_checkpoint(rng, 1, D, H, H, "F32")
+    x, xp = c.x(rng, 5, D)
+    d = folder(tmp, "rotary-none", t, {"model_type": "llama", "num_attention_heads": H,
+                                       "head_dim": 2, "partial_rotary_factor": 0.4})
+    c.output("partial_rotary_factor 0.4 of head_dim 2: no rotation",
+             ["-x", xp, "-w", d, "--layer", "0"], llama_attention(x, params[0], H, H, partial=0.4))
+    rc, out, err = run(c.binary, ["-x", xp, "-w", d, "--layer", "0", "-f", "json"])
+    rope = json.loads(out)["meta"].get("rope", "absent") if rc == 0 else "exit %d" % rc
+    c.result("partial_rotary_factor 0.4 of head_dim 2: meta's rope null", rope is None,
+             "meta rope %r %s" % (rope, err.strip()))
+
+    # --layer on modules that have no layer number
+    E = 8
+
+    def mha_module(prefix):
+        return {prefix + "in_proj_weight": Tensor(rng.standard_normal((3 * E, E))),
+                prefix + "in_proj_bias": Tensor(rng.standard_normal(3 * E)),
+                prefix + "out_proj.weight": Tensor(rng.standard_normal((E, E))),
+                prefix + "out_proj.bias": Tensor(rng.standard_normal(E))}
+
+    x, xp = c.x(rng, 3, E)
+    torch = ["-x", xp, "--layout", "torch", "--heads", "2", "--layer", "0"]
+    for name, tensors, words in (
+            ("nn.MultiheadAttention's own state_dict", mha_module(""),
+             ['"out_proj.weight"', "no layer number", "leave out --layer"]),
+            ("one module", mha_module("encoder.self_attn."),
+             ['"encoder.self_attn"', "no layer number", "leave out --layer"]),
+            ("two modules", dict(mha_module("enc.self_attn."), **mha_module("dec.self_attn.")),
+             ['"dec.self_attn"', '"enc.self_attn"', "no layer numbers", "--prefix"])):
+        d = folder(tmp, "nolayer-" + name.split()[0].replace("'", ""), tensors)
+        c.refused("--layer 0, %s: no layer numbers" % name, torch + ["-w", d], words)
+        rc, _, err = run(c.binary, torch + ["-w", d])
+        c.result("--layer 0, %s: no template in the message" % name, "%" not in err, err.strip())
+    usage_refused(c, "--layer -1: a whole number from 0", ["-x", xp, "-w", d, "--layer", "-1"],
+                  ["--layer", "from 0", "'-1'"])
+    usage_refused(c, "--layer x: a whole number from 0", ["-x", xp, "-w", d, "--layer", "x"],
+                  ["--layer", "from 0"])
+
+
 # ---- hostile checkpoints: bounded work -------------------------------------
 
 HEADER_LIMIT = 100 * 1000 * 1000  # safetensors' limit on the header's length
@@ -911,6 +1017,7 @@ def main():
         torch_family_cases(c)
         large_case(c, rng)
         damaged_cases(c, rng)
+        blame_cases(c, rng)
         hostile_cases(c, rng)
     print("max relative difference over all outputs: %.2g (tolerance %g)"
           % (getattr(c, "worst", 0.0), RTOL))
