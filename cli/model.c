@@ -311,12 +311,25 @@ static int shard_reopen(struct shard *sh)
 	return 0;
 }
 
+/* the shard's header read and checked, and which file it came from: 0, or -1 said */
+static int shard_header(struct shard *sh)
+{
+	struct stat st;
+
+	if (st_open(&sh->st, sh->path))
+		return -1;
+	if (fstat(sh->st.fd, &st) != 0)
+		return error("%s: %s", sh->path, strerror(errno));
+	sh->dev = st.st_dev;
+	sh->ino = st.st_ino;
+	return 0;
+}
+
 /* Shard i with its header read and its file open (shard_close() after), or
  * NULL (said). */
 static st_file *shard_open(struct ckpt *c, size_t i)
 {
 	struct shard *sh = &c->shards[i];
-	struct stat st;
 
 	if (sh->broken)
 		return NULL;
@@ -324,14 +337,11 @@ static st_file *shard_open(struct ckpt *c, size_t i)
 		return &sh->st;
 	if (sh->st.path)
 		return shard_reopen(sh) ? NULL : &sh->st;
-	if (st_open(&sh->st, sh->path) || (fstat(sh->st.fd, &st) != 0 &&
-					    error("%s: %s", sh->path, strerror(errno)))) {
+	if (shard_header(sh)) {
 		st_close(&sh->st);
 		sh->broken = 1;
 		return NULL;
 	}
-	sh->dev = st.st_dev;
-	sh->ino = st.st_ino;
 	return &sh->st;
 }
 
@@ -423,7 +433,6 @@ static int folder_shards(struct ckpt *c, const char *dir)
 /* Each shard's header, for its names; the shard closed again after. */
 static int read_headers(struct ckpt *c)
 {
-
 	for (size_t k = 0; k < c->n_shards; k++) {
 		const st_file *f = shard_open(c, k);
 
@@ -501,8 +510,10 @@ static size_t edits_within(const char *want, size_t m, const char *b, size_t n, 
 	for (size_t i = 1; i <= n; i++) {
 		size_t diag = row[0], least;
 
-		if (*cells < m + 1)
-			return *cells = 0, SIZE_MAX;
+		if (*cells < m + 1) {
+			*cells = 0; /* spent: this name is not weighed, nor any after it */
+			return SIZE_MAX;
+		}
 		*cells -= m + 1;
 		least = row[0] = i;
 		for (size_t j = 1; j <= m; j++) {
