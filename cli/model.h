@@ -38,8 +38,11 @@ int model_files(const char *path, int (*fn)(void *ctx, const char *file), void *
 /*
  * --config FILE, or the config.json beside a checkpoint -w names: its keys
  * set s's family (model_type), heads, kv_heads, rope, window, causality and
- * scale where s->given says the command line did not.  No config: nothing.
- * 0, or -1 said (a value of the wrong type names its key).
+ * scale where s->given says the command line did not, and marks in s->given
+ * what it set (CONFIG_ bits).  No config: nothing.  0, or -1 said: a value
+ * of the wrong type, or heads that do not divide, name the file and the key
+ * (never an option that was not given); partial_rotary_factor turning no
+ * feature turns the rotation off, an odd number of them is refused.
  */
 int model_config(struct problem_spec *s);
 
@@ -47,8 +50,10 @@ int model_config(struct problem_spec *s);
  * The attention weights of one module of the checkpoint at path (see
  * model_is_checkpoint), in the family's layout, into w: s->family (found
  * from the tensors' names when none), s->layer or s->prefix.  s->layout is
- * set to the family's.  0, or -1 said (a missing tensor's message lists
- * the names nearest to it).
+ * set to the family's.  The heads and rotary dim config.json set are held
+ * to the weights read, a mismatch blamed on config.json.  0, or -1 said (a
+ * missing tensor's message lists the names nearest to it).  A shard's file
+ * is open only while its header or one tensor is read.
  */
 int model_load(weights *w, struct problem_spec *s, const char *path);
 
