@@ -1222,6 +1222,19 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 	return 0;
 }
 
+const char *model_heads_source(const struct problem_spec *s, int kv, char *buf, size_t size)
+{
+	const unsigned from_config = kv ? CONFIG_KV_HEADS : CONFIG_HEADS;
+
+	if (kv && !(s->given & (CONFIG_KV_HEADS | GIVEN_KV_HEADS)))
+		return model_heads_source(s, 0, buf, size); /* as many as the heads */
+	if (!(s->given & from_config))
+		return kv ? "--kv-heads" : "--heads";
+	snprintf(buf, size, "%s of '%s'", kv ? "num_key_value_heads" : heads_key(s),
+		 path_shown(s->config_read));
+	return buf;
+}
+
 int model_config(struct problem_spec *s)
 {
 	char dir[4096], path[4200];

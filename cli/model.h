@@ -57,6 +57,14 @@ int model_config(struct problem_spec *s);
  */
 int model_load(weights *w, struct problem_spec *s, const char *path);
 
+/*
+ * What set the heads (kv: the key/value heads), for a message that finds
+ * them wrong: "--heads", "--kv-heads", or the key and config.json when the
+ * file set them ("num_attention_heads of 'ck/config.json'", into buf).  Key
+ * and value heads neither given nor set are the heads, and said so.
+ */
+const char *model_heads_source(const struct problem_spec *s, int kv, char *buf, size_t size);
+
 /* "llama", "gpt2", "bert", "torch"; NULL for FAMILY_NONE */
 const char *model_family_name(model_family f);
 
