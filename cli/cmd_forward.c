@@ -134,6 +134,21 @@ static int parse_real(const char *hint, const char *opt, const char *arg, double
 	return 0;
 }
 
+/* --layer N: a layer's number, from 0 (digits only, so not opt_count's "from 1") */
+static int parse_layer(const char *hint, const char *arg, size_t *out)
+{
+	size_t v = 0, i = 0;
+
+	for (; arg[i] >= '0' && arg[i] <= '9' && v <= SIZE_MAX / 20; i++)
+		v = v * 10 + (size_t)(arg[i] - '0');
+	if (!i || arg[i]) {
+		usage_error(hint, "--layer expects a whole number from 0, not '%s'", arg);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
 /* one side of --window: -1 or a whole number from 0, digits only (no blanks, no '+') */
 static int window_side(const char *s, size_t len, ptrdiff_t *out)
 {
@@ -432,11 +447,8 @@ int forward_parse(int argc, char **argv, struct forward_options *o,
 		case O_CONFIG: o->spec.config = optarg; break;
 		case O_PREFIX: o->spec.prefix = optarg; break;
 		case O_LAYER:
-			if (!strcmp(optarg, "0")) {
-				o->spec.layer = 0;
-			} else if (opt_count(hint, "--layer", optarg, SIZE_MAX / 2, &o->spec.layer)) {
+			if (parse_layer(hint, optarg, &o->spec.layer))
 				return -1;
-			}
 			o->spec.has_layer = 1;
 			break;
 		case 'o': o->emit.output = optarg; break;

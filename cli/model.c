@@ -11,11 +11,14 @@
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define INDEX_NAME "model.safetensors.index.json"
 
@@ -60,6 +63,12 @@ static const struct { const char *type; model_family family; } model_types[] = {
 	{ "llama", FAMILY_LLAMA }, { "mistral", FAMILY_LLAMA }, { "qwen2", FAMILY_LLAMA },
 	{ "gpt2", FAMILY_GPT2 }, { "bert", FAMILY_BERT }, { "roberta", FAMILY_BERT },
 };
+
+/* the key a family's config.json gives its heads under */
+static const char *heads_key(const struct problem_spec *s)
+{
+	return s->family == FAMILY_GPT2 ? "n_head" : "num_attention_heads";
+}
 
 /* ---- the checkpoint's files --------------------------------------------- */
 
@@ -157,19 +166,38 @@ int model_files(const char *path, int (*fn)(void *ctx, const char *file), void *
 	return rc;
 }
 
+/*
+ * One file of a checkpoint.  Its descriptor is open only while its header or
+ * one tensor is read, for a folder may hold thousands of them; reopened, it
+ * must be the file the header was read from.
+ */
+struct shard {
+	char *path;
+	st_file st;    /* st.path set once the header is read; st.fd -1 when closed */
+	dev_t dev;     /* the file the header was read from */
+	ino_t ino;
+	int broken;    /* its header could not be read (said) */
+};
+
+/* A tensor's name (the index's or a shard header's own string), and where it is */
+struct named {
+	const char *name;
+	const char *file;   /* the file the index names for it, or NULL: shard says */
+	size_t shard;       /* index into shards */
+};
+
 /* A checkpoint: its shards, and every tensor name with the shard holding it. */
 struct ckpt {
-	const char *path;   /* as -w gave it */
+	const char *path;      /* as -w gave it */
 	char dir[4096];
-	char **files;       /* (n_files) shard paths; a shard is opened when needed */
-	st_file *st;        /* (n_files), fd -1 until opened */
-	size_t n_files;
-	char **names;       /* (n_names) sorted */
-	size_t *file_of;    /* (n_names) */
-	size_t n_names;
-	const char *index;  /* the index's path for messages, or NULL */
+	struct shard *shards;  /* (n_shards, in shards_cap) */
+	size_t n_shards, shards_cap;
+	struct named *names;   /* (n_names, in names_cap) sorted */
+	size_t n_names, names_cap;
+	json_doc index_doc;    /* the index's, whose strings names hold */
+	const char *index;     /* the index's path for messages, or NULL */
 	char index_path[4200];
-	size_t held;        /* what the names and tables hold of the memory budget */
+	size_t held;           /* what the names and tables hold of the memory budget */
 };
 
 /* n bytes of the checkpoint's tables, charged to the budget: 0, or -1 said */
@@ -183,147 +211,260 @@ static int ckpt_take(struct ckpt *c, size_t n)
 
 static void ckpt_free(struct ckpt *c)
 {
-	for (size_t i = 0; i < c->n_files; i++) {
-		free(c->files[i]);
-		st_close(&c->st[i]);
+	for (size_t i = 0; i < c->n_shards; i++) {
+		free(c->shards[i].path);
+		st_close(&c->shards[i].st);
 	}
-	for (size_t i = 0; i < c->n_names; i++)
-		free(c->names[i]);
-	free(c->files);
-	free(c->st);
+	free(c->shards);
 	free(c->names);
-	free(c->file_of);
+	json_doc_free(&c->index_doc);
 	budget_give(c->held);
 	memset(c, 0, sizeof(*c));
 }
 
-static int add_file(struct ckpt *c, const char *path, size_t *at)
+/* dir/name (or name alone: dir NULL) as the next shard */
+static int add_shard(struct ckpt *c, const char *dir, const char *name)
 {
-	char **more;
-	st_file *st;
+	const size_t len = (dir ? strlen(dir) + 1 : 0) + strlen(name) + 1;
+	struct shard *sh;
 
-	for (size_t i = 0; i < c->n_files; i++)
-		if (!strcmp(c->files[i], path)) {
-			*at = i;
-			return 0;
-		}
-	more = realloc(c->files, (c->n_files + 1) * sizeof(*more));
-	if (!more)
-		return error("out of memory");
-	c->files = more;
-	st = realloc(c->st, (c->n_files + 1) * sizeof(*st));
-	if (!st)
-		return error("out of memory");
-	c->st = st;
-	memset(&c->st[c->n_files], 0, sizeof(*st));
-	c->st[c->n_files].fd = -1;
-	if (!(c->files[c->n_files] = strdup(path)))
-		return error("out of memory");
-	*at = c->n_files++;
-	return 0;
-}
+	if (c->n_shards == c->shards_cap) {
+		const size_t n = c->shards_cap ? 2 * c->shards_cap : 16;
 
-static int add_name(struct ckpt *c, const char *name, size_t file, size_t *cap)
-{
-	const size_t len = strlen(name) + 1;
-
-	if (c->n_names == *cap) {
-		const size_t n = *cap ? 2 * *cap : 64;
-		char **names;
-		size_t *of;
-
-		if (ckpt_take(c, (n - *cap) * (sizeof(*names) + sizeof(*of))))
+		if (ckpt_take(c, (n - c->shards_cap) * sizeof(*sh)))
 			return -1;
-		if (!(names = realloc(c->names, n * sizeof(*names))))
+		if (!(sh = realloc(c->shards, n * sizeof(*sh))))
 			return error("out of memory");
-		c->names = names;
-		if (!(of = realloc(c->file_of, n * sizeof(*of))))
-			return error("out of memory");
-		c->file_of = of;
-		*cap = n;
+		c->shards = sh;
+		c->shards_cap = n;
 	}
 	if (ckpt_take(c, budget_block(len)))
 		return -1;
-	if (!(c->names[c->n_names] = malloc(len)))
+	sh = &c->shards[c->n_shards];
+	memset(sh, 0, sizeof(*sh));
+	sh->st.fd = -1;
+	if (!(sh->path = malloc(len)))
 		return error("out of memory");
-	memcpy(c->names[c->n_names], name, len);
-	c->file_of[c->n_names++] = file;
+	snprintf(sh->path, len, "%s%s%s", dir ? dir : "", dir ? "/" : "", name);
+	c->n_shards++;
 	return 0;
 }
 
-static int by_str(const void *a, const void *b)
+/* room for n more names */
+static int names_room(struct ckpt *c, size_t n)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	struct named *names;
+	size_t want = c->names_cap ? c->names_cap : 64;
+
+	if (c->n_names + n <= c->names_cap)
+		return 0;
+	while (want < c->n_names + n)
+		want *= 2;
+	if (ckpt_take(c, (want - c->names_cap) * sizeof(*names)))
+		return -1;
+	if (!(names = realloc(c->names, want * sizeof(*names))))
+		return error("out of memory");
+	c->names = names;
+	c->names_cap = want;
+	return 0;
 }
 
-struct named {
-	char *name;
-	size_t file;
-};
+/* name (not copied: it lives as long as c) in the index's file, or in shard */
+static int add_name(struct ckpt *c, const char *name, const char *file, size_t shard)
+{
+	if (names_room(c, 1))
+		return -1;
+	c->names[c->n_names++] = (struct named){ name, file, shard };
+	return 0;
+}
 
-static int by_pair(const void *a, const void *b)
+static int by_name(const void *a, const void *b)
 {
 	return strcmp(((const struct named *)a)->name, ((const struct named *)b)->name);
 }
 
-/* model.safetensors.index.json: {"weight_map": {name: file}} */
+/* ---- a shard's file ----------------------------------------------------- */
+
+static void shard_close(struct ckpt *c, size_t i)
+{
+	st_file *f = &c->shards[i].st;
+
+	if (f->fd >= 0)
+		close(f->fd);
+	f->fd = -1;
+}
+
+/* the shard's file again, the same one its header came from: 0, or -1 said */
+static int shard_reopen(struct shard *sh)
+{
+	struct stat st;
+	const int fd = open(sh->path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return error("%s: %s", sh->path, strerror(errno));
+	if (fstat(fd, &st) != 0 || st.st_dev != sh->dev || st.st_ino != sh->ino ||
+	    (uint64_t)st.st_size != sh->st.size) {
+		close(fd);
+		return error("%s: replaced or changed while mha read the checkpoint", sh->path);
+	}
+	sh->st.fd = fd;
+	return 0;
+}
+
+/* the shard's header read and checked, and which file it came from: 0, or -1 said */
+static int shard_header(struct shard *sh)
+{
+	struct stat st;
+
+	if (st_open(&sh->st, sh->path))
+		return -1;
+	if (fstat(sh->st.fd, &st) != 0)
+		return error("%s: %s", sh->path, strerror(errno));
+	sh->dev = st.st_dev;
+	sh->ino = st.st_ino;
+	return 0;
+}
+
+/* Shard i with its header read and its file open (shard_close() after), or
+ * NULL (said). */
+static st_file *shard_open(struct ckpt *c, size_t i)
+{
+	struct shard *sh = &c->shards[i];
+
+	if (sh->broken)
+		return NULL;
+	if (sh->st.fd >= 0)
+		return &sh->st;
+	if (sh->st.path)
+		return shard_reopen(sh) ? NULL : &sh->st;
+	if (shard_header(sh)) {
+		st_close(&sh->st);
+		sh->broken = 1;
+		return NULL;
+	}
+	return &sh->st;
+}
+
+/* ---- the checkpoint's names --------------------------------------------- */
+
+/* weight_map's entries: each name and the file it is in, the file found
+ * only when a tensor is read from it (an index may name a million) */
+static int index_names(struct ckpt *c, const cJSON *map, const char *index)
+{
+	const cJSON *e;
+	size_t n = 0;
+
+	cJSON_ArrayForEach(e, map)
+		n++;
+	if (names_room(c, n))
+		return -1;
+	cJSON_ArrayForEach(e, map) {
+		if (!cJSON_IsString(e) || !e->valuestring[0] || strchr(e->valuestring, '/') ||
+		    !strcmp(e->valuestring, "..") || strlen(e->valuestring) > 255)
+			return error("%s: weight_map: \"%s\" is not the name of a file in the folder",
+				     index, e->string);
+		if (add_name(c, e->string, e->valuestring, 0))
+			return -1;
+	}
+	return 0;
+}
+
+/* model.safetensors.index.json: {"weight_map": {name: file}}; the names
+ * stay the parsed index's strings */
 static int read_index(struct ckpt *c, const char *index)
 {
 	input_file in;
-	json_doc doc = { 0 };
-	const cJSON *map, *e;
-	size_t cap = 0;
-	int rc = 0;
+	const cJSON *map;
+	int rc;
 
 	c->index = index;
-	if (input_load(&in, index)) {
-		input_free(&in);
-		return -1;
-	}
-	if (json_parse(&doc, &in)) {
-		json_doc_free(&doc);
-		input_free(&in);
-		return -1;
-	}
-	map = cJSON_GetObjectItemCaseSensitive(doc.root, "weight_map");
-	if (!cJSON_IsObject(map))
-		map = NULL;
-	if (!map)
-		rc = error("%s: no \"weight_map\" object (tensor name -> file)", index);
-	cJSON_ArrayForEach(e, map) {
-		char file[4200];
-		size_t at;
-
-		if (!cJSON_IsString(e) || !e->valuestring[0] || strchr(e->valuestring, '/') ||
-		    !strcmp(e->valuestring, "..")) {
-			rc = error("%s: weight_map: \"%s\" is not the name of a file in the folder",
-				   index, e->string);
-			break;
-		}
-		snprintf(file, sizeof(file), "%s/%s", c->dir, e->valuestring);
-		if (add_file(c, file, &at) || add_name(c, e->string, at, &cap)) {
-			rc = -1;
-			break;
-		}
-	}
-	json_doc_free(&doc);
+	rc = input_load(&in, index) || json_parse(&c->index_doc, &in) ? -1 : 0;
 	input_free(&in);
+	c->index_doc.f = NULL;
+	if (rc)
+		return -1;
+	map = cJSON_GetObjectItemCaseSensitive(c->index_doc.root, "weight_map");
+	if (!cJSON_IsObject(map))
+		return error("%s: no \"weight_map\" object (tensor name -> file)", index);
+	return index_names(c, map, index);
+}
+
+/* The shard the index's file is: one of those read from already, or a new
+ * one (a module's few tensors: a few shards). */
+static int index_shard(struct ckpt *c, const char *file, size_t *at)
+{
+	const size_t dir = strlen(c->dir);
+
+	for (size_t i = 0; i < c->n_shards; i++)
+		if (!strncmp(c->shards[i].path, c->dir, dir) && c->shards[i].path[dir] == '/' &&
+		    !strcmp(c->shards[i].path + dir + 1, file)) {
+			*at = i;
+			return 0;
+		}
+	*at = c->n_shards;
+	return add_shard(c, c->dir, file);
+}
+
+static int by_path(const void *a, const void *b)
+{
+	return strcmp(((const struct shard *)a)->path, ((const struct shard *)b)->path);
+}
+
+/* Every .safetensors in the folder, listed once, sorted. */
+static int folder_shards(struct ckpt *c, const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int rc = 0;
+
+	if (!d)
+		return error("%s: %s", dir, strerror(errno));
+	while (!rc && (e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.' && ends_with(e->d_name, ".safetensors"))
+			rc = add_shard(c, dir, e->d_name);
+	closedir(d);
+	if (!rc && !c->n_shards)
+		return error("%s: no .safetensors file in the folder", dir);
+	if (c->n_shards)
+		qsort(c->shards, c->n_shards, sizeof(*c->shards), by_path);
 	return rc;
 }
 
-/* a shard, opened and its header checked on first use */
-static st_file *shard(struct ckpt *c, size_t i)
+/* Each shard's header, for its names; the shard closed again after. */
+static int read_headers(struct ckpt *c)
 {
-	if (c->st[i].fd < 0 && !c->st[i].path && st_open(&c->st[i], c->files[i]))
-		return NULL;
-	return c->st[i].fd < 0 ? NULL : &c->st[i];
+	for (size_t k = 0; k < c->n_shards; k++) {
+		const st_file *f = shard_open(c, k);
+
+		if (!f)
+			return -1;
+		for (size_t i = 0; i < f->n; i++)
+			if (add_name(c, f->t[i].name, NULL, k))
+				return -1;
+		shard_close(c, k);
+	}
+	return 0;
+}
+
+/* the names sorted (most checkpoints list them so already); a name twice refused */
+static int sort_names(struct ckpt *c)
+{
+	size_t i = 1;
+
+	while (i < c->n_names && strcmp(c->names[i - 1].name, c->names[i].name) < 0)
+		i++;
+	if (i < c->n_names)
+		qsort(c->names, c->n_names, sizeof(*c->names), by_name);
+	for (i = 1; i < c->n_names; i++)
+		if (!strcmp(c->names[i - 1].name, c->names[i].name))
+			return error("%s: tensor \"%s\" is in two of the checkpoint's files", c->path,
+				     c->names[i].name);
+	return 0;
 }
 
 static int ckpt_open(struct ckpt *c, const char *path)
 {
-	char name[256], file[4200];
-	size_t cap = 0, n_st;
-	int rc = 0;
+	int rc;
 
 	memset(c, 0, sizeof(*c));
 	c->path = path;
@@ -336,96 +477,48 @@ static int ckpt_open(struct ckpt *c, const char *path)
 		rc = read_index(c, c->index_path);
 	} else {
 		/* one file, or every .safetensors in the folder */
-		size_t count = 1;
-
-		if (is_dir(path) && dir_safetensors(path, name, sizeof(name), &count))
-			return error("%s: no .safetensors file in the folder", path);
-		for (size_t k = 0; k < count && !rc; k++) {
-			size_t at;
-
-			if (!is_dir(path)) {
-				snprintf(file, sizeof(file), "%s", path);
-			} else {
-				/* the k-th in sorted order */
-				DIR *d = opendir(path);
-				struct dirent *e;
-				char best[256] = "";
-
-				while (d && (e = readdir(d)) != NULL)
-					if (e->d_name[0] != '.' && ends_with(e->d_name, ".safetensors") &&
-					    strcmp(e->d_name, name) >= 0 && (k == 0 || strcmp(e->d_name, name) > 0) &&
-					    (!best[0] || strcmp(e->d_name, best) < 0))
-						snprintf(best, sizeof(best), "%s", e->d_name);
-				if (d)
-					closedir(d);
-				snprintf(name, sizeof(name), "%s", best);
-				snprintf(file, sizeof(file), "%s/%s", path, name);
-			}
-			if (add_file(c, file, &at) || !shard(c, at)) {
-				rc = -1;
-				break;
-			}
-			n_st = c->st[at].n;
-			for (size_t i = 0; i < n_st && !rc; i++)
-				rc = add_name(c, c->st[at].t[i].name, at, &cap);
-		}
+		rc = is_dir(path) ? folder_shards(c, path) : add_shard(c, NULL, path);
+		rc = rc || read_headers(c);
 	}
-	if (rc)
-		return rc;
-	/* sorted by name, each with its shard */
-	{
-		struct named *pairs;
-		const size_t extra = (c->n_names + 1) * sizeof(*pairs);
-
-		if (ckpt_take(c, extra))
-			return -1;
-		if (!(pairs = malloc(extra)))
-			return error("out of memory");
-		for (size_t i = 0; i < c->n_names; i++)
-			pairs[i] = (struct named){ c->names[i], c->file_of[i] };
-		qsort(pairs, c->n_names, sizeof(*pairs), by_pair);
-		for (size_t i = 0; i < c->n_names; i++) {
-			c->names[i] = pairs[i].name;
-			c->file_of[i] = pairs[i].file;
-		}
-		free(pairs);
-		budget_give(extra);
-		c->held -= extra;
-	}
-	for (size_t i = 1; i < c->n_names; i++)
-		if (!strcmp(c->names[i - 1], c->names[i]))
-			return error("%s: tensor \"%s\" is in two of the checkpoint's files", path,
-				     c->names[i]);
-	return 0;
+	return rc || sort_names(c) ? -1 : 0;
 }
 
 static ptrdiff_t ckpt_find(const struct ckpt *c, const char *name)
 {
-	const char *key = name;
-	char **hit = c->n_names ? bsearch(&key, c->names, c->n_names, sizeof(*c->names), by_str)
-				: NULL;
+	const struct named key = { name, NULL, 0 };
+	const struct named *hit = c->n_names ? bsearch(&key, c->names, c->n_names, sizeof(*c->names),
+						       by_name) : NULL;
 
 	return hit ? hit - c->names : -1;
 }
 
 /* ---- nearest names ----------------------------------------------------- */
 
-static size_t edits(const char *a, const char *b)
-{
-	const size_t n = strlen(a), m = strlen(b);
-	size_t *row = malloc((m + 1) * sizeof(*row)), d;
+/* Cells of edit-distance table all of one message's suggestions may fill:
+ * a hostile header's names cost no more than about 0.1 s. */
+#define NEAREST_CELLS ((size_t)1 << 25)
 
-	if (!row)
-		return SIZE_MAX;
+/*
+ * The edit distance of b (n chars) from want (m chars), or SIZE_MAX once it
+ * is sure to be above limit or *cells would run out.  row: (m + 1).
+ */
+static size_t edits_within(const char *want, size_t m, const char *b, size_t n, size_t limit,
+			   size_t *row, size_t *cells)
+{
 	for (size_t j = 0; j <= m; j++)
 		row[j] = j;
 	for (size_t i = 1; i <= n; i++) {
-		size_t diag = row[0];
+		size_t diag = row[0], least;
 
-		row[0] = i;
+		if (*cells < m + 1) {
+			*cells = 0; /* spent: this name is not weighed, nor any after it */
+			return SIZE_MAX;
+		}
+		*cells -= m + 1;
+		least = row[0] = i;
 		for (size_t j = 1; j <= m; j++) {
 			const size_t up = row[j];
-			size_t v = diag + (a[i - 1] != b[j - 1]);
+			size_t v = diag + (b[i - 1] != want[j - 1]);
 
 			if (up + 1 < v)
 				v = up + 1;
@@ -433,36 +526,126 @@ static size_t edits(const char *a, const char *b)
 				v = row[j - 1] + 1;
 			row[j] = v;
 			diag = up;
+			least = v < least ? v : least;
 		}
+		/* a row's least is a floor under the distance */
+		if (least > limit)
+			return SIZE_MAX;
 	}
-	d = row[m];
+	return row[m] > limit ? SIZE_MAX : row[m];
+}
+
+/* a name to weigh: how much its length differs from the wanted one's, and which */
+struct candidate {
+	size_t diff, i;
+};
+
+static int by_diff(const void *a, const void *b)
+{
+	const struct candidate *x = a, *y = b;
+
+	return x->diff != y->diff ? (x->diff < y->diff ? -1 : 1) : (x->i < y->i ? -1 : x->i > y->i);
+}
+
+/*
+ * The third smallest distance of a name from name (m chars; SIZE_MAX: no
+ * third), the names weighed nearest in length first: the distance is at
+ * least the difference in length, so none is weighed once that is as far
+ * as the third best.  cand: (n_names).
+ */
+static size_t third_distance(const struct ckpt *c, const char *name, size_t m,
+			     struct candidate *cand, size_t *row, size_t *cells)
+{
+	size_t bd[3] = { SIZE_MAX, SIZE_MAX, SIZE_MAX };
+
+	for (size_t i = 0; i < c->n_names; i++) {
+		const size_t n = strlen(c->names[i].name);
+
+		cand[i] = (struct candidate){ n > m ? n - m : m - n, i };
+	}
+	qsort(cand, c->n_names, sizeof(*cand), by_diff);
+	for (size_t k = 0; k < c->n_names && *cells && cand[k].diff < bd[2]; k++) {
+		const char *s = c->names[cand[k].i].name;
+		size_t d = edits_within(name, m, s, strlen(s), bd[2] - 1, row, cells);
+
+		for (int j = 0; j < 3; j++)
+			if (d < bd[j]) {
+				const size_t t = bd[j];
+
+				bd[j] = d;
+				d = t;
+			}
+	}
+	return bd[2];
+}
+
+/* s at distance d into the three best: as mha has always ranked them, in
+ * the names' sorted order, a tie keeping its place */
+static void rank_nearest(const char *best[3], size_t bd[3], const char *s, size_t d)
+{
+	for (int k = 0; k < 3; k++)
+		if (d < bd[k]) {
+			const size_t td = bd[k];
+			const char *ts = best[k];
+
+			bd[k] = d;
+			best[k] = s;
+			d = td;
+			s = ts;
+		}
+}
+
+/*
+ * The three names nearest name in edit distance, into best.  In bounded
+ * work: first the third smallest distance (names weighed nearest in length
+ * first), then the names in sorted order ranked as they always were, but
+ * any sure to be farther than that third not weighed (it could not change
+ * the ranking); a table stops once a row of it is beyond the bound; and
+ * after NEAREST_CELLS cells a pass ends with the names it weighed.
+ */
+static int nearest(const struct ckpt *c, const char *name, const char *best[3])
+{
+	const size_t m = strlen(name);
+	const size_t bytes = c->n_names * sizeof(struct candidate) + (m + 1) * sizeof(size_t);
+	size_t bd[3] = { SIZE_MAX, SIZE_MAX, SIZE_MAX }, cells = NEAREST_CELLS, bound, *row;
+	struct candidate *cand;
+
+	if (budget_take(bytes))
+		return budget_refuse(c->path, bytes);
+	cand = malloc(c->n_names * sizeof(*cand) + 1);
+	row = malloc((m + 1) * sizeof(*row));
+	if (!cand || !row) {
+		free(cand);
+		free(row);
+		budget_give(bytes);
+		return error("out of memory");
+	}
+	bound = third_distance(c, name, m, cand, row, &cells);
+	cells = NEAREST_CELLS;
+	for (size_t i = 0; i < c->n_names && cells; i++) {
+		const char *s = c->names[i].name;
+		const size_t n = strlen(s);
+
+		if ((n > m ? n - m : m - n) <= bound)
+			rank_nearest(best, bd, s, edits_within(name, m, s, n, bound, row, &cells));
+	}
+	free(cand);
 	free(row);
-	return d;
+	budget_give(bytes);
+	return 0;
 }
 
 /* "no tensor "NAME" (nearest: "a", "b", "c")" */
 static int missing(const struct ckpt *c, const char *name, const char *why)
 {
 	const char *best[3] = { NULL, NULL, NULL };
-	size_t bd[3] = { SIZE_MAX, SIZE_MAX, SIZE_MAX };
 
-	for (size_t i = 0; i < c->n_names; i++) {
-		size_t d = edits(name, c->names[i]);
-		const char *s = c->names[i];
-
-		for (int k = 0; k < 3; k++)
-			if (d < bd[k]) {
-				const size_t td = bd[k];
-				const char *ts = best[k];
-
-				bd[k] = d;
-				best[k] = s;
-				d = td;
-				s = ts;
-			}
-	}
-	if (!best[0])
+	if (!c->n_names)
 		return error("%s: no tensor \"%s\"%s: the checkpoint holds none", c->path, name, why);
+	if (nearest(c, name, best))
+		return -1;
+	if (!best[0])
+		return error("%s: no tensor \"%s\"%s", c->path, name, why);
 	return error("%s: no tensor \"%s\"%s (nearest: \"%s\"%s%s%s%s%s%s)", c->path, name, why,
 		     best[0], best[1] ? ", \"" : "", best[1] ? best[1] : "", best[1] ? "\"" : "",
 		     best[2] ? ", \"" : "", best[2] ? best[2] : "", best[2] ? "\"" : "");
@@ -511,7 +694,7 @@ static model_family detect(const struct ckpt *c)
 
 	for (size_t f = 1; f < N_FAMILIES; f++)
 		for (size_t i = 0; i < c->n_names; i++)
-			if (module_of(c->names[i], families[f].key) >= 0) {
+			if (module_of(c->names[i].name, families[f].key) >= 0) {
 				if (found)
 					return FAMILY_NONE;
 				found = (model_family)f;
@@ -520,13 +703,32 @@ static model_family detect(const struct ckpt *c)
 	return found;
 }
 
+/* --layer N, but none of the count modules found (any: the first two, each
+ * any_len long) has a layer number: say so, naming them */
+static int no_layer_numbers(const struct ckpt *c, size_t layer, const struct family *fam,
+			    size_t count, const char *const any[2], const size_t any_len[2])
+{
+	if (count == 1 && !any_len[0])
+		return error("%s: no layer %zu: the checkpoint's %s attention is one module at the top "
+			     "level (\"%s\"), with no layer number: leave out --layer", c->path, layer,
+			     fam->name, any[0]);
+	if (count == 1)
+		return error("%s: no layer %zu: the checkpoint's %s attention is one module, \"%.*s\", "
+			     "with no layer number: leave out --layer", c->path, layer, fam->name,
+			     (int)any_len[0], any[0]);
+	return error("%s: no layer %zu: the checkpoint's %zu %s attention modules (\"%.*s\", "
+		     "\"%.*s\"%s) have no layer numbers: pick one with --prefix", c->path, layer,
+		     count, fam->name, (int)any_len[0], any[0], (int)any_len[1], any[1],
+		     count > 2 ? ", ..." : "");
+}
+
 /* The module to read, into module (without its trailing '.'). */
 static int pick_module(const struct ckpt *c, const struct problem_spec *s,
 		       const struct family *fam, char *module, size_t size)
 {
 	size_t count = 0, lo = SIZE_MAX, hi = 0, matched = 0;
-	const char *first = NULL, *second = NULL;
-	size_t first_len = 0, second_len = 0;
+	const char *first = NULL, *second = NULL, *any[2] = { NULL, NULL };
+	size_t first_len = 0, second_len = 0, any_len[2] = { 0, 0 };
 
 	if (s->prefix) {
 		size_t n = strlen(s->prefix);
@@ -541,13 +743,17 @@ static int pick_module(const struct ckpt *c, const struct problem_spec *s,
 		return 0;
 	}
 	for (size_t i = 0; i < c->n_names; i++) {
-		const ptrdiff_t len = module_of(c->names[i], fam->key);
+		const ptrdiff_t len = module_of(c->names[i].name, fam->key);
 		ptrdiff_t l;
 
 		if (len < 0)
 			continue;
+		if (count < 2) {
+			any[count] = c->names[i].name;
+			any_len[count] = (size_t)len;
+		}
 		count++;
-		l = layer_of(c->names[i], (size_t)len, fam);
+		l = layer_of(c->names[i].name, (size_t)len, fam);
 		if (l >= 0) {
 			lo = (size_t)l < lo ? (size_t)l : lo;
 			hi = (size_t)l > hi ? (size_t)l : hi;
@@ -556,10 +762,10 @@ static int pick_module(const struct ckpt *c, const struct problem_spec *s,
 			continue;
 		matched++;
 		if (!first) {
-			first = c->names[i];
+			first = c->names[i].name;
 			first_len = (size_t)len;
 		} else if (!second) {
-			second = c->names[i];
+			second = c->names[i].name;
 			second_len = (size_t)len;
 		}
 	}
@@ -570,8 +776,7 @@ static int pick_module(const struct ckpt *c, const struct problem_spec *s,
 		return error("%s: no layer %zu: the checkpoint's %s attention layers are %zu to %zu",
 			     c->path, s->layer, fam->name, lo, hi);
 	if (s->has_layer && !matched)
-		return error("%s: no layer %zu: no tensor named *.%s.%s (give --prefix)", c->path,
-			     s->layer, fam->layer, fam->key);
+		return no_layer_numbers(c, s->layer, fam, count, any, any_len);
 	if (matched > 1 && s->has_layer)
 		return error("%s: layer %zu is in two modules, \"%.*s\" and \"%.*s\": pick one with "
 			     "--prefix", c->path, s->layer, (int)first_len, first, (int)second_len, second);
@@ -602,17 +807,60 @@ static int read_tensor(matrix *m, struct ckpt *c, const char *name, char *src, s
 {
 	const ptrdiff_t i = ckpt_find(c, name);
 	const st_tensor *t;
+	size_t k;
 	st_file *f;
+	int rc;
 
 	if (i < 0)
 		return missing(c, name, "");
-	if (!(f = shard(c, c->file_of[i])))
+	k = c->names[i].shard;
+	if (c->names[i].file && index_shard(c, c->names[i].file, &k))
 		return -1;
-	if (!(t = st_find(f, name)))
+	if (!(f = shard_open(c, k)))
+		return -1;
+	if (!(t = st_find(f, name))) {
+		shard_close(c, k);
 		return error("%s: tensor \"%s\" is not in %s, where %s puts it", c->path, name,
 			     f->path, c->index ? c->index : "the index");
+	}
 	snprintf(src, size, "tensor \"%s\" of %s", name, f->path);
-	return st_read(m, f, t);
+	rc = st_read(m, f, t);
+	shard_close(c, k);
+	return rc;
+}
+
+/* the features each of m's rows or columns projects to: out of (out, in) or (in, out) */
+static size_t out_features(const matrix *m, weight_layout layout)
+{
+	return m->rank != 2 ? 0 : layout == LAYOUT_TORCH ? m->dim[0] : m->dim[1];
+}
+
+/*
+ * The heads and rotary dim config.json set, against the weights read: a
+ * mismatch is the file's (its key named), not an option's.  0, or -1 said.
+ */
+static int check_config(const weights *w, const struct problem_spec *s)
+{
+	const char *path = s->config_read;
+	const size_t qf = out_features(&w->m[WQ], w->layout), kf = out_features(&w->m[WK], w->layout);
+	const size_t H = s->heads, G = s->kv_heads ? s->kv_heads : s->heads;
+	const int heads = !!(s->given & CONFIG_HEADS), kv = !!(s->given & CONFIG_KV_HEADS);
+
+	if (!qf || !kf || !(s->given & (CONFIG_HEADS | CONFIG_KV_HEADS | CONFIG_ROPE_DIM)))
+		return 0;
+	if (qf % H)
+		return heads ? error("'%s': %s %zu does not divide the %zu features of W_Q from %s",
+				     path, heads_key(s), H, qf, w->src[WQ]) : 0;
+	if ((heads || kv) && kf != G * (qf / H))
+		return error("'%s': %s %zu and %s %zu make %zu key/value features (d_k %zu), but W_K "
+			     "from %s has %zu", path, heads ? heads_key(s) : "--heads", H,
+			     kv ? "num_key_value_heads" : s->given & GIVEN_KV_HEADS ? "--kv-heads" :
+			     "key/value heads", G, G * (qf / H), qf / H, w->src[WK], kf);
+	if ((s->given & CONFIG_ROPE_DIM) && s->cfg.rope.dim > qf / H)
+		return error("'%s': partial_rotary_factor turns %zu features of each head, but a head "
+			     "has d_k = %zu (W_Q from %s, %zu heads): head_dim or hidden_size is wrong",
+			     path, s->cfg.rope.dim, qf / H, w->src[WQ], H);
+	return 0;
 }
 
 const char *model_family_name(model_family f)
@@ -702,7 +950,7 @@ int model_load(weights *w, struct problem_spec *s, const char *path)
 		}
 	}
 	ckpt_free(&c);
-	return rc ? -1 : 0;
+	return rc || check_config(w, s) ? -1 : 0;
 }
 
 /* ---- config.json ------------------------------------------------------- */
@@ -719,9 +967,10 @@ static int config_count(const cJSON *root, const char *path, const char *key, si
 
 	if (!e || cJSON_IsNull(e))
 		return 0;
-	if (!cJSON_IsNumber(e) || !(e->valuedouble >= 1) || e->valuedouble > 1e15 ||
-	    e->valuedouble != floor(e->valuedouble))
+	if (!cJSON_IsNumber(e) || !(e->valuedouble >= 1) || e->valuedouble != floor(e->valuedouble))
 		return bad_type(path, key, "a whole number from 1");
+	if (e->valuedouble > 1e15)
+		return error("%s: \"%s\" is %g, more than any model has", path, key, e->valuedouble);
 	*out = (size_t)e->valuedouble;
 	return 1;
 }
@@ -808,6 +1057,68 @@ static int sliding(const cJSON *root, const char *path, const struct problem_spe
 	return 1;
 }
 
+/*
+ * The heads config.json gives (0: none), under the command line's, and
+ * checked here, so that a value that does not divide is blamed on the file
+ * and its key rather than on an option never given.  0, or -1 said.
+ */
+static int config_heads(struct problem_spec *s, const char *path, size_t heads, size_t kv)
+{
+	const unsigned g = s->given;
+	size_t H, G;
+
+	if (heads && !(g & GIVEN_HEADS)) {
+		s->heads = heads;
+		s->given |= CONFIG_HEADS;
+	}
+	if (kv && !(g & GIVEN_KV_HEADS)) {
+		s->kv_heads = kv;
+		s->given |= CONFIG_KV_HEADS;
+	}
+	if (!(s->given & (CONFIG_HEADS | CONFIG_KV_HEADS)))
+		return 0; /* the options' own, checked with the options */
+	H = s->heads;
+	G = s->kv_heads ? s->kv_heads : H;
+	if (G <= H && H % G == 0)
+		return 0;
+	if (!(s->given & CONFIG_HEADS) && !(g & GIVEN_HEADS))
+		return error("'%s': num_key_value_heads %zu but no %s: give --heads", path, G,
+			     heads_key(s));
+	return error("'%s': %s %zu does not divide %s %zu", path,
+		     s->given & CONFIG_KV_HEADS ? "num_key_value_heads" : "--kv-heads", G,
+		     s->given & CONFIG_HEADS ? heads_key(s) : "--heads", H);
+}
+
+/*
+ * partial_rotary_factor: the first int(head_dim x factor) features of each
+ * head turn, as Hugging Face computes it.  None: no rotation at all (a rope
+ * dim of 0 would mean all of d_k).  An odd number: refused, for
+ * transformers' tables would not fit it.  0, or -1 said.
+ */
+static int config_rotary_dim(struct problem_spec *s, const char *path, size_t hd, double partial)
+{
+	/* Python's int() of the product, as a double: the same rounding */
+	const size_t R = (size_t)floor((double)hd * partial);
+	const unsigned g = s->given;
+
+	if (R % 2)
+		return error("'%s': partial_rotary_factor %g of head_dim %zu turns %zu feature%s, an "
+			     "odd number: a rotary embedding turns pairs", path, partial, hd, R,
+			     R == 1 ? "" : "s");
+	if (R) {
+		s->cfg.rope.dim = R;
+		s->given |= CONFIG_ROPE_DIM;
+		return 0;
+	}
+	if ((g & (GIVEN_ROPE | GIVEN_ROPE_THETA)) || s->positions)
+		return error("'%s': partial_rotary_factor %g of head_dim %zu turns no feature: "
+			     "leave out %s", path, partial, hd, g & GIVEN_ROPE ? "--rope" :
+			     g & GIVEN_ROPE_THETA ? "--rope-theta" : "--positions");
+	s->cfg.rope.mode = MHA_ROPE_NONE;
+	s->cfg.rope.theta = 0;
+	return 0;
+}
+
 /* What the family implies, and what the config says of it. */
 static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 {
@@ -828,10 +1139,8 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 			return -1;
 		if (partial > 1)
 			return bad_type(path, "partial_rotary_factor", "a number from 0 to 1");
-		if (heads && !(g & GIVEN_HEADS))
-			s->heads = heads;
-		if (kv && !(g & GIVEN_KV_HEADS))
-			s->kv_heads = kv;
+		if (config_heads(s, path, heads, kv))
+			return -1;
 	}
 	switch (s->family) {
 	case FAMILY_LLAMA:
@@ -862,12 +1171,12 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 			s->cfg.rope.theta = theta;
 		if (partial && !(g & GIVEN_ROPE_DIM) && !s->rope_cos) {
 			const size_t hd = head_dim ? head_dim : heads && hidden ? hidden / heads : 0;
-			const double r = floor(hd * partial);
 
 			if (!hd)
 				return error("%s: partial_rotary_factor needs head_dim, or hidden_size and "
 					     "num_attention_heads", path);
-			s->cfg.rope.dim = (size_t)r - (size_t)r % 2;
+			if (config_rotary_dim(s, path, hd, partial))
+				return -1;
 		}
 		if ((rc = config_count(root, path, "sliding_window", &window)) < 0)
 			return -1;
@@ -911,6 +1220,19 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 		break;
 	}
 	return 0;
+}
+
+const char *model_heads_source(const struct problem_spec *s, int kv, char *buf, size_t size)
+{
+	const unsigned from_config = kv ? CONFIG_KV_HEADS : CONFIG_HEADS;
+
+	if (kv && !(s->given & (CONFIG_KV_HEADS | GIVEN_KV_HEADS)))
+		return model_heads_source(s, 0, buf, size); /* as many as the heads */
+	if (!(s->given & from_config))
+		return kv ? "--kv-heads" : "--heads";
+	snprintf(buf, size, "%s of '%s'", kv ? "num_key_value_heads" : heads_key(s),
+		 path_shown(s->config_read));
+	return buf;
 }
 
 int model_config(struct problem_spec *s)

@@ -23,6 +23,9 @@ enum {
 	GIVEN_ROPE_THETA = 1u << 3, GIVEN_ROPE_DIM = 1u << 4, GIVEN_WINDOW = 1u << 5,
 	GIVEN_CAUSAL = 1u << 6, GIVEN_LAYOUT = 1u << 7, GIVEN_SCALE = 1u << 8
 };
+/* What config.json set, in the same bits (s->given): a value that does not
+ * fit the weights is then blamed on the file, not on an option. */
+enum { CONFIG_HEADS = 1u << 16, CONFIG_KV_HEADS = 1u << 17, CONFIG_ROPE_DIM = 1u << 18 };
 
 /* -w path names a checkpoint: a .safetensors file, a
  * *.safetensors.index.json, or a folder holding either. */
@@ -35,8 +38,11 @@ int model_files(const char *path, int (*fn)(void *ctx, const char *file), void *
 /*
  * --config FILE, or the config.json beside a checkpoint -w names: its keys
  * set s's family (model_type), heads, kv_heads, rope, window, causality and
- * scale where s->given says the command line did not.  No config: nothing.
- * 0, or -1 said (a value of the wrong type names its key).
+ * scale where s->given says the command line did not, and marks in s->given
+ * what it set (CONFIG_ bits).  No config: nothing.  0, or -1 said: a value
+ * of the wrong type, or heads that do not divide, name the file and the key
+ * (never an option that was not given); partial_rotary_factor turning no
+ * feature turns the rotation off, an odd number of them is refused.
  */
 int model_config(struct problem_spec *s);
 
@@ -44,10 +50,20 @@ int model_config(struct problem_spec *s);
  * The attention weights of one module of the checkpoint at path (see
  * model_is_checkpoint), in the family's layout, into w: s->family (found
  * from the tensors' names when none), s->layer or s->prefix.  s->layout is
- * set to the family's.  0, or -1 said (a missing tensor's message lists
- * the names nearest to it).
+ * set to the family's.  The heads and rotary dim config.json set are held
+ * to the weights read, a mismatch blamed on config.json.  0, or -1 said (a
+ * missing tensor's message lists the names nearest to it).  A shard's file
+ * is open only while its header or one tensor is read.
  */
 int model_load(weights *w, struct problem_spec *s, const char *path);
+
+/*
+ * What set the heads (kv: the key/value heads), for a message that finds
+ * them wrong: "--heads", "--kv-heads", or the key and config.json when the
+ * file set them ("num_attention_heads of 'ck/config.json'", into buf).  Key
+ * and value heads neither given nor set are the heads, and said so.
+ */
+const char *model_heads_source(const struct problem_spec *s, int kv, char *buf, size_t size);
 
 /* "llama", "gpt2", "bert", "torch"; NULL for FAMILY_NONE */
 const char *model_family_name(model_family f);

@@ -37,6 +37,7 @@ if any failed.
 
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -757,6 +758,254 @@ def large_case(c, rng):
     os.remove(path)
 
 
+# ---- whose fault: config.json's values and --layer ------------------------
+
+
+def usage_refused(c, name, args, words):
+    """exit 2 (a bad command line), the message naming words"""
+    rc, out, err = run(c.binary, args)
+    first = err.splitlines()[0] if err else ""
+    c.result(name, rc == 2 and out == "" and first.startswith("mha: ") and
+             all(w in first for w in words), "exit %d, stderr %r" % (rc, err))
+
+
+def blame_cases(c, rng):
+    """A value config.json gives is blamed on config.json and its key (exit
+    1), never on an option nobody gave; --layer's messages say what is
+    there; a rotary dim of 0 from partial_rotary_factor turns nothing."""
+    tmp = c.tmp
+    D, H = 8, 2
+    t, params = llama_checkpoint(rng, 1, D, H, H, "F32")
+    x, xp = c.x(rng, 4, D)
+    base = {"model_type": "llama", "num_attention_heads": H}
+    cases = (
+        ("num_key_value_heads 1e15", {"num_key_value_heads": 1e15}, [],
+         ["config.json'", "num_key_value_heads 1000000000000000 does not divide "
+          "num_attention_heads 2"]),
+        ("num_key_value_heads 3", {"num_key_value_heads": 3}, [],
+         ["config.json'", "num_key_value_heads 3 does not divide num_attention_heads 2"]),
+        ("num_key_value_heads 2 over --heads 3", {"num_key_value_heads": 2}, ["--heads", "3"],
+         ["config.json'", "num_key_value_heads 2 does not divide --heads 3"]),
+        ("num_key_value_heads without num_attention_heads",
+         {"num_attention_heads": None, "num_key_value_heads": 2}, [],
+         ["config.json'", "num_key_value_heads 2 but no num_attention_heads"]),
+        ("num_attention_heads 3 against W_Q", {"num_attention_heads": 3}, [],
+         ["config.json'", "num_attention_heads 3 does not divide the 8 features of W_Q",
+          "q_proj.weight"]),
+        ("num_attention_heads 1e15 against W_Q", {"num_attention_heads": 1e15}, [],
+         ["config.json'", "num_attention_heads 1000000000000000 does not divide"]),
+        ("num_attention_heads 4, num_key_value_heads 1 against W_K",
+         {"num_attention_heads": 4, "num_key_value_heads": 1}, [],
+         ["config.json'", "num_key_value_heads 1", "k_proj.weight"]),
+        ("num_key_value_heads 1e300", {"num_key_value_heads": 1e300}, [],
+         ['"num_key_value_heads"', "1e+300"]),
+        ("num_key_value_heads -1", {"num_key_value_heads": -1}, [],
+         ['"num_key_value_heads"', "whole number from 1"]),
+        ("num_key_value_heads 2.5", {"num_key_value_heads": 2.5}, [],
+         ['"num_key_value_heads"', "whole number from 1"]),
+        ("head_dim 64 against W_Q", {"head_dim": 64, "partial_rotary_factor": 0.5}, [],
+         ["config.json'", "partial_rotary_factor", "d_k = 4"]),
+        ("partial_rotary_factor making an odd rotary dim",
+         {"head_dim": 4, "partial_rotary_factor": 0.75}, [],
+         ["config.json'", "partial_rotary_factor 0.75", "3 features"]),
+        ("partial_rotary_factor turning nothing, with --rope-theta",
+         {"head_dim": 4, "partial_rotary_factor": 0.2}, ["--rope-theta", "5"],
+         ["config.json'", "partial_rotary_factor 0.2", "--rope-theta"]),
+    )
+    for i, (name, extra, opts, words) in enumerate(cases):
+        cfg = {k: v for k, v in dict(base, **extra).items() if v is not None}
+        d = folder(tmp, "blame-%d" % i, t, cfg)
+        rc, out, err = run(c.binary, ["-x", xp, "-w", d, "--layer", "0"] + opts)
+        lines = err.splitlines()
+        ok = rc == 1 and out == "" and len(lines) == 1 and all(w in lines[0] for w in words) \
+            and "--kv-heads 1" not in err and "--rope-dim" not in err
+        c.result("config %s: blamed on config.json" % name, ok,
+                 "exit %d, stderr %r" % (rc, err))
+
+    # head_dim 2, partial_rotary_factor 0.4: int(2 * 0.4) = 0 features turn, as
+    # in transformers; never all of d_k
+    D, H = 4, 2
+    t, params = llama_checkpoint(rng, 1, D, H, H, "F32")
+    x, xp = c.x(rng, 5, D)
+    d = folder(tmp, "rotary-none", t, {"model_type": "llama", "num_attention_heads": H,
+                                       "head_dim": 2, "partial_rotary_factor": 0.4})
+    c.output("partial_rotary_factor 0.4 of head_dim 2: no rotation",
+             ["-x", xp, "-w", d, "--layer", "0"], llama_attention(x, params[0], H, H, partial=0.4))
+    rc, out, err = run(c.binary, ["-x", xp, "-w", d, "--layer", "0", "-f", "json"])
+    rope = json.loads(out)["meta"].get("rope", "absent") if rc == 0 else "exit %d" % rc
+    c.result("partial_rotary_factor 0.4 of head_dim 2: meta's rope null", rope is None,
+             "meta rope %r %s" % (rope, err.strip()))
+
+    # --layer on modules that have no layer number
+    E = 8
+
+    def mha_module(prefix):
+        return {prefix + "in_proj_weight": Tensor(rng.standard_normal((3 * E, E))),
+                prefix + "in_proj_bias": Tensor(rng.standard_normal(3 * E)),
+                prefix + "out_proj.weight": Tensor(rng.standard_normal((E, E))),
+                prefix + "out_proj.bias": Tensor(rng.standard_normal(E))}
+
+    x, xp = c.x(rng, 3, E)
+    torch = ["-x", xp, "--layout", "torch", "--heads", "2", "--layer", "0"]
+    for name, tensors, words in (
+            ("nn.MultiheadAttention's own state_dict", mha_module(""),
+             ['"out_proj.weight"', "no layer number", "leave out --layer"]),
+            ("one module", mha_module("encoder.self_attn."),
+             ['"encoder.self_attn"', "no layer number", "leave out --layer"]),
+            ("two modules", dict(mha_module("enc.self_attn."), **mha_module("dec.self_attn.")),
+             ['"dec.self_attn"', '"enc.self_attn"', "no layer numbers", "--prefix"])):
+        d = folder(tmp, "nolayer-" + name.split()[0].replace("'", ""), tensors)
+        c.refused("--layer 0, %s: no layer numbers" % name, torch + ["-w", d], words)
+        rc, _, err = run(c.binary, torch + ["-w", d])
+        c.result("--layer 0, %s: no template in the message" % name, "%" not in err, err.strip())
+    usage_refused(c, "--layer -1: a whole number from 0", ["-x", xp, "-w", d, "--layer", "-1"],
+                  ["--layer", "from 0", "'-1'"])
+    usage_refused(c, "--layer x: a whole number from 0", ["-x", xp, "-w", d, "--layer", "x"],
+                  ["--layer", "from 0"])
+
+
+# ---- hostile checkpoints: bounded work -------------------------------------
+
+HEADER_LIMIT = 100 * 1000 * 1000  # safetensors' limit on the header's length
+SLOW = 10.0  # seconds: generous, so a slow machine does not flake (2 s measured)
+
+
+def big_header_file(path, tensors, fillers):
+    """tensors (name -> Tensor) and one F32 scalar per filler name, the
+    header filled with fillers' entries up to just under safetensors' limit
+    (the rest blanks): written as text, json.dumps of it is too slow."""
+    parts, data, at = [], [], 0
+    for name, t in tensors.items():
+        parts.append('%s: {"dtype": "%s", "shape": %s, "data_offsets": [%d, %d]}'
+                     % (json.dumps(name), t.dtype, json.dumps(t.shape), at, at + len(t.raw)))
+        data.append(t.raw)
+        at += len(t.raw)
+    size = sum(len(p) + 2 for p in parts) + 2
+    for name in fillers:
+        p = '"%s": {"dtype": "F32", "shape": [1], "data_offsets": [%d, %d]}' % (name, at, at + 4)
+        if size + len(p) + 2 > HEADER_LIMIT - 64:
+            break
+        parts.append(p)
+        at += 4
+        size += len(p) + 2
+    h = ("{" + ", ".join(parts) + "}").encode()
+    h += b" " * (HEADER_LIMIT - 8 - len(h))
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        f.write(b"".join(data))
+        f.write(b"\0" * (at - sum(len(d) for d in data)))
+    return len(parts)
+
+
+def timed(c, name, args, check, env_sh=None):
+    """mha's run of args within SLOW seconds, check(rc, out, err) holding;
+    env_sh: a shell prefix (ulimit) the run goes through."""
+    import time
+    cmd = [c.binary, "forward"] + args
+    if env_sh:
+        cmd = ["sh", "-c", env_sh + ' exec "$@"', "sh"] + cmd
+    start = time.monotonic()
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=120)
+        rc, out, err = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired:
+        rc, out, err = None, "", "timed out after 120 s"
+    took = time.monotonic() - start
+    why = check(rc, out, err)
+    if why is None and took >= SLOW:
+        why = "took %.2f s (bound %g s)" % (took, SLOW)
+    c.result("%s (%.2f s)" % (name, took), why is None, why or "")
+
+
+def refusal(words):
+    """check: exit 1, one line naming words"""
+    def check(rc, out, err):
+        lines = err.splitlines()
+        if rc == 1 and len(lines) == 1 and all(w in lines[0] for w in words) and out == "":
+            return None
+        return "exit %s, stderr %r" % (rc, err[:300])
+    return check
+
+
+def matches(want):
+    """check: exit 0, the JSON output is want"""
+    def check(rc, out, err):
+        if rc != 0:
+            return "exit %s: %s" % (rc, err.strip()[:300])
+        got = np.array(json.loads(out)["output"], dtype=np.float64)
+        if got.shape != want.shape:
+            return "shape %s, expected %s" % (got.shape, want.shape)
+        diff = np.max(np.abs(got - want) / np.maximum(1, np.abs(want)))
+        return None if diff <= RTOL else "max relative difference %.3g" % diff
+    return check
+
+
+def hostile_cases(c, rng):
+    """Checkpoints built to make mha work hard: each answered in bounded time."""
+    D, H = 8, 2
+    t, params = llama_checkpoint(rng, 1, D, H, H, "F32")
+    x, xp = c.x(rng, 4, D)
+    want = llama_attention(x, params[0], H, H)
+    base = ["-x", xp, "--layout", "llama", "--heads", str(H)]
+    attn = {n: v for n, v in t.items() if ".self_attn." in n}
+    k = "model.layers.0.self_attn.k_proj.weight"
+    out = ["--print", "output", "--format", "json"]
+
+    # a missing tensor among 50,000 names 2,000 characters long: the nearest
+    # names are looked for, not an edit distance against each in full
+    d = os.path.join(c.tmp, "long-names")
+    os.makedirs(d)
+    no_k = {n: v for n, v in attn.items() if n != k}
+    fillers = ("model.layers.0.self_attn.%07d.%s" % (i, "x" * 1960) for i in range(10 ** 6))
+    big_header_file(os.path.join(d, "model.safetensors"), no_k, fillers)
+    timed(c, "missing tensor, 100 MB header of long names", base + ["--layer", "0", "-w", d],
+          refusal([k, "nearest", '"model.layers.0.self_attn.q_proj.weight"']))
+    shutil.rmtree(d)
+
+    # the worst case for the length filter: random names as long as the
+    # wanted one, none near it (an edit distance in full is 4 million steps)
+    d = os.path.join(c.tmp, "same-length")
+    os.makedirs(d)
+    prefix = "p" * 1986
+    wanted = prefix + ".q_proj.weight"
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789._", dtype=np.uint8)
+    words = letters[rng.integers(0, len(letters), (50000, len(wanted)))]
+    fillers = (w.tobytes().decode() for w in words)
+    big_header_file(os.path.join(d, "model.safetensors"), attn, fillers)
+    timed(c, "--prefix naming nothing, 100 MB header of names as long",
+          base + ["--prefix", prefix, "-w", d], refusal([wanted, "nearest"]))
+    shutil.rmtree(d)
+
+    # an index of a million weight_map entries: over a million shard names,
+    # and over three
+    for shards in (10 ** 6, 3):
+        d = os.path.join(c.tmp, "index-%d" % shards)
+        os.makedirs(d)
+        write(os.path.join(d, "attn.safetensors"), attn)
+        names = ["model.layers.%d.mlp.w%d" % (i // 8, i % 8) for i in range(10 ** 6)]
+        parts = ['"%s": "shard-%07d.safetensors"' % (n, i % shards) for i, n in enumerate(names)]
+        parts += ['"%s": "attn.safetensors"' % n for n in attn]
+        with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+            f.write('{"metadata": {}, "weight_map": {' + ", ".join(parts) + "}}")
+        timed(c, "index of 1,000,000 entries over %d shard names" % shards,
+              base + ["--layer", "0", "-w", d] + out, matches(want))
+        shutil.rmtree(d)
+
+    # a folder of 1,100 shards, no index, under 256 open files: each shard
+    # closed once its header is read
+    d = os.path.join(c.tmp, "many-shards")
+    os.makedirs(d)
+    for i in range(1100):
+        write(os.path.join(d, "part-%05d.safetensors" % i),
+              {"model.layers.%d.mlp.w" % (i + 1): Tensor(np.ones(2))})
+    for i, (n, v) in enumerate(sorted(attn.items())):
+        write(os.path.join(d, "part-%05d-%d.safetensors" % (i * 250, i)), {n: v})
+    timed(c, "1,100 shards, no index, ulimit -n 256", base + ["--layer", "0", "-w", d] + out,
+          matches(want), env_sh="ulimit -n 256;")
+    shutil.rmtree(d)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -768,6 +1017,8 @@ def main():
         torch_family_cases(c)
         large_case(c, rng)
         damaged_cases(c, rng)
+        blame_cases(c, rng)
+        hostile_cases(c, rng)
     print("max relative difference over all outputs: %.2g (tolerance %g)"
           % (getattr(c, "worst", 0.0), RTOL))
     print("%d passed, %d failed" % (c.passed, c.failed))
