@@ -370,15 +370,19 @@ static int index_names(struct ckpt *c, const cJSON *map, const char *index)
 }
 
 /* model.safetensors.index.json: {"weight_map": {name: file}}; the names
- * stay the parsed index's strings */
-static int read_index(struct ckpt *c, const char *index)
+ * stay the parsed index's strings.  found: in the -w folder, not named by
+ * the user (a regular file only, files.h). */
+static int read_index(struct ckpt *c, const char *index, int found)
 {
 	input_file in;
 	const cJSON *map;
 	int rc;
 
 	c->index = index;
-	rc = input_load(&in, index) || json_parse(&c->index_doc, &in) ? -1 : 0;
+	rc = (found ? input_load_found(&in, index) : input_load(&in, index)) ||
+			     json_parse(&c->index_doc, &in) || json_index_keys(&c->index_doc)
+		     ? -1
+		     : 0;
 	input_free(&in);
 	c->index_doc.f = NULL;
 	if (rc)
@@ -472,9 +476,9 @@ static int ckpt_open(struct ckpt *c, const char *path)
 	snprintf(c->index_path, sizeof(c->index_path), "%s/" INDEX_NAME, c->dir);
 	if (ends_with(path, ".safetensors.index.json")) {
 		snprintf(c->index_path, sizeof(c->index_path), "%s", path);
-		rc = read_index(c, c->index_path);
+		rc = read_index(c, c->index_path, 0);
 	} else if (is_dir(path) && is_file(c->index_path)) {
-		rc = read_index(c, c->index_path);
+		rc = read_index(c, c->index_path, 1);
 	} else {
 		/* one file, or every .safetensors in the folder */
 		rc = is_dir(path) ? folder_shards(c, path) : add_shard(c, NULL, path);
@@ -1247,11 +1251,13 @@ int model_config(struct problem_spec *s)
 	if (!cfg && ckpt) {
 		folder_of(s->w, dir, sizeof(dir));
 		snprintf(path, sizeof(path), "%s/config.json", dir);
-		if (is_file(path))
+		/* there, whatever it is: read, or refused when not a regular file */
+		if (access(path, F_OK) == 0)
 			cfg = path;
 	}
 	if (cfg) {
-		if (input_load(&in, cfg)) {
+		/* config.json found beside the checkpoint: a regular file only */
+		if (cfg == path ? input_load_found(&in, cfg) : input_load(&in, cfg)) {
 			input_free(&in);
 			return -1;
 		}
