@@ -1370,7 +1370,16 @@ int cmd_compare(int argc, char **argv)
 	default: free(o.kv_lens); return EXIT_USAGE;
 	}
 	budget_init(o.max_memory);
-	if (refuse_forward_only(&o, &co) || model_config(&o.spec) || forward_check_options(&o)) {
+	if (refuse_forward_only(&o, &co)) {
+		free(o.kv_lens);
+		return EXIT_USAGE;
+	}
+	/* config.json's settings under the command line's: a bad file is bad data */
+	if (model_config(&o.spec)) {
+		free(o.kv_lens);
+		return EXIT_DATA;
+	}
+	if (forward_check_options(&o)) {
 		free(o.kv_lens);
 		return EXIT_USAGE;
 	}

@@ -1226,16 +1226,18 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 	return 0;
 }
 
-const char *model_heads_source(const struct problem_spec *s, int kv, char *buf, size_t size)
+const char *model_heads_said(const struct problem_spec *s, int kv, size_t n, char *buf,
+			     size_t size)
 {
 	const unsigned from_config = kv ? CONFIG_KV_HEADS : CONFIG_HEADS;
 
 	if (kv && !(s->given & (CONFIG_KV_HEADS | GIVEN_KV_HEADS)))
-		return model_heads_source(s, 0, buf, size); /* as many as the heads */
+		return model_heads_said(s, 0, n, buf, size); /* as many as the heads */
 	if (!(s->given & from_config))
-		return kv ? "--kv-heads" : "--heads";
-	snprintf(buf, size, "%s of '%s'", kv ? "num_key_value_heads" : heads_key(s),
-		 path_shown(s->config_read));
+		snprintf(buf, size, "%s %zu", kv ? "--kv-heads" : "--heads", n);
+	else
+		snprintf(buf, size, "%s %zu of '%s'", kv ? "num_key_value_heads" : heads_key(s), n,
+			 path_shown(s->config_read));
 	return buf;
 }
 

@@ -58,12 +58,14 @@ int model_config(struct problem_spec *s);
 int model_load(weights *w, struct problem_spec *s, const char *path);
 
 /*
- * What set the heads (kv: the key/value heads), for a message that finds
- * them wrong: "--heads", "--kv-heads", or the key and config.json when the
- * file set them ("num_attention_heads of 'ck/config.json'", into buf).  Key
- * and value heads neither given nor set are the heads, and said so.
+ * The heads (kv: the key/value heads), n of them, as a message that finds
+ * them wrong names what set them: "--heads 3", "--kv-heads 2", or the key
+ * and config.json when the file set them ("num_attention_heads 3 of
+ * 'ck/config.json'"), into buf.  Key and value heads neither given nor set
+ * are the heads, and said so.
  */
-const char *model_heads_source(const struct problem_spec *s, int kv, char *buf, size_t size);
+const char *model_heads_said(const struct problem_spec *s, int kv, size_t n, char *buf,
+			     size_t size);
 
 /* "llama", "gpt2", "bert", "torch"; NULL for FAMILY_NONE */
 const char *model_family_name(model_family f);

@@ -469,6 +469,7 @@ static int derive_dims(const struct problem_spec *s, const struct problem *p, mh
 {
 	const weights *w = &p->w;
 	const size_t H = s->heads, G = s->kv_heads;
+	char said[4400]; /* what set the heads, for a message */
 
 	memset(d, 0, sizeof(*d));
 	d->heads = H;
@@ -486,8 +487,8 @@ static int derive_dims(const struct problem_spec *s, const struct problem *p, mh
 		d->d_k_in = matrix_cols(&p->k);
 		d->d_v_in = matrix_cols(&p->v);
 		if (d->d_q_in % H)
-			return error("Q from %s has %zu columns, which --heads %zu does not divide",
-				     p->q_src, d->d_q_in, H);
+			return error("Q from %s has %zu columns, which %s does not divide",
+				     p->q_src, d->d_q_in, model_heads_said(s, 0, H, said, sizeof(said)));
 		d->d_k = d->d_q_in / H;
 		if (d->d_k_in != G * d->d_k)
 			return error("K from %s has %zu columns but needs %zu (%zu key/value head%s of "
@@ -498,8 +499,8 @@ static int derive_dims(const struct problem_spec *s, const struct problem *p, mh
 			return error("V from %s has %zu rows but K from %s has %zu: one value per key",
 				     p->v_src, matrix_rows(&p->v), p->k_src, d->n_kv);
 		if (d->d_v_in % G)
-			return error("V from %s has %zu columns, which --kv-heads %zu does not divide",
-				     p->v_src, d->d_v_in, G);
+			return error("V from %s has %zu columns, which %s does not divide",
+				     p->v_src, d->d_v_in, model_heads_said(s, 1, G, said, sizeof(said)));
 		d->d_v = d->d_v_in / G;
 	} else {
 		/* the keys' source, and the values' (the same but with --xk/--xv) */
@@ -537,9 +538,9 @@ static int derive_dims(const struct problem_spec *s, const struct problem *p, mh
 					     "needs %zu rows", w->src[WQ], wq->dim[0], wq->dim[1],
 					     p->x_src, d->d_q_in, d->d_q_in);
 			if (wq->dim[1] % H)
-				return error("W_Q from %s has %zu columns, which --heads %zu does not "
+				return error("W_Q from %s has %zu columns, which %s does not "
 					     "divide (each head takes an equal block)", w->src[WQ],
-					     wq->dim[1], H);
+					     wq->dim[1], model_heads_said(s, 0, H, said, sizeof(said)));
 			d->d_k = wq->dim[1] / H;
 			for (int i = WK; i <= WV; i++) {
 				const size_t in = i == WK ? d->d_k_in : d->d_v_in;
@@ -557,16 +558,18 @@ static int derive_dims(const struct problem_spec *s, const struct problem *p, mh
 					     "head%s)", w->src[WK], wk->dim[1], G * d->d_k, G, plural(G),
 					     d->d_k, w->src[WQ], wq->dim[1], H, plural(H));
 			if (wv->dim[1] % G)
-				return error("W_V from %s has %zu columns, which --kv-heads %zu does not "
-					     "divide", w->src[WV], wv->dim[1], G);
+				return error("W_V from %s has %zu columns, which %s does not "
+					     "divide", w->src[WV], wv->dim[1],
+					     model_heads_said(s, 1, G, said, sizeof(said)));
 			d->d_v = wv->dim[1] / G;
 			if (check_bias(w, BQ, WQ) || check_bias(w, BK, WK) || check_bias(w, BV, WV))
 				return -1;
 		} else {
 			/* Q = X, K = V = X_kv: the heads split X's own columns */
 			if (d->d_q_in % H)
-				return error("--heads %zu does not divide d_model %zu (the columns of X "
-					     "from %s)", H, d->d_q_in, p->x_src);
+				return error("%s does not divide d_model %zu (the columns of X "
+					     "from %s)", model_heads_said(s, 0, H, said, sizeof(said)),
+					     d->d_q_in, p->x_src);
 			d->d_k = d->d_v = d->d_q_in / H;
 			if (d->d_k_in != G * d->d_k && !s->kv && !s->xk)
 				return error("--kv-heads %zu needs weights (-w) or --kv: without them K = V "
@@ -580,8 +583,9 @@ static int derive_dims(const struct problem_spec *s, const struct problem *p, mh
 			if (s->xv) {
 				/* V = X_v: its own width, split among the key/value heads */
 				if (d->d_v_in % G)
-					return error("X_v from %s has %zu columns, which --kv-heads %zu "
-						     "does not divide", vsrc, d->d_v_in, G);
+					return error("X_v from %s has %zu columns, which %s "
+						     "does not divide", vsrc, d->d_v_in,
+						     model_heads_said(s, 1, G, said, sizeof(said)));
 				d->d_v = d->d_v_in / G;
 			}
 		}
