@@ -10,6 +10,7 @@
 #define MHA_FUZZ_H
 
 #include "../../cli/budget.h"
+#include "../../cli/files.h"
 #include "../../cli/input.h"
 #include "../../cli/matrix.h"
 
@@ -41,10 +42,19 @@ static const read_spec fuzz_specs[] = {
 };
 #define FUZZ_N_SPECS (sizeof(fuzz_specs) / sizeof(fuzz_specs[0]))
 
+/* Each input starts afresh: the memory budget full, and no file on the
+ * list of the run's inputs (files.h), which would grow by one file an
+ * input where a file is made again (fuzz_model's index) */
+static inline void fuzz_start(void)
+{
+	budget_init(FUZZ_BUDGET);
+	files_forget();
+}
+
 /* data[0, size) as a loaded file called name: the bytes, then a NUL */
 static inline void fuzz_file(input_file *f, const char *name, const uint8_t *data, size_t size)
 {
-	budget_init(FUZZ_BUDGET);
+	fuzz_start();
 	memset(f, 0, sizeof(*f));
 	f->name = strdup(name);
 	f->data = malloc(size + 1);

@@ -206,7 +206,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		snprintf(w_path, sizeof(w_path), "%s", dir);
 	s.w = w_path;
 
-	budget_init(FUZZ_BUDGET);
+	fuzz_start();
 	if (model_config(&s) == 0) {
 		if (s.heads < 1)
 			fuzz_fail("model_config: no heads");

@@ -208,7 +208,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size -= nul ? n + 1 : n;
 	}
 	s.x = fuzz_file_path(data, size);
-	budget_init(FUZZ_BUDGET);
+	fuzz_start();
 	rc = problem_load(&p, &s);
 	if (rc != EXIT_OK && rc != EXIT_DATA && rc != EXIT_USAGE)
 		fuzz_fail("problem_load: an exit status that is none of 0, 1 and 2");

@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *path = fuzz_file_path(data, size);
 	st_file f;
 
-	budget_init(FUZZ_BUDGET);
+	fuzz_start();
 	if (st_open(&f, path) == 0) {
 		for (size_t i = 0; i < f.n; i++) {
 			const st_tensor *t = &f.t[i];

@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		weights w;
 
 		memset(&w, 0, sizeof(w));
-		budget_init(FUZZ_BUDGET);
+		fuzz_start();
 		if (weights_load(&w, path, runs[r].layout) == 0 &&
 		    weights_finish(&w, runs[r].heads, runs[r].kv_heads) == 0)
 			check_finished(&w);
