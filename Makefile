@@ -61,7 +61,7 @@ DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq \
 
 LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c lib/backward.c lib/team.c lib/pages.c
 CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
-          cli/read_npy.c cli/read_safetensors.c cli/model.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c cli/files.c \
+          cli/read_npy.c cli/read_safetensors.c cli/checkpoint.c cli/model.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c cli/files.c \
           cli/cmd_forward.c cli/cmd_heatmap.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c cli/steps.c cli/problem.c cli/emit.c \
           cli/meta.c cli/zip.c cli/read_npz.c cli/inflate.c cli/cmd_backward.c
 # mha compare

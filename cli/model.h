@@ -27,14 +27,6 @@ enum {
  * fit the weights is then blamed on the file, not on an option. */
 enum { CONFIG_HEADS = 1u << 16, CONFIG_KV_HEADS = 1u << 17, CONFIG_ROPE_DIM = 1u << 18 };
 
-/* -w path names a checkpoint: a .safetensors file, a
- * *.safetensors.index.json, or a folder holding either. */
-int model_is_checkpoint(const char *path);
-
-/* Each file of the checkpoint at path (its shards, index and config.json)
- * passed to fn: the first nonzero fn returns, or 0. */
-int model_files(const char *path, int (*fn)(void *ctx, const char *file), void *ctx);
-
 /*
  * --config FILE, or the config.json beside a checkpoint -w names: its keys
  * set s's family (model_type), heads, kv_heads, rope, window, causality and
@@ -48,7 +40,7 @@ int model_config(struct problem_spec *s);
 
 /*
  * The attention weights of one module of the checkpoint at path (see
- * model_is_checkpoint), in the family's layout, into w: s->family (found
+ * ckpt_is_checkpoint in checkpoint.h), in the family's layout, into w: s->family (found
  * from the tensors' names when none), s->layer or s->prefix.  s->layout is
  * set to the family's.  The heads and rotary dim config.json set are held
  * to the weights read, a mismatch blamed on config.json.  0, or -1 said (a

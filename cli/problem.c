@@ -9,6 +9,7 @@
  */
 #include "problem.h"
 #include "model.h"
+#include "checkpoint.h"
 
 #include "budget.h"
 #include "cli.h"
@@ -327,7 +328,7 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	{
 		/* a checkpoint is read a tensor at a time, never whole */
 		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->q, s->k, s->v, s->mask,
-					      model_is_checkpoint(s->w) ? NULL : s->w, s->sinks, s->alibi_slopes, s->positions,
+					      ckpt_is_checkpoint(s->w) ? NULL : s->w, s->sinks, s->alibi_slopes, s->positions,
 					      s->rope_cos, s->rope_sin };
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
@@ -355,7 +356,7 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	p->w.layout = s->layout;
 	p->w.floats = s->floats;
 	p->w.map = s->map;
-	if (s->w && model_is_checkpoint(s->w)) {
+	if (s->w && ckpt_is_checkpoint(s->w)) {
 		if (model_load(&p->w, &p->spec, s->w))
 			return -1;
 	} else if (s->family && s->family != FAMILY_TORCH) {
@@ -1190,8 +1191,8 @@ int problem_note_inputs(const struct problem_spec *s)
 	for (int i = 0; i < N_WEIGHTS && !rc; i++)
 		if (s->one[i])
 			rc = files_note(weight_options[i], s->one[i]);
-	if (!rc && s->w && model_is_checkpoint(s->w))
-		rc = model_files(s->w, add_input, NULL); /* its shards, index and config */
+	if (!rc && s->w && ckpt_is_checkpoint(s->w))
+		rc = ckpt_files(s->w, add_input, NULL); /* its shards, index and config */
 	else if (!rc && s->w)
 		rc = weights_files(s->w, add_input, NULL); /* a directory: every file it may read */
 	return rc;

@@ -3,7 +3,7 @@
  * 'mha forward -w DIR' reads them: model.safetensors.index.json (its
  * weight_map naming the shards) or Hugging Face's config.json, through
  * model_config() and model_load(), the public entry points (read_index()
- * and the config's readers are static in model.c).
+ * and the config's readers are static in checkpoint.c and model.c).
  *
  * The first byte picks the options: bits 0-2 --layout (none, llama, gpt2,
  * bert, torch), bit 3 --layer, bit 4 layer 1 (else 0), bit 5 --prefix
