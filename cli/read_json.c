@@ -216,10 +216,22 @@ static int first_repeat(const cJSON *obj, size_t *at)
 	size_t n = 0;
 
 	*at = SIZE_MAX;
-	cJSON_ArrayForEach(e, obj)
-		n++;
-	if (n < 2)
-		return 0;
+	{
+		/* keys in strictly rising order (an index as transformers writes it)
+		 * cannot repeat: no sort */
+		const char *last = NULL;
+		int rising = 1;
+
+		cJSON_ArrayForEach(e, obj) {
+			const char *k = e->string ? e->string : "";
+
+			rising = rising && (!last || strcmp(last, k) < 0);
+			last = k;
+			n++;
+		}
+		if (n < 2 || rising)
+			return 0;
+	}
 	if (budget_take(budget_block(n * sizeof(*keys))))
 		return -2; /* past --max-memory */
 	keys = malloc(n * sizeof(*keys));
