@@ -8,13 +8,13 @@
 #include "checkpoint.h"
 #include "budget.h"
 #include "cli.h"
+#include "files.h"
 #include "input.h"
 #include "safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,10 +231,11 @@ static void shard_close(struct ckpt *c, size_t i)
 static int shard_reopen(struct ckpt_shard *sh)
 {
 	struct stat st;
-	const int fd = open(sh->path, O_RDONLY | O_CLOEXEC);
+	/* through files_open: replaced by a FIFO, it must not block */
+	const int fd = files_open(sh->path, FILE_SEEKABLE, NULL);
 
 	if (fd < 0)
-		return error("%s: %s", sh->path, strerror(errno));
+		return -1;
 	if (fstat(fd, &st) != 0 || st.st_dev != sh->dev || st.st_ino != sh->ino ||
 	    (uint64_t)st.st_size != sh->st.size) {
 		close(fd);
