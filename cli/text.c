@@ -72,6 +72,23 @@ static unsigned long decode(const unsigned char *p, size_t *len)
 	return c;
 }
 
+size_t text_utf8_prefix(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0, len;
+
+	while (i < n) {
+		if (p[i] < 0x80) {
+			i++; /* ASCII, most of any header: no decoding */
+			continue;
+		}
+		if (decode(p + i, &len) & TEXT_BYTE)
+			return i;
+		i += len;
+	}
+	return n;
+}
+
 /* what may not reach a terminal, an SVG or a Markdown page as itself */
 static int unsafe(unsigned long c)
 {

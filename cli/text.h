@@ -32,6 +32,9 @@ struct text_unit {
 
 /* The next character of the string *s as shown, *s moved past it; 0 at its end. */
 int text_next(const char **s, struct text_unit *u);
+/* How many of the n bytes of s (s[n] a NUL) are valid UTF-8 from the
+ * start, by the rule text_next() reads it with: n when all are. */
+size_t text_utf8_prefix(const char *s, size_t n);
 /* The columns code point c takes on a terminal shown as itself: 0, 1 or 2. */
 int text_char_width(unsigned long c);
 /* The columns s takes as shown. */
