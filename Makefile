@@ -179,8 +179,11 @@ demo: deps
 	./mha forward -x samples/two-head-causal/x.json -w samples/two-head-causal/weights.json \
 		--heads 2 --causal --scale seqlen --print all
 
+# the builds of check and check-asan use every core (the suites are timed in CI)
+NPROC := $(shell nproc 2>/dev/null || echo 1)
+
 check: deps
-	$(MAKE) STRICT=-Werror all tests/test_lib
+	$(MAKE) -j$(NPROC) STRICT=-Werror all tests/test_lib
 	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-npz \
 		test-checkpoint test-schema test-samples test-docs test-install test-backward test-compare
 	@echo "make check: all tests passed"
@@ -466,12 +469,20 @@ $(ASAN_DIR)/conformance: $(ASAN_DIR)/tests/conformance.o $(ASAN_DIR)/libmha.a
 
 # the unit tests once per kernel (base, AVX2, AVX-512 where the CPU has them),
 # then every suite make check runs except test-install (packaging, no new code)
+ASAN_KERNELS = $(patsubst f64_%,%,$(filter f64_%,$(KERNEL_VARIANTS)))
+
+# the unit tests of each kernel side by side (each mostly one thread, several
+# minutes under ASan), their output shown in turn after
 check-asan: deps
-	$(MAKE) asan
-	@for k in $(patsubst f64_%,%,$(filter f64_%,$(KERNEL_VARIANTS))); do \
-		echo "unit tests under ASan, MHA_KERNEL=$$k"; \
-		$(ASAN_ENV) MHA_KERNEL=$$k CK_FORK=yes CK_TIMEOUT_MULTIPLIER=10 ./$(ASAN_DIR)/test_lib || exit 1; \
-	done
+	$(MAKE) -j$(NPROC) asan
+	@for k in $(ASAN_KERNELS); do \
+		( $(ASAN_ENV) MHA_KERNEL=$$k CK_FORK=yes CK_TIMEOUT_MULTIPLIER=10 ./$(ASAN_DIR)/test_lib \
+			> $(ASAN_DIR)/unit-$$k.log 2>&1; echo $$? > $(ASAN_DIR)/unit-$$k.rc ) & \
+	done; wait; rc=0; \
+	for k in $(ASAN_KERNELS); do \
+		echo "unit tests under ASan, MHA_KERNEL=$$k"; cat $(ASAN_DIR)/unit-$$k.log; \
+		[ "$$(cat $(ASAN_DIR)/unit-$$k.rc)" = 0 ] || rc=1; \
+	done; exit $$rc
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh tests/cli/run.sh
 	$(ASAN_ENV) $(PYTHON) tests/numpy_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/formats_check.py $(ASAN_DIR)/mha
