@@ -21,8 +21,9 @@ struct input {
 	char *path;      /* as given, or "<stdin>" */
 };
 
-/* the run's inputs; a file read twice (by an option, then by its reader)
- * is listed once, with the option */
+/* the run's inputs, in the order noted: options before their readers, so
+ * the first entry of a file read twice names its option.  Appended, never
+ * searched on the way in: a folder may hold a hundred thousand shards */
 static struct {
 	struct input *v; /* [n] */
 	size_t n, cap;
@@ -38,15 +39,10 @@ static struct input *find(dev_t dev, ino_t ino)
 
 static int add(const struct stat *st, const char *opt, const char *path)
 {
-	struct input *in = find(st->st_dev, st->st_ino);
+	struct input *in;
 
 	if (!S_ISREG(st->st_mode))
 		return 0; /* a FIFO, a device, a terminal: nothing to overwrite */
-	if (in) {
-		if (!in->opt)
-			in->opt = opt;
-		return 0;
-	}
 	if (inputs.n == inputs.cap) {
 		size_t cap = inputs.cap ? inputs.cap * 2 : 16;
 		struct input *more = realloc(inputs.v, cap * sizeof(*more));

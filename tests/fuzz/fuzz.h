@@ -43,8 +43,8 @@ static const read_spec fuzz_specs[] = {
 #define FUZZ_N_SPECS (sizeof(fuzz_specs) / sizeof(fuzz_specs[0]))
 
 /* Each input starts afresh: the memory budget full, and no file on the
- * list of the run's inputs (files.h), which would grow by one file an
- * input where a file is made again (fuzz_model's index) */
+ * list of the run's inputs (files.h), which takes every file a reader
+ * opens and would otherwise grow over the run */
 static inline void fuzz_start(void)
 {
 	budget_init(FUZZ_BUDGET);
