@@ -60,12 +60,15 @@ DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq \
                libxml2-utils librsvg2-bin
 
 LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c lib/backward.c lib/team.c lib/pages.c
-CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
-          cli/read_npy.c cli/read_safetensors.c cli/checkpoint.c cli/model.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c cli/files.c \
-          cli/cmd_forward.c cli/cmd_heatmap.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c cli/steps.c cli/problem.c cli/emit.c \
-          cli/meta.c cli/zip.c cli/read_npz.c cli/inflate.c cli/cmd_backward.c
-# mha compare
-CLI_SRC += cli/cmd_compare.c cli/against.c
+# cli/ by role (docs/architecture.md): every .c of its folders
+CLI_DIRS = base read load run write cmd
+CLI_SRC = $(sort $(foreach d,$(CLI_DIRS),$(wildcard cli/$(d)/*.c)))
+# its includes name a header by folder ("read/json.h"), the library's by name
+# ("mha.h"), the page's generated strings by name ("html_page.h")
+CLI_CPPFLAGS = -Icli -Ilib -Ibuild/gen
+# each object's headers, as the compiler found them (-MMD), so that a header
+# touched rebuilds only what includes it; -MP: a header removed is no error
+DEPFLAGS = -MMD -MP
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
 # the backward's elementwise kernels (kernel_bwd.c), per element type and vector width
 BWD_VARIANTS = $(KERNEL_VARIANTS)
@@ -73,7 +76,7 @@ LIB_OBJ += $(BWD_VARIANTS:%=build/lib/kernel_bwd_%.o)
 # backward.c again with -DMHA_F32: mha_backward_f32's float arithmetic
 LIB_OBJ += build/lib/backward_f32.o
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
-TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o
+TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/base/number.o
 
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
@@ -122,20 +125,19 @@ build/lib/backward_f32.o: lib/backward.c lib/mha.h lib/kernel.h lib/kernel_bwd.h
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(PTHREAD) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
 
-build/cli/%.o: cli/%.c cli/*.h lib/mha.h build/.flags
+build/cli/%.o: cli/%.c build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(CJSON_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CJSON_CFLAGS) -c $< -o $@
 
-build/tests/%.o: tests/%.c tests/*.h lib/mha.h build/.flags
+build/tests/%.o: tests/%.c tests/*.h $(wildcard cli/*/*.h) lib/mha.h build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(CLI_CPPFLAGS) $(CHECK_CFLAGS) -c $< -o $@
 
-# the interactive page's style, frame and script, carried as C strings (cli/html.c)
-CLI_SRC += cli/html.c
-HTML_ASSETS = cli/html/page.css cli/html/page.html cli/html/page.js
-build/gen/html_page.h: $(HTML_ASSETS) cli/html/embed.sh
-	sh cli/html/embed.sh $@ $(HTML_ASSETS)
-build/cli/html.o build-asan/cli/html.o build/fuzz/obj/cli/html.o: build/gen/html_page.h
+# the interactive page's style, frame and script, carried as C strings (cli/write/html.c)
+HTML_ASSETS = cli/write/html/page.css cli/write/html/page.html cli/write/html/page.js
+build/gen/html_page.h: $(HTML_ASSETS) cli/write/html/embed.sh
+	sh cli/write/html/embed.sh $@ $(HTML_ASSETS)
+build/cli/write/html.o build-asan/cli/write/html.o build/fuzz/obj/cli/write/html.o: build/gen/html_page.h
 
 lib/libmha.a: $(LIB_OBJ)
 	rm -f $@
@@ -143,6 +145,9 @@ lib/libmha.a: $(LIB_OBJ)
 
 lib/libmha.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libmha.so.$(SOVERSION) $(LDFLAGS) $(PTHREAD) -o $@ $^ -lm
+
+# the headers each object was built from (DEPFLAGS)
+-include $(CLI_OBJ:.o=.d) $(CLI_SRC:%.c=$(ASAN_DIR)/%.d) $(CLI_SRC:%.c=build/fuzz/obj/%.d)
 
 mha: $(CLI_OBJ) lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $(CLI_OBJ) lib/libmha.a $(CJSON_LIBS) -lm
@@ -160,12 +165,12 @@ TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=al
 # and pthread_create, which test_threads_refused makes fail
 TEST_WRAP := $(TEST_WRAP),--wrap=pthread_create
 
-# cli/zip.c's ZIP64 records, forced on a small archive (tests/npz_check.py)
-tests/zip_test: build/tests/zip_test.o $(filter-out build/cli/main.o,$(CLI_OBJ)) lib/libmha.a
+# cli/write/zip.c's ZIP64 records, forced on a small archive (tests/npz_check.py)
+tests/zip_test: build/tests/zip_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) -lm
 
-# cli/read_npz.c and cli/inflate.c alone, against NumPy and zlib (tests/npz_read_check.py)
-tests/npz_test: build/tests/npz_test.o $(filter-out build/cli/main.o,$(CLI_OBJ)) lib/libmha.a
+# cli/read/npz.c and cli/read/inflate.c alone, against NumPy and zlib (tests/npz_read_check.py)
+tests/npz_test: build/tests/npz_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) -lm
 
 tests/test_lib: $(TEST_OBJ) lib/libmha.a
@@ -328,7 +333,7 @@ FUZZ_SAN       = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_WARN      = $(WARN) -Wno-unknown-pragmas -Wno-format-nonliteral -Wno-cast-align
 FUZZ_CFLAGS    = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(FUZZ_WARN) \
                  -g -O1 $(FUZZ_SAN) $(CJSON_CFLAGS)
-FUZZ_SRC       = $(filter-out cli/main.c,$(CLI_SRC)) $(LIB_SRC)
+FUZZ_SRC       = $(filter-out cli/cmd/main.c,$(CLI_SRC)) $(LIB_SRC)
 FUZZ_OBJ       = $(FUZZ_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/lib/kernel_f64_base.o \
                  build/fuzz/obj/lib/kernel_bwd_f64_base.o \
                  build/fuzz/obj/lib/kernel_f32_base.o build/fuzz/obj/lib/kernel_bwd_f32_base.o \
@@ -346,7 +351,11 @@ build/fuzz/.flags: FORCE
 	@echo '$(FUZZ_CC) $(FUZZ_CFLAGS)' | cmp -s - $@ || echo '$(FUZZ_CC) $(FUZZ_CFLAGS)' > $@
 
 # fuzzer-no-link: coverage for the fuzzer, its main() only in the targets
-build/fuzz/obj/%.o: %.c cli/*.h lib/*.h build/fuzz/.flags
+build/fuzz/obj/cli/%.o: cli/%.c build/fuzz/.flags
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+build/fuzz/obj/%.o: %.c lib/*.h build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
@@ -374,8 +383,8 @@ build/fuzz/libmha-fuzz.a: $(FUZZ_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/*.h build/fuzz/libmha-fuzz.a
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< build/fuzz/libmha-fuzz.a $(CJSON_LIBS) -lm
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/*.h $(wildcard cli/*/*.h) build/fuzz/libmha-fuzz.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CLI_CPPFLAGS) -fsanitize=fuzzer -o $@ $< build/fuzz/libmha-fuzz.a $(CJSON_LIBS) -lm
 
 fuzz-build: deps fuzz-deps
 	$(MAKE) $(FUZZ_BIN)
@@ -446,13 +455,13 @@ $(ASAN_DIR)/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/rules.h $(ASAN_DIR)/.fla
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_ALL_CFLAGS) $(PTHREAD) $(X86_KERNELS) -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
 
-$(ASAN_DIR)/cli/%.o: cli/%.c cli/*.h lib/mha.h $(ASAN_DIR)/.flags
+$(ASAN_DIR)/cli/%.o: cli/%.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(CJSON_CFLAGS) -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CJSON_CFLAGS) -c $< -o $@
 
 $(ASAN_DIR)/tests/%.o: tests/%.c tests/*.h lib/mha.h $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(CHECK_CFLAGS) $(CJSON_CFLAGS) -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(CLI_CPPFLAGS) $(CHECK_CFLAGS) $(CJSON_CFLAGS) -c $< -o $@
 
 $(ASAN_DIR)/libmha.a: $(ASAN_LIB_OBJ)
 	rm -f $@

@@ -11,9 +11,9 @@
  *   npz_test inflate SIZE < RAW
  *       RAW (a raw deflate stream) inflated into SIZE bytes, onto stdout
  */
-#include "../cli/budget.h"
-#include "../cli/inflate.h"
-#include "../cli/npz.h"
+#include "../cli/base/budget.h"
+#include "../cli/read/inflate.h"
+#include "../cli/read/npz.h"
 
 #include <inttypes.h>
 #include <stdint.h>

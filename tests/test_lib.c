@@ -12,7 +12,7 @@
 #endif
 #include "ref.h"
 #include "../lib/kernel.h" /* the GEMM itself (libmha.a has it) */
-#include "../cli/write.h"
+#include "../cli/base/number.h"
 
 #include <check.h>
 #include <errno.h>

@@ -11,7 +11,7 @@
  * writes "a" (2x3 float64 with -inf), "b" (two float32 2x3 parts, (2, 2, 3)),
  * "s" (strings, one not ASCII) and "m" (a 0-d string).
  */
-#include "../cli/zip.h"
+#include "../cli/write/zip.h"
 
 #include <math.h>
 #include <stdio.h>

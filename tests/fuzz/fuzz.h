@@ -9,10 +9,10 @@
 #ifndef MHA_FUZZ_H
 #define MHA_FUZZ_H
 
-#include "../../cli/budget.h"
-#include "../../cli/files.h"
-#include "../../cli/input.h"
-#include "../../cli/matrix.h"
+#include "../../cli/base/budget.h"
+#include "../../cli/base/files.h"
+#include "../../cli/read/input.h"
+#include "../../cli/base/matrix.h"
 
 #include <math.h>
 #include <stddef.h>

@@ -20,9 +20,9 @@
 #define _GNU_SOURCE /* memfd_create */
 #include "fuzz_file.h"
 #include "fuzz.h"
-#include "../../cli/cli.h"
-#include "../../cli/problem.h"
-#include "../../cli/steps.h"
+#include "../../cli/base/cli.h"
+#include "../../cli/load/problem.h"
+#include "../../cli/run/steps.h"
 
 /* the most cells (queries x keys x heads) a loaded problem is run with */
 #define MOST_CELLS 4096

@@ -1,0 +1,541 @@
+/*
+ * against.c: reading 'mha compare --against PATH' (against.h): a JSON file
+ * in mha's schema, a directory of one file per step, a .npz archive, or
+ * one matrix taken as the output.  Names and keys are mha's own (steps.c's
+ * table, step_file_name): a name that is not a step's is refused, so that a
+ * typo cannot leave a step silently uncompared.
+ */
+#include "cmd/against.h"
+
+#include "base/cli.h"
+#include "write/emit.h"
+#include "read/input.h"
+#include "read/npz.h"
+#include "read/json.h"
+#include "run/steps.h"
+#include "base/text.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const struct cmp_step cmp_steps[C_COUNT] = {
+	[C_X] = { "X", "X", STEP_X, 0 },
+	[C_Q] = { "Q", "Q", STEP_Q, 0 },
+	[C_K] = { "K", "K", STEP_K, 0 },
+	[C_V] = { "V", "V", STEP_V, 0 },
+	[C_Q_ROT] = { "q_rot", "q_rot", STEP_Q_ROT, 0 },
+	[C_K_ROT] = { "k_rot", "k_rot", STEP_K_ROT, 0 },
+	[C_HEAD_Q] = { "heads.Q", "Q", STEP_Q, 1 },
+	[C_HEAD_K] = { "heads.K", "K", STEP_K, 1 },
+	[C_HEAD_V] = { "heads.V", "V", STEP_V, 1 },
+	[C_SCORES] = { "scores", "scores", STEP_SCORES, 1 },
+	[C_SCALED] = { "scaled", "scaled", STEP_SCALED, 1 },
+	[C_SOFTCAPPED] = { "softcapped", "softcapped", STEP_SOFTCAPPED, 1 },
+	[C_MASK] = { "mask", "mask", STEP_MASK, 0 },
+	[C_MASKED] = { "masked", "masked", STEP_MASKED, 1 },
+	[C_SOFTMAX] = { "softmax", "softmax", STEP_SOFTMAX, 1 },
+	[C_HEAD_OUTPUT] = { "heads.output", "output", STEP_HEADS, 1 },
+	[C_CONCAT] = { "concat", "concat", STEP_CONCAT, 0 },
+	[C_OUTPUT] = { "output", "output", STEP_OUTPUT, 0 },
+};
+
+/* the step under key (top level: per_head 0; in "heads": 1), or -1 */
+static int step_of_key(const char *key, int per_head)
+{
+	for (int i = 0; i < C_COUNT; i++)
+		if (cmp_steps[i].per_head == per_head && !strcmp(cmp_steps[i].key, key))
+			return i;
+	return -1;
+}
+
+/* the keys known, for "did you mean": a head's, or the top level's and a head's */
+static size_t known_keys(const char **names, int per_head)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < C_COUNT; i++)
+		if (cmp_steps[i].per_head == per_head ||
+		    (!per_head && step_of_key(cmp_steps[i].key, 0) < 0))
+			names[n++] = cmp_steps[i].key;
+	if (!per_head)
+		names[n++] = "heads";
+	return n;
+}
+
+/* "not a step: did you mean 'scores'?" for key, at the top level or in a head */
+static int unknown_key(const char *file, const char *where, const char *key, int per_head)
+{
+	const char *names[C_COUNT + 1];
+	const size_t n = known_keys(names, per_head);
+	const char *near = closest_name(key, names, n);
+	char shown[200];
+
+	text_shown(shown, sizeof(shown), key);
+	if (!per_head && step_of_key(key, 1) >= 0)
+		return error("'%s': \"%s\" is a step of each head: give it under \"heads\", "
+			     "[{\"%s\": ...}, ...], one object per head", path_shown(file), shown, shown);
+	if (near && !per_head && step_of_key(near, 0) < 0)
+		return error("'%s': \"%s\" is not a step of mha's JSON output: did you mean \"%s\" "
+			     "(under \"heads\")?", path_shown(file), shown, near);
+	if (near)
+		return error("'%s': %s\"%s\" is not a step of mha's JSON output: did you mean \"%s\"?",
+			     path_shown(file), where, shown, near);
+	return error("'%s': %s\"%s\" is not a step of mha's JSON output (%s)", path_shown(file), where,
+		     shown, per_head ? "Q, K, V, scores, scaled, softcapped, masked, softmax, output"
+		     : "X, Q, K, V, q_rot, k_rot, mask, heads, concat, output");
+}
+
+/* per-head matrices as read, one list per step, stacked at the end */
+struct heads_read {
+	size_t heads;
+	matrix *m[C_COUNT];     /* [heads] */
+	size_t count[C_COUNT];  /* how many heads gave it */
+};
+
+static int heads_slot(struct heads_read *h, int s, size_t head, matrix **out)
+{
+	if (!h->m[s]) {
+		h->m[s] = calloc(h->heads, sizeof(matrix));
+		if (!h->m[s])
+			return error("out of memory");
+	}
+	*out = &h->m[s][head];
+	return 0;
+}
+
+static void heads_free(struct heads_read *h)
+{
+	for (int s = 0; s < C_COUNT; s++) {
+		for (size_t i = 0; h->m[s] && i < h->heads; i++)
+			matrix_free(&h->m[s][i]);
+		free(h->m[s]);
+	}
+}
+
+/*
+ * Each step's heads as one (H, rows, cols) matrix; name(head, buf) names
+ * head's matrix in messages ("heads[2].scores", "head2_scores.csv").
+ */
+static int heads_stack(struct against *a, struct heads_read *h, const char *path,
+		       const char *(*name)(char *buf, size_t size, int s, size_t head))
+{
+	char n1[300], n2[300];
+
+	for (int s = 0; s < C_COUNT; s++) {
+		const matrix *first;
+		size_t rows, cols;
+
+		if (!h->m[s])
+			continue;
+		for (size_t i = 0; i < h->heads; i++)
+			if (!h->m[s][i].rank) {
+				size_t g = 0;
+
+				while (!h->m[s][g].rank)
+					g++;
+				return error("'%s': %s is missing, but %s is given: give a step for every "
+					     "head (the run has %zu)", path_shown(path),
+					     name(n1, sizeof(n1), s, i), name(n2, sizeof(n2), s, g), h->heads);
+			}
+		first = &h->m[s][0];
+		rows = matrix_rows(first);
+		cols = matrix_cols(first);
+		for (size_t i = 1; i < h->heads; i++)
+			if (matrix_rows(&h->m[s][i]) != rows || matrix_cols(&h->m[s][i]) != cols ||
+			    matrix_size(&h->m[s][i]) != rows * cols) {
+				char s1[40], s2[40];
+
+				return error("'%s': %s is %s but %s is %s: every head's %s has one shape",
+					     path_shown(path), name(n1, sizeof(n1), s, i),
+					     matrix_shape(&h->m[s][i], s1, sizeof(s1)),
+					     name(n2, sizeof(n2), s, 0), matrix_shape(first, s2, sizeof(s2)),
+					     cmp_steps[s].key);
+			}
+		if (matrix_size(first) != rows * cols) {
+			char s1[40];
+
+			return error("'%s': %s is %s: a head's step is 2-D", path_shown(path),
+				     name(n1, sizeof(n1), s, 0), matrix_shape(first, s1, sizeof(s1)));
+		}
+		if (matrix_alloc(&a->m[s], 3, h->heads, rows, cols))
+			return -1;
+		for (size_t i = 0; i < h->heads; i++)
+			memcpy(a->m[s].v + i * rows * cols, h->m[s][i].v, rows * cols * sizeof(double));
+		snprintf(a->src[s], sizeof(a->src[s]), "%s", name(n1, sizeof(n1), s, (size_t)-1));
+	}
+	return 0;
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+static const char *json_head_name(char *buf, size_t size, int s, size_t head)
+{
+	if (head == (size_t)-1)
+		snprintf(buf, size, "heads[].%s", cmp_steps[s].key);
+	else
+		snprintf(buf, size, "heads[%zu].%s", head, cmp_steps[s].key);
+	return buf;
+}
+
+static unsigned flags_of(int s)
+{
+	return READ_NONFINITE | (s == C_MASK ? READ_BOOL : 0);
+}
+
+static int read_json_object(struct against *a, const json_doc *doc, const char *path, size_t heads)
+{
+	struct heads_read h = { .heads = heads };
+	const cJSON *item;
+	int rc = -1;
+
+	cJSON_ArrayForEach(item, doc->root) {
+		const char *key = item->string;
+		int s;
+
+		if (!strcmp(key, "meta") || !strcmp(key, "tokens") || !strcmp(key, "kv_tokens") ||
+		    cJSON_IsNull(item))
+			continue;
+		if (!strcmp(key, "heads")) {
+			const cJSON *obj;
+			size_t i = 0;
+
+			if (!cJSON_IsArray(item) || (size_t)cJSON_GetArraySize(item) != heads) {
+				error("'%s': \"heads\" holds %d object%s, but the run has %zu head%s "
+				      "(--heads)", path_shown(path),
+				      cJSON_IsArray(item) ? cJSON_GetArraySize(item) : 0,
+				      cJSON_IsArray(item) && cJSON_GetArraySize(item) == 1 ? "" : "s",
+				      heads, heads == 1 ? "" : "s");
+				goto done;
+			}
+			cJSON_ArrayForEach(obj, item) {
+				const cJSON *m;
+
+				if (!cJSON_IsObject(obj)) {
+					error("'%s': heads[%zu] is not an object of steps", path_shown(path), i);
+					goto done;
+				}
+				cJSON_ArrayForEach(m, obj) {
+					char where[48], what[96];
+					matrix *dst = NULL;
+
+					if (cJSON_IsNull(m))
+						continue;
+					snprintf(where, sizeof(where), "heads[%zu].", i);
+					s = step_of_key(m->string, 1);
+					if (s < 0) {
+						unknown_key(path, where, m->string, 1);
+						goto done;
+					}
+					snprintf(what, sizeof(what), "heads[%zu].%s", i, cmp_steps[s].key);
+					if (heads_slot(&h, s, i, &dst) ||
+					    json_node_matrix(dst, doc, m, NULL, what, 1, 4, flags_of(s)))
+						goto done;
+				}
+				i++;
+			}
+			continue;
+		}
+		s = step_of_key(key, 0);
+		if (s < 0) {
+			unknown_key(path, "", key, 0);
+			goto done;
+		}
+		if (json_node_matrix(&a->m[s], doc, item, key, key, 1, 4, flags_of(s)))
+			goto done;
+		snprintf(a->src[s], sizeof(a->src[s]), "%s", key);
+	}
+	rc = heads_stack(a, &h, path, json_head_name);
+done:
+	heads_free(&h);
+	return rc;
+}
+
+/* ---- a directory --------------------------------------------------------- */
+
+static const char *dir_head_name(char *buf, size_t size, int s, size_t head)
+{
+	if (head == (size_t)-1)
+		snprintf(buf, size, "headN_%s", cmp_steps[s].key);
+	else
+		snprintf(buf, size, "head%zu_%s", head + 1, cmp_steps[s].key);
+	return buf;
+}
+
+/* "head12_scores": 12 and "scores"; 0 when stem is not of that form */
+static size_t head_prefix(const char *stem, const char **rest)
+{
+	size_t n = 0;
+	const char *p = stem + 4;
+
+	if (strncmp(stem, "head", 4) || *p < '1' || *p > '9')
+		return 0;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (n > 100000000)
+			return 0;
+		n = n * 10 + (size_t)(*p - '0');
+	}
+	if (*p != '_')
+		return 0;
+	*rest = p + 1;
+	return n;
+}
+
+static int read_dir(struct against *a, const char *path, size_t heads)
+{
+	struct heads_read h = { .heads = heads }, planes = { .heads = heads };
+	DIR *dir = opendir(path);
+	const struct dirent *e;
+	int rc = -1, any = 0;
+
+	if (!dir)
+		return error("'%s': cannot read the directory", path_shown(path));
+	while ((e = readdir(dir))) {
+		char stem[256], shown[300], *dot, *file = NULL;
+		const char *rest = NULL;
+		size_t head;
+		matrix *dst = NULL;
+		int s = -1;
+		read_spec spec = { .min_rank = 1, .max_rank = 4 };
+
+		if (e->d_name[0] == '.' || !strcmp(e->d_name, "meta.json"))
+			continue;
+		text_shown(shown, sizeof(shown), e->d_name);
+		if (strlen(e->d_name) >= sizeof(stem)) {
+			error("'%s/%s': not a step's file name", path_shown(path), shown);
+			goto done;
+		}
+		strcpy(stem, e->d_name);
+		dot = strrchr(stem, '.');
+		if (dot)
+			*dot = '\0';
+		head = head_prefix(stem, &rest);
+		if (head) {
+			s = step_of_key(rest, 1);
+			if (s >= 0 && head <= heads && heads_slot(&h, s, head - 1, &dst))
+				goto done;
+		} else if (!strncmp(stem, "mask_head", 9)) {
+			/* a CSV directory's mask, one file per head */
+			char one[300];
+
+			snprintf(one, sizeof(one), "head%s_mask", stem + 9);
+			head = head_prefix(one, &rest);
+			s = head ? C_MASK : -1;
+			if (s >= 0 && head <= heads && heads_slot(&planes, s, head - 1, &dst))
+				goto done;
+		} else {
+			s = step_of_key(stem, 0);
+			dst = s >= 0 ? &a->m[s] : NULL;
+		}
+		if (s < 0) {
+			error("'%s/%s': not a step's file name (KEY.csv or headN_KEY.csv, as 'mha forward "
+			      "-o DIR/' names them: X, Q, K, V, q_rot, k_rot, mask, concat, output; "
+			      "headN_ with Q, K, V, scores, scaled, softcapped, masked, softmax, output)",
+			      path_shown(path), shown);
+			goto done;
+		}
+		if (head > heads) {
+			error("'%s/%s': head %zu, but the run has %zu head%s (--heads)", path_shown(path),
+			      shown, head, heads, heads == 1 ? "" : "s");
+			goto done;
+		}
+		if (dst->rank) {
+			error("'%s/%s': a second file for %s", path_shown(path), shown, stem);
+			goto done;
+		}
+		file = emit_path(path, e->d_name);
+		if (!file) {
+			error("out of memory");
+			goto done;
+		}
+		spec.what = stem;
+		spec.flags = flags_of(s) | READ_FOUND;
+		if (read_matrix(dst, file, &spec)) {
+			free(file);
+			goto done;
+		}
+		free(file);
+		if (!head)
+			snprintf(a->src[s], sizeof(a->src[s]), "%s", shown);
+		any = 1;
+	}
+	(void)any;
+	rc = heads_stack(a, &h, path, dir_head_name);
+	if (!rc && planes.m[C_MASK]) {
+		if (a->m[C_MASK].rank) {
+			rc = error("'%s': mask and mask_headN files both given", path_shown(path));
+		} else {
+			struct against tmp = { 0 };
+
+			rc = heads_stack(&tmp, &planes, path, dir_head_name);
+			a->m[C_MASK] = tmp.m[C_MASK];
+			snprintf(a->src[C_MASK], sizeof(a->src[C_MASK]), "mask_headN");
+		}
+	}
+done:
+	closedir(dir);
+	heads_free(&h);
+	heads_free(&planes);
+	return rc;
+}
+
+/* ---- .npz ---------------------------------------------------------------- */
+
+
+static const char *npz_head_name(char *buf, size_t size, int s, size_t head)
+{
+	(void)head;
+	snprintf(buf, size, "heads.%s", cmp_steps[s].key);
+	return buf;
+}
+
+/* the members mha names, for "did you mean" */
+static const char *const npz_names[] = {
+	"X", "Q", "K", "V", "q_rot", "k_rot", "mask", "concat", "output", "heads.Q", "heads.K",
+	"heads.V", "heads.scores", "heads.scaled", "heads.softcapped", "heads.masked",
+	"heads.softmax", "heads.output",
+};
+
+/* members named as '-o run.npz' names them: "Q", "heads.softmax" (H, ...) */
+static int read_npz_members(struct against *a, const input_file *f, const char *path, size_t heads)
+{
+	npz_archive *z = NULL;
+	int rc = -1;
+
+	if (npz_open(&z, f))
+		return -1;
+	if (npz_count(z) == 1 && !npz_has(z, "meta")) {
+		/* one array, as np.savez(f, out) names it (arr_0): the output, as one
+		 * matrix in another format would be */
+		const char *name = npz_name(z, 0);
+		const int per_head = !strncmp(name, "heads.", 6);
+
+		/* a name nearly a step's is a typo, said below */
+		if (!per_head && step_of_key(name, 0) < 0 &&
+		    !closest_name(name, npz_names, sizeof(npz_names) / sizeof(npz_names[0]))) {
+			const read_spec spec = { .what = name, .min_rank = 1, .max_rank = 3,
+						 .flags = READ_NONFINITE };
+
+			a->kind = "matrix";
+			rc = npz_read(z, name, &a->m[C_OUTPUT], &spec);
+			if (!rc)
+				snprintf(a->src[C_OUTPUT], sizeof(a->src[C_OUTPUT]), "the one matrix");
+			npz_close(z);
+			return rc;
+		}
+	}
+	for (size_t i = 0; i < npz_count(z); i++) {
+		const char *name = npz_name(z, i);
+		const int per_head = !strncmp(name, "heads.", 6);
+		const int s = step_of_key(per_head ? name + 6 : name, per_head);
+		read_spec spec = { .what = name, .min_rank = 1, .max_rank = 4 };
+		char shown[200];
+
+		if (!strcmp(name, "meta") || !strcmp(name, "tokens") || !strcmp(name, "kv_tokens"))
+			continue;
+		text_shown(shown, sizeof(shown), name);
+		if (s < 0 && closest_name(name, npz_names, sizeof(npz_names) / sizeof(npz_names[0]))) {
+			error("'%s': member '%s' is not a step: did you mean '%s'?", path_shown(path),
+			      shown, closest_name(name, npz_names, sizeof(npz_names) / sizeof(npz_names[0])));
+			goto done;
+		}
+		if (s < 0) {
+			error("'%s': member '%s' is not a step (mha's names: X, Q, K, V, q_rot, k_rot, "
+			      "mask, concat, output, heads.Q, heads.K, heads.V, heads.scores, heads.scaled, "
+			      "heads.softcapped, heads.masked, heads.softmax, heads.output)",
+			      path_shown(path), shown);
+			goto done;
+		}
+		spec.flags = flags_of(s);
+		if (npz_read(z, name, &a->m[s], &spec))
+			goto done;
+		if (per_head && (a->m[s].rank < 3 || a->m[s].dim[a->m[s].rank - 3] != heads)) {
+			char sh[40];
+
+			error("'%s': %s is %s: expected one matrix per head, heads first (%zu, rows, "
+			      "columns)", path_shown(path), shown, matrix_shape(&a->m[s], sh, sizeof(sh)),
+			      heads);
+			goto done;
+		}
+		if (per_head)
+			npz_head_name(a->src[s], sizeof(a->src[s]), s, 0);
+		else
+			snprintf(a->src[s], sizeof(a->src[s]), "%s", shown);
+	}
+	rc = 0;
+done:
+	npz_close(z);
+	return rc;
+}
+
+/* ---- the whole ------------------------------------------------------------ */
+
+static int is_dir(const char *path)
+{
+	struct stat st;
+
+	return strcmp(path, "-") && !stat(path, &st) && S_ISDIR(st.st_mode);
+}
+
+int against_read(struct against *a, const char *path, size_t heads)
+{
+	input_file f = { 0 };
+	int rc = -1;
+
+	memset(a, 0, sizeof(*a));
+	if (is_dir(path)) {
+		a->kind = "dir";
+		rc = read_dir(a, path, heads);
+	} else if (input_load(&f, path) == 0) {
+		if (is_npz(&f)) {
+			a->kind = "npz";
+			rc = read_npz_members(a, &f, path, heads);
+			input_free(&f);
+			goto checked;
+		}
+		json_doc doc = { 0 };
+
+		if (input_format(&f) == FORMAT_IN_JSON) {
+			if (json_parse(&doc, &f) == 0) {
+				if (cJSON_IsObject(doc.root)) {
+					a->kind = "json";
+					rc = read_json_object(a, &doc, path, heads);
+				} else {
+					a->kind = "matrix";
+					rc = json_node_matrix(&a->m[C_OUTPUT], &doc, doc.root, NULL,
+							      "output", 1, 4, READ_NONFINITE);
+				}
+			}
+			json_doc_free(&doc);
+		} else {
+			const read_spec spec = { .what = "output", .min_rank = 1, .max_rank = 3,
+						 .flags = READ_NONFINITE };
+
+			a->kind = "matrix";
+			rc = read_input(&a->m[C_OUTPUT], &f, &spec);
+		}
+		if (!rc && !strcmp(a->kind, "matrix"))
+			snprintf(a->src[C_OUTPUT], sizeof(a->src[C_OUTPUT]), "the one matrix");
+	}
+	input_free(&f);
+checked:
+	if (!rc) {
+		int any = 0;
+
+		for (int s = 0; s < C_COUNT; s++)
+			any |= a->m[s].rank != 0;
+		if (!any)
+			rc = error("'%s': no step to compare: give any of X, Q, K, V, q_rot, k_rot, "
+				   "heads, mask, concat, output", path_shown(path));
+	}
+	return rc;
+}
+
+void against_free(struct against *a)
+{
+	for (int s = 0; s < C_COUNT; s++)
+		matrix_free(&a->m[s]);
+}

@@ -1,0 +1,974 @@
+/*
+ * cmd_backward.c: 'mha backward', every gradient of the layer from
+ * forward's inputs and options and --grad-output (the upstream gradient).
+ *
+ * The command line is forward's (cmd_forward.c parses and checks it, loads
+ * the problem and hands it here, struct forward_command's backward set):
+ * this file owns what is backward's own: its steps (a table, as steps.c's
+ * for forward), --print's names, --grad-output's reading and shape, the
+ * run of mha_backward() with an observer keeping each step, the items the
+ * writers print (emit.c), and --explain's narration with --cell working one
+ * entry of dS by hand.
+ */
+#include "base/cli.h"
+#include "base/number.h"
+#include "base/budget.h"
+#include "write/emit.h"
+#include "cmd/forward.h"
+#include "read/input.h"
+#include "load/problem.h"
+#include "run/run.h"
+#include "base/text.h"
+
+#include "mha.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char backward_usage[] =
+	"usage: mha backward -x FILE [-w FILE] [--kv FILE] [--grad-output FILE] [options]\n"
+	"       mha backward --q FILE --k FILE --v FILE [-w FILE] [--grad-output FILE]\n"
+	"                    [options]\n"
+	"\n"
+	"Every gradient of multi-head attention: of the inputs (dX, dX_kv, or dQ, dK,\n"
+	"dV), the weights and biases given (dW_Q ... db_O) and the sinks, and per\n"
+	"head each step of the backward pass (dO, dV, dP, D, dS, ...), in float64\n"
+	"(the gradients alone also in float32: --dtype f32).\n"
+	"With no head step printed the fast path runs (FlashAttention-2's backward:\n"
+	"no n_q x n_kv matrix, threads); it agrees with the plain path to rounding.\n"
+	"The inputs and options are forward's: the gradients are those of the very\n"
+	"computation 'mha forward' does with them.\n"
+	"\n"
+	"  --grad-output FILE    dO, the gradient of the loss by the output, shaped like\n"
+	"                        the output (n_q x output columns; batch x n_q x ... for\n"
+	"                        a batch); JSON (\"dO\" or \"grad_output\"), CSV or .npy.\n"
+	"                        Default: all ones, the gradient of sum(output)\n"
+	"\n"
+	FORWARD_USAGE_INPUTS
+	FORWARD_USAGE_ATTENTION
+	"Computation:\n"
+	"      --max-memory SIZE the most a run may allocate, e.g. 512M, 4G, none\n"
+	"                        (default: 3/4 of the memory)\n"
+	"      --threads N       threads for the fast path (default: OMP_NUM_THREADS,\n"
+	"                        else the cores mha may run on); the same bits for\n"
+	"                        any number\n"
+	"      --exact           the plain path even when no head step is printed:\n"
+	"                        the very bits --print all shows\n"
+	"      --dtype T         f64 (default) or f32: the inputs, weights and dO as\n"
+	"                        float32, the gradients written as float32 (.npy <f4);\n"
+	"                        prints the gradients only (no step, --exact, --explain)\n"
+	"\n"
+	"Output:\n"
+	"  -p, --print LIST      comma-separated steps (their JSON keys, any case):\n"
+	"                        grad_output, dconcat, the heads' P, O, dO, dV, dP, D,\n"
+	"                        dS, dscaled, dscores, dQ, dK; dq_rot, dk_rot, dQ, dK,\n"
+	"                        dV; dX, dX_kv, dX_k, dX_v, dW_Q, dW_K, dW_V, dW_O,\n"
+	"                        db_Q, db_K, db_V, db_O, dsinks; heads (every head\n"
+	"                        step), all.  Default: the gradients of the inputs,\n"
+	"                        weights, biases and sinks\n"
+	"  -f, --format FMT      text, json, csv, markdown, npy or npz; default from -o's\n"
+	"                        name as forward's\n"
+	"      --precision N     significant digits in text and markdown (default 6)\n"
+	"  -o, --output FILE     write to FILE (replaced only when all went well); a\n"
+	"                        directory gets one file per matrix: dX.csv,\n"
+	"                        head1_dS.csv, ... (csv, npy or json)\n"
+	"      --explain         the backward pass told step by step: each formula and\n"
+	"                        its matrix\n"
+	"      --cell Q,K        with --explain: dS[Q][K] worked by hand in each head\n"
+	"                        (numbers from 1, or tokens)\n"
+	"      --sequence N      with a batch: sequence N alone\n"
+	FORWARD_USAGE_HELP
+	FORWARD_USAGE_EXIT;
+
+/* ---- the steps ------------------------------------------------------------ */
+
+enum bstep {
+	B_GRAD_OUTPUT, B_DCONCAT,
+	B_P, B_O, B_DO, B_DV_H, B_DP, B_D, B_DS, B_DSCALED, B_DSCORES, B_DQ_H, B_DK_H,
+	B_DQ_ROT, B_DK_ROT, B_DQ, B_DK, B_DV,
+	B_DX, B_DX_KV, B_DX_K, B_DX_V, B_DW_Q, B_DW_K, B_DW_V, B_DW_O, B_DB_Q, B_DB_K, B_DB_V,
+	B_DB_O, B_DSINKS, B_COUNT
+};
+
+#define B_BIT(s) (1ull << (s))
+
+/* when a run has a step */
+enum bwhen { W_ALWAYS, W_WO, W_SOFTCAP, W_ROPE, W_PROJECTED, W_DIRECT, W_SELF_OR_CROSS, W_KV,
+	     W_APART, W_WEIGHT, W_SINKS };
+
+struct bstep_def {
+	const char *key;       /* JSON key, file name, --print name (any case) */
+	int stage;             /* mha_grad_stage, or -1: a result of the run */
+	int per_head;
+	enum step_axis rows, cols;
+	enum bwhen when;
+	int weight;            /* W_WEIGHT: the weight (weights.h) it needs */
+	int result;            /* printed by default */
+	const char *title;     /* its formula; %zu: the head (and its kv head) */
+	const char *says;      /* --explain: what it is, in a line */
+};
+
+#define QK AXIS_QUERY, AXIS_KEY
+#define QF AXIS_QUERY, AXIS_FEATURE
+#define KF AXIS_KEY, AXIS_FEATURE
+#define FF AXIS_FEATURE, AXIS_FEATURE
+
+static const struct bstep_def bsteps[B_COUNT] = {
+	[B_GRAD_OUTPUT] = { "grad_output", MHA_GRAD_DOUTPUT, 0, QF, W_ALWAYS, 0, 0,
+			    "grad_output = dO, the gradient of the loss by the output",
+			    "where the backward pass starts: how the loss changes with each output entry" },
+	[B_DCONCAT] = { "dconcat", MHA_GRAD_DCONCAT, 0, QF, W_WO, 0, 0, "dconcat = grad_output*W_O^T",
+			"back through the output projection: each head's block is its dO" },
+	[B_P] = { "P", MHA_GRAD_HEAD_P, 1, QK, W_ALWAYS, 0, 0, "head %zu: P = softmax (recomputed)",
+		  "the forward's attention weights, recomputed" },
+	[B_O] = { "O", MHA_GRAD_HEAD_O, 1, QF, W_ALWAYS, 0, 0, "head %zu: O = P*V%zu (recomputed)",
+		  "the head's output, recomputed" },
+	[B_DO] = { "dO", MHA_GRAD_HEAD_DO, 1, QF, W_ALWAYS, 0, 0, "head %zu: dO = dconcat's block %zu",
+		   "the gradient of the head's output" },
+	[B_DV_H] = { "dV", MHA_GRAD_HEAD_DV, 1, KF, W_ALWAYS, 0, 0, "head %zu: dV = P^T*dO",
+		     "this head's part of the gradient of its V block" },
+	[B_DP] = { "dP", MHA_GRAD_HEAD_DP, 1, QK, W_ALWAYS, 0, 0, "head %zu: dP = dO*V%zu^T",
+		   "the gradient of the attention weights" },
+	[B_D] = { "D", MHA_GRAD_HEAD_D, 1, AXIS_QUERY, AXIS_FEATURE, W_ALWAYS, 0, 0,
+		  "head %zu: D = rowsum(dO o O)", "per query, sum_j P_ij*dP_ij: what the softmax takes back" },
+	[B_DS] = { "dS", MHA_GRAD_HEAD_DS, 1, QK, W_ALWAYS, 0, 0, "head %zu: dS = P o (dP - D)",
+		   "the gradient of the masked scores (0 where a key is masked)" },
+	[B_DSCALED] = { "dscaled", MHA_GRAD_HEAD_DSCALED, 1, QK, W_SOFTCAP, 0, 0,
+			"head %zu: dscaled = dS o (1 - tanh(scaled/c)^2)",
+			"back through the softcap: tanh's derivative" },
+	[B_DSCORES] = { "dscores", MHA_GRAD_HEAD_DSCORES, 1, QK, W_ALWAYS, 0, 0,
+			"head %zu: dscores = dscaled * scale", "back through the scaling" },
+	[B_DQ_H] = { "dQ", MHA_GRAD_HEAD_DQ, 1, QF, W_ALWAYS, 0, 0, "head %zu: dQ = dscores*K%zu",
+		     "the gradient of the head's block of Q (with rope: of q_rot)" },
+	[B_DK_H] = { "dK", MHA_GRAD_HEAD_DK, 1, KF, W_ALWAYS, 0, 0, "head %zu: dK = dscores^T*Q",
+		     "this head's part of the gradient of its K block (with rope: of k_rot)" },
+	[B_DQ_ROT] = { "dq_rot", MHA_GRAD_DQ_ROT, 0, QF, W_ROPE, 0, 0,
+		       "dq_rot = the heads' dQ side by side", "the gradient of q_rot" },
+	[B_DK_ROT] = { "dk_rot", MHA_GRAD_DK_ROT, 0, KF, W_ROPE, 0, 0,
+		       "dk_rot = each key/value head's dK summed over its query heads",
+		       "the gradient of k_rot" },
+	[B_DQ] = { "dQ", MHA_GRAD_DQ, 0, QF, W_ALWAYS, 0, 0, "dQ = the heads' dQ side by side",
+		   "the gradient of Q" },
+	[B_DK] = { "dK", MHA_GRAD_DK, 0, KF, W_ALWAYS, 0, 0,
+		   "dK = each key/value head's dK summed over its query heads", "the gradient of K" },
+	[B_DV] = { "dV", MHA_GRAD_DV, 0, KF, W_ALWAYS, 0, 0,
+		   "dV = each key/value head's dV summed over its query heads", "the gradient of V" },
+	[B_DX] = { "dX", -1, 0, QF, W_PROJECTED, 0, 1, "dX", "the gradient of X" },
+	[B_DX_KV] = { "dX_kv", -1, 0, KF, W_KV, 0, 1, "dX_kv = dK*W_K^T + dV*W_V^T",
+		      "the gradient of X_kv (keys and values)" },
+	[B_DX_K] = { "dX_k", -1, 0, KF, W_APART, 0, 1, "dX_k = dK*W_K^T", "the gradient of X_k" },
+	[B_DX_V] = { "dX_v", -1, 0, KF, W_APART, 0, 1, "dX_v = dV*W_V^T", "the gradient of X_v" },
+	[B_DW_Q] = { "dW_Q", -1, 0, FF, W_WEIGHT, WQ, 1, "dW_Q = X^T*dQ", "the gradient of W_Q" },
+	[B_DW_K] = { "dW_K", -1, 0, FF, W_WEIGHT, WK, 1, "dW_K = X_k^T*dK", "the gradient of W_K" },
+	[B_DW_V] = { "dW_V", -1, 0, FF, W_WEIGHT, WV, 1, "dW_V = X_v^T*dV", "the gradient of W_V" },
+	[B_DW_O] = { "dW_O", -1, 0, FF, W_WEIGHT, WO, 1, "dW_O = concat^T*grad_output",
+		     "the gradient of W_O" },
+	[B_DB_Q] = { "db_Q", -1, 0, FF, W_WEIGHT, BQ, 1, "db_Q = column sums of dQ", "the gradient of b_Q" },
+	[B_DB_K] = { "db_K", -1, 0, FF, W_WEIGHT, BK, 1, "db_K = column sums of dK", "the gradient of b_K" },
+	[B_DB_V] = { "db_V", -1, 0, FF, W_WEIGHT, BV, 1, "db_V = column sums of dV", "the gradient of b_V" },
+	[B_DB_O] = { "db_O", -1, 0, FF, W_WEIGHT, BO, 1, "db_O = column sums of grad_output",
+		     "the gradient of b_O" },
+	[B_DSINKS] = { "dsinks", -1, 0, FF, W_SINKS, 0, 1, "dsinks = -sum_i p_sink,i*D_i, per head",
+		       "the gradient of each head's sink logit" },
+};
+
+/* every step with that --print name (dQ: the whole and each head's); 0 if none */
+static unsigned long long steps_named(const char *name)
+{
+	unsigned long long bits = 0;
+
+	if (!strcasecmp(name, "all"))
+		return ~0ull >> (64 - B_COUNT);
+	for (int s = 0; s < B_COUNT; s++)
+		if (!strcasecmp(name, bsteps[s].key) || (!strcasecmp(name, "heads") && bsteps[s].per_head))
+			bits |= B_BIT(s);
+	return bits;
+}
+
+/* "grad_output, dconcat, P, …": the --print names, into buf */
+static const char *bstep_names(char *buf, size_t size)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (int s = 0; s < B_COUNT && used < size; s++) {
+		int n;
+
+		if (s == B_DQ || s == B_DK || s == B_DV)
+			continue; /* named with the heads' */
+		n = snprintf(buf + used, size - used, "%s%s", used ? ", " : "", bsteps[s].key);
+		used += n > 0 ? (size_t)n : 0;
+	}
+	return buf;
+}
+
+int backward_check(struct backward_request *r, const struct problem_spec *s)
+{
+	char known[400];
+
+	r->steps = 0;
+	r->print_all = r->explain;
+	if (r->print && !r->explain) {
+		char *copy = strdup(r->print), *save = NULL;
+		int rc = 0;
+
+		if (!copy)
+			return error("out of memory");
+		bstep_names(known, sizeof(known));
+		for (char *tok = strtok_r(copy, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
+			const unsigned long long bits = steps_named(tok);
+			const char *names[B_COUNT + 2];
+
+			if (!bits) {
+				const char *near;
+
+				for (int k = 0; k < B_COUNT; k++)
+					names[k] = bsteps[k].key;
+				names[B_COUNT] = "all";
+				names[B_COUNT + 1] = "heads";
+				near = closest_name(tok, names, B_COUNT + 2);
+				if (near)
+					usage_error(r->hint, "--print: unknown step '%s': did you mean '%s'?",
+						    tok, near);
+				else
+					usage_error(r->hint, "--print: unknown step '%s' (known: %s, heads, all)",
+						    tok, known);
+				rc = -1;
+			}
+			r->steps |= bits;
+			r->print_all |= !strcasecmp(tok, "all");
+		}
+		free(copy);
+		if (rc)
+			return -1;
+		if (!r->steps)
+			return usage_error(r->hint, "--print needs at least one step (%s, heads, all)",
+					   known), -1;
+		if ((r->steps & B_BIT(B_DSCALED)) && !r->print_all && !(s->cfg.softcap > 0))
+			return usage_error(r->hint, "--print dscaled needs --softcap"), -1;
+		if ((r->steps & (B_BIT(B_DQ_ROT) | B_BIT(B_DK_ROT))) && !r->print_all && !s->cfg.rope.mode)
+			return usage_error(r->hint, "--print %s needs --rope",
+					   r->steps & B_BIT(B_DQ_ROT) ? "dq_rot" : "dk_rot"), -1;
+	}
+	if (!r->steps && !r->print_all) {
+		for (int k = 0; k < B_COUNT; k++)
+			if (bsteps[k].result)
+				r->steps |= B_BIT(k);
+		/* Q, K and V given: theirs are the inputs' gradients */
+		if (s->q)
+			r->steps |= B_BIT(B_DQ) | B_BIT(B_DK) | B_BIT(B_DV);
+	}
+	if (r->print_all)
+		r->steps = ~0ull >> (64 - B_COUNT);
+	if (r->f32)
+		/* float32 keeps no step: only the gradients themselves (Q, K, V's given) */
+		for (int k = 0; k < B_COUNT; k++)
+			if ((r->steps & B_BIT(k)) && bsteps[k].stage >= 0 &&
+			    !(s->q && (k == B_DQ || k == B_DK || k == B_DV)))
+				return usage_error(r->hint, "--dtype f32 prints the gradients only: "
+						   "%s is shown in float64 (leave out --dtype)",
+						   r->print_all ? "--print all" : bsteps[k].key), -1;
+	return 0;
+}
+
+/* could a run write name into a directory: meta.json, KEY.ext, headN_KEY.ext */
+int backward_may_write(const char *name, void *ctx)
+{
+	const char *ext = ctx;
+	char buf[256];
+
+	if (!strcmp(name, "meta.json"))
+		return 1;
+	for (int s = 0; s < B_COUNT; s++) {
+		const char *key = bsteps[s].key;
+		const char *p = name;
+
+		if (!strcmp(name, step_file_name(buf, sizeof(buf), key, 0, 0, ext)))
+			return 1;
+		if (!bsteps[s].per_head || strncmp(p, "head", 4))
+			continue;
+		p += 4;
+		if (*p < '1' || *p > '9')
+			continue;
+		while (*p >= '0' && *p <= '9')
+			p++;
+		if (*p == '_' && !strcmp(p + 1, step_file_name(buf, sizeof(buf), key, 0, 0, ext)))
+			return 1;
+	}
+	return 0;
+}
+
+/* ---- the run -------------------------------------------------------------- */
+
+/* What a run has: which steps exist for these inputs and options. */
+struct bfacts {
+	const struct problem *p;
+	int direct, kv, apart, rope, softcap, wo, sinks;
+	int wq, wk, wv;  /* the projection weights given */
+	double scale;    /* what the scores were multiplied by */
+	const int *shared; /* [3] dxq, dxk, dxv: of an input a batch shares */
+};
+
+static int run_has(const struct bfacts *f, int s)
+{
+	const struct bstep_def *b = &bsteps[s];
+
+	switch (b->when) {
+	case W_WO: return f->wo;
+	case W_SOFTCAP: return f->softcap;
+	case W_ROPE: return f->rope;
+	case W_PROJECTED: return !f->direct;
+	case W_KV: return f->kv;
+	case W_APART: return f->apart;
+	case W_WEIGHT: return weights_has(&f->p->w, b->weight);
+	case W_SINKS: return f->sinks;
+	default: return 1;
+	}
+}
+
+/* One sequence's steps, as the observer hands them over. */
+struct bkeep {
+	size_t heads;
+	matrix whole[MHA_GRAD_COUNT];
+	matrix *head[MHA_GRAD_COUNT]; /* [heads] */
+};
+
+struct bkeeper {
+	struct bkeep *seq;
+	size_t cur;
+};
+
+static int bkeep_sequence(void *ctx, size_t b)
+{
+	((struct bkeeper *)ctx)->cur = b;
+	return 0;
+}
+
+static int bkeep_step(void *ctx, mha_grad_stage stage, int head, const double *m, size_t rows,
+		      size_t cols)
+{
+	struct bkeeper *k = ctx;
+	struct bkeep *r = &k->seq[k->cur];
+	matrix *dst;
+
+	if (head < 0) {
+		dst = &r->whole[stage];
+	} else {
+		if (!r->head[stage] && !(r->head[stage] = calloc(r->heads, sizeof(matrix))))
+			return error("out of memory"), 1;
+		dst = &r->head[stage][head];
+	}
+	matrix_free(dst);
+	if (matrix_alloc(dst, 2, rows, cols, 1))
+		return 1;
+	memcpy(dst->v, m, rows * cols * sizeof(double));
+	return 0;
+}
+
+static void bkeep_free(struct bkeep *r)
+{
+	for (int s = 0; s < MHA_GRAD_COUNT; s++) {
+		matrix_free(&r->whole[s]);
+		if (r->head[s])
+			for (size_t h = 0; h < r->heads; h++)
+				matrix_free(&r->head[s][h]);
+		free(r->head[s]);
+	}
+}
+
+/* The gradients mha_backward writes, as matrices (the budget's). */
+struct bgrads {
+	matrix dxq, dxk, dxv, dW[4], db[4], dsinks;
+	matrix dX_kv;        /* --kv: dxk + dxv */
+};
+
+static void bgrads_free(struct bgrads *g)
+{
+	matrix_free(&g->dxq);
+	matrix_free(&g->dxk);
+	matrix_free(&g->dxv);
+	matrix_free(&g->dX_kv);
+	matrix_free(&g->dsinks);
+	for (int i = 0; i < 4; i++) {
+		matrix_free(&g->dW[i]);
+		matrix_free(&g->db[i]);
+	}
+}
+
+/* an input's gradient: (B, rows, cols) for a batch, else (rows, cols) */
+static int alloc_input(matrix *m, const struct problem *p, size_t rows, size_t cols)
+{
+	return p->batch ? matrix_alloc(m, 3, p->batch, rows, cols) : matrix_alloc(m, 2, rows, cols, 1);
+}
+
+/* --grad-output read and checked against the output's shape: 0, or -1 said */
+static int read_grad_output(matrix *g, const struct problem *p, size_t sequence, size_t out_cols)
+{
+	static const char *const keys[] = { "dO", "grad_output", NULL };
+	const char *path = p->spec.grad_output;
+	const size_t B = p->batch, read_B = sequence ? p->batch_read : p->batch;
+	char shape[64];
+
+	if (read_matrix(g, path, &(read_spec){ "dO", keys, 2, 3, 0 }))
+		return -1;
+	matrix_shape(g, shape, sizeof(shape));
+	if (g->rank == 3 && !read_B)
+		return error("%s: --grad-output is %s, but the inputs are one sequence: it takes the "
+			     "output's shape, %zux%zu", path_shown(path), shape, p->d.n_q, out_cols);
+	if (g->rank == 3 && g->dim[0] != read_B)
+		return error("%s: --grad-output holds %zu sequences, but the batch holds %zu",
+			     path_shown(path), g->dim[0], read_B);
+	if (matrix_rows(g) != p->d.n_q || matrix_cols(g) != out_cols)
+		return error("%s: --grad-output is %s, but the output is %zux%zu (n_q x output columns)",
+			     path_shown(path), shape, p->d.n_q, out_cols);
+	if (g->rank == 3 && sequence) {
+		/* --sequence N: that sequence's plane alone */
+		matrix one = { 0 };
+
+		if (matrix_alloc(&one, 3, 1, p->d.n_q, out_cols))
+			return -1;
+		memcpy(one.v, g->v + (sequence - 1) * p->d.n_q * out_cols,
+		       p->d.n_q * out_cols * sizeof(double));
+		matrix_free(g);
+		*g = one;
+	} else if (g->rank == 2 && B) {
+		/* a 2-D gradient beside a batch: every sequence's */
+		matrix all = { 0 };
+
+		if (matrix_alloc(&all, 3, B, p->d.n_q, out_cols))
+			return -1;
+		for (size_t b = 0; b < B; b++)
+			memcpy(all.v + b * p->d.n_q * out_cols, g->v, p->d.n_q * out_cols * sizeof(double));
+		matrix_free(g);
+		*g = all;
+	}
+	return 0;
+}
+
+/* a title with the head (1-based) and its key/value head filled in */
+static void title_of(char *buf, size_t size, int s, size_t head, const mha_dims *d)
+{
+	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
+	const size_t kv = head ? (head - 1) / (d->heads / G) + 1 : 0;
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+#endif
+	if (s == B_DO)
+		snprintf(buf, size, bsteps[s].title, head, head);
+	else if (bsteps[s].per_head)
+		snprintf(buf, size, bsteps[s].title, head, kv);
+	else
+		snprintf(buf, size, "%s", bsteps[s].title);
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+}
+
+static int add(struct step_items *list, int s, size_t head, const matrix *m, const mha_dims *d,
+	       const char *title)
+{
+	struct step_item *it;
+
+	if (!m || !m->rank)
+		return 0;
+	if (!(it = steps_push(list)))
+		return -1;
+	it->step = 1000 + s; /* apart from forward's steps */
+	it->key = bsteps[s].key;
+	it->head = head;
+	it->m = m;
+	it->rows = bsteps[s].rows;
+	it->cols = bsteps[s].cols;
+	if (title)
+		snprintf(it->title, sizeof(it->title), "%s", title);
+	else
+		title_of(it->title, sizeof(it->title), s, head, d);
+	return 0;
+}
+
+/* The items of sequence b: the whole model's first, each head's, then the results. */
+static int collect(struct step_items *list, const struct bfacts *f, unsigned long long want,
+		   const struct bkeep *k, const matrix *res, const mha_dims *d)
+{
+	static const char *const direct_titles[3] = { "dQ (the gradient of the Q given)",
+						      "dK (the gradient of the K given)",
+						      "dV (the gradient of the V given)" };
+	int rc = 0;
+
+#define WANT(s) ((want & B_BIT(s)) && run_has(f, (s)))
+	if (WANT(B_GRAD_OUTPUT))
+		rc |= add(list, B_GRAD_OUTPUT, 0, &k->whole[MHA_GRAD_DOUTPUT], d, NULL);
+	if (WANT(B_DCONCAT))
+		rc |= add(list, B_DCONCAT, 0, &k->whole[MHA_GRAD_DCONCAT], d, NULL);
+	for (size_t h = 0; h < d->heads && !rc; h++)
+		for (int s = B_P; s <= B_DK_H && !rc; s++) {
+			char title[200];
+
+			if (!WANT(s) || !k->head[bsteps[s].stage])
+				continue;
+			if (s == B_DSCORES) {
+				/* the scale as a number: what the scores were multiplied by */
+				char v[40];
+
+				format_shortest(v, sizeof(v), f->scale);
+				snprintf(title, sizeof(title), "head %zu: dscores = %s * %s", h + 1,
+					 f->softcap ? "dscaled" : "dS", v);
+			} else {
+				title_of(title, sizeof(title), s, h + 1, d);
+			}
+			rc |= add(list, s, h + 1, &k->head[bsteps[s].stage][h], d, title);
+		}
+	for (int s = B_DQ_ROT; s <= B_DV && !rc; s++) {
+		if (!WANT(s))
+			continue;
+		if (s >= B_DQ && f->direct)
+			rc |= add(list, s, 0, &res[s], d, f->shared[s - B_DQ] ? "the gradient of the "
+				  "one matrix every sequence shares: summed over them" : direct_titles[s - B_DQ]);
+		else if ((s == B_DQ || s == B_DK) && f->rope)
+			rc |= add(list, s, 0, &k->whole[bsteps[s].stage], d,
+				  s == B_DQ ? "dQ = dq_rot turned back (each pair by minus its angle)"
+					    : "dK = dk_rot turned back (each pair by minus its angle)");
+		else
+			rc |= add(list, s, 0, &k->whole[bsteps[s].stage], d, NULL);
+	}
+	for (int s = B_DX; s < B_COUNT && !rc; s++)
+		if (WANT(s)) {
+			char title[200];
+
+			if (s == B_DX && !f->kv && !f->apart)
+				snprintf(title, sizeof(title), "dX = %s + %s + %s (X is the query, key and "
+					 "value source)", f->wq ? "dQ*W_Q^T" : "dQ", f->wk ? "dK*W_K^T" : "dK",
+					 f->wv ? "dV*W_V^T" : "dV");
+			else if (s == B_DX)
+				snprintf(title, sizeof(title), "dX = %s", f->wq ? "dQ*W_Q^T" : "dQ");
+			else if (s == B_DX_KV)
+				snprintf(title, sizeof(title), "dX_kv = %s + %s", f->wk ? "dK*W_K^T" : "dK",
+					 f->wv ? "dV*W_V^T" : "dV");
+			else if (s == B_DX_K || s == B_DX_V)
+				snprintf(title, sizeof(title), "%s = %s", bsteps[s].key,
+					 s == B_DX_K ? (f->wk ? "dK*W_K^T" : "dK") : (f->wv ? "dV*W_V^T" : "dV"));
+			else if (s == B_DW_K || s == B_DW_V)
+				/* the source of the keys or the values */
+				snprintf(title, sizeof(title), "%s = %s^T*%s", bsteps[s].key,
+					 f->apart ? (s == B_DW_K ? "X_k" : "X_v") : f->kv ? "X_kv" : "X",
+					 s == B_DW_K ? "dK" : "dV");
+			else
+				title_of(title, sizeof(title), s, 0, d);
+			if ((s == B_DX && f->shared[0]) || ((s == B_DX_KV || s == B_DX_K) && f->shared[1]) ||
+			    (s == B_DX_V && f->shared[2])) {
+				const size_t n = strlen(title);
+
+				snprintf(title + n, sizeof(title) - n, ", summed over the sequences (one "
+					 "matrix for all)");
+			}
+			rc |= add(list, s, 0, &res[s], d, title);
+		}
+#undef WANT
+	return rc ? -1 : 0;
+}
+
+/* m (n) += a (n) */
+static void add_to(double *m, const double *a, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		m[i] += a[i];
+}
+
+/* ---- --explain --------------------------------------------------------------- */
+
+static const char *label(const struct labels *l, int query, size_t i, char *buf, size_t size)
+{
+	char *const *names = query ? l->query : l->key;
+
+	if (names && names[i]) {
+		char shown[100];
+
+		text_shown(shown, sizeof(shown), names[i]);
+		snprintf(buf, size, "%zu ('%s')", i + 1, shown);
+	} else
+		snprintf(buf, size, "%zu", i + 1);
+	return buf;
+}
+
+/* dS[i][j] of head h worked by hand from P, dO, O and dP */
+static void explain_cell(FILE *fp, const struct bkeep *k, size_t h, size_t i, size_t j,
+			 const struct labels *l, int precision)
+{
+	const matrix *P = &k->head[MHA_GRAD_HEAD_P][h], *dO = &k->head[MHA_GRAD_HEAD_DO][h];
+	const matrix *O = &k->head[MHA_GRAD_HEAD_O][h], *dP = &k->head[MHA_GRAD_HEAD_DP][h];
+	const matrix *D = &k->head[MHA_GRAD_HEAD_D][h], *dS = &k->head[MHA_GRAD_HEAD_DS][h];
+	const size_t n_kv = P->dim[1], dv = O->dim[1];
+	char a[64], b[64], c[64], qi[160], kj[160];
+
+	fprintf(fp, "\nhead %zu, query %s, key %s, by hand:\n", h + 1,
+		label(l, 1, i, qi, sizeof(qi)), label(l, 0, j, kj, sizeof(kj)));
+	format_number(a, sizeof(a), dP->v[i * n_kv + j], precision);
+	fprintf(fp, "  dP[%zu][%zu] = dO row %zu . V row %zu = %s\n", i + 1, j + 1, i + 1, j + 1, a);
+	fputs("  D[", fp);
+	fprintf(fp, "%zu] = dO row %zu . O row %zu =", i + 1, i + 1, i + 1);
+	for (size_t t = 0; t < dv; t++) {
+		format_number(a, sizeof(a), dO->v[i * dv + t], precision);
+		format_number(b, sizeof(b), O->v[i * dv + t], precision);
+		fprintf(fp, "%s %s*%s", t ? " +" : "", a, b);
+	}
+	format_number(a, sizeof(a), D->v[i], precision);
+	fprintf(fp, " = %s\n", a);
+	format_number(a, sizeof(a), P->v[i * n_kv + j], precision);
+	format_number(b, sizeof(b), dP->v[i * n_kv + j], precision);
+	format_number(c, sizeof(c), D->v[i], precision);
+	if (P->v[i * n_kv + j] == 0 && dS->v[i * n_kv + j] == 0)
+		fprintf(fp, "  dS[%zu][%zu] = P[%zu][%zu] * (dP - D) = 0 * (%s - %s) = 0%s\n", i + 1,
+			j + 1, i + 1, j + 1, b, c, " (a weight of 0 passes nothing back)");
+	else {
+		char s[64];
+
+		format_number(s, sizeof(s), dS->v[i * n_kv + j], precision);
+		fprintf(fp, "  dS[%zu][%zu] = P[%zu][%zu] * (dP[%zu][%zu] - D[%zu]) = %s * (%s - %s) = %s\n",
+			i + 1, j + 1, i + 1, j + 1, i + 1, j + 1, i + 1, a, b, c, s);
+	}
+}
+
+static int explain(const struct emit *e, const struct step_items *lists, size_t batch,
+		   const struct bkeep *keep, const struct labels *l, const size_t *cell)
+{
+	outfile of;
+
+	if (outfile_open(&of, e->output))
+		return -1;
+	for (size_t b = 0; b < (batch ? batch : 1); b++) {
+		const struct step_items *list = &lists[b];
+		writer wr = { .fp = of.fp, .format = FORMAT_TEXT, .precision = e->precision };
+
+		if (batch)
+			fprintf(of.fp, "%ssequence %zu of %zu\n\n", b ? "\n" : "", b + 1, batch);
+		fputs("The backward pass: from dO, the gradient of the loss by the output, back to\n"
+		      "every input and weight, one step at a time (the chain rule).  Per head:\n"
+		      "dV = P^T*dO, dP = dO*V^T, D = rowsum(dO o O), dS = P o (dP - D), then back\n"
+		      "through the softcap and the scale to dscores, and dQ = dscores*K,\n"
+		      "dK = dscores^T*Q.  The heads' dK and dV add up per key/value head.\n\n", of.fp);
+		out_begin(&wr);
+		for (size_t i = 0; i < list->n; i++) {
+			const struct step_item *it = &list->v[i];
+
+			wr.row_labels = (const char *const *)(it->rows == AXIS_QUERY ? l->query :
+							      it->rows == AXIS_KEY ? l->key : NULL);
+			wr.col_labels = (const char *const *)(it->cols == AXIS_KEY ? l->key : NULL);
+			fprintf(of.fp, "%s%s: %s.\n", i ? "\n" : "", it->key,
+				bsteps[it->step - 1000].says);
+			out_matrix(&wr, it->key, it->title, it->m);
+			if (cell && it->step - 1000 == B_DS)
+				explain_cell(of.fp, &keep[b], it->head - 1, cell[0], cell[1], l, e->precision);
+		}
+		out_end(&wr);
+	}
+	return outfile_commit(&of);
+}
+
+/* ---- --dtype f32 -------------------------------------------------------------- */
+
+/*
+ * --dtype f32: the inputs, weights and dO rounded to float, the library's
+ * mha_backward_f32, the gradients widened back (exactly) into g's arrays.
+ */
+static mha_status backward_f32(const mha_grads *g, const double *dout, const struct problem *p,
+			       const size_t n[12], mha_report *rep)
+{
+	const mha_dims *d = &p->d;
+	const mha_inputs *in = &p->in;
+	const mha_weights *w = &p->weights;
+	const size_t B = problem_sequences(p);
+	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
+	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
+	const size_t oc = mha_output_cols(d, w->W_O != NULL);
+	double *const gd[12] = { g->dxq, g->dxk, g->dxv, g->dW_Q, g->dW_K, g->dW_V,
+				 g->dW_O, g->db_Q, g->db_K, g->db_V, g->db_O, g->dsinks };
+	int ok = 1;
+	float *xq = floats_copy(in->xq, B * d->n_q * d->d_q_in, &ok);
+	float *xk = in->xk == in->xq ? xq : floats_copy(in->xk, B * d->n_kv * d->d_k_in, &ok);
+	float *xv = in->xv == in->xk ? xk : in->xv == in->xq ? xq :
+		    floats_copy(in->xv, B * d->n_kv * d->d_v_in, &ok);
+	float *W[8] = {
+		floats_copy(w->W_Q, d->d_q_in * hk, &ok), floats_copy(w->W_K, d->d_k_in * gk, &ok),
+		floats_copy(w->W_V, d->d_v_in * gv, &ok), floats_copy(w->W_O, hv * oc, &ok),
+		floats_copy(w->b_Q, hk, &ok), floats_copy(w->b_K, gk, &ok), floats_copy(w->b_V, gv, &ok),
+		floats_copy(w->W_O ? w->b_O : NULL, oc, &ok),
+	};
+	float *fo = floats_copy(dout, B * d->n_q * oc, &ok), *gf[12];
+	mha_status st = MHA_ERR_NOMEM;
+
+	for (int i = 0; i < 12; i++) {
+		gf[i] = gd[i] ? malloc((n[i] ? n[i] : 1) * sizeof(float)) : NULL;
+		if (gd[i] && !gf[i])
+			ok = 0;
+	}
+	if (ok) {
+		const mha_grads_f32 gg = { gf[0], gf[1], gf[2], gf[3], gf[4],  gf[5],
+					   gf[6], gf[7], gf[8], gf[9], gf[10], gf[11] };
+
+		st = mha_backward_f32(&gg, fo, d, &(mha_inputs_f32){ xq, xk, xv },
+				      &(mha_weights_f32){ W[0], W[1], W[2], W[3], W[4], W[5], W[6], W[7] },
+				      &p->cfg, rep);
+		for (int i = 0; st == MHA_OK && i < 12; i++)
+			for (size_t k = 0; gf[i] && k < n[i]; k++)
+				gd[i][k] = gf[i][k];
+	}
+	if (xv != xk && xv != xq)
+		free(xv);
+	if (xk != xq)
+		free(xk);
+	free(xq);
+	for (int i = 0; i < 8; i++)
+		free(W[i]);
+	for (int i = 0; i < 12; i++)
+		free(gf[i]);
+	free(fo);
+	return st;
+}
+
+/* m's entries rounded to float, and marked so for the writers */
+static void round_f32(matrix *m)
+{
+	for (size_t i = 0; m->rank && i < matrix_size(m); i++)
+		m->v[i] = (float)m->v[i];
+	m->is_f32 = 1;
+}
+
+/* ---- the command ---------------------------------------------------------- */
+
+int backward_run(struct problem *p, struct backward_request *r)
+{
+	const mha_dims *d = &p->d;
+	const size_t B = problem_sequences(p), G = d->kv_heads ? d->kv_heads : d->heads;
+	const size_t out_cols = mha_output_cols(d, p->weights.W_O != NULL);
+	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
+	struct bfacts f = { .p = p, .direct = p->direct, .kv = p->spec.kv != NULL,
+			    .apart = p->spec.xk != NULL, .rope = p->cfg.rope.mode != MHA_ROPE_NONE,
+			    .softcap = p->cfg.softcap > 0, .wo = p->weights.W_O != NULL,
+			    .sinks = p->cfg.sinks != NULL, .wq = p->weights.W_Q != NULL,
+			    .wk = p->weights.W_K != NULL, .wv = p->weights.W_V != NULL };
+	struct bgrads gr = { 0 };
+	struct bkeep *keep = NULL;
+	struct step_items *lists = NULL;
+	matrix *res = NULL, dout = { 0 };
+	struct bkeeper keeper;
+	mha_grad_observer obs;
+	mha_grads g = { 0 };
+	mha_report rep;
+	struct step_facts facts;
+	mha_status st;
+	unsigned wanted = 0;
+	int shared[3] = { 0 }; /* dxq, dxk, dxv: of an input shared by a batch */
+	int rc = EXIT_DATA;
+
+	/* the stages the steps asked for need */
+	for (int s = 0; s < B_COUNT; s++)
+		if ((r->steps & B_BIT(s)) && bsteps[s].stage >= 0 && run_has(&f, s))
+			wanted |= MHA_STAGE_BIT(bsteps[s].stage);
+	if (r->explain)
+		wanted |= MHA_STAGE_BIT(MHA_GRAD_HEAD_P) | MHA_STAGE_BIT(MHA_GRAD_HEAD_O) |
+			  MHA_STAGE_BIT(MHA_GRAD_HEAD_DO) | MHA_STAGE_BIT(MHA_GRAD_HEAD_DP) |
+			  MHA_STAGE_BIT(MHA_GRAD_HEAD_D) | MHA_STAGE_BIT(MHA_GRAD_HEAD_DS);
+	if (p->spec.grad_output && read_grad_output(&dout, p, r->sequence, out_cols))
+		goto done;
+	{
+		/* the library's scratch, with the ones, and the observer's copies, beside what is held */
+		const size_t per = mha_backward_memory(d, &p->cfg, wanted);
+		size_t copies = 0, need;
+		char t[48], m[48];
+
+		/* each watched stage at most (n_q, n_kv) or a whole projection's size,
+		 * a head stage once per head; sizes fit (mha_check saw them) */
+		for (int s = 0; s < MHA_GRAD_COUNT; s++)
+			if (wanted & MHA_STAGE_BIT(s)) {
+				const int per_head = s >= MHA_GRAD_HEAD_P && s <= MHA_GRAD_HEAD_DK;
+				const double big = ((double)d->n_q * (double)d->n_kv +
+						    (double)(d->n_q + d->n_kv) * (double)(hk + hv + gk + gv)) *
+						   (per_head ? (double)d->heads : 1.0);
+
+				copies = (double)copies + big < (double)(SIZE_MAX / 16) ? copies + (size_t)big
+											   : SIZE_MAX / 16;
+			}
+		need = per == SIZE_MAX || copies > SIZE_MAX / 8 / B ? SIZE_MAX : per + copies * 8 * B +
+		       d->n_q * out_cols * 8;
+		if (r->f32 && need != SIZE_MAX) {
+			/* the floats made here: the inputs, weights and dO, and as many
+			 * gradients (sizes fit, as above); the library's float run needs no
+			 * more than mha_backward_memory's doubles */
+			const double each = (double)B * (double)(d->n_q * d->d_q_in + d->n_kv * d->d_k_in +
+								d->n_kv * d->d_v_in) +
+					    (double)(d->d_q_in * hk + d->d_k_in * gk + d->d_v_in * gv +
+						     hv * d->d_out + hk + gk + gv + d->d_out + d->heads);
+			const double more = 4.0 * (2.0 * each + (double)B * (double)(d->n_q * out_cols));
+
+			need = more < (double)(SIZE_MAX / 2 - need) ? need + (size_t)more : SIZE_MAX;
+		}
+		if (need > budget_left()) {
+			error("this run needs about %s beside the inputs, more than --max-memory (%s) "
+			      "leaves: print fewer steps, or raise --max-memory",
+			      show_bytes(t, sizeof(t), need), show_bytes(m, sizeof(m), budget_limit()));
+			goto done;
+		}
+	}
+	/* the gradients */
+	if (alloc_input(&gr.dxq, p, d->n_q, d->d_q_in) || alloc_input(&gr.dxk, p, d->n_kv, d->d_k_in) ||
+	    alloc_input(&gr.dxv, p, d->n_kv, d->d_v_in) ||
+	    (p->weights.W_Q && matrix_alloc(&gr.dW[0], 2, d->d_q_in, hk, 1)) ||
+	    (p->weights.W_K && matrix_alloc(&gr.dW[1], 2, d->d_k_in, gk, 1)) ||
+	    (p->weights.W_V && matrix_alloc(&gr.dW[2], 2, d->d_v_in, gv, 1)) ||
+	    (p->weights.W_O && matrix_alloc(&gr.dW[3], 2, hv, d->d_out, 1)) ||
+	    (p->weights.b_Q && matrix_alloc(&gr.db[0], 2, 1, hk, 1)) ||
+	    (p->weights.b_K && matrix_alloc(&gr.db[1], 2, 1, gk, 1)) ||
+	    (p->weights.b_V && matrix_alloc(&gr.db[2], 2, 1, gv, 1)) ||
+	    (p->weights.W_O && p->weights.b_O && matrix_alloc(&gr.db[3], 2, 1, d->d_out, 1)) ||
+	    (p->cfg.sinks && matrix_alloc(&gr.dsinks, 2, 1, d->heads, 1)))
+		goto done;
+	g = (mha_grads){ .dxq = gr.dxq.v, .dxk = gr.dxk.v, .dxv = gr.dxv.v, .dW_Q = gr.dW[0].v,
+			 .dW_K = gr.dW[1].v, .dW_V = gr.dW[2].v, .dW_O = gr.dW[3].v, .db_Q = gr.db[0].v,
+			 .db_K = gr.db[1].v, .db_V = gr.db[2].v, .db_O = gr.db[3].v,
+			 .dsinks = gr.dsinks.v };
+	keep = calloc(B, sizeof(*keep));
+	lists = calloc(B, sizeof(*lists));
+	res = calloc(B * B_COUNT, sizeof(*res));
+	if (!keep || !lists || !res) {
+		error("out of memory");
+		goto done;
+	}
+	for (size_t b = 0; b < B; b++)
+		keep[b].heads = d->heads;
+	keeper = (struct bkeeper){ .seq = keep };
+	obs = (mha_grad_observer){ .fn = bkeep_step, .ctx = &keeper, .wanted = wanted,
+				   .sequence = bkeep_sequence };
+	if (r->f32) {
+		const size_t n[12] = { matrix_size(&gr.dxq), matrix_size(&gr.dxk), matrix_size(&gr.dxv),
+				       matrix_size(&gr.dW[0]), matrix_size(&gr.dW[1]),
+				       matrix_size(&gr.dW[2]), matrix_size(&gr.dW[3]),
+				       matrix_size(&gr.db[0]), matrix_size(&gr.db[1]),
+				       matrix_size(&gr.db[2]), matrix_size(&gr.db[3]),
+				       matrix_size(&gr.dsinks) };
+
+		st = backward_f32(&g, dout.rank ? dout.v : NULL, p, n, &rep);
+	} else {
+		st = mha_backward(&g, dout.rank ? dout.v : NULL, d, &p->in, &p->weights, &p->cfg, &obs,
+				  &rep);
+	}
+	if (st == MHA_ERR_OBSERVER)
+		goto done; /* said */
+	if (st == MHA_ERR_RANGE) {
+		error("the numbers overflow: Q, K, V, the scores, a head's output or a gradient went "
+		      "past the largest %s; scale the inputs%s down",
+		      r->f32 ? "float (about 3.4e38)" : "double (about 1.8e308)",
+		      p->spec.grad_output ? " or --grad-output" : "");
+		goto done;
+	}
+	if (st != MHA_OK) {
+		error("%s", mha_strerror(st));
+		goto done;
+	}
+	if (rep.blocked_rows)
+		warning("%zu query row%s (the first: %shead %d, row %zu) %s every key masked: %s "
+			"weights, output and gradients are zero", rep.blocked_rows,
+			rep.blocked_rows == 1 ? "" : "s", "", rep.first_blocked_head + 1,
+			rep.first_blocked_row + 1, rep.blocked_rows == 1 ? "has" : "have",
+			rep.blocked_rows == 1 ? "its" : "their");
+	/* self-attention's X is all three sources; --kv's X_kv both keys and values */
+	if (!f.direct && !f.kv && !f.apart) {
+		add_to(gr.dxq.v, gr.dxk.v, matrix_size(&gr.dxq));
+		add_to(gr.dxq.v, gr.dxv.v, matrix_size(&gr.dxq));
+	} else if (f.kv) {
+		add_to(gr.dxk.v, gr.dxv.v, matrix_size(&gr.dxk));
+	}
+	/* an input given 2-D beside a batch is one matrix: its gradient the sequences' sum */
+	{
+		const int q_src = f.direct ? 4 : 0, k_src = f.direct ? 5 : f.kv ? 1 : f.apart ? 2 : 0;
+		const int v_src = f.direct ? 6 : f.kv ? 1 : f.apart ? 3 : 0;
+		matrix *const m[3] = { &gr.dxq, &gr.dxk, &gr.dxv };
+		const int src[3] = { q_src, k_src, v_src };
+
+		for (int i = 0; i < 3; i++) {
+			const size_t n = matrix_size(m[i]) / B;
+
+			if (!p->batch || !(p->shared & (1u << src[i])) || (i && src[i] == 0) ||
+			    (i == 2 && f.kv))
+				continue;
+			for (size_t b = 1; b < B; b++)
+				add_to(m[i]->v, m[i]->v + b * n, n);
+			shared[i] = 1;
+		}
+	}
+	if (r->f32) {
+		/* the sums above made in double: each gradient a float again */
+		round_f32(&gr.dxq);
+		round_f32(&gr.dxk);
+		round_f32(&gr.dxv);
+		for (int i = 0; i < 4; i++) {
+			round_f32(&gr.dW[i]);
+			round_f32(&gr.db[i]);
+		}
+		round_f32(&gr.dsinks);
+	}
+	problem_facts(p, rep.scale, &facts);
+	f.scale = rep.scale;
+	f.shared = shared;
+	for (size_t b = 0; b < B; b++) {
+		matrix *rb = &res[b * B_COUNT];
+		/* a shared input's total is plane 0, under every sequence */
+		const matrix q = step_plane(&gr.dxq, shared[0] ? 0 : b);
+		const matrix k = step_plane(&gr.dxk, shared[1] ? 0 : b);
+		const matrix v = step_plane(&gr.dxv, shared[2] ? 0 : b);
+
+		rb[B_DQ] = q;
+		rb[B_DK] = k;
+		rb[B_DV] = v;
+		rb[B_DX] = q;
+		rb[B_DX_KV] = k;
+		rb[B_DX_K] = k;
+		rb[B_DX_V] = v;
+		for (int i = 0; i < 4; i++) {
+			rb[B_DW_Q + i] = gr.dW[i];
+			rb[B_DB_Q + i] = gr.db[i];
+		}
+		rb[B_DSINKS] = gr.dsinks;
+		if (collect(&lists[b], &f, r->steps, &keep[b], rb, d))
+			goto done;
+	}
+	{
+		const size_t batch = r->sequence ? 0 : p->batch;
+
+		if (r->explain) {
+			if (explain(r->emit, lists, batch, keep, &p->labels, r->has_cell ? p->cell : NULL))
+				goto done;
+		} else {
+			const struct run_meta meta = { .f = &facts, .rep = &rep, .f32 = r->f32,
+						       .batch = r->sequence ? p->batch_read : p->batch,
+						       .sequence = r->sequence };
+
+			if (emit_items(r->emit, lists, batch, &p->labels, &meta))
+				goto done;
+		}
+	}
+	rc = EXIT_OK;
+done:
+	for (size_t b = 0; keep && b < B; b++)
+		bkeep_free(&keep[b]);
+	for (size_t b = 0; lists && b < B; b++)
+		steps_items_free(&lists[b]);
+	free(keep);
+	free(lists);
+	free(res);
+	matrix_free(&dout);
+	bgrads_free(&gr);
+	return rc;
+}
+
+static const struct forward_command backward = { .hint = "backward", .usage = backward_usage,
+						  .backward = 1 };
+
+int cmd_backward(int argc, char **argv)
+{
+	return forward_run(argc, argv, &backward);
+}

@@ -1,0 +1,18 @@
+/*
+ * labels.h: --cell QUERY,KEY, the one entry --explain works by hand, named
+ * by numbers from 1 or by the tokens that label the queries and keys.
+ */
+#ifndef MHA_CLI_LABELS_H
+#define MHA_CLI_LABELS_H
+
+#include <stddef.h>
+
+/*
+ * "3,5", "Monica,Chandler" or "2, Ross": a query and a key, 1-based numbers
+ * or labels; 0 and *i, *j (0-based) set, or EXIT_USAGE with the reason
+ * reported as a command-line error.
+ */
+int labels_parse_cell(const char *arg, const char *const *q_labels, size_t n_q,
+		      const char *const *k_labels, size_t n_kv, size_t *i, size_t *j);
+
+#endif

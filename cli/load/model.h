@@ -1,0 +1,55 @@
+/*
+ * model.h: one attention layer out of a model's published checkpoint: a
+ * safetensors file, a folder of them (sharded, with
+ * model.safetensors.index.json), and Hugging Face's config.json beside it.
+ *
+ * A model family (--layout llama|gpt2|bert|torch, or config.json's
+ * model_type) says what its attention's tensors are called and how they are
+ * laid out; --layer N or --prefix P says which module; everything else in
+ * the checkpoint (embeddings, MLPs, norms) is never read.  config.json sets
+ * the heads, the rotary embedding, the window and causality the family
+ * implies, under whatever the command line gave.  Not a model runner: one
+ * attention, as mha computes it.
+ */
+#ifndef MHA_CLI_MODEL_H
+#define MHA_CLI_MODEL_H
+
+#include "load/spec.h"
+#include "load/weights.h"
+
+/*
+ * --config FILE, or the config.json beside a checkpoint -w names: its keys
+ * set s's family (model_type), heads, kv_heads, rope, window, causality and
+ * scale where s->given says the command line did not, and marks in s->given
+ * what it set (CONFIG_ bits).  No config: nothing.  0, or -1 said: a value
+ * of the wrong type, or heads that do not divide, name the file and the key
+ * (never an option that was not given); partial_rotary_factor turning no
+ * feature turns the rotation off, an odd number of them is refused.
+ */
+int model_config(struct problem_spec *s);
+
+/*
+ * The attention weights of one module of the checkpoint at path (see
+ * ckpt_is_checkpoint in checkpoint.h), in the family's layout, into w: s->family (found
+ * from the tensors' names when none), s->layer or s->prefix.  s->layout is
+ * set to the family's.  The heads and rotary dim config.json set are held
+ * to the weights read, a mismatch blamed on config.json.  0, or -1 said (a
+ * missing tensor's message lists the names nearest to it).  A shard's file
+ * is open only while its header or one tensor is read.
+ */
+int model_load(weights *w, struct problem_spec *s, const char *path);
+
+/*
+ * The heads (kv: the key/value heads), n of them, as a message that finds
+ * them wrong names what set them: "--heads 3", "--kv-heads 2", or the key
+ * and config.json when the file set them ("num_attention_heads 3 of
+ * 'ck/config.json'"), into buf.  Key and value heads neither given nor set
+ * are the heads, and said so.
+ */
+const char *model_heads_said(const struct problem_spec *s, int kv, size_t n, char *buf,
+			     size_t size);
+
+/* "llama", "gpt2", "bert", "torch"; NULL for FAMILY_NONE */
+const char *model_family_name(model_family f);
+
+#endif

@@ -1,0 +1,89 @@
+/*
+ * problem.h: one attention problem, read and checked: the inputs (X and
+ * X_kv, or Q, K and V given directly), the weights, the mask and the
+ * labels, with mha_dims worked out and every mismatch explained, naming
+ * the option and file each matrix came from.  What 'mha forward' (and
+ * 'mha heatmap') read, and what the commands after them will.
+ *
+ * It knows nothing of argv: a problem_spec names the files and options,
+ * so a test or a fuzzer can fill one and call problem_load().  Reading
+ * charges the memory budget (budget.h): budget_init() comes first.
+ */
+#ifndef MHA_CLI_PROBLEM_H
+#define MHA_CLI_PROBLEM_H
+
+#include <stddef.h>
+
+#include "base/matrix.h"
+#include "load/spec.h"
+#include "load/weights.h"
+#include "mha.h"
+
+/* Token labels: one per query (row of X) and one per key. */
+struct labels {
+	char **query, **key; /* NULL: none; key may be query itself, or an input's labels */
+	size_t n_query, n_key;
+	int own_query, own_key; /* split from --tokens: freed with the problem */
+};
+
+struct problem {
+	struct problem_spec spec;
+	matrix x, kv, q, k, v, mask; /* as read; rank 0 where not given */
+	matrix xk, xv;               /* --xk, --xv */
+	matrix sinks;                /* --sinks: (H) or (1, H) or (H, 1) */
+	matrix alibi;                /* ALiBi's slopes as used: --alibi-slopes (H) or (1, H)
+					or (H, 1), or Press et al.'s (H) for --alibi */
+	matrix rope_cos, rope_sin;   /* --rope-cos, --rope-sin: (rows, R/2) */
+	matrix pos_q, pos_k;         /* --positions as read: one list in pos_q, or "q" and "k" */
+	int pos_apart;               /* --positions gave "q" and "k" apart (a JSON object) */
+	ptrdiff_t *q_pos, *k_pos;    /* the positions as whole numbers: (n_q), (n_kv), or NULL */
+	weights w;
+	struct labels labels;
+	/* where each came from, for messages: "-x x.json", "--mask <stdin>" */
+	char x_src[PATH_TEXT], kv_src[PATH_TEXT], q_src[PATH_TEXT], k_src[PATH_TEXT], v_src[PATH_TEXT], mask_src[PATH_TEXT];
+	char xk_src[PATH_TEXT], xv_src[PATH_TEXT];
+	/* a batch: B sequences when an input is 3-D (B, rows, cols), 0 when all
+	 * are 2-D; a 2-D input beside 3-D ones is shared by every sequence
+	 * (copied B times), so the library sees every input as (B, rows, cols) */
+	size_t batch;
+	size_t batch_read;      /* after problem_keep_sequence: the batch as read */
+	unsigned char *allow;   /* the boolean mask as bytes, or NULL */
+	int diag_blocked;       /* a boolean mask read as true = may attend blocks every
+				   query's own key (square scores): PyTorch's, perhaps */
+	int direct;             /* Q, K, V given directly */
+	mha_dims d;
+	mha_config cfg;         /* spec.cfg with the mask */
+	mha_inputs in;          /* the library's view of the matrices above */
+	mha_inputs_f32 in_f;    /* the same of those read as floats (matrix.f), else NULL */
+	mha_weights weights;
+	mha_weights_f32 weights_f; /* those read as floats (matrix.f), else NULL */
+	size_t cell[2];         /* --cell: the query and key, 0-based */
+	unsigned shared;        /* a batch: the inputs given 2-D and copied to every
+				   sequence, 1 << the index of X, X_kv, X_k, X_v, Q, K, V */
+};
+
+/*
+ * Read every file the spec names (each refused first if larger than the
+ * budget's limit), work out the shapes and check the mask and the labels.
+ * EXIT_OK, EXIT_DATA (bad data, said) or EXIT_USAGE (--cell names no query
+ * or key, said).  problem_free() after, whatever it returned.
+ */
+int problem_load(struct problem *p, const struct problem_spec *s);
+void problem_free(struct problem *p);
+
+/* Each file the spec reads (a -w directory: each it may read) noted among
+ * the run's inputs (files.h) before any is read, so that an output over
+ * one is refused up front.  0, or -1 said. */
+int problem_note_inputs(const struct problem_spec *s);
+
+/* Sequences the run computes: the batch, or 1. */
+size_t problem_sequences(const struct problem *p);
+
+/*
+ * --sequence: keep sequence b (0-based) of a batch alone, as a batch of one
+ * (its inputs, its mask, its key length); batch_read keeps the batch's
+ * size.  0, or -1 said.
+ */
+int problem_keep_sequence(struct problem *p, size_t b);
+
+#endif

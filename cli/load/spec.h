@@ -1,0 +1,65 @@
+/*
+ * spec.h: what a run reads, as the command line (or a test, or a fuzzer)
+ * names it: the files, the options, the model's checkpoint and config.json.
+ * problem.h reads it; model.h fills in what config.json says.
+ */
+#ifndef MHA_CLI_SPEC_H
+#define MHA_CLI_SPEC_H
+
+#include <stddef.h>
+
+#include "base/cli.h"
+#include "load/weights.h"
+#include "mha.h"
+
+/* What the command line gave, so that config.json leaves it alone. */
+enum {
+	GIVEN_HEADS = 1u << 0, GIVEN_KV_HEADS = 1u << 1, GIVEN_ROPE = 1u << 2,
+	GIVEN_ROPE_THETA = 1u << 3, GIVEN_ROPE_DIM = 1u << 4, GIVEN_WINDOW = 1u << 5,
+	GIVEN_CAUSAL = 1u << 6, GIVEN_LAYOUT = 1u << 7, GIVEN_SCALE = 1u << 8
+};
+/* What config.json set, in the same bits (s->given): a value that does not
+ * fit the weights is then blamed on the file, not on an option. */
+enum { CONFIG_HEADS = 1u << 16, CONFIG_KV_HEADS = 1u << 17, CONFIG_ROPE_DIM = 1u << 18 };
+
+/* What to read, as the command line gave it. */
+struct problem_spec {
+	const char *x, *kv, *w, *q, *k, *v, *mask; /* paths ("-": standard input), or NULL */
+	int k_transposed;               /* --kt: k holds K^T, (d, n_kv) or (B, d, n_kv) */
+	const char *xk, *xv;            /* --xk, --xv: keys' and values' sources apart, or NULL */
+	const char *sinks;              /* --sinks: one logit per query head, or NULL */
+	const char *alibi_slopes;       /* --alibi-slopes: one slope per query head, or NULL */
+	const char *positions;          /* --positions: rope's positions, or NULL */
+	const char *rope_cos, *rope_sin;/* --rope-cos, --rope-sin: rope's tables, or NULL */
+	const char *one[N_WEIGHTS];     /* --wq … --bo: one weight from its own file */
+	weight_layout layout;
+	model_family family;            /* --layout llama|gpt2|bert|torch, or config.json's */
+	const char *config;             /* --config: Hugging Face's config.json, or NULL */
+	const char *prefix;             /* --prefix: the attention module's names' start */
+	size_t layer;                   /* --layer, when has_layer */
+	int has_layer;
+	/* what a checkpoint's run used, for meta's "model": set by model_config
+	 * and model_load */
+	char config_read[PATH_TEXT];         /* the config.json read, or "" */
+	char module[PATH_TEXT];              /* the module's names' start, with its '.', or "" */
+	int checkpoint;                 /* the weights came from a checkpoint */
+	unsigned given;                 /* GIVEN_ bits (model.h): what config.json leaves alone */
+	size_t heads, kv_heads;         /* at least 1; kv_heads divides heads (0: heads) */
+	mha_config cfg;                 /* the options; problem_load adds the mask */
+	int mask_block;                 /* --mask-bool block: a boolean mask's true blocks
+					   (PyTorch's nn.MultiheadAttention); 0: true attends */
+	const char *tokens, *kv_tokens; /* --tokens, --kv-tokens, or NULL */
+	const char *cell;               /* --cell QUERY,KEY, or NULL */
+	const size_t *kv_lens;          /* --kv-len 5,3,4: one length per sequence, or NULL */
+	int floats;                     /* --dtype f32 with X not printed: float32 inputs stay
+					   floats (READ_F32) */
+	int float_out;                  /* and the output is made and written as floats
+					   (--format npy or npz) */
+	int map;                        /* X, Q, K, V and the weights may be mapped from
+					   native .npy files (READ_MAP): nothing writes
+					   into them (mha forward) */
+	size_t n_kv_lens;               /* their number (a single --kv-len N is cfg.kv_len) */
+	const char *grad_output;        /* mha backward --grad-output: dO, or NULL */
+};
+
+#endif

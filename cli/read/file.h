@@ -1,0 +1,65 @@
+/*
+ * file.h: what every reader starts from: an input file read whole (or in
+ * parts, for a .npy file's values) within the memory budget (budget.h),
+ * and what the caller wants out of it (read_spec).  The readers (json.h,
+ * csv.h, npy.h, npz.h) take a loaded file; input.h tells which reader.
+ */
+#ifndef MHA_CLI_FILE_H
+#define MHA_CLI_FILE_H
+
+#include <stddef.h>
+
+#include "base/files.h"
+#include "base/matrix.h"
+
+typedef struct input_file {
+	char *name;          /* for messages: the path as given, or "<stdin>" */
+	unsigned char *data; /* the whole file, with a NUL after the last byte */
+	size_t len;          /* bytes, not counting that NUL */
+	size_t held;         /* what data holds of the memory budget */
+	/* while a file is read in parts (input_begin) */
+	size_t cap;          /* bytes allocated at data */
+	size_t size;         /* a regular file's length from where reading began */
+	int sized;           /* size is known (a regular file) */
+	int ended;           /* the file's last byte is in data */
+	int fd;              /* open while read in parts; -1 (or 0, standard input) */
+} input_file;
+
+/* Read path ("-": standard input) whole, within the memory budget (budget.h):
+ * a pipe or a device is read until it ends or the budget is spent.  Errors
+ * are reported; -1.  input_load() reads a file the user named, which may
+ * be a FIFO; input_load_found() one mha found itself (a folder's, an
+ * index's), which must be a regular file (files.h). */
+int input_load(input_file *f, const char *path);
+int input_load_found(input_file *f, const char *path);
+void input_free(input_file *f);
+
+/* The same in parts: input_begin() reads the first head bytes (fewer if
+ * the file is shorter) and leaves the file open; input_fill() reads on
+ * until data holds want bytes or the file ends (ended); input_finish()
+ * reads the rest and closes it.  A reader may instead read the rest
+ * itself from fd, straight into its own memory (read_npy_rest).  Errors
+ * are reported; -1.  input_free() closes what is still open. */
+int input_begin(input_file *f, const char *path, size_t head, enum file_origin origin);
+int input_fill(input_file *f, size_t want);
+int input_finish(input_file *f);
+
+/* What follows the last '.' of name, lower case, cut to size - 1 bytes; ""
+ * when there is none or a '/' follows it.  The one rule by which mha tells
+ * a format by a name: reading, and writing (emit.h). */
+void file_extension(const char *name, char *ext, size_t size);
+
+/* What the caller wants out of a file. */
+typedef struct read_spec {
+	const char *what;          /* names the matrix in messages: "X", "W_Q", "mask" */
+	const char *const *keys;   /* JSON: object keys it may be under, NULL-terminated;
+				      NULL: a JSON object is refused */
+	size_t min_rank, max_rank; /* accepted ranks, 1 to 3 */
+	unsigned flags;            /* READ_NONFINITE | READ_BOOL, from matrix.h */
+} read_spec;
+
+/* The non-finite spellings a mask may use ("-inf", "Infinity", "nan", …,
+ * any case, optional sign): 1 and *v set, or 0. */
+int parse_nonfinite(const char *s, double *v);
+
+#endif

@@ -1,0 +1,738 @@
+/*
+ * read_json.c: JSON files into matrices, with cJSON doing the parsing.
+ *
+ * cJSON keeps no positions, so when an element is wrong the reader walks
+ * the text again along the element's path to give its line and column.
+ */
+#include "read/json.h"
+#include "base/budget.h"
+#include "base/cli.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void line_col(const char *text, size_t off, size_t *line, size_t *col)
+{
+	*line = 1;
+	*col = 1;
+	for (size_t i = 0; i < off; i++) {
+		if (text[i] == '\n') {
+			++*line;
+			*col = 1;
+		} else {
+			++*col;
+		}
+	}
+}
+
+static int check_duplicate_keys(const json_doc *doc);
+
+int json_parse(json_doc *doc, const input_file *f)
+{
+	const char *text = (const char *)f->data, *end = NULL;
+	size_t skip = 0, i, refused;
+
+	doc->f = f;
+	doc->root = NULL;
+	if (memchr(text, '\0', f->len)) {
+		size_t line, col;
+
+		line_col(text, (size_t)((const char *)memchr(text, '\0', f->len) - text), &line, &col);
+		return error("%s:%zu:%zu: a NUL byte: not a JSON text file", f->name, line, col);
+	}
+	if (f->len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3))
+		skip = 3; /* a UTF-8 byte order mark: harmless, skip it */
+	for (i = skip; i < f->len && isspace((unsigned char)text[i]); i++)
+		;
+	if (i == f->len)
+		return error("%s: empty file, expected JSON", f->name);
+
+	/* the length counts the terminating NUL: cJSON checks for it */
+	refused = budget_refusals();
+	doc->root = cJSON_ParseWithLengthOpts(text + skip, f->len - skip + 1, &end, 1);
+	if (!doc->root && budget_refusals() != refused)
+		return budget_refuse(f->name, 0);
+	if (!doc->root) {
+		size_t off = end ? (size_t)(end - text) : f->len, line, col, from, to, k = 0;
+		char near[40];
+
+		if (off > f->len)
+			off = f->len;
+		line_col(text, off, &line, &col);
+		if (off >= f->len)
+			return error("%s:%zu:%zu: invalid JSON: the text ends too early", f->name,
+				     line, col);
+		/* cJSON stops where it gave up, which can be just past the culprit:
+		 * show a little of the line on both sides */
+		from = off;
+		while (from > 0 && off - from < 12 && text[from - 1] != '\n')
+			from--;
+		to = off;
+		while (to < f->len && to - off < 12 && text[to] != '\n')
+			to++;
+		for (i = from; i < to; i++)
+			near[k++] = isprint((unsigned char)text[i]) ? text[i] : '?';
+		near[k] = '\0';
+		return error("%s:%zu:%zu: invalid JSON near '%s'", f->name, line, col, near);
+	}
+	return check_duplicate_keys(doc);
+}
+
+void json_doc_free(json_doc *doc)
+{
+	if (!doc)
+		return;
+	cJSON_Delete(doc->root);
+	doc->root = NULL;
+}
+
+/* ---- finding an element in the text ------------------------------------ */
+
+static size_t skip_ws(const char *t, size_t n, size_t p)
+{
+	while (p < n && (t[p] == ' ' || t[p] == '\t' || t[p] == '\n' || t[p] == '\r'))
+		p++;
+	return p;
+}
+
+/* p at a value: the position just past it (the text is valid JSON) */
+static size_t skip_value(const char *t, size_t n, size_t p)
+{
+	size_t depth = 0;
+	int in_string = 0;
+
+	for (; p < n; p++) {
+		const char c = t[p];
+
+		if (in_string) {
+			if (c == '\\')
+				p++;
+			else if (c == '"' && (in_string = 0, depth == 0))
+				return p + 1;
+			continue;
+		}
+		if (c == '"') {
+			in_string = 1;
+		} else if (c == '[' || c == '{') {
+			depth++;
+		} else if (c == ']' || c == '}') {
+			if (depth == 0)
+				return p; /* the end of the enclosing container */
+			if (--depth == 0)
+				return p + 1;
+		} else if (depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r')) {
+			return p; /* the end of a number or literal */
+		}
+	}
+	return p;
+}
+
+/*
+ * The offset of root[key][idx[0]]…[idx[depth-1]] in the text, or SIZE_MAX.
+ * Keys are compared as written (a key with escapes is not found, and the
+ * message then goes without a position).
+ */
+static size_t locate(const char *t, size_t n, const char *key, const size_t *idx, size_t depth)
+{
+	size_t p = (n >= 3 && !memcmp(t, "\xEF\xBB\xBF", 3)) ? 3 : 0;
+
+	p = skip_ws(t, n, p);
+	if (key) {
+		const size_t klen = strlen(key);
+
+		if (p >= n || t[p] != '{')
+			return SIZE_MAX;
+		p = skip_ws(t, n, p + 1);
+		for (;;) {
+			size_t k0, k1;
+
+			if (p >= n || t[p] != '"')
+				return SIZE_MAX;
+			k0 = p + 1;
+			k1 = skip_value(t, n, p) - 1;
+			p = skip_ws(t, n, k1 + 1);
+			if (p >= n || t[p] != ':')
+				return SIZE_MAX;
+			p = skip_ws(t, n, p + 1);
+			if (k1 - k0 == klen && !memcmp(t + k0, key, klen))
+				break;
+			p = skip_ws(t, n, skip_value(t, n, p));
+			if (p >= n || t[p] != ',')
+				return SIZE_MAX;
+			p = skip_ws(t, n, p + 1);
+		}
+	}
+	for (size_t d = 0; d < depth; d++) {
+		if (p >= n || t[p] != '[')
+			return SIZE_MAX;
+		p = skip_ws(t, n, p + 1);
+		for (size_t i = 0; i < idx[d]; i++) {
+			p = skip_ws(t, n, skip_value(t, n, p));
+			if (p >= n || t[p] != ',')
+				return SIZE_MAX;
+			p = skip_ws(t, n, p + 1);
+		}
+	}
+	return p < n ? p : SIZE_MAX;
+}
+
+/* ---- duplicate keys ---------------------------------------------------- */
+
+/*
+ * cJSON keeps the first of two equal keys and Python's json the last, so a
+ * document with a key twice means different things to different readers:
+ * refuse it, in any object, nested ones too.  Keys are compared as cJSON
+ * decoded them ("X" and "\u0058" are one key), which is how mha looks them up.
+ */
+
+/* containers in a path: cJSON's nesting limit, and one for the leaf */
+#define PATH_DEPTH (CJSON_NESTING_LIMIT + 1)
+
+struct key_at {
+	const char *key;
+	size_t idx; /* the member's position in its object */
+};
+
+static int key_order(const void *a, const void *b)
+{
+	const struct key_at *x = a, *y = b;
+	const int c = strcmp(x->key, y->key);
+
+	return c ? c : (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* The position of the first member of obj whose key an earlier member has,
+ * SIZE_MAX if none; -1 out of memory, -2 past the memory budget.  Sorted, not compared pairwise: an
+ * object may have a million keys. */
+static int first_repeat(const cJSON *obj, size_t *at)
+{
+	struct key_at *keys;
+	const cJSON *e;
+	size_t n = 0;
+
+	*at = SIZE_MAX;
+	{
+		/* keys in strictly rising order (an index as transformers writes it)
+		 * cannot repeat: no sort */
+		const char *last = NULL;
+		int rising = 1;
+
+		cJSON_ArrayForEach(e, obj) {
+			const char *k = e->string ? e->string : "";
+
+			rising = rising && (!last || strcmp(last, k) < 0);
+			last = k;
+			n++;
+		}
+		if (n < 2 || rising)
+			return 0;
+	}
+	if (budget_take(budget_block(n * sizeof(*keys))))
+		return -2; /* past --max-memory */
+	keys = malloc(n * sizeof(*keys));
+	if (!keys) {
+		budget_give(budget_block(n * sizeof(*keys)));
+		return -1;
+	}
+	n = 0;
+	cJSON_ArrayForEach(e, obj) {
+		keys[n].key = e->string ? e->string : "";
+		keys[n].idx = n;
+		n++;
+	}
+	qsort(keys, n, sizeof(*keys), key_order);
+	for (size_t i = 1; i < n; i++)
+		if (!strcmp(keys[i - 1].key, keys[i].key) && keys[i].idx < *at)
+			*at = keys[i].idx; /* equal keys are in member order: a repeat */
+	free(keys);
+	budget_give(budget_block(n * sizeof(*keys)));
+	return 0;
+}
+
+/*
+ * The first repeated key in the text under node, found by member positions
+ * path[0..*depth): 1 found (*dup the member), 0 none, -1 out of memory,
+ * -2 past the memory budget.
+ * A member's key comes before anything inside its value, so a repeat in
+ * this object at position d wins over anything inside members d and later.
+ */
+static int find_repeat(const cJSON *node, size_t *path, size_t depth, size_t *out_depth,
+		       const cJSON **dup)
+{
+	size_t d = SIZE_MAX, i = 0;
+	const cJSON *e;
+	int rc;
+
+	if (cJSON_IsObject(node) && (rc = first_repeat(node, &d)) != 0)
+		return rc;
+	cJSON_ArrayForEach(e, node) {
+		path[depth] = i;
+		if (i++ == d) {
+			*out_depth = depth + 1;
+			*dup = e;
+			return 1;
+		}
+		/* cJSON nests no deeper than its limit; the check keeps path safe
+		 * should a build of it allow more */
+		if ((cJSON_IsArray(e) || cJSON_IsObject(e)) && depth + 1 < PATH_DEPTH &&
+		    (rc = find_repeat(e, path, depth + 1, out_depth, dup)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* The offset of the key of the member at path[0..depth) in the text, or SIZE_MAX. */
+static size_t locate_member(const char *t, size_t n, const size_t *path, size_t depth)
+{
+	size_t p = (n >= 3 && !memcmp(t, "\xEF\xBB\xBF", 3)) ? 3 : 0;
+
+	p = skip_ws(t, n, p);
+	for (size_t d = 0; d < depth; d++) {
+		const int obj = p < n && t[p] == '{';
+
+		if (p >= n || (t[p] != '{' && t[p] != '['))
+			return SIZE_MAX;
+		p = skip_ws(t, n, p + 1);
+		for (size_t i = 0; i <= path[d]; i++) {
+			if (obj) {
+				if (p >= n || t[p] != '"')
+					return SIZE_MAX;
+				if (i == path[d] && d + 1 == depth)
+					return p;
+				p = skip_ws(t, n, skip_value(t, n, p));
+				if (p >= n || t[p] != ':')
+					return SIZE_MAX;
+				p = skip_ws(t, n, p + 1);
+			}
+			if (i == path[d])
+				break;
+			p = skip_ws(t, n, skip_value(t, n, p));
+			if (p >= n || t[p] != ',')
+				return SIZE_MAX;
+			p = skip_ws(t, n, p + 1);
+		}
+	}
+	return SIZE_MAX;
+}
+
+static int check_duplicate_keys(const json_doc *doc)
+{
+	size_t path[PATH_DEPTH], depth = 0, off, line, col;
+	const cJSON *dup = NULL;
+	const input_file *f = doc->f;
+	int rc;
+
+	if (!cJSON_IsArray(doc->root) && !cJSON_IsObject(doc->root))
+		return 0;
+	rc = find_repeat(doc->root, path, 0, &depth, &dup);
+	if (rc == -2)
+		return budget_refuse(f->name, 0);
+	if (rc < 0)
+		return error("%s: out of memory", f->name);
+	if (!rc)
+		return 0;
+	off = locate_member((const char *)f->data, f->len, path, depth);
+	if (off == SIZE_MAX)
+		return error("%s: duplicate key \"%s\"", f->name, dup->string);
+	line_col((const char *)f->data, off, &line, &col);
+	return error("%s:%zu:%zu: duplicate key \"%s\"", f->name, line, col, dup->string);
+}
+
+/* ---- keys nobody reads --------------------------------------------------- */
+
+/* The member positions from doc's root down to target into path[0..*depth): 1 found, else 0. */
+static int path_to(const cJSON *node, const cJSON *target, size_t *path, size_t depth,
+		   size_t *out_depth)
+{
+	const cJSON *e;
+	size_t i = 0;
+
+	if (node == target) {
+		*out_depth = depth;
+		return 1;
+	}
+	if (depth + 1 >= PATH_DEPTH)
+		return 0;
+	cJSON_ArrayForEach(e, node) {
+		path[depth] = i++;
+		if ((cJSON_IsArray(e) || cJSON_IsObject(e)) &&
+		    path_to(e, target, path, depth + 1, out_depth))
+			return 1;
+	}
+	return 0;
+}
+
+int json_known_keys(const json_doc *doc, const cJSON *obj, const char *const *known, size_t n,
+		    const char *expected)
+{
+	const input_file *f = doc->f;
+	const cJSON *e;
+	size_t at = 0;
+
+	cJSON_ArrayForEach(e, obj) {
+		size_t path[PATH_DEPTH], depth = 0, off = SIZE_MAX, line, col, i;
+		const char *near;
+		char where[PATH_TEXT], list[256] = "";
+
+		for (i = 0; i < n && strcmp(e->string, known[i]); i++)
+			;
+		if (i < n) {
+			at++;
+			continue;
+		}
+		if (path_to(doc->root, obj, path, 0, &depth) && depth + 1 < PATH_DEPTH) {
+			path[depth] = at;
+			off = locate_member((const char *)f->data, f->len, path, depth + 1);
+		}
+		if (off == SIZE_MAX) {
+			snprintf(where, sizeof(where), "%s", f->name);
+		} else {
+			line_col((const char *)f->data, off, &line, &col);
+			snprintf(where, sizeof(where), "%s:%zu:%zu", f->name, line, col);
+		}
+		near = closest_name(e->string, known, n);
+		if (near)
+			return error("%s: unknown key \"%.80s%s\": did you mean \"%s\"?", where,
+				     e->string, strlen(e->string) > 80 ? "..." : "", near);
+		for (i = 0; !expected && i < n; i++)
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s\"%s\"",
+				 !i ? "expected " : i + 1 < n ? ", " : " or ", known[i]);
+		return error("%s: unknown key \"%.80s%s\": %s", where, e->string,
+			     strlen(e->string) > 80 ? "..." : "", expected ? expected : list);
+	}
+	return 0;
+}
+
+int json_index_keys(const json_doc *doc)
+{
+	static const char *const keys[] = { "metadata", "weight_map" };
+
+	if (!cJSON_IsObject(doc->root))
+		return 0; /* the caller says what it expected */
+	return json_known_keys(doc, doc->root, keys, 2,
+			       "an index holds \"weight_map\" (tensor name -> file) and "
+			       "\"metadata\"");
+}
+
+/*
+ * The keys of mha's own JSON files, which an object holding a matrix may
+ * have beside the one read, since a run's output is read back as the next
+ * one's input: mha forward's output (steps.c's keys, meta and the labels),
+ * mha backward's (cmd_backward.c's) and mha init's weights (weights.c's).
+ * Any other key is a typo or a file of another kind.
+ */
+static const char *const own_keys[] = {
+	"meta", "tokens", "kv_tokens", "X", "Q", "K", "V", "q_rot", "k_rot", "mask", "heads",
+	"concat", "output",
+	"grad_output", "dconcat", "dq_rot", "dk_rot", "dQ", "dK", "dV", "dX", "dX_kv", "dX_k",
+	"dX_v", "dW_Q", "dW_K", "dW_V", "dW_O", "db_Q", "db_K", "db_V", "db_O", "dsinks",
+	"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O",
+};
+#define N_OWN (sizeof(own_keys) / sizeof(own_keys[0]))
+
+/* read_json's object: the spec's keys and mha's own, each once (closest_name
+ * takes two equal names for a tie) */
+static int object_keys(const json_doc *doc, const read_spec *spec)
+{
+	const char *known[N_OWN + 8];
+	size_t n = 0;
+	char expected[256] = "", keys[128] = "";
+
+	for (size_t i = 0; spec->keys && spec->keys[i] && n < 8; i++) {
+		known[n++] = spec->keys[i];
+		snprintf(keys + strlen(keys), sizeof(keys) - strlen(keys), "%s\"%s\"",
+			 i ? " or " : "", spec->keys[i]);
+	}
+	for (size_t i = 0, m = n; i < N_OWN; i++) {
+		size_t j;
+
+		for (j = 0; j < m && strcmp(known[j], own_keys[i]); j++)
+			;
+		if (j == m)
+			known[n++] = own_keys[i];
+	}
+	snprintf(expected, sizeof(expected), "%s is under %s%s; other keys must be those of mha's "
+		 "own JSON output", spec->what, keys,
+		 (spec->flags & READ_LABELS) ? ", its labels under \"tokens\"" : "");
+	return json_known_keys(doc, doc->root, known, n, expected);
+}
+
+/* "a string \"0.4x\"", "an object", …: what was found instead */
+static const char *describe(const cJSON *n, char *buf, size_t size)
+{
+	if (cJSON_IsString(n)) {
+		snprintf(buf, size, "the string \"%.40s%s\"", n->valuestring,
+			 strlen(n->valuestring) > 40 ? "..." : "");
+		return buf;
+	}
+	if (cJSON_IsNumber(n)) {
+		snprintf(buf, size, "the number %.17g", n->valuedouble);
+		return buf;
+	}
+	if (cJSON_IsBool(n))
+		return cJSON_IsTrue(n) ? "true" : "false";
+	if (cJSON_IsNull(n))
+		return "null";
+	if (cJSON_IsArray(n))
+		return "an array";
+	if (cJSON_IsObject(n))
+		return "an object";
+	return "something else";
+}
+
+struct conv {
+	const json_doc *doc;
+	const char *key;   /* where the node is in the top-level object, or NULL */
+	const char *what;
+	unsigned flags;
+	size_t rank;
+	size_t dim[4];
+	double *out;       /* where the next value goes; NULL: only check them */
+	int bools;  /* -1 unknown yet, 0 numbers, 1 booleans */
+	char path[96];
+	char where[4352]; /* a path (up to PATH_MAX) and a line and column */
+};
+
+static const char *path_of(struct conv *c, const size_t *idx, size_t depth)
+{
+	size_t used = (size_t)snprintf(c->path, sizeof(c->path), "%s", c->what);
+
+	for (size_t i = 0; i < depth && used < sizeof(c->path); i++)
+		used += (size_t)snprintf(c->path + used, sizeof(c->path) - used, "[%zu]", idx[i]);
+	return c->path;
+}
+
+/* "file:line:col" of the element at idx[0..depth), or just "file" */
+static const char *where(struct conv *c, const size_t *idx, size_t depth)
+{
+	const input_file *f = c->doc->f;
+	size_t off = locate((const char *)f->data, f->len, c->key, idx, depth), line, col;
+
+	if (off == SIZE_MAX) {
+		snprintf(c->where, sizeof(c->where), "%s", f->name);
+	} else {
+		line_col((const char *)f->data, off, &line, &col);
+		snprintf(c->where, sizeof(c->where), "%s:%zu:%zu", f->name, line, col);
+	}
+	return c->where;
+}
+
+static int leaf(struct conv *c, const cJSON *n, const size_t *idx, double *v)
+{
+	char buf[80];
+	const size_t r = c->rank;
+
+	if (cJSON_IsBool(n) && (c->flags & READ_BOOL)) {
+		if (c->bools == 0)
+			return error("%s: %s: expected a number like the rest, found %s",
+				     where(c, idx, r), path_of(c, idx, r), describe(n, buf, sizeof(buf)));
+		c->bools = 1;
+		*v = cJSON_IsTrue(n) ? 1.0 : 0.0;
+		return 0;
+	}
+	if (c->bools == 1)
+		return error("%s: %s: expected true or false like the rest, found %s",
+			     where(c, idx, r), path_of(c, idx, r), describe(n, buf, sizeof(buf)));
+	if (cJSON_IsNumber(n)) {
+		if (!isfinite(n->valuedouble))
+			return error("%s: %s: number out of range (beyond about 1.8e308)",
+				     where(c, idx, r), path_of(c, idx, r));
+		*v = n->valuedouble;
+	} else if (cJSON_IsString(n) && parse_nonfinite(n->valuestring, v)) {
+		if (!(c->flags & READ_NONFINITE))
+			return error("%s: %s: \"%s\" is not allowed here (only a mask may hold -inf)",
+				     where(c, idx, r), path_of(c, idx, r), n->valuestring);
+	} else {
+		return error("%s: %s: expected %s, found %s", where(c, idx, r), path_of(c, idx, r),
+			     (c->flags & READ_BOOL) ? "a number or a boolean" : "a number",
+			     describe(n, buf, sizeof(buf)));
+	}
+	c->bools = 0;
+	return 0;
+}
+
+static int fill(struct conv *c, const cJSON *n, size_t depth, size_t *idx)
+{
+	char buf[80];
+	const cJSON *e;
+	size_t i = 0;
+
+	if (depth == c->rank) {
+		double unused;
+
+		return leaf(c, n, idx, c->out ? c->out++ : &unused);
+	}
+	if (!cJSON_IsArray(n))
+		return error("%s: %s: expected an array of %zu entries, found %s", where(c, idx, depth),
+			     path_of(c, idx, depth), c->dim[depth], describe(n, buf, sizeof(buf)));
+	if ((size_t)cJSON_GetArraySize(n) != c->dim[depth]) {
+		const int got = cJSON_GetArraySize(n);
+		char first[96];
+		const size_t zeros[4] = { 0, 0, 0, 0 };
+
+		snprintf(first, sizeof(first), "%s", path_of(c, zeros, depth));
+		return error("%s: %s has %d entr%s but %s has %zu: rows must be equally long",
+			     where(c, idx, depth), path_of(c, idx, depth), got, got == 1 ? "y" : "ies",
+			     first, c->dim[depth]);
+	}
+	cJSON_ArrayForEach(e, n) {
+		idx[depth] = i++;
+		if (fill(c, e, depth + 1, idx))
+			return -1;
+	}
+	return 0;
+}
+
+static const char *const rank_names[] = { "a number", "a 1-D array", "a 2-D array", "a 3-D array",
+					   "a 4-D array" };
+
+/* " (up to 3-D)", " or a 2-D array", "": what else a spec accepts, into buf */
+static const char *more_ranks(char *buf, size_t size, size_t min_rank, size_t max_rank)
+{
+	if (max_rank == min_rank)
+		snprintf(buf, size, "%s", "");
+	else if (max_rank >= 3)
+		snprintf(buf, size, " (up to %zu-D)", max_rank);
+	else
+		snprintf(buf, size, "%s", " or a 2-D array");
+	return buf;
+}
+
+int json_node_matrix(matrix *m, const json_doc *doc, const cJSON *node, const char *key,
+		     const char *what, size_t min_rank, size_t max_rank, unsigned flags)
+{
+	struct conv c = { .doc = doc, .key = key, .what = what, .flags = flags, .bools = -1 };
+	size_t idx[4] = { 0, 0, 0, 0 };
+	const cJSON *n = node;
+	char buf[80], more[32];
+
+	memset(m, 0, sizeof(*m));
+	/* the shape comes from the first element at each depth */
+	while (cJSON_IsArray(n)) {
+		if (c.rank == 4)
+			return error("%s: %s: expected %s, found an array nested deeper than 4",
+				     where(&c, idx, 0), what, rank_names[max_rank]);
+		if (!cJSON_GetArraySize(n))
+			return error("%s: %s: empty array", where(&c, idx, c.rank),
+				     path_of(&c, idx, c.rank));
+		c.dim[c.rank++] = (size_t)cJSON_GetArraySize(n);
+		n = n->child;
+	}
+	if (c.rank < min_rank || c.rank > max_rank) {
+		if (c.rank == 0)
+			return error("%s: %s: expected %s, found %s", where(&c, idx, 0), what,
+				     rank_names[min_rank], describe(node, buf, sizeof(buf)));
+		return error("%s: %s: expected %s%s, found %s", where(&c, idx, 0), what,
+			     rank_names[min_rank], more_ranks(more, sizeof(more), min_rank, max_rank),
+			     rank_names[c.rank]);
+	}
+	/* the shape comes from the first element at each depth, so a few bytes
+	 * can claim billions of entries ([[[0, 0, …], 0, …], 0, …]): check every
+	 * element first, with nowhere to put it, and allocate only a shape the
+	 * document holds */
+	if (fill(&c, node, 0, idx))
+		return -1;
+	if (matrix_alloc_dims(m, c.rank, c.dim))
+		return -1;
+	c.out = m->v;
+	c.bools = -1;
+	if (fill(&c, node, 0, idx)) {
+		matrix_free(m);
+		return -1;
+	}
+	m->is_bool = c.bools == 1;
+	return 0;
+}
+
+/* "tokens": ["The", "bear", …] beside the matrix: one label a row */
+static int json_tokens(matrix *m, const json_doc *doc, const read_spec *spec)
+{
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(doc->root, "tokens"), *e;
+	size_t n = 0;
+	/* a batch (3-D): the labels of each sequence's rows, the same for all */
+	const size_t rows = matrix_rows(m);
+
+	if (!t)
+		return 0;
+	if (!cJSON_IsArray(t) || m->rank < 2)
+		return error("%s: \"tokens\" must be an array of strings, one per row of %s",
+			     doc->f->name, spec->what);
+	if ((size_t)cJSON_GetArraySize(t) != rows)
+		return error("%s: \"tokens\" has %d label%s but %s has %zu row%s%s", doc->f->name,
+			     cJSON_GetArraySize(t), cJSON_GetArraySize(t) == 1 ? "" : "s", spec->what,
+			     rows, rows == 1 ? "" : "s", m->rank == 3 ? " in each sequence" : "");
+	m->labels_held = budget_block((rows ? rows : 1) * sizeof(*m->labels));
+	if (budget_take(m->labels_held)) {
+		m->labels_held = 0;
+		return budget_refuse(doc->f->name, rows * sizeof(*m->labels));
+	}
+	m->labels = calloc(rows ? rows : 1, sizeof(*m->labels));
+	if (!m->labels)
+		return error("out of memory");
+	m->n_labels = rows;
+	cJSON_ArrayForEach(e, t) {
+		size_t len;
+
+		if (!cJSON_IsString(e))
+			return error("%s: tokens[%zu]: expected a string", doc->f->name, n);
+		len = strlen(e->valuestring) + 1;
+		if (budget_take(budget_block(len)))
+			return budget_refuse(doc->f->name, len);
+		m->labels_held += budget_block(len);
+		if (!(m->labels[n++] = strdup(e->valuestring)))
+			return error("out of memory");
+	}
+	return 0;
+}
+
+int read_json(matrix *m, const input_file *f, const read_spec *spec)
+{
+	json_doc doc;
+	const cJSON *node = NULL;
+	const char *key = NULL;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	if (json_parse(&doc, f)) {
+		json_doc_free(&doc);
+		return -1;
+	}
+	if (cJSON_IsObject(doc.root) && spec->keys && object_keys(&doc, spec)) {
+		json_doc_free(&doc);
+		return -1;
+	}
+	if (cJSON_IsObject(doc.root)) {
+		for (size_t i = 0; spec->keys && spec->keys[i] && !node; i++) {
+			node = cJSON_GetObjectItemCaseSensitive(doc.root, spec->keys[i]);
+			key = spec->keys[i];
+		}
+		if (!node) {
+			char list[128] = "";
+
+			for (size_t i = 0; spec->keys && spec->keys[i]; i++)
+				snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s\"%s\"",
+					 i ? " or " : "", spec->keys[i]);
+			rc = spec->keys
+				? error("%s: expected %s as an array, or an object holding it under %s",
+					f->name, spec->what, list)
+				: error("%s: expected %s as an array, found an object", f->name, spec->what);
+			json_doc_free(&doc);
+			return rc;
+		}
+	} else {
+		node = doc.root;
+	}
+	rc = json_node_matrix(m, &doc, node, key, key ? key : spec->what, spec->min_rank,
+			      spec->max_rank, spec->flags);
+	if (!rc && (spec->flags & READ_LABELS) && cJSON_IsObject(doc.root))
+		rc = json_tokens(m, &doc, spec);
+	if (rc)
+		matrix_free(m); /* the tokens may have failed after the matrix */
+	json_doc_free(&doc);
+	return rc;
+}

@@ -1,0 +1,52 @@
+/*
+ * json.h: JSON files into matrices (json.c, with cJSON), and the reader's
+ * pieces that the weights, the checkpoint index and config.json need too:
+ * a parsed document and the conversion of one of its nodes to a matrix.
+ */
+#ifndef MHA_CLI_READ_JSON_H
+#define MHA_CLI_READ_JSON_H
+
+#include "read/file.h"
+
+struct cJSON;
+
+/* A JSON file as one matrix (or an object holding it under one of
+ * spec->keys); errors reported with line and column, -1. */
+int read_json(matrix *m, const input_file *f, const read_spec *spec);
+
+typedef struct json_doc {
+	const input_file *f;
+	struct cJSON *root;
+} json_doc;
+
+/* Parse f; a syntax error is reported with its line and column. */
+int json_parse(json_doc *doc, const input_file *f);
+void json_doc_free(json_doc *doc);
+
+/*
+ * Convert node, found under key of the top-level object (NULL: the node is
+ * the document itself), to a matrix; what names it in messages.  Errors
+ * give the line and column of the element at fault.
+ */
+int json_node_matrix(matrix *m, const json_doc *doc, const struct cJSON *node,
+		     const char *key, const char *what, size_t min_rank,
+		     size_t max_rank, unsigned flags);
+
+/*
+ * Refuse a member of obj (the document's root, or an object inside it)
+ * whose key is not one of known[0..n): "FILE:LINE:COL: unknown key "keys":
+ * did you mean "k"?" when one is nearly it, else the message ends with
+ * ": " and expected ("positions are under "q" and "k""; NULL: the keys
+ * known, listed).  Checked before any value is read, so that a typo cannot
+ * leave a value at its default.  0, or -1 said.
+ */
+int json_known_keys(const json_doc *doc, const struct cJSON *obj, const char *const *known,
+		    size_t n, const char *expected);
+
+/*
+ * model.safetensors.index.json's top level: "weight_map" and "metadata"
+ * (free-form) and nothing else, as json_known_keys() refuses others.
+ */
+int json_index_keys(const json_doc *doc);
+
+#endif

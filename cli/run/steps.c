@@ -1,0 +1,751 @@
+/*
+ * steps.c: the table of printable steps (steps.h), and what derives from
+ * it: the print set, the observer and its copies, the titled items in the
+ * order of the computation, and their file names under -o DIR/.
+ */
+#include "run/steps.h"
+
+#include "base/cli.h"
+#include "base/number.h"
+#include "load/weights.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int has_weight(const struct step_facts *f, int which)
+{
+	return (f->weights >> which) & 1;
+}
+
+/* the scores go through a mask: causal, --window, --mask or --kv-len */
+static int masked(const struct step_facts *f)
+{
+	return f->cfg->causal || f->cfg->window.on || f->mask_file || f->cfg->kv_len ||
+	       f->cfg->kv_lens || f->cfg->alibi.on;
+}
+
+/* the key/value head (1-based) query head q uses */
+static size_t kv_head(const struct step_facts *f, size_t q)
+{
+	return (q - 1) / (f->d->heads / f->d->kv_heads) + 1;
+}
+
+/* ---- titles ------------------------------------------------------------ */
+
+void step_scale_words(char *buf, size_t size, const struct step_facts *f)
+{
+	const mha_dims *d = f->d;
+
+	switch (f->cfg->scale_mode) {
+	case MHA_SCALE_DK:
+		snprintf(buf, size, "%.6g = 1/sqrt(d_k), d_k = %zu", f->scale, d->d_k);
+		break;
+	case MHA_SCALE_DMODEL:
+		snprintf(buf, size, "%.6g = 1/sqrt(d_model), d_model = %zu", f->scale, d->d_q_in);
+		break;
+	case MHA_SCALE_SEQLEN:
+		snprintf(buf, size, "%.6g = 1/sqrt(n_kv), n_kv = %zu", f->scale, d->n_kv);
+		break;
+	default:
+		format_shortest(buf, size, f->scale);
+		break;
+	}
+}
+
+static void title_x(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	(void)f;
+	(void)head;
+	snprintf(buf, size, "X");
+}
+
+/* "Q = X*W_Q + b_Q", "K = X_kv", "V = X_v", "V"; a head's block "head 2: K1" */
+static void projection(char *buf, size_t size, const struct step_facts *f, size_t head, char name,
+		       int w, int b)
+{
+	const char *src = (name == 'Q' || !f->cross) ? "X" : !f->apart ? "X_kv"
+			  : name == 'K' ? "X_k" : "X_v";
+	char bias[8] = "";
+
+	if (has_weight(f, b))
+		snprintf(bias, sizeof(bias), " + b_%c", name);
+	if (head && name != 'V' && f->cfg->rope.mode)
+		/* the heads read Q and K turned: their blocks are q_rot's and k_rot's */
+		snprintf(buf, size, "head %zu: %c%zu rotated", head, name,
+			 name == 'Q' ? head : kv_head(f, head));
+	else if (head)
+		snprintf(buf, size, "head %zu: %c%zu", head, name, name == 'Q' ? head : kv_head(f, head));
+	else if (f->direct)
+		snprintf(buf, size, "%c", name);
+	else if (!has_weight(f, w))
+		snprintf(buf, size, "%c = %s", name, src);
+	else
+		snprintf(buf, size, "%c = %s*W_%c%s", name, src, name, bias);
+}
+
+static void title_q(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	projection(buf, size, f, head, 'Q', WQ, BQ);
+}
+
+static void title_k(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	projection(buf, size, f, head, 'K', WK, BK);
+}
+
+static void title_v(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	projection(buf, size, f, head, 'V', WV, BV);
+}
+
+/* "q_rot = Q rotated by position (rope half: pairs (i, i+2) of R = 4 of d_k = 4, angle p*10000^(-2i/4); queries at i + 2)" */
+static void rope_title(char *buf, size_t size, const struct step_facts *f, char name)
+{
+	const mha_rope *r = &f->cfg->rope;
+	const size_t dk = f->d ? f->d->d_k : 0, R = r->dim ? r->dim : dk;
+	const int given = name == 'Q' ? r->q_pos != NULL : r->k_pos != NULL;
+	char angle[96], theta[40], where[64], pairs[48];
+
+	format_shortest(theta, sizeof(theta), r->theta ? r->theta : 10000);
+	if (r->cos)
+		snprintf(angle, sizeof(angle), "cos and sin from the tables");
+	else
+		snprintf(angle, sizeof(angle), "angle p*%s^(-2i/%zu)", theta, R);
+	if (r->mode == MHA_ROPE_HALF)
+		snprintf(pairs, sizeof(pairs), "pairs (i, i+%zu)", R / 2);
+	else
+		snprintf(pairs, sizeof(pairs), "pairs (2i, 2i+1)");
+	if (given)
+		snprintf(where, sizeof(where), "%s at the given positions", name == 'Q' ? "queries" : "keys");
+	else if (name == 'K')
+		snprintf(where, sizeof(where), "key j at j");
+	else if (f->cfg->causal == MHA_CAUSAL_NONE || f->cfg->causal == MHA_CAUSAL_TOP_LEFT || !f->d)
+		snprintf(where, sizeof(where), "query i at i");
+	else
+		snprintf(where, sizeof(where), "query i at i + %td",
+			 f->cfg->causal == MHA_CAUSAL_OFFSET ? f->cfg->causal_offset :
+			 (ptrdiff_t)(f->cfg->kv_len ? f->cfg->kv_len : f->d->n_kv) - (ptrdiff_t)f->d->n_q);
+	snprintf(buf, size, "%s = %c rotated by position (rope %s: %s of R = %zu of d_k = %zu, %s; %s)",
+		 name == 'Q' ? "q_rot" : "k_rot", name, r->mode == MHA_ROPE_HALF ? "half" : "interleaved",
+		 pairs, R, dk, angle, where);
+}
+
+static void title_q_rot(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	(void)head;
+	rope_title(buf, size, f, 'Q');
+}
+
+static void title_k_rot(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	(void)head;
+	rope_title(buf, size, f, 'K');
+}
+
+static void title_scores(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	snprintf(buf, size, "head %zu: scores = Q%zu*K%zu^T", head, head, kv_head(f, head));
+}
+
+static void title_scaled(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	char how[96];
+
+	step_scale_words(how, sizeof(how), f);
+	snprintf(buf, size, "head %zu: scaled = scores * %s", head, how);
+}
+
+static void title_softcapped(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	char cap[40];
+
+	format_shortest(cap, sizeof(cap), f->cfg->softcap);
+	snprintf(buf, size, "head %zu: softcapped = %s*tanh(scaled/%s)", head, cap, cap);
+}
+
+/* one side of the window: "2 keys left", "unbounded right" */
+static void window_side_words(char *buf, size_t size, ptrdiff_t n, const char *side)
+{
+	if (n < 0)
+		snprintf(buf, size, "unbounded %s", side);
+	else
+		snprintf(buf, size, "%td key%s %s", n, n == 1 ? "" : "s", side);
+}
+
+/*
+ * ALiBi's part of the mask's title: "ALiBi slope*(j - p), slopes 0.0625,
+ * 0.00390625" (the heads in order; "…" when they do not all fit)
+ */
+static void alibi_words(char *buf, size_t size, const struct step_facts *f)
+{
+	size_t n = (size_t)snprintf(buf, size, "ALiBi slope*(j - p)");
+
+	for (size_t h = 0; f->alibi_slopes && h < f->heads; h++) {
+		char v[40];
+
+		format_shortest(v, sizeof(v), f->alibi_slopes[h]);
+		if (n + strlen(v) + 12 >= size) {
+			snprintf(buf + n, size - n, ", …");
+			return;
+		}
+		n += (size_t)snprintf(buf + n, size - n, "%s%s", h ? ", " : ", slopes ", v);
+	}
+}
+
+/*
+ * "mask (added to the scores): causal; window 2 keys left, 0 keys right;
+ * keys from 5 on are padding; m.json; ALiBi slope*(j - p), slopes 0.5, 0.25"
+ */
+static void title_mask(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	const mha_config *cfg = f->cfg;
+	const char *parts[5] = { NULL };
+	char causal[64], kv[48], win[112], l[48], r[48], alibi[120];
+	char file[200];
+	size_t n = 0;
+
+	(void)head;
+	switch (cfg->causal) {
+	case MHA_CAUSAL_TOP_LEFT: snprintf(causal, sizeof(causal), "causal"); break;
+	case MHA_CAUSAL_BOTTOM_RIGHT: snprintf(causal, sizeof(causal), "causal, bottom-right"); break;
+	case MHA_CAUSAL_OFFSET:
+		snprintf(causal, sizeof(causal), "causal, offset %td", cfg->causal_offset);
+		break;
+	default: causal[0] = '\0'; break;
+	}
+	if (causal[0])
+		parts[n++] = causal;
+	if (cfg->window.on) {
+		window_side_words(l, sizeof(l), cfg->window.left, "left");
+		window_side_words(r, sizeof(r), cfg->window.right, "right");
+		snprintf(win, sizeof(win), "window %s, %s", l, r);
+		parts[n++] = win;
+	}
+	if (cfg->kv_len) {
+		snprintf(kv, sizeof(kv), "keys from %zu on are padding", cfg->kv_len + 1);
+		parts[n++] = kv;
+	}
+	if (f->mask_file) {
+		/* --mask-bool block: the file read as PyTorch means it */
+		snprintf(file, sizeof(file), "%s%s", path_shown(f->mask_file),
+			 f->mask_block ? ", true = blocked" : "");
+		parts[n++] = file;
+	}
+	if (cfg->alibi.on) {
+		alibi_words(alibi, sizeof(alibi), f);
+		parts[n++] = alibi;
+	}
+	snprintf(buf, size, "mask (added to the scores): %s%s%s%s%s%s%s%s%s", n ? parts[0] : "none",
+		 n > 1 ? "; " : "", n > 1 ? parts[1] : "", n > 2 ? "; " : "", n > 2 ? parts[2] : "",
+		 n > 3 ? "; " : "", n > 3 ? parts[3] : "", n > 4 ? "; " : "", n > 4 ? parts[4] : "");
+}
+
+static void title_masked(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	snprintf(buf, size, "head %zu: masked = %s + mask", head,
+		 f->cfg->softcap > 0 ? "softcapped" : "scaled");
+}
+
+/* "head 2: softmax(masked) with sink 0.5, row by row": the sink joins each row's denominator */
+static void title_softmax(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	char sink[64] = "";
+
+	if (f->cfg->sinks && head >= 1) {
+		char v[40];
+
+		format_shortest(v, sizeof(v), f->cfg->sinks[head - 1]);
+		snprintf(sink, sizeof(sink), " with sink %s", v);
+	}
+	snprintf(buf, size, "head %zu: softmax(%s)%s, row by row", head,
+		 masked(f) ? "masked" : f->cfg->softcap > 0 ? "softcapped" : "scaled", sink);
+}
+
+static void title_heads(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	snprintf(buf, size, "head %zu: output = softmax*V%zu", head, kv_head(f, head));
+}
+
+static void title_concat(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	(void)f;
+	(void)head;
+	snprintf(buf, size, "concat (the heads' outputs side by side)");
+}
+
+static void title_output(char *buf, size_t size, const struct step_facts *f, size_t head)
+{
+	(void)head;
+	if (!has_weight(f, WO))
+		snprintf(buf, size, "output");
+	else
+		snprintf(buf, size, "output = concat*W_O%s", has_weight(f, BO) ? " + b_O" : "");
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+#define QK AXIS_QUERY, AXIS_KEY
+#define QF AXIS_QUERY, AXIS_FEATURE
+#define KF AXIS_KEY, AXIS_FEATURE
+
+const struct step steps[STEP_COUNT] = {
+	[STEP_X] = { "x", "X", -1, -1, QF, ALL_ALWAYS, STEP_INPUT | STEP_F32, title_x },
+	[STEP_Q] = { "q", "Q", MHA_STAGE_Q, MHA_STAGE_HEAD_Q, QF, ALL_ALWAYS, STEP_BLOCKS, title_q },
+	[STEP_K] = { "k", "K", MHA_STAGE_K, MHA_STAGE_HEAD_K, KF, ALL_ALWAYS, STEP_BLOCKS, title_k },
+	[STEP_V] = { "v", "V", MHA_STAGE_V, MHA_STAGE_HEAD_V, KF, ALL_ALWAYS, STEP_BLOCKS, title_v },
+	[STEP_Q_ROT] = { "q_rot", "q_rot", MHA_STAGE_Q_ROT, -1, QF, ALL_IF_ROPE, 0, title_q_rot },
+	[STEP_K_ROT] = { "k_rot", "k_rot", MHA_STAGE_K_ROT, -1, KF, ALL_IF_ROPE, 0, title_k_rot },
+	[STEP_SCORES] = { "scores", "scores", -1, MHA_STAGE_SCORES, QK, ALL_ALWAYS, STEP_DRAWABLE,
+			  title_scores },
+	[STEP_SCALED] = { "scaled", "scaled", -1, MHA_STAGE_SCALED, QK, ALL_ALWAYS, STEP_DRAWABLE,
+			  title_scaled },
+	[STEP_SOFTCAPPED] = { "softcapped", "softcapped", -1, MHA_STAGE_SOFTCAPPED, QK,
+			      ALL_IF_SOFTCAP, STEP_DRAWABLE, title_softcapped },
+	[STEP_MASK] = { "mask", "mask", -1, MHA_STAGE_MASK, QK, ALL_IF_MASK, STEP_STACKED,
+			title_mask },
+	[STEP_MASKED] = { "masked", "masked", -1, MHA_STAGE_MASKED, QK, ALL_IF_MASK, STEP_DRAWABLE,
+			  title_masked },
+	[STEP_SOFTMAX] = { "softmax", "softmax", -1, MHA_STAGE_SOFTMAX, QK, ALL_ALWAYS,
+			   STEP_DRAWABLE, title_softmax },
+	[STEP_HEADS] = { "heads", "output", -1, MHA_STAGE_HEAD_OUTPUT, QF, ALL_ALWAYS, 0,
+			 title_heads },
+	[STEP_CONCAT] = { "concat", "concat", MHA_STAGE_CONCAT, -1, QF, ALL_ALWAYS,
+			  STEP_AFTER_HEADS, title_concat },
+	[STEP_OUTPUT] = { "output", "output", MHA_STAGE_OUTPUT, -1, QF, ALL_ALWAYS,
+			  STEP_RESULT | STEP_AFTER_HEADS | STEP_F32, title_output },
+};
+
+/* one matrix for the whole model (beside any per head) */
+static int has_whole(const struct step *s)
+{
+	return s->stage >= 0 || (s->flags & (STEP_INPUT | STEP_STACKED));
+}
+
+/* one matrix per head, written as such (one head's Q, K, V blocks too) */
+static int has_per_head(const struct step *s)
+{
+	return s->head_stage >= 0 && !(s->flags & STEP_STACKED);
+}
+
+int step_by_name(const char *name)
+{
+	for (int s = 0; s < STEP_COUNT; s++)
+		if (!strcmp(name, steps[s].name))
+			return s;
+	return -1;
+}
+
+const char *step_closest(const char *name)
+{
+	const char *names[STEP_COUNT + 1];
+
+	for (int s = 0; s < STEP_COUNT; s++)
+		names[s] = steps[s].name;
+	names[STEP_COUNT] = "all";
+	return closest_name(name, names, STEP_COUNT + 1);
+}
+
+const char *step_names(char *buf, size_t size)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (int s = 0; s < STEP_COUNT && used < size; s++) {
+		const int n = snprintf(buf + used, size - used, "%s%s", s ? ", " : "", steps[s].name);
+
+		used += n > 0 ? (size_t)n : 0;
+	}
+	return buf;
+}
+
+/* whether the run has step s: softcapped, the mask and masked not always */
+static int run_has(int s, const struct step_facts *f)
+{
+	switch (steps[s].all) {
+	case ALL_IF_SOFTCAP: return f->cfg->softcap > 0;
+	case ALL_IF_MASK: return masked(f);
+	case ALL_IF_ROPE: return f->cfg->rope.mode != MHA_ROPE_NONE;
+	default: return 1;
+	}
+}
+
+unsigned steps_print_set(unsigned asked, int all, const struct step_facts *f)
+{
+	unsigned p = asked;
+
+	for (int s = 0; s < STEP_COUNT; s++) {
+		if (all && run_has(s, f))
+			p |= STEP_BIT(s);
+		/* X is not an input when Q, K and V are */
+		if (f->direct && (steps[s].flags & STEP_INPUT))
+			p &= ~STEP_BIT(s);
+	}
+	return p;
+}
+
+unsigned steps_every(const struct step_facts *f)
+{
+	return steps_print_set(0, 1, f);
+}
+
+unsigned steps_flagged(unsigned flag)
+{
+	unsigned p = 0;
+
+	for (int s = 0; s < STEP_COUNT; s++)
+		if (steps[s].flags & flag)
+			p |= STEP_BIT(s);
+	return p;
+}
+
+unsigned steps_stages(unsigned p, size_t heads)
+{
+	unsigned bits = 0;
+
+	for (int s = 0; s < STEP_COUNT; s++) {
+		const struct step *st = &steps[s];
+
+		if (!(p & STEP_BIT(s)))
+			continue;
+		/* the output is the run's own array, X the input: nothing to observe */
+		if (st->stage >= 0 && !(st->flags & STEP_RESULT))
+			bits |= MHA_STAGE_BIT(st->stage);
+		/* with several heads, each one's block of Q, K, V is shown too */
+		if (st->head_stage >= 0 && (!(st->flags & STEP_BLOCKS) || heads > 1))
+			bits |= MHA_STAGE_BIT(st->head_stage);
+		/* one head's Q and K block is Q or K, or with rope q_rot or k_rot (the
+		 * library hands those over only with rope) */
+		if (heads == 1 && (s == STEP_Q || s == STEP_K))
+			bits |= MHA_STAGE_BIT(s == STEP_Q ? MHA_STAGE_Q_ROT : MHA_STAGE_K_ROT);
+	}
+	return bits;
+}
+
+/* ---- the observer ------------------------------------------------------- */
+
+int steps_keep(void *ctx, mha_stage stage, int head, const double *m, size_t rows, size_t cols)
+{
+	struct step_results *r = ctx;
+	matrix *dst;
+	int s;
+
+	for (s = 0; s < STEP_COUNT; s++)
+		if (head < 0 ? steps[s].stage == (int)stage && !(steps[s].flags & STEP_RESULT)
+			     : steps[s].head_stage == (int)stage)
+			break;
+	if (s == STEP_COUNT)
+		return 0; /* not asked for */
+	if (head < 0) {
+		dst = &r->whole[s];
+	} else if ((steps[s].flags & STEP_STACKED) && !r->mask_per_head) {
+		/* one mask for every head: keep the first copy as the whole-model mask */
+		if (head > 0)
+			return 0;
+		dst = &r->whole[s];
+	} else {
+		if (!r->per_head[s]) {
+			r->per_head[s] = calloc(r->heads, sizeof(matrix));
+			if (!r->per_head[s])
+				return error("out of memory"), 1;
+		}
+		dst = &r->per_head[s][head];
+	}
+	matrix_free(dst); /* a stage handed over again (an observer not told of sequences) */
+	if (matrix_alloc(dst, 2, rows, cols, 1))
+		return 1;
+	memcpy(dst->v, m, rows * cols * sizeof(double));
+	return 0;
+}
+
+int steps_stack(struct step_results *r)
+{
+	for (int s = 0; s < STEP_COUNT; s++) {
+		const matrix *per = r->per_head[s];
+		matrix *all = &r->whole[s];
+		size_t plane;
+
+		if (!per || !(steps[s].flags & STEP_STACKED))
+			continue;
+		plane = per[0].dim[0] * per[0].dim[1];
+		if (matrix_alloc(all, 3, r->heads, per[0].dim[0], per[0].dim[1]))
+			return -1;
+		for (size_t h = 0; h < r->heads; h++)
+			memcpy(all->v + h * plane, per[h].v, plane * sizeof(double));
+	}
+	return 0;
+}
+
+void steps_results_free(struct step_results *r)
+{
+	for (int s = 0; s < STEP_COUNT; s++) {
+		matrix_free(&r->whole[s]);
+		if (r->per_head[s])
+			for (size_t h = 0; h < r->heads; h++)
+				matrix_free(&r->per_head[s][h]);
+		free(r->per_head[s]);
+	}
+}
+
+/* ---- the items ---------------------------------------------------------- */
+
+struct step_item *steps_push(struct step_items *list)
+{
+	struct step_item *it;
+
+	if (list->n == list->cap) {
+		const size_t cap = list->cap ? list->cap * 2 : 64;
+		struct step_item *more = realloc(list->v, cap * sizeof(*more));
+
+		if (!more) {
+			error("out of memory");
+			return NULL;
+		}
+		list->v = more;
+		list->cap = cap;
+	}
+	it = &list->v[list->n++];
+	memset(it, 0, sizeof(*it));
+	it->copy_of = -1;
+	return it;
+}
+
+static int add_item(struct step_items *list, int s, size_t head, const matrix *m,
+		    const struct step_facts *f)
+{
+	struct step_item *it = steps_push(list);
+
+	if (!it)
+		return -1;
+	it->step = s;
+	it->key = steps[s].key;
+	it->head = head;
+	it->m = m;
+	it->rows = steps[s].rows;
+	it->cols = steps[s].cols;
+	steps[s].title(it->title, sizeof(it->title), f, head);
+	return 0;
+}
+
+/* the whole-model items of p, those made from the heads or the others */
+static int add_whole(struct step_items *list, const struct step_results *r, unsigned p,
+		     const struct step_facts *f, const matrix *x, const matrix *out, int after)
+{
+	for (int s = 0; s < STEP_COUNT; s++) {
+		const struct step *st = &steps[s];
+		const matrix *m = (st->flags & STEP_INPUT) ? x : (st->flags & STEP_RESULT) ? out
+			       : &r->whole[s];
+
+		if ((p & STEP_BIT(s)) && has_whole(st) && !(st->flags & STEP_AFTER_HEADS) == !after &&
+		    m && add_item(list, s, 0, m, f))
+			return -1;
+	}
+	return 0;
+}
+
+/* the index of the whole-model item of step s, or -1 */
+static long whole_item(const struct step_items *list, int s)
+{
+	for (size_t i = 0; i < list->n; i++)
+		if (list->v[i].step == s && !list->v[i].head)
+			return (long)i;
+	return -1;
+}
+
+/* the rotated twin of Q and K (the heads' blocks with rope), else -1 */
+static int rot_twin(int s)
+{
+	return s == STEP_Q ? STEP_Q_ROT : s == STEP_K ? STEP_K_ROT : -1;
+}
+
+/* Mark the items that are exact copies of others, by how the run is made. */
+static void mark_copies(struct step_items *list, const struct step_facts *f)
+{
+	const long concat = whole_item(list, STEP_CONCAT), output = whole_item(list, STEP_OUTPUT);
+	const int no_wo = !has_weight(f, WO);
+
+	for (size_t i = 0; i < list->n; i++) {
+		struct step_item *it = &list->v[i];
+
+		if (it->head && f->heads == 1 && (steps[it->step].flags & STEP_BLOCKS)) {
+			const int twin = rot_twin(it->step);
+
+			it->copy_of = whole_item(list, f->cfg->rope.mode && twin >= 0 ? twin : it->step);
+			it->copy_why = "one head";
+		} else if (it->head && f->heads == 1 && it->step == STEP_HEADS) {
+			/* without W_O the concat is itself the output: name the last */
+			it->copy_of = no_wo && output >= 0 ? output : concat;
+			it->copy_why = no_wo && output >= 0 ? "one head, no W_O" : "one head";
+		} else if (it->step == STEP_CONCAT && no_wo) {
+			it->copy_of = output;
+			it->copy_why = "no W_O";
+		}
+		if (it->copy_of < 0)
+			it->copy_why = NULL;
+	}
+}
+
+int steps_collect(struct step_items *list, const struct step_results *r, unsigned p,
+		  const struct step_facts *f, const matrix *x, const matrix *out)
+{
+	if (add_whole(list, r, p, f, x, out, 0))
+		return -1;
+	for (size_t h = 0; h < r->heads; h++)
+		for (int s = 0; s < STEP_COUNT; s++) {
+			const matrix *m = r->per_head[s] ? &r->per_head[s][h] : NULL;
+
+			/* one head's block of Q, K or V is the whole: not asked of the
+			 * library, which would then take the plain path for it */
+			if (!m && (p & STEP_BIT(s)) && (steps[s].flags & STEP_BLOCKS) && r->heads == 1)
+				m = rot_twin(s) >= 0 && r->whole[rot_twin(s)].rank ? &r->whole[rot_twin(s)]
+										  : &r->whole[s];
+			if (m && !(steps[s].flags & STEP_STACKED) && add_item(list, s, h + 1, m, f))
+				return -1;
+		}
+	if (add_whole(list, r, p, f, x, out, 1))
+		return -1;
+	mark_copies(list, f);
+	return 0;
+}
+
+/* s after what buf holds, with sep between (cut short at size) */
+static void append(char *buf, size_t size, const char *sep, const char *s)
+{
+	const size_t n = strlen(buf);
+
+	snprintf(buf + n, size - n, "%s%s", n ? sep : "", s);
+}
+
+const char *steps_fold_note(char *buf, size_t size, const struct step_items *list, size_t *i)
+{
+	const struct step_item *first = &list->v[*i];
+	char names[400] = "", targets[100] = "", head[32] = "";
+	size_t n = 0, j;
+
+	for (j = *i; j < list->n; j++, n++) {
+		const struct step_item *it = &list->v[j];
+
+		if (it->copy_of < 0 || it->head != first->head || strcmp(it->copy_why, first->copy_why))
+			break;
+		/* a head's title less its "head 1: ", which the note says once */
+		append(names, sizeof(names), ", ", it->head ? strchr(it->title, ':') + 2 : it->title);
+		append(targets, sizeof(targets), ", ", list->v[it->copy_of].key);
+	}
+	*i = j;
+	if (first->head)
+		snprintf(head, sizeof(head), "head %zu: ", first->head);
+	snprintf(buf, size, "%s%s %s the %s %s (%s)", head, names, n > 1 ? "are" : "is", targets,
+		 first->copy_of < (long)(first - list->v) ? "above" : "below", first->copy_why);
+	return buf;
+}
+
+void steps_items_free(struct step_items *list)
+{
+	free(list->v);
+	list->v = NULL;
+	list->n = list->cap = 0;
+}
+
+matrix step_plane(const matrix *m, size_t h)
+{
+	matrix plane = *m;
+
+	if (m->rank == 3) {
+		plane = (matrix){ .rank = 2, .dim = { m->dim[1], m->dim[2], 1 },
+				  .v = m->v ? m->v + h * m->dim[1] * m->dim[2] : NULL,
+				  .f = m->f ? m->f + h * m->dim[1] * m->dim[2] : NULL,
+				  .is_f32 = m->is_f32 };
+	}
+	return plane;
+}
+
+void steps_heads(const struct step_items *list, struct step_head *heads, size_t H)
+{
+	const matrix *Q = NULL, *K = NULL, *V = NULL, *q_rot = NULL, *k_rot = NULL;
+
+	for (size_t i = 0; i < list->n; i++) {
+		const struct step_item *it = &list->v[i];
+		struct step_head *x = it->head ? &heads[it->head - 1] : NULL;
+
+		if (!x) {
+			switch (it->step) {
+			case STEP_Q: Q = it->m; break;
+			case STEP_K: K = it->m; break;
+			case STEP_V: V = it->m; break;
+			case STEP_Q_ROT: q_rot = it->m; break;
+			case STEP_K_ROT: k_rot = it->m; break;
+			default: break;
+			}
+			continue;
+		}
+		switch (it->step) {
+		case STEP_Q: x->q = it->m; break;
+		case STEP_K: x->k = it->m; break;
+		case STEP_V: x->v = it->m; break;
+		case STEP_SCORES: x->scores = it->m; break;
+		case STEP_SCALED: x->scaled = it->m; break;
+		case STEP_SOFTCAPPED: x->softcapped = it->m; break;
+		case STEP_MASKED: x->masked = it->m; break;
+		case STEP_SOFTMAX: x->softmax = it->m; break;
+		case STEP_HEADS: x->out = it->m; break;
+		default: break;
+		}
+	}
+	for (size_t h = 0; h < H; h++) {
+		heads[h].q = heads[h].q ? heads[h].q : q_rot ? q_rot : Q;
+		heads[h].k = heads[h].k ? heads[h].k : k_rot ? k_rot : K;
+		heads[h].v = heads[h].v ? heads[h].v : V;
+	}
+}
+
+/* ---- file names ----------------------------------------------------------- */
+
+const char *step_file_name(char *buf, size_t size, const char *key, size_t head, size_t plane,
+			   const char *ext)
+{
+	if (plane)
+		snprintf(buf, size, "%s_head%zu.%s", key, plane, ext);
+	else if (head)
+		snprintf(buf, size, "head%zu_%s.%s", head, key, ext);
+	else
+		snprintf(buf, size, "%s.%s", key, ext);
+	return buf;
+}
+
+/* the number name holds (its first digits), if from 1 to heads; else 0 */
+static size_t number_in(const char *name, size_t heads)
+{
+	const char *p = name + strcspn(name, "0123456789");
+	size_t n = 0;
+
+	if (*p == '0')
+		return 0;
+	for (; *p >= '0' && *p <= '9'; p++)
+		if (n > heads / 10 || (n = n * 10 + (size_t)(*p - '0')) > heads)
+			return 0;
+	return n;
+}
+
+int steps_may_write(const char *name, unsigned p, size_t heads, const char *ext)
+{
+	/* a name made by step_file_name holds no digits but its head's */
+	const size_t n = number_in(name, heads);
+	char buf[256];
+
+	for (int s = 0; s < STEP_COUNT; s++) {
+		const struct step *st = &steps[s];
+
+		if (!(p & STEP_BIT(s)))
+			continue;
+		if (has_whole(st) && !strcmp(name, step_file_name(buf, sizeof(buf), st->key, 0, 0, ext)))
+			return 1;
+		if (n && has_per_head(st) &&
+		    !strcmp(name, step_file_name(buf, sizeof(buf), st->key, n, 0, ext)))
+			return 1;
+		/* CSV holds 2-D: a stacked step may be one file per head */
+		if (n && (st->flags & STEP_STACKED) && !strcmp(ext, "csv") &&
+		    !strcmp(name, step_file_name(buf, sizeof(buf), st->key, 0, n, ext)))
+			return 1;
+	}
+	return 0;
+}

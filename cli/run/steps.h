@@ -1,0 +1,192 @@
+/*
+ * steps.h: the steps of the computation a user can print, in one table:
+ * each one's --print name, the library stage(s) it comes from, whether it
+ * is one matrix or one per head, its JSON key (and file name), what its
+ * rows and columns stand for, its title, and whether --print all shows it.
+ *
+ * Everything that chooses, keeps, orders, titles or names a step derives
+ * from that table: the print set, the stages the observer asks for, the
+ * observer itself, the list of items the writers, --explain and the
+ * heatmaps read, and the file names of -o DIR/.  A new step is a row here
+ * and its computation in the library.  Nothing here reads or writes a file.
+ */
+#ifndef MHA_CLI_STEPS_H
+#define MHA_CLI_STEPS_H
+
+#include <stddef.h>
+
+#include "base/matrix.h"
+#include "mha.h"
+
+/* In the order of the computation, which is the order they are printed in. */
+enum step_id {
+	STEP_X, STEP_Q, STEP_K, STEP_V, STEP_Q_ROT, STEP_K_ROT, STEP_SCORES, STEP_SCALED, STEP_SOFTCAPPED, STEP_MASK,
+	STEP_MASKED, STEP_SOFTMAX, STEP_HEADS, STEP_CONCAT, STEP_OUTPUT, STEP_COUNT
+};
+
+#define STEP_BIT(s) (1u << (s))
+
+/* What a matrix's rows or columns stand for: labels (tokens) go on queries and keys. */
+enum step_axis { AXIS_FEATURE, AXIS_QUERY, AXIS_KEY };
+
+/* When --print all includes a step: always, or only when the run has it
+ * (softcapped needs a softcap; mask and masked a mask, --causal or --kv-len;
+ * q_rot and k_rot --rope).
+ * A step that is an exact copy of another in this run (one head's output is
+ * the concat) is included all the same: the machine formats always hold it
+ * under its key, and text says which it repeats (struct step_item). */
+enum step_in_all { ALL_ALWAYS, ALL_IF_SOFTCAP, ALL_IF_MASK, ALL_IF_ROPE };
+
+/* A step's flags. */
+enum {
+	STEP_INPUT = 1u << 0,       /* X, the input itself; never there when Q, K, V are given */
+	STEP_RESULT = 1u << 1,      /* the output array of the run, not an observed copy */
+	STEP_BLOCKS = 1u << 2,      /* whole, plus each head's block (one head: the whole) */
+	STEP_STACKED = 1u << 3,     /* handed over per head, written as one: shared (n_q, n_kv),
+				       or per head (H, n_q, n_kv) */
+	STEP_AFTER_HEADS = 1u << 4, /* whole, made from the heads: written after them */
+	STEP_DRAWABLE = 1u << 5,    /* (n_q, n_kv) per head: a heatmap can draw it */
+	STEP_F32 = 1u << 6          /* --dtype f32 can print it */
+};
+
+/* What a step's presence and title depend on, besides the step itself. */
+struct step_facts {
+	const mha_config *cfg;   /* scale mode, causal, softcap, kv_len */
+	const mha_dims *d;       /* the shapes; titles only (NULL before reading) */
+	double scale;            /* what the run multiplied the scores by; titles only */
+	const char *mask_file;   /* --mask as given ("-": standard input), or NULL */
+	int mask_block;          /* --mask-bool block: the file's true blocks */
+	size_t heads;
+	unsigned weights;        /* 1 << WQ … 1 << BO (weights.h): the weights given */
+	int direct;              /* Q, K and V given directly (--q, --k, --v) */
+	int cross;               /* keys and values from --kv (or --xk and --xv) */
+	int apart;               /* keys from --xk, values from --xv */
+	const double *alibi_slopes; /* (H) ALiBi's slopes, given or Press et al.'s; NULL
+				       without ALiBi, and before the files are read */
+	const char *positions_file;          /* --positions as given, or NULL */
+	const char *rope_cos_file, *rope_sin_file; /* --rope-cos, --rope-sin, or NULL */
+	const char *mask_bool;   /* a boolean mask was read: "attend" or "block"; else NULL */
+	const char *model;       /* the checkpoint's family ("llama"), or NULL: no checkpoint */
+	const char *model_prefix; /* its module's names' start ("model.layers.1.self_attn.") */
+	const char *model_config; /* the config.json read, or NULL */
+	long long model_layer;   /* --layer N, or -1 */
+};
+
+struct step {
+	const char *name;        /* for --print */
+	const char *key;         /* JSON key; the file's name under -o DIR/ */
+	int stage;               /* mha_stage of the whole-model matrix, or -1 */
+	int head_stage;          /* mha_stage of each head's matrix, or -1 */
+	enum step_axis rows, cols;
+	enum step_in_all all;
+	unsigned flags;
+	/* its title: head 0 the whole-model matrix, else that head's (1-based) */
+	void (*title)(char *buf, size_t size, const struct step_facts *f, size_t head);
+};
+
+extern const struct step steps[STEP_COUNT];
+
+/* The step called name ("scores"), or -1. */
+int step_by_name(const char *name);
+/* "x, q, k, …, output": every step's name, into buf, which is returned. */
+const char *step_names(char *buf, size_t size);
+/* The step (or "all") name is nearly, for "did you mean"; NULL if none. */
+const char *step_closest(const char *name);
+/* The steps written: those asked for, and with all those --print all shows. */
+unsigned steps_print_set(unsigned asked, int all, const struct step_facts *f);
+/* Every step the run has (--print all, --explain): softcapped only with a
+ * softcap, the mask only with one. */
+unsigned steps_every(const struct step_facts *f);
+/* The steps a flag (STEP_DRAWABLE, STEP_F32) marks. */
+unsigned steps_flagged(unsigned flag);
+/* The MHA_STAGE_BIT()s an observer asks for to print the steps in p. */
+unsigned steps_stages(unsigned p, size_t heads);
+/* "0.5 = 1/sqrt(d_k), d_k = 4": how the scores were scaled, in words. */
+void step_scale_words(char *buf, size_t size, const struct step_facts *f);
+
+/* ---- what the observer keeps ------------------------------------------ */
+
+/* A copy of every intermediate asked for, by step. */
+struct step_results {
+	size_t heads;
+	int mask_per_head;                 /* the mask is (H, n_q, n_kv) (or ALiBi: one per head) */
+	matrix whole[STEP_COUNT];          /* whole-model matrices; a stacked step's too */
+	matrix *per_head[STEP_COUNT];      /* [heads] for each step kept per head */
+};
+
+/* An mha_observe_fn: ctx is a struct step_results, zeroed but for heads and
+ * mask_per_head.  Copies go through matrix_alloc (the memory budget). */
+int steps_keep(void *ctx, mha_stage stage, int head, const double *m, size_t rows, size_t cols);
+/* After the run: per-head copies of a stacked step as one (H, rows, cols). */
+int steps_stack(struct step_results *r);
+void steps_results_free(struct step_results *r);
+
+/* ---- what is printed --------------------------------------------------- */
+
+/* One matrix to print. */
+struct step_item {
+	int step;                /* enum step_id */
+	const char *key;         /* steps[step].key */
+	size_t head;             /* 1-based; 0: the whole model */
+	char title[200];
+	const matrix *m;
+	enum step_axis rows, cols;
+	/* an exact copy of the item at this index, by how the run is made (one
+	 * head: its Q block is Q; no W_O: the concat is the output); -1 if not.
+	 * Text and Markdown fold copies into a line (steps_fold_note). */
+	long copy_of;
+	const char *copy_why;    /* "one head", "no W_O", "one head, no W_O" */
+};
+
+struct step_items {
+	struct step_item *v;     /* [n], from malloc */
+	size_t n, cap;
+};
+
+/*
+ * Every step of p there is, in the order of the computation: the whole
+ * model's first (those made from the heads last), then each head's, titled,
+ * each step of p under every key it has (one head's Q, K, V blocks are the
+ * whole Q, K, V; its output is asked for from the library), exact copies
+ * marked.  x is the input X, out the output.  0, or -1 when out of memory
+ * (said).
+ */
+int steps_collect(struct step_items *list, const struct step_results *r, unsigned p,
+		  const struct step_facts *f, const matrix *x, const matrix *out);
+void steps_items_free(struct step_items *list);
+/* a new item at list's end, zeroed (copy_of -1), or NULL when out of memory (said) */
+struct step_item *steps_push(struct step_items *list);
+/*
+ * The line that stands for the copies from list->v[*i] on (those of one
+ * head, copies for one reason), in buf: "head 1: Q1, K1, V1 are the Q, K, V
+ * above (one head)".  *i moves past them.  buf is returned.
+ */
+const char *steps_fold_note(char *buf, size_t size, const struct step_items *list, size_t *i);
+/* A 2-D view of plane h of a stacked (H, rows, cols) m, or m itself when 2-D. */
+matrix step_plane(const matrix *m, size_t h);
+
+/* One query head's matrices among a run's steps; NULL where not collected. */
+struct step_head {
+	const matrix *q, *k, *v, *scores, *scaled, *softcapped, *masked, *softmax, *out;
+};
+/*
+ * heads[0 .. H) from list's per-head items (the whole model's are the
+ * caller's); a head without blocks of its own (one head) gets the whole
+ * Q (q_rot when the rotation ran), K (k_rot) and V.
+ */
+void steps_heads(const struct step_items *list, struct step_head *heads, size_t H);
+
+/* ---- their files under -o DIR/ --------------------------------------- */
+
+/*
+ * The file an item goes to in a directory: KEY.ext for the whole model,
+ * headN_KEY.ext for head N, and KEY_headN.ext for plane N of a stacked
+ * matrix CSV cannot hold whole (plane 0: none).  Into buf, returned.
+ */
+const char *step_file_name(char *buf, size_t size, const char *key, size_t head, size_t plane,
+			   const char *ext);
+/* Could a run writing the steps p of heads heads into a directory write a
+ * file called name?  (A CSV run writes the planes of a stacked step.) */
+int steps_may_write(const char *name, unsigned p, size_t heads, const char *ext);
+
+#endif

@@ -1,0 +1,664 @@
+/*
+ * emit.c: results to standard output, a file or a directory (emit.h), in
+ * the format asked for or the one the file's name says.
+ */
+#include "write/emit.h"
+
+#include "base/cli.h"
+#include "write/explain.h"
+#include "base/files.h"
+#include "write/heatmap.h"
+#include "write/html.h"
+#include "read/input.h"
+#include "base/text.h"
+#include "write/zip.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- names and places ---------------------------------------------------- */
+
+static const struct { const char *name; out_format format; } format_names[] = {
+	{ "text", FORMAT_TEXT }, { "json", FORMAT_JSON }, { "csv", FORMAT_CSV },
+	{ "markdown", FORMAT_MARKDOWN }, { "md", FORMAT_MARKDOWN }, { "npy", FORMAT_NPY },
+	{ "npz", FORMAT_NPZ }, { "heatmap", FORMAT_HEATMAP }, { "svg", FORMAT_SVG },
+	{ "html", FORMAT_HTML },
+};
+
+int emit_format_by_name(const char *name, out_format *format)
+{
+	for (size_t i = 0; i < sizeof(format_names) / sizeof(format_names[0]); i++)
+		if (!strcmp(name, format_names[i].name)) {
+			*format = format_names[i].format;
+			return 0;
+		}
+	return -1;
+}
+
+/* the extensions mha writes, and what it writes under each; "" (no
+ * extension) is text too */
+static const struct { const char *ext; out_format format; } ext_names[] = {
+	{ "json", FORMAT_JSON }, { "csv", FORMAT_CSV }, { "npy", FORMAT_NPY },
+	{ "npz", FORMAT_NPZ }, { "md", FORMAT_MARKDOWN }, { "markdown", FORMAT_MARKDOWN }, { "svg", FORMAT_SVG },
+	{ "txt", FORMAT_TEXT }, { "text", FORMAT_TEXT }, { "", FORMAT_TEXT },
+	{ "html", FORMAT_HTML }, { "htm", FORMAT_HTML },
+};
+
+/* 1 and *format set when the name's extension is one mha writes */
+static int format_of_ext(const char *path, out_format *format)
+{
+	char ext[16];
+
+	/* as the readers tell a file's format by its name (input.h) */
+	file_extension(path, ext, sizeof(ext));
+	for (size_t i = 0; i < sizeof(ext_names) / sizeof(ext_names[0]); i++)
+		if (!strcmp(ext, ext_names[i].ext)) {
+			*format = ext_names[i].format;
+			return 1;
+		}
+	return 0;
+}
+
+out_format emit_format_of_name(const char *path)
+{
+	out_format f = FORMAT_TEXT;
+
+	format_of_ext(path, &f);
+	return f;
+}
+
+int emit_known_name(const char *path)
+{
+	out_format f;
+
+	return emit_is_dir(path) || !strcmp(path, "-") || format_of_ext(path, &f);
+}
+
+int emit_is_dir(const char *path)
+{
+	struct stat st;
+	const size_t n = strlen(path);
+
+	return (n && path[n - 1] == '/') || (stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+out_format emit_format_of_output(const char *path)
+{
+	return emit_is_dir(path) ? FORMAT_CSV : emit_format_of_name(path);
+}
+
+const char *emit_dir_ext(out_format format)
+{
+	return format == FORMAT_NPY ? "npy" : format == FORMAT_CSV ? "csv" : "json";
+}
+
+int emit_make_dir(const char *dir, int *made)
+{
+	const int ok = mkdir(dir, 0777) == 0;
+
+	if (made)
+		*made = ok;
+	if (!ok && errno != EEXIST)
+		return error("%s: cannot create the directory: %s", dir, strerror(errno));
+	return 0;
+}
+
+char *emit_path(const char *dir, const char *name)
+{
+	const size_t n = strlen(dir), size = n + 1 + strlen(name) + 1;
+	char *path = malloc(size);
+
+	if (path)
+		snprintf(path, size, "%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", name);
+	return path;
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+static const char *const *axis_labels(const struct labels *l, enum step_axis a)
+{
+	return a == AXIS_QUERY ? (const char *const *)l->query
+	       : a == AXIS_KEY ? (const char *const *)l->key : NULL;
+}
+
+/* JSON: the labels as a top-level "tokens" (and "kv_tokens" when they differ) */
+static void json_tokens(writer *wr, const char *key, char **t, size_t n)
+{
+	fputs(wr->need_comma ? ",\n  \"" : "\n  \"", wr->fp);
+	fputs(key, wr->fp);
+	fputs("\": [", wr->fp);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			fputs(", ", wr->fp);
+		text_put_json(wr->fp, t[i]); /* valid UTF-8 whatever the label holds */
+	}
+	fputc(']', wr->fp);
+	wr->need_comma = 1;
+}
+
+/* text and Markdown, for reading, show a copy as a line, not again in full */
+static int folds(out_format format)
+{
+	return format == FORMAT_TEXT || format == FORMAT_MARKDOWN;
+}
+
+/* "sequence 2 of 3": a batch's heading, into buf */
+static const char *sequence_title(char *buf, size_t size, size_t b, size_t batch)
+{
+	snprintf(buf, size, "sequence %zu of %zu", b + 1, batch);
+	return buf;
+}
+
+/* One list's items, its heads nested (JSON) or folded (text); a JSON
+ * batch (batch > 0) item by item from every list of all.  0, or -1 said. */
+static int write_list(writer *wr, const struct step_items *list, const struct labels *l,
+		      const struct step_items *all, size_t batch)
+{
+	const matrix **parts = NULL;
+	size_t head = 0;
+	char note[600];
+
+	if (batch && wr->format == FORMAT_JSON && !(parts = calloc(batch, sizeof(*parts))))
+		return error("out of memory");
+	for (size_t i = 0; i < list->n;) {
+		const struct step_item *it = &list->v[i];
+
+		if (it->head != head) {
+			if (head)
+				out_head_end(wr);
+			else
+				out_heads_begin(wr);
+			if (it->head)
+				out_head_begin(wr, it->head - 1);
+			else
+				out_heads_end(wr);
+			head = it->head;
+		}
+		if (it->copy_of >= 0 && folds(wr->format)) {
+			out_note(wr, steps_fold_note(note, sizeof(note), list, &i));
+			continue;
+		}
+		wr->row_labels = axis_labels(l, it->rows);
+		wr->col_labels = axis_labels(l, it->cols);
+		if (parts) {
+			/* JSON: item i of every sequence, under one key */
+			for (size_t b = 0; b < batch; b++)
+				parts[b] = all[b].v[i].m;
+			out_matrix_batch(wr, it->key, parts, batch);
+		} else {
+			out_matrix(wr, it->key, it->title, it->m);
+		}
+		wr->row_labels = wr->col_labels = NULL;
+		i++;
+	}
+	if (head) {
+		out_head_end(wr);
+		out_heads_end(wr);
+	}
+	free(parts);
+	return 0;
+}
+
+/*
+ * One stream (standard output or a file) in text, JSON, CSV or Markdown.
+ * A batch (batch > 0 lists): JSON nests each matrix in a leading batch
+ * dimension; the others write each sequence under a heading.
+ */
+static int write_stream(writer *wr, const struct step_items *lists, size_t batch,
+			const struct labels *l, const struct run_meta *meta)
+{
+	char title[64];
+
+	wr->single = !batch && lists[0].n == 1;
+	out_begin(wr);
+	if (wr->format == FORMAT_JSON) {
+		fputs("\n  \"meta\": ", wr->fp);
+		meta_write_json(wr->fp, meta, 1);
+		wr->need_comma = 1;
+	}
+	if (wr->format == FORMAT_JSON && l->query)
+		json_tokens(wr, "tokens", l->query, l->n_query);
+	if (wr->format == FORMAT_JSON && l->key && l->key != l->query)
+		json_tokens(wr, "kv_tokens", l->key, l->n_key);
+	if (!batch || wr->format == FORMAT_JSON) {
+		if (write_list(wr, &lists[0], l, lists, batch))
+			return -1;
+	} else {
+		for (size_t b = 0; b < batch; b++) {
+			out_section(wr, sequence_title(title, sizeof(title), b, batch));
+			if (write_list(wr, &lists[b], l, lists, 0))
+				return -1;
+		}
+	}
+	out_end(wr);
+	return 0;
+}
+
+/* One matrix into a file of its own in dir: a JSON array, CSV or .npy; or,
+ * m NULL, meta.json, how the run was made.  batch > 0: parts, one matrix
+ * per sequence, as one array with a leading batch dimension (m unused but
+ * for not being NULL). */
+/* one file of -o DIR/, written into the set (committed as one) */
+static int write_one(outset *set, const char *dir, const char *name, out_format format,
+		     const matrix *m, const matrix *const *parts, size_t batch,
+		     const struct run_meta *meta)
+{
+	char *path = emit_path(dir, name);
+	outfile *of;
+
+	if (!path)
+		return error("out of memory");
+	of = outset_open(set, path);
+	free(path); /* the outfile keeps its own copy */
+	if (!of)
+		return -1;
+	/* a failed write leaves the stream in error, which the commit reports */
+	if (!m) {
+		meta_write_json(of->fp, meta, 0);
+		fputc('\n', of->fp);
+	} else if (format == FORMAT_NPY) {
+		(void)(batch ? npy_write_batch(of->fp, parts, batch) : npy_write(of->fp, m));
+	} else if (format == FORMAT_CSV) {
+		/* a batch: each sequence's matrix after the one before */
+		for (size_t b = 0; b < (batch ? batch : 1); b++)
+			(void)csv_write(of->fp, batch ? parts[b] : m);
+	} else {
+		writer wr = { .fp = of->fp, .format = FORMAT_JSON };
+
+		(void)(batch ? json_write_batch(&wr, parts, batch) : json_write_array(&wr, m));
+	}
+	return outset_finish(set, of);
+}
+
+/* -o DIR/: one file per matrix, named after its key (head1_scores.csv),
+ * and meta.json; all of them or, after a failure, none (outset). */
+static int write_directory(const char *dir, out_format format, const struct step_items *lists,
+			   size_t batch, const struct run_meta *meta)
+{
+	const struct step_items *list = &lists[0];
+	const char *ext = emit_dir_ext(format);
+	const matrix **parts = calloc(batch ? batch : 1, sizeof(*parts));
+	outset set = { 0 };
+	char name[256];
+	int rc = -1;
+
+	if (!parts)
+		return error("out of memory");
+
+	if (format != FORMAT_NPY && format != FORMAT_CSV && format != FORMAT_JSON) {
+		free(parts);
+		return error("-o %s: a directory takes one file per matrix: use --format csv, npy "
+			     "or json (or name a file)", dir);
+	}
+	if (emit_make_dir(dir, NULL) || write_one(&set, dir, "meta.json", format, NULL, NULL, 0, meta))
+		goto done;
+	for (size_t i = 0; i < list->n; i++) {
+		const struct step_item *it = &list->v[i];
+		const matrix *m = it->m;
+
+		if (format == FORMAT_CSV && m->rank == 3) {
+			/* CSV holds 2-D: a per-head mask becomes one file per head */
+			for (size_t h = 0; h < m->dim[0]; h++) {
+				const matrix part = step_plane(m, h);
+				matrix *planes = calloc(batch ? batch : 1, sizeof(*planes));
+
+				if (!planes) {
+					error("out of memory");
+					goto done;
+				}
+				/* a batch: that head's plane of each sequence, one after another */
+				for (size_t b = 0; b < batch; b++) {
+					planes[b] = step_plane(lists[b].v[i].m, h);
+					parts[b] = &planes[b];
+				}
+				step_file_name(name, sizeof(name), it->key, 0, h + 1, ext);
+				rc = write_one(&set, dir, name, format, &part, parts, batch, NULL);
+				free(planes);
+				if (rc)
+					goto done;
+				rc = -1;
+			}
+			continue;
+		}
+		for (size_t b = 0; b < batch; b++)
+			parts[b] = lists[b].v[i].m;
+		step_file_name(name, sizeof(name), it->key, it->head, 0, ext);
+		if (write_one(&set, dir, name, format, m, parts, batch, NULL))
+			goto done;
+	}
+	rc = outset_commit(&set);
+done:
+	outset_abort(&set); /* after a failure: every temporary removed */
+	free(parts);
+	return rc;
+}
+
+/* ---- .npz: every item in one archive ------------------------------------- */
+
+/* one member's array: parts under lead, or strings */
+struct npz_array {
+	const matrix **parts;
+	size_t n_parts, lead[2], n_lead;
+	int f4;
+	const char *const *strings;
+	size_t n_strings, rank;
+};
+
+static void npz_fill(const npy_sink *s, void *arg)
+{
+	const struct npz_array *a = arg;
+
+	if (a->strings)
+		npy_put_strings(s, a->strings, a->n_strings, a->rank);
+	else
+		npy_put_parts(s, a->lead, a->n_lead, a->parts, a->n_parts, a->f4);
+}
+
+/* a member "X.npy", "heads.softmax.npy": prefix and key */
+static int npz_add(zip_writer *z, const char *prefix, const char *key, struct npz_array *a)
+{
+	char name[128];
+
+	snprintf(name, sizeof(name), "%s%s.npy", prefix, key);
+	return zip_add(z, name, npz_fill, a);
+}
+
+/*
+ * -o run.npz: every item under its JSON key, as np.savez writes them (zip.h):
+ * a whole-model matrix as it is, each per-head step as one array of the
+ * heads stacked, "heads.softmax" (H, n_q, n_kv); a batch (B, ...) ahead of
+ * that.  meta is its JSON text in a 0-d Unicode array, tokens and kv_tokens
+ * 1-D Unicode arrays; float32 where the run made floats (--dtype f32's
+ * output: is_f32), else float64.  Nothing needs pickle.
+ */
+static int write_npz(FILE *fp, const struct step_items *lists, size_t batch,
+		     const struct labels *l, const struct run_meta *meta)
+{
+	const struct step_items *list = &lists[0];
+	const size_t B = batch ? batch : 1;
+	zip_writer z = { .fp = fp };
+	const matrix **parts = NULL;
+	size_t *idx = calloc(list->n ? list->n : 1, sizeof(*idx));
+	char *text = NULL;
+	size_t text_len = 0;
+	FILE *mf = open_memstream(&text, &text_len);
+	struct npz_array a;
+	int rc = -1;
+
+	if (!idx || !mf)
+		goto oom;
+	meta_write_json(mf, meta, 0);
+	if (fclose(mf)) {
+		mf = NULL;
+		goto oom;
+	}
+	mf = NULL;
+	a = (struct npz_array){ .strings = (const char *const *)&text, .n_strings = 1, .rank = 0 };
+	if (npz_add(&z, "", "meta", &a))
+		goto done;
+	if (l->query) {
+		a = (struct npz_array){ .strings = (const char *const *)l->query,
+					.n_strings = l->n_query, .rank = 1 };
+		if (npz_add(&z, "", "tokens", &a))
+			goto done;
+	}
+	if (l->key && l->key != l->query) {
+		a = (struct npz_array){ .strings = (const char *const *)l->key,
+					.n_strings = l->n_key, .rank = 1 };
+		if (npz_add(&z, "", "kv_tokens", &a))
+			goto done;
+	}
+	for (size_t i = 0; i < list->n; i++) {
+		const struct step_item *it = &list->v[i];
+		size_t H = 0;
+
+		if (it->head > 1)
+			continue; /* with head 1's */
+		if (it->head == 1) {
+			/* the step's item in every head, in order */
+			for (size_t j = i; j < list->n; j++)
+				if (list->v[j].step == it->step && list->v[j].head == H + 1)
+					idx[H++] = j;
+		} else {
+			idx[H++] = i;
+		}
+		free(parts);
+		parts = calloc(B * H, sizeof(*parts));
+		if (!parts)
+			goto oom;
+		a = (struct npz_array){ .parts = parts, .n_parts = B * H, .f4 = meta->f32 };
+		for (size_t b = 0; b < B; b++)
+			for (size_t h = 0; h < H; h++) {
+				parts[b * H + h] = lists[b].v[idx[h]].m;
+				a.f4 &= parts[b * H + h]->is_f32;
+			}
+		if (batch)
+			a.lead[a.n_lead++] = batch;
+		if (it->head)
+			a.lead[a.n_lead++] = H;
+		if (npz_add(&z, it->head ? "heads." : "", it->key, &a))
+			goto done;
+	}
+	zip_finish(&z);
+	rc = 0;
+	goto done;
+oom:
+	error("out of memory");
+done:
+	if (mf)
+		fclose(mf);
+	free(text);
+	free(parts);
+	free(idx);
+	zip_free(&z);
+	return rc;
+}
+
+/* heatmap and svg: a panel per head of the step drawn, the mask beside it */
+static int write_heatmaps(const struct emit *o, const struct step_items *list,
+			  const struct labels *l, FILE *fp)
+{
+	const char *step = steps[o->heat_step].name;
+	const matrix *mask = NULL;
+	struct heat_panel *panels = calloc(list->n ? list->n : 1, sizeof(*panels));
+	matrix *planes = calloc(list->n ? list->n : 1, sizeof(*planes));
+	size_t n = 0;
+	int rc;
+
+	if (!panels || !planes) {
+		free(panels);
+		free(planes);
+		return error("out of memory");
+	}
+	for (size_t i = 0; i < list->n; i++)
+		if (list->v[i].step == STEP_MASK)
+			mask = list->v[i].m;
+	for (size_t i = 0; i < list->n; i++) {
+		const struct step_item *it = &list->v[i];
+
+		if (!it->head || it->step != o->heat_step || (o->head && it->head != o->head))
+			continue;
+		panels[n].title = it->title;
+		panels[n].m = it->m;
+		panels[n].step = step;
+		panels[n].range = &o->range;
+		panels[n].row_labels = axis_labels(l, AXIS_QUERY);
+		panels[n].col_labels = axis_labels(l, AXIS_KEY);
+		if (mask) {
+			/* a per-head mask: this head's plane; before the masked step
+			 * it blocks nothing yet, and is only counted for a note */
+			planes[n] = step_plane(mask, it->head - 1);
+			if (o->heat_step == STEP_MASKED || o->heat_step == STEP_SOFTMAX)
+				panels[n].mask = &planes[n];
+			else
+				panels[n].later_mask = &planes[n];
+		}
+		n++;
+	}
+	if (o->format == FORMAT_SVG) {
+		rc = heatmap_svg(fp, panels, n, o->precision);
+	} else {
+		enum heat_color color = HEAT_PLAIN;
+		const char *no_color = getenv("NO_COLOR"), *term = getenv("COLORTERM");
+
+		if (o->color > 0 || (o->color == 0 && isatty(fileno(fp)) && !(no_color && *no_color)))
+			color = term && (!strcmp(term, "truecolor") || !strcmp(term, "24bit"))
+					? HEAT_TRUECOLOR : HEAT_256;
+		rc = heatmap_terminal(fp, panels, n, color, o->precision);
+	}
+	free(panels);
+	free(planes);
+	return rc;
+}
+
+int emit_items(const struct emit *o, const struct step_items *lists, size_t batch,
+	       const struct labels *labels, const struct run_meta *meta)
+{
+	const struct step_items *list = &lists[0];
+	size_t one = 0, n = 0;
+	outfile of;
+	int rc = 0;
+
+	if (o->output && strcmp(o->output, "-") && emit_is_dir(o->output))
+		return write_directory(o->output, o->format, lists, batch, meta);
+	if (o->format == FORMAT_NPY) {
+		/* one matrix: its copies (one head's block of Q is Q) are the same */
+		for (size_t i = 0; i < list->n; i++)
+			if (list->v[i].copy_of < 0) {
+				one = i;
+				n++;
+			}
+		if (n != 1)
+			return error("--format npy writes one matrix per file, and %zu were asked for: "
+				     "give -o DIR/ for one file each, or --print one step", n);
+		if ((!o->output || !strcmp(o->output, "-")) && isatty(STDOUT_FILENO))
+			return error("--format npy is binary: give -o FILE.npy, or redirect standard output");
+	}
+	if (o->format == FORMAT_NPZ && (!o->output || !strcmp(o->output, "-")) &&
+	    isatty(STDOUT_FILENO))
+		return error("--format npz is binary: give -o FILE.npz, or redirect standard output");
+	if (outfile_open(&of, o->output))
+		return -1;
+	if (o->format == FORMAT_NPY && batch) {
+		/* a batch: (B, …), item one of each sequence */
+		const matrix **parts = calloc(batch, sizeof(*parts));
+
+		if (!parts) {
+			outfile_abort(&of);
+			return error("out of memory");
+		}
+		for (size_t b = 0; b < batch; b++)
+			parts[b] = lists[b].v[one].m;
+		(void)npy_write_batch(of.fp, parts, batch);
+		free(parts);
+	} else if (o->format == FORMAT_NPY) {
+		(void)npy_write(of.fp, list->v[one].m); /* errors: see write_one() */
+	} else if (o->format == FORMAT_NPZ) {
+		if (write_npz(of.fp, lists, batch, labels, meta)) {
+			outfile_abort(&of);
+			return -1;
+		}
+	} else if (o->format == FORMAT_HEATMAP || o->format == FORMAT_SVG) {
+		/* a batch: each sequence's panels under its heading (svg: one sequence, said before) */
+		for (size_t b = 0; b < (batch ? batch : 1) && !rc; b++) {
+			if (batch && o->format == FORMAT_HEATMAP)
+				fprintf(of.fp, "%ssequence %zu of %zu\n", b ? "\n" : "", b + 1, batch);
+			rc = write_heatmaps(o, &lists[b], labels, of.fp);
+		}
+		if (rc) {
+			outfile_abort(&of);
+			return -1;
+		}
+	} else {
+		writer wr = { .fp = of.fp, .format = o->format, .precision = o->precision };
+
+		if (write_stream(&wr, lists, batch, labels, meta)) {
+			outfile_abort(&of);
+			return -1;
+		}
+	}
+	return outfile_commit(&of);
+}
+
+int emit_explain(const struct emit *o, const struct step_items *lists, size_t batch,
+		 const struct step_facts *f, const struct labels *l, const size_t *cell)
+{
+	outfile of;
+
+	if (outfile_open(&of, o->output))
+		return -1;
+	for (size_t b = 0; b < (batch ? batch : 1); b++) {
+		if (batch) {
+			/* a batch: each sequence told in turn, under its heading */
+			char title[64];
+
+			sequence_title(title, sizeof(title), b, batch);
+			fprintf(of.fp, "%s%s\n", b ? "\n" : "", title);
+			for (size_t i = strlen(title); i > 0; i--)
+				fputc('=', of.fp);
+			fputs("\n\n", of.fp);
+		}
+		if (explain_steps(of.fp, &lists[b], &f[b], (const char *const *)l->query,
+				  (const char *const *)l->key, cell, o->precision)) {
+			outfile_abort(&of);
+			return -1;
+		}
+	}
+	return outfile_commit(&of); /* a write error shows in the commit */
+}
+
+int emit_html(const struct emit *o, const struct step_items *lists, size_t batch,
+	      const struct step_facts *f, const struct labels *l, const struct run_meta *meta)
+{
+	/* --range and --head: the scale and the head the page starts on */
+	const enum html_range range = o->range.mode == HEAT_RANGE_AUTO ? HTML_RANGE_AUTO
+				      : o->range.mode == HEAT_RANGE_FIXED ? HTML_RANGE_FIXED
+				      : HTML_RANGE_DEFAULT;
+	const struct html_run r = { .lists = lists, .batch = batch, .f = f, .labels = l,
+				    .meta = meta, .precision = o->precision, .step = o->heat_step,
+				    .f32 = o->html_f32, .range = range, .range_lo = o->range.lo,
+				    .range_hi = o->range.hi, .head = o->head };
+	outfile of;
+
+	if (o->output && strcmp(o->output, "-") && emit_is_dir(o->output))
+		return error("-o %s: a directory takes one file per matrix; the page is one file: "
+			     "name it (-o attn.html)", o->output);
+	if (outfile_open(&of, o->output))
+		return -1;
+	if (html_write(of.fp, &r)) {
+		outfile_abort(&of);
+		return -1;
+	}
+	return outfile_commit(&of); /* a write error shows in the commit */
+}
+
+/* ---- no output over an input ----------------------------------------- */
+
+/* what write_directory() may write: the steps p would be */
+struct dir_names {
+	unsigned p;
+	size_t heads;
+	const char *ext;
+};
+
+static int may_write_in_dir(const char *name, void *ctx)
+{
+	const struct dir_names *dn = ctx;
+
+	return !strcmp(name, "meta.json") || steps_may_write(name, dn->p, dn->heads, dn->ext);
+}
+
+int emit_refuse_over_inputs(const struct emit *e, unsigned p, size_t heads)
+{
+	struct dir_names dn = { .p = p, .heads = heads, .ext = emit_dir_ext(e->format) };
+
+	if (!e->output || !strcmp(e->output, "-"))
+		return 0;
+	if (emit_is_dir(e->output))
+		return files_refuse_output_in_dir(e->output, may_write_in_dir, &dn);
+	return files_refuse_output(e->output);
+}

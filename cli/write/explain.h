@@ -1,0 +1,56 @@
+/*
+ * explain.h: 'mha forward --explain': the computation told as a tutorial
+ * tells it, each step with its formula, its shapes and its matrix, and
+ * with --cell I,J one entry of the attention worked through by hand.
+ */
+#ifndef MHA_CLI_EXPLAIN_H
+#define MHA_CLI_EXPLAIN_H
+
+#include <stdio.h>
+
+#include "base/matrix.h"
+#include "run/steps.h"
+#include "mha.h"
+
+/* One query head's steps, each (rows, cols) as printed. */
+struct explain_head {
+	struct step_head s;                   /* its blocks of Q, K and V, scores … out */
+	const matrix *mask;                   /* its plane of the mask, or NULL */
+	size_t kv_head;                       /* 0-based */
+};
+
+struct explain {
+	const mha_dims *d;
+	const mha_config *cfg;
+	double scale;
+	const char *scale_how;                /* "1/sqrt(d_k), d_k = 2" */
+	const char *mask_how;                 /* "causal", "m.json", … or NULL */
+	const double *alibi_slopes;           /* (H) ALiBi's slopes, or NULL without ALiBi */
+	const char *mask_file;                /* --mask as given, or NULL */
+	const char *q_formula, *k_formula, *v_formula; /* "Q = X*W_Q + b_Q", "Q = X", "Q" */
+	const char *out_formula;              /* "output = concat*W_O + b_O" or NULL */
+	const matrix *x;                      /* NULL with Q, K, V given directly */
+	const matrix *Q, *K, *V, *concat, *output;
+	const matrix *q_rot, *k_rot;          /* Q and K rotated (--rope), or NULL */
+	const char *q_rot_formula, *k_rot_formula;
+	const struct explain_head *heads;     /* [d->heads] */
+	const char *const *q_labels, *const *k_labels; /* tokens, or NULL */
+	int has_cell;
+	size_t cell_i, cell_j;                /* 0-based query and key */
+	int precision;
+};
+
+/* Write the walk-through; 0, or -1 on a write error. */
+int explain_write(FILE *fp, const struct explain *e);
+
+/*
+ * The walk-through of the steps collected in list (steps_every()'s, titled
+ * with f): formulas from the items' titles, each head's matrices from its
+ * items.  cell: the query and key (0-based) worked by hand, or NULL.  0, or
+ * -1 when out of memory (said); a write error is left in ferror(fp).
+ */
+int explain_steps(FILE *fp, const struct step_items *list, const struct step_facts *f,
+		  const char *const *q_labels, const char *const *k_labels, const size_t *cell,
+		  int precision);
+
+#endif

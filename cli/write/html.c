@@ -1,0 +1,347 @@
+/*
+ * html.c: the interactive page (html.h).  This file writes the page's
+ * frame, its style and script (cli/html/page.css, page.html, page.js,
+ * turned into C strings at build time by cli/html/embed.sh) and the run's
+ * data as one JSON object in a <script type="application/json"> element.
+ *
+ * The data: each head's Q, K and V blocks, its scores, softcapped values,
+ * mask and softmax as float64 bits in base64 (exact, and about half the
+ * size of decimal text); scaled and masked are re-derived by the script as
+ * the library made them (scores * scale; -inf where the mask is -inf, else
+ * value + mask: lib/rules.h), so a 200-token, 8-head page stays near 7 MB.
+ * Labels are embedded as text.h shows them, as --explain prints them.
+ *
+ * Not an HTML or JavaScript generator: the only text from the user (labels,
+ * file names in meta) goes into JSON strings with '<', '>', '&', U+2028 and
+ * U+2029 escaped, so it can neither close the script element nor break
+ * the JSON; the script puts it in the page with textContent only.
+ */
+#include "write/html.h"
+
+#include "base/cli.h"
+#include "base/number.h"
+#include "write/heatmap.h"
+#include "base/text.h"
+#include "write/write.h"
+
+#include "html_page.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* JSON text onto fp with what could end the script element escaped */
+static void put_safe(FILE *fp, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const unsigned char c = (unsigned char)s[i];
+
+		if (c == '<' || c == '>' || c == '&') {
+			fprintf(fp, "\\u%04x", c);
+		} else if (c == 0xe2 && i + 2 < n && (unsigned char)s[i + 1] == 0x80 &&
+			   ((unsigned char)s[i + 2] == 0xa8 || (unsigned char)s[i + 2] == 0xa9)) {
+			/* U+2028, U+2029: line ends to older JavaScript */
+			fprintf(fp, "\\u%04x", 0x2000 + ((unsigned char)s[i + 2] - 0x80));
+			i += 2;
+		} else {
+			fputc(c, fp);
+		}
+	}
+}
+
+/* a string as shown (text.h), as a JSON string made safe */
+static int put_label(FILE *fp, const char *s)
+{
+	char *json = NULL, *shown;
+	size_t len = 0, size = 8 * strlen(s) + 16;
+	FILE *mf;
+
+	shown = malloc(size);
+	if (!shown)
+		return error("out of memory");
+	text_shown(shown, size, s);
+	mf = open_memstream(&json, &len);
+	if (!mf) {
+		free(shown);
+		return error("out of memory");
+	}
+	text_put_json(mf, shown);
+	free(shown);
+	if (fclose(mf)) {
+		free(json);
+		return error("out of memory");
+	}
+	put_safe(fp, json, len);
+	free(json);
+	return 0;
+}
+
+static int put_labels(FILE *fp, const char *key, char **t, size_t n)
+{
+	fprintf(fp, ",\n\"%s\": ", key);
+	if (!t) {
+		fputs("null", fp);
+		return 0;
+	}
+	fputc('[', fp);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			fputc(',', fp);
+		if (put_label(fp, t[i]))
+			return -1;
+	}
+	fputc(']', fp);
+	return 0;
+}
+
+/* a number as JSON: its shortest form, or a string for the non-finite */
+static void put_number(FILE *fp, double v)
+{
+	char buf[48];
+
+	format_shortest(buf, sizeof(buf), v);
+	fprintf(fp, isfinite(v) ? "%s" : "\"%s\"", buf);
+}
+
+/* the values of m (row-major) as float64 little-endian bytes in base64 */
+static void put_base64(FILE *fp, const matrix *m)
+{
+	static const char digits[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const size_t n = matrix_size(m);
+	unsigned char b[3];
+	size_t k = 0;
+
+	fputc('"', fp);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t u;
+
+		memcpy(&u, &m->v[i], sizeof(u));
+		for (int byte = 0; byte < 8; byte++) {
+			b[k++] = (unsigned char)(u >> (8 * byte));
+			if (k == 3) {
+				fputc(digits[b[0] >> 2], fp);
+				fputc(digits[((b[0] & 3) << 4) | (b[1] >> 4)], fp);
+				fputc(digits[((b[1] & 15) << 2) | (b[2] >> 6)], fp);
+				fputc(digits[b[2] & 63], fp);
+				k = 0;
+			}
+		}
+	}
+	if (k) {
+		if (k == 1)
+			b[1] = 0;
+		fputc(digits[b[0] >> 2], fp);
+		fputc(digits[((b[0] & 3) << 4) | (b[1] >> 4)], fp);
+		fputc(k == 2 ? digits[(b[1] & 15) << 2] : '=', fp);
+		fputc('=', fp);
+	}
+	fputc('"', fp);
+}
+
+/* one head's matrices, as explain.c gathers them */
+/* ALiBi's and the causal offset's position of query 0, as explain.c's query_offset */
+static ptrdiff_t query_offset(const struct step_facts *f)
+{
+	const size_t keys = f->cfg->kv_len ? f->cfg->kv_len : f->d->n_kv;
+
+	switch (f->cfg->causal) {
+	case MHA_CAUSAL_BOTTOM_RIGHT: return (ptrdiff_t)keys - (ptrdiff_t)f->d->n_q;
+	case MHA_CAUSAL_OFFSET: return f->cfg->causal_offset;
+	default: return 0;
+	}
+}
+
+static int put_sequence(FILE *fp, const struct step_items *list, const struct step_facts *f,
+			size_t b, size_t batch)
+{
+	const mha_dims *d = f->d;
+	const size_t H = d->heads, G = d->kv_heads ? d->kv_heads : H;
+	struct step_head *hd = calloc(H, sizeof(*hd));
+	const matrix *mask = NULL;
+
+	if (!hd)
+		return error("out of memory");
+	steps_heads(list, hd, H);
+	for (size_t i = 0; i < list->n; i++)
+		if (!list->v[i].head && list->v[i].step == STEP_MASK)
+			mask = list->v[i].m;
+	fprintf(fp, "%s\n{\"title\": ", b ? "," : "");
+	if (batch)
+		fprintf(fp, "\"sequence %zu of %zu\"", b + 1, batch);
+	else
+		fputs("\"\"", fp);
+	fprintf(fp, ", \"offset\": %td, \"mask_how\": ", query_offset(f));
+	if (mask) {
+		/* each sequence's own: its --kv-len */
+		char how[400];
+
+		steps[STEP_MASK].title(how, sizeof(how), f, 0);
+		if (put_label(fp, strchr(how, ':') + 2)) {
+			free(hd);
+			return -1;
+		}
+	} else {
+		fputs("null", fp);
+	}
+	if (mask && mask->rank == 2) {
+		/* one mask for every head: once */
+		fputs(", \"mask\": ", fp);
+		put_base64(fp, mask);
+	}
+	fputs(", \"heads\": [", fp);
+	for (size_t h = 0; h < H; h++) {
+		const struct step_head *x = &hd[h];
+		/* its plane of a per-head mask (H, n_q, n_kv); rank 0: none or shared */
+		const matrix plane = mask ? step_plane(mask, h) : (matrix){ 0 };
+
+		if (!x->q || !x->k || !x->v || !x->scores || !x->softmax) {
+			free(hd);
+			return error("html: head %zu's steps are missing", h + 1);
+		}
+		fprintf(fp, "%s\n {\"kv_head\": %zu, \"q\": ", h ? "," : "", h / (H / G));
+		put_base64(fp, x->q);
+		fputs(", \"k\": ", fp);
+		put_base64(fp, x->k);
+		fputs(", \"v\": ", fp);
+		put_base64(fp, x->v);
+		fputs(", \"scores\": ", fp);
+		put_base64(fp, x->scores);
+		if (x->softcapped) {
+			fputs(", \"softcapped\": ", fp);
+			put_base64(fp, x->softcapped);
+		}
+		if (plane.rank && mask->rank == 3) {
+			fputs(", \"mask\": ", fp);
+			put_base64(fp, &plane);
+		}
+		fputs(", \"softmax\": ", fp);
+		put_base64(fp, x->softmax);
+		fputc('}', fp);
+	}
+	fputs("]}", fp);
+	free(hd);
+	return 0;
+}
+
+static int put_meta(FILE *fp, const struct run_meta *m)
+{
+	char *json = NULL;
+	size_t len = 0;
+	FILE *mf = open_memstream(&json, &len);
+
+	if (!mf)
+		return error("out of memory");
+	meta_write_json(mf, m, 0);
+	if (fclose(mf)) {
+		free(json);
+		return error("out of memory");
+	}
+	fputs(",\n\"meta\": ", fp);
+	put_safe(fp, json, len);
+	free(json);
+	return 0;
+}
+
+/* the run's data: everything the script reads */
+static int put_data(FILE *fp, const struct html_run *r)
+{
+	const struct step_facts *f = &r->f[0];
+	const mha_dims *d = f->d;
+	const struct labels *l = r->labels;
+	char how[200], mask_how[400];
+	int has_mask = 0;
+
+	for (size_t i = 0; i < r->lists[0].n; i++)
+		has_mask |= r->lists[0].v[i].step == STEP_MASK;
+	fprintf(fp, "{\"format\": \"mha-html 1\", \"version\": \"%s\"", MHA_VERSION_STRING);
+	fprintf(fp, ",\n\"n_q\": %zu, \"n_kv\": %zu, \"heads\": %zu, \"kv_heads\": %zu, "
+		"\"d_k\": %zu, \"d_v\": %zu, \"precision\": %d, \"f32\": %s", d->n_q, d->n_kv,
+		d->heads, d->kv_heads ? d->kv_heads : d->heads, d->d_k, d->d_v, r->precision,
+		r->f32 ? "true" : "false");
+	fputs(",\n\"scale\": ", fp);
+	put_number(fp, f->scale);
+	step_scale_words(how, sizeof(how), f);
+	fputs(", \"scale_how\": ", fp);
+	if (put_label(fp, how))
+		return -1;
+	steps[STEP_MASK].title(mask_how, sizeof(mask_how), f, 0);
+	fputs(", \"mask_how\": ", fp);
+	if (has_mask) {
+		if (put_label(fp, strchr(mask_how, ':') + 2))
+			return -1;
+	} else {
+		fputs("null", fp);
+	}
+	fputs(", \"softcap\": ", fp);
+	put_number(fp, f->cfg->softcap > 0 ? f->cfg->softcap : 0);
+	fprintf(fp, ", \"mask_file\": %s, \"rope\": %s", f->mask_file ? "true" : "false",
+		f->cfg->rope.mode ? "true" : "false");
+	fputs(",\n\"sinks\": ", fp);
+	if (f->cfg->sinks) {
+		for (size_t h = 0; h < d->heads; h++) {
+			fputs(h ? ", " : "[", fp);
+			put_number(fp, f->cfg->sinks[h]);
+		}
+		fputc(']', fp);
+	} else {
+		fputs("null", fp);
+	}
+	fputs(", \"alibi\": ", fp);
+	if (f->cfg->alibi.on && f->alibi_slopes) {
+		for (size_t h = 0; h < d->heads; h++) {
+			fputs(h ? ", " : "[", fp);
+			put_number(fp, f->alibi_slopes[h]);
+		}
+		fputc(']', fp);
+	} else {
+		fputs("null", fp);
+	}
+	fprintf(fp, ",\n\"step\": \"%s\", \"head\": %zu, \"range\": ", steps[r->step].name,
+		r->head <= d->heads ? r->head : 0);
+	if (r->range == HTML_RANGE_FIXED) {
+		fputc('[', fp);
+		put_number(fp, r->range_lo);
+		fputs(", ", fp);
+		put_number(fp, r->range_hi);
+		fputc(']', fp);
+	} else {
+		fputs(r->range == HTML_RANGE_AUTO ? "\"auto\"" : "null", fp);
+	}
+	fputs(", \"anchors\": [", fp);
+	for (int a = 0; a < HEAT_ANCHORS; a++)
+		fprintf(fp, "%s[%d, %d, %d]", a ? ", " : "", heat_anchor[a][0], heat_anchor[a][1],
+			heat_anchor[a][2]);
+	fputc(']', fp);
+	if (put_labels(fp, "tokens", l->query, l->n_query) ||
+	    put_labels(fp, "kv_tokens", l->key, l->n_key) || put_meta(fp, r->meta))
+		return -1;
+	fputs(",\n\"sequences\": [", fp);
+	for (size_t b = 0; b < (r->batch ? r->batch : 1); b++)
+		if (put_sequence(fp, &r->lists[b], &r->f[b], b, r->batch))
+			return -1;
+	fputs("]}\n", fp);
+	return 0;
+}
+
+int html_write(FILE *fp, const struct html_run *r)
+{
+	fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+	      /* nothing is ever loaded: the page is whole */
+	      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+	      "script-src 'unsafe-inline'; style-src 'unsafe-inline';\">\n"
+	      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+	      "<meta name=\"generator\" content=\"mha " MHA_VERSION_STRING "\">\n"
+	      "<title>mha: attention</title>\n<style>\n", fp);
+	fputs(html_page_css, fp);
+	fputs("</style>\n</head>\n<body>\n", fp);
+	fputs(html_page_html, fp);
+	fputs("<script id=\"mha-data\" type=\"application/json\">\n", fp);
+	if (put_data(fp, r))
+		return -1;
+	fputs("</script>\n<script>\n", fp);
+	fputs(html_page_js, fp);
+	fputs("</script>\n</body>\n</html>\n", fp);
+	return 0;
+}

@@ -1,0 +1,220 @@
+/*
+ * meta.c: the "meta" object of JSON output (meta.h).  It says how the
+ * numbers were made, not what they are: nothing here reads a matrix.
+ */
+#include "write/meta.h"
+
+#include "base/cli.h"
+#include "base/number.h"
+#include "base/text.h"
+#include "load/weights.h"
+#include "write/write.h"
+
+#include <string.h>
+
+struct member {
+	FILE *fp;
+	int depth;
+	int n; /* members written */
+};
+
+static void key(struct member *mb, const char *k)
+{
+	fputs(mb->n++ ? ",\n" : "\n", mb->fp);
+	for (int i = 0; i <= mb->depth; i++)
+		fputs("  ", mb->fp);
+	fprintf(mb->fp, "\"%s\": ", k);
+}
+
+static void string(struct member *mb, const char *k, const char *v)
+{
+	key(mb, k);
+	if (v)
+		text_put_json(mb->fp, v); /* a file name may hold anything */
+	else
+		fputs("null", mb->fp);
+}
+
+static void count(struct member *mb, const char *k, size_t v)
+{
+	key(mb, k);
+	fprintf(mb->fp, "%zu", v);
+}
+
+/* v as the shortest text that reads back exactly; null when absent */
+static void number(struct member *mb, const char *k, double v, int absent)
+{
+	char buf[40];
+
+	key(mb, k);
+	format_shortest(buf, sizeof(buf), v);
+	fputs(absent ? "null" : buf, mb->fp);
+}
+
+/* what --scale chose: the rule's words, as the titles give them */
+static const char *scale_rule(mha_scale_mode mode)
+{
+	switch (mode) {
+	case MHA_SCALE_DK: return "1/sqrt(d_k)";
+	case MHA_SCALE_DMODEL: return "1/sqrt(d_model)";
+	case MHA_SCALE_SEQLEN: return "1/sqrt(n_kv)";
+	case MHA_SCALE_NONE: return "none";
+	default: return "given";
+	}
+}
+
+static const char *causal_name(mha_causal c)
+{
+	switch (c) {
+	case MHA_CAUSAL_TOP_LEFT: return "top-left";
+	case MHA_CAUSAL_BOTTOM_RIGHT: return "bottom-right";
+	case MHA_CAUSAL_OFFSET: return "offset";
+	default: return "none";
+	}
+}
+
+void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
+{
+	const struct step_facts *f = m->f;
+	const mha_config *cfg = f->cfg;
+	const mha_dims *d = f->d;
+	struct member mb = { fp, depth, 0 };
+	char buf[40];
+	int n = 0;
+
+	fputc('{', fp);
+	string(&mb, "version", mha_version());
+	string(&mb, "inputs", f->direct ? "q, k, v" : f->apart ? "x, xk, xv" : f->cross ? "x, kv" : "x");
+	key(&mb, "weights");
+	fputc('[', fp);
+	for (int i = 0; i < N_WEIGHTS; i++)
+		if ((f->weights >> i) & 1)
+			fprintf(fp, "%s\"%s\"", n++ ? ", " : "", weight_names[i]);
+	fputc(']', fp);
+	/* a checkpoint's (-w a model folder): which module of it, and its config */
+	key(&mb, "model");
+	if (f->model) {
+		fputs("{\"layout\": ", fp);
+		text_put_json(fp, f->model);
+		fputs(", \"layer\": ", fp);
+		if (f->model_layer >= 0)
+			fprintf(fp, "%lld", f->model_layer);
+		else
+			fputs("null", fp);
+		fputs(", \"prefix\": ", fp);
+		text_put_json(fp, f->model_prefix ? f->model_prefix : "");
+		fputs(", \"config\": ", fp);
+		if (f->model_config)
+			text_put_json(fp, path_shown(f->model_config));
+		else
+			fputs("null", fp);
+		fputc('}', fp);
+	} else {
+		fputs("null", fp);
+	}
+	/* a batch (3-D inputs): its sequences, and the one shown alone */
+	key(&mb, "batch");
+	if (m->batch)
+		fprintf(fp, "%zu", m->batch);
+	else
+		fputs("null", fp);
+	key(&mb, "sequence");
+	if (m->sequence)
+		fprintf(fp, "%zu", m->sequence);
+	else
+		fputs("null", fp);
+	count(&mb, "n_q", d->n_q);
+	count(&mb, "n_kv", d->n_kv);
+	count(&mb, "d_model", d->d_q_in);
+	count(&mb, "heads", d->heads);
+	count(&mb, "kv_heads", d->kv_heads ? d->kv_heads : d->heads);
+	count(&mb, "d_k", d->d_k);
+	count(&mb, "d_v", d->d_v);
+	count(&mb, "d_out", mha_output_cols(d, (f->weights >> WO) & 1));
+	key(&mb, "scale");
+	format_shortest(buf, sizeof(buf), m->rep->scale);
+	fprintf(fp, "{\"value\": %s, \"rule\": \"%s\"}", buf, scale_rule(cfg->scale_mode));
+	string(&mb, "causal", causal_name(cfg->causal));
+	key(&mb, "causal_offset");
+	if (cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT && cfg->kv_lens) {
+		/* each sequence's, from its own key length */
+		for (size_t b = 0; b < d->batch; b++)
+			fprintf(fp, "%s%td", b ? ", " : "[", mha_causal_offset(d, cfg, b));
+		fputc(']', fp);
+	} else if (cfg->causal != MHA_CAUSAL_NONE) {
+		fprintf(fp, "%td", m->rep->causal_offset);
+	} else {
+		fputs("null", fp);
+	}
+	key(&mb, "kv_len");
+	if (cfg->kv_lens) {
+		for (size_t b = 0; b < d->batch; b++)
+			fprintf(fp, "%s%zu", b ? ", " : "[", cfg->kv_lens[b]);
+		fputc(']', fp);
+	} else if (cfg->kv_len) {
+		fprintf(fp, "%zu", cfg->kv_len);
+	} else {
+		fputs("null", fp);
+	}
+	key(&mb, "window");
+	if (cfg->window.on)
+		fprintf(fp, "[%td, %td]", cfg->window.left, cfg->window.right);
+	else
+		fputs("null", fp);
+	key(&mb, "sinks");
+	if (cfg->sinks) {
+		char v[40];
+
+		for (size_t h = 0; h < d->heads; h++) {
+			format_shortest(v, sizeof(v), cfg->sinks[h]);
+			fprintf(fp, "%s%s", h ? ", " : "[", v);
+		}
+		fputs("]", fp);
+	} else {
+		fputs("null", fp);
+	}
+	/* ALiBi: the slopes used, and whether given or Press et al.'s */
+	key(&mb, "alibi");
+	if (cfg->alibi.on && f->alibi_slopes) {
+		char v[40];
+
+		fputs("{\"slopes\": ", fp);
+		for (size_t h = 0; h < d->heads; h++) {
+			format_shortest(v, sizeof(v), f->alibi_slopes[h]);
+			fprintf(fp, "%s%s", h ? ", " : "[", v);
+		}
+		fprintf(fp, "], \"rule\": \"%s\"}", cfg->alibi.slopes ? "given" : "press");
+	} else {
+		fputs("null", fp);
+	}
+	key(&mb, "rope");
+	if (cfg->rope.mode) {
+		/* one line, as scale: {"mode": "half", "theta": 10000, "dim": 4, "positions": null, …} */
+		const char *const files[3] = { f->positions_file, f->rope_cos_file, f->rope_sin_file };
+		static const char *const names[3] = { "positions", "cos", "sin" };
+
+		format_shortest(buf, sizeof(buf), cfg->rope.theta ? cfg->rope.theta : 10000);
+		fprintf(fp, "{\"mode\": \"%s\", \"theta\": %s, \"dim\": %zu",
+			cfg->rope.mode == MHA_ROPE_HALF ? "half" : "interleaved",
+			cfg->rope.cos ? "null" : buf, cfg->rope.dim ? cfg->rope.dim : d->d_k);
+		for (int i = 0; i < 3; i++) {
+			fprintf(fp, ", \"%s\": ", names[i]);
+			if (files[i])
+				text_put_json(fp, path_shown(files[i]));
+			else
+				fputs("null", fp);
+		}
+		fputc('}', fp);
+	} else {
+		fputs("null", fp);
+	}
+	number(&mb, "softcap", cfg->softcap, !(cfg->softcap > 0));
+	string(&mb, "mask", f->mask_file ? path_shown(f->mask_file) : NULL);
+	string(&mb, "mask_bool", f->mask_bool); /* what the boolean mask's true meant */
+	string(&mb, "dtype", m->f32 ? "f32" : "f64");
+	string(&mb, "path", m->rep->fast_path ? "fast" : "plain");
+	fputc('\n', fp);
+	for (int i = 0; i < depth; i++)
+		fputs("  ", fp);
+	fputc('}', fp);
+}

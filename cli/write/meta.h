@@ -1,0 +1,30 @@
+/*
+ * meta.h: how a run was made, as the "meta" object that heads mha's JSON
+ * output (and meta.json under -o DIR/): the version, the inputs and
+ * weights, the shapes, the scale and why, the mask's parts, the element
+ * type and the library's path.  Flat: each value a string, a number, a
+ * boolean, null or an array of strings, but "scale", {"value", "rule"}.
+ * README's "The JSON output" documents every key; tests/schema_check.py
+ * holds the two together.
+ */
+#ifndef MHA_CLI_META_H
+#define MHA_CLI_META_H
+
+#include <stdio.h>
+
+#include "run/steps.h"
+#include "mha.h"
+
+struct run_meta {
+	const struct step_facts *f; /* the options, shapes, weights given, mask file */
+	const mha_report *rep;      /* the run's: scale, causal offset, path */
+	int f32;                    /* --dtype f32 */
+	size_t batch;               /* the batch's sequences as read, 0 for 2-D inputs */
+	size_t sequence;            /* --sequence N: a batch's sequence shown alone; 0: all */
+};
+
+/* The object, its keys indented one level past depth (0: a file of its
+ * own); no newline after the closing brace. */
+void meta_write_json(FILE *fp, const struct run_meta *m, int depth);
+
+#endif
