@@ -792,17 +792,6 @@ static int rope_positions(const char *file, const char *what, const matrix *m, s
 	return 0;
 }
 
-/* the causal rule's offset as the library works it out (mha.h): query i sits at i + it */
-static ptrdiff_t causal_offset_of(const mha_dims *d, const mha_config *cfg)
-{
-	switch (cfg->causal) {
-	case MHA_CAUSAL_BOTTOM_RIGHT:
-		return (ptrdiff_t)(cfg->kv_len ? cfg->kv_len : d->n_kv) - (ptrdiff_t)d->n_q;
-	case MHA_CAUSAL_OFFSET: return cfg->causal_offset;
-	default: return 0;
-	}
-}
-
 /* --rope and its settings: R against d_k, the tables' shapes, the positions */
 static int check_rope(const struct problem_spec *s, struct problem *p, const mha_dims *d,
 		      mha_config *cfg)
@@ -855,18 +844,21 @@ static int check_rope(const struct problem_spec *s, struct problem *p, const mha
 		r->k_pos = p->pos_apart ? p->k_pos : p->q_pos;
 	}
 	if (rows) {
-		/* the default positions against the tables: keys at j, queries at i + offset */
-		const ptrdiff_t off = causal_offset_of(d, cfg);
-
+		/* the default positions against the tables: keys at j, queries at i plus
+		 * each sequence's causal offset, as the library works it out */
 		if (!r->k_pos && d->n_kv > rows)
 			return error("--rope-cos %s has %zu row%s (positions 0 to %zu) but key %zu "
 				     "is at position %zu: give --positions", path_shown(s->rope_cos),
 				     rows, plural(rows), rows - 1, d->n_kv, d->n_kv - 1);
-		if (!r->q_pos && (off < 0 || (size_t)off + d->n_q > rows))
-			return error("--rope-cos %s has %zu row%s (positions 0 to %zu) but the "
-				     "queries are at %td to %td (the causal offset %td): give "
-				     "--positions", path_shown(s->rope_cos), rows, plural(rows),
-				     rows - 1, off, off + (ptrdiff_t)d->n_q - 1, off);
+		for (size_t seq = 0; !r->q_pos && seq < problem_sequences(p); seq++) {
+			const ptrdiff_t off = mha_causal_offset(d, cfg, seq);
+
+			if (off < 0 || (size_t)off + d->n_q > rows)
+				return error("--rope-cos %s has %zu row%s (positions 0 to %zu) but the "
+					     "queries are at %td to %td (the causal offset %td): give "
+					     "--positions", path_shown(s->rope_cos), rows, plural(rows),
+					     rows - 1, off, off + (ptrdiff_t)d->n_q - 1, off);
+		}
 	}
 	if (mha_check(d, cfg) == MHA_ERR_ROPE)
 		return error("--rope: %s", mha_strerror(MHA_ERR_ROPE));
@@ -940,12 +932,17 @@ int problem_keep_sequence(struct problem *p, size_t b)
 	return 0;
 }
 
-/* --kv-len 5,3,4: one length per sequence of the batch, none past the keys */
-static int check_kv_lens(const struct problem_spec *s, struct problem *p)
+/* --kv-len N, or 5,3,4: one length per sequence of the batch; none past the keys */
+static int check_kv_len(const struct problem_spec *s, struct problem *p)
 {
 	const size_t B = problem_sequences(p), n_kv = p->d.n_kv;
 	const char *keys = p->direct ? p->k_src : s->xk ? p->xk_src : s->kv ? p->kv_src : p->x_src;
 
+	if (s->cfg.kv_len > n_kv)
+		return error("--kv-len %zu but %s gives %zu key%s", s->cfg.kv_len, keys, n_kv,
+			     plural(n_kv));
+	if (!s->kv_lens)
+		return 0;
 	if (s->n_kv_lens != B)
 		return error("--kv-len gives %zu lengths but %s %zu sequence%s (%s)", s->n_kv_lens,
 			     p->batch ? "the batch holds" : "there is", B, plural(B),
@@ -999,8 +996,10 @@ static int load(struct problem *p, const struct problem_spec *s)
 	const weights *w = &p->w;
 	const mha_dims *d = &p->d;
 
+	/* the keys' lengths before the rules that depend on them (the causal
+	 * offsets the rotary tables are checked against) */
 	if (read_inputs(s, p) || set_batch(p) || identity_for_missing(s, p) || derive_dims(s, p, &p->d) ||
-	    check_mask(s, p, &p->d, &p->cfg) || check_sinks(s, p, &p->d, &p->cfg) ||
+	    check_kv_len(s, p) || check_mask(s, p, &p->d, &p->cfg) || check_sinks(s, p, &p->d, &p->cfg) ||
 	    check_alibi(s, p, &p->d, &p->cfg) || check_rope(s, p, &p->d, &p->cfg) ||
 	    set_labels(s, p, &p->d))
 		return EXIT_DATA;
@@ -1009,14 +1008,6 @@ static int load(struct problem *p, const struct problem_spec *s)
 					 (const char *const *)p->labels.key, d->n_kv, &p->cell[0],
 					 &p->cell[1]))
 		return EXIT_USAGE;
-	if (s->cfg.kv_len > d->n_kv) {
-		error("--kv-len %zu but %s gives %zu key%s", s->cfg.kv_len,
-		      p->direct ? p->k_src : s->xk ? p->xk_src : s->kv ? p->kv_src : p->x_src, d->n_kv,
-		      plural(d->n_kv));
-		return EXIT_DATA;
-	}
-	if (s->kv_lens && check_kv_lens(s, p))
-		return EXIT_DATA;
 	set_inputs(p);
 	p->weights = (mha_weights){
 		.W_Q = weight_ptr(w, WQ), .W_K = weight_ptr(w, WK), .W_V = weight_ptr(w, WV),
