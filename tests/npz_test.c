@@ -1,5 +1,5 @@
 /*
- * npz_test.c: cli/read_npz.c and cli/inflate.c on their own, for
+ * npz_test.c: cli/read/npz.c and cli/read/inflate.c on their own, for
  * tests/npz_read_check.py, which holds what they print against NumPy and
  * Python's zlib.
  *

@@ -1,5 +1,5 @@
 /*
- * zip_test.c: cli/zip.c's ZIP64 records on an archive small enough to
+ * zip_test.c: cli/write/zip.c's ZIP64 records on an archive small enough to
  * check.  The central directory's ZIP64 extra fields and the ZIP64 end
  * records are written only past 4 GiB or 65,535 members, which no test
  * run reaches; force_zip64 writes them for any archive, as Python's

@@ -1,8 +1,8 @@
 /*
- * cmd_backward.c: 'mha backward', every gradient of the layer from
+ * cmd/backward.c: 'mha backward', every gradient of the layer from
  * forward's inputs and options and --grad-output (the upstream gradient).
  *
- * The command line is forward's (cmd_forward.c parses and checks it, loads
+ * The command line is forward's (cmd/forward.c parses and checks it, loads
  * the problem and hands it here, struct forward_command's backward set):
  * this file owns what is backward's own: its steps (a table, as steps.c's
  * for forward), --print's names, --grad-output's reading and shape, the

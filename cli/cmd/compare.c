@@ -1,7 +1,7 @@
 /*
- * cmd_compare.c: 'mha compare', someone else's attention against mha's.
+ * cmd/compare.c: 'mha compare', someone else's attention against mha's.
  *
- * It takes forward's inputs and options (cmd_forward.c parses them, with
+ * It takes forward's inputs and options (cmd/forward.c parses them, with
  * --against, --rtol and --atol added), computes every step with the
  * library's plain path, reads their results (against.c) and compares the
  * steps they gave in the order of the computation: shapes, the largest

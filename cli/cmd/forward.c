@@ -1,7 +1,7 @@
 /*
- * cmd_forward.c: 'mha forward', one multi-head attention from files, with
+ * cmd/forward.c: 'mha forward', one multi-head attention from files, with
  * any of its intermediates printed (and 'mha heatmap', the same command
- * drawing by default: cmd_heatmap.c).
+ * drawing by default: cmd/heatmap.c).
  *
  * This file owns the command line: the help, the options and how they
  * combine.  Then it loads the problem (problem.c), plans the steps to print
@@ -619,7 +619,7 @@ static struct backward_request backward_request_of(const struct forward_options 
 					  .sequence = o->sequence, .f32 = o->f32 };
 }
 
-/* mha backward: the output's name and format, then its own steps (cmd_backward.c) */
+/* mha backward: the output's name and format, then its own steps (cmd/backward.c) */
 static int check_backward_options(struct forward_options *o)
 {
 	const char *hint = o->cmd->hint;

@@ -1,5 +1,5 @@
 /*
- * forward.h: what 'mha forward' shares with 'mha heatmap' (cmd_heatmap.c),
+ * forward.h: what 'mha forward' shares with 'mha heatmap' (cmd/heatmap.c),
  * which is forward with a heatmap as its default format: the command run
  * as either of them, and the parts of the help both print.
  */
@@ -23,7 +23,7 @@ struct forward_command {
 	const char *hint;  /* usage errors end "Try 'mha HINT --help'" */
 	const char *usage; /* --help */
 	int draw;          /* without --format: a heatmap (svg for -o FILE.svg) */
-	int backward;      /* 'mha backward': --grad-output, its steps (cmd_backward.c) */
+	int backward;      /* 'mha backward': --grad-output, its steps (cmd/backward.c) */
 	/* options of the command's own (mha compare's), NULL-terminated, their
 	 * values from FORWARD_EXTRA_BASE; extra_opt takes each: 0, or -1 said */
 	const struct option *extra;
@@ -65,7 +65,7 @@ int forward_run(int argc, char **argv, const struct forward_command *c);
  * --help, 2 a usage error. */
 int forward_check(int argc, char **argv, const struct forward_command *c);
 
-/* What 'mha backward' takes from forward's command line (cmd_backward.c). */
+/* What 'mha backward' takes from forward's command line (cmd/backward.c). */
 struct emit;
 struct problem;
 struct problem_spec;

@@ -1,8 +1,8 @@
 /*
- * cmd_heatmap.c: 'mha heatmap', each head's attention weights (or another
+ * cmd/heatmap.c: 'mha heatmap', each head's attention weights (or another
  * (n_q, n_kv) step) drawn: coloured cells in the terminal, or an SVG
  * picture for -o FILE.svg.  It is 'mha forward' with a heatmap as its
- * default format (cmd_forward.c does the work), with a help of its own
+ * default format (cmd/forward.c does the work), with a help of its own
  * that lists the options that matter for drawing.
  */
 #include "base/cli.h"

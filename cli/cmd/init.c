@@ -1,5 +1,5 @@
 /*
- * cmd_init.c: 'mha init', a random X and random weights of a given shape,
+ * cmd/init.c: 'mha init', a random X and random weights of a given shape,
  * so that a tutorial or a benchmark can start from one command line:
  *
  *   mha init --heads 2 -x x.json -w weights.json

@@ -1,5 +1,5 @@
 /*
- * read_npy.c: NumPy .npy files (format 1.0, 2.0 and 3.0) into matrices.
+ * read/npy.c: NumPy .npy files (format 1.0, 2.0 and 3.0) into matrices.
  *
  * A .npy file is the magic "\x93NUMPY", a version, the header's length,
  * the header, and the values.  The header is a Python dict literal such as

@@ -1,9 +1,9 @@
 /*
- * read_npz.c: .npz archives (npz.h), read from a file already in memory.
+ * read/npz.c: .npz archives (npz.h), read from a file already in memory.
  * The ZIP layout is PKWARE's APPNOTE.TXT: 4.3.7 the local header, 4.3.12
  * the central directory, 4.3.14-16 the ZIP64 end record and its locator,
  * 4.5.3 the ZIP64 extra field; little-endian throughout.  Each member's
- * bytes go to the one .npy parser (read_npy.c) as a file of their own,
+ * bytes go to the one .npy parser (read/npy.c) as a file of their own,
  * named "run.npz: member" in its messages.
  */
 #include "read/npz.h"
@@ -674,7 +674,7 @@ fail:
 }
 
 /* a "tokens" member beside the matrix (as mha's -o run.npz writes): one label a row,
- * as read_json.c takes a JSON object's "tokens" */
+ * as read/json.c takes a JSON object's "tokens" */
 static int npz_tokens(matrix *m, const npz_archive *z, const read_spec *spec)
 {
 	const size_t rows = matrix_rows(m);

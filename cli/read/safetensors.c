@@ -1,5 +1,5 @@
 /*
- * read_safetensors.c: the safetensors reader (safetensors.h): the header
+ * read/safetensors.c: the safetensors reader (safetensors.h): the header
  * checked whole against the file before anything past it is read, then one
  * tensor at a time with pread(), converted exactly to float64.
  */

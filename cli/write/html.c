@@ -1,7 +1,7 @@
 /*
  * html.c: the interactive page (html.h).  This file writes the page's
- * frame, its style and script (cli/html/page.css, page.html, page.js,
- * turned into C strings at build time by cli/html/embed.sh) and the run's
+ * frame, its style and script (cli/write/html/page.css, page.html, page.js,
+ * turned into C strings at build time by cli/write/html/embed.sh) and the run's
  * data as one JSON object in a <script type="application/json"> element.
  *
  * The data: each head's Q, K and V blocks, its scores, softcapped values,
