@@ -14,7 +14,8 @@
 #include "base/files.h"
 #include "cmd/forward.h"
 #include "load/model.h"
-#include "load/problem.h"
+#include "load/load.h"
+#include "load/shapes.h"
 #include "run/run.h"
 #include "run/steps.h"
 

@@ -21,7 +21,7 @@
 #include "fuzz_file.h"
 #include "fuzz.h"
 #include "../../cli/base/cli.h"
-#include "../../cli/load/problem.h"
+#include "../../cli/load/load.h"
 #include "../../cli/run/steps.h"
 
 /* the most cells (queries x keys x heads) a loaded problem is run with */
