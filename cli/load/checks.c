@@ -31,9 +31,10 @@ static const char *element_path(char *buf, size_t size, const matrix *m, size_t 
 /*
  * The mask must fit the scores (B, H, n_q, n_kv) as ONNX broadcasts its
  * attn_mask, the dimensions right-aligned: (n_kv), (n_q, n_kv), (H, n_q,
- * n_kv) or (B, H, n_q, n_kv), each of B, H and n_q also 1 for all of them;
- * and it may only add numbers or -inf.  The library takes (B|1, H|1, n_q,
- * n_kv): a mask shared by the queries is spread over them here.
+ * n_kv) or (B, H, n_q, n_kv), each of B, H and n_q also 1 for all of them
+ * (what it may hold is the library's rule: checks_config).  The library
+ * takes (B|1, H|1, n_q, n_kv): a mask shared by the queries is spread over
+ * them here.
  */
 int checks_mask(const struct problem_spec *s, struct problem *p, const mha_dims *d,
 		mha_config *cfg)
@@ -41,7 +42,7 @@ int checks_mask(const struct problem_spec *s, struct problem *p, const mha_dims 
 	matrix *m = &p->mask;
 	const size_t B = problem_sequences(p);
 	size_t md[4] = { 1, 1, 1, 1 }, n;
-	char shape[64], at[64];
+	char shape[64];
 
 	if (!s->mask)
 		return 0;
@@ -59,10 +60,9 @@ int checks_mask(const struct problem_spec *s, struct problem *p, const mha_dims 
 	if (md[0] != B && md[0] != 1)
 		return error("mask from %s holds %zu sequences' masks but the batch holds %zu "
 			     "sequence%s", p->mask_src, md[0], B, plural(B));
-	for (size_t i = 0; i < matrix_size(m); i++)
-		if (isnan(m->v[i]) || m->v[i] == INFINITY)
-			return error("%s: mask%s is %s: a mask adds numbers or -inf", path_shown(s->mask),
-				     element_path(at, sizeof(at), m, i), isnan(m->v[i]) ? "nan" : "inf");
+	/* its shape as read, for naming an entry the library refuses (checks_config) */
+	p->mask_read = (matrix){ .rank = m->rank };
+	memcpy(p->mask_read.dim, m->dim, sizeof(m->dim));
 	/* a 3-D mask of one head is per head as it always was (titled so) */
 	cfg->mask.per_head = md[1] > 1 || (m->rank == 3 && d->heads == 1);
 	cfg->mask.per_batch = md[0] > 1;
@@ -157,12 +157,12 @@ int checks_alibi(const struct problem_spec *s, struct problem *p, const mha_dims
 }
 
 /*
- * Whole numbers from 0 (and below the tables' rows, if any) into *out (n),
- * from m, a vector of n: what names its elements ("positions", "q", "k"),
- * whom what there are n of ("queries", "keys").
+ * Whole numbers into *out (n), from m, a vector of n: what names its
+ * elements ("positions", "q", "k"), whom what there are n of ("queries",
+ * "keys").  Which are in range is the library's rule (checks_config).
  */
 static int rope_positions(const char *file, const char *what, const matrix *m, size_t n,
-			  const char *whom, size_t rows, ptrdiff_t **out)
+			  const char *whom, ptrdiff_t **out)
 {
 	char shape[64];
 
@@ -186,35 +186,25 @@ static int rope_positions(const char *file, const char *what, const matrix *m, s
 		char num[40];
 
 		format_shortest(num, sizeof(num), v);
-		if (v != floor(v) || v < 0 || v > 1e15)
+		/* a whole number a ptrdiff_t holds; below 0 is the library's to refuse */
+		if (v != floor(v) || v < -1e15 || v > 1e15)
 			return error("%s: %s[%zu] is %s: positions are whole numbers from 0", file,
 				     what, i, num);
-		if (rows && v >= (double)rows)
-			return error("%s: %s[%zu] is %s, past the cos/sin tables' %zu rows "
-				     "(positions 0 to %zu)", file, what, i, num, rows, rows - 1);
 		(*out)[i] = (ptrdiff_t)v;
 	}
 	return 0;
 }
 
-/* --rope and its settings: R against d_k, the tables' shapes, the positions */
 int checks_rope(const struct problem_spec *s, struct problem *p, const mha_dims *d,
 		mha_config *cfg)
 {
 	mha_rope *r = &cfg->rope;
 	const size_t R = r->dim ? r->dim : d->d_k;
 	const char *pf = s->positions ? path_shown(s->positions) : NULL;
-	size_t rows = 0;
 	char a[64], b[64];
 
 	if (!r->mode)
 		return 0;
-	if (r->dim > d->d_k)
-		return error("--rope-dim %zu but each head's Q and K have d_k = %zu features",
-			     r->dim, d->d_k);
-	if (R % 2)
-		return error("--rope turns pairs of features but d_k = %zu is odd: give an even "
-			     "--rope-dim", d->d_k);
 	if (s->rope_cos) {
 		const matrix *c = &p->rope_cos, *sn = &p->rope_sin;
 		const size_t cols = c->rank == 1 ? c->dim[0] : c->dim[1];
@@ -223,15 +213,15 @@ int checks_rope(const struct problem_spec *s, struct problem *p, const mha_dims 
 			return error("--rope-cos %s is %s but --rope-sin %s is %s: the tables go "
 				     "together", path_shown(s->rope_cos), matrix_shape(c, a, sizeof(a)),
 				     path_shown(s->rope_sin), matrix_shape(sn, b, sizeof(b)));
-		if (cols != R / 2)
+		/* R itself against d_k is the library's rule (checks_config) */
+		if (R <= d->d_k && R % 2 == 0 && cols != R / 2)
 			return error("--rope-cos %s is %s but R = %zu features turn in %zu pair%s: "
 				     "expected %zu column%s (one per pair; --rope-dim sets R)",
 				     path_shown(s->rope_cos), matrix_shape(c, a, sizeof(a)), R, R / 2,
 				     plural(R / 2), R / 2, plural(R / 2));
-		rows = c->rank == 1 ? 1 : c->dim[0];
 		r->cos = c->v;
 		r->sin = sn->v;
-		r->rows = rows;
+		r->rows = c->rank == 1 ? 1 : c->dim[0];
 	}
 	if (s->positions) {
 		if (!p->pos_apart && d->n_q != d->n_kv)
@@ -240,32 +230,93 @@ int checks_rope(const struct problem_spec *s, struct problem *p, const mha_dims 
 				     pf, d->n_q, d->n_kv);
 		if (p->pos_q.rank && rope_positions(pf, p->pos_apart ? "q" : "positions", &p->pos_q,
 						    d->n_q, p->pos_apart ? "queries" :
-						    "queries (and as many keys)", rows, &p->q_pos))
+						    "queries (and as many keys)", &p->q_pos))
 			return -1;
-		if (p->pos_k.rank && rope_positions(pf, "k", &p->pos_k, d->n_kv, "keys", rows,
-						    &p->k_pos))
+		if (p->pos_k.rank && rope_positions(pf, "k", &p->pos_k, d->n_kv, "keys", &p->k_pos))
 			return -1;
 		r->q_pos = p->q_pos;
 		r->k_pos = p->pos_apart ? p->k_pos : p->q_pos;
 	}
-	if (rows) {
-		/* the default positions against the tables: keys at j, queries at i plus
-		 * each sequence's causal offset, as the library works it out */
-		if (!r->k_pos && d->n_kv > rows)
-			return error("--rope-cos %s has %zu row%s (positions 0 to %zu) but key %zu "
-				     "is at position %zu: give --positions", path_shown(s->rope_cos),
-				     rows, plural(rows), rows - 1, d->n_kv, d->n_kv - 1);
-		for (size_t seq = 0; !r->q_pos && seq < problem_sequences(p); seq++) {
-			const ptrdiff_t off = mha_causal_offset(d, cfg, seq);
-
-			if (off < 0 || (size_t)off + d->n_q > rows)
-				return error("--rope-cos %s has %zu row%s (positions 0 to %zu) but the "
-					     "queries are at %td to %td (the causal offset %td): give "
-					     "--positions", path_shown(s->rope_cos), rows, plural(rows),
-					     rows - 1, off, off + (ptrdiff_t)d->n_q - 1, off);
-		}
-	}
-	if (mha_check(d, cfg) == MHA_ERR_ROPE)
-		return error("--rope: %s", mha_strerror(MHA_ERR_ROPE));
 	return 0;
+}
+
+/* a rotary position the library refused: given in --positions, or the
+ * default one (keys at j, queries at i plus their sequence's causal offset)
+ * past --rope-cos's rows */
+static int rope_position_fault(const struct problem_spec *s, const struct problem *p,
+			       const mha_fault *f)
+{
+	const mha_dims *d = &p->d;
+	const mha_rope *r = &p->cfg.rope;
+	const int key = f->kind == MHA_FAULT_ROPE_KEY_POSITION;
+	const size_t rows = r->rows;
+
+	if (key ? r->k_pos != NULL : r->q_pos != NULL) {
+		const char *what = !p->pos_apart ? "positions" : key ? "k" : "q";
+		const char *pf = path_shown(s->positions);
+
+		if (f->position < 0)
+			return error("%s: %s[%zu] is %td: positions are whole numbers from 0", pf, what,
+				     f->index, f->position);
+		return error("%s: %s[%zu] is %td, past the cos/sin tables' %zu rows (positions 0 to "
+			     "%zu)", pf, what, f->index, f->position, rows, rows - 1);
+	}
+	if (key)
+		return error("--rope-cos %s has %zu row%s (positions 0 to %zu) but key %zu is at "
+			     "position %zu: give --positions", path_shown(s->rope_cos), rows,
+			     plural(rows), rows - 1, d->n_kv, d->n_kv - 1);
+	{
+		const ptrdiff_t off = mha_causal_offset(d, &p->cfg, f->sequence);
+
+		return error("--rope-cos %s has %zu row%s (positions 0 to %zu) but the queries are at "
+			     "%td to %td (the causal offset %td): give --positions",
+			     path_shown(s->rope_cos), rows, plural(rows), rows - 1, off,
+			     off + (ptrdiff_t)d->n_q - 1, off);
+	}
+}
+
+/* a mask entry the library refused, named as the file holds it: index is
+ * of the mask as the library takes it, (B|1, H|1, n_q, n_kv), its rows
+ * perhaps spread from one (checks_mask) */
+static int mask_fault(const struct problem_spec *s, const struct problem *p, size_t index)
+{
+	const matrix *read = &p->mask_read;
+	const size_t n_q = p->d.n_q, n_kv = p->d.n_kv;
+	const size_t rows = read->rank >= 2 ? read->dim[read->rank - 2] : 1;
+	const size_t k = index / (n_q * n_kv), i = index / n_kv % n_q, j = index % n_kv;
+	const double v = p->mask.v[index];
+	char at[64];
+
+	return error("%s: mask%s is %s: a mask adds numbers or -inf", path_shown(s->mask),
+		     element_path(at, sizeof(at), read, (k * rows + (rows == 1 ? 0 : i)) * n_kv + j),
+		     isnan(v) ? "nan" : "inf");
+}
+
+int checks_config(const struct problem_spec *s, struct problem *p)
+{
+	const mha_dims *d = &p->d;
+	const mha_rope *r = &p->cfg.rope;
+	mha_fault f;
+	const mha_status st = mha_check_fault(d, &p->cfg, &f);
+
+	if (st == MHA_OK)
+		return 0;
+	switch (f.kind) {
+	case MHA_FAULT_MASK_ENTRY:
+		return mask_fault(s, p, f.index);
+	case MHA_FAULT_ROPE_DIM_WIDE:
+		return error("--rope-dim %zu but each head's Q and K have d_k = %zu features", r->dim,
+			     d->d_k);
+	case MHA_FAULT_ROPE_DIM_ODD:
+		return error("--rope turns pairs of features but d_k = %zu is odd: give an even "
+			     "--rope-dim", d->d_k);
+	case MHA_FAULT_ROPE_KEY_POSITION:
+	case MHA_FAULT_ROPE_QUERY_POSITION:
+		return rope_position_fault(s, p, &f);
+	default:
+		break;
+	}
+	if (st == MHA_ERR_ROPE)
+		return error("--rope: %s", mha_strerror(st));
+	return error("%s", mha_strerror(st));
 }

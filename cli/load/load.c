@@ -362,7 +362,7 @@ static int load(struct problem *p, const struct problem_spec *s)
 	if (read_inputs(s, p) || shapes_batch(p) || identity_for_missing(s, p) ||
 	    shapes_dims(s, p, &p->d) || shapes_kv_len(s, p) || checks_mask(s, p, &p->d, &p->cfg) ||
 	    checks_sinks(s, p, &p->d, &p->cfg) || checks_alibi(s, p, &p->d, &p->cfg) ||
-	    checks_rope(s, p, &p->d, &p->cfg) || labels_set(s, p, &p->d))
+	    checks_rope(s, p, &p->d, &p->cfg) || checks_config(s, p) || labels_set(s, p, &p->d))
 		return EXIT_DATA;
 	/* --cell names a query and a key: a command-line error, known once the labels are */
 	if (s->cell && labels_parse_cell(s->cell, (const char *const *)p->labels.query, d->n_q,

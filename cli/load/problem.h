@@ -47,6 +47,7 @@ struct problem {
 	 * (copied B times), so the library sees every input as (B, rows, cols) */
 	size_t batch;
 	size_t batch_read;      /* after problem_keep_sequence: the batch as read */
+	matrix mask_read;       /* the mask's rank and dims as read (no values) */
 	unsigned char *allow;   /* the boolean mask as bytes, or NULL */
 	int diag_blocked;       /* a boolean mask read as true = may attend blocks every
 				   query's own key (square scores): PyTorch's, perhaps */
