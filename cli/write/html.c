@@ -141,18 +141,6 @@ static void put_base64(FILE *fp, const matrix *m)
 }
 
 /* one head's matrices, as explain.c gathers them */
-/* ALiBi's and the causal offset's position of query 0, as explain.c's query_offset */
-static ptrdiff_t query_offset(const struct step_facts *f)
-{
-	const size_t keys = f->cfg->kv_len ? f->cfg->kv_len : f->d->n_kv;
-
-	switch (f->cfg->causal) {
-	case MHA_CAUSAL_BOTTOM_RIGHT: return (ptrdiff_t)keys - (ptrdiff_t)f->d->n_q;
-	case MHA_CAUSAL_OFFSET: return f->cfg->causal_offset;
-	default: return 0;
-	}
-}
-
 static int put_sequence(FILE *fp, const struct step_items *list, const struct step_facts *f,
 			size_t b, size_t batch)
 {
@@ -172,7 +160,9 @@ static int put_sequence(FILE *fp, const struct step_items *list, const struct st
 		fprintf(fp, "\"sequence %zu of %zu\"", b + 1, batch);
 	else
 		fputs("\"\"", fp);
-	fprintf(fp, ", \"offset\": %td, \"mask_how\": ", query_offset(f));
+	/* query 0's position as ALiBi and the window take it: the causal offset
+	 * (f: this sequence's own facts, its key length in cfg->kv_len) */
+	fprintf(fp, ", \"offset\": %td, \"mask_how\": ", mha_causal_offset(f->d, f->cfg, 0));
 	if (mask) {
 		/* each sequence's own: its --kv-len */
 		char how[400];
