@@ -205,6 +205,19 @@ static int read_positions(struct problem *p, const char *path)
 	return rc;
 }
 
+/* "-x x.json", "--mask <stdin>": where a matrix came from, for messages
+ * (malloc'd; opt and a space alone when path is NULL) */
+static char *source(const char *opt, const char *path, const char *after)
+{
+	const char *shown = path ? path_shown(path) : "";
+	const size_t n = strlen(opt) + strlen(shown) + strlen(after) + 2;
+	char *s = malloc(n);
+
+	if (s)
+		snprintf(s, n, "%s %s%s", opt, shown, after);
+	return s;
+}
+
 static int read_inputs(const struct problem_spec *s, struct problem *p)
 {
 	/* 3-D: a batch of sequences (B, rows, cols) */
@@ -223,15 +236,12 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	const read_spec ss = { "sinks", NULL, 1, 2, 0 };
 	const read_spec as = { "slopes", NULL, 1, 2, 0 };
 
-	snprintf(p->x_src, sizeof(p->x_src), "-x %s", s->x ? path_shown(s->x) : "");
-	snprintf(p->kv_src, sizeof(p->kv_src), "--kv %s", s->kv ? path_shown(s->kv) : "");
-	snprintf(p->xk_src, sizeof(p->xk_src), "--xk %s", s->xk ? path_shown(s->xk) : "");
-	snprintf(p->xv_src, sizeof(p->xv_src), "--xv %s", s->xv ? path_shown(s->xv) : "");
-	snprintf(p->q_src, sizeof(p->q_src), "--q %s", s->q ? path_shown(s->q) : "");
-	snprintf(p->k_src, sizeof(p->k_src), s->k_transposed ? "--kt %s (transposed)" : "--k %s",
-		 s->k ? path_shown(s->k) : "");
-	snprintf(p->v_src, sizeof(p->v_src), "--v %s", s->v ? path_shown(s->v) : "");
-	snprintf(p->mask_src, sizeof(p->mask_src), "--mask %s", s->mask ? path_shown(s->mask) : "");
+	if (!(p->x_src = source("-x", s->x, "")) || !(p->kv_src = source("--kv", s->kv, "")) ||
+	    !(p->xk_src = source("--xk", s->xk, "")) || !(p->xv_src = source("--xv", s->xv, "")) ||
+	    !(p->q_src = source("--q", s->q, "")) ||
+	    !(p->k_src = s->k_transposed ? source("--kt", s->k, " (transposed)") : source("--k", s->k, "")) ||
+	    !(p->v_src = source("--v", s->v, "")) || !(p->mask_src = source("--mask", s->mask, "")))
+		return error("out of memory");
 	{
 		/* a checkpoint is read a tensor at a time, never whole */
 		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->q, s->k, s->v, s->mask,
@@ -395,6 +405,14 @@ int problem_load(struct problem *p, const struct problem_spec *s)
 
 void problem_free(struct problem *p)
 {
+	free(p->x_src);
+	free(p->kv_src);
+	free(p->xk_src);
+	free(p->xv_src);
+	free(p->q_src);
+	free(p->k_src);
+	free(p->v_src);
+	free(p->mask_src);
 	matrix_free(&p->x);
 	matrix_free(&p->kv);
 	matrix_free(&p->xk);

@@ -40,8 +40,8 @@ struct problem {
 	weights w;
 	struct labels labels;
 	/* where each came from, for messages: "-x x.json", "--mask <stdin>" */
-	char x_src[PATH_TEXT], kv_src[PATH_TEXT], q_src[PATH_TEXT], k_src[PATH_TEXT], v_src[PATH_TEXT], mask_src[PATH_TEXT];
-	char xk_src[PATH_TEXT], xv_src[PATH_TEXT];
+	char *x_src, *kv_src, *q_src, *k_src, *v_src, *mask_src; /* malloc'd */
+	char *xk_src, *xv_src;
 	/* a batch: B sequences when an input is 3-D (B, rows, cols), 0 when all
 	 * are 2-D; a 2-D input beside 3-D ones is shared by every sequence
 	 * (copied B times), so the library sees every input as (B, rows, cols) */
