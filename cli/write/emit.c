@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h> /* mkdir */
 #include <unistd.h>
 
 /* ---- names and places ---------------------------------------------------- */
