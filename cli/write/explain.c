@@ -61,20 +61,21 @@ static void shape(char *buf, size_t size, const matrix *m)
 	snprintf(buf, size, "(%zux%zu)", matrix_rows(m), matrix_cols(m));
 }
 
-/*
- * The query's position p as ALiBi and the window take it: its index plus
- * the causal offset (bottom-right worked out; 0 when not causal), as
- * lib/rules.h's mha_rule_offset.
- */
-static ptrdiff_t query_offset(const struct explain *e)
+ptrdiff_t explain_query_offset(const mha_dims *d, const mha_config *cfg)
 {
-	const size_t keys = e->cfg->kv_len ? e->cfg->kv_len : e->d->n_kv;
+	const size_t keys = cfg->kv_len ? cfg->kv_len : d->n_kv;
 
-	switch (e->cfg->causal) {
-	case MHA_CAUSAL_BOTTOM_RIGHT: return (ptrdiff_t)keys - (ptrdiff_t)e->d->n_q;
-	case MHA_CAUSAL_OFFSET: return e->cfg->causal_offset;
+	switch (cfg->causal) {
+	case MHA_CAUSAL_BOTTOM_RIGHT: return (ptrdiff_t)keys - (ptrdiff_t)d->n_q;
+	case MHA_CAUSAL_OFFSET: return cfg->causal_offset;
 	default: return 0;
 	}
+}
+
+/* the query's position p as ALiBi and the window take it: its index plus this */
+static ptrdiff_t query_offset(const struct explain *e)
+{
+	return explain_query_offset(e->d, e->cfg);
 }
 
 /* the position rope gave row r of Q (is_q) or K: as given, or i + the causal offset / j */

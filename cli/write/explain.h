@@ -40,6 +40,14 @@ struct explain {
 	int precision;
 };
 
+/*
+ * The position p of query 0 as ALiBi and the window take it: the causal
+ * offset (bottom-right worked out from the keys; 0 when not causal), as
+ * lib/rules.h's mha_rule_offset.  Query i's is i + this.  The page
+ * (html.c) tells it too.
+ */
+ptrdiff_t explain_query_offset(const mha_dims *d, const mha_config *cfg);
+
 /* Write the walk-through; 0, or -1 on a write error. */
 int explain_write(FILE *fp, const struct explain *e);
 
