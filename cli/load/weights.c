@@ -208,8 +208,11 @@ static int load_set(weights *w, named_set *set, const char *src)
 		return error("%s: an empty archive: expected members W_Q, W_K, W_V (and optionally "
 			     "W_O, b_Q, b_K, b_V, b_O)", set->in.name);
 	while (!rc && named_next(set, &e)) {
-		char file_src[PATH_TEXT];
 		const int slot = slot_of(e.name, w->layout, dir ? e.path : set->in.name);
+		/* a folder's file is read as --wq's would be, keys and all */
+		const char *const keys[] = { slot >= 0 ? slot_name(slot) : NULL, NULL };
+		const read_spec spec = { keys[0], dir ? keys : NULL, 1, 3, dir ? read_flags(w) : 0 };
+		char file_src[PATH_TEXT];
 		matrix m;
 
 		if (slot < 0) {
@@ -219,7 +222,6 @@ static int load_set(weights *w, named_set *set, const char *src)
 		if (dir) {
 			/* two files for one weight: put() says "given twice" */
 			snprintf(file_src, sizeof(file_src), "-w %s", e.path);
-			src = file_src;
 		} else if (given[slot]) {
 			/* one key twice was refused by json_parse: two spellings */
 			rc = error("%s: \"%s\" and \"%s\" are both %s", set->in.name, given[slot],
@@ -228,11 +230,7 @@ static int load_set(weights *w, named_set *set, const char *src)
 		} else {
 			given[slot] = e.name;
 		}
-		if (named_read(set, &e, &m, &(read_spec){ slot_name(slot),
-							   dir ? (const char *const[]){ slot_name(slot), NULL }
-							       : NULL,
-							   1, 3, dir ? read_flags(w) : 0 }) ||
-		    put(w, slot, &m, src, 0)) {
+		if (named_read(set, &e, &m, &spec) || put(w, slot, &m, dir ? file_src : src, 0)) {
 			rc = -1;
 			break;
 		}
