@@ -141,23 +141,6 @@ static int identity_for_missing(const struct problem_spec *s, struct problem *p)
 	return 0;
 }
 
-/* --kt: m read as K^T, (d, n) or (B, d, n), turned into K, (n, d) or (B, n, d); 0 or -1 said */
-static int transpose(matrix *m)
-{
-	const size_t B = m->rank == 3 ? m->dim[0] : 1, r = matrix_rows(m), c = matrix_cols(m);
-	matrix t;
-
-	if (m->rank == 3 ? matrix_alloc(&t, 3, B, c, r) : matrix_alloc(&t, 2, c, r, 1))
-		return -1;
-	for (size_t b = 0; b < B; b++)
-		for (size_t i = 0; i < r; i++)
-			for (size_t j = 0; j < c; j++)
-				t.v[b * r * c + j * r + i] = m->v[b * r * c + i * c + j];
-	t.is_f32 = m->is_f32;
-	matrix_free(m);
-	*m = t;
-	return 0;
-}
 /*
  * --positions: one list (JSON, CSV row or column, 1-D .npy) for queries and
  * keys alike, kept in p->pos_q; or a JSON object {"q": [..], "k": [..]}
@@ -268,7 +251,7 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	p->direct = s->q != NULL;
 	if (p->direct && (read_matrix(&p->q, s->q, &qs) ||
 			   read_matrix(&p->k, s->k, s->k_transposed ? &kts : &ks) ||
-			   read_matrix(&p->v, s->v, &vs) || (s->k_transposed && transpose(&p->k))))
+			   read_matrix(&p->v, s->v, &vs) || (s->k_transposed && matrix_transpose(&p->k))))
 		return -1;
 	p->w.layout = s->layout;
 	p->w.floats = s->floats;

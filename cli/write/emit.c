@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <sys/stat.h> /* mkdir */
 #include <unistd.h>
 
 /* ---- names and places ---------------------------------------------------- */
@@ -80,10 +80,10 @@ int emit_known_name(const char *path)
 
 int emit_is_dir(const char *path)
 {
-	struct stat st;
 	const size_t n = strlen(path);
 
-	return (n && path[n - 1] == '/') || (stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+	/* "dir/" names one to be made; "-" is standard output, never a folder */
+	return (n && path[n - 1] == '/') || is_dir(path);
 }
 
 out_format emit_format_of_output(const char *path)

@@ -19,14 +19,13 @@
 #include "write/html.h"
 
 #include "base/cli.h"
-#include "base/number.h"
+#include "write/explain.h"
 #include "write/heatmap.h"
 #include "base/text.h"
 #include "write/write.h"
 
 #include "html_page.h"
 
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,15 +92,6 @@ static int put_labels(FILE *fp, const char *key, char **t, size_t n)
 	}
 	fputc(']', fp);
 	return 0;
-}
-
-/* a number as JSON: its shortest form, or a string for the non-finite */
-static void put_number(FILE *fp, double v)
-{
-	char buf[48];
-
-	format_shortest(buf, sizeof(buf), v);
-	fprintf(fp, isfinite(v) ? "%s" : "\"%s\"", buf);
 }
 
 /* the values of m (row-major) as float64 little-endian bytes in base64 */
@@ -251,7 +241,7 @@ static int put_data(FILE *fp, const struct html_run *r)
 		d->heads, d->kv_heads ? d->kv_heads : d->heads, d->d_k, d->d_v, r->precision,
 		r->f32 ? "true" : "false");
 	fputs(",\n\"scale\": ", fp);
-	put_number(fp, f->scale);
+	json_number(fp, f->scale, 0);
 	step_scale_words(how, sizeof(how), f);
 	fputs(", \"scale_how\": ", fp);
 	if (put_label(fp, how))
@@ -265,14 +255,14 @@ static int put_data(FILE *fp, const struct html_run *r)
 		fputs("null", fp);
 	}
 	fputs(", \"softcap\": ", fp);
-	put_number(fp, f->cfg->softcap > 0 ? f->cfg->softcap : 0);
+	json_number(fp, f->cfg->softcap > 0 ? f->cfg->softcap : 0, 0);
 	fprintf(fp, ", \"mask_file\": %s, \"rope\": %s", f->mask_file ? "true" : "false",
 		f->cfg->rope.mode ? "true" : "false");
 	fputs(",\n\"sinks\": ", fp);
 	if (f->cfg->sinks) {
 		for (size_t h = 0; h < d->heads; h++) {
 			fputs(h ? ", " : "[", fp);
-			put_number(fp, f->cfg->sinks[h]);
+			json_number(fp, f->cfg->sinks[h], 0);
 		}
 		fputc(']', fp);
 	} else {
@@ -282,7 +272,7 @@ static int put_data(FILE *fp, const struct html_run *r)
 	if (f->cfg->alibi.on && f->alibi_slopes) {
 		for (size_t h = 0; h < d->heads; h++) {
 			fputs(h ? ", " : "[", fp);
-			put_number(fp, f->alibi_slopes[h]);
+			json_number(fp, f->alibi_slopes[h], 0);
 		}
 		fputc(']', fp);
 	} else {
@@ -292,9 +282,9 @@ static int put_data(FILE *fp, const struct html_run *r)
 		r->head <= d->heads ? r->head : 0);
 	if (r->range == HTML_RANGE_FIXED) {
 		fputc('[', fp);
-		put_number(fp, r->range_lo);
+		json_number(fp, r->range_lo, 0);
 		fputs(", ", fp);
-		put_number(fp, r->range_hi);
+		json_number(fp, r->range_hi, 0);
 		fputc(']', fp);
 	} else {
 		fputs(r->range == HTML_RANGE_AUTO ? "\"auto\"" : "null", fp);
