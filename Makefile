@@ -49,6 +49,9 @@ PYTHON  ?= /usr/bin/python3
 PKG_CONFIG ?= pkg-config
 CJSON_CFLAGS = $(shell $(PKG_CONFIG) --cflags libcjson 2>/dev/null)
 CJSON_LIBS   = $(shell $(PKG_CONFIG) --libs libcjson 2>/dev/null || echo -lcjson)
+# zlib: .npz members inflated (read_npz.c) and deflated (zip.c, --compress)
+ZLIB_CFLAGS  = $(shell $(PKG_CONFIG) --cflags zlib 2>/dev/null)
+ZLIB_LIBS    = $(shell $(PKG_CONFIG) --libs zlib 2>/dev/null || echo -lz)
 CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell $(PKG_CONFIG) --libs check 2>/dev/null || echo -lcheck)
 
@@ -56,14 +59,14 @@ VERSION  = $(shell sed -n 's/^\#define MHA_VERSION_STRING "\(.*\)"/\1/p' lib/mha
 SOVERSION = 0
 
 # Debian packages the build and the tests need
-DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq \
+DEB_PACKAGES = gcc make pkg-config libcjson-dev zlib1g-dev check python3 python3-numpy jq \
                libxml2-utils librsvg2-bin
 
 LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c lib/backward.c lib/team.c lib/pages.c
 CLI_SRC = cli/main.c cli/msg.c cli/text.c cli/budget.c cli/opts.c cli/matrix.c cli/input.c cli/read_json.c cli/read_csv.c \
           cli/read_npy.c cli/read_safetensors.c cli/checkpoint.c cli/model.c cli/weights.c cli/write.c cli/shortest.c cli/write_npy.c cli/outfile.c cli/files.c \
           cli/cmd_forward.c cli/cmd_heatmap.c cli/cmd_init.c cli/heatmap.c cli/svg.c cli/explain.c cli/steps.c cli/problem.c cli/emit.c \
-          cli/meta.c cli/zip.c cli/read_npz.c cli/inflate.c cli/cmd_backward.c
+          cli/meta.c cli/zip.c cli/read_npz.c cli/cmd_backward.c
 # mha compare
 CLI_SRC += cli/cmd_compare.c cli/against.c
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
@@ -124,7 +127,7 @@ build/lib/backward_f32.o: lib/backward.c lib/mha.h lib/kernel.h lib/kernel_bwd.h
 
 build/cli/%.o: cli/%.c cli/*.h lib/mha.h build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(CJSON_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) -c $< -o $@
 
 build/tests/%.o: tests/%.c tests/*.h lib/mha.h build/.flags
 	@mkdir -p $(@D)
@@ -145,7 +148,7 @@ lib/libmha.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libmha.so.$(SOVERSION) $(LDFLAGS) $(PTHREAD) -o $@ $^ -lm
 
 mha: $(CLI_OBJ) lib/libmha.a
-	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $(CLI_OBJ) lib/libmha.a $(CJSON_LIBS) -lm
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $(CLI_OBJ) lib/libmha.a $(CJSON_LIBS) $(ZLIB_LIBS) -lm
 
 tests/conformance: build/tests/conformance.o lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ build/tests/conformance.o lib/libmha.a $(CJSON_LIBS) -lm
@@ -162,11 +165,12 @@ TEST_WRAP := $(TEST_WRAP),--wrap=pthread_create
 
 # cli/zip.c's ZIP64 records, forced on a small archive (tests/npz_check.py)
 tests/zip_test: build/tests/zip_test.o $(filter-out build/cli/main.o,$(CLI_OBJ)) lib/libmha.a
-	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) -lm
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(ZLIB_LIBS) -lm
 
-# cli/read_npz.c and cli/inflate.c alone, against NumPy and zlib (tests/npz_read_check.py)
+# cli/read_npz.c alone, its inflating (zlib) too, against NumPy and Python's zlib
+# (tests/npz_read_check.py)
 tests/npz_test: build/tests/npz_test.o $(filter-out build/cli/main.o,$(CLI_OBJ)) lib/libmha.a
-	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) -lm
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(ZLIB_LIBS) -lm
 
 tests/test_lib: $(TEST_OBJ) lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) $(TEST_WRAP) -o $@ $(TEST_OBJ) lib/libmha.a $(CHECK_LIBS) -lm
@@ -327,7 +331,7 @@ FUZZ_SAN       = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # format (msg.c) and casts to the kernels' aligned vectors (kernel.c)
 FUZZ_WARN      = $(WARN) -Wno-unknown-pragmas -Wno-format-nonliteral -Wno-cast-align
 FUZZ_CFLAGS    = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(FUZZ_WARN) \
-                 -g -O1 $(FUZZ_SAN) $(CJSON_CFLAGS)
+                 -g -O1 $(FUZZ_SAN) $(CJSON_CFLAGS) $(ZLIB_CFLAGS)
 FUZZ_SRC       = $(filter-out cli/main.c,$(CLI_SRC)) $(LIB_SRC)
 FUZZ_OBJ       = $(FUZZ_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/lib/kernel_f64_base.o \
                  build/fuzz/obj/lib/kernel_bwd_f64_base.o \
@@ -375,7 +379,8 @@ build/fuzz/libmha-fuzz.a: $(FUZZ_OBJ)
 	ar rcs $@ $^
 
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/*.h build/fuzz/libmha-fuzz.a
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< build/fuzz/libmha-fuzz.a $(CJSON_LIBS) -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< build/fuzz/libmha-fuzz.a $(CJSON_LIBS) \
+		$(ZLIB_LIBS) -lm
 
 fuzz-build: deps fuzz-deps
 	$(MAKE) $(FUZZ_BIN)
@@ -448,7 +453,7 @@ $(ASAN_DIR)/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/rules.h $(ASAN_DIR)/.fla
 
 $(ASAN_DIR)/cli/%.o: cli/%.c cli/*.h lib/mha.h $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(CJSON_CFLAGS) -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) -c $< -o $@
 
 $(ASAN_DIR)/tests/%.o: tests/%.c tests/*.h lib/mha.h $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
@@ -459,7 +464,8 @@ $(ASAN_DIR)/libmha.a: $(ASAN_LIB_OBJ)
 	ar rcs $@ $^
 
 $(ASAN_DIR)/mha: $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a
-	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(PTHREAD) -o $@ $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a $(CJSON_LIBS) -lm
+	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(PTHREAD) -o $@ $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a $(CJSON_LIBS) \
+		$(ZLIB_LIBS) -lm
 
 $(ASAN_DIR)/test_lib: $(ASAN_TEST_OBJ) $(ASAN_DIR)/libmha.a
 	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(PTHREAD) $(TEST_WRAP) -o $@ $(ASAN_TEST_OBJ) $(ASAN_DIR)/libmha.a $(CHECK_LIBS) -lm

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """npz_read_check.py MHA NPZ_TEST [ZIP_TEST]: mha's .npz reader against NumPy and zlib.
 
-- inflate (cli/inflate.c) on raw deflate streams made by Python's zlib:
+- npz_inflate (cli/read_npz.c, through zlib) on raw deflate streams made by
+  Python's zlib:
   stored blocks (level 0), fixed Huffman (Z_FIXED), dynamic Huffman (the
   default, Z_HUFFMAN_ONLY, Z_RLE), each block type seen in the streams
   (BTYPE of the first block), on empty, short, random and repetitive data,
