@@ -10,6 +10,7 @@
 #                     (half an hour, unattended, on a quiet machine: bench/README.md);
 #                     writes bench/results-DATE.md.  BENCH_ARGS=--quick: a smoke run
 #                     of a few minutes into build/bench-quick.md
+#   make bench-npz    reading a .npz of one 8 MiB deflated member, against d3423c1's build
 #   make install      PREFIX=/usr/local DESTDIR= : program, libraries, header, mha.pc, man page
 #   make uninstall    remove what install put there
 #   make clean
@@ -80,7 +81,7 @@ TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o
 
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
-        test-install check-browser test-backward test-compare FORCE
+        test-install check-browser test-backward test-compare bench-npz FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -217,6 +218,18 @@ bench: deps
 		bench/bench_mha ./mha
 	$(MAKE) bench/bench_backward && $(PYTHON) bench/bench_backward.py --append $(BENCH_OUT) \
 		bench/bench_backward
+	$(MAKE) bench-npz BENCH_NPZ_ARGS="--append $(BENCH_OUT)"
+
+# reading a .npz of one 8 MiB deflated member, this build against $(BENCH_NPZ_BASE)'s
+# (the last with its own inflate), built from git in build/bench-npz-base/: a few
+# minutes, the first time most of it that build (bench/README.md)
+BENCH_NPZ_BASE = d3423c1
+bench/bench_npz: bench/bench_npz.c $(filter-out build/cli/main.o,$(CLI_OBJ)) lib/libmha.a
+	$(CC) $(ALL_CFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) -Icli -o $@ $^ $(CJSON_LIBS) $(ZLIB_LIBS) \
+		$(PTHREAD) -lm
+
+bench-npz: mha bench/bench_npz
+	$(PYTHON) bench/bench_npz.py --base $(BENCH_NPZ_BASE) $(BENCH_NPZ_ARGS) ./mha bench/bench_npz
 
 bench/bench_backward: bench/bench_backward.c lib/libmha.a lib/mha.h
 	$(CC) $(ALL_CFLAGS) $(PTHREAD) -o $@ bench/bench_backward.c lib/libmha.a -lm
@@ -312,7 +325,7 @@ uninstall:
 
 clean:
 	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance tests/zip_test tests/npz_test \
-		bench/bench_mha bench/bench_backward
+		bench/bench_mha bench/bench_backward bench/bench_npz
 
 # ---- fuzzing: libFuzzer targets in tests/fuzz/ (see tests/fuzz/README.md) ----
 #
