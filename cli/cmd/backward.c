@@ -71,6 +71,8 @@ static const char backward_usage[] =
 	"                        weights, biases and sinks\n"
 	"  -f, --format FMT      text, json, csv, markdown, npy or npz; default from -o's\n"
 	"                        name as forward's\n"
+	"      --compress        npz: each member deflated, as np.savez_compressed\n"
+	"                        writes them (smaller, slower to write and read)\n"
 	"      --precision N     significant digits in text and markdown (default 6)\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well); a\n"
 	"                        directory gets one file per matrix: dX.csv,\n"

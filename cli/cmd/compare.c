@@ -121,7 +121,8 @@ static int refuse_forward_only(const struct forward_options *o, const struct com
 {
 	const char *opt = o->print_given ? "--print" : o->emit.output ? "--output" :
 			  o->spec.cell ? "--cell" : o->explain ? "--explain" :
-			  o->color_given ? "--color" : o->precision_given ? "--precision" : NULL;
+			  o->color_given ? "--color" : o->precision_given ? "--precision" :
+			  o->emit.compress ? "--compress" : NULL;
 
 	if (opt)
 		return usage_error("compare", "%s is forward's: compare writes its report to "

@@ -65,6 +65,8 @@ static const char forward_usage[] =
 	FORWARD_USAGE_COLOR
 	FORWARD_USAGE_PICTURE
 	"      --precision N     significant digits in text and markdown (default 6)\n"
+	"      --compress        npz: each member deflated, as np.savez_compressed\n"
+	"                        writes them (smaller, slower to write and read)\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well); a\n"
 	"                        directory (an existing one, or a name ending in '/')\n"
 	"                        gets one file per matrix: X.csv, head1_scores.csv, ...\n"
@@ -253,7 +255,7 @@ int forward_parse(int argc, char **argv, struct forward_options *o,
 	       O_ROPE_COS, O_ROPE_SIN, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
 	       O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
 	       O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
-	       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT,
+	       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS,
 	       O_ONE /* + WQ … BO */ };
 	static const struct option longopts[] = {
 		{ "x", required_argument, NULL, 'x' },
@@ -314,6 +316,7 @@ int forward_parse(int argc, char **argv, struct forward_options *o,
 		{ "head", required_argument, NULL, O_HEAD },
 		{ "kt", required_argument, NULL, O_KT },
 		{ "grad-output", required_argument, NULL, O_GRAD_OUTPUT },
+		{ "compress", no_argument, NULL, O_COMPRESS },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *hint = cmd->hint;
@@ -454,6 +457,7 @@ int forward_parse(int argc, char **argv, struct forward_options *o,
 			o->spec.has_layer = 1;
 			break;
 		case 'o': o->emit.output = optarg; break;
+		case O_COMPRESS: o->emit.compress = 1; break;
 		case O_HEADS:
 			o->spec.given |= GIVEN_HEADS;
 			if (opt_count(hint, "--heads", optarg, SIZE_MAX / 2, &o->spec.heads))
@@ -620,6 +624,9 @@ static struct backward_request backward_request_of(const struct forward_options 
 					  .sequence = o->sequence, .f32 = o->f32 };
 }
 
+/* --compress without .npz output, in forward's words and backward's */
+#define COMPRESS_NEEDS_NPZ "--compress is for .npz output: add --format npz, or give -o FILE.npz"
+
 /* mha backward: the output's name and format, then its own steps (cmd/backward.c) */
 static int check_backward_options(struct forward_options *o)
 {
@@ -635,6 +642,8 @@ static int check_backward_options(struct forward_options *o)
 	if (o->emit.format == FORMAT_HEATMAP || o->emit.format == FORMAT_SVG)
 		return usage_error(hint, "mha backward writes text, json, csv, markdown, npy or npz, "
 				   "not a heatmap");
+	if (o->emit.compress && o->emit.format != FORMAT_NPZ)
+		return usage_error(hint, COMPRESS_NEEDS_NPZ);
 	if (o->f32 && o->spec.cfg.exact)
 		return usage_error(hint, "--exact is float64's plain path: leave out --dtype f32");
 	if (o->f32 && o->explain)
@@ -739,6 +748,8 @@ int forward_check_options(struct forward_options *o)
 	if (!o->format_given && o->cmd->draw && o->emit.format != FORMAT_SVG &&
 	    o->emit.format != FORMAT_HTML)
 		o->emit.format = FORMAT_HEATMAP;
+	if (o->emit.compress && o->emit.format != FORMAT_NPZ)
+		return usage_error(hint, COMPRESS_NEEDS_NPZ);
 	if (o->explain) {
 		if (o->emit.format != FORMAT_TEXT)
 			return usage_error(hint, "--explain writes text: leave out --format");
