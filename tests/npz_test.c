@@ -13,6 +13,7 @@
  */
 #include "../cli/base/budget.h"
 #include "../cli/read/npz.h"
+#include "../cli/read/deflated.h"
 
 #include <inttypes.h>
 #include <stdint.h>

@@ -9,6 +9,9 @@
 
 #include "read/file.h"
 
+/* what the .npy reader accepts, for the messages about what it does not */
+#define NPY_SUPPORTED "(float64, float32, float16, integers, or bool for a mask)"
+
 /* A whole .npy file as one matrix; errors name the element, -1. */
 int read_npy(matrix *m, const input_file *f, const read_spec *spec);
 /* A .npy file begun with input_begin(): native float64 and float32 (C

@@ -56,16 +56,4 @@ void npz_close(npz_archive *z);
  */
 int read_npz(matrix *m, const input_file *f, const read_spec *spec);
 
-/*
- * The raw deflate stream in[0..in_len) (RFC 1951, no zlib or gzip wrapper)
- * into out, which holds out_len bytes and one more (a stream that reaches
- * it inflates past the size declared).  0 when the stream ends with exactly
- * out_len bytes, *in_used then the bytes it took (the rest of in is the
- * caller's to judge).  Else -1 with *why a phrase for messages ("the data
- * inflates past its declared size", ...), or NULL when zlib's memory was
- * refused (by the budget, or malloc).  For read_npz.c and tests/npz_test.c.
- */
-int npz_inflate(unsigned char *out, size_t out_len, const unsigned char *in, size_t in_len,
-		size_t *in_used, const char **why);
-
 #endif
