@@ -931,7 +931,7 @@ static void fast_pass1(void *arg, int tid, int nthreads)
 		/* each key/value head's K and V packed, both ways, once */
 		for (long t = (long)team_next(&z->packs); t < (long)(4 * r->G); t = (long)team_next(&z->packs))
 			fast_pack(r, bk, t, r->G, n_kv, r->K, r->V);
-		team_barrier(nthreads);
+		mha_team_barrier(nthreads);
 		for (long t = (long)team_next(&z->tasks); t < t1; t = (long)team_next(&z->tasks)) {
 			if (r->one_pass) {
 				/* one key/value head: its query heads' blocks in order, dK and dV summed here */
@@ -986,7 +986,7 @@ static void fast_pass2(void *arg, int tid, int nthreads)
 		/* each head's Q and dconcat packed, both ways, once (K's and V's are done with) */
 		for (long t = (long)team_next(&z->packs); t < (long)(4 * r->H); t = (long)team_next(&z->packs))
 			fast_pack(r, bk, t, r->H, n_q, r->Q, r->dcat);
-		team_barrier(nthreads);
+		mha_team_barrier(nthreads);
 		for (long t = (long)team_next(&z->tasks); t < t2; t = (long)team_next(&z->tasks)) {
 			const size_t g = (size_t)t / kblocks, j0 = (size_t)t % kblocks * FAST_KB;
 
@@ -1013,13 +1013,13 @@ static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int thre
 	struct fast_team z1 = { r, k, { 0 }, { 0 }, 0 }, z2 = { r, k, { 0 }, { 0 }, 0 };
 	int err;
 
-	team_run(t1 > 1 ? threads : 1, fast_pass1, &z1);
+	mha_team_run(t1 > 1 ? threads : 1, fast_pass1, &z1);
 	err = atomic_load(&z1.err);
 	if (err)
 		return err == 1 ? MHA_ERR_NOMEM : MHA_ERR_RANGE;
 	if (r->one_pass)
 		goto sinks;
-	team_run(t2 > 1 ? threads : 1, fast_pass2, &z2);
+	mha_team_run(t2 > 1 ? threads : 1, fast_pass2, &z2);
 	if (atomic_load(&z2.err))
 		return MHA_ERR_NOMEM;
 sinks:

@@ -1431,29 +1431,26 @@ END_TEST
 
 /* ---- the heads in groups (fast.c's streamed path) ---------------------- */
 
-/* MHA_STREAM_HEADS as a test sets it: NULL unsets */
-static char *stream_was;
+/*
+ * The group size a test forces (mha_stream_force; NULL: the policy), and
+ * the whole suite's: MHA_STREAM_HEADS=k in test_lib's environment (main
+ * reads it; the library reads no such variable) runs every test with
+ * groups of k key/value heads
+ */
+static long stream_suite = -1;
 
 static void stream_knob(const char *v)
 {
-	if (v)
-		setenv("MHA_STREAM_HEADS", v, 1);
-	else
-		unsetenv("MHA_STREAM_HEADS");
+	mha_stream_force(v ? strtol(v, NULL, 10) : -1);
 }
 
 static void stream_save(void)
 {
-	const char *was = getenv("MHA_STREAM_HEADS");
-
-	stream_was = was ? strdup(was) : NULL;
 }
 
 static void stream_restore(void)
 {
-	stream_knob(stream_was);
-	free(stream_was);
-	stream_was = NULL;
+	mha_stream_force(stream_suite);
 }
 
 /* the concatenation an observer of the streamed path is handed, sequence by sequence */
@@ -5111,9 +5108,15 @@ static Suite *mha_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(mha_suite());
+	const char *stream = getenv("MHA_STREAM_HEADS");
+	SRunner *sr;
 	int failed;
 
+	if (stream && *stream >= '0' && *stream <= '9') {
+		stream_suite = strtol(stream, NULL, 10);
+		mha_stream_force(stream_suite);
+	}
+	sr = srunner_create(mha_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
