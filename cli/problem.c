@@ -473,6 +473,7 @@ static int derive_dims(const struct problem_spec *s, const struct problem *p, mh
 	char said[4400]; /* what set the heads, for a message */
 
 	memset(d, 0, sizeof(*d));
+	d->size = sizeof(*d);
 	d->heads = H;
 	d->kv_heads = G;
 	d->batch = p->batch;
@@ -989,13 +990,15 @@ static mha_status forward_f32(matrix *out, const mha_dims *d, const mha_inputs *
 	mha_status st = MHA_ERR_NOMEM;
 
 	if (ok && (o || out->f)) {
-		const mha_inputs_f32 in = { srcf->xq ? srcf->xq : xq,
-					    srcf->xk ? srcf->xk : xk, srcf->xv ? srcf->xv : xv };
+		const mha_inputs_f32 in = { .size = sizeof(mha_inputs_f32),
+					    srcf->xq ? srcf->xq : xq, srcf->xk ? srcf->xk : xk,
+					    srcf->xv ? srcf->xv : xv };
 
 		for (int i = 0; i < 8; i++)
 			Wu[i] = Wf[i] ? Wf[i] : W[i];
 		st = mha_forward_f32(out->f ? out->f : o, d, &in,
-				     &(mha_weights_f32){ Wu[0], Wu[1], Wu[2], Wu[3], Wu[4], Wu[5], Wu[6], Wu[7] },
+				     &(mha_weights_f32){ .size = sizeof(mha_weights_f32), Wu[0], Wu[1],
+							 Wu[2], Wu[3], Wu[4], Wu[5], Wu[6], Wu[7] },
 				     cfg, rep);
 		for (size_t i = 0; st == MHA_OK && o && i < n_out; i++)
 			out->v[i] = o[i];
@@ -1094,6 +1097,8 @@ static void set_inputs(struct problem *p)
 {
 	const struct problem_spec *s = &p->spec;
 
+	p->in.size = sizeof(p->in);
+	p->in_f.size = sizeof(p->in_f);
 	p->in.xq = p->direct ? p->q.v : p->x.v;
 	p->in.xk = p->direct ? p->k.v : s->xk ? p->xk.v : s->kv ? p->kv.v : p->x.v;
 	p->in.xv = p->direct ? p->v.v : s->xv ? p->xv.v : p->in.xk;
@@ -1223,11 +1228,13 @@ static int load(struct problem *p, const struct problem_spec *s)
 		return EXIT_DATA;
 	set_inputs(p);
 	p->weights = (mha_weights){
+		.size = sizeof(mha_weights),
 		.W_Q = weight_ptr(w, WQ), .W_K = weight_ptr(w, WK), .W_V = weight_ptr(w, WV),
 		.W_O = weight_ptr(w, WO), .b_Q = weight_ptr(w, BQ), .b_K = weight_ptr(w, BK),
 		.b_V = weight_ptr(w, BV), .b_O = weight_ptr(w, BO),
 	};
 	p->weights_f = (mha_weights_f32){
+		.size = sizeof(mha_weights_f32),
 		.W_Q = weight_ptr_f(w, WQ), .W_K = weight_ptr_f(w, WK), .W_V = weight_ptr_f(w, WV),
 		.W_O = weight_ptr_f(w, WO), .b_Q = weight_ptr_f(w, BQ), .b_K = weight_ptr_f(w, BK),
 		.b_V = weight_ptr_f(w, BV), .b_O = weight_ptr_f(w, BO),
@@ -1242,6 +1249,7 @@ int problem_load(struct problem *p, const struct problem_spec *s)
 	if (!p->spec.kv_heads)
 		p->spec.kv_heads = p->spec.heads;
 	p->cfg = s->cfg;
+	p->cfg.size = sizeof(p->cfg);
 	return load(p, &p->spec);
 }
 

@@ -35,10 +35,10 @@ cat >"$tmp/use.c" <<'C'
 int main(void)
 {
 	const double x[2] = { 0.0, 1.0 };
-	mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+	mha_dims d = { .size = sizeof(mha_dims), .n_q = 2, .n_kv = 2, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
 		       .heads = 1, .d_k = 1, .d_v = 1 };
-	mha_inputs in = { x, x, x };
-	mha_config cfg = { .scale_mode = MHA_SCALE_NONE, .causal = MHA_CAUSAL_TOP_LEFT };
+	mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_config cfg = { .size = sizeof(mha_config), .scale_mode = MHA_SCALE_NONE, .causal = MHA_CAUSAL_TOP_LEFT };
 	double out[2];
 	mha_status st = mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL);
 	printf("%s %s %g\n", mha_version(), mha_strerror(st), out[0]);

@@ -57,6 +57,15 @@ static int record(void *ctx, mha_stage s, int head, const double *m, size_t rows
 	return sn->stop_at && sn->calls >= sn->stop_at;
 }
 
+/* a configuration of rotary embeddings alone, for mha_rope_apply */
+static const mha_config *with_rope(const mha_rope *r)
+{
+	static mha_config cfg;
+
+	cfg = (mha_config){ .size = sizeof(mha_config), .rope = *r };
+	return &cfg;
+}
+
 static void seen_free(seen *sn)
 {
 	for (int s = 0; s < MHA_STAGE_COUNT; s++)
@@ -75,7 +84,8 @@ static int ignore_stop(void *ctx, mha_stage s, int head, const double *m, size_t
 static mha_observer watch_all(seen *sn)
 {
 	memset(sn, 0, sizeof(*sn));
-	return (mha_observer){ .fn = record, .ctx = sn, .wanted = ~0u };
+	return (mha_observer){ .size = sizeof(mha_observer),
+			       .fn = record, .ctx = sn, .wanted = ~0u };
 }
 
 /*
@@ -189,10 +199,11 @@ START_TEST(test_tutorial_first_row_of_q)
 	static const double want[4] = { 1.01, 0.36, -0.74, -0.09 };
 	/* worked out by hand for the second row: -0.5, -0.87, 7.31, -0.91 (published: 4.49, -0.23) */
 	static const double want2[4] = { -0.5, -0.87, 7.31, -0.91 };
-	mha_dims d = { .n_q = 6, .n_kv = 6, .d_q_in = 4, .d_k_in = 4, .d_v_in = 4,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 6, .n_kv = 6, .d_q_in = 4, .d_k_in = 4, .d_v_in = 4,
 		       .heads = 1, .d_k = 4, .d_v = 4 };
-	mha_inputs in = { X, X, X };
-	mha_weights w = { .W_Q = WQ, .W_K = WQ, .W_V = WQ };
+	mha_inputs in = { .size = sizeof(mha_inputs), X, X, X };
+	mha_weights w = { .size = sizeof(mha_weights), .W_Q = WQ, .W_K = WQ, .W_V = WQ };
 	double out[24];
 	seen sn;
 	mha_observer obs = watch_all(&sn);
@@ -213,14 +224,15 @@ START_TEST(test_classroom_dot_product)
 		0.5, 0.05, 0.05, 0.3, 0.0, 0.0, 0.1,
 		0.5, 0.1, 0.2, 0.1, 0.4, 0.2, 0.0,
 	};
-	mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 7, .d_k_in = 7, .d_v_in = 7,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 2, .n_kv = 2, .d_q_in = 7, .d_k_in = 7, .d_v_in = 7,
 		       .heads = 1, .d_k = 7, .d_v = 7 };
-	mha_inputs in = { X, X, X };
-	mha_config cfg = { .scale_mode = MHA_SCALE_DMODEL };
+	mha_inputs in = { .size = sizeof(mha_inputs), X, X, X };
+	mha_config cfg = { .size = sizeof(mha_config), .scale_mode = MHA_SCALE_DMODEL };
 	double out[14];
 	seen sn;
 	mha_observer obs = watch_all(&sn);
-	mha_report rep;
+	mha_report rep = MHA_INIT(mha_report);
 
 	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, &obs, &rep), MHA_OK);
 	ck_assert_double_eq_tol(sn.m[MHA_STAGE_SCORES][1][1], 0.295, 1e-15);
@@ -238,10 +250,11 @@ END_TEST
 START_TEST(test_softmax_by_hand)
 {
 	const double q[1] = { 1.0 }, k[2] = { 0.0, log(3.0) }, v[2] = { 4.0, 8.0 };
-	mha_dims d = { .n_q = 1, .n_kv = 2, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 1, .n_kv = 2, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
 		       .heads = 1, .d_k = 1, .d_v = 1 };
-	mha_inputs in = { q, k, v };
-	mha_config cfg = { .scale_mode = MHA_SCALE_NONE };
+	mha_inputs in = { .size = sizeof(mha_inputs), q, k, v };
+	mha_config cfg = { .size = sizeof(mha_config), .scale_mode = MHA_SCALE_NONE };
 	double out[1];
 	seen sn;
 	mha_observer obs = watch_all(&sn);
@@ -260,10 +273,11 @@ END_TEST
 START_TEST(test_softmax_large_scores)
 {
 	const double q[1] = { 1.0 }, k[2] = { 1000.0, 1001.0 }, v[2] = { 0.0, 1.0 };
-	mha_dims d = { .n_q = 1, .n_kv = 2, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 1, .n_kv = 2, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
 		       .heads = 1, .d_k = 1, .d_v = 1 };
-	mha_inputs in = { q, k, v };
-	mha_config cfg = { .scale_mode = MHA_SCALE_NONE };
+	mha_inputs in = { .size = sizeof(mha_inputs), q, k, v };
+	mha_config cfg = { .size = sizeof(mha_config), .scale_mode = MHA_SCALE_NONE };
 	double out[1];
 	const double e = exp(1.0);
 
@@ -276,10 +290,11 @@ END_TEST
 START_TEST(test_causal_by_hand)
 {
 	double x[4] = { 1, 2, 3, 4 }, out[4];
-	mha_dims d = { .n_q = 4, .n_kv = 4, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 4, .n_kv = 4, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
 		       .heads = 1, .d_k = 1, .d_v = 1 };
-	mha_inputs in = { x, x, x };
-	mha_config cfg = { .causal = MHA_CAUSAL_TOP_LEFT };
+	mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_config cfg = { .size = sizeof(mha_config), .causal = MHA_CAUSAL_TOP_LEFT };
 	seen sn;
 	mha_observer obs = watch_all(&sn);
 
@@ -318,11 +333,12 @@ END_TEST
 START_TEST(test_kv_len_and_offset)
 {
 	double x[4] = { 1, 2, 3, 4 }, out[4];
-	mha_dims d = { .n_q = 2, .n_kv = 4, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 2, .n_kv = 4, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
 		       .heads = 1, .d_k = 1, .d_v = 1 };
-	mha_inputs in = { x, x, x };
-	mha_config cfg = { .kv_len = 3 };
-	mha_report rep;
+	mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_config cfg = { .size = sizeof(mha_config), .kv_len = 3 };
+	mha_report rep = MHA_INIT(mha_report);
 	seen sn;
 	mha_observer obs = watch_all(&sn);
 
@@ -341,7 +357,8 @@ START_TEST(test_kv_len_and_offset)
 	seen_free(&sn);
 
 	/* an explicit offset of -1: query 0 sees nothing (zeros), query 1 sees key 0 */
-	cfg = (mha_config){ .causal = MHA_CAUSAL_OFFSET, .causal_offset = -1 };
+	cfg = (mha_config){ .size = sizeof(mha_config),
+			    .causal = MHA_CAUSAL_OFFSET, .causal_offset = -1 };
 	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, &rep), MHA_OK);
 	ck_assert_uint_eq(rep.blocked_rows, 1);
 	ck_assert(out[0] == 0.0 && out[1] == 1.0);
@@ -359,12 +376,13 @@ START_TEST(test_report_path_and_offset)
 {
 	double x[4] = { 1, 2, 3, 4 }, out[4];
 	float xf[4] = { 1, 2, 3, 4 }, outf[4];
-	mha_dims d = { .n_q = 2, .n_kv = 4, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 2, .n_kv = 4, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
 		       .heads = 1, .d_k = 1, .d_v = 1 };
-	mha_inputs in = { x, x, x };
-	mha_inputs_f32 inf = { xf, xf, xf };
-	mha_config cfg = { 0 };
-	mha_report rep;
+	mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_inputs_f32 inf = { .size = sizeof(mha_inputs_f32), xf, xf, xf };
+	mha_config cfg = { .size = sizeof(mha_config) };
+	mha_report rep = MHA_INIT(mha_report);
 	seen sn, sw;
 	mha_observer obs = watch_all(&sn), whole = watch_all(&sw);
 
@@ -389,16 +407,17 @@ START_TEST(test_report_path_and_offset)
 	ck_assert_int_eq(rep.fast_path, 1);
 
 	/* bottom-right with 2 queries over 4 keys is offset 2, over kv_len 3 offset 1 */
-	cfg = (mha_config){ .causal = MHA_CAUSAL_BOTTOM_RIGHT };
+	cfg = (mha_config){ .size = sizeof(mha_config), .causal = MHA_CAUSAL_BOTTOM_RIGHT };
 	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, &rep), MHA_OK);
 	ck_assert_int_eq(rep.causal_offset, 2);
 	cfg.kv_len = 3;
 	ck_assert_int_eq(mha_forward_f32(outf, &d, &inf, NULL, &cfg, &rep), MHA_OK);
 	ck_assert_int_eq(rep.causal_offset, 1);
-	cfg = (mha_config){ .causal = MHA_CAUSAL_OFFSET, .causal_offset = -1 };
+	cfg = (mha_config){ .size = sizeof(mha_config),
+			    .causal = MHA_CAUSAL_OFFSET, .causal_offset = -1 };
 	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, &rep), MHA_OK);
 	ck_assert_int_eq(rep.causal_offset, -1);
-	cfg = (mha_config){ .causal = MHA_CAUSAL_TOP_LEFT };
+	cfg = (mha_config){ .size = sizeof(mha_config), .causal = MHA_CAUSAL_TOP_LEFT };
 	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, &rep), MHA_OK);
 	ck_assert_int_eq(rep.causal_offset, 0);
 }
@@ -418,15 +437,17 @@ START_TEST(test_sinks_by_hand)
 	static const unsigned char allow[4] = { 0, 0, 1, 1 };
 	static const float fxq[4] = { 0, 0, 0, 0 }, fxkv[4] = { 1, 2, 3, 4 };
 	const double sinks[2] = { 0, log(2.0) }, huge[2] = { 1e300, -1e300 };
-	const mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2,
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = 2, .n_kv = 2, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2,
 			     .heads = 2, .d_k = 1, .d_v = 1 };
-	const mha_inputs in = { xq, xkv, xkv };
-	const mha_inputs_f32 fin = { fxq, fxkv, fxkv };
-	mha_config cfg = { .scale_mode = MHA_SCALE_NONE, .causal = MHA_CAUSAL_TOP_LEFT,
+	const mha_inputs in = { .size = sizeof(mha_inputs), xq, xkv, xkv };
+	const mha_inputs_f32 fin = { .size = sizeof(mha_inputs_f32), fxq, fxkv, fxkv };
+	mha_config cfg = { .size = sizeof(mha_config),
+			   .scale_mode = MHA_SCALE_NONE, .causal = MHA_CAUSAL_TOP_LEFT,
 			   .sinks = sinks };
 	double out[4];
 	float fout[4];
-	mha_report rep;
+	mha_report rep = MHA_INIT(mha_report);
 
 	for (int exact = 0; exact < 2; exact++) {
 		cfg.exact = exact;
@@ -513,11 +534,12 @@ START_TEST(test_alibi_by_hand)
 	static const double xq[2] = { 0, 0 }, xk[2] = { 0, 0 }, xv[2] = { 1, 4 };
 	static const float fxq[2] = { 0, 0 }, fxk[2] = { 0, 0 }, fxv[2] = { 1, 4 };
 	const double ln2 = log(2.0), slope[1] = { ln2 };
-	const mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = 2, .n_kv = 2, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
 			     .heads = 1, .d_k = 1, .d_v = 1 };
-	const mha_inputs in = { xq, xk, xv };
-	const mha_inputs_f32 fin = { fxq, fxk, fxv };
-	mha_config cfg = { .alibi = { 1, slope } };
+	const mha_inputs in = { .size = sizeof(mha_inputs), xq, xk, xv };
+	const mha_inputs_f32 fin = { .size = sizeof(mha_inputs_f32), fxq, fxk, fxv };
+	mha_config cfg = { .size = sizeof(mha_config), .alibi = { 1, slope } };
 	double out[2];
 	float fout[2];
 	seen sn;
@@ -565,7 +587,7 @@ START_TEST(test_alibi_by_hand)
 		static const double big[1] = { 1e308 }, neg[1] = { -1e308 };
 		static const unsigned char allow[4] = { 1, 0, 1, 1 };
 
-		cfg = (mha_config){ .alibi = { 1, big } };
+		cfg = (mha_config){ .size = sizeof(mha_config), .alibi = { 1, big } };
 		/* query 0, key 1: 1e308·1 is finite; with 2 keys nothing overflows */
 		ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_OK);
 		ck_assert(out[0] == 4 && out[1] == 4);
@@ -612,18 +634,21 @@ START_TEST(test_not_finite_in_blocks)
 	enum { N = 40, D = 64, ALL = N * D };
 	static const size_t at[] = { 0, 1, 1023, 1024, 2047, 2048, 2300, ALL - 1 };
 	const double bad[] = { NAN, INFINITY, -INFINITY };
-	const mha_dims d = { .n_q = N, .n_kv = N, .d_q_in = D, .d_k_in = D, .d_v_in = D,
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = N, .n_kv = N, .d_q_in = D, .d_k_in = D, .d_v_in = D,
 			     .heads = 2, .d_k = D / 2, .d_v = D / 2 };
-	const mha_config cfg = { .threads = 1 };
+	const mha_config cfg = { .size = sizeof(mha_config), .threads = 1 };
 	double *x = malloc(ALL * sizeof(*x)), *out = malloc(ALL * sizeof(*out));
 	float *fx = malloc(ALL * sizeof(*fx)), *fout = malloc(ALL * sizeof(*fout));
 
 	ck_assert(x && out && fx && fout);
 	for (size_t i = 0; i < ALL; i++)
 		fx[i] = (float)(x[i] = (double)(i % 7) / 7 - 0.5);
-	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, NULL, &cfg, NULL, NULL),
+	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							     x, x, x }, NULL, &cfg, NULL, NULL),
 			 MHA_OK);
-	ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ fx, fx, fx }, NULL, &cfg,
+	ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+								      fx, fx, fx }, NULL, &cfg,
 					 NULL),
 			 MHA_OK);
 	for (size_t p = 0; p < sizeof(at) / sizeof(at[0]); p++)
@@ -633,10 +658,12 @@ START_TEST(test_not_finite_in_blocks)
 
 			x[at[p]] = bad[b];
 			fx[at[p]] = (float)bad[b];
-			ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, NULL, &cfg,
+			ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+									     x, x, x }, NULL, &cfg,
 						     NULL, NULL),
 					 MHA_ERR_RANGE);
-			ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ fx, fx, fx },
+			ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+										      fx, fx, fx },
 							 NULL, &cfg, NULL),
 					 MHA_ERR_RANGE);
 			x[at[p]] = keep;
@@ -654,10 +681,12 @@ START_TEST(test_alibi_overflow)
 {
 	static const double x[3] = { 0, 0, 0 }, v[3] = { 1, 2, 3 }, big[1] = { 1e308 };
 	static const float fx[3] = { 0, 0, 0 }, fv[3] = { 1, 2, 3 };
-	const mha_dims d = { .n_q = 3, .n_kv = 3, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = 3, .n_kv = 3, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
 			     .heads = 1, .d_k = 1, .d_v = 1 };
-	const mha_inputs in = { x, x, v };
-	mha_config cfg = { .causal = MHA_CAUSAL_TOP_LEFT, .alibi = { 1, big } };
+	const mha_inputs in = { .size = sizeof(mha_inputs), x, x, v };
+	mha_config cfg = { .size = sizeof(mha_config),
+			   .causal = MHA_CAUSAL_TOP_LEFT, .alibi = { 1, big } };
 	double out[3];
 	float fout[3];
 
@@ -666,7 +695,8 @@ START_TEST(test_alibi_overflow)
 		cfg.exact = exact;
 		ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL), MHA_ERR_RANGE);
 	}
-	ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ fx, fx, fv }, NULL, &cfg,
+	ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+								      fx, fx, fv }, NULL, &cfg,
 					 NULL), MHA_ERR_RANGE);
 	/* a window of one key back hides key 0 from query 2: fine */
 	cfg.window = (mha_window){ 1, 1, 0 };
@@ -689,9 +719,11 @@ START_TEST(test_rope_by_hand)
 {
 	static const double q[4] = { 1, 0, 1, 0 }, k[8] = { 1, 0, 1, 0, 1, 0, 1, 0 };
 	static const double v[4] = { 1, 2, 3, 4 };
-	const mha_dims d = { .n_q = 2, .n_kv = 4, .d_q_in = 2, .d_k_in = 2, .d_v_in = 1,
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = 2, .n_kv = 4, .d_q_in = 2, .d_k_in = 2, .d_v_in = 1,
 			     .heads = 1, .d_k = 2, .d_v = 1 };
-	mha_config cfg = { .scale_mode = MHA_SCALE_NONE, .causal = MHA_CAUSAL_BOTTOM_RIGHT,
+	mha_config cfg = { .size = sizeof(mha_config),
+			   .scale_mode = MHA_SCALE_NONE, .causal = MHA_CAUSAL_BOTTOM_RIGHT,
 			   .rope = { .mode = MHA_ROPE_HALF } };
 	seen sn;
 	mha_observer obs = watch_all(&sn);
@@ -699,7 +731,8 @@ START_TEST(test_rope_by_hand)
 
 	for (int mode = MHA_ROPE_HALF; mode <= MHA_ROPE_INTERLEAVED; mode++) {
 		cfg.rope.mode = (mha_rope_mode)mode;
-		ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ q, k, v }, NULL, &cfg, &obs, NULL),
+		ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+								     q, k, v }, NULL, &cfg, &obs, NULL),
 				 MHA_OK);
 		for (int i = 0; i < 2; i++) {
 			ck_assert_double_eq_tol(sn.m[MHA_STAGE_Q_ROT][0][2 * i], cos(i + 2), 1e-15);
@@ -726,12 +759,13 @@ START_TEST(test_rope_apply_and_errors)
 	static const ptrdiff_t pos[2] = { 2, 0 }, past[2] = { 3, 0 }, neg[2] = { 0, -1 };
 	mha_rope rope = { .mode = MHA_ROPE_HALF, .dim = 4, .cos = cs, .sin = sn_, .rows = 3 };
 	double out[12];
-	const mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 6, .d_k_in = 6, .d_v_in = 6,
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = 2, .n_kv = 2, .d_q_in = 6, .d_k_in = 6, .d_v_in = 6,
 			     .heads = 1, .d_k = 6, .d_v = 6 };
-	mha_config cfg = { .rope = rope };
+	mha_config cfg = { .size = sizeof(mha_config), .rope = rope };
 
 	/* row 0 at position 2: c = [2, -1], s = [3, 4]; (1, 3) → (2 - 9, 3 + 6); (2, 4) → (-2 - 16, 8 - 4) */
-	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 6, &rope, pos), MHA_OK);
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 6, with_rope(&rope), pos), MHA_OK);
 	ck_assert(out[0] == -7 && out[2] == 9 && out[1] == -18 && out[3] == 4 && out[4] == 5 &&
 		  out[5] == 6);
 	/* row 1 at position 0: c = [0.5, 0.25], s = [1, 2]; (7, 9) → (3.5 - 9, 7 + 4.5) */
@@ -739,27 +773,27 @@ START_TEST(test_rope_apply_and_errors)
 	rope.mode = MHA_ROPE_INTERLEAVED;
 	/* in place; row 0: (1, 2) → (2 - 6, 3 + 4); (3, 4) → (-3 - 16, 12 - 4) */
 	memcpy(out, x, sizeof(out));
-	ck_assert_int_eq(mha_rope_apply(out, out, 2, 1, 6, &rope, pos), MHA_OK);
+	ck_assert_int_eq(mha_rope_apply(out, out, 2, 1, 6, with_rope(&rope), pos), MHA_OK);
 	ck_assert(out[0] == -4 && out[1] == 7 && out[2] == -19 && out[3] == 8);
 	/* without positions, row r at r */
-	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 6, &rope, NULL), MHA_OK);
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 6, with_rope(&rope), NULL), MHA_OK);
 	ck_assert(out[0] == 0.5 * 1 - 1 * 2 && out[7] == 7 * 0 + 8 * 1);
 	/* theta: pair t of R turns by p·θ^(-2t/R) */
 	rope = (mha_rope){ .mode = MHA_ROPE_HALF, .theta = 100 };
-	ck_assert_int_eq(mha_rope_apply(out, x, 2, 2, 3 * 0 + 2, &rope, past), MHA_OK);
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 2, 3 * 0 + 2, with_rope(&rope), past), MHA_OK);
 	ck_assert_double_eq_tol(out[0], 1 * cos(3.0) - 2 * sin(3.0), 1e-15);
 	ck_assert_double_eq_tol(out[3], 3 * sin(3.0) + 4 * cos(3.0), 1e-15);
 	rope.dim = 4;
-	ck_assert_int_eq(mha_rope_apply(out, x, 1, 1, 6, &rope, past), MHA_OK);
+	ck_assert_int_eq(mha_rope_apply(out, x, 1, 1, 6, with_rope(&rope), past), MHA_OK);
 	ck_assert_double_eq_tol(out[1], 2 * cos(0.3) - 4 * sin(0.3), 1e-15);
 	ck_assert_double_eq_tol(out[3], 2 * sin(0.3) + 4 * cos(0.3), 1e-15);
 
 	/* refused: by mha_rope_apply and by mha_check */
 	rope = (mha_rope){ .mode = MHA_ROPE_HALF, .dim = 4, .cos = cs, .sin = sn_, .rows = 3 };
-	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 6, &rope, past), MHA_ERR_ROPE);
-	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 6, &rope, neg), MHA_ERR_ROPE);
-	ck_assert_int_eq(mha_rope_apply(NULL, x, 2, 1, 6, &rope, NULL), MHA_ERR_NULL);
-	ck_assert_int_eq(mha_rope_apply(out, x, 0, 1, 6, &rope, NULL), MHA_ERR_DIM);
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 6, with_rope(&rope), past), MHA_ERR_ROPE);
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 6, with_rope(&rope), neg), MHA_ERR_ROPE);
+	ck_assert_int_eq(mha_rope_apply(NULL, x, 2, 1, 6, with_rope(&rope), NULL), MHA_ERR_NULL);
+	ck_assert_int_eq(mha_rope_apply(out, x, 0, 1, 6, with_rope(&rope), NULL), MHA_ERR_DIM);
 	{
 		const mha_rope bad[] = {
 			{ .mode = (mha_rope_mode)3 }, { .mode = MHA_ROPE_HALF, .dim = 3 },
@@ -776,13 +810,16 @@ START_TEST(test_rope_apply_and_errors)
 		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 			cfg.rope = bad[i];
 			ck_assert_int_eq(mha_check(&d, &cfg), MHA_ERR_ROPE);
-			ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, NULL, &cfg, NULL,
+			ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+									     x, x, x }, NULL, &cfg, NULL,
 						     NULL), MHA_ERR_ROPE);
 			cfg.exact = 1;
-			ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, NULL, &cfg, NULL,
+			ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+									     x, x, x }, NULL, &cfg, NULL,
 						     NULL), MHA_ERR_ROPE);
 			cfg.exact = 0;
-			ck_assert_int_eq(mha_forward_f32(fo, &d, &(mha_inputs_f32){ f, f, f }, NULL, &cfg,
+			ck_assert_int_eq(mha_forward_f32(fo, &d, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+										    f, f, f }, NULL, &cfg,
 							 NULL), MHA_ERR_ROPE);
 			ck_assert_uint_eq(mha_memory(&d, &cfg, 0, 0), SIZE_MAX);
 		}
@@ -807,7 +844,7 @@ START_TEST(test_rope_apply_and_errors)
 		const ptrdiff_t one[1] = { 1 };
 
 		rope = (mha_rope){ .mode = MHA_ROPE_HALF };
-		ck_assert_int_eq(mha_rope_apply(out, huge, 1, 1, 2, &rope, one), MHA_ERR_RANGE);
+		ck_assert_int_eq(mha_rope_apply(out, huge, 1, 1, 2, with_rope(&rope), one), MHA_ERR_RANGE);
 	}
 }
 END_TEST
@@ -816,11 +853,12 @@ START_TEST(test_fully_masked_row)
 {
 	double x[3 * 2] = { 0.1, 0.2, 0.3, 0.4, 0.5, 0.6 }, out[6];
 	const unsigned char allow[9] = { 1, 1, 1,  0, 0, 0,  1, 0, 1 };
-	mha_dims d = { .n_q = 3, .n_kv = 3, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 3, .n_kv = 3, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2,
 		       .heads = 1, .d_k = 2, .d_v = 2 };
-	mha_inputs in = { x, x, x };
-	mha_config cfg = { .mask = { .allow = allow } };
-	mha_report rep;
+	mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_config cfg = { .size = sizeof(mha_config), .mask = { .allow = allow } };
+	mha_report rep = MHA_INIT(mha_report);
 	seen sn;
 	mha_observer obs = watch_all(&sn);
 
@@ -839,7 +877,7 @@ START_TEST(test_fully_masked_row)
 	/* bottom-right causal with more queries than keys blocks the first rows */
 	d.n_q = 3;
 	d.n_kv = 2;
-	cfg = (mha_config){ .causal = MHA_CAUSAL_BOTTOM_RIGHT };
+	cfg = (mha_config){ .size = sizeof(mha_config), .causal = MHA_CAUSAL_BOTTOM_RIGHT };
 	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, NULL, &rep), MHA_OK);
 	ck_assert_uint_eq(rep.blocked_rows, 1);
 	ck_assert(out[0] == 0.0 && out[1] == 0.0);
@@ -849,14 +887,17 @@ END_TEST
 START_TEST(test_softcap_and_scale_modes)
 {
 	const double q[1] = { 10.0 }, k[1] = { 1.0 }, v[1] = { 1.0 };
-	mha_dims d = { .n_q = 1, .n_kv = 1, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 1, .n_kv = 1, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
 		       .heads = 1, .d_k = 1, .d_v = 1 };
-	mha_inputs in = { q, k, v };
-	mha_config cfg = { .scale_mode = MHA_SCALE_NONE, .softcap = 5.0 };
+	mha_inputs in = { .size = sizeof(mha_inputs), q, k, v };
+	mha_config cfg = { .size = sizeof(mha_config),
+			   .scale_mode = MHA_SCALE_NONE, .softcap = 5.0 };
 	double out[1];
 	seen sn;
 	mha_observer obs = watch_all(&sn);
-	mha_dims big = { .n_q = 3, .n_kv = 9, .d_q_in = 16, .d_k_in = 16, .d_v_in = 16,
+	mha_dims big = { .size = sizeof(mha_dims),
+			 .n_q = 3, .n_kv = 9, .d_q_in = 16, .d_k_in = 16, .d_v_in = 16,
 			 .heads = 4, .d_k = 4, .d_v = 4 };
 
 	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, &obs, NULL), MHA_OK);
@@ -864,7 +905,7 @@ START_TEST(test_softcap_and_scale_modes)
 	ck_assert_double_eq_tol(sn.m[MHA_STAGE_MASKED][1][0], 5.0 * tanh(2.0), 1e-15);
 	seen_free(&sn);
 
-	cfg = (mha_config){ 0 };
+	cfg = (mha_config){ .size = sizeof(mha_config) };
 	ck_assert_double_eq(mha_scale_of(&big, &cfg), 0.5);
 	cfg.scale_mode = MHA_SCALE_DMODEL;
 	ck_assert_double_eq(mha_scale_of(&big, &cfg), 0.25);
@@ -884,9 +925,10 @@ START_TEST(test_grouped_query_mapping)
 {
 	const size_t nq = 2, nkv = 3;
 	double *q = rnd_matrix(nq * 8), *kv = rnd_matrix(nkv * 4), out[2 * 8];
-	mha_dims d = { .n_q = nq, .n_kv = nkv, .d_q_in = 8, .d_k_in = 4, .d_v_in = 4,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = nq, .n_kv = nkv, .d_q_in = 8, .d_k_in = 4, .d_v_in = 4,
 		       .heads = 4, .kv_heads = 2, .d_k = 2, .d_v = 2 };
-	mha_inputs in = { q, kv, kv };
+	mha_inputs in = { .size = sizeof(mha_inputs), q, kv, kv };
 	seen sn;
 	mha_observer obs = watch_all(&sn);
 
@@ -918,10 +960,11 @@ START_TEST(test_output_projection)
 {
 	double x[2 * 4] = { 0.3, -0.1, 0.7, 0.2, -0.5, 0.9, 0.1, 0.4 }, I[16] = { 0 }, b[4] = { 1, 2, 3, 4 };
 	double a[8], c[8];
-	mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 4, .d_k_in = 4, .d_v_in = 4,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 2, .n_kv = 2, .d_q_in = 4, .d_k_in = 4, .d_v_in = 4,
 		       .heads = 2, .d_k = 2, .d_v = 2, .d_out = 4 };
-	mha_inputs in = { x, x, x };
-	mha_weights w = { .W_O = I };
+	mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_weights w = { .size = sizeof(mha_weights), .W_O = I };
 
 	for (int i = 0; i < 4; i++)
 		I[i * 5] = 1.0;
@@ -943,13 +986,15 @@ START_TEST(test_per_head_mask)
 	double x[2 * 2] = { 1, 2, 3, 4 }, out[4];
 	const unsigned char allow[2 * 2 * 2] = { 1, 0, 1, 1,   1, 1, 0, 1 };
 	const double bias[2 * 2 * 2] = { 0.5, 0, -1, 2,   0, -INFINITY, 0, 0.25 };
-	mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 2, .n_kv = 2, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2,
 		       .heads = 2, .d_k = 1, .d_v = 1 };
-	mha_inputs in = { x, x, x };
-	mha_config cfg = { .mask = { .allow = allow, .bias = bias, .per_head = 1 } };
+	mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_config cfg = { .size = sizeof(mha_config),
+			   .mask = { .allow = allow, .bias = bias, .per_head = 1 } };
 	seen sn;
 	mha_observer obs = watch_all(&sn);
-	mha_report rep;
+	mha_report rep = MHA_INIT(mha_report);
 
 	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, &cfg, &obs, &rep), MHA_OK);
 	ck_assert(sn.m[MHA_STAGE_MASK][1][0] == 0.5 && sn.m[MHA_STAGE_MASK][1][1] == -INFINITY);
@@ -987,6 +1032,8 @@ static void make_case(struct random_case *c, unsigned seed)
 	size_t n_mask;
 
 	memset(c, 0, sizeof(*c));
+	d->size = sizeof(*d);
+	c->cfg.size = sizeof(c->cfg);
 	rng_state = 0x9E3779B97F4A7C15ULL * (seed + 1);
 	(void)rnd();
 	hk = heads_kv[(size_t)((rnd() + 1) * 3.5) % 7];
@@ -1141,18 +1188,19 @@ static void free_case(struct random_case *c)
 START_TEST(test_against_reference)
 {
 	struct random_case c;
-	mha_weights w;
-	mha_inputs in;
+	mha_weights w = MHA_INIT(mha_weights);
+	mha_inputs in = MHA_INIT(mha_inputs);
 	ref_result r;
 	seen sn;
-	mha_observer obs;
-	mha_report rep;
+	mha_observer obs = MHA_INIT(mha_observer);
+	mha_report rep = MHA_INIT(mha_report);
 	double *out, *fast;
 	char what[64];
 
 	make_case(&c, (unsigned)_i);
-	w = (mha_weights){ c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1], c.b[2], c.b[3] };
-	in = (mha_inputs){ c.xq, c.xk, c.xv };
+	w = (mha_weights){ .size = sizeof(mha_weights),
+			   c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1], c.b[2], c.b[3] };
+	in = (mha_inputs){ .size = sizeof(mha_inputs), c.xq, c.xk, c.xv };
 	out = malloc(c.d.n_q * mha_output_cols(&c.d, c.wo) * sizeof(double));
 	fast = malloc(c.d.n_q * mha_output_cols(&c.d, c.wo) * sizeof(double));
 	obs = watch_all(&sn);
@@ -1244,17 +1292,19 @@ START_TEST(test_large_against_reference)
 {
 	const size_t n = 96, dm = 48, H = 4;
 	double *x = rnd_matrix(n * dm), *W[4], *out = malloc(n * dm * sizeof(double));
-	mha_dims d = { .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
 		       .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm };
-	mha_inputs in = { x, x, x };
-	mha_weights w;
-	mha_config cfg = { .causal = MHA_CAUSAL_TOP_LEFT };
+	mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_weights w = MHA_INIT(mha_weights);
+	mha_config cfg = { .size = sizeof(mha_config), .causal = MHA_CAUSAL_TOP_LEFT };
 	ref_result r;
 
 	rng_state = 42;
 	for (int i = 0; i < 4; i++)
 		W[i] = rnd_matrix(dm * dm);
-	w = (mha_weights){ .W_Q = W[0], .W_K = W[1], .W_V = W[2], .W_O = W[3] };
+	w = (mha_weights){ .size = sizeof(mha_weights),
+			   .W_Q = W[0], .W_K = W[1], .W_V = W[2], .W_O = W[3] };
 	ck_assert_int_eq(mha_forward(out, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
 	ref_forward(&r, &d, &in, &w, &cfg);
 	check_close("large output", out, r.output, n * dm);
@@ -1279,14 +1329,15 @@ START_TEST(test_fast_path_blocks)
 	double *f32back = malloc(nq * dm * sizeof(double)), *bias = rnd_matrix(nq * nkv);
 	float *fx = malloc(nq * dm * sizeof(float)), *fkv = malloc(nkv * dm * sizeof(float));
 	float *fW[4], *fb[4], *fout = malloc(nq * dm * sizeof(float));
-	mha_dims d = { .n_q = nq, .n_kv = nkv, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = nq, .n_kv = nkv, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
 		       .heads = H, .kv_heads = G, .d_k = 6, .d_v = 6, .d_out = dm };
 	const size_t wsize[4] = { dm * H * 6, dm * G * 6, dm * G * 6, H * 6 * dm };
 	const size_t bsize[4] = { H * 6, G * 6, G * 6, dm };
-	mha_inputs in = { xq, xkv, xkv };
-	mha_weights w;
-	mha_weights_f32 fw;
-	mha_report rep;
+	mha_inputs in = { .size = sizeof(mha_inputs), xq, xkv, xkv };
+	mha_weights w = MHA_INIT(mha_weights);
+	mha_weights_f32 fw = MHA_INIT(mha_weights_f32);
+	mha_report rep = MHA_INIT(mha_report);
 
 	for (int i = 0; i < 4; i++) {
 		W[i] = rnd_matrix(wsize[i]);
@@ -1304,8 +1355,10 @@ START_TEST(test_fast_path_blocks)
 		fkv[i] = (float)xkv[i];
 	for (size_t i = 0; i < nq * nkv; i++)
 		bias[i] *= 2;
-	w = (mha_weights){ W[0], W[1], W[2], W[3], b[0], b[1], b[2], b[3] };
-	fw = (mha_weights_f32){ fW[0], fW[1], fW[2], fW[3], fb[0], fb[1], fb[2], fb[3] };
+	w = (mha_weights){ .size = sizeof(mha_weights),
+			   W[0], W[1], W[2], W[3], b[0], b[1], b[2], b[3] };
+	fw = (mha_weights_f32){ .size = sizeof(mha_weights_f32),
+				fW[0], fW[1], fW[2], fW[3], fb[0], fb[1], fb[2], fb[3] };
 	char *saved = env_save("MHA_KERNEL");
 
 	/*
@@ -1336,7 +1389,8 @@ START_TEST(test_fast_path_blocks)
 		kpos[j] = (ptrdiff_t)(j / 2);
 	for (int causal = 0; causal < 18; causal++) {
 		const int cm = causal < 3 ? causal : causal % 3;
-		mha_config cfg = { .causal = cm == 1 ? MHA_CAUSAL_BOTTOM_RIGHT :
+		mha_config cfg = { .size = sizeof(mha_config),
+				   .causal = cm == 1 ? MHA_CAUSAL_BOTTOM_RIGHT :
 				   cm == 2 ? MHA_CAUSAL_OFFSET : MHA_CAUSAL_NONE,
 				   .causal_offset = causal == 5 ? -60 : 40,
 				   .kv_len = cm == 2 ? 500 : causal == 7 ? 450 : 0,
@@ -1388,7 +1442,8 @@ START_TEST(test_fast_path_blocks)
 			ck_assert_int_eq(mha_forward(fast, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
 			snprintf(what, sizeof(what), "fast (%s, %s) against exact", kernel_names[k], mha_kernel());
 			check_close_norm(what, fast, exact, nq * dm);
-			ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ fx, fkv, fkv }, &fw,
+			ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+										      fx, fkv, fkv }, &fw,
 							 &cfg, NULL), MHA_OK);
 			for (size_t i = 0; i < nq * dm; i++)
 				f32back[i] = fout[i];
@@ -1493,7 +1548,8 @@ START_TEST(test_stream_groups)
 	const size_t d_out = noweights || biasonly ? 0 : outs[v % 3];
 	const size_t din = noweights || biasonly ? H * dk : dm, dkin = noweights || biasonly ? G * dk : dm;
 	const size_t dvin = noweights || biasonly ? G * dv : dm;
-	mha_dims d = { .n_q = nq, .n_kv = nkv, .d_q_in = din, .d_k_in = dkin, .d_v_in = dvin,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = nq, .n_kv = nkv, .d_q_in = din, .d_k_in = dkin, .d_v_in = dvin,
 		       .heads = H, .kv_heads = G, .d_k = dk, .d_v = dv, .d_out = d_out, .batch = B };
 	const size_t oc = d_out ? d_out : cw, nout = B * nq * oc;
 	double *xq, *xk, *xv, *W[4], *b[4], *bias = rnd_matrix(B * H * nq * nkv);
@@ -1505,8 +1561,8 @@ START_TEST(test_stream_groups)
 	float *fwant = malloc(nout * sizeof(float)), *fgot = malloc(nout * sizeof(float));
 	const size_t wsize[4] = { dm * H * dk, dm * G * dk, dm * G * dv, cw * (d_out ? d_out : 1) };
 	const size_t bsize[4] = { H * dk, G * dk, G * dv, d_out ? d_out : 1 };
-	mha_config cfg = { 0 };
-	mha_report rw, rg;
+	mha_config cfg = { .size = sizeof(mha_config) };
+	mha_report rw = MHA_INIT(mha_report), rg = MHA_INIT(mha_report);
 
 	rng_state = 1500 + (uint64_t)v;
 	xq = rnd_matrix(B * nq * din);
@@ -1560,16 +1616,20 @@ START_TEST(test_stream_groups)
 	}
 	stream_save();
 	for (int f32 = 0; f32 < 2; f32++) {
-		const mha_weights w = noweights ? (mha_weights){ 0 } : biasonly ?
-			(mha_weights){ .b_Q = b[0], .b_K = b[1], .b_V = b[2] } :
-			(mha_weights){ W[0], W[1], W[2], d_out ? W[3] : NULL, b[0], b[1], b[2],
+		const mha_weights w = noweights ? (mha_weights){ .size = sizeof(mha_weights) } : biasonly ?
+			(mha_weights){ .size = sizeof(mha_weights),
+				       .b_Q = b[0], .b_K = b[1], .b_V = b[2] } :
+			(mha_weights){ .size = sizeof(mha_weights),
+				       W[0], W[1], W[2], d_out ? W[3] : NULL, b[0], b[1], b[2],
 				       d_out ? b[3] : NULL };
-		const mha_weights_f32 fw = noweights ? (mha_weights_f32){ 0 } : biasonly ?
-			(mha_weights_f32){ .b_Q = fb[0], .b_K = fb[1], .b_V = fb[2] } :
-			(mha_weights_f32){ fW[0], fW[1], fW[2], d_out ? fW[3] : NULL, fb[0], fb[1],
+		const mha_weights_f32 fw = noweights ? (mha_weights_f32){ .size = sizeof(mha_weights_f32) } : biasonly ?
+			(mha_weights_f32){ .size = sizeof(mha_weights_f32),
+					   .b_Q = fb[0], .b_K = fb[1], .b_V = fb[2] } :
+			(mha_weights_f32){ .size = sizeof(mha_weights_f32),
+					   fW[0], fW[1], fW[2], d_out ? fW[3] : NULL, fb[0], fb[1],
 					   fb[2], d_out ? fb[3] : NULL };
-		const mha_inputs in = { xq, xk, xv };
-		const mha_inputs_f32 fin = { fx[0], fx[1], fx[2] };
+		const mha_inputs in = { .size = sizeof(mha_inputs), xq, xk, xv };
+		const mha_inputs_f32 fin = { .size = sizeof(mha_inputs_f32), fx[0], fx[1], fx[2] };
 		static const char *const knobs[3] = { "1", "2", "3" };
 
 		stream_knob("0");
@@ -1587,7 +1647,7 @@ START_TEST(test_stream_groups)
 			for (int threads = 1; threads <= 2; threads++) {
 				stream_knob(knobs[k]);
 				cfg.threads = threads;
-				memset(&rg, 0, sizeof(rg));
+				rg = (mha_report)MHA_INIT(mha_report);
 				ck_assert_int_eq(f32 ? mha_forward_f32(fgot, &d, &fin, &fw, &cfg, &rg)
 						     : mha_forward(got, &d, &in, &w, &cfg, NULL, &rg), MHA_OK);
 				ck_assert_msg(f32 ? !memcmp(fgot, fwant, nout * sizeof(float))
@@ -1612,7 +1672,8 @@ START_TEST(test_stream_groups)
 			/* an observer of the concatenation and the output: the streamed path */
 			double *seen_c = malloc(B * nq * cw * sizeof(double));
 			struct concat_seen cs = { seen_c, 0 };
-			const mha_observer obs = { .fn = concat_record, .ctx = &cs,
+			const mha_observer obs = { .size = sizeof(mha_observer),
+						   .fn = concat_record, .ctx = &cs,
 						   .wanted = MHA_STAGE_BIT(MHA_STAGE_CONCAT) |
 							     MHA_STAGE_BIT(MHA_STAGE_OUTPUT) };
 			const unsigned wq = MHA_STAGE_BIT(MHA_STAGE_Q_ROT);
@@ -1661,12 +1722,13 @@ END_TEST
 START_TEST(test_stream_range)
 {
 	const size_t n = 40, H = 4, dm = 8;
-	const mha_dims d = { .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
 			     .heads = H, .d_k = 2, .d_v = 2 };
 	double *x = rnd_matrix(n * dm), *W = rnd_matrix(dm * dm), *Wv = calloc(dm * dm, sizeof(double));
 	double *out = malloc(n * dm * sizeof(double)), *want = malloc(n * dm * sizeof(double));
 	static const char *const knobs[3] = { "0", "1", "3" };
-	const mha_weights w = { .W_Q = W, .W_K = W, .W_V = Wv };
+	const mha_weights w = { .size = sizeof(mha_weights), .W_Q = W, .W_K = W, .W_V = Wv };
 
 	stream_save();
 	/* x's first three features huge in row 0: Q and K do not read them */
@@ -1683,8 +1745,10 @@ START_TEST(test_stream_range)
 	Wv[2 * dm + 5] = -1;
 	for (int k = 0; k < 3; k++) {
 		stream_knob(knobs[k]);
-		ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, &w,
-					     &(mha_config){ .threads = 2 }, NULL, NULL), MHA_OK);
+		ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+								     x, x, x }, &w,
+					     &(mha_config){ .size = sizeof(mha_config),
+							    .threads = 2 }, NULL, NULL), MHA_OK);
 		if (k == 0)
 			memcpy(want, out, n * dm * sizeof(double));
 		else
@@ -1694,8 +1758,10 @@ START_TEST(test_stream_range)
 	Wv[2 * dm + 5] = 1;
 	for (int k = 0; k < 3; k++) {
 		stream_knob(knobs[k]);
-		ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, &w,
-					     &(mha_config){ .threads = 2 }, NULL, NULL), MHA_ERR_RANGE);
+		ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+								     x, x, x }, &w,
+					     &(mha_config){ .size = sizeof(mha_config),
+							    .threads = 2 }, NULL, NULL), MHA_ERR_RANGE);
 	}
 	stream_restore();
 	free(x);
@@ -1709,9 +1775,11 @@ END_TEST
 /* which problems stream by default: the long one within its memory, a small one whole */
 START_TEST(test_stream_policy)
 {
-	mha_dims d = { .n_q = 131072, .n_kv = 131072, .d_q_in = 512, .d_k_in = 512,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 131072, .n_kv = 131072, .d_q_in = 512, .d_k_in = 512,
 		       .d_v_in = 512, .heads = 8, .d_k = 64, .d_v = 64, .d_out = 512 };
-	const mha_config cfg = { .causal = MHA_CAUSAL_TOP_LEFT, .threads = 2 };
+	const mha_config cfg = { .size = sizeof(mha_config),
+				 .causal = MHA_CAUSAL_TOP_LEFT, .threads = 2 };
 	const size_t mib = 1 << 20, whole = 3 * 131072 * 512 * sizeof(float);
 	size_t m;
 
@@ -1787,22 +1855,23 @@ START_TEST(test_batch_against_reference)
 {
 	struct random_case c;
 	const size_t B = 2 + (size_t)_i % 3;
-	mha_weights w;
-	mha_config cfg;
-	mha_dims d;
+	mha_weights w = MHA_INIT(mha_weights);
+	mha_config cfg = MHA_INIT(mha_config);
+	mha_dims d = MHA_INIT(mha_dims);
 	size_t kv_lens[4], n_mask, oc, nout;
 	double *xq, *xk, *xv, *bias = NULL, *plain, *fast, *two, *alone;
 	unsigned char *allow = NULL;
 	struct batch_seen bs;
-	mha_observer obs;
-	mha_report rep;
+	mha_observer obs = MHA_INIT(mha_observer);
+	mha_report rep = MHA_INIT(mha_report);
 	char what[96];
 
 	make_case(&c, (unsigned)_i);
 	d = c.d;
 	d.batch = B;
 	cfg = c.cfg;
-	w = (mha_weights){ c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1], c.b[2], c.b[3] };
+	w = (mha_weights){ .size = sizeof(mha_weights),
+			   c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1], c.b[2], c.b[3] };
 	oc = mha_output_cols(&d, c.wo);
 	nout = d.n_q * oc;
 	xq = batch_of(c.xq, d.n_q * d.d_q_in, B);
@@ -1838,9 +1907,11 @@ START_TEST(test_batch_against_reference)
 	alone = malloc(B * nout * sizeof(double));
 	bs = (struct batch_seen){ .B = B, .n_q = d.n_q, .cols = oc, .out = malloc(B * nout * sizeof(double)),
 				  .order_ok = 1 };
-	obs = (mha_observer){ .fn = batch_record, .ctx = &bs, .sequence = batch_sequence,
+	obs = (mha_observer){ .size = sizeof(mha_observer),
+			      .fn = batch_record, .ctx = &bs, .sequence = batch_sequence,
 			      .wanted = MHA_STAGE_BIT(MHA_STAGE_SOFTMAX) | MHA_STAGE_BIT(MHA_STAGE_OUTPUT) };
-	ck_assert_int_eq(mha_forward(plain, &d, &(mha_inputs){ xq, xk, xv }, &w, &cfg, &obs, &rep), MHA_OK);
+	ck_assert_int_eq(mha_forward(plain, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							       xq, xk, xv }, &w, &cfg, &obs, &rep), MHA_OK);
 	ck_assert_int_eq(rep.fast_path, 0);
 	ck_assert(bs.order_ok);
 	ck_assert_uint_eq(bs.told, B);
@@ -1865,7 +1936,8 @@ START_TEST(test_batch_against_reference)
 				c1.mask.bias = cfg.mask.bias ? cfg.mask.bias + b * n_mask : NULL;
 				c1.mask.allow = cfg.mask.allow ? cfg.mask.allow + b * n_mask : NULL;
 			}
-			ck_assert_int_eq(ref_forward(&r, &d1, &(mha_inputs){ xq + b * d.n_q * d.d_q_in,
+			ck_assert_int_eq(ref_forward(&r, &d1, &(mha_inputs){ .size = sizeof(mha_inputs),
+									     xq + b * d.n_q * d.d_q_in,
 					 xk + b * d.n_kv * d.d_k_in, xv + b * d.n_kv * d.d_v_in }, &w, &c1), 0);
 			snprintf(what, sizeof(what), "batch case %d sequence %zu of %zu", _i, b, B);
 			check_close(what, plain + b * nout, r.output, nout);
@@ -1873,7 +1945,8 @@ START_TEST(test_batch_against_reference)
 				first_seq = (int)b;
 			blocked += r.blocked;
 			/* the fast path on this sequence alone, for the bits below */
-			ck_assert_int_eq(mha_forward(alone + b * nout, &d1, &(mha_inputs){ xq + b * d.n_q * d.d_q_in,
+			ck_assert_int_eq(mha_forward(alone + b * nout, &d1, &(mha_inputs){ .size = sizeof(mha_inputs),
+											   xq + b * d.n_q * d.d_q_in,
 					 xk + b * d.n_kv * d.d_k_in, xv + b * d.n_kv * d.d_v_in }, &w, &c1, NULL, NULL),
 					 MHA_OK);
 			ref_free(&r);
@@ -1882,7 +1955,8 @@ START_TEST(test_batch_against_reference)
 		if (blocked)
 			ck_assert_uint_eq(rep.first_blocked_sequence, (size_t)first_seq);
 		cfg.threads = 1;
-		ck_assert_int_eq(mha_forward(fast, &d, &(mha_inputs){ xq, xk, xv }, &w, &cfg, NULL, &rep), MHA_OK);
+		ck_assert_int_eq(mha_forward(fast, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+								      xq, xk, xv }, &w, &cfg, NULL, &rep), MHA_OK);
 		ck_assert_int_eq(rep.fast_path, 1);
 		ck_assert_uint_eq(rep.blocked_rows, blocked);
 		if (blocked)
@@ -1891,7 +1965,8 @@ START_TEST(test_batch_against_reference)
 	snprintf(what, sizeof(what), "batch case %d fast path", _i);
 	check_close_norm(what, fast, plain, B * nout);
 	cfg.threads = 2;
-	ck_assert_int_eq(mha_forward(two, &d, &(mha_inputs){ xq, xk, xv }, &w, &cfg, NULL, NULL), MHA_OK);
+	ck_assert_int_eq(mha_forward(two, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							     xq, xk, xv }, &w, &cfg, NULL, NULL), MHA_OK);
 	ck_assert_msg(!memcmp(fast, two, B * nout * sizeof(double)), "batch case %d: 1 and 2 threads differ", _i);
 	ck_assert_msg(!memcmp(fast, alone, B * nout * sizeof(double)),
 		      "batch case %d: the batch differs from its sequences run alone", _i);
@@ -1923,8 +1998,10 @@ START_TEST(test_batch_against_reference)
 					b32[i][j] = (float)c.b[i][j];
 			}
 		}
-		ck_assert_int_eq(mha_forward_f32(o32, &d, &(mha_inputs_f32){ x32[0], x32[1], x32[2] },
-						 &(mha_weights_f32){ W32[0], W32[1], W32[2], W32[3],
+		ck_assert_int_eq(mha_forward_f32(o32, &d, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+									     x32[0], x32[1], x32[2] },
+						 &(mha_weights_f32){ .size = sizeof(mha_weights_f32),
+								     W32[0], W32[1], W32[2], W32[3],
 								     b32[0], b32[1], b32[2], b32[3] },
 						 &cfg, NULL), MHA_OK);
 		for (size_t i = 0; i < B * nout; i++)
@@ -1971,21 +2048,25 @@ START_TEST(test_batch_fast_blocks)
 	double *bias = rnd_matrix(B * H * nq * nkv);
 	double *exact = malloc(B * nq * dm * sizeof(double)), *fast = malloc(B * nq * dm * sizeof(double));
 	double *one = malloc(B * nq * dm * sizeof(double)), *alone = malloc(B * nq * dm * sizeof(double));
-	mha_dims d = { .n_q = nq, .n_kv = nkv, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = nq, .n_kv = nkv, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
 		       .heads = H, .kv_heads = G, .d_k = 3, .d_v = 3, .d_out = dm, .batch = B };
 	const size_t wsize[4] = { dm * H * 3, dm * G * 3, dm * G * 3, H * 3 * dm };
-	mha_weights w;
-	mha_config cfg = { .causal = MHA_CAUSAL_BOTTOM_RIGHT, .kv_lens = kv_lens,
+	mha_weights w = MHA_INIT(mha_weights);
+	mha_config cfg = { .size = sizeof(mha_config),
+			   .causal = MHA_CAUSAL_BOTTOM_RIGHT, .kv_lens = kv_lens,
 			   .window = { 1, 40, 0 },
 			   .mask = { .bias = bias, .per_head = 1, .per_batch = 1 } };
 	char *saved = env_save("MHA_KERNEL");
-	mha_report rep;
+	mha_report rep = MHA_INIT(mha_report);
 
 	for (int i = 0; i < 4; i++)
 		W[i] = rnd_matrix(wsize[i]);
-	w = (mha_weights){ .W_Q = W[0], .W_K = W[1], .W_V = W[2], .W_O = W[3] };
+	w = (mha_weights){ .size = sizeof(mha_weights),
+			   .W_Q = W[0], .W_K = W[1], .W_V = W[2], .W_O = W[3] };
 	cfg.exact = 1;
-	ck_assert_int_eq(mha_forward(exact, &d, &(mha_inputs){ xq, xkv, xkv }, &w, &cfg, NULL, &rep), MHA_OK);
+	ck_assert_int_eq(mha_forward(exact, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							       xq, xkv, xkv }, &w, &cfg, NULL, &rep), MHA_OK);
 	/* the third sequence's single key is seen by its last query only */
 	ck_assert_uint_eq(rep.blocked_rows, H * (nq - 1));
 	ck_assert_uint_eq(rep.first_blocked_sequence, 2);
@@ -1999,11 +2080,13 @@ START_TEST(test_batch_fast_blocks)
 
 		setenv("MHA_KERNEL", kernel_names[k], 1);
 		cfg.threads = 1;
-		ck_assert_int_eq(mha_forward(one, &d, &(mha_inputs){ xq, xkv, xkv }, &w, &cfg, NULL, &rep), MHA_OK);
+		ck_assert_int_eq(mha_forward(one, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+								     xq, xkv, xkv }, &w, &cfg, NULL, &rep), MHA_OK);
 		ck_assert_uint_eq(rep.blocked_rows, H * (nq - 1));
 		ck_assert_uint_eq(rep.first_blocked_sequence, 2);
 		cfg.threads = 2;
-		ck_assert_int_eq(mha_forward(fast, &d, &(mha_inputs){ xq, xkv, xkv }, &w, &cfg, NULL, NULL), MHA_OK);
+		ck_assert_int_eq(mha_forward(fast, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+								      xq, xkv, xkv }, &w, &cfg, NULL, NULL), MHA_OK);
 		ck_assert_msg(!memcmp(one, fast, B * nq * dm * sizeof(double)), "%s: 1 and 2 threads differ",
 			      kernel_names[k]);
 		snprintf(what, sizeof(what), "batch fast (%s) against exact", kernel_names[k]);
@@ -2018,7 +2101,8 @@ START_TEST(test_batch_fast_blocks)
 			c1.mask.per_batch = 0;
 			c1.mask.bias = bias + b * H * nq * nkv;
 			ck_assert_int_eq(mha_forward(alone + b * nq * dm, &d1,
-						     &(mha_inputs){ xq + b * nq * dm, xkv + b * nkv * dm,
+						     &(mha_inputs){ .size = sizeof(mha_inputs),
+								    xq + b * nq * dm, xkv + b * nkv * dm,
 								    xkv + b * nkv * dm }, &w, &c1, NULL, NULL), MHA_OK);
 		}
 		ck_assert_msg(!memcmp(alone, fast, B * nq * dm * sizeof(double)),
@@ -2175,17 +2259,20 @@ START_TEST(test_batch_fast_observer)
 {
 	const size_t B = 3, n = 5, dm = 4;
 	double *x = rnd_matrix(B * n * dm), *W = rnd_matrix(dm * dm), out[3 * 5 * 4], one[5 * 4];
-	mha_dims d = { .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
 		       .heads = 2, .d_k = 2, .d_v = 2, .d_out = dm, .batch = B };
-	mha_weights w = { .W_Q = W, .W_K = W, .W_V = W, .W_O = W };
+	mha_weights w = { .size = sizeof(mha_weights), .W_Q = W, .W_K = W, .W_V = W, .W_O = W };
 	struct fast_seen fs = { 0 };
-	mha_observer obs = { .fn = fast_record, .ctx = &fs, .sequence = fast_sequence,
+	mha_observer obs = { .size = sizeof(mha_observer),
+			     .fn = fast_record, .ctx = &fs, .sequence = fast_sequence,
 			     .wanted = MHA_STAGE_BIT(MHA_STAGE_Q) | MHA_STAGE_BIT(MHA_STAGE_K) |
 				       MHA_STAGE_BIT(MHA_STAGE_V) | MHA_STAGE_BIT(MHA_STAGE_CONCAT) |
 				       MHA_STAGE_BIT(MHA_STAGE_OUTPUT) };
-	mha_report rep;
+	mha_report rep = MHA_INIT(mha_report);
 
-	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, &w, NULL, &obs, &rep), MHA_OK);
+	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							     x, x, x }, &w, NULL, &obs, &rep), MHA_OK);
 	ck_assert_int_eq(rep.fast_path, 1);
 	/* Q, K, V of each sequence, then each concat, then each output: told before each */
 	ck_assert_uint_eq(fs.calls, 5 * B);
@@ -2195,7 +2282,8 @@ START_TEST(test_batch_fast_observer)
 
 		d1.batch = 0;
 		ck_assert(!memcmp(fs.out[b], out + b * n * dm, n * dm * sizeof(double)));
-		ck_assert_int_eq(mha_forward(one, &d1, &(mha_inputs){ x + b * n * dm, x + b * n * dm,
+		ck_assert_int_eq(mha_forward(one, &d1, &(mha_inputs){ .size = sizeof(mha_inputs),
+								      x + b * n * dm, x + b * n * dm,
 					     x + b * n * dm }, &w, NULL, NULL, NULL), MHA_OK);
 		ck_assert(!memcmp(one, fs.out[b], n * dm * sizeof(double)));
 		free(fs.q[b]);
@@ -2203,7 +2291,8 @@ START_TEST(test_batch_fast_observer)
 	}
 	/* an observer that stops: at once, in the batch too */
 	obs.fn = ignore_stop;
-	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, &w, NULL, &obs, NULL),
+	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							     x, x, x }, &w, NULL, &obs, NULL),
 			 MHA_ERR_OBSERVER);
 	free(x);
 	free(W);
@@ -2226,26 +2315,31 @@ START_TEST(test_batch_rope_alibi)
 	static const double sinks[2] = { 0.5, -1.0 };
 	double *x = rnd_matrix(B * nq * dm), *kv = rnd_matrix(B * nkv * dm), *W[3];
 	double plain[3 * 4 * 8], fast[3 * 4 * 8], one[4 * 8];
-	mha_dims d = { .n_q = nq, .n_kv = nkv, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = nq, .n_kv = nkv, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
 		       .heads = 2, .kv_heads = 1, .d_k = 4, .d_v = 4, .batch = B };
-	mha_config cfg = { .causal = MHA_CAUSAL_BOTTOM_RIGHT, .kv_lens = kv_lens,
+	mha_config cfg = { .size = sizeof(mha_config),
+			   .causal = MHA_CAUSAL_BOTTOM_RIGHT, .kv_lens = kv_lens,
 			   .alibi = { .on = 1 }, .rope = { .mode = MHA_ROPE_HALF },
 			   .window = { 1, 2, -1 }, .sinks = sinks, .softcap = 4 };
-	mha_weights w;
+	mha_weights w = MHA_INIT(mha_weights);
 	char what[64];
 
 	W[0] = rnd_matrix(dm * 8);
 	W[1] = rnd_matrix(dm * 4);
 	W[2] = rnd_matrix(dm * 4);
-	w = (mha_weights){ .W_Q = W[0], .W_K = W[1], .W_V = W[2] };
+	w = (mha_weights){ .size = sizeof(mha_weights), .W_Q = W[0], .W_K = W[1], .W_V = W[2] };
 	cfg.exact = 1;
-	ck_assert_int_eq(mha_forward(plain, &d, &(mha_inputs){ x, kv, kv }, &w, &cfg, NULL, NULL), MHA_OK);
+	ck_assert_int_eq(mha_forward(plain, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							       x, kv, kv }, &w, &cfg, NULL, NULL), MHA_OK);
 	cfg.exact = 0;
-	ck_assert_int_eq(mha_forward(fast, &d, &(mha_inputs){ x, kv, kv }, &w, &cfg, NULL, NULL), MHA_OK);
+	ck_assert_int_eq(mha_forward(fast, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							      x, kv, kv }, &w, &cfg, NULL, NULL), MHA_OK);
 	for (size_t b = 0; b < B; b++) {
 		mha_dims d1 = d;
 		mha_config c1 = cfg;
-		const mha_inputs in1 = { x + b * nq * dm, kv + b * nkv * dm, kv + b * nkv * dm };
+		const mha_inputs in1 = { .size = sizeof(mha_inputs),
+					 x + b * nq * dm, kv + b * nkv * dm, kv + b * nkv * dm };
 		ref_result r;
 
 		d1.batch = 0;
@@ -2268,10 +2362,12 @@ START_TEST(test_batch_rope_alibi)
 		const size_t wn[3] = { dm * 8, dm * 4, dm * 4 };
 
 		cfg.threads = 2;
-		ck_assert_int_eq(mha_forward(two, &d, &(mha_inputs){ x, kv, kv }, &w, &cfg, NULL, NULL),
+		ck_assert_int_eq(mha_forward(two, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+								     x, kv, kv }, &w, &cfg, NULL, NULL),
 				 MHA_OK);
 		cfg.threads = 1;
-		ck_assert_int_eq(mha_forward(fast, &d, &(mha_inputs){ x, kv, kv }, &w, &cfg, NULL, NULL),
+		ck_assert_int_eq(mha_forward(fast, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+								      x, kv, kv }, &w, &cfg, NULL, NULL),
 				 MHA_OK);
 		ck_assert_msg(!memcmp(two, fast, sizeof(two)), "1 and 2 threads differ");
 		for (size_t i = 0; i < B * nq * dm; i++)
@@ -2281,8 +2377,10 @@ START_TEST(test_batch_rope_alibi)
 		for (int m = 0; m < 3; m++)
 			for (size_t i = 0; i < wn[m]; i++)
 				fW[m][i] = (float)W[m][i];
-		ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ fx, fkv, fkv },
-						 &(mha_weights_f32){ .W_Q = fW[0], .W_K = fW[1],
+		ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+									      fx, fkv, fkv },
+						 &(mha_weights_f32){ .size = sizeof(mha_weights_f32),
+								     .W_Q = fW[0], .W_K = fW[1],
 								     .W_V = fW[2] }, &cfg, NULL),
 				 MHA_OK);
 		for (size_t i = 0; i < B * nq * 8; i++) {
@@ -2306,33 +2404,42 @@ START_TEST(test_batch_mask_by_hand)
 	const unsigned char shared[4] = { 1, 0, 1, 1 };
 	const unsigned char each[8] = { 1, 0, 1, 1,   0, 1, 1, 1 };
 	const size_t lens[2] = { 0, 1 };
-	mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 2, .n_kv = 2, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
 		       .heads = 1, .d_k = 1, .d_v = 1, .batch = 2 };
-	mha_config cfg = { .mask = { .allow = shared } };
+	mha_config cfg = { .size = sizeof(mha_config), .mask = { .allow = shared } };
 	double out[4], fast[4];
 
-	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, NULL,
-				     &(mha_config){ .mask = cfg.mask, .exact = 1 }, NULL, NULL), MHA_OK);
-	ck_assert_int_eq(mha_forward(fast, &d, &(mha_inputs){ x, x, x }, NULL, &cfg, NULL, NULL), MHA_OK);
+	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							     x, x, x }, NULL,
+				     &(mha_config){ .size = sizeof(mha_config),
+						    .mask = cfg.mask, .exact = 1 }, NULL, NULL), MHA_OK);
+	ck_assert_int_eq(mha_forward(fast, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							      x, x, x }, NULL, &cfg, NULL, NULL), MHA_OK);
 	/* row 0 of each sequence sees its first key alone: its value */
 	ck_assert(out[0] == 1 && out[2] == 3);
 	ck_assert(fabs(fast[0] - 1) < 1e-15 && fabs(fast[2] - 3) < 1e-15);
 	cfg.mask = (mha_mask){ .allow = each, .per_batch = 1 };
-	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, NULL, &cfg, NULL, NULL), MHA_OK);
+	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							     x, x, x }, NULL, &cfg, NULL, NULL), MHA_OK);
 	/* sequence 1, row 0 sees key 1 alone: 4 */
 	ck_assert(out[0] == 1 && out[2] == 4);
 	/* per-sequence lengths: sequence 1 keeps key 0 alone (value 3), sequence 0 all */
-	cfg = (mha_config){ .kv_lens = lens };
-	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, NULL, &cfg, NULL, NULL), MHA_OK);
+	cfg = (mha_config){ .size = sizeof(mha_config), .kv_lens = lens };
+	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							     x, x, x }, NULL, &cfg, NULL, NULL), MHA_OK);
 	ck_assert(out[2] == 3 && out[3] == 3);
 	ck_assert(out[0] > 1 && out[0] < 2);
 	/* a length past n_kv */
 	cfg.kv_lens = (const size_t[]){ 1, 3 };
-	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, NULL, &cfg, NULL, NULL), MHA_ERR_KV_LEN);
+	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							     x, x, x }, NULL, &cfg, NULL, NULL), MHA_ERR_KV_LEN);
 	ck_assert_int_eq(mha_check(&d, &cfg), MHA_ERR_KV_LEN);
-	ck_assert_int_eq(mha_causal_offset(&d, &(mha_config){ .causal = MHA_CAUSAL_BOTTOM_RIGHT,
+	ck_assert_int_eq(mha_causal_offset(&d, &(mha_config){ .size = sizeof(mha_config),
+							      .causal = MHA_CAUSAL_BOTTOM_RIGHT,
 							     .kv_lens = lens }, 1), -1);
-	ck_assert_int_eq(mha_causal_offset(&d, &(mha_config){ .kv_lens = lens }, 1), 0);
+	ck_assert_int_eq(mha_causal_offset(&d, &(mha_config){ .size = sizeof(mha_config),
+							      .kv_lens = lens }, 1), 0);
 }
 END_TEST
 
@@ -2376,6 +2483,7 @@ struct xcase {
 static void xcase_shape(struct xcase *c, size_t nq, size_t nkv, size_t dk, size_t dv)
 {
 	memset(c, 0, sizeof(*c));
+	c->cfg.size = sizeof(c->cfg);
 	c->nq = nq;
 	c->nkv = nkv;
 	c->dk = dk;
@@ -2659,12 +2767,13 @@ struct xresult {
 
 static void xrun(struct xresult *r, const struct xcase *c, const struct xtype *t, int path)
 {
-	const mha_dims d = { .n_q = c->nq, .n_kv = c->nkv, .d_q_in = c->dk, .d_k_in = c->dk,
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = c->nq, .n_kv = c->nkv, .d_q_in = c->dk, .d_k_in = c->dk,
 			     .d_v_in = c->dv, .heads = 1, .d_k = c->dk, .d_v = c->dv,
 			     .d_out = c->wo ? c->dout : 0 };
 	const size_t nout = c->nq * c->dout;
 	mha_config cfg = c->cfg;
-	mha_report rep;
+	mha_report rep = MHA_INIT(mha_report);
 
 	ck_assert_uint_le(nout, sizeof(r->out) / sizeof(r->out[0]));
 	memset(r, 0, sizeof(*r));
@@ -2675,8 +2784,10 @@ static void xrun(struct xresult *r, const struct xcase *c, const struct xtype *t
 
 		cfg.exact = path == 0;
 		cfg.threads = path == 3 ? 2 : 1;
-		r->st = mha_forward(r->out, &d, &(mha_inputs){ c->q, c->k, c->v },
-				    &(mha_weights){ .W_O = c->wo }, &cfg, path == 1 ? &obs : NULL, &rep);
+		r->st = mha_forward(r->out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							       c->q, c->k, c->v },
+				    &(mha_weights){ .size = sizeof(mha_weights),
+						    .W_O = c->wo }, &cfg, path == 1 ? &obs : NULL, &rep);
 		seen_free(&sn);
 	} else {
 		float *f[4], fout[200 * 3];
@@ -2689,8 +2800,10 @@ static void xrun(struct xresult *r, const struct xcase *c, const struct xtype *t
 				f[m][i] = (float)src[m][i];
 		}
 		cfg.threads = path == 3 ? 2 : 1;
-		r->st = mha_forward_f32(fout, &d, &(mha_inputs_f32){ f[0], f[1], f[2] },
-					&(mha_weights_f32){ .W_O = f[3] }, &cfg, &rep);
+		r->st = mha_forward_f32(fout, &d, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+								     f[0], f[1], f[2] },
+					&(mha_weights_f32){ .size = sizeof(mha_weights_f32),
+							    .W_O = f[3] }, &cfg, &rep);
 		for (size_t i = 0; i < nout; i++)
 			r->out[i] = fout[i];
 		for (int m = 0; m < 4; m++)
@@ -2768,22 +2881,27 @@ START_TEST(test_projection_partial_sums)
 	const double ones[3] = { 1, 1, 1 }, zeros[3] = { 0, 0, 0 };
 	const float af = 0.75f * FLT_MAX, xf[6] = { af, af, -af, af, af, -af };
 	const float onesf[3] = { 1, 1, 1 }, zerosf[3] = { 0, 0, 0 };
-	const mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 3, .d_k_in = 3, .d_v_in = 3,
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = 2, .n_kv = 2, .d_q_in = 3, .d_k_in = 3, .d_v_in = 3,
 			     .heads = 1, .d_k = 1, .d_v = 1 };
 	double out[2];
 	float outf[2];
 
 	for (int exact = 0; exact < 2; exact++) {
-		const mha_config cfg = { .exact = exact };
+		const mha_config cfg = { .size = sizeof(mha_config), .exact = exact };
 
-		ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x },
-					     &(mha_weights){ .W_Q = ones, .W_K = zeros, .W_V = ones },
+		ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+								     x, x, x },
+					     &(mha_weights){ .size = sizeof(mha_weights),
+							     .W_Q = ones, .W_K = zeros, .W_V = ones },
 					     &cfg, NULL, NULL), MHA_OK);
 		ck_assert_msg(out[0] == a && out[1] == a, "%s path: %g %g, want %g",
 			      exact ? "plain" : "fast", out[0], out[1], a);
 	}
-	ck_assert_int_eq(mha_forward_f32(outf, &d, &(mha_inputs_f32){ xf, xf, xf },
-					 &(mha_weights_f32){ .W_Q = onesf, .W_K = zerosf, .W_V = onesf },
+	ck_assert_int_eq(mha_forward_f32(outf, &d, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+								      xf, xf, xf },
+					 &(mha_weights_f32){ .size = sizeof(mha_weights_f32),
+							     .W_Q = onesf, .W_K = zerosf, .W_V = onesf },
 					 NULL, NULL), MHA_OK);
 	ck_assert_msg(outf[0] == af && outf[1] == af, "f32: %g %g, want %g", outf[0], outf[1], af);
 }
@@ -2794,14 +2912,15 @@ END_TEST
 START_TEST(test_errors)
 {
 	double x[4] = { 1, 2, 3, 4 }, out[4], big[2] = { 1e200, 1e200 };
-	mha_dims ok = { .n_q = 2, .n_kv = 2, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2,
+	mha_dims ok = { .size = sizeof(mha_dims),
+			.n_q = 2, .n_kv = 2, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2,
 			.heads = 1, .d_k = 2, .d_v = 2 };
-	mha_dims d;
-	mha_inputs in = { x, x, x };
-	mha_config cfg = { 0 };
+	mha_dims d = MHA_INIT(mha_dims);
+	mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_config cfg = { .size = sizeof(mha_config) };
 	const double nan_bias[4] = { 0, NAN, 0, 0 }, inf_bias[4] = { 0, 0, INFINITY, 0 };
 	seen sn;
-	mha_observer obs;
+	mha_observer obs = MHA_INIT(mha_observer);
 
 	ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, NULL, NULL, NULL), MHA_OK);
 	ck_assert_int_eq(mha_forward(NULL, &ok, &in, NULL, NULL, NULL, NULL), MHA_ERR_NULL);
@@ -2831,28 +2950,28 @@ START_TEST(test_errors)
 	ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_SCALE);
 	cfg.scale = INFINITY;
 	ck_assert_int_eq(mha_check(&ok, &cfg), MHA_ERR_SCALE);
-	cfg = (mha_config){ .softcap = -1 };
+	cfg = (mha_config){ .size = sizeof(mha_config), .softcap = -1 };
 	ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_SOFTCAP);
-	cfg = (mha_config){ .mask = { .bias = nan_bias } };
+	cfg = (mha_config){ .size = sizeof(mha_config), .mask = { .bias = nan_bias } };
 	ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_MASK);
-	cfg = (mha_config){ .mask = { .bias = inf_bias } };
+	cfg = (mha_config){ .size = sizeof(mha_config), .mask = { .bias = inf_bias } };
 	ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_MASK);
 	/* 1e200·1e200 overflows: an error, not infinities or NaN in the output */
 	d = ok;
 	d.d_q_in = d.d_k_in = d.d_v_in = 1;
 	d.d_k = d.d_v = 1;
-	in = (mha_inputs){ big, big, big };
+	in = (mha_inputs){ .size = sizeof(mha_inputs), big, big, big };
 	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, NULL, NULL, NULL), MHA_ERR_RANGE);
-	cfg = (mha_config){ .kv_len = 3 };
+	cfg = (mha_config){ .size = sizeof(mha_config), .kv_len = 3 };
 	ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_KV_LEN);
 	/* a window side below -1; -1 and 0 are fine; off, any numbers are ignored */
-	cfg = (mha_config){ .window = { 1, -2, 0 } };
+	cfg = (mha_config){ .size = sizeof(mha_config), .window = { 1, -2, 0 } };
 	ck_assert_int_eq(mha_check(&ok, &cfg), MHA_ERR_WINDOW);
-	cfg = (mha_config){ .window = { 1, 3, -5 } };
+	cfg = (mha_config){ .size = sizeof(mha_config), .window = { 1, 3, -5 } };
 	ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_WINDOW);
-	cfg = (mha_config){ .window = { 1, -1, 0 } };
+	cfg = (mha_config){ .size = sizeof(mha_config), .window = { 1, -1, 0 } };
 	ck_assert_int_eq(mha_check(&ok, &cfg), MHA_OK);
-	cfg = (mha_config){ .window = { 0, -7, -7 } };
+	cfg = (mha_config){ .size = sizeof(mha_config), .window = { 0, -7, -7 } };
 	ck_assert_int_eq(mha_check(&ok, &cfg), MHA_OK);
 	/* a sink that is not a finite number, on either path and type */
 	{
@@ -2861,33 +2980,36 @@ START_TEST(test_errors)
 		float fo[64];
 
 		for (int k = 0; k < 2; k++) {
-			cfg = (mha_config){ .sinks = bad_sinks[k] };
+			cfg = (mha_config){ .size = sizeof(mha_config), .sinks = bad_sinks[k] };
 			ck_assert_int_eq(mha_check(&ok, &cfg), ok.heads == 4 || k == 1 ? MHA_ERR_SINK : MHA_OK);
 		}
-		cfg = (mha_config){ .sinks = bad_sinks[1] };
+		cfg = (mha_config){ .size = sizeof(mha_config), .sinks = bad_sinks[1] };
 		ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_SINK);
 		cfg.exact = 1;
 		ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_SINK);
 		if (ok.n_q * ok.d_q_in <= 64 && ok.n_kv * ok.d_k_in <= 64 && ok.n_kv * ok.d_v_in <= 64)
-			ck_assert_int_eq(mha_forward_f32(fo, &ok, &(mha_inputs_f32){ f, f, f }, NULL,
+			ck_assert_int_eq(mha_forward_f32(fo, &ok, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+										     f, f, f }, NULL,
 							 &cfg, NULL), MHA_ERR_SINK);
 		/* an ALiBi slope that is not a finite number; ignored while ALiBi is off */
 		for (int k = 0; k < 2; k++) {
-			cfg = (mha_config){ .alibi = { 1, bad_sinks[k] } };
+			cfg = (mha_config){ .size = sizeof(mha_config),
+					    .alibi = { 1, bad_sinks[k] } };
 			ck_assert_int_eq(mha_check(&ok, &cfg), ok.heads == 4 || k == 1 ? MHA_ERR_ALIBI : MHA_OK);
 		}
-		cfg = (mha_config){ .alibi = { 0, bad_sinks[1] } };
+		cfg = (mha_config){ .size = sizeof(mha_config), .alibi = { 0, bad_sinks[1] } };
 		ck_assert_int_eq(mha_check(&ok, &cfg), MHA_OK);
-		cfg = (mha_config){ .alibi = { 1, bad_sinks[1] } };
+		cfg = (mha_config){ .size = sizeof(mha_config), .alibi = { 1, bad_sinks[1] } };
 		ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_ALIBI);
 		cfg.exact = 1;
 		ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, &cfg, NULL, NULL), MHA_ERR_ALIBI);
 		if (ok.n_q * ok.d_q_in <= 64 && ok.n_kv * ok.d_k_in <= 64 && ok.n_kv * ok.d_v_in <= 64)
-			ck_assert_int_eq(mha_forward_f32(fo, &ok, &(mha_inputs_f32){ f, f, f }, NULL,
+			ck_assert_int_eq(mha_forward_f32(fo, &ok, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+										     f, f, f }, NULL,
 							 &cfg, NULL), MHA_ERR_ALIBI);
 	}
 	/* the observer can stop the run */
-	in = (mha_inputs){ x, x, x };
+	in = (mha_inputs){ .size = sizeof(mha_inputs), x, x, x };
 	obs = watch_all(&sn);
 	sn.stop_at = 2;
 	ck_assert_int_eq(mha_forward(out, &ok, &in, NULL, NULL, &obs, NULL), MHA_ERR_OBSERVER);
@@ -2899,7 +3021,8 @@ END_TEST
 /* the memory estimate: plausible, larger when stages are watched, refusing overflow */
 START_TEST(test_memory_estimate)
 {
-	mha_dims d = { .n_q = 1000, .n_kv = 1000, .d_q_in = 64, .d_k_in = 64, .d_v_in = 64,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 1000, .n_kv = 1000, .d_q_in = 64, .d_k_in = 64, .d_v_in = 64,
 		       .heads = 4, .d_k = 16, .d_v = 16 };
 	const unsigned scores = MHA_STAGE_BIT(MHA_STAGE_SCORES) | MHA_STAGE_BIT(MHA_STAGE_SOFTMAX);
 	const size_t fast = mha_memory(&d, NULL, 0, 0), exact = mha_memory(&d, NULL, scores, 0);
@@ -3233,7 +3356,8 @@ START_TEST(test_memory_measured)
 	rng_state = 7;
 	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
 		const size_t *s = shapes[si], dm = 16;
-		const mha_dims d = { .n_q = s[0], .n_kv = s[1], .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+		const mha_dims d = { .size = sizeof(mha_dims),
+				     .n_q = s[0], .n_kv = s[1], .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
 				     .heads = s[2], .kv_heads = s[3], .d_k = s[4], .d_v = s[5], .d_out = dm };
 		const size_t n[8] = { s[0] * dm, s[1] * dm, dm * s[2] * s[4], dm * s[3] * s[4],
 				      dm * s[3] * s[5], s[2] * s[5] * dm, s[0] * dm, 1 };
@@ -3250,12 +3374,14 @@ START_TEST(test_memory_measured)
 		for (int f32 = 0; f32 < 2; f32++)
 			for (int path = 0; path < (f32 ? 1 : 3); path++)
 				for (int threads = 1; threads <= 2; threads++) {
-					mha_config cfg = { .threads = threads, .exact = path == 1,
+					mha_config cfg = { .size = sizeof(mha_config),
+							   .threads = threads, .exact = path == 1,
 							   .causal = threads == 2 ? MHA_CAUSAL_BOTTOM_RIGHT : MHA_CAUSAL_NONE,
 							   /* rope's q_rot and k_rot in some shapes */
 							   .rope = { .mode = si % 2 && s[4] % 2 == 0 ? MHA_ROPE_HALF
 											 : MHA_ROPE_NONE } };
-					mha_observer obs = { .fn = ignore, .wanted = squares };
+					mha_observer obs = { .size = sizeof(mha_observer),
+							     .fn = ignore, .wanted = squares };
 					const unsigned wanted = path == 2 ? squares : 0;
 					const size_t est = mha_memory(&d, &cfg, wanted, f32);
 					size_t peak;
@@ -3263,12 +3389,16 @@ START_TEST(test_memory_measured)
 
 					track_start();
 					if (f32)
-						st = mha_forward_f32(f[6], &d, &(mha_inputs_f32){ f[0], f[1], f[1] },
-								     &(mha_weights_f32){ .W_Q = f[2], .W_K = f[3], .W_V = f[4], .W_O = f[5] },
+						st = mha_forward_f32(f[6], &d, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+												  f[0], f[1], f[1] },
+								     &(mha_weights_f32){ .size = sizeof(mha_weights_f32),
+											 .W_Q = f[2], .W_K = f[3], .W_V = f[4], .W_O = f[5] },
 								     &cfg, NULL);
 					else
-						st = mha_forward(m[6], &d, &(mha_inputs){ m[0], m[1], m[1] },
-								 &(mha_weights){ .W_Q = m[2], .W_K = m[3], .W_V = m[4], .W_O = m[5] }, &cfg,
+						st = mha_forward(m[6], &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+											  m[0], m[1], m[1] },
+								 &(mha_weights){ .size = sizeof(mha_weights),
+										 .W_Q = m[2], .W_K = m[3], .W_V = m[4], .W_O = m[5] }, &cfg,
 								 path == 2 ? &obs : NULL, NULL);
 					peak = track_stop();
 					ck_assert_int_eq(st, MHA_OK);
@@ -3305,11 +3435,12 @@ END_TEST
 START_TEST(test_memory_measured_dk1)
 {
 	const size_t n = 4000, H = 16;
-	const mha_dims d = { .n_q = n, .n_kv = n, .d_q_in = H, .d_k_in = H, .d_v_in = H,
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = n, .n_kv = n, .d_q_in = H, .d_k_in = H, .d_v_in = H,
 			     .heads = H, .d_k = 1, .d_v = 1, .d_out = H };
 	float *x = malloc(n * H * sizeof(float)), *out = malloc(n * H * sizeof(float));
 	float *W = malloc(H * H * sizeof(float));
-	mha_config cfg = { .threads = 2 };
+	mha_config cfg = { .size = sizeof(mha_config), .threads = 2 };
 	size_t est, peak;
 
 	for (size_t i = 0; i < n * H; i++)
@@ -3319,8 +3450,10 @@ START_TEST(test_memory_measured_dk1)
 	if (track_works()) {
 		est = mha_memory(&d, &cfg, 0, 1);
 		track_start();
-		ck_assert_int_eq(mha_forward_f32(out, &d, &(mha_inputs_f32){ x, x, x },
-						 &(mha_weights_f32){ .W_Q = W, .W_K = W, .W_V = W, .W_O = W },
+		ck_assert_int_eq(mha_forward_f32(out, &d, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+									     x, x, x },
+						 &(mha_weights_f32){ .size = sizeof(mha_weights_f32),
+								     .W_Q = W, .W_K = W, .W_V = W, .W_O = W },
 						 &cfg, NULL), MHA_OK);
 		peak = track_stop();
 		ck_assert_msg(peak <= est && est <= peak + peak / 4 + 4096, "%s kernels: allocated %zu, "
@@ -3336,7 +3469,8 @@ END_TEST
 START_TEST(test_memory_batch)
 {
 	const size_t B = 5, nq = 100, nkv = 130, dm = 16, H = 4;
-	const mha_dims d = { .n_q = nq, .n_kv = nkv, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = nq, .n_kv = nkv, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
 			     .heads = H, .kv_heads = 2, .d_k = 4, .d_v = 4, .d_out = dm, .batch = B };
 	double *x = rnd_matrix(B * nkv * dm), *W = rnd_matrix(dm * dm), *out = malloc(B * nq * dm * sizeof(double));
 	float *fx = malloc(B * nkv * dm * sizeof(float)), *fW = malloc(dm * dm * sizeof(float));
@@ -3348,18 +3482,23 @@ START_TEST(test_memory_batch)
 		fW[i] = (float)W[i];
 	if (track_works())
 		for (int run = 0; run < 4; run++) {
-			mha_config cfg = { .threads = 1 + run % 2, .exact = run == 2 };
+			mha_config cfg = { .size = sizeof(mha_config),
+					   .threads = 1 + run % 2, .exact = run == 2 };
 			const size_t est = mha_memory(&d, &cfg, 0, run == 3);
 			size_t peak;
 
 			track_start();
 			if (run == 3)
-				ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ fx, fx, fx },
-								 &(mha_weights_f32){ .W_Q = fW, .W_K = fW, .W_V = fW, .W_O = fW },
+				ck_assert_int_eq(mha_forward_f32(fout, &d, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+											      fx, fx, fx },
+								 &(mha_weights_f32){ .size = sizeof(mha_weights_f32),
+										     .W_Q = fW, .W_K = fW, .W_V = fW, .W_O = fW },
 								 &cfg, NULL), MHA_OK);
 			else
-				ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x },
-							     &(mha_weights){ .W_Q = W, .W_K = W, .W_V = W, .W_O = W },
+				ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+										     x, x, x },
+							     &(mha_weights){ .size = sizeof(mha_weights),
+									     .W_Q = W, .W_K = W, .W_V = W, .W_O = W },
 							     &cfg, NULL, NULL), MHA_OK);
 			peak = track_stop();
 			ck_assert_msg(peak <= est && est <= peak + peak / 4 + 4096, "batch run %d: allocated %zu, "
@@ -3378,19 +3517,22 @@ END_TEST
 START_TEST(test_threads_capped)
 {
 	double x[12] = { 1, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 1 }, out[12];
-	const mha_dims d = { .n_q = 3, .n_kv = 3, .d_q_in = 4, .d_k_in = 4, .d_v_in = 4,
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = 3, .n_kv = 3, .d_q_in = 4, .d_k_in = 4, .d_v_in = 4,
 			     .heads = 2, .d_k = 2, .d_v = 2 };
-	mha_config one = { .threads = 1 }, many = { .threads = 100000 };
+	mha_config one = { .size = sizeof(mha_config), .threads = 1 }, many = { .size = sizeof(mha_config), .threads = 100000 };
 	size_t peak;
 
 	/* two heads of one query block: two tasks, two threads at most */
-	ck_assert_uint_eq(mha_memory(&d, &many, 0, 0), mha_memory(&d, &(mha_config){ .threads = 2 }, 0, 0));
+	ck_assert_uint_eq(mha_memory(&d, &many, 0, 0), mha_memory(&d, &(mha_config){ .size = sizeof(mha_config),
+										     .threads = 2 }, 0, 0));
 	ck_assert_uint_lt(mha_memory(&d, &many, 0, 0), 2 * mha_memory(&d, &one, 0, 0));
 	ck_assert_uint_lt(mha_memory(&d, &many, 0, 1), 1 << 20);
 	if (!track_works())
 		return;
 	track_start();
-	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ x, x, x }, NULL, &many, NULL, NULL), MHA_OK);
+	ck_assert_int_eq(mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							     x, x, x }, NULL, &many, NULL, NULL), MHA_OK);
 	peak = track_stop();
 	ck_assert_uint_le(peak, mha_memory(&d, &many, 0, 0));
 }
@@ -3398,7 +3540,7 @@ END_TEST
 
 START_TEST(test_names)
 {
-	for (int s = MHA_OK; s <= MHA_ERR_ROPE; s++) {
+	for (int s = MHA_OK; s <= MHA_ERR_VERSION; s++) {
 		ck_assert_ptr_nonnull(mha_strerror((mha_status)s));
 		ck_assert_int_gt((int)strlen(mha_strerror((mha_status)s)), 3);
 		for (int t = MHA_OK; t < s; t++)
@@ -3414,6 +3556,134 @@ START_TEST(test_names)
 	ck_assert_str_eq(mha_stage_name(MHA_STAGE_K_ROT), "k_rot");
 	ck_assert_str_eq(mha_stage_name(MHA_STAGE_COUNT), "unknown");
 	ck_assert_str_eq(mha_version(), MHA_VERSION_STRING);
+}
+END_TEST
+
+/*
+ * Versioned structs (mha.h, "Versions"): a struct whose size field is not
+ * this header's size, as from a program built against another mha.h, is
+ * refused with MHA_ERR_VERSION by every function that takes it, before
+ * anything is read past its size or written (the report keeps its bytes);
+ * the same call with the sizes right succeeds.
+ */
+/* a size from an older header (shorter), a newer one (longer), or none */
+static size_t wrong_size(size_t right, int k)
+{
+	return k == 0 ? right - 8 : k == 1 ? right + 8 : 0;
+}
+
+START_TEST(test_struct_sizes)
+{
+	const double x[4] = { 1, 2, 3, 4 }, dout[4] = { 1, 1, 1, 1 };
+	const float xf[4] = { 1, 2, 3, 4 };
+	double out[4], dx[4];
+	float outf[4], dxf[4];
+	mha_dims d = { .size = sizeof(mha_dims), .n_q = 2, .n_kv = 2, .d_q_in = 2, .d_k_in = 2,
+		       .d_v_in = 2, .heads = 1, .d_k = 2, .d_v = 2 };
+	mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_inputs_f32 inf = { .size = sizeof(mha_inputs_f32), xf, xf, xf };
+	mha_weights w = MHA_INIT(mha_weights);
+	mha_weights_f32 wf = MHA_INIT(mha_weights_f32);
+	mha_config cfg = { .size = sizeof(mha_config), .causal = MHA_CAUSAL_TOP_LEFT };
+	mha_observer obs = MHA_INIT(mha_observer);
+	mha_grad_observer gobs = MHA_INIT(mha_grad_observer);
+	mha_report rep = MHA_INIT(mha_report), before;
+	mha_grads g = { .size = sizeof(mha_grads), .dxq = dx };
+	mha_grads_f32 gf = { .size = sizeof(mha_grads_f32), .dxq = dxf };
+
+	/* right: as ever */
+	ck_assert_int_eq(mha_check(&d, &cfg), MHA_OK);
+	ck_assert_int_eq(mha_forward(out, &d, &in, &w, &cfg, &obs, &rep), MHA_OK);
+	ck_assert_int_eq(mha_forward_f32(outf, &d, &inf, &wf, &cfg, &rep), MHA_OK);
+	ck_assert_int_eq(mha_backward(&g, dout, &d, &in, &w, &cfg, &gobs, &rep), MHA_OK);
+	ck_assert_int_eq(mha_backward_f32(&gf, NULL, &d, &inf, &wf, &cfg, &rep), MHA_OK);
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 2, &cfg, NULL), MHA_OK);
+	ck_assert_uint_eq(mha_output_cols(&d, 0), 2);
+	ck_assert_uint_ne(mha_memory(&d, &cfg, 0, 0), SIZE_MAX);
+	ck_assert_uint_ne(mha_backward_memory(&d, &cfg, 0), SIZE_MAX);
+	ck_assert(mha_scale_of(&d, &cfg) == 1 / sqrt(2.0));
+
+	for (int k = 0; k < 3; k++) {
+		/* each struct wrong in turn, the others right */
+		d.size = wrong_size(sizeof(d), k);
+		ck_assert_int_eq(mha_check(&d, &cfg), MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_forward(out, &d, &in, &w, &cfg, &obs, &rep), MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_forward_f32(outf, &d, &inf, &wf, &cfg, &rep), MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_backward(&g, dout, &d, &in, &w, &cfg, &gobs, &rep),
+				 MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_backward_f32(&gf, NULL, &d, &inf, &wf, &cfg, &rep), MHA_ERR_VERSION);
+		ck_assert_uint_eq(mha_output_cols(&d, 0), 0);
+		ck_assert_uint_eq(mha_memory(&d, &cfg, 0, 0), SIZE_MAX);
+		ck_assert_uint_eq(mha_backward_memory(&d, &cfg, 0), SIZE_MAX);
+		ck_assert(isnan(mha_scale_of(&d, &cfg)));
+		ck_assert_int_eq(mha_causal_offset(&d, &cfg, 0), 0);
+		d.size = sizeof(d);
+
+		cfg.size = wrong_size(sizeof(cfg), k);
+		ck_assert_int_eq(mha_check(&d, &cfg), MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_forward(out, &d, &in, &w, &cfg, &obs, &rep), MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_forward_f32(outf, &d, &inf, &wf, &cfg, &rep), MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_backward(&g, dout, &d, &in, &w, &cfg, &gobs, &rep),
+				 MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_backward_f32(&gf, NULL, &d, &inf, &wf, &cfg, &rep), MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 2, &cfg, NULL), MHA_ERR_VERSION);
+		ck_assert_uint_eq(mha_memory(&d, &cfg, 0, 0), SIZE_MAX);
+		ck_assert(isnan(mha_scale_of(&d, &cfg)));
+		cfg.size = sizeof(cfg);
+
+		in.size = wrong_size(sizeof(in), k);
+		ck_assert_int_eq(mha_forward(out, &d, &in, &w, &cfg, &obs, &rep), MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_backward(&g, dout, &d, &in, &w, &cfg, &gobs, &rep),
+				 MHA_ERR_VERSION);
+		in.size = sizeof(in);
+		inf.size = wrong_size(sizeof(inf), k);
+		ck_assert_int_eq(mha_forward_f32(outf, &d, &inf, &wf, &cfg, &rep), MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_backward_f32(&gf, NULL, &d, &inf, &wf, &cfg, &rep), MHA_ERR_VERSION);
+		inf.size = sizeof(inf);
+		w.size = wrong_size(sizeof(w), k);
+		ck_assert_int_eq(mha_forward(out, &d, &in, &w, &cfg, &obs, &rep), MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_backward(&g, dout, &d, &in, &w, &cfg, &gobs, &rep),
+				 MHA_ERR_VERSION);
+		w.size = sizeof(w);
+		wf.size = wrong_size(sizeof(wf), k);
+		ck_assert_int_eq(mha_forward_f32(outf, &d, &inf, &wf, &cfg, &rep), MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_backward_f32(&gf, NULL, &d, &inf, &wf, &cfg, &rep), MHA_ERR_VERSION);
+		wf.size = sizeof(wf);
+		obs.size = wrong_size(sizeof(obs), k);
+		ck_assert_int_eq(mha_forward(out, &d, &in, &w, &cfg, &obs, &rep), MHA_ERR_VERSION);
+		obs.size = sizeof(obs);
+		gobs.size = wrong_size(sizeof(gobs), k);
+		ck_assert_int_eq(mha_backward(&g, dout, &d, &in, &w, &cfg, &gobs, &rep),
+				 MHA_ERR_VERSION);
+		gobs.size = sizeof(gobs);
+		g.size = wrong_size(sizeof(g), k);
+		ck_assert_int_eq(mha_backward(&g, dout, &d, &in, &w, &cfg, &gobs, &rep),
+				 MHA_ERR_VERSION);
+		g.size = sizeof(g);
+		gf.size = wrong_size(sizeof(gf), k);
+		ck_assert_int_eq(mha_backward_f32(&gf, NULL, &d, &inf, &wf, &cfg, &rep), MHA_ERR_VERSION);
+		gf.size = sizeof(gf);
+
+		/* an older, shorter report: refused, and not one byte of it written */
+		memset(&rep, 0xA5, sizeof(rep));
+		rep.size = wrong_size(sizeof(rep), k);
+		before = rep;
+		ck_assert_int_eq(mha_forward(out, &d, &in, &w, &cfg, &obs, &rep), MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_forward_f32(outf, &d, &inf, &wf, &cfg, &rep), MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_backward(&g, dout, &d, &in, &w, &cfg, &gobs, &rep),
+				 MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_backward_f32(&gf, NULL, &d, &inf, &wf, &cfg, &rep), MHA_ERR_VERSION);
+		ck_assert_mem_eq(&rep, &before, sizeof(rep));
+		rep = (mha_report)MHA_INIT(mha_report);
+	}
+	/* NULL is still MHA_ERR_NULL, and the sizes right again run as before */
+	ck_assert_int_eq(mha_check(NULL, &cfg), MHA_ERR_NULL);
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 2, NULL, NULL), MHA_ERR_NULL);
+	ck_assert_int_eq(mha_forward(out, &d, &in, &w, &cfg, &obs, &rep), MHA_OK);
+	ck_assert_int_eq(rep.fast_path, 1);
+	ck_assert_str_eq(mha_strerror(MHA_ERR_VERSION),
+			 "a struct's size is not the library's: "
+			 "the program was built against another version of mha.h");
 }
 END_TEST
 
@@ -3538,7 +3808,8 @@ static void grads_alloc(struct grad_set *s, const mha_dims *d, size_t B)
 		for (size_t k = 0; k < n[i]; k++)
 			s->all[i][k] = NAN;
 	}
-	s->g = (mha_grads){ s->all[0], s->all[1], s->all[2], s->all[3], s->all[4], s->all[5],
+	s->g = (mha_grads){ .size = sizeof(mha_grads),
+			    s->all[0], s->all[1], s->all[2], s->all[3], s->all[4], s->all[5],
 			    s->all[6], s->all[7], s->all[8], s->all[9], s->all[10], s->all[11] };
 }
 
@@ -3614,21 +3885,22 @@ static void gseen_free(gseen *sn)
 START_TEST(test_backward_against_reference)
 {
 	struct random_case c;
-	mha_weights w;
-	mha_inputs in;
+	mha_weights w = MHA_INIT(mha_weights);
+	mha_inputs in = MHA_INIT(mha_inputs);
 	ref_grads r;
 	struct grad_set a, b, e, t1, t3;
 	gseen sn, sf;
-	mha_grad_observer obs, fobs;
-	mha_report rep, frep;
-	mha_config exact, one, three;
+	mha_grad_observer obs = MHA_INIT(mha_grad_observer), fobs = MHA_INIT(mha_grad_observer);
+	mha_report rep = MHA_INIT(mha_report), frep = MHA_INIT(mha_report);
+	mha_config exact = MHA_INIT(mha_config), one = MHA_INIT(mha_config), three = MHA_INIT(mha_config);
 	double *dout;
 	size_t oc, G;
 	char what[64];
 
 	make_case(&c, (unsigned)_i);
-	w = (mha_weights){ c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1], c.b[2], c.b[3] };
-	in = (mha_inputs){ c.xq, c.xk, c.xv };
+	w = (mha_weights){ .size = sizeof(mha_weights),
+			   c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1], c.b[2], c.b[3] };
+	in = (mha_inputs){ .size = sizeof(mha_inputs), c.xq, c.xk, c.xv };
 	oc = mha_output_cols(&c.d, c.wo);
 	G = c.d.kv_heads ? c.d.kv_heads : c.d.heads;
 	dout = _i % 4 == 1 ? NULL : rnd_matrix(c.d.n_q * oc);
@@ -3641,9 +3913,10 @@ START_TEST(test_backward_against_reference)
 	memset(&sf, 0, sizeof(sf));
 	sn.last = sf.last = -1;
 	sn.order_ok = sf.order_ok = 1;
-	obs = (mha_grad_observer){ .fn = grecord, .ctx = &sn, .wanted = ~0u };
+	obs = (mha_grad_observer){ .size = sizeof(mha_grad_observer),
+				   .fn = grecord, .ctx = &sn, .wanted = ~0u };
 	/* the fast path: whole-model stages only */
-	fobs = (mha_grad_observer){ .fn = grecord, .ctx = &sf,
+	fobs = (mha_grad_observer){ .size = sizeof(mha_grad_observer), .fn = grecord, .ctx = &sf,
 				    .wanted = MHA_STAGE_BIT(MHA_GRAD_DQ) | MHA_STAGE_BIT(MHA_GRAD_DK) |
 					      MHA_STAGE_BIT(MHA_GRAD_DV) | MHA_STAGE_BIT(MHA_GRAD_DCONCAT) };
 	exact = one = three = c.cfg;
@@ -3785,15 +4058,16 @@ static void check_fd(const char *what, double *v, size_t n, const double *grad, 
 START_TEST(test_backward_finite_differences)
 {
 	const int k = _i;
-	mha_dims d = { .n_q = 3, .n_kv = k % 2 ? 4 : 3, .d_q_in = 4, .d_k_in = k % 2 ? 3 : 4,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 3, .n_kv = k % 2 ? 4 : 3, .d_q_in = 4, .d_k_in = k % 2 ? 3 : 4,
 		       .d_v_in = k % 2 ? 3 : 4, .heads = 2, .kv_heads = k % 3 == 2 ? 1 : 2,
 		       .d_k = 2, .d_v = 2, .d_out = 3 };
 	const size_t G = d.kv_heads;
 	double *xq, *xkv, *W[4], *b[4], *dout, sinks[2] = { 0.3, -0.5 }, slopes[2] = { 0.5, -0.25 };
 	double bias[3 * 4];
-	mha_config cfg = { 0 };
-	mha_weights w;
-	mha_inputs in;
+	mha_config cfg = { .size = sizeof(mha_config) };
+	mha_weights w = MHA_INIT(mha_weights);
+	mha_inputs in = MHA_INIT(mha_inputs);
 	struct grad_set gs;
 
 	rng_state = 777 + (uint64_t)k;
@@ -3821,8 +4095,9 @@ START_TEST(test_backward_finite_differences)
 	}
 	/* the first seven on the fast path, the next seven on the plain one */
 	cfg.exact = k >= 7;
-	w = (mha_weights){ W[0], W[1], W[2], W[3], b[0], b[1], b[2], b[3] };
-	in = (mha_inputs){ xq, xkv, xkv };
+	w = (mha_weights){ .size = sizeof(mha_weights),
+			   W[0], W[1], W[2], W[3], b[0], b[1], b[2], b[3] };
+	in = (mha_inputs){ .size = sizeof(mha_inputs), xq, xkv, xkv };
 	grads_alloc(&gs, &d, 1);
 	if (k % 2 == 0) {
 		/* self-attention, one array: its gradient is dxq + dxk + dxv */
@@ -3868,14 +4143,16 @@ END_TEST
  */
 START_TEST(test_backward_fully_masked_rows)
 {
-	mha_dims d = { .n_q = 3, .n_kv = 3, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2, .heads = 1,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 3, .n_kv = 3, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2, .heads = 1,
 		       .d_k = 2, .d_v = 2 };
 	double x[6] = { 1e200, 2, 0.5, -1, 0.25, 0.75 }, sinks[1] = { 1.0 };
 	unsigned char allow[9] = { 0, 0, 0, 1, 1, 0, 1, 1, 1 };
-	mha_config cfg = { .mask.allow = allow, .sinks = sinks, .exact = _i };
-	mha_inputs in = { x, x, x };
+	mha_config cfg = { .size = sizeof(mha_config),
+			   .mask.allow = allow, .sinks = sinks, .exact = _i };
+	mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
 	struct grad_set gs;
-	mha_report rep;
+	mha_report rep = MHA_INIT(mha_report);
 	ref_grads r;
 
 	/* row 0's query is 1e200: its scores overflow, but no key is seen */
@@ -3895,7 +4172,8 @@ START_TEST(test_backward_fully_masked_rows)
 	ref_grads_free(&r);
 
 	/* a window that sees no key of row 2 (queries past the keys, offset) */
-	cfg = (mha_config){ .causal = MHA_CAUSAL_OFFSET, .causal_offset = 5,
+	cfg = (mha_config){ .size = sizeof(mha_config),
+			    .causal = MHA_CAUSAL_OFFSET, .causal_offset = 5,
 			    .window = { 1, 0, 0 }, .sinks = sinks, .exact = _i };
 	ck_assert_int_eq(mha_backward(&gs.g, NULL, &d, &in, NULL, &cfg, NULL, &rep), MHA_OK);
 	ck_assert_uint_eq(rep.blocked_rows, 3);
@@ -3920,9 +4198,9 @@ START_TEST(test_backward_batch)
 {
 	struct random_case c;
 	const size_t B = 3;
-	mha_dims d;
-	mha_config cfg;
-	mha_weights w;
+	mha_dims d = MHA_INIT(mha_dims);
+	mha_config cfg = MHA_INIT(mha_config);
+	mha_weights w = MHA_INIT(mha_weights);
 	size_t kv_lens[3], oc, G, n_mask;
 	double *xq, *xk, *xv, *dout, *bias = NULL, *sum[12] = { 0 };
 	struct grad_set gs;
@@ -3935,7 +4213,8 @@ START_TEST(test_backward_batch)
 	cfg.exact = _i % 4 >= 2; /* half on the plain path, half on the fast one */
 	G = d.kv_heads ? d.kv_heads : d.heads;
 	oc = mha_output_cols(&d, c.wo);
-	w = (mha_weights){ c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1], c.b[2], c.b[3] };
+	w = (mha_weights){ .size = sizeof(mha_weights),
+			   c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1], c.b[2], c.b[3] };
 	xq = batch_of(c.xq, d.n_q * d.d_q_in, B);
 	xk = batch_of(c.xk, d.n_kv * d.d_k_in, B);
 	xv = batch_of(c.xv, d.n_kv * d.d_v_in, B);
@@ -3955,13 +4234,15 @@ START_TEST(test_backward_batch)
 			cfg.mask.allow = NULL; /* one per batch only for the bias here */
 	}
 	grads_alloc(&gs, &d, B);
-	ck_assert_int_eq(mha_backward(&gs.g, dout, &d, &(mha_inputs){ xq, xk, xv }, &w, &cfg, NULL, NULL),
+	ck_assert_int_eq(mha_backward(&gs.g, dout, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+								      xq, xk, xv }, &w, &cfg, NULL, NULL),
 			 MHA_OK);
 	for (size_t b = 0; b < B; b++) {
 		mha_config one = cfg;
 		mha_dims d1 = d;
 		ref_grads r;
-		const mha_inputs in1 = { xq + b * d.n_q * d.d_q_in, xk + b * d.n_kv * d.d_k_in,
+		const mha_inputs in1 = { .size = sizeof(mha_inputs),
+					 xq + b * d.n_q * d.d_q_in, xk + b * d.n_kv * d.d_k_in,
 					 xv + b * d.n_kv * d.d_v_in };
 
 		d1.batch = 0;
@@ -4048,15 +4329,17 @@ static int gstop(void *ctx, mha_grad_stage s, int head, const double *m, size_t 
 /* Errors as mha_forward's, an observer that stops, overflow, the names, the memory bound. */
 START_TEST(test_backward_errors)
 {
-	mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2, .heads = 1,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 2, .n_kv = 2, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2, .heads = 1,
 		       .d_k = 2, .d_v = 2 };
 	double x[4] = { 1, 2, 3, 4 }, dout[4] = { 1, NAN, 0, 0 };
-	mha_inputs in = { x, x, x };
-	mha_grads none = { 0 };
+	mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_grads none = { .size = sizeof(mha_grads) };
 	struct grad_set gs;
 	mha_grad_stage at = MHA_GRAD_HEAD_DS;
-	mha_grad_observer obs = { .fn = gstop, .ctx = &at, .wanted = ~0u };
-	mha_config cfg = { .softcap = -1 };
+	mha_grad_observer obs = { .size = sizeof(mha_grad_observer),
+				  .fn = gstop, .ctx = &at, .wanted = ~0u };
+	mha_config cfg = { .size = sizeof(mha_config), .softcap = -1 };
 	mha_dims bad = d;
 
 	grads_alloc(&gs, &d, 1);
@@ -4087,7 +4370,7 @@ START_TEST(test_backward_errors)
 	/* more watched squares need more; bad dims: SIZE_MAX */
 	{
 		/* the plain path's, unwatched (--exact) */
-		const mha_config plain = { .exact = 1 };
+		const mha_config plain = { .size = sizeof(mha_config), .exact = 1 };
 
 		ck_assert_uint_lt(mha_backward_memory(&d, &plain, 0), mha_backward_memory(&d, NULL, ~0u));
 	}
@@ -4113,7 +4396,8 @@ START_TEST(test_backward_fast_blocks)
 	};
 	const size_t *sh = shapes[_i % 8];
 	const size_t B = _i % 8 == 7 ? 2 : 1;
-	mha_dims d = { .n_q = sh[0], .n_kv = sh[1], .d_q_in = 6, .d_k_in = 5, .d_v_in = 5,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = sh[0], .n_kv = sh[1], .d_q_in = 6, .d_k_in = 5, .d_v_in = 5,
 		       .heads = sh[2], .kv_heads = sh[3], .d_k = 4, .d_v = 3, .d_out = 5,
 		       .batch = B == 2 ? 2 : 0 };
 	const size_t G = sh[3];
@@ -4121,11 +4405,11 @@ START_TEST(test_backward_fast_blocks)
 	double *bias;
 	unsigned char *allow;
 	size_t kv_lens[2] = { 50, 0 };
-	mha_config cfg = { 0 }, exact, t[3];
-	mha_weights w;
-	mha_inputs in;
+	mha_config cfg = { .size = sizeof(mha_config) }, exact, t[3];
+	mha_weights w = MHA_INIT(mha_weights);
+	mha_inputs in = MHA_INIT(mha_inputs);
 	struct grad_set p, f[3];
-	mha_report rep;
+	mha_report rep = MHA_INIT(mha_report);
 	char what[64];
 
 	rng_state = 4242 + (uint64_t)_i;
@@ -4158,8 +4442,9 @@ START_TEST(test_backward_fast_blocks)
 	default: cfg.kv_lens = kv_lens; cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT; cfg.sinks = sinks;
 		cfg.rope.mode = MHA_ROPE_HALF; cfg.softcap = 2; break;
 	}
-	w = (mha_weights){ W[0], W[1], W[2], W[3], bb[0], bb[1], bb[2], bb[3] };
-	in = (mha_inputs){ xq, xk, xv };
+	w = (mha_weights){ .size = sizeof(mha_weights),
+			   W[0], W[1], W[2], W[3], bb[0], bb[1], bb[2], bb[3] };
+	in = (mha_inputs){ .size = sizeof(mha_inputs), xq, xk, xv };
 	exact = cfg;
 	exact.exact = 1;
 	grads_alloc(&p, &d, B);
@@ -4226,13 +4511,14 @@ END_TEST
  */
 START_TEST(test_backward_fast_extremes)
 {
-	mha_dims d = { .n_q = 3, .n_kv = 4, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2, .heads = 1,
+	mha_dims d = { .size = sizeof(mha_dims),
+		       .n_q = 3, .n_kv = 4, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2, .heads = 1,
 		       .d_k = 2, .d_v = 2 };
 	double xq[6] = { 0.5, -1, 0.25, 2, 1, 1 }, xk[8] = { 1, 0, 0, 1, -1, 0.5, 2, 2 };
 	double xv[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, dout[6] = { 1, 0.5, -1, 2, 0.25, 1 };
 	unsigned char allow[12] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
-	mha_config cfg = { .mask.allow = allow }, exact;
-	const mha_inputs in = { xq, xk, xv };
+	mha_config cfg = { .size = sizeof(mha_config), .mask.allow = allow }, exact;
+	const mha_inputs in = { .size = sizeof(mha_inputs), xq, xk, xv };
 	struct grad_set f, p;
 	mha_status sf, sp;
 	/* the values' gradients dP = dO·Vᵀ overflow in case 2 */
@@ -4312,7 +4598,8 @@ static void grads_alloc_f32(struct grad_set_f32 *s, const struct grad_set *like)
 		for (size_t k = 0; k < like->n[i]; k++)
 			s->all[i][k] = NAN;
 	}
-	s->g = (mha_grads_f32){ s->all[0], s->all[1], s->all[2], s->all[3], s->all[4], s->all[5],
+	s->g = (mha_grads_f32){ .size = sizeof(mha_grads_f32),
+				s->all[0], s->all[1], s->all[2], s->all[3], s->all[4], s->all[5],
 				s->all[6], s->all[7], s->all[8], s->all[9], s->all[10], s->all[11] };
 }
 
@@ -4342,16 +4629,20 @@ static void rounded_of(struct rounded_set *r, const double *const x[3], const si
 static mha_status rounded_backward(const struct rounded_set *r, mha_grads *g, const mha_dims *d,
 				   const mha_config *cfg)
 {
-	return mha_backward(g, r->ddo, d, &(mha_inputs){ r->dx[0], r->dx[1], r->dx[2] },
-			    &(mha_weights){ r->dw[0], r->dw[1], r->dw[2], r->dw[3], r->dw[4],
+	return mha_backward(g, r->ddo, d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							 r->dx[0], r->dx[1], r->dx[2] },
+			    &(mha_weights){ .size = sizeof(mha_weights),
+					    r->dw[0], r->dw[1], r->dw[2], r->dw[3], r->dw[4],
 					    r->dw[5], r->dw[6], r->dw[7] }, cfg, NULL, NULL);
 }
 
 static mha_status rounded_backward_f32(const struct rounded_set *r, mha_grads_f32 *g,
 				       const mha_dims *d, const mha_config *cfg, mha_report *rep)
 {
-	return mha_backward_f32(g, r->fdo, d, &(mha_inputs_f32){ r->fx[0], r->fx[1], r->fx[2] },
-				&(mha_weights_f32){ r->fw[0], r->fw[1], r->fw[2], r->fw[3], r->fw[4],
+	return mha_backward_f32(g, r->fdo, d, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+								 r->fx[0], r->fx[1], r->fx[2] },
+				&(mha_weights_f32){ .size = sizeof(mha_weights_f32),
+						    r->fw[0], r->fw[1], r->fw[2], r->fw[3], r->fw[4],
 						    r->fw[5], r->fw[6], r->fw[7] }, cfg, rep);
 }
 
@@ -4383,8 +4674,8 @@ START_TEST(test_backward_f32)
 	struct random_case c;
 	struct grad_set full, rounded;
 	struct grad_set_f32 f1, f3;
-	mha_config one, three;
-	mha_report rep;
+	mha_config one = MHA_INIT(mha_config), three = MHA_INIT(mha_config);
+	mha_report rep = MHA_INIT(mha_report);
 	size_t oc, G, nx[3], nw[8];
 	double *dout, scale = 0;
 	struct rounded_set rs;
@@ -4415,8 +4706,10 @@ START_TEST(test_backward_f32)
 	one = three = c.cfg;
 	one.threads = 1;
 	three.threads = 3;
-	ck_assert_int_eq(mha_backward(&full.g, dout, &c.d, &(mha_inputs){ c.xq, c.xk, c.xv },
-				      &(mha_weights){ c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1],
+	ck_assert_int_eq(mha_backward(&full.g, dout, &c.d, &(mha_inputs){ .size = sizeof(mha_inputs),
+									  c.xq, c.xk, c.xv },
+				      &(mha_weights){ .size = sizeof(mha_weights),
+						      c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1],
 						      c.b[2], c.b[3] }, &c.cfg, NULL, NULL), MHA_OK);
 	ck_assert_int_eq(rounded_backward(&rs, &rounded.g, &c.d, &one), MHA_OK);
 	{
@@ -4490,7 +4783,8 @@ START_TEST(test_backward_f32_one_pass)
 		{ 37, 29, 4, 4, 3, 5 }, { 101, 99, 8, 4, 5, 3 }, { 5, 131, 4, 4, 7, 1 },
 	};
 	const size_t *sh = shapes[_i];
-	const mha_dims d = { .n_q = sh[0], .n_kv = sh[1], .d_q_in = 6, .d_k_in = 5, .d_v_in = 7,
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = sh[0], .n_kv = sh[1], .d_q_in = 6, .d_k_in = 5, .d_v_in = 7,
 			     .heads = sh[2], .kv_heads = sh[3], .d_k = sh[4], .d_v = sh[5],
 			     .d_out = 4 };
 	const size_t nx[3] = { d.n_q * d.d_q_in, d.n_kv * d.d_k_in, d.n_kv * d.d_v_in };
@@ -4501,8 +4795,8 @@ START_TEST(test_backward_f32_one_pass)
 	struct rounded_set rs;
 	struct grad_set want;
 	struct grad_set_f32 f1, f2;
-	mha_config one = { .threads = 1 }, two = { .threads = 2 };
-	mha_report rep;
+	mha_config one = { .size = sizeof(mha_config), .threads = 1 }, two = { .size = sizeof(mha_config), .threads = 2 };
+	mha_report rep = MHA_INIT(mha_report);
 	char what[64];
 
 	rng_state = 977 + (uint64_t)_i;
@@ -4556,18 +4850,20 @@ END_TEST
 /* mha_backward_f32's refusals: NULLs, bad dims, a gradient too large for a float */
 START_TEST(test_backward_f32_errors)
 {
-	const mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2, .heads = 1,
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = 2, .n_kv = 2, .d_q_in = 2, .d_k_in = 2, .d_v_in = 2, .heads = 1,
 			     .d_k = 2, .d_v = 2 };
 	mha_dims bad = d;
 	const float x[4] = { 1, 2, 3, 4 };
 	float dout[4] = { 1, 1, 1, 1 }, dx[4], dxk[4];
-	const mha_inputs_f32 in = { x, x, x };
-	mha_grads_f32 g = { .dxq = dx };
+	const mha_inputs_f32 in = { .size = sizeof(mha_inputs_f32), x, x, x };
+	mha_grads_f32 g = { .size = sizeof(mha_grads_f32), .dxq = dx };
 
 	ck_assert_int_eq(mha_backward_f32(NULL, NULL, &d, &in, NULL, NULL, NULL), MHA_ERR_NULL);
 	ck_assert_int_eq(mha_backward_f32(&g, NULL, NULL, &in, NULL, NULL, NULL), MHA_ERR_NULL);
 	ck_assert_int_eq(mha_backward_f32(&g, NULL, &d, NULL, NULL, NULL, NULL), MHA_ERR_NULL);
-	ck_assert_int_eq(mha_backward_f32(&g, NULL, &d, &(mha_inputs_f32){ x, NULL, x }, NULL, NULL,
+	ck_assert_int_eq(mha_backward_f32(&g, NULL, &d, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+									   x, NULL, x }, NULL, NULL,
 					  NULL), MHA_ERR_NULL);
 	bad.n_q = 0;
 	ck_assert_int_eq(mha_backward_f32(&g, NULL, &bad, &in, NULL, NULL, NULL), MHA_ERR_DIM);
@@ -4579,7 +4875,8 @@ START_TEST(test_backward_f32_errors)
 	/* dxv = Pᵀ·dO: 2e38 from each of two rows is past FLT_MAX, not past DBL_MAX */
 	dout[0] = dout[1] = dout[2] = dout[3] = 2e38f;
 	g.dxk = dxk;
-	ck_assert_int_eq(mha_backward_f32(&(mha_grads_f32){ .dxv = dxk }, dout, &d, &in, NULL, NULL,
+	ck_assert_int_eq(mha_backward_f32(&(mha_grads_f32){ .size = sizeof(mha_grads_f32),
+							    .dxv = dxk }, dout, &d, &in, NULL, NULL,
 					  NULL), MHA_ERR_RANGE);
 	dout[0] = NAN;
 	ck_assert_int_eq(mha_backward_f32(&g, dout, &d, &in, NULL, NULL, NULL), MHA_ERR_RANGE);
@@ -4595,11 +4892,11 @@ END_TEST
 START_TEST(test_backward_memory_measured)
 {
 	struct random_case c;
-	mha_weights w;
+	mha_weights w = MHA_INIT(mha_weights);
 	struct grad_set gs;
 	gseen sn;
-	mha_grad_observer obs;
-	mha_report rep;
+	mha_grad_observer obs = MHA_INIT(mha_grad_observer);
+	mha_report rep = MHA_INIT(mha_report);
 	size_t peak, bound;
 	double *dout;
 
@@ -4608,13 +4905,16 @@ START_TEST(test_backward_memory_measured)
 	make_case(&c, (unsigned)_i);
 	c.cfg.exact = _i % 3 == 2;
 	c.cfg.threads = 1 + _i % 2;
-	w = (mha_weights){ c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1], c.b[2], c.b[3] };
+	w = (mha_weights){ .size = sizeof(mha_weights),
+			   c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1], c.b[2], c.b[3] };
 	grads_alloc(&gs, &c.d, 1);
 	memset(&sn, 0, sizeof(sn));
-	obs = (mha_grad_observer){ .fn = gignore, .ctx = &sn, .wanted = _i % 3 == 0 ? ~0u : 0 };
+	obs = (mha_grad_observer){ .size = sizeof(mha_grad_observer),
+				   .fn = gignore, .ctx = &sn, .wanted = _i % 3 == 0 ? ~0u : 0 };
 	dout = rnd_matrix(c.d.n_q * mha_output_cols(&c.d, c.wo));
 	track_start();
-	ck_assert_int_eq(mha_backward(&gs.g, dout, &c.d, &(mha_inputs){ c.xq, c.xk, c.xv }, &w, &c.cfg,
+	ck_assert_int_eq(mha_backward(&gs.g, dout, &c.d, &(mha_inputs){ .size = sizeof(mha_inputs),
+									c.xq, c.xk, c.xv }, &w, &c.cfg,
 				      _i % 3 == 0 ? &obs : NULL, &rep), MHA_OK);
 	peak = track_stop();
 	ck_assert_int_eq(rep.fast_path, _i % 3 == 1);
@@ -4841,11 +5141,13 @@ START_TEST(test_threads_default)
 			setenv("OMP_NUM_THREADS", cases[i].env, 1);
 		else
 			unsetenv("OMP_NUM_THREADS");
-		ck_assert_msg(mha_threads(&(mha_config){ 0 }) == want, "OMP_NUM_THREADS='%s': %d threads, not %d",
-			      cases[i].env ? cases[i].env : "(unset)", mha_threads(&(mha_config){ 0 }), want);
+		ck_assert_msg(mha_threads(&(mha_config){ .size = sizeof(mha_config) }) == want, "OMP_NUM_THREADS='%s': %d threads, not %d",
+			      cases[i].env ? cases[i].env : "(unset)", mha_threads(&(mha_config){ .size = sizeof(mha_config) }), want);
 		/* cfg->threads first, whatever the environment */
-		ck_assert_int_eq(mha_threads(&(mha_config){ .threads = 3 }), 3);
-		ck_assert_int_eq(mha_threads(&(mha_config){ .threads = 100000 }), 4096);
+		ck_assert_int_eq(mha_threads(&(mha_config){ .size = sizeof(mha_config),
+							    .threads = 3 }), 3);
+		ck_assert_int_eq(mha_threads(&(mha_config){ .size = sizeof(mha_config),
+							    .threads = 100000 }), 4096);
 	}
 	env_restore("OMP_NUM_THREADS", saved);
 	free(saved);
@@ -4902,7 +5204,8 @@ static void *concurrent_calls(void *p)
 {
 	struct concurrent *c = p;
 	double *out = malloc(c->n * sizeof(double));
-	const mha_config cfg = { .causal = MHA_CAUSAL_TOP_LEFT, .threads = c->threads };
+	const mha_config cfg = { .size = sizeof(mha_config),
+				 .causal = MHA_CAUSAL_TOP_LEFT, .threads = c->threads };
 
 	for (int r = 0; r < c->rounds && out; r++) {
 		memset(out, 0, c->n * sizeof(double));
@@ -4926,11 +5229,13 @@ START_TEST(test_concurrent_calls)
 {
 	const size_t n = 300, dm = 64, H = 4;
 	double *x = rnd_matrix(n * dm), *W[4], *want = malloc(n * dm * sizeof(double));
-	const mha_dims d = { .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
 			     .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm };
-	const mha_inputs in = { x, x, x };
-	mha_weights w;
-	const mha_config cfg = { .causal = MHA_CAUSAL_TOP_LEFT, .threads = 1 };
+	const mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_weights w = MHA_INIT(mha_weights);
+	const mha_config cfg = { .size = sizeof(mha_config),
+				 .causal = MHA_CAUSAL_TOP_LEFT, .threads = 1 };
 	struct concurrent c[3];
 	pthread_t id[2];
 	ref_result r;
@@ -4939,7 +5244,8 @@ START_TEST(test_concurrent_calls)
 
 	for (int i = 0; i < 4; i++)
 		W[i] = rnd_matrix(dm * dm);
-	w = (mha_weights){ .W_Q = W[0], .W_K = W[1], .W_V = W[2], .W_O = W[3] };
+	w = (mha_weights){ .size = sizeof(mha_weights),
+			   .W_Q = W[0], .W_K = W[1], .W_V = W[2], .W_O = W[3] };
 	ck_assert_int_eq(mha_forward(want, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
 	ref_forward(&r, &d, &in, &w, &cfg);
 	check_close("one thread", want, r.output, n * dm);
@@ -4986,17 +5292,20 @@ START_TEST(test_threads_refused)
 {
 	const size_t n = 300, dm = 64, H = 4;
 	double *x = rnd_matrix(n * dm), *W[4], *want = malloc(n * dm * sizeof(double));
-	const mha_dims d = { .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
 			     .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm };
-	const mha_inputs in = { x, x, x };
-	mha_weights w;
+	const mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_weights w = MHA_INIT(mha_weights);
 	pid_t child;
 	int status;
 
 	for (int i = 0; i < 4; i++)
 		W[i] = rnd_matrix(dm * dm);
-	w = (mha_weights){ .W_Q = W[0], .W_K = W[1], .W_V = W[2], .W_O = W[3] };
-	ck_assert_int_eq(mha_forward(want, &d, &in, &w, &(mha_config){ .causal = MHA_CAUSAL_TOP_LEFT,
+	w = (mha_weights){ .size = sizeof(mha_weights),
+			   .W_Q = W[0], .W_K = W[1], .W_V = W[2], .W_O = W[3] };
+	ck_assert_int_eq(mha_forward(want, &d, &in, &w, &(mha_config){ .size = sizeof(mha_config),
+								       .causal = MHA_CAUSAL_TOP_LEFT,
 								     .threads = 1 }, NULL, NULL),
 			 MHA_OK);
 	fflush(NULL);
@@ -5068,6 +5377,7 @@ static Suite *mha_suite(void)
 	tcase_set_timeout(ref, 60);
 	tcase_add_test(err, test_errors);
 	tcase_add_test(err, test_names);
+	tcase_add_test(err, test_struct_sizes);
 	tcase_add_test(err, test_memory_estimate);
 	tcase_add_test(ref, test_memory_measured);
 	tcase_add_test(ref, test_memory_measured_dk1);
