@@ -73,7 +73,9 @@ LIB_OBJ += $(BWD_VARIANTS:%=build/lib/kernel_bwd_%.o)
 # backward.c again with -DMHA_F32: mha_backward_f32's float arithmetic
 LIB_OBJ += build/lib/backward_f32.o
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
-TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/shortest.o
+# the unit tests, one file per subject (tests/unit/main.c runs them)
+UNIT_SRC = $(wildcard tests/unit/*.c)
+TEST_OBJ = $(UNIT_SRC:%.c=build/%.o) build/tests/ref.o build/cli/shortest.o
 
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
@@ -151,7 +153,7 @@ build/tests/conformance.o: tests/conformance.c build/.flags
 	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(CJSON_CFLAGS) -c $< -o $@
 
 # the unit tests count what libmha allocates (test_memory_measured): its
-# allocation calls, and the tests' own, go through wrappers in test_lib.c
+# allocation calls, and the tests' own, go through wrappers in tests/unit/memory.c
 TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=aligned_alloc,--wrap=posix_memalign,--wrap=mha_big_alloc,--wrap=mha_big_free
 # and pthread_create, which test_threads_refused makes fail
 TEST_WRAP := $(TEST_WRAP),--wrap=pthread_create
