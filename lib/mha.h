@@ -74,9 +74,11 @@
  * structs have other fields) is refused, never read or written past the
  * end of its structs.  mha_mask, mha_window, mha_alibi and mha_rope are
  * parts of mha_config and carry no size of their own.  A struct only ever
- * grows at its end with a new version (MHA_VERSION_MINOR while 0.x, and
- * the shared library's soname libmha.so.N with it); the functions that
- * return no status answer a wrong size as they answer NULL (see each).
+ * grows at its end, and always by whole size_t's worth (the check compares
+ * sizes: a field hidden in padding would pass it), with a new version
+ * (MHA_VERSION_MINOR while 0.x) and a new soname (libmha.so.N).  The
+ * functions that return no status answer a wrong size as they answer NULL
+ * (see each).
  *
  * Environment: the library reads two variables, when a call needs them,
  * and no others:
