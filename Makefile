@@ -57,7 +57,7 @@ CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell $(PKG_CONFIG) --libs check 2>/dev/null || echo -lcheck)
 
 VERSION  = $(shell sed -n 's/^\#define MHA_VERSION_STRING "\(.*\)"/\1/p' lib/mha.h)
-SOVERSION = 0
+SOVERSION = 1
 
 # Debian packages the build and the tests need
 DEB_PACKAGES = gcc make pkg-config libcjson-dev zlib1g-dev check python3 python3-numpy jq \
@@ -80,11 +80,13 @@ LIB_OBJ += $(BWD_VARIANTS:%=build/lib/kernel_bwd_%.o)
 # backward.c again with -DMHA_F32: mha_backward_f32's float arithmetic
 LIB_OBJ += build/lib/backward_f32.o
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
-TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/base/number.o
+# the unit tests, one file per subject (tests/unit/main.c runs them)
+UNIT_SRC = $(wildcard tests/unit/*.c)
+TEST_OBJ = $(UNIT_SRC:%.c=build/%.o) build/tests/ref.o build/cli/base/number.o
 
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
-        test-install check-browser test-backward test-compare bench-npz test-layers FORCE
+        test-install test-symbols check-browser test-backward test-compare bench-npz test-layers FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -93,49 +95,41 @@ build/.flags: FORCE
 	@mkdir -p build
 	@echo '$(CC) $(ALL_CFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALL_CFLAGS)' > $@
 
-build/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/kernel_bwd.h lib/rules.h lib/plain.h lib/team.h build/.flags
+build/lib/%.o: lib/%.c build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(PTHREAD) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
 
-KERNEL_BUILD = $(CC) $(ALL_CFLAGS) $(KERNEL_CFLAGS) $(PTHREAD) $(X86_KERNELS) -fPIC \
-	-fvisibility=hidden -DMHA_BUILDING -c lib/kernel.c
-build/lib/kernel_f64_base.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
+# a kernel variant's flags from its name (f32_avx2: -DMHA_F32 -DVB=32 -mavx2
+# -mfma), for kernel.c and kernel_bwd.c, in the normal and the ASan build
+kernel_variant = -DSFX=$(1) $(if $(filter f32_%,$(1)),-DMHA_F32) \
+	$(if $(filter %_base,$(1)),-DVB=16)$(if $(filter %_avx2,$(1)),-DVB=32 -mavx2 -mfma)$(if \
+	$(filter %_avx512,$(1)),-DVB=64 -mavx512f -mfma)
+
+# kernel_f64_base.o … kernel_f32_avx512.o (kernel_bwd_% has the shorter stem
+# below, so make picks that rule for the backward's kernels)
+build/lib/kernel_%.o: lib/kernel.c build/.flags
 	@mkdir -p $(@D)
-	$(KERNEL_BUILD) -DSFX=f64_base -DVB=16 -o $@
-build/lib/kernel_f32_base.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
-	@mkdir -p $(@D)
-	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_base -DVB=16 -o $@
-build/lib/kernel_f64_avx2.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
-	@mkdir -p $(@D)
-	$(KERNEL_BUILD) -DSFX=f64_avx2 -DVB=32 -mavx2 -mfma -o $@
-build/lib/kernel_f32_avx2.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
-	@mkdir -p $(@D)
-	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_avx2 -DVB=32 -mavx2 -mfma -o $@
-build/lib/kernel_f64_avx512.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
-	@mkdir -p $(@D)
-	$(KERNEL_BUILD) -DSFX=f64_avx512 -DVB=64 -mavx512f -mfma -o $@
-build/lib/kernel_f32_avx512.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h lib/rules.h lib/team.h build/.flags
-	@mkdir -p $(@D)
-	$(KERNEL_BUILD) -DMHA_F32 -DSFX=f32_avx512 -DVB=64 -mavx512f -mfma -o $@
-# flags from the name as asan_kernel gives them (below); fused multiply-adds as
-# in kernel.c, but for s·scale, which kernel_bwd.c's scaled() rounds first
+	$(CC) $(ALL_CFLAGS) $(KERNEL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(X86_KERNELS) -fPIC \
+		-fvisibility=hidden -DMHA_BUILDING $(call kernel_variant,$*) -c $< -o $@
+# fused multiply-adds as in kernel.c, but for s·scale, which kernel_bwd.c's
+# scaled() rounds first
 BWD_CFLAGS = $(KERNEL_CFLAGS)
-build/lib/kernel_bwd_%.o: lib/kernel_bwd.c lib/isa.h lib/vexp.h lib/kernel_bwd.h build/.flags
+build/lib/kernel_bwd_%.o: lib/kernel_bwd.c build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(BWD_CFLAGS) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING \
-		$(call asan_kernel,$*) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(BWD_CFLAGS) $(DEPFLAGS) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING \
+		$(call kernel_variant,$*) -c $< -o $@
 
-build/lib/backward_f32.o: lib/backward.c lib/mha.h lib/kernel.h lib/kernel_bwd.h lib/rules.h lib/plain.h lib/team.h build/.flags
+build/lib/backward_f32.o: lib/backward.c build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(PTHREAD) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
 
 build/cli/%.o: cli/%.c build/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) -c $< -o $@
 
-build/tests/%.o: tests/%.c tests/*.h $(wildcard cli/*/*.h) lib/mha.h build/.flags
+build/tests/%.o: tests/%.c build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(CLI_CPPFLAGS) $(CHECK_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CHECK_CFLAGS) -c $< -o $@
 
 # the interactive page's style, frame and script, carried as C strings (cli/write/html.c)
 HTML_ASSETS = cli/write/html/page.css cli/write/html/page.html cli/write/html/page.js
@@ -150,21 +144,18 @@ lib/libmha.a: $(LIB_OBJ)
 lib/libmha.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libmha.so.$(SOVERSION) $(LDFLAGS) $(PTHREAD) -o $@ $^ -lm
 
-# the headers each object was built from (DEPFLAGS)
--include $(CLI_OBJ:.o=.d) $(CLI_SRC:%.c=$(ASAN_DIR)/%.d) $(CLI_SRC:%.c=build/fuzz/obj/%.d)
-
 mha: $(CLI_OBJ) lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $(CLI_OBJ) lib/libmha.a $(CJSON_LIBS) $(ZLIB_LIBS) -lm
 
 tests/conformance: build/tests/conformance.o lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ build/tests/conformance.o lib/libmha.a $(CJSON_LIBS) -lm
 
-build/tests/conformance.o: tests/conformance.c lib/mha.h build/.flags
+build/tests/conformance.o: tests/conformance.c build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(CJSON_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(CJSON_CFLAGS) -c $< -o $@
 
 # the unit tests count what libmha allocates (test_memory_measured): its
-# allocation calls, and the tests' own, go through wrappers in test_lib.c
+# allocation calls, and the tests' own, go through wrappers in tests/unit/memory.c
 TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=aligned_alloc,--wrap=posix_memalign,--wrap=mha_big_alloc,--wrap=mha_big_free
 # and pthread_create, which test_threads_refused makes fail
 TEST_WRAP := $(TEST_WRAP),--wrap=pthread_create
@@ -195,8 +186,8 @@ NPROC := $(shell nproc 2>/dev/null || echo 1)
 check: deps
 	$(MAKE) -j$(NPROC) STRICT=-Werror all tests/test_lib
 	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-npz \
-		test-checkpoint test-schema test-samples test-docs test-install test-backward test-compare \
-		test-layers
+		test-checkpoint test-schema test-samples test-docs test-install test-symbols test-backward \
+		test-compare test-layers
 	@echo "make check: all tests passed"
 
 # mha against ONNX Runtime, PyTorch and the machine's GEMM rate: not part of check
@@ -297,6 +288,10 @@ test-docs: mha
 
 test-install: all
 	sh tests/install_test.sh
+
+# the libraries export mha_ names only (the static one too: no team_run)
+test-symbols: lib/libmha.a lib/libmha.so
+	sh tests/symbols_test.sh lib/libmha.a lib/libmha.so
 
 # -o attn.html in headless Chromium (tests/html_check.py; a screenshot in
 # build/html-page.png, docs/html-page.png's recipe): too heavy a
@@ -443,12 +438,6 @@ ASAN_LIB_OBJ  = $(LIB_SRC:%.c=$(ASAN_DIR)/%.o) $(KERNEL_VARIANTS:%=$(ASAN_DIR)/l
 ASAN_CLI_OBJ  = $(CLI_SRC:%.c=$(ASAN_DIR)/%.o)
 ASAN_TEST_OBJ = $(TEST_OBJ:build/%=$(ASAN_DIR)/%)
 ASAN_BINS  = $(ASAN_DIR)/mha $(ASAN_DIR)/libmha.a $(ASAN_DIR)/test_lib $(ASAN_DIR)/conformance
-# a kernel variant's flags from its name (f32_avx2: -DMHA_F32 -DVB=32 -mavx2
-# -mfma); keep in step with the build/lib/kernel_*.o rules above
-asan_kernel = -DSFX=$(1) $(if $(filter f32_%,$(1)),-DMHA_F32) \
-	$(if $(filter %_base,$(1)),-DVB=16)$(if $(filter %_avx2,$(1)),-DVB=32 -mavx2 -mfma)$(if \
-	$(filter %_avx512,$(1)),-DVB=64 -mavx512f -mfma)
-
 VALGRIND_PACKAGES = valgrind
 
 .PHONY: asan check-asan check-valgrind clean-asan
@@ -463,31 +452,31 @@ $(ASAN_DIR)/.flags: FORCE
 	@mkdir -p $(ASAN_DIR)
 	@echo '$(CC) $(ASAN_ALL_CFLAGS) $(PTHREAD)' | cmp -s - $@ || echo '$(CC) $(ASAN_ALL_CFLAGS) $(PTHREAD)' > $@
 
-$(ASAN_DIR)/lib/kernel_%.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h lib/rules.h $(ASAN_DIR)/.flags
+$(ASAN_DIR)/lib/kernel_%.o: lib/kernel.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(KERNEL_CFLAGS) $(PTHREAD) $(X86_KERNELS) -fvisibility=hidden \
-		-DMHA_BUILDING $(call asan_kernel,$*) -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(KERNEL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(X86_KERNELS) -fvisibility=hidden \
+		-DMHA_BUILDING $(call kernel_variant,$*) -c $< -o $@
 
-$(ASAN_DIR)/lib/kernel_bwd_%.o: lib/kernel_bwd.c lib/isa.h lib/vexp.h lib/kernel_bwd.h $(ASAN_DIR)/.flags
+$(ASAN_DIR)/lib/kernel_bwd_%.o: lib/kernel_bwd.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(BWD_CFLAGS) $(X86_KERNELS) -fvisibility=hidden \
-		-DMHA_BUILDING $(call asan_kernel,$*) -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(BWD_CFLAGS) $(DEPFLAGS) $(X86_KERNELS) -fvisibility=hidden \
+		-DMHA_BUILDING $(call kernel_variant,$*) -c $< -o $@
 
-$(ASAN_DIR)/lib/backward_f32.o: lib/backward.c lib/mha.h lib/kernel.h lib/kernel_bwd.h lib/rules.h lib/team.h $(ASAN_DIR)/.flags
+$(ASAN_DIR)/lib/backward_f32.o: lib/backward.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(PTHREAD) $(X86_KERNELS) -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(X86_KERNELS) -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
 
-$(ASAN_DIR)/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/rules.h $(ASAN_DIR)/.flags
+$(ASAN_DIR)/lib/%.o: lib/%.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(PTHREAD) $(X86_KERNELS) -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(X86_KERNELS) -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
 
 $(ASAN_DIR)/cli/%.o: cli/%.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) -c $< -o $@
 
-$(ASAN_DIR)/tests/%.o: tests/%.c tests/*.h lib/mha.h $(ASAN_DIR)/.flags
+$(ASAN_DIR)/tests/%.o: tests/%.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(CLI_CPPFLAGS) $(CHECK_CFLAGS) $(CJSON_CFLAGS) -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CHECK_CFLAGS) $(CJSON_CFLAGS) -c $< -o $@
 
 $(ASAN_DIR)/libmha.a: $(ASAN_LIB_OBJ)
 	rm -f $@
@@ -546,3 +535,12 @@ check-valgrind: deps
 	@sh tests/ensure_debs.sh $(VALGRIND_PACKAGES)
 	$(MAKE) STRICT=-Werror all tests/test_lib tests/conformance
 	CONFORMANCE_DIR=$(CONFORMANCE_DIR) PYTHON=$(PYTHON) sh tests/valgrind.sh
+
+# the dependency files -MMD -MP wrote (DEPFLAGS: lib/, cli/ and tests/
+# objects); the empty rule keeps make from trying to remake them (as
+# kernel_%.o from a .d.o)
+DEP_FILES := $(wildcard build/lib/*.d build/cli/*/*.d build/tests/*.d build/tests/*/*.d \
+	$(ASAN_DIR)/lib/*.d $(ASAN_DIR)/cli/*/*.d $(ASAN_DIR)/tests/*.d $(ASAN_DIR)/tests/*/*.d \
+	build/fuzz/obj/cli/*/*.d)
+$(DEP_FILES): ;
+-include $(DEP_FILES)

@@ -54,7 +54,7 @@ int main(int argc, char **argv)
 	size_t n, dm, H;
 	int causal, threads, repeats, exact = 0;
 	double best = 1e300, *x, *W[4], *b[4], *dout, *g[12];
-	mha_report rep = { 0 };
+	mha_report rep = { .size = sizeof(mha_report) };
 	struct rusage ru;
 
 	if (argc < 7 || argc > 8) {
@@ -79,17 +79,22 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 11; i++)
 		g[i] = fill(i < 3 ? n * dm : i < 7 ? dm * dm : dm, 0);
 	{
-		const mha_dims d = { .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+		const mha_dims d = { .size = sizeof(mha_dims),
+				     .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
 				     .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm };
-		const mha_config cfg = { .causal = causal ? MHA_CAUSAL_TOP_LEFT : MHA_CAUSAL_NONE,
+		const mha_config cfg = { .size = sizeof(mha_config),
+					 .causal = causal ? MHA_CAUSAL_TOP_LEFT : MHA_CAUSAL_NONE,
 					 .threads = threads, .exact = exact };
-		const mha_grads gr = { g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9],
+		const mha_grads gr = { .size = sizeof(mha_grads),
+				       g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9],
 				       g[10], NULL };
 
 		for (int r = 0; r < repeats; r++) {
 			const double t0 = now();
-			mha_status st = mha_backward(&gr, dout, &d, &(mha_inputs){ x, x, x },
-						     &(mha_weights){ W[0], W[1], W[2], W[3], b[0], b[1],
+			mha_status st = mha_backward(&gr, dout, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+										   x, x, x },
+						     &(mha_weights){ .size = sizeof(mha_weights),
+								     W[0], W[1], W[2], W[3], b[0], b[1],
 								     b[2], b[3] }, &cfg, NULL, &rep);
 
 			if (st != MHA_OK) {

@@ -141,10 +141,12 @@ int main(int argc, char **argv)
 	out = fill(batch * n * dm, f32, 0);
 	rss_before = maxrss_kib();
 	{
-		const mha_dims d = { .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+		const mha_dims d = { .size = sizeof(mha_dims),
+				     .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
 				     .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm,
 				     .batch = batch };
-		const mha_config cfg = { .causal = causal ? MHA_CAUSAL_TOP_LEFT : MHA_CAUSAL_NONE,
+		const mha_config cfg = { .size = sizeof(mha_config),
+					 .causal = causal ? MHA_CAUSAL_TOP_LEFT : MHA_CAUSAL_NONE,
 					 .threads = threads,
 					 .window = { window >= 0, window, -1 } };
 
@@ -155,12 +157,16 @@ int main(int argc, char **argv)
 			mha_status st;
 
 			if (f32)
-				st = mha_forward_f32(out, &d, &(mha_inputs_f32){ x, x, x },
-						     &(mha_weights_f32){ W[0], W[1], W[2], W[3], b[0], b[1], b[2], b[3] },
+				st = mha_forward_f32(out, &d, &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32),
+										 x, x, x },
+						     &(mha_weights_f32){ .size = sizeof(mha_weights_f32),
+									 W[0], W[1], W[2], W[3], b[0], b[1], b[2], b[3] },
 						     &cfg, NULL);
 			else
-				st = mha_forward(out, &d, &(mha_inputs){ x, x, x },
-						 &(mha_weights){ W[0], W[1], W[2], W[3], b[0], b[1], b[2], b[3] },
+				st = mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+									 x, x, x },
+						 &(mha_weights){ .size = sizeof(mha_weights),
+								 W[0], W[1], W[2], W[3], b[0], b[1], b[2], b[3] },
 						 &cfg, NULL, NULL);
 			if (st != MHA_OK) {
 				fprintf(stderr, "bench_mha: %s\n", mha_strerror(st));

@@ -931,7 +931,7 @@ static void fast_pass1(void *arg, int tid, int nthreads)
 		/* each key/value head's K and V packed, both ways, once */
 		for (long t = (long)team_next(&z->packs); t < (long)(4 * r->G); t = (long)team_next(&z->packs))
 			fast_pack(r, bk, t, r->G, n_kv, r->K, r->V);
-		team_barrier(nthreads);
+		mha_team_barrier(nthreads);
 		for (long t = (long)team_next(&z->tasks); t < t1; t = (long)team_next(&z->tasks)) {
 			if (r->one_pass) {
 				/* one key/value head: its query heads' blocks in order, dK and dV summed here */
@@ -986,7 +986,7 @@ static void fast_pass2(void *arg, int tid, int nthreads)
 		/* each head's Q and dconcat packed, both ways, once (K's and V's are done with) */
 		for (long t = (long)team_next(&z->packs); t < (long)(4 * r->H); t = (long)team_next(&z->packs))
 			fast_pack(r, bk, t, r->H, n_q, r->Q, r->dcat);
-		team_barrier(nthreads);
+		mha_team_barrier(nthreads);
 		for (long t = (long)team_next(&z->tasks); t < t2; t = (long)team_next(&z->tasks)) {
 			const size_t g = (size_t)t / kblocks, j0 = (size_t)t % kblocks * FAST_KB;
 
@@ -1013,13 +1013,13 @@ static mha_status fast_heads(struct bw *r, const struct mha_kernels *k, int thre
 	struct fast_team z1 = { r, k, { 0 }, { 0 }, 0 }, z2 = { r, k, { 0 }, { 0 }, 0 };
 	int err;
 
-	team_run(t1 > 1 ? threads : 1, fast_pass1, &z1);
+	mha_team_run(t1 > 1 ? threads : 1, fast_pass1, &z1);
 	err = atomic_load(&z1.err);
 	if (err)
 		return err == 1 ? MHA_ERR_NOMEM : MHA_ERR_RANGE;
 	if (r->one_pass)
 		goto sinks;
-	team_run(t2 > 1 ? threads : 1, fast_pass2, &z2);
+	mha_team_run(t2 > 1 ? threads : 1, fast_pass2, &z2);
 	if (atomic_load(&z2.err))
 		return MHA_ERR_NOMEM;
 sinks:
@@ -1487,19 +1487,22 @@ static mha_status run_backward(const grads_t *g, const real *dout, const mha_dim
 			       const inputs_t *in, const weights_t *w, const mha_config *cfg,
 			       const mha_grad_observer *obs, mha_report *rep)
 {
-	static const weights_t no_weights;
-	static const mha_config defaults;
+	static const weights_t no_weights = MHA_INIT(weights_t);
+	static const mha_config defaults = MHA_INIT(mha_config);
 	struct bw_run z;
 	real *ones = NULL;
 	size_t B, G, hk, gk, gv, hv;
 	mha_status st = MHA_OK;
 
+	if (!d || !in || !g)
+		return MHA_ERR_NULL;
+	if (!MHA_SIZED(g) || !MHA_SIZED(d) || !MHA_SIZED(in) || !MHA_SIZED(w) || !MHA_SIZED(cfg) ||
+	    !MHA_SIZED(obs) || !MHA_SIZED(rep))
+		return MHA_ERR_VERSION;
 	if (!w)
 		w = &no_weights;
 	if (!cfg)
 		cfg = &defaults;
-	if (!d || !in || !g)
-		return MHA_ERR_NULL;
 	{
 		const void *const x[3] = { in->xq, in->xk, in->xv };
 		const void *const W[4] = { w->W_Q, w->W_K, w->W_V, w->W_O };
@@ -1585,9 +1588,13 @@ mha_status mha_backward_f32(const mha_grads_f32 *g, const float *dout, const mha
 			    const mha_inputs_f32 *in, const mha_weights_f32 *w,
 			    const mha_config *cfg, mha_report *rep)
 {
-	static const mha_config defaults;
-	mha_config fast = cfg ? *cfg : defaults;
+	static const mha_config defaults = MHA_INIT(mha_config);
+	mha_config fast;
 
+	/* copied whole: refused first if it is not this library's size */
+	if (cfg && !MHA_SIZED(cfg))
+		return MHA_ERR_VERSION;
+	fast = cfg ? *cfg : defaults;
 	/* the fast path whatever cfg->exact says, as mha_forward_f32 */
 	fast.exact = 0;
 	return run_backward(g, dout, d, in, w, &fast, NULL, rep);
@@ -1608,7 +1615,7 @@ static size_t dbl_block(size_t rows, size_t cols)
 
 size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted)
 {
-	static const mha_config defaults;
+	static const mha_config defaults = MHA_INIT(mha_config);
 	size_t G, hk, gk, gv, hv, big, wide, t = 0;
 	int squares = 0;
 

@@ -462,6 +462,14 @@ static size_t max_of(size_t a, size_t b)
 	return a > b ? a : b;
 }
 
+/* mha_stream_force's setting: -1 the policy below */
+static long stream_forced = -1;
+
+void mha_stream_force(long per)
+{
+	stream_forced = per < 0 ? -1 : per;
+}
+
 size_t mha_stream_heads(const mha_dims *d, unsigned wanted, size_t esize)
 {
 	const size_t G = mha_rule_kv_heads(d), per_q = d->heads / G, B = mha_rule_batch(d);
@@ -469,14 +477,13 @@ size_t mha_stream_heads(const mha_dims *d, unsigned wanted, size_t esize)
 	const size_t one = mha_sat_mul(esize, mha_sat_add(
 		mha_sat_mul(mha_sat_mul(B, d->n_q), mha_sat_mul(per_q, d->d_k)),
 		mha_sat_mul(mha_sat_mul(B, d->n_kv), mha_sat_add(d->d_k, d->d_v))));
-	const char *knob = getenv("MHA_STREAM_HEADS");
 	size_t per, groups, wide;
 
 	if (wanted & WHOLE_STAGES)
 		return G;
-	if (knob && *knob >= '0' && *knob <= '9') {
+	if (stream_forced >= 0) {
 		/* for tests and measurements: this many key/value heads a group; 0 whole */
-		per = strtoul(knob, NULL, 10);
+		per = (size_t)stream_forced;
 		return per == 0 || per > G ? G : per;
 	}
 	if (mha_sat_mul(one, G) <= STREAM_BYTES)

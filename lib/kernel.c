@@ -414,7 +414,7 @@ static void gemm_team(void *arg, int tid, int nthreads)
 				     s < team_share(strips, tid + 1, nthreads) * NR; s += NR)
 					pack_b(bpack + s * kc, B, g->ldb, g->tb, k0, kc, j0 + s,
 					       min_size(NR, nc - s));
-				team_barrier(nthreads);
+				mha_team_barrier(nthreads);
 				/* the rows in equal shares of whole MR-row strips, one share a
 				 * thread (both busy to the end: 512 rows are 43 + 42 strips, not
 				 * 6 blocks of MC shared 3 + 2.3), each walked MC rows at a time */
@@ -434,7 +434,7 @@ static void gemm_team(void *arg, int tid, int nthreads)
 				 * after the last, the team's end is the wait (one barrier fewer:
 				 * each costs a time slice when another process holds a core) */
 				if (!last || j0 + NC < g->n) {
-					team_barrier(nthreads);
+					mha_team_barrier(nthreads);
 				}
 			}
 		}
@@ -452,7 +452,7 @@ void NAME(mha_gemm_)(struct mha_gemm *g)
 		g->failed = 1;
 		return;
 	}
-	team_run(gemm_threads(g), gemm_team, &r);
+	mha_team_run(gemm_threads(g), gemm_team, &r);
 	free_big(r.bpack, gemm_panel(g));
 	g->failed = atomic_load(&r.failed);
 	g->nonfinite = atomic_load(&r.nonfinite);
@@ -911,7 +911,7 @@ static void attend_team(void *arg, int tid, int nthreads)
 				pack_v(vpp, (const REAL *)a->V + b * a->n_kv * a->ldv + g * a->dv, a->ldv,
 				       a->n_kv, a->dv, j0, j1);
 			}
-			team_barrier(nthreads);
+			mha_team_barrier(nthreads);
 			/* the query blocks from the last: on causal shapes the largest first, so
 			 * that the threads finish together (dynamic scheduling, longest first) */
 			for (size_t t = team_next(&r->next); t < tasks; t = team_next(&r->next)) {
@@ -939,7 +939,7 @@ static void attend_team(void *arg, int tid, int nthreads)
 			/* the next wave packs over this one's K and V once all are done with
 			 * them; after the last, the team's end is the wait (a barrier fewer) */
 			if (waves && wave + 1 < packs) {
-				team_barrier(nthreads);
+				mha_team_barrier(nthreads);
 			}
 		}
 		atomic_fetch_add(&r->blocked, my_blocked);
@@ -969,7 +969,7 @@ void NAME(mha_attend_)(struct mha_attend *a)
 		a->error = 1;
 		return;
 	}
-	team_run(attend_threads(a), attend_team, &r);
+	mha_team_run(attend_threads(a), attend_team, &r);
 	free_big(block, n);
 	a->blocked = atomic_load(&r.blocked);
 	a->first_blocked = atomic_load(&r.first);

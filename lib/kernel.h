@@ -143,11 +143,18 @@ int mha_fast_forward(void *out, const struct typed *t, const struct mha_dims *d,
 /*
  * The heads in groups (fast.c): how many key/value heads a group takes,
  * with their query heads, for these dims when an observer wants the stages
- * in wanted (every one, G, is the whole path: Q, K and V whole);
- * MHA_STREAM_HEADS=k in the environment sets it, for tests.  And what the
- * grouped path allocates at its peak, as mha_memory counts.
+ * in wanted (every one, G, is the whole path: Q, K and V whole).  And what
+ * the grouped path allocates at its peak, as mha_memory counts.
  */
 size_t mha_stream_heads(const struct mha_dims *d, unsigned wanted, size_t esize);
+/*
+ * For the unit tests and measurements, not the public interface (hidden in
+ * libmha.so, reached by linking libmha.a): groups of per key/value heads
+ * whenever no observer wants Q, K or V whole (0: all at once, the whole
+ * path), or the policy again for per < 0.  Not thread-safe: set it
+ * before the calls it is for.
+ */
+void mha_stream_force(long per);
 size_t mha_stream_memory(const struct mha_dims *d, const struct mha_config *cfg, size_t per,
 			 int f32);
 

@@ -46,6 +46,7 @@ const char *mha_strerror(mha_status status)
 	case MHA_ERR_SINK: return "a sink logit is not a finite number";
 	case MHA_ERR_ALIBI: return "an ALiBi slope is not a finite number";
 	case MHA_ERR_ROPE: return "a rotary embedding setting is out of range (mode, theta, an even dim up to d_k, both tables, a position)";
+	case MHA_ERR_VERSION: return "a struct's size is not the library's: the program was built against another version of mha.h";
 	}
 	return "unknown status";
 }
@@ -160,10 +161,15 @@ mha_status mha_check_fault(const mha_dims *d, const mha_config *cfg, mha_fault *
 {
 	size_t g, hk, hv, gk, gv, nq, nkv;
 
+	/* a fault of another size is neither read nor written */
+	if (!MHA_SIZED(f))
+		return MHA_ERR_VERSION;
 	if (f)
-		*f = (mha_fault){ .kind = MHA_FAULT_NONE };
+		*f = (mha_fault){ .size = sizeof(*f), .kind = MHA_FAULT_NONE };
 	if (!d)
 		return MHA_ERR_NULL;
+	if (!MHA_SIZED(d) || !MHA_SIZED(cfg))
+		return MHA_ERR_VERSION;
 	if (!d->n_q || !d->n_kv || !d->d_q_in || !d->d_k_in || !d->d_v_in ||
 	    !d->d_k || !d->d_v)
 		return MHA_ERR_DIM;
@@ -232,15 +238,18 @@ mha_status mha_alibi_slopes(double *out, size_t H)
 
 size_t mha_output_cols(const mha_dims *d, int has_wo)
 {
-	if (!d)
+	if (!d || !MHA_SIZED(d))
 		return 0;
 	return has_wo ? d->d_out : d->heads * d->d_v;
 }
 
 double mha_scale_of(const mha_dims *d, const mha_config *cfg)
 {
-	mha_scale_mode mode = cfg ? cfg->scale_mode : MHA_SCALE_DK;
+	mha_scale_mode mode;
 
+	if (!d || !MHA_SIZED(d) || !MHA_SIZED(cfg))
+		return NAN;
+	mode = cfg ? cfg->scale_mode : MHA_SCALE_DK;
 	switch (mode) {
 	case MHA_SCALE_DK: return 1.0 / sqrt((double)d->d_k);
 	case MHA_SCALE_DMODEL: return 1.0 / sqrt((double)d->d_q_in);
@@ -253,7 +262,7 @@ double mha_scale_of(const mha_dims *d, const mha_config *cfg)
 
 ptrdiff_t mha_causal_offset(const mha_dims *d, const mha_config *cfg, size_t b)
 {
-	if (!d || !cfg || cfg->causal == MHA_CAUSAL_NONE || b >= mha_rule_batch(d))
+	if (!d || !cfg || !MHA_SIZED(d) || !MHA_SIZED(cfg) || cfg->causal == MHA_CAUSAL_NONE || b >= mha_rule_batch(d))
 		return 0;
 	return mha_rule_offset_seq(d, cfg, b);
 }
@@ -559,7 +568,7 @@ static int wants_per_head_bits(unsigned wanted);
  */
 size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int f32)
 {
-	static const mha_config defaults;
+	static const mha_config defaults = MHA_INIT(mha_config);
 	const size_t e = f32 ? sizeof(float) : sizeof(double);
 	size_t G, hk, hv, gk, gv, q, qk, qkv, held, B;
 	int plain;
@@ -679,11 +688,15 @@ static int wants_per_head(const mha_observer *obs)
 mha_status mha_forward_f32(float *out, const mha_dims *d, const mha_inputs_f32 *in,
 			   const mha_weights_f32 *w, const mha_config *cfg, mha_report *rep)
 {
-	static const mha_weights_f32 no_weights;
-	static const mha_config defaults;
+	static const mha_weights_f32 no_weights = MHA_INIT(mha_weights_f32);
+	static const mha_config defaults = MHA_INIT(mha_config);
 	struct typed t = { .esize = sizeof(float) };
 	mha_status st;
 
+	if (!d || !in)
+		return MHA_ERR_NULL;
+	if (!MHA_SIZED(d) || !MHA_SIZED(in) || !MHA_SIZED(w) || !MHA_SIZED(cfg) || !MHA_SIZED(rep))
+		return MHA_ERR_VERSION;
 	if (!w)
 		w = &no_weights;
 	if (!cfg)
@@ -854,13 +867,18 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 		       const mha_weights *w, const mha_config *cfg,
 		       const mha_observer *obs, mha_report *rep)
 {
-	static const mha_weights no_weights;
-	static const mha_config defaults;
+	static const mha_weights no_weights = MHA_INIT(mha_weights);
+	static const mha_config defaults = MHA_INIT(mha_config);
 	struct run tot;
 	struct mha_rule all;
 	mha_status st = MHA_OK;
 	size_t out_cols, B;
 
+	if (!d || !in)
+		return MHA_ERR_NULL;
+	if (!MHA_SIZED(d) || !MHA_SIZED(in) || !MHA_SIZED(w) || !MHA_SIZED(cfg) ||
+	    !MHA_SIZED(obs) || !MHA_SIZED(rep))
+		return MHA_ERR_VERSION;
 	if (!w)
 		w = &no_weights;
 	if (!cfg)

@@ -57,6 +57,37 @@
  * Memory: the caller owns every input and the output array; the library
  * allocates only scratch space, which it frees before returning.  Matrices
  * handed to an observer are the library's: valid only during the call.
+ *
+ * Versions: every struct a caller fills or hands over to be filled
+ * (mha_dims, mha_inputs, mha_weights, mha_config, mha_observer, mha_report,
+ * mha_inputs_f32, mha_weights_f32, mha_grad_observer, mha_grads,
+ * mha_grads_f32) starts with size_t size, which must be sizeof that struct
+ * as this header declares it; the other fields start at zero, their
+ * defaults, in an initialiser:
+ *
+ *   mha_config cfg = MHA_INIT(mha_config);          (all defaults)
+ *   mha_dims d = { .size = sizeof(mha_dims), .n_q = 4, ... };
+ *
+ * Every function refuses a struct whose size is not its own with
+ * MHA_ERR_VERSION, before reading or writing any other field of any
+ * argument: a program built against another version of this header (whose
+ * structs have other fields) is refused, never read or written past the
+ * end of its structs.  mha_mask, mha_window, mha_alibi and mha_rope are
+ * parts of mha_config and carry no size of their own.  A struct only ever
+ * grows at its end, and always by whole size_t's worth (the check compares
+ * sizes: a field hidden in padding would pass it), with a new version
+ * (MHA_VERSION_MINOR while 0.x) and a new soname (libmha.so.N).  The
+ * functions that return no status answer a wrong size as they answer NULL
+ * (see each).
+ *
+ * Environment: the library reads two variables, when a call needs them,
+ * and no others:
+ *   OMP_NUM_THREADS  the number of threads when mha_config.threads is 0
+ *                    (a number, or the first of a list: "4" or "4,2");
+ *   MHA_KERNEL       "base" or "avx2": use no wider kernels than these,
+ *                    though the CPU has them (for comparing and testing
+ *                    the kernels; anything else: the widest the CPU runs,
+ *                    mha_kernel() says which).
  */
 #ifndef MHA_H
 #define MHA_H
@@ -74,9 +105,9 @@ extern "C" {
 #endif
 
 #define MHA_VERSION_MAJOR 0
-#define MHA_VERSION_MINOR 1
+#define MHA_VERSION_MINOR 2
 #define MHA_VERSION_PATCH 0
-#define MHA_VERSION_STRING "0.1.0"
+#define MHA_VERSION_STRING "0.2.0"
 
 /* ---- status codes ------------------------------------------------------ */
 
@@ -98,8 +129,10 @@ typedef enum mha_status {
 	MHA_ERR_WINDOW,    /* a window side is below -1 */
 	MHA_ERR_SINK,      /* a sink logit is not a finite number */
 	MHA_ERR_ALIBI,     /* an ALiBi slope is not a finite number */
-	MHA_ERR_ROPE       /* a rotary setting is out of range (mode, theta, dim,
+	MHA_ERR_ROPE,      /* a rotary setting is out of range (mode, theta, dim,
 			      tables, a position) */
+	MHA_ERR_VERSION    /* a struct's size field is not its size in this
+			      header: built against another version of mha.h */
 } mha_status;
 
 /* A short lowercase description of a status, never NULL. */
@@ -108,9 +141,16 @@ MHA_API const char *mha_strerror(mha_status status);
 /* The library's version, "MAJOR.MINOR.PATCH". */
 MHA_API const char *mha_version(void);
 
+/*
+ * An initialiser for any struct with a size field: the size set, every
+ * other field zero (its default).  mha_report rep = MHA_INIT(mha_report);
+ */
+#define MHA_INIT(type) { .size = sizeof(type) }
+
 /* ---- shapes ------------------------------------------------------------ */
 
 typedef struct mha_dims {
+	size_t size;      /* sizeof(mha_dims): see "Versions" above */
 	size_t n_q;       /* query positions: rows of Xq */
 	size_t n_kv;      /* key/value positions: rows of Xk and Xv */
 	size_t d_q_in;    /* columns of Xq (d_model); rows of W_Q */
@@ -127,12 +167,14 @@ typedef struct mha_dims {
 /* ---- inputs ------------------------------------------------------------ */
 
 typedef struct mha_inputs {
+	size_t size;      /* sizeof(mha_inputs): see "Versions" above */
 	const double *xq; /* (B, n_q,  d_q_in) query source: X */
 	const double *xk; /* (B, n_kv, d_k_in) key source: X, or X_kv for cross-attention */
 	const double *xv; /* (B, n_kv, d_v_in) value source, usually the same array as xk */
 } mha_inputs;
 
 typedef struct mha_weights {
+	size_t size;      /* sizeof(mha_weights): see "Versions" above */
 	const double *W_Q; /* (d_q_in, H·d_k); NULL: identity (needs d_q_in == H·d_k) */
 	const double *W_K; /* (d_k_in, G·d_k); NULL: identity (needs d_k_in == G·d_k) */
 	const double *W_V; /* (d_v_in, G·d_v); NULL: identity (needs d_v_in == G·d_v) */
@@ -260,6 +302,7 @@ typedef struct mha_rope {
  * mask, no window, every key valid, no sinks, no ALiBi.
  */
 typedef struct mha_config {
+	size_t size;      /* sizeof(mha_config): see "Versions" above */
 	mha_scale_mode scale_mode;
 	double scale;       /* the multiplier when scale_mode is MHA_SCALE_VALUE */
 	mha_causal causal;
@@ -357,6 +400,7 @@ typedef int (*mha_observe_fn)(void *ctx, mha_stage stage, int head,
 typedef int (*mha_sequence_fn)(void *ctx, size_t sequence);
 
 typedef struct mha_observer {
+	size_t size;      /* sizeof(mha_observer): see "Versions" above */
 	mha_observe_fn fn;
 	void *ctx;
 	unsigned wanted; /* MHA_STAGE_BIT()s of the stages to hand over */
@@ -365,6 +409,7 @@ typedef struct mha_observer {
 
 /* What a run noticed that is not an error. */
 typedef struct mha_report {
+	size_t size;      /* sizeof(mha_report): see "Versions" above */
 	size_t blocked_rows;   /* query rows, over all heads and sequences, whose every
 				  key was masked */
 	int first_blocked_head;    /* the first such row's head, -1 if none */
@@ -409,26 +454,31 @@ typedef enum {
 } mha_fault_kind;
 
 typedef struct mha_fault {
+	size_t size;        /* sizeof(mha_fault) */
 	mha_fault_kind kind;
 	size_t index;       /* the entry at fault (above) */
 	size_t sequence;    /* a query's sequence, 0-based */
 	ptrdiff_t position; /* a rotary position out of range */
 } mha_fault;
 
-/* mha_check(), and what it refused in *fault (may be NULL): MHA_FAULT_NONE
- * when the status alone says it (or MHA_OK). */
+/* mha_check(), and what it refused in *fault (may be NULL; its size set
+ * as every struct's): MHA_FAULT_NONE when the status alone says it (or
+ * MHA_OK). */
 MHA_API mha_status mha_check_fault(const mha_dims *dims, const mha_config *cfg, mha_fault *fault);
 
-/* Columns of the output: d_out with W_O (has_wo != 0), else H·d_v. */
+/* Columns of the output: d_out with W_O (has_wo != 0), else H·d_v; 0
+ * without dims or for a wrong dims->size. */
 MHA_API size_t mha_output_cols(const mha_dims *dims, int has_wo);
 
-/* The multiplier cfg applies to the scores for these dims. */
+/* The multiplier cfg applies to the scores for these dims; NaN for a
+ * wrong size. */
 MHA_API double mha_scale_of(const mha_dims *dims, const mha_config *cfg);
 
 /*
  * The causal offset of sequence b (0-based): query i sees keys j <= i +
  * offset; bottom-right uses that sequence's key length (kv_lens[b]).  0
- * when not causal.  dims and cfg as mha_check() accepts them.
+ * when not causal or for a wrong size.  dims and cfg as mha_check()
+ * accepts them.
  */
 MHA_API ptrdiff_t mha_causal_offset(const mha_dims *dims, const mha_config *cfg, size_t b);
 
@@ -479,10 +529,12 @@ MHA_API mha_status mha_forward(double *out, const mha_dims *dims,
 /* ---- float32 ------------------------------------------------------------ */
 
 typedef struct mha_inputs_f32 {
+	size_t size;      /* sizeof(mha_inputs_f32): see "Versions" above */
 	const float *xq, *xk, *xv; /* as in mha_inputs */
 } mha_inputs_f32;
 
 typedef struct mha_weights_f32 {
+	size_t size;      /* sizeof(mha_weights_f32): see "Versions" above */
 	const float *W_Q, *W_K, *W_V, *W_O, *b_Q, *b_K, *b_V, *b_O; /* as in mha_weights */
 } mha_weights_f32;
 
@@ -498,8 +550,8 @@ MHA_API mha_status mha_forward_f32(float *out, const mha_dims *dims,
 /*
  * The most mha_forward() (f32 = 0) or mha_forward_f32() (f32 = 1) has
  * allocated at any one time, for these dims and options when obs wants the
- * stages in wanted; SIZE_MAX when that does not fit in a size_t, or when
- * mha_check() refuses dims and cfg.  An upper
+ * stages in wanted; SIZE_MAX when that does not fit in a size_t (or
+ * mha_check() refuses dims and cfg).  An upper
  * bound: every allocation the run makes, at the block sizes, paddings and
  * thread count the kernels use, plus 64 bytes of allocator overhead each,
  * taking every weight and bias as given (without them the caller's arrays
@@ -515,13 +567,14 @@ MHA_API size_t mha_memory(const mha_dims *dims, const mha_config *cfg, unsigned 
 
 /*
  * Rotary embeddings alone (as ONNX's RotaryEmbedding): out (rows, heads·d)
- * = x with each head's block of d features turned as mha_config.rope says,
- * row r at position pos[r] (pos NULL: r).  rope->q_pos and k_pos are not
- * used; rope->dim <= d.  out may be x.  MHA_ERR_ROPE for a bad setting or a
- * position out of range, MHA_ERR_RANGE when a result is not finite.
+ * = x with each head's block of d features turned as cfg->rope says, row r
+ * at position pos[r] (pos NULL: r).  Only cfg->rope is looked at, and its
+ * q_pos and k_pos are not used; cfg->rope.dim <= d.  out may be x.
+ * MHA_ERR_ROPE for a bad setting or a position out of range, MHA_ERR_RANGE
+ * when a result is not finite.
  */
 MHA_API mha_status mha_rope_apply(double *out, const double *x, size_t rows, size_t heads,
-				  size_t d, const mha_rope *rope, const ptrdiff_t *pos);
+				  size_t d, const mha_config *cfg, const ptrdiff_t *pos);
 
 /* The kernels the fast path uses here: "avx512", "avx2" or "base". */
 MHA_API const char *mha_kernel(void);
@@ -595,6 +648,7 @@ typedef int (*mha_grad_fn)(void *ctx, mha_grad_stage stage, int head,
 			   const double *m, size_t rows, size_t cols);
 
 typedef struct mha_grad_observer {
+	size_t size;      /* sizeof(mha_grad_observer): see "Versions" above */
 	mha_grad_fn fn;
 	void *ctx;
 	unsigned wanted;          /* MHA_STAGE_BIT()s of mha_grad_stage values */
@@ -610,6 +664,7 @@ typedef struct mha_grad_observer {
  * (the gradient at zero).  Weights are (d_in, d_out) as mha applies them.
  */
 typedef struct mha_grads {
+	size_t size;      /* sizeof(mha_grads): see "Versions" above */
 	double *dxq;    /* (B, n_q,  d_q_in) */
 	double *dxk;    /* (B, n_kv, d_k_in); self-attention's dX is dxq + dxk + dxv */
 	double *dxv;    /* (B, n_kv, d_v_in) */
@@ -653,12 +708,13 @@ MHA_API mha_status mha_backward(const mha_grads *g, const double *dout, const mh
  * options when obs wants the stages in wanted: an upper bound, taking every
  * weight as given, 64 bytes of allocator overhead each; without dout add
  * (n_q, output columns) doubles for the ones it makes.  SIZE_MAX when that
- * does not fit.  Not counted: the caller's arrays, the observer's.
+ * does not fit, or mha_check() refuses dims and cfg.  Not counted: the caller's arrays, the observer's.
  */
 MHA_API size_t mha_backward_memory(const mha_dims *dims, const mha_config *cfg, unsigned wanted);
 
 /* Where mha_backward_f32 writes: as mha_grads, in floats. */
 typedef struct mha_grads_f32 {
+	size_t size;      /* sizeof(mha_grads_f32): see "Versions" above */
 	float *dxq, *dxk, *dxv, *dW_Q, *dW_K, *dW_V, *dW_O, *db_Q, *db_K, *db_V, *db_O,
 	      *dsinks; /* as in mha_grads */
 } mha_grads_f32;

@@ -135,12 +135,16 @@ mha_status mha_rope_turn(void *out, const void *x, size_t esize, size_t rows, si
 }
 
 mha_status mha_rope_apply(double *out, const double *x, size_t rows, size_t heads, size_t d,
-			  const mha_rope *rope, const ptrdiff_t *pos)
+			  const mha_config *cfg, const ptrdiff_t *pos)
 {
+	const mha_rope *rope;
 	mha_status st;
 
-	if (!out || !x || !rope)
+	if (!out || !x || !cfg)
 		return MHA_ERR_NULL;
+	if (!MHA_SIZED(cfg))
+		return MHA_ERR_VERSION;
+	rope = &cfg->rope;
 	if (!rows || !heads || !d)
 		return MHA_ERR_DIM;
 	if (heads > SIZE_MAX / d || rows > SIZE_MAX / sizeof(double) / (heads * d))

@@ -60,6 +60,13 @@ struct mha_rule {
 				       Press et al.'s (mha_rule_press_slope) */
 };
 
+/*
+ * A caller's struct as this library declares it (mha.h, "Versions"): NULL,
+ * or its size field the size of its type here.  Checked before any other
+ * field of any argument is read or written.
+ */
+#define MHA_SIZED(p) (!(p) || (p)->size == sizeof(*(p)))
+
 static inline size_t mha_rule_batch(const mha_dims *d)
 {
 	return d->batch ? d->batch : 1;

@@ -186,7 +186,7 @@ __attribute__((noinline)) static int team_grow(int want)
 
 /* ---- regions ------------------------------------------------------------ */
 
-void team_run(int threads, team_fn fn, void *arg)
+void mha_team_run(int threads, team_fn fn, void *arg)
 {
 	int expect = 0, n;
 
@@ -232,7 +232,7 @@ void team_run(int threads, team_fn fn, void *arg)
 	atomic_store_explicit(&team.busy, 0, memory_order_release);
 }
 
-void team_barrier(int nthreads)
+void mha_team_barrier(int nthreads)
 {
 	int gen;
 

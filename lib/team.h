@@ -26,10 +26,10 @@ typedef void (*team_fn)(void *arg, int t, int nthreads);
  * threads; fewer when the team is busy or a thread cannot be started
  * (then 1): a region must give the same results for any n.
  */
-void team_run(int threads, team_fn fn, void *arg);
+void mha_team_run(int threads, team_fn fn, void *arg);
 
 /* every participant of a region of nthreads waits here for all the others */
-void team_barrier(int nthreads);
+void mha_team_barrier(int nthreads);
 
 /* the first of n items that participant t of nthreads takes, in equal shares */
 static inline size_t team_share(size_t n, int t, int nthreads)

@@ -226,7 +226,8 @@ static void build_batch(struct problem *p)
 			p->cfg.mask.bias = p->bias;
 	}
 	p->cfg.kv_lens = p->nonpad.rank ? p->kv_lens : NULL;
-	p->d = (mha_dims){ .n_q = p->Sq, .n_kv = p->Skv, .d_q_in = p->Hq * p->dk,
+	p->d = (mha_dims){ .size = sizeof(mha_dims),
+			   .n_q = p->Sq, .n_kv = p->Skv, .d_q_in = p->Hq * p->dk,
 			   .d_k_in = p->Hkv * p->dk, .d_v_in = p->Hkv * p->dv, .heads = p->Hq,
 			   .kv_heads = p->Hkv, .d_k = p->dk, .d_v = p->dv, .batch = p->B };
 }
@@ -417,7 +418,8 @@ static int run_library(struct problem *p, struct tol *tl)
 	struct seen s = { .p = p, .K = calloc(p->B, sizeof(double *)),
 			  .V = calloc(p->B, sizeof(double *)),
 			  .qk = calloc(p->B * p->Hq, sizeof(double *)) };
-	mha_observer obs = { .fn = keep, .ctx = &s, .sequence = keep_sequence,
+	mha_observer obs = { .size = sizeof(mha_observer),
+			     .fn = keep, .ctx = &s, .sequence = keep_sequence,
 			     .wanted = MHA_STAGE_BIT(MHA_STAGE_K) | MHA_STAGE_BIT(MHA_STAGE_V) |
 				       (p->qk.rank ? MHA_STAGE_BIT(p->qk_stage) : 0) };
 	mha_status st;
@@ -425,7 +427,8 @@ static int run_library(struct problem *p, struct tol *tl)
 
 	if (!out || !s.K || !s.V || !s.qk)
 		return fail("out of memory");
-	st = mha_forward(out, &p->d, &(mha_inputs){ p->Qb, p->Kb, p->Vb }, NULL, &p->cfg, &obs, NULL);
+	st = mha_forward(out, &p->d, &(mha_inputs){ .size = sizeof(mha_inputs),
+						    p->Qb, p->Kb, p->Vb }, NULL, &p->cfg, &obs, NULL);
 	if (st != MHA_OK)
 		rc = fail("library: %s", mha_strerror(st));
 	for (size_t b = 0; b < p->B && !rc; b++) {
@@ -730,15 +733,17 @@ static int rope_library(struct rope_case *r, struct tol *tl)
 		return fail("out of memory");
 	for (size_t b = 0; b < r->B && !rc; b++) {
 		const size_t w = r->H * r->d;
-		const mha_dims d = { .n_q = r->S, .n_kv = r->S, .d_q_in = w, .d_k_in = w, .d_v_in = w,
+		const mha_dims d = { .size = sizeof(mha_dims),
+				     .n_q = r->S, .n_kv = r->S, .d_q_in = w, .d_k_in = w, .d_v_in = w,
 				     .heads = r->H, .d_k = r->d, .d_v = r->d };
-		mha_config cfg = { 0 };
-		mha_observer obs = { .fn = keep_q_rot, .ctx = r->y,
+		mha_config cfg = { .size = sizeof(mha_config) };
+		mha_observer obs = { .size = sizeof(mha_observer), .fn = keep_q_rot, .ctx = r->y,
 				     .wanted = MHA_STAGE_BIT(MHA_STAGE_Q_ROT) };
 		mha_status st;
 
 		rope_batch(r, b);
-		st = mha_rope_apply(r->y, r->x, r->S, r->H, r->d, &r->rope, r->p);
+		cfg.rope = r->rope;
+		st = mha_rope_apply(r->y, r->x, r->S, r->H, r->d, &cfg, r->p);
 		if (st != MHA_OK) {
 			rc = fail("mha_rope_apply: %s", mha_strerror(st));
 			break;
@@ -747,10 +752,10 @@ static int rope_library(struct rope_case *r, struct tol *tl)
 		if (rc)
 			break;
 		/* and inside attention: Q = K = V = the input, q_rot observed */
-		cfg.rope = r->rope;
 		cfg.rope.q_pos = cfg.rope.k_pos = r->p;
 		memset(r->y, 0, r->S * w * sizeof(double));
-		st = mha_forward(out, &d, &(mha_inputs){ r->x, r->x, r->x }, NULL, &cfg, &obs, NULL);
+		st = mha_forward(out, &d, &(mha_inputs){ .size = sizeof(mha_inputs),
+							 r->x, r->x, r->x }, NULL, &cfg, &obs, NULL);
 		if (st != MHA_OK) {
 			rc = fail("mha_forward: %s", mha_strerror(st));
 			break;
@@ -920,6 +925,7 @@ int main(int argc, char **argv)
 		int rc;
 
 		memset(&p, 0, sizeof(p));
+		p.cfg.size = sizeof(p.cfg);
 		failure[0] = '\0';
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
 		text = slurp(path);

@@ -17,11 +17,15 @@ ok() { echo "ok $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 check() { name=$1; shift; if "$@" >"$tmp/log" 2>&1; then ok "$name"; else bad "$name"; sed 's/^/  /' "$tmp/log"; fi; }
 
+version=$(sed -n 's/^#define MHA_VERSION_STRING "\(.*\)"/\1/p' lib/mha.h)
+sover=$(sed -n 's/^SOVERSION = //p' Makefile)
 check "make install" make -s install PREFIX=$prefix DESTDIR="$dest"
-for f in bin/mha lib/libmha.a lib/libmha.so lib/libmha.so.0 include/mha.h \
+for f in bin/mha lib/libmha.a lib/libmha.so "lib/libmha.so.$sover" "lib/libmha.so.$version" include/mha.h \
          lib/pkgconfig/mha.pc share/man/man1/mha.1; do
 	if [ -e "$root/$f" ]; then ok "installed $f"; else bad "installed $f"; fi
 done
+soname=$(objdump -p "$root/lib/libmha.so.$version" 2>/dev/null | awk '$1 == "SONAME" {print $2}')
+if [ "$soname" = "libmha.so.$sover" ]; then ok "soname libmha.so.$sover"; else bad "soname is '$soname', not libmha.so.$sover"; fi
 check "installed mha runs" "$root/bin/mha" --version
 check "pkg-config reads mha.pc" env PKG_CONFIG_PATH="$root/lib/pkgconfig" pkg-config --exists mha
 
@@ -31,10 +35,10 @@ cat >"$tmp/use.c" <<'C'
 int main(void)
 {
 	const double x[2] = { 0.0, 1.0 };
-	mha_dims d = { .n_q = 2, .n_kv = 2, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
+	mha_dims d = { .size = sizeof(mha_dims), .n_q = 2, .n_kv = 2, .d_q_in = 1, .d_k_in = 1, .d_v_in = 1,
 		       .heads = 1, .d_k = 1, .d_v = 1 };
-	mha_inputs in = { x, x, x };
-	mha_config cfg = { .scale_mode = MHA_SCALE_NONE, .causal = MHA_CAUSAL_TOP_LEFT };
+	mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_config cfg = { .size = sizeof(mha_config), .scale_mode = MHA_SCALE_NONE, .causal = MHA_CAUSAL_TOP_LEFT };
 	double out[2];
 	mha_status st = mha_forward(out, &d, &in, NULL, &cfg, NULL, NULL);
 	printf("%s %s %g\n", mha_version(), mha_strerror(st), out[0]);
@@ -46,7 +50,7 @@ flags="-I$root/include -L$root/lib"
 check "builds against the static library" sh -c "cc -std=c11 $flags '$tmp/use.c' '$root/lib/libmha.a' -pthread -lm -o '$tmp/use_static' && '$tmp/use_static'"
 check "builds against the shared library" sh -c "cc -std=c11 $flags '$tmp/use.c' -lmha -lm -o '$tmp/use_shared' && LD_LIBRARY_PATH='$root/lib' '$tmp/use_shared'"
 out=$("$tmp/use_static" 2>&1)
-if [ "$out" = "$(sed -n 's/^#define MHA_VERSION_STRING "\(.*\)"/\1/p' lib/mha.h) success 0" ]; then
+if [ "$out" = "$version success 0" ]; then
 	ok "static program prints the library's answer"
 else
 	bad "static program prints the library's answer (got: $out)"

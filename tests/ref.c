@@ -151,8 +151,8 @@ static double *rotate(const double *A, size_t n, size_t heads, size_t dk, const 
 int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
 		const mha_weights *w, const mha_config *cfg)
 {
-	static const mha_weights none;
-	static const mha_config defaults;
+	static const mha_weights none = MHA_INIT(mha_weights);
+	static const mha_config defaults = MHA_INIT(mha_config);
 	const size_t H = d->heads, G = d->kv_heads ? d->kv_heads : d->heads;
 	const size_t nq = d->n_q, nkv = d->n_kv, dk = d->d_k, dv = d->d_v;
 	double scale;
@@ -394,8 +394,8 @@ static double *colsum(const double *A, size_t n, size_t m)
 int ref_backward(ref_grads *g, const mha_dims *d, const mha_inputs *in, const mha_weights *w,
 		 const mha_config *cfg, const double *dout)
 {
-	static const mha_weights none;
-	static const mha_config defaults;
+	static const mha_weights none = MHA_INIT(mha_weights);
+	static const mha_config defaults = MHA_INIT(mha_config);
 	ref_result f;
 	const size_t H = d->heads, G = d->kv_heads ? d->kv_heads : d->heads;
 	const size_t nq = d->n_q, nkv = d->n_kv, dk = d->d_k, dv = d->d_v;

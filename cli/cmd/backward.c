@@ -709,11 +709,13 @@ static mha_status backward_f32(const mha_grads *g, const double *dout, const str
 			ok = 0;
 	}
 	if (ok) {
-		const mha_grads_f32 gg = { gf[0], gf[1], gf[2], gf[3], gf[4],  gf[5],
-					   gf[6], gf[7], gf[8], gf[9], gf[10], gf[11] };
+		const mha_grads_f32 gg = { .size = sizeof(mha_grads_f32), gf[0], gf[1], gf[2], gf[3],
+					   gf[4], gf[5], gf[6], gf[7], gf[8], gf[9], gf[10], gf[11] };
 
-		st = mha_backward_f32(&gg, fo, d, &(mha_inputs_f32){ xq, xk, xv },
-				      &(mha_weights_f32){ W[0], W[1], W[2], W[3], W[4], W[5], W[6], W[7] },
+		st = mha_backward_f32(&gg, fo, d,
+				      &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32), xq, xk, xv },
+				      &(mha_weights_f32){ .size = sizeof(mha_weights_f32), W[0], W[1],
+							  W[2], W[3], W[4], W[5], W[6], W[7] },
 				      &p->cfg, rep);
 		for (int i = 0; st == MHA_OK && i < 12; i++)
 			for (size_t k = 0; gf[i] && k < n[i]; k++)
@@ -758,9 +760,9 @@ int backward_run(struct problem *p, struct backward_request *r)
 	struct step_items *lists = NULL;
 	matrix *res = NULL, dout = { 0 };
 	struct bkeeper keeper;
-	mha_grad_observer obs;
-	mha_grads g = { 0 };
-	mha_report rep;
+	mha_grad_observer obs = MHA_INIT(mha_grad_observer);
+	mha_grads g = { .size = sizeof(mha_grads) };
+	mha_report rep = MHA_INIT(mha_report);
 	struct step_facts facts;
 	mha_status st;
 	unsigned wanted = 0;
@@ -829,7 +831,8 @@ int backward_run(struct problem *p, struct backward_request *r)
 	    (p->weights.W_O && p->weights.b_O && matrix_alloc(&gr.db[3], 2, 1, d->d_out, 1)) ||
 	    (p->cfg.sinks && matrix_alloc(&gr.dsinks, 2, 1, d->heads, 1)))
 		goto done;
-	g = (mha_grads){ .dxq = gr.dxq.v, .dxk = gr.dxk.v, .dxv = gr.dxv.v, .dW_Q = gr.dW[0].v,
+	g = (mha_grads){ .size = sizeof(mha_grads),
+			 .dxq = gr.dxq.v, .dxk = gr.dxk.v, .dxv = gr.dxv.v, .dW_Q = gr.dW[0].v,
 			 .dW_K = gr.dW[1].v, .dW_V = gr.dW[2].v, .dW_O = gr.dW[3].v, .db_Q = gr.db[0].v,
 			 .db_K = gr.db[1].v, .db_V = gr.db[2].v, .db_O = gr.db[3].v,
 			 .dsinks = gr.dsinks.v };
@@ -843,8 +846,8 @@ int backward_run(struct problem *p, struct backward_request *r)
 	for (size_t b = 0; b < B; b++)
 		keep[b].heads = d->heads;
 	keeper = (struct bkeeper){ .seq = keep };
-	obs = (mha_grad_observer){ .fn = bkeep_step, .ctx = &keeper, .wanted = wanted,
-				   .sequence = bkeep_sequence };
+	obs = (mha_grad_observer){ .size = sizeof(mha_grad_observer), .fn = bkeep_step,
+				   .ctx = &keeper, .wanted = wanted, .sequence = bkeep_sequence };
 	if (r->f32) {
 		const size_t n[12] = { matrix_size(&gr.dxq), matrix_size(&gr.dxk), matrix_size(&gr.dxv),
 				       matrix_size(&gr.dW[0]), matrix_size(&gr.dW[1]),

@@ -276,9 +276,10 @@ static int run_set(struct set *s, const struct problem *p, const mha_dims *d, co
 		   const mha_weights *w, const mha_config *cfg, mha_report *rep)
 {
 	struct step_results r = { .heads = d->heads, .mask_per_head = 1 };
-	const mha_observer obs = { .fn = steps_keep, .ctx = &r, .wanted = ALL_STAGES };
+	const mha_observer obs = { .size = sizeof(mha_observer), .fn = steps_keep, .ctx = &r,
+				   .wanted = ALL_STAGES };
 	matrix out = { 0 };
-	mha_report local;
+	mha_report local = MHA_INIT(mha_report);
 	mha_status st;
 	int rc = -1;
 
@@ -1348,7 +1349,7 @@ int cmd_compare(int argc, char **argv)
 	struct stat st[C_COUNT];
 	struct diagnosis dg = { 0 };
 	struct tol tol;
-	mha_report rep;
+	mha_report rep = MHA_INIT(mha_report);
 	int rc = EXIT_USAGE, first = -1, loaded = 0;
 
 	memset(&pb, 0, sizeof(pb));

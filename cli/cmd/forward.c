@@ -898,8 +898,8 @@ int forward_run(int argc, char **argv, const struct forward_command *cmd)
 	struct batch_keep keep;
 	struct step_facts f, *fs = NULL;
 	mha_config *cfgs = NULL;
-	mha_observer obs;
-	mha_report rep;
+	mha_observer obs = MHA_INIT(mha_observer);
+	mha_report rep = MHA_INIT(mha_report);
 	matrix out = { 0 }, *x = NULL, *outs = NULL;
 	struct step_items *lists = NULL;
 	size_t B = 0;
@@ -967,8 +967,8 @@ int forward_run(int argc, char **argv, const struct forward_command *cmd)
 		res[b].mask_per_head = pb.cfg.mask.per_head || pb.cfg.alibi.on; /* ALiBi: a mask per head */
 	}
 	keep = (struct batch_keep){ .res = res };
-	obs = (mha_observer){ .fn = keep_step, .ctx = &keep, .sequence = keep_sequence,
-			      .wanted = steps_stages(p, pb.d.heads) };
+	obs = (mha_observer){ .size = sizeof(mha_observer), .fn = keep_step, .ctx = &keep,
+			      .sequence = keep_sequence, .wanted = steps_stages(p, pb.d.heads) };
 	if (problem_check_memory(&pb, obs.wanted, o.f32) ||
 	    problem_forward(&out, &pb, &obs, o.f32, &rep))
 		goto done;

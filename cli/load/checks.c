@@ -296,7 +296,7 @@ int checks_config(const struct problem_spec *s, struct problem *p)
 {
 	const mha_dims *d = &p->d;
 	const mha_rope *r = &p->cfg.rope;
-	mha_fault f;
+	mha_fault f = { .size = sizeof(f) };
 	const mha_status st = mha_check_fault(d, &p->cfg, &f);
 
 	if (st == MHA_OK)

@@ -364,11 +364,13 @@ static int load(struct problem *p, const struct problem_spec *s)
 		return EXIT_USAGE;
 	shapes_inputs(p);
 	p->weights = (mha_weights){
+		.size = sizeof(mha_weights),
 		.W_Q = weight_ptr(w, WQ), .W_K = weight_ptr(w, WK), .W_V = weight_ptr(w, WV),
 		.W_O = weight_ptr(w, WO), .b_Q = weight_ptr(w, BQ), .b_K = weight_ptr(w, BK),
 		.b_V = weight_ptr(w, BV), .b_O = weight_ptr(w, BO),
 	};
 	p->weights_f = (mha_weights_f32){
+		.size = sizeof(mha_weights_f32),
 		.W_Q = weight_ptr_f(w, WQ), .W_K = weight_ptr_f(w, WK), .W_V = weight_ptr_f(w, WV),
 		.W_O = weight_ptr_f(w, WO), .b_Q = weight_ptr_f(w, BQ), .b_K = weight_ptr_f(w, BK),
 		.b_V = weight_ptr_f(w, BV), .b_O = weight_ptr_f(w, BO),
@@ -383,6 +385,7 @@ int problem_load(struct problem *p, const struct problem_spec *s)
 	if (!p->spec.kv_heads)
 		p->spec.kv_heads = p->spec.heads;
 	p->cfg = s->cfg;
+	p->cfg.size = sizeof(p->cfg);
 	return load(p, &p->spec);
 }
 

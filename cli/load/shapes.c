@@ -99,6 +99,7 @@ int shapes_dims(const struct problem_spec *s, const struct problem *p, mha_dims 
 	char said[4400]; /* what set the heads, for a message */
 
 	memset(d, 0, sizeof(*d));
+	d->size = sizeof(*d);
 	d->heads = H;
 	d->kv_heads = G;
 	d->batch = p->batch;
@@ -262,6 +263,8 @@ void shapes_inputs(struct problem *p)
 {
 	const struct problem_spec *s = &p->spec;
 
+	p->in.size = sizeof(p->in);
+	p->in_f.size = sizeof(p->in_f);
 	p->in.xq = p->direct ? p->q.v : p->x.v;
 	p->in.xk = p->direct ? p->k.v : s->xk ? p->xk.v : s->kv ? p->kv.v : p->x.v;
 	p->in.xv = p->direct ? p->v.v : s->xv ? p->xv.v : p->in.xk;

@@ -127,13 +127,15 @@ static mha_status forward_f32(matrix *out, const mha_dims *d, const mha_inputs *
 	mha_status st = MHA_ERR_NOMEM;
 
 	if (ok && (o || out->f)) {
-		const mha_inputs_f32 in = { srcf->xq ? srcf->xq : xq,
-					    srcf->xk ? srcf->xk : xk, srcf->xv ? srcf->xv : xv };
+		const mha_inputs_f32 in = { .size = sizeof(mha_inputs_f32),
+					    srcf->xq ? srcf->xq : xq, srcf->xk ? srcf->xk : xk,
+					    srcf->xv ? srcf->xv : xv };
 
 		for (int i = 0; i < 8; i++)
 			Wu[i] = Wf[i] ? Wf[i] : W[i];
 		st = mha_forward_f32(out->f ? out->f : o, d, &in,
-				     &(mha_weights_f32){ Wu[0], Wu[1], Wu[2], Wu[3], Wu[4], Wu[5], Wu[6], Wu[7] },
+				     &(mha_weights_f32){ .size = sizeof(mha_weights_f32), Wu[0], Wu[1],
+							 Wu[2], Wu[3], Wu[4], Wu[5], Wu[6], Wu[7] },
 				     cfg, rep);
 		for (size_t i = 0; st == MHA_OK && o && i < n_out; i++)
 			out->v[i] = o[i];

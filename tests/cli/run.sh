@@ -23,7 +23,7 @@
 #                                           one under valgrind)
 #
 # These test cli/: options, file formats, messages, exit statuses.  The
-# arithmetic is tested by tests/test_lib.c and tests/numpy_check.py.
+# arithmetic is tested by tests/unit/ and tests/numpy_check.py.
 
 cd "$(dirname "$0")/../.." || exit 2
 TOP=$(pwd -P)

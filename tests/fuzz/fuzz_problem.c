@@ -122,8 +122,8 @@ static void run_steps(const struct problem *p)
 	const size_t B = problem_sequences(p);
 	struct keep_batch kb;
 	struct step_facts f;
-	mha_observer obs;
-	mha_report rep;
+	mha_observer obs = MHA_INIT(mha_observer);
+	mha_report rep = MHA_INIT(mha_report);
 	matrix out = { 0 };
 	unsigned all;
 
@@ -136,7 +136,8 @@ static void run_steps(const struct problem *p)
 	}
 	problem_facts(p, 0, &f);
 	all = steps_print_set(0, 1, &f) | steps_every(&f);
-	obs = (mha_observer){ .fn = keep_step, .ctx = &kb, .sequence = keep_sequence,
+	obs = (mha_observer){ .size = sizeof(mha_observer),
+			      .fn = keep_step, .ctx = &kb, .sequence = keep_sequence,
 			      .wanted = steps_stages(all, d->heads) };
 	if (problem_check_memory(p, obs.wanted, 0) == 0 &&
 	    problem_forward(&out, p, &obs, 0, &rep) == 0) {

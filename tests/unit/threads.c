@@ -1,0 +1,237 @@
+/*
+ * threads.c: the thread team: default count, several callers at once,
+ * fork, refusal; tests/unit/main.c runs them.
+ */
+#include "unit.h"
+
+/* the CPUs this process may run on, as sched_getaffinity counts them */
+static int cpus_allowed(void)
+{
+	cpu_set_t set;
+
+	ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+	return CPU_COUNT(&set) < 4096 ? CPU_COUNT(&set) : 4096;
+}
+
+/*
+ * The default thread count: cfg->threads, else OMP_NUM_THREADS read as
+ * OpenMP reads it, else the CPUs of the affinity mask; capped at 4096.
+ */
+START_TEST(test_threads_default)
+{
+	static const struct {
+		const char *env; /* NULL: unset */
+		int want;        /* 0: the CPUs allowed */
+	} cases[] = {
+		{ NULL, 0 }, { "2", 2 }, { " 3 ", 3 }, { "4,2", 4 }, { "5, 1", 5 }, { "100000", 4096 },
+		{ "99999999999999999999999", 4096 }, { "0", 0 }, { "", 0 }, { "abc", 0 },
+		{ "2x", 0 }, { "-3", 0 }, { ",2", 0 },
+	};
+	char *saved = env_save("OMP_NUM_THREADS");
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const int want = cases[i].want ? cases[i].want : cpus_allowed();
+
+		if (cases[i].env)
+			setenv("OMP_NUM_THREADS", cases[i].env, 1);
+		else
+			unsetenv("OMP_NUM_THREADS");
+		ck_assert_msg(mha_threads(&(mha_config){ .size = sizeof(mha_config) }) == want, "OMP_NUM_THREADS='%s': %d threads, not %d",
+			      cases[i].env ? cases[i].env : "(unset)", mha_threads(&(mha_config){ .size = sizeof(mha_config) }), want);
+		/* cfg->threads first, whatever the environment */
+		ck_assert_int_eq(mha_threads(&(mha_config){ .size = sizeof(mha_config),
+							    .threads = 3 }), 3);
+		ck_assert_int_eq(mha_threads(&(mha_config){ .size = sizeof(mha_config),
+							    .threads = 100000 }), 4096);
+	}
+	env_restore("OMP_NUM_THREADS", saved);
+	free(saved);
+}
+END_TEST
+
+/* ---- the thread team: several callers at once, and fork ---------------- */
+
+/* the threads of this process (Linux: /proc/self/task), 0 when unknown */
+static int threads_now(void)
+{
+	DIR *dir = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	if (!dir)
+		return 0;
+	while ((e = readdir(dir)))
+		n += e->d_name[0] != '.';
+	closedir(dir);
+	return n;
+}
+
+/*
+ * Every pthread_create of this program and libmha.a goes through this
+ * (-Wl,--wrap=pthread_create): threads_allowed >= 0 lets only that many
+ * more start, the rest failing as when a system is out of threads.
+ */
+int __real_pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+int __wrap_pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+
+static int threads_allowed = -1;
+
+int __wrap_pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	if (threads_allowed == 0)
+		return EAGAIN;
+	if (threads_allowed > 0)
+		threads_allowed--;
+	return __real_pthread_create(id, attr, fn, arg);
+}
+
+/* one problem several threads compute at once, each its own output */
+struct concurrent {
+	const mha_dims *d;
+	const mha_inputs *in;
+	const mha_weights *w;
+	const double *want; /* the one-thread bits */
+	size_t n;           /* elements of the output */
+	int threads, rounds, differ;
+};
+
+static void *concurrent_calls(void *p)
+{
+	struct concurrent *c = p;
+	double *out = malloc(c->n * sizeof(double));
+	const mha_config cfg = { .size = sizeof(mha_config),
+				 .causal = MHA_CAUSAL_TOP_LEFT, .threads = c->threads };
+
+	for (int r = 0; r < c->rounds && out; r++) {
+		memset(out, 0, c->n * sizeof(double));
+		if (mha_forward(out, c->d, c->in, c->w, &cfg, NULL, NULL) != MHA_OK ||
+		    memcmp(out, c->want, c->n * sizeof(double)))
+			c->differ++;
+	}
+	if (!out)
+		c->differ++;
+	free(out);
+	return NULL;
+}
+
+/*
+ * mha_forward from three threads at once, each asking for 2 threads: one
+ * gets the team, the others run alone (mha.h), all the same bits as one
+ * thread and close to the reference.  Then a child of fork, with the
+ * parent's workers gone, computes them again on threads of its own.
+ */
+START_TEST(test_concurrent_calls)
+{
+	const size_t n = 300, dm = 64, H = 4;
+	double *x = rnd_matrix(n * dm), *W[4], *want = malloc(n * dm * sizeof(double));
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+			     .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm };
+	const mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_weights w = MHA_INIT(mha_weights);
+	const mha_config cfg = { .size = sizeof(mha_config),
+				 .causal = MHA_CAUSAL_TOP_LEFT, .threads = 1 };
+	struct concurrent c[3];
+	pthread_t id[2];
+	ref_result r;
+	pid_t child;
+	int status;
+
+	for (int i = 0; i < 4; i++)
+		W[i] = rnd_matrix(dm * dm);
+	w = (mha_weights){ .size = sizeof(mha_weights),
+			   .W_Q = W[0], .W_K = W[1], .W_V = W[2], .W_O = W[3] };
+	ck_assert_int_eq(mha_forward(want, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
+	ref_forward(&r, &d, &in, &w, &cfg);
+	check_close("one thread", want, r.output, n * dm);
+	for (int t = 0; t < 3; t++)
+		c[t] = (struct concurrent){ &d, &in, &w, want, n * dm, 2, 20, 0 };
+	for (int t = 0; t < 2; t++)
+		ck_assert_int_eq(pthread_create(&id[t], NULL, concurrent_calls, &c[t]), 0);
+	concurrent_calls(&c[2]);
+	for (int t = 0; t < 2; t++)
+		ck_assert_int_eq(pthread_join(id[t], NULL), 0);
+	for (int t = 0; t < 3; t++)
+		ck_assert_msg(!c[t].differ, "caller %d: %d of 20 calls not the one-thread bits", t,
+			      c[t].differ);
+	/* the team's worker stays, parked, for the next call (here, or none at all) */
+	ck_assert(threads_now() == 0 || threads_now() >= 2);
+
+	/* the team has been used: a child of fork starts its own */
+	fflush(NULL); /* the child's exit() flushes nothing of ours twice */
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (!child) {
+		c[0].differ = 0;
+		concurrent_calls(&c[0]);
+		/* _exit: Check's own files are the parent's (the worker is left unjoined) */
+		_exit(c[0].differ ? 1 : threads_now() == 0 || threads_now() == 2 ? 0 : 2);
+	}
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the child of fork: status %d", status);
+	ref_free(&r);
+	for (int i = 0; i < 4; i++)
+		free(W[i]);
+	free(x);
+	free(want);
+}
+END_TEST
+
+/*
+ * Threads that cannot be started: the team runs with those it has (none,
+ * or one of three), and the numbers are the same bits.  In a child of
+ * fork, whose team starts empty whatever the tests before did.
+ */
+START_TEST(test_threads_refused)
+{
+	const size_t n = 300, dm = 64, H = 4;
+	double *x = rnd_matrix(n * dm), *W[4], *want = malloc(n * dm * sizeof(double));
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+			     .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm };
+	const mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_weights w = MHA_INIT(mha_weights);
+	pid_t child;
+	int status;
+
+	for (int i = 0; i < 4; i++)
+		W[i] = rnd_matrix(dm * dm);
+	w = (mha_weights){ .size = sizeof(mha_weights),
+			   .W_Q = W[0], .W_K = W[1], .W_V = W[2], .W_O = W[3] };
+	ck_assert_int_eq(mha_forward(want, &d, &in, &w, &(mha_config){ .size = sizeof(mha_config),
+								       .causal = MHA_CAUSAL_TOP_LEFT,
+								     .threads = 1 }, NULL, NULL),
+			 MHA_OK);
+	fflush(NULL);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (!child) {
+		struct concurrent c = { &d, &in, &w, want, n * dm, 2, 3, 0 };
+		int bad = 0;
+
+		threads_allowed = 0; /* none: the caller alone */
+		concurrent_calls(&c);
+		bad |= c.differ || threads_now() > 1;
+		threads_allowed = 1; /* one of the three 4 threads want */
+		c.threads = 4;
+		concurrent_calls(&c);
+		bad |= c.differ || (threads_now() && threads_now() != 2);
+		_exit(bad);
+	}
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "threads refused: not the one-thread bits, or threads started (status %d)", status);
+	for (int i = 0; i < 4; i++)
+		free(W[i]);
+	free(x);
+	free(want);
+}
+END_TEST
+
+void unit_add_threads(const struct unit_suite *u)
+{
+	tcase_add_test(u->ref, test_concurrent_calls);
+	tcase_add_test(u->ref, test_threads_refused);
+	tcase_add_test(u->err, test_threads_default);
+}
