@@ -1,10 +1,10 @@
 /*
- * cmd_backward.c: 'mha backward', every gradient of the layer from
+ * backward.c: 'mha backward', every gradient of the layer from
  * forward's inputs and options and --grad-output (the upstream gradient).
  *
- * The command line is forward's (cmd_forward.c parses and checks it, loads
- * the problem and hands it here, struct forward_command's backward set):
- * this file owns what is backward's own: its steps (a table, as steps.c's
+ * The command line is the skeleton's (attention.c parses and checks it,
+ * loads the problem and hands it to this file's hooks): this file owns
+ * what is backward's own: its steps (a table, as steps.c's
  * for forward), --print's names, --grad-output's reading and shape, the
  * run of mha_backward() with an observer keeping each step, the items the
  * writers print (emit.c), and --explain's narration with --cell working one
@@ -14,7 +14,8 @@
 #include "base/number.h"
 #include "base/budget.h"
 #include "write/emit.h"
-#include "cmd/forward.h"
+#include "cmd/attention.h"
+#include "base/files.h"
 #include "read/input.h"
 #include "load/problem.h"
 #include "run/run.h"
@@ -47,8 +48,8 @@ static const char backward_usage[] =
 	"                        a batch); JSON (\"dO\" or \"grad_output\"), CSV or .npy.\n"
 	"                        Default: all ones, the gradient of sum(output)\n"
 	"\n"
-	FORWARD_USAGE_INPUTS
-	FORWARD_USAGE_ATTENTION
+	ATTN_USAGE_INPUTS
+	ATTN_USAGE_ATTENTION
 	"Computation:\n"
 	"      --max-memory SIZE the most a run may allocate, e.g. 512M, 4G, none\n"
 	"                        (default: 3/4 of the memory)\n"
@@ -80,8 +81,21 @@ static const char backward_usage[] =
 	"      --cell Q,K        with --explain: dS[Q][K] worked by hand in each head\n"
 	"                        (numbers from 1, or tokens)\n"
 	"      --sequence N      with a batch: sequence N alone\n"
-	FORWARD_USAGE_HELP
-	FORWARD_USAGE_EXIT;
+	ATTN_USAGE_HELP
+	ATTN_USAGE_EXIT;
+
+/* What 'mha backward' takes from the command line. */
+struct backward_request {
+	const char *hint;
+	const struct emit *emit;
+	const char *print;   /* --print as given, or NULL */
+	int explain;         /* --explain (--cell: the problem's cell) */
+	int has_cell;
+	size_t sequence;     /* --sequence N, or 0 */
+	int print_all;
+	unsigned long long steps; /* set by backward_check: the steps asked for */
+	int f32;             /* --dtype f32: the gradients alone, as floats */
+};
 
 /* ---- the steps ------------------------------------------------------------ */
 
@@ -205,7 +219,7 @@ static const char *bstep_names(char *buf, size_t size)
 	return buf;
 }
 
-int backward_check(struct backward_request *r, const struct problem_spec *s)
+static int backward_check(struct backward_request *r, const struct problem_spec *s)
 {
 	char known[400];
 
@@ -274,10 +288,10 @@ int backward_check(struct backward_request *r, const struct problem_spec *s)
 	return 0;
 }
 
-/* could a run write name into a directory: meta.json, KEY.ext, headN_KEY.ext */
-int backward_may_write(const char *name, void *ctx)
+/* could a run write name into -o DIR/: meta.json, KEY.ext, headN_KEY.ext */
+static int backward_may_write(const struct attn_options *o, const char *name)
 {
-	const char *ext = ctx;
+	const char *ext = emit_dir_ext(o->emit.format);
 	char buf[256];
 
 	if (!strcmp(name, "meta.json"))
@@ -672,32 +686,20 @@ static int explain(const struct emit *e, const struct step_items *lists, size_t 
 /* ---- --dtype f32 -------------------------------------------------------------- */
 
 /*
- * --dtype f32: the inputs, weights and dO rounded to float, the library's
- * mha_backward_f32, the gradients widened back (exactly) into g's arrays.
+ * --dtype f32: the inputs and weights as floats (run_floats_make), dO
+ * rounded, the library's mha_backward_f32, the gradients widened back
+ * (exactly) into g's arrays.
  */
 static mha_status backward_f32(const mha_grads *g, const double *dout, const struct problem *p,
 			       const size_t n[12], mha_report *rep)
 {
 	const mha_dims *d = &p->d;
-	const mha_inputs *in = &p->in;
-	const mha_weights *w = &p->weights;
 	const size_t B = problem_sequences(p);
-	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
-	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
-	const size_t oc = mha_output_cols(d, w->W_O != NULL);
+	const size_t oc = mha_output_cols(d, p->weights.W_O != NULL);
 	double *const gd[12] = { g->dxq, g->dxk, g->dxv, g->dW_Q, g->dW_K, g->dW_V,
 				 g->dW_O, g->db_Q, g->db_K, g->db_V, g->db_O, g->dsinks };
-	int ok = 1;
-	float *xq = floats_copy(in->xq, B * d->n_q * d->d_q_in, &ok);
-	float *xk = in->xk == in->xq ? xq : floats_copy(in->xk, B * d->n_kv * d->d_k_in, &ok);
-	float *xv = in->xv == in->xk ? xk : in->xv == in->xq ? xq :
-		    floats_copy(in->xv, B * d->n_kv * d->d_v_in, &ok);
-	float *W[8] = {
-		floats_copy(w->W_Q, d->d_q_in * hk, &ok), floats_copy(w->W_K, d->d_k_in * gk, &ok),
-		floats_copy(w->W_V, d->d_v_in * gv, &ok), floats_copy(w->W_O, hv * oc, &ok),
-		floats_copy(w->b_Q, hk, &ok), floats_copy(w->b_K, gk, &ok), floats_copy(w->b_V, gv, &ok),
-		floats_copy(w->W_O ? w->b_O : NULL, oc, &ok),
-	};
+	struct run_floats f;
+	int ok = run_floats_make(&f, p) == 0;
 	float *fo = floats_copy(dout, B * d->n_q * oc, &ok), *gf[12];
 	mha_status st = MHA_ERR_NOMEM;
 
@@ -710,20 +712,12 @@ static mha_status backward_f32(const mha_grads *g, const double *dout, const str
 		const mha_grads_f32 gg = { gf[0], gf[1], gf[2], gf[3], gf[4],  gf[5],
 					   gf[6], gf[7], gf[8], gf[9], gf[10], gf[11] };
 
-		st = mha_backward_f32(&gg, fo, d, &(mha_inputs_f32){ xq, xk, xv },
-				      &(mha_weights_f32){ W[0], W[1], W[2], W[3], W[4], W[5], W[6], W[7] },
-				      &p->cfg, rep);
+		st = mha_backward_f32(&gg, fo, d, &f.in, &f.w, &p->cfg, rep);
 		for (int i = 0; st == MHA_OK && i < 12; i++)
 			for (size_t k = 0; gf[i] && k < n[i]; k++)
 				gd[i][k] = gf[i][k];
 	}
-	if (xv != xk && xv != xq)
-		free(xv);
-	if (xk != xq)
-		free(xk);
-	free(xq);
-	for (int i = 0; i < 8; i++)
-		free(W[i]);
+	run_floats_free(&f);
 	for (int i = 0; i < 12; i++)
 		free(gf[i]);
 	free(fo);
@@ -740,7 +734,7 @@ static void round_f32(matrix *m)
 
 /* ---- the command ---------------------------------------------------------- */
 
-int backward_run(struct problem *p, struct backward_request *r)
+static int backward_run(struct problem *p, const struct backward_request *r)
 {
 	const mha_dims *d = &p->d;
 	const size_t B = problem_sequences(p), G = d->kv_heads ? d->kv_heads : d->heads;
@@ -779,7 +773,8 @@ int backward_run(struct problem *p, struct backward_request *r)
 		/* the library's scratch, with the ones, and the observer's copies, beside what is held */
 		const size_t per = mha_backward_memory(d, &p->cfg, wanted);
 		size_t copies = 0, need;
-		char t[48], m[48];
+		struct run_need n = { .who = "this run",
+				      .advice = "print fewer steps, or raise --max-memory" };
 
 		/* each watched stage at most (n_q, n_kv) or a whole projection's size,
 		 * a head stage once per head; sizes fit (mha_check saw them) */
@@ -807,12 +802,9 @@ int backward_run(struct problem *p, struct backward_request *r)
 
 			need = more < (double)(SIZE_MAX / 2 - need) ? need + (size_t)more : SIZE_MAX;
 		}
-		if (need > budget_left()) {
-			error("this run needs about %s beside the inputs, more than --max-memory (%s) "
-			      "leaves: print fewer steps, or raise --max-memory",
-			      show_bytes(t, sizeof(t), need), show_bytes(m, sizeof(m), budget_limit()));
+		n.bytes[0] = need;
+		if (run_check_memory(&n))
 			goto done;
-		}
 	}
 	/* the gradients */
 	if (alloc_input(&gr.dxq, p, d->n_q, d->d_q_in) || alloc_input(&gr.dxk, p, d->n_kv, d->d_k_in) ||
@@ -965,10 +957,62 @@ done:
 	return rc;
 }
 
-static const struct forward_command backward = { .hint = "backward", .usage = backward_usage,
-						  .backward = 1 };
+/* --print is read by the check, which knows --softcap and --rope */
+static int backward_print(struct attn_options *o, const char *arg)
+{
+	(void)o;
+	(void)arg;
+	return 0;
+}
+
+/* The output's name and format, then backward's own steps; the request
+ * kept for the run (o->own). */
+static int backward_check_options(struct attn_options *o)
+{
+	const char *hint = o->cmd->name;
+	struct backward_request *r = o->own;
+
+	*r = (struct backward_request){ .hint = hint, .emit = &o->emit, .print = o->print_arg,
+					.explain = o->explain, .has_cell = o->spec.cell != NULL,
+					.sequence = o->sequence, .f32 = o->f32 };
+	if (!o->format_given && o->emit.output && !emit_known_name(o->emit.output))
+		return usage_error(hint, "-o '%s': mha writes .json, .csv, .npy, .npz, .md and .txt "
+				   "files (or text under a name with no extension); add --format to "
+				   "write another name", o->emit.output);
+	if (!o->format_given && o->emit.output)
+		o->emit.format = emit_format_of_output(o->emit.output);
+	if (o->emit.format == FORMAT_HEATMAP || o->emit.format == FORMAT_SVG)
+		return usage_error(hint, "mha backward writes text, json, csv, markdown, npy or npz, "
+				   "not a heatmap");
+	if (o->f32 && o->spec.cfg.exact)
+		return usage_error(hint, "--exact is float64's plain path: leave out --dtype f32");
+	if (o->f32 && o->explain)
+		return usage_error(hint, "--explain tells float64's steps: leave out --dtype f32");
+	if (o->explain && o->emit.format != FORMAT_TEXT)
+		return usage_error(hint, "--explain writes text: leave out --format");
+	if (o->explain && o->print_arg)
+		return usage_error(hint, "--explain shows every step: leave out --print");
+	return backward_check(r, &o->spec) ? -1 : 0;
+}
+
+static int backward_cmd_run(struct attn_options *o, struct problem *p)
+{
+	const int rc = attn_pick_sequence(o, p);
+
+	return rc ? rc : backward_run(p, o->own);
+}
+
+const struct attn_command attn_backward = {
+	.name = "backward", .usage = backward_usage, .takes = OPT_GRAD,
+	.help_groups = OPT_INPUT | OPT_ATTN | OPT_RUN | OPT_DTYPE | OPT_EXACT | OPT_PRINT |
+		       OPT_EXPLAIN | OPT_GRAD,
+	.print = backward_print, .check = backward_check_options, .may_write = backward_may_write,
+	.run = backward_cmd_run
+};
 
 int cmd_backward(int argc, char **argv)
 {
-	return forward_run(argc, argv, &backward);
+	struct backward_request r = { 0 };
+
+	return attn_main(argc, argv, &attn_backward, &r);
 }
