@@ -46,7 +46,7 @@ const struct cmp_step cmp_steps[C_COUNT] = {
 
 const char *cmp_key(int i)
 {
-	return steps[cmp_steps[i].step].key;
+	return step_key(&steps[cmp_steps[i].step]);
 }
 
 const char *cmp_name(int i)

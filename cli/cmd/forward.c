@@ -186,29 +186,10 @@ int forward_may_write(const struct attn_options *o, const char *name)
 			       emit_dir_ext(o->emit.format));
 }
 
-/* The observer of a batch: each sequence's steps into its own results. */
-struct batch_keep {
-	struct step_results *res; /* [sequences] */
-	size_t cur;               /* the sequence the library is on */
-};
-
-static int keep_sequence(void *ctx, size_t b)
-{
-	((struct batch_keep *)ctx)->cur = b;
-	return 0;
-}
-
-static int keep_step(void *ctx, mha_stage stage, int head, const double *m, size_t rows, size_t cols)
-{
-	struct batch_keep *k = ctx;
-
-	return steps_keep(&k->res[k->cur], stage, head, m, rows, cols);
-}
-
 int forward_run(struct attn_options *o, struct problem *pb)
 {
 	struct step_results *res = NULL;
-	struct batch_keep keep;
+	struct steps_batch keep;
 	struct step_facts f, *fs = NULL;
 	mha_config *cfgs = NULL;
 	mha_observer obs;
@@ -240,8 +221,8 @@ int forward_run(struct attn_options *o, struct problem *pb)
 		res[b].heads = pb->d.heads;
 		res[b].mask_per_head = pb->cfg.mask.per_head || pb->cfg.alibi.on; /* ALiBi: a mask per head */
 	}
-	keep = (struct batch_keep){ .res = res };
-	obs = (mha_observer){ .fn = keep_step, .ctx = &keep, .sequence = keep_sequence,
+	keep = (struct steps_batch){ .res = res };
+	obs = (mha_observer){ .fn = steps_batch_keep, .ctx = &keep, .sequence = steps_batch_sequence,
 			      .wanted = steps_stages(p, pb->d.heads) };
 	if (problem_check_memory(pb, obs.wanted, o->f32) ||
 	    problem_forward(&out, pb, &obs, o->f32, &rep))

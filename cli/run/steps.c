@@ -290,29 +290,29 @@ static void title_output(char *buf, size_t size, const struct step_facts *f, siz
 #define KF AXIS_KEY, AXIS_FEATURE
 
 const struct step steps[STEP_COUNT] = {
-	[STEP_X] = { "x", "X", -1, -1, QF, ALL_ALWAYS, STEP_INPUT | STEP_F32, title_x },
-	[STEP_Q] = { "q", "Q", MHA_STAGE_Q, MHA_STAGE_HEAD_Q, QF, ALL_ALWAYS, STEP_BLOCKS, title_q },
-	[STEP_K] = { "k", "K", MHA_STAGE_K, MHA_STAGE_HEAD_K, KF, ALL_ALWAYS, STEP_BLOCKS, title_k },
-	[STEP_V] = { "v", "V", MHA_STAGE_V, MHA_STAGE_HEAD_V, KF, ALL_ALWAYS, STEP_BLOCKS, title_v },
-	[STEP_Q_ROT] = { "q_rot", "q_rot", MHA_STAGE_Q_ROT, -1, QF, ALL_IF_ROPE, 0, title_q_rot },
-	[STEP_K_ROT] = { "k_rot", "k_rot", MHA_STAGE_K_ROT, -1, KF, ALL_IF_ROPE, 0, title_k_rot },
-	[STEP_SCORES] = { "scores", "scores", -1, MHA_STAGE_SCORES, QK, ALL_ALWAYS, STEP_DRAWABLE,
+	[STEP_X] = { "x", "X", -1, -1, QF, WHEN_ALWAYS, STEP_INPUT | STEP_F32, title_x },
+	[STEP_Q] = { "q", NULL, MHA_STAGE_Q, MHA_STAGE_HEAD_Q, QF, WHEN_ALWAYS, STEP_BLOCKS, title_q },
+	[STEP_K] = { "k", NULL, MHA_STAGE_K, MHA_STAGE_HEAD_K, KF, WHEN_ALWAYS, STEP_BLOCKS, title_k },
+	[STEP_V] = { "v", NULL, MHA_STAGE_V, MHA_STAGE_HEAD_V, KF, WHEN_ALWAYS, STEP_BLOCKS, title_v },
+	[STEP_Q_ROT] = { "q_rot", NULL, MHA_STAGE_Q_ROT, -1, QF, WHEN_ROPE, 0, title_q_rot },
+	[STEP_K_ROT] = { "k_rot", NULL, MHA_STAGE_K_ROT, -1, KF, WHEN_ROPE, 0, title_k_rot },
+	[STEP_SCORES] = { "scores", NULL, -1, MHA_STAGE_SCORES, QK, WHEN_ALWAYS, STEP_DRAWABLE,
 			  title_scores },
-	[STEP_SCALED] = { "scaled", "scaled", -1, MHA_STAGE_SCALED, QK, ALL_ALWAYS, STEP_DRAWABLE,
+	[STEP_SCALED] = { "scaled", NULL, -1, MHA_STAGE_SCALED, QK, WHEN_ALWAYS, STEP_DRAWABLE,
 			  title_scaled },
-	[STEP_SOFTCAPPED] = { "softcapped", "softcapped", -1, MHA_STAGE_SOFTCAPPED, QK,
-			      ALL_IF_SOFTCAP, STEP_DRAWABLE, title_softcapped },
-	[STEP_MASK] = { "mask", "mask", -1, MHA_STAGE_MASK, QK, ALL_IF_MASK, STEP_STACKED,
+	[STEP_SOFTCAPPED] = { "softcapped", NULL, -1, MHA_STAGE_SOFTCAPPED, QK,
+			      WHEN_SOFTCAP, STEP_DRAWABLE, title_softcapped },
+	[STEP_MASK] = { "mask", NULL, -1, MHA_STAGE_MASK, QK, WHEN_MASK, STEP_STACKED,
 			title_mask },
-	[STEP_MASKED] = { "masked", "masked", -1, MHA_STAGE_MASKED, QK, ALL_IF_MASK, STEP_DRAWABLE,
+	[STEP_MASKED] = { "masked", NULL, -1, MHA_STAGE_MASKED, QK, WHEN_MASK, STEP_DRAWABLE,
 			  title_masked },
-	[STEP_SOFTMAX] = { "softmax", "softmax", -1, MHA_STAGE_SOFTMAX, QK, ALL_ALWAYS,
+	[STEP_SOFTMAX] = { "softmax", NULL, -1, MHA_STAGE_SOFTMAX, QK, WHEN_ALWAYS,
 			   STEP_DRAWABLE, title_softmax },
-	[STEP_HEADS] = { "heads", "output", -1, MHA_STAGE_HEAD_OUTPUT, QF, ALL_ALWAYS, 0,
+	[STEP_HEADS] = { "heads", "output", -1, MHA_STAGE_HEAD_OUTPUT, QF, WHEN_ALWAYS, 0,
 			 title_heads },
-	[STEP_CONCAT] = { "concat", "concat", MHA_STAGE_CONCAT, -1, QF, ALL_ALWAYS,
+	[STEP_CONCAT] = { "concat", NULL, MHA_STAGE_CONCAT, -1, QF, WHEN_ALWAYS,
 			  STEP_AFTER_HEADS, title_concat },
-	[STEP_OUTPUT] = { "output", "output", MHA_STAGE_OUTPUT, -1, QF, ALL_ALWAYS,
+	[STEP_OUTPUT] = { "output", NULL, MHA_STAGE_OUTPUT, -1, QF, WHEN_ALWAYS,
 			  STEP_RESULT | STEP_AFTER_HEADS | STEP_F32, title_output },
 };
 
@@ -359,13 +359,28 @@ const char *step_names(char *buf, size_t size)
 	return buf;
 }
 
-/* whether the run has step s: softcapped, the mask and masked not always */
-static int run_has(int s, const struct step_facts *f)
+const char *step_key(const struct step *s)
 {
-	switch (steps[s].all) {
-	case ALL_IF_SOFTCAP: return f->cfg->softcap > 0;
-	case ALL_IF_MASK: return masked(f);
-	case ALL_IF_ROPE: return f->cfg->rope.mode != MHA_ROPE_NONE;
+	const int stage = s->stage >= 0 ? s->stage : s->head_stage;
+
+	if (s->key)
+		return s->key;
+	return s->flags & STEP_GRAD ? mha_grad_stage_name((mha_grad_stage)stage)
+				    : mha_stage_name((mha_stage)stage);
+}
+
+int step_exists(const struct step *s, const struct step_facts *f)
+{
+	switch (s->when) {
+	case WHEN_SOFTCAP: return f->cfg->softcap > 0;
+	case WHEN_MASK: return masked(f);
+	case WHEN_ROPE: return f->cfg->rope.mode != MHA_ROPE_NONE;
+	case WHEN_WO: return has_weight(f, WO);
+	case WHEN_PROJECTED: return !f->direct;
+	case WHEN_KV: return f->cross && !f->apart;
+	case WHEN_APART: return f->apart;
+	case WHEN_WEIGHT: return has_weight(f, s->weight);
+	case WHEN_SINKS: return f->cfg->sinks != NULL;
 	default: return 1;
 	}
 }
@@ -375,7 +390,7 @@ unsigned steps_print_set(unsigned asked, int all, const struct step_facts *f)
 	unsigned p = asked;
 
 	for (int s = 0; s < STEP_COUNT; s++) {
-		if (all && run_has(s, f))
+		if (all && step_exists(&steps[s], f))
 			p |= STEP_BIT(s);
 		/* X is not an input when Q, K and V are */
 		if (f->direct && (steps[s].flags & STEP_INPUT))
@@ -427,18 +442,20 @@ unsigned steps_stages(unsigned p, size_t heads)
 int steps_keep(void *ctx, mha_stage stage, int head, const double *m, size_t rows, size_t cols)
 {
 	struct step_results *r = ctx;
+	const struct step *t = r->table ? r->table : steps;
+	const int n = r->n ? (int)r->n : STEP_COUNT;
 	matrix *dst;
 	int s;
 
-	for (s = 0; s < STEP_COUNT; s++)
-		if (head < 0 ? steps[s].stage == (int)stage && !(steps[s].flags & STEP_RESULT)
-			     : steps[s].head_stage == (int)stage)
+	for (s = 0; s < n; s++)
+		if (head < 0 ? t[s].stage == (int)stage && !(t[s].flags & STEP_RESULT)
+			     : t[s].head_stage == (int)stage)
 			break;
-	if (s == STEP_COUNT)
+	if (s == n)
 		return 0; /* not asked for */
 	if (head < 0) {
 		dst = &r->whole[s];
-	} else if ((steps[s].flags & STEP_STACKED) && !r->mask_per_head) {
+	} else if ((t[s].flags & STEP_STACKED) && !r->mask_per_head) {
 		/* one mask for every head: keep the first copy as the whole-model mask */
 		if (head > 0)
 			return 0;
@@ -458,14 +475,40 @@ int steps_keep(void *ctx, mha_stage stage, int head, const double *m, size_t row
 	return 0;
 }
 
+int steps_batch_keep(void *ctx, mha_stage stage, int head, const double *m, size_t rows,
+		     size_t cols)
+{
+	struct steps_batch *k = ctx;
+
+	return steps_keep(&k->res[k->cur], stage, head, m, rows, cols);
+}
+
+int steps_batch_keep_grad(void *ctx, mha_grad_stage stage, int head, const double *m, size_t rows,
+			  size_t cols)
+{
+	struct steps_batch *k = ctx;
+
+	/* the results' table says which kind of stage it is */
+	return steps_keep(&k->res[k->cur], (mha_stage)stage, head, m, rows, cols);
+}
+
+int steps_batch_sequence(void *ctx, size_t b)
+{
+	((struct steps_batch *)ctx)->cur = b;
+	return 0;
+}
+
 int steps_stack(struct step_results *r)
 {
-	for (int s = 0; s < STEP_COUNT; s++) {
+	const struct step *t = r->table ? r->table : steps;
+	const size_t n = r->n ? r->n : STEP_COUNT;
+
+	for (size_t s = 0; s < n; s++) {
 		const matrix *per = r->per_head[s];
 		matrix *all = &r->whole[s];
 		size_t plane;
 
-		if (!per || !(steps[s].flags & STEP_STACKED))
+		if (!per || !(t[s].flags & STEP_STACKED))
 			continue;
 		plane = per[0].dim[0] * per[0].dim[1];
 		if (matrix_alloc(all, 3, r->heads, per[0].dim[0], per[0].dim[1]))
@@ -478,12 +521,13 @@ int steps_stack(struct step_results *r)
 
 void steps_results_free(struct step_results *r)
 {
-	for (int s = 0; s < STEP_COUNT; s++) {
+	for (size_t s = 0; s < STEP_MAX; s++) {
 		matrix_free(&r->whole[s]);
 		if (r->per_head[s])
 			for (size_t h = 0; h < r->heads; h++)
 				matrix_free(&r->per_head[s][h]);
 		free(r->per_head[s]);
+		r->per_head[s] = NULL;
 	}
 }
 
@@ -518,7 +562,7 @@ static int add_item(struct step_items *list, int s, size_t head, const matrix *m
 	if (!it)
 		return -1;
 	it->step = s;
-	it->key = steps[s].key;
+	it->key = step_key(&steps[s]);
 	it->head = head;
 	it->m = m;
 	it->rows = steps[s].rows;
@@ -737,14 +781,14 @@ int steps_may_write(const char *name, unsigned p, size_t heads, const char *ext)
 
 		if (!(p & STEP_BIT(s)))
 			continue;
-		if (has_whole(st) && !strcmp(name, step_file_name(buf, sizeof(buf), st->key, 0, 0, ext)))
+		if (has_whole(st) && !strcmp(name, step_file_name(buf, sizeof(buf), step_key(st), 0, 0, ext)))
 			return 1;
 		if (n && has_per_head(st) &&
-		    !strcmp(name, step_file_name(buf, sizeof(buf), st->key, n, 0, ext)))
+		    !strcmp(name, step_file_name(buf, sizeof(buf), step_key(st), n, 0, ext)))
 			return 1;
 		/* CSV holds 2-D: a stacked step may be one file per head */
 		if (n && (st->flags & STEP_STACKED) && !strcmp(ext, "csv") &&
-		    !strcmp(name, step_file_name(buf, sizeof(buf), st->key, 0, n, ext)))
+		    !strcmp(name, step_file_name(buf, sizeof(buf), step_key(st), 0, n, ext)))
 			return 1;
 	}
 	return 0;
