@@ -48,8 +48,7 @@ static const char backward_usage[] =
 	"                        a batch); JSON (\"dO\" or \"grad_output\"), CSV or .npy.\n"
 	"                        Default: all ones, the gradient of sum(output)\n"
 	"\n"
-	ATTN_USAGE_INPUTS
-	ATTN_USAGE_ATTENTION
+	ATTN_USAGE_SHARED
 	"Computation:\n"
 	"      --max-memory SIZE the most a run may allocate, e.g. 512M, 4G, none\n"
 	"                        (default: 3/4 of the memory)\n"
@@ -240,14 +239,10 @@ static int backward_may_write(const struct attn_options *o, const char *name)
 
 /* ---- the run -------------------------------------------------------------- */
 
-/* What a run has: which steps exist for these inputs and options. */
+/* Where the run's inputs come from, and which steps it has. */
 struct bfacts {
-	const struct problem *p;
 	struct step_facts sf; /* what step_exists reads */
-	int direct, kv, apart, rope, softcap, wo, sinks;
-	int wq, wk, wv;  /* the projection weights given */
-	double scale;    /* what the scores were multiplied by */
-	const int *shared; /* [3] dxq, dxk, dxv: of an input a batch shares */
+	int direct, kv, apart; /* Q, K, V given; --kv; --xk and --xv */
 };
 
 static int run_has(const struct bfacts *f, int s)
@@ -324,130 +319,6 @@ static int read_grad_output(matrix *g, const struct problem *p, size_t sequence,
 	return 0;
 }
 
-/* a title with the head (1-based) and its key/value head filled in */
-static void title_of(char *buf, size_t size, int s, size_t head, const mha_dims *d)
-{
-	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
-	const size_t kv = head ? (head - 1) / (d->heads / G) + 1 : 0;
-
-#if defined(__GNUC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
-#endif
-	if (s == GS_DO)
-		snprintf(buf, size, grad_steps[s].formula, head, head);
-	else if (is_per_head(s))
-		snprintf(buf, size, grad_steps[s].formula, head, kv);
-	else
-		snprintf(buf, size, "%s", grad_steps[s].formula);
-#if defined(__GNUC__)
-#pragma GCC diagnostic pop
-#endif
-}
-
-static int add(struct step_items *list, int s, size_t head, const matrix *m, const mha_dims *d,
-	       const char *title)
-{
-	struct step_item *it;
-
-	if (!m || !m->rank)
-		return 0;
-	if (!(it = steps_push(list)))
-		return -1;
-	it->step = 1000 + s; /* apart from forward's steps */
-	it->key = step_key(&grad_steps[s]);
-	it->head = head;
-	it->m = m;
-	it->rows = grad_steps[s].rows;
-	it->cols = grad_steps[s].cols;
-	if (title)
-		snprintf(it->title, sizeof(it->title), "%s", title);
-	else
-		title_of(it->title, sizeof(it->title), s, head, d);
-	return 0;
-}
-
-/* The items of sequence b: the whole model's first, each head's, then the results. */
-static int collect(struct step_items *list, const struct bfacts *f, unsigned long long want,
-		   const struct step_results *k, const matrix *res, const mha_dims *d)
-{
-	static const char *const direct_titles[3] = { "dQ (the gradient of the Q given)",
-						      "dK (the gradient of the K given)",
-						      "dV (the gradient of the V given)" };
-	int rc = 0;
-
-#define WANT(s) ((want & GS_BIT(s)) && run_has(f, (s)))
-	if (WANT(GS_GRAD_OUTPUT))
-		rc |= add(list, GS_GRAD_OUTPUT, 0, &k->whole[MHA_GRAD_DOUTPUT], d, NULL);
-	if (WANT(GS_DCONCAT))
-		rc |= add(list, GS_DCONCAT, 0, &k->whole[MHA_GRAD_DCONCAT], d, NULL);
-	for (size_t h = 0; h < d->heads && !rc; h++)
-		for (int s = GS_P; s <= GS_DK_H && !rc; s++) {
-			char title[200];
-
-			if (!WANT(s) || !k->per_head[s])
-				continue;
-			if (s == GS_DSCORES) {
-				/* the scale as a number: what the scores were multiplied by */
-				char v[40];
-
-				format_shortest(v, sizeof(v), f->scale);
-				snprintf(title, sizeof(title), "head %zu: dscores = %s * %s", h + 1,
-					 f->softcap ? "dscaled" : "dS", v);
-			} else {
-				title_of(title, sizeof(title), s, h + 1, d);
-			}
-			rc |= add(list, s, h + 1, &k->per_head[s][h], d, title);
-		}
-	for (int s = GS_DQ_ROT; s <= GS_DV && !rc; s++) {
-		if (!WANT(s))
-			continue;
-		if (s >= GS_DQ && f->direct)
-			rc |= add(list, s, 0, &res[s], d, f->shared[s - GS_DQ] ? "the gradient of the "
-				  "one matrix every sequence shares: summed over them" : direct_titles[s - GS_DQ]);
-		else if ((s == GS_DQ || s == GS_DK) && f->rope)
-			rc |= add(list, s, 0, &k->whole[s], d,
-				  s == GS_DQ ? "dQ = dq_rot turned back (each pair by minus its angle)"
-					    : "dK = dk_rot turned back (each pair by minus its angle)");
-		else
-			rc |= add(list, s, 0, &k->whole[s], d, NULL);
-	}
-	for (int s = GS_DX; s < GS_COUNT && !rc; s++)
-		if (WANT(s)) {
-			char title[200];
-
-			if (s == GS_DX && !f->kv && !f->apart)
-				snprintf(title, sizeof(title), "dX = %s + %s + %s (X is the query, key and "
-					 "value source)", f->wq ? "dQ*W_Q^T" : "dQ", f->wk ? "dK*W_K^T" : "dK",
-					 f->wv ? "dV*W_V^T" : "dV");
-			else if (s == GS_DX)
-				snprintf(title, sizeof(title), "dX = %s", f->wq ? "dQ*W_Q^T" : "dQ");
-			else if (s == GS_DX_KV)
-				snprintf(title, sizeof(title), "dX_kv = %s + %s", f->wk ? "dK*W_K^T" : "dK",
-					 f->wv ? "dV*W_V^T" : "dV");
-			else if (s == GS_DX_K || s == GS_DX_V)
-				snprintf(title, sizeof(title), "%s = %s", step_key(&grad_steps[s]),
-					 s == GS_DX_K ? (f->wk ? "dK*W_K^T" : "dK") : (f->wv ? "dV*W_V^T" : "dV"));
-			else if (s == GS_DW_K || s == GS_DW_V)
-				/* the source of the keys or the values */
-				snprintf(title, sizeof(title), "%s = %s^T*%s", step_key(&grad_steps[s]),
-					 f->apart ? (s == GS_DW_K ? "X_k" : "X_v") : f->kv ? "X_kv" : "X",
-					 s == GS_DW_K ? "dK" : "dV");
-			else
-				title_of(title, sizeof(title), s, 0, d);
-			if ((s == GS_DX && f->shared[0]) || ((s == GS_DX_KV || s == GS_DX_K) && f->shared[1]) ||
-			    (s == GS_DX_V && f->shared[2])) {
-				const size_t n = strlen(title);
-
-				snprintf(title + n, sizeof(title) - n, ", summed over the sequences (one "
-					 "matrix for all)");
-			}
-			rc |= add(list, s, 0, &res[s], d, title);
-		}
-#undef WANT
-	return rc ? -1 : 0;
-}
-
 /* m (n) += a (n) */
 static void add_to(double *m, const double *a, size_t n)
 {
@@ -512,11 +383,8 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 	const size_t B = problem_sequences(p), G = d->kv_heads ? d->kv_heads : d->heads;
 	const size_t out_cols = mha_output_cols(d, p->weights.W_O != NULL);
 	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
-	struct bfacts f = { .p = p, .direct = p->direct, .kv = p->spec.kv != NULL,
-			    .apart = p->spec.xk != NULL, .rope = p->cfg.rope.mode != MHA_ROPE_NONE,
-			    .softcap = p->cfg.softcap > 0, .wo = p->weights.W_O != NULL,
-			    .sinks = p->cfg.sinks != NULL, .wq = p->weights.W_Q != NULL,
-			    .wk = p->weights.W_K != NULL, .wv = p->weights.W_V != NULL };
+	struct bfacts f = { .direct = p->direct, .kv = p->spec.kv != NULL,
+			    .apart = p->spec.xk != NULL };
 	struct bgrads gr = { 0 };
 	struct step_results *keep = NULL;
 	struct step_items *lists = NULL;
@@ -528,6 +396,7 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 	struct step_facts facts;
 	mha_status st;
 	unsigned wanted = 0;
+	unsigned long long shown = 0; /* those asked for that the run has */
 	int shared[3] = { 0 }; /* dxq, dxk, dxv: of an input shared by a batch */
 	int rc = EXIT_DATA;
 
@@ -604,7 +473,8 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 		goto done;
 	}
 	for (size_t b = 0; b < B; b++)
-		keep[b] = (struct step_results){ .table = grad_steps, .n = GS_COUNT, .heads = d->heads };
+		keep[b] = (struct step_results){ .table = grad_steps, .n = GS_COUNT, .heads = d->heads,
+						 .item_base = 1000, .only_held = 1 };
 	keeper = (struct steps_batch){ .res = keep };
 	obs = (mha_grad_observer){ .fn = steps_batch_keep_grad, .ctx = &keeper, .wanted = wanted,
 				   .sequence = steps_batch_sequence };
@@ -677,10 +547,13 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 		round_f32(&gr.dsinks);
 	}
 	problem_facts(p, rep.scale, &facts);
-	f.scale = rep.scale;
-	f.shared = shared;
+	facts.shared = shared;
+	for (int k = 0; k < GS_COUNT; k++)
+		if ((r->steps & GS_BIT(k)) && run_has(&f, k))
+			shown |= GS_BIT(k);
 	for (size_t b = 0; b < B; b++) {
 		matrix *rb = &res[b * GS_COUNT];
+		const matrix *given[STEP_MAX] = { 0 };
 		/* a shared input's total is plane 0, under every sequence */
 		const matrix q = step_plane(&gr.dxq, shared[0] ? 0 : b);
 		const matrix k = step_plane(&gr.dxk, shared[1] ? 0 : b);
@@ -698,7 +571,12 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 			rb[GS_DB_Q + i] = gr.db[i];
 		}
 		rb[GS_DSINKS] = gr.dsinks;
-		if (collect(&lists[b], &f, r->steps, &keep[b], rb, d))
+		/* the results; Q, K and V given: theirs are the inputs' gradients */
+		for (int i = GS_DX; i < GS_COUNT; i++)
+			given[i] = &rb[i];
+		for (int i = GS_DQ; f.direct && i <= GS_DV; i++)
+			given[i] = &rb[i];
+		if (steps_collect_given(&lists[b], &keep[b], shown, &facts, given))
 			goto done;
 	}
 	{

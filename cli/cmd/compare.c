@@ -49,8 +49,7 @@ static const char compare_usage[] =
 	"                        f32); an entry agrees when |theirs - mha| <= A +\n"
 	"                        R*|mha|\n"
 	"\n"
-	ATTN_USAGE_INPUTS
-	ATTN_USAGE_ATTENTION
+	ATTN_USAGE_SHARED
 	"Computation:\n"
 	"      --dtype T         f64 (default) or f32: their numbers are float32's;\n"
 	"                        mha still computes in float64, and the tolerances and\n"

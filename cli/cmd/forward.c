@@ -30,8 +30,7 @@ static const char forward_usage[] =
 	"\n"
 	"Compute multi-head attention and print the output, or any step of it.\n"
 	"\n"
-	ATTN_USAGE_INPUTS
-	ATTN_USAGE_ATTENTION
+	ATTN_USAGE_SHARED
 	"Computation:\n"
 	"      --dtype T         f64 (default: exact tutorial numbers, every step can be\n"
 	"                        printed) or f32 (faster; prints x and output only)\n"

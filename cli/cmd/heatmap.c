@@ -16,8 +16,7 @@ static const char heatmap_usage[] =
 	"terminal or as an SVG picture: 'mha forward' with --format heatmap as its\n"
 	"default.\n"
 	"\n"
-	ATTN_USAGE_INPUTS
-	ATTN_USAGE_ATTENTION
+	ATTN_USAGE_SHARED
 	"Computation:\n"
 	ATTN_USAGE_RUN
 	"\n"

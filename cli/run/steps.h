@@ -1,14 +1,19 @@
 /*
- * steps.h: the steps of the computation a user can print, in one table:
- * each one's --print name, the library stage(s) it comes from, whether it
- * is one matrix or one per head, its JSON key (and file name), what its
- * rows and columns stand for, its title, and whether --print all shows it.
+ * steps.h: the steps of the computation a user can print, in tables of one
+ * type: forward's (steps[], steps.c) and backward's (grad_steps[],
+ * grad_steps.c).  A row holds a step's --print name, the library stage(s)
+ * it comes from, whether it is one matrix or one per head, its JSON key
+ * (and file name; by default the library's name of its stage), what its
+ * rows and columns stand for, its title, and when a run has it.
  *
  * Everything that chooses, keeps, orders, titles or names a step derives
- * from that table: the print set, the stages the observer asks for, the
- * observer itself, the list of items the writers, --explain and the
- * heatmaps read, and the file names of -o DIR/.  A new step is a row here
- * and its computation in the library.  Nothing here reads or writes a file.
+ * from its table: the print set, the stages the observer asks for, the
+ * observer itself (either table), the list of items the writers, --explain
+ * and the heatmaps read (items.c, either table), the file names of -o
+ * DIR/, and the steps 'mha compare' reads (against.c).  A new step is its
+ * stage in the library (mha.h and its name there), an id and a row here;
+ * compare reads it once it is a row of cmp_steps.  Nothing here reads or
+ * writes a file.
  */
 #ifndef MHA_CLI_STEPS_H
 #define MHA_CLI_STEPS_H
@@ -81,6 +86,9 @@ struct step_facts {
 	const char *model_prefix; /* its module's names' start ("model.layers.1.self_attn.") */
 	const char *model_config; /* the config.json read, or NULL */
 	long long model_layer;   /* --layer N, or -1 */
+	const int *shared;       /* backward's: [3] of X (or Q), of the keys', of the
+				    values' source: one matrix a batch shares, its
+				    gradient summed over the sequences; or NULL */
 };
 
 /*
@@ -98,9 +106,11 @@ struct step {
 	enum step_when when;
 	unsigned flags;
 	/* its title: head 0 the whole-model matrix, else that head's (1-based) */
-	void (*title)(char *buf, size_t size, const struct step_facts *f, size_t head);
+	void (*title)(char *buf, size_t size, const struct step *s, const struct step_facts *f,
+		      size_t head);
 	int weight;              /* WHEN_WEIGHT: the weight (weights.h) it needs */
-	const char *formula;     /* or its title as a format: %zu the head (and its kv head) */
+	const char *formula;     /* its formula, for a title that prints it (backward's:
+				    %zu the head, and its kv head) */
 	const char *says;        /* --explain: what it is, in a line (backward's) */
 };
 
@@ -150,6 +160,9 @@ void step_scale_words(char *buf, size_t size, const struct step_facts *f);
 struct step_results {
 	const struct step *table;          /* steps (NULL) or grad_steps */
 	size_t n;                          /* its number of steps (0: STEP_COUNT) */
+	int item_base;                     /* the items' step ids start here (backward's
+					      1000: apart from forward's) */
+	int only_held;                     /* collect no step without a matrix */
 	size_t heads;
 	int mask_per_head;                 /* the mask is (H, n_q, n_kv) (or ALiBi: one per head) */
 	matrix whole[STEP_MAX];            /* whole-model matrices; a stacked step's too */
@@ -180,7 +193,7 @@ void steps_results_free(struct step_results *r);
 
 /* One matrix to print. */
 struct step_item {
-	int step;                /* enum step_id */
+	int step;                /* enum step_id; backward's: 1000 + enum grad_step_id */
 	const char *key;         /* steps[step].key */
 	size_t head;             /* 1-based; 0: the whole model */
 	char title[200];
@@ -208,6 +221,13 @@ struct step_items {
  */
 int steps_collect(struct step_items *list, const struct step_results *r, unsigned p,
 		  const struct step_facts *f, const matrix *x, const matrix *out);
+/*
+ * The same for any table (r->table): given[s] (of STEP_MAX) is step s's
+ * whole matrix where the caller holds it (an input, the run's results), or
+ * NULL for the observer's copy in r.  Forward's table alone marks copies.
+ */
+int steps_collect_given(struct step_items *list, const struct step_results *r,
+			unsigned long long p, const struct step_facts *f, const matrix *const *given);
 void steps_items_free(struct step_items *list);
 /* a new item at list's end, zeroed (copy_of -1), or NULL when out of memory (said) */
 struct step_item *steps_push(struct step_items *list);
