@@ -10,6 +10,7 @@
 #                     (half an hour, unattended, on a quiet machine: bench/README.md);
 #                     writes bench/results-DATE.md.  BENCH_ARGS=--quick: a smoke run
 #                     of a few minutes into build/bench-quick.md
+#   make bench-npz    reading a .npz of one 8 MiB deflated member, against d3423c1's build
 #   make install      PREFIX=/usr/local DESTDIR= : program, libraries, header, mha.pc, man page
 #   make uninstall    remove what install put there
 #   make clean
@@ -49,6 +50,9 @@ PYTHON  ?= /usr/bin/python3
 PKG_CONFIG ?= pkg-config
 CJSON_CFLAGS = $(shell $(PKG_CONFIG) --cflags libcjson 2>/dev/null)
 CJSON_LIBS   = $(shell $(PKG_CONFIG) --libs libcjson 2>/dev/null || echo -lcjson)
+# zlib: .npz members inflated (read_npz.c) and deflated (zip.c, --compress)
+ZLIB_CFLAGS  = $(shell $(PKG_CONFIG) --cflags zlib 2>/dev/null)
+ZLIB_LIBS    = $(shell $(PKG_CONFIG) --libs zlib 2>/dev/null || echo -lz)
 CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell $(PKG_CONFIG) --libs check 2>/dev/null || echo -lcheck)
 
@@ -56,7 +60,7 @@ VERSION  = $(shell sed -n 's/^\#define MHA_VERSION_STRING "\(.*\)"/\1/p' lib/mha
 SOVERSION = 0
 
 # Debian packages the build and the tests need
-DEB_PACKAGES = gcc make pkg-config libcjson-dev check python3 python3-numpy jq \
+DEB_PACKAGES = gcc make pkg-config libcjson-dev zlib1g-dev check python3 python3-numpy jq \
                libxml2-utils librsvg2-bin
 
 LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c lib/backward.c lib/team.c lib/pages.c
@@ -80,7 +84,7 @@ TEST_OBJ = build/tests/test_lib.o build/tests/ref.o build/cli/base/number.o
 
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
-        test-install check-browser test-backward test-compare FORCE
+        test-install check-browser test-backward test-compare bench-npz test-layers FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -127,7 +131,7 @@ build/lib/backward_f32.o: lib/backward.c lib/mha.h lib/kernel.h lib/kernel_bwd.h
 
 build/cli/%.o: cli/%.c build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CJSON_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) -c $< -o $@
 
 build/tests/%.o: tests/%.c tests/*.h $(wildcard cli/*/*.h) lib/mha.h build/.flags
 	@mkdir -p $(@D)
@@ -150,7 +154,7 @@ lib/libmha.so: $(LIB_OBJ)
 -include $(CLI_OBJ:.o=.d) $(CLI_SRC:%.c=$(ASAN_DIR)/%.d) $(CLI_SRC:%.c=build/fuzz/obj/%.d)
 
 mha: $(CLI_OBJ) lib/libmha.a
-	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $(CLI_OBJ) lib/libmha.a $(CJSON_LIBS) -lm
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $(CLI_OBJ) lib/libmha.a $(CJSON_LIBS) $(ZLIB_LIBS) -lm
 
 tests/conformance: build/tests/conformance.o lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ build/tests/conformance.o lib/libmha.a $(CJSON_LIBS) -lm
@@ -167,15 +171,16 @@ TEST_WRAP := $(TEST_WRAP),--wrap=pthread_create
 
 # cli/write/zip.c's ZIP64 records, forced on a small archive (tests/npz_check.py)
 tests/zip_test: build/tests/zip_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) lib/libmha.a
-	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) -lm
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(ZLIB_LIBS) -lm
 
-# cli/read/npz.c and cli/read/inflate.c alone, against NumPy and zlib (tests/npz_read_check.py)
+# cli/read/npz.c alone, its inflating (zlib) too, against NumPy and Python's zlib
+# (tests/npz_read_check.py)
 tests/npz_test: build/tests/npz_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) lib/libmha.a
-	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) -lm
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(ZLIB_LIBS) -lm
 
 # each attention command's --help against its option table (cli/cmd/attention.c)
 tests/options_test: build/tests/options_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) lib/libmha.a
-	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) -lm
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(ZLIB_LIBS) -lm
 
 tests/test_lib: $(TEST_OBJ) lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) $(TEST_WRAP) -o $@ $(TEST_OBJ) lib/libmha.a $(CHECK_LIBS) -lm
@@ -195,7 +200,7 @@ check: deps
 	$(MAKE) -j$(NPROC) STRICT=-Werror all tests/test_lib
 	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-npz \
 		test-checkpoint test-schema test-samples test-docs test-install test-backward test-compare \
-		test-options
+		test-layers test-options
 	@echo "make check: all tests passed"
 
 # mha against ONNX Runtime, PyTorch and the machine's GEMM rate: not part of check
@@ -223,6 +228,19 @@ bench: deps
 		bench/bench_mha ./mha
 	$(MAKE) bench/bench_backward && $(PYTHON) bench/bench_backward.py --append $(BENCH_OUT) \
 		bench/bench_backward
+	$(MAKE) bench-npz BENCH_NPZ_ARGS="--append $(BENCH_OUT)"
+
+# reading a .npz of one 8 MiB deflated member, this build against $(BENCH_NPZ_BASE)'s
+# (the last with its own inflate), built from git in build/bench-npz-base/: a few
+# minutes, the first time most of it that build (bench/README.md)
+BENCH_NPZ_BASE = d3423c1
+# (its includes by bare name, so that one source builds against both layouts)
+bench/bench_npz: bench/bench_npz.c $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) lib/libmha.a
+	$(CC) $(ALL_CFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) -Icli/base -Icli/read $(CLI_CPPFLAGS) \
+		-o $@ $^ $(CJSON_LIBS) $(ZLIB_LIBS) $(PTHREAD) -lm
+
+bench-npz: mha bench/bench_npz
+	$(PYTHON) bench/bench_npz.py --base $(BENCH_NPZ_BASE) $(BENCH_NPZ_ARGS) ./mha bench/bench_npz
 
 bench/bench_backward: bench/bench_backward.c lib/libmha.a lib/mha.h
 	$(CC) $(ALL_CFLAGS) $(PTHREAD) -o $@ bench/bench_backward.c lib/libmha.a -lm
@@ -275,6 +293,12 @@ test-samples: mha
 test-compare: mha
 	$(PYTHON) tests/compare_check.py ./mha
 
+# cli/'s includes run down its folders' ladder, with no circle (docs/architecture.md);
+# --self-test plants a back-reference, a circle and a stray file in a copy
+test-layers:
+	$(PYTHON) tests/layers.py
+	$(PYTHON) tests/layers.py --self-test
+
 test-docs: mha
 	sh tests/doc_examples.sh README.md man/mha.1
 
@@ -321,7 +345,7 @@ uninstall:
 
 clean:
 	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance tests/zip_test tests/npz_test \
-		tests/options_test bench/bench_mha bench/bench_backward
+		tests/options_test bench/bench_mha bench/bench_backward bench/bench_npz
 
 # ---- fuzzing: libFuzzer targets in tests/fuzz/ (see tests/fuzz/README.md) ----
 #
@@ -340,7 +364,7 @@ FUZZ_SAN       = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # format (msg.c) and casts to the kernels' aligned vectors (kernel.c)
 FUZZ_WARN      = $(WARN) -Wno-unknown-pragmas -Wno-format-nonliteral -Wno-cast-align
 FUZZ_CFLAGS    = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(FUZZ_WARN) \
-                 -g -O1 $(FUZZ_SAN) $(CJSON_CFLAGS)
+                 -g -O1 $(FUZZ_SAN) $(CJSON_CFLAGS) $(ZLIB_CFLAGS)
 FUZZ_SRC       = $(filter-out cli/cmd/main.c,$(CLI_SRC)) $(LIB_SRC)
 FUZZ_OBJ       = $(FUZZ_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/lib/kernel_f64_base.o \
                  build/fuzz/obj/lib/kernel_bwd_f64_base.o \
@@ -392,7 +416,8 @@ build/fuzz/libmha-fuzz.a: $(FUZZ_OBJ)
 	ar rcs $@ $^
 
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/*.h $(wildcard cli/*/*.h) build/fuzz/libmha-fuzz.a
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CLI_CPPFLAGS) -fsanitize=fuzzer -o $@ $< build/fuzz/libmha-fuzz.a $(CJSON_LIBS) -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CLI_CPPFLAGS) -fsanitize=fuzzer -o $@ $< build/fuzz/libmha-fuzz.a \
+		$(CJSON_LIBS) $(ZLIB_LIBS) -lm
 
 fuzz-build: deps fuzz-deps
 	$(MAKE) $(FUZZ_BIN)
@@ -465,7 +490,7 @@ $(ASAN_DIR)/lib/%.o: lib/%.c lib/mha.h lib/kernel.h lib/rules.h $(ASAN_DIR)/.fla
 
 $(ASAN_DIR)/cli/%.o: cli/%.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CJSON_CFLAGS) -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) -c $< -o $@
 
 $(ASAN_DIR)/tests/%.o: tests/%.c tests/*.h lib/mha.h $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
@@ -476,7 +501,8 @@ $(ASAN_DIR)/libmha.a: $(ASAN_LIB_OBJ)
 	ar rcs $@ $^
 
 $(ASAN_DIR)/mha: $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a
-	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(PTHREAD) -o $@ $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a $(CJSON_LIBS) -lm
+	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(PTHREAD) -o $@ $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a $(CJSON_LIBS) \
+		$(ZLIB_LIBS) -lm
 
 $(ASAN_DIR)/test_lib: $(ASAN_TEST_OBJ) $(ASAN_DIR)/libmha.a
 	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(PTHREAD) $(TEST_WRAP) -o $@ $(ASAN_TEST_OBJ) $(ASAN_DIR)/libmha.a $(CHECK_LIBS) -lm

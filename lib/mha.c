@@ -94,10 +94,74 @@ static int bytes_fit(size_t rows, size_t cols)
 	return mul_size(rows, cols, &n) && mul_size(n, sizeof(double), &n);
 }
 
+/* what mha_check_fault() says: the status, and the fault when asked */
+static mha_status fault_at(mha_fault *f, mha_status st, mha_fault_kind kind, size_t index)
+{
+	if (f) {
+		f->kind = kind;
+		f->index = index;
+	}
+	return st;
+}
+
+/* the mask's entries: numbers or -inf (the boolean allow needs no check) */
+static mha_status check_mask(const mha_dims *d, const mha_mask *m, mha_fault *f)
+{
+	size_t n;
+
+	if (!m->bias)
+		return MHA_OK;
+	if (!mul_size(d->n_q, d->n_kv, &n) || (m->per_head && !mul_size(n, d->heads, &n)) ||
+	    (m->per_batch && !mul_size(n, mha_rule_batch(d), &n)))
+		return MHA_ERR_TOOBIG;
+	for (size_t i = 0; i < n; i++)
+		if (isnan(m->bias[i]) || m->bias[i] == INFINITY)
+			return fault_at(f, MHA_ERR_MASK, MHA_FAULT_MASK_ENTRY, i);
+	return MHA_OK;
+}
+
+/* the rotary settings, then each key's and query's position */
+static mha_status check_rope(const mha_dims *d, const mha_config *cfg, mha_fault *f)
+{
+	const mha_rope *r = &cfg->rope;
+	mha_fault_kind kind = mha_rope_fault(r, d->d_k);
+	size_t at;
+
+	if (kind != MHA_FAULT_NONE)
+		return fault_at(f, MHA_ERR_ROPE, kind, 0);
+	at = mha_rope_position_fault(r, r->k_pos, 0, d->n_kv);
+	if (at < d->n_kv) {
+		if (f)
+			f->position = r->k_pos ? r->k_pos[at] : (ptrdiff_t)at;
+		return fault_at(f, MHA_ERR_ROPE, MHA_FAULT_ROPE_KEY_POSITION, at);
+	}
+	/* each sequence's queries from its own causal offset (its key length) */
+	for (size_t b = 0; b < (cfg->kv_lens ? mha_rule_batch(d) : 1); b++) {
+		const ptrdiff_t pos0 = mha_rule_offset_seq(d, cfg, b);
+
+		at = mha_rope_position_fault(r, r->q_pos, pos0, d->n_q);
+		if (at < d->n_q) {
+			if (f) {
+				f->sequence = b;
+				f->position = r->q_pos ? r->q_pos[at] : mha_rule_add(pos0, (ptrdiff_t)at);
+			}
+			return fault_at(f, MHA_ERR_ROPE, MHA_FAULT_ROPE_QUERY_POSITION, at);
+		}
+	}
+	return MHA_OK;
+}
+
 mha_status mha_check(const mha_dims *d, const mha_config *cfg)
+{
+	return mha_check_fault(d, cfg, NULL);
+}
+
+mha_status mha_check_fault(const mha_dims *d, const mha_config *cfg, mha_fault *f)
 {
 	size_t g, hk, hv, gk, gv, nq, nkv;
 
+	if (f)
+		*f = (mha_fault){ .kind = MHA_FAULT_NONE };
 	if (!d)
 		return MHA_ERR_NULL;
 	if (!d->n_q || !d->n_kv || !d->d_q_in || !d->d_k_in || !d->d_v_in ||
@@ -120,41 +184,39 @@ mha_status mha_check(const mha_dims *d, const mha_config *cfg)
 	    !bytes_fit(nq, d->d_out) || !bytes_fit(d->d_q_in, hk) ||
 	    !bytes_fit(d->d_k_in, gk) || !bytes_fit(d->d_v_in, gv) || !bytes_fit(hv, d->d_out))
 		return MHA_ERR_TOOBIG;
-	if (cfg) {
-		if (cfg->scale_mode == MHA_SCALE_VALUE && !isfinite(cfg->scale))
-			return MHA_ERR_SCALE;
-		if ((unsigned)cfg->scale_mode > MHA_SCALE_VALUE)
-			return MHA_ERR_SCALE;
-		if (!isfinite(cfg->softcap) || cfg->softcap < 0)
-			return MHA_ERR_SOFTCAP;
-		if (cfg->kv_len > d->n_kv)
-			return MHA_ERR_KV_LEN;
-		if (cfg->kv_lens)
-			for (size_t b = 0; b < mha_rule_batch(d); b++)
-				if (cfg->kv_lens[b] > d->n_kv)
-					return MHA_ERR_KV_LEN;
-		if ((unsigned)cfg->causal > MHA_CAUSAL_OFFSET)
-			return MHA_ERR_DIM;
-		if (cfg->window.on && (cfg->window.left < -1 || cfg->window.right < -1))
-			return MHA_ERR_WINDOW;
-		if (cfg->sinks)
-			for (size_t h = 0; h < d->heads; h++)
-				if (!isfinite(cfg->sinks[h]))
-					return MHA_ERR_SINK;
-		if (cfg->alibi.on && cfg->alibi.slopes)
-			for (size_t h = 0; h < d->heads; h++)
-				if (!isfinite(cfg->alibi.slopes[h]))
-					return MHA_ERR_ALIBI;
-		if (mha_rope_check(&cfg->rope, d->d_k) != MHA_OK ||
-		    mha_rope_positions_ok(&cfg->rope, cfg->rope.k_pos, 0, d->n_kv))
-			return MHA_ERR_ROPE;
-		/* each sequence's queries from its own causal offset (its key length) */
-		for (size_t b = 0; b < (cfg->kv_lens ? mha_rule_batch(d) : 1); b++)
-			if (mha_rope_positions_ok(&cfg->rope, cfg->rope.q_pos,
-						  mha_rule_offset_seq(d, cfg, b), d->n_q))
-				return MHA_ERR_ROPE;
+	if (!cfg)
+		return MHA_OK;
+	if (cfg->scale_mode == MHA_SCALE_VALUE && !isfinite(cfg->scale))
+		return MHA_ERR_SCALE;
+	if ((unsigned)cfg->scale_mode > MHA_SCALE_VALUE)
+		return MHA_ERR_SCALE;
+	if (!isfinite(cfg->softcap) || cfg->softcap < 0)
+		return MHA_ERR_SOFTCAP;
+	if (cfg->kv_len > d->n_kv)
+		return fault_at(f, MHA_ERR_KV_LEN, MHA_FAULT_KV_LEN, 0);
+	if (cfg->kv_lens)
+		for (size_t b = 0; b < mha_rule_batch(d); b++)
+			if (cfg->kv_lens[b] > d->n_kv)
+				return fault_at(f, MHA_ERR_KV_LEN, MHA_FAULT_KV_LEN, b);
+	if ((unsigned)cfg->causal > MHA_CAUSAL_OFFSET)
+		return MHA_ERR_DIM;
+	if (cfg->window.on && (cfg->window.left < -1 || cfg->window.right < -1))
+		return MHA_ERR_WINDOW;
+	if (cfg->sinks)
+		for (size_t h = 0; h < d->heads; h++)
+			if (!isfinite(cfg->sinks[h]))
+				return fault_at(f, MHA_ERR_SINK, MHA_FAULT_SINK, h);
+	if (cfg->alibi.on && cfg->alibi.slopes)
+		for (size_t h = 0; h < d->heads; h++)
+			if (!isfinite(cfg->alibi.slopes[h]))
+				return fault_at(f, MHA_ERR_ALIBI, MHA_FAULT_ALIBI_SLOPE, h);
+	{
+		const mha_status st = check_rope(d, cfg, f);
+
+		if (st != MHA_OK)
+			return st;
 	}
-	return MHA_OK;
+	return check_mask(d, &cfg->mask, f);
 }
 
 mha_status mha_alibi_slopes(double *out, size_t H)
@@ -467,21 +529,6 @@ static mha_status run_head(struct run *r, size_t h)
 	return MHA_OK;
 }
 
-static mha_status check_mask(const mha_dims *d, const mha_mask *m)
-{
-	size_t n;
-
-	if (!m->bias)
-		return MHA_OK;
-	if (!mul_size(d->n_q, d->n_kv, &n) || (m->per_head && !mul_size(n, d->heads, &n)) ||
-	    (m->per_batch && !mul_size(n, mha_rule_batch(d), &n)))
-		return MHA_ERR_TOOBIG;
-	for (size_t i = 0; i < n; i++)
-		if (isnan(m->bias[i]) || m->bias[i] == INFINITY)
-			return MHA_ERR_MASK;
-	return MHA_OK;
-}
-
 static void *alloc_doubles(size_t rows, size_t cols)
 {
 	size_t n;
@@ -607,10 +654,9 @@ static mha_status validate(const mha_dims *d, const mha_config *cfg, const void 
 	if ((!W[0] && d->d_q_in != d->heads * d->d_k) || (!W[1] && d->d_k_in != G * d->d_k) ||
 	    (!W[2] && d->d_v_in != G * d->d_v))
 		return MHA_ERR_SHAPE;
-	st = check_mask(d, &cfg->mask);
-	if (st == MHA_OK && rep && cfg->causal != MHA_CAUSAL_NONE)
+	if (rep && cfg->causal != MHA_CAUSAL_NONE)
 		rep->causal_offset = mha_rule_offset(d, cfg);
-	return st;
+	return MHA_OK;
 }
 
 /* the stages only the plain path can hand over */

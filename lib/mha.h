@@ -380,8 +380,44 @@ typedef struct mha_report {
 
 /* ---- the computation --------------------------------------------------- */
 
-/* Checks dims and cfg as mha_forward() would, without computing. */
+/* Checks dims and cfg as mha_forward() would, without computing: the
+ * sizes, every setting and every number cfg points at (mask, sinks, ALiBi
+ * slopes, rotary tables' positions). */
 MHA_API mha_status mha_check(const mha_dims *dims, const mha_config *cfg);
+
+/*
+ * Which rule a setting broke, and where, for a caller that words its own
+ * message (the option, the file, the element): mha_check_fault() is
+ * mha_check() that also says so.  index is the entry at fault: of the mask
+ * as cfg->mask lays it out, (B|1, H|1, n_q, n_kv); a head of sinks or
+ * slopes; a key or a query (of sequence 'sequence') whose rotary position
+ * ('position') is below 0 or past the tables' rows; a sequence of kv_lens.
+ */
+typedef enum {
+	MHA_FAULT_NONE = 0,        /* no fault, or one only the status tells */
+	MHA_FAULT_MASK_ENTRY,      /* mask.bias[index] is NaN or +inf */
+	MHA_FAULT_SINK,            /* sinks[index] is not finite */
+	MHA_FAULT_ALIBI_SLOPE,     /* alibi.slopes[index] is not finite */
+	MHA_FAULT_KV_LEN,          /* kv_len (index 0) or kv_lens[index] past n_kv */
+	MHA_FAULT_ROPE_MODE,       /* rope.mode is none of mha_rope_mode */
+	MHA_FAULT_ROPE_THETA,      /* rope.theta is not finite and above 0 */
+	MHA_FAULT_ROPE_DIM_WIDE,   /* rope.dim is past d_k */
+	MHA_FAULT_ROPE_DIM_ODD,    /* R (rope.dim, else d_k) is odd */
+	MHA_FAULT_ROPE_TABLES,     /* one table without the other, or no rows */
+	MHA_FAULT_ROPE_KEY_POSITION,   /* key index's position is out of range */
+	MHA_FAULT_ROPE_QUERY_POSITION  /* query index's (of sequence) is */
+} mha_fault_kind;
+
+typedef struct mha_fault {
+	mha_fault_kind kind;
+	size_t index;       /* the entry at fault (above) */
+	size_t sequence;    /* a query's sequence, 0-based */
+	ptrdiff_t position; /* a rotary position out of range */
+} mha_fault;
+
+/* mha_check(), and what it refused in *fault (may be NULL): MHA_FAULT_NONE
+ * when the status alone says it (or MHA_OK). */
+MHA_API mha_status mha_check_fault(const mha_dims *dims, const mha_config *cfg, mha_fault *fault);
 
 /* Columns of the output: d_out with W_O (has_wo != 0), else H·d_v. */
 MHA_API size_t mha_output_cols(const mha_dims *dims, int has_wo);
@@ -462,7 +498,8 @@ MHA_API mha_status mha_forward_f32(float *out, const mha_dims *dims,
 /*
  * The most mha_forward() (f32 = 0) or mha_forward_f32() (f32 = 1) has
  * allocated at any one time, for these dims and options when obs wants the
- * stages in wanted; SIZE_MAX when that does not fit in a size_t.  An upper
+ * stages in wanted; SIZE_MAX when that does not fit in a size_t, or when
+ * mha_check() refuses dims and cfg.  An upper
  * bound: every allocation the run makes, at the block sizes, paddings and
  * thread count the kernels use, plus 64 bytes of allocator overhead each,
  * taking every weight and bias as given (without them the caller's arrays

@@ -20,22 +20,29 @@ static size_t rope_dim(const mha_rope *r, size_t d)
 	return r->dim ? r->dim : d;
 }
 
-mha_status mha_rope_check(const mha_rope *r, size_t d)
+mha_fault_kind mha_rope_fault(const mha_rope *r, size_t d)
 {
 	const double theta = r->theta == 0 ? 10000.0 : r->theta;
 	const size_t R = rope_dim(r, d);
 
 	if (r->mode == MHA_ROPE_NONE)
-		return MHA_OK;
+		return MHA_FAULT_NONE;
 	if ((unsigned)r->mode > MHA_ROPE_INTERLEAVED)
-		return MHA_ERR_ROPE;
+		return MHA_FAULT_ROPE_MODE;
 	if (!isfinite(theta) || theta <= 0)
-		return MHA_ERR_ROPE;
-	if (R == 0 || R % 2 || R > d)
-		return MHA_ERR_ROPE;
+		return MHA_FAULT_ROPE_THETA;
+	if (R > d)
+		return MHA_FAULT_ROPE_DIM_WIDE;
+	if (R == 0 || R % 2)
+		return MHA_FAULT_ROPE_DIM_ODD;
 	if (!r->cos != !r->sin || (r->cos && !r->rows))
-		return MHA_ERR_ROPE;
-	return MHA_OK;
+		return MHA_FAULT_ROPE_TABLES;
+	return MHA_FAULT_NONE;
+}
+
+mha_status mha_rope_check(const mha_rope *r, size_t d)
+{
+	return mha_rope_fault(r, d) == MHA_FAULT_NONE ? MHA_OK : MHA_ERR_ROPE;
 }
 
 /* the position of row i: pos[i], or pos0 + i */
@@ -44,18 +51,23 @@ static ptrdiff_t position(const ptrdiff_t *pos, ptrdiff_t pos0, size_t i)
 	return pos ? pos[i] : mha_rule_add(pos0, (ptrdiff_t)i);
 }
 
-mha_status mha_rope_positions_ok(const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0, size_t n)
+size_t mha_rope_position_fault(const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0, size_t n)
 {
 	if (r->mode == MHA_ROPE_NONE)
-		return MHA_OK;
+		return n;
 	for (size_t i = 0; i < n; i++) {
 		const ptrdiff_t p = position(pos, pos0, i);
 
 		/* given positions count from 0; a table has a row for each it serves */
 		if ((pos && p < 0) || (r->cos && (p < 0 || (size_t)p >= r->rows)))
-			return MHA_ERR_ROPE;
+			return i;
 	}
-	return MHA_OK;
+	return n;
+}
+
+mha_status mha_rope_positions_ok(const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0, size_t n)
+{
+	return mha_rope_position_fault(r, pos, pos0, n) < n ? MHA_ERR_ROPE : MHA_OK;
 }
 
 /* the indices of pair t's two features within a head */

@@ -328,6 +328,10 @@ int mha_finish_strided(void *C, size_t m, size_t n, size_t ldc, const void *A, s
  */
 mha_status mha_rope_check(const mha_rope *r, size_t d);
 mha_status mha_rope_positions_ok(const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0, size_t n);
+/* The same, saying what: the rule a setting breaks (MHA_FAULT_NONE: none),
+ * and the first of the n rows out of range (n: none). */
+mha_fault_kind mha_rope_fault(const mha_rope *r, size_t d);
+size_t mha_rope_position_fault(const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0, size_t n);
 mha_status mha_rope_turn(void *out, const void *x, size_t esize, size_t rows, size_t heads,
 			 size_t d, const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0);
 /* mha_rope_turn's gradient: x (rows, heads·d) turned back, esize 8 or 4 (out may be x) */

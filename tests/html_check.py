@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""html_check.py: -o attn.html (cli/html.c, cli/html/page.*) in a real browser.
+"""html_check.py: -o attn.html (cli/write/html.c, cli/write/html/page.*) in a real browser.
 
 usage: python3 tests/html_check.py ./mha [--screenshot FILE.png] [--keep DIR]
 

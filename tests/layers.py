@@ -20,7 +20,6 @@ problem is one line: file, line, what is wrong; exit 1 when there is any.
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 

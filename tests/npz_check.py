@@ -19,8 +19,14 @@ batch with a mask per sequence, --sequence, --dtype f32) mha writes
 - the archive is what np.savez writes: stored members, CRC-32 correct
   (zipfile.testzip), and each member's bytes those np.save writes for the
   same array (so only the zip's dates may differ from np.savez's file);
+- --compress (np.savez_compressed's form): np.load gives the very arrays
+  of the stored archive, every member deflated (method 8, its sizes in a
+  data descriptor), its bytes once inflated the stored member's, deflated
+  as Python's zlib deflates them at np.savez_compressed's settings; and
+  mha reads it back as input as it reads the stored one;
 - with ZIP_TEST (tests/zip_test), the ZIP64 records of an archive past
-  4 GiB, forced on a small one, read by zipfile and np.load.
+  4 GiB, forced on a small one, read by zipfile and np.load, its members
+  stored and deflated.
 
 Prints one line per check and ends with 'N passed, N failed'.
 """
@@ -31,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -102,9 +109,17 @@ def check_run(name, args, f32=False):
         doc = json.loads(run(args + printed + ["-f", "json"], tmp), parse_constant=no_constants,
                          parse_int=float)
         run(args + printed + ["-o", "run.npz"], tmp)
+        run(args + printed + ["-o", "c.npz", "--compress"], tmp)
         path = os.path.join(tmp, "run.npz")
         with open(path, "rb") as f:
             raw = f.read()
+        with open(os.path.join(tmp, "c.npz"), "rb") as f:
+            craw = f.read()
+        # mha reads either back as input alike (-x: its output member)
+        back = [subprocess.run([MHA, "forward", "-x", n, "-p", "x,output", "-f", "json"],
+                               cwd=tmp, capture_output=True, timeout=60)
+                for n in ("run.npz", "c.npz")]
+    check_compressed(name, raw, craw, back)
     z = np.load(io.BytesIO(raw), allow_pickle=False)
     want = expected(doc)
     keys = set(want) | {"meta"} | ({"tokens"} if "tokens" in doc else set()) | \
@@ -142,6 +157,38 @@ def check_run(name, args, f32=False):
     check("%s: members as np.save writes them" % name, not differ, ", ".join(differ))
 
 
+def check_compressed(name, raw, craw, back):
+    """--compress's archive against the stored one of the same run."""
+    z, c = np.load(io.BytesIO(raw), allow_pickle=False), np.load(io.BytesIO(craw),
+                                                                  allow_pickle=False)
+    check("%s --compress: np.load gives the stored archive's arrays" % name,
+          z.files == c.files and all(z[k].dtype == c[k].dtype and z[k].shape == c[k].shape and
+                                     z[k].tobytes() == c[k].tobytes() for k in z.files))
+    zs, zc = zipfile.ZipFile(io.BytesIO(raw)), zipfile.ZipFile(io.BytesIO(craw))
+    infos = zc.infolist()
+    check("%s --compress: every member deflated, CRC-32 right" % name,
+          infos and all(i.compress_type == zipfile.ZIP_DEFLATED and i.flag_bits & 8
+                        for i in infos) and zc.testzip() is None,
+          repr([(i.filename, i.compress_type, i.flag_bits) for i in infos]))
+    differ = []
+    for i in infos:
+        data = zs.read(i.filename)
+        # the member's deflated bytes: after its local header (30 bytes, name, extra)
+        nlen, xlen = int.from_bytes(craw[i.header_offset + 26:i.header_offset + 28], "little"), \
+            int.from_bytes(craw[i.header_offset + 28:i.header_offset + 30], "little")
+        start = i.header_offset + 30 + nlen + xlen
+        co = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15)
+        if zc.read(i) != data or craw[start:start + i.compress_size] != co.compress(data) + \
+                co.flush():
+            differ.append(i.filename)
+    check("%s --compress: the stored bytes, deflated as np.savez_compressed does" % name,
+          not differ, ", ".join(differ))
+    check("%s --compress: read back as -x like the stored archive" % name,
+          back[0].returncode == back[1].returncode and back[0].stdout == back[1].stdout and
+          back[0].stderr.replace(b"run.npz", b"c.npz") == back[1].stderr,
+          "%r / %r" % (back[0].stderr[:200], back[1].stderr[:200]))
+
+
 def check_zip64(zip_test):
     """tests/zip_test writes a small archive with and without the ZIP64
     records zip.c writes past 4 GiB (forced, as zipfile's force_zip64):
@@ -154,7 +201,7 @@ def check_zip64(zip_test):
                           dtype=np.float32),
             "s": np.array(["x", "\u00fcn\u00ef"]), "m": np.array("hello")}
     with tempfile.TemporaryDirectory(prefix="mha-zip-") as tmp:
-        for mode in ("plain", "force"):
+        for mode in ("plain", "force", "plain-deflate", "force-deflate"):
             path = os.path.join(tmp, mode + ".npz")
             subprocess.run([zip_test, path, mode], check=True, timeout=60)
             with open(path, "rb") as f:
@@ -164,7 +211,9 @@ def check_zip64(zip_test):
             ok = zf.testzip() is None and sorted(z.files) == sorted(want) and all(
                 z[k].dtype == v.dtype and same_bits(z[k], v) if v.dtype.kind == "f"
                 else z[k].dtype.kind == "U" and z[k].tolist() == v.tolist()
-                for k, v in want.items())
+                for k, v in want.items()) and all(
+                (i.compress_type == zipfile.ZIP_DEFLATED) == mode.endswith("-deflate")
+                for i in zf.infolist())
             check("zip_test %s: zipfile and np.load read it" % mode, ok)
             # the central directory's fields, as written
             fields = []
@@ -175,14 +224,14 @@ def check_zip64(zip_test):
                 fields += [csize, usize, offset]
                 at = raw.find(b"PK\x01\x02", at + 4)
             loc = raw.rfind(b"PK\x06\x07")
-            if mode == "force":
+            if mode.startswith("force"):
                 record = struct.unpack_from("<Q", raw, loc + 8)[0] if loc >= 0 else -1
                 ok = len(fields) == 12 and all(v == 0xffffffff for v in fields) and \
                     raw[record:record + 4] == b"PK\x06\x06" and \
                     [i.header_offset for i in zf.infolist()][0] == 0
             else:
                 ok = len(fields) == 12 and 0xffffffff not in fields and loc < 0
-            check("zip_test %s: ZIP64 records %s" % (mode, "there" if mode == "force"
+            check("zip_test %s: ZIP64 records %s" % (mode, "there" if mode.startswith("force")
                                                        else "absent"), ok, repr(fields))
 
 

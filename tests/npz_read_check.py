@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """npz_read_check.py MHA NPZ_TEST [ZIP_TEST]: mha's .npz reader against NumPy and zlib.
 
-- inflate (cli/inflate.c) on raw deflate streams made by Python's zlib:
+- npz_inflate (cli/read/npz.c, through zlib) on raw deflate streams made by
+  Python's zlib:
   stored blocks (level 0), fixed Huffman (Z_FIXED), dynamic Huffman (the
   default, Z_HUFFMAN_ONLY, Z_RLE), each block type seen in the streams
   (BTYPE of the first block), on empty, short, random and repetitive data,
@@ -241,14 +242,14 @@ def check_descriptors_zip64(tool, zip_test, tmp):
                   flags & 8 and same_bits(got["a"][0], a))
         except RuntimeError as e:
             check("data descriptor, method %d read" % method, False, str(e))
-    if zip_test:
-        path = os.path.join(tmp, "z64.npz")
-        subprocess.run([zip_test, path, "force"], check=True)
+    for mode in ("force", "force-deflate") if zip_test else ():
+        path = os.path.join(tmp, "z64-%s.npz" % mode)
+        subprocess.run([zip_test, path, mode], check=True)
         want = np.load(path, allow_pickle=False)
         _, got = dump(tool, path, {"a": "num", "b": "num", "s": "text", "m": "text"})
-        check("ZIP64 records (zip_test force): numbers",
+        check("ZIP64 records (zip_test %s): numbers" % mode,
               same_bits(got["a"][0], want["a"]) and same_bits(got["b"][0], want["b"]))
-        check("ZIP64 records (zip_test force): text",
+        check("ZIP64 records (zip_test %s): text" % mode,
               got["s"] == [str(t) for t in want["s"]] and got["m"] == [str(want["m"])])
 
 

@@ -3420,7 +3420,7 @@ START_TEST(test_names)
 }
 END_TEST
 
-/* ---- the CLI's number text (cli/shortest.c), against printf's ---------- */
+/* ---- the CLI's number text (cli/base/number.c), against printf's ---------- */
 
 static void by_printf(char *buf, size_t size, double v, int is_f32)
 {

@@ -1,13 +1,15 @@
 /*
- * zip_test.c: cli/zip.c's ZIP64 records on an archive small enough to
+ * zip_test.c: cli/write/zip.c's ZIP64 records on an archive small enough to
  * check.  The central directory's ZIP64 extra fields and the ZIP64 end
  * records are written only past 4 GiB or 65,535 members, which no test
  * run reaches; force_zip64 writes them for any archive, as Python's
  * zipfile does with force_zip64.  tests/npz_check.py reads what this
  * writes with zipfile and np.load.
  *
- *   zip_test OUT.npz force|plain
+ *   zip_test OUT.npz force|plain|force-deflate|plain-deflate
  *
+ * (-deflate: the members deflated, as --compress writes them, their sizes
+ * in data descriptors)
  * writes "a" (2x3 float64 with -inf), "b" (two float32 2x3 parts, (2, 2, 3)),
  * "s" (strings, one not ASCII) and "m" (a 0-d string).
  */
@@ -49,8 +51,9 @@ int main(int argc, char **argv)
 	int rc;
 
 	/* b's second part is a's numbers as floats: 1 2 3 4 5.5 -inf all are */
-	if (argc != 3 || (strcmp(argv[2], "force") && strcmp(argv[2], "plain"))) {
-		fprintf(stderr, "usage: zip_test OUT.npz force|plain\n");
+	if (argc != 3 || (strcmp(argv[2], "force") && strcmp(argv[2], "plain") &&
+			  strcmp(argv[2], "force-deflate") && strcmp(argv[2], "plain-deflate"))) {
+		fprintf(stderr, "usage: zip_test OUT.npz force|plain|force-deflate|plain-deflate\n");
 		return 2;
 	}
 	fp = fopen(argv[1], "wb");
@@ -59,7 +62,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	z.fp = fp;
-	z.force_zip64 = !strcmp(argv[2], "force");
+	z.force_zip64 = !strncmp(argv[2], "force", 5);
+	z.compress = strstr(argv[2], "-deflate") != NULL;
 	rc = zip_add(&z, "a.npy", fill, (void *)&ma) || zip_add(&z, "b.npy", fill, (void *)&mb) ||
 	     zip_add(&z, "s.npy", fill, (void *)&ms) || zip_add(&z, "m.npy", fill, (void *)&mm);
 	if (!rc)

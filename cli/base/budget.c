@@ -1,6 +1,6 @@
 /*
  * budget.c: the run's memory limit, charged as files are read and parsed,
- * and cJSON's allocations routed through it.
+ * and cJSON's and zlib's allocations routed through it.
  */
 #include "base/budget.h"
 #include "base/cli.h"
@@ -14,13 +14,13 @@ static size_t limit = SIZE_MAX, held, refusals;
 static const char *reading;
 
 /*
- * cJSON's blocks carry their size in a header, so that its free can give
- * back what its malloc took.  A header of 16 bytes keeps the block as
- * aligned as malloc's own.
+ * budget_malloc's blocks (cJSON's, zlib's) carry their size in a header,
+ * so that budget_free can give back what was taken.  A header of 16 bytes
+ * keeps the block as aligned as malloc's own.
  */
 #define HEADER 16
 
-static void *json_malloc(size_t n)
+void *budget_malloc(size_t n)
 {
 	unsigned char *p;
 
@@ -35,7 +35,7 @@ static void *json_malloc(size_t n)
 	return p + HEADER;
 }
 
-static void json_free(void *q)
+void budget_free(void *q)
 {
 	unsigned char *p = q;
 
@@ -48,7 +48,7 @@ static void json_free(void *q)
 
 void budget_init(size_t max)
 {
-	static cJSON_Hooks hooks = { json_malloc, json_free };
+	static cJSON_Hooks hooks = { budget_malloc, budget_free };
 
 	limit = max;
 	held = 0;

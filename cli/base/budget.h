@@ -35,6 +35,12 @@ size_t budget_held(void);
 size_t budget_left(void);
 /* What a block of n bytes from malloc really takes (its header, rounding). */
 size_t budget_block(size_t n);
+/* malloc and free for allocations made where the caller cannot charge them
+ * (cJSON's tree, zlib's state and window): charged and given back here.
+ * NULL when the limit or malloc refuses (nothing said); budget_free(NULL)
+ * is fine. */
+void *budget_malloc(size_t n);
+void budget_free(void *p);
 
 /* Report that reading name needs more than the limit (need: the bytes one
  * allocation wanted, 0 if unknown); returns -1. */

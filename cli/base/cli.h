@@ -6,6 +6,7 @@
 #define MHA_CLI_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 /* Exit statuses, documented in mha(1). */
 enum {
@@ -32,11 +33,12 @@ void warning(const char *fmt, ...) CLI_PRINTF(1, 2);
 void notice(const char *fmt, ...) CLI_PRINTF(1, 2);
 /* "mha: MESSAGE" plus a hint to try --help; returns EXIT_USAGE. */
 int usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
+/* "s" for a plural count: "%zu head%s" */
+const char *plural(size_t n);
 /* A file as messages, titles and "meta" name it: standard input ("-") is
  * "<stdin>", as the readers say. */
 const char *path_shown(const char *path);
 
-#include <stddef.h>
 
 /* A whole number from 1 to max for cmd's option opt, or a usage error; 0 or -1. */
 int opt_count(const char *cmd, const char *opt, const char *arg, unsigned long long max,

@@ -216,6 +216,62 @@ int files_refuse_output_in_dir(const char *dir, int (*may_write)(const char *nam
 	return rc;
 }
 
+int is_dir(const char *path)
+{
+	struct stat st;
+
+	return strcmp(path, "-") && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void files_list_free(char **names, size_t n)
+{
+	for (size_t i = 0; names && i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+int files_list_dir(const char *dir, int (*keep)(const char *name), char ***names, size_t *n)
+{
+	DIR *d = opendir(dir);
+	const struct dirent *e;
+	size_t cap = 0;
+
+	*names = NULL;
+	*n = 0;
+	if (!d)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.' || (keep && !keep(e->d_name)))
+			continue;
+		if (*n == cap) {
+			char **more = realloc(*names, (cap = cap ? cap * 2 : 16) * sizeof(**names));
+
+			if (!more)
+				break;
+			*names = more;
+		}
+		if (!((*names)[*n] = strdup(e->d_name)))
+			break;
+		(*n)++;
+	}
+	closedir(d);
+	if (e) {
+		files_list_free(*names, *n);
+		*names = NULL;
+		*n = 0;
+		errno = ENOMEM;
+		return -1;
+	}
+	if (*n > 1)
+		qsort(*names, *n, sizeof(**names), by_name);
+	return 0;
+}
+
 void files_forget(void)
 {
 	for (size_t i = 0; i < inputs.n; i++)

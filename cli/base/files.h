@@ -52,6 +52,20 @@ int files_refuse_output(const char *path);
 int files_refuse_output_in_dir(const char *dir, int (*may_write)(const char *name, void *ctx),
 			       void *ctx);
 
+/* path names a directory (stat follows links); "-", standard input or
+ * output, never does. */
+int is_dir(const char *path);
+
+/*
+ * The entries of the directory dir that keep(name) keeps (keep NULL: all),
+ * but never a dot file, sorted by name (strcmp), so that what is read or
+ * said first never varies with the file system: *names[*n], each and the
+ * array from malloc(), the caller's to free (files_list_free).  0, or -1
+ * with errno set and nothing said: dir cannot be read, or ENOMEM.
+ */
+int files_list_dir(const char *dir, int (*keep)(const char *name), char ***names, size_t *n);
+void files_list_free(char **names, size_t n);
+
 /* Forget every input (the fuzzers, between runs; the end of a run). */
 void files_forget(void);
 

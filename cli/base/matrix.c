@@ -201,6 +201,23 @@ int matrix_widen(matrix *m)
 	return 0;
 }
 
+int matrix_transpose(matrix *m)
+{
+	const size_t B = m->rank == 3 ? m->dim[0] : 1, r = matrix_rows(m), c = matrix_cols(m);
+	matrix t;
+
+	if (m->rank == 3 ? matrix_alloc(&t, 3, B, c, r) : matrix_alloc(&t, 2, c, r, 1))
+		return -1;
+	for (size_t b = 0; b < B; b++)
+		for (size_t i = 0; i < r; i++)
+			for (size_t j = 0; j < c; j++)
+				t.v[b * r * c + j * r + i] = m->v[b * r * c + i * c + j];
+	t.is_f32 = m->is_f32;
+	matrix_free(m);
+	*m = t;
+	return 0;
+}
+
 void matrix_free(matrix *m)
 {
 	if (!m)

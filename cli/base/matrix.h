@@ -51,6 +51,10 @@ void matrix_free(matrix *m);
 /* floats (m->f) made doubles (m->v), exactly, for code that takes doubles
  * alone; nothing when m holds doubles.  0, or -1 said (m unchanged). */
 int matrix_widen(matrix *m);
+/* m's last two dimensions swapped, over the first when m is 3-D (a
+ * batch): (r, c) -> (c, r), (B, r, c) -> (B, c, r); doubles (widen
+ * first), is_f32 kept.  0, or -1 said (m unchanged). */
+int matrix_transpose(matrix *m);
 /* a float copy of n doubles, each rounded once (NULL stays NULL), from
  * malloc(); *ok cleared when out of memory (said by the caller) */
 float *floats_copy(const double *v, size_t n, int *ok);

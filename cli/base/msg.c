@@ -84,3 +84,8 @@ const char *path_shown(const char *path)
 {
 	return strcmp(path, "-") ? path : "<stdin>";
 }
+
+const char *plural(size_t n)
+{
+	return n == 1 ? "" : "s";
+}

@@ -8,19 +8,16 @@
 #include "cmd/against.h"
 
 #include "base/cli.h"
-#include "write/emit.h"
 #include "read/input.h"
-#include "read/npz.h"
-#include "read/json.h"
+#include "read/named.h"
 #include "run/steps.h"
 #include "base/text.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* what compare reads, in the order of the computation: its names and keys are steps.c's */
 const struct cmp_step cmp_steps[C_COUNT] = {
@@ -208,14 +205,15 @@ static unsigned flags_of(int s)
 	return READ_NONFINITE | (s == C_MASK ? READ_BOOL : 0);
 }
 
-static int read_json_object(struct against *a, const json_doc *doc, const char *path, size_t heads)
+static int read_json_object(struct against *a, named_set *set, const char *path, size_t heads)
 {
 	struct heads_read h = { .heads = heads };
-	const cJSON *item;
+	named_entry e;
 	int rc = -1;
 
-	cJSON_ArrayForEach(item, doc->root) {
-		const char *key = item->string;
+	while (named_next(set, &e)) {
+		const cJSON *item = e.node;
+		const char *key = e.name;
 		int s;
 
 		if (!strcmp(key, "meta") || !strcmp(key, "tokens") || !strcmp(key, "kv_tokens") ||
@@ -254,7 +252,7 @@ static int read_json_object(struct against *a, const json_doc *doc, const char *
 					}
 					snprintf(what, sizeof(what), "heads[%zu].%s", i, cmp_key(s));
 					if (heads_slot(&h, s, i, &dst) ||
-					    json_node_matrix(dst, doc, m, NULL, what, 1, 4, flags_of(s)))
+					    json_node_matrix(dst, &set->doc, m, NULL, what, 1, 4, flags_of(s)))
 						goto done;
 				}
 				i++;
@@ -266,7 +264,7 @@ static int read_json_object(struct against *a, const json_doc *doc, const char *
 			unknown_key(path, "", key, 0);
 			goto done;
 		}
-		if (json_node_matrix(&a->m[s], doc, item, key, key, 1, 4, flags_of(s)))
+		if (named_read(set, &e, &a->m[s], &(read_spec){ key, NULL, 1, 4, flags_of(s) }))
 			goto done;
 		snprintf(a->src[s], sizeof(a->src[s]), "%s", key);
 	}
@@ -306,34 +304,23 @@ static size_t head_prefix(const char *stem, const char **rest)
 	return n;
 }
 
-static int read_dir(struct against *a, const char *path, size_t heads)
+static int read_dir(struct against *a, named_set *set, const char *path, size_t heads)
 {
 	struct heads_read h = { .heads = heads }, planes = { .heads = heads };
-	DIR *dir = opendir(path);
-	const struct dirent *e;
-	int rc = -1, any = 0;
+	named_entry e;
+	int rc = -1;
 
-	if (!dir)
-		return error("'%s': cannot read the directory", path_shown(path));
-	while ((e = readdir(dir))) {
-		char stem[256], shown[300], *dot, *file = NULL;
-		const char *rest = NULL;
+	while (named_next(set, &e)) {
+		char shown[300];
+		const char *stem = e.name, *rest = NULL;
 		size_t head;
 		matrix *dst = NULL;
 		int s = -1;
 		read_spec spec = { .min_rank = 1, .max_rank = 4 };
 
-		if (e->d_name[0] == '.' || !strcmp(e->d_name, "meta.json"))
+		if (!strcmp(e.file, "meta.json"))
 			continue;
-		text_shown(shown, sizeof(shown), e->d_name);
-		if (strlen(e->d_name) >= sizeof(stem)) {
-			error("'%s/%s': not a step's file name", path_shown(path), shown);
-			goto done;
-		}
-		strcpy(stem, e->d_name);
-		dot = strrchr(stem, '.');
-		if (dot)
-			*dot = '\0';
+		text_shown(shown, sizeof(shown), e.file);
 		head = head_prefix(stem, &rest);
 		if (head) {
 			s = step_of_key(rest, 1);
@@ -368,23 +355,13 @@ static int read_dir(struct against *a, const char *path, size_t heads)
 			error("'%s/%s': a second file for %s", path_shown(path), shown, stem);
 			goto done;
 		}
-		file = emit_path(path, e->d_name);
-		if (!file) {
-			error("out of memory");
-			goto done;
-		}
 		spec.what = stem;
-		spec.flags = flags_of(s) | READ_FOUND;
-		if (read_matrix(dst, file, &spec)) {
-			free(file);
+		spec.flags = flags_of(s);
+		if (named_read(set, &e, dst, &spec))
 			goto done;
-		}
-		free(file);
 		if (!head)
 			snprintf(a->src[s], sizeof(a->src[s]), "%s", shown);
-		any = 1;
 	}
-	(void)any;
 	rc = heads_stack(a, &h, path, dir_head_name);
 	if (!rc && planes.m[C_MASK]) {
 		if (a->m[C_MASK].rank) {
@@ -398,7 +375,6 @@ static int read_dir(struct against *a, const char *path, size_t heads)
 		}
 	}
 done:
-	closedir(dir);
 	heads_free(&h);
 	heads_free(&planes);
 	return rc;
@@ -422,13 +398,11 @@ static const char *const npz_names[] = {
 };
 
 /* members named as '-o run.npz' names them: "Q", "heads.softmax" (H, ...) */
-static int read_npz_members(struct against *a, const input_file *f, const char *path, size_t heads)
+static int read_npz_members(struct against *a, named_set *set, const char *path, size_t heads)
 {
-	npz_archive *z = NULL;
-	int rc = -1;
+	const npz_archive *z = set->z;
+	named_entry e;
 
-	if (npz_open(&z, f))
-		return -1;
 	if (npz_count(z) == 1 && !npz_has(z, "meta")) {
 		/* one array, as np.savez(f, out) names it (arr_0): the output, as one
 		 * matrix in another format would be */
@@ -442,15 +416,14 @@ static int read_npz_members(struct against *a, const input_file *f, const char *
 						 .flags = READ_NONFINITE };
 
 			a->kind = "matrix";
-			rc = npz_read(z, name, &a->m[C_OUTPUT], &spec);
-			if (!rc)
-				snprintf(a->src[C_OUTPUT], sizeof(a->src[C_OUTPUT]), "the one matrix");
-			npz_close(z);
-			return rc;
+			if (npz_read(z, name, &a->m[C_OUTPUT], &spec))
+				return -1;
+			snprintf(a->src[C_OUTPUT], sizeof(a->src[C_OUTPUT]), "the one matrix");
+			return 0;
 		}
 	}
-	for (size_t i = 0; i < npz_count(z); i++) {
-		const char *name = npz_name(z, i);
+	while (named_next(set, &e)) {
+		const char *name = e.name;
 		const int per_head = !strncmp(name, "heads.", 6);
 		const int s = step_of_key(per_head ? name + 6 : name, per_head);
 		read_spec spec = { .what = name, .min_rank = 1, .max_rank = 4 };
@@ -462,88 +435,71 @@ static int read_npz_members(struct against *a, const input_file *f, const char *
 		if (s < 0 && closest_name(name, npz_names, sizeof(npz_names) / sizeof(npz_names[0]))) {
 			error("'%s': member '%s' is not a step: did you mean '%s'?", path_shown(path),
 			      shown, closest_name(name, npz_names, sizeof(npz_names) / sizeof(npz_names[0])));
-			goto done;
+			return -1;
 		}
 		if (s < 0) {
 			error("'%s': member '%s' is not a step (mha's names: X, Q, K, V, q_rot, k_rot, "
 			      "mask, concat, output, heads.Q, heads.K, heads.V, heads.scores, heads.scaled, "
 			      "heads.softcapped, heads.masked, heads.softmax, heads.output)",
 			      path_shown(path), shown);
-			goto done;
+			return -1;
 		}
 		spec.flags = flags_of(s);
-		if (npz_read(z, name, &a->m[s], &spec))
-			goto done;
+		if (named_read(set, &e, &a->m[s], &spec))
+			return -1;
 		if (per_head && (a->m[s].rank < 3 || a->m[s].dim[a->m[s].rank - 3] != heads)) {
 			char sh[40];
 
 			error("'%s': %s is %s: expected one matrix per head, heads first (%zu, rows, "
 			      "columns)", path_shown(path), shown, matrix_shape(&a->m[s], sh, sizeof(sh)),
 			      heads);
-			goto done;
+			return -1;
 		}
 		if (per_head)
 			npz_head_name(a->src[s], sizeof(a->src[s]), s, 0);
 		else
 			snprintf(a->src[s], sizeof(a->src[s]), "%s", shown);
 	}
-	rc = 0;
-done:
-	npz_close(z);
-	return rc;
+	return 0;
 }
 
 /* ---- the whole ------------------------------------------------------------ */
 
-static int is_dir(const char *path)
-{
-	struct stat st;
-
-	return strcmp(path, "-") && !stat(path, &st) && S_ISDIR(st.st_mode);
-}
-
 int against_read(struct against *a, const char *path, size_t heads)
 {
-	input_file f = { 0 };
-	int rc = -1;
+	named_set set;
+	int rc;
 
 	memset(a, 0, sizeof(*a));
 	if (is_dir(path)) {
 		a->kind = "dir";
-		rc = read_dir(a, path, heads);
-	} else if (input_load(&f, path) == 0) {
-		if (is_npz(&f)) {
-			a->kind = "npz";
-			rc = read_npz_members(a, &f, path, heads);
-			input_free(&f);
-			goto checked;
-		}
-		json_doc doc = { 0 };
-
-		if (input_format(&f) == FORMAT_IN_JSON) {
-			if (json_parse(&doc, &f) == 0) {
-				if (cJSON_IsObject(doc.root)) {
-					a->kind = "json";
-					rc = read_json_object(a, &doc, path, heads);
-				} else {
-					a->kind = "matrix";
-					rc = json_node_matrix(&a->m[C_OUTPUT], &doc, doc.root, NULL,
-							      "output", 1, 4, READ_NONFINITE);
-				}
-			}
-			json_doc_free(&doc);
-		} else {
-			const read_spec spec = { .what = "output", .min_rank = 1, .max_rank = 3,
-						 .flags = READ_NONFINITE };
-
-			a->kind = "matrix";
-			rc = read_input(&a->m[C_OUTPUT], &f, &spec);
-		}
-		if (!rc && !strcmp(a->kind, "matrix"))
+		if (named_dir(&set, path, NAMED_JOIN_ONCE))
+			rc = errno == ENOMEM ? error("out of memory")
+					     : error("'%s': cannot read the directory", path_shown(path));
+		else
+			rc = read_dir(a, &set, path, heads);
+	} else if (named_file(&set, path)) {
+		rc = -1;
+	} else if (set.kind == NAMED_NPZ) {
+		a->kind = "npz";
+		rc = read_npz_members(a, &set, path, heads);
+	} else if (set.kind == NAMED_JSON) {
+		a->kind = "json";
+		rc = read_json_object(a, &set, path, heads);
+	} else {
+		/* one matrix, in whatever format: the output */
+		a->kind = "matrix";
+		if (set.kind == NAMED_VALUE)
+			rc = json_node_matrix(&a->m[C_OUTPUT], &set.doc, set.doc.root, NULL, "output", 1,
+					      4, READ_NONFINITE);
+		else
+			rc = read_input(&a->m[C_OUTPUT], &set.in,
+					&(read_spec){ .what = "output", .min_rank = 1, .max_rank = 3,
+						      .flags = READ_NONFINITE });
+		if (!rc)
 			snprintf(a->src[C_OUTPUT], sizeof(a->src[C_OUTPUT]), "the one matrix");
 	}
-	input_free(&f);
-checked:
+	named_close(&set);
 	if (!rc) {
 		int any = 0;
 

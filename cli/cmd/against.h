@@ -6,7 +6,7 @@
  * (any format mha reads), taken as the output.
  *
  * Each step is kept whole: a per-head step as the heads stacked (H, rows,
- * cols), as .npz holds it.  Nothing here compares; cmd_compare.c does.
+ * cols), as .npz holds it.  Nothing here compares; cmd/compare.c does.
  */
 #ifndef MHA_CLI_AGAINST_H
 #define MHA_CLI_AGAINST_H

@@ -9,8 +9,10 @@
 #include "base/budget.h"
 #include "base/cli.h"
 #include "base/files.h"
+#include "load/load.h"
 #include "load/model.h"
 #include "load/problem.h"
+#include "load/shapes.h"
 #include "run/steps.h"
 
 #include "mha.h"

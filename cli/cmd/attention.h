@@ -50,7 +50,8 @@ enum {
 	OPT_EXPLAIN = 1u << 6, /* --explain, --cell */
 	OPT_PICTURE = 1u << 7, /* --color, --range, --head */
 	OPT_GRAD = 1u << 8,    /* --grad-output: only a command that takes OPT_GRAD */
-	OPT_ALIAS = 1u << 9    /* --colour: another spelling, in no help */
+	OPT_ALIAS = 1u << 9,   /* --colour: another spelling, in no help */
+	OPT_NPZ = 1u << 10     /* --compress: how .npz output is written */
 };
 
 /* One command plugged into the skeleton. */
@@ -126,6 +127,10 @@ int attn_help(FILE *fp, const struct attn_command *c);
 const struct option *attn_option_table(const unsigned **groups);
 
 /* Helpers the hooks share. */
+
+/* --compress without .npz output, in every command's words */
+#define ATTN_COMPRESS_NEEDS_NPZ \
+	"--compress is for .npz output: add --format npz, or give -o FILE.npz"
 
 /* --range or --head without a picture to draw: a usage error (-1), else 0. */
 int attn_refuse_picture_options(const struct attn_options *o);

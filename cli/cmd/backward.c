@@ -71,6 +71,8 @@ static const char backward_usage[] =
 	"                        weights, biases and sinks\n"
 	"  -f, --format FMT      text, json, csv, markdown, npy or npz; default from -o's\n"
 	"                        name as forward's\n"
+	"      --compress        npz: each member deflated, as np.savez_compressed\n"
+	"                        writes them (smaller, slower to write and read)\n"
 	"      --precision N     significant digits in text and markdown (default 6)\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well); a\n"
 	"                        directory gets one file per matrix: dX.csv,\n"
@@ -636,6 +638,8 @@ static int backward_check_options(struct attn_options *o)
 	if (o->emit.format == FORMAT_HEATMAP || o->emit.format == FORMAT_SVG)
 		return usage_error(hint, "mha backward writes text, json, csv, markdown, npy or npz, "
 				   "not a heatmap");
+	if (o->emit.compress && o->emit.format != FORMAT_NPZ)
+		return usage_error(hint, ATTN_COMPRESS_NEEDS_NPZ);
 	if (o->f32 && o->spec.cfg.exact)
 		return usage_error(hint, "--exact is float64's plain path: leave out --dtype f32");
 	if (o->f32 && o->explain)
@@ -657,7 +661,7 @@ static int backward_cmd_run(struct attn_options *o, struct problem *p)
 const struct attn_command attn_backward = {
 	.name = "backward", .usage = backward_usage, .takes = OPT_GRAD,
 	.help_groups = OPT_INPUT | OPT_ATTN | OPT_RUN | OPT_DTYPE | OPT_EXACT | OPT_PRINT |
-		       OPT_EXPLAIN | OPT_GRAD,
+		       OPT_EXPLAIN | OPT_GRAD | OPT_NPZ,
 	.print = backward_print, .check = backward_check_options, .may_write = backward_may_write,
 	.run = backward_cmd_run
 };

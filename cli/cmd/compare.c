@@ -18,6 +18,7 @@
 #include "cmd/attention.h"
 #include "cmd/compare.h"
 #include "load/problem.h"
+#include "load/shapes.h"
 #include "run/run.h"
 #include "run/steps.h"
 
@@ -112,7 +113,8 @@ static int refuse_forward_only(struct attn_options *o)
 	const struct compare_opts *co = o->own;
 	const char *opt = o->print_given ? "--print" : o->emit.output ? "--output" :
 			  o->spec.cell ? "--cell" : o->explain ? "--explain" :
-			  o->color_given ? "--color" : o->precision_given ? "--precision" : NULL;
+			  o->color_given ? "--color" : o->precision_given ? "--precision" :
+			  o->emit.compress ? "--compress" : NULL;
 
 	if (opt)
 		return usage_error("compare", "%s is forward's: compare writes its report to "

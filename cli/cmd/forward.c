@@ -60,6 +60,8 @@ static const char forward_usage[] =
 	ATTN_USAGE_COLOR
 	ATTN_USAGE_PICTURE
 	"      --precision N     significant digits in text and markdown (default 6)\n"
+	"      --compress        npz: each member deflated, as np.savez_compressed\n"
+	"                        writes them (smaller, slower to write and read)\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well); a\n"
 	"                        directory (an existing one, or a name ending in '/')\n"
 	"                        gets one file per matrix: X.csv, head1_scores.csv, ...\n"
@@ -108,6 +110,8 @@ int forward_check(struct attn_options *o)
 	if (!o->format_given && o->cmd->draw && o->emit.format != FORMAT_SVG &&
 	    o->emit.format != FORMAT_HTML)
 		o->emit.format = FORMAT_HEATMAP;
+	if (o->emit.compress && o->emit.format != FORMAT_NPZ)
+		return usage_error(hint, ATTN_COMPRESS_NEEDS_NPZ);
 	if (o->explain) {
 		if (o->emit.format != FORMAT_TEXT)
 			return usage_error(hint, "--explain writes text: leave out --format");
@@ -282,7 +286,7 @@ done:
 const struct attn_command attn_forward = {
 	.name = "forward", .usage = forward_usage,
 	.help_groups = OPT_INPUT | OPT_ATTN | OPT_RUN | OPT_DTYPE | OPT_EXACT | OPT_PRINT |
-		       OPT_EXPLAIN | OPT_PICTURE,
+		       OPT_EXPLAIN | OPT_PICTURE | OPT_NPZ,
 	FORWARD_HOOKS
 };
 

@@ -1,5 +1,5 @@
 /*
- * cmd_init.c: 'mha init', a random X and random weights of a given shape,
+ * cmd/init.c: 'mha init', a random X and random weights of a given shape,
  * so that a tutorial or a benchmark can start from one command line:
  *
  *   mha init --heads 2 -x x.json -w weights.json
@@ -14,6 +14,7 @@
  * and the files are written with the same writers it uses.
  */
 #include "base/cli.h"
+#include "base/files.h"
 #include "write/emit.h"
 #include "base/matrix.h"
 #include "base/outfile.h"
@@ -27,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static const char init_usage[] =
@@ -544,11 +544,10 @@ static int open_weight_dir(struct run *r)
 {
 	const char *dir = r->o.w, *ext = format_names[r->format];
 	char name[16];
-	struct stat st;
 
 	if (emit_make_dir(dir, &r->made_dir))
 		return -1;
-	if (!r->made_dir && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+	if (!r->made_dir && !is_dir(dir)) /* "-" was refused with the options */
 		return error("'%s' is not a directory: in %s the weights are a directory, one "
 			     "file each", dir, ext);
 	if (check_leftovers(r, ext))

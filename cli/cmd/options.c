@@ -155,7 +155,7 @@ enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV
        O_ROPE_COS, O_ROPE_SIN, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
        O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
        O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
-       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT,
+       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS,
        O_ONE /* + WQ … BO */ };
 
 /* Every shared option, once: getopt_long's row and the group a help describes it in. */
@@ -305,6 +305,7 @@ static const struct {
 	{ { "help", no_argument, NULL, 'h' }, OPT_RUN, NULL },
 	{ { "range", R, NULL, O_RANGE }, OPT_PICTURE, NULL },
 	{ { "head", R, NULL, O_HEAD }, OPT_PICTURE, NULL },
+	{ { "compress", no_argument, NULL, O_COMPRESS }, OPT_NPZ, NULL },
 	/* a command that does not take it refuses it, naming the one that does */
 	{ { "grad-output", R, NULL, O_GRAD_OUTPUT }, OPT_GRAD, NULL },
 };
@@ -534,6 +535,7 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			o->spec.has_layer = 1;
 			break;
 		case 'o': o->emit.output = optarg; break;
+		case O_COMPRESS: o->emit.compress = 1; break;
 		case O_HEADS:
 			o->spec.given |= GIVEN_HEADS;
 			if (opt_count(hint, "--heads", optarg, SIZE_MAX / 2, &o->spec.heads))

@@ -7,6 +7,7 @@
 #include "base/text.h"
 #include "cmd/compare.h"
 #include "run/steps.h"
+#include "write/write.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -64,21 +65,6 @@ static const char *g3(char *buf, size_t size, double v)
 {
 	snprintf(buf, size, "%.3g", v);
 	return buf;
-}
-
-/* a number for JSON: the shortest form, or "inf", "-inf", "nan" */
-static void put_json_number(FILE *fp, double v)
-{
-	char buf[40];
-
-	if (isnan(v))
-		fputs("\"nan\"", fp);
-	else if (isinf(v))
-		fputs(v > 0 ? "\"inf\"" : "\"-inf\"", fp);
-	else {
-		format_shortest(buf, sizeof(buf), v);
-		fputs(buf, fp);
-	}
 }
 
 static void put_json_shape(FILE *fp, const matrix *m)
@@ -182,9 +168,9 @@ void report_json(FILE *fp, const struct report *r)
 	text_put_json(fp, path_shown(r->against));
 	fprintf(fp, ",\n  \"kind\": \"%s\",\n  \"dtype\": \"%s\",\n  \"rtol\": ", r->a->kind,
 		r->f32 ? "f32" : "f64");
-	put_json_number(fp, r->tol->rtol);
+	json_number(fp, r->tol->rtol, 0);
 	fputs(",\n  \"atol\": ", fp);
-	put_json_number(fp, r->tol->atol);
+	json_number(fp, r->tol->atol, 0);
 	if (r->sequence)
 		fprintf(fp, ",\n  \"sequence\": %zu", r->sequence);
 	else
@@ -213,11 +199,11 @@ void report_json(FILE *fp, const struct report *r)
 			continue;
 		}
 		fputs(", \"max_abs\": ", fp);
-		put_json_number(fp, st->max_abs);
+		json_number(fp, st->max_abs, 0);
 		fputs(", \"max_rel\": ", fp);
-		put_json_number(fp, st->max_rel);
+		json_number(fp, st->max_rel, 0);
 		fputs(", \"max_ulp\": ", fp);
-		put_json_number(fp, st->max_ulp);
+		json_number(fp, st->max_ulp, 0);
 		fprintf(fp, ", \"differing\": %zu, \"entries\": %zu, \"where\": ", st->differing, st->entries);
 		if (st->max_abs == 0) {
 			fputs("null}", fp); /* identical: no place stands out */
@@ -239,9 +225,9 @@ void report_json(FILE *fp, const struct report *r)
 		else
 			fputs("null", fp);
 		fputs(", \"theirs\": ", fp);
-		put_json_number(fp, st->worst_theirs);
+		json_number(fp, st->worst_theirs, 0);
 		fputs(", \"mha\": ", fp);
-		put_json_number(fp, st->worst_mha);
+		json_number(fp, st->worst_mha, 0);
 		fputs("}}", fp);
 	}
 	fputs("\n  ],\n  \"diagnosis\": ", fp);

@@ -3,6 +3,7 @@
  */
 #include "load/labels.h"
 #include "base/cli.h"
+#include "base/matrix.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -81,4 +82,106 @@ int labels_parse_cell(const char *arg, const char *const *q_labels, size_t n_q,
 	*i = (size_t)a;
 	*j = (size_t)b;
 	return 0;
+}
+
+/* "The bear eats" or "New York, is, big": the labels, split at commas if any, else at blanks */
+static char **split_tokens(const char *list, size_t *n)
+{
+	const int commas = strchr(list, ',') != NULL;
+	char **out = NULL;
+	size_t cap = 0;
+
+	*n = 0;
+	for (const char *p = list; *p;) {
+		const char *start, *end;
+		char *t;
+
+		while (*p == ' ' || *p == '\t' || (!commas && *p == '\n'))
+			p++;
+		if (!*p)
+			break;
+		start = p;
+		while (*p && (commas ? *p != ',' : (*p != ' ' && *p != '\t' && *p != '\n')))
+			p++;
+		end = p;
+		while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+		if (commas && *p == ',')
+			p++;
+		if (*n == cap) {
+			char **more = realloc(out, (cap = cap ? cap * 2 : 16) * sizeof(*out));
+
+			if (!more)
+				goto nomem;
+			out = more;
+		}
+		if (!(t = strndup(start, (size_t)(end - start))))
+			goto nomem;
+		out[(*n)++] = t;
+	}
+	return out;
+nomem:
+	for (size_t i = 0; i < *n; i++)
+		free(out[i]);
+	free(out);
+	*n = 0;
+	return NULL;
+}
+
+static void free_tokens(char **t, size_t n)
+{
+	for (size_t i = 0; t && i < n; i++)
+		free(t[i]);
+	free(t);
+}
+
+/* One side's labels: split from opt's list, which must give one for each of
+ * the rows of name; else those read with the matrix from (NULL: none). */
+static int take_labels(char ***t, size_t *n, int *own, const char *list, const char *opt,
+		       size_t rows, const char *name, const matrix *from)
+{
+	if (list) {
+		*t = split_tokens(list, n);
+		*own = 1;
+		if (*n != rows)
+			return error("%s gives %zu label%s but %s has %zu row%s", opt, *n, plural(*n),
+				     name, rows, plural(rows));
+	} else if (from && from->labels) {
+		/* "tokens" in the JSON file, or a first column of names in the CSV */
+		*t = from->labels;
+		*n = from->n_labels;
+	}
+	return 0;
+}
+
+/* --tokens and --kv-tokens, one label a row: checked once the shapes are known */
+int labels_set(const struct problem_spec *s, struct problem *p, const mha_dims *d)
+{
+	struct labels *l = &p->labels;
+	const char *xname = p->direct ? "Q" : "X",
+		   *kvname = p->direct ? "K" : s->xk ? "X_k" : s->kv ? "X_kv" : "X";
+	const matrix *qm = p->direct ? &p->q : &p->x;
+	const matrix *km = p->direct ? &p->k : s->xk ? &p->xk : s->kv ? &p->kv : NULL;
+
+	if (take_labels(&l->query, &l->n_query, &l->own_query, s->tokens, "--tokens", d->n_q, xname,
+			qm) ||
+	    take_labels(&l->key, &l->n_key, &l->own_key, s->kv_tokens, "--kv-tokens", d->n_kv, kvname,
+			km))
+		return -1;
+	if (!l->key && l->query && !s->kv && !s->xk && d->n_kv == d->n_q &&
+	    (!p->direct || s->tokens)) {
+		/* self-attention: the keys are the queries; with Q, K and V given,
+		 * --tokens as long as both names the keys too */
+		l->key = l->query;
+		l->n_key = l->n_query;
+	}
+	return 0;
+}
+
+void labels_free(struct labels *l)
+{
+	if (l->own_key)
+		free_tokens(l->key, l->n_key);
+	if (l->own_query)
+		free_tokens(l->query, l->n_query);
 }

@@ -1,11 +1,21 @@
 /*
- * labels.h: --cell QUERY,KEY, the one entry --explain works by hand, named
- * by numbers from 1 or by the tokens that label the queries and keys.
+ * labels.h: the tokens that label the queries and keys, and --cell
+ * QUERY,KEY, the one entry --explain works by hand, named by numbers from 1
+ * or by those tokens.
  */
 #ifndef MHA_CLI_LABELS_H
 #define MHA_CLI_LABELS_H
 
 #include <stddef.h>
+
+#include "load/problem.h"
+
+/* --tokens and --kv-tokens (or the labels read with the matrices), one a
+ * row, checked against the shapes; self-attention's keys take the
+ * queries'.  0, or -1 said. */
+int labels_set(const struct problem_spec *s, struct problem *p, const mha_dims *d);
+/* What labels_set() split from the options. */
+void labels_free(struct labels *l);
 
 /*
  * "3,5", "Monica,Chandler" or "2, Ross": a query and a key, 1-based numbers

@@ -1,5 +1,5 @@
 /*
- * problem.h: one attention problem, read and checked: the inputs (X and
+ * problem.h: one attention problem, read and checked (load.h reads it): the inputs (X and
  * X_kv, or Q, K and V given directly), the weights, the mask and the
  * labels, with mha_dims worked out and every mismatch explained, naming
  * the option and file each matrix came from.  What 'mha forward' (and
@@ -40,13 +40,14 @@ struct problem {
 	weights w;
 	struct labels labels;
 	/* where each came from, for messages: "-x x.json", "--mask <stdin>" */
-	char x_src[PATH_TEXT], kv_src[PATH_TEXT], q_src[PATH_TEXT], k_src[PATH_TEXT], v_src[PATH_TEXT], mask_src[PATH_TEXT];
-	char xk_src[PATH_TEXT], xv_src[PATH_TEXT];
+	char *x_src, *kv_src, *q_src, *k_src, *v_src, *mask_src; /* malloc'd */
+	char *xk_src, *xv_src;
 	/* a batch: B sequences when an input is 3-D (B, rows, cols), 0 when all
 	 * are 2-D; a 2-D input beside 3-D ones is shared by every sequence
 	 * (copied B times), so the library sees every input as (B, rows, cols) */
 	size_t batch;
 	size_t batch_read;      /* after problem_keep_sequence: the batch as read */
+	matrix mask_read;       /* the mask's rank and dims as read (no values) */
 	unsigned char *allow;   /* the boolean mask as bytes, or NULL */
 	int diag_blocked;       /* a boolean mask read as true = may attend blocks every
 				   query's own key (square scores): PyTorch's, perhaps */
@@ -62,28 +63,10 @@ struct problem {
 				   sequence, 1 << the index of X, X_kv, X_k, X_v, Q, K, V */
 };
 
-/*
- * Read every file the spec names (each refused first if larger than the
- * budget's limit), work out the shapes and check the mask and the labels.
- * EXIT_OK, EXIT_DATA (bad data, said) or EXIT_USAGE (--cell names no query
- * or key, said).  problem_free() after, whatever it returned.
- */
-int problem_load(struct problem *p, const struct problem_spec *s);
-void problem_free(struct problem *p);
-
-/* Each file the spec reads (a -w directory: each it may read) noted among
- * the run's inputs (files.h) before any is read, so that an output over
- * one is refused up front.  0, or -1 said. */
-int problem_note_inputs(const struct problem_spec *s);
-
 /* Sequences the run computes: the batch, or 1. */
-size_t problem_sequences(const struct problem *p);
-
-/*
- * --sequence: keep sequence b (0-based) of a batch alone, as a batch of one
- * (its inputs, its mask, its key length); batch_read keeps the batch's
- * size.  0, or -1 said.
- */
-int problem_keep_sequence(struct problem *p, size_t b);
+static inline size_t problem_sequences(const struct problem *p)
+{
+	return p->batch ? p->batch : 1;
+}
 
 #endif

@@ -9,17 +9,13 @@
 #include "load/weights.h"
 #include "base/cli.h"
 #include "read/input.h"
-#include "read/npz.h"
-#include "read/json.h"
+#include "read/named.h"
 
-#include <cjson/cJSON.h>
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 const char *const weight_names[N_WEIGHTS] = {
 	"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O",
@@ -174,18 +170,10 @@ static int put(weights *w, int slot, matrix *m, const char *src, int replace)
 
 /* One weight from a file of its own, in any format; found: in a -w folder,
  * not named by the user (READ_FOUND). */
-static int load_file(weights *w, int slot, const char *path, const char *src, int replace,
-		     int found)
+/* how a weight's own file is read: float32 kept (--dtype f32), .npy mapped */
+static unsigned read_flags(const weights *w)
 {
-	const char *const keys[] = { slot_name(slot), NULL };
-	const read_spec spec = { slot_name(slot), keys, 1, 3,
-				 (w->floats ? READ_F32 : 0) | (w->map ? READ_MAP : 0) |
-					 (found ? READ_FOUND : 0) };
-	matrix m;
-
-	if (read_matrix(&m, path, &spec))
-		return -1;
-	return put(w, slot, &m, src, replace);
+	return (w->floats ? READ_F32 : 0) | (w->map ? READ_MAP : 0);
 }
 
 int weights_put_key(weights *w, const char *key, matrix *m, const char *src)
@@ -203,232 +191,101 @@ int weights_put_key(weights *w, const char *key, matrix *m, const char *src)
 	return 0;
 }
 
-static int load_object(weights *w, const input_file *in, const char *src)
+/*
+ * -w's set: a JSON object's keys, an archive's members or a folder's files,
+ * one weight a name.  src says where a JSON object or an archive came from
+ * ("-w w.json"); a folder's weights each say their own file.
+ */
+static int load_set(weights *w, named_set *set, const char *src)
 {
+	const int dir = set->kind == NAMED_DIR;
 	const char *given[UNSUPPORTED] = { NULL };
-	json_doc doc = { 0 };
-	const cJSON *e;
+	named_entry e;
+	size_t found = 0;
 	int rc = 0;
 
-	if (json_parse(&doc, in)) {
-		json_doc_free(&doc);
-		return -1;
-	}
-	if (!cJSON_IsObject(doc.root)) {
-		json_doc_free(&doc);
-		return error("%s: expected an object with keys W_Q, W_K, W_V (and optionally W_O, "
-			     "b_Q, b_K, b_V, b_O)", in->name);
-	}
-	cJSON_ArrayForEach(e, doc.root) {
-		const int slot = slot_of(e->string, w->layout, in->name);
+	if (set->kind == NAMED_NPZ && named_count(set) == 0)
+		return error("%s: an empty archive: expected members W_Q, W_K, W_V (and optionally "
+			     "W_O, b_Q, b_K, b_V, b_O)", set->in.name);
+	while (!rc && named_next(set, &e)) {
+		const int slot = slot_of(e.name, w->layout, dir ? e.path : set->in.name);
+		/* a folder's file is read as --wq's would be, keys and all */
+		const char *const keys[] = { slot >= 0 ? slot_name(slot) : NULL, NULL };
+		const read_spec spec = { keys[0], dir ? keys : NULL, 1, 3, dir ? read_flags(w) : 0 };
+		char file_src[PATH_TEXT];
 		matrix m;
 
 		if (slot < 0) {
 			rc = -1;
 			break;
 		}
-		if (given[slot]) {
+		if (dir) {
+			/* two files for one weight: put() says "given twice" */
+			snprintf(file_src, sizeof(file_src), "-w %s", e.path);
+		} else if (given[slot]) {
 			/* one key twice was refused by json_parse: two spellings */
-			rc = error("%s: \"%s\" and \"%s\" are both %s", in->name, given[slot],
-				   e->string, slot_name(slot));
+			rc = error("%s: \"%s\" and \"%s\" are both %s", set->in.name, given[slot],
+				   e.name, slot_name(slot));
 			break;
-		}
-		given[slot] = e->string;
-		if (json_node_matrix(&m, &doc, e, e->string, slot_name(slot), 1, 3, 0) ||
-		    put(w, slot, &m, src, 0)) {
-			rc = -1;
-			break;
-		}
-		if (is_torch_key(e->string))
-			w->torch_named |= 1u << slot;
-	}
-	json_doc_free(&doc);
-	return rc;
-}
-
-/* -w weights.npz: one member a weight, named as the JSON object's keys */
-static int load_npz(weights *w, const input_file *in, const char *src)
-{
-	const char *given[UNSUPPORTED] = { NULL };
-	npz_archive *z;
-	int rc = 0;
-
-	if (npz_open(&z, in))
-		return -1;
-	if (npz_count(z) == 0)
-		rc = error("%s: an empty archive: expected members W_Q, W_K, W_V (and optionally "
-			   "W_O, b_Q, b_K, b_V, b_O)", in->name);
-	for (size_t i = 0; i < npz_count(z) && !rc; i++) {
-		const char *key = npz_name(z, i);
-		const int slot = slot_of(key, w->layout, in->name);
-		matrix m;
-
-		if (slot < 0) {
-			rc = -1;
-			break;
-		}
-		if (given[slot]) {
-			rc = error("%s: \"%s\" and \"%s\" are both %s", in->name, given[slot], key,
-				   slot_name(slot));
-			break;
-		}
-		given[slot] = key;
-		if (npz_read(z, key, &m, &(read_spec){ slot_name(slot), NULL, 1, 3, 0 }) ||
-		    put(w, slot, &m, src, 0)) {
-			rc = -1;
-			break;
-		}
-		if (is_torch_key(key))
-			w->torch_named |= 1u << slot;
-	}
-	npz_close(z);
-	return rc;
-}
-
-/* Extensions of the files a weights directory is read for. */
-static int data_extension(const char *ext)
-{
-	static const char *const known[] = { "json", "csv", "tsv", "txt", "npy" };
-
-	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
-		if (!strcmp(ext, known[i]))
-			return 1;
-	return 0;
-}
-
-/* The files in dir a weights directory is read for, sorted, so that which
- * of two clashing files is named first never varies: *names[*n], to free.
- * -1: dir cannot be read (errno set) or out of memory (errno ENOMEM). */
-static int weight_files(const char *dir, char ***names, size_t *n)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	size_t cap = 0;
-
-	*names = NULL;
-	*n = 0;
-	if (!d)
-		return -1;
-	while ((e = readdir(d)) != NULL) {
-		const char *dot = strrchr(e->d_name, '.');
-
-		if (e->d_name[0] == '.' || !dot || !data_extension(dot + 1))
-			continue; /* a README or the like */
-		if (*n == cap) {
-			char **more = realloc(*names, (cap = cap ? cap * 2 : 16) * sizeof(**names));
-
-			if (!more)
-				break;
-			*names = more;
-		}
-		if (!((*names)[*n] = strdup(e->d_name)))
-			break;
-		(*n)++;
-	}
-	closedir(d);
-	if (e) {
-		for (size_t i = 0; i < *n; i++)
-			free((*names)[i]);
-		free(*names);
-		*names = NULL;
-		*n = 0;
-		errno = ENOMEM;
-		return -1;
-	}
-	for (size_t i = 1; i < *n; i++)
-		for (size_t j = i; j > 0 && strcmp((*names)[j - 1], (*names)[j]) > 0; j--) {
-			char *t = (*names)[j];
-
-			(*names)[j] = (*names)[j - 1];
-			(*names)[j - 1] = t;
-		}
-	return 0;
-}
-
-static int load_directory(weights *w, const char *dir, const char *opt)
-{
-	char **names;
-	size_t n, found = 0;
-	int rc = 0;
-
-	if (weight_files(dir, &names, &n))
-		return errno == ENOMEM ? error("out of memory")
-				       : error("%s: cannot read the directory", dir);
-	for (size_t i = 0; i < n && !rc; i++) {
-		char *dot = strrchr(names[i], '.');
-		char path[4096], src[PATH_TEXT];
-		int slot, torch;
-
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		snprintf(src, sizeof(src), "%s %s", opt, path);
-		*dot = '\0';
-		slot = slot_of(names[i], w->layout, path);
-		torch = is_torch_key(names[i]);
-		*dot = '.';
-		if (slot < 0 || load_file(w, slot, path, src, 0, 1)) {
-			rc = -1;
 		} else {
-			found++;
-			if (torch)
-				w->torch_named |= 1u << slot;
+			given[slot] = e.name;
 		}
+		if (named_read(set, &e, &m, &spec) || put(w, slot, &m, dir ? file_src : src, 0)) {
+			rc = -1;
+			break;
+		}
+		found++;
+		if (is_torch_key(e.name))
+			w->torch_named |= 1u << slot;
 	}
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	if (!rc && !found)
+	if (!rc && dir && !found)
 		return error("%s: no weight files in the directory (expected W_Q.csv, W_K.npy, "
-			     "W_V.json and the like)", dir);
+			     "W_V.json and the like)", set->path);
 	return rc;
 }
 
 int weights_files(const char *path, int (*fn)(void *ctx, const char *file), void *ctx)
 {
-	struct stat st;
-	char **names;
-	size_t n;
+	named_set set;
+	named_entry e;
 	int rc = 0;
 
-	if (!strcmp(path, "-") || stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+	if (!is_dir(path))
 		return fn(ctx, path);
-	if (weight_files(path, &names, &n))
-		return errno == ENOMEM ? error("out of memory") : 0; /* the reading says why */
-	for (size_t i = 0; i < n; i++) {
-		char file[4096];
-
-		/* the name load_directory() reads it by */
-		snprintf(file, sizeof(file), "%s/%s", path, names[i]);
-		if (!rc)
-			rc = fn(ctx, file);
-		free(names[i]);
-	}
-	free(names);
+	if (named_dir(&set, path, NAMED_DATA_FILES))
+		rc = errno == ENOMEM ? error("out of memory") : 0; /* the reading says why */
+	/* the names load_set() reads them by */
+	while (!rc && named_next(&set, &e))
+		rc = fn(ctx, e.path);
+	named_close(&set);
 	return rc;
 }
 
 int weights_load(weights *w, const char *path, weight_layout layout)
 {
-	struct stat st;
-	input_file in;
+	named_set set;
 	char src[PATH_TEXT];
 	int rc;
 
 	w->layout = layout;
 	snprintf(src, sizeof(src), "-w %s", strcmp(path, "-") ? path : "<stdin>");
-	if (strcmp(path, "-") && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-		return load_directory(w, path, "-w");
-	if (input_load(&in, path)) {
-		input_free(&in);
-		return -1;
-	}
-	if (input_format(&in) == FORMAT_IN_NPZ)
-		rc = load_npz(w, &in, src);
-	else if (input_format(&in) != FORMAT_IN_JSON)
+	if (is_dir(path)) {
+		rc = named_dir(&set, path, NAMED_DATA_FILES)
+			     ? (errno == ENOMEM ? error("out of memory")
+						: error("%s: cannot read the directory", path))
+			     : load_set(w, &set, src);
+	} else if (named_file(&set, path)) {
+		rc = -1;
+	} else if (set.kind == NAMED_OTHER) {
 		rc = error("%s: a weights file is one JSON object or a .npz archive; for CSV or "
-			   ".npy weights give one file per weight (--wq, --wk, … or -w DIR)", in.name);
-	else
-		rc = load_object(w, &in, src);
-	input_free(&in);
+			   ".npy weights give one file per weight (--wq, --wk, … or -w DIR)", set.in.name);
+	} else if (set.kind == NAMED_VALUE) {
+		rc = error("%s: expected an object with keys W_Q, W_K, W_V (and optionally W_O, "
+			   "b_Q, b_K, b_V, b_O)", set.in.name);
+	} else {
+		rc = load_set(w, &set, src);
+	}
+	named_close(&set);
 	return rc;
 }
 
@@ -437,26 +294,18 @@ int weights_load_one(weights *w, int which, const char *opt, const char *path,
 {
 	char src[PATH_TEXT];
 
+	const char *const keys[] = { slot_name(which), NULL };
+	const read_spec spec = { slot_name(which), keys, 1, 3, read_flags(w) };
+	matrix m;
+
 	w->layout = layout;
 	snprintf(src, sizeof(src), "%s %s", opt, strcmp(path, "-") ? path : "<stdin>");
-	return load_file(w, which, path, src, 1, 0);
+	if (read_matrix(&m, path, &spec))
+		return -1;
+	return put(w, which, &m, src, 1);
 }
 
 /* ---- one layout -------------------------------------------------------- */
-
-static int transpose(matrix *m)
-{
-	matrix t;
-
-	if (matrix_alloc(&t, 2, m->dim[1], m->dim[0], 1))
-		return -1;
-	for (size_t i = 0; i < m->dim[0]; i++)
-		for (size_t j = 0; j < m->dim[1]; j++)
-			t.v[j * m->dim[0] + i] = m->v[i * m->dim[1] + j];
-	matrix_free(m);
-	*m = t;
-	return 0;
-}
 
 /* rows [r0, r0 + rows) of m, as a matrix of its own */
 static int take_rows(matrix *dst, const matrix *m, size_t r0, size_t rows)
@@ -624,7 +473,7 @@ int weights_finish(weights *w, size_t heads, size_t kv_heads)
 					     "not with --layout torch", w->src[i], weight_names[i],
 					     matrix_shape(m, shape, sizeof(shape)));
 			/* nn.Linear keeps (out, in) and computes x·Wᵀ */
-			if (transpose(m))
+			if (matrix_transpose(m))
 				return -1;
 			continue;
 		}

@@ -13,7 +13,6 @@
 #include "read/safetensors.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,13 +45,6 @@ static int ends_with(const char *s, const char *tail)
 	return n >= m && !strcmp(s + n - m, tail);
 }
 
-static int is_dir(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 static int is_file(const char *path)
 {
 	struct stat st;
@@ -60,36 +52,39 @@ static int is_file(const char *path)
 	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* The first *.safetensors in dir (sorted), into name; 0 or -1 none. */
-static int dir_safetensors(const char *dir, char *name, size_t size, size_t *count)
+static int is_safetensors(const char *name)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
+	return ends_with(name, ".safetensors");
+}
 
-	*count = 0;
-	name[0] = '\0';
-	if (!d)
-		return -1;
-	while ((e = readdir(d)) != NULL)
-		if (e->d_name[0] != '.' && ends_with(e->d_name, ".safetensors")) {
-			if (!*count || strcmp(e->d_name, name) < 0)
-				snprintf(name, size, "%s", e->d_name);
-			(*count)++;
-		}
-	closedir(d);
-	return *count ? 0 : -1;
+/* a file of the checkpoint's, as ckpt_files passes them */
+static int is_ckpt_file(const char *name)
+{
+	return ends_with(name, ".safetensors") || !strcmp(name, INDEX_NAME) ||
+	       !strcmp(name, "config.json");
+}
+
+/* dir holds a .safetensors file */
+static int has_safetensors(const char *dir)
+{
+	char **names;
+	size_t n;
+
+	if (files_list_dir(dir, is_safetensors, &names, &n))
+		return 0;
+	files_list_free(names, n);
+	return n != 0;
 }
 
 int ckpt_is_checkpoint(const char *path)
 {
-	char dir[4096], name[256];
-	size_t n;
+	char dir[4096];
 
 	if (!path || !strcmp(path, "-"))
 		return 0;
 	if (is_dir(path)) {
 		snprintf(dir, sizeof(dir), "%s/" INDEX_NAME, path);
-		return is_file(dir) || dir_safetensors(path, name, sizeof(name), &n) == 0;
+		return is_file(dir) || has_safetensors(path);
 	}
 	return ends_with(path, ".safetensors") || ends_with(path, ".safetensors.index.json");
 }
@@ -112,24 +107,20 @@ void ckpt_folder_of(const char *path, char *dir, size_t size)
 
 int ckpt_files(const char *path, int (*fn)(void *ctx, const char *file), void *ctx)
 {
-	char dir[4096], file[4400];
-	struct dirent *e;
-	DIR *d;
+	char dir[4096], file[4400], **names = NULL;
+	size_t n = 0;
 	int rc = 0;
 
 	ckpt_folder_of(path, dir, sizeof(dir));
 	if (!is_dir(path))
 		rc = fn(ctx, path);
-	d = rc ? NULL : opendir(dir);
-	while (!rc && d && (e = readdir(d)) != NULL)
-		if (e->d_name[0] != '.' && (ends_with(e->d_name, ".safetensors") ||
-					    !strcmp(e->d_name, INDEX_NAME) ||
-					    !strcmp(e->d_name, "config.json"))) {
-			snprintf(file, sizeof(file), "%s/%s", dir, e->d_name);
-			rc = fn(ctx, file);
-		}
-	if (d)
-		closedir(d);
+	if (!rc && files_list_dir(dir, is_ckpt_file, &names, &n) && errno == ENOMEM)
+		rc = error("out of memory"); /* unreadable: the reading says why */
+	for (size_t i = 0; i < n && !rc; i++) {
+		snprintf(file, sizeof(file), "%s/%s", dir, names[i]);
+		rc = fn(ctx, file);
+	}
+	files_list_free(names, n);
 	return rc;
 }
 
@@ -343,28 +334,20 @@ static int index_shard(struct ckpt *c, const char *file, size_t *at)
 	return add_shard(c, c->dir, file);
 }
 
-static int by_path(const void *a, const void *b)
-{
-	return strcmp(((const struct ckpt_shard *)a)->path, ((const struct ckpt_shard *)b)->path);
-}
-
 /* Every .safetensors in the folder, listed once, sorted. */
 static int folder_shards(struct ckpt *c, const char *dir)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
+	char **names;
+	size_t n;
 	int rc = 0;
 
-	if (!d)
-		return error("%s: %s", dir, strerror(errno));
-	while (!rc && (e = readdir(d)) != NULL)
-		if (e->d_name[0] != '.' && ends_with(e->d_name, ".safetensors"))
-			rc = add_shard(c, dir, e->d_name);
-	closedir(d);
+	if (files_list_dir(dir, is_safetensors, &names, &n))
+		return errno == ENOMEM ? error("out of memory") : error("%s: %s", dir, strerror(errno));
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = add_shard(c, dir, names[i]);
+	files_list_free(names, n);
 	if (!rc && !c->n_shards)
 		return error("%s: no .safetensors file in the folder", dir);
-	if (c->n_shards)
-		qsort(c->shards, c->n_shards, sizeof(*c->shards), by_path);
 	return rc;
 }
 

@@ -1,5 +1,5 @@
 /*
- * read_csv.c: CSV files into matrices, for numbers that come from
+ * read/csv.c: CSV files into matrices, for numbers that come from
  * spreadsheets, numpy.savetxt or pandas.
  *
  * A file holds one 2-D matrix, a row per line.  The reader takes what

@@ -1,5 +1,5 @@
 /*
- * read_json.c: JSON files into matrices, with cJSON doing the parsing.
+ * read/json.c: JSON files into matrices, with cJSON doing the parsing.
  *
  * cJSON keeps no positions, so when an element is wrong the reader walks
  * the text again along the element's path to give its line and column.
@@ -423,7 +423,7 @@ int json_index_keys(const json_doc *doc)
  * The keys of mha's own JSON files, which an object holding a matrix may
  * have beside the one read, since a run's output is read back as the next
  * one's input: mha forward's output (steps.c's keys, meta and the labels),
- * mha backward's (cmd_backward.c's) and mha init's weights (weights.c's).
+ * mha backward's (cmd/backward.c's) and mha init's weights (weights.c's).
  * Any other key is a typo or a file of another kind.
  */
 static const char *const own_keys[] = {

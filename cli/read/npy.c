@@ -1,5 +1,5 @@
 /*
- * read_npy.c: NumPy .npy files (format 1.0, 2.0 and 3.0) into matrices.
+ * read/npy.c: NumPy .npy files (format 1.0, 2.0 and 3.0) into matrices.
  *
  * A .npy file is the magic "\x93NUMPY", a version, the header's length,
  * the header, and the values.  The header is a Python dict literal such as
@@ -15,6 +15,7 @@
  * the caller accepts them (a mask).
  */
 #include "read/npy.h"
+#include "read/half.h"
 #include "base/cli.h"
 #include "base/budget.h"
 
@@ -309,22 +310,6 @@ static const char *element_name(char *buf, size_t size, const char *what, size_t
 	for (size_t r = 0; r < rank && used < size; r++)
 		used += (size_t)snprintf(buf + used, size - used, "[%zu]", idx[r]);
 	return buf;
-}
-
-/* float16's bits as a double, exactly */
-static double half_to_double(uint16_t h)
-{
-	const int e = (h >> 10) & 0x1f;
-	const unsigned mant = h & 0x3ff;
-	double v;
-
-	if (e == 0)
-		v = ldexp((double)mant, -24); /* subnormal */
-	else if (e == 31)
-		v = mant ? NAN : INFINITY;
-	else
-		v = ldexp((double)(mant | 0x400), e - 25);
-	return (h & 0x8000) ? -v : v;
 }
 
 /* whether a double holds the integer of this magnitude exactly: its

@@ -1,23 +1,24 @@
 /*
- * read_npz.c: .npz archives (npz.h), read from a file already in memory.
+ * read/npz.c: .npz archives (npz.h), read from a file already in memory.
  * The ZIP layout is PKWARE's APPNOTE.TXT: 4.3.7 the local header, 4.3.12
  * the central directory, 4.3.14-16 the ZIP64 end record and its locator,
  * 4.5.3 the ZIP64 extra field; little-endian throughout.  Each member's
- * bytes go to the one .npy parser (read_npy.c) as a file of their own,
- * named "run.npz: member" in its messages.
+ * bytes go to the one .npy parser (read/npy.c) as a file of their own,
+ * named "run.npz: member" in its messages.  Deflated members are inflated
+ * by zlib, its memory charged to the budget like the rest.
  */
 #include "read/npz.h"
 #include "read/npy.h"
 
 #include "base/budget.h"
 #include "base/cli.h"
-#include "read/inflate.h"
-#include "write/zip.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#define ZLIB_CONST /* next_in points to const bytes */
+#include <zlib.h>
 
 #define SIG_LOCAL 0x04034b50u
 #define SIG_CENTRAL 0x02014b50u
@@ -455,6 +456,125 @@ static const char *member_list(const npz_archive *z, char *buf, size_t size)
 	return buf;
 }
 
+/* ---- inflating: zlib ---------------------------------------------------- */
+
+/* zlib's state and window, charged to the budget as they are allocated */
+static voidpf zlib_alloc(voidpf opaque, uInt items, uInt size)
+{
+	(void)opaque;
+	return (size_t)items > SIZE_MAX / (size ? size : 1) ? NULL
+							   : budget_malloc((size_t)items * size);
+}
+
+static void zlib_free(voidpf opaque, voidpf p)
+{
+	(void)opaque;
+	budget_free(p);
+}
+
+/*
+ * zlib's messages for a raw deflate stream (inflate.c, inffast.c) in the
+ * words mha has always used; zlib gives one message where the cause was two
+ * (over-subscribed or incomplete; a repeat before any length or past the
+ * count), so those say both.
+ */
+static const char *data_error(const char *msg)
+{
+	static const char *const words[][2] = {
+		{ "invalid block type", "a block of the reserved type 3" },
+		{ "invalid stored block lengths",
+		  "a stored block whose length and its complement disagree" },
+		{ "too many length or distance symbols",
+		  "a dynamic block with too many length or distance codes" },
+		{ "invalid code lengths set", "an over-subscribed or incomplete Huffman code" },
+		{ "invalid literal/lengths set", "an over-subscribed or incomplete Huffman code" },
+		{ "invalid distances set", "an over-subscribed or incomplete Huffman code" },
+		{ "invalid bit length repeat",
+		  "a repeat of code lengths with none before it or past the block's count" },
+		{ "invalid code -- missing end-of-block",
+		  "a dynamic block without an end-of-block code" },
+		{ "invalid literal/length code",
+		  "an invalid length symbol (286 or 287, or a code not in the block's table)" },
+		{ "invalid distance code",
+		  "an invalid distance symbol (30 or 31, or a code not in the block's table)" },
+		{ "invalid distance too far back", "a distance back past the start of the data" },
+	};
+
+	for (size_t i = 0; msg && i < sizeof(words) / sizeof(words[0]); i++)
+		if (!strcmp(msg, words[i][0]))
+			return words[i][1];
+	return msg ? msg : "zlib could not inflate it";
+}
+
+/* zlib counts in uInt: a member past 4 GiB goes through in pieces */
+#define PIECE ((size_t)1 << 30)
+
+int npz_inflate(unsigned char *out, size_t out_len, const unsigned char *in, size_t in_len,
+		size_t *in_used, const char **why)
+{
+	/* out holds one byte more than declared: a stream that fills it
+	 * inflates past its declared size */
+	const size_t room = out_len + 1;
+	size_t fed_in = 0, fed_out = 0;
+	z_stream s;
+	int rc;
+
+	memset(&s, 0, sizeof(s));
+	s.zalloc = zlib_alloc;
+	s.zfree = zlib_free;
+	*why = NULL;
+	if (inflateInit2(&s, -MAX_WBITS) != Z_OK)
+		return -1; /* only its memory: the budget or malloc refused */
+	for (;;) {
+		size_t piece;
+
+		if (s.avail_in == 0 && fed_in < in_len) {
+			piece = in_len - fed_in < PIECE ? in_len - fed_in : PIECE;
+			s.next_in = in + fed_in;
+			s.avail_in = (uInt)piece;
+			fed_in += piece;
+		}
+		if (s.avail_out == 0 && fed_out < room) {
+			piece = room - fed_out < PIECE ? room - fed_out : PIECE;
+			s.next_out = out + fed_out;
+			s.avail_out = (uInt)piece;
+			fed_out += piece;
+		}
+		/* Z_FINISH when all is given: no window then, the output is one */
+		rc = inflate(&s, fed_in == in_len && fed_out == room ? Z_FINISH : Z_NO_FLUSH);
+		if (rc == Z_STREAM_END) {
+			if (fed_out - s.avail_out > out_len)
+				*why = "the data inflates past its declared size";
+			else if (fed_out - s.avail_out < out_len)
+				*why = "the data inflates to fewer bytes than its declared size";
+			break;
+		}
+		if (rc == Z_DATA_ERROR) {
+			*why = data_error(s.msg);
+			break;
+		}
+		/* out of room or of input: at the end of the call zlib may also
+		 * have failed to allocate its window, which these come before */
+		if (s.avail_out == 0 && fed_out == room) {
+			*why = "the data inflates past its declared size";
+			break;
+		}
+		if (s.avail_in == 0 && fed_in == in_len && s.avail_out > 0) {
+			*why = "the deflated data ends early (truncated)";
+			break;
+		}
+		if (rc != Z_OK && rc != Z_BUF_ERROR) {
+			if (rc != Z_MEM_ERROR)
+				*why = data_error(s.msg);
+			break;
+		}
+		/* a piece used up: the next one is given above */
+	}
+	*in_used = fed_in - s.avail_in;
+	inflateEnd(&s);
+	return rc == Z_STREAM_END && !*why ? 0 : -1;
+}
+
 /*
  * The member's bytes as a file of their own named "run.npz: name": in
  * place when stored, else inflated into a buffer charged to the budget
@@ -484,6 +604,7 @@ static int member_bytes(const npz_archive *z, const char *name, input_file *out,
 		out->len = (size_t)e->usize;
 	} else {
 		const char *why = NULL;
+		const size_t refused = budget_refusals();
 		size_t used = 0;
 
 		if (e->usize >= SIZE_MAX - 64 || budget_take(out->held = budget_block((size_t)e->usize + 1))) {
@@ -500,9 +621,14 @@ static int member_bytes(const npz_archive *z, const char *name, input_file *out,
 			error("%s: out of memory", out->name);
 			goto fail;
 		}
-		if (inflate_raw(buf, (size_t)e->usize, f->data + e->data, (size_t)e->csize, &used,
+		if (npz_inflate(buf, (size_t)e->usize, f->data + e->data, (size_t)e->csize, &used,
 				&why)) {
-			error("%s: bad deflated data: %s", out->name, why);
+			if (why)
+				error("%s: bad deflated data: %s", out->name, why);
+			else if (budget_refusals() > refused)
+				budget_refuse(out->name, 0);
+			else
+				error("%s: out of memory", out->name);
 			goto fail;
 		}
 		if (used != e->csize) {
@@ -514,7 +640,7 @@ static int member_bytes(const npz_archive *z, const char *name, input_file *out,
 		out->data = buf;
 		out->len = (size_t)e->usize;
 	}
-	if (zip_crc32(0, out->data, out->len) != e->crc) {
+	if (crc32_z(0, out->data, out->len) != e->crc) {
 		error("%s: CRC-32 mismatch: the member is damaged", out->name);
 		goto fail;
 	}
@@ -674,7 +800,7 @@ fail:
 }
 
 /* a "tokens" member beside the matrix (as mha's -o run.npz writes): one label a row,
- * as read_json.c takes a JSON object's "tokens" */
+ * as read/json.c takes a JSON object's "tokens" */
 static int npz_tokens(matrix *m, const npz_archive *z, const read_spec *spec)
 {
 	const size_t rows = matrix_rows(m);

@@ -7,8 +7,9 @@
  * local header against it, no two members overlapping or sharing a name,
  * only stored (method 0) and deflated (method 8) members, none encrypted.
  * Members are then read one at a time: a stored one in place, a deflated
- * one inflated (inflate.h) into a buffer of its declared size, charged to
- * the memory budget; the CRC-32 of each is checked before it is parsed.
+ * one inflated by zlib into a buffer of its declared size, charged to the
+ * memory budget (zlib's own state too); the CRC-32 of each is checked
+ * before it is parsed.
  * Sizes come from the central directory, so members followed by data
  * descriptors are read too.  Names are not paths: nothing is extracted,
  * and a name ("../x", "a/b", control characters) only reaches messages,
@@ -54,5 +55,17 @@ void npz_close(npz_archive *z);
  * "tokens" does.  read_input() calls it for a file that is_npz().
  */
 int read_npz(matrix *m, const input_file *f, const read_spec *spec);
+
+/*
+ * The raw deflate stream in[0..in_len) (RFC 1951, no zlib or gzip wrapper)
+ * into out, which holds out_len bytes and one more (a stream that reaches
+ * it inflates past the size declared).  0 when the stream ends with exactly
+ * out_len bytes, *in_used then the bytes it took (the rest of in is the
+ * caller's to judge).  Else -1 with *why a phrase for messages ("the data
+ * inflates past its declared size", ...), or NULL when zlib's memory was
+ * refused (by the budget, or malloc).  For read_npz.c and tests/npz_test.c.
+ */
+int npz_inflate(unsigned char *out, size_t out_len, const unsigned char *in, size_t in_len,
+		size_t *in_used, const char **why);
 
 #endif

@@ -1,9 +1,10 @@
 /*
- * read_safetensors.c: the safetensors reader (safetensors.h): the header
+ * read/safetensors.c: the safetensors reader (safetensors.h): the header
  * checked whole against the file before anything past it is read, then one
  * tensor at a time with pread(), converted exactly to float64.
  */
 #include "read/safetensors.h"
+#include "read/half.h"
 #include "base/budget.h"
 #include "base/cli.h"
 #include "base/files.h"
@@ -452,19 +453,9 @@ static double convert(const unsigned char *b, int dtype)
 		memcpy(&x, &w, sizeof(x));
 		return x;
 	case DT_BF16:
-		/* bfloat16 is float32's top half */
-		w = ((uint32_t)b[0] | (uint32_t)b[1] << 8) << 16;
-		memcpy(&x, &w, sizeof(x));
-		return x;
-	default: { /* DT_F16: 1 sign, 5 exponent, 10 fraction bits */
-		const unsigned h = (unsigned)b[0] | (unsigned)b[1] << 8;
-		const unsigned e = (h >> 10) & 31, m = h & 1023;
-		const double s = (h & 0x8000) ? -1.0 : 1.0;
-
-		if (e == 31)
-			return m ? NAN : s * INFINITY;
-		return s * (e ? ldexp(m + 1024.0, (int)e - 25) : ldexp(m, -24));
-	}
+		return bfloat16_to_double((uint16_t)(b[0] | b[1] << 8));
+	default: /* DT_F16 */
+		return half_to_double((uint16_t)(b[0] | b[1] << 8));
 	}
 }
 

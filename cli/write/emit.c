@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <sys/stat.h> /* mkdir */
 #include <unistd.h>
 
 /* ---- names and places ---------------------------------------------------- */
@@ -79,10 +79,10 @@ int emit_known_name(const char *path)
 
 int emit_is_dir(const char *path)
 {
-	struct stat st;
 	const size_t n = strlen(path);
 
-	return (n && path[n - 1] == '/') || (stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+	/* "dir/" names one to be made; "-" is standard output, never a folder */
+	return (n && path[n - 1] == '/') || is_dir(path);
 }
 
 out_format emit_format_of_output(const char *path)
@@ -367,19 +367,20 @@ static int npz_add(zip_writer *z, const char *prefix, const char *key, struct np
 }
 
 /*
- * -o run.npz: every item under its JSON key, as np.savez writes them (zip.h):
+ * -o run.npz: every item under its JSON key, as np.savez writes them (zip.h),
+ * or with compress deflated, as np.savez_compressed does:
  * a whole-model matrix as it is, each per-head step as one array of the
  * heads stacked, "heads.softmax" (H, n_q, n_kv); a batch (B, ...) ahead of
  * that.  meta is its JSON text in a 0-d Unicode array, tokens and kv_tokens
  * 1-D Unicode arrays; float32 where the run made floats (--dtype f32's
  * output: is_f32), else float64.  Nothing needs pickle.
  */
-static int write_npz(FILE *fp, const struct step_items *lists, size_t batch,
+static int write_npz(FILE *fp, int compress, const struct step_items *lists, size_t batch,
 		     const struct labels *l, const struct run_meta *meta)
 {
 	const struct step_items *list = &lists[0];
 	const size_t B = batch ? batch : 1;
-	zip_writer z = { .fp = fp };
+	zip_writer z = { .fp = fp, .compress = compress };
 	const matrix **parts = NULL;
 	size_t *idx = calloc(list->n ? list->n : 1, sizeof(*idx));
 	char *text = NULL;
@@ -557,7 +558,7 @@ int emit_items(const struct emit *o, const struct step_items *lists, size_t batc
 	} else if (o->format == FORMAT_NPY) {
 		(void)npy_write(of.fp, list->v[one].m); /* errors: see write_one() */
 	} else if (o->format == FORMAT_NPZ) {
-		if (write_npz(of.fp, lists, batch, labels, meta)) {
+		if (write_npz(of.fp, o->compress, lists, batch, labels, meta)) {
 			outfile_abort(&of);
 			return -1;
 		}

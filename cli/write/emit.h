@@ -48,6 +48,7 @@ struct emit {
 	struct heat_range range; /* --range: the colours' scale of every picture (heatmap,
 				    svg, and the HTML page): see heatmap.h */
 	size_t head;         /* --head N: the pictures draw head N alone (from 1); 0: all */
+	int compress;        /* npz: --compress, members deflated (np.savez_compressed) */
 };
 
 /*

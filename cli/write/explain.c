@@ -63,18 +63,12 @@ static void shape(char *buf, size_t size, const matrix *m)
 
 /*
  * The query's position p as ALiBi and the window take it: its index plus
- * the causal offset (bottom-right worked out; 0 when not causal), as
- * lib/rules.h's mha_rule_offset.
+ * the causal offset, as the library works it out (e: one sequence's facts,
+ * its key length in cfg->kv_len).
  */
 static ptrdiff_t query_offset(const struct explain *e)
 {
-	const size_t keys = e->cfg->kv_len ? e->cfg->kv_len : e->d->n_kv;
-
-	switch (e->cfg->causal) {
-	case MHA_CAUSAL_BOTTOM_RIGHT: return (ptrdiff_t)keys - (ptrdiff_t)e->d->n_q;
-	case MHA_CAUSAL_OFFSET: return e->cfg->causal_offset;
-	default: return 0;
-	}
+	return mha_causal_offset(e->d, e->cfg, 0);
 }
 
 /* the position rope gave row r of Q (is_q) or K: as given, or i + the causal offset / j */

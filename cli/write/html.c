@@ -1,7 +1,7 @@
 /*
  * html.c: the interactive page (html.h).  This file writes the page's
- * frame, its style and script (cli/html/page.css, page.html, page.js,
- * turned into C strings at build time by cli/html/embed.sh) and the run's
+ * frame, its style and script (cli/write/html/page.css, page.html, page.js,
+ * turned into C strings at build time by cli/write/html/embed.sh) and the run's
  * data as one JSON object in a <script type="application/json"> element.
  *
  * The data: each head's Q, K and V blocks, its scores, softcapped values,
@@ -19,14 +19,13 @@
 #include "write/html.h"
 
 #include "base/cli.h"
-#include "base/number.h"
+#include "write/explain.h"
 #include "write/heatmap.h"
 #include "base/text.h"
 #include "write/write.h"
 
 #include "html_page.h"
 
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,15 +94,6 @@ static int put_labels(FILE *fp, const char *key, char **t, size_t n)
 	return 0;
 }
 
-/* a number as JSON: its shortest form, or a string for the non-finite */
-static void put_number(FILE *fp, double v)
-{
-	char buf[48];
-
-	format_shortest(buf, sizeof(buf), v);
-	fprintf(fp, isfinite(v) ? "%s" : "\"%s\"", buf);
-}
-
 /* the values of m (row-major) as float64 little-endian bytes in base64 */
 static void put_base64(FILE *fp, const matrix *m)
 {
@@ -141,18 +131,6 @@ static void put_base64(FILE *fp, const matrix *m)
 }
 
 /* one head's matrices, as explain.c gathers them */
-/* ALiBi's and the causal offset's position of query 0, as explain.c's query_offset */
-static ptrdiff_t query_offset(const struct step_facts *f)
-{
-	const size_t keys = f->cfg->kv_len ? f->cfg->kv_len : f->d->n_kv;
-
-	switch (f->cfg->causal) {
-	case MHA_CAUSAL_BOTTOM_RIGHT: return (ptrdiff_t)keys - (ptrdiff_t)f->d->n_q;
-	case MHA_CAUSAL_OFFSET: return f->cfg->causal_offset;
-	default: return 0;
-	}
-}
-
 static int put_sequence(FILE *fp, const struct step_items *list, const struct step_facts *f,
 			size_t b, size_t batch)
 {
@@ -172,7 +150,9 @@ static int put_sequence(FILE *fp, const struct step_items *list, const struct st
 		fprintf(fp, "\"sequence %zu of %zu\"", b + 1, batch);
 	else
 		fputs("\"\"", fp);
-	fprintf(fp, ", \"offset\": %td, \"mask_how\": ", query_offset(f));
+	/* query 0's position as ALiBi and the window take it: the causal offset
+	 * (f: this sequence's own facts, its key length in cfg->kv_len) */
+	fprintf(fp, ", \"offset\": %td, \"mask_how\": ", mha_causal_offset(f->d, f->cfg, 0));
 	if (mask) {
 		/* each sequence's own: its --kv-len */
 		char how[400];
@@ -261,7 +241,7 @@ static int put_data(FILE *fp, const struct html_run *r)
 		d->heads, d->kv_heads ? d->kv_heads : d->heads, d->d_k, d->d_v, r->precision,
 		r->f32 ? "true" : "false");
 	fputs(",\n\"scale\": ", fp);
-	put_number(fp, f->scale);
+	json_number(fp, f->scale, 0);
 	step_scale_words(how, sizeof(how), f);
 	fputs(", \"scale_how\": ", fp);
 	if (put_label(fp, how))
@@ -275,14 +255,14 @@ static int put_data(FILE *fp, const struct html_run *r)
 		fputs("null", fp);
 	}
 	fputs(", \"softcap\": ", fp);
-	put_number(fp, f->cfg->softcap > 0 ? f->cfg->softcap : 0);
+	json_number(fp, f->cfg->softcap > 0 ? f->cfg->softcap : 0, 0);
 	fprintf(fp, ", \"mask_file\": %s, \"rope\": %s", f->mask_file ? "true" : "false",
 		f->cfg->rope.mode ? "true" : "false");
 	fputs(",\n\"sinks\": ", fp);
 	if (f->cfg->sinks) {
 		for (size_t h = 0; h < d->heads; h++) {
 			fputs(h ? ", " : "[", fp);
-			put_number(fp, f->cfg->sinks[h]);
+			json_number(fp, f->cfg->sinks[h], 0);
 		}
 		fputc(']', fp);
 	} else {
@@ -292,7 +272,7 @@ static int put_data(FILE *fp, const struct html_run *r)
 	if (f->cfg->alibi.on && f->alibi_slopes) {
 		for (size_t h = 0; h < d->heads; h++) {
 			fputs(h ? ", " : "[", fp);
-			put_number(fp, f->alibi_slopes[h]);
+			json_number(fp, f->alibi_slopes[h], 0);
 		}
 		fputc(']', fp);
 	} else {
@@ -302,9 +282,9 @@ static int put_data(FILE *fp, const struct html_run *r)
 		r->head <= d->heads ? r->head : 0);
 	if (r->range == HTML_RANGE_FIXED) {
 		fputc('[', fp);
-		put_number(fp, r->range_lo);
+		json_number(fp, r->range_lo, 0);
 		fputs(", ", fp);
-		put_number(fp, r->range_hi);
+		json_number(fp, r->range_hi, 0);
 		fputc(']', fp);
 	} else {
 		fputs(r->range == HTML_RANGE_AUTO ? "\"auto\"" : "null", fp);

@@ -1,6 +1,6 @@
 /*
  * html.h: -o attn.html (--format html): one self-contained page per run.
- * The page's script and style (cli/html/page.*, embedded at build time)
+ * The page's script and style (cli/write/html/page.*, embedded at build time)
  * draw every head's attention as heatmaps and as BertViz-like lines and
  * narrate any cell as --explain --cell would, from the intermediates this
  * file embeds as JSON.  The page references no URL; nothing from the data

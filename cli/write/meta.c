@@ -5,7 +5,6 @@
 #include "write/meta.h"
 
 #include "base/cli.h"
-#include "base/number.h"
 #include "base/text.h"
 #include "load/weights.h"
 #include "write/write.h"
@@ -41,14 +40,14 @@ static void count(struct member *mb, const char *k, size_t v)
 	fprintf(mb->fp, "%zu", v);
 }
 
-/* v as the shortest text that reads back exactly; null when absent */
+/* v as a JSON number; null when absent */
 static void number(struct member *mb, const char *k, double v, int absent)
 {
-	char buf[40];
-
 	key(mb, k);
-	format_shortest(buf, sizeof(buf), v);
-	fputs(absent ? "null" : buf, mb->fp);
+	if (absent)
+		fputs("null", mb->fp);
+	else
+		json_number(mb->fp, v, 0);
 }
 
 /* what --scale chose: the rule's words, as the titles give them */
@@ -79,7 +78,6 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 	const mha_config *cfg = f->cfg;
 	const mha_dims *d = f->d;
 	struct member mb = { fp, depth, 0 };
-	char buf[40];
 	int n = 0;
 
 	fputc('{', fp);
@@ -132,8 +130,9 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 	count(&mb, "d_v", d->d_v);
 	count(&mb, "d_out", mha_output_cols(d, (f->weights >> WO) & 1));
 	key(&mb, "scale");
-	format_shortest(buf, sizeof(buf), m->rep->scale);
-	fprintf(fp, "{\"value\": %s, \"rule\": \"%s\"}", buf, scale_rule(cfg->scale_mode));
+	fputs("{\"value\": ", fp);
+	json_number(fp, m->rep->scale, 0);
+	fprintf(fp, ", \"rule\": \"%s\"}", scale_rule(cfg->scale_mode));
 	string(&mb, "causal", causal_name(cfg->causal));
 	key(&mb, "causal_offset");
 	if (cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT && cfg->kv_lens) {
@@ -163,11 +162,9 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 		fputs("null", fp);
 	key(&mb, "sinks");
 	if (cfg->sinks) {
-		char v[40];
-
 		for (size_t h = 0; h < d->heads; h++) {
-			format_shortest(v, sizeof(v), cfg->sinks[h]);
-			fprintf(fp, "%s%s", h ? ", " : "[", v);
+			fputs(h ? ", " : "[", fp);
+			json_number(fp, cfg->sinks[h], 0);
 		}
 		fputs("]", fp);
 	} else {
@@ -176,12 +173,10 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 	/* ALiBi: the slopes used, and whether given or Press et al.'s */
 	key(&mb, "alibi");
 	if (cfg->alibi.on && f->alibi_slopes) {
-		char v[40];
-
 		fputs("{\"slopes\": ", fp);
 		for (size_t h = 0; h < d->heads; h++) {
-			format_shortest(v, sizeof(v), f->alibi_slopes[h]);
-			fprintf(fp, "%s%s", h ? ", " : "[", v);
+			fputs(h ? ", " : "[", fp);
+			json_number(fp, f->alibi_slopes[h], 0);
 		}
 		fprintf(fp, "], \"rule\": \"%s\"}", cfg->alibi.slopes ? "given" : "press");
 	} else {
@@ -193,10 +188,13 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 		const char *const files[3] = { f->positions_file, f->rope_cos_file, f->rope_sin_file };
 		static const char *const names[3] = { "positions", "cos", "sin" };
 
-		format_shortest(buf, sizeof(buf), cfg->rope.theta ? cfg->rope.theta : 10000);
-		fprintf(fp, "{\"mode\": \"%s\", \"theta\": %s, \"dim\": %zu",
-			cfg->rope.mode == MHA_ROPE_HALF ? "half" : "interleaved",
-			cfg->rope.cos ? "null" : buf, cfg->rope.dim ? cfg->rope.dim : d->d_k);
+		fprintf(fp, "{\"mode\": \"%s\", \"theta\": ",
+			cfg->rope.mode == MHA_ROPE_HALF ? "half" : "interleaved");
+		if (cfg->rope.cos)
+			fputs("null", fp); /* the tables given, no theta */
+		else
+			json_number(fp, cfg->rope.theta ? cfg->rope.theta : 10000, 0);
+		fprintf(fp, ", \"dim\": %zu", cfg->rope.dim ? cfg->rope.dim : d->d_k);
 		for (int i = 0; i < 3; i++) {
 			fprintf(fp, ", \"%s\": ", names[i]);
 			if (files[i])

@@ -1,5 +1,5 @@
 /*
- * write_npy.c: matrices (and, for .npz's meta and tokens, strings) as NumPy
+ * write/npy.c: matrices (and, for .npz's meta and tokens, strings) as NumPy
  * .npy data.
  *
  * Format 1.0, little-endian float64 (or float32 for an array of floats) in

@@ -80,7 +80,7 @@ void out_end(writer *w)
 		fputs(w->need_comma ? "\n}\n" : "}\n", w->fp);
 }
 
-static void json_number(FILE *fp, double v, int is_f32)
+void json_number(FILE *fp, double v, int is_f32)
 {
 	char buf[40];
 

@@ -31,6 +31,14 @@ typedef struct writer {
 	const char *const *row_labels, *const *col_labels;
 } writer;
 
+/*
+ * v as a JSON number, the one way every JSON mha writes has it (the
+ * results, meta, compare's report, the page's data): the shortest text
+ * that reads back as exactly v (as a float's when is_f32), and the values
+ * JSON has no number for as the strings "nan", "inf" and "-inf".
+ */
+void json_number(FILE *fp, double v, int is_f32);
+
 /* Text, JSON, CSV (a "# title" line before each matrix unless single) or
  * Markdown tables; .npy is written with npy_write(), one matrix a file. */
 void out_begin(writer *w);

@@ -2,8 +2,8 @@
  * fuzz_npz.c: libFuzzer target for the .npz reader: npz_open() checking the
  * zip structure (the end record, ZIP64 records, the central directory, each
  * local header, overlaps, duplicate names, methods), then every member read
- * as numbers with the three specs and as text, which runs inflate.c on
- * each deflated member before its CRC-32 is checked; and read_npz(), the
+ * as numbers with the three specs and as text, which runs zlib's inflate
+ * on each deflated member before its CRC-32 is checked; and read_npz(), the
  * member an option picks (with X's tokens as row labels).
  */
 #include "fuzz.h"
