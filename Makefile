@@ -169,6 +169,10 @@ tests/zip_test: build/tests/zip_test.o $(filter-out build/cli/cmd/main.o,$(CLI_O
 tests/npz_test: build/tests/npz_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(ZLIB_LIBS) -lm
 
+# each attention command's --help against its option table (cli/cmd/attention.c)
+tests/options_test: build/tests/options_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) lib/libmha.a
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(ZLIB_LIBS) -lm
+
 tests/test_lib: $(TEST_OBJ) lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) $(TEST_WRAP) -o $@ $(TEST_OBJ) lib/libmha.a $(CHECK_LIBS) -lm
 
@@ -187,7 +191,7 @@ check: deps
 	$(MAKE) -j$(NPROC) STRICT=-Werror all tests/test_lib
 	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-npz \
 		test-checkpoint test-schema test-samples test-docs test-install test-symbols test-backward \
-		test-compare test-layers
+		test-compare test-layers test-options
 	@echo "make check: all tests passed"
 
 # mha against ONNX Runtime, PyTorch and the machine's GEMM rate: not part of check
@@ -244,6 +248,9 @@ conformance: deps
 
 test-unit: tests/test_lib
 	CK_FORK=yes ./tests/test_lib
+
+test-options: tests/options_test
+	./tests/options_test
 
 test-cli: mha
 	sh tests/cli/run.sh
@@ -333,7 +340,7 @@ uninstall:
 
 clean:
 	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance tests/zip_test tests/npz_test \
-		bench/bench_mha bench/bench_backward bench/bench_npz
+		tests/options_test bench/bench_mha bench/bench_backward bench/bench_npz
 
 # ---- fuzzing: libFuzzer targets in tests/fuzz/ (see tests/fuzz/README.md) ----
 #

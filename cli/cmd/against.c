@@ -19,32 +19,54 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* what compare reads, in the order of the computation: its names and keys are steps.c's */
 const struct cmp_step cmp_steps[C_COUNT] = {
-	[C_X] = { "X", "X", STEP_X, 0 },
-	[C_Q] = { "Q", "Q", STEP_Q, 0 },
-	[C_K] = { "K", "K", STEP_K, 0 },
-	[C_V] = { "V", "V", STEP_V, 0 },
-	[C_Q_ROT] = { "q_rot", "q_rot", STEP_Q_ROT, 0 },
-	[C_K_ROT] = { "k_rot", "k_rot", STEP_K_ROT, 0 },
-	[C_HEAD_Q] = { "heads.Q", "Q", STEP_Q, 1 },
-	[C_HEAD_K] = { "heads.K", "K", STEP_K, 1 },
-	[C_HEAD_V] = { "heads.V", "V", STEP_V, 1 },
-	[C_SCORES] = { "scores", "scores", STEP_SCORES, 1 },
-	[C_SCALED] = { "scaled", "scaled", STEP_SCALED, 1 },
-	[C_SOFTCAPPED] = { "softcapped", "softcapped", STEP_SOFTCAPPED, 1 },
-	[C_MASK] = { "mask", "mask", STEP_MASK, 0 },
-	[C_MASKED] = { "masked", "masked", STEP_MASKED, 1 },
-	[C_SOFTMAX] = { "softmax", "softmax", STEP_SOFTMAX, 1 },
-	[C_HEAD_OUTPUT] = { "heads.output", "output", STEP_HEADS, 1 },
-	[C_CONCAT] = { "concat", "concat", STEP_CONCAT, 0 },
-	[C_OUTPUT] = { "output", "output", STEP_OUTPUT, 0 },
+	[C_X] = { STEP_X, 0 },
+	[C_Q] = { STEP_Q, 0 },
+	[C_K] = { STEP_K, 0 },
+	[C_V] = { STEP_V, 0 },
+	[C_Q_ROT] = { STEP_Q_ROT, 0 },
+	[C_K_ROT] = { STEP_K_ROT, 0 },
+	[C_HEAD_Q] = { STEP_Q, 1 },
+	[C_HEAD_K] = { STEP_K, 1 },
+	[C_HEAD_V] = { STEP_V, 1 },
+	[C_SCORES] = { STEP_SCORES, 1 },
+	[C_SCALED] = { STEP_SCALED, 1 },
+	[C_SOFTCAPPED] = { STEP_SOFTCAPPED, 1 },
+	[C_MASK] = { STEP_MASK, 0 },
+	[C_MASKED] = { STEP_MASKED, 1 },
+	[C_SOFTMAX] = { STEP_SOFTMAX, 1 },
+	[C_HEAD_OUTPUT] = { STEP_HEADS, 1 },
+	[C_CONCAT] = { STEP_CONCAT, 0 },
+	[C_OUTPUT] = { STEP_OUTPUT, 0 },
 };
+
+const char *cmp_key(int i)
+{
+	return step_key(&steps[cmp_steps[i].step]);
+}
+
+const char *cmp_name(int i)
+{
+	static char names[C_COUNT][32];
+
+	if (!names[i][0]) {
+		/* a head's matrix under a key the whole model has too: "heads.Q" */
+		int whole_too = 0;
+
+		for (int j = 0; j < C_COUNT; j++)
+			whole_too |= cmp_steps[i].per_head && !cmp_steps[j].per_head &&
+				     !strcmp(cmp_key(j), cmp_key(i));
+		snprintf(names[i], sizeof(names[i]), "%s%s", whole_too ? "heads." : "", cmp_key(i));
+	}
+	return names[i];
+}
 
 /* the step under key (top level: per_head 0; in "heads": 1), or -1 */
 static int step_of_key(const char *key, int per_head)
 {
 	for (int i = 0; i < C_COUNT; i++)
-		if (cmp_steps[i].per_head == per_head && !strcmp(cmp_steps[i].key, key))
+		if (cmp_steps[i].per_head == per_head && !strcmp(cmp_key(i), key))
 			return i;
 	return -1;
 }
@@ -56,8 +78,8 @@ static size_t known_keys(const char **names, int per_head)
 
 	for (int i = 0; i < C_COUNT; i++)
 		if (cmp_steps[i].per_head == per_head ||
-		    (!per_head && step_of_key(cmp_steps[i].key, 0) < 0))
-			names[n++] = cmp_steps[i].key;
+		    (!per_head && step_of_key(cmp_key(i), 0) < 0))
+			names[n++] = cmp_key(i);
 	if (!per_head)
 		names[n++] = "heads";
 	return n;
@@ -150,7 +172,7 @@ static int heads_stack(struct against *a, struct heads_read *h, const char *path
 					     path_shown(path), name(n1, sizeof(n1), s, i),
 					     matrix_shape(&h->m[s][i], s1, sizeof(s1)),
 					     name(n2, sizeof(n2), s, 0), matrix_shape(first, s2, sizeof(s2)),
-					     cmp_steps[s].key);
+					     cmp_key(s));
 			}
 		if (matrix_size(first) != rows * cols) {
 			char s1[40];
@@ -172,9 +194,9 @@ static int heads_stack(struct against *a, struct heads_read *h, const char *path
 static const char *json_head_name(char *buf, size_t size, int s, size_t head)
 {
 	if (head == (size_t)-1)
-		snprintf(buf, size, "heads[].%s", cmp_steps[s].key);
+		snprintf(buf, size, "heads[].%s", cmp_key(s));
 	else
-		snprintf(buf, size, "heads[%zu].%s", head, cmp_steps[s].key);
+		snprintf(buf, size, "heads[%zu].%s", head, cmp_key(s));
 	return buf;
 }
 
@@ -228,7 +250,7 @@ static int read_json_object(struct against *a, named_set *set, const char *path,
 						unknown_key(path, where, m->string, 1);
 						goto done;
 					}
-					snprintf(what, sizeof(what), "heads[%zu].%s", i, cmp_steps[s].key);
+					snprintf(what, sizeof(what), "heads[%zu].%s", i, cmp_key(s));
 					if (heads_slot(&h, s, i, &dst) ||
 					    json_node_matrix(dst, &set->doc, m, NULL, what, 1, 4, flags_of(s)))
 						goto done;
@@ -257,9 +279,9 @@ done:
 static const char *dir_head_name(char *buf, size_t size, int s, size_t head)
 {
 	if (head == (size_t)-1)
-		snprintf(buf, size, "headN_%s", cmp_steps[s].key);
+		snprintf(buf, size, "headN_%s", cmp_key(s));
 	else
-		snprintf(buf, size, "head%zu_%s", head + 1, cmp_steps[s].key);
+		snprintf(buf, size, "head%zu_%s", head + 1, cmp_key(s));
 	return buf;
 }
 
@@ -364,7 +386,7 @@ done:
 static const char *npz_head_name(char *buf, size_t size, int s, size_t head)
 {
 	(void)head;
-	snprintf(buf, size, "heads.%s", cmp_steps[s].key);
+	snprintf(buf, size, "heads.%s", cmp_key(s));
 	return buf;
 }
 

@@ -21,14 +21,19 @@ enum cmp_id {
 	C_SOFTCAPPED, C_MASK, C_MASKED, C_SOFTMAX, C_HEAD_OUTPUT, C_CONCAT, C_OUTPUT, C_COUNT
 };
 
+/* A step compare reads: one of steps.h's, whole or each head's. */
 struct cmp_step {
-	const char *name; /* in the report: "scores", "heads.Q" */
-	const char *key;  /* the JSON key: top-level, or in each object of "heads" */
 	int step;         /* enum step_id (steps.h) */
 	int per_head;     /* under "heads": one matrix per query head */
 };
 
 extern const struct cmp_step cmp_steps[C_COUNT];
+
+/* Its JSON key, steps.c's: top-level, or in each object of "heads". */
+const char *cmp_key(int i);
+/* Its name in the report: the key, "heads.KEY" for a head's matrix whose
+ * key the whole model's has too ("heads.Q", "heads.output"). */
+const char *cmp_name(int i);
 
 struct against {
 	matrix m[C_COUNT];     /* rank 0: not given; per-head steps (H, rows, cols) */

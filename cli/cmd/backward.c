@@ -1,10 +1,10 @@
 /*
- * cmd/backward.c: 'mha backward', every gradient of the layer from
+ * backward.c: 'mha backward', every gradient of the layer from
  * forward's inputs and options and --grad-output (the upstream gradient).
  *
- * The command line is forward's (cmd/forward.c parses and checks it, loads
- * the problem and hands it here, struct forward_command's backward set):
- * this file owns what is backward's own: its steps (a table, as steps.c's
+ * The command line is the skeleton's (attention.c parses and checks it,
+ * loads the problem and hands it to this file's hooks): this file owns
+ * what is backward's own: its steps (a table, as steps.c's
  * for forward), --print's names, --grad-output's reading and shape, the
  * run of mha_backward() with an observer keeping each step, the items the
  * writers print (emit.c), and --explain's narration with --cell working one
@@ -14,7 +14,8 @@
 #include "base/number.h"
 #include "base/budget.h"
 #include "write/emit.h"
-#include "cmd/forward.h"
+#include "cmd/attention.h"
+#include "base/files.h"
 #include "read/input.h"
 #include "load/problem.h"
 #include "run/run.h"
@@ -47,8 +48,7 @@ static const char backward_usage[] =
 	"                        a batch); JSON (\"dO\" or \"grad_output\"), CSV or .npy.\n"
 	"                        Default: all ones, the gradient of sum(output)\n"
 	"\n"
-	FORWARD_USAGE_INPUTS
-	FORWARD_USAGE_ATTENTION
+	ATTN_USAGE_SHARED
 	"Computation:\n"
 	"      --max-memory SIZE the most a run may allocate, e.g. 512M, 4G, none\n"
 	"                        (default: 3/4 of the memory)\n"
@@ -82,100 +82,36 @@ static const char backward_usage[] =
 	"      --cell Q,K        with --explain: dS[Q][K] worked by hand in each head\n"
 	"                        (numbers from 1, or tokens)\n"
 	"      --sequence N      with a batch: sequence N alone\n"
-	FORWARD_USAGE_HELP
-	FORWARD_USAGE_EXIT;
+	ATTN_USAGE_HELP
+	ATTN_USAGE_EXIT;
+
+/* What 'mha backward' takes from the command line. */
+struct backward_request {
+	const char *hint;
+	const struct emit *emit;
+	const char *print;   /* --print as given, or NULL */
+	int explain;         /* --explain (--cell: the problem's cell) */
+	int has_cell;
+	size_t sequence;     /* --sequence N, or 0 */
+	int print_all;
+	unsigned long long steps; /* set by backward_check: the steps asked for */
+	int f32;             /* --dtype f32: the gradients alone, as floats */
+};
 
 /* ---- the steps ------------------------------------------------------------ */
 
-enum bstep {
-	B_GRAD_OUTPUT, B_DCONCAT,
-	B_P, B_O, B_DO, B_DV_H, B_DP, B_D, B_DS, B_DSCALED, B_DSCORES, B_DQ_H, B_DK_H,
-	B_DQ_ROT, B_DK_ROT, B_DQ, B_DK, B_DV,
-	B_DX, B_DX_KV, B_DX_K, B_DX_V, B_DW_Q, B_DW_K, B_DW_V, B_DW_O, B_DB_Q, B_DB_K, B_DB_V,
-	B_DB_O, B_DSINKS, B_COUNT
-};
+#define GS_BIT(s) (1ull << (s))
 
-#define B_BIT(s) (1ull << (s))
+/* the library's stage of step s, whole or per head, or -1: a result of the run */
+static int grad_stage(int s)
+{
+	return grad_steps[s].stage >= 0 ? grad_steps[s].stage : grad_steps[s].head_stage;
+}
 
-/* when a run has a step */
-enum bwhen { W_ALWAYS, W_WO, W_SOFTCAP, W_ROPE, W_PROJECTED, W_DIRECT, W_SELF_OR_CROSS, W_KV,
-	     W_APART, W_WEIGHT, W_SINKS };
-
-struct bstep_def {
-	const char *key;       /* JSON key, file name, --print name (any case) */
-	int stage;             /* mha_grad_stage, or -1: a result of the run */
-	int per_head;
-	enum step_axis rows, cols;
-	enum bwhen when;
-	int weight;            /* W_WEIGHT: the weight (weights.h) it needs */
-	int result;            /* printed by default */
-	const char *title;     /* its formula; %zu: the head (and its kv head) */
-	const char *says;      /* --explain: what it is, in a line */
-};
-
-#define QK AXIS_QUERY, AXIS_KEY
-#define QF AXIS_QUERY, AXIS_FEATURE
-#define KF AXIS_KEY, AXIS_FEATURE
-#define FF AXIS_FEATURE, AXIS_FEATURE
-
-static const struct bstep_def bsteps[B_COUNT] = {
-	[B_GRAD_OUTPUT] = { "grad_output", MHA_GRAD_DOUTPUT, 0, QF, W_ALWAYS, 0, 0,
-			    "grad_output = dO, the gradient of the loss by the output",
-			    "where the backward pass starts: how the loss changes with each output entry" },
-	[B_DCONCAT] = { "dconcat", MHA_GRAD_DCONCAT, 0, QF, W_WO, 0, 0, "dconcat = grad_output*W_O^T",
-			"back through the output projection: each head's block is its dO" },
-	[B_P] = { "P", MHA_GRAD_HEAD_P, 1, QK, W_ALWAYS, 0, 0, "head %zu: P = softmax (recomputed)",
-		  "the forward's attention weights, recomputed" },
-	[B_O] = { "O", MHA_GRAD_HEAD_O, 1, QF, W_ALWAYS, 0, 0, "head %zu: O = P*V%zu (recomputed)",
-		  "the head's output, recomputed" },
-	[B_DO] = { "dO", MHA_GRAD_HEAD_DO, 1, QF, W_ALWAYS, 0, 0, "head %zu: dO = dconcat's block %zu",
-		   "the gradient of the head's output" },
-	[B_DV_H] = { "dV", MHA_GRAD_HEAD_DV, 1, KF, W_ALWAYS, 0, 0, "head %zu: dV = P^T*dO",
-		     "this head's part of the gradient of its V block" },
-	[B_DP] = { "dP", MHA_GRAD_HEAD_DP, 1, QK, W_ALWAYS, 0, 0, "head %zu: dP = dO*V%zu^T",
-		   "the gradient of the attention weights" },
-	[B_D] = { "D", MHA_GRAD_HEAD_D, 1, AXIS_QUERY, AXIS_FEATURE, W_ALWAYS, 0, 0,
-		  "head %zu: D = rowsum(dO o O)", "per query, sum_j P_ij*dP_ij: what the softmax takes back" },
-	[B_DS] = { "dS", MHA_GRAD_HEAD_DS, 1, QK, W_ALWAYS, 0, 0, "head %zu: dS = P o (dP - D)",
-		   "the gradient of the masked scores (0 where a key is masked)" },
-	[B_DSCALED] = { "dscaled", MHA_GRAD_HEAD_DSCALED, 1, QK, W_SOFTCAP, 0, 0,
-			"head %zu: dscaled = dS o (1 - tanh(scaled/c)^2)",
-			"back through the softcap: tanh's derivative" },
-	[B_DSCORES] = { "dscores", MHA_GRAD_HEAD_DSCORES, 1, QK, W_ALWAYS, 0, 0,
-			"head %zu: dscores = dscaled * scale", "back through the scaling" },
-	[B_DQ_H] = { "dQ", MHA_GRAD_HEAD_DQ, 1, QF, W_ALWAYS, 0, 0, "head %zu: dQ = dscores*K%zu",
-		     "the gradient of the head's block of Q (with rope: of q_rot)" },
-	[B_DK_H] = { "dK", MHA_GRAD_HEAD_DK, 1, KF, W_ALWAYS, 0, 0, "head %zu: dK = dscores^T*Q",
-		     "this head's part of the gradient of its K block (with rope: of k_rot)" },
-	[B_DQ_ROT] = { "dq_rot", MHA_GRAD_DQ_ROT, 0, QF, W_ROPE, 0, 0,
-		       "dq_rot = the heads' dQ side by side", "the gradient of q_rot" },
-	[B_DK_ROT] = { "dk_rot", MHA_GRAD_DK_ROT, 0, KF, W_ROPE, 0, 0,
-		       "dk_rot = each key/value head's dK summed over its query heads",
-		       "the gradient of k_rot" },
-	[B_DQ] = { "dQ", MHA_GRAD_DQ, 0, QF, W_ALWAYS, 0, 0, "dQ = the heads' dQ side by side",
-		   "the gradient of Q" },
-	[B_DK] = { "dK", MHA_GRAD_DK, 0, KF, W_ALWAYS, 0, 0,
-		   "dK = each key/value head's dK summed over its query heads", "the gradient of K" },
-	[B_DV] = { "dV", MHA_GRAD_DV, 0, KF, W_ALWAYS, 0, 0,
-		   "dV = each key/value head's dV summed over its query heads", "the gradient of V" },
-	[B_DX] = { "dX", -1, 0, QF, W_PROJECTED, 0, 1, "dX", "the gradient of X" },
-	[B_DX_KV] = { "dX_kv", -1, 0, KF, W_KV, 0, 1, "dX_kv = dK*W_K^T + dV*W_V^T",
-		      "the gradient of X_kv (keys and values)" },
-	[B_DX_K] = { "dX_k", -1, 0, KF, W_APART, 0, 1, "dX_k = dK*W_K^T", "the gradient of X_k" },
-	[B_DX_V] = { "dX_v", -1, 0, KF, W_APART, 0, 1, "dX_v = dV*W_V^T", "the gradient of X_v" },
-	[B_DW_Q] = { "dW_Q", -1, 0, FF, W_WEIGHT, WQ, 1, "dW_Q = X^T*dQ", "the gradient of W_Q" },
-	[B_DW_K] = { "dW_K", -1, 0, FF, W_WEIGHT, WK, 1, "dW_K = X_k^T*dK", "the gradient of W_K" },
-	[B_DW_V] = { "dW_V", -1, 0, FF, W_WEIGHT, WV, 1, "dW_V = X_v^T*dV", "the gradient of W_V" },
-	[B_DW_O] = { "dW_O", -1, 0, FF, W_WEIGHT, WO, 1, "dW_O = concat^T*grad_output",
-		     "the gradient of W_O" },
-	[B_DB_Q] = { "db_Q", -1, 0, FF, W_WEIGHT, BQ, 1, "db_Q = column sums of dQ", "the gradient of b_Q" },
-	[B_DB_K] = { "db_K", -1, 0, FF, W_WEIGHT, BK, 1, "db_K = column sums of dK", "the gradient of b_K" },
-	[B_DB_V] = { "db_V", -1, 0, FF, W_WEIGHT, BV, 1, "db_V = column sums of dV", "the gradient of b_V" },
-	[B_DB_O] = { "db_O", -1, 0, FF, W_WEIGHT, BO, 1, "db_O = column sums of grad_output",
-		     "the gradient of b_O" },
-	[B_DSINKS] = { "dsinks", -1, 0, FF, W_SINKS, 0, 1, "dsinks = -sum_i p_sink,i*D_i, per head",
-		       "the gradient of each head's sink logit" },
-};
+static int is_per_head(int s)
+{
+	return grad_steps[s].head_stage >= 0;
+}
 
 /* every step with that --print name (dQ: the whole and each head's); 0 if none */
 static unsigned long long steps_named(const char *name)
@@ -183,10 +119,10 @@ static unsigned long long steps_named(const char *name)
 	unsigned long long bits = 0;
 
 	if (!strcasecmp(name, "all"))
-		return ~0ull >> (64 - B_COUNT);
-	for (int s = 0; s < B_COUNT; s++)
-		if (!strcasecmp(name, bsteps[s].key) || (!strcasecmp(name, "heads") && bsteps[s].per_head))
-			bits |= B_BIT(s);
+		return ~0ull >> (64 - GS_COUNT);
+	for (int s = 0; s < GS_COUNT; s++)
+		if (!strcasecmp(name, step_key(&grad_steps[s])) || (!strcasecmp(name, "heads") && is_per_head(s)))
+			bits |= GS_BIT(s);
 	return bits;
 }
 
@@ -196,18 +132,18 @@ static const char *bstep_names(char *buf, size_t size)
 	size_t used = 0;
 
 	buf[0] = '\0';
-	for (int s = 0; s < B_COUNT && used < size; s++) {
+	for (int s = 0; s < GS_COUNT && used < size; s++) {
 		int n;
 
-		if (s == B_DQ || s == B_DK || s == B_DV)
+		if (s == GS_DQ || s == GS_DK || s == GS_DV)
 			continue; /* named with the heads' */
-		n = snprintf(buf + used, size - used, "%s%s", used ? ", " : "", bsteps[s].key);
+		n = snprintf(buf + used, size - used, "%s%s", used ? ", " : "", step_key(&grad_steps[s]));
 		used += n > 0 ? (size_t)n : 0;
 	}
 	return buf;
 }
 
-int backward_check(struct backward_request *r, const struct problem_spec *s)
+static int backward_check(struct backward_request *r, const struct problem_spec *s)
 {
 	char known[400];
 
@@ -222,16 +158,16 @@ int backward_check(struct backward_request *r, const struct problem_spec *s)
 		bstep_names(known, sizeof(known));
 		for (char *tok = strtok_r(copy, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
 			const unsigned long long bits = steps_named(tok);
-			const char *names[B_COUNT + 2];
+			const char *names[GS_COUNT + 2];
 
 			if (!bits) {
 				const char *near;
 
-				for (int k = 0; k < B_COUNT; k++)
-					names[k] = bsteps[k].key;
-				names[B_COUNT] = "all";
-				names[B_COUNT + 1] = "heads";
-				near = closest_name(tok, names, B_COUNT + 2);
+				for (int k = 0; k < GS_COUNT; k++)
+					names[k] = step_key(&grad_steps[k]);
+				names[GS_COUNT] = "all";
+				names[GS_COUNT + 1] = "heads";
+				near = closest_name(tok, names, GS_COUNT + 2);
 				if (near)
 					usage_error(r->hint, "--print: unknown step '%s': did you mean '%s'?",
 						    tok, near);
@@ -249,48 +185,48 @@ int backward_check(struct backward_request *r, const struct problem_spec *s)
 		if (!r->steps)
 			return usage_error(r->hint, "--print needs at least one step (%s, heads, all)",
 					   known), -1;
-		if ((r->steps & B_BIT(B_DSCALED)) && !r->print_all && !(s->cfg.softcap > 0))
+		if ((r->steps & GS_BIT(GS_DSCALED)) && !r->print_all && !(s->cfg.softcap > 0))
 			return usage_error(r->hint, "--print dscaled needs --softcap"), -1;
-		if ((r->steps & (B_BIT(B_DQ_ROT) | B_BIT(B_DK_ROT))) && !r->print_all && !s->cfg.rope.mode)
+		if ((r->steps & (GS_BIT(GS_DQ_ROT) | GS_BIT(GS_DK_ROT))) && !r->print_all && !s->cfg.rope.mode)
 			return usage_error(r->hint, "--print %s needs --rope",
-					   r->steps & B_BIT(B_DQ_ROT) ? "dq_rot" : "dk_rot"), -1;
+					   r->steps & GS_BIT(GS_DQ_ROT) ? "dq_rot" : "dk_rot"), -1;
 	}
 	if (!r->steps && !r->print_all) {
-		for (int k = 0; k < B_COUNT; k++)
-			if (bsteps[k].result)
-				r->steps |= B_BIT(k);
+		for (int k = 0; k < GS_COUNT; k++)
+			if ((grad_steps[k].flags & STEP_DEFAULT))
+				r->steps |= GS_BIT(k);
 		/* Q, K and V given: theirs are the inputs' gradients */
 		if (s->q)
-			r->steps |= B_BIT(B_DQ) | B_BIT(B_DK) | B_BIT(B_DV);
+			r->steps |= GS_BIT(GS_DQ) | GS_BIT(GS_DK) | GS_BIT(GS_DV);
 	}
 	if (r->print_all)
-		r->steps = ~0ull >> (64 - B_COUNT);
+		r->steps = ~0ull >> (64 - GS_COUNT);
 	if (r->f32)
 		/* float32 keeps no step: only the gradients themselves (Q, K, V's given) */
-		for (int k = 0; k < B_COUNT; k++)
-			if ((r->steps & B_BIT(k)) && bsteps[k].stage >= 0 &&
-			    !(s->q && (k == B_DQ || k == B_DK || k == B_DV)))
+		for (int k = 0; k < GS_COUNT; k++)
+			if ((r->steps & GS_BIT(k)) && grad_stage(k) >= 0 &&
+			    !(s->q && (k == GS_DQ || k == GS_DK || k == GS_DV)))
 				return usage_error(r->hint, "--dtype f32 prints the gradients only: "
 						   "%s is shown in float64 (leave out --dtype)",
-						   r->print_all ? "--print all" : bsteps[k].key), -1;
+						   r->print_all ? "--print all" : step_key(&grad_steps[k])), -1;
 	return 0;
 }
 
-/* could a run write name into a directory: meta.json, KEY.ext, headN_KEY.ext */
-int backward_may_write(const char *name, void *ctx)
+/* could a run write name into -o DIR/: meta.json, KEY.ext, headN_KEY.ext */
+static int backward_may_write(const struct attn_options *o, const char *name)
 {
-	const char *ext = ctx;
+	const char *ext = emit_dir_ext(o->emit.format);
 	char buf[256];
 
 	if (!strcmp(name, "meta.json"))
 		return 1;
-	for (int s = 0; s < B_COUNT; s++) {
-		const char *key = bsteps[s].key;
+	for (int s = 0; s < GS_COUNT; s++) {
+		const char *key = step_key(&grad_steps[s]);
 		const char *p = name;
 
 		if (!strcmp(name, step_file_name(buf, sizeof(buf), key, 0, 0, ext)))
 			return 1;
-		if (!bsteps[s].per_head || strncmp(p, "head", 4))
+		if (!is_per_head(s) || strncmp(p, "head", 4))
 			continue;
 		p += 4;
 		if (*p < '1' || *p > '9')
@@ -305,80 +241,15 @@ int backward_may_write(const char *name, void *ctx)
 
 /* ---- the run -------------------------------------------------------------- */
 
-/* What a run has: which steps exist for these inputs and options. */
+/* Where the run's inputs come from, and which steps it has. */
 struct bfacts {
-	const struct problem *p;
-	int direct, kv, apart, rope, softcap, wo, sinks;
-	int wq, wk, wv;  /* the projection weights given */
-	double scale;    /* what the scores were multiplied by */
-	const int *shared; /* [3] dxq, dxk, dxv: of an input a batch shares */
+	struct step_facts sf; /* what step_exists reads */
+	int direct, kv, apart; /* Q, K, V given; --kv; --xk and --xv */
 };
 
 static int run_has(const struct bfacts *f, int s)
 {
-	const struct bstep_def *b = &bsteps[s];
-
-	switch (b->when) {
-	case W_WO: return f->wo;
-	case W_SOFTCAP: return f->softcap;
-	case W_ROPE: return f->rope;
-	case W_PROJECTED: return !f->direct;
-	case W_KV: return f->kv;
-	case W_APART: return f->apart;
-	case W_WEIGHT: return weights_has(&f->p->w, b->weight);
-	case W_SINKS: return f->sinks;
-	default: return 1;
-	}
-}
-
-/* One sequence's steps, as the observer hands them over. */
-struct bkeep {
-	size_t heads;
-	matrix whole[MHA_GRAD_COUNT];
-	matrix *head[MHA_GRAD_COUNT]; /* [heads] */
-};
-
-struct bkeeper {
-	struct bkeep *seq;
-	size_t cur;
-};
-
-static int bkeep_sequence(void *ctx, size_t b)
-{
-	((struct bkeeper *)ctx)->cur = b;
-	return 0;
-}
-
-static int bkeep_step(void *ctx, mha_grad_stage stage, int head, const double *m, size_t rows,
-		      size_t cols)
-{
-	struct bkeeper *k = ctx;
-	struct bkeep *r = &k->seq[k->cur];
-	matrix *dst;
-
-	if (head < 0) {
-		dst = &r->whole[stage];
-	} else {
-		if (!r->head[stage] && !(r->head[stage] = calloc(r->heads, sizeof(matrix))))
-			return error("out of memory"), 1;
-		dst = &r->head[stage][head];
-	}
-	matrix_free(dst);
-	if (matrix_alloc(dst, 2, rows, cols, 1))
-		return 1;
-	memcpy(dst->v, m, rows * cols * sizeof(double));
-	return 0;
-}
-
-static void bkeep_free(struct bkeep *r)
-{
-	for (int s = 0; s < MHA_GRAD_COUNT; s++) {
-		matrix_free(&r->whole[s]);
-		if (r->head[s])
-			for (size_t h = 0; h < r->heads; h++)
-				matrix_free(&r->head[s][h]);
-		free(r->head[s]);
-	}
+	return step_exists(&grad_steps[s], &f->sf);
 }
 
 /* The gradients mha_backward writes, as matrices (the budget's). */
@@ -450,130 +321,6 @@ static int read_grad_output(matrix *g, const struct problem *p, size_t sequence,
 	return 0;
 }
 
-/* a title with the head (1-based) and its key/value head filled in */
-static void title_of(char *buf, size_t size, int s, size_t head, const mha_dims *d)
-{
-	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
-	const size_t kv = head ? (head - 1) / (d->heads / G) + 1 : 0;
-
-#if defined(__GNUC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
-#endif
-	if (s == B_DO)
-		snprintf(buf, size, bsteps[s].title, head, head);
-	else if (bsteps[s].per_head)
-		snprintf(buf, size, bsteps[s].title, head, kv);
-	else
-		snprintf(buf, size, "%s", bsteps[s].title);
-#if defined(__GNUC__)
-#pragma GCC diagnostic pop
-#endif
-}
-
-static int add(struct step_items *list, int s, size_t head, const matrix *m, const mha_dims *d,
-	       const char *title)
-{
-	struct step_item *it;
-
-	if (!m || !m->rank)
-		return 0;
-	if (!(it = steps_push(list)))
-		return -1;
-	it->step = 1000 + s; /* apart from forward's steps */
-	it->key = bsteps[s].key;
-	it->head = head;
-	it->m = m;
-	it->rows = bsteps[s].rows;
-	it->cols = bsteps[s].cols;
-	if (title)
-		snprintf(it->title, sizeof(it->title), "%s", title);
-	else
-		title_of(it->title, sizeof(it->title), s, head, d);
-	return 0;
-}
-
-/* The items of sequence b: the whole model's first, each head's, then the results. */
-static int collect(struct step_items *list, const struct bfacts *f, unsigned long long want,
-		   const struct bkeep *k, const matrix *res, const mha_dims *d)
-{
-	static const char *const direct_titles[3] = { "dQ (the gradient of the Q given)",
-						      "dK (the gradient of the K given)",
-						      "dV (the gradient of the V given)" };
-	int rc = 0;
-
-#define WANT(s) ((want & B_BIT(s)) && run_has(f, (s)))
-	if (WANT(B_GRAD_OUTPUT))
-		rc |= add(list, B_GRAD_OUTPUT, 0, &k->whole[MHA_GRAD_DOUTPUT], d, NULL);
-	if (WANT(B_DCONCAT))
-		rc |= add(list, B_DCONCAT, 0, &k->whole[MHA_GRAD_DCONCAT], d, NULL);
-	for (size_t h = 0; h < d->heads && !rc; h++)
-		for (int s = B_P; s <= B_DK_H && !rc; s++) {
-			char title[200];
-
-			if (!WANT(s) || !k->head[bsteps[s].stage])
-				continue;
-			if (s == B_DSCORES) {
-				/* the scale as a number: what the scores were multiplied by */
-				char v[40];
-
-				format_shortest(v, sizeof(v), f->scale);
-				snprintf(title, sizeof(title), "head %zu: dscores = %s * %s", h + 1,
-					 f->softcap ? "dscaled" : "dS", v);
-			} else {
-				title_of(title, sizeof(title), s, h + 1, d);
-			}
-			rc |= add(list, s, h + 1, &k->head[bsteps[s].stage][h], d, title);
-		}
-	for (int s = B_DQ_ROT; s <= B_DV && !rc; s++) {
-		if (!WANT(s))
-			continue;
-		if (s >= B_DQ && f->direct)
-			rc |= add(list, s, 0, &res[s], d, f->shared[s - B_DQ] ? "the gradient of the "
-				  "one matrix every sequence shares: summed over them" : direct_titles[s - B_DQ]);
-		else if ((s == B_DQ || s == B_DK) && f->rope)
-			rc |= add(list, s, 0, &k->whole[bsteps[s].stage], d,
-				  s == B_DQ ? "dQ = dq_rot turned back (each pair by minus its angle)"
-					    : "dK = dk_rot turned back (each pair by minus its angle)");
-		else
-			rc |= add(list, s, 0, &k->whole[bsteps[s].stage], d, NULL);
-	}
-	for (int s = B_DX; s < B_COUNT && !rc; s++)
-		if (WANT(s)) {
-			char title[200];
-
-			if (s == B_DX && !f->kv && !f->apart)
-				snprintf(title, sizeof(title), "dX = %s + %s + %s (X is the query, key and "
-					 "value source)", f->wq ? "dQ*W_Q^T" : "dQ", f->wk ? "dK*W_K^T" : "dK",
-					 f->wv ? "dV*W_V^T" : "dV");
-			else if (s == B_DX)
-				snprintf(title, sizeof(title), "dX = %s", f->wq ? "dQ*W_Q^T" : "dQ");
-			else if (s == B_DX_KV)
-				snprintf(title, sizeof(title), "dX_kv = %s + %s", f->wk ? "dK*W_K^T" : "dK",
-					 f->wv ? "dV*W_V^T" : "dV");
-			else if (s == B_DX_K || s == B_DX_V)
-				snprintf(title, sizeof(title), "%s = %s", bsteps[s].key,
-					 s == B_DX_K ? (f->wk ? "dK*W_K^T" : "dK") : (f->wv ? "dV*W_V^T" : "dV"));
-			else if (s == B_DW_K || s == B_DW_V)
-				/* the source of the keys or the values */
-				snprintf(title, sizeof(title), "%s = %s^T*%s", bsteps[s].key,
-					 f->apart ? (s == B_DW_K ? "X_k" : "X_v") : f->kv ? "X_kv" : "X",
-					 s == B_DW_K ? "dK" : "dV");
-			else
-				title_of(title, sizeof(title), s, 0, d);
-			if ((s == B_DX && f->shared[0]) || ((s == B_DX_KV || s == B_DX_K) && f->shared[1]) ||
-			    (s == B_DX_V && f->shared[2])) {
-				const size_t n = strlen(title);
-
-				snprintf(title + n, sizeof(title) - n, ", summed over the sequences (one "
-					 "matrix for all)");
-			}
-			rc |= add(list, s, 0, &res[s], d, title);
-		}
-#undef WANT
-	return rc ? -1 : 0;
-}
-
 /* m (n) += a (n) */
 static void add_to(double *m, const double *a, size_t n)
 {
@@ -581,125 +328,23 @@ static void add_to(double *m, const double *a, size_t n)
 		m[i] += a[i];
 }
 
-/* ---- --explain --------------------------------------------------------------- */
-
-static const char *label(const struct labels *l, int query, size_t i, char *buf, size_t size)
-{
-	char *const *names = query ? l->query : l->key;
-
-	if (names && names[i]) {
-		char shown[100];
-
-		text_shown(shown, sizeof(shown), names[i]);
-		snprintf(buf, size, "%zu ('%s')", i + 1, shown);
-	} else
-		snprintf(buf, size, "%zu", i + 1);
-	return buf;
-}
-
-/* dS[i][j] of head h worked by hand from P, dO, O and dP */
-static void explain_cell(FILE *fp, const struct bkeep *k, size_t h, size_t i, size_t j,
-			 const struct labels *l, int precision)
-{
-	const matrix *P = &k->head[MHA_GRAD_HEAD_P][h], *dO = &k->head[MHA_GRAD_HEAD_DO][h];
-	const matrix *O = &k->head[MHA_GRAD_HEAD_O][h], *dP = &k->head[MHA_GRAD_HEAD_DP][h];
-	const matrix *D = &k->head[MHA_GRAD_HEAD_D][h], *dS = &k->head[MHA_GRAD_HEAD_DS][h];
-	const size_t n_kv = P->dim[1], dv = O->dim[1];
-	char a[64], b[64], c[64], qi[160], kj[160];
-
-	fprintf(fp, "\nhead %zu, query %s, key %s, by hand:\n", h + 1,
-		label(l, 1, i, qi, sizeof(qi)), label(l, 0, j, kj, sizeof(kj)));
-	format_number(a, sizeof(a), dP->v[i * n_kv + j], precision);
-	fprintf(fp, "  dP[%zu][%zu] = dO row %zu . V row %zu = %s\n", i + 1, j + 1, i + 1, j + 1, a);
-	fputs("  D[", fp);
-	fprintf(fp, "%zu] = dO row %zu . O row %zu =", i + 1, i + 1, i + 1);
-	for (size_t t = 0; t < dv; t++) {
-		format_number(a, sizeof(a), dO->v[i * dv + t], precision);
-		format_number(b, sizeof(b), O->v[i * dv + t], precision);
-		fprintf(fp, "%s %s*%s", t ? " +" : "", a, b);
-	}
-	format_number(a, sizeof(a), D->v[i], precision);
-	fprintf(fp, " = %s\n", a);
-	format_number(a, sizeof(a), P->v[i * n_kv + j], precision);
-	format_number(b, sizeof(b), dP->v[i * n_kv + j], precision);
-	format_number(c, sizeof(c), D->v[i], precision);
-	if (P->v[i * n_kv + j] == 0 && dS->v[i * n_kv + j] == 0)
-		fprintf(fp, "  dS[%zu][%zu] = P[%zu][%zu] * (dP - D) = 0 * (%s - %s) = 0%s\n", i + 1,
-			j + 1, i + 1, j + 1, b, c, " (a weight of 0 passes nothing back)");
-	else {
-		char s[64];
-
-		format_number(s, sizeof(s), dS->v[i * n_kv + j], precision);
-		fprintf(fp, "  dS[%zu][%zu] = P[%zu][%zu] * (dP[%zu][%zu] - D[%zu]) = %s * (%s - %s) = %s\n",
-			i + 1, j + 1, i + 1, j + 1, i + 1, j + 1, i + 1, a, b, c, s);
-	}
-}
-
-static int explain(const struct emit *e, const struct step_items *lists, size_t batch,
-		   const struct bkeep *keep, const struct labels *l, const size_t *cell)
-{
-	outfile of;
-
-	if (outfile_open(&of, e->output))
-		return -1;
-	for (size_t b = 0; b < (batch ? batch : 1); b++) {
-		const struct step_items *list = &lists[b];
-		writer wr = { .fp = of.fp, .format = FORMAT_TEXT, .precision = e->precision };
-
-		if (batch)
-			fprintf(of.fp, "%ssequence %zu of %zu\n\n", b ? "\n" : "", b + 1, batch);
-		fputs("The backward pass: from dO, the gradient of the loss by the output, back to\n"
-		      "every input and weight, one step at a time (the chain rule).  Per head:\n"
-		      "dV = P^T*dO, dP = dO*V^T, D = rowsum(dO o O), dS = P o (dP - D), then back\n"
-		      "through the softcap and the scale to dscores, and dQ = dscores*K,\n"
-		      "dK = dscores^T*Q.  The heads' dK and dV add up per key/value head.\n\n", of.fp);
-		out_begin(&wr);
-		for (size_t i = 0; i < list->n; i++) {
-			const struct step_item *it = &list->v[i];
-
-			wr.row_labels = (const char *const *)(it->rows == AXIS_QUERY ? l->query :
-							      it->rows == AXIS_KEY ? l->key : NULL);
-			wr.col_labels = (const char *const *)(it->cols == AXIS_KEY ? l->key : NULL);
-			fprintf(of.fp, "%s%s: %s.\n", i ? "\n" : "", it->key,
-				bsteps[it->step - 1000].says);
-			out_matrix(&wr, it->key, it->title, it->m);
-			if (cell && it->step - 1000 == B_DS)
-				explain_cell(of.fp, &keep[b], it->head - 1, cell[0], cell[1], l, e->precision);
-		}
-		out_end(&wr);
-	}
-	return outfile_commit(&of);
-}
-
 /* ---- --dtype f32 -------------------------------------------------------------- */
 
 /*
- * --dtype f32: the inputs, weights and dO rounded to float, the library's
- * mha_backward_f32, the gradients widened back (exactly) into g's arrays.
+ * --dtype f32: the inputs and weights as floats (run_floats_make), dO
+ * rounded, the library's mha_backward_f32, the gradients widened back
+ * (exactly) into g's arrays.
  */
 static mha_status backward_f32(const mha_grads *g, const double *dout, const struct problem *p,
 			       const size_t n[12], mha_report *rep)
 {
 	const mha_dims *d = &p->d;
-	const mha_inputs *in = &p->in;
-	const mha_weights *w = &p->weights;
 	const size_t B = problem_sequences(p);
-	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
-	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
-	const size_t oc = mha_output_cols(d, w->W_O != NULL);
+	const size_t oc = mha_output_cols(d, p->weights.W_O != NULL);
 	double *const gd[12] = { g->dxq, g->dxk, g->dxv, g->dW_Q, g->dW_K, g->dW_V,
 				 g->dW_O, g->db_Q, g->db_K, g->db_V, g->db_O, g->dsinks };
-	int ok = 1;
-	float *xq = floats_copy(in->xq, B * d->n_q * d->d_q_in, &ok);
-	float *xk = in->xk == in->xq ? xq : floats_copy(in->xk, B * d->n_kv * d->d_k_in, &ok);
-	float *xv = in->xv == in->xk ? xk : in->xv == in->xq ? xq :
-		    floats_copy(in->xv, B * d->n_kv * d->d_v_in, &ok);
-	float *W[8] = {
-		floats_copy(w->W_Q, d->d_q_in * hk, &ok), floats_copy(w->W_K, d->d_k_in * gk, &ok),
-		floats_copy(w->W_V, d->d_v_in * gv, &ok), floats_copy(w->W_O, hv * oc, &ok),
-		floats_copy(w->b_Q, hk, &ok), floats_copy(w->b_K, gk, &ok), floats_copy(w->b_V, gv, &ok),
-		floats_copy(w->W_O ? w->b_O : NULL, oc, &ok),
-	};
+	struct run_floats f;
+	int ok = run_floats_make(&f, p) == 0;
 	float *fo = floats_copy(dout, B * d->n_q * oc, &ok), *gf[12];
 	mha_status st = MHA_ERR_NOMEM;
 
@@ -712,22 +357,12 @@ static mha_status backward_f32(const mha_grads *g, const double *dout, const str
 		const mha_grads_f32 gg = { .size = sizeof(mha_grads_f32), gf[0], gf[1], gf[2], gf[3],
 					   gf[4], gf[5], gf[6], gf[7], gf[8], gf[9], gf[10], gf[11] };
 
-		st = mha_backward_f32(&gg, fo, d,
-				      &(mha_inputs_f32){ .size = sizeof(mha_inputs_f32), xq, xk, xv },
-				      &(mha_weights_f32){ .size = sizeof(mha_weights_f32), W[0], W[1],
-							  W[2], W[3], W[4], W[5], W[6], W[7] },
-				      &p->cfg, rep);
+		st = mha_backward_f32(&gg, fo, d, &f.in, &f.w, &p->cfg, rep);
 		for (int i = 0; st == MHA_OK && i < 12; i++)
 			for (size_t k = 0; gf[i] && k < n[i]; k++)
 				gd[i][k] = gf[i][k];
 	}
-	if (xv != xk && xv != xq)
-		free(xv);
-	if (xk != xq)
-		free(xk);
-	free(xq);
-	for (int i = 0; i < 8; i++)
-		free(W[i]);
+	run_floats_free(&f);
 	for (int i = 0; i < 12; i++)
 		free(gf[i]);
 	free(fo);
@@ -744,35 +379,34 @@ static void round_f32(matrix *m)
 
 /* ---- the command ---------------------------------------------------------- */
 
-int backward_run(struct problem *p, struct backward_request *r)
+static int backward_run(struct problem *p, const struct backward_request *r)
 {
 	const mha_dims *d = &p->d;
 	const size_t B = problem_sequences(p), G = d->kv_heads ? d->kv_heads : d->heads;
 	const size_t out_cols = mha_output_cols(d, p->weights.W_O != NULL);
 	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
-	struct bfacts f = { .p = p, .direct = p->direct, .kv = p->spec.kv != NULL,
-			    .apart = p->spec.xk != NULL, .rope = p->cfg.rope.mode != MHA_ROPE_NONE,
-			    .softcap = p->cfg.softcap > 0, .wo = p->weights.W_O != NULL,
-			    .sinks = p->cfg.sinks != NULL, .wq = p->weights.W_Q != NULL,
-			    .wk = p->weights.W_K != NULL, .wv = p->weights.W_V != NULL };
+	struct bfacts f = { .direct = p->direct, .kv = p->spec.kv != NULL,
+			    .apart = p->spec.xk != NULL };
 	struct bgrads gr = { 0 };
-	struct bkeep *keep = NULL;
+	struct step_results *keep = NULL;
 	struct step_items *lists = NULL;
 	matrix *res = NULL, dout = { 0 };
-	struct bkeeper keeper;
-	mha_grad_observer obs = MHA_INIT(mha_grad_observer);
+	struct steps_batch keeper;
+	mha_grad_observer obs;
 	mha_grads g = { .size = sizeof(mha_grads) };
 	mha_report rep = MHA_INIT(mha_report);
 	struct step_facts facts;
 	mha_status st;
 	unsigned wanted = 0;
+	unsigned long long shown = 0; /* those asked for that the run has */
 	int shared[3] = { 0 }; /* dxq, dxk, dxv: of an input shared by a batch */
 	int rc = EXIT_DATA;
 
+	problem_facts(p, 0, &f.sf);
 	/* the stages the steps asked for need */
-	for (int s = 0; s < B_COUNT; s++)
-		if ((r->steps & B_BIT(s)) && bsteps[s].stage >= 0 && run_has(&f, s))
-			wanted |= MHA_STAGE_BIT(bsteps[s].stage);
+	for (int s = 0; s < GS_COUNT; s++)
+		if ((r->steps & GS_BIT(s)) && grad_stage(s) >= 0 && run_has(&f, s))
+			wanted |= MHA_STAGE_BIT(grad_stage(s));
 	if (r->explain)
 		wanted |= MHA_STAGE_BIT(MHA_GRAD_HEAD_P) | MHA_STAGE_BIT(MHA_GRAD_HEAD_O) |
 			  MHA_STAGE_BIT(MHA_GRAD_HEAD_DO) | MHA_STAGE_BIT(MHA_GRAD_HEAD_DP) |
@@ -783,7 +417,8 @@ int backward_run(struct problem *p, struct backward_request *r)
 		/* the library's scratch, with the ones, and the observer's copies, beside what is held */
 		const size_t per = mha_backward_memory(d, &p->cfg, wanted);
 		size_t copies = 0, need;
-		char t[48], m[48];
+		struct run_need n = { .who = "this run",
+				      .advice = "print fewer steps, or raise --max-memory" };
 
 		/* each watched stage at most (n_q, n_kv) or a whole projection's size,
 		 * a head stage once per head; sizes fit (mha_check saw them) */
@@ -811,12 +446,9 @@ int backward_run(struct problem *p, struct backward_request *r)
 
 			need = more < (double)(SIZE_MAX / 2 - need) ? need + (size_t)more : SIZE_MAX;
 		}
-		if (need > budget_left()) {
-			error("this run needs about %s beside the inputs, more than --max-memory (%s) "
-			      "leaves: print fewer steps, or raise --max-memory",
-			      show_bytes(t, sizeof(t), need), show_bytes(m, sizeof(m), budget_limit()));
+		n.bytes[0] = need;
+		if (run_check_memory(&n))
 			goto done;
-		}
 	}
 	/* the gradients */
 	if (alloc_input(&gr.dxq, p, d->n_q, d->d_q_in) || alloc_input(&gr.dxk, p, d->n_kv, d->d_k_in) ||
@@ -838,16 +470,17 @@ int backward_run(struct problem *p, struct backward_request *r)
 			 .dsinks = gr.dsinks.v };
 	keep = calloc(B, sizeof(*keep));
 	lists = calloc(B, sizeof(*lists));
-	res = calloc(B * B_COUNT, sizeof(*res));
+	res = calloc(B * GS_COUNT, sizeof(*res));
 	if (!keep || !lists || !res) {
 		error("out of memory");
 		goto done;
 	}
 	for (size_t b = 0; b < B; b++)
-		keep[b].heads = d->heads;
-	keeper = (struct bkeeper){ .seq = keep };
-	obs = (mha_grad_observer){ .size = sizeof(mha_grad_observer), .fn = bkeep_step,
-				   .ctx = &keeper, .wanted = wanted, .sequence = bkeep_sequence };
+		keep[b] = (struct step_results){ .table = grad_steps, .n = GS_COUNT, .heads = d->heads,
+						 .item_base = 1000, .only_held = 1 };
+	keeper = (struct steps_batch){ .res = keep };
+	obs = (mha_grad_observer){ .size = sizeof(mha_grad_observer), .fn = steps_batch_keep_grad,
+				   .ctx = &keeper, .wanted = wanted, .sequence = steps_batch_sequence };
 	if (r->f32) {
 		const size_t n[12] = { matrix_size(&gr.dxq), matrix_size(&gr.dxk), matrix_size(&gr.dxv),
 				       matrix_size(&gr.dW[0]), matrix_size(&gr.dW[1]),
@@ -917,35 +550,44 @@ int backward_run(struct problem *p, struct backward_request *r)
 		round_f32(&gr.dsinks);
 	}
 	problem_facts(p, rep.scale, &facts);
-	f.scale = rep.scale;
-	f.shared = shared;
+	facts.shared = shared;
+	for (int k = 0; k < GS_COUNT; k++)
+		if ((r->steps & GS_BIT(k)) && run_has(&f, k))
+			shown |= GS_BIT(k);
 	for (size_t b = 0; b < B; b++) {
-		matrix *rb = &res[b * B_COUNT];
+		matrix *rb = &res[b * GS_COUNT];
+		const matrix *given[STEP_MAX] = { 0 };
 		/* a shared input's total is plane 0, under every sequence */
 		const matrix q = step_plane(&gr.dxq, shared[0] ? 0 : b);
 		const matrix k = step_plane(&gr.dxk, shared[1] ? 0 : b);
 		const matrix v = step_plane(&gr.dxv, shared[2] ? 0 : b);
 
-		rb[B_DQ] = q;
-		rb[B_DK] = k;
-		rb[B_DV] = v;
-		rb[B_DX] = q;
-		rb[B_DX_KV] = k;
-		rb[B_DX_K] = k;
-		rb[B_DX_V] = v;
+		rb[GS_DQ] = q;
+		rb[GS_DK] = k;
+		rb[GS_DV] = v;
+		rb[GS_DX] = q;
+		rb[GS_DX_KV] = k;
+		rb[GS_DX_K] = k;
+		rb[GS_DX_V] = v;
 		for (int i = 0; i < 4; i++) {
-			rb[B_DW_Q + i] = gr.dW[i];
-			rb[B_DB_Q + i] = gr.db[i];
+			rb[GS_DW_Q + i] = gr.dW[i];
+			rb[GS_DB_Q + i] = gr.db[i];
 		}
-		rb[B_DSINKS] = gr.dsinks;
-		if (collect(&lists[b], &f, r->steps, &keep[b], rb, d))
+		rb[GS_DSINKS] = gr.dsinks;
+		/* the results; Q, K and V given: theirs are the inputs' gradients */
+		for (int i = GS_DX; i < GS_COUNT; i++)
+			given[i] = &rb[i];
+		for (int i = GS_DQ; f.direct && i <= GS_DV; i++)
+			given[i] = &rb[i];
+		if (steps_collect_given(&lists[b], &keep[b], shown, &facts, given))
 			goto done;
 	}
 	{
 		const size_t batch = r->sequence ? 0 : p->batch;
 
 		if (r->explain) {
-			if (explain(r->emit, lists, batch, keep, &p->labels, r->has_cell ? p->cell : NULL))
+			if (emit_explain_backward(r->emit, lists, batch, keep, &p->labels,
+						  r->has_cell ? p->cell : NULL))
 				goto done;
 		} else {
 			const struct run_meta meta = { .f = &facts, .rep = &rep, .f32 = r->f32,
@@ -959,7 +601,7 @@ int backward_run(struct problem *p, struct backward_request *r)
 	rc = EXIT_OK;
 done:
 	for (size_t b = 0; keep && b < B; b++)
-		bkeep_free(&keep[b]);
+		steps_results_free(&keep[b]);
 	for (size_t b = 0; lists && b < B; b++)
 		steps_items_free(&lists[b]);
 	free(keep);
@@ -970,10 +612,64 @@ done:
 	return rc;
 }
 
-static const struct forward_command backward = { .hint = "backward", .usage = backward_usage,
-						  .backward = 1 };
+/* --print is read by the check, which knows --softcap and --rope */
+static int backward_print(struct attn_options *o, const char *arg)
+{
+	(void)o;
+	(void)arg;
+	return 0;
+}
+
+/* The output's name and format, then backward's own steps; the request
+ * kept for the run (o->own). */
+static int backward_check_options(struct attn_options *o)
+{
+	const char *hint = o->cmd->name;
+	struct backward_request *r = o->own;
+
+	*r = (struct backward_request){ .hint = hint, .emit = &o->emit, .print = o->print_arg,
+					.explain = o->explain, .has_cell = o->spec.cell != NULL,
+					.sequence = o->sequence, .f32 = o->f32 };
+	if (!o->format_given && o->emit.output && !emit_known_name(o->emit.output))
+		return usage_error(hint, "-o '%s': mha writes .json, .csv, .npy, .npz, .md and .txt "
+				   "files (or text under a name with no extension); add --format to "
+				   "write another name", o->emit.output);
+	if (!o->format_given && o->emit.output)
+		o->emit.format = emit_format_of_output(o->emit.output);
+	if (o->emit.format == FORMAT_HEATMAP || o->emit.format == FORMAT_SVG)
+		return usage_error(hint, "mha backward writes text, json, csv, markdown, npy or npz, "
+				   "not a heatmap");
+	if (o->emit.compress && o->emit.format != FORMAT_NPZ)
+		return usage_error(hint, ATTN_COMPRESS_NEEDS_NPZ);
+	if (o->f32 && o->spec.cfg.exact)
+		return usage_error(hint, "--exact is float64's plain path: leave out --dtype f32");
+	if (o->f32 && o->explain)
+		return usage_error(hint, "--explain tells float64's steps: leave out --dtype f32");
+	if (o->explain && o->emit.format != FORMAT_TEXT)
+		return usage_error(hint, "--explain writes text: leave out --format");
+	if (o->explain && o->print_arg)
+		return usage_error(hint, "--explain shows every step: leave out --print");
+	return backward_check(r, &o->spec) ? -1 : 0;
+}
+
+static int backward_cmd_run(struct attn_options *o, struct problem *p)
+{
+	const int rc = attn_pick_sequence(o, p);
+
+	return rc ? rc : backward_run(p, o->own);
+}
+
+const struct attn_command attn_backward = {
+	.name = "backward", .usage = backward_usage, .takes = OPT_GRAD,
+	.help_groups = OPT_INPUT | OPT_ATTN | OPT_RUN | OPT_DTYPE | OPT_EXACT | OPT_PRINT |
+		       OPT_EXPLAIN | OPT_GRAD | OPT_NPZ,
+	.print = backward_print, .check = backward_check_options, .may_write = backward_may_write,
+	.run = backward_cmd_run
+};
 
 int cmd_backward(int argc, char **argv)
 {
-	return forward_run(argc, argv, &backward);
+	struct backward_request r = { 0 };
+
+	return attn_main(argc, argv, &attn_backward, &r);
 }

@@ -1,8 +1,8 @@
 /*
- * cmd/heatmap.c: 'mha heatmap', each head's attention weights (or another
+ * heatmap.c: 'mha heatmap', each head's attention weights (or another
  * (n_q, n_kv) step) drawn: coloured cells in the terminal, or an SVG
- * picture for -o FILE.svg.  It is 'mha forward' with a heatmap as its
- * default format (cmd/forward.c does the work), with a help of its own
+ * picture for -o FILE.svg.  It plugs forward's hooks (forward.h) into the
+ * skeleton with a heatmap as its default format, and a help of its own
  * that lists the options that matter for drawing.
  */
 #include "base/cli.h"
@@ -16,10 +16,9 @@ static const char heatmap_usage[] =
 	"terminal or as an SVG picture: 'mha forward' with --format heatmap as its\n"
 	"default.\n"
 	"\n"
-	FORWARD_USAGE_INPUTS
-	FORWARD_USAGE_ATTENTION
+	ATTN_USAGE_SHARED
 	"Computation:\n"
-	FORWARD_USAGE_RUN
+	ATTN_USAGE_RUN
 	"\n"
 	"Drawing:\n"
 	"  -p, --print STEP      the step drawn, a panel per head: softmax (the default),\n"
@@ -29,23 +28,26 @@ static const char heatmap_usage[] =
 	"                        svg (a picture; the default for -o FILE.svg) or html\n"
 	"                        (an interactive page, offline: every step, each cell\n"
 	"                        worked out on hover; the default for -o FILE.html)\n"
-	FORWARD_USAGE_COLOR
-	FORWARD_USAGE_PICTURE
+	ATTN_USAGE_COLOR
+	ATTN_USAGE_PICTURE
 	"      --precision N     significant digits of the numbers shown (default 6)\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well)\n"
 	"      --sequence N      with a batch (3-D inputs): draw sequence N alone (from\n"
 	"                        1); without it each sequence under a heading (an SVG\n"
 	"                        draws one)\n"
-	FORWARD_USAGE_HELP
+	ATTN_USAGE_HELP
 	"\n"
 	"The other options of 'mha forward' are taken too: see 'mha forward --help'.\n"
-	FORWARD_USAGE_EXIT;
+	ATTN_USAGE_EXIT;
 
-/* usage errors point to its own help */
-static const struct forward_command heatmap = { .hint = "heatmap", .usage = heatmap_usage,
-						 .draw = 1 };
+/* forward's hooks, drawing by default; usage errors point to its own help */
+const struct attn_command attn_heatmap = {
+	.name = "heatmap", .usage = heatmap_usage, .draw = 1,
+	.help_groups = OPT_INPUT | OPT_ATTN | OPT_RUN | OPT_PRINT | OPT_PICTURE,
+	FORWARD_HOOKS
+};
 
 int cmd_heatmap(int argc, char **argv)
 {
-	return forward_run(argc, argv, &heatmap);
+	return attn_main(argc, argv, &attn_heatmap, NULL);
 }

@@ -75,79 +75,130 @@ static void run_memory(const struct problem *p, unsigned wanted, int f32, size_t
 				   ? 2 : 1));
 }
 
-int problem_check_memory(const struct problem *p, unsigned wanted, int f32)
+int run_check_memory(const struct run_need *n)
 {
 	const size_t limit = budget_limit();
-	size_t part[3], total = 0;
-	char t[48], a[48], b[48], c[48], m[48];
+	/* no parts named: the need is beside the inputs, against what they leave */
+	const int beside = !n->part[0];
+	size_t total = 0;
+	char t[48], m[48], b[3][48];
 
 	if (limit == SIZE_MAX)
 		return 0;
-	run_memory(p, wanted, f32, mha_output_cols(&p->d, weights_has(&p->w, WO)), part);
 	for (int i = 0; i < 3; i++)
-		add_bytes(&total, 1, part[i]);
-	if (total <= limit)
+		add_bytes(&total, 1, n->bytes[i]);
+	if (total <= (beside ? budget_left() : limit))
 		return 0;
-	return error("this run needs about %s (the inputs %s, the computation %s, the output and "
-		     "the steps to print %s), more than --max-memory (%s): print fewer steps, or "
-		     "raise --max-memory", show_bytes(t, sizeof(t), total),
-		     show_bytes(a, sizeof(a), part[0]), show_bytes(b, sizeof(b), part[1]),
-		     show_bytes(c, sizeof(c), part[2]), show_bytes(m, sizeof(m), limit));
+	show_bytes(t, sizeof(t), total);
+	show_bytes(m, sizeof(m), limit);
+	if (beside)
+		return error("%s needs about %s beside the inputs, more than --max-memory (%s) leaves: "
+			     "%s", n->who, t, m, n->advice);
+	for (int i = 0; i < 3; i++)
+		show_bytes(b[i], sizeof(b[i]), n->bytes[i]);
+	return error("%s needs about %s (%s %s, %s %s, %s %s), more than --max-memory (%s): %s",
+		     n->who, t, n->part[0], b[0], n->part[1], b[1], n->part[2], b[2], m, n->advice);
+}
+
+int problem_check_memory(const struct problem *p, unsigned wanted, int f32)
+{
+	struct run_need n = { .who = "this run",
+			      .part = { "the inputs", "the computation", "the output and the steps to print" },
+			      .advice = "print fewer steps, or raise --max-memory" };
+
+	if (budget_limit() == SIZE_MAX)
+		return 0;
+	run_memory(p, wanted, f32, mha_output_cols(&p->d, weights_has(&p->w, WO)), n.bytes);
+	return run_check_memory(&n);
+}
+
+/* ---- --dtype f32 ----------------------------------------------------------- */
+
+/* one array as floats: those read as floats as they are, the rest rounded into a copy */
+static const float *floats_of(struct run_floats *f, const double *v, const float *read, size_t n,
+			      int *ok)
+{
+	float *copy;
+
+	if (read || !v)
+		return read;
+	copy = floats_copy(v, n, ok);
+	f->own[f->n_own++] = copy;
+	return copy;
+}
+
+int run_floats_make(struct run_floats *f, const struct problem *p)
+{
+	const mha_dims *d = &p->d;
+	const mha_inputs *in = &p->in;
+	const mha_inputs_f32 *inf = &p->in_f;
+	const mha_weights *w = &p->weights;
+	const mha_weights_f32 *wf = &p->weights_f;
+	const size_t B = problem_sequences(p), G = d->kv_heads ? d->kv_heads : d->heads;
+	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
+	/* weights read as floats alone have no doubles: W_O is there if either is */
+	const int wo = w->W_O || wf->W_O;
+	const size_t oc = mha_output_cols(d, wo);
+	int ok = 1;
+
+	memset(f, 0, sizeof(*f));
+	f->in.size = sizeof(f->in);
+	/* an input that is another (self-attention's X for K and V, --kv's
+	 * X_kv for V) is made once and handed over twice; inputs read as
+	 * floats alone have no doubles (NULL), so only the floats tell them apart */
+	f->in.xq = floats_of(f, in->xq, inf->xq, B * d->n_q * d->d_q_in, &ok);
+	f->in.xk = inf->xk || !in->xk || in->xk != in->xq
+		   ? floats_of(f, in->xk, inf->xk, B * d->n_kv * d->d_k_in, &ok) : f->in.xq;
+	f->in.xv = inf->xv || !in->xv ? floats_of(f, in->xv, inf->xv, B * d->n_kv * d->d_v_in, &ok)
+		   : in->xv == in->xk ? f->in.xk : in->xv == in->xq ? f->in.xq
+		   : floats_of(f, in->xv, NULL, B * d->n_kv * d->d_v_in, &ok);
+	f->w = (mha_weights_f32){
+		.size = sizeof(mha_weights_f32),
+		floats_of(f, w->W_Q, wf->W_Q, d->d_q_in * hk, &ok),
+		floats_of(f, w->W_K, wf->W_K, d->d_k_in * gk, &ok),
+		floats_of(f, w->W_V, wf->W_V, d->d_v_in * gv, &ok),
+		floats_of(f, w->W_O, wf->W_O, hv * oc, &ok),
+		floats_of(f, w->b_Q, wf->b_Q, hk, &ok),
+		floats_of(f, w->b_K, wf->b_K, gk, &ok),
+		floats_of(f, w->b_V, wf->b_V, gv, &ok),
+		/* b_O counts only with W_O (mha.h) */
+		floats_of(f, wo ? w->b_O : NULL, wo ? wf->b_O : NULL, oc, &ok),
+	};
+	if (!ok)
+		run_floats_free(f);
+	return ok ? 0 : -1;
+}
+
+void run_floats_free(struct run_floats *f)
+{
+	for (size_t i = 0; i < f->n_own; i++)
+		free(f->own[i]);
+	memset(f, 0, sizeof(*f));
 }
 
 /*
- * --dtype f32: the inputs rounded to float, the library's float32 path,
- * the output widened back (exactly) and marked as floats for the writers.
+ * --dtype f32: the inputs as floats, the library's float32 path, the
+ * output widened back (exactly) and marked as floats for the writers.
  */
-static mha_status forward_f32(matrix *out, const mha_dims *d, const mha_inputs *src,
-			      const mha_inputs_f32 *srcf, const mha_weights *w,
-			      const mha_weights_f32 *wf, const mha_config *cfg, mha_report *rep)
+static mha_status forward_f32(matrix *out, const struct problem *p, mha_report *rep)
 {
-	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
-	const size_t n_out = matrix_size(out), out_cols = matrix_cols(out);
-	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
-	const size_t B = d->batch ? d->batch : 1;
-	int ok = 1;
-	/* inputs read as floats are used as they are; the rest rounded here */
-	float *xq = srcf->xq ? NULL : floats_copy(src->xq, B * d->n_q * d->d_q_in, &ok);
-	float *xk = src->xk == src->xq ? xq : srcf->xk ? NULL : floats_copy(src->xk, B * d->n_kv * d->d_k_in, &ok);
-	float *xv = src->xv == src->xk ? xk : srcf->xv ? NULL : floats_copy(src->xv, B * d->n_kv * d->d_v_in, &ok);
-	/* weights read as floats (wf) are used as they are; doubles rounded */
-	float *W[8] = {
-		floats_copy(w->W_Q, d->d_q_in * hk, &ok), floats_copy(w->W_K, d->d_k_in * gk, &ok),
-		floats_copy(w->W_V, d->d_v_in * gv, &ok), floats_copy(w->W_O, hv * out_cols, &ok),
-		floats_copy(w->b_Q, hk, &ok), floats_copy(w->b_K, gk, &ok), floats_copy(w->b_V, gv, &ok),
-		floats_copy(w->b_O, out_cols, &ok),
-	};
-	const float *const Wf[8] = { wf->W_Q, wf->W_K, wf->W_V, wf->W_O, wf->b_Q, wf->b_K, wf->b_V,
-				     wf->b_O };
-	const float *Wu[8];
+	const size_t n_out = matrix_size(out);
+	struct run_floats f;
 	/* the output's floats: out's own when it holds floats */
 	float *o = out->f ? NULL : malloc((n_out ? n_out : 1) * sizeof(float));
 	mha_status st = MHA_ERR_NOMEM;
 
-	if (ok && (o || out->f)) {
-		const mha_inputs_f32 in = { .size = sizeof(mha_inputs_f32),
-					    srcf->xq ? srcf->xq : xq, srcf->xk ? srcf->xk : xk,
-					    srcf->xv ? srcf->xv : xv };
-
-		for (int i = 0; i < 8; i++)
-			Wu[i] = Wf[i] ? Wf[i] : W[i];
-		st = mha_forward_f32(out->f ? out->f : o, d, &in,
-				     &(mha_weights_f32){ .size = sizeof(mha_weights_f32), Wu[0], Wu[1],
-							 Wu[2], Wu[3], Wu[4], Wu[5], Wu[6], Wu[7] },
-				     cfg, rep);
+	if (run_floats_make(&f, p)) {
+		free(o);
+		return st;
+	}
+	if (o || out->f) {
+		st = mha_forward_f32(out->f ? out->f : o, &p->d, &f.in, &f.w, &p->cfg, rep);
 		for (size_t i = 0; st == MHA_OK && o && i < n_out; i++)
 			out->v[i] = o[i];
 		out->is_f32 = 1;
 	}
-	if (xv != xk)
-		free(xv);
-	if (xk != xq)
-		free(xk);
-	free(xq);
-	for (int i = 0; i < 8; i++)
-		free(W[i]);
+	run_floats_free(&f);
 	free(o);
 	return st;
 }
@@ -178,7 +229,7 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 		if (matrix_alloc_out(out, p->batch ? 3 : 2, dims, 0))
 			return -1;
 	}
-	st = f32 ? forward_f32(out, d, &p->in, &p->in_f, &p->weights, &p->weights_f, &p->cfg, rep)
+	st = f32 ? forward_f32(out, p, rep)
 		 : mha_forward(out->v, d, &p->in, &p->weights, &p->cfg, obs, rep);
 	if (st == MHA_ERR_OBSERVER)
 		return -1; /* the observer said why */

@@ -1,7 +1,8 @@
 /*
- * steps.c: the table of printable steps (steps.h), and what derives from
- * it: the print set, the observer and its copies, the titled items in the
- * order of the computation, and their file names under -o DIR/.
+ * steps.c: forward's table of printable steps (steps.h) and its titles, and
+ * what derives from a table before and during a run: the names --print
+ * takes, when a run has a step, the print set, the stages to observe, and
+ * the observer and its copies (items.c: what is printed after).
  */
 #include "run/steps.h"
 
@@ -53,8 +54,10 @@ void step_scale_words(char *buf, size_t size, const struct step_facts *f)
 	}
 }
 
-static void title_x(char *buf, size_t size, const struct step_facts *f, size_t head)
+static void title_x(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+                    size_t head)
 {
+	(void)st;
 	(void)f;
 	(void)head;
 	snprintf(buf, size, "X");
@@ -84,18 +87,24 @@ static void projection(char *buf, size_t size, const struct step_facts *f, size_
 		snprintf(buf, size, "%c = %s*W_%c%s", name, src, name, bias);
 }
 
-static void title_q(char *buf, size_t size, const struct step_facts *f, size_t head)
+static void title_q(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+                    size_t head)
 {
+	(void)st;
 	projection(buf, size, f, head, 'Q', WQ, BQ);
 }
 
-static void title_k(char *buf, size_t size, const struct step_facts *f, size_t head)
+static void title_k(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+                    size_t head)
 {
+	(void)st;
 	projection(buf, size, f, head, 'K', WK, BK);
 }
 
-static void title_v(char *buf, size_t size, const struct step_facts *f, size_t head)
+static void title_v(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+                    size_t head)
 {
+	(void)st;
 	projection(buf, size, f, head, 'V', WV, BV);
 }
 
@@ -131,33 +140,43 @@ static void rope_title(char *buf, size_t size, const struct step_facts *f, char 
 		 pairs, R, dk, angle, where);
 }
 
-static void title_q_rot(char *buf, size_t size, const struct step_facts *f, size_t head)
+static void title_q_rot(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+                        size_t head)
 {
+	(void)st;
 	(void)head;
 	rope_title(buf, size, f, 'Q');
 }
 
-static void title_k_rot(char *buf, size_t size, const struct step_facts *f, size_t head)
+static void title_k_rot(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+                        size_t head)
 {
+	(void)st;
 	(void)head;
 	rope_title(buf, size, f, 'K');
 }
 
-static void title_scores(char *buf, size_t size, const struct step_facts *f, size_t head)
+static void title_scores(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+                         size_t head)
 {
+	(void)st;
 	snprintf(buf, size, "head %zu: scores = Q%zu*K%zu^T", head, head, kv_head(f, head));
 }
 
-static void title_scaled(char *buf, size_t size, const struct step_facts *f, size_t head)
+static void title_scaled(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+                         size_t head)
 {
+	(void)st;
 	char how[96];
 
 	step_scale_words(how, sizeof(how), f);
 	snprintf(buf, size, "head %zu: scaled = scores * %s", head, how);
 }
 
-static void title_softcapped(char *buf, size_t size, const struct step_facts *f, size_t head)
+static void title_softcapped(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+                             size_t head)
 {
+	(void)st;
 	char cap[40];
 
 	format_shortest(cap, sizeof(cap), f->cfg->softcap);
@@ -197,8 +216,10 @@ static void alibi_words(char *buf, size_t size, const struct step_facts *f)
  * "mask (added to the scores): causal; window 2 keys left, 0 keys right;
  * keys from 5 on are padding; m.json; ALiBi slope*(j - p), slopes 0.5, 0.25"
  */
-static void title_mask(char *buf, size_t size, const struct step_facts *f, size_t head)
+static void title_mask(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+                       size_t head)
 {
+	(void)st;
 	const mha_config *cfg = f->cfg;
 	const char *parts[5] = { NULL };
 	char causal[64], kv[48], win[112], l[48], r[48], alibi[120];
@@ -241,15 +262,19 @@ static void title_mask(char *buf, size_t size, const struct step_facts *f, size_
 		 n > 3 ? "; " : "", n > 3 ? parts[3] : "", n > 4 ? "; " : "", n > 4 ? parts[4] : "");
 }
 
-static void title_masked(char *buf, size_t size, const struct step_facts *f, size_t head)
+static void title_masked(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+                         size_t head)
 {
+	(void)st;
 	snprintf(buf, size, "head %zu: masked = %s + mask", head,
 		 f->cfg->softcap > 0 ? "softcapped" : "scaled");
 }
 
 /* "head 2: softmax(masked) with sink 0.5, row by row": the sink joins each row's denominator */
-static void title_softmax(char *buf, size_t size, const struct step_facts *f, size_t head)
+static void title_softmax(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+                          size_t head)
 {
+	(void)st;
 	char sink[64] = "";
 
 	if (f->cfg->sinks && head >= 1) {
@@ -262,20 +287,26 @@ static void title_softmax(char *buf, size_t size, const struct step_facts *f, si
 		 masked(f) ? "masked" : f->cfg->softcap > 0 ? "softcapped" : "scaled", sink);
 }
 
-static void title_heads(char *buf, size_t size, const struct step_facts *f, size_t head)
+static void title_heads(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+                        size_t head)
 {
+	(void)st;
 	snprintf(buf, size, "head %zu: output = softmax*V%zu", head, kv_head(f, head));
 }
 
-static void title_concat(char *buf, size_t size, const struct step_facts *f, size_t head)
+static void title_concat(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+                         size_t head)
 {
+	(void)st;
 	(void)f;
 	(void)head;
 	snprintf(buf, size, "concat (the heads' outputs side by side)");
 }
 
-static void title_output(char *buf, size_t size, const struct step_facts *f, size_t head)
+static void title_output(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+                         size_t head)
 {
+	(void)st;
 	(void)head;
 	if (!has_weight(f, WO))
 		snprintf(buf, size, "output");
@@ -290,43 +321,31 @@ static void title_output(char *buf, size_t size, const struct step_facts *f, siz
 #define KF AXIS_KEY, AXIS_FEATURE
 
 const struct step steps[STEP_COUNT] = {
-	[STEP_X] = { "x", "X", -1, -1, QF, ALL_ALWAYS, STEP_INPUT | STEP_F32, title_x },
-	[STEP_Q] = { "q", "Q", MHA_STAGE_Q, MHA_STAGE_HEAD_Q, QF, ALL_ALWAYS, STEP_BLOCKS, title_q },
-	[STEP_K] = { "k", "K", MHA_STAGE_K, MHA_STAGE_HEAD_K, KF, ALL_ALWAYS, STEP_BLOCKS, title_k },
-	[STEP_V] = { "v", "V", MHA_STAGE_V, MHA_STAGE_HEAD_V, KF, ALL_ALWAYS, STEP_BLOCKS, title_v },
-	[STEP_Q_ROT] = { "q_rot", "q_rot", MHA_STAGE_Q_ROT, -1, QF, ALL_IF_ROPE, 0, title_q_rot },
-	[STEP_K_ROT] = { "k_rot", "k_rot", MHA_STAGE_K_ROT, -1, KF, ALL_IF_ROPE, 0, title_k_rot },
-	[STEP_SCORES] = { "scores", "scores", -1, MHA_STAGE_SCORES, QK, ALL_ALWAYS, STEP_DRAWABLE,
+	[STEP_X] = { "x", "X", -1, -1, QF, WHEN_ALWAYS, STEP_INPUT | STEP_F32, title_x },
+	[STEP_Q] = { "q", NULL, MHA_STAGE_Q, MHA_STAGE_HEAD_Q, QF, WHEN_ALWAYS, STEP_BLOCKS, title_q },
+	[STEP_K] = { "k", NULL, MHA_STAGE_K, MHA_STAGE_HEAD_K, KF, WHEN_ALWAYS, STEP_BLOCKS, title_k },
+	[STEP_V] = { "v", NULL, MHA_STAGE_V, MHA_STAGE_HEAD_V, KF, WHEN_ALWAYS, STEP_BLOCKS, title_v },
+	[STEP_Q_ROT] = { "q_rot", NULL, MHA_STAGE_Q_ROT, -1, QF, WHEN_ROPE, 0, title_q_rot },
+	[STEP_K_ROT] = { "k_rot", NULL, MHA_STAGE_K_ROT, -1, KF, WHEN_ROPE, 0, title_k_rot },
+	[STEP_SCORES] = { "scores", NULL, -1, MHA_STAGE_SCORES, QK, WHEN_ALWAYS, STEP_DRAWABLE,
 			  title_scores },
-	[STEP_SCALED] = { "scaled", "scaled", -1, MHA_STAGE_SCALED, QK, ALL_ALWAYS, STEP_DRAWABLE,
+	[STEP_SCALED] = { "scaled", NULL, -1, MHA_STAGE_SCALED, QK, WHEN_ALWAYS, STEP_DRAWABLE,
 			  title_scaled },
-	[STEP_SOFTCAPPED] = { "softcapped", "softcapped", -1, MHA_STAGE_SOFTCAPPED, QK,
-			      ALL_IF_SOFTCAP, STEP_DRAWABLE, title_softcapped },
-	[STEP_MASK] = { "mask", "mask", -1, MHA_STAGE_MASK, QK, ALL_IF_MASK, STEP_STACKED,
+	[STEP_SOFTCAPPED] = { "softcapped", NULL, -1, MHA_STAGE_SOFTCAPPED, QK,
+			      WHEN_SOFTCAP, STEP_DRAWABLE, title_softcapped },
+	[STEP_MASK] = { "mask", NULL, -1, MHA_STAGE_MASK, QK, WHEN_MASK, STEP_STACKED,
 			title_mask },
-	[STEP_MASKED] = { "masked", "masked", -1, MHA_STAGE_MASKED, QK, ALL_IF_MASK, STEP_DRAWABLE,
+	[STEP_MASKED] = { "masked", NULL, -1, MHA_STAGE_MASKED, QK, WHEN_MASK, STEP_DRAWABLE,
 			  title_masked },
-	[STEP_SOFTMAX] = { "softmax", "softmax", -1, MHA_STAGE_SOFTMAX, QK, ALL_ALWAYS,
+	[STEP_SOFTMAX] = { "softmax", NULL, -1, MHA_STAGE_SOFTMAX, QK, WHEN_ALWAYS,
 			   STEP_DRAWABLE, title_softmax },
-	[STEP_HEADS] = { "heads", "output", -1, MHA_STAGE_HEAD_OUTPUT, QF, ALL_ALWAYS, 0,
+	[STEP_HEADS] = { "heads", "output", -1, MHA_STAGE_HEAD_OUTPUT, QF, WHEN_ALWAYS, 0,
 			 title_heads },
-	[STEP_CONCAT] = { "concat", "concat", MHA_STAGE_CONCAT, -1, QF, ALL_ALWAYS,
+	[STEP_CONCAT] = { "concat", NULL, MHA_STAGE_CONCAT, -1, QF, WHEN_ALWAYS,
 			  STEP_AFTER_HEADS, title_concat },
-	[STEP_OUTPUT] = { "output", "output", MHA_STAGE_OUTPUT, -1, QF, ALL_ALWAYS,
+	[STEP_OUTPUT] = { "output", NULL, MHA_STAGE_OUTPUT, -1, QF, WHEN_ALWAYS,
 			  STEP_RESULT | STEP_AFTER_HEADS | STEP_F32, title_output },
 };
-
-/* one matrix for the whole model (beside any per head) */
-static int has_whole(const struct step *s)
-{
-	return s->stage >= 0 || (s->flags & (STEP_INPUT | STEP_STACKED));
-}
-
-/* one matrix per head, written as such (one head's Q, K, V blocks too) */
-static int has_per_head(const struct step *s)
-{
-	return s->head_stage >= 0 && !(s->flags & STEP_STACKED);
-}
 
 int step_by_name(const char *name)
 {
@@ -359,13 +378,28 @@ const char *step_names(char *buf, size_t size)
 	return buf;
 }
 
-/* whether the run has step s: softcapped, the mask and masked not always */
-static int run_has(int s, const struct step_facts *f)
+const char *step_key(const struct step *s)
 {
-	switch (steps[s].all) {
-	case ALL_IF_SOFTCAP: return f->cfg->softcap > 0;
-	case ALL_IF_MASK: return masked(f);
-	case ALL_IF_ROPE: return f->cfg->rope.mode != MHA_ROPE_NONE;
+	const int stage = s->stage >= 0 ? s->stage : s->head_stage;
+
+	if (s->key)
+		return s->key;
+	return s->flags & STEP_GRAD ? mha_grad_stage_name((mha_grad_stage)stage)
+				    : mha_stage_name((mha_stage)stage);
+}
+
+int step_exists(const struct step *s, const struct step_facts *f)
+{
+	switch (s->when) {
+	case WHEN_SOFTCAP: return f->cfg->softcap > 0;
+	case WHEN_MASK: return masked(f);
+	case WHEN_ROPE: return f->cfg->rope.mode != MHA_ROPE_NONE;
+	case WHEN_WO: return has_weight(f, WO);
+	case WHEN_PROJECTED: return !f->direct;
+	case WHEN_KV: return f->cross && !f->apart;
+	case WHEN_APART: return f->apart;
+	case WHEN_WEIGHT: return has_weight(f, s->weight);
+	case WHEN_SINKS: return f->cfg->sinks != NULL;
 	default: return 1;
 	}
 }
@@ -375,7 +409,7 @@ unsigned steps_print_set(unsigned asked, int all, const struct step_facts *f)
 	unsigned p = asked;
 
 	for (int s = 0; s < STEP_COUNT; s++) {
-		if (all && run_has(s, f))
+		if (all && step_exists(&steps[s], f))
 			p |= STEP_BIT(s);
 		/* X is not an input when Q, K and V are */
 		if (f->direct && (steps[s].flags & STEP_INPUT))
@@ -427,18 +461,20 @@ unsigned steps_stages(unsigned p, size_t heads)
 int steps_keep(void *ctx, mha_stage stage, int head, const double *m, size_t rows, size_t cols)
 {
 	struct step_results *r = ctx;
+	const struct step *t = r->table ? r->table : steps;
+	const int n = r->n ? (int)r->n : STEP_COUNT;
 	matrix *dst;
 	int s;
 
-	for (s = 0; s < STEP_COUNT; s++)
-		if (head < 0 ? steps[s].stage == (int)stage && !(steps[s].flags & STEP_RESULT)
-			     : steps[s].head_stage == (int)stage)
+	for (s = 0; s < n; s++)
+		if (head < 0 ? t[s].stage == (int)stage && !(t[s].flags & STEP_RESULT)
+			     : t[s].head_stage == (int)stage)
 			break;
-	if (s == STEP_COUNT)
+	if (s == n)
 		return 0; /* not asked for */
 	if (head < 0) {
 		dst = &r->whole[s];
-	} else if ((steps[s].flags & STEP_STACKED) && !r->mask_per_head) {
+	} else if ((t[s].flags & STEP_STACKED) && !r->mask_per_head) {
 		/* one mask for every head: keep the first copy as the whole-model mask */
 		if (head > 0)
 			return 0;
@@ -458,14 +494,40 @@ int steps_keep(void *ctx, mha_stage stage, int head, const double *m, size_t row
 	return 0;
 }
 
+int steps_batch_keep(void *ctx, mha_stage stage, int head, const double *m, size_t rows,
+		     size_t cols)
+{
+	struct steps_batch *k = ctx;
+
+	return steps_keep(&k->res[k->cur], stage, head, m, rows, cols);
+}
+
+int steps_batch_keep_grad(void *ctx, mha_grad_stage stage, int head, const double *m, size_t rows,
+			  size_t cols)
+{
+	struct steps_batch *k = ctx;
+
+	/* the results' table says which kind of stage it is */
+	return steps_keep(&k->res[k->cur], (mha_stage)stage, head, m, rows, cols);
+}
+
+int steps_batch_sequence(void *ctx, size_t b)
+{
+	((struct steps_batch *)ctx)->cur = b;
+	return 0;
+}
+
 int steps_stack(struct step_results *r)
 {
-	for (int s = 0; s < STEP_COUNT; s++) {
+	const struct step *t = r->table ? r->table : steps;
+	const size_t n = r->n ? r->n : STEP_COUNT;
+
+	for (size_t s = 0; s < n; s++) {
 		const matrix *per = r->per_head[s];
 		matrix *all = &r->whole[s];
 		size_t plane;
 
-		if (!per || !(steps[s].flags & STEP_STACKED))
+		if (!per || !(t[s].flags & STEP_STACKED))
 			continue;
 		plane = per[0].dim[0] * per[0].dim[1];
 		if (matrix_alloc(all, 3, r->heads, per[0].dim[0], per[0].dim[1]))
@@ -478,274 +540,12 @@ int steps_stack(struct step_results *r)
 
 void steps_results_free(struct step_results *r)
 {
-	for (int s = 0; s < STEP_COUNT; s++) {
+	for (size_t s = 0; s < STEP_MAX; s++) {
 		matrix_free(&r->whole[s]);
 		if (r->per_head[s])
 			for (size_t h = 0; h < r->heads; h++)
 				matrix_free(&r->per_head[s][h]);
 		free(r->per_head[s]);
+		r->per_head[s] = NULL;
 	}
-}
-
-/* ---- the items ---------------------------------------------------------- */
-
-struct step_item *steps_push(struct step_items *list)
-{
-	struct step_item *it;
-
-	if (list->n == list->cap) {
-		const size_t cap = list->cap ? list->cap * 2 : 64;
-		struct step_item *more = realloc(list->v, cap * sizeof(*more));
-
-		if (!more) {
-			error("out of memory");
-			return NULL;
-		}
-		list->v = more;
-		list->cap = cap;
-	}
-	it = &list->v[list->n++];
-	memset(it, 0, sizeof(*it));
-	it->copy_of = -1;
-	return it;
-}
-
-static int add_item(struct step_items *list, int s, size_t head, const matrix *m,
-		    const struct step_facts *f)
-{
-	struct step_item *it = steps_push(list);
-
-	if (!it)
-		return -1;
-	it->step = s;
-	it->key = steps[s].key;
-	it->head = head;
-	it->m = m;
-	it->rows = steps[s].rows;
-	it->cols = steps[s].cols;
-	steps[s].title(it->title, sizeof(it->title), f, head);
-	return 0;
-}
-
-/* the whole-model items of p, those made from the heads or the others */
-static int add_whole(struct step_items *list, const struct step_results *r, unsigned p,
-		     const struct step_facts *f, const matrix *x, const matrix *out, int after)
-{
-	for (int s = 0; s < STEP_COUNT; s++) {
-		const struct step *st = &steps[s];
-		const matrix *m = (st->flags & STEP_INPUT) ? x : (st->flags & STEP_RESULT) ? out
-			       : &r->whole[s];
-
-		if ((p & STEP_BIT(s)) && has_whole(st) && !(st->flags & STEP_AFTER_HEADS) == !after &&
-		    m && add_item(list, s, 0, m, f))
-			return -1;
-	}
-	return 0;
-}
-
-/* the index of the whole-model item of step s, or -1 */
-static long whole_item(const struct step_items *list, int s)
-{
-	for (size_t i = 0; i < list->n; i++)
-		if (list->v[i].step == s && !list->v[i].head)
-			return (long)i;
-	return -1;
-}
-
-/* the rotated twin of Q and K (the heads' blocks with rope), else -1 */
-static int rot_twin(int s)
-{
-	return s == STEP_Q ? STEP_Q_ROT : s == STEP_K ? STEP_K_ROT : -1;
-}
-
-/* Mark the items that are exact copies of others, by how the run is made. */
-static void mark_copies(struct step_items *list, const struct step_facts *f)
-{
-	const long concat = whole_item(list, STEP_CONCAT), output = whole_item(list, STEP_OUTPUT);
-	const int no_wo = !has_weight(f, WO);
-
-	for (size_t i = 0; i < list->n; i++) {
-		struct step_item *it = &list->v[i];
-
-		if (it->head && f->heads == 1 && (steps[it->step].flags & STEP_BLOCKS)) {
-			const int twin = rot_twin(it->step);
-
-			it->copy_of = whole_item(list, f->cfg->rope.mode && twin >= 0 ? twin : it->step);
-			it->copy_why = "one head";
-		} else if (it->head && f->heads == 1 && it->step == STEP_HEADS) {
-			/* without W_O the concat is itself the output: name the last */
-			it->copy_of = no_wo && output >= 0 ? output : concat;
-			it->copy_why = no_wo && output >= 0 ? "one head, no W_O" : "one head";
-		} else if (it->step == STEP_CONCAT && no_wo) {
-			it->copy_of = output;
-			it->copy_why = "no W_O";
-		}
-		if (it->copy_of < 0)
-			it->copy_why = NULL;
-	}
-}
-
-int steps_collect(struct step_items *list, const struct step_results *r, unsigned p,
-		  const struct step_facts *f, const matrix *x, const matrix *out)
-{
-	if (add_whole(list, r, p, f, x, out, 0))
-		return -1;
-	for (size_t h = 0; h < r->heads; h++)
-		for (int s = 0; s < STEP_COUNT; s++) {
-			const matrix *m = r->per_head[s] ? &r->per_head[s][h] : NULL;
-
-			/* one head's block of Q, K or V is the whole: not asked of the
-			 * library, which would then take the plain path for it */
-			if (!m && (p & STEP_BIT(s)) && (steps[s].flags & STEP_BLOCKS) && r->heads == 1)
-				m = rot_twin(s) >= 0 && r->whole[rot_twin(s)].rank ? &r->whole[rot_twin(s)]
-										  : &r->whole[s];
-			if (m && !(steps[s].flags & STEP_STACKED) && add_item(list, s, h + 1, m, f))
-				return -1;
-		}
-	if (add_whole(list, r, p, f, x, out, 1))
-		return -1;
-	mark_copies(list, f);
-	return 0;
-}
-
-/* s after what buf holds, with sep between (cut short at size) */
-static void append(char *buf, size_t size, const char *sep, const char *s)
-{
-	const size_t n = strlen(buf);
-
-	snprintf(buf + n, size - n, "%s%s", n ? sep : "", s);
-}
-
-const char *steps_fold_note(char *buf, size_t size, const struct step_items *list, size_t *i)
-{
-	const struct step_item *first = &list->v[*i];
-	char names[400] = "", targets[100] = "", head[32] = "";
-	size_t n = 0, j;
-
-	for (j = *i; j < list->n; j++, n++) {
-		const struct step_item *it = &list->v[j];
-
-		if (it->copy_of < 0 || it->head != first->head || strcmp(it->copy_why, first->copy_why))
-			break;
-		/* a head's title less its "head 1: ", which the note says once */
-		append(names, sizeof(names), ", ", it->head ? strchr(it->title, ':') + 2 : it->title);
-		append(targets, sizeof(targets), ", ", list->v[it->copy_of].key);
-	}
-	*i = j;
-	if (first->head)
-		snprintf(head, sizeof(head), "head %zu: ", first->head);
-	snprintf(buf, size, "%s%s %s the %s %s (%s)", head, names, n > 1 ? "are" : "is", targets,
-		 first->copy_of < (long)(first - list->v) ? "above" : "below", first->copy_why);
-	return buf;
-}
-
-void steps_items_free(struct step_items *list)
-{
-	free(list->v);
-	list->v = NULL;
-	list->n = list->cap = 0;
-}
-
-matrix step_plane(const matrix *m, size_t h)
-{
-	matrix plane = *m;
-
-	if (m->rank == 3) {
-		plane = (matrix){ .rank = 2, .dim = { m->dim[1], m->dim[2], 1 },
-				  .v = m->v ? m->v + h * m->dim[1] * m->dim[2] : NULL,
-				  .f = m->f ? m->f + h * m->dim[1] * m->dim[2] : NULL,
-				  .is_f32 = m->is_f32 };
-	}
-	return plane;
-}
-
-void steps_heads(const struct step_items *list, struct step_head *heads, size_t H)
-{
-	const matrix *Q = NULL, *K = NULL, *V = NULL, *q_rot = NULL, *k_rot = NULL;
-
-	for (size_t i = 0; i < list->n; i++) {
-		const struct step_item *it = &list->v[i];
-		struct step_head *x = it->head ? &heads[it->head - 1] : NULL;
-
-		if (!x) {
-			switch (it->step) {
-			case STEP_Q: Q = it->m; break;
-			case STEP_K: K = it->m; break;
-			case STEP_V: V = it->m; break;
-			case STEP_Q_ROT: q_rot = it->m; break;
-			case STEP_K_ROT: k_rot = it->m; break;
-			default: break;
-			}
-			continue;
-		}
-		switch (it->step) {
-		case STEP_Q: x->q = it->m; break;
-		case STEP_K: x->k = it->m; break;
-		case STEP_V: x->v = it->m; break;
-		case STEP_SCORES: x->scores = it->m; break;
-		case STEP_SCALED: x->scaled = it->m; break;
-		case STEP_SOFTCAPPED: x->softcapped = it->m; break;
-		case STEP_MASKED: x->masked = it->m; break;
-		case STEP_SOFTMAX: x->softmax = it->m; break;
-		case STEP_HEADS: x->out = it->m; break;
-		default: break;
-		}
-	}
-	for (size_t h = 0; h < H; h++) {
-		heads[h].q = heads[h].q ? heads[h].q : q_rot ? q_rot : Q;
-		heads[h].k = heads[h].k ? heads[h].k : k_rot ? k_rot : K;
-		heads[h].v = heads[h].v ? heads[h].v : V;
-	}
-}
-
-/* ---- file names ----------------------------------------------------------- */
-
-const char *step_file_name(char *buf, size_t size, const char *key, size_t head, size_t plane,
-			   const char *ext)
-{
-	if (plane)
-		snprintf(buf, size, "%s_head%zu.%s", key, plane, ext);
-	else if (head)
-		snprintf(buf, size, "head%zu_%s.%s", head, key, ext);
-	else
-		snprintf(buf, size, "%s.%s", key, ext);
-	return buf;
-}
-
-/* the number name holds (its first digits), if from 1 to heads; else 0 */
-static size_t number_in(const char *name, size_t heads)
-{
-	const char *p = name + strcspn(name, "0123456789");
-	size_t n = 0;
-
-	if (*p == '0')
-		return 0;
-	for (; *p >= '0' && *p <= '9'; p++)
-		if (n > heads / 10 || (n = n * 10 + (size_t)(*p - '0')) > heads)
-			return 0;
-	return n;
-}
-
-int steps_may_write(const char *name, unsigned p, size_t heads, const char *ext)
-{
-	/* a name made by step_file_name holds no digits but its head's */
-	const size_t n = number_in(name, heads);
-	char buf[256];
-
-	for (int s = 0; s < STEP_COUNT; s++) {
-		const struct step *st = &steps[s];
-
-		if (!(p & STEP_BIT(s)))
-			continue;
-		if (has_whole(st) && !strcmp(name, step_file_name(buf, sizeof(buf), st->key, 0, 0, ext)))
-			return 1;
-		if (n && has_per_head(st) &&
-		    !strcmp(name, step_file_name(buf, sizeof(buf), st->key, n, 0, ext)))
-			return 1;
-		/* CSV holds 2-D: a stacked step may be one file per head */
-		if (n && (st->flags & STEP_STACKED) && !strcmp(ext, "csv") &&
-		    !strcmp(name, step_file_name(buf, sizeof(buf), st->key, 0, n, ext)))
-			return 1;
-	}
-	return 0;
 }

@@ -1,14 +1,19 @@
 /*
- * steps.h: the steps of the computation a user can print, in one table:
- * each one's --print name, the library stage(s) it comes from, whether it
- * is one matrix or one per head, its JSON key (and file name), what its
- * rows and columns stand for, its title, and whether --print all shows it.
+ * steps.h: the steps of the computation a user can print, in tables of one
+ * type: forward's (steps[], steps.c) and backward's (grad_steps[],
+ * grad_steps.c).  A row holds a step's --print name, the library stage(s)
+ * it comes from, whether it is one matrix or one per head, its JSON key
+ * (and file name; by default the library's name of its stage), what its
+ * rows and columns stand for, its title, and when a run has it.
  *
  * Everything that chooses, keeps, orders, titles or names a step derives
- * from that table: the print set, the stages the observer asks for, the
- * observer itself, the list of items the writers, --explain and the
- * heatmaps read, and the file names of -o DIR/.  A new step is a row here
- * and its computation in the library.  Nothing here reads or writes a file.
+ * from its table: the print set, the stages the observer asks for, the
+ * observer itself (either table), the list of items the writers, --explain
+ * and the heatmaps read (items.c, either table), the file names of -o
+ * DIR/, and the steps 'mha compare' reads (against.c).  A new step is its
+ * stage in the library (mha.h and its name there), an id and a row here;
+ * compare reads it once it is a row of cmp_steps.  Nothing here reads or
+ * writes a file.
  */
 #ifndef MHA_CLI_STEPS_H
 #define MHA_CLI_STEPS_H
@@ -29,13 +34,22 @@ enum step_id {
 /* What a matrix's rows or columns stand for: labels (tokens) go on queries and keys. */
 enum step_axis { AXIS_FEATURE, AXIS_QUERY, AXIS_KEY };
 
-/* When --print all includes a step: always, or only when the run has it
- * (softcapped needs a softcap; mask and masked a mask, --causal or --kv-len;
- * q_rot and k_rot --rope).
+/* When a run has a step (and --print all includes it): always, or only when
+ * the run has what it comes from (softcapped needs a softcap; mask and
+ * masked a mask, --causal or --kv-len; q_rot and k_rot --rope; a weight's
+ * gradient that weight; …).
  * A step that is an exact copy of another in this run (one head's output is
  * the concat) is included all the same: the machine formats always hold it
  * under its key, and text says which it repeats (struct step_item). */
-enum step_in_all { ALL_ALWAYS, ALL_IF_SOFTCAP, ALL_IF_MASK, ALL_IF_ROPE };
+enum step_when {
+	WHEN_ALWAYS, WHEN_SOFTCAP, WHEN_MASK, WHEN_ROPE,
+	WHEN_WO,        /* W_O given */
+	WHEN_PROJECTED, /* X projected (not Q, K, V given) */
+	WHEN_KV,        /* --kv: keys and values from one X_kv */
+	WHEN_APART,     /* --xk and --xv */
+	WHEN_WEIGHT,    /* the step's weight given */
+	WHEN_SINKS      /* --sinks */
+};
 
 /* A step's flags. */
 enum {
@@ -46,7 +60,9 @@ enum {
 				       or per head (H, n_q, n_kv) */
 	STEP_AFTER_HEADS = 1u << 4, /* whole, made from the heads: written after them */
 	STEP_DRAWABLE = 1u << 5,    /* (n_q, n_kv) per head: a heatmap can draw it */
-	STEP_F32 = 1u << 6          /* --dtype f32 can print it */
+	STEP_F32 = 1u << 6,         /* --dtype f32 can print it */
+	STEP_DEFAULT = 1u << 7,     /* printed when --print is not given (backward's) */
+	STEP_GRAD = 1u << 8         /* its stages are mha_grad_stage's (backward's) */
 };
 
 /* What a step's presence and title depend on, besides the step itself. */
@@ -70,21 +86,55 @@ struct step_facts {
 	const char *model_prefix; /* its module's names' start ("model.layers.1.self_attn.") */
 	const char *model_config; /* the config.json read, or NULL */
 	long long model_layer;   /* --layer N, or -1 */
+	const int *shared;       /* backward's: [3] of X (or Q), of the keys', of the
+				    values' source: one matrix a batch shares, its
+				    gradient summed over the sequences; or NULL */
 };
 
+/*
+ * A step: one row of a table of them, forward's (steps[]) or backward's
+ * (grad_steps[], grad_steps.c), the same code walking both.
+ */
 struct step {
-	const char *name;        /* for --print */
-	const char *key;         /* JSON key; the file's name under -o DIR/ */
-	int stage;               /* mha_stage of the whole-model matrix, or -1 */
-	int head_stage;          /* mha_stage of each head's matrix, or -1 */
+	const char *name;        /* for --print (backward's: the key) */
+	const char *key;         /* JSON key; the file's name under -o DIR/; NULL: the
+				    library's name of its stage (step_key) */
+	int stage;               /* the library's stage of the whole-model matrix
+				    (mha_stage; backward's: mha_grad_stage), or -1 */
+	int head_stage;          /* of each head's matrix, or -1 */
 	enum step_axis rows, cols;
-	enum step_in_all all;
+	enum step_when when;
 	unsigned flags;
 	/* its title: head 0 the whole-model matrix, else that head's (1-based) */
-	void (*title)(char *buf, size_t size, const struct step_facts *f, size_t head);
+	void (*title)(char *buf, size_t size, const struct step *s, const struct step_facts *f,
+		      size_t head);
+	int weight;              /* WHEN_WEIGHT: the weight (weights.h) it needs */
+	const char *formula;     /* its formula, for a title that prints it (backward's:
+				    %zu the head, and its kv head) */
+	const char *says;        /* --explain: what it is, in a line (backward's) */
 };
 
 extern const struct step steps[STEP_COUNT];
+
+/* Backward's steps (grad_steps.c), in the order of the computation. */
+enum grad_step_id {
+	GS_GRAD_OUTPUT, GS_DCONCAT,
+	GS_P, GS_O, GS_DO, GS_DV_H, GS_DP, GS_D, GS_DS, GS_DSCALED, GS_DSCORES, GS_DQ_H, GS_DK_H,
+	GS_DQ_ROT, GS_DK_ROT, GS_DQ, GS_DK, GS_DV,
+	GS_DX, GS_DX_KV, GS_DX_K, GS_DX_V, GS_DW_Q, GS_DW_K, GS_DW_V, GS_DW_O, GS_DB_Q, GS_DB_K, GS_DB_V,
+	GS_DB_O, GS_DSINKS, GS_COUNT
+};
+
+extern const struct step grad_steps[GS_COUNT];
+
+/* The most steps a table holds. */
+#define STEP_MAX 32
+
+/* Its key: the table's, or the library's name of its stage (mha_stage_name,
+ * mha_grad_stage_name), so that a name the library gives is written once. */
+const char *step_key(const struct step *s);
+/* Whether a run with these facts has step s (its when). */
+int step_exists(const struct step *s, const struct step_facts *f);
 
 /* The step called name ("scores"), or -1. */
 int step_by_name(const char *name);
@@ -106,17 +156,35 @@ void step_scale_words(char *buf, size_t size, const struct step_facts *f);
 
 /* ---- what the observer keeps ------------------------------------------ */
 
-/* A copy of every intermediate asked for, by step. */
+/* A copy of every intermediate asked for, by step of its table. */
 struct step_results {
+	const struct step *table;          /* steps (NULL) or grad_steps */
+	size_t n;                          /* its number of steps (0: STEP_COUNT) */
+	int item_base;                     /* the items' step ids start here (backward's
+					      1000: apart from forward's) */
+	int only_held;                     /* collect no step without a matrix */
 	size_t heads;
 	int mask_per_head;                 /* the mask is (H, n_q, n_kv) (or ALiBi: one per head) */
-	matrix whole[STEP_COUNT];          /* whole-model matrices; a stacked step's too */
-	matrix *per_head[STEP_COUNT];      /* [heads] for each step kept per head */
+	matrix whole[STEP_MAX];            /* whole-model matrices; a stacked step's too */
+	matrix *per_head[STEP_MAX];        /* [heads] for each step kept per head */
 };
 
-/* An mha_observe_fn: ctx is a struct step_results, zeroed but for heads and
- * mask_per_head.  Copies go through matrix_alloc (the memory budget). */
+/* An mha_observe_fn: ctx is a struct step_results, zeroed but for table,
+ * heads and mask_per_head.  Copies go through matrix_alloc (the memory
+ * budget).  stage is the table's kind (mha_stage or mha_grad_stage). */
 int steps_keep(void *ctx, mha_stage stage, int head, const double *m, size_t rows, size_t cols);
+
+/* The observer of a batch: each sequence's steps into its own results. */
+struct steps_batch {
+	struct step_results *res; /* [sequences] */
+	size_t cur;               /* the sequence the library is on */
+};
+/* mha_observer's and mha_grad_observer's fn and sequence, ctx a struct steps_batch */
+int steps_batch_keep(void *ctx, mha_stage stage, int head, const double *m, size_t rows,
+		     size_t cols);
+int steps_batch_keep_grad(void *ctx, mha_grad_stage stage, int head, const double *m, size_t rows,
+			  size_t cols);
+int steps_batch_sequence(void *ctx, size_t b);
 /* After the run: per-head copies of a stacked step as one (H, rows, cols). */
 int steps_stack(struct step_results *r);
 void steps_results_free(struct step_results *r);
@@ -125,7 +193,7 @@ void steps_results_free(struct step_results *r);
 
 /* One matrix to print. */
 struct step_item {
-	int step;                /* enum step_id */
+	int step;                /* enum step_id; backward's: 1000 + enum grad_step_id */
 	const char *key;         /* steps[step].key */
 	size_t head;             /* 1-based; 0: the whole model */
 	char title[200];
@@ -153,6 +221,13 @@ struct step_items {
  */
 int steps_collect(struct step_items *list, const struct step_results *r, unsigned p,
 		  const struct step_facts *f, const matrix *x, const matrix *out);
+/*
+ * The same for any table (r->table): given[s] (of STEP_MAX) is step s's
+ * whole matrix where the caller holds it (an input, the run's results), or
+ * NULL for the observer's copy in r.  Forward's table alone marks copies.
+ */
+int steps_collect_given(struct step_items *list, const struct step_results *r,
+			unsigned long long p, const struct step_facts *f, const matrix *const *given);
 void steps_items_free(struct step_items *list);
 /* a new item at list's end, zeroed (copy_of -1), or NULL when out of memory (said) */
 struct step_item *steps_push(struct step_items *list);

@@ -6,7 +6,6 @@
 
 #include "base/cli.h"
 #include "write/explain.h"
-#include "base/files.h"
 #include "write/heatmap.h"
 #include "write/html.h"
 #include "read/input.h"
@@ -635,31 +634,4 @@ int emit_html(const struct emit *o, const struct step_items *lists, size_t batch
 		return -1;
 	}
 	return outfile_commit(&of); /* a write error shows in the commit */
-}
-
-/* ---- no output over an input ----------------------------------------- */
-
-/* what write_directory() may write: the steps p would be */
-struct dir_names {
-	unsigned p;
-	size_t heads;
-	const char *ext;
-};
-
-static int may_write_in_dir(const char *name, void *ctx)
-{
-	const struct dir_names *dn = ctx;
-
-	return !strcmp(name, "meta.json") || steps_may_write(name, dn->p, dn->heads, dn->ext);
-}
-
-int emit_refuse_over_inputs(const struct emit *e, unsigned p, size_t heads)
-{
-	struct dir_names dn = { .p = p, .heads = heads, .ext = emit_dir_ext(e->format) };
-
-	if (!e->output || !strcmp(e->output, "-"))
-		return 0;
-	if (emit_is_dir(e->output))
-		return files_refuse_output_in_dir(e->output, may_write_in_dir, &dn);
-	return files_refuse_output(e->output);
 }

@@ -69,15 +69,16 @@ int emit_items(const struct emit *e, const struct step_items *lists, size_t batc
  * batch, each sequence under its heading (f: one per sequence). */
 int emit_explain(const struct emit *e, const struct step_items *lists, size_t batch,
 		 const struct step_facts *f, const struct labels *l, const size_t *cell);
+/*
+ * mha backward --explain: lists[b] is sequence b's items (of grad_steps[]),
+ * keep[b] its heads' steps; cell the query and key (0-based) whose dS each
+ * head works by hand, or NULL.  0, or -1 said.
+ */
+int emit_explain_backward(const struct emit *e, const struct step_items *lists, size_t batch,
+			  const struct step_results *keep, const struct labels *l, const size_t *cell);
 /* -o attn.html: the interactive page (html.h) of every sequence's steps
  * (steps_every), f one per sequence.  0, or -1 said. */
 int emit_html(const struct emit *e, const struct step_items *lists, size_t batch,
 	      const struct step_facts *f, const struct labels *l, const struct run_meta *meta);
-/*
- * e's output would replace one of the run's inputs (files.h): said, -1.  For a
- * directory, each file in it the steps p (of heads heads) may be written
- * to is checked, meta.json too.  0 when nothing would be.
- */
-int emit_refuse_over_inputs(const struct emit *e, unsigned p, size_t heads);
 
 #endif

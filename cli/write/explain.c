@@ -479,7 +479,7 @@ int explain_steps(FILE *fp, const struct step_items *list, const struct step_fac
 		}
 	}
 	step_scale_words(how, sizeof(how), f);
-	steps[STEP_MASK].title(mask_how, sizeof(mask_how), f, 0);
+	steps[STEP_MASK].title(mask_how, sizeof(mask_how), &steps[STEP_MASK], f, 0);
 	e.mask_how = strchr(mask_how, ':') + 2; /* "mask (added to the scores): causal" */
 	e.mask_file = f->mask_file;
 	e.alibi_slopes = f->cfg->alibi.on ? f->alibi_slopes : NULL;

@@ -157,7 +157,7 @@ static int put_sequence(FILE *fp, const struct step_items *list, const struct st
 		/* each sequence's own: its --kv-len */
 		char how[400];
 
-		steps[STEP_MASK].title(how, sizeof(how), f, 0);
+		steps[STEP_MASK].title(how, sizeof(how), &steps[STEP_MASK], f, 0);
 		if (put_label(fp, strchr(how, ':') + 2)) {
 			free(hd);
 			return -1;
@@ -246,7 +246,7 @@ static int put_data(FILE *fp, const struct html_run *r)
 	fputs(", \"scale_how\": ", fp);
 	if (put_label(fp, how))
 		return -1;
-	steps[STEP_MASK].title(mask_how, sizeof(mask_how), f, 0);
+	steps[STEP_MASK].title(mask_how, sizeof(mask_how), &steps[STEP_MASK], f, 0);
 	fputs(", \"mask_how\": ", fp);
 	if (has_mask) {
 		if (put_label(fp, strchr(mask_how, ':') + 2))

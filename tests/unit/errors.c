@@ -1,5 +1,6 @@
 /*
- * errors.c: every error status, names, versioned structs, and the CLI's
+ * errors.c: every error status and the fault behind it (mha_check_fault),
+ * names, versioned structs, and the CLI's
  * number text; tests/unit/main.c runs them.
  */
 #include "unit.h"
@@ -309,6 +310,120 @@ START_TEST(test_struct_sizes)
 }
 END_TEST
 
+/* ---- what mha_check_fault says: the rule broken and where ------------- */
+
+/* mha_check_fault on d and cfg: its status is mha_check's, and the fault */
+static mha_fault fault_of(const mha_dims *d, const mha_config *cfg, mha_status want)
+{
+	mha_fault f = { .size = sizeof(f), .kind = (mha_fault_kind)99, .index = 77 };
+
+	ck_assert_int_eq(mha_check_fault(d, cfg, &f), want);
+	ck_assert_int_eq(mha_check(d, cfg), want);
+	ck_assert_int_eq(mha_check_fault(d, cfg, NULL), want);
+	return f;
+}
+
+START_TEST(test_check_fault)
+{
+	/* 2 sequences of 3 queries and 4 keys, 2 heads of width 4 */
+	const mha_dims d = { .size = sizeof(mha_dims), .batch = 2, .n_q = 3, .n_kv = 4,
+			     .d_q_in = 8, .d_k_in = 8, .d_v_in = 8, .heads = 2, .d_k = 4, .d_v = 4 };
+	double bias[2 * 2 * 3 * 4] = { 0 }, sinks[2] = { 0, 0 }, slopes[2] = { 0.5, 0.25 };
+	const double cs[3 * 2] = { 1, 1, 1, 1, 1, 1 }, sn[3 * 2] = { 0 };
+	const ptrdiff_t qpos[3] = { 0, 1, 2 }, kpos[4] = { 0, 1, -2, 3 }, kfar[4] = { 0, 1, 2, 3 };
+	const size_t lens[2] = { 4, 2 };
+	mha_config cfg = { .size = sizeof(mha_config) };
+	mha_fault f;
+
+	f = fault_of(&d, &cfg, MHA_OK);
+	ck_assert_int_eq(f.kind, MHA_FAULT_NONE);
+	ck_assert_uint_eq(f.size, sizeof(f));
+	/* the mask's entry, as the library lays the mask out: per head and per
+	 * sequence, sequence 1's head 0, query 2, key 1 */
+	bias[((1 * 2 + 0) * 3 + 2) * 4 + 1] = NAN;
+	cfg.mask = (mha_mask){ .bias = bias, .per_head = 1, .per_batch = 1 };
+	f = fault_of(&d, &cfg, MHA_ERR_MASK);
+	ck_assert_int_eq(f.kind, MHA_FAULT_MASK_ENTRY);
+	ck_assert_uint_eq(f.index, ((1 * 2 + 0) * 3 + 2) * 4 + 1);
+	bias[((1 * 2 + 0) * 3 + 2) * 4 + 1] = -INFINITY; /* -inf blocks: fine */
+	bias[5] = INFINITY;
+	f = fault_of(&d, &cfg, MHA_ERR_MASK);
+	ck_assert_uint_eq(f.index, 5);
+	bias[5] = 0;
+	f = fault_of(&d, &cfg, MHA_OK);
+	/* a head's sink and slope */
+	sinks[1] = NAN;
+	cfg.sinks = sinks;
+	f = fault_of(&d, &cfg, MHA_ERR_SINK);
+	ck_assert_int_eq(f.kind, MHA_FAULT_SINK);
+	ck_assert_uint_eq(f.index, 1);
+	cfg.sinks = NULL;
+	slopes[0] = INFINITY;
+	cfg.alibi = (mha_alibi){ .on = 1, .slopes = slopes };
+	f = fault_of(&d, &cfg, MHA_ERR_ALIBI);
+	ck_assert_int_eq(f.kind, MHA_FAULT_ALIBI_SLOPE);
+	ck_assert_uint_eq(f.index, 0);
+	cfg.alibi.on = 0;
+	/* a sequence's key length */
+	cfg.kv_lens = (const size_t[2]){ 4, 5 };
+	f = fault_of(&d, &cfg, MHA_ERR_KV_LEN);
+	ck_assert_int_eq(f.kind, MHA_FAULT_KV_LEN);
+	ck_assert_uint_eq(f.index, 1);
+	cfg.kv_lens = NULL;
+	/* the rotary settings: the rule each breaks */
+	cfg.rope = (mha_rope){ .mode = (mha_rope_mode)7 };
+	ck_assert_int_eq(fault_of(&d, &cfg, MHA_ERR_ROPE).kind, MHA_FAULT_ROPE_MODE);
+	cfg.rope = (mha_rope){ .mode = MHA_ROPE_HALF, .theta = -1 };
+	ck_assert_int_eq(fault_of(&d, &cfg, MHA_ERR_ROPE).kind, MHA_FAULT_ROPE_THETA);
+	cfg.rope = (mha_rope){ .mode = MHA_ROPE_HALF, .dim = 6 };
+	ck_assert_int_eq(fault_of(&d, &cfg, MHA_ERR_ROPE).kind, MHA_FAULT_ROPE_DIM_WIDE);
+	cfg.rope = (mha_rope){ .mode = MHA_ROPE_HALF, .dim = 3 };
+	ck_assert_int_eq(fault_of(&d, &cfg, MHA_ERR_ROPE).kind, MHA_FAULT_ROPE_DIM_ODD);
+	cfg.rope = (mha_rope){ .mode = MHA_ROPE_HALF, .cos = cs, .rows = 3 };
+	ck_assert_int_eq(fault_of(&d, &cfg, MHA_ERR_ROPE).kind, MHA_FAULT_ROPE_TABLES);
+	/* positions given: the key at index 2 is below 0 */
+	cfg.rope = (mha_rope){ .mode = MHA_ROPE_HALF, .q_pos = qpos, .k_pos = kpos };
+	f = fault_of(&d, &cfg, MHA_ERR_ROPE);
+	ck_assert_int_eq(f.kind, MHA_FAULT_ROPE_KEY_POSITION);
+	ck_assert_uint_eq(f.index, 2);
+	ck_assert_int_eq(f.position, -2);
+	/* tables of 3 rows: key 3 is past them */
+	cfg.rope = (mha_rope){ .mode = MHA_ROPE_HALF, .cos = cs, .sin = sn, .rows = 3, .dim = 4,
+			       .k_pos = kfar };
+	f = fault_of(&d, &cfg, MHA_ERR_ROPE);
+	ck_assert_int_eq(f.kind, MHA_FAULT_ROPE_KEY_POSITION);
+	ck_assert_uint_eq(f.index, 3);
+	ck_assert_int_eq(f.position, 3);
+	/* default positions, bottom-right causal: sequence 1's 2 keys put its
+	 * queries at -1, 0, 1, and query 0 has no row */
+	cfg.rope.k_pos = qpos; /* keys within the rows, so the queries are reached */
+	cfg.rope.q_pos = NULL;
+	ck_assert_int_eq(fault_of(&(mha_dims){ .size = sizeof(mha_dims), .batch = 2, .n_q = 3,
+					       .n_kv = 3, .d_q_in = 8, .d_k_in = 8, .d_v_in = 8,
+					       .heads = 2, .d_k = 4, .d_v = 4 }, &cfg, MHA_OK).kind,
+			 MHA_FAULT_NONE);
+	cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT;
+	cfg.kv_lens = lens;
+	cfg.rope.k_pos = NULL;
+	cfg.rope.rows = 4;
+	cfg.rope.cos = (const double[8]){ 1, 1, 1, 1, 1, 1, 1, 1 };
+	cfg.rope.sin = (const double[8]){ 0 };
+	f = fault_of(&d, &cfg, MHA_ERR_ROPE);
+	ck_assert_int_eq(f.kind, MHA_FAULT_ROPE_QUERY_POSITION);
+	ck_assert_uint_eq(f.sequence, 1);
+	ck_assert_uint_eq(f.index, 0);
+	ck_assert_int_eq(f.position, -1);
+	ck_assert_int_eq(mha_causal_offset(&d, &cfg, 1), -1);
+	/* a fault struct of another size is refused, untouched */
+	{
+		mha_fault old = { .size = sizeof(mha_fault) - sizeof(size_t), .index = 42 };
+
+		ck_assert_int_eq(mha_check_fault(&d, &cfg, &old), MHA_ERR_VERSION);
+		ck_assert_uint_eq(old.index, 42);
+	}
+}
+END_TEST
+
 /* ---- the CLI's number text (cli/base/number.c), against printf's --- */
 
 static void by_printf(char *buf, size_t size, double v, int is_f32)
@@ -366,6 +481,7 @@ void unit_add_errors(const struct unit_suite *u)
 	tcase_add_test(u->err, test_errors);
 	tcase_add_test(u->err, test_names);
 	tcase_add_test(u->err, test_struct_sizes);
+	tcase_add_test(u->err, test_check_fault);
 	tcase_add_test(u->err, test_memory_estimate);
 	tcase_add_test(u->err, test_threads_capped);
 	tcase_add_test(u->err, test_shortest_text);

@@ -1,0 +1,217 @@
+/*
+ * attention.c: the attention commands' one skeleton (attention.h): the
+ * checks every command makes, and the start-up from argv (parsed by
+ * options.c) to a loaded problem handed to the command's run.  What a
+ * command prints, and how its own options combine, are its hooks'.
+ */
+#include "cmd/attention.h"
+
+#include "base/budget.h"
+#include "base/cli.h"
+#include "base/files.h"
+#include "load/load.h"
+#include "load/model.h"
+#include "load/problem.h"
+#include "load/shapes.h"
+#include "run/steps.h"
+
+#include "mha.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the checks every command makes ------------------------------------ */
+
+/* Which inputs go together: everything here is known before reading a file. */
+static int check_options(struct attn_options *o)
+{
+	struct problem_spec *s = &o->spec;
+	const char *hint = o->cmd->name;
+	const int direct = s->q || s->k || s->v;
+
+	if (!s->x && !direct)
+		return usage_error(hint, "no input: give -x FILE, or --q, --k and --v");
+	if (s->x && direct)
+		return usage_error(hint, "-x and --q/%s/--v cannot be used together",
+				   s->k_transposed ? "--kt" : "--k");
+	if (direct && !(s->q && s->k && s->v))
+		return usage_error(hint, "--q, --k (or --kt) and --v go together: missing %s",
+				   !s->q ? "--q" : !s->k ? "--k or --kt" : "--v");
+	if (direct && s->kv)
+		return usage_error(hint, "--kv cannot be used with --q/--k/--v (K and V are "
+				   "given)");
+	if (!s->xk != !s->xv)
+		return usage_error(hint, "--xk and --xv go together: missing %s",
+				   s->xk ? "--xv" : "--xk");
+	if (s->xk && direct)
+		return usage_error(hint, "--xk/--xv cannot be used with --q/--k/--v (K and V are "
+				   "given)");
+	if (s->xk && s->kv)
+		return usage_error(hint, "--xk/--xv and --kv cannot be used together (--kv is "
+				   "both at once)");
+	for (int i = WQ; i < N_WEIGHTS; i++)
+		if (direct && s->one[i] && i != WO && i != BO)
+			return usage_error(hint, "--%c%c cannot be used with --q/--k/--v (they are "
+					   "given directly); only --wo and --bo can",
+					   i >= BQ ? 'b' : 'w', "qkvoqkvo"[i]);
+	if (!s->cfg.rope.mode) {
+		/* the rotary options are settings of --rope */
+		const char *const alone = s->cfg.rope.theta ? "--rope-theta" : s->cfg.rope.dim ?
+			"--rope-dim" : s->positions ? "--positions" : s->rope_cos ? "--rope-cos" :
+			s->rope_sin ? "--rope-sin" : NULL;
+
+		if (alone)
+			return usage_error(hint, "%s needs --rope half or --rope interleaved", alone);
+		if (o->print & (STEP_BIT(STEP_Q_ROT) | STEP_BIT(STEP_K_ROT)))
+			return usage_error(hint, "--print %s needs --rope",
+					   o->print & STEP_BIT(STEP_Q_ROT) ? "q_rot" : "k_rot");
+	}
+	if (o->mask_bool && !s->mask)
+		return usage_error(hint, "--mask-bool says what a --mask file's booleans mean: "
+				   "give --mask FILE");
+	if (s->has_layer && s->prefix)
+		return usage_error(hint, "--layer and --prefix cannot be used together (--prefix "
+				   "names the module whole)");
+	if ((s->has_layer || s->prefix) && !s->w)
+		return usage_error(hint, "%s picks a module of a checkpoint: give -w",
+				   s->has_layer ? "--layer" : "--prefix");
+	if (!s->rope_cos != !s->rope_sin)
+		return usage_error(hint, "--rope-cos and --rope-sin go together: missing %s",
+				   s->rope_cos ? "--rope-sin" : "--rope-cos");
+	if (s->rope_cos && s->cfg.rope.theta)
+		return usage_error(hint, "--rope-theta cannot be used with --rope-cos/--rope-sin "
+				   "(the tables give the angles)");
+	{
+		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->w, s->q, s->k, s->v,
+					      s->mask, s->positions, s->rope_cos, s->rope_sin, s->config,
+					      s->grad_output };
+		int stdin_uses = 0;
+
+		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+			stdin_uses += files[i] && !strcmp(files[i], "-");
+		for (int i = 0; i < N_WEIGHTS; i++)
+			stdin_uses += s->one[i] && !strcmp(s->one[i], "-");
+		if (stdin_uses > 1)
+			return usage_error(hint, "only one input can be '-' (standard input)");
+	}
+	if (!s->kv_heads)
+		s->kv_heads = s->heads;
+	if (s->kv_heads > s->heads || s->heads % s->kv_heads)
+		return usage_error(hint, "--kv-heads %zu does not divide --heads %zu",
+				   s->kv_heads, s->heads);
+	return o->cmd->check(o);
+}
+
+int attn_refuse_picture_options(const struct attn_options *o)
+{
+	if ((o->range_given || o->emit.head) && o->emit.format != FORMAT_HTML &&
+	    o->emit.format != FORMAT_HEATMAP && o->emit.format != FORMAT_SVG)
+		return usage_error(o->cmd->name, "%s is for pictures: add --format heatmap, svg or html",
+				   o->range_given ? "--range" : "--head");
+	return 0;
+}
+
+int attn_pick_sequence(const struct attn_options *o, struct problem *pb)
+{
+	const char *hint = o->cmd->name;
+
+	if (o->sequence && !pb->batch)
+		return usage_error(hint, "--sequence %zu picks a sequence of a batch, but the inputs "
+				   "are 2-D (one sequence)", o->sequence);
+	if (o->sequence > pb->batch)
+		return usage_error(hint, "--sequence %zu but the batch holds %zu sequence%s",
+				   o->sequence, pb->batch, pb->batch == 1 ? "" : "s");
+	if (o->emit.head > pb->d.heads)
+		return usage_error(hint, "--head %zu but there %s %zu head%s", o->emit.head,
+				   pb->d.heads == 1 ? "is" : "are", pb->d.heads, pb->d.heads == 1 ? "" : "s");
+	if (o->emit.format == FORMAT_SVG && pb->batch > 1 && !o->sequence)
+		return usage_error(hint, "an SVG draws one sequence, and the batch holds %zu: add "
+				   "--sequence N", pb->batch);
+	/* --sequence N: that one alone, as if it had been given by itself */
+	if (o->sequence && problem_keep_sequence(pb, o->sequence - 1))
+		return EXIT_DATA;
+	return 0;
+}
+
+/* ---- no output over an input ------------------------------------------ */
+
+static int may_write(const char *name, void *ctx)
+{
+	const struct attn_options *o = ctx;
+
+	return o->cmd->may_write(o, name);
+}
+
+/*
+ * -o naming one of the inputs, by any name: refused before anything is
+ * read, by device and inode.  -o DIR/ is checked for each file in DIR the
+ * run may write.  0, or -1 said.
+ */
+static int refuse_output_over_input(const struct attn_options *o)
+{
+	if (!o->emit.output || !strcmp(o->emit.output, "-"))
+		return 0;
+	if (problem_note_inputs(&o->spec))
+		return -1;
+	return emit_is_dir(o->emit.output)
+		? files_refuse_output_in_dir(o->emit.output, may_write, (void *)o)
+		: files_refuse_output(o->emit.output);
+}
+
+/* ---- the command ------------------------------------------------------- */
+
+int attn_check_args(int argc, char **argv, const struct attn_command *cmd, void *own)
+{
+	struct attn_options o = { .own = own };
+	int rc;
+
+	switch (attn_parse(argc, argv, &o, cmd)) {
+	case 1: rc = 1; break;
+	case 0: rc = (cmd->refuse && cmd->refuse(&o)) || check_options(&o) ? EXIT_USAGE : 0; break;
+	default: rc = EXIT_USAGE; break;
+	}
+	free(o.kv_lens);
+	return rc;
+}
+
+int attn_main(int argc, char **argv, const struct attn_command *cmd, void *own)
+{
+	struct attn_options o = { .own = own };
+	struct problem pb;
+	int rc;
+
+	memset(&pb, 0, sizeof(pb));
+	switch (attn_parse(argc, argv, &o, cmd)) {
+	case 1: rc = EXIT_OK; goto done;
+	case 0: break;
+	default: rc = EXIT_USAGE; goto done;
+	}
+	budget_init(o.max_memory);
+	rc = EXIT_USAGE;
+	if (cmd->refuse && cmd->refuse(&o))
+		goto done;
+	/* config.json's settings under the command line's, before they are
+	 * checked: a bad file is bad data */
+	rc = EXIT_DATA;
+	if (model_config(&o.spec))
+		goto done;
+	rc = EXIT_USAGE;
+	if (check_options(&o) || refuse_output_over_input(&o))
+		goto done;
+	/* one limit from the first byte read to the last written */
+	budget_init(o.max_memory);
+	rc = problem_load(&pb, &o.spec);
+	if (rc) {
+		rc = cmd->load_failed ? cmd->load_failed : rc;
+		goto done;
+	}
+	rc = cmd->run(&o, &pb);
+done:
+	problem_free(&pb);
+	free(o.kv_lens);
+	return rc;
+}

@@ -1,0 +1,677 @@
+/*
+ * options.c: the attention commands' option table (attention.h), each
+ * row's getopt entry, help group and, for the sections every help shares,
+ * its lines; and the command line parsed into struct attn_options.
+ */
+#include "cmd/attention.h"
+
+#include "base/cli.h"
+#include "load/problem.h"
+#include "run/steps.h"
+
+#include "mha.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- option values ----------------------------------------------------- */
+
+/* a whole number from 1 up, digits only: 0, or -1 */
+static int whole_number(const char *s, size_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v == 0 || v > SIZE_MAX / 2)
+		return -1;
+	*out = (size_t)v;
+	return 0;
+}
+
+/* --kv-len N, or N,N,…: one length for every sequence, or one per sequence */
+static int parse_kv_len(const char *hint, const char *arg, struct attn_options *o)
+{
+	size_t n = 1, i = 0;
+	const char *p;
+
+	if (!strchr(arg, ','))
+		return opt_count(hint, "--kv-len", arg, SIZE_MAX / 2, &o->spec.cfg.kv_len);
+	for (p = arg; *p; p++)
+		n += *p == ',';
+	free(o->kv_lens);
+	o->kv_lens = calloc(n, sizeof(*o->kv_lens));
+	if (!o->kv_lens)
+		return error("out of memory");
+	for (p = arg; i < n; i++) {
+		const size_t len = strcspn(p, ",");
+		char one[32];
+
+		if (len == 0 || len >= sizeof(one) ||
+		    (memcpy(one, p, len), one[len] = '\0',
+		     whole_number(one, &o->kv_lens[i])))
+			return usage_error(hint, "--kv-len expects whole numbers of at least 1, one per "
+					   "sequence (5,3,4), not '%s'", arg);
+		p += len + (p[len] == ',');
+	}
+	o->spec.kv_lens = o->kv_lens;
+	o->spec.n_kv_lens = n;
+	o->spec.cfg.kv_len = 0;
+	return 0;
+}
+
+static int parse_real(const char *hint, const char *opt, const char *arg, double *out)
+{
+	if (!opt_number(arg, out)) {
+		usage_error(hint, "%s expects a finite number, not '%s'", opt, arg);
+		return -1;
+	}
+	return 0;
+}
+
+/* --layer N: a layer's number, from 0 (digits only, so not opt_count's "from 1") */
+static int parse_layer(const char *hint, const char *arg, size_t *out)
+{
+	size_t v = 0, i = 0;
+
+	for (; arg[i] >= '0' && arg[i] <= '9' && v <= SIZE_MAX / 20; i++)
+		v = v * 10 + (size_t)(arg[i] - '0');
+	if (!i || arg[i]) {
+		usage_error(hint, "--layer expects a whole number from 0, not '%s'", arg);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* one side of --window: -1 or a whole number from 0, digits only (no blanks, no '+') */
+static int window_side(const char *s, size_t len, ptrdiff_t *out)
+{
+	long long v = 0;
+	size_t at = s[0] == '-';
+
+	if (len == at || len > at + 18)
+		return -1;
+	for (size_t i = at; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	if (at && v != 1)
+		return -1;
+	*out = at ? -1 : (ptrdiff_t)v;
+	return 0;
+}
+
+/* --window L[,R]: R absent is -1 (unbounded to the right) */
+static int parse_window(const char *hint, const char *arg, mha_window *w)
+{
+	const char *comma = strchr(arg, ',');
+	const size_t ll = comma ? (size_t)(comma - arg) : strlen(arg);
+
+	w->on = 1;
+	w->right = -1;
+	if (window_side(arg, ll, &w->left) ||
+	    (comma && window_side(comma + 1, strlen(comma + 1), &w->right))) {
+		usage_error(hint, "--window takes L or L,R: whole numbers of keys from 0, or -1 "
+			    "for unbounded, not '%s'", arg);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_scale(const char *hint, const char *arg, mha_config *cfg)
+{
+	static const struct { const char *name; mha_scale_mode mode; } modes[] = {
+		{ "dk", MHA_SCALE_DK }, { "dmodel", MHA_SCALE_DMODEL },
+		{ "seqlen", MHA_SCALE_SEQLEN }, { "none", MHA_SCALE_NONE },
+	};
+
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		if (!strcmp(arg, modes[i].name)) {
+			cfg->scale_mode = modes[i].mode;
+			return 0;
+		}
+	cfg->scale_mode = MHA_SCALE_VALUE;
+	if (!opt_number(arg, &cfg->scale)) {
+		usage_error(hint, "--scale takes dk, dmodel, seqlen, none or a number, not '%s'",
+			    arg);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- the options ----------------------------------------------------- */
+
+enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV_HEADS, O_SCALE,
+       O_CAUSAL, O_WINDOW, O_SINKS, O_ALIBI, O_ALIBI_SLOPES, O_ROPE, O_ROPE_THETA, O_ROPE_DIM, O_POSITIONS,
+       O_ROPE_COS, O_ROPE_SIN, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
+       O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
+       O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
+       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS,
+       O_ONE /* + WQ … BO */ };
+
+/* Every shared option, once: getopt_long's row and the group a help describes it in. */
+#define R required_argument
+static const struct {
+	struct option o;
+	unsigned group;
+	const char *help; /* its lines in the help (a group of options: the first's), or NULL */
+} rows[] = {
+	{ { "x", R, NULL, 'x' }, OPT_INPUT,
+	  "  -x, --x FILE          X, n x d_model: a 2-D array, or a JSON object holding it\n"
+	  "                        under \"output\" or \"X\" (mha's own JSON output works);\n"
+	  "                        3-D, batch x n x d_model, is a batch of sequences (so\n"
+	  "                        are --kv, --xk, --xv, --q, --k and --v; a 2-D one\n"
+	  "                        beside them is shared by every sequence)\n" },
+	{ { "weights", R, NULL, 'w' }, OPT_INPUT,
+	  "  -w, --weights FILE    JSON object (or .npz archive) with W_Q, W_K, W_V and\n"
+	  "                        optionally W_O, b_Q, b_K, b_V, b_O (d_in x d_out,\n"
+	  "                        applied as x*W; or one d_in x d_k matrix per head,\n"
+	  "                        3-D); or a directory of one file per weight (W_Q.csv,\n"
+	  "                        W_K.npy, ...); without -w, Q = K = V = X; a missing\n"
+	  "                        W_Q, W_K or W_V (W_Q alone) is the identity, said in\n"
+	  "                        a note\n" },
+	{ { "wq", R, NULL, O_ONE + WQ }, OPT_INPUT,
+	  "      --wq, --wk, --wv, --wo, --bq, --bk, --bv, --bo FILE\n"
+	  "                        one weight from its own file, over what -w gave\n" },
+	{ { "wk", R, NULL, O_ONE + WK }, OPT_INPUT, NULL },
+	{ { "wv", R, NULL, O_ONE + WV }, OPT_INPUT, NULL },
+	{ { "wo", R, NULL, O_ONE + WO }, OPT_INPUT, NULL },
+	{ { "bq", R, NULL, O_ONE + BQ }, OPT_INPUT, NULL },
+	{ { "bk", R, NULL, O_ONE + BK }, OPT_INPUT, NULL },
+	{ { "bv", R, NULL, O_ONE + BV }, OPT_INPUT, NULL },
+	{ { "bo", R, NULL, O_ONE + BO }, OPT_INPUT, NULL },
+	{ { "layout", R, NULL, O_LAYOUT }, OPT_INPUT,
+	  "      --layout L        mha (default): weights d_in x d_out; torch: PyTorch's\n"
+	  "                        d_out x d_in, applied as x*W^T, and the names of\n"
+	  "                        nn.MultiheadAttention's state_dict (in_proj_weight,\n"
+	  "                        in_proj_bias, out_proj.weight, out_proj.bias, ...);\n"
+	  "                        llama, gpt2, bert: that model family's safetensors\n"
+	  "                        checkpoint (-w a .safetensors file, its index.json or\n"
+	  "                        their folder; default: config.json's model_type, or\n"
+	  "                        the tensors' names)\n" },
+	{ { "layer", R, NULL, O_LAYER }, OPT_INPUT,
+	  "      --layer N         the checkpoint's attention layer N (from 0)\n" },
+	{ { "prefix", R, NULL, O_PREFIX }, OPT_INPUT,
+	  "      --prefix P        the attention module whose tensor names start with P\n" },
+	{ { "config", R, NULL, O_CONFIG }, OPT_INPUT,
+	  "      --config FILE     Hugging Face's config.json (default: the one beside\n"
+	  "                        the checkpoint): heads, key/value heads, rope, window\n"
+	  "                        and causality, under the options given here\n" },
+	{ { "kv", R, NULL, O_KV }, OPT_INPUT,
+	  "      --kv FILE         keys and values from this matrix (cross-attention)\n" },
+	{ { "xk", R, NULL, O_XK }, OPT_INPUT,
+	  "      --xk FILE, --xv FILE\n"
+	  "                        keys from one matrix and values from another (as\n"
+	  "                        kdim and vdim apart); the two go together\n" },
+	{ { "xv", R, NULL, O_XV }, OPT_INPUT, NULL },
+	{ { "q", R, NULL, O_Q }, OPT_INPUT,
+	  "      --q FILE, --k FILE, --v FILE\n"
+	  "                        Q, K and V given directly: no projections (-w may\n"
+	  "                        then hold only W_O and b_O)\n" },
+	{ { "k", R, NULL, O_K }, OPT_INPUT, NULL },
+	{ { "v", R, NULL, O_V }, OPT_INPUT, NULL },
+	{ { "kt", R, NULL, O_KT }, OPT_INPUT,
+	  "      --kt FILE         K transposed (d_k x n_kv), as tutorials print it,\n"
+	  "                        instead of --k\n" },
+	{ { "tokens", R, NULL, O_TOKENS }, OPT_INPUT,
+	  "      --tokens LIST     labels for X's rows (the queries), e.g. \"The bear eats\"\n"
+	  "                        (split at blanks, or at commas when there are any);\n"
+	  "                        they title rows and columns of what is printed\n" },
+	{ { "kv-tokens", R, NULL, O_KV_TOKENS }, OPT_INPUT,
+	  "      --kv-tokens LIST  labels for the keys, with --kv (else the queries')\n" },
+	{ { "mask", R, NULL, O_MASK }, OPT_INPUT,
+	  "      --mask FILE       n_q x n_kv, heads x n_q x n_kv or batch x heads x n_q x\n"
+	  "                        n_kv, batch, heads and n_q also 1, or n_kv alone (as\n"
+	  "                        ONNX broadcasts a mask): booleans (true = may attend)\n"
+	  "                        or numbers added to the scores (\"-inf\"); JSON, CSV,\n"
+	  "                        .npy or a .safetensors file's one tensor\n" },
+	{ { "mask-bool", R, NULL, O_MASK_BOOL }, OPT_INPUT,
+	  "      --mask-bool M     what a boolean mask's true means: attend (default; SDPA,\n"
+	  "                        ONNX) or block (nn.MultiheadAttention's attn_mask and\n"
+	  "                        key_padding_mask)\n" },
+	{ { "heads", R, NULL, O_HEADS }, OPT_ATTN,
+	  "      --heads H         query heads (default 1); each takes an equal block of\n"
+	  "                        Q's columns\n" },
+	{ { "kv-heads", R, NULL, O_KV_HEADS }, OPT_ATTN,
+	  "      --kv-heads G      key/value heads for grouped-query attention (G divides\n"
+	  "                        H; query head i uses key/value head i/(H/G))\n" },
+	{ { "scale", R, NULL, O_SCALE }, OPT_ATTN,
+	  "      --scale S         dk: 1/sqrt(d_k) (default), dmodel: 1/sqrt(d_model),\n"
+	  "                        seqlen: 1/sqrt(n_kv), none: 1, or a NUMBER multiplier\n" },
+	{ { "causal", optional_argument, NULL, O_CAUSAL }, OPT_ATTN,
+	  "      --causal[=ALIGN]  query i sees keys j <= i (top-left, the default), or\n"
+	  "                        j <= i + n_kv - n_q (bottom-right, as in decoding), or\n"
+	  "                        j <= i + N for a whole number N (after N cached keys)\n" },
+	{ { "kv-len", R, NULL, O_KV_LEN }, OPT_ATTN,
+	  "      --kv-len N        only the first N keys are valid (the rest is padding);\n"
+	  "                        bottom-right then aligns with key N; N,N,...: one\n"
+	  "                        length per sequence of a batch\n" },
+	{ { "window", R, NULL, O_WINDOW }, OPT_ATTN,
+	  "      --window L[,R]    sliding window: the query at position p (i, plus the\n"
+	  "                        causal offset) sees keys p-L to p+R only; R absent or\n"
+	  "                        -1: unbounded right; L = -1: unbounded left\n" },
+	{ { "sinks", R, NULL, O_SINKS }, OPT_ATTN,
+	  "      --sinks FILE      attention sinks: one logit per query head, added to\n"
+	  "                        each softmax's denominator as exp(sink - max)\n" },
+	{ { "alibi", no_argument, NULL, O_ALIBI }, OPT_ATTN,
+	  "      --alibi           ALiBi: head h adds slope_h*(j - p) to its scores (p the\n"
+	  "                        query's position, as for --window); Press et al.'s\n"
+	  "                        slopes for H heads\n" },
+	{ { "alibi-slopes", R, NULL, O_ALIBI_SLOPES }, OPT_ATTN,
+	  "      --alibi-slopes FILE  ALiBi with these slopes, one per query head\n" },
+	{ { "rope", R, NULL, O_ROPE }, OPT_ATTN,
+	  "      --rope MODE       rotary embeddings: Q and K turn by position after the\n"
+	  "                        projections; half pairs feature i with i+R/2 (Llama,\n"
+	  "                        GPT-NeoX), interleaved 2i with 2i+1 (GPT-J)\n" },
+	{ { "rope-theta", R, NULL, O_ROPE_THETA }, OPT_ATTN,
+	  "      --rope-theta T    the base: pair i turns by position*T^(-2i/R)\n"
+	  "                        (default 10000)\n" },
+	{ { "rope-dim", R, NULL, O_ROPE_DIM }, OPT_ATTN,
+	  "      --rope-dim R      the first R features of each head turn (even; default\n"
+	  "                        d_k); the rest pass through\n" },
+	{ { "positions", R, NULL, O_POSITIONS }, OPT_ATTN,
+	  "      --positions FILE  whole numbers from 0: one list for queries and keys\n"
+	  "                        alike, or JSON {\"q\": [..], \"k\": [..]}; default: keys\n"
+	  "                        at j, queries at i plus the causal offset\n" },
+	{ { "rope-cos", R, NULL, O_ROPE_COS }, OPT_ATTN,
+	  "      --rope-cos FILE, --rope-sin FILE\n"
+	  "                        the cos and sin tables as given (positions x R/2),\n"
+	  "                        row p for position p (ONNX RotaryEmbedding)\n" },
+	{ { "rope-sin", R, NULL, O_ROPE_SIN }, OPT_ATTN, NULL },
+	{ { "softcap", R, NULL, O_SOFTCAP }, OPT_ATTN,
+	  "      --softcap C       scores become C*tanh(scores/C) before the mask\n" },
+	{ { "dtype", R, NULL, O_DTYPE }, OPT_DTYPE, NULL },
+	{ { "threads", R, NULL, O_THREADS }, OPT_RUN, NULL },
+	{ { "exact", no_argument, NULL, O_EXACT }, OPT_EXACT, NULL },
+	{ { "max-memory", R, NULL, O_MAX_MEMORY }, OPT_RUN, NULL },
+	{ { "explain", no_argument, NULL, O_EXPLAIN }, OPT_EXPLAIN, NULL },
+	{ { "cell", R, NULL, O_CELL }, OPT_EXPLAIN, NULL },
+	{ { "sequence", R, NULL, O_SEQUENCE }, OPT_RUN, NULL },
+	{ { "color", optional_argument, NULL, O_COLOR }, OPT_PICTURE, NULL },
+	{ { "colour", optional_argument, NULL, O_COLOR }, OPT_ALIAS, NULL },
+	{ { "print", R, NULL, 'p' }, OPT_PRINT, NULL },
+	{ { "format", R, NULL, 'f' }, OPT_RUN, NULL },
+	{ { "precision", R, NULL, O_PRECISION }, OPT_PRINT, NULL },
+	{ { "output", R, NULL, 'o' }, OPT_PRINT, NULL },
+	{ { "help", no_argument, NULL, 'h' }, OPT_RUN, NULL },
+	{ { "range", R, NULL, O_RANGE }, OPT_PICTURE, NULL },
+	{ { "head", R, NULL, O_HEAD }, OPT_PICTURE, NULL },
+	{ { "compress", no_argument, NULL, O_COMPRESS }, OPT_NPZ, NULL },
+	/* a command that does not take it refuses it, naming the one that does */
+	{ { "grad-output", R, NULL, O_GRAD_OUTPUT }, OPT_GRAD, NULL },
+};
+#undef R
+
+#define N_ROWS (sizeof(rows) / sizeof(rows[0]))
+
+/* The sections of the help every command prints, made from the rows above. */
+static const struct { unsigned group; const char *head; } sections[] = {
+	{ OPT_INPUT, "Inputs (JSON, CSV or NumPy .npy, told apart by name and content; '-' reads\n"
+	  "standard input, for one of them; a NumPy .npz gives the member named as the\n"
+	  "JSON object's key, or its only member):\n" },
+	{ OPT_ATTN, "Attention:\n" },
+};
+
+int attn_help(FILE *fp, const struct attn_command *cmd)
+{
+	for (const char *p = cmd->usage; *p; p++) {
+		if (*p != ATTN_USAGE_SHARED[0]) {
+			fputc(*p, fp);
+			continue;
+		}
+		for (size_t s = 0; s < sizeof(sections) / sizeof(sections[0]); s++) {
+			fputs(sections[s].head, fp);
+			for (size_t i = 0; i < N_ROWS; i++)
+				if (rows[i].group == sections[s].group && rows[i].help)
+					fputs(rows[i].help, fp);
+			fputc('\n', fp);
+		}
+	}
+	return ferror(fp) ? -1 : 0;
+}
+
+const struct option *attn_option_table(const unsigned **groups)
+{
+	static struct option table[N_ROWS + 1];
+	static unsigned group[N_ROWS + 1];
+
+	for (size_t i = 0; i < N_ROWS; i++) {
+		table[i] = rows[i].o;
+		group[i] = rows[i].group;
+	}
+	if (groups)
+		*groups = group;
+	return table;
+}
+
+/* --print LIST of the steps (steps.h), for a command with no print hook: 0, or -1 said */
+static int print_steps(struct attn_options *o, const char *arg)
+{
+	char *copy = strdup(arg), *save = NULL, known[200];
+	int rc = 0;
+
+	if (!copy)
+		return error("out of memory");
+	step_names(known, sizeof(known));
+	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		const int s = step_by_name(tok);
+
+		if (!strcmp(tok, "all")) {
+			o->print_all = 1;
+			continue;
+		}
+		if (s < 0 && step_closest(tok)) {
+			usage_error(o->cmd->name, "--print: unknown step '%s': did you mean '%s'?", tok,
+				    step_closest(tok));
+			rc = -1;
+			break;
+		}
+		if (s < 0) {
+			usage_error(o->cmd->name, "--print: unknown step '%s' (known: %s, all)",
+				    tok, known);
+			rc = -1;
+			break;
+		}
+		o->print |= STEP_BIT(s);
+	}
+	free(copy);
+	if (!rc && !o->print && !o->print_all) {
+		usage_error(o->cmd->name, "--print needs at least one step (%s, all)", known);
+		rc = -1;
+	}
+	return rc;
+}
+
+/*
+ * The command line into o (o->own kept): 0, 1 after --help (printed), -1
+ * a usage error (said).  free(o->kv_lens) after.
+ */
+int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_command *cmd)
+{
+	const char *hint = cmd->name;
+	/* the shared options, then the command's own (compare's --against …) */
+	struct option all[N_ROWS + ATTN_MAX_EXTRA + 1];
+	size_t n_extra = 0;
+	int c;
+	size_t n;
+
+	memcpy(all, attn_option_table(NULL), N_ROWS * sizeof(all[0]));
+	while (cmd->extra && cmd->extra[n_extra].name && n_extra < ATTN_MAX_EXTRA)
+		n_extra++;
+	if (n_extra)
+		memcpy(all + N_ROWS, cmd->extra, n_extra * sizeof(all[0]));
+	memset(&all[N_ROWS + n_extra], 0, sizeof(all[0]));
+	{
+		void *own = o->own;
+
+		memset(o, 0, sizeof(*o));
+		o->own = own;
+	}
+	o->cmd = cmd;
+	o->spec.heads = 1;
+	o->emit.precision = 6;
+	o->max_memory = opt_memory_default();
+	opterr = 0;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, ":x:w:p:f:o:h", all, NULL)) != -1) {
+		if (c >= ATTN_EXTRA_BASE && cmd->extra_opt) {
+			if (cmd->extra_opt(o, c, optarg))
+				return -1;
+			continue;
+		}
+		switch (c) {
+		case 'x': o->spec.x = optarg; break;
+		case 'w': o->spec.w = optarg; break;
+		case O_KV: o->spec.kv = optarg; break;
+		case O_XK: o->spec.xk = optarg; break;
+		case O_XV: o->spec.xv = optarg; break;
+		case O_Q: o->spec.q = optarg; break;
+		case O_K:
+		case O_KT:
+			/* --kt FILE is --k with the file transposed: one or the other */
+			if (o->spec.k && (c == O_KT) != o->spec.k_transposed) {
+				usage_error(hint, "--k and --kt cannot be used together (--kt gives "
+					    "K transposed)");
+				return -1;
+			}
+			o->spec.k = optarg;
+			o->spec.k_transposed = c == O_KT;
+			break;
+		case O_RANGE:
+			if (heat_range_parse(&o->emit.range, optarg)) {
+				usage_error(hint, "--range takes auto or MIN,MAX (finite numbers, MIN "
+					    "below MAX), not '%s'", optarg);
+				return -1;
+			}
+			o->range_given = 1;
+			break;
+		case O_HEAD:
+			if (opt_count(hint, "--head", optarg, SIZE_MAX / 2, &o->emit.head))
+				return -1;
+			break;
+		case O_V: o->spec.v = optarg; break;
+		case O_MASK: o->spec.mask = optarg; break;
+		case O_MASK_BOOL:
+			if (strcmp(optarg, "attend") && strcmp(optarg, "block")) {
+				usage_error(hint, "--mask-bool takes attend or block, not '%s'", optarg);
+				return -1;
+			}
+			o->spec.mask_block = !strcmp(optarg, "block");
+			o->mask_bool = 1;
+			break;
+		case O_SINKS: o->spec.sinks = optarg; break;
+		/* a slopes file is ALiBi with those slopes: with --alibi as well, the same */
+		case O_ALIBI: o->spec.cfg.alibi.on = 1; break;
+		case O_ALIBI_SLOPES: o->spec.alibi_slopes = optarg; o->spec.cfg.alibi.on = 1; break;
+		case O_ROPE:
+			o->spec.given |= GIVEN_ROPE;
+			if (!strcmp(optarg, "half")) {
+				o->spec.cfg.rope.mode = MHA_ROPE_HALF;
+			} else if (!strcmp(optarg, "interleaved")) {
+				o->spec.cfg.rope.mode = MHA_ROPE_INTERLEAVED;
+			} else {
+				usage_error(hint, "--rope takes half or interleaved, not '%s'", optarg);
+				return -1;
+			}
+			break;
+		case O_ROPE_THETA:
+			o->spec.given |= GIVEN_ROPE_THETA;
+			if (parse_real(hint, "--rope-theta", optarg, &o->spec.cfg.rope.theta))
+				return -1;
+			if (o->spec.cfg.rope.theta <= 0) {
+				usage_error(hint, "--rope-theta expects a number above 0, not '%s'",
+					    optarg);
+				return -1;
+			}
+			break;
+		case O_ROPE_DIM:
+			o->spec.given |= GIVEN_ROPE_DIM;
+			if (opt_count(hint, "--rope-dim", optarg, SIZE_MAX / 2, &o->spec.cfg.rope.dim))
+				return -1;
+			if (o->spec.cfg.rope.dim % 2) {
+				usage_error(hint, "--rope-dim turns pairs of features: %zu is odd",
+					    o->spec.cfg.rope.dim);
+				return -1;
+			}
+			break;
+		case O_POSITIONS: o->spec.positions = optarg; break;
+		case O_ROPE_COS: o->spec.rope_cos = optarg; break;
+		case O_ROPE_SIN: o->spec.rope_sin = optarg; break;
+		case O_ONE + WQ: case O_ONE + WK: case O_ONE + WV: case O_ONE + WO:
+		case O_ONE + BQ: case O_ONE + BK: case O_ONE + BV: case O_ONE + BO:
+			o->spec.one[c - O_ONE] = optarg;
+			break;
+		case O_LAYOUT: {
+			/* a family's checkpoint names and layout; torch is both */
+			static const char *const names[] = { "mha", "llama", "gpt2", "bert", "torch" };
+			size_t i = 0;
+
+			while (i < 5 && strcmp(optarg, names[i]))
+				i++;
+			if (i == 5) {
+				usage_error(hint, "--layout takes mha, torch, llama, gpt2 or bert, not '%s'",
+					    optarg);
+				return -1;
+			}
+			o->spec.family = (model_family)i;
+			o->spec.layout = i == FAMILY_GPT2 || i == FAMILY_NONE ? LAYOUT_MHA : LAYOUT_TORCH;
+			o->spec.given |= GIVEN_LAYOUT;
+			break;
+		}
+		case O_CONFIG: o->spec.config = optarg; break;
+		case O_PREFIX: o->spec.prefix = optarg; break;
+		case O_LAYER:
+			if (parse_layer(hint, optarg, &o->spec.layer))
+				return -1;
+			o->spec.has_layer = 1;
+			break;
+		case 'o': o->emit.output = optarg; break;
+		case O_COMPRESS: o->emit.compress = 1; break;
+		case O_HEADS:
+			o->spec.given |= GIVEN_HEADS;
+			if (opt_count(hint, "--heads", optarg, SIZE_MAX / 2, &o->spec.heads))
+				return -1;
+			break;
+		case O_KV_HEADS:
+			o->spec.given |= GIVEN_KV_HEADS;
+			if (opt_count(hint, "--kv-heads", optarg, SIZE_MAX / 2, &o->spec.kv_heads))
+				return -1;
+			break;
+		case O_SCALE:
+			o->spec.given |= GIVEN_SCALE;
+			if (parse_scale(hint, optarg, &o->spec.cfg))
+				return -1;
+			break;
+		case O_CAUSAL:
+			o->spec.given |= GIVEN_CAUSAL;
+			if (!optarg || !strcmp(optarg, "top-left")) {
+				o->spec.cfg.causal = MHA_CAUSAL_TOP_LEFT;
+			} else if (!strcmp(optarg, "bottom-right")) {
+				o->spec.cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT;
+			} else if (opt_offset(optarg, &o->spec.cfg.causal_offset)) {
+				o->spec.cfg.causal = MHA_CAUSAL_OFFSET;
+			} else {
+				usage_error(hint, "--causal takes top-left, bottom-right or a whole "
+					    "number, not '%s'", optarg);
+				return -1;
+			}
+			break;
+		case O_DTYPE:
+			if (!strcmp(optarg, "f64") || !strcmp(optarg, "float64")) {
+				o->f32 = 0;
+			} else if (!strcmp(optarg, "f32") || !strcmp(optarg, "float32")) {
+				o->f32 = 1;
+			} else {
+				usage_error(hint, "--dtype takes f64 or f32, not '%s'", optarg);
+				return -1;
+			}
+			break;
+		case O_THREADS:
+			if (opt_count(hint, "--threads", optarg, 4096, &n))
+				return -1;
+			o->spec.cfg.threads = (int)n;
+			break;
+		case O_TOKENS: o->spec.tokens = optarg; break;
+		case O_EXPLAIN: o->explain = 1; break;
+		case O_CELL: o->spec.cell = optarg; o->explain = 1; break;
+		case O_COLOR:
+			o->color_given = 1;
+			if (!optarg || !strcmp(optarg, "always")) {
+				o->emit.color = 1;
+			} else if (!strcmp(optarg, "auto")) {
+				o->emit.color = 0;
+			} else if (!strcmp(optarg, "never")) {
+				o->emit.color = -1;
+			} else {
+				usage_error(hint, "--color takes auto, always or never, not '%s'",
+					    optarg);
+				return -1;
+			}
+			break;
+		case O_KV_TOKENS: o->spec.kv_tokens = optarg; break;
+		case O_MAX_MEMORY:
+			if (opt_bytes(optarg, &o->max_memory)) {
+				usage_error(hint, "--max-memory takes a size such as 512M, 4G or 1.5GiB, "
+					    "or none, not '%s'", optarg);
+				return -1;
+			}
+			break;
+		case O_EXACT:
+			o->spec.cfg.exact = 1;
+			break;
+		case O_KV_LEN:
+			if (parse_kv_len(hint, optarg, o))
+				return -1;
+			break;
+		case O_SEQUENCE:
+			if (opt_count(hint, "--sequence", optarg, SIZE_MAX / 2, &o->sequence))
+				return -1;
+			break;
+		case O_WINDOW:
+			o->spec.given |= GIVEN_WINDOW;
+			if (parse_window(hint, optarg, &o->spec.cfg.window))
+				return -1;
+			break;
+		case O_SOFTCAP:
+			if (parse_real(hint, "--softcap", optarg, &o->spec.cfg.softcap))
+				return -1;
+			if (o->spec.cfg.softcap <= 0) {
+				usage_error(hint, "--softcap expects a number above 0, not '%s'",
+					    optarg);
+				return -1;
+			}
+			break;
+		case O_GRAD_OUTPUT:
+			if (!(cmd->takes & OPT_GRAD)) {
+				usage_error(hint, "--grad-output is an option of 'mha backward'");
+				return -1;
+			}
+			o->spec.grad_output = optarg;
+			break;
+		case 'p':
+			o->print_given = 1;
+			o->print_arg = optarg;
+			if (cmd->print ? cmd->print(o, optarg) : print_steps(o, optarg))
+				return -1;
+			break;
+		case 'f':
+			o->format_given = 1;
+			if (emit_format_by_name(optarg, &o->emit.format)) {
+				usage_error(hint, "--format takes text, json, csv, markdown, npy, "
+					    "npz, heatmap, svg or html, not '%s'", optarg);
+				return -1;
+			}
+			break;
+		case O_PRECISION:
+			o->precision_given = 1;
+			if (opt_count(hint, "--precision", optarg, SIZE_MAX / 2, &n))
+				return -1;
+			if (n > 17) {
+				usage_error(hint, "--precision takes 1 to 17 digits, not %zu", n);
+				return -1;
+			}
+			o->emit.precision = (int)n;
+			break;
+		case 'h':
+			attn_help(stdout, cmd);
+			return 1;
+		default: /* ':' or '?' */
+			opt_error(hint, c, argv, all);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		usage_error(hint, "unexpected argument '%s'", argv[optind]);
+		return -1;
+	}
+	return 0;
+}
