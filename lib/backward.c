@@ -74,26 +74,8 @@ typedef mha_weights weights_t;
 #endif
 
 #ifndef MHA_F32
-static const char *const grad_names[MHA_GRAD_COUNT] = {
-	[MHA_GRAD_DOUTPUT] = "doutput",
-	[MHA_GRAD_DCONCAT] = "dconcat",
-	[MHA_GRAD_HEAD_P] = "P",
-	[MHA_GRAD_HEAD_O] = "O",
-	[MHA_GRAD_HEAD_DO] = "dO",
-	[MHA_GRAD_HEAD_DV] = "dV",
-	[MHA_GRAD_HEAD_DP] = "dP",
-	[MHA_GRAD_HEAD_D] = "D",
-	[MHA_GRAD_HEAD_DS] = "dS",
-	[MHA_GRAD_HEAD_DSCALED] = "dscaled",
-	[MHA_GRAD_HEAD_DSCORES] = "dscores",
-	[MHA_GRAD_HEAD_DQ] = "dQ",
-	[MHA_GRAD_HEAD_DK] = "dK",
-	[MHA_GRAD_DQ_ROT] = "dq_rot",
-	[MHA_GRAD_DK_ROT] = "dk_rot",
-	[MHA_GRAD_DQ] = "dQ",
-	[MHA_GRAD_DK] = "dK",
-	[MHA_GRAD_DV] = "dV",
-};
+#define GRAD_NAME(id, name) [MHA_GRAD_##id] = name,
+static const char *const grad_names[MHA_GRAD_COUNT] = { MHA_GRAD_LIST(GRAD_NAME) };
 
 const char *mha_grad_stage_name(mha_grad_stage stage)
 {

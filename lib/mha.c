@@ -51,25 +51,8 @@ const char *mha_strerror(mha_status status)
 	return "unknown status";
 }
 
-static const char *const stage_names[MHA_STAGE_COUNT] = {
-	[MHA_STAGE_Q] = "Q",
-	[MHA_STAGE_K] = "K",
-	[MHA_STAGE_V] = "V",
-	[MHA_STAGE_HEAD_Q] = "head_Q",
-	[MHA_STAGE_HEAD_K] = "head_K",
-	[MHA_STAGE_HEAD_V] = "head_V",
-	[MHA_STAGE_SCORES] = "scores",
-	[MHA_STAGE_SCALED] = "scaled",
-	[MHA_STAGE_SOFTCAPPED] = "softcapped",
-	[MHA_STAGE_MASK] = "mask",
-	[MHA_STAGE_MASKED] = "masked",
-	[MHA_STAGE_SOFTMAX] = "softmax",
-	[MHA_STAGE_HEAD_OUTPUT] = "head_output",
-	[MHA_STAGE_CONCAT] = "concat",
-	[MHA_STAGE_OUTPUT] = "output",
-	[MHA_STAGE_Q_ROT] = "q_rot",
-	[MHA_STAGE_K_ROT] = "k_rot",
-};
+#define STAGE_NAME(id, name) [MHA_STAGE_##id] = name,
+static const char *const stage_names[MHA_STAGE_COUNT] = { MHA_STAGE_LIST(STAGE_NAME) };
 
 const char *mha_stage_name(mha_stage stage)
 {

@@ -349,27 +349,35 @@ typedef struct mha_config {
 
 /* ---- intermediates ----------------------------------------------------- */
 
+/*
+ * The stages, in one list: each with its name (mha_stage_name) and its
+ * shape.  X(ID, "name") for each; the enum and the names are made from it.
+ */
+#define MHA_STAGE_LIST(X) \
+	X(Q, "Q")                     /* (n_q,  H·d_k)  whole projection, head < 0 */ \
+	X(K, "K")                     /* (n_kv, G·d_k) */ \
+	X(V, "V")                     /* (n_kv, G·d_v) */ \
+	X(HEAD_Q, "head_Q")           /* (n_q,  d_k)    head h's column block of Q */ \
+	X(HEAD_K, "head_K")           /* (n_kv, d_k)    the block of K that head h uses */ \
+	X(HEAD_V, "head_V")           /* (n_kv, d_v) */ \
+	X(SCORES, "scores")           /* (n_q, n_kv)    Q_h·K_gᵀ */ \
+	X(SCALED, "scaled")           /* (n_q, n_kv)    × scale */ \
+	X(SOFTCAPPED, "softcapped")   /* (n_q, n_kv)    c·tanh(scaled / c); only with a softcap */ \
+	X(MASK, "mask")               /* (n_q, n_kv)    what is added: 0, -inf or the bias
+					 (causal, window, kv_len and the mask together),
+					 plus ALiBi's slope_h·(j - p) */ \
+	X(MASKED, "masked")           /* (n_q, n_kv)    softcapped + mask */ \
+	X(SOFTMAX, "softmax")         /* (n_q, n_kv)    attention weights */ \
+	X(HEAD_OUTPUT, "head_output") /* (n_q, d_v)     softmax·V_g */ \
+	X(CONCAT, "concat")           /* (n_q, H·d_v),  head < 0 */ \
+	X(OUTPUT, "output")           /* (n_q, d_out or H·d_v), head < 0 */ \
+	X(Q_ROT, "q_rot")             /* (n_q,  H·d_k)  Q turned by position (rope), head < 0;
+					 handed over after V, before the heads */ \
+	X(K_ROT, "k_rot")             /* (n_kv, G·d_k)  K turned likewise */
+
+#define MHA_STAGE_ENUM_(id, name) MHA_STAGE_##id,
 typedef enum mha_stage {
-	MHA_STAGE_Q = 0,       /* (n_q,  H·d_k)  whole projection, head < 0 */
-	MHA_STAGE_K,           /* (n_kv, G·d_k) */
-	MHA_STAGE_V,           /* (n_kv, G·d_v) */
-	MHA_STAGE_HEAD_Q,      /* (n_q,  d_k)    head h's column block of Q */
-	MHA_STAGE_HEAD_K,      /* (n_kv, d_k)    the block of K that head h uses */
-	MHA_STAGE_HEAD_V,      /* (n_kv, d_v) */
-	MHA_STAGE_SCORES,      /* (n_q, n_kv)    Q_h·K_gᵀ */
-	MHA_STAGE_SCALED,      /* (n_q, n_kv)    × scale */
-	MHA_STAGE_SOFTCAPPED,  /* (n_q, n_kv)    c·tanh(scaled / c); only with a softcap */
-	MHA_STAGE_MASK,        /* (n_q, n_kv)    what is added: 0, -inf or the bias
-				  (causal, window, kv_len and the mask together),
-				  plus ALiBi's slope_h·(j - p) */
-	MHA_STAGE_MASKED,      /* (n_q, n_kv)    softcapped + mask */
-	MHA_STAGE_SOFTMAX,     /* (n_q, n_kv)    attention weights */
-	MHA_STAGE_HEAD_OUTPUT, /* (n_q, d_v)     softmax·V_g */
-	MHA_STAGE_CONCAT,      /* (n_q, H·d_v),  head < 0 */
-	MHA_STAGE_OUTPUT,      /* (n_q, d_out or H·d_v), head < 0 */
-	MHA_STAGE_Q_ROT,       /* (n_q,  H·d_k)  Q turned by position (rope), head < 0;
-				  handed over after V, before the heads */
-	MHA_STAGE_K_ROT,       /* (n_kv, G·d_k)  K turned likewise */
+	MHA_STAGE_LIST(MHA_STAGE_ENUM_)
 	MHA_STAGE_COUNT
 } mha_stage;
 
@@ -611,25 +619,30 @@ MHA_API const char *mha_kernel(void);
  * weights 0 and output 0 whatever its scores: all its gradients are 0,
  * never NaN.
  */
+/* The gradient stages, in one list as MHA_STAGE_LIST: X(ID, "name"). */
+#define MHA_GRAD_LIST(X) \
+	X(DOUTPUT, "doutput")         /* (n_q, out_cols) dO as used (all ones when not given), head < 0 */ \
+	X(DCONCAT, "dconcat")         /* (n_q, H·d_v)  dO·W_Oᵀ, head < 0 */ \
+	X(HEAD_P, "P")                /* (n_q, n_kv)   the head's softmax, recomputed */ \
+	X(HEAD_O, "O")                /* (n_q, d_v)    the head's output, recomputed */ \
+	X(HEAD_DO, "dO")              /* (n_q, d_v)    dO_h, the head's block of dconcat */ \
+	X(HEAD_DV, "dV")              /* (n_kv, d_v)   Pᵀ·dO_h, this query head's part */ \
+	X(HEAD_DP, "dP")              /* (n_q, n_kv)   dO_h·V_gᵀ */ \
+	X(HEAD_D, "D")                /* (n_q, 1)      rowsum(dO_h ∘ O_h) */ \
+	X(HEAD_DS, "dS")              /* (n_q, n_kv)   P ∘ (dP − D) */ \
+	X(HEAD_DSCALED, "dscaled")    /* (n_q, n_kv)   dS ∘ (1 − tanh²(scaled/c)); only with a softcap */ \
+	X(HEAD_DSCORES, "dscores")    /* (n_q, n_kv)   dscaled × scale */ \
+	X(HEAD_DQ, "dQ")              /* (n_q, d_k)    dscores·K_g */ \
+	X(HEAD_DK, "dK")              /* (n_kv, d_k)   dscoresᵀ·Q_h, this query head's part */ \
+	X(DQ_ROT, "dq_rot")           /* (n_q, H·d_k)  the gradient of q_rot (rope only), head < 0 */ \
+	X(DK_ROT, "dk_rot")           /* (n_kv, G·d_k) the gradient of k_rot (rope only), head < 0 */ \
+	X(DQ, "dQ")                   /* (n_q, H·d_k)  the gradient of Q, head < 0 */ \
+	X(DK, "dK")                   /* (n_kv, G·d_k) the gradient of K, head < 0 */ \
+	X(DV, "dV")                   /* (n_kv, G·d_v) the gradient of V, head < 0 */
+
+#define MHA_GRAD_ENUM_(id, name) MHA_GRAD_##id,
 typedef enum mha_grad_stage {
-	MHA_GRAD_DOUTPUT = 0,  /* (n_q, out_cols) dO as used (all ones when not given), head < 0 */
-	MHA_GRAD_DCONCAT,      /* (n_q, H·d_v)  dO·W_Oᵀ, head < 0 */
-	MHA_GRAD_HEAD_P,       /* (n_q, n_kv)   the head's softmax, recomputed */
-	MHA_GRAD_HEAD_O,       /* (n_q, d_v)    the head's output, recomputed */
-	MHA_GRAD_HEAD_DO,      /* (n_q, d_v)    dO_h, the head's block of dconcat */
-	MHA_GRAD_HEAD_DV,      /* (n_kv, d_v)   Pᵀ·dO_h, this query head's part */
-	MHA_GRAD_HEAD_DP,      /* (n_q, n_kv)   dO_h·V_gᵀ */
-	MHA_GRAD_HEAD_D,       /* (n_q, 1)      rowsum(dO_h ∘ O_h) */
-	MHA_GRAD_HEAD_DS,      /* (n_q, n_kv)   P ∘ (dP − D) */
-	MHA_GRAD_HEAD_DSCALED, /* (n_q, n_kv)   dS ∘ (1 − tanh²(scaled/c)); only with a softcap */
-	MHA_GRAD_HEAD_DSCORES, /* (n_q, n_kv)   dscaled × scale */
-	MHA_GRAD_HEAD_DQ,      /* (n_q, d_k)    dscores·K_g */
-	MHA_GRAD_HEAD_DK,      /* (n_kv, d_k)   dscoresᵀ·Q_h, this query head's part */
-	MHA_GRAD_DQ_ROT,       /* (n_q, H·d_k)  the gradient of q_rot (rope only), head < 0 */
-	MHA_GRAD_DK_ROT,       /* (n_kv, G·d_k) the gradient of k_rot (rope only), head < 0 */
-	MHA_GRAD_DQ,           /* (n_q, H·d_k)  the gradient of Q, head < 0 */
-	MHA_GRAD_DK,           /* (n_kv, G·d_k) the gradient of K, head < 0 */
-	MHA_GRAD_DV,           /* (n_kv, G·d_v) the gradient of V, head < 0 */
+	MHA_GRAD_LIST(MHA_GRAD_ENUM_)
 	MHA_GRAD_COUNT
 } mha_grad_stage;
 

@@ -132,9 +132,7 @@ static void rope_title(char *buf, size_t size, const struct step_facts *f, char 
 	else if (f->cfg->causal == MHA_CAUSAL_NONE || f->cfg->causal == MHA_CAUSAL_TOP_LEFT || !f->d)
 		snprintf(where, sizeof(where), "query i at i");
 	else
-		snprintf(where, sizeof(where), "query i at i + %td",
-			 f->cfg->causal == MHA_CAUSAL_OFFSET ? f->cfg->causal_offset :
-			 (ptrdiff_t)(f->cfg->kv_len ? f->cfg->kv_len : f->d->n_kv) - (ptrdiff_t)f->d->n_q);
+		snprintf(where, sizeof(where), "query i at i + %td", mha_causal_offset(f->d, f->cfg, 0));
 	snprintf(buf, size, "%s = %c rotated by position (rope %s: %s of R = %zu of d_k = %zu, %s; %s)",
 		 name == 'Q' ? "q_rot" : "k_rot", name, r->mode == MHA_ROPE_HALF ? "half" : "interleaved",
 		 pairs, R, dk, angle, where);
