@@ -50,9 +50,11 @@ PYTHON  ?= /usr/bin/python3
 PKG_CONFIG ?= pkg-config
 CJSON_CFLAGS = $(shell $(PKG_CONFIG) --cflags libcjson 2>/dev/null)
 CJSON_LIBS   = $(shell $(PKG_CONFIG) --libs libcjson 2>/dev/null || echo -lcjson)
-# zlib: .npz members inflated (read_npz.c) and deflated (zip.c, --compress)
-ZLIB_CFLAGS  = $(shell $(PKG_CONFIG) --cflags zlib 2>/dev/null)
-ZLIB_LIBS    = $(shell $(PKG_CONFIG) --libs zlib 2>/dev/null || echo -lz)
+# deflate: .npz members inflated by libdeflate (read/deflated.c; zlib says
+# what is wrong with a stream libdeflate refuses), deflated by zlib
+# (write/zip.c, --compress), CRC-32 by zlib
+DEFLATE_CFLAGS = $(shell $(PKG_CONFIG) --cflags zlib libdeflate 2>/dev/null)
+DEFLATE_LIBS   = $(shell $(PKG_CONFIG) --libs zlib libdeflate 2>/dev/null || echo -lz -ldeflate)
 CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell $(PKG_CONFIG) --libs check 2>/dev/null || echo -lcheck)
 
@@ -60,7 +62,7 @@ VERSION  = $(shell sed -n 's/^\#define MHA_VERSION_STRING "\(.*\)"/\1/p' lib/mha
 SOVERSION = 1
 
 # Debian packages the build and the tests need
-DEB_PACKAGES = gcc make pkg-config libcjson-dev zlib1g-dev check python3 python3-numpy jq \
+DEB_PACKAGES = gcc make pkg-config libcjson-dev zlib1g-dev libdeflate-dev check python3 python3-numpy jq \
                libxml2-utils librsvg2-bin
 
 LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c lib/backward.c lib/team.c lib/pages.c
@@ -125,7 +127,7 @@ build/lib/backward_f32.o: lib/backward.c build/.flags
 
 build/cli/%.o: cli/%.c build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS) -c $< -o $@
 
 build/tests/%.o: tests/%.c build/.flags
 	@mkdir -p $(@D)
@@ -145,7 +147,7 @@ lib/libmha.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libmha.so.$(SOVERSION) $(LDFLAGS) $(PTHREAD) -o $@ $^ -lm
 
 mha: $(CLI_OBJ) lib/libmha.a
-	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $(CLI_OBJ) lib/libmha.a $(CJSON_LIBS) $(ZLIB_LIBS) -lm
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $(CLI_OBJ) lib/libmha.a $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
 
 tests/conformance: build/tests/conformance.o lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ build/tests/conformance.o lib/libmha.a $(CJSON_LIBS) -lm
@@ -162,16 +164,16 @@ TEST_WRAP := $(TEST_WRAP),--wrap=pthread_create
 
 # cli/write/zip.c's ZIP64 records, forced on a small archive (tests/npz_check.py)
 tests/zip_test: build/tests/zip_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) lib/libmha.a
-	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(ZLIB_LIBS) -lm
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
 
 # cli/read/npz.c alone, its inflating (zlib) too, against NumPy and Python's zlib
 # (tests/npz_read_check.py)
 tests/npz_test: build/tests/npz_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) lib/libmha.a
-	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(ZLIB_LIBS) -lm
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
 
 # each attention command's --help against its option table (cli/cmd/attention.c)
 tests/options_test: build/tests/options_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) lib/libmha.a
-	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(ZLIB_LIBS) -lm
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
 
 tests/test_lib: $(TEST_OBJ) lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) $(TEST_WRAP) -o $@ $(TEST_OBJ) lib/libmha.a $(CHECK_LIBS) -lm
@@ -227,8 +229,8 @@ bench: deps
 BENCH_NPZ_BASE = d3423c1
 # (its includes by bare name, so that one source builds against both layouts)
 bench/bench_npz: bench/bench_npz.c $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) lib/libmha.a
-	$(CC) $(ALL_CFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) -Icli/base -Icli/read $(CLI_CPPFLAGS) \
-		-o $@ $^ $(CJSON_LIBS) $(ZLIB_LIBS) $(PTHREAD) -lm
+	$(CC) $(ALL_CFLAGS) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS) -Icli/base -Icli/read $(CLI_CPPFLAGS) \
+		-o $@ $^ $(CJSON_LIBS) $(DEFLATE_LIBS) $(PTHREAD) -lm
 
 bench-npz: mha bench/bench_npz
 	$(PYTHON) bench/bench_npz.py --base $(BENCH_NPZ_BASE) $(BENCH_NPZ_ARGS) ./mha bench/bench_npz
@@ -359,7 +361,7 @@ FUZZ_SAN       = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # format (msg.c) and casts to the kernels' aligned vectors (kernel.c)
 FUZZ_WARN      = $(WARN) -Wno-unknown-pragmas -Wno-format-nonliteral -Wno-cast-align
 FUZZ_CFLAGS    = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(FUZZ_WARN) \
-                 -g -O1 $(FUZZ_SAN) $(CJSON_CFLAGS) $(ZLIB_CFLAGS)
+                 -g -O1 $(FUZZ_SAN) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS)
 FUZZ_SRC       = $(filter-out cli/cmd/main.c,$(CLI_SRC)) $(LIB_SRC)
 FUZZ_OBJ       = $(FUZZ_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/lib/kernel_f64_base.o \
                  build/fuzz/obj/lib/kernel_bwd_f64_base.o \
@@ -412,7 +414,7 @@ build/fuzz/libmha-fuzz.a: $(FUZZ_OBJ)
 
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/*.h $(wildcard cli/*/*.h) build/fuzz/libmha-fuzz.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CLI_CPPFLAGS) -fsanitize=fuzzer -o $@ $< build/fuzz/libmha-fuzz.a \
-		$(CJSON_LIBS) $(ZLIB_LIBS) -lm
+		$(CJSON_LIBS) $(DEFLATE_LIBS) -lm
 
 fuzz-build: deps fuzz-deps
 	$(MAKE) $(FUZZ_BIN)
@@ -479,7 +481,7 @@ $(ASAN_DIR)/lib/%.o: lib/%.c $(ASAN_DIR)/.flags
 
 $(ASAN_DIR)/cli/%.o: cli/%.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS) -c $< -o $@
 
 $(ASAN_DIR)/tests/%.o: tests/%.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
@@ -491,7 +493,7 @@ $(ASAN_DIR)/libmha.a: $(ASAN_LIB_OBJ)
 
 $(ASAN_DIR)/mha: $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a
 	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(PTHREAD) -o $@ $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a $(CJSON_LIBS) \
-		$(ZLIB_LIBS) -lm
+		$(DEFLATE_LIBS) -lm
 
 $(ASAN_DIR)/test_lib: $(ASAN_TEST_OBJ) $(ASAN_DIR)/libmha.a
 	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(PTHREAD) $(TEST_WRAP) -o $@ $(ASAN_TEST_OBJ) $(ASAN_DIR)/libmha.a $(CHECK_LIBS) -lm

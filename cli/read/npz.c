@@ -18,8 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#define ZLIB_CONST /* next_in points to const bytes */
-#include <zlib.h> /* crc32_z */
 
 #define SIG_LOCAL 0x04034b50u
 #define SIG_CENTRAL 0x02014b50u
@@ -522,7 +520,7 @@ static int member_bytes(const npz_archive *z, const char *name, input_file *out,
 		out->data = buf;
 		out->len = (size_t)e->usize;
 	}
-	if (crc32_z(0, out->data, out->len) != e->crc) {
+	if (deflated_crc32(0, out->data, out->len) != e->crc) {
 		error("%s: CRC-32 mismatch: the member is damaged", out->name);
 		goto fail;
 	}

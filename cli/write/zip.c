@@ -8,6 +8,7 @@
 #include "write/zip.h"
 
 #include "base/cli.h"
+#include "read/deflated.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +55,7 @@ static void measure_put(void *ctx, const void *p, size_t n)
 {
 	struct measure *m = ctx;
 
-	m->crc = (uint32_t)crc32_z(m->crc, p, n);
+	m->crc = deflated_crc32(m->crc, p, n);
 	m->size += n;
 }
 
@@ -92,7 +93,7 @@ static void deflate_put(void *ctx, const void *p, size_t n)
 	struct deflating *d = ctx;
 	const unsigned char *b = p;
 
-	d->crc = (uint32_t)crc32_z(d->crc, b, n);
+	d->crc = deflated_crc32(d->crc, b, n);
 	d->size += n;
 	while (n > 0) {
 		const size_t piece = n < PIECE ? n : PIECE;
