@@ -134,7 +134,9 @@ build/tests/%.o: tests/%.c build/.flags
 	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CHECK_CFLAGS) -c $< -o $@
 
 # the interactive page's style, frame and script, carried as C strings (cli/write/html.c)
-HTML_ASSETS = cli/write/html/page.css cli/write/html/page.html cli/write/html/page.js
+# (the script in two files, page.js then page_screen.js, one script in the page)
+HTML_ASSETS = cli/write/html/page.css cli/write/html/page.html cli/write/html/page.js \
+              cli/write/html/page_screen.js
 build/gen/html_page.h: $(HTML_ASSETS) cli/write/html/embed.sh
 	sh cli/write/html/embed.sh $@ $(HTML_ASSETS)
 build/cli/write/html.o build-asan/cli/write/html.o build/fuzz/obj/cli/write/html.o: build/gen/html_page.h

@@ -321,7 +321,11 @@ int html_write(FILE *fp, const struct html_run *r)
 	if (put_data(fp, r))
 		return -1;
 	fputs("</script>\n<script>\n", fp);
+	/* one script, kept in two files (html/page.js: the data, the words, the
+	 * colours, the painters; html/page_screen.js: the screen, saving, the
+	 * controls), each under 800 lines */
 	fputs(html_page_js, fp);
+	fputs(html_page_screen_js, fp);
 	fputs("</script>\n</body>\n</html>\n", fp);
 	return 0;
 }
