@@ -1,9 +1,10 @@
 /*
  * deflated.c: raw deflate streams inflated (deflated.h).  libdeflate
- * inflates a whole stream into a buffer of its known size about twice as
- * fast as zlib's stream interface (bench/README.md, make bench-npz); a
- * stream it refuses is inflated again by zlib, whose messages say what is
- * wrong with it, in mha's words.  Both charge their memory to the budget.
+ * inflates a whole stream into a buffer of its known size faster than
+ * zlib's stream interface (make bench-npz: an 8 MiB member read 9x faster
+ * than mha's own inflate did, 5.7x with zlib); a stream it refuses is
+ * inflated again by zlib, whose messages say what is wrong with it, in
+ * mha's words.  Both charge their memory to the budget.
  */
 #include "read/deflated.h"
 #include "base/budget.h"
