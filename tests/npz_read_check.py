@@ -2,8 +2,7 @@
 """npz_read_check.py MHA NPZ_TEST [ZIP_TEST]: mha's .npz reader against NumPy and zlib.
 
 - npz_inflate (cli/read/deflated.c: libdeflate, zlib for a refused stream) on
-  raw deflate streams made by
-  Python's zlib:
+  raw deflate streams made by Python's zlib:
   stored blocks (level 0), fixed Huffman (Z_FIXED), dynamic Huffman (the
   default, Z_HUFFMAN_ONLY, Z_RLE), each block type seen in the streams
   (BTYPE of the first block), on empty, short, random and repetitive data,
