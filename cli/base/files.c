@@ -94,8 +94,13 @@ int files_open(const char *path, enum file_origin origin, const char *opt)
 	struct stat st;
 	int fd, e;
 
+	/* A path the user gave is opened as a plain open would: a FIFO waits
+	 * for its writer.  (Opening it without blocking first and again to
+	 * wait lost a writer that came, wrote and left in between: the second
+	 * open then waited for ever.)  Anything else must not block before its
+	 * kind is known. */
 	do
-		fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		fd = open(path, O_RDONLY | O_CLOEXEC | (origin == FILE_GIVEN ? 0 : O_NONBLOCK));
 	while (fd < 0 && errno == EINTR);
 	if (fd < 0)
 		return error("%s: %s", path, strerror(errno));
@@ -114,16 +119,7 @@ int files_open(const char *path, enum file_origin origin, const char *opt)
 			     origin == FILE_SEEKABLE ? "a safetensors file is read in place"
 						     : "mha reads only regular files it finds itself");
 	}
-	if (S_ISFIFO(st.st_mode)) {
-		/* given on purpose: wait for its writer as a plain open does (a
-		 * non-blocking one would read an end of file before it came) */
-		close(fd);
-		do
-			fd = open(path, O_RDONLY | O_CLOEXEC);
-		while (fd < 0 && errno == EINTR);
-		if (fd < 0)
-			return error("%s: %s", path, strerror(errno));
-	} else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+	if (origin != FILE_GIVEN && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
 		e = errno;
 		close(fd);
 		return error("%s: %s", path, strerror(e));

@@ -27,11 +27,11 @@ enum file_origin {
 };
 
 /*
- * Open path (not "-") for reading: O_NONBLOCK first, so that a FIFO cannot
- * block before its kind is known; then a directory, or anything but a
- * regular file where origin asks for one, is refused in one line naming
- * path; a FIFO allowed is opened again to wait for its writer, as a plain
- * open would.  The file joins the run's inputs, for opt ("-x"; NULL when
+ * Open path (not "-") for reading: a path the user gave as a plain open
+ * does (a FIFO waits for its writer), any other with O_NONBLOCK, so that a
+ * FIFO cannot block before its kind is known; then a directory, or anything
+ * but a regular file where origin asks for one, is refused in one line
+ * naming path.  The file joins the run's inputs, for opt ("-x"; NULL when
  * the reader does not know the option).  The descriptor (blocking,
  * close-on-exec), or -1 said.
  */
