@@ -1,24 +1,23 @@
 /*
  * bench_npz.c: reading one .npz member into a matrix inside the process,
- * as 'mha forward -x FILE.npz' reads it (input_load, then read_npz: the
- * zip structure, the member inflated, its CRC-32, the .npy parsed), timed
- * alone, without the rest of the command.  Built by bench/bench_npz.py
- * against the CLI objects of two builds, today's and an older one, so it
- * uses only what both have: input.h, npz.h, budget.h, matrix.h.
+ * as 'mha forward -x FILE.npz' reads it (read_matrix: the file read, or
+ * mapped, the zip structure, the member inflated, its CRC-32, the .npy
+ * parsed), timed alone, without the rest of the command.  Built by
+ * bench/bench_npz.py against the CLI objects of two builds, today's and an
+ * older one, so it uses only what both have: input.h, budget.h, matrix.h.
  *
  *   bench_npz FILE.npz REPEATS
  *
  * prints one line per repeat: "wall SECONDS cpu SECONDS", the read's time
  * and the process's processor time over it.  malloc keeps what is freed
- * (no mmap for big blocks, no trimming), so the repeats after the first
- * reuse the same pages: they time the reading, not the kernel's page
- * faults, which the first repeat pays (as a command does) and which are
- * the same for any reader.
+ * (no mmap for big blocks, no trimming), so a build that reads into
+ * malloc's memory reuses the same pages in the repeats after the first;
+ * a build that maps its blocks (this one's inflated member, and the
+ * archive) pays their page faults in every repeat, as a command does once.
  */
 #include "budget.h"
 #include "input.h"
 #include "matrix.h"
-#include "npz.h"
 
 #include <malloc.h>
 #include <stdint.h>
@@ -49,15 +48,11 @@ int main(int argc, char **argv)
 	budget_init(SIZE_MAX);
 	for (int r = 0; r < repeats; r++) {
 		const double w0 = seconds(CLOCK_MONOTONIC), c0 = seconds(CLOCK_PROCESS_CPUTIME_ID);
-		input_file f;
 		matrix m;
 
-		if (input_load(&f, argv[1]) || read_npz(&m, &f, &spec)) {
-			input_free(&f);
+		if (read_matrix(&m, argv[1], &spec))
 			return 1;
-		}
 		matrix_free(&m);
-		input_free(&f);
 		printf("wall %.6f cpu %.6f\n", seconds(CLOCK_MONOTONIC) - w0,
 		       seconds(CLOCK_PROCESS_CPUTIME_ID) - c0);
 	}

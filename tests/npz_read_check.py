@@ -17,7 +17,13 @@
 - mha's own -o run.npz read back: meta is the JSON output's meta, tokens
   the JSON's tokens, output its output;
 - mha forward with -x x.npz and -w weights.npz (stored and deflated)
-  prints what it prints with the same arrays as JSON, byte for byte.
+  prints what it prints with the same arrays as JSON, byte for byte;
+- large ones: a member from 2 MiB, inflated into a mapping its matrix then
+  keeps (read_npy_take), float64 and float32 kept by --dtype f32, and the
+  members it must copy (float32 widened, a header that leaves the values
+  unaligned); archives from 1 MiB mapped, not read (input_map): the
+  values read are the member's bit for bit, a nan in one is named by its
+  element, a truncated archive is refused.
 
 Prints one line per check and ends with 'N passed, N failed'.
 """
@@ -305,6 +311,62 @@ def check_weights(tmp):
     check("--wq FILE.npz: its only member", mha(base + ["-w", wj, "--wq", path]) == want)
 
 
+def npy_bytes(a, pad_to=64):
+    """a as a version 1.0 .npy file whose header (magic to newline) is
+    pad_to-aligned: np.save's 64, or 4 so that the values lie unaligned"""
+    d = "{'descr': '%s', 'fortran_order': False, 'shape': %r, }" % (a.dtype.str, a.shape)
+    n = len(d) + 1
+    d += " " * ((pad_to - (10 + n) % pad_to) % pad_to) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d.encode() + a.tobytes()
+
+
+def check_large(tmp):
+    rng = np.random.default_rng(5)
+    kv = rng.standard_normal((2048, 160))  # 2.5 MiB
+    x = os.path.join(tmp, "x1.json")
+    with open(x, "w") as fp:
+        json.dump({"X": rng.standard_normal((1, 160)).tolist()}, fp)
+
+    def k_step(path, *extra, step="k"):
+        out = os.path.join(tmp, "k.npy")
+        mha(["-x", x, "--kv", path, "-p", step, "-o", out] + list(extra))
+        return np.load(out)
+
+    f32 = rng.standard_normal((4096, 160)).astype(np.float32)  # 2.5 MiB too
+    np.savez_compressed(os.path.join(tmp, "kv64.npz"), X=kv)
+    np.savez(os.path.join(tmp, "kv64s.npz"), X=kv)
+    np.savez_compressed(os.path.join(tmp, "kv32.npz"), X=f32)
+    with zipfile.ZipFile(os.path.join(tmp, "kvodd.npz"), "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("X.npy", npy_bytes(kv, 4))
+    np.save(os.path.join(tmp, "kv32.npy"), f32)
+    for name, want in (("kv64.npz", kv), ("kv64s.npz", kv), ("kv32.npz", f32), ("kvodd.npz", kv)):
+        got = k_step(os.path.join(tmp, name))
+        check("--kv %s (a %.1f MiB member): K is the member bit for bit" %
+              (name, want.nbytes / 2**20), same_bits(got, want.astype(np.float64)))
+    # float32 kept as floats: the output of --dtype f32 is the .npy file's
+    a = k_step(os.path.join(tmp, "kv32.npz"), "--dtype", "f32", step="output")
+    b = k_step(os.path.join(tmp, "kv32.npy"), "--dtype", "f32", step="output")
+    check("--kv kv32.npz --dtype f32: the output as from the same .npy", a.dtype == b.dtype and
+          a.tobytes() == b.tobytes(), "%s %s" % (a.dtype, b.dtype))
+    # a nan in the last value of a large deflated member: named by its element
+    bad = kv.copy()
+    bad[-1, -1] = np.nan
+    path = os.path.join(tmp, "nan.npz")
+    np.savez_compressed(path, X=bad)
+    r = subprocess.run([MHA, "forward", "-x", x, "--kv", path], capture_output=True, timeout=60)
+    check("a nan in a large deflated member: refused, its element named",
+          r.returncode == 1 and b"X_kv[2047][159] is nan" in r.stderr, r.stderr.decode())
+    # a large archive cut short: refused in one line, whether mapped or read
+    data = open(os.path.join(tmp, "kv64.npz"), "rb").read()
+    path = os.path.join(tmp, "cut.npz")
+    with open(path, "wb") as fp:
+        fp.write(data[:len(data) - 100])
+    r = subprocess.run([MHA, "forward", "-x", x, "--kv", path], capture_output=True, timeout=60)
+    check("a large archive cut short: refused in one line",
+          r.returncode == 1 and r.stderr.count(b"\n") == 1 and b"cut.npz" in r.stderr,
+          r.stderr.decode())
+
+
 def main():
     global MHA
     if len(sys.argv) < 3:
@@ -318,6 +380,7 @@ def main():
         check_descriptors_zip64(tool, zip_test, tmp)
         check_own_output(tool, tmp)
         check_weights(tmp)
+        check_large(tmp)
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
 

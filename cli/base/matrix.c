@@ -150,6 +150,12 @@ static void *alloc_values(matrix *m, size_t rank, const size_t *dims, size_t siz
 	return p;
 }
 
+void *matrix_map_alloc(size_t bytes, size_t *len)
+{
+	*len = 0;
+	return MAP_OUTPUTS && bytes >= MAP_MIN ? values_map(bytes, len) : NULL;
+}
+
 int matrix_alloc_dims(matrix *m, size_t rank, const size_t *dims)
 {
 	m->v = alloc_values(m, rank, dims, sizeof(double), 1, 0);

@@ -48,6 +48,11 @@ int matrix_alloc_f32(matrix *m, size_t rank, const size_t *dims);
  * fault per 2 MiB rather than per 4 KiB */
 int matrix_alloc_out(matrix *m, size_t rank, const size_t *dims, int f32);
 void matrix_free(matrix *m);
+/* bytes of zeros in an anonymous mapping of their own (huge pages, as
+ * matrix_alloc_out's), which a reader may fill and a matrix then take as
+ * its map: from 2 MiB, else (and under AddressSanitizer, or when mmap says
+ * no) NULL, for malloc.  *len: what to munmap.  Nothing charged. */
+void *matrix_map_alloc(size_t bytes, size_t *len);
 /* floats (m->f) made doubles (m->v), exactly, for code that takes doubles
  * alone; nothing when m holds doubles.  0, or -1 said (m unchanged). */
 int matrix_widen(matrix *m);

@@ -23,6 +23,13 @@ typedef struct input_file {
 	int sized;           /* size is known (a regular file) */
 	int ended;           /* the file's last byte is in data */
 	int fd;              /* open while read in parts; -1 (or 0, standard input) */
+	void *map;           /* not NULL: data lies in this mapping of map_len bytes, not
+				from malloc: the file's own, read-only, with no NUL
+				after it (input_map), or an anonymous one (an .npz
+				member inflated, map_own), which a reader may hand on
+				to a matrix (read_npy_take) */
+	size_t map_len;
+	int map_own;         /* map is anonymous memory, writable */
 } input_file;
 
 /* Read path ("-": standard input) whole, within the memory budget (budget.h):
@@ -43,6 +50,12 @@ void input_free(input_file *f);
 int input_begin(input_file *f, const char *path, size_t head, enum file_origin origin);
 int input_fill(input_file *f, size_t want);
 int input_finish(input_file *f);
+/* input_finish(), where a regular file from 1 MiB, opened by its path, is
+ * mapped read-only (MAP_POPULATE) rather than read: the page cache's pages,
+ * no copy; data then has no NUL after it, for readers that never look past
+ * len (an .npz archive).  A file whose size changed since it was opened is
+ * read as any other. */
+int input_map(input_file *f);
 
 /* What follows the last '.' of name, lower case, cut to size - 1 bytes; ""
  * when there is none or a '/' follows it.  The one rule by which mha tells

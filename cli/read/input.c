@@ -87,6 +87,9 @@ int read_matrix(matrix *m, const char *path, const read_spec *spec)
 		rc = read_npy_rest(m, &f, spec);
 		if (rc)
 			matrix_free(m);
+	} else if (!f.ended && is_npz(&f)) {
+		/* an .npz archive is read in place: mapped, not copied */
+		rc = input_map(&f) ? -1 : read_input(m, &f, spec);
 	} else {
 		rc = input_finish(&f) ? -1 : read_input(m, &f, spec);
 	}

@@ -375,13 +375,48 @@ static int convert_all(matrix *m, const input_file *f, const read_spec *spec, co
 	return 0;
 }
 
-int read_npy(matrix *m, const input_file *f, const read_spec *spec)
+/* m's values where they lie, in map (map_len bytes, m's to unmap), at
+ * data: native values the matrix keeps as they are */
+static void values_at(matrix *m, const npy_layout *L, const read_spec *spec, void *map,
+		      size_t map_len, unsigned char *data)
+{
+	m->rank = L->h.rank;
+	for (size_t r = 0; r < 4; r++)
+		m->dim[r] = r < L->h.rank ? L->h.dim[r] : 1;
+	m->map = map;
+	m->map_len = map_len;
+	if (keeps_floats(L, spec)) {
+		m->f = (float *)(void *)data;
+		m->is_f32 = 1;
+	} else {
+		m->v = (double *)(void *)data;
+	}
+}
+
+/* read_npy, and with give the file's own mapping (f->map) may become m's */
+static int read_from(matrix *m, const input_file *f, const read_spec *spec, input_file *give)
 {
 	npy_layout L;
 
 	memset(m, 0, sizeof(*m));
-	if (layout_of(&L, f, spec) || check_length(&L, f, f->len - L.start) ||
-	    alloc_for(m, &L, spec))
+	if (layout_of(&L, f, spec) || check_length(&L, f, f->len - L.start))
+		return -1;
+	if (give && give->map_own && L.bytes && (keeps_floats(&L, spec) || (is_native(&L) && L.t.size == 8)) &&
+	    (uintptr_t)(f->data + L.start) % L.t.size == 0) {
+		/* the values as they are: the mapping and its budget pass to m */
+		values_at(m, &L, spec, give->map, give->map_len, give->data + L.start);
+		m->held = give->held;
+		give->map = NULL;
+		give->map_len = 0;
+		give->map_own = 0;
+		give->held = 0;
+		give->data = NULL;
+		give->len = 0;
+		if (check_finite(m, f, spec, &L))
+			goto fail;
+		return 0;
+	}
+	if (alloc_for(m, &L, spec))
 		return -1;
 	if (is_native(&L)) {
 		copy_native(m, 0, f->data + L.start, L.count, &L);
@@ -395,6 +430,16 @@ int read_npy(matrix *m, const input_file *f, const read_spec *spec)
 fail:
 	matrix_free(m);
 	return -1;
+}
+
+int read_npy(matrix *m, const input_file *f, const read_spec *spec)
+{
+	return read_from(m, f, spec, NULL);
+}
+
+int read_npy_take(matrix *m, input_file *f, const read_spec *spec)
+{
+	return read_from(m, f, spec, f);
 }
 
 static ssize_t read_some(int fd, void *p, size_t n)
@@ -496,17 +541,7 @@ static int map_values(matrix *m, const npy_layout *L, input_file *f, const read_
 		m->held = 0;
 		return 1;
 	}
-	m->rank = L->h.rank;
-	for (size_t r = 0; r < 4; r++)
-		m->dim[r] = r < L->h.rank ? L->h.dim[r] : 1;
-	m->map = p;
-	m->map_len = len;
-	if (floats) {
-		m->f = (float *)(void *)((unsigned char *)p + L->start);
-		m->is_f32 = 1;
-	} else {
-		m->v = (double *)(void *)((unsigned char *)p + L->start);
-	}
+	values_at(m, L, spec, p, len, (unsigned char *)p + L->start);
 	return 0;
 }
 

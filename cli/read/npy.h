@@ -14,6 +14,11 @@
 
 /* A whole .npy file as one matrix; errors name the element, -1. */
 int read_npy(matrix *m, const input_file *f, const read_spec *spec);
+/* The same, where the values in f's own mapping (f->map: an .npz member
+ * inflated) become the matrix's as they lie, when they need no conversion:
+ * then the mapping and what it holds of the budget pass to m, and f no
+ * longer has them (f->map, f->data NULL). */
+int read_npy_take(matrix *m, input_file *f, const read_spec *spec);
 /* A .npy file begun with input_begin(): native float64 and float32 (C
  * order, the host's byte order) read straight into the matrix, in one
  * read; any other dtype, or a file already whole in data, by read_npy(). */

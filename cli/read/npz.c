@@ -15,6 +15,7 @@
 #include "base/cli.h"
 
 #include <stdint.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -496,7 +497,15 @@ static int member_bytes(const npz_archive *z, const char *name, input_file *out,
 			      show_bytes(list, sizeof(list), budget_left()));
 			goto fail;
 		}
-		buf = malloc((size_t)e->usize + 1);
+		/* a large member in a mapping of its own, which the matrix
+		 * may take as it is (read_npy_take): no copy of its values */
+		buf = matrix_map_alloc((size_t)e->usize + 1, &out->map_len);
+		if (buf) {
+			out->map = buf;
+			out->map_own = 1;
+		}
+		else
+			buf = malloc((size_t)e->usize + 1);
 		if (!buf) {
 			error("%s: out of memory", out->name);
 			goto fail;
@@ -526,7 +535,10 @@ static int member_bytes(const npz_archive *z, const char *name, input_file *out,
 	}
 	return 0;
 fail:
-	free(buf);
+	if (out->map)
+		munmap(out->map, out->map_len);
+	else
+		free(buf);
 	budget_give(out->held);
 	free(out->name);
 	memset(out, 0, sizeof(*out));
@@ -535,7 +547,9 @@ fail:
 
 static void member_free(const npz_member *e, input_file *m)
 {
-	if (e && e->method != 0)
+	if (m->map)
+		munmap(m->map, m->map_len);
+	else if (e && e->method != 0)
 		free(m->data);
 	budget_give(m->held);
 	free(m->name);
@@ -551,7 +565,7 @@ int npz_read(const npz_archive *z, const char *name, matrix *m, const read_spec 
 	memset(m, 0, sizeof(*m));
 	if (member_bytes(z, name, &bytes, &e))
 		return -1;
-	rc = read_npy(m, &bytes, spec);
+	rc = read_npy_take(m, &bytes, spec);
 	member_free(e, &bytes);
 	return rc;
 }

@@ -11,7 +11,10 @@
 
 #include "../../cli/base/budget.h"
 #include "../../cli/base/files.h"
+#include "../../cli/read/csv.h"
 #include "../../cli/read/input.h"
+#include "../../cli/read/json.h"
+#include "../../cli/read/npy.h"
 #include "../../cli/base/matrix.h"
 
 #include <math.h>

@@ -22,6 +22,7 @@
 #include "fuzz.h"
 #include "../../cli/base/cli.h"
 #include "../../cli/load/load.h"
+#include "../../cli/run/run.h"
 #include "../../cli/run/steps.h"
 
 /* the most cells (queries x keys x heads) a loaded problem is run with */
