@@ -276,6 +276,7 @@ test-npz: mha tests/zip_test tests/npz_test
 # safetensors checkpoints, config.json and the model families against NumPy
 test-checkpoint: mha
 	$(PYTHON) tests/checkpoint_check.py ./mha
+	$(PYTHON) tests/families_check.py ./mha
 
 # the JSON output's schema as README.md's tables give it, over every kind of run
 test-schema: mha
@@ -525,6 +526,7 @@ check-asan: deps
 	$(ASAN_ENV) $(PYTHON) tests/npy_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/npz_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/checkpoint_check.py $(ASAN_DIR)/mha
+	$(ASAN_ENV) $(PYTHON) tests/families_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/backward_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/schema_check.py $(ASAN_DIR)/mha README.md
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh samples/run.sh

@@ -710,15 +710,23 @@ def damaged_cases(c, rng):
     with open(os.path.join(d, "config.json"), "w") as f:
         f.write("{\"model_type\": ")
     c.refused("config not JSON", ["-x", xp, "-w", d, "--layer", "0"], ["config.json"])
-    # unknown keys are ignored
+    # a key mha does not know stops the run
     d = folder(tmp, "cfg-unknown", t, {"model_type": "llama", "num_attention_heads": 2,
                                         "some_new_key": {"a": [1, "b"]}})
     rc, _, err = run(c.binary, ["-x", xp, "-w", d, "--layer", "0"])
-    c.result("config unknown keys ignored", rc == 0 and err == "", err.strip())
-    # usage errors: exit 2
+    c.result("a config key mha does not know: refused, named at its line and column",
+             rc == 1 and 'config.json:1:51: unknown key "some_new_key"' in err, err.strip())
+    # --prefix with --layer: layer N's module under the prefix
+    d = folder(tmp, "cfg-known", t, {"model_type": "llama", "num_attention_heads": 2})
+    rc, want, err = run(c.binary, ["-x", xp, "-w", d, "--layer", "0", "-f", "json"])
+    rc2, got, err2 = run(c.binary, ["-x", xp, "-w", d, "--layer", "0", "--prefix", "model",
+                                    "-f", "json"])
+    c.result("--layer 0 --prefix model: layer 0's module", rc == 0 and rc2 == 0 and got == want,
+             (err + err2).strip())
     rc, _, err = run(c.binary, ["-x", xp, "-w", d, "--layer", "0", "--prefix", "m"])
-    c.result("--layer and --prefix together: exit 2", rc == 2 and "--layer and --prefix" in err,
+    c.result("--layer 0 --prefix m: nothing under m, said", rc == 1 and 'under "m"' in err,
              err.strip())
+    # usage errors: exit 2
     rc, _, err = run(c.binary, ["-x", xp, "--layer", "0"])
     c.result("--layer without -w: exit 2", rc == 2 and "give -w" in err, err.strip())
     rc, _, err = run(c.binary, ["-x", xp, "--layout", "gpt3"])

@@ -73,9 +73,6 @@ static int check_options(struct attn_options *o)
 	if (o->mask_bool && !s->mask)
 		return usage_error(hint, "--mask-bool says what a --mask file's booleans mean: "
 				   "give --mask FILE");
-	if (s->has_layer && s->prefix)
-		return usage_error(hint, "--layer and --prefix cannot be used together (--prefix "
-				   "names the module whole)");
 	if ((s->has_layer || s->prefix) && !s->w)
 		return usage_error(hint, "%s picks a module of a checkpoint: give -w",
 				   s->has_layer ? "--layer" : "--prefix");

@@ -201,7 +201,8 @@ static const struct {
 	{ { "layer", R, NULL, O_LAYER }, OPT_INPUT,
 	  "      --layer N         the checkpoint's attention layer N (from 0)\n" },
 	{ { "prefix", R, NULL, O_PREFIX }, OPT_INPUT,
-	  "      --prefix P        the attention module whose tensor names start with P\n" },
+	  "      --prefix P        the attention module whose tensor names start with P;\n"
+	  "                        with --layer, layer N's module under P\n" },
 	{ { "config", R, NULL, O_CONFIG }, OPT_INPUT,
 	  "      --config FILE     Hugging Face's config.json (default: the one beside\n"
 	  "                        the checkpoint): heads, key/value heads, rope, window\n"
@@ -271,7 +272,9 @@ static const struct {
 	{ { "rope", R, NULL, O_ROPE }, OPT_ATTN,
 	  "      --rope MODE       rotary embeddings: Q and K turn by position after the\n"
 	  "                        projections; half pairs feature i with i+R/2 (Llama,\n"
-	  "                        GPT-NeoX), interleaved 2i with 2i+1 (GPT-J)\n" },
+	  "                        GPT-NeoX), interleaved 2i with 2i+1 (GPT-J, Cohere);\n"
+	  "                        none: no rotation, where a model's family would turn\n"
+	  "                        (SmolLM3's layers without position encoding)\n" },
 	{ { "rope-theta", R, NULL, O_ROPE_THETA }, OPT_ATTN,
 	  "      --rope-theta T    the base: pair i turns by position*T^(-2i/R)\n"
 	  "                        (default 10000)\n" },
@@ -478,8 +481,13 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 				o->spec.cfg.rope.mode = MHA_ROPE_HALF;
 			} else if (!strcmp(optarg, "interleaved")) {
 				o->spec.cfg.rope.mode = MHA_ROPE_INTERLEAVED;
+			} else if (!strcmp(optarg, "none")) {
+				/* a layer without position encoding (SmolLM3's), over a
+				 * family or config.json that would turn it */
+				o->spec.cfg.rope.mode = MHA_ROPE_NONE;
 			} else {
-				usage_error(hint, "--rope takes half or interleaved, not '%s'", optarg);
+				usage_error(hint, "--rope takes half, interleaved or none, not '%s'",
+					    optarg);
 				return -1;
 			}
 			break;

@@ -4,6 +4,7 @@
  * checkpoint's files and names are checkpoint.c's.
  */
 #include "load/model.h"
+#include "load/families.h"
 #include "read/checkpoint.h"
 #include "base/cli.h"
 #include "read/json.h"
@@ -16,52 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- the families ------------------------------------------------------ */
-
-/* what a tensor becomes: one of mha's weights, or GPT-2's packed Q|K|V */
-enum { PACKED_W = N_WEIGHTS, PACKED_B, TORCH_KEY };
-
-struct family {
-	const char *name;
-	const char *layer;   /* the module of layer N, "%zu" for N */
-	const char *key;     /* a tensor every such module has */
-	weight_layout layout;
-	struct { const char *suffix; int what; int required; } t[8];
-};
-
-static const struct family families[] = {
-	[FAMILY_LLAMA] = { "llama", "layers.%zu.self_attn", "q_proj.weight", LAYOUT_TORCH, {
-		{ "q_proj.weight", WQ, 1 }, { "k_proj.weight", WK, 1 }, { "v_proj.weight", WV, 1 },
-		{ "o_proj.weight", WO, 1 }, { "q_proj.bias", BQ, 0 }, { "k_proj.bias", BK, 0 },
-		{ "v_proj.bias", BV, 0 }, { "o_proj.bias", BO, 0 } } },
-	/* Conv1D: (in, out), applied as x·W + b */
-	[FAMILY_GPT2] = { "gpt2", "h.%zu.attn", "c_attn.weight", LAYOUT_MHA, {
-		{ "c_attn.weight", PACKED_W, 1 }, { "c_attn.bias", PACKED_B, 0 },
-		{ "c_proj.weight", WO, 1 }, { "c_proj.bias", BO, 0 } } },
-	[FAMILY_BERT] = { "bert", "layer.%zu.attention", "self.query.weight", LAYOUT_TORCH, {
-		{ "self.query.weight", WQ, 1 }, { "self.key.weight", WK, 1 },
-		{ "self.value.weight", WV, 1 }, { "output.dense.weight", WO, 1 },
-		{ "self.query.bias", BQ, 0 }, { "self.key.bias", BK, 0 },
-		{ "self.value.bias", BV, 0 }, { "output.dense.bias", BO, 0 } } },
-	/* nn.MultiheadAttention, as nn.TransformerEncoderLayer holds it */
-	[FAMILY_TORCH] = { "torch", "layers.%zu.self_attn", "out_proj.weight", LAYOUT_TORCH, {
-		{ "in_proj_weight", TORCH_KEY, 0 }, { "in_proj_bias", TORCH_KEY, 0 },
-		{ "q_proj_weight", TORCH_KEY, 0 }, { "k_proj_weight", TORCH_KEY, 0 },
-		{ "v_proj_weight", TORCH_KEY, 0 }, { "out_proj.weight", TORCH_KEY, 1 },
-		{ "out_proj.bias", TORCH_KEY, 0 } } },
-};
-#define N_FAMILIES (sizeof(families) / sizeof(families[0]))
-
-/* config.json's model_type: the families mha reads */
-static const struct { const char *type; model_family family; } model_types[] = {
-	{ "llama", FAMILY_LLAMA }, { "mistral", FAMILY_LLAMA }, { "qwen2", FAMILY_LLAMA },
-	{ "gpt2", FAMILY_GPT2 }, { "bert", FAMILY_BERT }, { "roberta", FAMILY_BERT },
-};
-
 /* the key a family's config.json gives its heads under */
 static const char *heads_key(const struct problem_spec *s)
 {
-	return s->family == FAMILY_GPT2 ? "n_head" : "num_attention_heads";
+	return (s->mtype ? s->mtype->family : s->family) == FAMILY_GPT2 ? "n_head"
+								       : "num_attention_heads";
 }
 
 /* ---- the module -------------------------------------------------------- */
@@ -105,7 +65,7 @@ static model_family detect(const struct ckpt *c)
 {
 	model_family found = FAMILY_NONE;
 
-	for (size_t f = 1; f < N_FAMILIES; f++)
+	for (size_t f = 1; f < n_families; f++)
 		for (size_t i = 0; i < c->n_names; i++)
 			if (module_of(c->names[i].name, families[f].key) >= 0) {
 				if (found)
@@ -135,15 +95,42 @@ static int no_layer_numbers(const struct ckpt *c, size_t layer, const struct fam
 		     count > 2 ? ", ..." : "");
 }
 
-/* The module to read, into module (without its trailing '.'). */
+/* the module name[0..len) lies under prefix[0..plen) (a whole component) */
+static int under_prefix(const char *name, size_t len, const char *prefix, size_t plen)
+{
+	return !plen || (len >= plen && !strncmp(name, prefix, plen) &&
+			 (len == plen || name[plen] == '.'));
+}
+
+/* name[0..len) has a component "language_model": an image-text model's
+ * text model (language_model.model.layers..., model.language_model.layers...) */
+static int in_text_model(const char *name, size_t len)
+{
+	static const char word[] = "language_model";
+	const size_t w = sizeof(word) - 1;
+
+	for (size_t at = 0; at + w <= len; at++)
+		if ((!at || name[at - 1] == '.') && !strncmp(name + at, word, w) &&
+		    (at + w == len || name[at + w] == '.'))
+			return 1;
+	return 0;
+}
+
+/* The module to read, into module (without its trailing '.'): --prefix
+ * alone names it whole; with --layer, the layer's module under it. */
 static int pick_module(const struct ckpt *c, const struct problem_spec *s,
 		       const struct family *fam, char *module, size_t size)
 {
-	size_t count = 0, lo = SIZE_MAX, hi = 0, matched = 0;
+	size_t count = 0, lo = SIZE_MAX, hi = 0, matched = 0, plen = 0;
 	const char *first = NULL, *second = NULL, *any[2] = { NULL, NULL };
 	size_t first_len = 0, second_len = 0, any_len[2] = { 0, 0 };
 
 	if (s->prefix) {
+		plen = strlen(s->prefix);
+		while (plen && s->prefix[plen - 1] == '.')
+			plen--;
+	}
+	if (s->prefix && !s->has_layer) {
 		size_t n = strlen(s->prefix);
 		char want[PATH_TEXT];
 
@@ -159,7 +146,8 @@ static int pick_module(const struct ckpt *c, const struct problem_spec *s,
 		const ptrdiff_t len = module_of(c->names[i].name, fam->key);
 		ptrdiff_t l;
 
-		if (len < 0)
+		if (len < 0 || !under_prefix(c->names[i].name, (size_t)len, s->prefix, plen) ||
+		    (s->text_model && !s->prefix && !in_text_model(c->names[i].name, (size_t)len)))
 			continue;
 		if (count < 2) {
 			any[count] = c->names[i].name;
@@ -182,6 +170,12 @@ static int pick_module(const struct ckpt *c, const struct problem_spec *s,
 			second_len = (size_t)len;
 		}
 	}
+	if (!count && plen)
+		return error("%s: no %s attention under \"%.*s\": no tensor named %.*s.*.%s",
+			     c->path, fam->name, (int)plen, s->prefix, (int)plen, s->prefix, fam->key);
+	if (!count && s->text_model)
+		return error("%s: no %s attention in the text model: no tensor named "
+			     "*language_model.*.%s (give --prefix)", c->path, fam->name, fam->key);
 	if (!count)
 		return error("%s: no %s attention in the checkpoint: no tensor named *.%s (give "
 			     "--layout for another family, or --prefix)", c->path, fam->name, fam->key);
@@ -255,11 +249,113 @@ const char *model_family_name(model_family f)
 	return f > FAMILY_NONE && f <= FAMILY_TORCH ? families[f].name : NULL;
 }
 
+/* the name of the module's tensor suffix, into name */
+static const char *tensor_name(char *name, size_t size, const char *module, const char *suffix)
+{
+	snprintf(name, size, "%s%s%s", module, *module ? "." : "", suffix);
+	return name;
+}
+
+/*
+ * Every tensor of the module is one the family's table names: any other
+ * (a q_norm, sinks, a fused projection) would change the attention, so it
+ * stops the run, named, rather than be left out.  0, or -1 said.
+ */
+static int all_known(const struct ckpt *c, const struct family *fam, const char *module,
+		     const struct problem_spec *s)
+{
+	const size_t mlen = strlen(module);
+
+	for (size_t i = 0; i < c->n_names; i++) {
+		const char *name = c->names[i].name, *suffix = name + mlen + (mlen ? 1 : 0), *what;
+		size_t k;
+
+		if (mlen && (strncmp(name, module, mlen) || name[mlen] != '.'))
+			continue;
+		for (k = 0; k < sizeof(fam->t) / sizeof(fam->t[0]) && fam->t[k].suffix; k++)
+			if (!strcmp(fam->t[k].suffix, suffix))
+				break;
+		if (k < sizeof(fam->t) / sizeof(fam->t[0]) && fam->t[k].suffix)
+			continue;
+		what = family_tensor_unread(suffix);
+		if (what)
+			return error("%s: \"%s\": %s", c->path, name, what);
+		return error("%s: \"%s\": a tensor of the attention module that mha does not know "
+			     "for %s%s%s%s: it may change the attention, so the run stops rather "
+			     "than leave it out", c->path, name, fam->name,
+			     s->mtype && *s->mtype->type ? " (model_type \"" : "",
+			     s->mtype && *s->mtype->type ? s->mtype->type : "",
+			     s->mtype && *s->mtype->type ? "\")" : "");
+	}
+	return 0;
+}
+
+/*
+ * The biases the model type's code adds, against those the checkpoint
+ * holds (with a config.json to say): one it would not add is refused, as
+ * is one it would add that is missing.  0, or -1 said.
+ */
+static int check_biases(const struct ckpt *c, const struct problem_spec *s, const char *module,
+			const struct family *fam)
+{
+	const struct model_type *t = s->mtype;
+
+	if (!t || !s->config_bias || t->bias == BIAS_ANY)
+		return 0;
+	for (size_t k = 0; k < sizeof(fam->t) / sizeof(fam->t[0]) && fam->t[k].suffix; k++) {
+		const int b = fam->t[k].what;
+		const int adds = t->bias == BIAS_FLAG ? s->config_bias == 2 : t->bias == BIAS_QKV
+			? b != BO : 0;
+		char name[PATH_TEXT];
+		const int has = ckpt_find(c, tensor_name(name, sizeof(name), module,
+							 fam->t[k].suffix)) >= 0;
+
+		if (b < BQ || b > BO || adds == has)
+			continue;
+		if (has)
+			return error("%s: \"%s\": %s's attention adds no such bias%s, so the run "
+				     "stops rather than guess which is right", c->path, name, t->type,
+				     t->bias == BIAS_FLAG ? " (config.json's attention_bias is false)"
+				     : "");
+		return ckpt_missing(c, name, t->bias == BIAS_FLAG
+				    ? ", which config.json's attention_bias true says there is" : "");
+	}
+	return 0;
+}
+
+/* rotary_emb.inv_freq, as older checkpoints kept it: the frequencies the
+ * rotation uses (θ^(−2i/R)) to the precision it was stored in, or refused */
+static int check_inv_freq(const matrix *m, const struct problem_spec *s, const weights *w,
+			  const char *name, const char *path)
+{
+	const size_t qf = out_features(&w->m[WQ], w->layout);
+	const size_t R = s->cfg.rope.dim ? s->cfg.rope.dim : s->heads ? qf / s->heads : 0;
+	const double theta = s->cfg.rope.theta ? s->cfg.rope.theta : 10000;
+
+	if (!s->cfg.rope.mode || s->rope_cos || !R)
+		return 0; /* not turned, or by tables given */
+	if (matrix_size(m) != R / 2)
+		return error("%s: \"%s\" holds %zu frequencies, but the rotation turns %zu features "
+			     "(%zu pairs)", path, name, matrix_size(m), R, R / 2);
+	for (size_t i = 0; i < R / 2; i++) {
+		const double want = pow(theta, -(double)(2 * i) / (double)R);
+
+		/* bfloat16 keeps 8 bits: a scaled rotation is off by far more */
+		if (!(fabs(m->v[i] - want) <= want / 256))
+			return error("%s: \"%s\"[%zu] is %.9g, but rope_theta %g gives %.9g: the "
+				     "checkpoint's rotation is not the one config.json describes "
+				     "(a scaled rope?)", path, name, i, m->v[i], theta, want);
+	}
+	return 0;
+}
+
 int model_load(weights *w, struct problem_spec *s, const char *path)
 {
 	struct ckpt c;
 	const struct family *fam;
 	char module[4096];
+	matrix inv_freq = { 0 };
+	char inv_name[PATH_TEXT] = "";
 	int rc = 0;
 
 	if (ckpt_open(&c, path)) {
@@ -281,43 +377,48 @@ int model_load(weights *w, struct problem_spec *s, const char *path)
 	/* for meta: the names' start, as they are read below */
 	snprintf(s->module, sizeof(s->module), "%s%s", module, *module ? "." : "");
 	s->checkpoint = 1;
-	if (s->family == FAMILY_LLAMA) {
-		/* Qwen3, OLMo 2: an RMSNorm on each head's q and k before the rotation */
-		static const char *const norms[] = { "q_norm.weight", "k_norm.weight" };
+	/* what is missing first, then what is there that mha does not read */
+	for (size_t k = 0; k < sizeof(fam->t) / sizeof(fam->t[0]) && fam->t[k].suffix; k++) {
+		char name[PATH_TEXT];
 
-		for (size_t k = 0; k < 2; k++) {
-			char name[PATH_TEXT];
-
-			snprintf(name, sizeof(name), "%s%s%s", module, *module ? "." : "", norms[k]);
-			if (ckpt_find(&c, name) >= 0) {
-				ckpt_free(&c);
-				return error("%s: \"%s\": this attention normalises q and k (Qwen3, OLMo "
-					     "2), which mha does not compute", path, name);
-			}
+		if (fam->t[k].required &&
+		    ckpt_find(&c, tensor_name(name, sizeof(name), module, fam->t[k].suffix)) < 0) {
+			rc = ckpt_missing(&c, name, "");
+			ckpt_free(&c);
+			return rc;
 		}
+	}
+	if (all_known(&c, fam, module, s) || check_biases(&c, s, module, fam)) {
+		ckpt_free(&c);
+		return -1;
 	}
 	for (size_t k = 0; k < sizeof(fam->t) / sizeof(fam->t[0]) && fam->t[k].suffix && !rc; k++) {
 		char name[PATH_TEXT], src[2 * PATH_TEXT];
 		matrix m;
 
-		snprintf(name, sizeof(name), "%s%s%s", module, *module ? "." : "", fam->t[k].suffix);
+		tensor_name(name, sizeof(name), module, fam->t[k].suffix);
 		if (ckpt_find(&c, name) < 0) {
 			if (fam->t[k].required)
 				rc = ckpt_missing(&c, name, "");
 			continue;
 		}
+		if (fam->t[k].what == T_IGNORED)
+			continue;
 		if (ckpt_read(&m, &c, name, src, sizeof(src))) {
 			rc = -1;
 			break;
 		}
-		if (fam->t[k].what == TORCH_KEY) {
+		if (fam->t[k].what == T_INV_FREQ) {
+			inv_freq = m;
+			snprintf(inv_name, sizeof(inv_name), "%s", name);
+		} else if (fam->t[k].what == T_TORCH_KEY) {
 			rc = weights_put_key(w, fam->t[k].suffix, &m, src);
-		} else if (fam->t[k].what == PACKED_W || fam->t[k].what == PACKED_B) {
+		} else if (fam->t[k].what == T_PACKED_W || fam->t[k].what == T_PACKED_B) {
 			/* GPT-2's c_attn: Q | K | V side by side */
-			const int base = fam->t[k].what == PACKED_W ? WQ : BQ;
+			const int base = fam->t[k].what == T_PACKED_W ? WQ : BQ;
 			char shape[64];
 
-			if (m.rank != (fam->t[k].what == PACKED_W ? 2u : 1u) || m.dim[m.rank - 1] % 3) {
+			if (m.rank != (fam->t[k].what == T_PACKED_W ? 2u : 1u) || m.dim[m.rank - 1] % 3) {
 				rc = error("%s: %s is %s, expected %s", path, name,
 					   matrix_shape(&m, shape, sizeof(shape)),
 					   base == WQ ? "(D, 3*D): Q, K and V side by side"
@@ -337,6 +438,13 @@ int model_load(weights *w, struct problem_spec *s, const char *path)
 		}
 	}
 	ckpt_free(&c);
+	/* a checkpoint does not hold its heads: 1 would be a guess */
+	if (!rc && !(s->given & (GIVEN_HEADS | CONFIG_HEADS)))
+		rc = error("%s: how many heads? %s: give --heads", path, s->config_read[0] ?
+			   "config.json does not say" : "no config.json beside the checkpoint says");
+	if (!rc && inv_freq.rank)
+		rc = check_inv_freq(&inv_freq, s, w, inv_name, path);
+	matrix_free(&inv_freq);
 	return rc || check_config(w, s) ? -1 : 0;
 }
 
@@ -407,37 +515,63 @@ static int config_count2(const cJSON *root, const char *path, const char *a, con
 	return rc ? rc : config_count(root, path, b, out);
 }
 
-/* Whether the layer the run takes slides its window (Mistral: every layer;
- * Qwen2: use_sliding_window, and layers from max_window_layers; newer
- * configs: layer_types). 1, 0, or -1 said. */
+/* layer_types' entry for the layer the run takes: 1 sliding, 0 not, -1 said */
+static int layer_type(const cJSON *types, const char *path, const struct problem_spec *s)
+{
+	const cJSON *t;
+
+	if (!cJSON_IsArray(types))
+		return bad_type(path, "layer_types", "a list of strings");
+	if (!s->has_layer)
+		return error("%s: layer_types differ by layer: give --layer", path);
+	t = cJSON_GetArrayItem(types, (int)(s->layer < 1000000 ? s->layer : 1000000));
+	if (!t)
+		return error("%s: layer_types has no entry for layer %zu", path, s->layer);
+	if (!cJSON_IsString(t))
+		return bad_type(path, "layer_types", "a list of strings");
+	if (!strcmp(t->valuestring, "sliding_attention"))
+		return 1;
+	if (!strcmp(t->valuestring, "full_attention"))
+		return 0;
+	return error("%s: layer_types[%zu] is \"%.40s\", expected \"sliding_attention\" or "
+		     "\"full_attention\"", path, s->layer, t->valuestring);
+}
+
+/*
+ * Whether the layer the run takes slides its window, by the type's rule
+ * (families.h): Mistral every layer; Qwen2 use_sliding_window, and layers
+ * from max_window_layers, or layer_types; Gemma 2 layer_types, else the
+ * even layers; SmolLM3 use_sliding_window and layer_types.  1, 0, or -1 said.
+ */
 static int sliding(const cJSON *root, const char *path, const struct problem_spec *s)
 {
 	const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+	const enum slide_rule rule = s->mtype->slide;
 	size_t from = 0;
-	int use = 1, rc;
+	int use = rule != SLIDE_TYPES, rc;
 
-	if ((rc = config_bool(root, path, "use_sliding_window", &use)) < 0)
-		return -1;
-	if (!use)
-		return 0;
-	if (types && !cJSON_IsNull(types)) {
-		const cJSON *t;
-
-		if (!cJSON_IsArray(types))
-			return bad_type(path, "layer_types", "a list of strings");
-		if (!s->has_layer)
-			return error("%s: layer_types differ by layer: give --layer", path);
-		t = cJSON_GetArrayItem(types, (int)(s->layer < 1000000 ? s->layer : 1000000));
-		if (!t)
-			return error("%s: layer_types has no entry for layer %zu", path, s->layer);
-		if (!cJSON_IsString(t))
-			return bad_type(path, "layer_types", "a list of strings");
-		return !strcmp(t->valuestring, "sliding_attention");
+	if (rule == SLIDE_ALL)
+		return 1;
+	if (rule == SLIDE_QWEN || rule == SLIDE_TYPES) {
+		if (config_bool(root, path, "use_sliding_window", &use) < 0)
+			return -1;
+		if (!use)
+			return 0;
 	}
+	if (types && !cJSON_IsNull(types))
+		return layer_type(types, path, s);
+	if (rule == SLIDE_EVEN) {
+		if (!s->has_layer)
+			return error("%s: %s slides its window on every other layer: give --layer",
+				     path, s->mtype->type);
+		return s->layer % 2 == 0;
+	}
+	if (rule == SLIDE_TYPES)
+		return error("%s: use_sliding_window without layer_types: which layers slide is not "
+			     "said; give --window, or leave it out with --window none", path);
+	/* Qwen2: layers from max_window_layers (all without it) */
 	if ((rc = config_count(root, path, "max_window_layers", &from)) < 0)
 		return -1;
-	if (rc && !cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window"))
-		rc = 0; /* Mistral-style configs slide every layer */
 	if (rc && (!s->has_layer || s->layer < from))
 		return s->has_layer ? 0 : error("%s: layers from max_window_layers slide their "
 						"window: give --layer", path);
@@ -506,13 +640,155 @@ static int config_rotary_dim(struct problem_spec *s, const char *path, size_t hd
 	return 0;
 }
 
-/* What the family implies, and what the config says of it. */
+/* key of root as a list entry for the layer the run takes: a whole number
+ * from 0 into *out; 1, 0 absent, -1 said */
+static int config_layer_entry(const cJSON *root, const char *path, const char *key,
+			      const struct problem_spec *s, size_t *out)
+{
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, key), *e;
+
+	if (!list || cJSON_IsNull(list))
+		return 0;
+	if (!cJSON_IsArray(list))
+		return bad_type(path, key, "a list");
+	if (!s->has_layer)
+		return error("%s: %s differs by layer: give --layer", path, key);
+	e = cJSON_GetArrayItem(list, (int)(s->layer < 1000000 ? s->layer : 1000000));
+	if (!e)
+		return error("%s: %s has no entry for layer %zu", path, key, s->layer);
+	if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) || e->valuedouble > 1e15 ||
+	    e->valuedouble != floor(e->valuedouble))
+		return error("%s: %s[%zu] is not a whole number from 0", path, key, s->layer);
+	*out = (size_t)e->valuedouble;
+	return 1;
+}
+
+/* SmolLM3's layers without position encoding: no_rope_layers[layer] 0, or
+ * (without the list) every no_rope_layer_interval-th layer.  1 the layer
+ * turns, 0 not, -1 said. */
+static int layer_turns(const cJSON *root, const char *path, const struct problem_spec *s)
+{
+	size_t use = 1, every = 4;
+	int rc = config_layer_entry(root, path, "no_rope_layers", s, &use);
+
+	if (rc)
+		return rc < 0 ? -1 : use != 0;
+	if (config_count(root, path, "no_rope_layer_interval", &every) < 0)
+		return -1;
+	if (!s->has_layer)
+		return error("%s: every %zu%s layer has no rotary embedding: give --layer", path,
+			     every, every == 2 ? "nd" : every == 3 ? "rd" : "th");
+	return (s->layer + 1) % every != 0;
+}
+
+/* rope_scaling: none, or "default"; any other changes the frequencies */
+static int rope_scaling(const cJSON *root, const char *path, const struct problem_spec *s)
+{
+	const cJSON *sc = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+	const char *type = NULL;
+
+	if (!sc || cJSON_IsNull(sc))
+		return 0;
+	if (!cJSON_IsObject(sc))
+		return bad_type(path, "rope_scaling", "an object");
+	if (config_string(sc, path, "rope_type", &type) < 0 ||
+	    (!type && config_string(sc, path, "type", &type) < 0))
+		return -1;
+	if ((!type || strcmp(type, "default")) && !s->rope_cos)
+		return error("%s: rope_scaling (\"%s\") changes the rotary frequencies, which --rope "
+			     "cannot: give the tables with --rope-cos and --rope-sin", path,
+			     type ? type : "?");
+	return 0;
+}
+
+/* key is one t's attention reads: model.c reads no other (and config.json
+ * holds no key t does not know: known_keys) */
+static int reads(const struct model_type *t, const char *key)
+{
+	return model_type_knows(t, key) == 1;
+}
+
+/* The rotary embedding the type implies, as config.json sets it. */
+static int apply_rope(struct problem_spec *s, const cJSON *root, const char *path, size_t heads,
+		      size_t hidden, size_t head_dim)
+{
+	const struct model_type *t = s->mtype;
+	const unsigned g = s->given;
+	double theta = 0, partial = 0;
+	int rc;
+
+	if (!(g & GIVEN_ROPE))
+		s->cfg.rope.mode = t->rope;
+	if (root && reads(t, "no_rope_layers") && !(g & GIVEN_ROPE)) {
+		if ((rc = layer_turns(root, path, s)) < 0)
+			return -1;
+		if (!rc)
+			s->cfg.rope.mode = MHA_ROPE_NONE;
+	}
+	if (!root || !reads(t, "rope_theta"))
+		return 0;
+	if (config_number(root, path, "rope_theta", &theta) < 0 ||
+	    config_number(root, path, "partial_rotary_factor", &partial) < 0 ||
+	    rope_scaling(root, path, s))
+		return -1;
+	if (partial > 1)
+		return bad_type(path, "partial_rotary_factor", "a number from 0 to 1");
+	if (!s->cfg.rope.mode)
+		return 0; /* this layer does not turn: the rest is not used */
+	if (theta && !(g & GIVEN_ROPE_THETA) && !s->rope_cos)
+		s->cfg.rope.theta = theta;
+	if (partial && !(g & GIVEN_ROPE_DIM) && !s->rope_cos) {
+		const size_t hd = head_dim ? head_dim : heads && hidden ? hidden / heads : 0;
+
+		if (!hd)
+			return error("%s: partial_rotary_factor needs head_dim, or hidden_size and "
+				     "num_attention_heads", path);
+		if (config_rotary_dim(s, path, hd, partial))
+			return -1;
+	}
+	return 0;
+}
+
+/* The scale and softcap the type implies: Gemma 2's query_pre_attn_scalar
+ * and attn_logit_softcapping, Granite's attention_multiplier. */
+static int apply_scale(struct problem_spec *s, const cJSON *root, const char *path)
+{
+	const struct model_type *t = s->mtype;
+	double v = 0;
+	int rc;
+
+	if (reads(t, "query_pre_attn_scalar")) {
+		if ((rc = config_number(root, path, "query_pre_attn_scalar", &v)) < 0)
+			return -1;
+		if (rc && !(s->given & GIVEN_SCALE)) {
+			s->cfg.scale_mode = MHA_SCALE_VALUE;
+			s->cfg.scale = 1 / sqrt(v);
+		}
+	}
+	if (reads(t, "attention_multiplier")) {
+		if ((rc = config_number(root, path, "attention_multiplier", &v)) < 0)
+			return -1;
+		if (rc && !(s->given & GIVEN_SCALE)) {
+			s->cfg.scale_mode = MHA_SCALE_VALUE;
+			s->cfg.scale = v;
+		}
+	}
+	if (reads(t, "attn_logit_softcapping")) {
+		if ((rc = config_number(root, path, "attn_logit_softcapping", &v)) < 0)
+			return -1;
+		if (rc && !s->cfg.softcap)
+			s->cfg.softcap = v;
+	}
+	return 0;
+}
+
+/* What the model type implies, and what the config says of it. */
 static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 {
+	const struct model_type *t = s->mtype;
 	const unsigned g = s->given;
 	size_t heads = 0, kv = 0, hidden = 0, head_dim = 0, window = 0;
-	double theta = 0, partial = 0;
-	int rc, flag;
+	int rc, flag = 0;
 	const char *str;
 
 	if (root) {
@@ -520,51 +796,29 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 		    config_count(root, path, "num_key_value_heads", &kv) < 0 ||
 		    config_count2(root, path, "hidden_size", "n_embd", &hidden) < 0 ||
 		    config_count(root, path, "head_dim", &head_dim) < 0 ||
-		    config_number(root, path, "rope_theta", &theta) < 0 ||
-		    config_number(root, path, "partial_rotary_factor", &partial) < 0 ||
 		    config_bool(root, path, "attention_bias", &flag) < 0)
 			return -1;
-		if (partial > 1)
-			return bad_type(path, "partial_rotary_factor", "a number from 0 to 1");
+		s->config_bias = 1 + flag;
 		if (config_heads(s, path, heads, kv))
 			return -1;
 	}
-	switch (s->family) {
-	case FAMILY_LLAMA:
-		if (!(g & GIVEN_CAUSAL))
-			s->cfg.causal = MHA_CAUSAL_TOP_LEFT;
-		if (!(g & GIVEN_ROPE))
-			s->cfg.rope.mode = MHA_ROPE_HALF;
-		if (!root)
-			break;
-		{
-			const cJSON *sc = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-
-			if (sc && !cJSON_IsNull(sc)) {
-				const char *type = NULL;
-
-				if (!cJSON_IsObject(sc))
-					return bad_type(path, "rope_scaling", "an object");
-				if (config_string(sc, path, "rope_type", &type) < 0 ||
-				    (!type && config_string(sc, path, "type", &type) < 0))
-					return -1;
-				if ((!type || strcmp(type, "default")) && !s->rope_cos)
-					return error("%s: rope_scaling (\"%s\") changes the rotary "
-						     "frequencies, which --rope cannot: give the tables with "
-						     "--rope-cos and --rope-sin", path, type ? type : "?");
-			}
-		}
-		if (theta && !(g & GIVEN_ROPE_THETA) && !s->rope_cos)
-			s->cfg.rope.theta = theta;
-		if (partial && !(g & GIVEN_ROPE_DIM) && !s->rope_cos) {
-			const size_t hd = head_dim ? head_dim : heads && hidden ? hidden / heads : 0;
-
-			if (!hd)
-				return error("%s: partial_rotary_factor needs head_dim, or hidden_size and "
-					     "num_attention_heads", path);
-			if (config_rotary_dim(s, path, hd, partial))
-				return -1;
-		}
+	if (t->family == FAMILY_NONE || t->family == FAMILY_TORCH)
+		return 0; /* the heads alone */
+	/* decoders: causal; BERT: not, unless is_decoder */
+	if (t->family != FAMILY_BERT && !(g & GIVEN_CAUSAL))
+		s->cfg.causal = MHA_CAUSAL_TOP_LEFT;
+	if (apply_rope(s, root, path, heads, hidden, head_dim) || (root && apply_scale(s, root, path)))
+		return -1;
+	if (!root)
+		return 0;
+	if (reads(t, "use_qk_norm") && config_bool(root, path, "use_qk_norm", &flag) > 0 && flag)
+		return error("%s: use_qk_norm: Command R+ normalises each head's q and k with a "
+			     "LayerNorm, which mha does not compute yet", path);
+	if (reads(t, "clip_qkv") && cJSON_GetObjectItemCaseSensitive(root, "clip_qkv") &&
+	    !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "clip_qkv")))
+		return error("%s: clip_qkv: OLMo clamps Q, K and V to +-clip_qkv, which mha does not "
+			     "compute yet", path);
+	if (reads(t, "sliding_window")) {
 		if ((rc = config_count(root, path, "sliding_window", &window)) < 0)
 			return -1;
 		if (rc && !(g & GIVEN_WINDOW)) {
@@ -577,12 +831,8 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 				s->cfg.window.right = -1;
 			}
 		}
-		break;
-	case FAMILY_GPT2:
-		if (!(g & GIVEN_CAUSAL))
-			s->cfg.causal = MHA_CAUSAL_TOP_LEFT;
-		if (!root)
-			break;
+	}
+	if (reads(t, "scale_attn_weights")) {
 		if ((rc = config_bool(root, path, "scale_attn_weights", &flag)) < 0)
 			return -1;
 		if (rc && !flag && !(g & GIVEN_SCALE))
@@ -592,19 +842,18 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 		if (rc && flag && !(g & GIVEN_SCALE))
 			return error("%s: scale_attn_by_inverse_layer_idx: give the layer's scale, "
 				     "1/(sqrt(d_k)*(N+1)), with --scale", path);
-		break;
-	case FAMILY_BERT:
-		if (!root)
-			break;
+	}
+	if (reads(t, "position_embedding_type")) {
 		str = NULL;
 		if (config_string(root, path, "position_embedding_type", &str) < 0)
 			return -1;
 		if (str && strcmp(str, "absolute"))
 			return error("%s: position_embedding_type \"%s\" changes the scores; mha reads "
 				     "BERT's \"absolute\" only", path, str);
-		break;
-	default:
-		break;
+		if ((rc = config_bool(root, path, "is_decoder", &flag)) < 0)
+			return -1;
+		if (rc && flag && !(g & GIVEN_CAUSAL))
+			s->cfg.causal = MHA_CAUSAL_TOP_LEFT;
 	}
 	return 0;
 }
@@ -624,11 +873,92 @@ const char *model_heads_said(const struct problem_spec *s, int kv, size_t n, cha
 	return buf;
 }
 
+/* Every key of obj (the config, or its text_config) is one t knows, or
+ * the run stops naming it, at its line and column.  0, or -1 said. */
+static int known_keys(const json_doc *doc, const cJSON *obj, const struct model_type *t)
+{
+	const char *list[512], *said = NULL;
+	const size_t n = model_type_known(t, list, sizeof(list) / sizeof(list[0]));
+	char why[256];
+
+	if (config_string(obj, "config.json", "model_type", &said) < 0)
+		said = NULL;
+	if (said && *t->type && strcmp(said, t->type))
+		snprintf(why, sizeof(why), "mha does not know what it does to model_type \"%.40s\" "
+			 "read as --layout %s, so the run stops rather than guess", said,
+			 families[t->family].name);
+	else if (*t->type)
+		snprintf(why, sizeof(why), "mha does not know what it does to model_type \"%s\"'s "
+			 "attention, so the run stops rather than guess", t->type);
+	else if (t->family)
+		snprintf(why, sizeof(why), "mha does not know what it does to --layout %s's "
+			 "attention, so the run stops rather than guess",
+			 families[t->family].name);
+	else
+		snprintf(why, sizeof(why), "without a model_type (or --layout), mha reads only the "
+			 "heads from config.json; give one to read the rest");
+	return json_known_keys(doc, obj, list, n, why);
+}
+
+/*
+ * The config's model type: its row into s->mtype, and the object that
+ * holds its attention's keys into *attn (an image-text model's
+ * text_config).  A model_type mha does not read is refused, naming those it
+ * does, unless --layout says which family to hold it to; one whose
+ * attention mha does not compute yet says what that is.  0, or -1 said.
+ */
+static int config_type(struct problem_spec *s, const json_doc *doc, const char *path, int ckpt,
+		       const cJSON **attn)
+{
+	const cJSON *root = doc->root, *text;
+	const struct model_type *t;
+	const char *type = NULL;
+	char list[512];
+
+	*attn = root;
+	if (config_string(root, path, "model_type", &type) < 0)
+		return -1;
+	t = type ? model_type_find(type) : NULL;
+	if (t && t->text_config) {
+		/* an image-text model: its text model's type, its own keys, then
+		 * (below) its text model's keys */
+		const struct model_type *wrapper = t;
+
+		text = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+		if (!text || !cJSON_IsObject(text))
+			return error("%s: model_type \"%s\" holds its text model's settings in "
+				     "text_config, an object: not found", path, type);
+		*attn = text;
+		s->text_model = 1;
+		type = NULL;
+		if (config_string(text, path, "model_type", &type) < 0)
+			return -1;
+		if (!type)
+			type = t->text_config;
+		t = model_type_find(type);
+		if (!(t && t->refused) && known_keys(doc, root, wrapper))
+			return -1;
+	}
+	if (t && t->refused)
+		return error("%s: model_type \"%s\": its attention has %s", path, type, t->refused);
+	if (!t && type && !(s->given & GIVEN_LAYOUT))
+		return error("%s: model_type \"%s\" is not one mha reads (%s): give --layout llama, "
+			     "gpt2, bert or torch to read it as one of those, its keys held to that "
+			     "family's", path, type, model_types_read(list, sizeof(list)));
+	if (t && ckpt && s->family && s->family != t->family)
+		return error("%s: model_type \"%s\" is a %s model, not --layout %s", path, type,
+			     families[t->family].name, families[s->family].name);
+	if (t)
+		s->mtype = t;
+	return 0;
+}
+
 int model_config(struct problem_spec *s)
 {
 	char dir[4096], path[PATH_TEXT];
 	const char *cfg = s->config;
 	const int ckpt = s->w && ckpt_is_checkpoint(s->w);
+	const cJSON *attn = NULL;
 	input_file in;
 	json_doc doc = { 0 };
 	int rc = 0;
@@ -646,29 +976,15 @@ int model_config(struct problem_spec *s)
 			input_free(&in);
 			return -1;
 		}
-		if (json_parse(&doc, &in)) {
+		if (json_parse(&doc, &in))
 			rc = -1;
-		} else if (!cJSON_IsObject(doc.root)) {
+		else if (!cJSON_IsObject(doc.root))
 			rc = error("%s: expected a JSON object (Hugging Face's config.json)", in.name);
-		} else if (!(s->given & GIVEN_LAYOUT) && ckpt) {
-			const char *type = NULL;
-
-			if (config_string(doc.root, in.name, "model_type", &type) < 0) {
-				rc = -1;
-			} else if (type) {
-				size_t i;
-
-				for (i = 0; i < sizeof(model_types) / sizeof(model_types[0]); i++)
-					if (!strcmp(type, model_types[i].type))
-						break;
-				if (i == sizeof(model_types) / sizeof(model_types[0]))
-					rc = error("%s: model_type \"%s\" is not one mha reads (llama, "
-						   "mistral, qwen2, gpt2, bert, roberta): give --layout "
-						   "llama, gpt2, bert or torch", in.name, type);
-				else
-					s->family = model_types[i].family;
-			}
-		}
+		else
+			rc = config_type(s, &doc, in.name, ckpt, &attn);
+		/* the tensors' family, from the model type: a checkpoint's */
+		if (!rc && ckpt && !s->family && s->mtype)
+			s->family = s->mtype->family;
 	}
 	if (!rc && ckpt && !s->family) {
 		/* the family from the tensors' names */
@@ -680,10 +996,21 @@ int model_config(struct problem_spec *s)
 				   "torch (or --config with a model_type)", s->w);
 		ckpt_free(&c);
 	}
+	if (!rc && !s->mtype)
+		s->mtype = model_type_of_family(s->family);
 	if (!rc && s->family)
 		s->layout = families[s->family].layout;
+	if (!rc && attn)
+		rc = known_keys(&doc, attn, s->mtype);
 	if (!rc)
-		rc = apply(s, cfg && doc.root ? doc.root : NULL, cfg ? in.name : NULL);
+		rc = apply(s, attn, cfg ? in.name : NULL);
+	if (!rc && ckpt && cfg && !(s->given & (GIVEN_HEADS | CONFIG_HEADS)) && s->mtype->heads) {
+		/* transformers' default, for a config.json that leaves the heads
+		 * out (LLaVA's text_config); none known: model_load refuses */
+		s->heads = s->mtype->heads;
+		s->given |= CONFIG_HEADS;
+		rc = config_heads(s, in.name, s->heads, 0);
+	}
 	if (!rc && cfg)
 		snprintf(s->config_read, sizeof(s->config_read), "%s", cfg); /* for meta */
 	if (cfg) {

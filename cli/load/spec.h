@@ -18,6 +18,7 @@ enum {
 	GIVEN_ROPE_THETA = 1u << 3, GIVEN_ROPE_DIM = 1u << 4, GIVEN_WINDOW = 1u << 5,
 	GIVEN_CAUSAL = 1u << 6, GIVEN_LAYOUT = 1u << 7, GIVEN_SCALE = 1u << 8
 };
+struct model_type;
 /* What config.json set, in the same bits (s->given): a value that does not
  * fit the weights is then blamed on the file, not on an option. */
 enum { CONFIG_HEADS = 1u << 16, CONFIG_KV_HEADS = 1u << 17, CONFIG_ROPE_DIM = 1u << 18 };
@@ -34,6 +35,12 @@ struct problem_spec {
 	const char *one[N_WEIGHTS];     /* --wq … --bo: one weight from its own file */
 	weight_layout layout;
 	model_family family;            /* --layout llama|gpt2|bert|torch, or config.json's */
+	const struct model_type *mtype; /* config.json's model_type's row (families.h), or
+					   the family's own; NULL: none (model.c) */
+	int text_model;                 /* an image-text model's: the module is its text
+					   model's (text_config) */
+	int config_bias;                /* config.json read: 1 + its attention_bias (false
+					   when left out); 0: no config.json */
 	const char *config;             /* --config: Hugging Face's config.json, or NULL */
 	const char *prefix;             /* --prefix: the attention module's names' start */
 	size_t layer;                   /* --layer, when has_layer */

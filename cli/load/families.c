@@ -1,0 +1,281 @@
+/*
+ * families.c: the model families mha reads, as one table (families.h).
+ * A new family is a row here; where it brings a config key with a new
+ * meaning, model.c's apply() gives the key that meaning, once.
+ */
+#include "load/families.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- tensor families ----------------------------------------------------- */
+
+const struct family families[] = {
+	[FAMILY_LLAMA] = { "llama", "layers.%zu.self_attn", "q_proj.weight", LAYOUT_TORCH, {
+		{ "q_proj.weight", WQ, 1, NULL }, { "k_proj.weight", WK, 1, NULL },
+		{ "v_proj.weight", WV, 1, NULL }, { "o_proj.weight", WO, 1, NULL },
+		{ "q_proj.bias", BQ, 0, NULL }, { "k_proj.bias", BK, 0, NULL },
+		{ "v_proj.bias", BV, 0, NULL }, { "o_proj.bias", BO, 0, NULL },
+		/* older checkpoints kept the frequencies rope_theta gives */
+		{ "rotary_emb.inv_freq", T_INV_FREQ, 0, NULL } } },
+	/* Conv1D: (in, out), applied as x·W + b */
+	[FAMILY_GPT2] = { "gpt2", "h.%zu.attn", "c_attn.weight", LAYOUT_MHA, {
+		{ "c_attn.weight", T_PACKED_W, 1, NULL }, { "c_attn.bias", T_PACKED_B, 0, NULL },
+		{ "c_proj.weight", WO, 1, NULL }, { "c_proj.bias", BO, 0, NULL },
+		{ "bias", T_IGNORED, 0, "the causal mask as a buffer, which config.json's family implies" },
+		{ "masked_bias", T_IGNORED, 0, "the masked scores' fill value, a buffer" } } },
+	[FAMILY_BERT] = { "bert", "layer.%zu.attention", "self.query.weight", LAYOUT_TORCH, {
+		{ "self.query.weight", WQ, 1, NULL }, { "self.key.weight", WK, 1, NULL },
+		{ "self.value.weight", WV, 1, NULL }, { "output.dense.weight", WO, 1, NULL },
+		{ "self.query.bias", BQ, 0, NULL }, { "self.key.bias", BK, 0, NULL },
+		{ "self.value.bias", BV, 0, NULL }, { "output.dense.bias", BO, 0, NULL },
+		{ "output.LayerNorm.weight", T_IGNORED, 0,
+		  "the LayerNorm after the residual, past the output projection mha ends with" },
+		{ "output.LayerNorm.bias", T_IGNORED, 0,
+		  "the LayerNorm after the residual, past the output projection mha ends with" } } },
+	/* nn.MultiheadAttention, as nn.TransformerEncoderLayer holds it */
+	[FAMILY_TORCH] = { "torch", "layers.%zu.self_attn", "out_proj.weight", LAYOUT_TORCH, {
+		{ "in_proj_weight", T_TORCH_KEY, 0, NULL }, { "in_proj_bias", T_TORCH_KEY, 0, NULL },
+		{ "q_proj_weight", T_TORCH_KEY, 0, NULL }, { "k_proj_weight", T_TORCH_KEY, 0, NULL },
+		{ "v_proj_weight", T_TORCH_KEY, 0, NULL }, { "out_proj.weight", T_TORCH_KEY, 1, NULL },
+		{ "out_proj.bias", T_TORCH_KEY, 0, NULL } } },
+};
+const size_t n_families = sizeof(families) / sizeof(families[0]);
+
+/* ---- config.json's keys ------------------------------------------------------ */
+
+/* Every type's: PretrainedConfig's own, generation's, the tokenizer's, and
+ * what lies outside the attention (vocabulary, MLP, norms of the residual
+ * stream, dropout, which inference leaves out). */
+static const char *const common[] = {
+	"_name_or_path", "architectures", "auto_map", "model_type", "torch_dtype", "dtype",
+	"transformers_version", "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id",
+	"decoder_start_token_id", "vocab_size", "tie_word_embeddings", "use_cache",
+	"initializer_range", "num_hidden_layers", "intermediate_size", "hidden_act",
+	"max_position_embeddings", "id2label", "label2id", "problem_type", "tokenizer_class",
+	"task_specific_params", "finetuning_task", "output_attentions", "output_hidden_states",
+	"return_dict", "torchscript", "chunk_size_feed_forward", "rms_norm_eps", "layer_norm_eps",
+	"layer_norm_epsilon", "attention_dropout", "gradient_checkpointing", "use_bfloat16",
+	"is_encoder_decoder", "add_cross_attention", "cross_attention_hidden_size",
+	"tf_legacy_loss", "prefix", "max_length", "min_length", "do_sample", "early_stopping",
+	"num_beams", "num_beam_groups", "diversity_penalty", "temperature", "top_k", "top_p",
+	"typical_p", "repetition_penalty", "length_penalty", "no_repeat_ngram_size",
+	"encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "output_scores",
+	"return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id",
+	"remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens",
+	"begin_suppress_tokens", NULL
+};
+
+/* the keys each kind of attention reads (model.c gives each its meaning) */
+#define LLAMA_KEYS "num_attention_heads", "num_key_value_heads", "hidden_size", "head_dim", \
+	"rope_theta", "rope_scaling", "partial_rotary_factor", "attention_bias"
+static const char *const llama_keys[] = { LLAMA_KEYS, NULL };
+static const char *const mistral_keys[] = { LLAMA_KEYS, "sliding_window", NULL };
+static const char *const qwen2_keys[] = { LLAMA_KEYS, "sliding_window", "use_sliding_window",
+					  "max_window_layers", "layer_types", NULL };
+static const char *const gemma2_keys[] = { LLAMA_KEYS, "query_pre_attn_scalar",
+					   "attn_logit_softcapping", "sliding_window",
+					   "layer_types", NULL };
+static const char *const granite_keys[] = { LLAMA_KEYS, "attention_multiplier", NULL };
+static const char *const cohere_keys[] = { LLAMA_KEYS, "use_qk_norm", NULL };
+static const char *const smollm3_keys[] = { LLAMA_KEYS, "no_rope_layers", "no_rope_layer_interval",
+					    "use_sliding_window", "sliding_window",
+					    "layer_types", NULL };
+static const char *const olmo_keys[] = { LLAMA_KEYS, "clip_qkv", NULL };
+static const char *const gpt2_keys[] = { "n_head", "n_embd", "scale_attn_weights",
+					 "scale_attn_by_inverse_layer_idx", NULL };
+static const char *const bert_keys[] = { "num_attention_heads", "hidden_size",
+					 "position_embedding_type", "is_decoder", NULL };
+
+/* and the keys of each known to leave the attention alone */
+static const char *const none[] = { NULL };
+static const char *const llama_other[] = { "pretraining_tp", "mlp_bias", NULL };
+static const char *const mixtral_other[] = { "num_local_experts", "num_experts_per_tok",
+					     "output_router_logits", "router_aux_loss_coef",
+					     "router_jitter_noise", NULL };
+static const char *const gemma_other[] = { "hidden_activation", NULL };
+static const char *const gemma2_other[] = { "hidden_activation", "final_logit_softcapping",
+					    "cache_implementation",
+					    /* a second spelling the modeling code never reads */
+					    "sliding_window_size", NULL };
+static const char *const granite_other[] = { "embedding_multiplier", "residual_multiplier",
+					     "logits_scaling", "mlp_bias", NULL };
+static const char *const cohere_other[] = { "logit_scale", NULL };
+/* SmolLM3 slides by layer_types alone */
+static const char *const smollm3_other[] = { "mlp_bias", "max_window_layers", "pretraining_tp",
+					     NULL };
+static const char *const gpt2_other[] = {
+	"n_layer", "n_positions", "n_ctx", "n_inner", "attn_pdrop", "resid_pdrop", "embd_pdrop",
+	"activation_function", "summary_type", "summary_use_proj", "summary_activation",
+	"summary_proj_to_labels", "summary_first_dropout",
+	/* the same scores, scaled before the product in float32 */
+	"reorder_and_upcast_attn", NULL
+};
+static const char *const bert_other[] = { "type_vocab_size", "hidden_dropout_prob",
+					  "attention_probs_dropout_prob", "classifier_dropout",
+					  NULL };
+/* an image-text model's own keys: its vision tower and projector */
+static const char *const image_text_other[] = {
+	"text_config", "vision_config", "image_token_index", "image_token_id",
+	"projector_hidden_act", "vision_feature_select_strategy", "vision_feature_layer",
+	"image_seq_length", "multimodal_projector_bias", "spatial_merge_size",
+	"image_grid_pinpoints", "ignore_index", NULL
+};
+
+#define QK_NORM "q_norm and k_norm, a normalisation of each head's q and k before the " \
+	"rotation, which mha does not compute yet"
+
+/* a row that reads the type's attention: family, biases, rotation, window,
+ * keys read, keys known harmless, transformers' default heads */
+#define READS(fam, bias, rope, slide, keys, other, heads) \
+	fam, bias, NULL, rope, slide, keys, other, heads, NULL
+/* an image-text type: its text model's type when text_config gives none */
+#define TEXT_OF(type) FAMILY_NONE, BIAS_ANY, NULL, MHA_ROPE_NONE, SLIDE_NONE, NULL, \
+	image_text_other, 0, type
+/* a type whose attention needs what mha does not compute */
+#define REFUSED(fam, why) fam, BIAS_ANY, why, MHA_ROPE_NONE, SLIDE_NONE, NULL, NULL, 0, NULL
+
+#define HALF MHA_ROPE_HALF
+
+static const struct model_type types[] = {
+	{ "llama", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, llama_keys, llama_other, 32) },
+	{ "mistral", READS(FAMILY_LLAMA, BIAS_NONE, HALF, SLIDE_ALL, mistral_keys, none, 0) },
+	{ "mixtral", READS(FAMILY_LLAMA, BIAS_NONE, HALF, SLIDE_ALL, mistral_keys, mixtral_other,
+			   0) },
+	{ "qwen2", READS(FAMILY_LLAMA, BIAS_QKV, HALF, SLIDE_QWEN, qwen2_keys, none, 0) },
+	{ "gemma", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, llama_keys, gemma_other, 0) },
+	{ "gemma2", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_EVEN, gemma2_keys, gemma2_other,
+			  0) },
+	{ "granite", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, granite_keys,
+			   granite_other, 0) },
+	{ "cohere", READS(FAMILY_LLAMA, BIAS_FLAG, MHA_ROPE_INTERLEAVED, SLIDE_NONE, cohere_keys,
+			  cohere_other, 0) },
+	{ "smollm3", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_TYPES, smollm3_keys,
+			   smollm3_other, 0) },
+	{ "olmo", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, olmo_keys, none, 0) },
+	{ "gpt2", READS(FAMILY_GPT2, BIAS_ANY, MHA_ROPE_NONE, SLIDE_NONE, gpt2_keys, gpt2_other,
+			12) },
+	{ "bert", READS(FAMILY_BERT, BIAS_ANY, MHA_ROPE_NONE, SLIDE_NONE, bert_keys, bert_other,
+			12) },
+	{ "roberta", READS(FAMILY_BERT, BIAS_ANY, MHA_ROPE_NONE, SLIDE_NONE, bert_keys,
+			   bert_other, 12) },
+	{ "llava", TEXT_OF("llama") },
+	{ "llava_next", TEXT_OF("llama") },
+	{ "mistral3", TEXT_OF("mistral") },
+	{ "gemma3", TEXT_OF("gemma3_text") },
+	{ "qwen3", REFUSED(FAMILY_LLAMA, QK_NORM) },
+	{ "qwen3_moe", REFUSED(FAMILY_LLAMA, QK_NORM) },
+	{ "olmo2", REFUSED(FAMILY_LLAMA, QK_NORM) },
+	{ "gemma3_text", REFUSED(FAMILY_LLAMA, QK_NORM) },
+	{ "phi3", REFUSED(FAMILY_NONE, "qkv_proj, Q, K and V fused in one tensor, which mha does "
+			  "not split yet") },
+	{ "gpt_neox", REFUSED(FAMILY_NONE, "query_key_value, Q, K and V fused head by head, which "
+			      "mha does not split yet") },
+	{ "falcon", REFUSED(FAMILY_NONE, "query_key_value, Q, K and V fused by key/value group, "
+			    "which mha does not split yet") },
+	{ "gpt_bigcode", REFUSED(FAMILY_NONE, "c_attn, Q and one K and V fused, which mha does "
+				 "not split yet") },
+	{ "modernbert", REFUSED(FAMILY_NONE, "Wqkv, Q, K and V fused, and local and global layers "
+				"with two rotary bases, which mha does not read yet") },
+	{ "deepseek_v2", REFUSED(FAMILY_NONE, "multi-head latent attention (MLA), which mha does "
+				 "not compute yet") },
+	{ "deepseek_v3", REFUSED(FAMILY_NONE, "multi-head latent attention (MLA), which mha does "
+				 "not compute yet") },
+	{ "gpt_oss", REFUSED(FAMILY_LLAMA, "YaRN rope scaling and attention sinks, which mha does "
+			     "not read from a checkpoint yet") },
+	{ "cohere2", REFUSED(FAMILY_LLAMA, "rotary embeddings on its sliding layers alone, which "
+			     "mha does not read yet") },
+};
+
+const struct model_type *model_type_find(const char *type)
+{
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (!strcmp(types[i].type, type))
+			return &types[i];
+	return NULL;
+}
+
+/* no model_type and no --layout: the heads alone */
+static const char *const generic_keys[] = { "num_attention_heads", "num_key_value_heads",
+					    "hidden_size", "head_dim", "n_head", "n_embd", NULL };
+static const struct model_type generic = { "", FAMILY_NONE, BIAS_ANY, NULL, MHA_ROPE_NONE,
+					   SLIDE_NONE, generic_keys, none, 0, NULL };
+/* --layout torch: nn.MultiheadAttention has no config.json of its own */
+static const struct model_type torch_row = { "", FAMILY_TORCH, BIAS_ANY, NULL, MHA_ROPE_NONE,
+					     SLIDE_NONE, generic_keys, none, 0, NULL };
+
+const struct model_type *model_type_of_family(model_family f)
+{
+	static const char *const row[] = { [FAMILY_LLAMA] = "llama", [FAMILY_GPT2] = "gpt2",
+					   [FAMILY_BERT] = "bert" };
+
+	if (f == FAMILY_TORCH)
+		return &torch_row;
+	return f > FAMILY_NONE && f < FAMILY_TORCH ? model_type_find(row[f]) : &generic;
+}
+
+size_t model_type_known(const struct model_type *t, const char **list, size_t cap)
+{
+	const char *const *const from[] = { t->keys, t->harmless, common };
+	size_t n = 0;
+
+	for (size_t k = 0; k < 3; k++)
+		for (const char *const *p = from[k]; p && *p && n + 1 < cap; p++)
+			list[n++] = *p;
+	list[n] = NULL;
+	return n;
+}
+
+/* tensors some families have that mha does not read yet, and what they do */
+static const struct { const char *suffix, *what; } unread[] = {
+	{ "q_norm.weight", "a normalisation of each head's q before the rotation (Qwen3, Gemma 3, "
+	  "OLMo 2), which mha does not compute yet" },
+	{ "k_norm.weight", "a normalisation of each head's k before the rotation (Qwen3, Gemma 3, "
+	  "OLMo 2), which mha does not compute yet" },
+	{ "q_norm.bias", "a LayerNorm of each head's q (Cohere Command R+), which mha does not "
+	  "compute yet" },
+	{ "k_norm.bias", "a LayerNorm of each head's k (Cohere Command R+), which mha does not "
+	  "compute yet" },
+	{ "sinks", "attention sinks (gpt-oss), one logit per head, which mha does not read from a "
+	  "checkpoint yet (--sinks reads them from a file)" },
+	{ "qkv_proj.weight", "Q, K and V fused in one tensor (Phi-3), which mha does not split yet" },
+	{ "query_key_value.weight", "Q, K and V fused in one tensor (GPT-NeoX, Falcon), which mha "
+	  "does not split yet" },
+	{ "Wqkv.weight", "Q, K and V fused in one tensor (ModernBERT), which mha does not split yet" },
+};
+
+const char *family_tensor_unread(const char *suffix)
+{
+	for (size_t i = 0; i < sizeof(unread) / sizeof(unread[0]); i++)
+		if (!strcmp(unread[i].suffix, suffix))
+			return unread[i].what;
+	return NULL;
+}
+
+static int listed(const char *const *list, const char *key)
+{
+	for (; list && *list; list++)
+		if (!strcmp(*list, key))
+			return 1;
+	return 0;
+}
+
+int model_type_knows(const struct model_type *t, const char *key)
+{
+	if (listed(t->keys, key))
+		return 1;
+	return listed(t->harmless, key) || listed(common, key) ? 2 : 0;
+}
+
+const char *model_types_read(char *buf, size_t size)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]) && at < size; i++) {
+		if (types[i].refused)
+			continue;
+		at += (size_t)snprintf(buf + at, size - at, "%s%s", at ? ", " : "", types[i].type);
+	}
+	return buf;
+}

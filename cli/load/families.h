@@ -1,0 +1,103 @@
+/*
+ * families.h: the model families mha reads, as one table (families.c).
+ *
+ * Two levels.  A tensor family (model_family: llama, gpt2, bert, torch)
+ * says what an attention module's tensors are called and how they are laid
+ * out.  A model type (config.json's model_type: llama, mistral, gemma2,
+ * granite, ...) is a row naming its tensor family, its rotary embedding and
+ * which config.json keys its attention uses (model.c gives each key its
+ * meaning, once) and which of its other keys are known to leave the
+ * attention alone.  A key in neither list refuses the run, naming it: mha
+ * is exact or says what it does not know, never a guess.  A model type
+ * whose attention needs what mha does not compute has a row that says so.
+ */
+#ifndef MHA_CLI_FAMILIES_H
+#define MHA_CLI_FAMILIES_H
+
+#include <stddef.h>
+
+#include "load/weights.h"
+#include "mha.h"
+
+/* what a module's tensor becomes: one of mha's weights (WQ ... BO), or */
+enum {
+	T_PACKED_W = N_WEIGHTS, /* GPT-2's c_attn weight: Q | K | V side by side */
+	T_PACKED_B,             /* and its bias */
+	T_TORCH_KEY,            /* nn.MultiheadAttention's names, as weights.c reads them */
+	T_INV_FREQ,             /* the rotary frequencies a checkpoint kept: checked */
+	T_IGNORED               /* outside the attention mha computes (reason given) */
+};
+
+struct family_tensor {
+	const char *suffix; /* after the module's name and '.' */
+	int what;           /* WQ ... BO, or T_ */
+	int required;
+	const char *why;    /* T_IGNORED: why it does not change the attention */
+};
+
+struct family {
+	const char *name;  /* --layout's word */
+	const char *layer; /* the module of layer N, "%zu" for N */
+	const char *key;   /* a tensor every such module has */
+	weight_layout layout;
+	struct family_tensor t[12];
+};
+
+/* indexed by model_family; [FAMILY_NONE] is empty */
+extern const struct family families[];
+extern const size_t n_families;
+
+/* How a model type slides its window when config.json gives sliding_window. */
+enum slide_rule {
+	SLIDE_NONE,      /* the type has no sliding window */
+	SLIDE_ALL,       /* every layer (Mistral, Mixtral) */
+	SLIDE_QWEN,      /* use_sliding_window, from max_window_layers; layer_types (Qwen2) */
+	SLIDE_EVEN,      /* layer_types, else layers 0, 2, 4, ... (Gemma 2) */
+	SLIDE_TYPES      /* use_sliding_window and layer_types only (SmolLM3) */
+};
+
+/* Which biases a model type's projections have. */
+enum bias_rule {
+	BIAS_ANY,        /* those the checkpoint holds (Conv1D, nn.Linear with bias) */
+	BIAS_FLAG,       /* q, k, v and o when attention_bias is true, else none (Llama) */
+	BIAS_QKV,        /* q, k and v, never o (Qwen2) */
+	BIAS_NONE        /* none (Mistral) */
+};
+
+struct model_type {
+	const char *type;          /* config.json's model_type */
+	model_family family;       /* its tensors */
+	enum bias_rule bias;
+	const char *refused;       /* not NULL: what its attention does that mha does not
+				      compute, for the message; the rest of the row unused */
+	mha_rope_mode rope;        /* its rotation: MHA_ROPE_NONE for none */
+	enum slide_rule slide;
+	const char *const *keys;   /* the attention keys model.c reads for it (NULL-ended) */
+	const char *const *harmless; /* its other keys, known not to change the attention */
+	size_t heads;              /* transformers' default num_attention_heads, used when
+				      config.json leaves it out; 0: not known, refused */
+	const char *text_config;   /* an image-text type: the text model's type when
+				      text_config gives none ("llama"); its own keys
+				      are harmless_wrapper's */
+};
+
+/* what a module's tensor mha does not read does, where it is known: a
+ * phrase for the message, or NULL */
+const char *family_tensor_unread(const char *suffix);
+
+/* config.json's model_type: its row, or NULL */
+const struct model_type *model_type_find(const char *type);
+/* the row a family reads with no model_type (--layout alone): "llama" for
+ * llama, ...; for FAMILY_NONE (no model_type, no --layout) the generic row,
+ * which reads the heads alone */
+const struct model_type *model_type_of_family(model_family f);
+/* every key t knows (common ones included), NULL-ended, into list (cap
+ * entries at most): its count */
+size_t model_type_known(const struct model_type *t, const char **list, size_t cap);
+/* key is one t's attention reads (1), one known to leave it alone (2), or
+ * unknown for t (0) */
+int model_type_knows(const struct model_type *t, const char *key);
+/* the types mha reads, "llama, mistral, ...", into buf */
+const char *model_types_read(char *buf, size_t size);
+
+#endif

@@ -1,0 +1,591 @@
+#!/usr/bin/python3
+"""families_check.py MHA_BINARY: every model family mha reads, exact or refused.
+
+For each family (Llama 2, Llama with biases, Mistral, Mistral NeMo, Mixtral,
+Qwen2, Gemma, Gemma 2, Granite, Cohere, SmolLM3, OLMo, GPT-2, BERT, RoBERTa,
+and the text models of LLaVA and Mistral 3) a tiny checkpoint is written as
+the family publishes it: its tensor names, the dtype it ships in, a
+config.json with the family's real keys (those outside the attention too),
+and the tensors around the attention (embeddings, norms, MLPs, an
+image-text model's vision tower).  One layer's attention is then computed
+by mha and by a reference transcribed from the family's Hugging Face
+modeling code: the settings each family's attention takes from its config
+(scaling, softcap, sliding window by layer, rotary style and base, layers
+without rotation, biases, transformers' default heads) in hf_settings(),
+and the attention itself in NumPy (decoder_attention) and, when torch can
+be imported, again in PyTorch (torch_attention), the two checked against
+each other.  mha must agree to
+
+    |a - b| <= 1e-12 * max(1, |b|)
+
+for a sliding and a global layer where the family has both, a layer
+without rotation where it has one, and a batch with a padding mask
+(--kv-len).  The stored values are exact in float64, so the reference
+uses them as they are.
+
+Then what mha must refuse, each with exit 1 and one line naming it: a key
+planted in each family's config (a copy with one more attention key), a
+tensor planted in each family's attention module, biases the family's
+code would not add (or would, and are missing), the model types whose
+attention mha does not compute yet, an unknown model_type (and under
+--layout llama, held to llama's keys), a family that --layout contradicts,
+a checkpoint that does not say its heads, a rotary_emb.inv_freq that is not
+config.json's rotation, a layer-dependent setting without --layer.
+
+Prints one line per case and "N passed, N failed"; exit status 1 if any
+failed.
+"""
+
+import copy
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checkpoint_check as ck  # noqa: E402  (safetensors writing, runs, Checker)
+
+RTOL = 1e-12
+SEED = 20261127
+N = 6  # tokens
+
+# ---- configs as the families publish them ----------------------------------
+
+COMMON = {"bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.02,
+          "max_position_embeddings": 4096, "tie_word_embeddings": False,
+          "transformers_version": "4.46.0", "use_cache": True, "vocab_size": 11}
+
+
+def cfg(arch, model_type, D, H, G, layers, dtype, **keys):
+    c = dict(COMMON)
+    c.update({"architectures": [arch], "model_type": model_type, "hidden_size": D,
+              "intermediate_size": 2 * D, "num_attention_heads": H, "num_hidden_layers": layers,
+              "num_key_value_heads": G, "rms_norm_eps": 1e-05, "hidden_act": "silu",
+              "attention_dropout": 0.0,
+              "torch_dtype": {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}[dtype]})
+    c.update(keys)
+    return c
+
+
+# Each family: its config.json, its checkpoint's shape, and the layers (with
+# extra options) to run.
+FAMILIES = [
+    dict(name="Llama 2", type="llama", dtype="F16", D=16, H=4, G=4, hd=4, layers=2,
+         config=lambda f: cfg("LlamaForCausalLM", "llama", 16, 4, 4, 2, f["dtype"],
+                              attention_bias=False, mlp_bias=False, pretraining_tp=1,
+                              rope_scaling=None, rope_theta=10000.0),
+         runs=[1]),
+    dict(name="Llama, attention_bias true", type="llama", dtype="BF16", D=16, H=4, G=2, hd=4,
+         layers=2, bias="qkvo",
+         config=lambda f: cfg("LlamaForCausalLM", "llama", 16, 4, 2, 2, f["dtype"],
+                              attention_bias=True, mlp_bias=False, pretraining_tp=1,
+                              rope_scaling={"rope_type": "default"}, rope_theta=500000.0,
+                              head_dim=4),
+         runs=[0, 1]),
+    dict(name="Mistral 7B", type="mistral", dtype="BF16", D=16, H=4, G=2, hd=4, layers=2,
+         config=lambda f: cfg("MistralForCausalLM", "mistral", 16, 4, 2, 2, f["dtype"],
+                              rope_theta=10000.0, sliding_window=4),
+         runs=[0, 1]),
+    dict(name="Mistral NeMo (head_dim apart)", type="mistral", dtype="BF16", D=16, H=4, G=2,
+         hd=6, layers=2,
+         config=lambda f: cfg("MistralForCausalLM", "mistral", 16, 4, 2, 2, f["dtype"],
+                              head_dim=6, rope_theta=1000000.0, sliding_window=None),
+         runs=[1]),
+    dict(name="Mixtral", type="mixtral", dtype="BF16", D=16, H=4, G=2, hd=4, layers=2, moe=True,
+         config=lambda f: cfg("MixtralForCausalLM", "mixtral", 16, 4, 2, 2, f["dtype"],
+                              num_local_experts=2, num_experts_per_tok=2,
+                              output_router_logits=False, router_aux_loss_coef=0.02,
+                              router_jitter_noise=0.0, rope_theta=1000000.0,
+                              sliding_window=None),
+         runs=[1]),
+    dict(name="Qwen2.5, sliding from max_window_layers", type="qwen2", dtype="BF16", D=16, H=4,
+         G=2, hd=4, layers=2, bias="qkv",
+         config=lambda f: cfg("Qwen2ForCausalLM", "qwen2", 16, 4, 2, 2, f["dtype"],
+                              max_window_layers=1, rope_scaling=None, rope_theta=1000000.0,
+                              sliding_window=3, use_sliding_window=True),
+         runs=[0, 1]),
+    dict(name="Gemma", type="gemma", dtype="BF16", D=12, H=2, G=1, hd=8, layers=2,
+         config=lambda f: cfg("GemmaForCausalLM", "gemma", 12, 2, 1, 2, f["dtype"],
+                              attention_bias=False, head_dim=8, hidden_act="gelu",
+                              hidden_activation="gelu_pytorch_tanh", pad_token_id=0,
+                              rope_scaling=None, rope_theta=10000.0),
+         runs=[1]),
+    dict(name="Gemma 2 (softcap, query_pre_attn_scalar, every other layer slides)",
+         type="gemma2", dtype="BF16", D=12, H=2, G=1, hd=8, layers=2, weight_scale=1.2,
+         config=lambda f: cfg("Gemma2ForCausalLM", "gemma2", 12, 2, 1, 2, f["dtype"],
+                              attention_bias=False, attn_logit_softcapping=3.0,
+                              cache_implementation="hybrid", final_logit_softcapping=30.0,
+                              head_dim=8, hidden_act="gelu_pytorch_tanh",
+                              hidden_activation="gelu_pytorch_tanh", pad_token_id=0,
+                              query_pre_attn_scalar=6, rope_theta=10000.0, sliding_window=3,
+                              sliding_window_size=3),
+         runs=[0, 1]),
+    dict(name="Granite (attention_multiplier)", type="granite", dtype="BF16", D=16, H=4, G=2,
+         hd=4, layers=2,
+         config=lambda f: cfg("GraniteForCausalLM", "granite", 16, 4, 2, 2, f["dtype"],
+                              attention_bias=False, attention_multiplier=0.3,
+                              embedding_multiplier=12.0, logits_scaling=8.0, mlp_bias=False,
+                              residual_multiplier=0.22, rope_scaling=None,
+                              rope_theta=10000000.0),
+         runs=[1]),
+    dict(name="Cohere Command R (interleaved rotation)", type="cohere", dtype="F16", D=16, H=4,
+         G=4, hd=4, layers=2,
+         config=lambda f: cfg("CohereForCausalLM", "cohere", 16, 4, 4, 2, f["dtype"],
+                              attention_bias=False, layer_norm_eps=1e-05, logit_scale=0.0625,
+                              pad_token_id=0, rope_theta=8000000.0, use_qk_norm=False),
+         runs=[1]),
+    dict(name="SmolLM3 (a layer without rotation)", type="smollm3", dtype="BF16", D=16, H=4,
+         G=2, hd=4, layers=4,
+         config=lambda f: cfg("SmolLM3ForCausalLM", "smollm3", 16, 4, 2, 4, f["dtype"],
+                              attention_bias=False, layer_types=["full_attention"] * 4,
+                              max_window_layers=28, mlp_bias=False, no_rope_layer_interval=4,
+                              no_rope_layers=[1, 1, 1, 0], pretraining_tp=2, rope_scaling=None,
+                              rope_theta=5000000.0, sliding_window=None,
+                              use_sliding_window=False),
+         runs=[2, 3]),
+    dict(name="OLMo", type="olmo", dtype="F32", D=16, H=4, G=4, hd=4, layers=2,
+         config=lambda f: cfg("OlmoForCausalLM", "olmo", 16, 4, 4, 2, f["dtype"],
+                              attention_bias=False, clip_qkv=None, pad_token_id=1,
+                              rope_scaling=None, rope_theta=10000.0),
+         runs=[1]),
+    dict(name="LLaVA 1.5 (text_config, the text model's default heads)", type="llava",
+         dtype="F16", D=64, H=32, G=32, hd=2, layers=2, text="llama", vision=True,
+         prefix="language_model.model.",
+         config=lambda f: {
+             "architectures": ["LlavaForConditionalGeneration"], "ignore_index": -100,
+             "image_token_index": 32000, "model_type": "llava", "pad_token_id": 32001,
+             "projector_hidden_act": "gelu",
+             "text_config": {"_name_or_path": "lmsys/vicuna-7b-v1.5",
+                             "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+                             "intermediate_size": 128, "max_position_embeddings": 4096,
+                             "model_type": "llama", "num_hidden_layers": 2,
+                             "rms_norm_eps": 1e-05, "torch_dtype": "float16",
+                             "vocab_size": 11},
+             "tie_word_embeddings": False, "torch_dtype": "float16",
+             "transformers_version": "4.46.0",
+             "vision_config": {"hidden_size": 8, "model_type": "clip_vision_model"},
+             "vision_feature_layer": -2, "vision_feature_select_strategy": "default",
+             "vocab_size": 11},
+         runs=[1]),
+    dict(name="Mistral 3 (text_config, new naming)", type="mistral3", dtype="BF16", D=16, H=4,
+         G=2, hd=6, layers=2, text="mistral", vision=True, prefix="model.language_model.",
+         config=lambda f: {
+             "architectures": ["Mistral3ForConditionalGeneration"], "image_token_index": 10,
+             "model_type": "mistral3", "multimodal_projector_bias": False,
+             "projector_hidden_act": "gelu", "spatial_merge_size": 2,
+             "text_config": cfg("MistralForCausalLM", "mistral", 16, 4, 2, 2, f["dtype"],
+                                head_dim=6, rope_theta=1000000000.0, sliding_window=None),
+             "torch_dtype": "bfloat16", "transformers_version": "4.50.0",
+             "vision_config": {"hidden_size": 8, "model_type": "pixtral"},
+             "vision_feature_layer": -1},
+         runs=[0]),
+]
+
+# ---- the families' attention, transcribed from their modeling code ---------
+
+
+def hf_settings(f, config, layer):
+    """What the family's attention module takes from its config for layer:
+    as transformers' modeling_<family>.py sets up self.scaling,
+    self.sliding_window, the rotary embedding and the softcap."""
+    t = f.get("text", f["type"])
+    c = config.get("text_config", config)
+    H = c.get("num_attention_heads", 32)  # LlamaConfig's default
+    hd = c.get("head_dim") or c["hidden_size"] // H
+    s = dict(H=H, G=c.get("num_key_value_heads") or H, hd=hd, scaling=hd ** -0.5,
+             softcap=None, window=None, rope="half", theta=c.get("rope_theta", 10000.0),
+             R=int(hd * c.get("partial_rotary_factor", 1.0)))
+    if t == "gemma2":
+        s["scaling"] = c["query_pre_attn_scalar"] ** -0.5
+        s["softcap"] = c.get("attn_logit_softcapping")
+        # layer_types' default: sliding when (i + 1) % 2 (layers 0, 2, ...)
+        if (layer + 1) % 2:
+            s["window"] = c["sliding_window"]
+    if t in ("mistral", "mixtral"):
+        s["window"] = c.get("sliding_window")
+    if t == "qwen2" and c.get("use_sliding_window") and layer >= c["max_window_layers"]:
+        s["window"] = c["sliding_window"]
+    if t == "granite":
+        s["scaling"] = c["attention_multiplier"]
+    if t == "cohere":
+        s["rope"] = "interleaved"
+    if t == "smollm3" and not c["no_rope_layers"][layer]:
+        s["rope"] = None
+    return s
+
+
+def rotate(x, pos, R, theta, style):
+    """the first R features of each row of x turned by its position"""
+    inv_freq = 1.0 / (theta ** (np.arange(0, R, 2, dtype=np.float64) / R))
+    freqs = np.outer(pos, inv_freq)
+    xr, rest = x[..., :R], x[..., R:]
+    if style == "half":  # rotate_half over cat(freqs, freqs)
+        emb = np.concatenate([freqs, freqs], axis=-1)
+        out = xr * np.cos(emb) + ck.rotate_half(xr) * np.sin(emb)
+    else:  # Cohere: repeat_interleave(freqs, 2), pairs (2i, 2i + 1)
+        emb = np.repeat(freqs, 2, axis=-1)
+        x1, x2 = xr[..., 0::2], xr[..., 1::2]
+        rot = np.stack([-x2, x1], axis=-1).reshape(xr.shape)
+        out = xr * np.cos(emb) + rot * np.sin(emb)
+    return np.concatenate([out, rest], axis=-1)
+
+
+def decoder_attention(x, p, s, kv_len=None):
+    """eager_attention_forward with the family's settings: projections,
+    rotary embedding, repeat_kv, scaled scores, softcap, causal + sliding +
+    padding mask, softmax, the heads merged, o_proj; x (n, D)"""
+    n = x.shape[0]
+    H, G, hd = s["H"], s["G"], s["hd"]
+    q = (x @ p["q"].T + p.get("bq", 0)).reshape(n, H, hd).transpose(1, 0, 2)
+    k = (x @ p["k"].T + p.get("bk", 0)).reshape(n, G, hd).transpose(1, 0, 2)
+    v = (x @ p["v"].T + p.get("bv", 0)).reshape(n, G, hd).transpose(1, 0, 2)
+    pos = np.arange(n, dtype=np.float64)
+    if s["rope"]:
+        q = rotate(q, pos, s["R"], s["theta"], s["rope"])
+        k = rotate(k, pos, s["R"], s["theta"], s["rope"])
+    k = np.repeat(k, H // G, axis=0)
+    v = np.repeat(v, H // G, axis=0)
+    w = q @ k.transpose(0, 2, 1) * s["scaling"]
+    if s["softcap"]:
+        w = np.tanh(w / s["softcap"]) * s["softcap"]
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    keep = j <= i
+    if s["window"]:
+        keep = keep & (i - j < s["window"])
+    if kv_len is not None:
+        keep = keep & (j < kv_len)
+    w = np.where(keep, w, -np.inf)
+    o = ck.softmax(w) @ v
+    return o.transpose(1, 0, 2).reshape(n, H * hd) @ p["o"].T + p.get("bo", 0)
+
+
+def torch_attention(torch, x, p, s, kv_len=None):
+    """the same in PyTorch, float64, as the modeling code writes it"""
+    F = torch.nn.functional
+    T = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
+    n = x.shape[0]
+    H, G, hd = s["H"], s["G"], s["hd"]
+    hs = T(x)[None]
+    lin = lambda w, b: F.linear(hs, T(w), None if b is None else T(b))  # noqa: E731
+    q = lin(p["q"], p.get("bq")).view(1, n, H, hd).transpose(1, 2)
+    k = lin(p["k"], p.get("bk")).view(1, n, G, hd).transpose(1, 2)
+    v = lin(p["v"], p.get("bv")).view(1, n, G, hd).transpose(1, 2)
+    if s["rope"]:
+        R = s["R"]
+        inv_freq = 1.0 / (s["theta"] ** (torch.arange(0, R, 2, dtype=torch.float64) / R))
+        freqs = torch.arange(n, dtype=torch.float64)[:, None] * inv_freq[None, :]
+        if s["rope"] == "half":
+            emb = torch.cat((freqs, freqs), dim=-1)
+
+            def rot(t):
+                return torch.cat((-t[..., R // 2:], t[..., :R // 2]), dim=-1)
+        else:
+            emb = torch.repeat_interleave(freqs, 2, dim=-1)
+
+            def rot(t):
+                return torch.stack([-t[..., 1::2], t[..., ::2]], dim=-1).flatten(-2)
+        cos, sin = emb.cos(), emb.sin()
+        q = torch.cat((q[..., :R] * cos + rot(q[..., :R]) * sin, q[..., R:]), dim=-1)
+        k = torch.cat((k[..., :R] * cos + rot(k[..., :R]) * sin, k[..., R:]), dim=-1)
+    k = k.repeat_interleave(H // G, dim=1)
+    v = v.repeat_interleave(H // G, dim=1)
+    w = torch.matmul(q, k.transpose(2, 3)) * s["scaling"]
+    if s["softcap"]:
+        w = torch.tanh(w / s["softcap"]) * s["softcap"]
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    keep = j <= i
+    if s["window"]:
+        keep &= (i - j) < s["window"]
+    if kv_len is not None:
+        keep &= j < kv_len
+    w = w.masked_fill(~keep, float("-inf"))
+    o = torch.matmul(F.softmax(w, dim=-1), v).transpose(1, 2).reshape(1, n, H * hd)
+    return F.linear(o, T(p["o"]), None if p.get("bo") is None else T(p["bo"]))[0].numpy()
+
+
+# ---- checkpoints -------------------------------------------------------------
+
+
+def decoder_checkpoint(rng, f):
+    """the family's tensors: per layer its attention (weights and the biases
+    f["bias"] names), norms and MLP (or experts), and the model's
+    embeddings; an image-text model's vision tower beside its text model"""
+    D, H, G, hd, dt = f["D"], f["H"], f["G"], f["hd"], f["dtype"]
+    pre = f.get("prefix", "model.")
+    sc = f.get("weight_scale", 0.5)
+    t, params = {}, []
+    t[pre + "embed_tokens.weight"] = ck.Tensor(rng.standard_normal((11, D)), dt)
+    t[pre + "norm.weight"] = ck.Tensor(np.ones(D), dt)
+    head = "language_model.lm_head.weight" if pre.startswith("language_model") else \
+        "lm_head.weight"
+    t[head] = ck.Tensor(rng.standard_normal((11, D)), dt)
+    for n in range(f["layers"]):
+        a = "%slayers.%d." % (pre, n)
+        p = {}
+        for c, rows, cols in (("q", H * hd, D), ("k", G * hd, D), ("v", G * hd, D),
+                              ("o", D, H * hd)):
+            w = ck.Tensor(rng.standard_normal((rows, cols)) * sc, dt)
+            t[a + "self_attn.%s_proj.weight" % c] = w
+            p[c] = w.value
+            if c in f.get("bias", ""):
+                b = ck.Tensor(rng.standard_normal(rows) * 0.3, dt)
+                t[a + "self_attn.%s_proj.bias" % c] = b
+                p["b" + c] = b.value
+        t[a + "input_layernorm.weight"] = ck.Tensor(np.ones(D), dt)
+        t[a + "post_attention_layernorm.weight"] = ck.Tensor(np.ones(D), dt)
+        if f.get("moe"):
+            t[a + "block_sparse_moe.gate.weight"] = ck.Tensor(rng.standard_normal((2, D)), dt)
+            for e in range(2):
+                t[a + "block_sparse_moe.experts.%d.w1.weight" % e] = \
+                    ck.Tensor(rng.standard_normal((2 * D, D)), dt)
+        else:
+            t[a + "mlp.gate_proj.weight"] = ck.Tensor(rng.standard_normal((2 * D, D)), dt)
+            t[a + "mlp.down_proj.weight"] = ck.Tensor(rng.standard_normal((D, 2 * D)), dt)
+        params.append(p)
+    if f.get("vision"):
+        # a vision tower whose attention modules also match *.layers.N.self_attn
+        v = "vision_tower." if pre.startswith("language_model") else "model.vision_tower."
+        for n in range(2):
+            for c in ("q", "k", "v"):
+                t["%svision_model.encoder.layers.%d.self_attn.%s_proj.weight" % (v, n, c)] = \
+                    ck.Tensor(rng.standard_normal((8, 8)), dt)
+            t["%svision_model.encoder.layers.%d.self_attn.o_proj.weight" % (v, n)] = \
+                ck.Tensor(rng.standard_normal((8, 8)), dt)
+        t["multi_modal_projector.linear_1.weight"] = ck.Tensor(rng.standard_normal((D, 8)), dt)
+    return t, params
+
+
+# ---- the cases ---------------------------------------------------------------
+
+
+def family_cases(c, rng, torch):
+    worst_pair = 0.0
+    for f in FAMILIES:
+        tensors, params = decoder_checkpoint(rng, f)
+        config = f["config"](f)
+        d = ck.folder(c.tmp, "fam-%s-%s" % (f["type"], len(os.listdir(c.tmp))), tensors, config)
+        f["dir"], f["tensors"], f["cfg"] = d, tensors, config
+        x = rng.standard_normal((N, f["D"]))
+        xp = os.path.join(d, "x.npy")
+        np.save(xp, x)
+        for layer in f["runs"]:
+            s = hf_settings(f, config, layer)
+            want = decoder_attention(x, params[layer], s)
+            if torch is not None:
+                other = torch_attention(torch, x, params[layer], s)
+                worst_pair = max(worst_pair, np.max(np.abs(other - want) /
+                                                    np.maximum(1, np.abs(want))))
+            what = ", ".join(k for k in ("window", "softcap") if s[k])
+            what += (", " if what else "") + ("no rotation" if not s["rope"] else s["rope"])
+            c.output("%s (%s): layer %d (%s)" % (f["name"], f["dtype"], layer, what),
+                     ["-x", xp, "-w", d, "--layer", str(layer)], want)
+        # a batch of two, the second padded after 4 tokens (--kv-len)
+        layer = f["runs"][0]
+        s = hf_settings(f, config, layer)
+        xb = rng.standard_normal((2, N, f["D"]))
+        xbp = os.path.join(d, "xb.npy")
+        np.save(xbp, xb)
+        want = np.stack([decoder_attention(xb[0], params[layer], s),
+                         decoder_attention(xb[1], params[layer], s, kv_len=4)])
+        c.output("%s: layer %d, a batch padded by --kv-len 6,4" % (f["name"], layer),
+                 ["-x", xbp, "-w", d, "--layer", str(layer), "--kv-len", "6,4"], want)
+    if torch is None:
+        c.result("PyTorch transcriptions: skipped (torch cannot be imported)", True)
+    else:
+        c.result("the NumPy references against their PyTorch transcriptions: %.2g" % worst_pair,
+                 worst_pair <= 1e-13)
+    return FAMILIES
+
+
+def by_type(t):
+    return next(f for f in FAMILIES if f["type"] == t)
+
+
+def planted(c, f, name, config=None, tensors=None, extra=()):
+    """f's checkpoint again with config or tensors changed"""
+    d = ck.folder(c.tmp, "plant-%d" % len(os.listdir(c.tmp)),
+                  tensors if tensors is not None else f["tensors"],
+                  config if config is not None else f["cfg"])
+    return ["-x", os.path.join(f["dir"], "x.npy"), "-w", d, "--layer",
+            str(f["runs"][0])] + list(extra)
+
+
+def refusal_cases(c, rng):
+    # a key planted in each family's config: named at its line and column
+    keys = {"llama": "attn_logit_softcapping", "mistral": "query_pre_attn_scalar",
+            "mixtral": "use_sliding_window", "qwen2": "attention_multiplier",
+            "gemma": "sliding_window", "gemma2": "no_rope_layers", "granite": "use_qk_norm",
+            "cohere": "sliding_window", "smollm3": "attn_logit_softcapping",
+            "olmo": "layer_types", "llava": "some_new_attention_key",
+            "mistral3": "attention_multiplier"}
+    seen = set()
+    for f in FAMILIES:
+        if f["type"] in seen:
+            continue
+        seen.add(f["type"])
+        conf = copy.deepcopy(f["cfg"])
+        where = conf.get("text_config", conf) if f["type"] != "llava" else conf
+        where[keys[f["type"]]] = 1.0
+        c.refused("%s: config.json with %s planted" % (f["name"], keys[f["type"]]),
+                  planted(c, f, "key", config=conf),
+                  ['unknown key "%s"' % keys[f["type"]], "config.json:"])
+        # a tensor planted in the layer's attention module
+        t = dict(f["tensors"])
+        pre = f.get("prefix", "model.")
+        name = "%slayers.%d.self_attn.gate.weight" % (pre, f["runs"][0])
+        t[name] = ck.Tensor(np.ones(4), "F32")
+        c.refused("%s: a tensor planted in the attention module" % f["name"],
+                  planted(c, f, "tensor", tensors=t),
+                  ['"%s"' % name, "does not know"])
+    # the tensors some families have that mha does not read yet, by name
+    f = by_type("llama")
+    for suffix, words in (("q_norm.weight", "normalisation"), ("sinks", "attention sinks"),
+                          ("qkv_proj.weight", "fused")):
+        t = dict(f["tensors"])
+        t["model.layers.1.self_attn." + suffix] = ck.Tensor(np.ones(4), "F32")
+        c.refused("llama: a planted %s names what it is" % suffix,
+                  planted(c, f, suffix, tensors=t), [suffix, words])
+    # biases the family's code would not add, or would and are missing
+    for ftype, change, words in (
+            ("mistral", ("add", "q"), ["q_proj.bias", "mistral's attention adds no such bias"]),
+            ("llama", ("drop", "k"), ["k_proj.bias", "attention_bias true"]),
+            ("qwen2", ("add", "o"), ["o_proj.bias", "qwen2's attention adds no such bias"]),
+            ("qwen2", ("drop", "v"), ["no tensor", "v_proj.bias"])):
+        f = next(g for g in FAMILIES if g["type"] == ftype and
+                 (ftype != "llama" or "bias" in g))
+        t = dict(f["tensors"])
+        name = "model.layers.%d.self_attn.%s_proj.bias" % (f["runs"][0], change[1])
+        if change[0] == "add":
+            t[name] = ck.Tensor(np.ones(f["D"] if change[1] == "o" else f["H"] * f["hd"]),
+                                f["dtype"])
+        else:
+            del t[name]
+        c.refused("%s: %s_proj.bias %s" % (ftype, change[1],
+                                           "planted" if change[0] == "add" else "missing"),
+                  planted(c, f, "bias", tensors=t), words)
+    f = by_type("llama")
+    conf = dict(f["cfg"], attention_bias=False)
+    t = dict(f["tensors"])
+    t["model.layers.1.self_attn.q_proj.bias"] = ck.Tensor(np.ones(16), "F16")
+    c.refused("llama: attention_bias false with q_proj.bias there",
+              planted(c, f, "bias", config=conf, tensors=t), ["attention_bias is false"])
+    # model types mha does not compute yet: what each needs
+    for mtype, words in (("qwen3", "q_norm and k_norm"), ("olmo2", "q_norm and k_norm"),
+                         ("gemma3_text", "q_norm and k_norm"), ("phi3", "qkv_proj"),
+                         ("gpt_neox", "query_key_value"), ("deepseek_v3", "latent attention"),
+                         ("gpt_oss", "YaRN"), ("modernbert", "Wqkv")):
+        conf = dict(f["cfg"], model_type=mtype)
+        c.refused("model_type %s: refused, saying what it needs" % mtype,
+                  planted(c, f, "type", config=conf), ['model_type "%s"' % mtype, words])
+    conf = dict(f["cfg"], model_type="gemma3")
+    conf["text_config"] = dict(f["cfg"], model_type="gemma3_text")
+    c.refused("model_type gemma3: its text model's q_norm said", planted(c, f, "g3", config=conf),
+              ['"gemma3_text"', "q_norm"])
+    # an unknown model_type: the list; under --layout llama, llama's keys
+    conf = dict(f["cfg"], model_type="mygemma")
+    c.refused("an unknown model_type: refused with the types mha reads",
+              planted(c, f, "unknown", config=conf), ['"mygemma"', "llama, mistral", "--layout"])
+    conf = dict(conf, query_pre_attn_scalar=8)
+    c.refused("an unknown model_type under --layout llama: held to llama's keys",
+              planted(c, f, "unknown", config=conf, extra=["--layout", "llama"]),
+              ['unknown key "query_pre_attn_scalar"', '"mygemma" read as --layout llama'])
+    conf = dict(f["cfg"], model_type="mygemma")
+    args = planted(c, f, "unknown", config=conf, extra=["--layout", "llama"])
+    rc, out, err = ck.run(c.binary, args + ["-f", "json"])
+    rc2, out2, err2 = ck.run(c.binary, planted(c, f, "known") + ["-f", "json"])
+    c.result("an unknown model_type under --layout llama, with llama's keys only: read as llama",
+             rc == 0 and rc2 == 0 and json.loads(out)["output"] == json.loads(out2)["output"],
+             err + err2)
+    c.refused("model_type llama under --layout gpt2: refused",
+              planted(c, f, "layout", extra=["--layout", "gpt2"]), ["llama", "--layout gpt2"])
+    # no heads said: refused, never one head guessed
+    d = ck.folder(c.tmp, "no-heads", f["tensors"])
+    c.refused("a checkpoint with no config.json and no --heads",
+              ["-x", os.path.join(f["dir"], "x.npy"), "-w", d, "--layer", "1"],
+              ["how many heads", "--heads"])
+    conf = {k: v for k, v in by_type("mistral")["cfg"].items() if k != "num_attention_heads"}
+    c.refused("mistral's config.json without num_attention_heads",
+              planted(c, by_type("mistral"), "heads", config=conf),
+              ["no num_attention_heads", "--heads"])
+    conf = {k: v for k, v in conf.items() if k != "num_key_value_heads"}
+    c.refused("mistral's config.json without either heads key",
+              planted(c, by_type("mistral"), "heads", config=conf),
+              ["how many heads", "config.json does not say"])
+    # rotary_emb.inv_freq, as older Llama checkpoints kept it: checked
+    f = by_type("llama")
+    for scale, ok in ((1.0, True), (0.5, False)):
+        t = dict(f["tensors"])
+        R = f["hd"]
+        inv = 1.0 / (10000.0 ** (np.arange(0, R, 2) / R)) * scale
+        t["model.layers.1.self_attn.rotary_emb.inv_freq"] = ck.Tensor(inv, "F32")
+        args = planted(c, f, "inv", tensors=t)
+        if ok:
+            rc, out, err = ck.run(c.binary, args + ["-f", "json"])
+            rc2, out2, _ = ck.run(c.binary, planted(c, f, "noinv") + ["-f", "json"])
+            c.result("rotary_emb.inv_freq as rope_theta gives: read, the same output",
+                     rc == 0 and json.loads(out)["output"] == json.loads(out2)["output"], err)
+        else:
+            c.refused("rotary_emb.inv_freq scaled by one half: refused", args,
+                      ["inv_freq", "rope_theta", "not the one config.json describes"])
+    # settings that differ by layer need --layer
+    for ftype, words in (("gemma2", "every other layer"), ("smollm3", "give --layer")):
+        f = by_type(ftype)
+        args = planted(c, f, "nolayer")
+        i = args.index("--layer")
+        d = args[args.index("-w") + 1]
+        # a checkpoint of one layer's module named whole by --prefix
+        c.refused("%s without --layer: refused" % ftype,
+                  args[:i] + ["--prefix", "model.layers.%d.self_attn" % f["runs"][0]],
+                  [words])
+        del d
+    # OLMo's clip_qkv and Cohere's use_qk_norm: what mha does not compute
+    f = by_type("olmo")
+    c.refused("olmo: clip_qkv 8", planted(c, f, "clip", config=dict(f["cfg"], clip_qkv=8.0)),
+              ["clip_qkv"])
+    f = by_type("cohere")
+    c.refused("cohere: use_qk_norm true",
+              planted(c, f, "qkn", config=dict(f["cfg"], use_qk_norm=True)), ["use_qk_norm"])
+    # --rope none: a layer without rotation, over a family that turns
+    f = by_type("smollm3")
+    x = np.load(os.path.join(f["dir"], "x.npy"))
+    s = hf_settings(f, f["cfg"], 2)
+    s["rope"] = None
+    c.output("smollm3: layer 2 with --rope none, as the layer without rotation computes it",
+             ["-x", os.path.join(f["dir"], "x.npy"), "-w", f["dir"], "--layer", "2", "--rope",
+              "none"], decoder_attention(x, decoder_params(f, 2), s))
+
+
+def decoder_params(f, layer):
+    """the float64 values of a layer's attention tensors, read back"""
+    pre = f.get("prefix", "model.")
+    a = "%slayers.%d.self_attn." % (pre, layer)
+    p = {}
+    for c in "qkvo":
+        p[c] = f["tensors"][a + "%s_proj.weight" % c].value
+        if a + "%s_proj.bias" % c in f["tensors"]:
+            p["b" + c] = f["tensors"][a + "%s_proj.bias" % c].value
+    return p
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    rng = np.random.default_rng(SEED)
+    with tempfile.TemporaryDirectory() as tmp:
+        c = ck.Checker(os.path.abspath(sys.argv[1]), tmp)
+        family_cases(c, rng, torch)
+        refusal_cases(c, rng)
+        print("max relative difference over all outputs: %.2g (tolerance %g)"
+              % (getattr(c, "worst", 0.0), RTOL))
+        print("%d passed, %d failed" % (c.passed, c.failed))
+        sys.exit(1 if c.failed else 0)
+
+
+if __name__ == "__main__":
+    main()
