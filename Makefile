@@ -59,7 +59,7 @@ CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell $(PKG_CONFIG) --libs check 2>/dev/null || echo -lcheck)
 
 VERSION  = $(shell sed -n 's/^\#define MHA_VERSION_STRING "\(.*\)"/\1/p' lib/mha.h)
-SOVERSION = 1
+SOVERSION = 2
 
 # Debian packages the build and the tests need
 DEB_PACKAGES = gcc make pkg-config libcjson-dev zlib1g-dev libdeflate-dev check python3 python3-numpy jq \

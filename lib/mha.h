@@ -105,9 +105,9 @@ extern "C" {
 #endif
 
 #define MHA_VERSION_MAJOR 0
-#define MHA_VERSION_MINOR 2
+#define MHA_VERSION_MINOR 3
 #define MHA_VERSION_PATCH 0
-#define MHA_VERSION_STRING "0.2.0"
+#define MHA_VERSION_STRING "0.3.0"
 
 /* ---- status codes ------------------------------------------------------ */
 
@@ -286,6 +286,62 @@ typedef enum mha_rope_mode {
 	MHA_ROPE_INTERLEAVED  /* pairs (2i, 2i + 1) */
 } mha_rope_mode;
 
+/*
+ * Rope scaling: the frequencies as Hugging Face's transformers computes them
+ * from a model's rope_scaling (modeling_rope_utils.py), in double.  With
+ * f_t = θ^(−2t/R) the default frequency of pair t, the angle becomes p·g_t
+ * and both cos and sin are multiplied by the attention factor A (1 but for
+ * YaRN and LongRoPE), so that Q·K's rotated part is scaled by A²:
+ *
+ *   LINEAR    g_t = f_t / factor
+ *   DYNAMIC   (NTK) when seq_len > original_max, g_t = b^(−2t/R) with the
+ *             base b = θ·(factor·seq_len/original_max − (factor − 1))^(R/(R−2));
+ *             else f_t
+ *   LLAMA3    w_t = 2π/f_t; g_t = f_t/factor where w_t > original_max/
+ *             low_freq_factor, f_t where w_t < original_max/high_freq_factor,
+ *             between them (1 − s)·f_t/factor + s·f_t with s =
+ *             (original_max/w_t − low_freq_factor)/(high_freq_factor −
+ *             low_freq_factor)
+ *   YARN      e_t = 1/θ^(2t/R), i_t = 1/(factor·θ^(2t/R)); the correction
+ *             range lo, hi = R·ln(original_max/(β·2π))/(2 ln θ) for β =
+ *             beta_fast (32 when 0), beta_slow (1 when 0), floor(lo) and
+ *             ceil(hi) unless no_truncate, then max(lo, 0), min(hi, R − 1);
+ *             r_t = clamp((t − lo)/(hi − lo), 0, 1) (hi + 0.001 when equal);
+ *             g_t = i_t·r_t + e_t·(1 − r_t).  A = attention_factor, else
+ *             m(factor, mscale)/m(factor, mscale_all_dim) when both are set,
+ *             else m(factor, 1), with m(s, k) = 1 for s <= 1, else
+ *             0.1·k·ln s + 1
+ *   LONGROPE  g_t = 1/(x_t·θ^(2t/R)), x = long_factor when seq_len >
+ *             original_max, else short_factor (R/2 each).  A =
+ *             attention_factor, else √(1 + ln factor / ln original_max)
+ *             when factor > 1, else 1
+ *
+ * seq_len is the sequence the model sees (its largest position + 1), which
+ * only DYNAMIC and LONGROPE read.  Not with given tables (cos, sin).
+ */
+typedef enum mha_rope_scaling_type {
+	MHA_ROPE_SCALING_NONE = 0,
+	MHA_ROPE_SCALING_LINEAR,
+	MHA_ROPE_SCALING_DYNAMIC,
+	MHA_ROPE_SCALING_LLAMA3,
+	MHA_ROPE_SCALING_YARN,
+	MHA_ROPE_SCALING_LONGROPE
+} mha_rope_scaling_type;
+
+typedef struct mha_rope_scaling {
+	mha_rope_scaling_type type; /* MHA_ROPE_SCALING_NONE (the default): θ's own */
+	double factor;              /* finite, > 0 (LONGROPE: > 0, or 0 for none) */
+	double original_max;        /* original_max_position_embeddings, > 0 */
+	double low_freq_factor, high_freq_factor; /* LLAMA3: > 0, different */
+	double beta_fast, beta_slow;              /* YARN: 0 for 32 and 1 */
+	double mscale, mscale_all_dim;            /* YARN: 0 for none */
+	double attention_factor;    /* YARN, LONGROPE: > 0 given; 0 from factor */
+	int no_truncate;            /* YARN: 1 keeps lo and hi unrounded (truncate false) */
+	const double *short_factor; /* LONGROPE: (R/2) each, finite and > 0 */
+	const double *long_factor;
+	size_t seq_len;             /* DYNAMIC, LONGROPE: largest position + 1 */
+} mha_rope_scaling;
+
 typedef struct mha_rope {
 	mha_rope_mode mode;      /* MHA_ROPE_NONE (the default): no rotation */
 	double theta;            /* the base θ, finite and > 0; 0 means 10000 */
@@ -295,7 +351,15 @@ typedef struct mha_rope {
 	const double *cos;       /* (rows, R/2) given cos table, with sin; NULL: from θ */
 	const double *sin;       /* (rows, R/2) given sin table */
 	size_t rows;             /* rows of cos and sin: positions 0 … rows−1 */
+	mha_rope_scaling scaling; /* the frequencies scaled (above); type 0: θ's */
 } mha_rope;
+
+/* What the rotation uses, for a caller that shows it: pair t's frequency
+ * (θ^(−2t/R), or as rope.scaling scales it; R the features turned) and
+ * the factor on cos and sin (1 but for YaRN and LongRoPE).  r as mha_check
+ * accepts it. */
+MHA_API double mha_rope_frequency(const mha_rope *r, size_t R, size_t t);
+MHA_API double mha_rope_attention_factor(const mha_rope *r);
 
 /*
  * All fields zero is the default: scale 1/√d_k, not causal, no softcap, no
@@ -458,7 +522,9 @@ typedef enum {
 	MHA_FAULT_ROPE_DIM_ODD,    /* R (rope.dim, else d_k) is odd */
 	MHA_FAULT_ROPE_TABLES,     /* one table without the other, or no rows */
 	MHA_FAULT_ROPE_KEY_POSITION,   /* key index's position is out of range */
-	MHA_FAULT_ROPE_QUERY_POSITION  /* query index's (of sequence) is */
+	MHA_FAULT_ROPE_QUERY_POSITION, /* query index's (of sequence) is */
+	MHA_FAULT_ROPE_SCALING     /* rope.scaling: an unknown type, a value out of its
+				      range (mha_rope_scaling), or with given tables */
 } mha_fault_kind;
 
 typedef struct mha_fault {

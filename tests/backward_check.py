@@ -42,6 +42,9 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import families_check  # noqa: E402  (rope_parameters: transformers' rope scaling)
+
 RTOL = 1e-10
 RTOL_F32 = 1e-4
 SEED = 20261117
@@ -130,6 +133,14 @@ def make_case(rng, on):
     if "rope" in on:
         R = dk if rng.random() < 0.6 else 2
         opts["rope"] = (str(rng.choice(["half", "interleaved"])), float(rng.choice([10000, 7.0])), R)
+        if rng.random() < 0.4:
+            # rope scaling as transformers computes it (families_check.py's reference)
+            opts["rope_scaling"] = [
+                {"rope_type": "linear", "factor": 3.0},
+                {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
+                 "high_freq_factor": 4.0, "original_max_position_embeddings": 16},
+                {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 16,
+                 "beta_fast": 4.0, "beta_slow": 1.0}][int(rng.integers(0, 3))]
         if rng.random() < 0.3:
             opts["positions"] = ([int(v) for v in rng.integers(0, 12, nq)],
                                  [int(v) for v in rng.integers(0, 12, nkv)])
@@ -195,6 +206,8 @@ def run_mha(mha, c, d, fast=False, f32=False):
     if "rope" in o:
         mode, theta, R = o["rope"]
         args += ["--rope", mode, "--rope-theta", repr(theta), "--rope-dim", str(R)]
+        if "rope_scaling" in o:
+            args += ["--rope-scaling", json.dumps(o["rope_scaling"])]
         if "positions" in o:
             p = os.path.join(d, "pos.json")
             with open(p, "w") as f:
@@ -281,8 +294,15 @@ def torch_grads(torch, c, dt=None):
                 p = torch.tensor(pos, dtype=dt)[:, None]
                 inv = torch.tensor([theta ** (-2.0 * t / R) for t in range(R // 2)],
                                    dtype=dt)
+                af = 1.0
+                if "rope_scaling" in o:
+                    sc = o["rope_scaling"]
+                    c = {"rope_theta": theta, "rope_scaling": sc, "max_position_embeddings":
+                         sc.get("original_max_position_embeddings", 0) * sc["factor"]}
+                    inv, af = families_check.rope_parameters(c, R, 0)
+                    inv = torch.tensor(inv, dtype=dt)
                 ang = p * inv[None, :]
-                cs, sn = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
+                cs, sn = torch.cos(ang)[:, None, :] * af, torch.sin(ang)[:, None, :] * af
                 if mode == "half":
                     a, bb = X[..., : R // 2], X[..., R // 2: R]
                     out = torch.cat([a * cs - bb * sn, a * sn + bb * cs, X[..., R:]], dim=-1)

@@ -38,6 +38,7 @@ failed.
 
 import copy
 import json
+import math
 import os
 import sys
 import tempfile
@@ -150,6 +151,71 @@ FAMILIES = [
                               attention_bias=False, clip_qkv=None, pad_token_id=1,
                               rope_scaling=None, rope_theta=10000.0),
          runs=[1]),
+    dict(name="Llama 3.1 (rope_scaling llama3)", type="llama", dtype="BF16", D=16, H=2, G=1,
+         hd=8, layers=2, scaling=True,
+         config=lambda f: cfg("LlamaForCausalLM", "llama", 16, 2, 1, 2, f["dtype"],
+                              attention_bias=False, head_dim=8, max_position_embeddings=131072,
+                              mlp_bias=False, pretraining_tp=1, rope_theta=500000.0,
+                              rope_scaling={"factor": 8.0, "low_freq_factor": 1.0,
+                                            "high_freq_factor": 4.0,
+                                            "original_max_position_embeddings": 8192,
+                                            "rope_type": "llama3"}),
+         runs=[1]),
+    dict(name="Llama 3.1, a small original context (every band)", type="llama", dtype="BF16",
+         D=16, H=2, G=1, hd=8, layers=2, scaling=True,
+         config=lambda f: cfg("LlamaForCausalLM", "llama", 16, 2, 1, 2, f["dtype"],
+                              rope_theta=10000.0,
+                              rope_scaling={"factor": 4.0, "low_freq_factor": 1.0,
+                                            "high_freq_factor": 4.0,
+                                            "original_max_position_embeddings": 64,
+                                            "rope_type": "llama3"}),
+         runs=[1]),
+    dict(name="Qwen2.5 (rope_scaling yarn)", type="qwen2", dtype="BF16", D=16, H=2, G=1, hd=8,
+         layers=2, bias="qkv", scaling=True,
+         config=lambda f: cfg("Qwen2ForCausalLM", "qwen2", 16, 2, 1, 2, f["dtype"],
+                              max_position_embeddings=131072, max_window_layers=28,
+                              rope_theta=1000000.0, sliding_window=None,
+                              use_sliding_window=False,
+                              rope_scaling={"factor": 4.0, "type": "yarn",
+                                            "original_max_position_embeddings": 32768}),
+         runs=[1]),
+    dict(name="YaRN as gpt-oss sets it (truncate false, betas)", type="llama", dtype="BF16",
+         D=16, H=2, G=1, hd=8, layers=2, scaling=True,
+         config=lambda f: cfg("LlamaForCausalLM", "llama", 16, 2, 1, 2, f["dtype"],
+                              max_position_embeddings=131072, rope_theta=150000.0,
+                              rope_scaling={"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                                            "original_max_position_embeddings": 4096,
+                                            "rope_type": "yarn", "truncate": False}),
+         runs=[1]),
+    dict(name="YaRN with mscale and mscale_all_dim (DeepSeek's)", type="llama", dtype="BF16",
+         D=16, H=2, G=1, hd=8, layers=2, scaling=True,
+         config=lambda f: cfg("LlamaForCausalLM", "llama", 16, 2, 1, 2, f["dtype"],
+                              max_position_embeddings=163840, rope_theta=10000.0,
+                              rope_scaling={"beta_fast": 32, "beta_slow": 1, "factor": 40,
+                                            "mscale": 0.707, "mscale_all_dim": 1.0,
+                                            "original_max_position_embeddings": 4096,
+                                            "type": "yarn"}),
+         runs=[1]),
+    dict(name="rope_scaling linear", type="llama", dtype="F32", D=16, H=2, G=1, hd=8,
+         layers=2, scaling=True,
+         config=lambda f: cfg("LlamaForCausalLM", "llama", 16, 2, 1, 2, f["dtype"],
+                              rope_scaling={"type": "linear", "factor": 2.0}),
+         runs=[1]),
+    dict(name="rope_scaling dynamic, the sequence past max_position_embeddings", type="llama",
+         dtype="F32", D=16, H=2, G=1, hd=8, layers=2, scaling=True,
+         config=lambda f: cfg("LlamaForCausalLM", "llama", 16, 2, 1, 2, f["dtype"],
+                              max_position_embeddings=4,
+                              rope_scaling={"type": "dynamic", "factor": 2.0}),
+         runs=[1]),
+    dict(name="rope_scaling longrope, the long factors", type="llama", dtype="F32", D=16, H=2,
+         G=1, hd=8, layers=2, scaling=True,
+         config=lambda f: cfg("LlamaForCausalLM", "llama", 16, 2, 1, 2, f["dtype"],
+                              max_position_embeddings=16,
+                              rope_scaling={"type": "longrope",
+                                            "short_factor": [1.0, 1.1, 1.5, 2.0],
+                                            "long_factor": [1.0, 1.3, 2.5, 4.0],
+                                            "original_max_position_embeddings": 4}),
+         runs=[1]),
     dict(name="LLaVA 1.5 (text_config, the text model's default heads)", type="llava",
          dtype="F16", D=64, H=32, G=32, hd=2, layers=2, text="llama", vision=True,
          prefix="language_model.model.",
@@ -197,6 +263,7 @@ def hf_settings(f, config, layer):
     s = dict(H=H, G=c.get("num_key_value_heads") or H, hd=hd, scaling=hd ** -0.5,
              softcap=None, window=None, rope="half", theta=c.get("rope_theta", 10000.0),
              R=int(hd * c.get("partial_rotary_factor", 1.0)))
+    s["inv"], s["af"] = rope_parameters(c, s["R"], N)
     if t == "gemma2":
         s["scaling"] = c["query_pre_attn_scalar"] ** -0.5
         s["softcap"] = c.get("attn_logit_softcapping")
@@ -216,19 +283,85 @@ def hf_settings(f, config, layer):
     return s
 
 
-def rotate(x, pos, R, theta, style):
-    """the first R features of each row of x turned by its position"""
-    inv_freq = 1.0 / (theta ** (np.arange(0, R, 2, dtype=np.float64) / R))
+def rope_parameters(c, R, seq_len):
+    """inv_freq and the attention factor as modeling_rope_utils.py's
+    _compute_*_parameters compute them from config c's rope_scaling"""
+    base = c.get("rope_theta", 10000.0)
+    inv = 1.0 / (base ** (np.arange(0, R, 2, dtype=np.float64) / R))
+    sc = c.get("rope_scaling")
+    t = sc and sc.get("rope_type", sc.get("type"))
+    if not t or t == "default":
+        return inv, 1.0
+    if t == "linear":
+        return inv / sc["factor"], 1.0
+    if t == "dynamic":
+        mp, f = c["max_position_embeddings"], sc["factor"]
+        if seq_len > mp:
+            base = base * ((f * seq_len / mp) - (f - 1)) ** (R / (R - 2))
+            inv = 1.0 / (base ** (np.arange(0, R, 2, dtype=np.float64) / R))
+        return inv, 1.0
+    if t == "llama3":
+        f, lo, hi = sc["factor"], sc["low_freq_factor"], sc["high_freq_factor"]
+        old = sc["original_max_position_embeddings"]
+        low_wl, high_wl = old / lo, old / hi
+        wavelen = 2 * math.pi / inv
+        inv_l = np.where(wavelen > low_wl, inv / f, inv)
+        smooth = (old / wavelen - lo) / (hi - lo)
+        smoothed = (1 - smooth) * inv_l / f + smooth * inv_l
+        medium = ~(wavelen < high_wl) & ~(wavelen > low_wl)
+        return np.where(medium, smoothed, inv_l), 1.0
+    if t == "yarn":
+        f = sc["factor"]
+        if "original_max_position_embeddings" in sc:
+            old = sc["original_max_position_embeddings"]
+            f = c["max_position_embeddings"] / old
+        else:
+            old = c["max_position_embeddings"]
+
+        def m(scale, k=1):
+            return 1.0 if scale <= 1 else 0.1 * k * math.log(scale) + 1.0
+        af = sc.get("attention_factor")
+        if af is None:
+            ms, ma = sc.get("mscale"), sc.get("mscale_all_dim")
+            af = m(f, ms) / m(f, ma) if ms and ma else m(f)
+
+        def dim(rot):
+            return (R * math.log(old / (rot * 2 * math.pi))) / (2 * math.log(base))
+        low, high = dim(sc.get("beta_fast") or 32), dim(sc.get("beta_slow") or 1)
+        if sc.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, R - 1)
+        if low == high:
+            high += 0.001
+        ramp = np.clip((np.arange(R // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+        pos_freqs = base ** (np.arange(0, R, 2, dtype=np.float64) / R)
+        extra, inter = 1.0 / pos_freqs, 1.0 / (f * pos_freqs)
+        e = 1 - ramp
+        return inter * (1 - e) + extra * e, af
+    if t == "longrope":
+        old = sc["original_max_position_embeddings"]
+        f = c["max_position_embeddings"] / old
+        af = sc.get("attention_factor")
+        if af is None:
+            af = 1.0 if f <= 1 else math.sqrt(1 + math.log(f) / math.log(old))
+        ext = np.array(sc["long_factor"] if seq_len > old else sc["short_factor"])
+        return 1.0 / (ext * base ** (np.arange(0, R, 2, dtype=np.float64) / R)), af
+    raise ValueError(t)
+
+
+def rotate(x, pos, R, inv_freq, af, style):
+    """the first R features of each row of x turned by its position (cos
+    and sin times the attention factor af)"""
     freqs = np.outer(pos, inv_freq)
     xr, rest = x[..., :R], x[..., R:]
     if style == "half":  # rotate_half over cat(freqs, freqs)
         emb = np.concatenate([freqs, freqs], axis=-1)
-        out = xr * np.cos(emb) + ck.rotate_half(xr) * np.sin(emb)
+        out = xr * (np.cos(emb) * af) + ck.rotate_half(xr) * (np.sin(emb) * af)
     else:  # Cohere: repeat_interleave(freqs, 2), pairs (2i, 2i + 1)
         emb = np.repeat(freqs, 2, axis=-1)
         x1, x2 = xr[..., 0::2], xr[..., 1::2]
         rot = np.stack([-x2, x1], axis=-1).reshape(xr.shape)
-        out = xr * np.cos(emb) + rot * np.sin(emb)
+        out = xr * (np.cos(emb) * af) + rot * (np.sin(emb) * af)
     return np.concatenate([out, rest], axis=-1)
 
 
@@ -243,8 +376,8 @@ def decoder_attention(x, p, s, kv_len=None):
     v = (x @ p["v"].T + p.get("bv", 0)).reshape(n, G, hd).transpose(1, 0, 2)
     pos = np.arange(n, dtype=np.float64)
     if s["rope"]:
-        q = rotate(q, pos, s["R"], s["theta"], s["rope"])
-        k = rotate(k, pos, s["R"], s["theta"], s["rope"])
+        q = rotate(q, pos, s["R"], s["inv"], s["af"], s["rope"])
+        k = rotate(k, pos, s["R"], s["inv"], s["af"], s["rope"])
     k = np.repeat(k, H // G, axis=0)
     v = np.repeat(v, H // G, axis=0)
     w = q @ k.transpose(0, 2, 1) * s["scaling"]
@@ -274,7 +407,7 @@ def torch_attention(torch, x, p, s, kv_len=None):
     v = lin(p["v"], p.get("bv")).view(1, n, G, hd).transpose(1, 2)
     if s["rope"]:
         R = s["R"]
-        inv_freq = 1.0 / (s["theta"] ** (torch.arange(0, R, 2, dtype=torch.float64) / R))
+        inv_freq = T(s["inv"])
         freqs = torch.arange(n, dtype=torch.float64)[:, None] * inv_freq[None, :]
         if s["rope"] == "half":
             emb = torch.cat((freqs, freqs), dim=-1)
@@ -286,7 +419,7 @@ def torch_attention(torch, x, p, s, kv_len=None):
 
             def rot(t):
                 return torch.stack([-t[..., 1::2], t[..., ::2]], dim=-1).flatten(-2)
-        cos, sin = emb.cos(), emb.sin()
+        cos, sin = emb.cos() * s["af"], emb.sin() * s["af"]
         q = torch.cat((q[..., :R] * cos + rot(q[..., :R]) * sin, q[..., R:]), dim=-1)
         k = torch.cat((k[..., :R] * cos + rot(k[..., :R]) * sin, k[..., R:]), dim=-1)
     k = k.repeat_interleave(H // G, dim=1)
@@ -377,6 +510,13 @@ def family_cases(c, rng, torch):
                 other = torch_attention(torch, x, params[layer], s)
                 worst_pair = max(worst_pair, np.max(np.abs(other - want) /
                                                     np.maximum(1, np.abs(want))))
+            if f.get("scaling"):
+                # the scaling changes the numbers: the test could fail
+                plain = dict(s, af=1.0, inv=1.0 / (s["theta"] ** (np.arange(0, s["R"], 2) /
+                                                                  s["R"])))
+                moved = np.max(np.abs(decoder_attention(x, params[layer], plain) - want))
+                c.result("%s: the scaling moves the output (%.2g)" % (f["name"], moved),
+                         moved > 1e-6)
             what = ", ".join(k for k in ("window", "softcap") if s[k])
             what += (", " if what else "") + ("no rotation" if not s["rope"] else s["rope"])
             c.output("%s (%s): layer %d (%s)" % (f["name"], f["dtype"], layer, what),
@@ -547,6 +687,43 @@ def refusal_cases(c, rng):
     f = by_type("cohere")
     c.refused("cohere: use_qk_norm true",
               planted(c, f, "qkn", config=dict(f["cfg"], use_qk_norm=True)), ["use_qk_norm"])
+    # rope_scaling: what transformers would read differently, or not at all
+    f = next(g for g in FAMILIES if g["name"].startswith("Llama 3.1 ("))
+    for sc, words in (
+            ({"rope_type": "su", "factor": 2.0}, ['"su"', "not one mha computes"]),
+            ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0, "original_max_position_embeddings": 8192,
+              "smooth": 1}, ['"smooth"', "does not know"]),
+            ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0}, ["needs", "original_max_position_embeddings"]),
+            ({"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 4096},
+             ["factor 8", "is 32", "versions"]),
+            ({"rope_type": "linear", "factor": -1}, ['"factor" is not a number above 0']),
+            ({"factor": 2.0}, ['no "rope_type"'])):
+        conf = dict(f["cfg"], rope_scaling=sc)
+        c.refused("rope_scaling %s: refused" % json.dumps(sc)[:60],
+                  planted(c, f, "sc", config=conf), words)
+    # --rope-scaling: the object given inline or in a file, over config.json's
+    base = by_type("llama")
+    plain = dict(base["cfg"])
+    scaled = dict(plain, rope_scaling={"type": "linear", "factor": 2.0})
+    x = os.path.join(base["dir"], "x.npy")
+    rc, want, err = ck.run(c.binary, planted(c, base, "sc1", config=scaled) + ["-f", "json"])
+    obj = json.dumps({"type": "linear", "factor": 2.0})
+    path = os.path.join(c.tmp, "sc.json")
+    with open(path, "w") as fp:
+        fp.write(obj)
+    for how, arg in (("inline", obj), ("from a file", path)):
+        rc2, got, err2 = ck.run(c.binary, planted(c, base, "sc2", config=plain) +
+                                ["--rope", "half", "--rope-scaling", arg, "-f", "json"])
+        c.result("--rope-scaling %s: config.json's rope_scaling's output" % how,
+                 rc == 0 and rc2 == 0 and json.loads(got)["output"] == json.loads(want)["output"],
+                 err + err2)
+    c.refused("--rope-scaling that is not JSON", planted(c, base, "sc3", config=plain) +
+              ["--rope", "half", "--rope-scaling", "{factor"], ["--rope-scaling"])
+    rc, out, err = ck.run(c.binary, ["-x", x, "--rope-scaling", obj])
+    c.result("--rope-scaling without --rope: a usage error", rc == 2 and
+             err.startswith("mha: --rope-scaling needs --rope") and out == "", err)
     # --rope none: a layer without rotation, over a family that turns
     f = by_type("smollm3")
     x = np.load(os.path.join(f["dir"], "x.npy"))

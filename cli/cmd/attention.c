@@ -62,7 +62,7 @@ static int check_options(struct attn_options *o)
 		/* the rotary options are settings of --rope */
 		const char *const alone = s->cfg.rope.theta ? "--rope-theta" : s->cfg.rope.dim ?
 			"--rope-dim" : s->positions ? "--positions" : s->rope_cos ? "--rope-cos" :
-			s->rope_sin ? "--rope-sin" : NULL;
+			s->rope_sin ? "--rope-sin" : s->rope_scaling ? "--rope-scaling" : NULL;
 
 		if (alone)
 			return usage_error(hint, "%s needs --rope half or --rope interleaved", alone);

@@ -152,7 +152,7 @@ static int parse_scale(const char *hint, const char *arg, mha_config *cfg)
 
 enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV_HEADS, O_SCALE,
        O_CAUSAL, O_WINDOW, O_SINKS, O_ALIBI, O_ALIBI_SLOPES, O_ROPE, O_ROPE_THETA, O_ROPE_DIM, O_POSITIONS,
-       O_ROPE_COS, O_ROPE_SIN, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
+       O_ROPE_COS, O_ROPE_SIN, O_ROPE_SCALING, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
        O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
        O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
        O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS,
@@ -290,6 +290,11 @@ static const struct {
 	  "                        the cos and sin tables as given (positions x R/2),\n"
 	  "                        row p for position p (ONNX RotaryEmbedding)\n" },
 	{ { "rope-sin", R, NULL, O_ROPE_SIN }, OPT_ATTN, NULL },
+	{ { "rope-scaling", R, NULL, O_ROPE_SCALING }, OPT_ATTN,
+	  "      --rope-scaling J  the frequencies scaled as transformers does for\n"
+	  "                        config.json's rope_scaling, given as is: a JSON\n"
+	  "                        object or a file holding one (linear, dynamic,\n"
+	  "                        llama3, yarn, longrope)\n" },
 	{ { "softcap", R, NULL, O_SOFTCAP }, OPT_ATTN,
 	  "      --softcap C       scores become C*tanh(scores/C) before the mask\n" },
 	{ { "dtype", R, NULL, O_DTYPE }, OPT_DTYPE, NULL },
@@ -514,6 +519,7 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 		case O_POSITIONS: o->spec.positions = optarg; break;
 		case O_ROPE_COS: o->spec.rope_cos = optarg; break;
 		case O_ROPE_SIN: o->spec.rope_sin = optarg; break;
+		case O_ROPE_SCALING: o->spec.rope_scaling = optarg; break;
 		case O_ONE + WQ: case O_ONE + WK: case O_ONE + WV: case O_ONE + WO:
 		case O_ONE + BQ: case O_ONE + BK: case O_ONE + BV: case O_ONE + BO:
 			o->spec.one[c - O_ONE] = optarg;

@@ -237,6 +237,23 @@ int checks_rope(const struct problem_spec *s, struct problem *p, const mha_dims 
 		r->q_pos = p->q_pos;
 		r->k_pos = p->pos_apart ? p->k_pos : p->q_pos;
 	}
+	if (r->scaling.type == MHA_ROPE_SCALING_LONGROPE && s->n_rope_factors != R / 2)
+		return error("rope_scaling's short_factor and long_factor have %zu entr%s, but the "
+			     "rotation turns %zu pair%s (R = %zu)", s->n_rope_factors,
+			     s->n_rope_factors == 1 ? "y" : "ies", R / 2, plural(R / 2), R);
+	if (r->scaling.type) {
+		/* the sequence the model sees: its largest position + 1 */
+		size_t len = d->n_q > d->n_kv ? d->n_q : d->n_kv;
+
+		if (cfg->causal == MHA_CAUSAL_OFFSET && cfg->causal_offset > 0 &&
+		    d->n_q + (size_t)cfg->causal_offset > len)
+			len = d->n_q + (size_t)cfg->causal_offset;
+		for (size_t i = 0; r->q_pos && i < d->n_q; i++)
+			len = r->q_pos[i] >= 0 && (size_t)r->q_pos[i] + 1 > len ? (size_t)r->q_pos[i] + 1 : len;
+		for (size_t i = 0; r->k_pos && i < d->n_kv; i++)
+			len = r->k_pos[i] >= 0 && (size_t)r->k_pos[i] + 1 > len ? (size_t)r->k_pos[i] + 1 : len;
+		r->scaling.seq_len = len;
+	}
 	return 0;
 }
 
@@ -313,6 +330,9 @@ int checks_config(const struct problem_spec *s, struct problem *p)
 	case MHA_FAULT_ROPE_KEY_POSITION:
 	case MHA_FAULT_ROPE_QUERY_POSITION:
 		return rope_position_fault(s, p, &f);
+	case MHA_FAULT_ROPE_SCALING:
+		return error("rope_scaling: %s", r->cos ? "the tables given (--rope-cos, --rope-sin) "
+			     "already hold the frequencies: leave it out" : "a value out of its range");
 	default:
 		break;
 	}

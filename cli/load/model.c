@@ -5,6 +5,7 @@
  */
 #include "load/model.h"
 #include "load/families.h"
+#include "load/rope_scaling.h"
 #include "read/checkpoint.h"
 #include "base/cli.h"
 #include "read/json.h"
@@ -681,26 +682,6 @@ static int layer_turns(const cJSON *root, const char *path, const struct problem
 	return (s->layer + 1) % every != 0;
 }
 
-/* rope_scaling: none, or "default"; any other changes the frequencies */
-static int rope_scaling(const cJSON *root, const char *path, const struct problem_spec *s)
-{
-	const cJSON *sc = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-	const char *type = NULL;
-
-	if (!sc || cJSON_IsNull(sc))
-		return 0;
-	if (!cJSON_IsObject(sc))
-		return bad_type(path, "rope_scaling", "an object");
-	if (config_string(sc, path, "rope_type", &type) < 0 ||
-	    (!type && config_string(sc, path, "type", &type) < 0))
-		return -1;
-	if ((!type || strcmp(type, "default")) && !s->rope_cos)
-		return error("%s: rope_scaling (\"%s\") changes the rotary frequencies, which --rope "
-			     "cannot: give the tables with --rope-cos and --rope-sin", path,
-			     type ? type : "?");
-	return 0;
-}
-
 /* key is one t's attention reads: model.c reads no other (and config.json
  * holds no key t does not know: known_keys) */
 static int reads(const struct model_type *t, const char *key)
@@ -714,6 +695,7 @@ static int apply_rope(struct problem_spec *s, const cJSON *root, const char *pat
 {
 	const struct model_type *t = s->mtype;
 	const unsigned g = s->given;
+	const cJSON *sc;
 	double theta = 0, partial = 0;
 	int rc;
 
@@ -728,9 +710,17 @@ static int apply_rope(struct problem_spec *s, const cJSON *root, const char *pat
 	if (!root || !reads(t, "rope_theta"))
 		return 0;
 	if (config_number(root, path, "rope_theta", &theta) < 0 ||
-	    config_number(root, path, "partial_rotary_factor", &partial) < 0 ||
-	    rope_scaling(root, path, s))
+	    config_number(root, path, "partial_rotary_factor", &partial) < 0)
 		return -1;
+	sc = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+	/* --rope-scaling's object wins (model_config); tables given replace it */
+	if (sc && !cJSON_IsNull(sc) && !s->rope_scaling && !s->rope_cos) {
+		double max_pos = 0;
+
+		if (config_number(root, path, "max_position_embeddings", &max_pos) < 0 ||
+		    rope_scaling_read(s, sc, path, max_pos))
+			return -1;
+	}
 	if (partial > 1)
 		return bad_type(path, "partial_rotary_factor", "a number from 0 to 1");
 	if (!s->cfg.rope.mode)
@@ -1004,6 +994,12 @@ int model_config(struct problem_spec *s)
 		rc = known_keys(&doc, attn, s->mtype);
 	if (!rc)
 		rc = apply(s, attn, cfg ? in.name : NULL);
+	if (!rc && s->rope_scaling) {
+		double max_pos = 0;
+
+		rc = (attn && config_number(attn, in.name, "max_position_embeddings", &max_pos) < 0) ||
+		     rope_scaling_option(s, max_pos) ? -1 : 0;
+	}
 	if (!rc && ckpt && cfg && !(s->given & (GIVEN_HEADS | CONFIG_HEADS)) && s->mtype->heads) {
 		/* transformers' default, for a config.json that leaves the heads
 		 * out (LLaVA's text_config); none known: model_load refuses */

@@ -32,6 +32,12 @@ struct problem_spec {
 	const char *alibi_slopes;       /* --alibi-slopes: one slope per query head, or NULL */
 	const char *positions;          /* --positions: rope's positions, or NULL */
 	const char *rope_cos, *rope_sin;/* --rope-cos, --rope-sin: rope's tables, or NULL */
+	const char *rope_scaling;       /* --rope-scaling: a JSON object, or a file holding
+					   one (config.json's rope_scaling), or NULL */
+	double rope_factors[2][256];    /* LongRoPE's short_factor and long_factor as read
+					   (cfg.rope.scaling points here: a copy of the
+					   spec points at the original's) */
+	size_t n_rope_factors;          /* entries in each */
 	const char *one[N_WEIGHTS];     /* --wq … --bo: one weight from its own file */
 	weight_layout layout;
 	model_family family;            /* --layout llama|gpt2|bert|torch, or config.json's */

@@ -114,13 +114,24 @@ static void rope_title(char *buf, size_t size, const struct step_facts *f, char 
 	const mha_rope *r = &f->cfg->rope;
 	const size_t dk = f->d ? f->d->d_k : 0, R = r->dim ? r->dim : dk;
 	const int given = name == 'Q' ? r->q_pos != NULL : r->k_pos != NULL;
-	char angle[96], theta[40], where[64], pairs[48];
+	char angle[160], theta[40], where[64], pairs[48];
 
 	format_shortest(theta, sizeof(theta), r->theta ? r->theta : 10000);
-	if (r->cos)
+	if (r->cos) {
 		snprintf(angle, sizeof(angle), "cos and sin from the tables");
-	else
+	} else if (r->scaling.type) {
+		static const char *const names[] = { "", "linear", "dynamic", "llama3", "yarn",
+						     "longrope" };
+		const double af = mha_rope_attention_factor(r);
+		char fa[40];
+
+		format_shortest(fa, sizeof(fa), af);
+		snprintf(angle, sizeof(angle), "angle p*g_i, %s^(-2i/%zu) scaled %s%s%s", theta, R,
+			 (unsigned)r->scaling.type < 6 ? names[r->scaling.type] : "?",
+			 af != 1 ? ", cos and sin times " : "", af != 1 ? fa : "");
+	} else {
 		snprintf(angle, sizeof(angle), "angle p*%s^(-2i/%zu)", theta, R);
+	}
 	if (r->mode == MHA_ROPE_HALF)
 		snprintf(pairs, sizeof(pairs), "pairs (i, i+%zu)", R / 2);
 	else

@@ -119,7 +119,7 @@ static void work_rotation(FILE *fp, const struct explain *e, int is_q, size_t r,
 			format_number(b, sizeof(b), sn, p);
 			fprintf(fp, "      %c pair %zu (features %zu, %zu): row %td of the tables: cos = %s, "
 				"sin = %s\n", who, t + 1, col0 + i1 + 1, col0 + i2 + 1, pos, a, b);
-		} else {
+		} else if (!rp->scaling.type) {
 			const double angle = (double)pos * pow(theta, -(double)(2 * t) / (double)R);
 
 			cs = cos(angle);
@@ -131,6 +131,28 @@ static void work_rotation(FILE *fp, const struct explain *e, int is_q, size_t r,
 			fprintf(fp, "      %c pair %zu (features %zu, %zu): angle = %td*%s^(-%zu/%zu) = %s, "
 				"cos = %s, sin = %s\n", who, t + 1, col0 + i1 + 1, col0 + i2 + 1, pos, t_,
 				2 * t, R, a, b, c);
+		} else {
+			/* the library's scaled frequency and factor, as it turned them */
+			const double g = mha_rope_frequency(rp, R, t), af = mha_rope_attention_factor(rp);
+			const double angle = (double)pos * g;
+			char g_[64], af_[64];
+
+			cs = cos(angle);
+			sn = sin(angle);
+			if (af != 1) {
+				cs *= af;
+				sn *= af;
+			}
+			format_number(g_, sizeof(g_), g, p);
+			format_number(af_, sizeof(af_), af, p);
+			format_number(a, sizeof(a), angle, p);
+			format_number(b, sizeof(b), cs, p);
+			format_number(c, sizeof(c), sn, p);
+			fprintf(fp, "      %c pair %zu (features %zu, %zu): frequency %s (scaled), angle = "
+				"%td*%s = %s, cos = %s%s%s, sin = %s%s%s\n", who, t + 1, col0 + i1 + 1,
+				col0 + i2 + 1, g_, pos, g_, a, af != 1 ? af_ : "",
+				af != 1 ? "*cos(angle) = " : "", b, af != 1 ? af_ : "",
+				af != 1 ? "*sin(angle) = " : "", c);
 		}
 		factor(a, sizeof(a), x[i1], p);
 		factor(b, sizeof(b), x[i2], p);
@@ -333,6 +355,9 @@ int explain_write(FILE *fp, const struct explain *e)
 			"positions only through their difference.\n", R, d->d_k, R / 2, R / 2 == 1 ? "" : "s",
 			rp->mode == MHA_ROPE_HALF ? "feature t with t+R/2" : "feature 2t-1 with 2t",
 			rp->cos ? "the angle whose cos and sin row p of the tables gives"
+			: rp->scaling.type ? "the angle p*g_t, g_t the frequency theta^(-2(t-1)/R) as "
+					     "rope_scaling scales it (cos and sin then times its "
+					     "attention factor)"
 				: "the angle p*theta^(-2(t-1)/R)",
 			R < d->d_k ? "; the other features pass through" : "");
 		fprintf(fp, "  %s %s\n", e->q_rot_formula, (shape(s1, sizeof(s1), e->q_rot), s1));

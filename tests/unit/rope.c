@@ -145,8 +145,112 @@ START_TEST(test_rope_apply_and_errors)
 }
 END_TEST
 
+/*
+ * Rope scaling by hand, θ = 100, R = 4: the default frequencies are f_0 = 1
+ * and f_1 = 100^(-1/2) = 0.1.
+ */
+START_TEST(test_rope_scaling_by_hand)
+{
+	static const double shortf[2] = { 1, 2 }, longf[2] = { 4, 5 };
+	static const double x[4] = { 1, 2, 3, 4 };
+	static const ptrdiff_t at3[1] = { 3 };
+	mha_rope r = { .mode = MHA_ROPE_HALF, .theta = 100, .dim = 4 };
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = 1, .n_kv = 1, .d_q_in = 4, .d_k_in = 4, .d_v_in = 4,
+			     .heads = 1, .d_k = 4, .d_v = 4 };
+	mha_config cfg = { .size = sizeof(mha_config) };
+	double out[4];
+
+	/* none: θ^(-2t/R) to the bit */
+	ck_assert(mha_rope_frequency(&r, 4, 1) == pow(100, -0.5));
+	ck_assert(mha_rope_attention_factor(&r) == 1);
+	/* linear: f / factor */
+	r.scaling = (mha_rope_scaling){ .type = MHA_ROPE_SCALING_LINEAR, .factor = 4 };
+	ck_assert_double_eq_tol(mha_rope_frequency(&r, 4, 1), 0.025, 1e-17);
+	/* llama3, original 16, low 1, high 2: wavelengths 2π (< 16/2: kept) and
+	 * 20π (> 16/1: / factor) */
+	r.scaling = (mha_rope_scaling){ .type = MHA_ROPE_SCALING_LLAMA3, .factor = 8,
+					.original_max = 16, .low_freq_factor = 1,
+					.high_freq_factor = 2 };
+	ck_assert(mha_rope_frequency(&r, 4, 0) == 1);
+	ck_assert_double_eq_tol(mha_rope_frequency(&r, 4, 1), 0.1 / 8, 1e-17);
+	/* and original 80, high 4: 20π lies between 20 and 80, s = (80/(20π) − 1)/3 */
+	r.scaling.original_max = 80;
+	r.scaling.high_freq_factor = 4;
+	{
+		const double s = (80 / (20 * M_PI) - 1) / 3;
+
+		ck_assert_double_eq_tol(mha_rope_frequency(&r, 4, 1), (1 - s) * 0.1 / 8 + s * 0.1,
+					1e-16);
+	}
+	/* dynamic: past original 2 at seq_len 5, the base 100·(2·5/2 − 1)^(4/2) = 1600 */
+	r.scaling = (mha_rope_scaling){ .type = MHA_ROPE_SCALING_DYNAMIC, .factor = 2,
+					.original_max = 2, .seq_len = 5 };
+	ck_assert_double_eq_tol(mha_rope_frequency(&r, 4, 1), 1.0 / 40, 1e-16);
+	r.scaling.seq_len = 2;
+	ck_assert(mha_rope_frequency(&r, 4, 1) == pow(100, -0.5));
+	/* longrope: short below original, long past it; A = √(1 + ln 4 / ln 2) = √3 */
+	r.scaling = (mha_rope_scaling){ .type = MHA_ROPE_SCALING_LONGROPE, .factor = 4,
+					.original_max = 2, .short_factor = shortf,
+					.long_factor = longf, .seq_len = 2 };
+	ck_assert_double_eq_tol(mha_rope_frequency(&r, 4, 1), 0.1 / 2, 1e-16);
+	r.scaling.seq_len = 3;
+	ck_assert_double_eq_tol(mha_rope_frequency(&r, 4, 1), 0.1 / 5, 1e-16);
+	ck_assert_double_eq_tol(mha_rope_attention_factor(&r), sqrt(3), 1e-15);
+	/* yarn, factor e (so A = 0.1·ln e + 1 = 1.1), original 2π·100: lo = 4·ln(100/32)/(2 ln 100)
+	 * floors to 0, hi = 4·ln(100)/(2 ln 100) = 2 ceils to 2 → min(2, 3) = 2; r_1 = 1/2 */
+	r.scaling = (mha_rope_scaling){ .type = MHA_ROPE_SCALING_YARN, .factor = M_E,
+					.original_max = 2 * M_PI * 100 };
+	ck_assert_double_eq_tol(mha_rope_attention_factor(&r), 1.1, 1e-15);
+	ck_assert_double_eq_tol(mha_rope_frequency(&r, 4, 0), 1, 1e-15);
+	ck_assert_double_eq_tol(mha_rope_frequency(&r, 4, 1), 0.1 / M_E * 0.5 + 0.1 * 0.5, 1e-16);
+	/* the rotation uses them: pair 1 of position 3 at 3·g_1, cos and sin times A */
+	{
+		const double g = mha_rope_frequency(&r, 4, 1), a = 1.1;
+
+		ck_assert_int_eq(mha_rope_apply(out, x, 1, 1, 4, with_rope(&r), at3), MHA_OK);
+		ck_assert_double_eq_tol(out[1], a * (2 * cos(3 * g) - 4 * sin(3 * g)), 1e-14);
+		ck_assert_double_eq_tol(out[3], a * (2 * sin(3 * g) + 4 * cos(3 * g)), 1e-14);
+	}
+	/* mscale over mscale_all_dim */
+	r.scaling.mscale = 2;
+	r.scaling.mscale_all_dim = 1;
+	ck_assert_double_eq_tol(mha_rope_attention_factor(&r), 1.2 / 1.1, 1e-15);
+	/* refused: values out of range, and with tables given */
+	{
+		static const double cs[2] = { 1, 1 }, sn_[2] = { 0, 0 };
+		static const double bad_f[2] = { 1, 0 };
+		const mha_rope_scaling bad[] = {
+			{ .type = (mha_rope_scaling_type)6, .factor = 1 },
+			{ .type = MHA_ROPE_SCALING_LINEAR, .factor = 0 },
+			{ .type = MHA_ROPE_SCALING_LINEAR, .factor = NAN },
+			{ .type = MHA_ROPE_SCALING_DYNAMIC, .factor = 2 },
+			{ .type = MHA_ROPE_SCALING_LLAMA3, .factor = 8, .original_max = 8,
+			  .low_freq_factor = 1, .high_freq_factor = 1 },
+			{ .type = MHA_ROPE_SCALING_YARN, .factor = 2, .original_max = 8, .beta_fast = -1 },
+			{ .type = MHA_ROPE_SCALING_LONGROPE, .original_max = 8, .short_factor = shortf },
+			{ .type = MHA_ROPE_SCALING_LONGROPE, .original_max = 8, .short_factor = shortf,
+			  .long_factor = bad_f },
+		};
+		mha_fault f = { .size = sizeof(f) };
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			cfg.rope = (mha_rope){ .mode = MHA_ROPE_HALF, .scaling = bad[i] };
+			ck_assert_int_eq(mha_check_fault(&d, &cfg, &f), MHA_ERR_ROPE);
+			ck_assert_int_eq(f.kind, MHA_FAULT_ROPE_SCALING);
+		}
+		cfg.rope = (mha_rope){ .mode = MHA_ROPE_HALF, .dim = 2, .cos = cs, .sin = sn_,
+				       .rows = 2,
+				       .scaling = { .type = MHA_ROPE_SCALING_LINEAR, .factor = 2 } };
+		ck_assert_int_eq(mha_check_fault(&d, &cfg, &f), MHA_ERR_ROPE);
+		ck_assert_int_eq(f.kind, MHA_FAULT_ROPE_SCALING);
+	}
+}
+END_TEST
+
 void unit_add_rope(const struct unit_suite *u)
 {
 	tcase_add_test(u->hand, test_rope_by_hand);
+	tcase_add_test(u->hand, test_rope_scaling_by_hand);
 	tcase_add_test(u->hand, test_rope_apply_and_errors);
 }
