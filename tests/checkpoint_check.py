@@ -704,8 +704,9 @@ def damaged_cases(c, rng):
               ['"t5"', "--layout"])
     d = folder(tmp, "cfg-scaling", t, {"model_type": "llama", "num_attention_heads": 2,
                                         "rope_scaling": {"rope_type": "llama3", "factor": 8}})
-    c.refused("config rope_scaling refused", ["-x", xp, "-w", d, "--layer", "0"],
-              ["rope_scaling", "llama3", "--rope-cos"])
+    c.refused("config rope_scaling llama3 without its keys refused",
+              ["-x", xp, "-w", d, "--layer", "0"],
+              ["rope_scaling", "llama3", "needs", "low_freq_factor"])
     d = folder(tmp, "cfg-notjson", t)
     with open(os.path.join(d, "config.json"), "w") as f:
         f.write("{\"model_type\": ")

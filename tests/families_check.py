@@ -216,6 +216,23 @@ FAMILIES = [
                                             "long_factor": [1.0, 1.3, 2.5, 4.0],
                                             "original_max_position_embeddings": 4}),
          runs=[1]),
+    dict(name="gpt-oss (sinks, layer_types, YaRN, biases, quantized experts)", type="gpt_oss",
+         dtype="BF16", D=16, H=4, G=2, hd=4, layers=2, bias="qkvo", sinks=True, moe=True,
+         config=lambda f: cfg("GptOssForCausalLM", "gpt_oss", 16, 4, 2, 2, f["dtype"],
+                              attention_bias=True, experts_per_token=4, head_dim=4,
+                              initial_context_length=4096,
+                              layer_types=["sliding_attention", "full_attention"],
+                              max_position_embeddings=131072, num_experts_per_tok=4,
+                              num_local_experts=4, output_router_logits=False,
+                              quantization_config={"modules_to_not_convert": [
+                                  "model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                  "model.embed_tokens", "lm_head"], "quant_method": "mxfp4"},
+                              rope_scaling={"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                                            "original_max_position_embeddings": 4096,
+                                            "rope_type": "yarn", "truncate": False},
+                              rope_theta=150000.0, router_aux_loss_coef=0.9, sliding_window=3,
+                              swiglu_limit=7.0),
+         runs=[0, 1]),
     dict(name="LLaVA 1.5 (text_config, the text model's default heads)", type="llava",
          dtype="F16", D=64, H=32, G=32, hd=2, layers=2, text="llama", vision=True,
          prefix="language_model.model.",
@@ -280,6 +297,8 @@ def hf_settings(f, config, layer):
         s["rope"] = "interleaved"
     if t == "smollm3" and not c["no_rope_layers"][layer]:
         s["rope"] = None
+    if t == "gpt_oss" and c["layer_types"][layer] == "sliding_attention":
+        s["window"] = c["sliding_window"]
     return s
 
 
@@ -390,7 +409,12 @@ def decoder_attention(x, p, s, kv_len=None):
     if kv_len is not None:
         keep = keep & (j < kv_len)
     w = np.where(keep, w, -np.inf)
-    o = ck.softmax(w) @ v
+    if "sinks" in p:
+        # gpt-oss: each head's sink joins its softmax, then is dropped
+        sink = np.broadcast_to(p["sinks"][:, None, None], (H, n, 1))
+        o = ck.softmax(np.concatenate([w, sink], axis=-1))[..., :-1] @ v
+    else:
+        o = ck.softmax(w) @ v
     return o.transpose(1, 0, 2).reshape(n, H * hd) @ p["o"].T + p.get("bo", 0)
 
 
@@ -434,7 +458,14 @@ def torch_attention(torch, x, p, s, kv_len=None):
     if kv_len is not None:
         keep &= j < kv_len
     w = w.masked_fill(~keep, float("-inf"))
-    o = torch.matmul(F.softmax(w, dim=-1), v).transpose(1, 2).reshape(1, n, H * hd)
+    if "sinks" in p:
+        sinks = T(p["sinks"]).reshape(1, -1, 1, 1).expand(1, H, n, 1)
+        combined = torch.cat([w, sinks], dim=-1)
+        combined = combined - combined.max(dim=-1, keepdim=True).values
+        probs = F.softmax(combined, dim=-1)[..., :-1]
+    else:
+        probs = F.softmax(w, dim=-1)
+    o = torch.matmul(probs, v).transpose(1, 2).reshape(1, n, H * hd)
     return F.linear(o, T(p["o"]), None if p.get("bo") is None else T(p["bo"]))[0].numpy()
 
 
@@ -466,6 +497,10 @@ def decoder_checkpoint(rng, f):
                 b = ck.Tensor(rng.standard_normal(rows) * 0.3, dt)
                 t[a + "self_attn.%s_proj.bias" % c] = b
                 p["b" + c] = b.value
+        if f.get("sinks"):
+            sk = ck.Tensor(rng.standard_normal(H), dt)
+            t[a + "self_attn.sinks"] = sk
+            p["sinks"] = sk.value
         t[a + "input_layernorm.weight"] = ck.Tensor(np.ones(D), dt)
         t[a + "post_attention_layernorm.weight"] = ck.Tensor(np.ones(D), dt)
         if f.get("moe"):
@@ -558,7 +593,7 @@ def refusal_cases(c, rng):
             "mixtral": "use_sliding_window", "qwen2": "attention_multiplier",
             "gemma": "sliding_window", "gemma2": "no_rope_layers", "granite": "use_qk_norm",
             "cohere": "sliding_window", "smollm3": "attn_logit_softcapping",
-            "olmo": "layer_types", "llava": "some_new_attention_key",
+            "olmo": "layer_types", "llava": "some_new_attention_key", "gpt_oss": "use_qk_norm",
             "mistral3": "attention_multiplier"}
     seen = set()
     for f in FAMILIES:
@@ -615,7 +650,7 @@ def refusal_cases(c, rng):
     for mtype, words in (("qwen3", "q_norm and k_norm"), ("olmo2", "q_norm and k_norm"),
                          ("gemma3_text", "q_norm and k_norm"), ("phi3", "qkv_proj"),
                          ("gpt_neox", "query_key_value"), ("deepseek_v3", "latent attention"),
-                         ("gpt_oss", "YaRN"), ("modernbert", "Wqkv")):
+                         ("modernbert", "Wqkv")):
         conf = dict(f["cfg"], model_type=mtype)
         c.refused("model_type %s: refused, saying what it needs" % mtype,
                   planted(c, f, "type", config=conf), ['model_type "%s"' % mtype, words])
@@ -680,6 +715,20 @@ def refusal_cases(c, rng):
                   args[:i] + ["--prefix", "model.layers.%d.self_attn" % f["runs"][0]],
                   [words])
         del d
+    # gpt-oss: quantized attention, no layer_types, sinks with --sinks too
+    f = by_type("gpt_oss")
+    conf = copy.deepcopy(f["cfg"])
+    conf["quantization_config"]["modules_to_not_convert"] = ["model.embed_tokens"]
+    c.refused("gpt-oss: the attention quantized", planted(c, f, "q", config=conf),
+              ["quantization_config", "quantized"])
+    conf = {k: v for k, v in f["cfg"].items() if k != "layer_types"}
+    c.refused("gpt-oss without layer_types", planted(c, f, "lt", config=conf),
+              ["sliding_window without layer_types"])
+    sk = os.path.join(c.tmp, "sinks.json")
+    with open(sk, "w") as fp:
+        json.dump([0.0] * f["H"], fp)
+    c.refused("gpt-oss's sinks and --sinks", planted(c, f, "sk", extra=["--sinks", sk]),
+              ["leave out --sinks"])
     # OLMo's clip_qkv and Cohere's use_qk_norm: what mha does not compute
     f = by_type("olmo")
     c.refused("olmo: clip_qkv 8", planted(c, f, "clip", config=dict(f["cfg"], clip_qkv=8.0)),
@@ -743,6 +792,8 @@ def decoder_params(f, layer):
         p[c] = f["tensors"][a + "%s_proj.weight" % c].value
         if a + "%s_proj.bias" % c in f["tensors"]:
             p["b" + c] = f["tensors"][a + "%s_proj.bias" % c].value
+    if a + "sinks" in f["tensors"]:
+        p["sinks"] = f["tensors"][a + "sinks"].value
     return p
 
 

@@ -17,7 +17,8 @@ const struct family families[] = {
 		{ "q_proj.bias", BQ, 0, NULL }, { "k_proj.bias", BK, 0, NULL },
 		{ "v_proj.bias", BV, 0, NULL }, { "o_proj.bias", BO, 0, NULL },
 		/* older checkpoints kept the frequencies rope_theta gives */
-		{ "rotary_emb.inv_freq", T_INV_FREQ, 0, NULL } } },
+		{ "rotary_emb.inv_freq", T_INV_FREQ, 0, NULL },
+		{ "sinks", T_SINKS, 0, NULL } } },
 	/* Conv1D: (in, out), applied as x·W + b */
 	[FAMILY_GPT2] = { "gpt2", "h.%zu.attn", "c_attn.weight", LAYOUT_MHA, {
 		{ "c_attn.weight", T_PACKED_W, 1, NULL }, { "c_attn.bias", T_PACKED_B, 0, NULL },
@@ -82,6 +83,8 @@ static const char *const smollm3_keys[] = { LLAMA_KEYS, "no_rope_layers", "no_ro
 					    "use_sliding_window", "sliding_window",
 					    "layer_types", NULL };
 static const char *const olmo_keys[] = { LLAMA_KEYS, "clip_qkv", NULL };
+static const char *const gpt_oss_keys[] = { LLAMA_KEYS, "sliding_window", "layer_types",
+					    "quantization_config", NULL };
 static const char *const gpt2_keys[] = { "n_head", "n_embd", "scale_attn_weights",
 					 "scale_attn_by_inverse_layer_idx", NULL };
 static const char *const bert_keys[] = { "num_attention_heads", "hidden_size",
@@ -114,6 +117,10 @@ static const char *const gpt2_other[] = {
 static const char *const bert_other[] = { "type_vocab_size", "hidden_dropout_prob",
 					  "attention_probs_dropout_prob", "classifier_dropout",
 					  NULL };
+static const char *const gpt_oss_other[] = { "experts_per_token", "initial_context_length",
+					     "num_local_experts", "num_experts_per_tok",
+					     "output_router_logits", "router_aux_loss_coef",
+					     "swiglu_limit", NULL };
 /* an image-text model's own keys: its vision tower and projector */
 static const char *const image_text_other[] = {
 	"text_config", "vision_config", "image_token_index", "image_token_id",
@@ -128,12 +135,12 @@ static const char *const image_text_other[] = {
 /* a row that reads the type's attention: family, biases, rotation, window,
  * keys read, keys known harmless, transformers' default heads */
 #define READS(fam, bias, rope, slide, keys, other, heads) \
-	fam, bias, NULL, rope, slide, keys, other, heads, NULL
+	fam, bias, NULL, rope, slide, keys, other, heads, NULL, 0
 /* an image-text type: its text model's type when text_config gives none */
 #define TEXT_OF(type) FAMILY_NONE, BIAS_ANY, NULL, MHA_ROPE_NONE, SLIDE_NONE, NULL, \
-	image_text_other, 0, type
+	image_text_other, 0, type, 0
 /* a type whose attention needs what mha does not compute */
-#define REFUSED(fam, why) fam, BIAS_ANY, why, MHA_ROPE_NONE, SLIDE_NONE, NULL, NULL, 0, NULL
+#define REFUSED(fam, why) fam, BIAS_ANY, why, MHA_ROPE_NONE, SLIDE_NONE, NULL, NULL, 0, NULL, 0
 
 #define HALF MHA_ROPE_HALF
 
@@ -181,8 +188,9 @@ static const struct model_type types[] = {
 				 "not compute yet") },
 	{ "deepseek_v3", REFUSED(FAMILY_NONE, "multi-head latent attention (MLA), which mha does "
 				 "not compute yet") },
-	{ "gpt_oss", REFUSED(FAMILY_LLAMA, "YaRN rope scaling and attention sinks, which mha does "
-			     "not read from a checkpoint yet") },
+	/* sinks, layer_types, YaRN; its MoE quantized, never its attention */
+	{ "gpt_oss", FAMILY_LLAMA, BIAS_FLAG, NULL, HALF, SLIDE_BY_TYPES, gpt_oss_keys, gpt_oss_other,
+	  0, NULL, 1 },
 	{ "cohere2", REFUSED(FAMILY_LLAMA, "rotary embeddings on its sliding layers alone, which "
 			     "mha does not read yet") },
 };
@@ -199,10 +207,10 @@ const struct model_type *model_type_find(const char *type)
 static const char *const generic_keys[] = { "num_attention_heads", "num_key_value_heads",
 					    "hidden_size", "head_dim", "n_head", "n_embd", NULL };
 static const struct model_type generic = { "", FAMILY_NONE, BIAS_ANY, NULL, MHA_ROPE_NONE,
-					   SLIDE_NONE, generic_keys, none, 0, NULL };
+					   SLIDE_NONE, generic_keys, none, 0, NULL, 0 };
 /* --layout torch: nn.MultiheadAttention has no config.json of its own */
 static const struct model_type torch_row = { "", FAMILY_TORCH, BIAS_ANY, NULL, MHA_ROPE_NONE,
-					     SLIDE_NONE, generic_keys, none, 0, NULL };
+					     SLIDE_NONE, generic_keys, none, 0, NULL, 0 };
 
 const struct model_type *model_type_of_family(model_family f)
 {
@@ -236,8 +244,8 @@ static const struct { const char *suffix, *what; } unread[] = {
 	  "compute yet" },
 	{ "k_norm.bias", "a LayerNorm of each head's k (Cohere Command R+), which mha does not "
 	  "compute yet" },
-	{ "sinks", "attention sinks (gpt-oss), one logit per head, which mha does not read from a "
-	  "checkpoint yet (--sinks reads them from a file)" },
+	{ "sinks", "attention sinks (gpt-oss's), one logit per head, which this model type's "
+	  "attention does not have: say model_type gpt_oss, or give them with --sinks" },
 	{ "qkv_proj.weight", "Q, K and V fused in one tensor (Phi-3), which mha does not split yet" },
 	{ "query_key_value.weight", "Q, K and V fused in one tensor (GPT-NeoX, Falcon), which mha "
 	  "does not split yet" },

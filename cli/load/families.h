@@ -25,6 +25,7 @@ enum {
 	T_PACKED_B,             /* and its bias */
 	T_TORCH_KEY,            /* nn.MultiheadAttention's names, as weights.c reads them */
 	T_INV_FREQ,             /* the rotary frequencies a checkpoint kept: checked */
+	T_SINKS,                /* one logit per head (gpt-oss), where the type reads them */
 	T_IGNORED               /* outside the attention mha computes (reason given) */
 };
 
@@ -53,7 +54,8 @@ enum slide_rule {
 	SLIDE_ALL,       /* every layer (Mistral, Mixtral) */
 	SLIDE_QWEN,      /* use_sliding_window, from max_window_layers; layer_types (Qwen2) */
 	SLIDE_EVEN,      /* layer_types, else layers 0, 2, 4, ... (Gemma 2) */
-	SLIDE_TYPES      /* use_sliding_window and layer_types only (SmolLM3) */
+	SLIDE_TYPES,     /* use_sliding_window and layer_types only (SmolLM3) */
+	SLIDE_BY_TYPES   /* layer_types alone, which must be there (gpt-oss) */
 };
 
 /* Which biases a model type's projections have. */
@@ -79,6 +81,7 @@ struct model_type {
 	const char *text_config;   /* an image-text type: the text model's type when
 				      text_config gives none ("llama"); its own keys
 				      are harmless_wrapper's */
+	int sinks;                 /* its attention has sinks (T_SINKS): read, not refused */
 };
 
 /* what a module's tensor mha does not read does, where it is known: a

@@ -257,7 +257,7 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	p->w.floats = s->floats;
 	p->w.map = s->map;
 	if (s->w && ckpt_is_checkpoint(s->w)) {
-		if (model_load(&p->w, &p->spec, s->w))
+		if (model_load(&p->w, &p->sinks, &p->spec, s->w))
 			return -1;
 	} else if (s->family && s->family != FAMILY_TORCH) {
 		return error("%s: --layout %s reads a safetensors checkpoint: give -w a .safetensors "

@@ -1,5 +1,6 @@
 /*
- * model.h: one attention layer out of a model's published checkpoint: a
+ * model.h: one attention layer out of a model's published checkpoint
+ * (model.c), and the config.json that describes it (config.c): a
  * safetensors file, a folder of them (sharded, with
  * model.safetensors.index.json), and Hugging Face's config.json beside it.
  *
@@ -35,9 +36,10 @@ int model_config(struct problem_spec *s);
  * set to the family's.  The heads and rotary dim config.json set are held
  * to the weights read, a mismatch blamed on config.json.  0, or -1 said (a
  * missing tensor's message lists the names nearest to it).  A shard's file
- * is open only while its header or one tensor is read.
+ * is open only while its header or one tensor is read.  A model type with
+ * sinks (gpt-oss) puts them in *sinks, and s->sinks names where from.
  */
-int model_load(weights *w, struct problem_spec *s, const char *path);
+int model_load(weights *w, matrix *sinks, struct problem_spec *s, const char *path);
 
 /*
  * The heads (kv: the key/value heads), n of them, as a message that finds
@@ -51,5 +53,14 @@ const char *model_heads_said(const struct problem_spec *s, int kv, size_t n, cha
 
 /* "llama", "gpt2", "bert", "torch"; NULL for FAMILY_NONE */
 const char *model_family_name(model_family f);
+
+/* The key the family's config.json gives its heads under ("n_head" for
+ * GPT-2, else "num_attention_heads"), for messages (config.c). */
+const char *model_heads_key(const struct problem_spec *s);
+
+struct ckpt;
+/* Which family's attention the checkpoint's names hold: the only one with
+ * modules, or FAMILY_NONE (model.c). */
+model_family model_detect(const struct ckpt *c);
 
 #endif

@@ -28,7 +28,9 @@ struct problem_spec {
 	const char *x, *kv, *w, *q, *k, *v, *mask; /* paths ("-": standard input), or NULL */
 	int k_transposed;               /* --kt: k holds K^T, (d, n_kv) or (B, d, n_kv) */
 	const char *xk, *xv;            /* --xk, --xv: keys' and values' sources apart, or NULL */
-	const char *sinks;              /* --sinks: one logit per query head, or NULL */
+	const char *sinks;              /* --sinks: one logit per query head, or NULL; or
+					   sinks_from, a checkpoint's (model.h) */
+	char sinks_from[2 * PATH_TEXT];
 	const char *alibi_slopes;       /* --alibi-slopes: one slope per query head, or NULL */
 	const char *positions;          /* --positions: rope's positions, or NULL */
 	const char *rope_cos, *rope_sin;/* --rope-cos, --rope-sin: rope's tables, or NULL */

@@ -177,6 +177,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char w_path[400];
 	struct problem_spec s;
 	weights w;
+	matrix sinks = { 0 };
 
 	if (!dir[0])
 		setup();
@@ -211,10 +212,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (s.heads < 1)
 			fuzz_fail("model_config: no heads");
 		w.layout = s.layout;
-		if (model_load(&w, &s, s.w) == 0)
+		if (model_load(&w, &sinks, &s, s.w) == 0)
 			check_loaded(&w, &s);
 	}
 	weights_free(&w);
+	matrix_free(&sinks);
 	if (budget_held() != 0)
 		fuzz_fail("the memory budget was not given back in full");
 	drop(index_name);

@@ -1,0 +1,611 @@
+/*
+ * config.c: Hugging Face's config.json read for the attention (model.h):
+ * the model type's row (families.c), every key known or refused, and what
+ * each key the type reads sets, under the command line's options.
+ */
+#include "load/model.h"
+#include "load/families.h"
+#include "load/rope_scaling.h"
+#include "read/checkpoint.h"
+#include "base/cli.h"
+#include "read/json.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *model_heads_key(const struct problem_spec *s)
+{
+	return (s->mtype ? s->mtype->family : s->family) == FAMILY_GPT2 ? "n_head"
+								       : "num_attention_heads";
+}
+
+static int bad_type(const char *path, const char *key, const char *want)
+{
+	return error("%s: \"%s\" is not %s", path, key, want);
+}
+
+/* key as a whole number from 1: 1 and *out, 0 absent or null, -1 said */
+static int config_count(const cJSON *root, const char *path, const char *key, size_t *out)
+{
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	if (!e || cJSON_IsNull(e))
+		return 0;
+	if (!cJSON_IsNumber(e) || !(e->valuedouble >= 1) || e->valuedouble != floor(e->valuedouble))
+		return bad_type(path, key, "a whole number from 1");
+	if (e->valuedouble > 1e15)
+		return error("%s: \"%s\" is %g, more than any model has", path, key, e->valuedouble);
+	*out = (size_t)e->valuedouble;
+	return 1;
+}
+
+static int config_number(const cJSON *root, const char *path, const char *key, double *out)
+{
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	if (!e || cJSON_IsNull(e))
+		return 0;
+	if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || !(e->valuedouble > 0))
+		return bad_type(path, key, "a number above 0");
+	*out = e->valuedouble;
+	return 1;
+}
+
+static int config_bool(const cJSON *root, const char *path, const char *key, int *out)
+{
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	if (!e || cJSON_IsNull(e))
+		return 0;
+	if (!cJSON_IsBool(e))
+		return bad_type(path, key, "true or false");
+	*out = cJSON_IsTrue(e);
+	return 1;
+}
+
+static int config_string(const cJSON *root, const char *path, const char *key, const char **out)
+{
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	if (!e || cJSON_IsNull(e))
+		return 0;
+	if (!cJSON_IsString(e))
+		return bad_type(path, key, "a string");
+	*out = e->valuestring;
+	return 1;
+}
+
+/* the first of two spellings present (hidden_size, n_embd) */
+static int config_count2(const cJSON *root, const char *path, const char *a, const char *b,
+			 size_t *out)
+{
+	const int rc = config_count(root, path, a, out);
+
+	return rc ? rc : config_count(root, path, b, out);
+}
+
+/* layer_types' entry for the layer the run takes: 1 sliding, 0 not, -1 said */
+static int layer_type(const cJSON *types, const char *path, const struct problem_spec *s)
+{
+	const cJSON *t;
+
+	if (!cJSON_IsArray(types))
+		return bad_type(path, "layer_types", "a list of strings");
+	if (!s->has_layer)
+		return error("%s: layer_types differ by layer: give --layer", path);
+	t = cJSON_GetArrayItem(types, (int)(s->layer < 1000000 ? s->layer : 1000000));
+	if (!t)
+		return error("%s: layer_types has no entry for layer %zu", path, s->layer);
+	if (!cJSON_IsString(t))
+		return bad_type(path, "layer_types", "a list of strings");
+	if (!strcmp(t->valuestring, "sliding_attention"))
+		return 1;
+	if (!strcmp(t->valuestring, "full_attention"))
+		return 0;
+	return error("%s: layer_types[%zu] is \"%.40s\", expected \"sliding_attention\" or "
+		     "\"full_attention\"", path, s->layer, t->valuestring);
+}
+
+/*
+ * Whether the layer the run takes slides its window, by the type's rule
+ * (families.h): Mistral every layer; Qwen2 use_sliding_window, and layers
+ * from max_window_layers, or layer_types; Gemma 2 layer_types, else the
+ * even layers; SmolLM3 use_sliding_window and layer_types.  1, 0, or -1 said.
+ */
+static int sliding(const cJSON *root, const char *path, const struct problem_spec *s)
+{
+	const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+	const enum slide_rule rule = s->mtype->slide;
+	size_t from = 0;
+	int use = rule != SLIDE_TYPES, rc;
+
+	if (rule == SLIDE_ALL)
+		return 1;
+	if (rule == SLIDE_BY_TYPES && (!types || cJSON_IsNull(types)))
+		return error("%s: sliding_window without layer_types: which layers slide is not "
+			     "said", path);
+	if (rule == SLIDE_QWEN || rule == SLIDE_TYPES) {
+		if (config_bool(root, path, "use_sliding_window", &use) < 0)
+			return -1;
+		if (!use)
+			return 0;
+	}
+	if (types && !cJSON_IsNull(types))
+		return layer_type(types, path, s);
+	if (rule == SLIDE_EVEN) {
+		if (!s->has_layer)
+			return error("%s: %s slides its window on every other layer: give --layer",
+				     path, s->mtype->type);
+		return s->layer % 2 == 0;
+	}
+	if (rule == SLIDE_TYPES)
+		return error("%s: use_sliding_window without layer_types: which layers slide is not "
+			     "said; give --window, or leave it out with --window none", path);
+	/* Qwen2: layers from max_window_layers (all without it) */
+	if ((rc = config_count(root, path, "max_window_layers", &from)) < 0)
+		return -1;
+	if (rc && (!s->has_layer || s->layer < from))
+		return s->has_layer ? 0 : error("%s: layers from max_window_layers slide their "
+						"window: give --layer", path);
+	return 1;
+}
+
+/*
+ * The heads config.json gives (0: none), under the command line's, and
+ * checked here, so that a value that does not divide is blamed on the file
+ * and its key rather than on an option never given.  0, or -1 said.
+ */
+static int config_heads(struct problem_spec *s, const char *path, size_t heads, size_t kv)
+{
+	const unsigned g = s->given;
+	size_t H, G;
+
+	if (heads && !(g & GIVEN_HEADS)) {
+		s->heads = heads;
+		s->given |= CONFIG_HEADS;
+	}
+	if (kv && !(g & GIVEN_KV_HEADS)) {
+		s->kv_heads = kv;
+		s->given |= CONFIG_KV_HEADS;
+	}
+	if (!(s->given & (CONFIG_HEADS | CONFIG_KV_HEADS)))
+		return 0; /* the options' own, checked with the options */
+	H = s->heads;
+	G = s->kv_heads ? s->kv_heads : H;
+	if (G <= H && H % G == 0)
+		return 0;
+	if (!(s->given & CONFIG_HEADS) && !(g & GIVEN_HEADS))
+		return error("'%s': num_key_value_heads %zu but no %s: give --heads", path, G,
+			     model_heads_key(s));
+	return error("'%s': %s %zu does not divide %s %zu", path,
+		     s->given & CONFIG_KV_HEADS ? "num_key_value_heads" : "--kv-heads", G,
+		     s->given & CONFIG_HEADS ? model_heads_key(s) : "--heads", H);
+}
+
+/*
+ * partial_rotary_factor: the first int(head_dim x factor) features of each
+ * head turn, as Hugging Face computes it.  None: no rotation at all (a rope
+ * dim of 0 would mean all of d_k).  An odd number: refused, for
+ * transformers' tables would not fit it.  0, or -1 said.
+ */
+static int config_rotary_dim(struct problem_spec *s, const char *path, size_t hd, double partial)
+{
+	/* Python's int() of the product, as a double: the same rounding */
+	const size_t R = (size_t)floor((double)hd * partial);
+	const unsigned g = s->given;
+
+	if (R % 2)
+		return error("'%s': partial_rotary_factor %g of head_dim %zu turns %zu feature%s, an "
+			     "odd number: a rotary embedding turns pairs", path, partial, hd, R,
+			     R == 1 ? "" : "s");
+	if (R) {
+		s->cfg.rope.dim = R;
+		s->given |= CONFIG_ROPE_DIM;
+		return 0;
+	}
+	if ((g & (GIVEN_ROPE | GIVEN_ROPE_THETA)) || s->positions)
+		return error("'%s': partial_rotary_factor %g of head_dim %zu turns no feature: "
+			     "leave out %s", path, partial, hd, g & GIVEN_ROPE ? "--rope" :
+			     g & GIVEN_ROPE_THETA ? "--rope-theta" : "--positions");
+	s->cfg.rope.mode = MHA_ROPE_NONE;
+	s->cfg.rope.theta = 0;
+	return 0;
+}
+
+/* key of root as a list entry for the layer the run takes: a whole number
+ * from 0 into *out; 1, 0 absent, -1 said */
+static int config_layer_entry(const cJSON *root, const char *path, const char *key,
+			      const struct problem_spec *s, size_t *out)
+{
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, key), *e;
+
+	if (!list || cJSON_IsNull(list))
+		return 0;
+	if (!cJSON_IsArray(list))
+		return bad_type(path, key, "a list");
+	if (!s->has_layer)
+		return error("%s: %s differs by layer: give --layer", path, key);
+	e = cJSON_GetArrayItem(list, (int)(s->layer < 1000000 ? s->layer : 1000000));
+	if (!e)
+		return error("%s: %s has no entry for layer %zu", path, key, s->layer);
+	if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) || e->valuedouble > 1e15 ||
+	    e->valuedouble != floor(e->valuedouble))
+		return error("%s: %s[%zu] is not a whole number from 0", path, key, s->layer);
+	*out = (size_t)e->valuedouble;
+	return 1;
+}
+
+/* SmolLM3's layers without position encoding: no_rope_layers[layer] 0, or
+ * (without the list) every no_rope_layer_interval-th layer.  1 the layer
+ * turns, 0 not, -1 said. */
+static int layer_turns(const cJSON *root, const char *path, const struct problem_spec *s)
+{
+	size_t use = 1, every = 4;
+	int rc = config_layer_entry(root, path, "no_rope_layers", s, &use);
+
+	if (rc)
+		return rc < 0 ? -1 : use != 0;
+	if (config_count(root, path, "no_rope_layer_interval", &every) < 0)
+		return -1;
+	if (!s->has_layer)
+		return error("%s: every %zu%s layer has no rotary embedding: give --layer", path,
+			     every, every == 2 ? "nd" : every == 3 ? "rd" : "th");
+	return (s->layer + 1) % every != 0;
+}
+
+/* key is one t's attention reads: model.c reads no other (and config.json
+ * holds no key t does not know: known_keys) */
+static int reads(const struct model_type *t, const char *key)
+{
+	return model_type_knows(t, key) == 1;
+}
+
+/* The rotary embedding the type implies, as config.json sets it. */
+static int apply_rope(struct problem_spec *s, const cJSON *root, const char *path, size_t heads,
+		      size_t hidden, size_t head_dim)
+{
+	const struct model_type *t = s->mtype;
+	const unsigned g = s->given;
+	const cJSON *sc;
+	double theta = 0, partial = 0;
+	int rc;
+
+	if (!(g & GIVEN_ROPE))
+		s->cfg.rope.mode = t->rope;
+	if (root && reads(t, "no_rope_layers") && !(g & GIVEN_ROPE)) {
+		if ((rc = layer_turns(root, path, s)) < 0)
+			return -1;
+		if (!rc)
+			s->cfg.rope.mode = MHA_ROPE_NONE;
+	}
+	if (!root || !reads(t, "rope_theta"))
+		return 0;
+	if (config_number(root, path, "rope_theta", &theta) < 0 ||
+	    config_number(root, path, "partial_rotary_factor", &partial) < 0)
+		return -1;
+	sc = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+	/* --rope-scaling's object wins (model_config); tables given replace it */
+	if (sc && !cJSON_IsNull(sc) && !s->rope_scaling && !s->rope_cos) {
+		double max_pos = 0;
+
+		if (config_number(root, path, "max_position_embeddings", &max_pos) < 0 ||
+		    rope_scaling_read(s, sc, path, max_pos))
+			return -1;
+	}
+	if (partial > 1)
+		return bad_type(path, "partial_rotary_factor", "a number from 0 to 1");
+	if (!s->cfg.rope.mode)
+		return 0; /* this layer does not turn: the rest is not used */
+	if (theta && !(g & GIVEN_ROPE_THETA) && !s->rope_cos)
+		s->cfg.rope.theta = theta;
+	if (partial && !(g & GIVEN_ROPE_DIM) && !s->rope_cos) {
+		const size_t hd = head_dim ? head_dim : heads && hidden ? hidden / heads : 0;
+
+		if (!hd)
+			return error("%s: partial_rotary_factor needs head_dim, or hidden_size and "
+				     "num_attention_heads", path);
+		if (config_rotary_dim(s, path, hd, partial))
+			return -1;
+	}
+	return 0;
+}
+
+/* The scale and softcap the type implies: Gemma 2's query_pre_attn_scalar
+ * and attn_logit_softcapping, Granite's attention_multiplier. */
+static int apply_scale(struct problem_spec *s, const cJSON *root, const char *path)
+{
+	const struct model_type *t = s->mtype;
+	double v = 0;
+	int rc;
+
+	if (reads(t, "query_pre_attn_scalar")) {
+		if ((rc = config_number(root, path, "query_pre_attn_scalar", &v)) < 0)
+			return -1;
+		if (rc && !(s->given & GIVEN_SCALE)) {
+			s->cfg.scale_mode = MHA_SCALE_VALUE;
+			s->cfg.scale = 1 / sqrt(v);
+		}
+	}
+	if (reads(t, "attention_multiplier")) {
+		if ((rc = config_number(root, path, "attention_multiplier", &v)) < 0)
+			return -1;
+		if (rc && !(s->given & GIVEN_SCALE)) {
+			s->cfg.scale_mode = MHA_SCALE_VALUE;
+			s->cfg.scale = v;
+		}
+	}
+	if (reads(t, "attn_logit_softcapping")) {
+		if ((rc = config_number(root, path, "attn_logit_softcapping", &v)) < 0)
+			return -1;
+		if (rc && !s->cfg.softcap)
+			s->cfg.softcap = v;
+	}
+	return 0;
+}
+
+/* quantization_config: the attention's modules must be among those left
+ * unquantized (gpt-oss quantizes its experts alone); -1 said, else 0 */
+static int quantized_attention(const cJSON *root, const char *path)
+{
+	const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "quantization_config"), *keep, *e;
+
+	if (!q || cJSON_IsNull(q))
+		return 0;
+	keep = cJSON_IsObject(q) ? cJSON_GetObjectItemCaseSensitive(q, "modules_to_not_convert")
+				 : NULL;
+	for (e = cJSON_IsArray(keep) ? keep->child : NULL; e; e = e->next)
+		if (cJSON_IsString(e) && strstr(e->valuestring, "self_attn"))
+			return 0;
+	return error("%s: quantization_config: the attention's weights are quantized (its "
+		     "modules_to_not_convert names no self_attn), which mha does not read", path);
+}
+
+/* What the model type implies, and what the config says of it. */
+static int apply(struct problem_spec *s, const cJSON *root, const char *path)
+{
+	const struct model_type *t = s->mtype;
+	const unsigned g = s->given;
+	size_t heads = 0, kv = 0, hidden = 0, head_dim = 0, window = 0;
+	int rc, flag = 0;
+	const char *str;
+
+	if (root) {
+		if (config_count2(root, path, "num_attention_heads", "n_head", &heads) < 0 ||
+		    config_count(root, path, "num_key_value_heads", &kv) < 0 ||
+		    config_count2(root, path, "hidden_size", "n_embd", &hidden) < 0 ||
+		    config_count(root, path, "head_dim", &head_dim) < 0 ||
+		    config_bool(root, path, "attention_bias", &flag) < 0)
+			return -1;
+		s->config_bias = 1 + flag;
+		if (config_heads(s, path, heads, kv))
+			return -1;
+	}
+	if (t->family == FAMILY_NONE || t->family == FAMILY_TORCH)
+		return 0; /* the heads alone */
+	/* decoders: causal; BERT: not, unless is_decoder */
+	if (t->family != FAMILY_BERT && !(g & GIVEN_CAUSAL))
+		s->cfg.causal = MHA_CAUSAL_TOP_LEFT;
+	if (apply_rope(s, root, path, heads, hidden, head_dim) || (root && apply_scale(s, root, path)))
+		return -1;
+	if (!root)
+		return 0;
+	if (reads(t, "use_qk_norm") && config_bool(root, path, "use_qk_norm", &flag) > 0 && flag)
+		return error("%s: use_qk_norm: Command R+ normalises each head's q and k with a "
+			     "LayerNorm, which mha does not compute yet", path);
+	if (reads(t, "clip_qkv") && cJSON_GetObjectItemCaseSensitive(root, "clip_qkv") &&
+	    !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "clip_qkv")))
+		return error("%s: clip_qkv: OLMo clamps Q, K and V to +-clip_qkv, which mha does not "
+			     "compute yet", path);
+	if (reads(t, "quantization_config") && quantized_attention(root, path))
+		return -1;
+	if (reads(t, "sliding_window")) {
+		if ((rc = config_count(root, path, "sliding_window", &window)) < 0)
+			return -1;
+		if (rc && !(g & GIVEN_WINDOW)) {
+			if ((rc = sliding(root, path, s)) < 0)
+				return -1;
+			/* the query and the window - 1 keys before it */
+			if (rc) {
+				s->cfg.window.on = 1;
+				s->cfg.window.left = (ptrdiff_t)(window - 1);
+				s->cfg.window.right = -1;
+			}
+		}
+	}
+	if (reads(t, "scale_attn_weights")) {
+		if ((rc = config_bool(root, path, "scale_attn_weights", &flag)) < 0)
+			return -1;
+		if (rc && !flag && !(g & GIVEN_SCALE))
+			s->cfg.scale_mode = MHA_SCALE_NONE;
+		if ((rc = config_bool(root, path, "scale_attn_by_inverse_layer_idx", &flag)) < 0)
+			return -1;
+		if (rc && flag && !(g & GIVEN_SCALE))
+			return error("%s: scale_attn_by_inverse_layer_idx: give the layer's scale, "
+				     "1/(sqrt(d_k)*(N+1)), with --scale", path);
+	}
+	if (reads(t, "position_embedding_type")) {
+		str = NULL;
+		if (config_string(root, path, "position_embedding_type", &str) < 0)
+			return -1;
+		if (str && strcmp(str, "absolute"))
+			return error("%s: position_embedding_type \"%s\" changes the scores; mha reads "
+				     "BERT's \"absolute\" only", path, str);
+		if ((rc = config_bool(root, path, "is_decoder", &flag)) < 0)
+			return -1;
+		if (rc && flag && !(g & GIVEN_CAUSAL))
+			s->cfg.causal = MHA_CAUSAL_TOP_LEFT;
+	}
+	return 0;
+}
+
+const char *model_heads_said(const struct problem_spec *s, int kv, size_t n, char *buf,
+			     size_t size)
+{
+	const unsigned from_config = kv ? CONFIG_KV_HEADS : CONFIG_HEADS;
+
+	if (kv && !(s->given & (CONFIG_KV_HEADS | GIVEN_KV_HEADS)))
+		return model_heads_said(s, 0, n, buf, size); /* as many as the heads */
+	if (!(s->given & from_config))
+		snprintf(buf, size, "%s %zu", kv ? "--kv-heads" : "--heads", n);
+	else
+		snprintf(buf, size, "%s %zu of '%s'", kv ? "num_key_value_heads" : model_heads_key(s), n,
+			 path_shown(s->config_read));
+	return buf;
+}
+
+/* Every key of obj (the config, or its text_config) is one t knows, or
+ * the run stops naming it, at its line and column.  0, or -1 said. */
+static int known_keys(const json_doc *doc, const cJSON *obj, const struct model_type *t)
+{
+	const char *list[512], *said = NULL;
+	const size_t n = model_type_known(t, list, sizeof(list) / sizeof(list[0]));
+	char why[256];
+
+	if (config_string(obj, "config.json", "model_type", &said) < 0)
+		said = NULL;
+	if (said && *t->type && strcmp(said, t->type))
+		snprintf(why, sizeof(why), "mha does not know what it does to model_type \"%.40s\" "
+			 "read as --layout %s, so the run stops rather than guess", said,
+			 families[t->family].name);
+	else if (*t->type)
+		snprintf(why, sizeof(why), "mha does not know what it does to model_type \"%s\"'s "
+			 "attention, so the run stops rather than guess", t->type);
+	else if (t->family)
+		snprintf(why, sizeof(why), "mha does not know what it does to --layout %s's "
+			 "attention, so the run stops rather than guess",
+			 families[t->family].name);
+	else
+		snprintf(why, sizeof(why), "without a model_type (or --layout), mha reads only the "
+			 "heads from config.json; give one to read the rest");
+	return json_known_keys(doc, obj, list, n, why);
+}
+
+/*
+ * The config's model type: its row into s->mtype, and the object that
+ * holds its attention's keys into *attn (an image-text model's
+ * text_config).  A model_type mha does not read is refused, naming those it
+ * does, unless --layout says which family to hold it to; one whose
+ * attention mha does not compute yet says what that is.  0, or -1 said.
+ */
+static int config_type(struct problem_spec *s, const json_doc *doc, const char *path, int ckpt,
+		       const cJSON **attn)
+{
+	const cJSON *root = doc->root, *text;
+	const struct model_type *t;
+	const char *type = NULL;
+	char list[512];
+
+	*attn = root;
+	if (config_string(root, path, "model_type", &type) < 0)
+		return -1;
+	t = type ? model_type_find(type) : NULL;
+	if (t && t->text_config) {
+		/* an image-text model: its text model's type, its own keys, then
+		 * (below) its text model's keys */
+		const struct model_type *wrapper = t;
+
+		text = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+		if (!text || !cJSON_IsObject(text))
+			return error("%s: model_type \"%s\" holds its text model's settings in "
+				     "text_config, an object: not found", path, type);
+		*attn = text;
+		s->text_model = 1;
+		type = NULL;
+		if (config_string(text, path, "model_type", &type) < 0)
+			return -1;
+		if (!type)
+			type = t->text_config;
+		t = model_type_find(type);
+		if (!(t && t->refused) && known_keys(doc, root, wrapper))
+			return -1;
+	}
+	if (t && t->refused)
+		return error("%s: model_type \"%s\": its attention has %s", path, type, t->refused);
+	if (!t && type && !(s->given & GIVEN_LAYOUT))
+		return error("%s: model_type \"%s\" is not one mha reads (%s): give --layout llama, "
+			     "gpt2, bert or torch to read it as one of those, its keys held to that "
+			     "family's", path, type, model_types_read(list, sizeof(list)));
+	if (t && ckpt && s->family && s->family != t->family)
+		return error("%s: model_type \"%s\" is a %s model, not --layout %s", path, type,
+			     families[t->family].name, families[s->family].name);
+	if (t)
+		s->mtype = t;
+	return 0;
+}
+
+int model_config(struct problem_spec *s)
+{
+	char dir[4096], path[PATH_TEXT];
+	const char *cfg = s->config;
+	const int ckpt = s->w && ckpt_is_checkpoint(s->w);
+	const cJSON *attn = NULL;
+	input_file in;
+	json_doc doc = { 0 };
+	int rc = 0;
+
+	if (!cfg && ckpt) {
+		ckpt_folder_of(s->w, dir, sizeof(dir));
+		snprintf(path, sizeof(path), "%s/config.json", dir);
+		/* there, whatever it is: read, or refused when not a regular file */
+		if (access(path, F_OK) == 0)
+			cfg = path;
+	}
+	if (cfg) {
+		/* config.json found beside the checkpoint: a regular file only */
+		if (cfg == path ? input_load_found(&in, cfg) : input_load(&in, cfg)) {
+			input_free(&in);
+			return -1;
+		}
+		if (json_parse(&doc, &in))
+			rc = -1;
+		else if (!cJSON_IsObject(doc.root))
+			rc = error("%s: expected a JSON object (Hugging Face's config.json)", in.name);
+		else
+			rc = config_type(s, &doc, in.name, ckpt, &attn);
+		/* the tensors' family, from the model type: a checkpoint's */
+		if (!rc && ckpt && !s->family && s->mtype)
+			s->family = s->mtype->family;
+	}
+	if (!rc && ckpt && !s->family) {
+		/* the family from the tensors' names */
+		struct ckpt c;
+
+		rc = ckpt_open(&c, s->w);
+		if (!rc && !(s->family = model_detect(&c)))
+			rc = error("%s: which model family is this? give --layout llama, gpt2, bert or "
+				   "torch (or --config with a model_type)", s->w);
+		ckpt_free(&c);
+	}
+	if (!rc && !s->mtype)
+		s->mtype = model_type_of_family(s->family);
+	if (!rc && s->family)
+		s->layout = families[s->family].layout;
+	if (!rc && attn)
+		rc = known_keys(&doc, attn, s->mtype);
+	if (!rc)
+		rc = apply(s, attn, cfg ? in.name : NULL);
+	if (!rc && s->rope_scaling) {
+		double max_pos = 0;
+
+		rc = (attn && config_number(attn, in.name, "max_position_embeddings", &max_pos) < 0) ||
+		     rope_scaling_option(s, max_pos) ? -1 : 0;
+	}
+	if (!rc && ckpt && cfg && !(s->given & (GIVEN_HEADS | CONFIG_HEADS)) && s->mtype->heads) {
+		/* transformers' default, for a config.json that leaves the heads
+		 * out (LLaVA's text_config); none known: model_load refuses */
+		s->heads = s->mtype->heads;
+		s->given |= CONFIG_HEADS;
+		rc = config_heads(s, in.name, s->heads, 0);
+	}
+	if (!rc && cfg)
+		snprintf(s->config_read, sizeof(s->config_read), "%s", cfg); /* for meta */
+	if (cfg) {
+		json_doc_free(&doc);
+		input_free(&in);
+	}
+	return rc;
+}
