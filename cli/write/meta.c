@@ -71,6 +71,30 @@ static const char *causal_name(mha_causal c)
 	default: return "none";
 	}
 }
+/* rope.scaling as the rotation used it: null, or {"type": "yarn", "factor":
+ * 4, "original_max": 32768, "attention_factor": 1.1386…} (mha.h) */
+static void rope_scaling(FILE *fp, const mha_rope *r)
+{
+	static const char *const names[] = { "", "linear", "dynamic", "llama3", "yarn",
+					     "longrope" };
+	const mha_rope_scaling *c = &r->scaling;
+
+	if (!c->type || (unsigned)c->type >= sizeof(names) / sizeof(names[0])) {
+		fputs("null", fp);
+		return;
+	}
+	fprintf(fp, "{\"type\": \"%s\", \"factor\": ", names[c->type]);
+	json_number(fp, c->factor, 0);
+	fputs(", \"original_max\": ", fp);
+	if (c->type == MHA_ROPE_SCALING_LINEAR)
+		fputs("null", fp);
+	else
+		json_number(fp, c->original_max, 0);
+	fputs(", \"attention_factor\": ", fp);
+	json_number(fp, mha_rope_attention_factor(r), 0);
+	fputc('}', fp);
+}
+
 
 void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 {
@@ -202,6 +226,8 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 			else
 				fputs("null", fp);
 		}
+		fputs(", \"scaling\": ", fp);
+		rope_scaling(fp, &cfg->rope);
 		fputc('}', fp);
 	} else {
 		fputs("null", fp);
