@@ -704,6 +704,11 @@ def refusal_cases(c, rng):
         else:
             c.refused("rotary_emb.inv_freq scaled by one half: refused", args,
                       ["inv_freq", "rope_theta", "not the one config.json describes"])
+            # the same halved frequencies where rope_scaling halves them: read
+            conf = dict(f["cfg"], rope_scaling={"type": "linear", "factor": 2.0})
+            rc, _, err = ck.run(c.binary, planted(c, f, "inv2", config=conf, tensors=t))
+            c.result("rotary_emb.inv_freq halved with rope_scaling linear 2: read", rc == 0,
+                     err)
     # settings that differ by layer need --layer
     for ftype, words in (("gemma2", "every other layer"), ("smollm3", "give --layer")):
         f = by_type(ftype)

@@ -461,12 +461,11 @@ const char *model_heads_said(const struct problem_spec *s, int kv, size_t n, cha
  * the run stops naming it, at its line and column.  0, or -1 said. */
 static int known_keys(const json_doc *doc, const cJSON *obj, const struct model_type *t)
 {
-	const char *list[512], *said = NULL;
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(obj, "model_type");
+	const char *list[512], *said = cJSON_IsString(type) ? type->valuestring : NULL;
 	const size_t n = model_type_known(t, list, sizeof(list) / sizeof(list[0]));
 	char why[256];
 
-	if (config_string(obj, "config.json", "model_type", &said) < 0)
-		said = NULL;
 	if (said && *t->type && strcmp(said, t->type))
 		snprintf(why, sizeof(why), "mha does not know what it does to model_type \"%.40s\" "
 			 "read as --layout %s, so the run stops rather than guess", said,

@@ -316,27 +316,31 @@ static int check_biases(const struct ckpt *c, const struct problem_spec *s, cons
 }
 
 /* rotary_emb.inv_freq, as older checkpoints kept it: the frequencies the
- * rotation uses (θ^(−2i/R)) to the precision it was stored in, or refused */
+ * rotation uses (the library's, rope_scaling's included) to the precision
+ * it was stored in, or refused */
 static int check_inv_freq(const matrix *m, const struct problem_spec *s, const weights *w,
 			  const char *name, const char *path)
 {
+	const mha_rope *r = &s->cfg.rope;
 	const size_t qf = out_features(&w->m[WQ], w->layout);
-	const size_t R = s->cfg.rope.dim ? s->cfg.rope.dim : s->heads ? qf / s->heads : 0;
-	const double theta = s->cfg.rope.theta ? s->cfg.rope.theta : 10000;
+	const size_t R = r->dim ? r->dim : s->heads ? qf / s->heads : 0;
 
-	if (!s->cfg.rope.mode || s->rope_cos || !R)
-		return 0; /* not turned, or by tables given */
+	if (!r->mode || s->rope_cos || !R || R % 2 ||
+	    (r->scaling.type == MHA_ROPE_SCALING_LONGROPE && s->n_rope_factors != R / 2))
+		return 0; /* not turned, by tables given, or refused later (checks.c) */
 	if (matrix_size(m) != R / 2)
 		return error("%s: \"%s\" holds %zu frequencies, but the rotation turns %zu features "
 			     "(%zu pairs)", path, name, matrix_size(m), R, R / 2);
 	for (size_t i = 0; i < R / 2; i++) {
-		const double want = pow(theta, -(double)(2 * i) / (double)R);
+		const double want = mha_rope_frequency(r, R, i);
 
 		/* bfloat16 keeps 8 bits: a scaled rotation is off by far more */
 		if (!(fabs(m->v[i] - want) <= want / 256))
-			return error("%s: \"%s\"[%zu] is %.9g, but rope_theta %g gives %.9g: the "
-				     "checkpoint's rotation is not the one config.json describes "
-				     "(a scaled rope?)", path, name, i, m->v[i], theta, want);
+			return error("%s: \"%s\"[%zu] is %.9g, but config.json's rope_theta %g%s "
+				     "gives %.9g: the checkpoint's rotation is not the one config.json "
+				     "describes (a scaled rope?)", path, name, i, m->v[i],
+				     r->theta ? r->theta : 10000, r->scaling.type ? " and rope_scaling"
+				     : "", want);
 	}
 	return 0;
 }

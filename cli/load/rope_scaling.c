@@ -191,6 +191,14 @@ int rope_scaling_read(struct problem_spec *s, const cJSON *sc, const char *path,
 	return 0;
 }
 
+const char *rope_scaling_name(mha_rope_scaling_type t)
+{
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (types[i].t == t)
+			return types[i].type;
+	return "";
+}
+
 int rope_scaling_option(struct problem_spec *s, double max_pos)
 {
 	const char *j = s->rope_scaling;

@@ -24,4 +24,8 @@ int rope_scaling_read(struct problem_spec *s, const cJSON *sc, const char *path,
  * 0, or -1 said. */
 int rope_scaling_option(struct problem_spec *s, double max_pos);
 
+/* The type's name as rope_scaling writes it ("llama3"), for titles and
+ * meta; "" for MHA_ROPE_SCALING_NONE or a type mha does not know. */
+const char *rope_scaling_name(mha_rope_scaling_type t);
+
 #endif

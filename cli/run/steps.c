@@ -8,6 +8,7 @@
 
 #include "base/cli.h"
 #include "base/number.h"
+#include "load/rope_scaling.h"
 #include "load/weights.h"
 
 #include <stdio.h>
@@ -120,14 +121,12 @@ static void rope_title(char *buf, size_t size, const struct step_facts *f, char 
 	if (r->cos) {
 		snprintf(angle, sizeof(angle), "cos and sin from the tables");
 	} else if (r->scaling.type) {
-		static const char *const names[] = { "", "linear", "dynamic", "llama3", "yarn",
-						     "longrope" };
 		const double af = mha_rope_attention_factor(r);
 		char fa[40];
 
 		format_shortest(fa, sizeof(fa), af);
 		snprintf(angle, sizeof(angle), "angle p*g_i, %s^(-2i/%zu) scaled %s%s%s", theta, R,
-			 (unsigned)r->scaling.type < 6 ? names[r->scaling.type] : "?",
+			 rope_scaling_name(r->scaling.type),
 			 af != 1 ? ", cos and sin times " : "", af != 1 ? fa : "");
 	} else {
 		snprintf(angle, sizeof(angle), "angle p*%s^(-2i/%zu)", theta, R);

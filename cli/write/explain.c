@@ -120,7 +120,7 @@ static void work_rotation(FILE *fp, const struct explain *e, int is_q, size_t r,
 			fprintf(fp, "      %c pair %zu (features %zu, %zu): row %td of the tables: cos = %s, "
 				"sin = %s\n", who, t + 1, col0 + i1 + 1, col0 + i2 + 1, pos, a, b);
 		} else if (!rp->scaling.type) {
-			const double angle = (double)pos * pow(theta, -(double)(2 * t) / (double)R);
+			const double angle = (double)pos * mha_rope_frequency(rp, R, t);
 
 			cs = cos(angle);
 			sn = sin(angle);

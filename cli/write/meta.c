@@ -6,6 +6,7 @@
 
 #include "base/cli.h"
 #include "base/text.h"
+#include "load/rope_scaling.h"
 #include "load/weights.h"
 #include "write/write.h"
 
@@ -75,15 +76,13 @@ static const char *causal_name(mha_causal c)
  * 4, "original_max": 32768, "attention_factor": 1.1386…} (mha.h) */
 static void rope_scaling(FILE *fp, const mha_rope *r)
 {
-	static const char *const names[] = { "", "linear", "dynamic", "llama3", "yarn",
-					     "longrope" };
 	const mha_rope_scaling *c = &r->scaling;
 
-	if (!c->type || (unsigned)c->type >= sizeof(names) / sizeof(names[0])) {
+	if (!*rope_scaling_name(c->type)) {
 		fputs("null", fp);
 		return;
 	}
-	fprintf(fp, "{\"type\": \"%s\", \"factor\": ", names[c->type]);
+	fprintf(fp, "{\"type\": \"%s\", \"factor\": ", rope_scaling_name(c->type));
 	json_number(fp, c->factor, 0);
 	fputs(", \"original_max\": ", fp);
 	if (c->type == MHA_ROPE_SCALING_LINEAR)
