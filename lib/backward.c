@@ -1185,6 +1185,7 @@ struct bw_run {
 	size_t blocked;
 	int first_blocked_head;
 	size_t first_blocked_row, first_blocked_seq;
+	double *dwq, *dwk;         /* the norm weights' gradients, summed in double */
 };
 
 static mha_status back_sequence(struct bw_run *z, const real *dout, size_t b)
@@ -1197,11 +1198,13 @@ static mha_status back_sequence(struct bw_run *z, const real *dout, size_t b)
 	const real *xq = z->in->xq + b * d->n_q * d->d_q_in;
 	const real *xk = z->in->xk + b * d->n_kv * d->d_k_in;
 	const real *xv = z->in->xv + b * d->n_kv * d->d_v_in;
-	const int rope = cfg->rope.mode != MHA_ROPE_NONE;
+	const int rope = cfg->rope.mode != MHA_ROPE_NONE, norm = cfg->norm.kind != MHA_NORM_NONE;
 	const ptrdiff_t q_pos0 = mha_rule_offset_seq(d, cfg, b);
 	struct bw r;
 	real *owned_q = NULL, *owned_k = NULL, *owned_v = NULL, *q_rot = NULL, *k_rot = NULL;
-	real *dcat_own = NULL, *dQ = NULL, *dK = NULL;
+	real *dcat_own = NULL, *dQ = NULL, *dK = NULL, *q_norm = NULL, *k_norm = NULL;
+	real *dQp = NULL, *dKp = NULL;
+	const real *dQn, *dKn, *dQf, *dKf;
 	const real *Q = NULL, *K = NULL, *V = NULL;
 	size_t hk, gk, gv, hv;
 	mha_status st = MHA_OK;
@@ -1256,16 +1259,30 @@ static mha_status back_sequence(struct bw_run *z, const real *dout, size_t b)
 	r.Q = Q;
 	r.K = K;
 	r.V = V;
+	if (norm) {
+		/* the heads read Q and K normalised (and then turned) */
+		q_norm = alloc_n(d->n_q, hk);
+		k_norm = alloc_n(d->n_kv, gk);
+		st = q_norm && k_norm ? MHA_OK : MHA_ERR_NOMEM;
+		if (st == MHA_OK)
+			st = mha_norm_turn(q_norm, Q, sizeof(real), d->n_q, r.H, r.dk, 0, &cfg->norm, 0);
+		if (st == MHA_OK)
+			st = mha_norm_turn(k_norm, K, sizeof(real), d->n_kv, r.G, r.dk, 0, &cfg->norm, 1);
+		if (st != MHA_OK)
+			goto done;
+		r.Q = q_norm;
+		r.K = k_norm;
+	}
 	if (rope) {
 		/* the heads read Q and K turned by position */
 		q_rot = alloc_n(d->n_q, hk);
 		k_rot = alloc_n(d->n_kv, gk);
 		st = q_rot && k_rot ? MHA_OK : MHA_ERR_NOMEM;
 		if (st == MHA_OK)
-			st = mha_rope_turn(q_rot, Q, sizeof(real), d->n_q, r.H, r.dk, &cfg->rope,
+			st = mha_rope_turn(q_rot, r.Q, sizeof(real), d->n_q, r.H, r.dk, &cfg->rope,
 					   cfg->rope.q_pos, q_pos0);
 		if (st == MHA_OK)
-			st = mha_rope_turn(k_rot, K, sizeof(real), d->n_kv, r.G, r.dk, &cfg->rope,
+			st = mha_rope_turn(k_rot, r.K, sizeof(real), d->n_kv, r.G, r.dk, &cfg->rope,
 					   cfg->rope.k_pos, 0);
 		if (st != MHA_OK)
 			goto done;
@@ -1370,14 +1387,34 @@ heads_done:
 		mha_rope_turn_back(dK, r.dKr, sizeof(real), d->n_kv, r.G, r.dk, &cfg->rope,
 				   cfg->rope.k_pos, 0);
 	}
+	/* back through the norm: Q and K as projected, the weights' sums in double */
+	dQn = dQf = rope ? dQ : r.dQr;
+	dKn = dKf = rope ? dK : r.dKr;
+	if (norm) {
+		dQp = alloc_n(d->n_q, hk);
+		dKp = alloc_n(d->n_kv, gk);
+		st = dQp && dKp ? MHA_OK : MHA_ERR_NOMEM;
+		if (st == MHA_OK)
+			st = mha_norm_back(dQp, dQn, Q, sizeof(real), d->n_q, r.H, r.dk, &cfg->norm, 0,
+					   z->dwq);
+		if (st == MHA_OK)
+			st = mha_norm_back(dKp, dKn, K, sizeof(real), d->n_kv, r.G, r.dk, &cfg->norm, 1,
+					   z->dwk);
+		if (st != MHA_OK)
+			goto done;
+		dQf = dQp;
+		dKf = dKp;
+	}
 	if ((rope && watches(obs, MHA_GRAD_DQ_ROT) &&
 	     hand(obs, MHA_GRAD_DQ_ROT, -1, r.dQr, d->n_q, hk)) ||
 	    (rope && watches(obs, MHA_GRAD_DK_ROT) &&
 	     hand(obs, MHA_GRAD_DK_ROT, -1, r.dKr, d->n_kv, gk)) ||
-	    (watches(obs, MHA_GRAD_DQ) &&
-	     hand(obs, MHA_GRAD_DQ, -1, rope ? dQ : r.dQr, d->n_q, hk)) ||
-	    (watches(obs, MHA_GRAD_DK) &&
-	     hand(obs, MHA_GRAD_DK, -1, rope ? dK : r.dKr, d->n_kv, gk)) ||
+	    (norm && watches(obs, MHA_GRAD_DQ_NORM) &&
+	     hand(obs, MHA_GRAD_DQ_NORM, -1, dQn, d->n_q, hk)) ||
+	    (norm && watches(obs, MHA_GRAD_DK_NORM) &&
+	     hand(obs, MHA_GRAD_DK_NORM, -1, dKn, d->n_kv, gk)) ||
+	    (watches(obs, MHA_GRAD_DQ) && hand(obs, MHA_GRAD_DQ, -1, dQf, d->n_q, hk)) ||
+	    (watches(obs, MHA_GRAD_DK) && hand(obs, MHA_GRAD_DK, -1, dKf, d->n_kv, gk)) ||
 	    (watches(obs, MHA_GRAD_DV) && hand(obs, MHA_GRAD_DV, -1, r.dV, d->n_kv, gv))) {
 		st = MHA_ERR_OBSERVER;
 		goto done;
@@ -1387,11 +1424,11 @@ heads_done:
 	if (z->fast) {
 		st = fast_back_projection(z->k, z->threads,
 					  g->dxq ? g->dxq + b * d->n_q * d->d_q_in : NULL, g->dW_Q,
-					  g->db_Q, xq, w->W_Q, rope ? dQ : r.dQr, d->n_q, d->d_q_in, hk, b == 0);
+					  g->db_Q, xq, w->W_Q, dQf, d->n_q, d->d_q_in, hk, b == 0);
 		if (st == MHA_OK)
 			st = fast_back_projection(z->k, z->threads,
 						  g->dxk ? g->dxk + b * d->n_kv * d->d_k_in : NULL,
-						  g->dW_K, g->db_K, xk, w->W_K, rope ? dK : r.dKr, d->n_kv,
+						  g->dW_K, g->db_K, xk, w->W_K, dKf, d->n_kv,
 						  d->d_k_in, gk, b == 0);
 		if (st == MHA_OK)
 			st = fast_back_projection(z->k, z->threads,
@@ -1404,9 +1441,9 @@ heads_done:
 		goto done;
 	}
 	back_projection(g->dxq ? g->dxq + b * d->n_q * d->d_q_in : NULL, g->dW_Q, g->db_Q, xq,
-			w->W_Q, rope ? dQ : r.dQr, d->n_q, d->d_q_in, hk);
+			w->W_Q, dQf, d->n_q, d->d_q_in, hk);
 	back_projection(g->dxk ? g->dxk + b * d->n_kv * d->d_k_in : NULL, g->dW_K, g->db_K, xk,
-			w->W_K, rope ? dK : r.dKr, d->n_kv, d->d_k_in, gk);
+			w->W_K, dKf, d->n_kv, d->d_k_in, gk);
 	back_projection(g->dxv ? g->dxv + b * d->n_kv * d->d_v_in : NULL, g->dW_V, g->db_V, xv,
 			w->W_V, r.dV, d->n_kv, d->d_v_in, gv);
 	if (w->W_O)
@@ -1447,6 +1484,10 @@ done:
 	free(owned_v);
 	free(q_rot);
 	free(k_rot);
+	free(q_norm);
+	free(k_norm);
+	free(dQp);
+	free(dKp);
 	return st;
 }
 
@@ -1473,7 +1514,7 @@ static mha_status run_backward(const grads_t *g, const real *dout, const mha_dim
 	static const mha_config defaults = MHA_INIT(mha_config);
 	struct bw_run z;
 	real *ones = NULL;
-	size_t B, G, hk, gk, gv, hv;
+	size_t B, G, hk, gk, gv, hv, nq_w = 0, nk_w = 0;
 	mha_status st = MHA_OK;
 
 	if (!d || !in || !g)
@@ -1520,16 +1561,33 @@ static mha_status run_backward(const grads_t *g, const real *dout, const mha_dim
 	zero(g->db_V, gv);
 	zero(g->db_O, w->W_O ? d->d_out : 0);
 	zero(g->dsinks, cfg->sinks ? d->heads : 0);
+	/* the norm weights' gradients: summed in double over the sequences */
+	if (cfg->norm.kind != MHA_NORM_NONE) {
+		const size_t per = cfg->norm.over_all || cfg->norm.per_head;
+
+		nq_w = per ? hk : d->d_k;
+		nk_w = per ? gk : d->d_k;
+		if (cfg->norm.q_weight && g->dq_norm)
+			z.dwq = calloc(nq_w, sizeof(double));
+		if (cfg->norm.k_weight && g->dk_norm)
+			z.dwk = calloc(nk_w, sizeof(double));
+		if ((cfg->norm.q_weight && g->dq_norm && !z.dwq) ||
+		    (cfg->norm.k_weight && g->dk_norm && !z.dwk)) {
+			free(z.dwq);
+			free(z.dwk);
+			return MHA_ERR_NOMEM;
+		}
+	}
 
 	if (!dout) {
 		/* the gradient of sum(output): ones, one sequence's worth serves all */
 		ones = malloc(d->n_q * z.out_cols * sizeof(real));
 		if (!ones)
-			return MHA_ERR_NOMEM;
+			st = MHA_ERR_NOMEM;
 		for (size_t i = 0; i < d->n_q * z.out_cols; i++)
 			ones[i] = 1.0;
 	} else if (!finite_all(dout, B * d->n_q * z.out_cols)) {
-		return MHA_ERR_RANGE;
+		st = MHA_ERR_RANGE;
 	}
 
 	/* the fast path (fast_heads) in place of back_head's loop when no
@@ -1541,6 +1599,12 @@ static mha_status run_backward(const grads_t *g, const real *dout, const mha_dim
 	for (size_t b = 0; b < B && st == MHA_OK; b++)
 		st = back_sequence(&z, dout ? dout + b * d->n_q * z.out_cols : ones, b);
 	free(ones);
+	for (size_t i = 0; z.dwq && i < nq_w && st == MHA_OK; i++)
+		g->dq_norm[i] = (real)z.dwq[i];
+	for (size_t i = 0; z.dwk && i < nk_w && st == MHA_OK; i++)
+		g->dk_norm[i] = (real)z.dwk[i];
+	free(z.dwq);
+	free(z.dwk);
 	if (st != MHA_OK)
 		return st;
 	if (!finite_or_absent(g->dxq, B * d->n_q * d->d_q_in) ||
@@ -1552,7 +1616,9 @@ static mha_status run_backward(const grads_t *g, const real *dout, const mha_dim
 	    !finite_or_absent(w->W_O ? g->dW_O : NULL, hv * d->d_out) ||
 	    !finite_or_absent(g->db_Q, hk) || !finite_or_absent(g->db_K, gk) ||
 	    !finite_or_absent(g->db_V, gv) || !finite_or_absent(w->W_O ? g->db_O : NULL, d->d_out) ||
-	    !finite_or_absent(cfg->sinks ? g->dsinks : NULL, d->heads))
+	    !finite_or_absent(cfg->sinks ? g->dsinks : NULL, d->heads) ||
+	    !finite_or_absent(cfg->norm.q_weight ? g->dq_norm : NULL, nq_w) ||
+	    !finite_or_absent(cfg->norm.k_weight ? g->dk_norm : NULL, nk_w))
 		return MHA_ERR_RANGE;
 	if (rep) {
 		rep->blocked_rows = z.blocked;
@@ -1626,6 +1692,13 @@ size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wa
 		/* q_rot, k_rot, and dQ, dK turned back */
 		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->n_q, hk)));
 		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->n_kv, gk)));
+	}
+	if (cfg->norm.kind != MHA_NORM_NONE) {
+		/* q_norm, k_norm, dQ and dK through the norm, the weights' sums */
+		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->n_q, hk)));
+		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->n_kv, gk)));
+		t = mha_sat_add(t, mha_sat_add(mha_sat_mul(hk, sizeof(double)), MHA_ALLOC_SLACK));
+		t = mha_sat_add(t, mha_sat_add(mha_sat_mul(gk, sizeof(double)), MHA_ALLOC_SLACK));
 	}
 	if (!cfg->exact && !grad_per_head(wanted)) {
 		/* the fast path: each row's L and D, nothing per key; then the most

@@ -304,28 +304,42 @@ static int whole_forward(void *out, const struct typed *t, const mha_dims *d,
 		st = MHA_ERR_OBSERVER;
 		goto done;
 	}
-	if (cfg->rope.mode != MHA_ROPE_NONE) {
-		/* Q and K turned by position (rope.c), as on the plain path; a batch's
-		 * sequences each from their own positions (the causal offset is each's) */
+	if (cfg->rope.mode != MHA_ROPE_NONE || cfg->norm.kind != MHA_NORM_NONE) {
+		/* Q and K normalised (norm.c), then turned by position (rope.c) in
+		 * place, as on the plain path; a batch's sequences each from their
+		 * own positions (the causal offset is each's) */
+		const int norm = cfg->norm.kind != MHA_NORM_NONE;
+		const int rope = cfg->rope.mode != MHA_ROPE_NONE;
+
 		owned[3] = alloc_elems(nq, qw, t->esize);
 		owned[4] = alloc_elems(nkv, kw, t->esize);
 		st = owned[3] && owned[4] ? MHA_OK : MHA_ERR_NOMEM;
-		for (size_t b = 0; b < B && st == MHA_OK; b++) {
+		if (st == MHA_OK && norm) {
+			st = mha_norm_turn(owned[3], Q, t->esize, nq, H, d->d_k, 0, &cfg->norm, 0);
+			if (st == MHA_OK)
+				st = mha_norm_turn(owned[4], K, t->esize, nkv, G, d->d_k, 0, &cfg->norm, 1);
+			if (st == MHA_OK && (tell(obs, MHA_STAGE_Q_NORM, owned[3], B, d->n_q, qw) ||
+					     tell(obs, MHA_STAGE_K_NORM, owned[4], B, d->n_kv, kw)))
+				st = MHA_ERR_OBSERVER;
+		}
+		for (size_t b = 0; rope && b < B && st == MHA_OK; b++) {
 			const size_t qo = b * d->n_q * qw * t->esize, ko = b * d->n_kv * kw * t->esize;
+			const char *qs = norm ? (const char *)owned[3] : (const char *)Q;
+			const char *ks = norm ? (const char *)owned[4] : (const char *)K;
 
-			st = mha_rope_turn((char *)owned[3] + qo, (const char *)Q + qo, t->esize, d->n_q, H,
+			st = mha_rope_turn((char *)owned[3] + qo, qs + qo, t->esize, d->n_q, H,
 					   d->d_k, &cfg->rope, cfg->rope.q_pos,
 					   mha_rule_offset_seq(d, cfg, b));
 			if (st == MHA_OK)
-				st = mha_rope_turn((char *)owned[4] + ko, (const char *)K + ko, t->esize,
+				st = mha_rope_turn((char *)owned[4] + ko, ks + ko, t->esize,
 						   d->n_kv, G, d->d_k, &cfg->rope, cfg->rope.k_pos, 0);
 		}
 		if (st != MHA_OK)
 			goto done;
 		Q = owned[3];
 		K = owned[4];
-		if (tell(obs, MHA_STAGE_Q_ROT, Q, B, d->n_q, qw) ||
-		    tell(obs, MHA_STAGE_K_ROT, K, B, d->n_kv, kw)) {
+		if (rope && (tell(obs, MHA_STAGE_Q_ROT, Q, B, d->n_q, qw) ||
+			     tell(obs, MHA_STAGE_K_ROT, K, B, d->n_kv, kw))) {
 			st = MHA_ERR_OBSERVER;
 			goto done;
 		}
@@ -436,7 +450,8 @@ done:
 /* the stages only the whole path hands over */
 #define WHOLE_STAGES (MHA_STAGE_BIT(MHA_STAGE_Q) | MHA_STAGE_BIT(MHA_STAGE_K) | \
 		      MHA_STAGE_BIT(MHA_STAGE_V) | MHA_STAGE_BIT(MHA_STAGE_Q_ROT) | \
-		      MHA_STAGE_BIT(MHA_STAGE_K_ROT))
+		      MHA_STAGE_BIT(MHA_STAGE_K_ROT) | MHA_STAGE_BIT(MHA_STAGE_Q_NORM) | \
+		      MHA_STAGE_BIT(MHA_STAGE_K_NORM))
 /* Q, K and V up to this size are held whole (measured: bench/bench_mha) */
 #define STREAM_BYTES ((size_t)8 << 20)
 /* the narrowest projection a group makes: narrower, the product runs slower
@@ -470,7 +485,7 @@ void mha_stream_force(long per)
 	stream_forced = per < 0 ? -1 : per;
 }
 
-size_t mha_stream_heads(const mha_dims *d, unsigned wanted, size_t esize)
+size_t mha_stream_heads(const mha_dims *d, const mha_config *cfg, unsigned wanted, size_t esize)
 {
 	const size_t G = mha_rule_kv_heads(d), per_q = d->heads / G, B = mha_rule_batch(d);
 	/* Q's, K's and V's bytes for one key/value head and its query heads */
@@ -479,7 +494,8 @@ size_t mha_stream_heads(const mha_dims *d, unsigned wanted, size_t esize)
 		mha_sat_mul(mha_sat_mul(B, d->n_kv), mha_sat_add(d->d_k, d->d_v))));
 	size_t per, groups, wide;
 
-	if (wanted & WHOLE_STAGES)
+	/* a norm over the whole row of Q and K needs every head's columns */
+	if ((wanted & WHOLE_STAGES) || (cfg && cfg->norm.kind != MHA_NORM_NONE && cfg->norm.over_all))
 		return G;
 	if (stream_forced >= 0) {
 		/* for tests and measurements: this many key/value heads a group; 0 whole */
@@ -670,11 +686,12 @@ static int streamed_forward(void *out, const struct typed *t, const mha_dims *d,
 	const size_t dk = d->d_k, dv = d->d_v, cw = H * dv;
 	const size_t out_cols = mha_output_cols(d, t->W[3] != NULL);
 	const size_t B = mha_rule_batch(d), nq = B * d->n_q, nkv = B * d->n_kv;
-	const int threads = mha_threads(cfg), rope = cfg->rope.mode != MHA_ROPE_NONE;
+	const int threads = mha_threads(cfg), norm = cfg->norm.kind != MHA_NORM_NONE;
+	const int rope = cfg->rope.mode != MHA_ROPE_NONE, own = rope || norm;
 	const struct mha_rule all = mha_rule_of(d, cfg);
 	/* a group's Q, K and V (the largest group's size), reused by each */
-	void *qb = rope || t->W[0] || t->b[0] ? alloc_elems(nq, per * per_q * dk, e) : NULL;
-	void *kb = rope || t->W[1] || t->b[1] ? alloc_elems(nkv, per * dk, e) : NULL;
+	void *qb = own || t->W[0] || t->b[0] ? alloc_elems(nq, per * per_q * dk, e) : NULL;
+	void *kb = own || t->W[1] || t->b[1] ? alloc_elems(nkv, per * dk, e) : NULL;
 	void *vb = t->W[2] || t->b[2] ? alloc_elems(nkv, per * dv, e) : NULL;
 	double *press = all.alibi && !cfg->alibi.slopes ? malloc(H * sizeof(double)) : NULL;
 	/* the heads' outputs side by side: in out when it is as wide (W_O then in place) */
@@ -683,7 +700,7 @@ static int streamed_forward(void *out, const struct typed *t, const mha_dims *d,
 	size_t blocked = 0, first = SIZE_MAX;
 	mha_status st = MHA_OK;
 
-	if (((rope || t->W[0] || t->b[0]) && !qb) || ((rope || t->W[1] || t->b[1]) && !kb) ||
+	if (((own || t->W[0] || t->b[0]) && !qb) || ((own || t->W[1] || t->b[1]) && !kb) ||
 	    ((t->W[2] || t->b[2]) && !vb) || (all.alibi && !cfg->alibi.slopes && !press) ||
 	    (t->W[3] && out_cols != cw && !concat_owned))
 		st = MHA_ERR_NOMEM;
@@ -695,11 +712,16 @@ static int streamed_forward(void *out, const struct typed *t, const mha_dims *d,
 		size_t ldq, ldk, ldv;
 		struct mha_attend a;
 
-		st = project_cols(t, 0, nq, d->d_q_in, H * dk, h0 * dk, hn * dk, rope, qb, threads,
+		st = project_cols(t, 0, nq, d->d_q_in, H * dk, h0 * dk, hn * dk, own, qb, threads,
 				  &Q, &ldq);
 		if (st == MHA_OK)
-			st = project_cols(t, 1, nkv, d->d_k_in, G * dk, g0 * dk, gn * dk, rope, kb,
+			st = project_cols(t, 1, nkv, d->d_k_in, G * dk, g0 * dk, gn * dk, own, kb,
 					  threads, &K, &ldk);
+		/* normalised in place, the group's heads with their own weights */
+		if (st == MHA_OK && norm)
+			st = mha_norm_turn(qb, qb, e, nq, hn, dk, h0, &cfg->norm, 0);
+		if (st == MHA_OK && norm)
+			st = mha_norm_turn(kb, kb, e, nkv, gn, dk, g0, &cfg->norm, 1);
 		if (st == MHA_OK)
 			st = project_cols(t, 2, nkv, d->d_v_in, G * dv, g0 * dv, gn * dv, 0, vb,
 					  threads, &V, &ldv);
@@ -797,7 +819,7 @@ done:
 int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 		     const mha_config *cfg, const mha_observer *obs, mha_report *rep)
 {
-	const size_t per = mha_stream_heads(d, obs && obs->fn ? obs->wanted : 0, t->esize);
+	const size_t per = mha_stream_heads(d, cfg, obs && obs->fn ? obs->wanted : 0, t->esize);
 
 	if (per < mha_rule_kv_heads(d))
 		return streamed_forward(out, t, d, cfg, obs, rep, per);

@@ -47,6 +47,7 @@ const char *mha_strerror(mha_status status)
 	case MHA_ERR_ALIBI: return "an ALiBi slope is not a finite number";
 	case MHA_ERR_ROPE: return "a rotary embedding setting is out of range (mode, theta, an even dim up to d_k, both tables, a position)";
 	case MHA_ERR_VERSION: return "a struct's size is not the library's: the program was built against another version of mha.h";
+	case MHA_ERR_NORM: return "a q/k norm setting is out of range (its kind, an eps that is finite and at least 0, finite weights)";
 	}
 	return "unknown status";
 }
@@ -201,9 +202,13 @@ mha_status mha_check_fault(const mha_dims *d, const mha_config *cfg, mha_fault *
 				return fault_at(f, MHA_ERR_ALIBI, MHA_FAULT_ALIBI_SLOPE, h);
 	{
 		const mha_status st = check_rope(d, cfg, f);
+		size_t at;
+		const mha_fault_kind nk = mha_norm_fault(&cfg->norm, d->heads, g, d->d_k, &at);
 
 		if (st != MHA_OK)
 			return st;
+		if (nk != MHA_FAULT_NONE)
+			return fault_at(f, MHA_ERR_NORM, nk, at);
 	}
 	return check_mask(d, &cfg->mask, f);
 }
@@ -572,8 +577,9 @@ size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int
 	q = block_bytes(mha_sat_mul(B, d->n_q), hk, e);
 	qk = mha_sat_add(q, block_bytes(mha_sat_mul(B, d->n_kv), gk, e));
 	qkv = mha_sat_add(qk, block_bytes(mha_sat_mul(B, d->n_kv), gv, e));
-	if (cfg->rope.mode != MHA_ROPE_NONE) {
-		/* q_rot and k_rot beside Q and K, held to the end */
+	if (cfg->rope.mode != MHA_ROPE_NONE || cfg->norm.kind != MHA_NORM_NONE) {
+		/* q_rot and k_rot (or q_norm and k_norm, turned in place) beside Q
+		 * and K, held to the end */
 		qkv = mha_sat_add(qkv, block_bytes(mha_sat_mul(B, d->n_q), hk, e));
 		qkv = mha_sat_add(qkv, block_bytes(mha_sat_mul(B, d->n_kv), gk, e));
 	}
@@ -593,7 +599,7 @@ size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int
 	} else {
 		/* the fast path: each product's and the attention's own blocks at their turn */
 		const struct mha_kernels *k = mha_pick_kernels(f32);
-		const size_t per = mha_stream_heads(d, wanted, e);
+		const size_t per = mha_stream_heads(d, cfg, wanted, e);
 		const int threads = mha_threads(cfg);
 		struct mha_gemm gq = { .m = B * d->n_q, .n = hk, .k = d->d_q_in, .threads = threads };
 		struct mha_gemm gk_ = { .m = B * d->n_kv, .n = gk, .k = d->d_k_in, .threads = threads };
@@ -754,14 +760,31 @@ static mha_status plain_sequence(double *out, const mha_dims *d, const double *x
 		st = MHA_ERR_OBSERVER;
 		goto done;
 	}
-	if (cfg->rope.mode != MHA_ROPE_NONE) {
-		/* the heads see Q and K turned by position */
+	if (cfg->rope.mode != MHA_ROPE_NONE || cfg->norm.kind != MHA_NORM_NONE) {
+		/* the heads see Q and K normalised, then turned by position */
 		q_rot = alloc_doubles(d->n_q, r.H * r.dk);
 		k_rot = alloc_doubles(d->n_kv, r.G * r.dk);
 		st = q_rot && k_rot ? MHA_OK : MHA_ERR_NOMEM;
+	}
+	if (st == MHA_OK && cfg->norm.kind != MHA_NORM_NONE) {
+		st = mha_norm_turn(q_rot, r.Q, sizeof(double), d->n_q, r.H, r.dk, 0, &cfg->norm, 0);
 		if (st == MHA_OK)
-			st = mha_rope_turn(q_rot, r.Q, sizeof(double), d->n_q, r.H, r.dk, &cfg->rope,
-					   cfg->rope.q_pos, mha_rule_offset_seq(d, cfg, b));
+			st = mha_norm_turn(k_rot, r.K, sizeof(double), d->n_kv, r.G, r.dk, 0, &cfg->norm, 1);
+		if (st == MHA_OK &&
+		    ((wants(obs, MHA_STAGE_Q_NORM) &&
+		      obs->fn(obs->ctx, MHA_STAGE_Q_NORM, -1, q_rot, d->n_q, r.H * r.dk)) ||
+		     (wants(obs, MHA_STAGE_K_NORM) &&
+		      obs->fn(obs->ctx, MHA_STAGE_K_NORM, -1, k_rot, d->n_kv, r.G * r.dk))))
+			st = MHA_ERR_OBSERVER;
+		r.Q = q_rot;
+		r.K = k_rot;
+	}
+	if (st != MHA_OK)
+		goto done;
+	if (cfg->rope.mode != MHA_ROPE_NONE) {
+		/* the heads see Q and K turned by position (in place after a norm) */
+		st = mha_rope_turn(q_rot, r.Q, sizeof(double), d->n_q, r.H, r.dk, &cfg->rope,
+				   cfg->rope.q_pos, mha_rule_offset_seq(d, cfg, b));
 		if (st == MHA_OK)
 			st = mha_rope_turn(k_rot, r.K, sizeof(double), d->n_kv, r.G, r.dk, &cfg->rope,
 					   cfg->rope.k_pos, 0);

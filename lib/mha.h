@@ -105,9 +105,9 @@ extern "C" {
 #endif
 
 #define MHA_VERSION_MAJOR 0
-#define MHA_VERSION_MINOR 3
+#define MHA_VERSION_MINOR 4
 #define MHA_VERSION_PATCH 0
-#define MHA_VERSION_STRING "0.3.0"
+#define MHA_VERSION_STRING "0.4.0"
 
 /* ---- status codes ------------------------------------------------------ */
 
@@ -131,8 +131,10 @@ typedef enum mha_status {
 	MHA_ERR_ALIBI,     /* an ALiBi slope is not a finite number */
 	MHA_ERR_ROPE,      /* a rotary setting is out of range (mode, theta, dim,
 			      tables, a position) */
-	MHA_ERR_VERSION    /* a struct's size field is not its size in this
+	MHA_ERR_VERSION,   /* a struct's size field is not its size in this
 			      header: built against another version of mha.h */
+	MHA_ERR_NORM       /* a q/k norm setting is out of range (kind, eps, a
+			      weight that is not finite) */
 } mha_status;
 
 /* A short lowercase description of a status, never NULL. */
@@ -362,8 +364,43 @@ MHA_API double mha_rope_frequency(const mha_rope *r, size_t R, size_t t);
 MHA_API double mha_rope_attention_factor(const mha_rope *r);
 
 /*
+ * Q/K normalisation (Qwen3, Gemma 3, OLMo 2, Cohere Command R+): after the
+ * projections and before the rotation, each row of Q and of K is
+ * normalised per head (its d_k features) or over the whole row (H·d_k of
+ * Q, G·d_k of K: OLMo 2).  With m the features normalised together:
+ *
+ *   RMS     y = x / √(Σx²/m + eps) · w
+ *   RMS1P   y = x / √(Σx²/m + eps) · (1 + w)      (Gemma's weights)
+ *   LAYER   y = (x − μ) / √(Σ(x − μ)²/m + eps) · w,  μ = Σx/m (no bias)
+ *
+ * each sum in ascending order, in double; float32 runs read their floats
+ * as double and round each result once.  The weights: q_weight and
+ * k_weight, NULL for none (a factor of 1, in every kind); per_head 0: one
+ * (d_k) vector that every head shares, 1: a block per head, (H·d_k) for Q
+ * and (G·d_k) for K (Cohere's (heads, head_dim)); over_all: (H·d_k) and
+ * (G·d_k) whatever per_head says.  A row whose sum of squares overflows is
+ * summed again scaled by a power of two; a row that still normalises to a
+ * number that is not finite (all zeros with eps 0) is MHA_ERR_RANGE.
+ */
+typedef enum mha_norm_kind {
+	MHA_NORM_NONE = 0,
+	MHA_NORM_RMS,
+	MHA_NORM_RMS1P,
+	MHA_NORM_LAYER
+} mha_norm_kind;
+
+typedef struct mha_qk_norm {
+	mha_norm_kind kind;     /* MHA_NORM_NONE (the default): no normalisation */
+	int over_all;           /* 0: each head's d_k features; 1: the whole row */
+	int per_head;           /* the weights' layout (above) */
+	double eps;             /* added to the mean square (variance), finite, >= 0 */
+	const double *q_weight; /* Q's weights, finite, or NULL: none */
+	const double *k_weight; /* K's */
+} mha_qk_norm;
+
+/*
  * All fields zero is the default: scale 1/√d_k, not causal, no softcap, no
- * mask, no window, every key valid, no sinks, no ALiBi.
+ * mask, no window, every key valid, no sinks, no ALiBi, no rope, no q/k norm.
  */
 typedef struct mha_config {
 	size_t size;      /* sizeof(mha_config): see "Versions" above */
@@ -409,6 +446,7 @@ typedef struct mha_config {
 				  with kv_lens[b] (mha_causal_offset) */
 	mha_alibi alibi;    /* ALiBi; on = 0: none */
 	mha_rope rope;      /* rotary embeddings; mode MHA_ROPE_NONE: none */
+	mha_qk_norm norm;   /* q/k normalisation; kind MHA_NORM_NONE: none */
 } mha_config;
 
 /* ---- intermediates ----------------------------------------------------- */
@@ -437,7 +475,10 @@ typedef struct mha_config {
 	X(OUTPUT, "output")           /* (n_q, d_out or H·d_v), head < 0 */ \
 	X(Q_ROT, "q_rot")             /* (n_q,  H·d_k)  Q turned by position (rope), head < 0;
 					 handed over after V, before the heads */ \
-	X(K_ROT, "k_rot")             /* (n_kv, G·d_k)  K turned likewise */
+	X(K_ROT, "k_rot")             /* (n_kv, G·d_k)  K turned likewise */ \
+	X(Q_NORM, "q_norm")           /* (n_q,  H·d_k)  Q normalised (mha_qk_norm), head < 0;
+					 handed over after V, before q_rot, which turns it */ \
+	X(K_NORM, "k_norm")           /* (n_kv, G·d_k)  K normalised */
 
 #define MHA_STAGE_ENUM_(id, name) MHA_STAGE_##id,
 typedef enum mha_stage {
@@ -452,7 +493,8 @@ MHA_API const char *mha_stage_name(mha_stage stage);
 
 /*
  * Called once per wanted stage, in the order of the computation: Q, K, V,
- * (with rope) q_rot and k_rot, then for each head in turn its Q, K, V blocks, scores, scaled, softcapped,
+ * (with a q/k norm) q_norm and k_norm, (with rope) q_rot and k_rot, then
+ * for each head in turn its Q, K, V blocks, scores, scaled, softcapped,
  * mask, masked, softmax and output, then concat and output.  head is the
  * query head (0-based), or -1 for whole-model stages.  m is (rows, cols),
  * row-major, owned by the library and valid only during the call.  Return
@@ -523,8 +565,12 @@ typedef enum {
 	MHA_FAULT_ROPE_TABLES,     /* one table without the other, or no rows */
 	MHA_FAULT_ROPE_KEY_POSITION,   /* key index's position is out of range */
 	MHA_FAULT_ROPE_QUERY_POSITION, /* query index's (of sequence) is */
-	MHA_FAULT_ROPE_SCALING     /* rope.scaling: an unknown type, a value out of its
+	MHA_FAULT_ROPE_SCALING,    /* rope.scaling: an unknown type, a value out of its
 				      range (mha_rope_scaling), or with given tables */
+	MHA_FAULT_NORM_KIND,       /* norm.kind is none of mha_norm_kind */
+	MHA_FAULT_NORM_EPS,        /* norm.eps is not finite and >= 0 */
+	MHA_FAULT_NORM_Q_WEIGHT,   /* norm.q_weight[index] is not finite */
+	MHA_FAULT_NORM_K_WEIGHT    /* norm.k_weight[index] is not finite */
 } mha_fault_kind;
 
 typedef struct mha_fault {
@@ -677,7 +723,14 @@ MHA_API const char *mha_kernel(void);
  *
  * dK and dV of key/value head g sum dK_h and dV_h over its query heads, in
  * ascending order; with rope dQ and dK turn back (the inverse rotation, by
- * the same angles).  Then through the projections: dW_Q = Xqᵀ·dQ, db_Q =
+ * the same angles).  With a q/k norm, per normalised group of m features x
+ * (μ 0 but for LAYER), r = 1/√(mean square + eps), x̂ = (x − μ)·r, w' the
+ * factor (w, 1 + w, or 1) and dy the gradient of the normalised row:
+ *   dx = r·(g − x̂·mean(g ∘ x̂))                (RMS, RMS1P; g = dy ∘ w')
+ *   dx = r·(g − mean(g) − x̂·mean(g ∘ x̂))      (LAYER)
+ *   dw += dy ∘ x̂                               (summed over rows, and over
+ *                                              heads for a shared vector)
+ * in double.  Then through the projections: dW_Q = Xqᵀ·dQ, db_Q =
  * the column sums of dQ, dXq = dQ·W_Qᵀ (dQ itself without W_Q), and so for
  * K and V; dW_O = concatᵀ·dO, db_O = the column sums of dO.  A batch: the
  * weights' and sinks' gradients sum over the sequences (ascending), the
@@ -704,7 +757,10 @@ MHA_API const char *mha_kernel(void);
 	X(DK_ROT, "dk_rot")           /* (n_kv, G·d_k) the gradient of k_rot (rope only), head < 0 */ \
 	X(DQ, "dQ")                   /* (n_q, H·d_k)  the gradient of Q, head < 0 */ \
 	X(DK, "dK")                   /* (n_kv, G·d_k) the gradient of K, head < 0 */ \
-	X(DV, "dV")                   /* (n_kv, G·d_v) the gradient of V, head < 0 */
+	X(DV, "dV")                   /* (n_kv, G·d_v) the gradient of V, head < 0 */ \
+	X(DQ_NORM, "dq_norm")         /* (n_q, H·d_k)  the gradient of q_norm (a q/k norm only),
+					 handed over before dQ, head < 0 */ \
+	X(DK_NORM, "dk_norm")         /* (n_kv, G·d_k) the gradient of k_norm, before dK */
 
 #define MHA_GRAD_ENUM_(id, name) MHA_GRAD_##id,
 typedef enum mha_grad_stage {
@@ -718,7 +774,8 @@ MHA_API const char *mha_grad_stage_name(mha_grad_stage stage);
 /*
  * The observer of mha_backward, as mha_observer is mha_forward's: fn is
  * called once per wanted stage (MHA_STAGE_BIT(stage) in wanted), in the
- * order of the enum above, per head in turn for the head stages; with a
+ * order of the enum above (but dq_norm and dk_norm come before dQ), per
+ * head in turn for the head stages; with a
  * batch each sequence's stages follow sequence(ctx, b).  m is the
  * library's, valid only during the call.  Nonzero stops the run with
  * MHA_ERR_OBSERVER.
@@ -756,6 +813,8 @@ typedef struct mha_grads {
 	double *db_V;   /* (G·d_v) */
 	double *db_O;   /* (d_out) */
 	double *dsinks; /* (H) */
+	double *dq_norm; /* norm.q_weight's shape: its gradient (ignored without it) */
+	double *dk_norm; /* norm.k_weight's */
 } mha_grads;
 
 /*
@@ -795,7 +854,7 @@ MHA_API size_t mha_backward_memory(const mha_dims *dims, const mha_config *cfg, 
 typedef struct mha_grads_f32 {
 	size_t size;      /* sizeof(mha_grads_f32): see "Versions" above */
 	float *dxq, *dxk, *dxv, *dW_Q, *dW_K, *dW_V, *dW_O, *db_Q, *db_K, *db_V, *db_O,
-	      *dsinks; /* as in mha_grads */
+	      *dsinks, *dq_norm, *dk_norm; /* as in mha_grads */
 } mha_grads_f32;
 
 /*

@@ -346,6 +346,23 @@ void mha_rope_turn_back(void *out, const void *x, size_t esize, size_t rows, siz
 			size_t d, const mha_rope *r, const ptrdiff_t *pos, ptrdiff_t pos0);
 
 /*
+ * Q/K normalisation (norm.c, mha.h's mha_qk_norm), one compiled copy for
+ * both paths.  mha_norm_fault: the settings for H query and G key/value
+ * heads of width d (the first weight not finite at *index).
+ * mha_norm_turn: out (rows, heads·d) = x normalised, x's first head being
+ * head h0 (over_all: every head, h0 0), Q's weights or, k_side, K's; esize
+ * 8 or 4, out may be x.  mha_norm_back: dx (rows, heads·d, every head) the
+ * gradient of x from dy, the normalised rows' gradient; dw (the weights'
+ * length, doubles) += the weights' gradient when dw and the weights are
+ * there.  Both MHA_ERR_RANGE when a result is not finite.
+ */
+mha_fault_kind mha_norm_fault(const mha_qk_norm *n, size_t H, size_t G, size_t d, size_t *index);
+mha_status mha_norm_turn(void *out, const void *x, size_t esize, size_t rows, size_t heads,
+			 size_t d, size_t h0, const mha_qk_norm *n, int k_side);
+mha_status mha_norm_back(void *dx, const void *dy, const void *x, size_t esize, size_t rows,
+			 size_t heads, size_t d, const mha_qk_norm *n, int k_side, double *dw);
+
+/*
  * A softmax-weighted sum of values that overflowed, though it is at most
  * the largest |v| (the weights sum to 1; unnormalised, to l <= n):
  * recomputed with the weights scaled by 2^-shift, then scaled back.  The

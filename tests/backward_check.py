@@ -23,7 +23,9 @@ and with an offset, grouped-query attention, cross-attention (--kv, and
 --xk/--xv), Q, K, V given directly, softcap, windows, RoPE (half and
 interleaved, partial, positions given), ALiBi (Press et al.'s and given
 slopes), sinks, --kv-len, batches (with one key length per sequence), W_O
-and biases.  Fully masked rows must give zero gradients, not NaN.
+and biases, a q/k norm (rms, rms1p, layer; per head or over the whole row;
+weights shared, per head or none) written as Qwen3's, Gemma 3's, Cohere's
+and OLMo 2's modeling code writes it, its weights' gradients too.  Fully masked rows must give zero gradients, not NaN.
 
 Each case runs twice: with --print all (every head step, so the plain path)
 and with the default steps (the gradients alone: the fast path, as the
@@ -49,7 +51,7 @@ RTOL = 1e-10
 RTOL_F32 = 1e-4
 SEED = 20261117
 FEATURES = ["mask", "causal", "gqa", "cross", "softcap", "window", "rope", "alibi", "sinks",
-            "batch", "kvlen", "wo", "bias", "direct", "apart"]
+            "batch", "kvlen", "wo", "bias", "direct", "apart", "norm"]
 
 
 def press_slopes(H):
@@ -148,6 +150,16 @@ def make_case(rng, on):
         opts["alibi"] = None if rng.random() < 0.5 else [float(v) for v in rng.uniform(-0.6, 0.6, H)]
     if "sinks" in on:
         opts["sinks"] = [float(v) for v in rng.uniform(-1, 1.5, H)]
+    if "norm" in on:
+        kind = str(rng.choice(["rms", "rms1p", "layer"]))
+        over = "all" if rng.random() < 0.3 else "head"
+        layout = str(rng.choice(["shared", "per_head", "none"])) if over == "head" else \
+            str(rng.choice(["per_head", "none"]))
+        eps = float(rng.choice([1e-6, 1e-5, 0.1]))
+        opts["norm"] = (kind, over, eps, layout)
+        if layout != "none":
+            c["q_norm"] = rng.standard_normal(dk if layout == "shared" else (H, dk)) * 0.5 + 1
+            c["k_norm"] = rng.standard_normal(dk if layout == "shared" else (G, dk)) * 0.5 + 1
     if "mask" in on:
         per_head = H > 1 and rng.random() < 0.5
         shape = ((H,) if per_head else ()) + (nq, nkv)
@@ -220,6 +232,11 @@ def run_mha(mha, c, d, fast=False, f32=False):
             args += ["--alibi-slopes", save("slopes", o["alibi"])]
     if "sinks" in o:
         args += ["--sinks", save("sinks", o["sinks"])]
+    if "norm" in o:
+        kind, over, eps, layout = o["norm"]
+        args += ["--norm", kind, "--norm-over", over, "--norm-eps", repr(eps)]
+        if layout != "none":
+            args += ["--q-norm", save("q_norm", c["q_norm"]), "--k-norm", save("k_norm", c["k_norm"])]
     if "mask" in o:
         args += ["--mask", save("mask", o["mask"])]
     r = subprocess.run(args, capture_output=True, text=True)
@@ -245,7 +262,7 @@ def torch_grads(torch, c, dt=None):
                                requires_grad=True)
     leaves = {}
     for k in ("x", "kv", "xk", "xv", "q", "k", "v", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K",
-              "b_V", "b_O"):
+              "b_V", "b_O", "q_norm", "k_norm"):
         if k in c:
             leaves[k] = T(c[k])
     if "sinks" in o:
@@ -275,6 +292,23 @@ def torch_grads(torch, c, dt=None):
             xk = seq("xk") if "xk" in leaves else seq("kv") if "kv" in leaves else xq
             xv = seq("xv") if "xv" in leaves else xk
             Q, K, V = lin(xq, "W_Q", "b_Q"), lin(xk, "W_K", "b_K"), lin(xv, "W_V", "b_V")
+        if "norm" in o:
+            kind, over, eps, layout = o["norm"]
+
+            def normed(X, heads, w):
+                # as the modeling code: Qwen3RMSNorm, Gemma3RMSNorm (1 + w),
+                # CohereLayerNorm (weights (heads, head_dim)), Olmo2RMSNorm over the row
+                X = X.reshape(X.shape[0], 1 if over == "all" else heads, -1)
+                if kind == "layer":
+                    X = X - X.mean(-1, keepdim=True)
+                X = X * torch.rsqrt(X.pow(2).mean(-1, keepdim=True) + eps)
+                if w is not None:
+                    w = w.reshape(X.shape[1:]) if w.dim() == 2 or over == "all" else w
+                    X = X * (1 + w if kind == "rms1p" else w)
+                return X.reshape(X.shape[0], -1)
+
+            Q = normed(Q, H, leaves.get("q_norm"))
+            K = normed(K, G, leaves.get("k_norm"))
         keys = nkv
         if "kv_len" in o:
             keys = o["kv_len"]
@@ -381,6 +415,8 @@ def compare(c, got, want, rtol=RTOL):
             pairs.append(("d" + w, w))
     if "sinks" in c["opts"]:
         pairs.append(("dsinks", "sinks"))
+    if "q_norm" in c:
+        pairs += [("dq_norm_weight", "q_norm"), ("dk_norm_weight", "k_norm")]
     big = max(float(np.max(np.abs(want[leaf]))) for _, leaf in pairs)
     bad = []
     for key, leaf in pairs:
@@ -390,7 +426,7 @@ def compare(c, got, want, rtol=RTOL):
         g = np.asarray(got[key], dtype=np.float64)
         w = np.asarray(want[leaf], dtype=np.float64)
         # the weights' gradients are the batch's total, under each sequence
-        if c["B"] and (key.startswith(("dW", "db", "dsinks")) or w.ndim == 2):
+        if c["B"] and (key.startswith(("dW", "db", "dsinks", "dq_norm", "dk_norm")) or w.ndim == 2):
             g = g[0]  # and a shared input's
         g = g.reshape(w.shape)
         if not np.all(np.isfinite(g)):
@@ -408,7 +444,7 @@ def rounded_f32(c):
     float32, so that mha --dtype f32 and torch in float32 start alike"""
     r = dict(c)
     for k in ("x", "kv", "xk", "xv", "q", "k", "v", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K",
-              "b_V", "b_O", "dO"):
+              "b_V", "b_O", "dO", "q_norm", "k_norm"):
         if k in r:
             r[k] = np.asarray(r[k], dtype=np.float32).astype(np.float64)
     r["opts"] = dict(c["opts"])

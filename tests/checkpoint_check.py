@@ -680,11 +680,11 @@ def damaged_cases(c, rng):
         c.result("-o over the checkpoint's %s refused" % f,
                  rc == 2 and "refusing to overwrite an input" in err and
                  open(path, "rb").read() == before, err.strip())
-    # Qwen3-style per-head q and k norms: refused, not skipped
+    # Qwen3-style per-head q and k norms in a llama module: refused, not skipped
     tn = dict(t)
     tn["model.layers.0.self_attn.q_norm.weight"] = Tensor(np.ones(4), "F32")
     d = folder(tmp, "q-norm", tn)
-    c.refused("q_norm refused", base + ["-w", d], ["q_norm.weight", "does not compute"])
+    c.refused("q_norm refused", base + ["-w", d], ["q_norm.weight", "does not have"])
     # an integer tensor where a weight goes
     ti = dict(t)
     ti[q] = Tensor(np.ones((D, D)), "I64")

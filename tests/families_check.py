@@ -2,8 +2,9 @@
 """families_check.py MHA_BINARY: every model family mha reads, exact or refused.
 
 For each family (Llama 2, Llama with biases, Mistral, Mistral NeMo, Mixtral,
-Qwen2, Gemma, Gemma 2, Granite, Cohere, SmolLM3, OLMo, GPT-2, BERT, RoBERTa,
-and the text models of LLaVA and Mistral 3) a tiny checkpoint is written as
+Qwen2, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Granite, Cohere Command R and R+,
+SmolLM3, OLMo, OLMo 2, GPT-2, BERT, RoBERTa, and the text models of LLaVA
+and Mistral 3) a tiny checkpoint is written as
 the family publishes it: its tensor names, the dtype it ships in, a
 config.json with the family's real keys (those outside the attention too),
 and the tensors around the attention (embeddings, norms, MLPs, an
@@ -11,7 +12,7 @@ image-text model's vision tower).  One layer's attention is then computed
 by mha and by a reference transcribed from the family's Hugging Face
 modeling code: the settings each family's attention takes from its config
 (scaling, softcap, sliding window by layer, rotary style and base, layers
-without rotation, biases, transformers' default heads) in hf_settings(),
+without rotation, biases, the q/k norm, transformers' default heads) in hf_settings(),
 and the attention itself in NumPy (decoder_attention) and, when torch can
 be imported, again in PyTorch (torch_attention), the two checked against
 each other.  mha must agree to
@@ -136,6 +137,43 @@ FAMILIES = [
          config=lambda f: cfg("CohereForCausalLM", "cohere", 16, 4, 4, 2, f["dtype"],
                               attention_bias=False, layer_norm_eps=1e-05, logit_scale=0.0625,
                               pad_token_id=0, rope_theta=8000000.0, use_qk_norm=False),
+         runs=[1]),
+    dict(name="Cohere Command R+ (use_qk_norm: a LayerNorm per head)", type="cohere",
+         dtype="F16", D=16, H=4, G=2, hd=4, layers=2, qk_norm="per_head",
+         config=lambda f: cfg("CohereForCausalLM", "cohere", 16, 4, 2, 2, f["dtype"],
+                              attention_bias=False, layer_norm_eps=1e-05, logit_scale=0.0625,
+                              pad_token_id=0, rope_theta=75000000.0, use_qk_norm=True),
+         runs=[1]),
+    dict(name="Qwen3 (q_norm and k_norm per head)", type="qwen3", dtype="BF16", D=16, H=4, G=2,
+         hd=8, layers=2, qk_norm="head",
+         config=lambda f: cfg("Qwen3ForCausalLM", "qwen3", 16, 4, 2, 2, f["dtype"],
+                              attention_bias=False, head_dim=8, max_window_layers=28,
+                              rope_scaling=None, rope_theta=1000000.0, rms_norm_eps=1e-06,
+                              sliding_window=None, use_sliding_window=False),
+         runs=[1]),
+    dict(name="Qwen3 sliding from max_window_layers", type="qwen3", dtype="BF16", D=16, H=4,
+         G=2, hd=4, layers=2, qk_norm="head",
+         config=lambda f: cfg("Qwen3ForCausalLM", "qwen3", 16, 4, 2, 2, f["dtype"],
+                              attention_bias=False, head_dim=4, max_window_layers=1,
+                              layer_types=["full_attention", "sliding_attention"],
+                              rope_scaling=None, rope_theta=1000000.0, rms_norm_eps=1e-06,
+                              sliding_window=3, use_sliding_window=True),
+         runs=[0, 1]),
+    dict(name="Qwen3-MoE", type="qwen3_moe", dtype="BF16", D=16, H=4, G=2, hd=8, layers=2,
+         qk_norm="head", moe=True,
+         config=lambda f: cfg("Qwen3MoeForCausalLM", "qwen3_moe", 16, 4, 2, 2, f["dtype"],
+                              attention_bias=False, decoder_sparse_step=1, head_dim=8,
+                              max_window_layers=28, mlp_only_layers=[], moe_intermediate_size=8,
+                              norm_topk_prob=True, num_experts=2, num_experts_per_tok=2,
+                              output_router_logits=False, rope_scaling=None,
+                              rope_theta=1000000.0, router_aux_loss_coef=0.001,
+                              sliding_window=None, use_sliding_window=False),
+         runs=[1]),
+    dict(name="OLMo 2 (q_norm and k_norm over the whole projection)", type="olmo2",
+         dtype="F32", D=16, H=4, G=2, hd=4, layers=2, qk_norm="all",
+         config=lambda f: cfg("Olmo2ForCausalLM", "olmo2", 16, 4, 2, 2, f["dtype"],
+                              attention_bias=False, pad_token_id=1, rms_norm_eps=1e-06,
+                              rope_scaling=None, rope_theta=500000.0),
          runs=[1]),
     dict(name="SmolLM3 (a layer without rotation)", type="smollm3", dtype="BF16", D=16, H=4,
          G=2, hd=4, layers=4,
@@ -289,8 +327,17 @@ def hf_settings(f, config, layer):
             s["window"] = c["sliding_window"]
     if t in ("mistral", "mixtral"):
         s["window"] = c.get("sliding_window")
-    if t == "qwen2" and c.get("use_sliding_window") and layer >= c["max_window_layers"]:
+    if t in ("qwen2", "qwen3", "qwen3_moe") and c.get("use_sliding_window") and \
+            layer >= c["max_window_layers"]:
         s["window"] = c["sliding_window"]
+    # the q/k norm: Qwen3RMSNorm per head, Olmo2RMSNorm over the projection,
+    # CohereLayerNorm over (heads, head_dim) when use_qk_norm
+    if t in ("qwen3", "qwen3_moe"):
+        s["norm"] = ("rms", "head", c.get("rms_norm_eps", 1e-6))
+    if t == "olmo2":
+        s["norm"] = ("rms", "all", c.get("rms_norm_eps", 1e-5))
+    if t == "cohere" and c.get("use_qk_norm"):
+        s["norm"] = ("layer", "head", c.get("layer_norm_eps", 1e-5))
     if t == "granite":
         s["scaling"] = c["attention_multiplier"]
     if t == "cohere":
@@ -384,14 +431,30 @@ def rotate(x, pos, R, inv_freq, af, style):
     return np.concatenate([out, rest], axis=-1)
 
 
+def qk_normed(x, w, kind, eps):
+    """x normalised over its last axis as the norm modules do: LayerNorm
+    centres first; then x / sqrt(mean(x^2) + eps) times the weight"""
+    if kind == "layer":
+        x = x - x.mean(-1, keepdims=True)
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+
 def decoder_attention(x, p, s, kv_len=None):
     """eager_attention_forward with the family's settings: projections,
     rotary embedding, repeat_kv, scaled scores, softcap, causal + sliding +
     padding mask, softmax, the heads merged, o_proj; x (n, D)"""
     n = x.shape[0]
     H, G, hd = s["H"], s["G"], s["hd"]
-    q = (x @ p["q"].T + p.get("bq", 0)).reshape(n, H, hd).transpose(1, 0, 2)
-    k = (x @ p["k"].T + p.get("bk", 0)).reshape(n, G, hd).transpose(1, 0, 2)
+    q = x @ p["q"].T + p.get("bq", 0)
+    k = x @ p["k"].T + p.get("bk", 0)
+    if s.get("norm") and s["norm"][1] == "all":  # OLMo 2: before the heads are split
+        q = qk_normed(q, p["qn"], s["norm"][0], s["norm"][2])
+        k = qk_normed(k, p["kn"], s["norm"][0], s["norm"][2])
+    q, k = q.reshape(n, H, hd), k.reshape(n, G, hd)
+    if s.get("norm") and s["norm"][1] == "head":  # weights (hd) or (heads, hd)
+        q = qk_normed(q, p["qn"], s["norm"][0], s["norm"][2])
+        k = qk_normed(k, p["kn"], s["norm"][0], s["norm"][2])
+    q, k = q.transpose(1, 0, 2), k.transpose(1, 0, 2)
     v = (x @ p["v"].T + p.get("bv", 0)).reshape(n, G, hd).transpose(1, 0, 2)
     pos = np.arange(n, dtype=np.float64)
     if s["rope"]:
@@ -426,8 +489,23 @@ def torch_attention(torch, x, p, s, kv_len=None):
     H, G, hd = s["H"], s["G"], s["hd"]
     hs = T(x)[None]
     lin = lambda w, b: F.linear(hs, T(w), None if b is None else T(b))  # noqa: E731
-    q = lin(p["q"], p.get("bq")).view(1, n, H, hd).transpose(1, 2)
-    k = lin(p["k"], p.get("bk")).view(1, n, G, hd).transpose(1, 2)
+    q, k = lin(p["q"], p.get("bq")), lin(p["k"], p.get("bk"))
+    if s.get("norm"):
+        kind, over, eps = s["norm"]
+
+        def norm(t, w):
+            # Qwen3RMSNorm / Olmo2RMSNorm: in float32 upstream, float64 here
+            if kind == "layer":  # CohereLayerNorm
+                t = t - t.mean(-1, keepdim=True)
+            t = t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps)
+            return T(w) * t
+        if over == "all":
+            q, k = norm(q, p["qn"]), norm(k, p["kn"])
+        else:
+            q = norm(q.view(1, n, H, hd), p["qn"])
+            k = norm(k.view(1, n, G, hd), p["kn"])
+    q = q.view(1, n, H, hd).transpose(1, 2)
+    k = k.view(1, n, G, hd).transpose(1, 2)
     v = lin(p["v"], p.get("bv")).view(1, n, G, hd).transpose(1, 2)
     if s["rope"]:
         R = s["R"]
@@ -501,6 +579,14 @@ def decoder_checkpoint(rng, f):
             sk = ck.Tensor(rng.standard_normal(H), dt)
             t[a + "self_attn.sinks"] = sk
             p["sinks"] = sk.value
+        if f.get("qk_norm"):
+            # Qwen3's (head_dim), OLMo 2's (heads*head_dim), Cohere's (heads, head_dim)
+            lay = f["qk_norm"]
+            for side, heads in (("q", H), ("k", G)):
+                shape = (hd,) if lay == "head" else (heads * hd,) if lay == "all" else (heads, hd)
+                w = ck.Tensor(rng.standard_normal(shape) * 0.3 + 1, dt)
+                t[a + "self_attn.%s_norm.weight" % side] = w
+                p[side + "n"] = w.value
         t[a + "input_layernorm.weight"] = ck.Tensor(np.ones(D), dt)
         t[a + "post_attention_layernorm.weight"] = ck.Tensor(np.ones(D), dt)
         if f.get("moe"):
@@ -552,7 +638,7 @@ def family_cases(c, rng, torch):
                 moved = np.max(np.abs(decoder_attention(x, params[layer], plain) - want))
                 c.result("%s: the scaling moves the output (%.2g)" % (f["name"], moved),
                          moved > 1e-6)
-            what = ", ".join(k for k in ("window", "softcap") if s[k])
+            what = ", ".join(k for k in ("window", "softcap", "norm") if s.get(k))
             what += (", " if what else "") + ("no rotation" if not s["rope"] else s["rope"])
             c.output("%s (%s): layer %d (%s)" % (f["name"], f["dtype"], layer, what),
                      ["-x", xp, "-w", d, "--layer", str(layer)], want)
@@ -591,6 +677,8 @@ def refusal_cases(c, rng):
     # a key planted in each family's config: named at its line and column
     keys = {"llama": "attn_logit_softcapping", "mistral": "query_pre_attn_scalar",
             "mixtral": "use_sliding_window", "qwen2": "attention_multiplier",
+            "qwen3": "attn_logit_softcapping", "qwen3_moe": "use_qk_norm",
+            "olmo2": "clip_qkv",
             "gemma": "sliding_window", "gemma2": "no_rope_layers", "granite": "use_qk_norm",
             "cohere": "sliding_window", "smollm3": "attn_logit_softcapping",
             "olmo": "layer_types", "llava": "some_new_attention_key", "gpt_oss": "use_qk_norm",
@@ -647,8 +735,7 @@ def refusal_cases(c, rng):
     c.refused("llama: attention_bias false with q_proj.bias there",
               planted(c, f, "bias", config=conf, tensors=t), ["attention_bias is false"])
     # model types mha does not compute yet: what each needs
-    for mtype, words in (("qwen3", "q_norm and k_norm"), ("olmo2", "q_norm and k_norm"),
-                         ("gemma3_text", "q_norm and k_norm"), ("phi3", "qkv_proj"),
+    for mtype, words in (("gemma3_text", "rope_local_base_freq"), ("phi3", "qkv_proj"),
                          ("gpt_neox", "query_key_value"), ("deepseek_v3", "latent attention"),
                          ("modernbert", "Wqkv")):
         conf = dict(f["cfg"], model_type=mtype)
@@ -656,8 +743,8 @@ def refusal_cases(c, rng):
                   planted(c, f, "type", config=conf), ['model_type "%s"' % mtype, words])
     conf = dict(f["cfg"], model_type="gemma3")
     conf["text_config"] = dict(f["cfg"], model_type="gemma3_text")
-    c.refused("model_type gemma3: its text model's q_norm said", planted(c, f, "g3", config=conf),
-              ['"gemma3_text"', "q_norm"])
+    c.refused("model_type gemma3: its text model's blocker said",
+              planted(c, f, "g3", config=conf), ['"gemma3_text"', "rope_local_base_freq"])
     # an unknown model_type: the list; under --layout llama, llama's keys
     conf = dict(f["cfg"], model_type="mygemma")
     c.refused("an unknown model_type: refused with the types mha reads",
@@ -738,9 +825,38 @@ def refusal_cases(c, rng):
     f = by_type("olmo")
     c.refused("olmo: clip_qkv 8", planted(c, f, "clip", config=dict(f["cfg"], clip_qkv=8.0)),
               ["clip_qkv"])
+    # the q/k norm: its tensors where the type has none, or missing where it has
     f = by_type("cohere")
-    c.refused("cohere: use_qk_norm true",
-              planted(c, f, "qkn", config=dict(f["cfg"], use_qk_norm=True)), ["use_qk_norm"])
+    c.refused("cohere: use_qk_norm true without q_norm and k_norm",
+              planted(c, f, "qkn", config=dict(f["cfg"], use_qk_norm=True)),
+              ["no tensor", "q_norm.weight"])
+    f = next(g for g in FAMILIES if g["type"] == "cohere" and g.get("qk_norm"))
+    c.refused("cohere: q_norm and k_norm with use_qk_norm false",
+              planted(c, f, "qkn", config=dict(f["cfg"], use_qk_norm=False)),
+              ["_norm.weight", "normalisation"])
+    f = by_type("qwen3")
+    t = {k: v for k, v in f["tensors"].items() if not k.endswith("layers.1.self_attn.k_norm.weight")}
+    c.refused("qwen3: k_norm missing", planted(c, f, "nok", tensors=t),
+              ["no tensor", "k_norm.weight"])
+    qn = os.path.join(c.tmp, "qn.json")
+    with open(qn, "w") as fp:
+        json.dump([1.0] * f["hd"], fp)
+    c.refused("qwen3: its q_norm and --q-norm", planted(c, f, "qn", extra=["--q-norm", qn,
+                                                                          "--k-norm", qn]),
+              ["leave out --q-norm"])
+    # --norm none over a family that normalises: the layer without its norm
+    x = np.load(os.path.join(f["dir"], "x.npy"))
+    s = hf_settings(f, f["cfg"], 1)
+    del s["norm"]
+    c.output("qwen3: --norm none, the layer without its q/k norm",
+             ["-x", os.path.join(f["dir"], "x.npy"), "-w", f["dir"], "--layer", "1", "--norm",
+              "none"], decoder_attention(x, decoder_params(f, 1), s))
+    # --norm-eps over config.json's rms_norm_eps
+    s = hf_settings(f, f["cfg"], 1)
+    s["norm"] = ("rms", "head", 0.5)
+    c.output("qwen3: --norm-eps 0.5 over rms_norm_eps",
+             ["-x", os.path.join(f["dir"], "x.npy"), "-w", f["dir"], "--layer", "1",
+              "--norm-eps", "0.5"], decoder_attention(x, decoder_params(f, 1), s))
     # rope_scaling: what transformers would read differently, or not at all
     f = next(g for g in FAMILIES if g["name"].startswith("Llama 3.1 ("))
     for sc, words in (
@@ -799,6 +915,9 @@ def decoder_params(f, layer):
             p["b" + c] = f["tensors"][a + "%s_proj.bias" % c].value
     if a + "sinks" in f["tensors"]:
         p["sinks"] = f["tensors"][a + "sinks"].value
+    for side in "qk":
+        if a + "%s_norm.weight" % side in f["tensors"]:
+            p[side + "n"] = f["tensors"][a + "%s_norm.weight" % side].value
     return p
 
 

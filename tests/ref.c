@@ -148,6 +148,95 @@ static double *rotate(const double *A, size_t n, size_t heads, size_t dk, const 
 	return B;
 }
 
+/*
+ * Q/K normalisation as the model code writes it: per group of m features
+ * (a head's d_k, or the whole row), μ = mean (LAYER only), variance =
+ * mean((x − μ)²), y = (x − μ)/√(variance + eps) · weight, the weight 1 + w
+ * for RMS1P; in long double.  w_at(n, heads, h, t): feature t of head h's
+ * weight.
+ */
+static long double norm_weight(const mha_qk_norm *n, const double *w, size_t per_group,
+			       size_t group, size_t t)
+{
+	long double v;
+
+	if (!w)
+		return 1;
+	v = n->over_all || n->per_head ? w[group * per_group + t] : w[t];
+	return n->kind == MHA_NORM_RMS1P ? 1 + v : v;
+}
+
+static void norm_group_stats(const mha_qk_norm *n, const double *x, size_t m, long double *mu,
+			     long double *r)
+{
+	long double s = 0, v = 0;
+
+	for (size_t t = 0; t < m && n->kind == MHA_NORM_LAYER; t++)
+		s += x[t];
+	*mu = s / m;
+	for (size_t t = 0; t < m; t++)
+		v += (x[t] - *mu) * (x[t] - *mu);
+	*r = 1 / sqrtl(v / m + n->eps);
+}
+
+static double *normalise(const double *A, size_t n, size_t heads, size_t dk, const mha_qk_norm *nm,
+			 const double *w)
+{
+	const size_t m = nm->over_all ? heads * dk : dk, groups = nm->over_all ? 1 : heads;
+	double *B = new_matrix(n, heads * dk);
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t q = 0; q < groups; q++) {
+			const double *x = A + i * heads * dk + q * m;
+			long double mu, r;
+
+			norm_group_stats(nm, x, m, &mu, &r);
+			for (size_t t = 0; t < m; t++)
+				B[i * heads * dk + q * m + t] =
+					(double)((x[t] - mu) * r * norm_weight(nm, w, m, q, t));
+		}
+	return B;
+}
+
+/*
+ * Its gradient through the Jacobian, entry by entry: ∂y_a/∂x_b = w'_a·(r·(δ_ab
+ * − [LAYER]/m) − (x_a − μ)·r³·(x_b − μ)/m); dx_b = Σ_a dy_a·∂y_a/∂x_b, and
+ * the weight's gradient Σ dy_a·(x_a − μ)·r (1 + w's is w's).  dw: the
+ * weight's length, summed into.
+ */
+static double *normalise_back(const double *dY, const double *A, size_t n, size_t heads, size_t dk,
+			      const mha_qk_norm *nm, const double *w, double *dw)
+{
+	const size_t m = nm->over_all ? heads * dk : dk, groups = nm->over_all ? 1 : heads;
+	double *dX = new_matrix(n, heads * dk);
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t q = 0; q < groups; q++) {
+			const size_t at = i * heads * dk + q * m;
+			const double *x = A + at;
+			long double mu, r;
+
+			norm_group_stats(nm, x, m, &mu, &r);
+			for (size_t b = 0; b < m; b++) {
+				long double s = 0;
+
+				for (size_t a = 0; a < m; a++) {
+					const long double jac = norm_weight(nm, w, m, q, a) *
+						(r * ((a == b ? 1.0L : 0.0L) -
+						      (nm->kind == MHA_NORM_LAYER ? 1.0L / m : 0.0L)) -
+						 (x[a] - mu) * r * r * r * (x[b] - mu) / m);
+
+					s += dY[at + a] * jac;
+				}
+				dX[at + b] = (double)s;
+			}
+			for (size_t a = 0; w && dw && a < m; a++)
+				dw[(nm->over_all || nm->per_head ? q * m : 0) + a] +=
+					(double)(dY[at + a] * (x[a] - mu) * r);
+		}
+	return dX;
+}
+
 int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
 		const mha_weights *w, const mha_config *cfg)
 {
@@ -181,6 +270,10 @@ int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
 	r->Q = linear(in->xq, nq, d->d_q_in, w->W_Q, w->b_Q, H * dk);
 	r->K = linear(in->xk, nkv, d->d_k_in, w->W_K, w->b_K, G * dk);
 	r->V = linear(in->xv, nkv, d->d_v_in, w->W_V, w->b_V, G * dv);
+	if (cfg->norm.kind != MHA_NORM_NONE) {
+		r->q_norm = normalise(r->Q, nq, H, dk, &cfg->norm, cfg->norm.q_weight);
+		r->k_norm = normalise(r->K, nkv, G, dk, &cfg->norm, cfg->norm.k_weight);
+	}
 	if (cfg->rope.mode != MHA_ROPE_NONE) {
 		/* queries at i + the causal offset (as the window counts them), keys at j */
 		long q0 = 0;
@@ -189,8 +282,8 @@ int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
 			q0 = (long)(cfg->kv_len ? cfg->kv_len : nkv) - (long)nq;
 		if (cfg->causal == MHA_CAUSAL_OFFSET)
 			q0 = (long)cfg->causal_offset;
-		r->q_rot = rotate(r->Q, nq, H, dk, &cfg->rope, cfg->rope.q_pos, q0);
-		r->k_rot = rotate(r->K, nkv, G, dk, &cfg->rope, cfg->rope.k_pos, 0);
+		r->q_rot = rotate(r->q_norm ? r->q_norm : r->Q, nq, H, dk, &cfg->rope, cfg->rope.q_pos, q0);
+		r->k_rot = rotate(r->k_norm ? r->k_norm : r->K, nkv, G, dk, &cfg->rope, cfg->rope.k_pos, 0);
 	}
 
 	r->head_q = new_list(H);
@@ -209,8 +302,10 @@ int ref_forward(ref_result *r, const mha_dims *d, const mha_inputs *in,
 		const size_t g = h * G / H; /* H/G query heads share each kv head */
 		double *Kt, *pre;
 
-		r->head_q[h] = columns(r->q_rot ? r->q_rot : r->Q, nq, H * dk, h * dk, dk);
-		r->head_k[h] = columns(r->k_rot ? r->k_rot : r->K, nkv, G * dk, g * dk, dk);
+		r->head_q[h] = columns(r->q_rot ? r->q_rot : r->q_norm ? r->q_norm : r->Q, nq, H * dk,
+				       h * dk, dk);
+		r->head_k[h] = columns(r->k_rot ? r->k_rot : r->k_norm ? r->k_norm : r->K, nkv, G * dk,
+				       g * dk, dk);
 		r->head_v[h] = columns(r->V, nkv, G * dv, g * dv, dv);
 		Kt = transpose(r->head_k[h], nkv, dk);
 		r->scores[h] = matmul(r->head_q[h], Kt, nq, dk, nkv);
@@ -321,6 +416,8 @@ void ref_free(ref_result *r)
 	free(r->V);
 	free(r->q_rot);
 	free(r->k_rot);
+	free(r->q_norm);
+	free(r->k_norm);
 	free_list(r->head_q, r->H);
 	free_list(r->head_k, r->H);
 	free_list(r->head_v, r->H);
@@ -517,6 +614,21 @@ int ref_backward(ref_grads *g, const mha_dims *d, const mha_inputs *in, const mh
 		g->dQ = dQr;
 		g->dK = dKr;
 	}
+	if (cfg->norm.kind != MHA_NORM_NONE) {
+		/* what reached q_norm and k_norm, then back through the norm */
+		const mha_qk_norm *nm = &cfg->norm;
+		const size_t lq = nm->over_all || nm->per_head ? H * dk : dk;
+		const size_t lk = nm->over_all || nm->per_head ? G * dk : dk;
+
+		g->dq_norm = g->dQ;
+		g->dk_norm = g->dK;
+		if (nm->q_weight)
+			g->dq_norm_w = new_matrix(1, lq);
+		if (nm->k_weight)
+			g->dk_norm_w = new_matrix(1, lk);
+		g->dQ = normalise_back(g->dq_norm, f.Q, nq, H, dk, nm, nm->q_weight, g->dq_norm_w);
+		g->dK = normalise_back(g->dk_norm, f.K, nkv, G, dk, nm, nm->k_weight, g->dk_norm_w);
+	}
 	g->dV = dV;
 	/* Q = Xq·W_Q + b_Q: dXq = dQ·W_Qᵀ, dW_Q = Xqᵀ·dQ, db_Q = Σ_i dQ_i */
 	{
@@ -566,6 +678,10 @@ void ref_grads_free(ref_grads *g)
 	free(g->dQ);
 	free(g->dK);
 	free(g->dV);
+	free(g->dq_norm);
+	free(g->dk_norm);
+	free(g->dq_norm_w);
+	free(g->dk_norm_w);
 	free_list(g->dS, g->H);
 	memset(g, 0, sizeof(*g));
 }

@@ -15,6 +15,7 @@
 typedef struct ref_result {
 	size_t H, G, n_q, n_kv, dk, dv, d_out;
 	double *Q, *K, *V;                 /* (n_q, H·dk), (n_kv, G·dk), (n_kv, G·dv) */
+	double *q_norm, *k_norm;           /* Q and K normalised (a q/k norm), or NULL */
 	double *q_rot, *k_rot;             /* Q and K turned by position (rope), or NULL */
 	double **head_q, **head_k, **head_v; /* [H] of (n_q, dk), (n_kv, dk), (n_kv, dv) */
 	double **scores, **scaled, **softcapped, **mask, **masked, **softmax; /* [H] (n_q, n_kv) */
@@ -43,7 +44,9 @@ typedef struct ref_grads {
 	double *dW_Q, *dW_K, *dW_V, *dW_O; /* as the weights, NULL without them */
 	double *db_Q, *db_K, *db_V, *db_O; /* (cols) */
 	double *dsinks;                    /* (H), NULL without sinks */
-	double *dQ, *dK, *dV;              /* gradients of Q, K, V (before rope) */
+	double *dQ, *dK, *dV;              /* gradients of Q, K, V (before rope and norm) */
+	double *dq_norm, *dk_norm;         /* gradients of q_norm, k_norm (a q/k norm), or NULL */
+	double *dq_norm_w, *dk_norm_w;     /* of the norm's weights, NULL without them */
 	double **dS;                       /* [H] (n_q, n_kv) the gradient of masked */
 	size_t H;
 } ref_grads;

@@ -97,9 +97,9 @@ class Run:
     """One problem: mha's options, and what meta must then say."""
 
     def __init__(self, name, args, dims, masked=False, softcap=False, direct=False,
-                 tokens=False, kv_tokens=False, per_head_mask=False, rope=False):
+                 tokens=False, kv_tokens=False, per_head_mask=False, rope=False, norm=False):
         self.name, self.args, self.dims = name, args, dims
-        self.rope = rope
+        self.rope, self.norm = rope, norm
         self.masked, self.softcap, self.direct = masked, softcap, direct
         self.tokens, self.kv_tokens, self.per_head_mask = tokens, kv_tokens, per_head_mask
 
@@ -114,6 +114,7 @@ def holds(run, when):
         "with a mask": run.masked,
         "with `--softcap`": run.softcap,
         "with `--rope`": run.rope,
+        "with a q/k norm": run.norm,
     }
     if when not in conditions:
         raise SystemExit("schema_check: README: unknown condition %r" % when)
@@ -398,6 +399,7 @@ def problems(tmp):
     write(tmp, "v.json", m(4, 6))
     write(tmp, "wo.json", m(6, 5))
     write(tmp, "slopes.json", [0.5, -0.25])
+    write(tmp, "qn.json", [1.5, 0.5])
     write(tmp, "mask-heads.json", [[[True, False, True], [True, True, False], [True, True, True]],
                                    [[True, True, True], [False, True, True], [True, False, True]]])
 
@@ -442,6 +444,10 @@ def problems(tmp):
         Run("rope", ["-x", "x.json", "-w", "w2.json", "--heads", "2", "--kv-heads", "2",
                      "--rope", "interleaved", "--causal"],
             dims(heads=2), masked=True, rope=True),
+        # a q/k norm (Qwen3's, per head) with rope: q_norm and k_norm, meta's "norm"
+        Run("norm", ["-x", "x.json", "-w", "w2.json", "--heads", "2", "--rope", "half",
+                     "--q-norm", "qn.json", "--k-norm", "qn.json"],
+            dims(heads=2), rope=True, norm=True),
         # a layer of a checkpoint (samples/tiny-llama: Llama, config.json beside
         # it): causal, rotary, grouped-query heads, and meta's "model"
         Run("checkpoint", ["-x", os.path.join(TINY, "x.json"), "-w", os.path.join(TINY, "model"),
@@ -475,7 +481,7 @@ def main(argv):
                           doc.get("meta"), ext, tmp)
             check_csv("%s: --print all -f csv" % run.name, schema, run, doc.get("meta"), tmp)
             if run.name not in ("one-head-no-wo", "gqa", "direct", "causal-mask",
-                                "softcap-kv-len", "batch", "rope"):
+                                "softcap-kv-len", "batch", "rope", "norm"):
                 continue
             for step in steps:
                 where = "%s: -p %s -f json" % (run.name, step)
@@ -486,6 +492,9 @@ def main(argv):
                           "exit %d" % r.returncode)
                 elif step in ("q_rot", "k_rot") and not run.rope:
                     check(where + ": exit 2 without --rope", r.returncode == 2,
+                          "exit %d" % r.returncode)
+                elif step in ("q_norm", "k_norm") and not run.norm:
+                    check(where + ": exit 2 without a q/k norm", r.returncode == 2,
                           "exit %d" % r.returncode)
                 elif check(where + ": exit 0", r.returncode == 0, r.stderr.decode().strip()):
                     check_json(where, schema, meta_schema, run, json.loads(r.stdout), step)

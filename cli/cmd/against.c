@@ -25,6 +25,8 @@ const struct cmp_step cmp_steps[C_COUNT] = {
 	[C_Q] = { STEP_Q, 0 },
 	[C_K] = { STEP_K, 0 },
 	[C_V] = { STEP_V, 0 },
+	[C_Q_NORM] = { STEP_Q_NORM, 0 },
+	[C_K_NORM] = { STEP_K_NORM, 0 },
 	[C_Q_ROT] = { STEP_Q_ROT, 0 },
 	[C_K_ROT] = { STEP_K_ROT, 0 },
 	[C_HEAD_Q] = { STEP_Q, 1 },
@@ -105,7 +107,7 @@ static int unknown_key(const char *file, const char *where, const char *key, int
 			     path_shown(file), where, shown, near);
 	return error("'%s': %s\"%s\" is not a step of mha's JSON output (%s)", path_shown(file), where,
 		     shown, per_head ? "Q, K, V, scores, scaled, softcapped, masked, softmax, output"
-		     : "X, Q, K, V, q_rot, k_rot, mask, heads, concat, output");
+		     : "X, Q, K, V, q_norm, k_norm, q_rot, k_rot, mask, heads, concat, output");
 }
 
 /* per-head matrices as read, one list per step, stacked at the end */
@@ -341,7 +343,8 @@ static int read_dir(struct against *a, named_set *set, const char *path, size_t 
 		}
 		if (s < 0) {
 			error("'%s/%s': not a step's file name (KEY.csv or headN_KEY.csv, as 'mha forward "
-			      "-o DIR/' names them: X, Q, K, V, q_rot, k_rot, mask, concat, output; "
+			      "-o DIR/' names them: X, Q, K, V, q_norm, k_norm, q_rot, k_rot, mask, "
+			      "concat, output; "
 			      "headN_ with Q, K, V, scores, scaled, softcapped, masked, softmax, output)",
 			      path_shown(path), shown);
 			goto done;
@@ -392,7 +395,8 @@ static const char *npz_head_name(char *buf, size_t size, int s, size_t head)
 
 /* the members mha names, for "did you mean" */
 static const char *const npz_names[] = {
-	"X", "Q", "K", "V", "q_rot", "k_rot", "mask", "concat", "output", "heads.Q", "heads.K",
+	"X", "Q", "K", "V", "q_norm", "k_norm", "q_rot", "k_rot", "mask", "concat", "output",
+	"heads.Q", "heads.K",
 	"heads.V", "heads.scores", "heads.scaled", "heads.softcapped", "heads.masked",
 	"heads.softmax", "heads.output",
 };
@@ -438,7 +442,8 @@ static int read_npz_members(struct against *a, named_set *set, const char *path,
 			return -1;
 		}
 		if (s < 0) {
-			error("'%s': member '%s' is not a step (mha's names: X, Q, K, V, q_rot, k_rot, "
+			error("'%s': member '%s' is not a step (mha's names: X, Q, K, V, q_norm, k_norm, "
+			      "q_rot, k_rot, "
 			      "mask, concat, output, heads.Q, heads.K, heads.V, heads.scores, heads.scaled, "
 			      "heads.softcapped, heads.masked, heads.softmax, heads.output)",
 			      path_shown(path), shown);
@@ -506,7 +511,8 @@ int against_read(struct against *a, const char *path, size_t heads)
 		for (int s = 0; s < C_COUNT; s++)
 			any |= a->m[s].rank != 0;
 		if (!any)
-			rc = error("'%s': no step to compare: give any of X, Q, K, V, q_rot, k_rot, "
+			rc = error("'%s': no step to compare: give any of X, Q, K, V, q_norm, k_norm, "
+				   "q_rot, k_rot, "
 				   "heads, mask, concat, output", path_shown(path));
 	}
 	return rc;

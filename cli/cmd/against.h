@@ -17,7 +17,7 @@
 
 /* The steps compare knows, in the order of the computation. */
 enum cmp_id {
-	C_X, C_Q, C_K, C_V, C_Q_ROT, C_K_ROT, C_HEAD_Q, C_HEAD_K, C_HEAD_V, C_SCORES, C_SCALED,
+	C_X, C_Q, C_K, C_V, C_Q_NORM, C_K_NORM, C_Q_ROT, C_K_ROT, C_HEAD_Q, C_HEAD_K, C_HEAD_V, C_SCORES, C_SCALED,
 	C_SOFTCAPPED, C_MASK, C_MASKED, C_SOFTMAX, C_HEAD_OUTPUT, C_CONCAT, C_OUTPUT, C_COUNT
 };
 

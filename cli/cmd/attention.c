@@ -70,6 +70,17 @@ static int check_options(struct attn_options *o)
 			return usage_error(hint, "--print %s needs --rope",
 					   o->print & STEP_BIT(STEP_Q_ROT) ? "q_rot" : "k_rot");
 	}
+	if (!s->q_norm != !s->k_norm)
+		return usage_error(hint, "%s without %s: give each side's weights, or neither (a "
+				   "norm without weights: --norm)", s->q_norm ? "--q-norm" : "--k-norm",
+				   s->q_norm ? "--k-norm" : "--q-norm");
+	if (s->q_norm && (s->given & GIVEN_NORM) && !s->cfg.norm.kind)
+		return usage_error(hint, "--q-norm and --k-norm give a q/k norm's weights, but --norm "
+				   "none leaves the norm out");
+	if ((s->given & (GIVEN_NORM_EPS | GIVEN_NORM_OVER)) && !(s->given & GIVEN_NORM) &&
+	    !s->q_norm && !s->w)
+		return usage_error(hint, "%s sets a q/k norm: give --norm (or --q-norm and --k-norm)",
+				   s->given & GIVEN_NORM_EPS ? "--norm-eps" : "--norm-over");
 	if (o->mask_bool && !s->mask)
 		return usage_error(hint, "--mask-bool says what a --mask file's booleans mean: "
 				   "give --mask FILE");
@@ -85,7 +96,8 @@ static int check_options(struct attn_options *o)
 	{
 		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->w, s->q, s->k, s->v,
 					      s->mask, s->positions, s->rope_cos, s->rope_sin, s->config,
-					      s->grad_output };
+					      s->grad_output, s->sinks, s->alibi_slopes, s->q_norm,
+					      s->k_norm };
 		int stdin_uses = 0;
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)

@@ -86,6 +86,8 @@ struct attn_options {
 	struct problem_spec spec; /* what to read */
 	struct emit emit;         /* where to write, how */
 	unsigned print;           /* STEP_BIT()s of the steps asked for (forward's --print) */
+	int every_step;           /* --explain, a page: every step the run has, as the
+				     files read say (a checkpoint's rope and norm too) */
 	int print_all;
 	int format_given;
 	int print_given;

@@ -254,7 +254,7 @@ static int run_has(const struct bfacts *f, int s)
 
 /* The gradients mha_backward writes, as matrices (the budget's). */
 struct bgrads {
-	matrix dxq, dxk, dxv, dW[4], db[4], dsinks;
+	matrix dxq, dxk, dxv, dW[4], db[4], dsinks, dnorm[2];
 	matrix dX_kv;        /* --kv: dxk + dxv */
 };
 
@@ -265,6 +265,8 @@ static void bgrads_free(struct bgrads *g)
 	matrix_free(&g->dxv);
 	matrix_free(&g->dX_kv);
 	matrix_free(&g->dsinks);
+	matrix_free(&g->dnorm[0]);
+	matrix_free(&g->dnorm[1]);
 	for (int i = 0; i < 4; i++) {
 		matrix_free(&g->dW[i]);
 		matrix_free(&g->db[i]);
@@ -336,34 +338,36 @@ static void add_to(double *m, const double *a, size_t n)
  * (exactly) into g's arrays.
  */
 static mha_status backward_f32(const mha_grads *g, const double *dout, const struct problem *p,
-			       const size_t n[12], mha_report *rep)
+			       const size_t n[14], mha_report *rep)
 {
 	const mha_dims *d = &p->d;
 	const size_t B = problem_sequences(p);
 	const size_t oc = mha_output_cols(d, p->weights.W_O != NULL);
-	double *const gd[12] = { g->dxq, g->dxk, g->dxv, g->dW_Q, g->dW_K, g->dW_V,
-				 g->dW_O, g->db_Q, g->db_K, g->db_V, g->db_O, g->dsinks };
+	double *const gd[14] = { g->dxq, g->dxk, g->dxv, g->dW_Q, g->dW_K, g->dW_V,
+				 g->dW_O, g->db_Q, g->db_K, g->db_V, g->db_O, g->dsinks,
+				 g->dq_norm, g->dk_norm };
 	struct run_floats f;
 	int ok = run_floats_make(&f, p) == 0;
-	float *fo = floats_copy(dout, B * d->n_q * oc, &ok), *gf[12];
+	float *fo = floats_copy(dout, B * d->n_q * oc, &ok), *gf[14];
 	mha_status st = MHA_ERR_NOMEM;
 
-	for (int i = 0; i < 12; i++) {
+	for (int i = 0; i < 14; i++) {
 		gf[i] = gd[i] ? malloc((n[i] ? n[i] : 1) * sizeof(float)) : NULL;
 		if (gd[i] && !gf[i])
 			ok = 0;
 	}
 	if (ok) {
 		const mha_grads_f32 gg = { .size = sizeof(mha_grads_f32), gf[0], gf[1], gf[2], gf[3],
-					   gf[4], gf[5], gf[6], gf[7], gf[8], gf[9], gf[10], gf[11] };
+					   gf[4], gf[5], gf[6], gf[7], gf[8], gf[9], gf[10], gf[11],
+					   gf[12], gf[13] };
 
 		st = mha_backward_f32(&gg, fo, d, &f.in, &f.w, &p->cfg, rep);
-		for (int i = 0; st == MHA_OK && i < 12; i++)
+		for (int i = 0; st == MHA_OK && i < 14; i++)
 			for (size_t k = 0; gf[i] && k < n[i]; k++)
 				gd[i][k] = gf[i][k];
 	}
 	run_floats_free(&f);
-	for (int i = 0; i < 12; i++)
+	for (int i = 0; i < 14; i++)
 		free(gf[i]);
 	free(fo);
 	return st;
@@ -461,13 +465,16 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 	    (p->weights.b_K && matrix_alloc(&gr.db[1], 2, 1, gk, 1)) ||
 	    (p->weights.b_V && matrix_alloc(&gr.db[2], 2, 1, gv, 1)) ||
 	    (p->weights.W_O && p->weights.b_O && matrix_alloc(&gr.db[3], 2, 1, d->d_out, 1)) ||
-	    (p->cfg.sinks && matrix_alloc(&gr.dsinks, 2, 1, d->heads, 1)))
+	    (p->cfg.sinks && matrix_alloc(&gr.dsinks, 2, 1, d->heads, 1)) ||
+	    (p->cfg.norm.kind && p->cfg.norm.q_weight &&
+	     (matrix_alloc_dims(&gr.dnorm[0], p->q_norm.rank, p->q_norm.dim) ||
+	      matrix_alloc_dims(&gr.dnorm[1], p->k_norm.rank, p->k_norm.dim))))
 		goto done;
 	g = (mha_grads){ .size = sizeof(mha_grads),
 			 .dxq = gr.dxq.v, .dxk = gr.dxk.v, .dxv = gr.dxv.v, .dW_Q = gr.dW[0].v,
 			 .dW_K = gr.dW[1].v, .dW_V = gr.dW[2].v, .dW_O = gr.dW[3].v, .db_Q = gr.db[0].v,
 			 .db_K = gr.db[1].v, .db_V = gr.db[2].v, .db_O = gr.db[3].v,
-			 .dsinks = gr.dsinks.v };
+			 .dsinks = gr.dsinks.v, .dq_norm = gr.dnorm[0].v, .dk_norm = gr.dnorm[1].v };
 	keep = calloc(B, sizeof(*keep));
 	lists = calloc(B, sizeof(*lists));
 	res = calloc(B * GS_COUNT, sizeof(*res));
@@ -482,12 +489,13 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 	obs = (mha_grad_observer){ .size = sizeof(mha_grad_observer), .fn = steps_batch_keep_grad,
 				   .ctx = &keeper, .wanted = wanted, .sequence = steps_batch_sequence };
 	if (r->f32) {
-		const size_t n[12] = { matrix_size(&gr.dxq), matrix_size(&gr.dxk), matrix_size(&gr.dxv),
+		const size_t n[14] = { matrix_size(&gr.dxq), matrix_size(&gr.dxk), matrix_size(&gr.dxv),
 				       matrix_size(&gr.dW[0]), matrix_size(&gr.dW[1]),
 				       matrix_size(&gr.dW[2]), matrix_size(&gr.dW[3]),
 				       matrix_size(&gr.db[0]), matrix_size(&gr.db[1]),
 				       matrix_size(&gr.db[2]), matrix_size(&gr.db[3]),
-				       matrix_size(&gr.dsinks) };
+				       matrix_size(&gr.dsinks), matrix_size(&gr.dnorm[0]),
+				       matrix_size(&gr.dnorm[1]) };
 
 		st = backward_f32(&g, dout.rank ? dout.v : NULL, p, n, &rep);
 	} else {
@@ -548,6 +556,8 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 			round_f32(&gr.db[i]);
 		}
 		round_f32(&gr.dsinks);
+		round_f32(&gr.dnorm[0]);
+		round_f32(&gr.dnorm[1]);
 	}
 	problem_facts(p, rep.scale, &facts);
 	facts.shared = shared;
@@ -574,6 +584,8 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 			rb[GS_DB_Q + i] = gr.db[i];
 		}
 		rb[GS_DSINKS] = gr.dsinks;
+		rb[GS_DQ_NORM_W] = gr.dnorm[0];
+		rb[GS_DK_NORM_W] = gr.dnorm[1];
 		/* the results; Q, K and V given: theirs are the inputs' gradients */
 		for (int i = GS_DX; i < GS_COUNT; i++)
 			given[i] = &rb[i];

@@ -397,6 +397,7 @@ static int check_given(const struct against *a, const struct set *mine, const ch
 		why = i == C_X ? "there is no X with --q/--k/--v" :
 		      i == C_SOFTCAPPED ? "the run has no softcap: add --softcap C" :
 		      (i == C_Q_ROT || i == C_K_ROT) ? "the run turns nothing: add --rope" :
+		      (i == C_Q_NORM || i == C_K_NORM) ? "the run normalises nothing: add --norm" :
 		      "this run has no such step";
 		return error("'%s': %s (%s) is given, but %s", path_shown(path), cmp_name(i),
 			     a->src[i], why);

@@ -123,6 +123,7 @@ int forward_check(struct attn_options *o)
 		/* every step; the mask only when there is one */
 		option_facts(o, &f);
 		o->print = steps_every(&f);
+		o->every_step = 1;
 	}
 	if (o->emit.format == FORMAT_HTML) {
 		/* the page holds every step; --print names the one it shows first */
@@ -142,6 +143,7 @@ int forward_check(struct attn_options *o)
 		o->f32 = 0;
 		option_facts(o, &f);
 		o->print = steps_every(&f);
+		o->every_step = 1;
 	}
 	if (o->emit.format == FORMAT_HEATMAP || o->emit.format == FORMAT_SVG) {
 		/* one (n_q, n_kv) step is drawn, softmax unless --print names another */
@@ -219,7 +221,12 @@ int forward_run(struct attn_options *o, struct problem *pb)
 		goto done;
 	}
 	problem_facts(pb, 0, &f);
-	p = steps_print_set(o->print, o->print_all, &f);
+	/* a norm comes from the options or the checkpoint's family: known now */
+	if ((o->print & (STEP_BIT(STEP_Q_NORM) | STEP_BIT(STEP_K_NORM))) && !pb->cfg.norm.kind)
+		return usage_error(o->cmd->name, "--print %s needs a q/k norm: --norm, --q-norm and "
+				   "--k-norm, or a checkpoint whose family normalises",
+				   o->print & STEP_BIT(STEP_Q_NORM) ? "q_norm" : "k_norm");
+	p = o->every_step ? steps_every(&f) : steps_print_set(o->print, o->print_all, &f);
 	for (size_t b = 0; b < B; b++) {
 		res[b].heads = pb->d.heads;
 		res[b].mask_per_head = pb->cfg.mask.per_head || pb->cfg.alibi.on; /* ALiBi: a mask per head */

@@ -155,7 +155,8 @@ enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV
        O_ROPE_COS, O_ROPE_SIN, O_ROPE_SCALING, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
        O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
        O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
-       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS,
+       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS, O_NORM, O_NORM_EPS, O_NORM_OVER,
+       O_Q_NORM, O_K_NORM,
        O_ONE /* + WQ … BO */ };
 
 /* Every shared option, once: getopt_long's row and the group a help describes it in. */
@@ -295,6 +296,22 @@ static const struct {
 	  "                        config.json's rope_scaling, given as is: a JSON\n"
 	  "                        object or a file holding one (linear, dynamic,\n"
 	  "                        llama3, yarn, longrope)\n" },
+	{ { "norm", R, NULL, O_NORM }, OPT_ATTN,
+	  "      --norm KIND       normalise Q and K after the projections, before the\n"
+	  "                        rotation: rms x/sqrt(mean(x^2) + eps)*w (Qwen3, OLMo\n"
+	  "                        2), rms1p the same times 1 + w (Gemma 3), layer\n"
+	  "                        (x - mean)/sqrt(variance + eps)*w (Cohere R+); none\n" },
+	{ { "q-norm", R, NULL, O_Q_NORM }, OPT_ATTN,
+	  "      --q-norm FILE, --k-norm FILE\n"
+	  "                        the norm's weights w for Q and for K: one vector of\n"
+	  "                        d_k for every head, or one per head (heads x d_k);\n"
+	  "                        alone they mean --norm rms\n" },
+	{ { "k-norm", R, NULL, O_K_NORM }, OPT_ATTN, NULL },
+	{ { "norm-eps", R, NULL, O_NORM_EPS }, OPT_ATTN,
+	  "      --norm-eps E      added to the mean square (variance); default 1e-6\n" },
+	{ { "norm-over", R, NULL, O_NORM_OVER }, OPT_ATTN,
+	  "      --norm-over WHAT  head: each head's d_k features (the default); all: the\n"
+	  "                        whole row of Q and of K (OLMo 2)\n" },
 	{ { "softcap", R, NULL, O_SOFTCAP }, OPT_ATTN,
 	  "      --softcap C       scores become C*tanh(scores/C) before the mask\n" },
 	{ { "dtype", R, NULL, O_DTYPE }, OPT_DTYPE, NULL },
@@ -520,6 +537,39 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 		case O_ROPE_COS: o->spec.rope_cos = optarg; break;
 		case O_ROPE_SIN: o->spec.rope_sin = optarg; break;
 		case O_ROPE_SCALING: o->spec.rope_scaling = optarg; break;
+		case O_NORM: {
+			static const char *const kinds[] = { "none", "rms", "rms1p", "layer" };
+			size_t i = 0;
+
+			while (i < 4 && strcmp(optarg, kinds[i]))
+				i++;
+			if (i == 4) {
+				usage_error(hint, "--norm takes rms, rms1p, layer or none, not '%s'", optarg);
+				return -1;
+			}
+			o->spec.cfg.norm.kind = (mha_norm_kind)i;
+			o->spec.given |= GIVEN_NORM;
+			break;
+		}
+		case O_NORM_EPS:
+			if (parse_real(hint, "--norm-eps", optarg, &o->spec.cfg.norm.eps))
+				return -1;
+			if (o->spec.cfg.norm.eps < 0) {
+				usage_error(hint, "--norm-eps expects a number from 0, not '%s'", optarg);
+				return -1;
+			}
+			o->spec.given |= GIVEN_NORM_EPS;
+			break;
+		case O_NORM_OVER:
+			if (strcmp(optarg, "head") && strcmp(optarg, "all")) {
+				usage_error(hint, "--norm-over takes head or all, not '%s'", optarg);
+				return -1;
+			}
+			o->spec.cfg.norm.over_all = !strcmp(optarg, "all");
+			o->spec.given |= GIVEN_NORM_OVER;
+			break;
+		case O_Q_NORM: o->spec.q_norm = optarg; break;
+		case O_K_NORM: o->spec.k_norm = optarg; break;
 		case O_ONE + WQ: case O_ONE + WK: case O_ONE + WV: case O_ONE + WO:
 		case O_ONE + BQ: case O_ONE + BK: case O_ONE + BV: case O_ONE + BO:
 			o->spec.one[c - O_ONE] = optarg;

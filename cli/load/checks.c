@@ -1,6 +1,7 @@
 /*
  * checks.c: the options' own matrices held against the shapes (checks.h):
- * the mask, the sinks, the ALiBi slopes, the rotary tables and positions.
+ * the mask, the sinks, the ALiBi slopes, the rotary tables and positions,
+ * the q/k norm's weights.
  */
 #include "load/checks.h"
 #include "base/budget.h"
@@ -120,6 +121,85 @@ static int check_per_head(const char *file, const matrix *m, size_t heads, const
 		return error("%s: %zu %s%s but there %s %zu head%s (one %s per query head)",
 			     path_shown(file), matrix_size(m), noun, plural(matrix_size(m)),
 			     heads == 1 ? "is" : "are", heads, plural(heads), unit);
+	return 0;
+}
+
+/*
+ * One side's norm weights, n of them from file: a block of d per head
+ * ((heads, d) or heads·d, *per 1) or one vector every head shares (d,
+ * *per 0); over the whole row, heads·d.  side "q" or "k".
+ */
+static int norm_layout(const char *file, const matrix *m, const char *side, size_t heads,
+		       size_t d, int over_all, int *per)
+{
+	const size_t n = matrix_size(m);
+	char shape[64];
+
+	if (m->rank == 2 && m->dim[0] != 1 && m->dim[1] != 1 && m->dim[1] != d)
+		return error("%s: %s_norm weights are %s, expected (heads, d_k) = (%zu, %zu) or a "
+			     "vector", path_shown(file), side, matrix_shape(m, shape, sizeof(shape)),
+			     heads, d);
+	if (over_all) {
+		*per = 1;
+		if (n != heads * d)
+			return error("%s: %zu %s_norm weight%s, but the norm over the whole row of %c "
+				     "(--norm-over all) has %zu features (%zu head%s x d_k %zu)",
+				     path_shown(file), n, side, plural(n), side[0] == 'q' ? 'Q' : 'K',
+				     heads * d, heads, plural(heads), d);
+		return 0;
+	}
+	*per = heads > 1 && n == heads * d;
+	if (n != d && !*per)
+		return error("%s: %zu %s_norm weight%s, but a norm per head takes d_k = %zu (one vector "
+			     "for every head)%s%zu (one per head)", path_shown(file), n, side,
+			     plural(n), d, heads > 1 ? " or " : ", or with --norm-over all ",
+			     heads * d);
+	return 0;
+}
+
+/*
+ * The q/k norm (--norm, --q-norm, --k-norm, --norm-eps, --norm-over, or a
+ * checkpoint's family): weights on both sides or neither, laid out alike,
+ * eps 1e-6 unless given or config.json says
+ */
+int checks_norm(const struct problem_spec *s, struct problem *p, const mha_dims *d,
+		mha_config *cfg)
+{
+	mha_qk_norm *n = &cfg->norm;
+	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
+	int qp = 0, kp = 0;
+
+	if (!n->kind && (s->q_norm || s->k_norm) && !(s->given & GIVEN_NORM))
+		n->kind = MHA_NORM_RMS; /* weights alone: Qwen3's RMS norm */
+	if (!n->kind) {
+		if (s->q_norm || s->k_norm)
+			return error("%s gives a q/k norm's weights, but --norm none leaves the norm out",
+				     s->q_norm ? "--q-norm" : "--k-norm");
+		if ((s->given & (GIVEN_NORM_EPS | GIVEN_NORM_OVER)) && !(s->given & GIVEN_NORM))
+			return error("%s sets a q/k norm, but there is none: give --norm (or --q-norm "
+				     "and --k-norm)", s->given & GIVEN_NORM_EPS ? "--norm-eps" :
+				     "--norm-over");
+		return 0;
+	}
+	if (!s->q_norm != !s->k_norm)
+		return error("%s without %s: give each side's weights, or neither (a norm without "
+			     "weights)", s->q_norm ? "--q-norm" : "--k-norm",
+			     s->q_norm ? "--k-norm" : "--q-norm");
+	if (!(s->given & (GIVEN_NORM_EPS | CONFIG_NORM_EPS)))
+		n->eps = 1e-6;
+	if (!s->q_norm)
+		return 0;
+	if (norm_layout(s->q_norm, &p->q_norm, "q", d->heads, d->d_k, n->over_all, &qp) ||
+	    norm_layout(s->k_norm, &p->k_norm, "k", G, d->d_k, n->over_all, &kp))
+		return -1;
+	/* one layout for both; with one key/value head its block is the shared vector */
+	if (!n->over_all && ((qp && !kp && G > 1) || (!qp && kp && d->heads > 1)))
+		return error("%s holds %s but %s holds %s: give both sides alike",
+			     path_shown(s->q_norm), qp ? "a block per head" : "one vector for every head",
+			     path_shown(s->k_norm), kp ? "a block per head" : "one vector for every head");
+	n->per_head = qp || kp;
+	n->q_weight = p->q_norm.v;
+	n->k_weight = p->k_norm.v;
 	return 0;
 }
 
@@ -333,6 +413,17 @@ int checks_config(const struct problem_spec *s, struct problem *p)
 	case MHA_FAULT_ROPE_SCALING:
 		return error("rope_scaling: %s", r->cos ? "the tables given (--rope-cos, --rope-sin) "
 			     "already hold the frequencies: leave it out" : "a value out of its range");
+	case MHA_FAULT_NORM_Q_WEIGHT:
+	case MHA_FAULT_NORM_K_WEIGHT: {
+		const int q = f.kind == MHA_FAULT_NORM_Q_WEIGHT;
+		const matrix *m = q ? &p->q_norm : &p->k_norm;
+		char at[64], v[40];
+
+		format_shortest(v, sizeof(v), m->v[f.index]);
+		return error("%s: %c_norm weight%s is %s: the weights are finite numbers",
+			     path_shown(q ? s->q_norm : s->k_norm), q ? 'q' : 'k',
+			     element_path(at, sizeof(at), m, f.index), v);
+	}
 	default:
 		break;
 	}

@@ -347,6 +347,33 @@ static int apply_scale(struct problem_spec *s, const cJSON *root, const char *pa
 	return 0;
 }
 
+/* The q/k norm the type implies (Qwen3, OLMo 2; Cohere's with use_qk_norm):
+ * its kind, over what, and eps from config.json or transformers' default;
+ * an option given wins */
+static int apply_norm(struct problem_spec *s, const cJSON *root, const char *path)
+{
+	const struct model_type *t = s->mtype;
+	double eps = t->norm.eps;
+	int on = !t->norm.flag;
+
+	if (t->norm.flag && config_bool(root, path, t->norm.flag, &on) < 0)
+		return -1;
+	if (!on)
+		return 0;
+	s->model_norm = 1;
+	if (!(s->given & GIVEN_NORM))
+		s->cfg.norm.kind = t->norm.kind;
+	if (!(s->given & GIVEN_NORM_OVER))
+		s->cfg.norm.over_all = t->norm.over_all;
+	if (config_number(root, path, t->norm.eps_key, &eps) < 0)
+		return -1;
+	if (!(s->given & GIVEN_NORM_EPS)) {
+		s->cfg.norm.eps = eps;
+		s->given |= CONFIG_NORM_EPS;
+	}
+	return 0;
+}
+
 /* quantization_config: the attention's modules must be among those left
  * unquantized (gpt-oss quantizes its experts alone); -1 said, else 0 */
 static int quantized_attention(const cJSON *root, const char *path)
@@ -393,9 +420,8 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 		return -1;
 	if (!root)
 		return 0;
-	if (reads(t, "use_qk_norm") && config_bool(root, path, "use_qk_norm", &flag) > 0 && flag)
-		return error("%s: use_qk_norm: Command R+ normalises each head's q and k with a "
-			     "LayerNorm, which mha does not compute yet", path);
+	if (t->norm.kind && apply_norm(s, root, path))
+		return -1;
 	if (reads(t, "clip_qkv") && cJSON_GetObjectItemCaseSensitive(root, "clip_qkv") &&
 	    !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "clip_qkv")))
 		return error("%s: clip_qkv: OLMo clamps Q, K and V to +-clip_qkv, which mha does not "

@@ -18,7 +18,8 @@ const struct family families[] = {
 		{ "v_proj.bias", BV, 0, NULL }, { "o_proj.bias", BO, 0, NULL },
 		/* older checkpoints kept the frequencies rope_theta gives */
 		{ "rotary_emb.inv_freq", T_INV_FREQ, 0, NULL },
-		{ "sinks", T_SINKS, 0, NULL } } },
+		{ "sinks", T_SINKS, 0, NULL },
+		{ "q_norm.weight", T_Q_NORM, 0, NULL }, { "k_norm.weight", T_K_NORM, 0, NULL } } },
 	/* Conv1D: (in, out), applied as x·W + b */
 	[FAMILY_GPT2] = { "gpt2", "h.%zu.attn", "c_attn.weight", LAYOUT_MHA, {
 		{ "c_attn.weight", T_PACKED_W, 1, NULL }, { "c_attn.bias", T_PACKED_B, 0, NULL },
@@ -78,7 +79,10 @@ static const char *const gemma2_keys[] = { LLAMA_KEYS, "query_pre_attn_scalar",
 					   "attn_logit_softcapping", "sliding_window",
 					   "layer_types", NULL };
 static const char *const granite_keys[] = { LLAMA_KEYS, "attention_multiplier", NULL };
-static const char *const cohere_keys[] = { LLAMA_KEYS, "use_qk_norm", NULL };
+static const char *const cohere_keys[] = { LLAMA_KEYS, "use_qk_norm", "layer_norm_eps", NULL };
+static const char *const qwen3_keys[] = { LLAMA_KEYS, "sliding_window", "use_sliding_window",
+					  "max_window_layers", "layer_types", "rms_norm_eps", NULL };
+static const char *const olmo2_keys[] = { LLAMA_KEYS, "rms_norm_eps", NULL };
 static const char *const smollm3_keys[] = { LLAMA_KEYS, "no_rope_layers", "no_rope_layer_interval",
 					    "use_sliding_window", "sliding_window",
 					    "layer_types", NULL };
@@ -104,6 +108,10 @@ static const char *const gemma2_other[] = { "hidden_activation", "final_logit_so
 static const char *const granite_other[] = { "embedding_multiplier", "residual_multiplier",
 					     "logits_scaling", "mlp_bias", NULL };
 static const char *const cohere_other[] = { "logit_scale", NULL };
+static const char *const qwen3_moe_other[] = { "decoder_sparse_step", "moe_intermediate_size",
+					       "num_experts_per_tok", "num_experts",
+					       "norm_topk_prob", "output_router_logits",
+					       "router_aux_loss_coef", "mlp_only_layers", NULL };
 /* SmolLM3 slides by layer_types alone */
 static const char *const smollm3_other[] = { "mlp_bias", "max_window_layers", "pretraining_tp",
 					     NULL };
@@ -129,18 +137,20 @@ static const char *const image_text_other[] = {
 	"image_grid_pinpoints", "ignore_index", NULL
 };
 
-#define QK_NORM "q_norm and k_norm, a normalisation of each head's q and k before the " \
-	"rotation, which mha does not compute yet"
-
 /* a row that reads the type's attention: family, biases, rotation, window,
  * keys read, keys known harmless, transformers' default heads */
 #define READS(fam, bias, rope, slide, keys, other, heads) \
-	fam, bias, NULL, rope, slide, keys, other, heads, NULL, 0
+	fam, bias, NULL, rope, slide, keys, other, heads, NULL, 0, { 0 }
+/* and a q/k norm: its kind, over the whole row, eps's key and default, the key
+ * that turns it on */
+#define READS_NORM(fam, bias, rope, slide, keys, other, heads, kind, all, eps_key, eps, flag) \
+	fam, bias, NULL, rope, slide, keys, other, heads, NULL, 0, { kind, all, eps_key, eps, flag }
 /* an image-text type: its text model's type when text_config gives none */
 #define TEXT_OF(type) FAMILY_NONE, BIAS_ANY, NULL, MHA_ROPE_NONE, SLIDE_NONE, NULL, \
-	image_text_other, 0, type, 0
+	image_text_other, 0, type, 0, { 0 }
 /* a type whose attention needs what mha does not compute */
-#define REFUSED(fam, why) fam, BIAS_ANY, why, MHA_ROPE_NONE, SLIDE_NONE, NULL, NULL, 0, NULL, 0
+#define REFUSED(fam, why) fam, BIAS_ANY, why, MHA_ROPE_NONE, SLIDE_NONE, NULL, NULL, 0, NULL, 0, \
+	{ 0 }
 
 #define HALF MHA_ROPE_HALF
 
@@ -155,8 +165,17 @@ static const struct model_type types[] = {
 			  0) },
 	{ "granite", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, granite_keys,
 			   granite_other, 0) },
-	{ "cohere", READS(FAMILY_LLAMA, BIAS_FLAG, MHA_ROPE_INTERLEAVED, SLIDE_NONE, cohere_keys,
-			  cohere_other, 0) },
+	/* Command R+: with use_qk_norm, a LayerNorm per head, weights (heads, head_dim) */
+	{ "cohere", READS_NORM(FAMILY_LLAMA, BIAS_FLAG, MHA_ROPE_INTERLEAVED, SLIDE_NONE,
+			       cohere_keys, cohere_other, 0, MHA_NORM_LAYER, 0, "layer_norm_eps",
+			       1e-5, "use_qk_norm") },
+	{ "qwen3", READS_NORM(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_QWEN, qwen3_keys, none, 0,
+			      MHA_NORM_RMS, 0, "rms_norm_eps", 1e-6, NULL) },
+	{ "qwen3_moe", READS_NORM(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_QWEN, qwen3_keys,
+				  qwen3_moe_other, 0, MHA_NORM_RMS, 0, "rms_norm_eps", 1e-6, NULL) },
+	/* its norm over the whole projection, before the heads are split */
+	{ "olmo2", READS_NORM(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, olmo2_keys, none, 0,
+			      MHA_NORM_RMS, 1, "rms_norm_eps", 1e-5, NULL) },
 	{ "smollm3", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_TYPES, smollm3_keys,
 			   smollm3_other, 0) },
 	{ "olmo", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, olmo_keys, none, 0) },
@@ -170,10 +189,8 @@ static const struct model_type types[] = {
 	{ "llava_next", TEXT_OF("llama") },
 	{ "mistral3", TEXT_OF("mistral") },
 	{ "gemma3", TEXT_OF("gemma3_text") },
-	{ "qwen3", REFUSED(FAMILY_LLAMA, QK_NORM) },
-	{ "qwen3_moe", REFUSED(FAMILY_LLAMA, QK_NORM) },
-	{ "olmo2", REFUSED(FAMILY_LLAMA, QK_NORM) },
-	{ "gemma3_text", REFUSED(FAMILY_LLAMA, QK_NORM) },
+	{ "gemma3_text", REFUSED(FAMILY_LLAMA, "rotary bases by layer kind (rope_local_base_freq), "
+				 "which mha does not read yet") },
 	{ "phi3", REFUSED(FAMILY_NONE, "qkv_proj, Q, K and V fused in one tensor, which mha does "
 			  "not split yet") },
 	{ "gpt_neox", REFUSED(FAMILY_NONE, "query_key_value, Q, K and V fused head by head, which "
@@ -190,7 +207,7 @@ static const struct model_type types[] = {
 				 "not compute yet") },
 	/* sinks, layer_types, YaRN; its MoE quantized, never its attention */
 	{ "gpt_oss", FAMILY_LLAMA, BIAS_FLAG, NULL, HALF, SLIDE_BY_TYPES, gpt_oss_keys, gpt_oss_other,
-	  0, NULL, 1 },
+	  0, NULL, 1, { 0 } },
 	{ "cohere2", REFUSED(FAMILY_LLAMA, "rotary embeddings on its sliding layers alone, which "
 			     "mha does not read yet") },
 };
@@ -207,10 +224,10 @@ const struct model_type *model_type_find(const char *type)
 static const char *const generic_keys[] = { "num_attention_heads", "num_key_value_heads",
 					    "hidden_size", "head_dim", "n_head", "n_embd", NULL };
 static const struct model_type generic = { "", FAMILY_NONE, BIAS_ANY, NULL, MHA_ROPE_NONE,
-					   SLIDE_NONE, generic_keys, none, 0, NULL, 0 };
+					   SLIDE_NONE, generic_keys, none, 0, NULL, 0, { 0 } };
 /* --layout torch: nn.MultiheadAttention has no config.json of its own */
 static const struct model_type torch_row = { "", FAMILY_TORCH, BIAS_ANY, NULL, MHA_ROPE_NONE,
-					     SLIDE_NONE, generic_keys, none, 0, NULL, 0 };
+					     SLIDE_NONE, generic_keys, none, 0, NULL, 0, { 0 } };
 
 const struct model_type *model_type_of_family(model_family f)
 {
@@ -236,14 +253,14 @@ size_t model_type_known(const struct model_type *t, const char **list, size_t ca
 
 /* tensors some families have that mha does not read yet, and what they do */
 static const struct { const char *suffix, *what; } unread[] = {
-	{ "q_norm.weight", "a normalisation of each head's q before the rotation (Qwen3, Gemma 3, "
-	  "OLMo 2), which mha does not compute yet" },
-	{ "k_norm.weight", "a normalisation of each head's k before the rotation (Qwen3, Gemma 3, "
-	  "OLMo 2), which mha does not compute yet" },
-	{ "q_norm.bias", "a LayerNorm of each head's q (Cohere Command R+), which mha does not "
-	  "compute yet" },
-	{ "k_norm.bias", "a LayerNorm of each head's k (Cohere Command R+), which mha does not "
-	  "compute yet" },
+	{ "q_norm.weight", "a normalisation of q before the rotation (Qwen3, OLMo 2, Gemma 3, "
+	  "Cohere R+ with use_qk_norm), which this model type's attention does not have: give "
+	  "the type that has it (model_type), or --norm" },
+	{ "k_norm.weight", "a normalisation of k before the rotation (Qwen3, OLMo 2, Gemma 3, "
+	  "Cohere R+ with use_qk_norm), which this model type's attention does not have: give "
+	  "the type that has it (model_type), or --norm" },
+	{ "q_norm.bias", "a bias of q's normalisation, which no family mha reads has" },
+	{ "k_norm.bias", "a bias of k's normalisation, which no family mha reads has" },
 	{ "sinks", "attention sinks (gpt-oss's), one logit per head, which this model type's "
 	  "attention does not have: say model_type gpt_oss, or give them with --sinks" },
 	{ "qkv_proj.weight", "Q, K and V fused in one tensor (Phi-3), which mha does not split yet" },

@@ -26,6 +26,8 @@ enum {
 	T_TORCH_KEY,            /* nn.MultiheadAttention's names, as weights.c reads them */
 	T_INV_FREQ,             /* the rotary frequencies a checkpoint kept: checked */
 	T_SINKS,                /* one logit per head (gpt-oss), where the type reads them */
+	T_Q_NORM,               /* the q/k norm's weights, where the type normalises */
+	T_K_NORM,
 	T_IGNORED               /* outside the attention mha computes (reason given) */
 };
 
@@ -41,7 +43,7 @@ struct family {
 	const char *layer; /* the module of layer N, "%zu" for N */
 	const char *key;   /* a tensor every such module has */
 	weight_layout layout;
-	struct family_tensor t[12];
+	struct family_tensor t[14];
 };
 
 /* indexed by model_family; [FAMILY_NONE] is empty */
@@ -82,6 +84,13 @@ struct model_type {
 				      text_config gives none ("llama"); its own keys
 				      are harmless_wrapper's */
 	int sinks;                 /* its attention has sinks (T_SINKS): read, not refused */
+	struct {                   /* its q/k norm (T_Q_NORM, T_K_NORM); kind 0: none */
+		mha_norm_kind kind;
+		int over_all;      /* over the whole projection (OLMo 2), else per head */
+		const char *eps_key; /* config.json's key for eps */
+		double eps;        /* transformers' default when the key is left out */
+		const char *flag;  /* a key that turns it on (Cohere's use_qk_norm), or NULL */
+	} norm;
 };
 
 /* what a module's tensor mha does not read does, where it is known: a

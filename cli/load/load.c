@@ -218,6 +218,7 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	const read_spec ms = { "mask", mask_keys, 1, 4, READ_NONFINITE | READ_BOOL };
 	const read_spec ss = { "sinks", NULL, 1, 2, 0 };
 	const read_spec as = { "slopes", NULL, 1, 2, 0 };
+	const read_spec ns = { "norm weights", NULL, 1, 2, 0 };
 
 	if (!(p->x_src = source("-x", s->x, "")) || !(p->kv_src = source("--kv", s->kv, "")) ||
 	    !(p->xk_src = source("--xk", s->xk, "")) || !(p->xv_src = source("--xv", s->xv, "")) ||
@@ -229,7 +230,7 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 		/* a checkpoint is read a tensor at a time, never whole */
 		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->q, s->k, s->v, s->mask,
 					      ckpt_is_checkpoint(s->w) ? NULL : s->w, s->sinks, s->alibi_slopes, s->positions,
-					      s->rope_cos, s->rope_sin };
+					      s->rope_cos, s->rope_sin, s->q_norm, s->k_norm };
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 			if (check_file_size(files[i]))
@@ -244,6 +245,9 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 		return -1;
 	if (s->alibi_slopes && read_matrix(&p->alibi, s->alibi_slopes, &as))
 		return -1;
+	if ((s->q_norm && read_matrix(&p->q_norm, s->q_norm, &ns)) ||
+	    (s->k_norm && read_matrix(&p->k_norm, s->k_norm, &ns)))
+		return -1;
 	if (s->kv && read_matrix(&p->kv, s->kv, &kvs))
 		return -1;
 	if (s->xk && (read_matrix(&p->xk, s->xk, &xks) || read_matrix(&p->xv, s->xv, &xvs)))
@@ -257,7 +261,11 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	p->w.floats = s->floats;
 	p->w.map = s->map;
 	if (s->w && ckpt_is_checkpoint(s->w)) {
-		if (model_load(&p->w, &p->sinks, &p->spec, s->w))
+		matrix *const extra[MODEL_EXTRA] = { [MODEL_SINKS] = &p->sinks,
+						     [MODEL_Q_NORM] = &p->q_norm,
+						     [MODEL_K_NORM] = &p->k_norm };
+
+		if (model_load(&p->w, extra, &p->spec, s->w))
 			return -1;
 	} else if (s->family && s->family != FAMILY_TORCH) {
 		return error("%s: --layout %s reads a safetensors checkpoint: give -w a .safetensors "
@@ -326,6 +334,7 @@ int problem_note_inputs(const struct problem_spec *s)
 		{ "-x", s->x }, { "--kv", s->kv }, { "--xk", s->xk }, { "--xv", s->xv },
 		{ "--q", s->q }, { s->k_transposed ? "--kt" : "--k", s->k }, { "--v", s->v },
 		{ "--mask", s->mask }, { "--sinks", s->sinks }, { "--alibi-slopes", s->alibi_slopes },
+		{ "--q-norm", s->q_norm }, { "--k-norm", s->k_norm },
 		{ "--positions", s->positions },
 		{ "--rope-cos", s->rope_cos }, { "--rope-sin", s->rope_sin },
 		{ "--config", s->config }, { "--grad-output", s->grad_output },
@@ -355,7 +364,8 @@ static int load(struct problem *p, const struct problem_spec *s)
 	if (read_inputs(s, p) || shapes_batch(p) || identity_for_missing(s, p) ||
 	    shapes_dims(s, p, &p->d) || shapes_kv_len(s, p) || checks_mask(s, p, &p->d, &p->cfg) ||
 	    checks_sinks(s, p, &p->d, &p->cfg) || checks_alibi(s, p, &p->d, &p->cfg) ||
-	    checks_rope(s, p, &p->d, &p->cfg) || checks_config(s, p) || labels_set(s, p, &p->d))
+	    checks_rope(s, p, &p->d, &p->cfg) || checks_norm(s, p, &p->d, &p->cfg) ||
+	    checks_config(s, p) || labels_set(s, p, &p->d))
 		return EXIT_DATA;
 	/* --cell names a query and a key: a command-line error, known once the labels are */
 	if (s->cell && labels_parse_cell(s->cell, (const char *const *)p->labels.query, d->n_q,
@@ -408,6 +418,8 @@ void problem_free(struct problem *p)
 	matrix_free(&p->v);
 	matrix_free(&p->mask);
 	matrix_free(&p->sinks);
+	matrix_free(&p->q_norm);
+	matrix_free(&p->k_norm);
 	matrix_free(&p->alibi);
 	matrix_free(&p->rope_cos);
 	matrix_free(&p->rope_sin);

@@ -267,7 +267,8 @@ static int all_known(const struct ckpt *c, const struct family *fam, const char 
 			if (!strcmp(fam->t[k].suffix, suffix))
 				break;
 		if (k < sizeof(fam->t) / sizeof(fam->t[0]) && fam->t[k].suffix &&
-		    (fam->t[k].what != T_SINKS || (s->mtype && s->mtype->sinks)))
+		    (fam->t[k].what != T_SINKS || (s->mtype && s->mtype->sinks)) &&
+		    ((fam->t[k].what != T_Q_NORM && fam->t[k].what != T_K_NORM) || s->model_norm))
 			continue;
 		what = family_tensor_unread(suffix);
 		if (what)
@@ -345,7 +346,8 @@ static int check_inv_freq(const matrix *m, const struct problem_spec *s, const w
 	return 0;
 }
 
-int model_load(weights *w, matrix *sinks, struct problem_spec *s, const char *path)
+int model_load(weights *w, matrix *const extra[MODEL_EXTRA], struct problem_spec *s,
+	       const char *path)
 {
 	struct ckpt c;
 	const struct family *fam;
@@ -376,8 +378,12 @@ int model_load(weights *w, matrix *sinks, struct problem_spec *s, const char *pa
 	/* what is missing first, then what is there that mha does not read */
 	for (size_t k = 0; k < sizeof(fam->t) / sizeof(fam->t[0]) && fam->t[k].suffix; k++) {
 		char name[PATH_TEXT];
+		/* the q/k norm's weights, where the type normalises (and --norm none does not
+		 * leave the norm out) */
+		const int norm = (fam->t[k].what == T_Q_NORM || fam->t[k].what == T_K_NORM) &&
+				 s->model_norm && s->cfg.norm.kind;
 
-		if (fam->t[k].required &&
+		if ((fam->t[k].required || norm) &&
 		    ckpt_find(&c, tensor_name(name, sizeof(name), module, fam->t[k].suffix)) < 0) {
 			rc = ckpt_missing(&c, name, "");
 			ckpt_free(&c);
@@ -398,7 +404,8 @@ int model_load(weights *w, matrix *sinks, struct problem_spec *s, const char *pa
 				rc = ckpt_missing(&c, name, "");
 			continue;
 		}
-		if (fam->t[k].what == T_IGNORED)
+		if (fam->t[k].what == T_IGNORED ||
+		    ((fam->t[k].what == T_Q_NORM || fam->t[k].what == T_K_NORM) && !s->cfg.norm.kind))
 			continue;
 		if (ckpt_read(&m, &c, name, src, sizeof(src))) {
 			rc = -1;
@@ -415,9 +422,25 @@ int model_load(weights *w, matrix *sinks, struct problem_spec *s, const char *pa
 					   "out --sinks", path, name);
 				break;
 			}
-			*sinks = m;
+			*extra[MODEL_SINKS] = m;
 			snprintf(s->sinks_from, sizeof(s->sinks_from), "%s", src);
 			s->sinks = s->sinks_from;
+		} else if (fam->t[k].what == T_Q_NORM || fam->t[k].what == T_K_NORM) {
+			/* the norm's weights, as --q-norm and --k-norm would give them */
+			const int q = fam->t[k].what == T_Q_NORM;
+
+			if (q ? s->q_norm : s->k_norm) {
+				matrix_free(&m);
+				rc = error("%s: the checkpoint has its attention's %s_norm (\"%s\"): leave "
+					   "out --%s-norm", path, q ? "q" : "k", name, q ? "q" : "k");
+				break;
+			}
+			*extra[q ? MODEL_Q_NORM : MODEL_K_NORM] = m;
+			snprintf(s->norm_from[!q], sizeof(s->norm_from[0]), "%s", src);
+			if (q)
+				s->q_norm = s->norm_from[0];
+			else
+				s->k_norm = s->norm_from[1];
 		} else if (fam->t[k].what == T_TORCH_KEY) {
 			rc = weights_put_key(w, fam->t[k].suffix, &m, src);
 		} else if (fam->t[k].what == T_PACKED_W || fam->t[k].what == T_PACKED_B) {

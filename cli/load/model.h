@@ -37,9 +37,14 @@ int model_config(struct problem_spec *s);
  * to the weights read, a mismatch blamed on config.json.  0, or -1 said (a
  * missing tensor's message lists the names nearest to it).  A shard's file
  * is open only while its header or one tensor is read.  A model type with
- * sinks (gpt-oss) puts them in *sinks, and s->sinks names where from.
+ * sinks (gpt-oss) puts them in *extra[MODEL_SINKS], and s->sinks names
+ * where from; one with a q/k norm (Qwen3, OLMo 2, Gemma 3, Cohere R+) its
+ * weights in *extra[MODEL_Q_NORM] and [MODEL_K_NORM], s->q_norm and
+ * s->k_norm naming them.
  */
-int model_load(weights *w, matrix *sinks, struct problem_spec *s, const char *path);
+enum { MODEL_SINKS, MODEL_Q_NORM, MODEL_K_NORM, MODEL_EXTRA };
+int model_load(weights *w, matrix *const extra[MODEL_EXTRA], struct problem_spec *s,
+	       const char *path);
 
 /*
  * The heads (kv: the key/value heads), n of them, as a message that finds

@@ -16,12 +16,14 @@
 enum {
 	GIVEN_HEADS = 1u << 0, GIVEN_KV_HEADS = 1u << 1, GIVEN_ROPE = 1u << 2,
 	GIVEN_ROPE_THETA = 1u << 3, GIVEN_ROPE_DIM = 1u << 4, GIVEN_WINDOW = 1u << 5,
-	GIVEN_CAUSAL = 1u << 6, GIVEN_LAYOUT = 1u << 7, GIVEN_SCALE = 1u << 8
+	GIVEN_CAUSAL = 1u << 6, GIVEN_LAYOUT = 1u << 7, GIVEN_SCALE = 1u << 8,
+	GIVEN_NORM = 1u << 9, GIVEN_NORM_EPS = 1u << 10, GIVEN_NORM_OVER = 1u << 11
 };
 struct model_type;
 /* What config.json set, in the same bits (s->given): a value that does not
  * fit the weights is then blamed on the file, not on an option. */
-enum { CONFIG_HEADS = 1u << 16, CONFIG_KV_HEADS = 1u << 17, CONFIG_ROPE_DIM = 1u << 18 };
+enum { CONFIG_HEADS = 1u << 16, CONFIG_KV_HEADS = 1u << 17, CONFIG_ROPE_DIM = 1u << 18,
+       CONFIG_NORM_EPS = 1u << 19 };
 
 /* What to read, as the command line gave it. */
 struct problem_spec {
@@ -32,6 +34,9 @@ struct problem_spec {
 					   sinks_from, a checkpoint's (model.h) */
 	char sinks_from[2 * PATH_TEXT];
 	const char *alibi_slopes;       /* --alibi-slopes: one slope per query head, or NULL */
+	const char *q_norm, *k_norm;    /* --q-norm, --k-norm: the q/k norm's weights, or NULL;
+					   or norm_from's, a checkpoint's (model.h) */
+	char norm_from[2][2 * PATH_TEXT];
 	const char *positions;          /* --positions: rope's positions, or NULL */
 	const char *rope_cos, *rope_sin;/* --rope-cos, --rope-sin: rope's tables, or NULL */
 	const char *rope_scaling;       /* --rope-scaling: a JSON object, or a file holding
@@ -47,6 +52,8 @@ struct problem_spec {
 					   the family's own; NULL: none (model.c) */
 	int text_model;                 /* an image-text model's: the module is its text
 					   model's (text_config) */
+	int model_norm;                 /* the model type normalises q and k (config.c):
+					   its q_norm and k_norm tensors are read */
 	int config_bias;                /* config.json read: 1 + its attention_bias (false
 					   when left out); 0: no config.json */
 	const char *config;             /* --config: Hugging Face's config.json, or NULL */

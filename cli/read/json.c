@@ -431,6 +431,7 @@ static const char *const own_keys[] = {
 	"concat", "output",
 	"grad_output", "dconcat", "dq_rot", "dk_rot", "dQ", "dK", "dV", "dX", "dX_kv", "dX_k",
 	"dX_v", "dW_Q", "dW_K", "dW_V", "dW_O", "db_Q", "db_K", "db_V", "db_O", "dsinks",
+	"q_norm", "k_norm", "dq_norm", "dk_norm", "dq_norm_weight", "dk_norm_weight",
 	"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O",
 };
 #define N_OWN (sizeof(own_keys) / sizeof(own_keys[0]))

@@ -67,11 +67,29 @@ static void title_qkv(char *buf, size_t size, const struct step *s, const struct
 	if (f->direct)
 		snprintf(buf, size, "%s", f->shared && f->shared[i] ? "the gradient of the one matrix "
 			 "every sequence shares: summed over them" : direct[i]);
+	else if (i < 2 && f->cfg->norm.kind != MHA_NORM_NONE)
+		snprintf(buf, size, "%s", i == 0 ? "dQ = dq_norm back through the norm (its Jacobian)"
+			 : "dK = dk_norm back through the norm (its Jacobian)");
 	else if (i < 2 && f->cfg->rope.mode != MHA_ROPE_NONE)
 		snprintf(buf, size, "%s", i == 0 ? "dQ = dq_rot turned back (each pair by minus its angle)"
 			 : "dK = dk_rot turned back (each pair by minus its angle)");
 	else
 		title_formula(buf, size, s, f, head);
+}
+
+/* dq_norm, dk_norm: what reached the normalised Q and K (turned back with rope) */
+static void title_dnorm(char *buf, size_t size, const struct step *s, const struct step_facts *f,
+			size_t head)
+{
+	const int q = s == &grad_steps[GS_DQ_NORM];
+
+	(void)head;
+	if (f->cfg->rope.mode != MHA_ROPE_NONE)
+		snprintf(buf, size, "%s = %s turned back (each pair by minus its angle)",
+			 q ? "dq_norm" : "dk_norm", q ? "dq_rot" : "dk_rot");
+	else
+		snprintf(buf, size, "%s", q ? "dq_norm = the heads' dQ side by side"
+			 : "dk_norm = each key/value head's dK summed over its query heads");
 }
 
 /* ", summed over the sequences (one matrix for all)" after a source's gradient a batch shares */
@@ -195,6 +213,14 @@ const struct step grad_steps[GS_COUNT] = {
 		.rows = AXIS_KEY, .cols = AXIS_FEATURE, .flags = STEP_AFTER_HEADS | STEP_GRAD, .when = WHEN_ROPE,
 		.title = title_formula, .formula = "dk_rot = each key/value head's dK summed over its query heads",
 		.says = "the gradient of k_rot" },
+	[GS_DQ_NORM] = { .stage = MHA_GRAD_DQ_NORM, .head_stage = -1,
+		.rows = AXIS_QUERY, .cols = AXIS_FEATURE, .flags = STEP_AFTER_HEADS | STEP_GRAD, .when = WHEN_NORM,
+		.title = title_dnorm, .formula = "dq_norm",
+		.says = "the gradient of q_norm" },
+	[GS_DK_NORM] = { .stage = MHA_GRAD_DK_NORM, .head_stage = -1,
+		.rows = AXIS_KEY, .cols = AXIS_FEATURE, .flags = STEP_AFTER_HEADS | STEP_GRAD, .when = WHEN_NORM,
+		.title = title_dnorm, .formula = "dk_norm",
+		.says = "the gradient of k_norm" },
 	[GS_DQ] = { .stage = MHA_GRAD_DQ, .head_stage = -1,
 		.rows = AXIS_QUERY, .cols = AXIS_FEATURE, .flags = STEP_AFTER_HEADS | STEP_GRAD, .when = WHEN_ALWAYS,
 		.title = title_qkv, .formula = "dQ = the heads' dQ side by side",
@@ -272,4 +298,18 @@ const struct step grad_steps[GS_COUNT] = {
 		.when = WHEN_SINKS, .flags = STEP_AFTER_HEADS | STEP_DEFAULT | STEP_RESULT,
 		.title = title_formula, .formula = "dsinks = -sum_i p_sink,i*D_i, per head",
 		.says = "the gradient of each head's sink logit" },
+	[GS_DQ_NORM_W] = { .key = "dq_norm_weight", .stage = -1, .head_stage = -1,
+		.rows = AXIS_FEATURE, .cols = AXIS_FEATURE,
+		.when = WHEN_NORM_W, .flags = STEP_AFTER_HEADS | STEP_DEFAULT | STEP_RESULT,
+		.title = title_formula,
+		.formula = "dq_norm_weight = sum over the rows (and the heads sharing it) of dq_norm o "
+			   "q_norm's input normalised",
+		.says = "the gradient of the q norm's weights" },
+	[GS_DK_NORM_W] = { .key = "dk_norm_weight", .stage = -1, .head_stage = -1,
+		.rows = AXIS_FEATURE, .cols = AXIS_FEATURE,
+		.when = WHEN_NORM_W, .flags = STEP_AFTER_HEADS | STEP_DEFAULT | STEP_RESULT,
+		.title = title_formula,
+		.formula = "dk_norm_weight = sum over the rows (and the heads sharing it) of dk_norm o "
+			   "k_norm's input normalised",
+		.says = "the gradient of the k norm's weights" },
 };

@@ -95,10 +95,15 @@ static long whole_item(const struct step_items *list, int s)
 	return -1;
 }
 
-/* the rotated twin of Q and K (the heads' blocks with rope), else -1 */
-static int rot_twin(int s)
+/* what the heads read of Q and K: turned (rope), else normalised (a q/k
+ * norm), else Q and K themselves; has(step) says whether the run made it */
+static int head_twin(int s, int rope, int norm)
 {
-	return s == STEP_Q ? STEP_Q_ROT : s == STEP_K ? STEP_K_ROT : -1;
+	if (s != STEP_Q && s != STEP_K)
+		return s;
+	if (rope)
+		return s == STEP_Q ? STEP_Q_ROT : STEP_K_ROT;
+	return norm ? (s == STEP_Q ? STEP_Q_NORM : STEP_K_NORM) : s;
 }
 
 /* Mark the items that are exact copies of others, by how the run is made. */
@@ -111,9 +116,8 @@ static void mark_copies(struct step_items *list, const struct step_facts *f)
 		struct step_item *it = &list->v[i];
 
 		if (it->head && f->heads == 1 && (steps[it->step].flags & STEP_BLOCKS)) {
-			const int twin = rot_twin(it->step);
-
-			it->copy_of = whole_item(list, f->cfg->rope.mode && twin >= 0 ? twin : it->step);
+			it->copy_of = whole_item(list, head_twin(it->step, f->cfg->rope.mode != 0,
+								 f->cfg->norm.kind != 0));
 			it->copy_why = "one head";
 		} else if (it->head && f->heads == 1 && it->step == STEP_HEADS) {
 			/* without W_O the concat is itself the output: name the last */
@@ -143,8 +147,8 @@ int steps_collect_given(struct step_items *list, const struct step_results *r,
 			/* one head's block of Q, K or V is the whole: not asked of the
 			 * library, which would then take the plain path for it */
 			if (!m && ((p >> s) & 1) && (t[s].flags & STEP_BLOCKS) && r->heads == 1)
-				m = rot_twin(s) >= 0 && r->whole[rot_twin(s)].rank ? &r->whole[rot_twin(s)]
-										  : &r->whole[s];
+				m = &r->whole[head_twin(s, r->whole[head_twin(s, 1, 0)].rank != 0,
+							r->whole[head_twin(s, 0, 1)].rank != 0)];
 			if (m && !(t[s].flags & STEP_STACKED) && add_item(list, r, s, h + 1, m, f))
 				return -1;
 		}
@@ -218,6 +222,7 @@ matrix step_plane(const matrix *m, size_t h)
 void steps_heads(const struct step_items *list, struct step_head *heads, size_t H)
 {
 	const matrix *Q = NULL, *K = NULL, *V = NULL, *q_rot = NULL, *k_rot = NULL;
+	const matrix *q_norm = NULL, *k_norm = NULL;
 
 	for (size_t i = 0; i < list->n; i++) {
 		const struct step_item *it = &list->v[i];
@@ -230,6 +235,8 @@ void steps_heads(const struct step_items *list, struct step_head *heads, size_t 
 			case STEP_V: V = it->m; break;
 			case STEP_Q_ROT: q_rot = it->m; break;
 			case STEP_K_ROT: k_rot = it->m; break;
+			case STEP_Q_NORM: q_norm = it->m; break;
+			case STEP_K_NORM: k_norm = it->m; break;
 			default: break;
 			}
 			continue;
@@ -248,8 +255,8 @@ void steps_heads(const struct step_items *list, struct step_head *heads, size_t 
 		}
 	}
 	for (size_t h = 0; h < H; h++) {
-		heads[h].q = heads[h].q ? heads[h].q : q_rot ? q_rot : Q;
-		heads[h].k = heads[h].k ? heads[h].k : k_rot ? k_rot : K;
+		heads[h].q = heads[h].q ? heads[h].q : q_rot ? q_rot : q_norm ? q_norm : Q;
+		heads[h].k = heads[h].k ? heads[h].k : k_rot ? k_rot : k_norm ? k_norm : K;
 		heads[h].v = heads[h].v ? heads[h].v : V;
 	}
 }

@@ -277,6 +277,7 @@ void problem_facts(const struct problem *p, double scale, struct step_facts *f)
 				  .cross = p->spec.kv != NULL || p->spec.xk != NULL,
 				  .apart = p->spec.xk != NULL, .positions_file = p->spec.positions,
 				  .rope_cos_file = p->spec.rope_cos, .rope_sin_file = p->spec.rope_sin,
+				  .q_norm_file = p->spec.q_norm, .k_norm_file = p->spec.k_norm,
 				  .model_layer = -1 };
 	if (p->allow)
 		f->mask_bool = p->spec.mask_block ? "block" : "attend";

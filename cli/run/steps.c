@@ -74,10 +74,11 @@ static void projection(char *buf, size_t size, const struct step_facts *f, size_
 
 	if (has_weight(f, b))
 		snprintf(bias, sizeof(bias), " + b_%c", name);
-	if (head && name != 'V' && f->cfg->rope.mode)
-		/* the heads read Q and K turned: their blocks are q_rot's and k_rot's */
-		snprintf(buf, size, "head %zu: %c%zu rotated", head, name,
-			 name == 'Q' ? head : kv_head(f, head));
+	if (head && name != 'V' && (f->cfg->rope.mode || f->cfg->norm.kind))
+		/* the heads read Q and K turned (q_rot's and k_rot's blocks) or normalised */
+		snprintf(buf, size, "head %zu: %c%zu %s", head, name,
+			 name == 'Q' ? head : kv_head(f, head),
+			 f->cfg->rope.mode ? "rotated" : "normalised");
 	else if (head)
 		snprintf(buf, size, "head %zu: %c%zu", head, name, name == 'Q' ? head : kv_head(f, head));
 	else if (f->direct)
@@ -143,9 +144,52 @@ static void rope_title(char *buf, size_t size, const struct step_facts *f, char 
 		snprintf(where, sizeof(where), "query i at i");
 	else
 		snprintf(where, sizeof(where), "query i at i + %td", mha_causal_offset(f->d, f->cfg, 0));
-	snprintf(buf, size, "%s = %c rotated by position (rope %s: %s of R = %zu of d_k = %zu, %s; %s)",
-		 name == 'Q' ? "q_rot" : "k_rot", name, r->mode == MHA_ROPE_HALF ? "half" : "interleaved",
-		 pairs, R, dk, angle, where);
+	snprintf(buf, size, "%s = %s rotated by position (rope %s: %s of R = %zu of d_k = %zu, %s; %s)",
+		 name == 'Q' ? "q_rot" : "k_rot",
+		 f->cfg->norm.kind ? (name == 'Q' ? "q_norm" : "k_norm") : name == 'Q' ? "Q" : "K",
+		 r->mode == MHA_ROPE_HALF ? "half" : "interleaved", pairs, R, dk, angle, where);
+}
+
+const char *step_norm_formula(char *buf, size_t size, const mha_qk_norm *n)
+{
+	char eps[40];
+
+	format_shortest(eps, sizeof(eps), n->eps);
+	if (n->kind == MHA_NORM_LAYER)
+		snprintf(buf, size, "layer: (x - mean(x))/sqrt(var(x) + %s)*w", eps);
+	else
+		snprintf(buf, size, "%s: x/sqrt(mean(x^2) + %s)*%s", n->kind == MHA_NORM_RMS1P ? "rms1p"
+			 : "rms", eps, n->kind == MHA_NORM_RMS1P ? "(1 + w)" : "w");
+	return buf;
+}
+
+/* "q_norm = Q normalised per head (rms: x/sqrt(mean(x^2) + 1e-06)*w, w from q.json)" */
+static void norm_title(char *buf, size_t size, const struct step_facts *f, char name)
+{
+	const mha_qk_norm *n = &f->cfg->norm;
+	const char *from = name == 'Q' ? f->q_norm_file : f->k_norm_file;
+	char how[96];
+
+	snprintf(buf, size, "%s = %c normalised %s (%s, %s%s)", name == 'Q' ? "q_norm" : "k_norm",
+		 name, n->over_all ? "over the whole row" : "per head",
+		 step_norm_formula(how, sizeof(how), n), from ? "w from " : "no weights: w = ",
+		 from ? path_shown(from) : n->kind == MHA_NORM_RMS1P ? "0" : "1");
+}
+
+static void title_q_norm(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+			 size_t head)
+{
+	(void)st;
+	(void)head;
+	norm_title(buf, size, f, 'Q');
+}
+
+static void title_k_norm(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+			 size_t head)
+{
+	(void)st;
+	(void)head;
+	norm_title(buf, size, f, 'K');
 }
 
 static void title_q_rot(char *buf, size_t size, const struct step *st, const struct step_facts *f,
@@ -333,6 +377,8 @@ const struct step steps[STEP_COUNT] = {
 	[STEP_Q] = { "q", NULL, MHA_STAGE_Q, MHA_STAGE_HEAD_Q, QF, WHEN_ALWAYS, STEP_BLOCKS, title_q },
 	[STEP_K] = { "k", NULL, MHA_STAGE_K, MHA_STAGE_HEAD_K, KF, WHEN_ALWAYS, STEP_BLOCKS, title_k },
 	[STEP_V] = { "v", NULL, MHA_STAGE_V, MHA_STAGE_HEAD_V, KF, WHEN_ALWAYS, STEP_BLOCKS, title_v },
+	[STEP_Q_NORM] = { "q_norm", NULL, MHA_STAGE_Q_NORM, -1, QF, WHEN_NORM, 0, title_q_norm },
+	[STEP_K_NORM] = { "k_norm", NULL, MHA_STAGE_K_NORM, -1, KF, WHEN_NORM, 0, title_k_norm },
 	[STEP_Q_ROT] = { "q_rot", NULL, MHA_STAGE_Q_ROT, -1, QF, WHEN_ROPE, 0, title_q_rot },
 	[STEP_K_ROT] = { "k_rot", NULL, MHA_STAGE_K_ROT, -1, KF, WHEN_ROPE, 0, title_k_rot },
 	[STEP_SCORES] = { "scores", NULL, -1, MHA_STAGE_SCORES, QK, WHEN_ALWAYS, STEP_DRAWABLE,
@@ -402,12 +448,14 @@ int step_exists(const struct step *s, const struct step_facts *f)
 	case WHEN_SOFTCAP: return f->cfg->softcap > 0;
 	case WHEN_MASK: return masked(f);
 	case WHEN_ROPE: return f->cfg->rope.mode != MHA_ROPE_NONE;
+	case WHEN_NORM: return f->cfg->norm.kind != MHA_NORM_NONE;
 	case WHEN_WO: return has_weight(f, WO);
 	case WHEN_PROJECTED: return !f->direct;
 	case WHEN_KV: return f->cross && !f->apart;
 	case WHEN_APART: return f->apart;
 	case WHEN_WEIGHT: return has_weight(f, s->weight);
 	case WHEN_SINKS: return f->cfg->sinks != NULL;
+	case WHEN_NORM_W: return f->cfg->norm.kind != MHA_NORM_NONE && f->cfg->norm.q_weight;
 	default: return 1;
 	}
 }
@@ -456,10 +504,11 @@ unsigned steps_stages(unsigned p, size_t heads)
 		/* with several heads, each one's block of Q, K, V is shown too */
 		if (st->head_stage >= 0 && (!(st->flags & STEP_BLOCKS) || heads > 1))
 			bits |= MHA_STAGE_BIT(st->head_stage);
-		/* one head's Q and K block is Q or K, or with rope q_rot or k_rot (the
-		 * library hands those over only with rope) */
+		/* one head's Q and K block is Q or K, or q_norm and k_norm, or q_rot and
+		 * k_rot (the library hands those over only with a norm, with rope) */
 		if (heads == 1 && (s == STEP_Q || s == STEP_K))
-			bits |= MHA_STAGE_BIT(s == STEP_Q ? MHA_STAGE_Q_ROT : MHA_STAGE_K_ROT);
+			bits |= MHA_STAGE_BIT(s == STEP_Q ? MHA_STAGE_Q_ROT : MHA_STAGE_K_ROT) |
+				MHA_STAGE_BIT(s == STEP_Q ? MHA_STAGE_Q_NORM : MHA_STAGE_K_NORM);
 	}
 	return bits;
 }

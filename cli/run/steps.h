@@ -25,7 +25,8 @@
 
 /* In the order of the computation, which is the order they are printed in. */
 enum step_id {
-	STEP_X, STEP_Q, STEP_K, STEP_V, STEP_Q_ROT, STEP_K_ROT, STEP_SCORES, STEP_SCALED, STEP_SOFTCAPPED, STEP_MASK,
+	STEP_X, STEP_Q, STEP_K, STEP_V, STEP_Q_NORM, STEP_K_NORM, STEP_Q_ROT, STEP_K_ROT, STEP_SCORES,
+	STEP_SCALED, STEP_SOFTCAPPED, STEP_MASK,
 	STEP_MASKED, STEP_SOFTMAX, STEP_HEADS, STEP_CONCAT, STEP_OUTPUT, STEP_COUNT
 };
 
@@ -36,19 +37,21 @@ enum step_axis { AXIS_FEATURE, AXIS_QUERY, AXIS_KEY };
 
 /* When a run has a step (and --print all includes it): always, or only when
  * the run has what it comes from (softcapped needs a softcap; mask and
- * masked a mask, --causal or --kv-len; q_rot and k_rot --rope; a weight's
+ * masked a mask, --causal or --kv-len; q_rot and k_rot --rope; q_norm and
+ * k_norm a q/k norm; a weight's
  * gradient that weight; …).
  * A step that is an exact copy of another in this run (one head's output is
  * the concat) is included all the same: the machine formats always hold it
  * under its key, and text says which it repeats (struct step_item). */
 enum step_when {
-	WHEN_ALWAYS, WHEN_SOFTCAP, WHEN_MASK, WHEN_ROPE,
+	WHEN_ALWAYS, WHEN_SOFTCAP, WHEN_MASK, WHEN_ROPE, WHEN_NORM,
 	WHEN_WO,        /* W_O given */
 	WHEN_PROJECTED, /* X projected (not Q, K, V given) */
 	WHEN_KV,        /* --kv: keys and values from one X_kv */
 	WHEN_APART,     /* --xk and --xv */
 	WHEN_WEIGHT,    /* the step's weight given */
-	WHEN_SINKS      /* --sinks */
+	WHEN_SINKS,     /* --sinks */
+	WHEN_NORM_W     /* a q/k norm with weights */
 };
 
 /* A step's flags. */
@@ -80,6 +83,8 @@ struct step_facts {
 	const double *alibi_slopes; /* (H) ALiBi's slopes, given or Press et al.'s; NULL
 				       without ALiBi, and before the files are read */
 	const char *positions_file;          /* --positions as given, or NULL */
+	const char *q_norm_file, *k_norm_file; /* the q/k norm's weights (--q-norm, a
+						  checkpoint's), or NULL */
 	const char *rope_cos_file, *rope_sin_file; /* --rope-cos, --rope-sin, or NULL */
 	const char *mask_bool;   /* a boolean mask was read: "attend" or "block"; else NULL */
 	const char *model;       /* the checkpoint's family ("llama"), or NULL: no checkpoint */
@@ -120,21 +125,24 @@ extern const struct step steps[STEP_COUNT];
 enum grad_step_id {
 	GS_GRAD_OUTPUT, GS_DCONCAT,
 	GS_P, GS_O, GS_DO, GS_DV_H, GS_DP, GS_D, GS_DS, GS_DSCALED, GS_DSCORES, GS_DQ_H, GS_DK_H,
-	GS_DQ_ROT, GS_DK_ROT, GS_DQ, GS_DK, GS_DV,
+	GS_DQ_ROT, GS_DK_ROT, GS_DQ_NORM, GS_DK_NORM, GS_DQ, GS_DK, GS_DV,
 	GS_DX, GS_DX_KV, GS_DX_K, GS_DX_V, GS_DW_Q, GS_DW_K, GS_DW_V, GS_DW_O, GS_DB_Q, GS_DB_K, GS_DB_V,
-	GS_DB_O, GS_DSINKS, GS_COUNT
+	GS_DB_O, GS_DSINKS, GS_DQ_NORM_W, GS_DK_NORM_W, GS_COUNT
 };
 
 extern const struct step grad_steps[GS_COUNT];
 
 /* The most steps a table holds. */
-#define STEP_MAX 32
+#define STEP_MAX 40
 
 /* Its key: the table's, or the library's name of its stage (mha_stage_name,
  * mha_grad_stage_name), so that a name the library gives is written once. */
 const char *step_key(const struct step *s);
 /* Whether a run with these facts has step s (its when). */
 int step_exists(const struct step *s, const struct step_facts *f);
+
+/* A q/k norm's formula, "rms: x/sqrt(mean(x^2) + 1e-06)*w", into buf. */
+const char *step_norm_formula(char *buf, size_t size, const mha_qk_norm *n);
 
 /* The step called name ("scores"), or -1. */
 int step_by_name(const char *name);

@@ -343,6 +343,22 @@ int explain_write(FILE *fp, const struct explain *e)
 	table(fp, e->K, e->k_labels, NULL, e->precision);
 	fprintf(fp, "  %s %s\n", e->v_formula, (shape(s1, sizeof(s1), e->V), s1));
 	table(fp, e->V, e->k_labels, NULL, e->precision);
+	if (e->q_norm && e->k_norm) {
+		const mha_qk_norm *n = &e->cfg->norm;
+		char how[96];
+
+		fprintf(fp, "\nStep %d. Q and K normalised, %s\n", step++,
+			n->over_all ? "each row whole" : "each head's block of a row on its own");
+		fprintf(fp, "  %s, the mean%s over the %s; w the weights, one per feature.  The scores "
+			"then stay in a range whatever the size of Q and K.\n",
+			step_norm_formula(how, sizeof(how), n),
+			n->kind == MHA_NORM_LAYER ? " and variance" : " of the squares",
+			n->over_all ? "whole row" : "head's d_k features");
+		fprintf(fp, "  %s %s\n", e->q_norm_formula, (shape(s1, sizeof(s1), e->q_norm), s1));
+		table(fp, e->q_norm, e->q_labels, NULL, e->precision);
+		fprintf(fp, "  %s %s\n", e->k_norm_formula, (shape(s1, sizeof(s1), e->k_norm), s1));
+		table(fp, e->k_norm, e->k_labels, NULL, e->precision);
+	}
 	if (e->q_rot && e->k_rot) {
 		const mha_rope *rp = &e->cfg->rope;
 		const size_t R = rp->dim ? rp->dim : d->d_k;
@@ -372,8 +388,9 @@ int explain_write(FILE *fp, const struct explain *e)
 
 		fprintf(fp, "\nStep %d. Head %zu of %zu: columns %zu to %zu of %s, and of %s and V "
 			"columns %zu to %zu (key/value head %zu)\n", step++, h + 1, d->heads,
-			h * d->d_k + 1, (h + 1) * d->d_k, e->q_rot ? "q_rot" : "Q",
-			e->k_rot ? "k_rot" : "K", g * d->d_k + 1, (g + 1) * d->d_k, g + 1);
+			h * d->d_k + 1, (h + 1) * d->d_k, e->q_rot ? "q_rot" : e->q_norm ? "q_norm" : "Q",
+			e->k_rot ? "k_rot" : e->k_norm ? "k_norm" : "K", g * d->d_k + 1, (g + 1) * d->d_k,
+			g + 1);
 		shape(s1, sizeof(s1), hd->s.q);
 		shape(s2, sizeof(s2), hd->s.k);
 		shape(s3, sizeof(s3), hd->s.scores);
@@ -482,6 +499,8 @@ int explain_steps(FILE *fp, const struct step_items *list, const struct step_fac
 		case STEP_Q: e.Q = it->m; e.q_formula = it->title; break;
 		case STEP_K: e.K = it->m; e.k_formula = it->title; break;
 		case STEP_V: e.V = it->m; e.v_formula = it->title; break;
+		case STEP_Q_NORM: e.q_norm = it->m; e.q_norm_formula = it->title; break;
+		case STEP_K_NORM: e.k_norm = it->m; e.k_norm_formula = it->title; break;
 		case STEP_Q_ROT: e.q_rot = it->m; e.q_rot_formula = it->title; break;
 		case STEP_K_ROT: e.k_rot = it->m; e.k_rot_formula = it->title; break;
 		case STEP_MASK: mask = it->m; break;

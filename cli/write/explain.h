@@ -31,6 +31,8 @@ struct explain {
 	const char *out_formula;              /* "output = concat*W_O + b_O" or NULL */
 	const matrix *x;                      /* NULL with Q, K, V given directly */
 	const matrix *Q, *K, *V, *concat, *output;
+	const matrix *q_norm, *k_norm;        /* Q and K normalised (a q/k norm), or NULL */
+	const char *q_norm_formula, *k_norm_formula;
 	const matrix *q_rot, *k_rot;          /* Q and K rotated (--rope), or NULL */
 	const char *q_rot_formula, *k_rot_formula;
 	const struct explain_head *heads;     /* [d->heads] */

@@ -231,6 +231,28 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 	} else {
 		fputs("null", fp);
 	}
+	/* the q/k norm: {"kind": "rms", "over": "head", "eps": 1e-06, "q": FILE, "k": FILE} */
+	key(&mb, "norm");
+	if (cfg->norm.kind) {
+		static const char *const kinds[] = { "none", "rms", "rms1p", "layer" };
+
+		fprintf(fp, "{\"kind\": \"%s\", \"over\": \"%s\", \"eps\": ", kinds[cfg->norm.kind],
+			cfg->norm.over_all ? "all" : "head");
+		json_number(fp, cfg->norm.eps, 0);
+		fputs(", \"q\": ", fp);
+		if (f->q_norm_file)
+			text_put_json(fp, path_shown(f->q_norm_file));
+		else
+			fputs("null", fp);
+		fputs(", \"k\": ", fp);
+		if (f->k_norm_file)
+			text_put_json(fp, path_shown(f->k_norm_file));
+		else
+			fputs("null", fp);
+		fputc('}', fp);
+	} else {
+		fputs("null", fp);
+	}
 	number(&mb, "softcap", cfg->softcap, !(cfg->softcap > 0));
 	string(&mb, "mask", f->mask_file ? path_shown(f->mask_file) : NULL);
 	string(&mb, "mask_bool", f->mask_bool); /* what the boolean mask's true meant */

@@ -53,13 +53,14 @@ void grad_close(const char *what, const double *got, const double *want, size_t 
 void grads_alloc(struct grad_set *s, const mha_dims *d, size_t B)
 {
 	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
-	const size_t n[12] = { B * d->n_q * d->d_q_in, B * d->n_kv * d->d_k_in, B * d->n_kv * d->d_v_in,
-			       d->d_q_in * d->heads * d->d_k, d->d_k_in * G * d->d_k,
-			       d->d_v_in * G * d->d_v, d->heads * d->d_v * (d->d_out ? d->d_out : 1),
-			       d->heads * d->d_k, G * d->d_k, G * d->d_v, d->d_out ? d->d_out : 1,
-			       d->heads };
+	const size_t n[N_GRADS] = { B * d->n_q * d->d_q_in, B * d->n_kv * d->d_k_in,
+				    B * d->n_kv * d->d_v_in, d->d_q_in * d->heads * d->d_k,
+				    d->d_k_in * G * d->d_k, d->d_v_in * G * d->d_v,
+				    d->heads * d->d_v * (d->d_out ? d->d_out : 1), d->heads * d->d_k,
+				    G * d->d_k, G * d->d_v, d->d_out ? d->d_out : 1, d->heads,
+				    d->heads * d->d_k, G * d->d_k };
 
-	for (int i = 0; i < 12; i++) {
+	for (int i = 0; i < N_GRADS; i++) {
 		s->n[i] = n[i];
 		s->all[i] = malloc(n[i] * sizeof(double));
 		/* what the library must overwrite or leave: a NaN shows either way */
@@ -68,13 +69,14 @@ void grads_alloc(struct grad_set *s, const mha_dims *d, size_t B)
 	}
 	s->g = (mha_grads){ .size = sizeof(mha_grads),
 			    s->all[0], s->all[1], s->all[2], s->all[3], s->all[4], s->all[5],
-			    s->all[6], s->all[7], s->all[8], s->all[9], s->all[10], s->all[11] };
+			    s->all[6], s->all[7], s->all[8], s->all[9], s->all[10], s->all[11],
+			    s->all[12], s->all[13] };
 }
 
 /* two runs' gradients, every array: the very same bits */
 int grads_same(const struct grad_set *a, const struct grad_set *b)
 {
-	for (int i = 0; i < 12; i++)
+	for (int i = 0; i < N_GRADS; i++)
 		if (a->n[i] != b->n[i] || memcmp(a->all[i], b->all[i], a->n[i] * sizeof(double)))
 			return 0;
 	return 1;
@@ -82,7 +84,7 @@ int grads_same(const struct grad_set *a, const struct grad_set *b)
 
 void grads_free(struct grad_set *s)
 {
-	for (int i = 0; i < 12; i++)
+	for (int i = 0; i < N_GRADS; i++)
 		free(s->all[i]);
 }
 
@@ -210,6 +212,24 @@ START_TEST(test_backward_against_reference)
 	}
 	if (c.cfg.sinks)
 		GRAD("dsinks", a.g.dsinks, r.dsinks, c.d.heads);
+	if (c.cfg.norm.kind) {
+		const size_t lq = c.cfg.norm.over_all || c.cfg.norm.per_head ? c.d.heads * c.d.d_k
+									    : c.d.d_k;
+		const size_t lk = c.cfg.norm.over_all || c.cfg.norm.per_head ? G * c.d.d_k : c.d.d_k;
+
+		GRAD("dq_norm", sn.m[MHA_GRAD_DQ_NORM][0], r.dq_norm, c.d.n_q * c.d.heads * c.d.d_k);
+		GRAD("dk_norm", sn.m[MHA_GRAD_DK_NORM][0], r.dk_norm, c.d.n_kv * G * c.d.d_k);
+		if (c.norm_q) {
+			GRAD("dq_norm weights", a.g.dq_norm, r.dq_norm_w, lq);
+			GRAD("dk_norm weights", a.g.dk_norm, r.dk_norm_w, lk);
+			GRAD("fast dq_norm weights", b.g.dq_norm, r.dq_norm_w, lq);
+			GRAD("fast dk_norm weights", b.g.dk_norm, r.dk_norm_w, lk);
+		} else {
+			ck_assert(isnan(a.g.dq_norm[0]) && isnan(b.g.dk_norm[0]));
+		}
+	} else {
+		ck_assert(!sn.m[MHA_GRAD_DQ_NORM][0] && isnan(a.g.dq_norm[0]));
+	}
 	GRAD("dQ", sn.m[MHA_GRAD_DQ][0], r.dQ, c.d.n_q * c.d.heads * c.d.d_k);
 	GRAD("dK", sn.m[MHA_GRAD_DK][0], r.dK, c.d.n_kv * G * c.d.d_k);
 	GRAD("dV", sn.m[MHA_GRAD_DV][0], r.dV, c.d.n_kv * G * c.d.d_v);

@@ -4,48 +4,23 @@
  */
 #include "unit.h"
 
-/* n doubles rounded to floats (NULL stays NULL) */
-static float *floats_of(const double *v, size_t n)
-{
-	float *f;
-
-	if (!v)
-		return NULL;
-	f = malloc((n ? n : 1) * sizeof(float));
-	for (size_t i = 0; i < n; i++)
-		f[i] = (float)v[i];
-	return f;
-}
-
-/* n floats widened (NULL stays NULL) */
-static double *doubles_of(const float *f, size_t n)
-{
-	double *v;
-
-	if (!f)
-		return NULL;
-	v = malloc((n ? n : 1) * sizeof(double));
-	for (size_t i = 0; i < n; i++)
-		v[i] = f[i];
-	return v;
-}
-
 /* float gradients sized as grad_set's, NaN where the library must write or leave */
 struct grad_set_f32 {
 	mha_grads_f32 g;
-	float *all[12];
+	float *all[N_GRADS];
 };
 
 static void grads_alloc_f32(struct grad_set_f32 *s, const struct grad_set *like)
 {
-	for (int i = 0; i < 12; i++) {
+	for (int i = 0; i < N_GRADS; i++) {
 		s->all[i] = malloc(like->n[i] * sizeof(float));
 		for (size_t k = 0; k < like->n[i]; k++)
 			s->all[i][k] = NAN;
 	}
 	s->g = (mha_grads_f32){ .size = sizeof(mha_grads_f32),
 				s->all[0], s->all[1], s->all[2], s->all[3], s->all[4], s->all[5],
-				s->all[6], s->all[7], s->all[8], s->all[9], s->all[10], s->all[11] };
+				s->all[6], s->all[7], s->all[8], s->all[9], s->all[10], s->all[11],
+				s->all[12], s->all[13] };
 }
 
 /* a case's inputs, weights (W_Q … W_O, b_Q … b_O) and dO rounded to
@@ -114,8 +89,9 @@ static void rounded_free(struct rounded_set *r)
  */
 START_TEST(test_backward_f32)
 {
-	static const char *const names[12] = { "dxq", "dxk", "dxv", "dW_Q", "dW_K", "dW_V", "dW_O",
-					       "db_Q", "db_K", "db_V", "db_O", "dsinks" };
+	static const char *const names[N_GRADS] = { "dxq", "dxk", "dxv", "dW_Q", "dW_K", "dW_V",
+						    "dW_O", "db_Q", "db_K", "db_V", "db_O", "dsinks",
+						    "dq_norm", "dk_norm" };
 	struct random_case c;
 	struct grad_set full, rounded;
 	struct grad_set_f32 f1, f3;
@@ -177,9 +153,12 @@ START_TEST(test_backward_f32)
 	for (int i = 0; i < 3; i++)
 		for (size_t k = 0; k < full.n[i]; k++)
 			scale = fmax(scale, fabs(full.all[i][k]));
-	for (int i = 0; i < 12; i++) {
+	for (int i = 0; i < N_GRADS; i++) {
 		const int absent = (i >= 3 && i <= 5 && !c.W[i - 3]) || ((i == 6 || i == 10) && !c.wo) ||
-				   (i == 11 && !c.cfg.sinks);
+				   (i == 11 && !c.cfg.sinks) || (i >= 12 && !c.norm_q);
+		/* shared norm weights: d_k of the array's per-head length */
+		const size_t n = i >= 12 && !c.cfg.norm.over_all && !c.cfg.norm.per_head ? c.d.d_k
+											  : full.n[i];
 		double *widened = doubles_of(f1.all[i], full.n[i]);
 
 		ck_assert_msg(!memcmp(f1.all[i], f3.all[i], full.n[i] * sizeof(float)),
@@ -196,13 +175,13 @@ START_TEST(test_backward_f32)
 		 * of the largest gradient (the worst of the 300 cases, on every
 		 * kernel width, is 2.0e-5, dW_K of case 253) */
 		snprintf(what, sizeof(what), "case %d f32 %s against f64 on its floats", _i, names[i]);
-		grad_close(what, widened, rounded.all[i], full.n[i], 5e-5);
+		grad_close(what, widened, rounded.all[i], n, 5e-5);
 		snprintf(what, sizeof(what), "case %d f32 %s", _i, names[i]);
-		grad_close(what, widened, full.all[i], full.n[i], 1e-4);
+		grad_close(what, widened, full.all[i], n, 1e-4);
 		free(widened);
 	}
 	rounded_free(&rs);
-	for (int i = 0; i < 12; i++) {
+	for (int i = 0; i < N_GRADS; i++) {
 		free(f1.all[i]);
 		free(f3.all[i]);
 	}
@@ -284,7 +263,7 @@ START_TEST(test_backward_f32_one_pass)
 		free(widened);
 	}
 	rounded_free(&rs);
-	for (int i = 0; i < 12; i++) {
+	for (int i = 0; i < N_GRADS; i++) {
 		free(f1.all[i]);
 		free(f2.all[i]);
 	}

@@ -119,13 +119,17 @@ START_TEST(test_backward_fast_blocks)
 	switch (_i % 8) {
 	case 0: cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT; cfg.softcap = 1.5; break;
 	case 1: cfg.causal = MHA_CAUSAL_TOP_LEFT; cfg.sinks = sinks; cfg.rope.mode = MHA_ROPE_HALF; break;
-	case 2: cfg.window = (mha_window){ 1, 10, 3 }; cfg.alibi.on = 1; break;
+	case 2: cfg.window = (mha_window){ 1, 10, 3 }; cfg.alibi.on = 1;
+		cfg.norm = (mha_qk_norm){ .kind = MHA_NORM_RMS, .eps = 1e-6, .q_weight = bb[0],
+					  .k_weight = bb[1], .per_head = 1 }; break;
 	case 3: cfg.mask.allow = allow; cfg.mask.bias = bias; cfg.mask.per_head = 1; cfg.sinks = sinks; break;
 	case 4: cfg.causal = MHA_CAUSAL_OFFSET; cfg.causal_offset = -20; cfg.softcap = 0.7;
 		cfg.rope.mode = MHA_ROPE_INTERLEAVED; break;
 	case 5: cfg.kv_len = 90; cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT; cfg.window = (mha_window){ 1, 5, -1 };
 		cfg.sinks = sinks; break;
-	case 6: cfg.mask.allow = allow; cfg.alibi.on = 1; cfg.softcap = 3; cfg.rope.mode = MHA_ROPE_HALF; break;
+	case 6: cfg.mask.allow = allow; cfg.alibi.on = 1; cfg.softcap = 3; cfg.rope.mode = MHA_ROPE_HALF;
+		/* a q/k norm (no weights: nothing of theirs to sum) */
+		cfg.norm = (mha_qk_norm){ .kind = MHA_NORM_LAYER, .over_all = 1, .eps = 1e-5 }; break;
 	default: cfg.kv_lens = kv_lens; cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT; cfg.sinks = sinks;
 		cfg.rope.mode = MHA_ROPE_HALF; cfg.softcap = 2; break;
 	}
@@ -166,8 +170,8 @@ START_TEST(test_backward_fast_blocks)
 			ck_assert_msg(bound <= peak + peak / 4 + 4096, "shape %d: bound %zu far above "
 				      "the peak %zu", _i, bound, peak);
 	}
-	for (int i = 0; i < 12; i++) {
-		if (i == 11 && !cfg.sinks)
+	for (int i = 0; i < N_GRADS; i++) {
+		if ((i == 11 && !cfg.sinks) || (i >= 12 && !cfg.norm.q_weight))
 			continue;
 		snprintf(what, sizeof(what), "shape %d gradient %d", _i, i);
 		grad_close(what, f[0].all[i], p.all[i], p.n[i], RTOL);

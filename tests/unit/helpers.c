@@ -147,3 +147,29 @@ double *rnd_matrix(size_t n)
 		m[i] = rnd();
 	return m;
 }
+
+/* n doubles rounded to floats (NULL stays NULL) */
+float *floats_of(const double *v, size_t n)
+{
+	float *f;
+
+	if (!v)
+		return NULL;
+	f = malloc((n ? n : 1) * sizeof(float));
+	for (size_t i = 0; i < n; i++)
+		f[i] = (float)v[i];
+	return f;
+}
+
+/* n floats widened (NULL stays NULL) */
+double *doubles_of(const float *f, size_t n)
+{
+	double *v;
+
+	if (!f)
+		return NULL;
+	v = malloc((n ? n : 1) * sizeof(double));
+	for (size_t i = 0; i < n; i++)
+		v[i] = f[i];
+	return v;
+}

@@ -345,7 +345,10 @@ START_TEST(test_memory_measured)
 							   .causal = threads == 2 ? MHA_CAUSAL_BOTTOM_RIGHT : MHA_CAUSAL_NONE,
 							   /* rope's q_rot and k_rot in some shapes */
 							   .rope = { .mode = si % 2 && s[4] % 2 == 0 ? MHA_ROPE_HALF
-											 : MHA_ROPE_NONE } };
+											 : MHA_ROPE_NONE },
+							   /* a q/k norm in others, with rope or alone */
+							   .norm = { .kind = si % 3 == 1 ? MHA_NORM_RMS : MHA_NORM_NONE,
+								     .over_all = si % 2, .eps = 1e-6 } };
 					mha_observer obs = { .size = sizeof(mha_observer),
 							     .fn = ignore, .wanted = squares };
 					const unsigned wanted = path == 2 ? squares : 0;

@@ -144,6 +144,25 @@ void make_case(struct random_case *c, unsigned seed)
 		}
 		/* queries before the first key (a negative causal offset) turn backwards */
 	}
+	/* a q/k norm in a quarter of the cases: each kind, per head or over the
+	 * whole row, shared or per-head weights or none, eps 0 or not */
+	if (seed % 4 == 1) {
+		mha_qk_norm *nm = &c->cfg.norm;
+		const size_t G = d->kv_heads ? d->kv_heads : d->heads;
+
+		nm->kind = (mha_norm_kind)(1 + (seed / 4) % 3);
+		nm->over_all = (seed / 12) % 3 == 1;
+		nm->per_head = (seed / 12) % 3 == 2;
+		nm->eps = nm->kind != MHA_NORM_LAYER && seed % 8 == 1 ? 0 : 1e-6 * (double)(1 + seed % 5);
+		if ((seed / 4) % 5 != 0) {
+			const int per = nm->over_all || nm->per_head;
+
+			c->norm_q = rnd_matrix(per ? d->heads * d->d_k : d->d_k);
+			c->norm_k = rnd_matrix(per ? G * d->d_k : d->d_k);
+			nm->q_weight = c->norm_q;
+			nm->k_weight = c->norm_k;
+		}
+	}
 	/* larger scores sometimes: peaked softmax rows.  (Much larger would test
 	 * the conditioning of exp(), not the code: an error e in a score is a
 	 * relative error e in its weight.) */
@@ -167,6 +186,8 @@ void free_case(struct random_case *c)
 	free(c->allow);
 	free(c->rope_cos);
 	free(c->rope_sin);
+	free(c->norm_q);
+	free(c->norm_k);
 }
 
 START_TEST(test_against_reference)
@@ -202,6 +223,14 @@ START_TEST(test_against_reference)
 	} else {
 		ck_assert_ptr_null(sn.m[MHA_STAGE_Q_ROT][0]);
 		ck_assert_ptr_null(sn.m[MHA_STAGE_K_ROT][0]);
+	}
+	if (c.cfg.norm.kind) {
+		snprintf(what, sizeof(what), "case %d q_norm", _i);
+		check_close(what, sn.m[MHA_STAGE_Q_NORM][0], r.q_norm, r.n_q * r.H * r.dk);
+		snprintf(what, sizeof(what), "case %d k_norm", _i);
+		check_close(what, sn.m[MHA_STAGE_K_NORM][0], r.k_norm, r.n_kv * r.G * r.dk);
+	} else {
+		ck_assert_ptr_null(sn.m[MHA_STAGE_Q_NORM][0]);
 	}
 	for (size_t h = 0; h < r.H; h++) {
 #define STAGE(s, field, n) do { \

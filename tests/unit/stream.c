@@ -83,8 +83,10 @@ START_TEST(test_stream_groups)
 	const size_t bsize[4] = { H * dk, G * dk, G * dv, d_out ? d_out : 1 };
 	mha_config cfg = { .size = sizeof(mha_config) };
 	mha_report rw = MHA_INIT(mha_report), rg = MHA_INIT(mha_report);
+	double *norm_w;
 
 	rng_state = 1500 + (uint64_t)v;
+	norm_w = rnd_matrix(H * dk + 3);
 	xq = rnd_matrix(B * nq * din);
 	xk = rnd_matrix(B * nkv * dkin);
 	xv = rnd_matrix(B * nkv * dvin);
@@ -123,7 +125,11 @@ START_TEST(test_stream_groups)
 	case 2: cfg.mask = (mha_mask){ .allow = allow, .bias = bias, .per_head = 1, .per_batch = 1 };
 		cfg.alibi.on = 1; break;
 	case 3: cfg.alibi = (mha_alibi){ 1, slopes }; cfg.causal = MHA_CAUSAL_OFFSET;
-		cfg.causal_offset = 30; cfg.rope.mode = MHA_ROPE_HALF; cfg.rope.q_pos = qpos; break;
+		cfg.causal_offset = 30; cfg.rope.mode = MHA_ROPE_HALF; cfg.rope.q_pos = qpos;
+		/* a norm per head with a block of weights each: the group's own */
+		cfg.norm = (mha_qk_norm){ .kind = MHA_NORM_RMS1P, .per_head = 1, .eps = 1e-6,
+					  .q_weight = norm_w, .k_weight = norm_w + 3 };
+		break;
 	case 4: cfg.rope.mode = MHA_ROPE_INTERLEAVED; cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT;
 		cfg.mask = (mha_mask){ .bias = bias, .per_head = 1 }; cfg.sinks = sinks; break;
 	case 5: cfg.mask = (mha_mask){ .allow = allow, .per_batch = 1 }; cfg.kv_lens = kv_lens;
@@ -131,7 +137,14 @@ START_TEST(test_stream_groups)
 	case 6: cfg.window = (mha_window){ 1, -1, 10 }; cfg.alibi.on = 1; cfg.softcap = 2; break;
 	case 7: cfg.causal = MHA_CAUSAL_TOP_LEFT; break;
 	case 8: break;
-	case 9: cfg.rope.mode = MHA_ROPE_HALF; cfg.causal = MHA_CAUSAL_TOP_LEFT; break;
+	case 9: cfg.rope.mode = MHA_ROPE_HALF; cfg.causal = MHA_CAUSAL_TOP_LEFT;
+		/* over the whole row: every head at once, in groups or not */
+		cfg.norm = (mha_qk_norm){ .kind = MHA_NORM_LAYER, .over_all = 1, .eps = 1e-5,
+					  .q_weight = norm_w, .k_weight = norm_w + 1 };
+		break;
+	case 10: cfg.norm = (mha_qk_norm){ .kind = MHA_NORM_RMS, .eps = 1e-6, .q_weight = norm_w,
+					   .k_weight = norm_w + 2 };
+		cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT; cfg.kv_lens = kv_lens; break;
 	default: cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT; cfg.kv_lens = kv_lens; break;
 	}
 	stream_save();
@@ -227,6 +240,7 @@ START_TEST(test_stream_groups)
 	free(bias);
 	free(allow);
 	free(qpos);
+	free(norm_w);
 	free(want);
 	free(got);
 	free(exact);

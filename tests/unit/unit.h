@@ -38,6 +38,7 @@ struct unit_suite {
 
 void unit_add_forward(const struct unit_suite *u);
 void unit_add_rope(const struct unit_suite *u);
+void unit_add_norm(const struct unit_suite *u);
 void unit_add_reference(const struct unit_suite *u);
 void unit_add_stream(const struct unit_suite *u);
 void unit_add_extremes(const struct unit_suite *u);
@@ -92,10 +93,15 @@ struct random_case {
 	double sinks[8]; /* (H) when cfg.sinks points here */
 	double slopes[8]; /* (H) when cfg.alibi.slopes points here */
 	ptrdiff_t q_pos[16], k_pos[16]; /* rope positions when cfg.rope's point here */
+	double *norm_q, *norm_k;        /* cfg.norm's weights, or NULL */
 	double *rope_cos, *rope_sin;    /* (ROPE_ROWS, R/2) rope tables, or NULL */
 };
 
 void make_case(struct random_case *c, unsigned seed);
+
+/* n doubles rounded to floats, n floats widened (NULL stays NULL) */
+float *floats_of(const double *v, size_t n);
+double *doubles_of(const float *f, size_t n);
 
 void free_case(struct random_case *c);
 
@@ -115,11 +121,13 @@ double ref_grads_scale(const ref_grads *r, const mha_dims *d);
 
 void grad_close(const char *what, const double *got, const double *want, size_t n, double tol);
 
-/* the gradients of a case, each array sized as mha.h says */
+/* the gradients of a case, each array sized as mha.h says: dxq … dsinks,
+ * dq_norm and dk_norm (as long as per-head weights) */
+#define N_GRADS 14
 struct grad_set {
 	mha_grads g;
-	double *all[12];
-	size_t n[12];
+	double *all[N_GRADS];
+	size_t n[N_GRADS];
 };
 
 void grads_alloc(struct grad_set *s, const mha_dims *d, size_t B);
