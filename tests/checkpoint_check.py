@@ -386,7 +386,12 @@ def torch_checkpoint(rng, layers, E, dtype):
 
 
 def run(binary, args):
-    p = subprocess.run([binary, "forward"] + args, stdout=subprocess.PIPE,
+    return run_cmd(binary, ["forward"] + args)
+
+
+def run_cmd(binary, args):
+    """mha with args (the command first): exit status, stdout, stderr"""
+    p = subprocess.run([binary] + args, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
     return p.returncode, p.stdout, p.stderr
 

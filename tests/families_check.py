@@ -2,17 +2,20 @@
 """families_check.py MHA_BINARY: every model family mha reads, exact or refused.
 
 For each family (Llama 2, Llama with biases, Mistral, Mistral NeMo, Mixtral,
-Qwen2, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Granite, Cohere Command R and R+,
-SmolLM3, OLMo, OLMo 2, GPT-2, BERT, RoBERTa, and the text models of LLaVA
-and Mistral 3) a tiny checkpoint is written as
+Qwen2, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite, Cohere Command R
+and R+, SmolLM3, OLMo, OLMo 2, Phi-3, Phi-4-mini, Pythia, Falcon in its
+three layouts, StarCoder and GPT-BigCode, ModernBERT, GPT-2, BERT, RoBERTa,
+and the text models of LLaVA, Mistral 3 and Gemma 3) a tiny checkpoint is
+written as
 the family publishes it: its tensor names, the dtype it ships in, a
 config.json with the family's real keys (those outside the attention too),
 and the tensors around the attention (embeddings, norms, MLPs, an
 image-text model's vision tower).  One layer's attention is then computed
 by mha and by a reference transcribed from the family's Hugging Face
 modeling code: the settings each family's attention takes from its config
-(scaling, softcap, sliding window by layer, rotary style and base, layers
-without rotation, biases, the q/k norm, transformers' default heads) in hf_settings(),
+(scaling, softcap, sliding window by layer, rotary style and base by
+layer kind, layers without rotation, biases, the q/k norm, a fused
+projection's split, transformers' default heads) in hf_settings(),
 and the attention itself in NumPy (decoder_attention) and, when torch can
 be imported, again in PyTorch (torch_attention), the two checked against
 each other.  mha must agree to
@@ -175,6 +178,130 @@ FAMILIES = [
                               attention_bias=False, pad_token_id=1, rms_norm_eps=1e-06,
                               rope_scaling=None, rope_theta=500000.0),
          runs=[1]),
+    dict(name="Phi-3 mini 128k (qkv_proj, longrope, sliding window)", type="phi3", dtype="BF16",
+         D=16, H=4, G=4, hd=4, layers=2, fused="blocks", scaling=True,
+         config=lambda f: cfg("Phi3ForCausalLM", "phi3", 16, 4, 4, 2, f["dtype"],
+                              embd_pdrop=0.0, max_position_embeddings=64,
+                              original_max_position_embeddings=4, pad_token_id=32000,
+                              resid_pdrop=0.0, rope_theta=10000.0, sliding_window=5,
+                              rope_scaling={"type": "longrope",
+                                            "short_factor": [1.0, 1.2],
+                                            "long_factor": [1.5, 3.0]}),
+         runs=[1]),
+    dict(name="Phi-4-mini (qkv_proj, grouped heads, partial rotation)", type="phi3",
+         dtype="BF16", D=16, H=4, G=2, hd=4, layers=2, fused="blocks",
+         config=lambda f: cfg("Phi3ForCausalLM", "phi3", 16, 4, 2, 2, f["dtype"],
+                              partial_rotary_factor=0.5, rope_theta=10000.0,
+                              sliding_window=None, original_max_position_embeddings=4096),
+         runs=[1]),
+    dict(name="Pythia (GPT-NeoX: query_key_value head by head, rotary_pct)", type="gpt_neox",
+         dtype="F16", D=16, H=4, G=4, hd=4, layers=2, fused="per_head", bias="qkvo",
+         config=lambda f: {"architectures": ["GPTNeoXForCausalLM"], "bos_token_id": 0,
+                           "eos_token_id": 0, "hidden_act": "gelu", "hidden_size": 16,
+                           "initializer_range": 0.02, "intermediate_size": 64,
+                           "layer_norm_eps": 1e-05, "max_position_embeddings": 2048,
+                           "model_type": "gpt_neox", "num_attention_heads": 4,
+                           "num_hidden_layers": 2, "rotary_emb_base": 10000, "rotary_pct": 0.5,
+                           "tie_word_embeddings": False, "torch_dtype": "float16",
+                           "transformers_version": "4.24.0", "use_cache": True,
+                           "use_parallel_residual": True, "vocab_size": 11},
+         runs=[1]),
+    dict(name="Falcon 7B (multi_query: Q, one K, one V)", type="falcon", dtype="BF16", D=16,
+         H=4, G=1, hd=4, layers=2, fused="blocks",
+         config=lambda f: {"alibi": False, "apply_residual_connection_post_layernorm": False,
+                           "architectures": ["FalconForCausalLM"], "attention_dropout": 0.0,
+                           "bias": False, "bos_token_id": 11, "eos_token_id": 11,
+                           "hidden_dropout": 0.0, "hidden_size": 16, "initializer_range": 0.02,
+                           "layer_norm_epsilon": 1e-05, "model_type": "falcon",
+                           "multi_query": True, "new_decoder_architecture": False,
+                           "num_attention_heads": 4, "num_hidden_layers": 2,
+                           "parallel_attn": True, "torch_dtype": "bfloat16", "vocab_size": 11},
+         runs=[1]),
+    dict(name="Falcon 40B (new_decoder_architecture: grouped)", type="falcon", dtype="BF16",
+         D=16, H=4, G=2, hd=4, layers=2, fused="grouped", bias="qkvo",
+         config=lambda f: {"alibi": False, "architectures": ["FalconForCausalLM"],
+                           "bias": True, "hidden_size": 16, "layer_norm_epsilon": 1e-05,
+                           "model_type": "falcon", "new_decoder_architecture": True,
+                           "num_attention_heads": 4, "num_hidden_layers": 2, "num_kv_heads": 2,
+                           "parallel_attn": True, "rope_theta": 500000.0,
+                           "torch_dtype": "bfloat16", "vocab_size": 11},
+         runs=[1]),
+    dict(name="Falcon RW (neither: head by head)", type="falcon", dtype="BF16", D=16, H=4,
+         G=4, hd=4, layers=2, fused="per_head",
+         config=lambda f: {"alibi": False, "architectures": ["FalconForCausalLM"],
+                           "bias": False, "hidden_size": 16, "model_type": "falcon",
+                           "multi_query": False, "num_attention_heads": 4,
+                           "num_hidden_layers": 2, "vocab_size": 11},
+         runs=[1]),
+    dict(name="StarCoder (GPT-BigCode: c_attn multi-query)", type="gpt_bigcode", dtype="F32",
+         D=16, H=4, G=1, hd=4, layers=2, fused="blocks", bias="qkvo",
+         config=lambda f: {"activation_function": "gelu_pytorch_tanh",
+                           "architectures": ["GPTBigCodeForCausalLM"],
+                           "attention_softmax_in_fp32": True, "attn_pdrop": 0.1,
+                           "bos_token_id": 0, "embd_pdrop": 0.1, "eos_token_id": 0,
+                           "initializer_range": 0.02, "layer_norm_epsilon": 1e-05,
+                           "model_type": "gpt_bigcode", "multi_query": True, "n_embd": 16,
+                           "n_head": 4, "n_inner": 64, "n_layer": 2, "n_positions": 64,
+                           "resid_pdrop": 0.1, "scale_attention_softmax_in_fp32": True,
+                           "scale_attn_weights": True, "vocab_size": 11},
+         runs=[1]),
+    dict(name="GPT-BigCode without multi_query (head by head)", type="gpt_bigcode",
+         dtype="F32", D=16, H=4, G=4, hd=4, layers=2, fused="per_head", bias="qkvo",
+         config=lambda f: {"architectures": ["GPTBigCodeForCausalLM"], "model_type": "gpt_bigcode",
+                           "multi_query": False, "n_embd": 16, "n_head": 4, "n_layer": 2,
+                           "vocab_size": 11},
+         runs=[1]),
+    dict(name="Gemma 3 (1 + w q/k norm, local layers' own base, rope_scaling on the global)",
+         type="gemma3_text", dtype="BF16", D=12, H=2, G=1, hd=8, layers=2, qk_norm="head",
+         config=lambda f: cfg("Gemma3ForCausalLM", "gemma3_text", 12, 2, 1, 2, f["dtype"],
+                              attention_bias=False, attn_logit_softcapping=None,
+                              cache_implementation="hybrid", final_logit_softcapping=None,
+                              head_dim=8, hidden_activation="gelu_pytorch_tanh",
+                              pad_token_id=0, query_pre_attn_scalar=6,
+                              rms_norm_eps=1e-06, rope_local_base_freq=10000.0,
+                              rope_scaling={"factor": 8.0, "rope_type": "linear"},
+                              rope_theta=1000000.0, sliding_window=3,
+                              sliding_window_pattern=2),
+         runs=[0, 1]),
+    dict(name="Gemma 3 4B's text model (gemma3, text_config, layer_types)", type="gemma3",
+         text="gemma3_text", dtype="BF16", D=12, H=2, G=1, hd=8, layers=2, qk_norm="head",
+         vision=True, prefix="language_model.model.",
+         config=lambda f: {
+             "architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999,
+             "eoi_token_index": 256000, "eos_token_id": [1, 106], "image_token_index": 262144,
+             "initializer_range": 0.02, "mm_tokens_per_image": 256, "model_type": "gemma3",
+             "text_config": {"head_dim": 8, "hidden_size": 12, "intermediate_size": 24,
+                             "model_type": "gemma3_text", "num_attention_heads": 2,
+                             "num_hidden_layers": 2, "num_key_value_heads": 1,
+                             "query_pre_attn_scalar": 8, "rope_scaling": {"factor": 8.0,
+                                                                          "rope_type": "linear"},
+                             "layer_types": ["full_attention", "sliding_attention"],
+                             "sliding_window": 4},
+             "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0",
+             "vision_config": {"hidden_size": 8, "model_type": "siglip_vision_model"}},
+         runs=[0, 1]),
+    dict(name="ModernBERT (Wqkv, local layers with their own base, not causal)",
+         type="modernbert", dtype="F32", D=16, H=4, G=4, hd=4, layers=3, fused="blocks",
+         config=lambda f: {"architectures": ["ModernBertForMaskedLM"], "attention_bias": False,
+                           "attention_dropout": 0.0, "bos_token_id": 50281,
+                           "classifier_activation": "gelu", "classifier_bias": False,
+                           "classifier_dropout": 0.0, "classifier_pooling": "mean",
+                           "cls_token_id": 50281, "decoder_bias": True,
+                           "deterministic_flash_attn": False, "embedding_dropout": 0.0,
+                           "eos_token_id": 50282, "global_attn_every_n_layers": 3,
+                           "global_rope_theta": 160000.0, "gradient_checkpointing": False,
+                           "hidden_activation": "gelu", "hidden_size": 16,
+                           "initializer_cutoff_factor": 2.0, "initializer_range": 0.02,
+                           "intermediate_size": 24, "layer_norm_eps": 1e-05,
+                           "local_attention": 2, "local_rope_theta": 10000.0,
+                           "max_position_embeddings": 8192, "mlp_bias": False,
+                           "mlp_dropout": 0.0, "model_type": "modernbert", "norm_bias": False,
+                           "norm_eps": 1e-05, "num_attention_heads": 4, "num_hidden_layers": 3,
+                           "pad_token_id": 50283, "position_embedding_type": "absolute",
+                           "sep_token_id": 50282, "tie_word_embeddings": True,
+                           "torch_dtype": "float32", "transformers_version": "4.47.0.dev0",
+                           "vocab_size": 11},
+         runs=[0, 1]),
     dict(name="SmolLM3 (a layer without rotation)", type="smollm3", dtype="BF16", D=16, H=4,
          G=2, hd=4, layers=4,
          config=lambda f: cfg("SmolLM3ForCausalLM", "smollm3", 16, 4, 2, 4, f["dtype"],
@@ -313,11 +440,66 @@ def hf_settings(f, config, layer):
     self.sliding_window, the rotary embedding and the softcap."""
     t = f.get("text", f["type"])
     c = config.get("text_config", config)
-    H = c.get("num_attention_heads", 32)  # LlamaConfig's default
-    hd = c.get("head_dim") or c["hidden_size"] // H
+    H = c.get("num_attention_heads", c.get("n_head", 32))  # LlamaConfig's default
+    hd = c.get("head_dim") or c.get("hidden_size", c.get("n_embd")) // H
+    theta = c.get("rope_theta", c.get("rotary_emb_base", 10000.0))
     s = dict(H=H, G=c.get("num_key_value_heads") or H, hd=hd, scaling=hd ** -0.5,
-             softcap=None, window=None, rope="half", theta=c.get("rope_theta", 10000.0),
-             R=int(hd * c.get("partial_rotary_factor", 1.0)))
+             softcap=None, window=None, rope="half", theta=theta,
+             R=int(hd * c.get("partial_rotary_factor", c.get("rotary_pct", 1.0))))
+    if t == "gpt_neox":
+        c = dict(c, rope_theta=theta)
+    # the fused projections, split as each modeling code splits them
+    if t == "phi3":
+        s["fused"] = "blocks"
+        s["window"] = c.get("sliding_window")
+    if t == "gpt_neox":
+        s["fused"] = "per_head"
+    if t == "falcon":
+        # FalconAttention: num_kv_heads if new_decoder_architecture or not
+        # multi_query, else 1; _split_heads by the same flags
+        if c.get("new_decoder_architecture"):
+            s["G"], s["fused"] = c.get("num_kv_heads") or H, "grouped"
+        elif c.get("multi_query", True):
+            s["G"], s["fused"] = 1, "blocks"
+        else:
+            s["G"], s["fused"] = H, "per_head"
+    if t == "gemma3_text":
+        # Gemma3Attention: query_pre_attn_scalar (256), sliding by layer_types or
+        # sliding_window_pattern, the local rotary embedding on sliding layers
+        # (rope_local_base_freq, rope_scaling default), Gemma3RMSNorm on q and k
+        s["scaling"] = c.get("query_pre_attn_scalar", 256) ** -0.5
+        s["softcap"] = c.get("attn_logit_softcapping")
+        if "layer_types" in c:
+            local = c["layer_types"][layer] == "sliding_attention"
+        else:
+            local = bool((layer + 1) % c.get("sliding_window_pattern", 6))
+        if local:
+            s["window"] = c.get("sliding_window", 4096)
+            s["theta"] = c.get("rope_local_base_freq", 10000.0)
+            c = dict(c, rope_theta=s["theta"], rope_scaling=None)
+        else:
+            s["theta"] = c.get("rope_theta", 1000000.0)
+            c = dict(c, rope_theta=s["theta"])
+        s["norm"] = ("rms1p", "head", c.get("rms_norm_eps", 1e-6))
+    if t == "modernbert":
+        # ModernBertAttention: Wqkv viewed (3, heads, head_dim); a local layer
+        # (layer % global_attn_every_n_layers) sees local_attention // 2 keys on
+        # each side and turns by local_rope_theta; bidirectional
+        s["fused"], s["causal"] = "blocks", False
+        if layer % c.get("global_attn_every_n_layers", 3):
+            s["both"] = c.get("local_attention", 128) // 2
+            s["theta"] = c.get("local_rope_theta") or c.get("global_rope_theta", 160000.0)
+        else:
+            s["theta"] = c.get("global_rope_theta", 160000.0)
+        c = dict(c, rope_theta=s["theta"])
+    if t == "gpt_bigcode":
+        s["rope"] = None
+        if c.get("multi_query", True):
+            s["G"], s["fused"] = 1, "blocks"
+        else:
+            s["G"], s["fused"] = H, "per_head"
+        if not c.get("scale_attn_weights", True):
+            s["scaling"] = 1.0
     s["inv"], s["af"] = rope_parameters(c, s["R"], N)
     if t == "gemma2":
         s["scaling"] = c["query_pre_attn_scalar"] ** -0.5
@@ -405,7 +587,8 @@ def rope_parameters(c, R, seq_len):
         e = 1 - ramp
         return inter * (1 - e) + extra * e, af
     if t == "longrope":
-        old = sc["original_max_position_embeddings"]
+        # Phi-3 keeps original_max_position_embeddings beside rope_scaling
+        old = c.get("original_max_position_embeddings") or sc["original_max_position_embeddings"]
         f = c["max_position_embeddings"] / old
         af = sc.get("attention_factor")
         if af is None:
@@ -433,10 +616,26 @@ def rotate(x, pos, R, inv_freq, af, style):
 
 def qk_normed(x, w, kind, eps):
     """x normalised over its last axis as the norm modules do: LayerNorm
-    centres first; then x / sqrt(mean(x^2) + eps) times the weight"""
+    centres first; then x / sqrt(mean(x^2) + eps) times the weight (Gemma's:
+    1 + the weight)"""
     if kind == "layer":
         x = x - x.mean(-1, keepdims=True)
-    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * ((1 + w) if kind == "rms1p" else w)
+
+
+def split_qkv(y, s):
+    """a fused projection's output (n, rows) as Q, K and V, (n, H*hd),
+    (n, G*hd), (n, G*hd), as the modeling code views and splits it"""
+    n, H, G, hd = y.shape[0], s["H"], s["G"], s["hd"]
+    if s["fused"] == "blocks":  # Phi-3's qkv[..., :q], BigCode's split, Falcon's [:-2]
+        return y[:, :H * hd], y[:, H * hd:(H + G) * hd], y[:, (H + G) * hd:]
+    if s["fused"] == "per_head":  # GPT-NeoX: view(n, H, 3 * hd).chunk(3, dim=-1)
+        y = y.reshape(n, H, 3 * hd)
+        return (y[..., :hd].reshape(n, -1), y[..., hd:2 * hd].reshape(n, -1),
+                y[..., 2 * hd:].reshape(n, -1))
+    # Falcon's new_decoder_architecture: view(n, G, H/G + 2, hd)
+    y = y.reshape(n, G, H // G + 2, hd)
+    return y[:, :, :-2].reshape(n, -1), y[:, :, -2].reshape(n, -1), y[:, :, -1].reshape(n, -1)
 
 
 def decoder_attention(x, p, s, kv_len=None):
@@ -445,8 +644,12 @@ def decoder_attention(x, p, s, kv_len=None):
     padding mask, softmax, the heads merged, o_proj; x (n, D)"""
     n = x.shape[0]
     H, G, hd = s["H"], s["G"], s["hd"]
-    q = x @ p["q"].T + p.get("bq", 0)
-    k = x @ p["k"].T + p.get("bk", 0)
+    if "qkv" in p:
+        q, k, v = split_qkv(x @ p["qkv"].T + p.get("bqkv", 0), s)
+    else:
+        q = x @ p["q"].T + p.get("bq", 0)
+        k = x @ p["k"].T + p.get("bk", 0)
+        v = x @ p["v"].T + p.get("bv", 0)
     if s.get("norm") and s["norm"][1] == "all":  # OLMo 2: before the heads are split
         q = qk_normed(q, p["qn"], s["norm"][0], s["norm"][2])
         k = qk_normed(k, p["kn"], s["norm"][0], s["norm"][2])
@@ -455,7 +658,7 @@ def decoder_attention(x, p, s, kv_len=None):
         q = qk_normed(q, p["qn"], s["norm"][0], s["norm"][2])
         k = qk_normed(k, p["kn"], s["norm"][0], s["norm"][2])
     q, k = q.transpose(1, 0, 2), k.transpose(1, 0, 2)
-    v = (x @ p["v"].T + p.get("bv", 0)).reshape(n, G, hd).transpose(1, 0, 2)
+    v = v.reshape(n, G, hd).transpose(1, 0, 2)
     pos = np.arange(n, dtype=np.float64)
     if s["rope"]:
         q = rotate(q, pos, s["R"], s["inv"], s["af"], s["rope"])
@@ -466,9 +669,11 @@ def decoder_attention(x, p, s, kv_len=None):
     if s["softcap"]:
         w = np.tanh(w / s["softcap"]) * s["softcap"]
     i, j = np.arange(n)[:, None], np.arange(n)[None, :]
-    keep = j <= i
+    keep = j <= i if s.get("causal", True) else np.ones((n, n), dtype=bool)
     if s["window"]:
         keep = keep & (i - j < s["window"])
+    if s.get("both"):  # ModernBERT's local window: |i - j| <= local_attention // 2
+        keep = keep & (np.abs(i - j) <= s["both"])
     if kv_len is not None:
         keep = keep & (j < kv_len)
     w = np.where(keep, w, -np.inf)
@@ -489,7 +694,20 @@ def torch_attention(torch, x, p, s, kv_len=None):
     H, G, hd = s["H"], s["G"], s["hd"]
     hs = T(x)[None]
     lin = lambda w, b: F.linear(hs, T(w), None if b is None else T(b))  # noqa: E731
-    q, k = lin(p["q"], p.get("bq")), lin(p["k"], p.get("bk"))
+    if "qkv" in p:
+        qkv = lin(p["qkv"], p.get("bqkv"))[0]
+        if s["fused"] == "per_head":
+            qkv = qkv.view(n, H, 3 * hd)
+            q, k, v = (t.reshape(1, n, -1) for t in qkv.chunk(3, dim=-1))
+        elif s["fused"] == "grouped":
+            qkv = qkv.view(n, G, H // G + 2, hd)
+            q, k, v = (qkv[:, :, :-2].reshape(1, n, -1), qkv[:, :, -2].reshape(1, n, -1),
+                       qkv[:, :, -1].reshape(1, n, -1))
+        else:
+            q, k, v = (t[None] for t in qkv.split([H * hd, G * hd, G * hd], dim=-1))
+    else:
+        q, k = lin(p["q"], p.get("bq")), lin(p["k"], p.get("bk"))
+        v = lin(p["v"], p.get("bv"))
     if s.get("norm"):
         kind, over, eps = s["norm"]
 
@@ -498,15 +716,15 @@ def torch_attention(torch, x, p, s, kv_len=None):
             if kind == "layer":  # CohereLayerNorm
                 t = t - t.mean(-1, keepdim=True)
             t = t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps)
-            return T(w) * t
+            return t * (1.0 + T(w)) if kind == "rms1p" else T(w) * t
         if over == "all":
             q, k = norm(q, p["qn"]), norm(k, p["kn"])
         else:
             q = norm(q.view(1, n, H, hd), p["qn"])
             k = norm(k.view(1, n, G, hd), p["kn"])
-    q = q.view(1, n, H, hd).transpose(1, 2)
-    k = k.view(1, n, G, hd).transpose(1, 2)
-    v = lin(p["v"], p.get("bv")).view(1, n, G, hd).transpose(1, 2)
+    q = q.reshape(1, n, H, hd).transpose(1, 2)
+    k = k.reshape(1, n, G, hd).transpose(1, 2)
+    v = v.reshape(1, n, G, hd).transpose(1, 2)
     if s["rope"]:
         R = s["R"]
         inv_freq = T(s["inv"])
@@ -530,9 +748,11 @@ def torch_attention(torch, x, p, s, kv_len=None):
     if s["softcap"]:
         w = torch.tanh(w / s["softcap"]) * s["softcap"]
     i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
-    keep = j <= i
+    keep = j <= i if s.get("causal", True) else torch.ones(n, n, dtype=torch.bool)
     if s["window"]:
         keep &= (i - j) < s["window"]
+    if s.get("both"):
+        keep &= (i - j).abs() <= s["both"]
     if kv_len is not None:
         keep &= j < kv_len
     w = w.masked_fill(~keep, float("-inf"))
@@ -550,10 +770,72 @@ def torch_attention(torch, x, p, s, kv_len=None):
 # ---- checkpoints -------------------------------------------------------------
 
 
+# a fused family's names: the layer's module, the fused and output
+# projections, and the tensors around them
+FUSED_NAMES = {
+    "phi3": ("model.layers.%d.self_attn.", "qkv_proj", "o_proj",
+             ("model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"),
+             ("input_layernorm.weight", "mlp.gate_up_proj.weight", "mlp.down_proj.weight")),
+    "gpt_neox": ("gpt_neox.layers.%d.attention.", "query_key_value", "dense",
+                 ("gpt_neox.embed_in.weight", "gpt_neox.final_layer_norm.weight",
+                  "embed_out.weight"),
+                 ("input_layernorm.weight", "input_layernorm.bias", "mlp.dense_h_to_4h.weight",
+                  "mlp.dense_4h_to_h.weight")),
+    "falcon": ("transformer.h.%d.self_attention.", "query_key_value", "dense",
+               ("transformer.word_embeddings.weight", "transformer.ln_f.weight",
+                "lm_head.weight"),
+               ("input_layernorm.weight", "mlp.dense_h_to_4h.weight", "mlp.dense_4h_to_h.weight")),
+    "modernbert": ("model.layers.%d.attn.", "Wqkv", "Wo",
+                   ("model.embeddings.tok_embeddings.weight", "model.embeddings.norm.weight",
+                    "model.final_norm.weight"),
+                   ("mlp_norm.weight", "mlp.Wi.weight", "mlp.Wo.weight")),
+    "gpt_bigcode": ("transformer.h.%d.attn.", "c_attn", "c_proj",
+                    ("transformer.wte.weight", "transformer.wpe.weight", "transformer.ln_f.weight"),
+                    ("ln_1.weight", "ln_1.bias", "mlp.c_fc.weight", "mlp.c_proj.weight")),
+}
+
+
+def fused_checkpoint(rng, f):
+    """a fused family's tensors: its Q, K and V in one (rows, D) tensor laid
+    out as f["fused"] says (the reference splits it as the modeling code
+    does), the output projection, biases where f["bias"] says, and what
+    lies around them (embeddings, norms, MLP, which mha never reads)"""
+    D, H, G, hd, dt = f["D"], f["H"], f["G"], f["hd"], f["dtype"]
+    mod, fused, out, top, around = FUSED_NAMES[f["type"]]
+    t, params = {}, []
+    for name in top:
+        t[name] = ck.Tensor(rng.standard_normal((11, D)) if "embed" in name or "wte" in
+                            name or "wpe" in name or "head" in name or "embed_out" in name
+                            else np.ones(D), dt)
+    for n in range(f["layers"]):
+        a = mod % n
+        qkv = ck.Tensor(rng.standard_normal(((H + 2 * G) * hd, D)) * 0.5, dt)
+        o = ck.Tensor(rng.standard_normal((D, H * hd)) * 0.5, dt)
+        t[a + fused + ".weight"], t[a + out + ".weight"] = qkv, o
+        p = {"qkv": qkv.value, "o": o.value}
+        if "q" in f.get("bias", ""):
+            b = ck.Tensor(rng.standard_normal((H + 2 * G) * hd) * 0.3, dt)
+            t[a + fused + ".bias"] = b
+            p["bqkv"] = b.value
+        if "o" in f.get("bias", ""):
+            b = ck.Tensor(rng.standard_normal(D) * 0.3, dt)
+            t[a + out + ".bias"] = b
+            p["bo"] = b.value
+        layer = a.rsplit(".", 2)[0] + "."
+        for name in around:
+            t[layer + name] = ck.Tensor(np.ones(D) if name.endswith(("norm.weight", "bias",
+                                                                       "ln_1.weight"))
+                                        else rng.standard_normal((2 * D, D)), dt)
+        params.append(p)
+    return t, params
+
+
 def decoder_checkpoint(rng, f):
     """the family's tensors: per layer its attention (weights and the biases
     f["bias"] names), norms and MLP (or experts), and the model's
     embeddings; an image-text model's vision tower beside its text model"""
+    if f.get("fused"):
+        return fused_checkpoint(rng, f)
     D, H, G, hd, dt = f["D"], f["H"], f["G"], f["hd"], f["dtype"]
     pre = f.get("prefix", "model.")
     sc = f.get("weight_scale", 0.5)
@@ -642,6 +924,7 @@ def family_cases(c, rng, torch):
             what += (", " if what else "") + ("no rotation" if not s["rope"] else s["rope"])
             c.output("%s (%s): layer %d (%s)" % (f["name"], f["dtype"], layer, what),
                      ["-x", xp, "-w", d, "--layer", str(layer)], want)
+            check_model(c, f, d, layer, s)
         # a batch of two, the second padded after 4 tokens (--kv-len)
         layer = f["runs"][0]
         s = hf_settings(f, config, layer)
@@ -658,6 +941,29 @@ def family_cases(c, rng, torch):
         c.result("the NumPy references against their PyTorch transcriptions: %.2g" % worst_pair,
                  worst_pair <= 1e-13)
     return FAMILIES
+
+
+def check_model(c, f, d, layer, s):
+    """'mha model DIR --layer N -f json' says what the family's code does"""
+    rc, out, err = ck.run_cmd(c.binary, ["model", d, "--layer", str(layer), "-f", "json"])
+    if rc != 0:
+        c.result("%s: mha model --layer %d" % (f["name"], layer), False, err)
+        return
+    m = json.loads(out)["layers"][0]
+    want_window = None
+    if s["window"]:
+        want_window = [s["window"] - 1, -1]
+    if s.get("both"):
+        want_window = [s["both"], s["both"]]
+    got = (m["heads"], m["kv_heads"], m["d_k"], m["window"], m["rope"] and m["rope"]["mode"],
+           m["norm"] and m["norm"]["kind"], m["softcap"], m["causal"] != "none")
+    want = (s["H"], s["G"], s["hd"], want_window, s["rope"], s.get("norm") and s["norm"][0],
+            s["softcap"], s.get("causal", True))
+    ok = got == want and abs(m["scale"]["value"] - s["scaling"]) <= 1e-15 * s["scaling"] and \
+        (not s["rope"] or m["rope"]["theta"] == s["theta"])
+    c.result("%s: mha model --layer %d says it as the family's code does" % (f["name"], layer),
+             ok, "got %r, want %r" % (got + (m["scale"]["value"], m["rope"]),
+                                      want + (s["scaling"], s["theta"])))
 
 
 def by_type(t):
@@ -678,7 +984,10 @@ def refusal_cases(c, rng):
     keys = {"llama": "attn_logit_softcapping", "mistral": "query_pre_attn_scalar",
             "mixtral": "use_sliding_window", "qwen2": "attention_multiplier",
             "qwen3": "attn_logit_softcapping", "qwen3_moe": "use_qk_norm",
-            "olmo2": "clip_qkv",
+            "olmo2": "clip_qkv", "phi3": "attn_logit_softcapping",
+            "gpt_neox": "sliding_window", "falcon": "query_pre_attn_scalar",
+            "gpt_bigcode": "rope_theta", "gemma3_text": "attention_multiplier",
+            "gemma3": "use_qk_norm", "modernbert": "sliding_window",
             "gemma": "sliding_window", "gemma2": "no_rope_layers", "granite": "use_qk_norm",
             "cohere": "sliding_window", "smollm3": "attn_logit_softcapping",
             "olmo": "layer_types", "llava": "some_new_attention_key", "gpt_oss": "use_qk_norm",
@@ -698,6 +1007,8 @@ def refusal_cases(c, rng):
         t = dict(f["tensors"])
         pre = f.get("prefix", "model.")
         name = "%slayers.%d.self_attn.gate.weight" % (pre, f["runs"][0])
+        if f.get("fused"):
+            name = FUSED_NAMES[f["type"]][0] % f["runs"][0] + "gate.weight"
         t[name] = ck.Tensor(np.ones(4), "F32")
         c.refused("%s: a tensor planted in the attention module" % f["name"],
                   planted(c, f, "tensor", tensors=t),
@@ -735,16 +1046,45 @@ def refusal_cases(c, rng):
     c.refused("llama: attention_bias false with q_proj.bias there",
               planted(c, f, "bias", config=conf, tensors=t), ["attention_bias is false"])
     # model types mha does not compute yet: what each needs
-    for mtype, words in (("gemma3_text", "rope_local_base_freq"), ("phi3", "qkv_proj"),
-                         ("gpt_neox", "query_key_value"), ("deepseek_v3", "latent attention"),
-                         ("modernbert", "Wqkv")):
+    for mtype, words in (("deepseek_v3", "latent attention"), ("deepseek_v2", "latent attention"),
+                         ("cohere2", "sliding layers alone")):
         conf = dict(f["cfg"], model_type=mtype)
         c.refused("model_type %s: refused, saying what it needs" % mtype,
                   planted(c, f, "type", config=conf), ['model_type "%s"' % mtype, words])
-    conf = dict(f["cfg"], model_type="gemma3")
-    conf["text_config"] = dict(f["cfg"], model_type="gemma3_text")
-    c.refused("model_type gemma3: its text model's blocker said",
-              planted(c, f, "g3", config=conf), ['"gemma3_text"', "rope_local_base_freq"])
+    # an image-text model whose text model's type is refused: that one said
+    conf = dict(f["cfg"], model_type="llava")
+    conf = {"model_type": "llava", "text_config": dict(f["cfg"], model_type="cohere2")}
+    c.refused("model_type llava with a cohere2 text model: the text model's blocker said",
+              planted(c, f, "g3", config=conf), ['"cohere2"', "sliding layers alone"])
+    # Gemma 3: no head_dim, bidirectional attention; ModernBERT without --layer
+    g = by_type("gemma3_text")
+    conf = {k: v for k, v in g["cfg"].items() if k != "head_dim"}
+    c.refused("gemma3_text without head_dim", planted(c, g, "hd", config=conf),
+              ["no head_dim", "256"])
+    c.refused("gemma3_text: use_bidirectional_attention",
+              planted(c, g, "bidi", config=dict(g["cfg"], use_bidirectional_attention=True)),
+              ["use_bidirectional_attention"])
+    # a fused family's model_type over a llama checkpoint: its fused tensor missing
+    conf = {k: v for k, v in f["cfg"].items() if k not in ("attention_bias", "mlp_bias",
+                                                            "pretraining_tp")}
+    c.refused("model_type phi3 over llama's q_proj, k_proj and v_proj",
+              planted(c, f, "phi", config=dict(conf, model_type="phi3")),
+              ["no tensor", "qkv_proj.weight"])
+    # Falcon: ALiBi, and num_kv_heads where query_key_value is fused head by head
+    f = next(g for g in FAMILIES if g["type"] == "falcon")
+    c.refused("falcon: alibi true", planted(c, f, "alibi", config=dict(f["cfg"], alibi=True)),
+              ["alibi", "does not read"])
+    g = next(g for g in FAMILIES if g["name"].startswith("Falcon RW"))
+    c.refused("falcon: num_kv_heads 2, fused head by head",
+              planted(c, g, "kvh", config=dict(g["cfg"], num_kv_heads=2)),
+              ["num_kv_heads 2", "head by head"])
+    # a fused tensor whose rows do not fit the heads
+    t = dict(f["tensors"])
+    name = "transformer.h.1.self_attention.query_key_value.weight"
+    t[name] = ck.Tensor(np.ones((25, f["D"])), f["dtype"])
+    c.refused("falcon: query_key_value of 25 rows", planted(c, f, "rows", tensors=t),
+              [name, "25x16", "rows"])
+    f = by_type("llama")
     # an unknown model_type: the list; under --layout llama, llama's keys
     conf = dict(f["cfg"], model_type="mygemma")
     c.refused("an unknown model_type: refused with the types mha reads",
@@ -797,7 +1137,9 @@ def refusal_cases(c, rng):
             c.result("rotary_emb.inv_freq halved with rope_scaling linear 2: read", rc == 0,
                      err)
     # settings that differ by layer need --layer
-    for ftype, words in (("gemma2", "every other layer"), ("smollm3", "give --layer")):
+    for ftype, words in (("gemma2", "every other layer"), ("smollm3", "give --layer"),
+                         ("gemma3_text", "global layer every 2"),
+                         ("modernbert", "global layer every 3")):
         f = by_type(ftype)
         args = planted(c, f, "nolayer")
         i = args.index("--layer")

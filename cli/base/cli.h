@@ -67,6 +67,7 @@ int cmd_init(int argc, char **argv);
 int cmd_heatmap(int argc, char **argv);
 int cmd_backward(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_model(int argc, char **argv);
 
 /* The command line alone, checked as the command would, reading and writing
  * no file: 0 fine, 1 after --help, 2 a usage error (for the fuzzers). */

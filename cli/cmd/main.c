@@ -25,6 +25,7 @@ static const struct command commands[] = {
 	{ "heatmap", cmd_heatmap, "draw each head's attention weights (mha forward --format heatmap)" },
 	{ "backward", cmd_backward, "every gradient of the layer, step by step (dO back to dX, dW)" },
 	{ "compare", cmd_compare, "compare someone else's attention with mha's, step by step" },
+	{ "model", cmd_model, "what mha reads of a checkpoint's attention, layer by layer" },
 };
 
 static void print_usage(FILE *fp)

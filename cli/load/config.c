@@ -88,6 +88,63 @@ static int config_count2(const cJSON *root, const char *path, const char *a, con
 	return rc ? rc : config_count(root, path, b, out);
 }
 
+/* key a, or its older name b (GPT-NeoX's rotary_pct for partial_rotary_factor):
+ * 1 and *out, 0 absent, -1 said (both there and different) */
+static int config_number2(const cJSON *root, const char *path, const char *a, const char *b,
+			  double *out)
+{
+	double va = 0, vb = 0;
+	const int ra = config_number(root, path, a, &va), rb = config_number(root, path, b, &vb);
+
+	if (ra < 0 || rb < 0)
+		return -1;
+	if (ra && rb && va != vb)
+		return error("%s: \"%s\" is %g but \"%s\" %g: transformers' versions read one or the "
+			     "other", path, a, va, b, vb);
+	if (ra || rb)
+		*out = ra ? va : vb;
+	return ra || rb;
+}
+
+/*
+ * The key/value heads and the fused layout of Falcon's query_key_value
+ * (new_decoder_architecture: num_kv_heads groups; multi_query: one; else
+ * every head its own, fused head by head) and BigCode's c_attn
+ * (multi_query, the default: one; else head by head), as their modeling
+ * code reads them: *kv set, s->fused.  0, or -1 said.
+ */
+static int fused_heads(struct problem_spec *s, const cJSON *root, const char *path, size_t heads,
+		       size_t *kv)
+{
+	int multi = s->mtype->family == FAMILY_BIGCODE, newer = 0, alibi = 0;
+	size_t n = 0;
+
+	if (config_bool(root, path, "multi_query", &multi) < 0 ||
+	    (s->mtype->family == FAMILY_FALCON &&
+	     (config_bool(root, path, "new_decoder_architecture", &newer) < 0 ||
+	      config_bool(root, path, "alibi", &alibi) < 0 ||
+	      config_count(root, path, "num_kv_heads", &n) < 0)))
+		return -1;
+	if (alibi)
+		return error("%s: alibi: Falcon's ALiBi scores (BLOOM's, added before the scaling), "
+			     "which mha does not read yet", path);
+	if (newer) {
+		s->fused = FUSED_GROUPED;
+		*kv = n ? n : heads;
+	} else if (multi) {
+		s->fused = FUSED_BLOCKS;
+		*kv = 1;
+	} else {
+		s->fused = FUSED_PER_HEAD;
+		if (n && heads && n != heads)
+			return error("%s: num_kv_heads %zu with neither multi_query nor "
+				     "new_decoder_architecture: query_key_value is fused head by "
+				     "head, %zu of them", path, n, heads);
+		*kv = 0;
+	}
+	return 0;
+}
+
 /* layer_types' entry for the layer the run takes: 1 sliding, 0 not, -1 said */
 static int layer_type(const cJSON *types, const char *path, const struct problem_spec *s)
 {
@@ -152,6 +209,74 @@ static int sliding(const cJSON *root, const char *path, const struct problem_spe
 		return s->has_layer ? 0 : error("%s: layers from max_window_layers slide their "
 						"window: give --layer", path);
 	return 1;
+}
+
+/*
+ * Gemma 3's and ModernBERT's local layers (families.h's SLIDE_PATTERN and
+ * SLIDE_EVERY_N): 1 the layer the run takes is local, 0 global, -1 said.
+ */
+static int local_layer(const cJSON *root, const char *path, const struct problem_spec *s)
+{
+	const int gemma = s->mtype->slide == SLIDE_PATTERN;
+	const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+	size_t every = gemma ? 6 : 3;
+
+	if (gemma && types && !cJSON_IsNull(types))
+		return layer_type(types, path, s);
+	if (config_count(root, path, gemma ? "sliding_window_pattern" : "global_attn_every_n_layers",
+			 &every) < 0)
+		return -1;
+	if (!s->has_layer)
+		return error("%s: %s has a global layer every %zu and local ones between: give "
+			     "--layer", path, s->mtype->type, every);
+	return gemma ? (s->layer + 1) % every != 0 : s->layer % every != 0;
+}
+
+/*
+ * A local or a global layer's rotary base, rope_scaling and window: Gemma
+ * 3's local layers turn by rope_local_base_freq without rope_scaling and
+ * see sliding_window keys up to the query; ModernBERT's local_rope_theta
+ * (global_rope_theta when null) and local_attention/2 keys on each side,
+ * its global ones global_rope_theta; transformers' defaults where a key is
+ * left out.  0, or -1 said.
+ */
+static int apply_local_global(struct problem_spec *s, const cJSON *root, const char *path)
+{
+	const int gemma = s->mtype->slide == SLIDE_PATTERN;
+	const char *const local_key = gemma ? "rope_local_base_freq" : "local_rope_theta";
+	const char *const window_key = gemma ? "sliding_window" : "local_attention";
+	const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, local_key);
+	const cJSON *wk = cJSON_GetObjectItemCaseSensitive(root, window_key);
+	const cJSON *sc = gemma ? cJSON_GetObjectItemCaseSensitive(root, "rope_scaling") : NULL;
+	const unsigned g = s->given;
+	double theta = gemma ? 1e6 : 160000, local_theta = 10000, max_pos = 0;
+	size_t window = gemma ? 4096 : 128;
+	int local, bidi = 0;
+
+	if ((local = local_layer(root, path, s)) < 0 ||
+	    config_number(root, path, gemma ? "rope_theta" : "global_rope_theta", &theta) < 0 ||
+	    config_number(root, path, local_key, &local_theta) < 0 ||
+	    config_count(root, path, window_key, &window) < 0 ||
+	    (gemma && config_bool(root, path, "use_bidirectional_attention", &bidi) < 0))
+		return -1;
+	if (bidi)
+		return error("%s: use_bidirectional_attention: an encoder's attention (EmbeddingGemma's "
+			     "windows on both sides), which mha does not read yet", path);
+	if (!gemma && lt && cJSON_IsNull(lt))
+		local_theta = theta;
+	if (!(g & GIVEN_ROPE_THETA) && !s->rope_cos)
+		s->cfg.rope.theta = local ? local_theta : theta;
+	/* rope_scaling is the global layers' (Gemma 3's linear 8) */
+	if (!local && sc && !cJSON_IsNull(sc) && !s->rope_scaling && !s->rope_cos &&
+	    (config_number(root, path, "max_position_embeddings", &max_pos) < 0 ||
+	     rope_scaling_read(s, sc, path, max_pos, 0)))
+		return -1;
+	if (local && !(g & GIVEN_WINDOW) && !(wk && cJSON_IsNull(wk))) {
+		s->cfg.window.on = 1;
+		s->cfg.window.left = (ptrdiff_t)(gemma ? window - 1 : window / 2);
+		s->cfg.window.right = gemma ? -1 : (ptrdiff_t)(window / 2);
+	}
+	return 0;
 }
 
 /*
@@ -272,7 +397,7 @@ static int apply_rope(struct problem_spec *s, const cJSON *root, const char *pat
 	const unsigned g = s->given;
 	const cJSON *sc;
 	double theta = 0, partial = 0;
-	int rc;
+	int rc, lg;
 
 	if (!(g & GIVEN_ROPE))
 		s->cfg.rope.mode = t->rope;
@@ -284,23 +409,28 @@ static int apply_rope(struct problem_spec *s, const cJSON *root, const char *pat
 	}
 	if (!root || !reads(t, "rope_theta"))
 		return 0;
-	if (config_number(root, path, "rope_theta", &theta) < 0 ||
-	    config_number(root, path, "partial_rotary_factor", &partial) < 0)
+	/* the base and rope_scaling by layer kind: apply_local_global */
+	lg = t->slide == SLIDE_PATTERN || t->slide == SLIDE_EVERY_N;
+	if (config_number2(root, path, "rope_theta", "rotary_emb_base", &theta) < 0 ||
+	    config_number2(root, path, "partial_rotary_factor", "rotary_pct", &partial) < 0)
 		return -1;
 	sc = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
 	/* --rope-scaling's object wins (model_config); tables given replace it */
-	if (sc && !cJSON_IsNull(sc) && !s->rope_scaling && !s->rope_cos) {
-		double max_pos = 0;
+	if (sc && !cJSON_IsNull(sc) && !s->rope_scaling && !s->rope_cos && !lg) {
+		double max_pos = 0, orig = 0;
 
+		/* Phi-3's original_max_position_embeddings, beside rope_scaling */
 		if (config_number(root, path, "max_position_embeddings", &max_pos) < 0 ||
-		    rope_scaling_read(s, sc, path, max_pos))
+		    (reads(t, "original_max_position_embeddings") &&
+		     config_number(root, path, "original_max_position_embeddings", &orig) < 0) ||
+		    rope_scaling_read(s, sc, path, max_pos, orig))
 			return -1;
 	}
 	if (partial > 1)
 		return bad_type(path, "partial_rotary_factor", "a number from 0 to 1");
 	if (!s->cfg.rope.mode)
 		return 0; /* this layer does not turn: the rest is not used */
-	if (theta && !(g & GIVEN_ROPE_THETA) && !s->rope_cos)
+	if (theta && !(g & GIVEN_ROPE_THETA) && !s->rope_cos && !lg)
 		s->cfg.rope.theta = theta;
 	if (partial && !(g & GIVEN_ROPE_DIM) && !s->rope_cos) {
 		const size_t hd = head_dim ? head_dim : heads && hidden ? hidden / heads : 0;
@@ -325,6 +455,10 @@ static int apply_scale(struct problem_spec *s, const cJSON *root, const char *pa
 	if (reads(t, "query_pre_attn_scalar")) {
 		if ((rc = config_number(root, path, "query_pre_attn_scalar", &v)) < 0)
 			return -1;
+		if (!rc && t->slide == SLIDE_PATTERN) {
+			v = 256; /* Gemma3TextConfig's default */
+			rc = 1;
+		}
 		if (rc && !(s->given & GIVEN_SCALE)) {
 			s->cfg.scale_mode = MHA_SCALE_VALUE;
 			s->cfg.scale = 1 / sqrt(v);
@@ -408,13 +542,16 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 		    config_bool(root, path, "attention_bias", &flag) < 0)
 			return -1;
 		s->config_bias = 1 + flag;
+		if ((t->family == FAMILY_FALCON || t->family == FAMILY_BIGCODE) &&
+		    fused_heads(s, root, path, heads ? heads : t->heads, &kv))
+			return -1;
 		if (config_heads(s, path, heads, kv))
 			return -1;
 	}
 	if (t->family == FAMILY_NONE || t->family == FAMILY_TORCH)
 		return 0; /* the heads alone */
-	/* decoders: causal; BERT: not, unless is_decoder */
-	if (t->family != FAMILY_BERT && !(g & GIVEN_CAUSAL))
+	/* decoders: causal; BERT and ModernBERT: not, unless is_decoder */
+	if (t->family != FAMILY_BERT && t->family != FAMILY_MODERNBERT && !(g & GIVEN_CAUSAL))
 		s->cfg.causal = MHA_CAUSAL_TOP_LEFT;
 	if (apply_rope(s, root, path, heads, hidden, head_dim) || (root && apply_scale(s, root, path)))
 		return -1;
@@ -428,7 +565,13 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 			     "compute yet", path);
 	if (reads(t, "quantization_config") && quantized_attention(root, path))
 		return -1;
-	if (reads(t, "sliding_window")) {
+	if (t->slide == SLIDE_PATTERN && !head_dim)
+		return error("%s: no head_dim: Gemma 3's heads are head_dim wide (256 when left out), "
+			     "not hidden_size / num_attention_heads; give it", path);
+	if ((t->slide == SLIDE_PATTERN || t->slide == SLIDE_EVERY_N) &&
+	    apply_local_global(s, root, path))
+		return -1;
+	if (reads(t, "sliding_window") && t->slide != SLIDE_PATTERN) {
 		if ((rc = config_count(root, path, "sliding_window", &window)) < 0)
 			return -1;
 		if (rc && !(g & GIVEN_WINDOW)) {
@@ -611,6 +754,21 @@ int model_config(struct problem_spec *s)
 		s->layout = families[s->family].layout;
 	if (!rc && attn)
 		rc = known_keys(&doc, attn, s->mtype);
+	if (!rc && attn) {
+		/* the keys the attention reads, for 'mha model' */
+		const cJSON *e;
+		size_t at = 0;
+
+		cJSON_ArrayForEach(e, attn) {
+			const size_t n = strlen(e->string) + 1;
+
+			if (model_type_knows(s->mtype, e->string) == 1 && at + n < sizeof(s->keys_used)) {
+				memcpy(s->keys_used + at, e->string, n);
+				at += n;
+			}
+		}
+		s->keys_used[at] = '\0';
+	}
 	if (!rc)
 		rc = apply(s, attn, cfg ? in.name : NULL);
 	if (!rc && s->rope_scaling) {

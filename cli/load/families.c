@@ -41,6 +41,32 @@ const struct family families[] = {
 		{ "q_proj_weight", T_TORCH_KEY, 0, NULL }, { "k_proj_weight", T_TORCH_KEY, 0, NULL },
 		{ "v_proj_weight", T_TORCH_KEY, 0, NULL }, { "out_proj.weight", T_TORCH_KEY, 1, NULL },
 		{ "out_proj.bias", T_TORCH_KEY, 0, NULL } } },
+	/* the families with Q, K and V in one tensor (out x in), split by rows */
+	[FAMILY_PHI3] = { "phi3", "layers.%zu.self_attn", "qkv_proj.weight", LAYOUT_TORCH, {
+		{ "qkv_proj.weight", T_FUSED_W, 1, NULL }, { "o_proj.weight", WO, 1, NULL },
+		{ "qkv_proj.bias", T_FUSED_B, 0, NULL }, { "o_proj.bias", BO, 0, NULL } },
+		FUSED_BLOCKS },
+	[FAMILY_NEOX] = { "gpt_neox", "layers.%zu.attention", "query_key_value.weight", LAYOUT_TORCH, {
+		{ "query_key_value.weight", T_FUSED_W, 1, NULL },
+		{ "query_key_value.bias", T_FUSED_B, 0, NULL },
+		{ "dense.weight", WO, 1, NULL }, { "dense.bias", BO, 0, NULL },
+		{ "rotary_emb.inv_freq", T_INV_FREQ, 0, NULL },
+		{ "bias", T_IGNORED, 0, "the causal mask as a buffer, which config.json's family implies" },
+		{ "masked_bias", T_IGNORED, 0, "the masked scores' fill value, a buffer" } },
+		FUSED_PER_HEAD },
+	[FAMILY_FALCON] = { "falcon", "h.%zu.self_attention", "query_key_value.weight", LAYOUT_TORCH, {
+		{ "query_key_value.weight", T_FUSED_W, 1, NULL },
+		{ "query_key_value.bias", T_FUSED_B, 0, NULL },
+		{ "dense.weight", WO, 1, NULL }, { "dense.bias", BO, 0, NULL } },
+		FUSED_PER_HEAD },
+	[FAMILY_BIGCODE] = { "gpt_bigcode", "h.%zu.attn", "c_attn.weight", LAYOUT_TORCH, {
+		{ "c_attn.weight", T_FUSED_W, 1, NULL }, { "c_attn.bias", T_FUSED_B, 0, NULL },
+		{ "c_proj.weight", WO, 1, NULL }, { "c_proj.bias", BO, 0, NULL } },
+		FUSED_BLOCKS },
+	[FAMILY_MODERNBERT] = { "modernbert", "layers.%zu.attn", "Wqkv.weight", LAYOUT_TORCH, {
+		{ "Wqkv.weight", T_FUSED_W, 1, NULL }, { "Wqkv.bias", T_FUSED_B, 0, NULL },
+		{ "Wo.weight", WO, 1, NULL }, { "Wo.bias", BO, 0, NULL } },
+		FUSED_BLOCKS },
 };
 const size_t n_families = sizeof(families) / sizeof(families[0]);
 
@@ -89,6 +115,25 @@ static const char *const smollm3_keys[] = { LLAMA_KEYS, "no_rope_layers", "no_ro
 static const char *const olmo_keys[] = { LLAMA_KEYS, "clip_qkv", NULL };
 static const char *const gpt_oss_keys[] = { LLAMA_KEYS, "sliding_window", "layer_types",
 					    "quantization_config", NULL };
+static const char *const phi3_keys[] = { LLAMA_KEYS, "sliding_window",
+					 "original_max_position_embeddings", NULL };
+/* GPT-NeoX: rotary_pct and rotary_emb_base, or their later names */
+static const char *const neox_keys[] = { "num_attention_heads", "hidden_size", "rotary_pct",
+					 "rotary_emb_base", "partial_rotary_factor", "rope_theta",
+					 "rope_scaling", "attention_bias", NULL };
+static const char *const falcon_keys[] = { "num_attention_heads", "num_kv_heads", "hidden_size",
+					   "multi_query", "new_decoder_architecture", "alibi",
+					   "bias", "rope_theta", "rope_scaling", NULL };
+static const char *const bigcode_keys[] = { "n_head", "n_embd", "multi_query",
+					    "scale_attn_weights", NULL };
+static const char *const gemma3_keys[] = { LLAMA_KEYS, "query_pre_attn_scalar",
+					   "attn_logit_softcapping", "sliding_window", "layer_types",
+					   "sliding_window_pattern", "rope_local_base_freq",
+					   "rms_norm_eps", "use_bidirectional_attention", NULL };
+static const char *const modernbert_keys[] = { "num_attention_heads", "hidden_size",
+					       "global_rope_theta", "local_rope_theta",
+					       "local_attention", "global_attn_every_n_layers",
+					       "attention_bias", NULL };
 static const char *const gpt2_keys[] = { "n_head", "n_embd", "scale_attn_weights",
 					 "scale_attn_by_inverse_layer_idx", NULL };
 static const char *const bert_keys[] = { "num_attention_heads", "hidden_size",
@@ -108,6 +153,29 @@ static const char *const gemma2_other[] = { "hidden_activation", "final_logit_so
 static const char *const granite_other[] = { "embedding_multiplier", "residual_multiplier",
 					     "logits_scaling", "mlp_bias", NULL };
 static const char *const cohere_other[] = { "logit_scale", NULL };
+static const char *const phi3_other[] = { "resid_pdrop", "embd_pdrop", NULL };
+/* the encoder's own: its norms, MLP, classifier heads, flash-attention and
+ * compile switches that compute the same attention */
+static const char *const modernbert_other[] = {
+	"hidden_activation", "initializer_cutoff_factor", "norm_eps", "norm_bias",
+	"embedding_dropout", "mlp_bias", "mlp_dropout", "decoder_bias", "classifier_pooling",
+	"classifier_dropout", "classifier_bias", "classifier_activation",
+	"deterministic_flash_attn", "sparse_prediction", "sparse_pred_ignore_index",
+	"reference_compile", "repad_logits_with_grad", "cls_token_id",
+	/* a leftover of BERT's config the modeling code never reads */
+	"position_embedding_type", NULL
+};
+static const char *const neox_other[] = { "use_parallel_residual", "hidden_dropout",
+					  "classifier_dropout", NULL };
+static const char *const falcon_other[] = { "apply_residual_connection_post_layernorm",
+					    "hidden_dropout", "parallel_attn",
+					    "num_ln_in_parallel_attn", "ffn_hidden_size",
+					    "activation", NULL };
+/* the same scores in float64: where float16 code upcasts the softmax */
+static const char *const bigcode_other[] = { "n_layer", "n_positions", "n_inner",
+					     "activation_function", "resid_pdrop", "embd_pdrop",
+					     "attn_pdrop", "attention_softmax_in_fp32",
+					     "scale_attention_softmax_in_fp32", NULL };
 static const char *const qwen3_moe_other[] = { "decoder_sparse_step", "moe_intermediate_size",
 					       "num_experts_per_tok", "num_experts",
 					       "norm_topk_prob", "output_router_logits",
@@ -134,23 +202,26 @@ static const char *const image_text_other[] = {
 	"text_config", "vision_config", "image_token_index", "image_token_id",
 	"projector_hidden_act", "vision_feature_select_strategy", "vision_feature_layer",
 	"image_seq_length", "multimodal_projector_bias", "spatial_merge_size",
-	"image_grid_pinpoints", "ignore_index", NULL
+	"image_grid_pinpoints", "ignore_index",
+	/* Gemma 3's */
+	"boi_token_index", "eoi_token_index", "mm_tokens_per_image", NULL
 };
 
 /* a row that reads the type's attention: family, biases, rotation, window,
  * keys read, keys known harmless, transformers' default heads */
 #define READS(fam, bias, rope, slide, keys, other, heads) \
-	fam, bias, NULL, rope, slide, keys, other, heads, NULL, 0, { 0 }
+	fam, bias, NULL, rope, slide, keys, other, heads, NULL, 0, FUSED_NONE, { 0 }
 /* and a q/k norm: its kind, over the whole row, eps's key and default, the key
  * that turns it on */
 #define READS_NORM(fam, bias, rope, slide, keys, other, heads, kind, all, eps_key, eps, flag) \
-	fam, bias, NULL, rope, slide, keys, other, heads, NULL, 0, { kind, all, eps_key, eps, flag }
+	fam, bias, NULL, rope, slide, keys, other, heads, NULL, 0, FUSED_NONE, \
+	{ kind, all, eps_key, eps, flag }
 /* an image-text type: its text model's type when text_config gives none */
 #define TEXT_OF(type) FAMILY_NONE, BIAS_ANY, NULL, MHA_ROPE_NONE, SLIDE_NONE, NULL, \
-	image_text_other, 0, type, 0, { 0 }
+	image_text_other, 0, type, 0, FUSED_NONE, { 0 }
 /* a type whose attention needs what mha does not compute */
 #define REFUSED(fam, why) fam, BIAS_ANY, why, MHA_ROPE_NONE, SLIDE_NONE, NULL, NULL, 0, NULL, 0, \
-	{ 0 }
+	FUSED_NONE, { 0 }
 
 #define HALF MHA_ROPE_HALF
 
@@ -189,25 +260,32 @@ static const struct model_type types[] = {
 	{ "llava_next", TEXT_OF("llama") },
 	{ "mistral3", TEXT_OF("mistral") },
 	{ "gemma3", TEXT_OF("gemma3_text") },
-	{ "gemma3_text", REFUSED(FAMILY_LLAMA, "rotary bases by layer kind (rope_local_base_freq), "
-				 "which mha does not read yet") },
-	{ "phi3", REFUSED(FAMILY_NONE, "qkv_proj, Q, K and V fused in one tensor, which mha does "
-			  "not split yet") },
-	{ "gpt_neox", REFUSED(FAMILY_NONE, "query_key_value, Q, K and V fused head by head, which "
-			      "mha does not split yet") },
-	{ "falcon", REFUSED(FAMILY_NONE, "query_key_value, Q, K and V fused by key/value group, "
-			    "which mha does not split yet") },
-	{ "gpt_bigcode", REFUSED(FAMILY_NONE, "c_attn, Q and one K and V fused, which mha does "
-				 "not split yet") },
-	{ "modernbert", REFUSED(FAMILY_NONE, "Wqkv, Q, K and V fused, and local and global layers "
-				"with two rotary bases, which mha does not read yet") },
+	/* Gemma 3: q_norm and k_norm times 1 + w, five local layers to a global
+	 * one, the local ones turning by rope_local_base_freq */
+	{ "gemma3_text", READS_NORM(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_PATTERN, gemma3_keys,
+				    gemma2_other, 0, MHA_NORM_RMS1P, 0, "rms_norm_eps", 1e-6,
+				    NULL) },
+	/* Phi-3, Phi-4: qkv_proj; longrope with the top level's original_max_position_embeddings */
+	{ "phi3", READS(FAMILY_PHI3, BIAS_NONE, HALF, SLIDE_ALL, phi3_keys, phi3_other, 32) },
+	/* Pythia: query_key_value head by head, rotary_pct of each head turned */
+	{ "gpt_neox", READS(FAMILY_NEOX, BIAS_ANY, HALF, SLIDE_NONE, neox_keys, neox_other, 64) },
+	/* the fused layout and the key/value heads from multi_query and
+	 * new_decoder_architecture (config.c) */
+	{ "falcon", READS(FAMILY_FALCON, BIAS_ANY, HALF, SLIDE_NONE, falcon_keys, falcon_other,
+			  71) },
+	/* StarCoder: c_attn as Q and one K and V (multi_query), learned positions */
+	{ "gpt_bigcode", READS(FAMILY_BIGCODE, BIAS_ANY, MHA_ROPE_NONE, SLIDE_NONE, bigcode_keys,
+			       bigcode_other, 12) },
+	/* an encoder: Wqkv, local and global layers with their own rotary bases */
+	{ "modernbert", READS(FAMILY_MODERNBERT, BIAS_FLAG, HALF, SLIDE_EVERY_N, modernbert_keys,
+			      modernbert_other, 12) },
 	{ "deepseek_v2", REFUSED(FAMILY_NONE, "multi-head latent attention (MLA), which mha does "
 				 "not compute yet") },
 	{ "deepseek_v3", REFUSED(FAMILY_NONE, "multi-head latent attention (MLA), which mha does "
 				 "not compute yet") },
 	/* sinks, layer_types, YaRN; its MoE quantized, never its attention */
 	{ "gpt_oss", FAMILY_LLAMA, BIAS_FLAG, NULL, HALF, SLIDE_BY_TYPES, gpt_oss_keys, gpt_oss_other,
-	  0, NULL, 1, { 0 } },
+	  0, NULL, 1, FUSED_NONE, { 0 } },
 	{ "cohere2", REFUSED(FAMILY_LLAMA, "rotary embeddings on its sliding layers alone, which "
 			     "mha does not read yet") },
 };
@@ -224,10 +302,11 @@ const struct model_type *model_type_find(const char *type)
 static const char *const generic_keys[] = { "num_attention_heads", "num_key_value_heads",
 					    "hidden_size", "head_dim", "n_head", "n_embd", NULL };
 static const struct model_type generic = { "", FAMILY_NONE, BIAS_ANY, NULL, MHA_ROPE_NONE,
-					   SLIDE_NONE, generic_keys, none, 0, NULL, 0, { 0 } };
+					   SLIDE_NONE, generic_keys, none, 0, NULL, 0, FUSED_NONE, { 0 } };
 /* --layout torch: nn.MultiheadAttention has no config.json of its own */
 static const struct model_type torch_row = { "", FAMILY_TORCH, BIAS_ANY, NULL, MHA_ROPE_NONE,
-					     SLIDE_NONE, generic_keys, none, 0, NULL, 0, { 0 } };
+					     SLIDE_NONE, generic_keys, none, 0, NULL, 0, FUSED_NONE,
+					     { 0 } };
 
 const struct model_type *model_type_of_family(model_family f)
 {
@@ -263,10 +342,12 @@ static const struct { const char *suffix, *what; } unread[] = {
 	{ "k_norm.bias", "a bias of k's normalisation, which no family mha reads has" },
 	{ "sinks", "attention sinks (gpt-oss's), one logit per head, which this model type's "
 	  "attention does not have: say model_type gpt_oss, or give them with --sinks" },
-	{ "qkv_proj.weight", "Q, K and V fused in one tensor (Phi-3), which mha does not split yet" },
-	{ "query_key_value.weight", "Q, K and V fused in one tensor (GPT-NeoX, Falcon), which mha "
-	  "does not split yet" },
-	{ "Wqkv.weight", "Q, K and V fused in one tensor (ModernBERT), which mha does not split yet" },
+	{ "qkv_proj.weight", "Q, K and V fused in one tensor (Phi-3's), which this model type's "
+	  "attention does not have: say model_type phi3" },
+	{ "query_key_value.weight", "Q, K and V fused in one tensor (GPT-NeoX's, Falcon's), which "
+	  "this model type's attention does not have: say model_type gpt_neox or falcon" },
+	{ "Wqkv.weight", "Q, K and V fused in one tensor (ModernBERT's), which this model type's "
+	  "attention does not have: say model_type modernbert" },
 };
 
 const char *family_tensor_unread(const char *suffix)

@@ -28,6 +28,9 @@ enum {
 	T_SINKS,                /* one logit per head (gpt-oss), where the type reads them */
 	T_Q_NORM,               /* the q/k norm's weights, where the type normalises */
 	T_K_NORM,
+	T_FUSED_W,              /* Q, K and V in one projection (out x in), split as the
+				   fused layout says */
+	T_FUSED_B,              /* and its bias */
 	T_IGNORED               /* outside the attention mha computes (reason given) */
 };
 
@@ -38,12 +41,25 @@ struct family_tensor {
 	const char *why;    /* T_IGNORED: why it does not change the attention */
 };
 
+/* How a fused projection's rows hold Q, K and V (H query heads, G
+ * key/value heads of d features each). */
+enum fused_layout {
+	FUSED_NONE,
+	FUSED_BLOCKS,    /* [Q (H*d) | K (G*d) | V (G*d)] (Phi-3, ModernBERT, BigCode's
+			    multi-query, Falcon's multi_query) */
+	FUSED_PER_HEAD,  /* head by head [q | k | v] (G = H: GPT-NeoX, BigCode, Falcon's
+			    first models) */
+	FUSED_GROUPED    /* group by group [H/G q heads | k | v] (Falcon's
+			    new_decoder_architecture) */
+};
+
 struct family {
-	const char *name;  /* --layout's word */
+	const char *name;  /* --layout's word, or its model_type's */
 	const char *layer; /* the module of layer N, "%zu" for N */
 	const char *key;   /* a tensor every such module has */
 	weight_layout layout;
 	struct family_tensor t[14];
+	enum fused_layout fused; /* T_FUSED_W's rows (model_type may say otherwise) */
 };
 
 /* indexed by model_family; [FAMILY_NONE] is empty */
@@ -57,7 +73,13 @@ enum slide_rule {
 	SLIDE_QWEN,      /* use_sliding_window, from max_window_layers; layer_types (Qwen2) */
 	SLIDE_EVEN,      /* layer_types, else layers 0, 2, 4, ... (Gemma 2) */
 	SLIDE_TYPES,     /* use_sliding_window and layer_types only (SmolLM3) */
-	SLIDE_BY_TYPES   /* layer_types alone, which must be there (gpt-oss) */
+	SLIDE_BY_TYPES,  /* layer_types alone, which must be there (gpt-oss) */
+	SLIDE_PATTERN,   /* layer_types, else all but every sliding_window_pattern-th
+			    (6 when left out: Gemma 3); the local layers turn by
+			    rope_local_base_freq, without rope_scaling */
+	SLIDE_EVERY_N    /* all but every global_attn_every_n_layers-th (3), from layer
+			    0: a window of local_attention/2 keys on each side,
+			    local_rope_theta; the others global_rope_theta (ModernBERT) */
 };
 
 /* Which biases a model type's projections have. */
@@ -84,6 +106,8 @@ struct model_type {
 				      text_config gives none ("llama"); its own keys
 				      are harmless_wrapper's */
 	int sinks;                 /* its attention has sinks (T_SINKS): read, not refused */
+	enum fused_layout fused;   /* its fused projection's layout when config.json does
+				      not say (FUSED_NONE: the family's) */
 	struct {                   /* its q/k norm (T_Q_NORM, T_K_NORM); kind 0: none */
 		mha_norm_kind kind;
 		int over_all;      /* over the whole projection (OLMo 2), else per head */

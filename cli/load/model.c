@@ -51,12 +51,13 @@ static ptrdiff_t layer_of(const char *module, size_t len, const struct family *f
 	return -1;
 }
 
-/* Which family's attention the names hold: the only one with modules. */
+/* Which family's attention the names hold: the only one with modules (of
+ * --layout's families: the others share their names, a model_type says) */
 model_family model_detect(const struct ckpt *c)
 {
 	model_family found = FAMILY_NONE;
 
-	for (size_t f = 1; f < n_families; f++)
+	for (size_t f = 1; f <= FAMILY_TORCH; f++)
 		for (size_t i = 0; i < c->n_names; i++)
 			if (module_of(c->names[i].name, families[f].key) >= 0) {
 				if (found)
@@ -201,6 +202,60 @@ static int third(matrix *dst, const matrix *m, size_t k)
 	return 0;
 }
 
+/*
+ * A fused projection m, (rows, in) or a bias (rows), as Q, K and V by the
+ * layout (families.h), put into w: H query heads and G key/value heads of d
+ * = rows / (H + 2G) features.  0, or -1 said.
+ */
+static int split_fused(weights *w, const matrix *m, const struct problem_spec *s,
+		       enum fused_layout lay, int bias, const char *name, const char *src)
+{
+	const size_t H = s->heads, G = s->kv_heads ? s->kv_heads : s->heads;
+	const size_t rows = m->dim[0], cols = bias ? 1 : m->rank == 2 ? m->dim[1] : 0;
+	matrix part[3] = { { 0 } };
+	size_t d;
+	char shape[64];
+	int rc = 0;
+
+	if (!(s->given & (GIVEN_HEADS | CONFIG_HEADS)))
+		return error("%s: \"%s\" holds Q, K and V, which the heads split: how many heads? "
+			     "give --heads", s->config_read[0] ? path_shown(s->config_read) : src, name);
+	if (m->rank != (bias ? 1u : 2u) || rows % (H + 2 * G) || (lay == FUSED_PER_HEAD && G != H))
+		return error("%s: \"%s\" is %s, but Q, K and V of %zu head%s and %zu key/value head%s "
+			     "%s", src, name, matrix_shape(m, shape, sizeof(shape)), H, plural(H), G,
+			     plural(G), lay == FUSED_PER_HEAD && G != H ? "cannot be fused head by head "
+			     "(its layout needs as many key/value heads as heads)" : bias ?
+			     "need a vector of (heads + 2 key/value heads) x head_dim" :
+			     "need (heads + 2 key/value heads) x head_dim rows");
+	d = rows / (H + 2 * G);
+	for (int q = 0; q < 3 && !rc; q++)
+		rc = matrix_alloc(&part[q], m->rank, (q ? G : H) * d, bias ? 1 : cols, 1);
+	for (size_t r = 0; r < rows && !rc; r++) {
+		size_t which, at;
+
+		if (lay == FUSED_PER_HEAD) {
+			/* head h's [q | k | v] (GPT-NeoX's view(heads, 3 * d)) */
+			which = r % (3 * d) / d;
+			at = r / (3 * d) * d + r % d;
+		} else if (lay == FUSED_GROUPED) {
+			/* group g's [H/G q heads | k | v] (Falcon's new_decoder_architecture) */
+			const size_t per = H / G, g = r / ((per + 2) * d), j = r % ((per + 2) * d) / d;
+
+			which = j < per ? 0 : j == per ? 1 : 2;
+			at = (j < per ? g * per + j : g) * d + r % d;
+		} else {
+			which = r < H * d ? 0 : r < (H + G) * d ? 1 : 2;
+			at = r - (which == 0 ? 0 : which == 1 ? H * d : (H + G) * d);
+		}
+		memcpy(part[which].v + at * cols, m->v + r * cols, cols * sizeof(double));
+	}
+	for (int q = 0; q < 3 && !rc; q++)
+		rc = weights_put_key(w, weight_names[(bias ? BQ : WQ) + q], &part[q], src);
+	for (int q = 0; q < 3; q++)
+		matrix_free(&part[q]);
+	return rc ? -1 : 0;
+}
+
 /* the features each of m's rows or columns projects to: out of (out, in) or (in, out) */
 static size_t out_features(const matrix *m, weight_layout layout)
 {
@@ -237,7 +292,7 @@ static int check_config(const weights *w, const struct problem_spec *s)
 
 const char *model_family_name(model_family f)
 {
-	return f > FAMILY_NONE && f <= FAMILY_TORCH ? families[f].name : NULL;
+	return f > FAMILY_NONE && (size_t)f < n_families ? families[f].name : NULL;
 }
 
 /* the name of the module's tensor suffix, into name */
@@ -441,6 +496,10 @@ int model_load(weights *w, matrix *const extra[MODEL_EXTRA], struct problem_spec
 				s->q_norm = s->norm_from[0];
 			else
 				s->k_norm = s->norm_from[1];
+		} else if (fam->t[k].what == T_FUSED_W || fam->t[k].what == T_FUSED_B) {
+			rc = split_fused(w, &m, s, s->fused ? (enum fused_layout)s->fused : fam->fused,
+					 fam->t[k].what == T_FUSED_B, name, src);
+			matrix_free(&m);
 		} else if (fam->t[k].what == T_TORCH_KEY) {
 			rc = weights_put_key(w, fam->t[k].suffix, &m, src);
 		} else if (fam->t[k].what == T_PACKED_W || fam->t[k].what == T_PACKED_B) {

@@ -83,7 +83,8 @@ static int factors(const cJSON *sc, const char *path, const char *key, double *o
 	return 0;
 }
 
-int rope_scaling_read(struct problem_spec *s, const cJSON *sc, const char *path, double max_pos)
+int rope_scaling_read(struct problem_spec *s, const cJSON *sc, const char *path, double max_pos,
+		      double orig_top)
 {
 	mha_rope_scaling *c = &s->cfg.rope.scaling;
 	const char *type = NULL;
@@ -178,6 +179,12 @@ int rope_scaling_read(struct problem_spec *s, const cJSON *sc, const char *path,
 		s->n_rope_factors = n;
 		c->short_factor = s->rope_factors[0];
 		c->long_factor = s->rope_factors[1];
+		/* Phi-3: the top level's original_max_position_embeddings, which
+		 * transformers takes over the object's */
+		if (orig_top) {
+			orig = orig_top;
+			has_orig = 1;
+		}
 		if (has_orig && max_pos)
 			c->factor = max_pos / orig;
 		c->original_max = has_orig ? orig : max_pos;
@@ -213,7 +220,7 @@ int rope_scaling_option(struct problem_spec *s, double max_pos)
 		f.data = (unsigned char *)(void *)(char *)j;
 		f.len = strlen(j);
 		f.fd = -1;
-		rc = json_parse(&doc, &f) || rope_scaling_read(s, doc.root, "--rope-scaling", max_pos);
+		rc = json_parse(&doc, &f) || rope_scaling_read(s, doc.root, "--rope-scaling", max_pos, 0);
 		json_doc_free(&doc);
 		return rc ? -1 : 0;
 	}
@@ -221,7 +228,7 @@ int rope_scaling_option(struct problem_spec *s, double max_pos)
 		input_free(&f);
 		return -1;
 	}
-	rc = json_parse(&doc, &f) || rope_scaling_read(s, doc.root, f.name, max_pos);
+	rc = json_parse(&doc, &f) || rope_scaling_read(s, doc.root, f.name, max_pos, 0);
 	json_doc_free(&doc);
 	input_free(&f);
 	return rc ? -1 : 0;

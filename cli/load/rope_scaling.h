@@ -13,12 +13,15 @@
 /*
  * The object sc (from path: a file name, or "--rope-scaling") into
  * s->cfg.rope.scaling.  max_pos is config.json's max_position_embeddings
- * (0: none read), which YaRN, dynamic and LongRoPE may need; a key sc's
+ * (0: none read), which YaRN, dynamic and LongRoPE may need, and orig_top
+ * its original_max_position_embeddings beside rope_scaling (Phi-3's, which
+ * LongRoPE then reads as transformers does; 0: none); a key sc's
  * type does not read, a value out of range, or a setting transformers'
  * versions read differently is refused naming it.  "default" (or no type
  * at all... refused) leaves the frequencies θ's.  0, or -1 said.
  */
-int rope_scaling_read(struct problem_spec *s, const cJSON *sc, const char *path, double max_pos);
+int rope_scaling_read(struct problem_spec *s, const cJSON *sc, const char *path, double max_pos,
+		      double orig_top);
 
 /* --rope-scaling J: J a JSON object, or a file holding one; read as above.
  * 0, or -1 said. */

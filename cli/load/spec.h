@@ -52,6 +52,8 @@ struct problem_spec {
 					   the family's own; NULL: none (model.c) */
 	int text_model;                 /* an image-text model's: the module is its text
 					   model's (text_config) */
+	int fused;                      /* a fused projection's layout config.json says
+					   (families.h), or 0: the family's */
 	int model_norm;                 /* the model type normalises q and k (config.c):
 					   its q_norm and k_norm tensors are read */
 	int config_bias;                /* config.json read: 1 + its attention_bias (false
@@ -63,6 +65,8 @@ struct problem_spec {
 	/* what a checkpoint's run used, for meta's "model": set by model_config
 	 * and model_load */
 	char config_read[PATH_TEXT];         /* the config.json read, or "" */
+	char keys_used[1024];                /* the keys of it the attention reads (model_type
+						knows them), each ended by a NUL, then "" */
 	char module[PATH_TEXT];              /* the module's names' start, with its '.', or "" */
 	int checkpoint;                 /* the weights came from a checkpoint */
 	unsigned given;                 /* GIVEN_ bits (model.h): what config.json leaves alone */

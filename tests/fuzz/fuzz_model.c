@@ -177,7 +177,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char w_path[400];
 	struct problem_spec s;
 	weights w;
-	matrix sinks = { 0 };
+	matrix sinks = { 0 }, q_norm = { 0 }, k_norm = { 0 };
+	matrix *const extra[MODEL_EXTRA] = { [MODEL_SINKS] = &sinks, [MODEL_Q_NORM] = &q_norm,
+					     [MODEL_K_NORM] = &k_norm };
 
 	if (!dir[0])
 		setup();
@@ -212,11 +214,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (s.heads < 1)
 			fuzz_fail("model_config: no heads");
 		w.layout = s.layout;
-		if (model_load(&w, &sinks, &s, s.w) == 0)
+		if (model_load(&w, extra, &s, s.w) == 0)
 			check_loaded(&w, &s);
 	}
 	weights_free(&w);
 	matrix_free(&sinks);
+	matrix_free(&q_norm);
+	matrix_free(&k_norm);
 	if (budget_held() != 0)
 		fuzz_fail("the memory budget was not given back in full");
 	drop(index_name);
