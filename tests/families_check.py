@@ -302,6 +302,29 @@ FAMILIES = [
                            "torch_dtype": "float32", "transformers_version": "4.47.0.dev0",
                            "vocab_size": 11},
          runs=[0, 1]),
+    dict(name="GLM-4 (q, k, v biases, interleaved pairs of half the features)", type="glm",
+         dtype="BF16", D=16, H=4, G=2, hd=8, layers=2, bias="qkv",
+         config=lambda f: cfg("GlmForCausalLM", "glm", 16, 4, 2, 2, f["dtype"],
+                              attention_bias=True, head_dim=8, pad_token_id=151329,
+                              partial_rotary_factor=0.5, rope_theta=10000.0),
+         runs=[1]),
+    dict(name="GLM-4-0414 (glm4, no biases)", type="glm4", dtype="BF16", D=16, H=4, G=2, hd=4,
+         layers=2,
+         config=lambda f: cfg("Glm4ForCausalLM", "glm4", 16, 4, 2, 2, f["dtype"],
+                              attention_bias=False, head_dim=4, partial_rotary_factor=0.5,
+                              rope_theta=10000.0),
+         runs=[1]),
+    dict(name="Command R7B (cohere2: rotation and window on local layers alone)",
+         type="cohere2", dtype="BF16", D=16, H=4, G=2, hd=4, layers=4,
+         config=lambda f: cfg("Cohere2ForCausalLM", "cohere2", 16, 4, 2, 4, f["dtype"],
+                              attention_bias=False, cache_implementation="hybrid", head_dim=4,
+                              layer_norm_eps=1e-05, logit_scale=0.25,
+                              order_of_interleaved_layers="local_attn_first", pad_token_id=0,
+                              position_embedding_type="rope_gptj", rope_scaling=None,
+                              rope_theta=50000, rotary_pct=1.0, sliding_window=3,
+                              sliding_window_pattern=4, use_embedding_sharing=True,
+                              use_gated_activation=True),
+         runs=[2, 3]),
     dict(name="SmolLM3 (a layer without rotation)", type="smollm3", dtype="BF16", D=16, H=4,
          G=2, hd=4, layers=4,
          config=lambda f: cfg("SmolLM3ForCausalLM", "smollm3", 16, 4, 2, 4, f["dtype"],
@@ -524,6 +547,18 @@ def hf_settings(f, config, layer):
         s["scaling"] = c["attention_multiplier"]
     if t == "cohere":
         s["rope"] = "interleaved"
+    if t in ("glm", "glm4"):
+        # GlmAttention's apply_rotary_pos_emb: cos and sin repeat_interleave'd,
+        # pairs (2i, 2i + 1) of the first int(head_dim * partial_rotary_factor)
+        s["rope"] = "interleaved"
+    if t == "cohere2":
+        # Cohere2Attention: sliding and rotated on the local layers (layer_types,
+        # else all but every sliding_window_pattern-th), neither on the others
+        local = bool((layer + 1) % c.get("sliding_window_pattern", 4))
+        if "layer_types" in c:
+            local = c["layer_types"][layer] == "sliding_attention"
+        s["rope"] = "interleaved" if local and c.get("sliding_window") else None
+        s["window"] = c.get("sliding_window") if local else None
     if t == "smollm3" and not c["no_rope_layers"][layer]:
         s["rope"] = None
     if t == "gpt_oss" and c["layer_types"][layer] == "sliding_attention":
@@ -987,7 +1022,8 @@ def refusal_cases(c, rng):
             "olmo2": "clip_qkv", "phi3": "attn_logit_softcapping",
             "gpt_neox": "sliding_window", "falcon": "query_pre_attn_scalar",
             "gpt_bigcode": "rope_theta", "gemma3_text": "attention_multiplier",
-            "gemma3": "use_qk_norm", "modernbert": "sliding_window",
+            "gemma3": "use_qk_norm", "modernbert": "sliding_window", "glm": "sliding_window",
+            "glm4": "use_qk_norm", "cohere2": "use_qk_norm",
             "gemma": "sliding_window", "gemma2": "no_rope_layers", "granite": "use_qk_norm",
             "cohere": "sliding_window", "smollm3": "attn_logit_softcapping",
             "olmo": "layer_types", "llava": "some_new_attention_key", "gpt_oss": "use_qk_norm",
@@ -1046,16 +1082,15 @@ def refusal_cases(c, rng):
     c.refused("llama: attention_bias false with q_proj.bias there",
               planted(c, f, "bias", config=conf, tensors=t), ["attention_bias is false"])
     # model types mha does not compute yet: what each needs
-    for mtype, words in (("deepseek_v3", "latent attention"), ("deepseek_v2", "latent attention"),
-                         ("cohere2", "sliding layers alone")):
+    for mtype, words in (("deepseek_v3", "latent attention"), ("deepseek_v2", "latent attention")):
         conf = dict(f["cfg"], model_type=mtype)
         c.refused("model_type %s: refused, saying what it needs" % mtype,
                   planted(c, f, "type", config=conf), ['model_type "%s"' % mtype, words])
     # an image-text model whose text model's type is refused: that one said
     conf = dict(f["cfg"], model_type="llava")
-    conf = {"model_type": "llava", "text_config": dict(f["cfg"], model_type="cohere2")}
-    c.refused("model_type llava with a cohere2 text model: the text model's blocker said",
-              planted(c, f, "g3", config=conf), ['"cohere2"', "sliding layers alone"])
+    conf = {"model_type": "llava", "text_config": dict(f["cfg"], model_type="deepseek_v3")}
+    c.refused("model_type llava with a deepseek_v3 text model: the text model's blocker said",
+              planted(c, f, "g3", config=conf), ['"deepseek_v3"', "latent attention"])
     # Gemma 3: no head_dim, bidirectional attention; ModernBERT without --layer
     g = by_type("gemma3_text")
     conf = {k: v for k, v in g["cfg"].items() if k != "head_dim"}

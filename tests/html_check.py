@@ -226,9 +226,13 @@ def explain_cell(cmd, i, j, head):
                 if not more.startswith("    "):
                     break
                 lines.append(more)
-            if "--rope" in cmd:
+            norm = "--q-norm" in cmd or "--norm" in cmd
+            if "--rope" in cmd or norm:
                 at = next(n for n, l in enumerate(lines) if l.startswith("    score"))
-                lines[1:at] = ["    (q and k after the rotary embedding: --explain --cell shows the rotation)"]
+                lines[1:at] = (["    (q and k normalised first, q_norm and k_norm: --explain "
+                                "shows the norm)"] if norm else []) + \
+                    (["    (q and k after the rotary embedding: --explain --cell shows the "
+                      "rotation)"] if "--rope" in cmd else [])
             return "\n".join(lines)
     raise SystemExit("no worked cell in --explain's output")
 
@@ -530,6 +534,10 @@ def main():
         # rotary embeddings: the narration from the rotated rows
         cmd = ["forward", "-x", x, "-w", w, "--heads", "2", "--rope", "half", "--causal"]
         run_case(b, work, "rope", cmd, 2, [str(i) for i in range(1, 7)], cells=[(4, 2, 2)])
+        # a q/k norm before the rotation: the page's note, the heads' normalised rows
+        cmd = ["forward", "-x", x, "-w", w, "--heads", "2", "--rope", "half", "--causal",
+               "--norm", "layer"]
+        run_case(b, work, "norm", cmd, 2, [str(i) for i in range(1, 7)], cells=[(5, 3, 1)])
         # a batch: every sequence in one page, a selector
         cmd = ["forward", "-x", xb, "-w", w, "--heads", "2", "--causal"]
         run_case(b, work, "batch", cmd, 2, ["1", "2", "3", "4"], cells=[(3, 2, 2)], batch=3)

@@ -5,6 +5,8 @@
  */
 #include "load/model.h"
 #include "load/families.h"
+#include "load/config_keys.h"
+#include "load/layers.h"
 #include "load/rope_scaling.h"
 #include "read/checkpoint.h"
 #include "base/cli.h"
@@ -21,89 +23,6 @@ const char *model_heads_key(const struct problem_spec *s)
 {
 	return (s->mtype ? s->mtype->family : s->family) == FAMILY_GPT2 ? "n_head"
 								       : "num_attention_heads";
-}
-
-static int bad_type(const char *path, const char *key, const char *want)
-{
-	return error("%s: \"%s\" is not %s", path, key, want);
-}
-
-/* key as a whole number from 1: 1 and *out, 0 absent or null, -1 said */
-static int config_count(const cJSON *root, const char *path, const char *key, size_t *out)
-{
-	const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, key);
-
-	if (!e || cJSON_IsNull(e))
-		return 0;
-	if (!cJSON_IsNumber(e) || !(e->valuedouble >= 1) || e->valuedouble != floor(e->valuedouble))
-		return bad_type(path, key, "a whole number from 1");
-	if (e->valuedouble > 1e15)
-		return error("%s: \"%s\" is %g, more than any model has", path, key, e->valuedouble);
-	*out = (size_t)e->valuedouble;
-	return 1;
-}
-
-static int config_number(const cJSON *root, const char *path, const char *key, double *out)
-{
-	const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, key);
-
-	if (!e || cJSON_IsNull(e))
-		return 0;
-	if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || !(e->valuedouble > 0))
-		return bad_type(path, key, "a number above 0");
-	*out = e->valuedouble;
-	return 1;
-}
-
-static int config_bool(const cJSON *root, const char *path, const char *key, int *out)
-{
-	const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, key);
-
-	if (!e || cJSON_IsNull(e))
-		return 0;
-	if (!cJSON_IsBool(e))
-		return bad_type(path, key, "true or false");
-	*out = cJSON_IsTrue(e);
-	return 1;
-}
-
-static int config_string(const cJSON *root, const char *path, const char *key, const char **out)
-{
-	const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, key);
-
-	if (!e || cJSON_IsNull(e))
-		return 0;
-	if (!cJSON_IsString(e))
-		return bad_type(path, key, "a string");
-	*out = e->valuestring;
-	return 1;
-}
-
-/* the first of two spellings present (hidden_size, n_embd) */
-static int config_count2(const cJSON *root, const char *path, const char *a, const char *b,
-			 size_t *out)
-{
-	const int rc = config_count(root, path, a, out);
-
-	return rc ? rc : config_count(root, path, b, out);
-}
-
-/* key a, or its older name b (GPT-NeoX's rotary_pct for partial_rotary_factor):
- * 1 and *out, 0 absent, -1 said (both there and different) */
-static int config_number2(const cJSON *root, const char *path, const char *a, const char *b,
-			  double *out)
-{
-	double va = 0, vb = 0;
-	const int ra = config_number(root, path, a, &va), rb = config_number(root, path, b, &vb);
-
-	if (ra < 0 || rb < 0)
-		return -1;
-	if (ra && rb && va != vb)
-		return error("%s: \"%s\" is %g but \"%s\" %g: transformers' versions read one or the "
-			     "other", path, a, va, b, vb);
-	if (ra || rb)
-		*out = ra ? va : vb;
-	return ra || rb;
 }
 
 /*
@@ -141,140 +60,6 @@ static int fused_heads(struct problem_spec *s, const cJSON *root, const char *pa
 				     "new_decoder_architecture: query_key_value is fused head by "
 				     "head, %zu of them", path, n, heads);
 		*kv = 0;
-	}
-	return 0;
-}
-
-/* layer_types' entry for the layer the run takes: 1 sliding, 0 not, -1 said */
-static int layer_type(const cJSON *types, const char *path, const struct problem_spec *s)
-{
-	const cJSON *t;
-
-	if (!cJSON_IsArray(types))
-		return bad_type(path, "layer_types", "a list of strings");
-	if (!s->has_layer)
-		return error("%s: layer_types differ by layer: give --layer", path);
-	t = cJSON_GetArrayItem(types, (int)(s->layer < 1000000 ? s->layer : 1000000));
-	if (!t)
-		return error("%s: layer_types has no entry for layer %zu", path, s->layer);
-	if (!cJSON_IsString(t))
-		return bad_type(path, "layer_types", "a list of strings");
-	if (!strcmp(t->valuestring, "sliding_attention"))
-		return 1;
-	if (!strcmp(t->valuestring, "full_attention"))
-		return 0;
-	return error("%s: layer_types[%zu] is \"%.40s\", expected \"sliding_attention\" or "
-		     "\"full_attention\"", path, s->layer, t->valuestring);
-}
-
-/*
- * Whether the layer the run takes slides its window, by the type's rule
- * (families.h): Mistral every layer; Qwen2 use_sliding_window, and layers
- * from max_window_layers, or layer_types; Gemma 2 layer_types, else the
- * even layers; SmolLM3 use_sliding_window and layer_types.  1, 0, or -1 said.
- */
-static int sliding(const cJSON *root, const char *path, const struct problem_spec *s)
-{
-	const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
-	const enum slide_rule rule = s->mtype->slide;
-	size_t from = 0;
-	int use = rule != SLIDE_TYPES, rc;
-
-	if (rule == SLIDE_ALL)
-		return 1;
-	if (rule == SLIDE_BY_TYPES && (!types || cJSON_IsNull(types)))
-		return error("%s: sliding_window without layer_types: which layers slide is not "
-			     "said", path);
-	if (rule == SLIDE_QWEN || rule == SLIDE_TYPES) {
-		if (config_bool(root, path, "use_sliding_window", &use) < 0)
-			return -1;
-		if (!use)
-			return 0;
-	}
-	if (types && !cJSON_IsNull(types))
-		return layer_type(types, path, s);
-	if (rule == SLIDE_EVEN) {
-		if (!s->has_layer)
-			return error("%s: %s slides its window on every other layer: give --layer",
-				     path, s->mtype->type);
-		return s->layer % 2 == 0;
-	}
-	if (rule == SLIDE_TYPES)
-		return error("%s: use_sliding_window without layer_types: which layers slide is not "
-			     "said; give --window, or leave it out with --window none", path);
-	/* Qwen2: layers from max_window_layers (all without it) */
-	if ((rc = config_count(root, path, "max_window_layers", &from)) < 0)
-		return -1;
-	if (rc && (!s->has_layer || s->layer < from))
-		return s->has_layer ? 0 : error("%s: layers from max_window_layers slide their "
-						"window: give --layer", path);
-	return 1;
-}
-
-/*
- * Gemma 3's and ModernBERT's local layers (families.h's SLIDE_PATTERN and
- * SLIDE_EVERY_N): 1 the layer the run takes is local, 0 global, -1 said.
- */
-static int local_layer(const cJSON *root, const char *path, const struct problem_spec *s)
-{
-	const int gemma = s->mtype->slide == SLIDE_PATTERN;
-	const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
-	size_t every = gemma ? 6 : 3;
-
-	if (gemma && types && !cJSON_IsNull(types))
-		return layer_type(types, path, s);
-	if (config_count(root, path, gemma ? "sliding_window_pattern" : "global_attn_every_n_layers",
-			 &every) < 0)
-		return -1;
-	if (!s->has_layer)
-		return error("%s: %s has a global layer every %zu and local ones between: give "
-			     "--layer", path, s->mtype->type, every);
-	return gemma ? (s->layer + 1) % every != 0 : s->layer % every != 0;
-}
-
-/*
- * A local or a global layer's rotary base, rope_scaling and window: Gemma
- * 3's local layers turn by rope_local_base_freq without rope_scaling and
- * see sliding_window keys up to the query; ModernBERT's local_rope_theta
- * (global_rope_theta when null) and local_attention/2 keys on each side,
- * its global ones global_rope_theta; transformers' defaults where a key is
- * left out.  0, or -1 said.
- */
-static int apply_local_global(struct problem_spec *s, const cJSON *root, const char *path)
-{
-	const int gemma = s->mtype->slide == SLIDE_PATTERN;
-	const char *const local_key = gemma ? "rope_local_base_freq" : "local_rope_theta";
-	const char *const window_key = gemma ? "sliding_window" : "local_attention";
-	const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, local_key);
-	const cJSON *wk = cJSON_GetObjectItemCaseSensitive(root, window_key);
-	const cJSON *sc = gemma ? cJSON_GetObjectItemCaseSensitive(root, "rope_scaling") : NULL;
-	const unsigned g = s->given;
-	double theta = gemma ? 1e6 : 160000, local_theta = 10000, max_pos = 0;
-	size_t window = gemma ? 4096 : 128;
-	int local, bidi = 0;
-
-	if ((local = local_layer(root, path, s)) < 0 ||
-	    config_number(root, path, gemma ? "rope_theta" : "global_rope_theta", &theta) < 0 ||
-	    config_number(root, path, local_key, &local_theta) < 0 ||
-	    config_count(root, path, window_key, &window) < 0 ||
-	    (gemma && config_bool(root, path, "use_bidirectional_attention", &bidi) < 0))
-		return -1;
-	if (bidi)
-		return error("%s: use_bidirectional_attention: an encoder's attention (EmbeddingGemma's "
-			     "windows on both sides), which mha does not read yet", path);
-	if (!gemma && lt && cJSON_IsNull(lt))
-		local_theta = theta;
-	if (!(g & GIVEN_ROPE_THETA) && !s->rope_cos)
-		s->cfg.rope.theta = local ? local_theta : theta;
-	/* rope_scaling is the global layers' (Gemma 3's linear 8) */
-	if (!local && sc && !cJSON_IsNull(sc) && !s->rope_scaling && !s->rope_cos &&
-	    (config_number(root, path, "max_position_embeddings", &max_pos) < 0 ||
-	     rope_scaling_read(s, sc, path, max_pos, 0)))
-		return -1;
-	if (local && !(g & GIVEN_WINDOW) && !(wk && cJSON_IsNull(wk))) {
-		s->cfg.window.on = 1;
-		s->cfg.window.left = (ptrdiff_t)(gemma ? window - 1 : window / 2);
-		s->cfg.window.right = gemma ? -1 : (ptrdiff_t)(window / 2);
 	}
 	return 0;
 }
@@ -341,47 +126,6 @@ static int config_rotary_dim(struct problem_spec *s, const char *path, size_t hd
 	return 0;
 }
 
-/* key of root as a list entry for the layer the run takes: a whole number
- * from 0 into *out; 1, 0 absent, -1 said */
-static int config_layer_entry(const cJSON *root, const char *path, const char *key,
-			      const struct problem_spec *s, size_t *out)
-{
-	const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, key), *e;
-
-	if (!list || cJSON_IsNull(list))
-		return 0;
-	if (!cJSON_IsArray(list))
-		return bad_type(path, key, "a list");
-	if (!s->has_layer)
-		return error("%s: %s differs by layer: give --layer", path, key);
-	e = cJSON_GetArrayItem(list, (int)(s->layer < 1000000 ? s->layer : 1000000));
-	if (!e)
-		return error("%s: %s has no entry for layer %zu", path, key, s->layer);
-	if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) || e->valuedouble > 1e15 ||
-	    e->valuedouble != floor(e->valuedouble))
-		return error("%s: %s[%zu] is not a whole number from 0", path, key, s->layer);
-	*out = (size_t)e->valuedouble;
-	return 1;
-}
-
-/* SmolLM3's layers without position encoding: no_rope_layers[layer] 0, or
- * (without the list) every no_rope_layer_interval-th layer.  1 the layer
- * turns, 0 not, -1 said. */
-static int layer_turns(const cJSON *root, const char *path, const struct problem_spec *s)
-{
-	size_t use = 1, every = 4;
-	int rc = config_layer_entry(root, path, "no_rope_layers", s, &use);
-
-	if (rc)
-		return rc < 0 ? -1 : use != 0;
-	if (config_count(root, path, "no_rope_layer_interval", &every) < 0)
-		return -1;
-	if (!s->has_layer)
-		return error("%s: every %zu%s layer has no rotary embedding: give --layer", path,
-			     every, every == 2 ? "nd" : every == 3 ? "rd" : "th");
-	return (s->layer + 1) % every != 0;
-}
-
 /* key is one t's attention reads: model.c reads no other (and config.json
  * holds no key t does not know: known_keys) */
 static int reads(const struct model_type *t, const char *key)
@@ -402,7 +146,7 @@ static int apply_rope(struct problem_spec *s, const cJSON *root, const char *pat
 	if (!(g & GIVEN_ROPE))
 		s->cfg.rope.mode = t->rope;
 	if (root && reads(t, "no_rope_layers") && !(g & GIVEN_ROPE)) {
-		if ((rc = layer_turns(root, path, s)) < 0)
+		if ((rc = layers_turns(root, path, s)) < 0)
 			return -1;
 		if (!rc)
 			s->cfg.rope.mode = MHA_ROPE_NONE;
@@ -427,7 +171,7 @@ static int apply_rope(struct problem_spec *s, const cJSON *root, const char *pat
 			return -1;
 	}
 	if (partial > 1)
-		return bad_type(path, "partial_rotary_factor", "a number from 0 to 1");
+		return config_bad_type(path, "partial_rotary_factor", "a number from 0 to 1");
 	if (!s->cfg.rope.mode)
 		return 0; /* this layer does not turn: the rest is not used */
 	if (theta && !(g & GIVEN_ROPE_THETA) && !s->rope_cos && !lg)
@@ -569,13 +313,15 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 		return error("%s: no head_dim: Gemma 3's heads are head_dim wide (256 when left out), "
 			     "not hidden_size / num_attention_heads; give it", path);
 	if ((t->slide == SLIDE_PATTERN || t->slide == SLIDE_EVERY_N) &&
-	    apply_local_global(s, root, path))
+	    layers_local_global(s, root, path))
 		return -1;
-	if (reads(t, "sliding_window") && t->slide != SLIDE_PATTERN) {
+	if (t->slide == SLIDE_ROPE_LOCAL && layers_rope_local(s, root, path))
+		return -1;
+	if (reads(t, "sliding_window") && t->slide != SLIDE_PATTERN && t->slide != SLIDE_ROPE_LOCAL) {
 		if ((rc = config_count(root, path, "sliding_window", &window)) < 0)
 			return -1;
 		if (rc && !(g & GIVEN_WINDOW)) {
-			if ((rc = sliding(root, path, s)) < 0)
+			if ((rc = layers_sliding(root, path, s)) < 0)
 				return -1;
 			/* the query and the window - 1 keys before it */
 			if (rc) {

@@ -134,6 +134,8 @@ static const char *const modernbert_keys[] = { "num_attention_heads", "hidden_si
 					       "global_rope_theta", "local_rope_theta",
 					       "local_attention", "global_attn_every_n_layers",
 					       "attention_bias", NULL };
+static const char *const cohere2_keys[] = { LLAMA_KEYS, "sliding_window", "layer_types",
+					    "sliding_window_pattern", "layer_norm_eps", NULL };
 static const char *const gpt2_keys[] = { "n_head", "n_embd", "scale_attn_weights",
 					 "scale_attn_by_inverse_layer_idx", NULL };
 static const char *const bert_keys[] = { "num_attention_heads", "hidden_size",
@@ -176,6 +178,12 @@ static const char *const bigcode_other[] = { "n_layer", "n_positions", "n_inner"
 					     "activation_function", "resid_pdrop", "embd_pdrop",
 					     "attn_pdrop", "attention_softmax_in_fp32",
 					     "scale_attention_softmax_in_fp32", NULL };
+/* Command R7B's config carries keys of its original code that transformers'
+ * Cohere 2 stores and never reads (its rotation is interleaved and whole) */
+static const char *const cohere2_other[] = { "logit_scale", "cache_implementation",
+					     "order_of_interleaved_layers",
+					     "position_embedding_type", "rotary_pct",
+					     "use_embedding_sharing", "use_gated_activation", NULL };
 static const char *const qwen3_moe_other[] = { "decoder_sparse_step", "moe_intermediate_size",
 					       "num_experts_per_tok", "num_experts",
 					       "norm_topk_prob", "output_router_logits",
@@ -286,8 +294,15 @@ static const struct model_type types[] = {
 	/* sinks, layer_types, YaRN; its MoE quantized, never its attention */
 	{ "gpt_oss", FAMILY_LLAMA, BIAS_FLAG, NULL, HALF, SLIDE_BY_TYPES, gpt_oss_keys, gpt_oss_other,
 	  0, NULL, 1, FUSED_NONE, { 0 } },
-	{ "cohere2", REFUSED(FAMILY_LLAMA, "rotary embeddings on its sliding layers alone, which "
-			     "mha does not read yet") },
+	/* Command R7B: rotation on its sliding layers alone */
+	{ "cohere2", READS(FAMILY_LLAMA, BIAS_FLAG, MHA_ROPE_INTERLEAVED, SLIDE_ROPE_LOCAL,
+			   cohere2_keys, cohere2_other, 0) },
+	/* GLM-4: q, k, v biases with attention_bias (never o), pairs 2i, 2i + 1 of the
+	 * partial_rotary_factor features turned */
+	{ "glm", READS(FAMILY_LLAMA, BIAS_FLAG_QKV, MHA_ROPE_INTERLEAVED, SLIDE_NONE, llama_keys,
+		       none, 0) },
+	{ "glm4", READS(FAMILY_LLAMA, BIAS_FLAG_QKV, MHA_ROPE_INTERLEAVED, SLIDE_NONE, llama_keys,
+			none, 0) },
 };
 
 const struct model_type *model_type_find(const char *type)

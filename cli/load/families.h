@@ -77,9 +77,12 @@ enum slide_rule {
 	SLIDE_PATTERN,   /* layer_types, else all but every sliding_window_pattern-th
 			    (6 when left out: Gemma 3); the local layers turn by
 			    rope_local_base_freq, without rope_scaling */
-	SLIDE_EVERY_N    /* all but every global_attn_every_n_layers-th (3), from layer
+	SLIDE_EVERY_N,   /* all but every global_attn_every_n_layers-th (3), from layer
 			    0: a window of local_attention/2 keys on each side,
 			    local_rope_theta; the others global_rope_theta (ModernBERT) */
+	SLIDE_ROPE_LOCAL /* layer_types, else all but every sliding_window_pattern-th
+			    (4): the local layers slide and turn, the global ones do
+			    neither (Cohere 2) */
 };
 
 /* Which biases a model type's projections have. */
@@ -87,6 +90,7 @@ enum bias_rule {
 	BIAS_ANY,        /* those the checkpoint holds (Conv1D, nn.Linear with bias) */
 	BIAS_FLAG,       /* q, k, v and o when attention_bias is true, else none (Llama) */
 	BIAS_QKV,        /* q, k and v, never o (Qwen2) */
+	BIAS_FLAG_QKV,   /* q, k and v when attention_bias is true, never o (GLM-4) */
 	BIAS_NONE        /* none (Mistral) */
 };
 

@@ -353,7 +353,7 @@ static int check_biases(const struct ckpt *c, const struct problem_spec *s, cons
 	for (size_t k = 0; k < sizeof(fam->t) / sizeof(fam->t[0]) && fam->t[k].suffix; k++) {
 		const int b = fam->t[k].what;
 		const int adds = t->bias == BIAS_FLAG ? s->config_bias == 2 : t->bias == BIAS_QKV
-			? b != BO : 0;
+			? b != BO : t->bias == BIAS_FLAG_QKV ? s->config_bias == 2 && b != BO : 0;
 		char name[PATH_TEXT];
 		const int has = ckpt_find(c, tensor_name(name, sizeof(name), module,
 							 fam->t[k].suffix)) >= 0;

@@ -84,6 +84,46 @@ static ptrdiff_t rope_position(const struct explain *e, int is_q, size_t r)
 }
 
 /*
+ * One row of Q or K normalised by hand: the features normalised together
+ * (the head's block at col0, or the whole row), their mean (layer) and mean
+ * square or variance, eps, and the divisor; then each feature times its
+ * weight factor.  x is the row of Q or K as projected.
+ */
+static void work_norm(FILE *fp, const struct explain *e, int is_q, size_t r, size_t col0,
+		      const double *row)
+{
+	const mha_qk_norm *n = &e->cfg->norm;
+	const size_t dk = e->d->d_k, G = e->d->kv_heads ? e->d->kv_heads : e->d->heads;
+	const size_t m = n->over_all ? (is_q ? e->d->heads : G) * dk : dk;
+	const double *x = n->over_all ? row : row + col0;
+	const int p = e->precision;
+	double mu = 0, sq = 0;
+	char a[64], b[64], c[64];
+
+	for (size_t t = 0; n->kind == MHA_NORM_LAYER && t < m; t++)
+		mu += x[t];
+	mu /= (double)m;
+	for (size_t t = 0; t < m; t++)
+		sq += (x[t] - mu) * (x[t] - mu);
+	format_number(a, sizeof(a), sq / (double)m, p);
+	format_number(b, sizeof(b), n->eps, p);
+	format_number(c, sizeof(c), sqrt(sq / (double)m + n->eps), p);
+	fprintf(fp, "    %s %zu normalised (%s, %zu features):", is_q ? "query" : "key", r + 1,
+		n->over_all ? "the whole row" : "its head's block", m);
+	if (n->kind == MHA_NORM_LAYER) {
+		char d[64];
+
+		format_number(d, sizeof(d), mu, p);
+		fprintf(fp, " mean %s taken away, variance %s", d, a);
+	} else {
+		fprintf(fp, " mean square %s", a);
+	}
+	fprintf(fp, "; sqrt(%s + %s) = %s divides each feature, then times %s\n",
+		a, b, c, !n->q_weight ? "1 (no weights)" : n->kind == MHA_NORM_RMS1P ?
+		"1 + its weight" : "its weight");
+}
+
+/*
  * One row of a head's Q or K turned by hand: each pair (x1, x2) of its first
  * R features, its angle (or the tables' row), cos and sin, and the two
  * products that give the rotated pair (as the library computed them).
@@ -183,12 +223,18 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 	label(e->q_labels, i, li, sizeof(li));
 	label(e->k_labels, j, lj, sizeof(lj));
 	fprintf(fp, "\n  Query %s and key %s, head %zu, by hand:\n", li, lj, h + 1);
+	if (e->cfg->norm.kind && e->Q && e->K) {
+		work_norm(fp, e, 1, i, h * dk, e->Q->v + i * e->Q->dim[1]);
+		work_norm(fp, e, 0, j, hd->kv_head * dk, e->K->v + j * e->K->dim[1]);
+	}
 	if (e->cfg->rope.mode && e->Q && e->K) {
-		/* the rows before the rotation: this head's block of Q, its kv head's of K */
-		const size_t ldq = e->Q->dim[1], ldk = e->K->dim[1];
+		/* the rows before the rotation: this head's block of Q (normalised with a
+		 * norm), its kv head's of K */
+		const matrix *qs = e->q_norm ? e->q_norm : e->Q, *ks = e->k_norm ? e->k_norm : e->K;
+		const size_t ldq = qs->dim[1], ldk = ks->dim[1];
 
-		work_rotation(fp, e, 1, i, h * dk, e->Q->v + i * ldq + h * dk, q);
-		work_rotation(fp, e, 0, j, hd->kv_head * dk, e->K->v + j * ldk + hd->kv_head * dk, k);
+		work_rotation(fp, e, 1, i, h * dk, qs->v + i * ldq + h * dk, q);
+		work_rotation(fp, e, 0, j, hd->kv_head * dk, ks->v + j * ldk + hd->kv_head * dk, k);
 	}
 	fprintf(fp, "    score   = q%zu . k%zu =", i + 1, j + 1);
 	for (size_t t = 0; t < dk; t++) {

@@ -256,8 +256,9 @@ static int put_data(FILE *fp, const struct html_run *r)
 	}
 	fputs(", \"softcap\": ", fp);
 	json_number(fp, f->cfg->softcap > 0 ? f->cfg->softcap : 0, 0);
-	fprintf(fp, ", \"mask_file\": %s, \"rope\": %s", f->mask_file ? "true" : "false",
-		f->cfg->rope.mode ? "true" : "false");
+	fprintf(fp, ", \"mask_file\": %s, \"rope\": %s, \"norm\": %s",
+		f->mask_file ? "true" : "false", f->cfg->rope.mode ? "true" : "false",
+		f->cfg->norm.kind ? "true" : "false");
 	fputs(",\n\"sinks\": ", fp);
 	if (f->cfg->sinks) {
 		for (size_t h = 0; h < d->heads; h++) {

@@ -133,6 +133,8 @@
 		    largest, terms;
 
 		L.push('  Query ' + label(QL, i) + ' and key ' + label(KL, j) + ', head ' + (h + 1) + ', by hand:');
+		if (D.norm)
+			L.push('    (q and k normalised first, q_norm and k_norm: --explain shows the norm)');
 		if (D.rope)
 			L.push('    (q and k after the rotary embedding: --explain --cell shows the rotation)');
 		line = '    score   = q' + (i + 1) + ' . k' + (j + 1) + ' =';
