@@ -207,6 +207,11 @@ int forward_run(struct attn_options *o, struct problem *pb)
 
 	if (rc)
 		return rc;
+	/* a norm comes from the options or the checkpoint's family: known now */
+	if ((o->print & (STEP_BIT(STEP_Q_NORM) | STEP_BIT(STEP_K_NORM))) && !pb->cfg.norm.kind)
+		return usage_error(o->cmd->name, "--print %s needs a q/k norm: --norm, --q-norm and "
+				   "--k-norm, or a checkpoint whose family normalises",
+				   o->print & STEP_BIT(STEP_Q_NORM) ? "q_norm" : "k_norm");
 	rc = EXIT_DATA;
 	/* the steps to print, and what the observer keeps for them: each sequence's */
 	B = problem_sequences(pb);
@@ -221,11 +226,6 @@ int forward_run(struct attn_options *o, struct problem *pb)
 		goto done;
 	}
 	problem_facts(pb, 0, &f);
-	/* a norm comes from the options or the checkpoint's family: known now */
-	if ((o->print & (STEP_BIT(STEP_Q_NORM) | STEP_BIT(STEP_K_NORM))) && !pb->cfg.norm.kind)
-		return usage_error(o->cmd->name, "--print %s needs a q/k norm: --norm, --q-norm and "
-				   "--k-norm, or a checkpoint whose family normalises",
-				   o->print & STEP_BIT(STEP_Q_NORM) ? "q_norm" : "k_norm");
 	p = o->every_step ? steps_every(&f) : steps_print_set(o->print, o->print_all, &f);
 	for (size_t b = 0; b < B; b++) {
 		res[b].heads = pb->d.heads;

@@ -19,6 +19,7 @@
 #include "read/checkpoint.h"
 #include "read/file.h"
 #include "read/json.h"
+#include "write/meta.h"
 #include "write/write.h"
 
 #include <cjson/cJSON.h>
@@ -105,22 +106,6 @@ static size_t rows_of(const weights *w, int i, int in)
 	return w->layout == LAYOUT_TORCH ? m->dim[in ? 1 : 0] : m->dim[in ? 0 : 1];
 }
 
-static const char *scale_rule(const mha_config *c)
-{
-	return c->scale_mode == MHA_SCALE_VALUE ? "given" : c->scale_mode == MHA_SCALE_NONE ? "none"
-	       : "1/sqrt(d_k)";
-}
-
-static const char *causal_name(mha_causal c)
-{
-	return c == MHA_CAUSAL_NONE ? "none" : "top-left";
-}
-
-static const char *norm_kind(mha_norm_kind k)
-{
-	return k == MHA_NORM_RMS ? "rms" : k == MHA_NORM_RMS1P ? "rms1p" : "layer";
-}
-
 /* one layer, read as a run reads it, described; 0, or -1 said */
 static int describe(FILE *fp, const struct model_opts *o, const struct problem_spec *spec,
 		    int first)
@@ -164,23 +149,14 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 		fprintf(fp, ", \"heads\": %zu, \"kv_heads\": %zu, \"d_model\": %zu, \"d_k\": %zu, "
 			"\"d_v\": %zu, \"d_out\": %zu, \"scale\": {\"value\": ", H, G, din, dk, dv, dout);
 		json_number(fp, scale, 0);
-		fprintf(fp, ", \"rule\": \"%s\"}, \"causal\": \"%s\", \"rope\": ", scale_rule(c),
-			causal_name(c->causal));
+		fprintf(fp, ", \"rule\": \"%s\"}, \"causal\": \"%s\", \"rope\": ",
+			meta_scale_rule(c->scale_mode), meta_causal_name(c->causal));
 		if (c->rope.mode) {
 			fprintf(fp, "{\"mode\": \"%s\", \"theta\": ",
 				c->rope.mode == MHA_ROPE_HALF ? "half" : "interleaved");
 			json_number(fp, c->rope.theta ? c->rope.theta : 10000, 0);
 			fprintf(fp, ", \"dim\": %zu, \"scaling\": ", R);
-			if (c->rope.scaling.type) {
-				fprintf(fp, "{\"type\": \"%s\", \"factor\": ",
-					rope_scaling_name(c->rope.scaling.type));
-				json_number(fp, c->rope.scaling.factor, 0);
-				fputs(", \"attention_factor\": ", fp);
-				json_number(fp, mha_rope_attention_factor(&c->rope), 0);
-				fputc('}', fp);
-			} else {
-				fputs("null", fp);
-			}
+			meta_rope_scaling(fp, &c->rope);
 			fputc('}', fp);
 		} else {
 			fputs("null", fp);
@@ -196,18 +172,7 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 		else
 			fputs("null", fp);
 		fputs(", \"norm\": ", fp);
-		if (c->norm.kind) {
-			fprintf(fp, "{\"kind\": \"%s\", \"over\": \"%s\", \"eps\": ", norm_kind(c->norm.kind),
-				c->norm.over_all ? "all" : "head");
-			json_number(fp, c->norm.eps, 0);
-			fputs(", \"q\": ", fp);
-			text_put_json(fp, s.q_norm ? s.q_norm : "");
-			fputs(", \"k\": ", fp);
-			text_put_json(fp, s.k_norm ? s.k_norm : "");
-			fputc('}', fp);
-		} else {
-			fputs("null", fp);
-		}
+		meta_norm(fp, &c->norm, s.q_norm, s.k_norm);
 		fputs(", \"sinks\": ", fp);
 		if (s.sinks)
 			text_put_json(fp, s.sinks);
@@ -239,7 +204,8 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 		fprintf(fp, "  heads %zu, key/value heads %zu, d_model %zu, d_k %zu, d_v %zu, d_out %zu\n",
 			H, G, din, dk, dv, dout);
 		format_shortest(num, sizeof(num), scale);
-		fprintf(fp, "  scale %s (%s), causal %s\n", num, scale_rule(c), causal_name(c->causal));
+		fprintf(fp, "  scale %s (%s), causal %s\n", num, meta_scale_rule(c->scale_mode),
+			meta_causal_name(c->causal));
 		if (c->rope.mode) {
 			format_shortest(num, sizeof(num), c->rope.theta ? c->rope.theta : 10000);
 			fprintf(fp, "  rope %s, theta %s, R = %zu of d_k %zu",
@@ -264,7 +230,7 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 		fprintf(fp, "  softcap %s\n", c->softcap > 0 ? num : "none");
 		if (c->norm.kind) {
 			format_shortest(num, sizeof(num), c->norm.eps);
-			fprintf(fp, "  norm %s %s, eps %s, weights ", norm_kind(c->norm.kind),
+			fprintf(fp, "  norm %s %s, eps %s, weights ", step_norm_kind(c->norm.kind),
 				c->norm.over_all ? "over the whole row" : "per head", num);
 			text_put(fp, s.q_norm ? s.q_norm : "none");
 			fputs(" and ", fp);

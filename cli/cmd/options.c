@@ -538,12 +538,11 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 		case O_ROPE_SIN: o->spec.rope_sin = optarg; break;
 		case O_ROPE_SCALING: o->spec.rope_scaling = optarg; break;
 		case O_NORM: {
-			static const char *const kinds[] = { "none", "rms", "rms1p", "layer" };
-			size_t i = 0;
+			unsigned i = MHA_NORM_NONE;
 
-			while (i < 4 && strcmp(optarg, kinds[i]))
+			while (i <= MHA_NORM_LAYER && strcmp(optarg, step_norm_kind((mha_norm_kind)i)))
 				i++;
-			if (i == 4) {
+			if (i > MHA_NORM_LAYER) {
 				usage_error(hint, "--norm takes rms, rms1p, layer or none, not '%s'", optarg);
 				return -1;
 			}

@@ -150,6 +150,14 @@ static void rope_title(char *buf, size_t size, const struct step_facts *f, char 
 		 r->mode == MHA_ROPE_HALF ? "half" : "interleaved", pairs, R, dk, angle, where);
 }
 
+const char *step_norm_kind(mha_norm_kind kind)
+{
+	static const char *const names[] = { [MHA_NORM_NONE] = "none", [MHA_NORM_RMS] = "rms",
+					     [MHA_NORM_RMS1P] = "rms1p", [MHA_NORM_LAYER] = "layer" };
+
+	return (unsigned)kind <= MHA_NORM_LAYER ? names[kind] : "";
+}
+
 const char *step_norm_formula(char *buf, size_t size, const mha_qk_norm *n)
 {
 	char eps[40];
@@ -158,8 +166,8 @@ const char *step_norm_formula(char *buf, size_t size, const mha_qk_norm *n)
 	if (n->kind == MHA_NORM_LAYER)
 		snprintf(buf, size, "layer: (x - mean(x))/sqrt(var(x) + %s)*w", eps);
 	else
-		snprintf(buf, size, "%s: x/sqrt(mean(x^2) + %s)*%s", n->kind == MHA_NORM_RMS1P ? "rms1p"
-			 : "rms", eps, n->kind == MHA_NORM_RMS1P ? "(1 + w)" : "w");
+		snprintf(buf, size, "%s: x/sqrt(mean(x^2) + %s)*%s", step_norm_kind(n->kind), eps,
+			 n->kind == MHA_NORM_RMS1P ? "(1 + w)" : "w");
 	return buf;
 }
 

@@ -141,7 +141,10 @@ const char *step_key(const struct step *s);
 /* Whether a run with these facts has step s (its when). */
 int step_exists(const struct step *s, const struct step_facts *f);
 
-/* A q/k norm's formula, "rms: x/sqrt(mean(x^2) + 1e-06)*w", into buf. */
+/* A q/k norm's kind by name: "none", "rms", "rms1p", "layer" (--norm's
+ * words, meta's); and its formula, "rms: x/sqrt(mean(x^2) + 1e-06)*w", into
+ * buf. */
+const char *step_norm_kind(mha_norm_kind kind);
 const char *step_norm_formula(char *buf, size_t size, const mha_qk_norm *n);
 
 /* The step called name ("scores"), or -1. */

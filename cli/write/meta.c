@@ -52,7 +52,7 @@ static void number(struct member *mb, const char *k, double v, int absent)
 }
 
 /* what --scale chose: the rule's words, as the titles give them */
-static const char *scale_rule(mha_scale_mode mode)
+const char *meta_scale_rule(mha_scale_mode mode)
 {
 	switch (mode) {
 	case MHA_SCALE_DK: return "1/sqrt(d_k)";
@@ -63,7 +63,7 @@ static const char *scale_rule(mha_scale_mode mode)
 	}
 }
 
-static const char *causal_name(mha_causal c)
+const char *meta_causal_name(mha_causal c)
 {
 	switch (c) {
 	case MHA_CAUSAL_TOP_LEFT: return "top-left";
@@ -72,9 +72,33 @@ static const char *causal_name(mha_causal c)
 	default: return "none";
 	}
 }
+/* the q/k norm: {"kind": "rms", "over": "head", "eps": 1e-06, "q": FILE, "k": FILE},
+ * or null */
+void meta_norm(FILE *fp, const mha_qk_norm *n, const char *q_file, const char *k_file)
+{
+	if (!n->kind) {
+		fputs("null", fp);
+		return;
+	}
+	fprintf(fp, "{\"kind\": \"%s\", \"over\": \"%s\", \"eps\": ", step_norm_kind(n->kind),
+		n->over_all ? "all" : "head");
+	json_number(fp, n->eps, 0);
+	fputs(", \"q\": ", fp);
+	if (q_file)
+		text_put_json(fp, path_shown(q_file));
+	else
+		fputs("null", fp);
+	fputs(", \"k\": ", fp);
+	if (k_file)
+		text_put_json(fp, path_shown(k_file));
+	else
+		fputs("null", fp);
+	fputc('}', fp);
+}
+
 /* rope.scaling as the rotation used it: null, or {"type": "yarn", "factor":
  * 4, "original_max": 32768, "attention_factor": 1.1386…} (mha.h) */
-static void rope_scaling(FILE *fp, const mha_rope *r)
+void meta_rope_scaling(FILE *fp, const mha_rope *r)
 {
 	const mha_rope_scaling *c = &r->scaling;
 
@@ -155,8 +179,8 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 	key(&mb, "scale");
 	fputs("{\"value\": ", fp);
 	json_number(fp, m->rep->scale, 0);
-	fprintf(fp, ", \"rule\": \"%s\"}", scale_rule(cfg->scale_mode));
-	string(&mb, "causal", causal_name(cfg->causal));
+	fprintf(fp, ", \"rule\": \"%s\"}", meta_scale_rule(cfg->scale_mode));
+	string(&mb, "causal", meta_causal_name(cfg->causal));
 	key(&mb, "causal_offset");
 	if (cfg->causal == MHA_CAUSAL_BOTTOM_RIGHT && cfg->kv_lens) {
 		/* each sequence's, from its own key length */
@@ -226,33 +250,13 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 				fputs("null", fp);
 		}
 		fputs(", \"scaling\": ", fp);
-		rope_scaling(fp, &cfg->rope);
+		meta_rope_scaling(fp, &cfg->rope);
 		fputc('}', fp);
 	} else {
 		fputs("null", fp);
 	}
-	/* the q/k norm: {"kind": "rms", "over": "head", "eps": 1e-06, "q": FILE, "k": FILE} */
 	key(&mb, "norm");
-	if (cfg->norm.kind) {
-		static const char *const kinds[] = { "none", "rms", "rms1p", "layer" };
-
-		fprintf(fp, "{\"kind\": \"%s\", \"over\": \"%s\", \"eps\": ", kinds[cfg->norm.kind],
-			cfg->norm.over_all ? "all" : "head");
-		json_number(fp, cfg->norm.eps, 0);
-		fputs(", \"q\": ", fp);
-		if (f->q_norm_file)
-			text_put_json(fp, path_shown(f->q_norm_file));
-		else
-			fputs("null", fp);
-		fputs(", \"k\": ", fp);
-		if (f->k_norm_file)
-			text_put_json(fp, path_shown(f->k_norm_file));
-		else
-			fputs("null", fp);
-		fputc('}', fp);
-	} else {
-		fputs("null", fp);
-	}
+	meta_norm(fp, &cfg->norm, f->q_norm_file, f->k_norm_file);
 	number(&mb, "softcap", cfg->softcap, !(cfg->softcap > 0));
 	string(&mb, "mask", f->mask_file ? path_shown(f->mask_file) : NULL);
 	string(&mb, "mask_bool", f->mask_bool); /* what the boolean mask's true meant */

@@ -27,4 +27,14 @@ struct run_meta {
  * own); no newline after the closing brace. */
 void meta_write_json(FILE *fp, const struct run_meta *m, int depth);
 
+/* Its parts, as its keys give them (and 'mha model' too): the scale's
+ * rule ("1/sqrt(d_k)", …), the causal rule ("top-left", …), rope.scaling
+ * (null, or {"type", "factor", "original_max", "attention_factor"}), the
+ * q/k norm (null, or {"kind", "over", "eps", "q", "k"}: its weights' files,
+ * or null) */
+const char *meta_scale_rule(mha_scale_mode mode);
+const char *meta_causal_name(mha_causal c);
+void meta_rope_scaling(FILE *fp, const mha_rope *r);
+void meta_norm(FILE *fp, const mha_qk_norm *n, const char *q_file, const char *k_file);
+
 #endif
