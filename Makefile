@@ -59,13 +59,13 @@ CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell $(PKG_CONFIG) --libs check 2>/dev/null || echo -lcheck)
 
 VERSION  = $(shell sed -n 's/^\#define MHA_VERSION_STRING "\(.*\)"/\1/p' lib/mha.h)
-SOVERSION = 3
+SOVERSION = 4
 
 # Debian packages the build and the tests need
 DEB_PACKAGES = gcc make pkg-config libcjson-dev zlib1g-dev libdeflate-dev check python3 python3-numpy jq \
                libxml2-utils librsvg2-bin
 
-LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c lib/norm.c lib/backward.c lib/team.c lib/pages.c
+LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c lib/norm.c lib/mla.c lib/backward.c lib/team.c lib/pages.c
 # cli/ by role (docs/architecture.md): every .c of its folders
 CLI_DIRS = base read load run write cmd
 CLI_SRC = $(sort $(foreach d,$(CLI_DIRS),$(wildcard cli/$(d)/*.c)))

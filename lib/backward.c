@@ -48,6 +48,7 @@
 #include "mha.h"
 #include "kernel.h"
 #include "kernel_bwd.h"
+#include "mla.h"
 #include "plain.h"
 #include "rules.h"
 #include "team.h"
@@ -1526,6 +1527,20 @@ static mha_status run_backward(const grads_t *g, const real *dout, const mha_dim
 		w = &no_weights;
 	if (!cfg)
 		cfg = &defaults;
+	if (cfg->mla.on) {
+		const struct mla_io io = { .esize = sizeof(real), .xq = in->xq, .xk = in->xk,
+					   .W_QA = w->W_QA, .W_Q = w->W_Q, .W_KVA = w->W_KVA,
+					   .W_KVB = w->W_KVB, .W_O = w->W_O, .b_O = w->b_O,
+					   .W_K = w->W_K, .W_V = w->W_V, .b_Q = w->b_Q,
+					   .b_K = w->b_K, .b_V = w->b_V };
+		const struct mla_grads mg = { .dxq = g->dxq, .dxk = g->dxk, .dW_QA = g->dW_QA,
+					      .dW_Q = g->dW_Q, .dW_KVA = g->dW_KVA,
+					      .dW_KVB = g->dW_KVB, .dW_O = g->dW_O, .db_O = g->db_O,
+					      .dsinks = g->dsinks, .dq_a_norm = g->dq_a_norm,
+					      .dkv_a_norm = g->dkv_a_norm };
+
+		return mha_mla_backward(&mg, dout, &io, d, cfg, obs, rep);
+	}
 	{
 		const void *const x[3] = { in->xq, in->xk, in->xv };
 		const void *const W[4] = { w->W_Q, w->W_K, w->W_V, w->W_O };
@@ -1669,6 +1684,8 @@ size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wa
 
 	if (!d || mha_check(d, cfg) != MHA_OK)
 		return SIZE_MAX;
+	if (cfg && cfg->mla.on)
+		return mha_mla_backward_memory(d, cfg, wanted);
 	/* one sequence at a time, every weight taken as given (Q, K, V and
 	 * dconcat then are the run's own); the ones of a NULL dout not counted */
 	if (!cfg)

@@ -14,6 +14,7 @@
 #include "kernel.h"
 #include "rules.h"
 #include "plain.h"
+#include "mla.h"
 
 #include <float.h>
 #include <math.h>
@@ -48,6 +49,7 @@ const char *mha_strerror(mha_status status)
 	case MHA_ERR_ROPE: return "a rotary embedding setting is out of range (mode, theta, an even dim up to d_k, both tables, a position)";
 	case MHA_ERR_VERSION: return "a struct's size is not the library's: the program was built against another version of mha.h";
 	case MHA_ERR_NORM: return "a q/k norm setting is out of range (its kind, an eps that is finite and at least 0, finite weights)";
+	case MHA_ERR_MLA: return "a latent attention setting is out of range or a weight it needs is missing (ranks, rope dim, eps, norm weights, W_QA, W_KVA, W_KVB)";
 	}
 	return "unknown status";
 }
@@ -108,8 +110,16 @@ static mha_status check_mask(const mha_dims *d, const mha_mask *m, mha_fault *f)
 /* the rotary settings, then each key's and query's position */
 static mha_status check_rope(const mha_dims *d, const mha_config *cfg, mha_fault *f)
 {
+	mha_rope mla_rope = cfg->rope;
 	const mha_rope *r = &cfg->rope;
-	mha_fault_kind kind = mha_rope_fault(r, d->d_k);
+	mha_fault_kind kind;
+
+	/* latent attention turns only each head's last d_rope features */
+	if (cfg->mla.on) {
+		mla_rope.dim = cfg->mla.d_rope;
+		r = &mla_rope;
+	}
+	kind = mha_rope_fault(r, d->d_k);
 	size_t at;
 
 	if (kind != MHA_FAULT_NONE)
@@ -200,6 +210,14 @@ mha_status mha_check_fault(const mha_dims *d, const mha_config *cfg, mha_fault *
 		for (size_t h = 0; h < d->heads; h++)
 			if (!isfinite(cfg->alibi.slopes[h]))
 				return fault_at(f, MHA_ERR_ALIBI, MHA_FAULT_ALIBI_SLOPE, h);
+	if (cfg->mla.on) {
+		size_t at;
+		mha_status st;
+		const mha_fault_kind mk = mha_mla_fault(d, cfg, &at, &st);
+
+		if (mk != MHA_FAULT_NONE)
+			return fault_at(f, st, mk, at);
+	}
 	{
 		const mha_status st = check_rope(d, cfg, f);
 		size_t at;
@@ -565,6 +583,8 @@ size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int
 		return SIZE_MAX;
 	if (!cfg)
 		cfg = &defaults;
+	if (cfg->mla.on)
+		return mha_mla_memory(d, cfg, wanted, f32);
 	G = mha_rule_kv_heads(d);
 	hk = d->heads * d->d_k;
 	hv = d->heads * d->d_v;
@@ -690,8 +710,15 @@ mha_status mha_forward_f32(float *out, const mha_dims *d, const mha_inputs_f32 *
 		w = &no_weights;
 	if (!cfg)
 		cfg = &defaults;
-	if (!d || !in)
-		return MHA_ERR_NULL;
+	if (cfg->mla.on) {
+		const struct mla_io io = { .esize = sizeof(float), .xq = in->xq, .xk = in->xk,
+					   .W_QA = w->W_QA, .W_Q = w->W_Q, .W_KVA = w->W_KVA,
+					   .W_KVB = w->W_KVB, .W_O = w->W_O, .b_O = w->b_O,
+					   .W_K = w->W_K, .W_V = w->W_V, .b_Q = w->b_Q,
+					   .b_K = w->b_K, .b_V = w->b_V };
+
+		return mha_mla_forward(out, &io, d, cfg, NULL, rep);
+	}
 	t.k = mha_pick_kernels(1);
 	t.x[0] = in->xq;
 	t.x[1] = in->xk;
@@ -889,8 +916,15 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 		w = &no_weights;
 	if (!cfg)
 		cfg = &defaults;
-	if (!d || !in)
-		return MHA_ERR_NULL;
+	if (cfg->mla.on) {
+		const struct mla_io io = { .esize = sizeof(double), .xq = in->xq, .xk = in->xk,
+					   .W_QA = w->W_QA, .W_Q = w->W_Q, .W_KVA = w->W_KVA,
+					   .W_KVB = w->W_KVB, .W_O = w->W_O, .b_O = w->b_O,
+					   .W_K = w->W_K, .W_V = w->W_V, .b_Q = w->b_Q,
+					   .b_K = w->b_K, .b_V = w->b_V };
+
+		return mha_mla_forward(out, &io, d, cfg, obs, rep);
+	}
 	{
 		const void *const x[3] = { in->xq, in->xk, in->xv };
 		const void *const W[4] = { w->W_Q, w->W_K, w->W_V, w->W_O };

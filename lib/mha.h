@@ -105,9 +105,9 @@ extern "C" {
 #endif
 
 #define MHA_VERSION_MAJOR 0
-#define MHA_VERSION_MINOR 4
+#define MHA_VERSION_MINOR 5
 #define MHA_VERSION_PATCH 0
-#define MHA_VERSION_STRING "0.4.0"
+#define MHA_VERSION_STRING "0.5.0"
 
 /* ---- status codes ------------------------------------------------------ */
 
@@ -133,8 +133,10 @@ typedef enum mha_status {
 			      tables, a position) */
 	MHA_ERR_VERSION,   /* a struct's size field is not its size in this
 			      header: built against another version of mha.h */
-	MHA_ERR_NORM       /* a q/k norm setting is out of range (kind, eps, a
+	MHA_ERR_NORM,      /* a q/k norm setting is out of range (kind, eps, a
 			      weight that is not finite) */
+	MHA_ERR_MLA        /* a latent attention setting or weight is out of
+			      range or missing (mha_mla) */
 } mha_status;
 
 /* A short lowercase description of a status, never NULL. */
@@ -185,6 +187,10 @@ typedef struct mha_weights {
 	const double *b_K; /* (G·d_k) or NULL */
 	const double *b_V; /* (G·d_v) or NULL */
 	const double *b_O; /* (d_out) or NULL; ignored without W_O */
+	/* latent attention's (mha_mla; ignored without it), DeepSeek's names: */
+	const double *W_QA;  /* (d_q_in, q_rank) q_a_proj; NULL when q_rank is 0 */
+	const double *W_KVA; /* (d_k_in, kv_rank + d_rope) kv_a_proj_with_mqa */
+	const double *W_KVB; /* (kv_rank, H·(d_k − d_rope + d_v)) kv_b_proj */
 } mha_weights;
 
 /* ---- options ----------------------------------------------------------- */
@@ -399,6 +405,56 @@ typedef struct mha_qk_norm {
 } mha_qk_norm;
 
 /*
+ * Multi-head latent attention (MLA: DeepSeek-V2 and V3, Kimi K2).  The
+ * queries, keys and values come from low-rank latents, with each head's
+ * d_k = d_nope + d_rope features in two parts, only the second turned:
+ *
+ *   c_q      = Xq·W_QA                      (n_q,  q_rank)   q_a_proj
+ *   c_q_norm = RMSNorm(c_q)·q_a_norm        (n_q,  q_rank)   q_a_layernorm
+ *   Q0       = c_q_norm·W_Q                 (n_q,  H·d_k)    q_b_proj
+ *              (q_rank 0: Q0 = Xq·W_Q, one q_proj)
+ *   q_nope, q_pe = each head's block of Q0 split at d_nope
+ *   [c_kv, k_pe] = Xk·W_KVA                 (n_kv, kv_rank + d_rope)
+ *   c_kv_norm = RMSNorm(c_kv)·kv_a_norm     (n_kv, kv_rank)  kv_a_layernorm
+ *   [k_nope_h, v_h] = c_kv_norm·W_KVB's block h  (d_nope, then d_v columns)
+ *   q_pe_rot, k_pe_rot = q_pe, k_pe turned by cfg->rope (R = d_rope), k_pe
+ *              one (n_kv, d_rope) matrix that every head shares
+ *   Q_h = [q_nope_h, q_pe_rot_h],  K_h = [k_nope_h, k_pe_rot],  V_h = v_h
+ *
+ * and then attention as ever: H heads of d_k and d_v (kv_heads is H), the
+ * scale of cfg (1/√d_k by default), masks, causal rule, window, sinks,
+ * softcap, W_O.  RMSNorm is y = x / √(Σx²/m + eps)·w in double, each
+ * result rounded once.  With MHA_ROPE_INTERLEAVED the pairs are (2i, 2i+1)
+ * and the turned rows are laid out as DeepSeek-V3's Hugging Face code
+ * returns them: the pairs' first features, then their second (the scores
+ * are the same either way); MHA_ROPE_HALF pairs (i, i + R/2).
+ *
+ * The absorbed form (absorbed = 1), as inference engines run it: W_KVB's
+ * key block folded into each head's query, q_h' = [q_nope_h·W_UK_hᵀ,
+ * q_pe_rot_h] (kv_rank + d_rope), one shared key [c_kv_norm, k_pe_rot]
+ * and value c_kv_norm (multi-query attention over the latent), and the
+ * value block folded into W_O: W_O' = each head's W_UV_h·(W_O's block h)
+ * (without W_O, the blocks W_UV_h themselves).  The same numbers to
+ * rounding; the stages Q, K, V, the heads', concat then are the latent
+ * ones, and k_nope is not computed.  The backward pass always
+ * differentiates the expanded form.
+ *
+ * Given: W_Q (q_b_proj or q_proj), W_QA when q_rank > 0, W_KVA and W_KVB;
+ * W_K, W_V, b_Q, b_K, b_V NULL; d_v_in = d_k_in (xv is not read: the
+ * values come from Xk).  The q/k norm is not used with it.
+ */
+typedef struct mha_mla {
+	int on;                  /* 0 (the default): ordinary attention */
+	int absorbed;            /* 1: the absorbed form (above) */
+	size_t q_rank;           /* q_lora_rank; 0: W_Q alone (DeepSeek-V2-Lite) */
+	size_t kv_rank;          /* kv_lora_rank, >= 1 */
+	size_t d_rope;           /* qk_rope_head_dim, <= d_k; even when turned */
+	double eps;              /* the two RMSNorms', finite, >= 0 */
+	const double *q_a_norm;  /* (q_rank) q_a_layernorm's weight, finite; NULL: ones */
+	const double *kv_a_norm; /* (kv_rank) kv_a_layernorm's */
+} mha_mla;
+
+/*
  * All fields zero is the default: scale 1/√d_k, not causal, no softcap, no
  * mask, no window, every key valid, no sinks, no ALiBi, no rope, no q/k norm.
  */
@@ -447,6 +503,7 @@ typedef struct mha_config {
 	mha_alibi alibi;    /* ALiBi; on = 0: none */
 	mha_rope rope;      /* rotary embeddings; mode MHA_ROPE_NONE: none */
 	mha_qk_norm norm;   /* q/k normalisation; kind MHA_NORM_NONE: none */
+	mha_mla mla;        /* latent attention; on = 0: none */
 } mha_config;
 
 /* ---- intermediates ----------------------------------------------------- */
@@ -478,7 +535,18 @@ typedef struct mha_config {
 	X(K_ROT, "k_rot")             /* (n_kv, G·d_k)  K turned likewise */ \
 	X(Q_NORM, "q_norm")           /* (n_q,  H·d_k)  Q normalised (mha_qk_norm), head < 0;
 					 handed over after V, before q_rot, which turns it */ \
-	X(K_NORM, "k_norm")           /* (n_kv, G·d_k)  K normalised */
+	X(K_NORM, "k_norm")           /* (n_kv, G·d_k)  K normalised */ \
+	X(C_Q, "c_q")                 /* latent attention's (mha_mla), head < 0, handed over \
+					 in this order before Q: (n_q, q_rank) Xq·W_QA */ \
+	X(C_Q_NORM, "c_q_norm")       /* (n_q, q_rank)   c_q normalised */ \
+	X(Q_NOPE, "q_nope")           /* (n_q, H·d_nope) each head's unturned part */ \
+	X(Q_PE, "q_pe")               /* (n_q, H·d_rope) each head's part to turn */ \
+	X(Q_PE_ROT, "q_pe_rot")       /* (n_q, H·d_rope) turned */ \
+	X(C_KV, "c_kv")               /* (n_kv, kv_rank) the latent of Xk·W_KVA */ \
+	X(C_KV_NORM, "c_kv_norm")     /* (n_kv, kv_rank) normalised */ \
+	X(K_PE, "k_pe")               /* (n_kv, d_rope)  the shared key part to turn */ \
+	X(K_PE_ROT, "k_pe_rot")       /* (n_kv, d_rope)  turned */ \
+	X(K_NOPE, "k_nope")           /* (n_kv, H·d_nope) c_kv_norm·W_KVB's key blocks */
 
 #define MHA_STAGE_ENUM_(id, name) MHA_STAGE_##id,
 typedef enum mha_stage {
@@ -570,7 +638,13 @@ typedef enum {
 	MHA_FAULT_NORM_KIND,       /* norm.kind is none of mha_norm_kind */
 	MHA_FAULT_NORM_EPS,        /* norm.eps is not finite and >= 0 */
 	MHA_FAULT_NORM_Q_WEIGHT,   /* norm.q_weight[index] is not finite */
-	MHA_FAULT_NORM_K_WEIGHT    /* norm.k_weight[index] is not finite */
+	MHA_FAULT_NORM_K_WEIGHT,   /* norm.k_weight[index] is not finite */
+	MHA_FAULT_MLA_SHAPE,       /* mla: kv_rank 0, d_rope past d_k or odd when
+				      turned, rope.dim not 0 or d_rope, kv_heads not
+				      H, d_v_in not d_k_in, or a q/k norm with it */
+	MHA_FAULT_MLA_EPS,         /* mla.eps is not finite and >= 0 */
+	MHA_FAULT_MLA_Q_A_NORM,    /* mla.q_a_norm[index] is not finite */
+	MHA_FAULT_MLA_KV_A_NORM    /* mla.kv_a_norm[index] is not finite */
 } mha_fault_kind;
 
 typedef struct mha_fault {
@@ -656,6 +730,7 @@ typedef struct mha_inputs_f32 {
 typedef struct mha_weights_f32 {
 	size_t size;      /* sizeof(mha_weights_f32): see "Versions" above */
 	const float *W_Q, *W_K, *W_V, *W_O, *b_Q, *b_K, *b_V, *b_O; /* as in mha_weights */
+	const float *W_QA, *W_KVA, *W_KVB;
 } mha_weights_f32;
 
 /*
@@ -760,7 +835,10 @@ MHA_API const char *mha_kernel(void);
 	X(DV, "dV")                   /* (n_kv, G·d_v) the gradient of V, head < 0 */ \
 	X(DQ_NORM, "dq_norm")         /* (n_q, H·d_k)  the gradient of q_norm (a q/k norm only),
 					 handed over before dQ, head < 0 */ \
-	X(DK_NORM, "dk_norm")         /* (n_kv, G·d_k) the gradient of k_norm, before dK */
+	X(DK_NORM, "dk_norm")         /* (n_kv, G·d_k) the gradient of k_norm, before dK */ \
+	X(DC_Q, "dc_q")               /* latent attention's, head < 0, after dV: (n_q, q_rank) */ \
+	X(DC_KV, "dc_kv")             /* (n_kv, kv_rank) the gradient of c_kv */ \
+	X(DK_PE, "dk_pe")             /* (n_kv, d_rope)  of k_pe (summed over the heads, turned back) */
 
 #define MHA_GRAD_ENUM_(id, name) MHA_GRAD_##id,
 typedef enum mha_grad_stage {
@@ -815,6 +893,11 @@ typedef struct mha_grads {
 	double *dsinks; /* (H) */
 	double *dq_norm; /* norm.q_weight's shape: its gradient (ignored without it) */
 	double *dk_norm; /* norm.k_weight's */
+	double *dW_QA;   /* latent attention's weights (mha_mla; ignored without them) */
+	double *dW_KVA;
+	double *dW_KVB;
+	double *dq_a_norm;  /* (q_rank) */
+	double *dkv_a_norm; /* (kv_rank) */
 } mha_grads;
 
 /*
@@ -854,7 +937,8 @@ MHA_API size_t mha_backward_memory(const mha_dims *dims, const mha_config *cfg, 
 typedef struct mha_grads_f32 {
 	size_t size;      /* sizeof(mha_grads_f32): see "Versions" above */
 	float *dxq, *dxk, *dxv, *dW_Q, *dW_K, *dW_V, *dW_O, *db_Q, *db_K, *db_V, *db_O,
-	      *dsinks, *dq_norm, *dk_norm; /* as in mha_grads */
+	      *dsinks, *dq_norm, *dk_norm, *dW_QA, *dW_KVA, *dW_KVB, *dq_a_norm,
+	      *dkv_a_norm; /* as in mha_grads */
 } mha_grads_f32;
 
 /*

@@ -24,6 +24,7 @@ static Suite *mha_suite(void)
 	unit_add_forward(&u);
 	unit_add_rope(&u);
 	unit_add_norm(&u);
+	unit_add_mla(&u);
 	unit_add_reference(&u);
 	unit_add_stream(&u);
 	unit_add_extremes(&u);

@@ -39,6 +39,7 @@ struct unit_suite {
 void unit_add_forward(const struct unit_suite *u);
 void unit_add_rope(const struct unit_suite *u);
 void unit_add_norm(const struct unit_suite *u);
+void unit_add_mla(const struct unit_suite *u);
 void unit_add_reference(const struct unit_suite *u);
 void unit_add_stream(const struct unit_suite *u);
 void unit_add_extremes(const struct unit_suite *u);
