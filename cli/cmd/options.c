@@ -157,7 +157,9 @@ enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV
        O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
        O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS, O_NORM, O_NORM_EPS, O_NORM_OVER,
        O_Q_NORM, O_K_NORM,
-       O_ONE /* + WQ … BO */ };
+       O_ONE /* + WQ … BO */,
+       O_LATENT = O_ONE + N_WEIGHTS /* + LAT_Q_A_PROJ … LAT_KV_B_PROJ */,
+       O_QK_ROPE = O_LATENT + N_LATENT, O_MLA_EPS, O_ABSORB };
 
 /* Every shared option, once: getopt_long's row and the group a help describes it in. */
 #define R required_argument
@@ -312,6 +314,28 @@ static const struct {
 	{ { "norm-over", R, NULL, O_NORM_OVER }, OPT_ATTN,
 	  "      --norm-over WHAT  head: each head's d_k features (the default); all: the\n"
 	  "                        whole row of Q and of K (OLMo 2)\n" },
+	{ { "kv-b-proj", R, NULL, O_LATENT + LAT_KV_B_PROJ }, OPT_ATTN,
+	  "      --kv-a-proj-with-mqa FILE, --kv-b-proj FILE, --q-a-proj FILE,\n"
+	  "      --kv-a-layernorm FILE, --q-a-layernorm FILE, --q-b-proj FILE\n"
+	  "                        multi-head latent attention (DeepSeek's MLA), each\n"
+	  "                        tensor d_in x d_out: [c_kv, k_pe] = X*kv_a_proj_with_mqa,\n"
+	  "                        each head's [k_nope, v] = RMSNorm(c_kv)*kv_b_proj, the\n"
+	  "                        queries X*W_Q or RMSNorm(X*q_a_proj)*W_Q (--q-b-proj\n"
+	  "                        is --wq); the norms' weights default to ones\n" },
+	{ { "kv-a-proj-with-mqa", R, NULL, O_LATENT + LAT_KV_A_PROJ }, OPT_ATTN, NULL },
+	{ { "q-a-proj", R, NULL, O_LATENT + LAT_Q_A_PROJ }, OPT_ATTN, NULL },
+	{ { "kv-a-layernorm", R, NULL, O_LATENT + LAT_KV_A_NORM }, OPT_ATTN, NULL },
+	{ { "q-a-layernorm", R, NULL, O_LATENT + LAT_Q_A_NORM }, OPT_ATTN, NULL },
+	{ { "q-b-proj", R, NULL, O_ONE + WQ }, OPT_ATTN, NULL },
+	{ { "qk-rope-head-dim", R, NULL, O_QK_ROPE }, OPT_ATTN,
+	  "      --qk-rope-head-dim R  MLA: the last R features of each head's query\n"
+	  "                        and key turn by position (--rope), the key's shared\n"
+	  "                        by every head\n" },
+	{ { "mla-eps", R, NULL, O_MLA_EPS }, OPT_ATTN,
+	  "      --mla-eps E       the latents' RMSNorm eps (default 1e-6)\n" },
+	{ { "absorb", no_argument, NULL, O_ABSORB }, OPT_ATTN,
+	  "      --absorb          MLA in the absorbed form inference engines run: the\n"
+	  "                        same numbers, attention over the latent\n" },
 	{ { "softcap", R, NULL, O_SOFTCAP }, OPT_ATTN,
 	  "      --softcap C       scores become C*tanh(scores/C) before the mask\n" },
 	{ { "dtype", R, NULL, O_DTYPE }, OPT_DTYPE, NULL },
@@ -568,6 +592,26 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			o->spec.given |= GIVEN_NORM_OVER;
 			break;
 		case O_Q_NORM: o->spec.q_norm = optarg; break;
+		case O_LATENT + LAT_Q_A_PROJ: case O_LATENT + LAT_Q_A_NORM:
+		case O_LATENT + LAT_KV_A_PROJ: case O_LATENT + LAT_KV_A_NORM:
+		case O_LATENT + LAT_KV_B_PROJ:
+			o->spec.latent[c - O_LATENT] = optarg;
+			break;
+		case O_QK_ROPE:
+			if (opt_count(hint, "--qk-rope-head-dim", optarg, SIZE_MAX / 2,
+				      &o->spec.rope_head_dim))
+				return -1;
+			break;
+		case O_MLA_EPS:
+			if (parse_real(hint, "--mla-eps", optarg, &o->spec.cfg.mla.eps))
+				return -1;
+			if (o->spec.cfg.mla.eps < 0) {
+				usage_error(hint, "--mla-eps expects a number from 0, not '%s'", optarg);
+				return -1;
+			}
+			o->spec.given |= GIVEN_MLA_EPS;
+			break;
+		case O_ABSORB: o->spec.cfg.mla.absorbed = 1; break;
 		case O_K_NORM: o->spec.k_norm = optarg; break;
 		case O_ONE + WQ: case O_ONE + WK: case O_ONE + WV: case O_ONE + WO:
 		case O_ONE + BQ: case O_ONE + BK: case O_ONE + BV: case O_ONE + BO:

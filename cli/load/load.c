@@ -17,6 +17,7 @@
 #include "base/cli.h"
 #include "base/number.h"
 #include "load/labels.h"
+#include "load/latent.h"
 #include "base/files.h"
 #include "read/input.h"
 #include "read/json.h"
@@ -89,7 +90,8 @@ static int identity_for_missing(const struct problem_spec *s, struct problem *p)
 	char have[32] = "", missing[32] = "", eqs[64] = "", src[64];
 	size_t dk = 0;
 
-	if (p->direct || n_proj == 0 || n_proj == 3)
+	/* latent attention's keys and values have their own projections */
+	if (p->direct || n_proj == 0 || n_proj == 3 || latent_on(s))
 		return 0;
 	/* d_k as the given W_Q or W_K says; else (W_V alone) as Q = X says */
 	if (weights_has(w, WQ) && w->m[WQ].dim[1] % H == 0)
@@ -230,7 +232,9 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 		/* a checkpoint is read a tensor at a time, never whole */
 		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->q, s->k, s->v, s->mask,
 					      ckpt_is_checkpoint(s->w) ? NULL : s->w, s->sinks, s->alibi_slopes, s->positions,
-					      s->rope_cos, s->rope_sin, s->q_norm, s->k_norm };
+					      s->rope_cos, s->rope_sin, s->q_norm, s->k_norm,
+					      s->latent[0], s->latent[1], s->latent[2], s->latent[3],
+					      s->latent[4] };
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 			if (check_file_size(files[i]))
@@ -246,7 +250,7 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	if (s->alibi_slopes && read_matrix(&p->alibi, s->alibi_slopes, &as))
 		return -1;
 	if ((s->q_norm && read_matrix(&p->q_norm, s->q_norm, &ns)) ||
-	    (s->k_norm && read_matrix(&p->k_norm, s->k_norm, &ns)))
+	    (s->k_norm && read_matrix(&p->k_norm, s->k_norm, &ns)) || latent_read(s, p))
 		return -1;
 	if (s->kv && read_matrix(&p->kv, s->kv, &kvs))
 		return -1;
@@ -335,6 +339,9 @@ int problem_note_inputs(const struct problem_spec *s)
 		{ "--q", s->q }, { s->k_transposed ? "--kt" : "--k", s->k }, { "--v", s->v },
 		{ "--mask", s->mask }, { "--sinks", s->sinks }, { "--alibi-slopes", s->alibi_slopes },
 		{ "--q-norm", s->q_norm }, { "--k-norm", s->k_norm },
+		{ latent_options[0], s->latent[0] }, { latent_options[1], s->latent[1] },
+		{ latent_options[2], s->latent[2] }, { latent_options[3], s->latent[3] },
+		{ latent_options[4], s->latent[4] },
 		{ "--positions", s->positions },
 		{ "--rope-cos", s->rope_cos }, { "--rope-sin", s->rope_sin },
 		{ "--config", s->config }, { "--grad-output", s->grad_output },
@@ -362,7 +369,8 @@ static int load(struct problem *p, const struct problem_spec *s)
 	/* the keys' lengths before the rules that depend on them (the causal
 	 * offsets the rotary tables are checked against) */
 	if (read_inputs(s, p) || shapes_batch(p) || identity_for_missing(s, p) ||
-	    shapes_dims(s, p, &p->d) || shapes_kv_len(s, p) || checks_mask(s, p, &p->d, &p->cfg) ||
+	    shapes_dims(s, p, &p->d) || (latent_on(s) && (latent_config(p), 0)) ||
+	    shapes_kv_len(s, p) || checks_mask(s, p, &p->d, &p->cfg) ||
 	    checks_sinks(s, p, &p->d, &p->cfg) || checks_alibi(s, p, &p->d, &p->cfg) ||
 	    checks_rope(s, p, &p->d, &p->cfg) || checks_norm(s, p, &p->d, &p->cfg) ||
 	    checks_config(s, p) || labels_set(s, p, &p->d))
@@ -385,6 +393,8 @@ static int load(struct problem *p, const struct problem_spec *s)
 		.W_O = weight_ptr_f(w, WO), .b_Q = weight_ptr_f(w, BQ), .b_K = weight_ptr_f(w, BK),
 		.b_V = weight_ptr_f(w, BV), .b_O = weight_ptr_f(w, BO),
 	};
+	if (latent_on(s))
+		latent_weights(p);
 	return EXIT_OK;
 }
 
@@ -420,6 +430,8 @@ void problem_free(struct problem *p)
 	matrix_free(&p->sinks);
 	matrix_free(&p->q_norm);
 	matrix_free(&p->k_norm);
+	for (int i = 0; i < N_LATENT; i++)
+		matrix_free(&p->latent[i]);
 	matrix_free(&p->alibi);
 	matrix_free(&p->rope_cos);
 	matrix_free(&p->rope_sin);

@@ -32,6 +32,7 @@ struct problem {
 	matrix xk, xv;               /* --xk, --xv */
 	matrix sinks;                /* --sinks: (H) or (1, H) or (H, 1) */
 	matrix q_norm, k_norm;       /* --q-norm, --k-norm: (d_k), (H·d_k) or (H, d_k), ... */
+	matrix latent[N_LATENT];     /* MLA's tensors (latent.h), rank 0 where not given */
 	matrix alibi;                /* ALiBi's slopes as used: --alibi-slopes (H) or (1, H)
 					or (H, 1), or Press et al.'s (H) for --alibi */
 	matrix rope_cos, rope_sin;   /* --rope-cos, --rope-sin: (rows, R/2) */

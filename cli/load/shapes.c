@@ -6,6 +6,7 @@
 #include "load/shapes.h"
 #include "base/budget.h"
 #include "base/cli.h"
+#include "load/latent.h"
 #include "load/model.h"
 
 #include <stdint.h>
@@ -104,7 +105,10 @@ int shapes_dims(const struct problem_spec *s, const struct problem *p, mha_dims 
 	d->kv_heads = G;
 	d->batch = p->batch;
 
-	if (p->direct) {
+	if (latent_on(s)) {
+		if (latent_dims(s, p, d))
+			return -1;
+	} else if (p->direct) {
 		for (int i = WQ; i < N_WEIGHTS; i++)
 			if (i != WO && i != BO && weights_has(w, i))
 				return error("%s from %s cannot be used with --q/--k/--v (they are given "

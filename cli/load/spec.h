@@ -17,8 +17,11 @@ enum {
 	GIVEN_HEADS = 1u << 0, GIVEN_KV_HEADS = 1u << 1, GIVEN_ROPE = 1u << 2,
 	GIVEN_ROPE_THETA = 1u << 3, GIVEN_ROPE_DIM = 1u << 4, GIVEN_WINDOW = 1u << 5,
 	GIVEN_CAUSAL = 1u << 6, GIVEN_LAYOUT = 1u << 7, GIVEN_SCALE = 1u << 8,
-	GIVEN_NORM = 1u << 9, GIVEN_NORM_EPS = 1u << 10, GIVEN_NORM_OVER = 1u << 11
+	GIVEN_NORM = 1u << 9, GIVEN_NORM_EPS = 1u << 10, GIVEN_NORM_OVER = 1u << 11,
+	GIVEN_MLA_EPS = 1u << 12
 };
+/* Multi-head latent attention's tensors (latent.h), one file each. */
+enum { LAT_Q_A_PROJ, LAT_Q_A_NORM, LAT_KV_A_PROJ, LAT_KV_A_NORM, LAT_KV_B_PROJ, N_LATENT };
 struct model_type;
 /* What config.json set, in the same bits (s->given): a value that does not
  * fit the weights is then blamed on the file, not on an option. */
@@ -37,6 +40,9 @@ struct problem_spec {
 	const char *q_norm, *k_norm;    /* --q-norm, --k-norm: the q/k norm's weights, or NULL;
 					   or norm_from's, a checkpoint's (model.h) */
 	char norm_from[2][2 * PATH_TEXT];
+	const char *latent[N_LATENT];   /* --q-a-proj, --q-a-layernorm, --kv-a-proj-with-mqa,
+					   --kv-a-layernorm, --kv-b-proj, or NULL */
+	size_t rope_head_dim;           /* --qk-rope-head-dim: MLA's turned features per head */
 	const char *positions;          /* --positions: rope's positions, or NULL */
 	const char *rope_cos, *rope_sin;/* --rope-cos, --rope-sin: rope's tables, or NULL */
 	const char *rope_scaling;       /* --rope-scaling: a JSON object, or a file holding

@@ -116,7 +116,8 @@ static void mark_copies(struct step_items *list, const struct step_facts *f)
 		struct step_item *it = &list->v[i];
 
 		if (it->head && f->heads == 1 && (steps[it->step].flags & STEP_BLOCKS)) {
-			it->copy_of = whole_item(list, head_twin(it->step, f->cfg->rope.mode != 0,
+			it->copy_of = whole_item(list, head_twin(it->step, f->cfg->rope.mode != 0 &&
+									 !f->cfg->mla.on,
 								 f->cfg->norm.kind != 0));
 			it->copy_why = "one head";
 		} else if (it->head && f->heads == 1 && it->step == STEP_HEADS) {

@@ -139,6 +139,9 @@ int run_floats_make(struct run_floats *f, const struct problem *p)
 	/* weights read as floats alone have no doubles: W_O is there if either is */
 	const int wo = w->W_O || wf->W_O;
 	const size_t oc = mha_output_cols(d, wo);
+	/* latent attention's W_Q follows q_a_proj's latent when there is one */
+	const mha_mla *mla = &p->cfg.mla;
+	const size_t q_in = mla->on && mla->q_rank ? mla->q_rank : d->d_q_in;
 	int ok = 1;
 
 	memset(f, 0, sizeof(*f));
@@ -154,7 +157,7 @@ int run_floats_make(struct run_floats *f, const struct problem *p)
 		   : floats_of(f, in->xv, NULL, B * d->n_kv * d->d_v_in, &ok);
 	f->w = (mha_weights_f32){
 		.size = sizeof(mha_weights_f32),
-		floats_of(f, w->W_Q, wf->W_Q, d->d_q_in * hk, &ok),
+		floats_of(f, w->W_Q, wf->W_Q, q_in * hk, &ok),
 		floats_of(f, w->W_K, wf->W_K, d->d_k_in * gk, &ok),
 		floats_of(f, w->W_V, wf->W_V, d->d_v_in * gv, &ok),
 		floats_of(f, w->W_O, wf->W_O, hv * oc, &ok),
@@ -164,6 +167,12 @@ int run_floats_make(struct run_floats *f, const struct problem *p)
 		/* b_O counts only with W_O (mha.h) */
 		floats_of(f, wo ? w->b_O : NULL, wo ? wf->b_O : NULL, oc, &ok),
 	};
+	if (mla->on) {
+		f->w.W_QA = floats_of(f, w->W_QA, NULL, d->d_q_in * mla->q_rank, &ok);
+		f->w.W_KVA = floats_of(f, w->W_KVA, NULL, d->d_k_in * (mla->kv_rank + mla->d_rope), &ok);
+		f->w.W_KVB = floats_of(f, w->W_KVB, NULL,
+				       mla->kv_rank * d->heads * (d->d_k - mla->d_rope + d->d_v), &ok);
+	}
 	if (!ok)
 		run_floats_free(f);
 	return ok ? 0 : -1;

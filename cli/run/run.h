@@ -45,7 +45,7 @@ int problem_check_memory(const struct problem *p, unsigned wanted, int f32);
 struct run_floats {
 	mha_inputs_f32 in;
 	mha_weights_f32 w;
-	float *own[11];   /* the copies made: 3 inputs and 8 weights at most */
+	float *own[14];   /* the copies made: 3 inputs, 8 weights and 3 latent ones at most */
 	size_t n_own;
 };
 int run_floats_make(struct run_floats *f, const struct problem *p);

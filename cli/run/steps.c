@@ -64,6 +64,25 @@ static void title_x(char *buf, size_t size, const struct step *st, const struct 
 	snprintf(buf, size, "X");
 }
 
+/* latent attention's Q, K and V: each head's two parts side by side */
+static int latent_title(char *buf, size_t size, const struct step_facts *f, size_t head, char name)
+{
+	const int abs = f->cfg->mla.absorbed;
+
+	if (!f->cfg->mla.on || head)
+		return 0;
+	if (name == 'Q')
+		snprintf(buf, size, abs ? "Q = each head's [q_nope*W_UK^T, q_pe_rot] (absorbed: "
+			 "W_UK, kv_b_proj's key block, folded in)" : "Q = each head's [q_nope, q_pe_rot]");
+	else if (name == 'K')
+		snprintf(buf, size, abs ? "K = [c_kv_norm, k_pe_rot] (absorbed: one key for every head)"
+			 : "K = each head's [k_nope, k_pe_rot]");
+	else
+		snprintf(buf, size, abs ? "V = c_kv_norm (absorbed: one value for every head, W_UV "
+			 "folded into W_O)" : "V = each head's value block of c_kv_norm*kv_b_proj");
+	return 1;
+}
+
 /* "Q = X*W_Q + b_Q", "K = X_kv", "V = X_v", "V"; a head's block "head 2: K1" */
 static void projection(char *buf, size_t size, const struct step_facts *f, size_t head, char name,
 		       int w, int b)
@@ -74,6 +93,8 @@ static void projection(char *buf, size_t size, const struct step_facts *f, size_
 
 	if (has_weight(f, b))
 		snprintf(bias, sizeof(bias), " + b_%c", name);
+	if (latent_title(buf, size, f, head, name))
+		return;
 	if (head && name != 'V' && (f->cfg->rope.mode || f->cfg->norm.kind))
 		/* the heads read Q and K turned (q_rot's and k_rot's blocks) or normalised */
 		snprintf(buf, size, "head %zu: %c%zu %s", head, name,
@@ -108,6 +129,42 @@ static void title_v(char *buf, size_t size, const struct step *st, const struct 
 {
 	(void)st;
 	projection(buf, size, f, head, 'V', WV, BV);
+}
+
+/* a latent attention step's title: its formula, the keys' source named */
+static void title_latent(char *buf, size_t size, const struct step *st, const struct step_facts *f,
+			 size_t head)
+{
+	const char *at = strstr(st->formula, "{X}");
+
+	(void)head;
+	if (at)
+		snprintf(buf, size, "%.*s%s%s", (int)(at - st->formula), st->formula,
+			 f->cross ? "X_kv" : "X", at + 3);
+	else
+		snprintf(buf, size, "%s", st->formula);
+}
+
+/* "q_pe_rot = q_pe rotated by position (…)" */
+static void title_latent_rot(char *buf, size_t size, const struct step *st,
+			     const struct step_facts *f, size_t head)
+{
+	const mha_rope *r = &f->cfg->rope;
+	const size_t R = f->cfg->mla.d_rope;
+	const int q = st->stage == MHA_STAGE_Q_PE_ROT;
+	char theta[40];
+
+	(void)head;
+	format_shortest(theta, sizeof(theta), r->theta ? r->theta : 10000);
+	if (r->mode == MHA_ROPE_INTERLEAVED)
+		snprintf(buf, size, "%s = %s rotated by position (rope interleaved: pairs (2i, 2i+1) "
+			 "of R = %zu, angle p*%s^(-2i/%zu)%s; laid out as DeepSeek-V3: the pairs' first "
+			 "features, then their second)", q ? "q_pe_rot" : "k_pe_rot", q ? "q_pe" : "k_pe",
+			 R, theta, R, r->scaling.type ? " scaled" : "");
+	else
+		snprintf(buf, size, "%s = %s rotated by position (rope half: pairs (i, i+%zu) of R = "
+			 "%zu, angle p*%s^(-2i/%zu)%s)", q ? "q_pe_rot" : "k_pe_rot", q ? "q_pe" : "k_pe",
+			 R / 2, R, theta, R, r->scaling.type ? " scaled" : "");
 }
 
 /* "q_rot = Q rotated by position (rope half: pairs (i, i+2) of R = 4 of d_k = 4, angle p*10000^(-2i/4); queries at i + 2)" */
@@ -382,6 +439,29 @@ static void title_output(char *buf, size_t size, const struct step *st, const st
 
 const struct step steps[STEP_COUNT] = {
 	[STEP_X] = { "x", "X", -1, -1, QF, WHEN_ALWAYS, STEP_INPUT | STEP_F32, title_x },
+	[STEP_C_Q] = { "c_q", NULL, MHA_STAGE_C_Q, -1, QF, WHEN_MLA_Q, 0, title_latent, 0,
+		       "c_q = X*q_a_proj (the queries' latent, q_lora_rank wide)" },
+	[STEP_C_Q_NORM] = { "c_q_norm", NULL, MHA_STAGE_C_Q_NORM, -1, QF, WHEN_MLA_Q, 0, title_latent,
+			    0, "c_q_norm = c_q/sqrt(mean(c_q^2) + eps)*q_a_layernorm" },
+	[STEP_Q_NOPE] = { "q_nope", NULL, MHA_STAGE_Q_NOPE, -1, QF, WHEN_MLA, 0, title_latent, 0,
+			  "q_nope = each head's first qk_nope_head_dim columns of the queries' "
+			  "projection (c_q_norm*W_Q, or X*W_Q)" },
+	[STEP_Q_PE] = { "q_pe", NULL, MHA_STAGE_Q_PE, -1, QF, WHEN_MLA, 0, title_latent, 0,
+			"q_pe = each head's last qk_rope_head_dim columns of the queries' projection" },
+	[STEP_Q_PE_ROT] = { "q_pe_rot", NULL, MHA_STAGE_Q_PE_ROT, -1, QF, WHEN_MLA_ROPE, 0,
+			    title_latent_rot },
+	[STEP_C_KV] = { "c_kv", NULL, MHA_STAGE_C_KV, -1, KF, WHEN_MLA, 0, title_latent, 0,
+			"c_kv = the first kv_lora_rank columns of {X}*kv_a_proj_with_mqa (the keys' and "
+			"values' latent)" },
+	[STEP_C_KV_NORM] = { "c_kv_norm", NULL, MHA_STAGE_C_KV_NORM, -1, KF, WHEN_MLA, 0,
+			     title_latent, 0, "c_kv_norm = c_kv/sqrt(mean(c_kv^2) + eps)*kv_a_layernorm" },
+	[STEP_K_PE] = { "k_pe", NULL, MHA_STAGE_K_PE, -1, KF, WHEN_MLA, 0, title_latent, 0,
+			"k_pe = the last qk_rope_head_dim columns of {X}*kv_a_proj_with_mqa (one for "
+			"every head)" },
+	[STEP_K_PE_ROT] = { "k_pe_rot", NULL, MHA_STAGE_K_PE_ROT, -1, KF, WHEN_MLA_ROPE, 0,
+			    title_latent_rot },
+	[STEP_K_NOPE] = { "k_nope", NULL, MHA_STAGE_K_NOPE, -1, KF, WHEN_MLA_FULL, 0, title_latent,
+			  0, "k_nope = each head's key block of c_kv_norm*kv_b_proj" },
 	[STEP_Q] = { "q", NULL, MHA_STAGE_Q, MHA_STAGE_HEAD_Q, QF, WHEN_ALWAYS, STEP_BLOCKS, title_q },
 	[STEP_K] = { "k", NULL, MHA_STAGE_K, MHA_STAGE_HEAD_K, KF, WHEN_ALWAYS, STEP_BLOCKS, title_k },
 	[STEP_V] = { "v", NULL, MHA_STAGE_V, MHA_STAGE_HEAD_V, KF, WHEN_ALWAYS, STEP_BLOCKS, title_v },
@@ -455,7 +535,7 @@ int step_exists(const struct step *s, const struct step_facts *f)
 	switch (s->when) {
 	case WHEN_SOFTCAP: return f->cfg->softcap > 0;
 	case WHEN_MASK: return masked(f);
-	case WHEN_ROPE: return f->cfg->rope.mode != MHA_ROPE_NONE;
+	case WHEN_ROPE: return f->cfg->rope.mode != MHA_ROPE_NONE && !f->cfg->mla.on;
 	case WHEN_NORM: return f->cfg->norm.kind != MHA_NORM_NONE;
 	case WHEN_WO: return has_weight(f, WO);
 	case WHEN_PROJECTED: return !f->direct;
@@ -464,6 +544,10 @@ int step_exists(const struct step *s, const struct step_facts *f)
 	case WHEN_WEIGHT: return has_weight(f, s->weight);
 	case WHEN_SINKS: return f->cfg->sinks != NULL;
 	case WHEN_NORM_W: return f->cfg->norm.kind != MHA_NORM_NONE && f->cfg->norm.q_weight;
+	case WHEN_MLA: return f->cfg->mla.on;
+	case WHEN_MLA_Q: return f->cfg->mla.on && f->cfg->mla.q_rank;
+	case WHEN_MLA_ROPE: return f->cfg->mla.on && f->cfg->rope.mode != MHA_ROPE_NONE;
+	case WHEN_MLA_FULL: return f->cfg->mla.on && !f->cfg->mla.absorbed;
 	default: return 1;
 	}
 }

@@ -25,7 +25,8 @@
 
 /* In the order of the computation, which is the order they are printed in. */
 enum step_id {
-	STEP_X, STEP_Q, STEP_K, STEP_V, STEP_Q_NORM, STEP_K_NORM, STEP_Q_ROT, STEP_K_ROT, STEP_SCORES,
+	STEP_X, STEP_C_Q, STEP_C_Q_NORM, STEP_Q_NOPE, STEP_Q_PE, STEP_Q_PE_ROT, STEP_C_KV,
+	STEP_C_KV_NORM, STEP_K_PE, STEP_K_PE_ROT, STEP_K_NOPE, STEP_Q, STEP_K, STEP_V, STEP_Q_NORM, STEP_K_NORM, STEP_Q_ROT, STEP_K_ROT, STEP_SCORES,
 	STEP_SCALED, STEP_SOFTCAPPED, STEP_MASK,
 	STEP_MASKED, STEP_SOFTMAX, STEP_HEADS, STEP_CONCAT, STEP_OUTPUT, STEP_COUNT
 };
@@ -51,7 +52,11 @@ enum step_when {
 	WHEN_APART,     /* --xk and --xv */
 	WHEN_WEIGHT,    /* the step's weight given */
 	WHEN_SINKS,     /* --sinks */
-	WHEN_NORM_W     /* a q/k norm with weights */
+	WHEN_NORM_W,    /* a q/k norm with weights */
+	WHEN_MLA,       /* multi-head latent attention */
+	WHEN_MLA_Q,     /* MLA with q_a_proj (a query latent) */
+	WHEN_MLA_ROPE,  /* MLA with --rope */
+	WHEN_MLA_FULL   /* MLA not absorbed (each head's keys and values made) */
 };
 
 /* A step's flags. */

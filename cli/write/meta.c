@@ -96,6 +96,28 @@ void meta_norm(FILE *fp, const mha_qk_norm *n, const char *q_file, const char *k
 	fputc('}', fp);
 }
 
+/* multi-head latent attention's dims and form: null, or {"q_lora_rank": 5,
+ * "kv_lora_rank": 4, "qk_nope_head_dim": 3, "qk_rope_head_dim": 2,
+ * "v_head_dim": 2, "eps": 1e-06, "form": "expanded"} */
+void meta_mla(FILE *fp, const mha_config *cfg, const mha_dims *d)
+{
+	const mha_mla *m = &cfg->mla;
+
+	if (!m->on) {
+		fputs("null", fp);
+		return;
+	}
+	fputs("{\"q_lora_rank\": ", fp);
+	if (m->q_rank)
+		fprintf(fp, "%zu", m->q_rank);
+	else
+		fputs("null", fp);
+	fprintf(fp, ", \"kv_lora_rank\": %zu, \"qk_nope_head_dim\": %zu, \"qk_rope_head_dim\": %zu, "
+		"\"v_head_dim\": %zu, \"eps\": ", m->kv_rank, d->d_k - m->d_rope, m->d_rope, d->d_v);
+	json_number(fp, m->eps, 0);
+	fprintf(fp, ", \"form\": \"%s\"}", m->absorbed ? "absorbed" : "expanded");
+}
+
 /* rope.scaling as the rotation used it: null, or {"type": "yarn", "factor":
  * 4, "original_max": 32768, "attention_factor": 1.1386…} (mha.h) */
 void meta_rope_scaling(FILE *fp, const mha_rope *r)
@@ -241,7 +263,8 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 			fputs("null", fp); /* the tables given, no theta */
 		else
 			json_number(fp, cfg->rope.theta ? cfg->rope.theta : 10000, 0);
-		fprintf(fp, ", \"dim\": %zu", cfg->rope.dim ? cfg->rope.dim : d->d_k);
+		fprintf(fp, ", \"dim\": %zu", cfg->mla.on ? cfg->mla.d_rope
+					     : cfg->rope.dim ? cfg->rope.dim : d->d_k);
 		for (int i = 0; i < 3; i++) {
 			fprintf(fp, ", \"%s\": ", names[i]);
 			if (files[i])
@@ -257,6 +280,8 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 	}
 	key(&mb, "norm");
 	meta_norm(fp, &cfg->norm, f->q_norm_file, f->k_norm_file);
+	key(&mb, "mla");
+	meta_mla(fp, cfg, d);
 	number(&mb, "softcap", cfg->softcap, !(cfg->softcap > 0));
 	string(&mb, "mask", f->mask_file ? path_shown(f->mask_file) : NULL);
 	string(&mb, "mask_bool", f->mask_bool); /* what the boolean mask's true meant */

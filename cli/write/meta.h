@@ -36,5 +36,7 @@ const char *meta_scale_rule(mha_scale_mode mode);
 const char *meta_causal_name(mha_causal c);
 void meta_rope_scaling(FILE *fp, const mha_rope *r);
 void meta_norm(FILE *fp, const mha_qk_norm *n, const char *q_file, const char *k_file);
+/* multi-head latent attention: null, or its dims, eps and form (expanded, absorbed) */
+void meta_mla(FILE *fp, const mha_config *cfg, const mha_dims *d);
 
 #endif
