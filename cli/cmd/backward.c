@@ -255,6 +255,7 @@ static int run_has(const struct bfacts *f, int s)
 /* The gradients mha_backward writes, as matrices (the budget's). */
 struct bgrads {
 	matrix dxq, dxk, dxv, dW[4], db[4], dsinks, dnorm[2];
+	matrix dlat[N_LATENT];   /* multi-head latent attention's tensors' */
 	matrix dX_kv;        /* --kv: dxk + dxv */
 };
 
@@ -267,6 +268,8 @@ static void bgrads_free(struct bgrads *g)
 	matrix_free(&g->dsinks);
 	matrix_free(&g->dnorm[0]);
 	matrix_free(&g->dnorm[1]);
+	for (int i = 0; i < N_LATENT; i++)
+		matrix_free(&g->dlat[i]);
 	for (int i = 0; i < 4; i++) {
 		matrix_free(&g->dW[i]);
 		matrix_free(&g->db[i]);
@@ -338,20 +341,21 @@ static void add_to(double *m, const double *a, size_t n)
  * (exactly) into g's arrays.
  */
 static mha_status backward_f32(const mha_grads *g, const double *dout, const struct problem *p,
-			       const size_t n[14], mha_report *rep)
+			       const size_t n[19], mha_report *rep)
 {
 	const mha_dims *d = &p->d;
 	const size_t B = problem_sequences(p);
 	const size_t oc = mha_output_cols(d, p->weights.W_O != NULL);
-	double *const gd[14] = { g->dxq, g->dxk, g->dxv, g->dW_Q, g->dW_K, g->dW_V,
+	double *const gd[19] = { g->dxq, g->dxk, g->dxv, g->dW_Q, g->dW_K, g->dW_V,
 				 g->dW_O, g->db_Q, g->db_K, g->db_V, g->db_O, g->dsinks,
-				 g->dq_norm, g->dk_norm };
+				 g->dq_norm, g->dk_norm, g->dW_QA, g->dW_KVA, g->dW_KVB,
+				 g->dq_a_norm, g->dkv_a_norm };
 	struct run_floats f;
 	int ok = run_floats_make(&f, p) == 0;
-	float *fo = floats_copy(dout, B * d->n_q * oc, &ok), *gf[14];
+	float *fo = floats_copy(dout, B * d->n_q * oc, &ok), *gf[19];
 	mha_status st = MHA_ERR_NOMEM;
 
-	for (int i = 0; i < 14; i++) {
+	for (int i = 0; i < 19; i++) {
 		gf[i] = gd[i] ? malloc((n[i] ? n[i] : 1) * sizeof(float)) : NULL;
 		if (gd[i] && !gf[i])
 			ok = 0;
@@ -359,15 +363,15 @@ static mha_status backward_f32(const mha_grads *g, const double *dout, const str
 	if (ok) {
 		const mha_grads_f32 gg = { .size = sizeof(mha_grads_f32), gf[0], gf[1], gf[2], gf[3],
 					   gf[4], gf[5], gf[6], gf[7], gf[8], gf[9], gf[10], gf[11],
-					   gf[12], gf[13] };
+					   gf[12], gf[13], gf[14], gf[15], gf[16], gf[17], gf[18] };
 
 		st = mha_backward_f32(&gg, fo, d, &f.in, &f.w, &p->cfg, rep);
-		for (int i = 0; st == MHA_OK && i < 14; i++)
+		for (int i = 0; st == MHA_OK && i < 19; i++)
 			for (size_t k = 0; gf[i] && k < n[i]; k++)
 				gd[i][k] = gf[i][k];
 	}
 	run_floats_free(&f);
-	for (int i = 0; i < 14; i++)
+	for (int i = 0; i < 19; i++)
 		free(gf[i]);
 	free(fo);
 	return st;
@@ -389,6 +393,8 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 	const size_t B = problem_sequences(p), G = d->kv_heads ? d->kv_heads : d->heads;
 	const size_t out_cols = mha_output_cols(d, p->weights.W_O != NULL);
 	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
+	/* latent attention's W_Q follows q_a_proj's latent when there is one */
+	const size_t q_in = p->cfg.mla.on && p->cfg.mla.q_rank ? p->cfg.mla.q_rank : d->d_q_in;
 	struct bfacts f = { .direct = p->direct, .kv = p->spec.kv != NULL,
 			    .apart = p->spec.xk != NULL };
 	struct bgrads gr = { 0 };
@@ -446,7 +452,11 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 								d->n_kv * d->d_v_in) +
 					    (double)(d->d_q_in * hk + d->d_k_in * gk + d->d_v_in * gv +
 						     hv * d->d_out + hk + gk + gv + d->d_out + d->heads);
-			const double more = 4.0 * (2.0 * each + (double)B * (double)(d->n_q * out_cols));
+			double lat = 0, more;
+
+			for (int i = 0; i < N_LATENT; i++)
+				lat += (double)matrix_size(&p->latent[i]);
+			more = 4.0 * (2.0 * (each + lat) + (double)B * (double)(d->n_q * out_cols));
 
 			need = more < (double)(SIZE_MAX / 2 - need) ? need + (size_t)more : SIZE_MAX;
 		}
@@ -457,7 +467,7 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 	/* the gradients */
 	if (alloc_input(&gr.dxq, p, d->n_q, d->d_q_in) || alloc_input(&gr.dxk, p, d->n_kv, d->d_k_in) ||
 	    alloc_input(&gr.dxv, p, d->n_kv, d->d_v_in) ||
-	    (p->weights.W_Q && matrix_alloc(&gr.dW[0], 2, d->d_q_in, hk, 1)) ||
+	    (p->weights.W_Q && matrix_alloc(&gr.dW[0], 2, q_in, hk, 1)) ||
 	    (p->weights.W_K && matrix_alloc(&gr.dW[1], 2, d->d_k_in, gk, 1)) ||
 	    (p->weights.W_V && matrix_alloc(&gr.dW[2], 2, d->d_v_in, gv, 1)) ||
 	    (p->weights.W_O && matrix_alloc(&gr.dW[3], 2, hv, d->d_out, 1)) ||
@@ -470,11 +480,18 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 	     (matrix_alloc_dims(&gr.dnorm[0], p->q_norm.rank, p->q_norm.dim) ||
 	      matrix_alloc_dims(&gr.dnorm[1], p->k_norm.rank, p->k_norm.dim))))
 		goto done;
+	for (int i = 0; i < N_LATENT; i++)
+		if (p->latent[i].rank &&
+		    matrix_alloc_dims(&gr.dlat[i], p->latent[i].rank, p->latent[i].dim))
+			goto done;
 	g = (mha_grads){ .size = sizeof(mha_grads),
 			 .dxq = gr.dxq.v, .dxk = gr.dxk.v, .dxv = gr.dxv.v, .dW_Q = gr.dW[0].v,
 			 .dW_K = gr.dW[1].v, .dW_V = gr.dW[2].v, .dW_O = gr.dW[3].v, .db_Q = gr.db[0].v,
 			 .db_K = gr.db[1].v, .db_V = gr.db[2].v, .db_O = gr.db[3].v,
-			 .dsinks = gr.dsinks.v, .dq_norm = gr.dnorm[0].v, .dk_norm = gr.dnorm[1].v };
+			 .dsinks = gr.dsinks.v, .dq_norm = gr.dnorm[0].v, .dk_norm = gr.dnorm[1].v,
+			 .dW_QA = gr.dlat[LAT_Q_A_PROJ].v, .dW_KVA = gr.dlat[LAT_KV_A_PROJ].v,
+			 .dW_KVB = gr.dlat[LAT_KV_B_PROJ].v, .dq_a_norm = gr.dlat[LAT_Q_A_NORM].v,
+			 .dkv_a_norm = gr.dlat[LAT_KV_A_NORM].v };
 	keep = calloc(B, sizeof(*keep));
 	lists = calloc(B, sizeof(*lists));
 	res = calloc(B * GS_COUNT, sizeof(*res));
@@ -489,13 +506,17 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 	obs = (mha_grad_observer){ .size = sizeof(mha_grad_observer), .fn = steps_batch_keep_grad,
 				   .ctx = &keeper, .wanted = wanted, .sequence = steps_batch_sequence };
 	if (r->f32) {
-		const size_t n[14] = { matrix_size(&gr.dxq), matrix_size(&gr.dxk), matrix_size(&gr.dxv),
+		const size_t n[19] = { matrix_size(&gr.dxq), matrix_size(&gr.dxk), matrix_size(&gr.dxv),
 				       matrix_size(&gr.dW[0]), matrix_size(&gr.dW[1]),
 				       matrix_size(&gr.dW[2]), matrix_size(&gr.dW[3]),
 				       matrix_size(&gr.db[0]), matrix_size(&gr.db[1]),
 				       matrix_size(&gr.db[2]), matrix_size(&gr.db[3]),
 				       matrix_size(&gr.dsinks), matrix_size(&gr.dnorm[0]),
-				       matrix_size(&gr.dnorm[1]) };
+				       matrix_size(&gr.dnorm[1]), matrix_size(&gr.dlat[LAT_Q_A_PROJ]),
+				       matrix_size(&gr.dlat[LAT_KV_A_PROJ]),
+				       matrix_size(&gr.dlat[LAT_KV_B_PROJ]),
+				       matrix_size(&gr.dlat[LAT_Q_A_NORM]),
+				       matrix_size(&gr.dlat[LAT_KV_A_NORM]) };
 
 		st = backward_f32(&g, dout.rank ? dout.v : NULL, p, n, &rep);
 	} else {
@@ -521,6 +542,9 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 			rep.blocked_rows == 1 ? "" : "s", "", rep.first_blocked_head + 1,
 			rep.first_blocked_row + 1, rep.blocked_rows == 1 ? "has" : "have",
 			rep.blocked_rows == 1 ? "its" : "their");
+	/* latent attention's values come from the keys' latent: no dxv of its own */
+	if (p->cfg.mla.on)
+		memset(gr.dxv.v, 0, matrix_size(&gr.dxv) * sizeof(double));
 	/* self-attention's X is all three sources; --kv's X_kv both keys and values */
 	if (!f.direct && !f.kv && !f.apart) {
 		add_to(gr.dxq.v, gr.dxk.v, matrix_size(&gr.dxq));
@@ -558,6 +582,8 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 		round_f32(&gr.dsinks);
 		round_f32(&gr.dnorm[0]);
 		round_f32(&gr.dnorm[1]);
+		for (int i = 0; i < N_LATENT; i++)
+			round_f32(&gr.dlat[i]);
 	}
 	problem_facts(p, rep.scale, &facts);
 	facts.shared = shared;
@@ -586,6 +612,8 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 		rb[GS_DSINKS] = gr.dsinks;
 		rb[GS_DQ_NORM_W] = gr.dnorm[0];
 		rb[GS_DK_NORM_W] = gr.dnorm[1];
+		for (int i = 0; i < N_LATENT; i++)
+			rb[GS_DLATENT + i] = gr.dlat[i];
 		/* the results; Q, K and V given: theirs are the inputs' gradients */
 		for (int i = GS_DX; i < GS_COUNT; i++)
 			given[i] = &rb[i];

@@ -548,6 +548,10 @@ int step_exists(const struct step *s, const struct step_facts *f)
 	case WHEN_MLA_Q: return f->cfg->mla.on && f->cfg->mla.q_rank;
 	case WHEN_MLA_ROPE: return f->cfg->mla.on && f->cfg->rope.mode != MHA_ROPE_NONE;
 	case WHEN_MLA_FULL: return f->cfg->mla.on && !f->cfg->mla.absorbed;
+	case WHEN_LATENT:
+		return f->cfg->mla.on && (s->weight == LAT_Q_A_PROJ ? f->cfg->mla.q_rank != 0
+					  : s->weight == LAT_Q_A_NORM ? f->cfg->mla.q_a_norm != NULL
+					  : s->weight == LAT_KV_A_NORM ? f->cfg->mla.kv_a_norm != NULL : 1);
 	default: return 1;
 	}
 }

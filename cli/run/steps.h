@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "base/matrix.h"
+#include "load/spec.h"
 #include "mha.h"
 
 /* In the order of the computation, which is the order they are printed in. */
@@ -56,7 +57,8 @@ enum step_when {
 	WHEN_MLA,       /* multi-head latent attention */
 	WHEN_MLA_Q,     /* MLA with q_a_proj (a query latent) */
 	WHEN_MLA_ROPE,  /* MLA with --rope */
-	WHEN_MLA_FULL   /* MLA not absorbed (each head's keys and values made) */
+	WHEN_MLA_FULL,  /* MLA not absorbed (each head's keys and values made) */
+	WHEN_LATENT     /* MLA with the step's latent tensor (.weight: LAT_ index) */
 };
 
 /* A step's flags. */
@@ -130,15 +132,17 @@ extern const struct step steps[STEP_COUNT];
 enum grad_step_id {
 	GS_GRAD_OUTPUT, GS_DCONCAT,
 	GS_P, GS_O, GS_DO, GS_DV_H, GS_DP, GS_D, GS_DS, GS_DSCALED, GS_DSCORES, GS_DQ_H, GS_DK_H,
-	GS_DQ_ROT, GS_DK_ROT, GS_DQ_NORM, GS_DK_NORM, GS_DQ, GS_DK, GS_DV,
+	GS_DQ_ROT, GS_DK_ROT, GS_DQ_NORM, GS_DK_NORM, GS_DQ, GS_DK, GS_DV, GS_DC_Q, GS_DC_KV, GS_DK_PE,
 	GS_DX, GS_DX_KV, GS_DX_K, GS_DX_V, GS_DW_Q, GS_DW_K, GS_DW_V, GS_DW_O, GS_DB_Q, GS_DB_K, GS_DB_V,
-	GS_DB_O, GS_DSINKS, GS_DQ_NORM_W, GS_DK_NORM_W, GS_COUNT
+	GS_DB_O, GS_DSINKS, GS_DQ_NORM_W, GS_DK_NORM_W,
+	GS_DLATENT, /* + LAT_Q_A_PROJ … LAT_KV_B_PROJ: the latent tensors' gradients */
+	GS_COUNT = GS_DLATENT + N_LATENT
 };
 
 extern const struct step grad_steps[GS_COUNT];
 
 /* The most steps a table holds. */
-#define STEP_MAX 40
+#define STEP_MAX 48
 
 /* Its key: the table's, or the library's name of its stage (mha_stage_name,
  * mha_grad_stage_name), so that a name the library gives is written once. */
