@@ -315,11 +315,14 @@ check-browser: deps
 	$(PYTHON) tests/html_check.py ./mha --screenshot build/html-page.png
 
 # mha backward: the library's backward case (reference, finite differences),
-# then the CLI against torch.autograd in float64 (skipped, and said, without torch)
+# then the CLI against torch.autograd in float64 (skipped, and said, without torch);
+# multi-head latent attention, forward and backward, against references from
+# DeepSeek-V3's modeling code (tests/mla_check.py)
 test-backward: mha tests/test_lib
 	CK_RUN_CASE=backward CK_FORK=yes ./tests/test_lib
 	@sh tests/ensure_debs.sh --optional python3-torch
 	$(PYTHON) tests/backward_check.py ./mha
+	$(PYTHON) tests/mla_check.py ./mha
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
@@ -528,6 +531,7 @@ check-asan: deps
 	$(ASAN_ENV) $(PYTHON) tests/checkpoint_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/families_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/backward_check.py $(ASAN_DIR)/mha
+	$(ASAN_ENV) $(PYTHON) tests/mla_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/schema_check.py $(ASAN_DIR)/mha README.md
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh samples/run.sh
 	$(ASAN_ENV) $(PYTHON) tests/compare_check.py --small $(ASAN_DIR)/mha

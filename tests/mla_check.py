@@ -1,0 +1,451 @@
+#!/usr/bin/python3
+"""mla_check.py: multi-head latent attention (DeepSeek's MLA) in 'mha forward'
+and 'mha backward' against two references written here.
+
+usage: mla_check.py MHA_BINARY
+
+The NumPy reference follows Hugging Face's modeling_deepseek_v3.py
+(DeepseekV3Attention.forward) step by step: q_b_proj(q_a_layernorm(
+q_a_proj(x))) or q_proj(x), viewed (seq, heads, qk_head_dim) and split into
+q_pass and q_rot; kv_a_proj_with_mqa(x) split into k_pass and k_rot;
+kv_b_proj(kv_a_layernorm(k_pass)) split per head into k_pass and the values;
+apply_rotary_pos_emb_interleave (the pairs gathered, then rotate_half) or
+apply_rotary_pos_emb; k_rot expanded to every head; the scores times
+qk_head_dim^-0.5 (times mscale^2 where the config asks), the mask, the
+softmax, the values, o_proj.  The PyTorch one transcribes the same
+computation in torch's float64 ops; the two must agree to 1e-12 before
+either is used, and torch.autograd then gives every gradient.
+
+Each case draws random sizes, weights and options (q_lora_rank or q_proj
+alone, the norms' weights or ones, rope interleaved or half, YaRN's
+scaling, causal top-left and bottom-right, --kv, a batch, W_O or not,
+--layout torch) and checks:
+
+    mha forward (plain, fast, --absorb) vs NumPy        1e-10 of the largest
+    every step mha prints vs NumPy's                     1e-10
+    mha backward, every gradient, vs torch.autograd     1e-10
+    --dtype f32 (forward and backward) vs float32 torch  1e-4
+
+It prints one line per failure and ends with "N passed, N failed"; exit
+status 1 if any failed.  Without torch the backward cases are skipped, and
+said so.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import families_check  # noqa: E402  (rope_parameters: transformers' rope scaling)
+
+try:
+    import torch
+except ImportError:  # the forward checks still run
+    torch = None
+
+SEED = 20261127
+RTOL = 1e-10
+RTOL_F32 = 1e-4
+passed = failed = 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL %s %s" % (name, detail))
+
+
+def close(name, got, want, rtol, floor=1e-300):
+    """max |got - want| within rtol of want's largest entry (or of floor, the
+    case's largest gradient, when that is larger: a gradient that is zero in
+    exact arithmetic comes out as rounding of the case's size)"""
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    if got.shape != want.shape:
+        check(name, False, "shape %s, want %s" % (got.shape, want.shape))
+        return
+    scale = max(float(np.max(np.abs(want))) if want.size else 0.0, floor)
+    err = float(np.max(np.abs(got - want))) if want.size else 0.0
+    check(name, err <= rtol * scale, "max error %.3g of %.3g" % (err, scale))
+
+
+# ---- the references ------------------------------------------------------------
+
+
+def rms(x, w, eps):
+    """DeepseekV3RMSNorm: x * rsqrt(mean(x^2) + eps) * weight"""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
+
+
+def rope_cos_sin(pos, c, R):
+    inv, af = families_check.rope_parameters(c, R, int(max(pos)) + 1)
+    freqs = np.outer(pos, inv)
+    emb = np.concatenate([freqs, freqs], axis=-1)
+    return np.cos(emb) * af, np.sin(emb) * af
+
+
+def apply_rope(x, cos, sin, interleave):
+    """(…, seq, R): apply_rotary_pos_emb_interleave or apply_rotary_pos_emb"""
+    if interleave:
+        s = x.shape
+        x = x.reshape(*s[:-1], s[-1] // 2, 2).swapaxes(-1, -2).reshape(s)
+    return x * cos + rotate_half(x) * sin
+
+
+def yarn_mscale(scale, m):
+    return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+
+def softmax_scale(c):
+    s = c["qk_head_dim"] ** -0.5
+    sc = c.get("rope_scaling")
+    if sc and sc.get("mscale_all_dim"):
+        m = yarn_mscale(sc["factor"], sc["mscale_all_dim"])
+        s = s * m * m
+    return s
+
+
+def numpy_mla(c, w, x, xkv, q_pos, k_pos, allow):
+    """one sequence: every step, as modeling_deepseek_v3.py makes it"""
+    H, dn, dr, dv = c["heads"], c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
+    kr = c["kv_lora_rank"]
+    st = {}
+    if c["q_lora_rank"]:
+        st["c_q"] = x @ w["q_a_proj"]
+        st["c_q_norm"] = rms(st["c_q"], w["q_a_layernorm"], c["eps"])
+        q = st["c_q_norm"] @ w["W_Q"]
+    else:
+        q = x @ w["W_Q"]
+    q = q.reshape(len(x), H, dn + dr).transpose(1, 0, 2)            # (H, n_q, d_k)
+    q_pass, q_rot = q[..., :dn], q[..., dn:]
+    ckv = xkv @ w["kv_a_proj_with_mqa"]
+    k_pass, k_rot = ckv[:, :kr], ckv[:, kr:]
+    st["c_kv"], st["k_pe"] = k_pass, k_rot
+    st["c_kv_norm"] = rms(k_pass, w["kv_a_layernorm"], c["eps"])
+    kv = (st["c_kv_norm"] @ w["kv_b_proj"]).reshape(len(xkv), H, dn + dv).transpose(1, 0, 2)
+    k_pass, v = kv[..., :dn], kv[..., dn:]
+    st["q_nope"] = q_pass.transpose(1, 0, 2).reshape(len(x), H * dn)
+    st["q_pe"] = q_rot.transpose(1, 0, 2).reshape(len(x), H * dr)
+    st["k_nope"] = k_pass.transpose(1, 0, 2).reshape(len(xkv), H * dn)
+    if c["rope"]:
+        cq, sq = rope_cos_sin(q_pos, c, dr)
+        ck, sk = rope_cos_sin(k_pos, c, dr)
+        q_rot = apply_rope(q_rot, cq, sq, c["rope"] == "interleaved")
+        k_rot = apply_rope(k_rot, ck, sk, c["rope"] == "interleaved")
+        st["q_pe_rot"] = q_rot.transpose(1, 0, 2).reshape(len(x), H * dr)
+        st["k_pe_rot"] = k_rot
+    k_rot = np.broadcast_to(k_rot, (H,) + k_rot.shape)
+    qs = np.concatenate([q_pass, q_rot], axis=-1)
+    ks = np.concatenate([k_pass, k_rot], axis=-1)
+    st["Q"] = qs.transpose(1, 0, 2).reshape(len(x), -1)
+    st["K"] = ks.transpose(1, 0, 2).reshape(len(xkv), -1)
+    st["V"] = v.transpose(1, 0, 2).reshape(len(xkv), -1)
+    s = qs @ ks.transpose(0, 2, 1) * softmax_scale(c)
+    s = np.where(allow, s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p = p / p.sum(axis=-1, keepdims=True)
+    o = (p @ v).transpose(1, 0, 2).reshape(len(x), H * dv)
+    st["concat"] = o
+    st["output"] = o @ w["W_O"] + w["b_O"] if "W_O" in w else o
+    return st
+
+
+def torch_mla(c, w, x, xkv, q_pos, k_pos, allow):
+    """the same in torch's ops (float64 or float32 as the tensors are), output only"""
+    H, dn, dr, dv = c["heads"], c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
+    kr = c["kv_lora_rank"]
+
+    def trms(t, g):
+        return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + c["eps"]) * g
+
+    def trot(t):
+        h = t.shape[-1] // 2
+        return torch.cat((-t[..., h:], t[..., :h]), dim=-1)
+    if c["q_lora_rank"]:
+        q = trms(x @ w["q_a_proj"], w["q_a_layernorm"]) @ w["W_Q"]
+    else:
+        q = x @ w["W_Q"]
+    q = q.view(x.shape[0], H, dn + dr).transpose(0, 1)
+    q_pass, q_rot = torch.split(q, [dn, dr], dim=-1)
+    ckv = xkv @ w["kv_a_proj_with_mqa"]
+    k_pass, k_rot = torch.split(ckv, [kr, dr], dim=-1)
+    kv = (trms(k_pass, w["kv_a_layernorm"]) @ w["kv_b_proj"]).view(xkv.shape[0], H, dn + dv)
+    k_pass, v = torch.split(kv.transpose(0, 1), [dn, dv], dim=-1)
+    k_rot = k_rot.view(1, xkv.shape[0], dr)
+    if c["rope"]:
+        dt = x.dtype
+        cq, sq = (torch.tensor(a, dtype=dt) for a in rope_cos_sin(q_pos, c, dr))
+        ck, sk = (torch.tensor(a, dtype=dt) for a in rope_cos_sin(k_pos, c, dr))
+        if c["rope"] == "interleaved":
+            q_rot = q_rot.reshape(H, -1, dr // 2, 2).transpose(3, 2).reshape(H, -1, dr)
+            k_rot = k_rot.reshape(1, -1, dr // 2, 2).transpose(3, 2).reshape(1, -1, dr)
+        q_rot = q_rot * cq + trot(q_rot) * sq
+        k_rot = k_rot * ck + trot(k_rot) * sk
+    k_rot = k_rot.expand(H, -1, -1)
+    qs = torch.cat((q_pass, q_rot), dim=-1)
+    ks = torch.cat((k_pass, k_rot), dim=-1)
+    s = qs @ ks.transpose(1, 2) * softmax_scale(c)
+    s = s.masked_fill(~torch.tensor(allow), float("-inf"))
+    o = torch.softmax(s, dim=-1) @ v
+    o = o.transpose(0, 1).reshape(x.shape[0], H * dv)
+    return o @ w["W_O"] + w["b_O"] if "W_O" in w else o
+
+
+# ---- the cases --------------------------------------------------------------------
+
+
+def make_case(rng, k):
+    H = int(rng.integers(1, 4))
+    c = {"heads": H, "qk_nope_head_dim": int(rng.integers(1, 5)),
+         "qk_rope_head_dim": 2 * int(rng.integers(1, 3)), "v_head_dim": int(rng.integers(1, 4)),
+         "kv_lora_rank": int(rng.integers(1, 6)),
+         "q_lora_rank": int(rng.integers(2, 7)) if k % 3 else None,
+         "eps": [1e-6, 1e-5, 0.0][k % 3],
+         "rope": ["interleaved", "half", "interleaved", None][k % 4],
+         "rope_theta": [10000.0, 50.0][k % 2], "max_position_embeddings": 64,
+         "causal": ["top-left", "bottom-right", None][k % 3],
+         "cross": k % 5 == 2, "batch": 2 if k % 4 == 1 else 0, "wo": k % 6 != 5,
+         "norm_w": k % 2 == 0, "torch_layout": k % 7 == 3}
+    c["qk_head_dim"] = c["qk_nope_head_dim"] + c["qk_rope_head_dim"]
+    if k % 5 == 4 and c["rope"]:
+        c["rope_scaling"] = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+                             "beta_fast": 32, "beta_slow": 1, "mscale": 1.0,
+                             "mscale_all_dim": 0.707}
+    c["d_model"] = int(rng.integers(2, 9))
+    c["n_q"] = int(rng.integers(1, 7))
+    c["n_kv"] = int(rng.integers(c["n_q"], 9)) if (c["cross"] or c["causal"] == "bottom-right") \
+        else c["n_q"]
+    if not c["cross"]:
+        c["n_kv"] = c["n_q"]
+    return c
+
+
+def draw(rng, c):
+    H, dm = c["heads"], c["d_model"]
+    dn, dr, dv, kr, qr = (c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"],
+                          c["kv_lora_rank"], c["q_lora_rank"])
+    w = {}
+    if qr:
+        w["q_a_proj"] = rng.standard_normal((dm, qr))
+        w["q_a_layernorm"] = 1 + 0.3 * rng.standard_normal(qr) if c["norm_w"] else np.ones(qr)
+        w["W_Q"] = rng.standard_normal((qr, H * (dn + dr)))
+    else:
+        w["W_Q"] = rng.standard_normal((dm, H * (dn + dr)))
+    w["kv_a_proj_with_mqa"] = rng.standard_normal((dm, kr + dr))
+    w["kv_a_layernorm"] = 1 + 0.3 * rng.standard_normal(kr) if c["norm_w"] else np.ones(kr)
+    w["kv_b_proj"] = rng.standard_normal((kr, H * (dn + dv))) / math.sqrt(kr)
+    if c["wo"]:
+        w["W_O"] = rng.standard_normal((H * dv, dm))
+        w["b_O"] = rng.standard_normal(dm)
+    B = c["batch"] or 1
+    x = rng.standard_normal((B, c["n_q"], dm))
+    xkv = rng.standard_normal((B, c["n_kv"], dm)) if c["cross"] else x
+    return w, x, xkv
+
+
+def positions_and_mask(c):
+    nq, nkv = c["n_q"], c["n_kv"]
+    off = nkv - nq if c["causal"] == "bottom-right" else 0
+    q_pos = np.arange(nq) + off
+    k_pos = np.arange(nkv)
+    if c["causal"]:
+        allow = k_pos[None, :] <= q_pos[:, None]
+    else:
+        allow = np.ones((nq, nkv), dtype=bool)
+    return q_pos, k_pos, allow
+
+
+OPTS = {"q_a_proj": "--q-a-proj", "q_a_layernorm": "--q-a-layernorm", "W_Q": "--q-b-proj",
+        "kv_a_proj_with_mqa": "--kv-a-proj-with-mqa", "kv_a_layernorm": "--kv-a-layernorm",
+        "kv_b_proj": "--kv-b-proj", "W_O": "--wo", "b_O": "--bo"}
+
+
+def command(mha, c, w, x, xkv, tmp, verb, f32=False):
+    def save(name, a):
+        path = os.path.join(tmp, name + ".npy")
+        np.save(path, np.asarray(a, dtype=np.float32 if f32 else np.float64))
+        return path
+    args = [mha, verb, "-x", save("x", x if c["batch"] else x[0]), "--heads", str(c["heads"]),
+            "--qk-rope-head-dim", str(c["qk_rope_head_dim"]), "-f", "json"]
+    if c["cross"]:
+        args += ["--kv", save("xkv", xkv if c["batch"] else xkv[0])]
+    for name, a in w.items():
+        if name.endswith("layernorm") and not c["norm_w"]:
+            continue  # ones: left out, mha's default
+        t = c["torch_layout"] and a.ndim == 2
+        args += [OPTS[name], save(name, a.T if t else a)]
+    if c["torch_layout"]:
+        args += ["--layout", "torch"]
+    args += ["--mla-eps", repr(c["eps"])]
+    if c["rope"]:
+        args += ["--rope", c["rope"], "--rope-theta", repr(c["rope_theta"])]
+    if "rope_scaling" in c:
+        args += ["--rope-scaling", json.dumps(c["rope_scaling"]),
+                 "--scale", repr(softmax_scale(c))]
+    if c["causal"]:
+        args += ["--causal=" + c["causal"]]
+    if f32:
+        args += ["--dtype", "f32"]
+    return args
+
+
+def run(args):
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, r.stderr.strip()
+    return json.loads(r.stdout), None
+
+
+def forward_case(mha, c, w, x, xkv, tmp, name):
+    q_pos, k_pos, allow = positions_and_mask(c)
+    B = c["batch"] or 1
+    want = [numpy_mla(c, w, x[b], xkv[b], q_pos, k_pos, allow) for b in range(B)]
+    if torch is not None:
+        tw = {k: torch.tensor(v) for k, v in w.items()}
+        for b in range(B):
+            t = torch_mla(c, tw, torch.tensor(x[b]), torch.tensor(xkv[b]), q_pos, k_pos, allow)
+            close(name + " numpy vs torch", t.numpy(), want[b]["output"], 1e-12)
+
+    def stack(key):
+        a = np.array([s[key] for s in want])
+        return a if c["batch"] else a[0]
+    base = command(mha, c, w, x, xkv, tmp, "forward")
+    for extra, label in (([], "fast"), (["--print", "all"], "plain"), (["--absorb"], "absorbed"),
+                         (["--absorb", "--exact"], "absorbed plain")):
+        out, err = run(base + extra)
+        if out is None:
+            check(name + " " + label, False, err)
+            continue
+        close("%s %s output" % (name, label), out["output"], stack("output"), RTOL)
+        check(name + " " + label + " meta", out["meta"]["mla"]["form"] ==
+              ("absorbed" if "--absorb" in extra else "expanded"))
+        if label == "plain":
+            for key in ("c_q", "c_q_norm", "q_nope", "q_pe", "q_pe_rot", "c_kv", "c_kv_norm",
+                        "k_pe", "k_pe_rot", "k_nope", "Q", "K", "V", "concat"):
+                if key in want[0]:
+                    if key not in out:
+                        check("%s step %s" % (name, key), False, "missing")
+                        continue
+                    close("%s step %s" % (name, key), out[key], stack(key), RTOL)
+    # float32
+    out, err = run(command(mha, c, w, x, xkv, tmp, "forward", f32=True))
+    if out is None:
+        check(name + " f32", False, err)
+    else:
+        close(name + " f32 output", out["output"], stack("output"), RTOL_F32)
+
+
+def backward_case(mha, c, w, x, xkv, tmp, name, rng):
+    q_pos, k_pos, allow = positions_and_mask(c)
+    B = c["batch"] or 1
+    out_cols = c["d_model"] if c["wo"] else c["heads"] * c["v_head_dim"]
+    dO = rng.standard_normal((B, c["n_q"], out_cols))
+    np.save(os.path.join(tmp, "dO.npy"), dO if c["batch"] else dO[0])
+    for f32 in (False, True):
+        dt = torch.float32 if f32 else torch.float64
+        tw = {k: torch.tensor(v, dtype=dt, requires_grad=True) for k, v in w.items()}
+        tx = torch.tensor(x, dtype=dt, requires_grad=True)
+        tkv = torch.tensor(xkv, dtype=dt, requires_grad=True) if c["cross"] else tx
+        loss = 0
+        for b in range(B):
+            o = torch_mla(c, tw, tx[b], tkv[b], q_pos, k_pos, allow)
+            loss = loss + (o * torch.tensor(dO[b], dtype=dt)).sum()
+        loss.backward()
+        args = command(mha, c, w, x, xkv, tmp, "backward", f32=f32)
+        if f32:
+            np.save(os.path.join(tmp, "dO.npy"),
+                    (dO if c["batch"] else dO[0]).astype(np.float32))
+        args += ["--grad-output", os.path.join(tmp, "dO.npy")]
+        out, err = run(args)
+        label = name + (" backward f32" if f32 else " backward")
+        if out is None:
+            check(label, False, err)
+            continue
+        grads = [t.grad for t in list(tw.values()) + [tx, tkv] if t.grad is not None]
+        floor = max(float(g.abs().max()) for g in grads)
+        keys = {"q_a_proj": "dq_a_proj", "q_a_layernorm": "dq_a_layernorm", "W_Q": "dW_Q",
+                "kv_a_proj_with_mqa": "dkv_a_proj_with_mqa", "kv_a_layernorm": "dkv_a_layernorm",
+                "kv_b_proj": "dkv_b_proj", "W_O": "dW_O", "b_O": "db_O"}
+        for wn, key in keys.items():
+            if wn not in w or (wn.endswith("layernorm") and not c["norm_w"]):
+                continue
+            g = tw[wn].grad.double().numpy()
+            got = np.asarray(out.get(key, []), dtype=np.float64)
+            if c["batch"]:
+                got = got[0]  # a batch writes the weights' gradients under each sequence
+            close("%s %s" % (label, key), got.reshape(g.shape) if got.size == g.size else got, g,
+                  RTOL_F32 if f32 else RTOL, floor)
+        gx = tx.grad.double().numpy()
+        xkey = "dX"
+        close("%s %s" % (label, xkey), out[xkey], gx if c["batch"] else gx[0],
+              RTOL_F32 if f32 else RTOL, floor)
+        if c["cross"]:
+            gk = tkv.grad.double().numpy()
+            close("%s dX_kv" % label, out["dX_kv"], gk if c["batch"] else gk[0],
+                  RTOL_F32 if f32 else RTOL, floor)
+
+
+def refusals(mha, tmp):
+    """a few shapes that do not add up, each refused in one line naming the file"""
+    rng = np.random.default_rng(1)
+    files = {}
+    for name, shape in (("x", (4, 6)), ("wq", (6, 10)), ("kva", (6, 6)), ("kvb", (4, 8)),
+                        ("kvb_bad", (3, 8)), ("ln", (5,))):
+        files[name] = os.path.join(tmp, name + ".npy")
+        np.save(files[name], rng.standard_normal(shape))
+    base = [mha, "forward", "-x", files["x"], "--heads", "2", "--wq", files["wq"]]
+    cases = [
+        (["--kv-a-proj-with-mqa", files["kva"], "--kv-b-proj", files["kvb"]],
+         "needs --qk-rope-head-dim"),
+        (["--qk-rope-head-dim", "2", "--kv-b-proj", files["kvb"]], "needs --kv-a-proj-with-mqa"),
+        (["--qk-rope-head-dim", "2", "--kv-a-proj-with-mqa", files["kva"], "--kv-b-proj",
+          files["kvb_bad"]], "kvb_bad.npy is 3x8 but needs 4 rows"),
+        (["--qk-rope-head-dim", "2", "--kv-a-proj-with-mqa", files["kva"], "--kv-b-proj",
+          files["kvb"], "--kv-a-layernorm", files["ln"]], "has 5 values but kv_lora_rank is 4"),
+        (["--qk-rope-head-dim", "5", "--kv-a-proj-with-mqa", files["kva"], "--kv-b-proj",
+          files["kvb"]], "leaves no unturned features"),
+        (["--qk-rope-head-dim", "2", "--kv-a-proj-with-mqa", files["kva"], "--kv-b-proj",
+          files["kvb"], "--kv-heads", "1"], "--kv-heads 1"),
+    ]
+    for extra, want in cases:
+        r = subprocess.run(base + extra, capture_output=True, text=True)
+        lines = r.stderr.strip().splitlines()
+        check("refused: " + want, r.returncode != 0 and not r.stdout and len(lines) >= 1 and
+              want in lines[0], r.stderr.strip())
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    mha = os.path.abspath(sys.argv[1])
+    rng = np.random.default_rng(SEED)
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(24):
+            c = make_case(rng, k)
+            w, x, xkv = draw(rng, c)
+            name = "case %d (%s)" % (k, ", ".join("%s=%s" % (a, c[a]) for a in (
+                "heads", "q_lora_rank", "rope", "causal", "cross", "batch", "wo")))
+            forward_case(mha, c, w, x, xkv, tmp, name)
+            if torch is not None:
+                backward_case(mha, c, w, x, xkv, tmp, name, rng)
+        refusals(mha, tmp)
+    if torch is None:
+        print("mla_check: torch is not installed: the backward cases were skipped")
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
