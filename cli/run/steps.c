@@ -69,8 +69,13 @@ static int latent_title(char *buf, size_t size, const struct step_facts *f, size
 {
 	const int abs = f->cfg->mla.absorbed;
 
-	if (!f->cfg->mla.on || head)
+	if (!f->cfg->mla.on)
 		return 0;
+	if (head) {
+		/* the heads read Q, K and V as made: no rotation of their own */
+		snprintf(buf, size, "head %zu: %c%zu", head, name, head);
+		return 1;
+	}
 	if (name == 'Q')
 		snprintf(buf, size, abs ? "Q = each head's [q_nope*W_UK^T, q_pe_rot] (absorbed: "
 			 "W_UK, kv_b_proj's key block, folded in)" : "Q = each head's [q_nope, q_pe_rot]");
