@@ -97,9 +97,12 @@ class Run:
     """One problem: mha's options, and what meta must then say."""
 
     def __init__(self, name, args, dims, masked=False, softcap=False, direct=False,
-                 tokens=False, kv_tokens=False, per_head_mask=False, rope=False, norm=False):
+                 tokens=False, kv_tokens=False, per_head_mask=False, rope=False, norm=False,
+                 mla=None):
         self.name, self.args, self.dims = name, args, dims
         self.rope, self.norm = rope, norm
+        # multi-head latent attention: {"q": q_a_proj given, "rope": turned, "absorb": …}
+        self.mla = mla
         self.masked, self.softcap, self.direct = masked, softcap, direct
         self.tokens, self.kv_tokens, self.per_head_mask = tokens, kv_tokens, per_head_mask
 
@@ -115,6 +118,11 @@ def holds(run, when):
         "with `--softcap`": run.softcap,
         "with `--rope`": run.rope,
         "with a q/k norm": run.norm,
+        "with `--rope`, not MLA": run.rope and not run.mla,
+        "with MLA": bool(run.mla),
+        "with MLA's `--q-a-proj`": bool(run.mla and run.mla["q"]),
+        "with MLA and `--rope`": bool(run.mla and run.mla["rope"]),
+        "with MLA, not `--absorb`": bool(run.mla and not run.mla["absorb"]),
     }
     if when not in conditions:
         raise SystemExit("schema_check: README: unknown condition %r" % when)
@@ -144,7 +152,9 @@ def letters(dims):
     """README's letters for shapes, which are meta's keys: H is heads, G kv_heads."""
     return {"n_q": dims["n_q"], "n_kv": dims["n_kv"], "d_model": dims["d_model"],
             "H": dims["heads"], "G": dims["kv_heads"], "d_k": dims["d_k"],
-            "d_v": dims["d_v"], "d_out": dims["d_out"]}
+            "d_v": dims["d_v"], "d_out": dims["d_out"],
+            "q_lora_rank": dims.get("q_lora_rank", 0), "kv_lora_rank": dims.get("kv_lora_rank", 0),
+            "qk_nope_head_dim": dims.get("dn", 0), "qk_rope_head_dim": dims.get("dr", 0)}
 
 
 def shapes(text, dims):
@@ -183,6 +193,10 @@ def check_value(row, v, dims):
         return "" if ok else "not %d strings" % n
     if shape == "object":
         return "" if isinstance(v, dict) else "not an object"
+    if dims.get("absorbed"):
+        # --absorb: Q, K, V and the heads' are the latent ones (README says so)
+        dims = dict(dims, d_k=dims["kv_lora_rank"] + dims["dr"], d_v=dims["kv_lora_rank"],
+                    kv_heads=1)
     want = shapes(shape, dims)
     if dims.get("batch"):
         # a batch: every matrix gains a leading dimension of B
@@ -230,9 +244,15 @@ def check_meta(where, meta_schema, meta, run):
         elif r["type"].startswith("object") and v is not None and r["values"]:
             if not any(isinstance(x, str) and x in r["values"] for x in v.values()):
                 problems.append("%s: %r names none of %s" % (r["key"], v, r["values"]))
+    # the latent attention's dims are meta.mla's, under its names
+    names = {"q_lora_rank": "q_lora_rank", "kv_lora_rank": "kv_lora_rank",
+             "dn": "qk_nope_head_dim", "dr": "qk_rope_head_dim"}
     for k, want in run.dims.items():
-        if meta.get(k) != want:
-            problems.append("%s = %r, the run's is %r" % (k, meta.get(k), want))
+        if k == "absorbed":
+            continue
+        got = (meta.get("mla") or {}).get(names[k]) if k in names else meta.get(k)
+        if got != want:
+            problems.append("%s = %r, the run's is %r" % (k, got, want))
     return check(where + ": meta", not problems, "; ".join(problems))
 
 
@@ -403,10 +423,21 @@ def problems(tmp):
     write(tmp, "mask-heads.json", [[[True, False, True], [True, True, False], [True, True, True]],
                                    [[True, True, True], [False, True, True], [True, False, True]]])
 
-    def dims(n_q=3, n_kv=3, d_model=4, heads=1, kv_heads=None, d_k=2, d_v=3, d_out=5, batch=None):
-        return {"n_q": n_q, "n_kv": n_kv, "d_model": d_model, "heads": heads,
-                "kv_heads": kv_heads or heads, "d_k": d_k, "d_v": d_v, "d_out": d_out,
-                "batch": batch}
+    def dims(n_q=3, n_kv=3, d_model=4, heads=1, kv_heads=None, d_k=2, d_v=3, d_out=5, batch=None,
+             **mla):
+        return dict({"n_q": n_q, "n_kv": n_kv, "d_model": d_model, "heads": heads,
+                     "kv_heads": kv_heads or heads, "d_k": d_k, "d_v": d_v, "d_out": d_out,
+                     "batch": batch}, **mla)
+    # multi-head latent attention: 2 heads of qk_nope 1 + qk_rope 2, v 2,
+    # q_lora_rank 3, kv_lora_rank 2
+    write(tmp, "qa.json", m(4, 3))
+    write(tmp, "qb.json", m(3, 6))
+    write(tmp, "qp.json", m(4, 6))
+    write(tmp, "kva.json", m(4, 4))
+    write(tmp, "kvb.json", m(2, 6))
+    write(tmp, "wo-mla.json", m(4, 5))
+    mla = ["-x", "x.json", "--kv-a-proj-with-mqa", "kva.json", "--kv-b-proj", "kvb.json",
+           "--wo", "wo-mla.json", "--heads", "2", "--qk-rope-head-dim", "2"]
     # a batch of two sequences (3-D), each with its own key length
     write(tmp, "xb.json", [m(3, 4), m(3, 4)])
     return [
@@ -448,6 +479,13 @@ def problems(tmp):
         Run("norm", ["-x", "x.json", "-w", "w2.json", "--heads", "2", "--rope", "half",
                      "--q-norm", "qn.json", "--k-norm", "qn.json"],
             dims(heads=2), rope=True, norm=True),
+        Run("mla", mla + ["--q-a-proj", "qa.json", "--q-b-proj", "qb.json", "--rope",
+                          "interleaved", "--causal"],
+            dims(heads=2, d_k=3, d_v=2, q_lora_rank=3, kv_lora_rank=2, dn=1, dr=2), masked=True,
+            mla={"q": True, "rope": True, "absorb": False}),
+        Run("mla-absorbed", mla + ["--wq", "qp.json", "--absorb"],
+            dims(heads=2, d_k=3, d_v=2, kv_lora_rank=2, dn=1, dr=2, absorbed=True),
+            mla={"q": False, "rope": False, "absorb": True}),
         # a layer of a checkpoint (samples/tiny-llama: Llama, config.json beside
         # it): causal, rotary, grouped-query heads, and meta's "model"
         Run("checkpoint", ["-x", os.path.join(TINY, "x.json"), "-w", os.path.join(TINY, "model"),
@@ -481,7 +519,8 @@ def main(argv):
                           doc.get("meta"), ext, tmp)
             check_csv("%s: --print all -f csv" % run.name, schema, run, doc.get("meta"), tmp)
             if run.name not in ("one-head-no-wo", "gqa", "direct", "causal-mask",
-                                "softcap-kv-len", "batch", "rope", "norm"):
+                                "softcap-kv-len", "batch", "rope", "norm", "mla",
+                                "mla-absorbed"):
                 continue
             for step in steps:
                 where = "%s: -p %s -f json" % (run.name, step)
@@ -492,6 +531,11 @@ def main(argv):
                           "exit %d" % r.returncode)
                 elif step in ("q_rot", "k_rot") and not run.rope:
                     check(where + ": exit 2 without --rope", r.returncode == 2,
+                          "exit %d" % r.returncode)
+                elif step in ("q_rot", "k_rot", "c_q", "c_q_norm", "q_nope", "q_pe", "q_pe_rot",
+                              "c_kv", "c_kv_norm", "k_pe", "k_pe_rot", "k_nope") and \
+                        not holds(run, next(r["when"] for r in schema if r["step"] == step)):
+                    check(where + ": exit 2 where the run has no such step", r.returncode == 2,
                           "exit %d" % r.returncode)
                 elif step in ("q_norm", "k_norm") and not run.norm:
                     check(where + ": exit 2 without a q/k norm", r.returncode == 2,
