@@ -1081,16 +1081,17 @@ def refusal_cases(c, rng):
     t["model.layers.1.self_attn.q_proj.bias"] = ck.Tensor(np.ones(16), "F16")
     c.refused("llama: attention_bias false with q_proj.bias there",
               planted(c, f, "bias", config=conf, tensors=t), ["attention_bias is false"])
-    # model types mha does not compute yet: what each needs
-    for mtype, words in (("deepseek_v3", "latent attention"), ("deepseek_v2", "latent attention")):
+    # a model type whose attention is another (DeepSeek's latent attention, which
+    # tests/mla_check.py reads) over a Llama's tensors: the tensor it needs named
+    for mtype in ("deepseek_v3", "deepseek_v2", "kimi_k2"):
         conf = dict(f["cfg"], model_type=mtype)
-        c.refused("model_type %s: refused, saying what it needs" % mtype,
-                  planted(c, f, "type", config=conf), ['model_type "%s"' % mtype, words])
-    # an image-text model whose text model's type is refused: that one said
-    conf = dict(f["cfg"], model_type="llava")
+        c.refused("model_type %s over Llama's tensors: the latent's tensor named" % mtype,
+                  planted(c, f, "type", config=conf), ["deepseek attention",
+                                                        "kv_a_proj_with_mqa.weight"])
+    # an image-text model whose text model is DeepSeek's: the text model's tensors looked for
     conf = {"model_type": "llava", "text_config": dict(f["cfg"], model_type="deepseek_v3")}
-    c.refused("model_type llava with a deepseek_v3 text model: the text model's blocker said",
-              planted(c, f, "g3", config=conf), ['"deepseek_v3"', "latent attention"])
+    c.refused("model_type llava with a deepseek_v3 text model: its tensors looked for",
+              planted(c, f, "g3", config=conf), ["text model", "kv_a_proj_with_mqa.weight"])
     # Gemma 3: no head_dim, bidirectional attention; ModernBERT without --layer
     g = by_type("gemma3_text")
     conf = {k: v for k, v in g["cfg"].items() if k != "head_dim"}

@@ -158,7 +158,7 @@ def numpy_mla(c, w, x, xkv, q_pos, k_pos, allow):
     p = p / p.sum(axis=-1, keepdims=True)
     o = (p @ v).transpose(1, 0, 2).reshape(len(x), H * dv)
     st["concat"] = o
-    st["output"] = o @ w["W_O"] + w["b_O"] if "W_O" in w else o
+    st["output"] = (o @ w["W_O"] + w.get("b_O", 0)) if "W_O" in w else o
     return st
 
 
@@ -200,7 +200,7 @@ def torch_mla(c, w, x, xkv, q_pos, k_pos, allow):
     s = s.masked_fill(~torch.tensor(allow), float("-inf"))
     o = torch.softmax(s, dim=-1) @ v
     o = o.transpose(0, 1).reshape(x.shape[0], H * dv)
-    return o @ w["W_O"] + w["b_O"] if "W_O" in w else o
+    return (o @ w["W_O"] + w["b_O"] if "b_O" in w else o @ w["W_O"]) if "W_O" in w else o
 
 
 # ---- the cases --------------------------------------------------------------------
@@ -397,6 +397,227 @@ def backward_case(mha, c, w, x, xkv, tmp, name, rng):
                   RTOL_F32 if f32 else RTOL, floor)
 
 
+# ---- a DeepSeek-V3-shaped checkpoint, BF16 or FP8 with block scales ----------------
+
+
+def bf16(a):
+    """a's float32 values cut to bfloat16 (round to nearest even): (the bits, the values)"""
+    u = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return u, (u.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def e4m3(code):
+    """float8_e4m3fn's value of each byte (no infinities; 0x7f, 0xff nan)"""
+    code = np.asarray(code, dtype=np.uint8)
+    e, m = (code >> 3) & 0xF, (code & 7).astype(np.float64)
+    v = np.where(e == 0, m / 8 * 2.0 ** -6, (1 + m / 8) * 2.0 ** (e.astype(np.float64) - 7))
+    v = np.where((e == 15) & (m == 7), np.nan, v)
+    return np.where(code & 0x80, -v, v)
+
+
+def fp8(rng, shape, block):
+    """random FP8 codes (no nan) and float32 block scales: (codes, scales, the values)"""
+    code = rng.integers(0, 256, size=shape).astype(np.uint8)
+    code[(code & 0x7F) == 0x7F] = 0x3E
+    rows, cols = -(-shape[0] // block[0]), -(-shape[1] // block[1])
+    scale = (rng.uniform(0.5, 2.0, size=(rows, cols)) / 64).astype(np.float32)
+    full = np.repeat(np.repeat(scale.astype(np.float64), block[0], 0), block[1], 1)
+    return code, scale, e4m3(code) * full[:shape[0], :shape[1]]
+
+
+def write_safetensors(path, tensors):
+    """{name: (dtype, array of its raw type)} as one safetensors file"""
+    header, blobs, at = {}, [], 0
+    for name, (dt, a) in tensors.items():
+        raw = np.ascontiguousarray(a).tobytes()
+        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [at, at + len(raw)]}
+        blobs.append(raw)
+        at += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+def write_checkpoint(rng, folder, c, quant, block=(128, 128)):
+    """config.json and model.safetensors of one layer; the weights' values
+    as loaded, (d_in, d_out) as mha and the references apply them"""
+    H, dm = c["heads"], c["d_model"]
+    dn, dr, dv, kr, qr = (c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"],
+                          c["kv_lora_rank"], c["q_lora_rank"])
+    shapes = {"kv_a_proj_with_mqa": (kr + dr, dm), "kv_b_proj": (H * (dn + dv), kr),
+              "o_proj": (dm, H * dv)}
+    if qr:
+        shapes.update({"q_a_proj": (qr, dm), "q_b_proj": (H * (dn + dr), qr)})
+    else:
+        shapes["q_proj"] = (H * (dn + dr), dm)
+    tensors, w = {}, {}
+    pre = "model.layers.0.self_attn."
+    for name, shape in shapes.items():
+        if quant:
+            code, scale, v = fp8(rng, shape, block)
+            tensors[pre + name + ".weight"] = ("F8_E4M3", code)
+            tensors[pre + name + ".weight_scale_inv"] = ("F32", scale)
+        else:
+            bits, v = bf16(rng.standard_normal(shape) / math.sqrt(shape[1]))
+            tensors[pre + name + ".weight"] = ("BF16", bits)
+        key = {"q_b_proj": "W_Q", "q_proj": "W_Q", "o_proj": "W_O"}.get(name, name)
+        w[key] = v.T
+    for name, n in (("q_a_layernorm", qr), ("kv_a_layernorm", kr)):
+        if n:
+            bits, v = bf16(1 + 0.2 * rng.standard_normal(n))
+            tensors[pre + name + ".weight"] = ("BF16", bits)
+            w[name] = v
+    write_safetensors(os.path.join(folder, "model.safetensors"), tensors)
+    cfg = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"],
+           "num_attention_heads": H, "num_key_value_heads": H, "hidden_size": dm,
+           "q_lora_rank": qr, "kv_lora_rank": kr, "qk_nope_head_dim": dn,
+           "qk_rope_head_dim": dr, "v_head_dim": dv, "rope_theta": c["rope_theta"],
+           "max_position_embeddings": c["max_position_embeddings"],
+           "rms_norm_eps": c["eps"], "attention_bias": False, "num_hidden_layers": 1,
+           "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+           "first_k_dense_replace": 1, "vocab_size": 32, "torch_dtype": "bfloat16"}
+    if "rope_scaling" in c:
+        cfg["rope_scaling"] = c["rope_scaling"]
+    if quant:
+        cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3",
+                                      "activation_scheme": "dynamic",
+                                      "weight_block_size": list(block)}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    return w
+
+
+def checkpoint_cases(mha, tmp, rng):
+    """a DeepSeek-V3-shaped layer from its checkpoint, BF16 and FP8 (128 x 128
+    blocks over a 160-wide d_model: partial edge blocks; then 4 x 8 blocks)"""
+    for k, (quant, block, qr) in enumerate(((False, (128, 128), 6), (True, (128, 128), 6),
+                                             (True, (4, 8), 0), (False, (128, 128), 0))):
+        c = {"heads": 2, "qk_nope_head_dim": 3, "qk_rope_head_dim": 4, "v_head_dim": 2,
+             "kv_lora_rank": 5, "q_lora_rank": qr or None, "eps": 1e-6, "rope": "interleaved",
+             "rope_theta": 10000.0, "max_position_embeddings": 64, "causal": "top-left",
+             "d_model": 160 if k == 1 else 12, "n_q": 5, "n_kv": 5, "batch": 0}
+        c["qk_head_dim"] = c["qk_nope_head_dim"] + c["qk_rope_head_dim"]
+        if k % 2:
+            c["rope_scaling"] = {"type": "yarn", "factor": 4.0,
+                                 "original_max_position_embeddings": 16, "beta_fast": 32,
+                                 "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}
+        folder = os.path.join(tmp, "ckpt%d" % k)
+        os.makedirs(folder, exist_ok=True)
+        w = write_checkpoint(rng, folder, c, quant, block)
+        x = rng.standard_normal((c["n_q"], c["d_model"]))
+        np.save(os.path.join(tmp, "xc.npy"), x)
+        q_pos, k_pos, allow = positions_and_mask(c)
+        want = numpy_mla(c, w, x, x, q_pos, k_pos, allow)
+        name = "checkpoint %s%s" % ("FP8 blocks %dx%d" % block if quant else "BF16",
+                                    ", q_proj alone" if not qr else "")
+        base = [mha, "forward", "-x", os.path.join(tmp, "xc.npy"), "-w", folder, "--layer", "0",
+                "-f", "json"]
+        for extra, label in (([], "fast"), (["--print", "all"], "plain"),
+                             (["--absorb"], "absorbed")):
+            out, err = run(base + extra)
+            if out is None:
+                check(name + " " + label, False, err)
+                continue
+            close("%s %s output" % (name, label), out["output"], want["output"], RTOL)
+            if label == "plain":
+                for key in ("q_pe_rot", "k_pe_rot", "c_kv_norm", "k_nope", "Q", "K", "V"):
+                    close("%s step %s" % (name, key), out[key], want[key], RTOL)
+                m = out["meta"]
+                check(name + " meta.mla", m["mla"] == {
+                    "q_lora_rank": c["q_lora_rank"], "kv_lora_rank": 5, "qk_nope_head_dim": 3,
+                    "qk_rope_head_dim": 4, "v_head_dim": 2, "eps": 1e-6, "form": "expanded"},
+                    json.dumps(m["mla"]))
+                close(name + " scale", m["scale"]["value"], softmax_scale(c), 1e-15)
+        if torch is None:
+            continue
+        # the checkpoint's gradients against autograd on the same (dequantized) weights
+        tw = {k2: torch.tensor(v, requires_grad=True) for k2, v in w.items()}
+        o = torch_mla(c, tw, torch.tensor(x), torch.tensor(x), q_pos, k_pos, allow)
+        o.sum().backward()
+        out, err = run([mha, "backward", "-x", os.path.join(tmp, "xc.npy"), "-w", folder,
+                        "--layer", "0", "-f", "json"])
+        if out is None:
+            check(name + " backward", False, err)
+            continue
+        for wn, key in (("kv_b_proj", "dkv_b_proj"), ("kv_a_proj_with_mqa", "dkv_a_proj_with_mqa"),
+                        ("kv_a_layernorm", "dkv_a_layernorm"), ("W_Q", "dW_Q"),
+                        ("q_a_proj", "dq_a_proj"), ("q_a_layernorm", "dq_a_layernorm"),
+                        ("W_O", "dW_O")):
+            if wn in tw:
+                close("%s backward %s" % (name, key), out[key], tw[wn].grad.numpy(), RTOL)
+
+
+def checkpoint_refusals(mha, tmp, rng):
+    """FP8 that cannot be read exactly, and what DeepSeek's config says that mha does not
+    compute: each refused in one line naming the tensor (and element) or the key"""
+    c = {"heads": 2, "qk_nope_head_dim": 3, "qk_rope_head_dim": 4, "v_head_dim": 2,
+         "kv_lora_rank": 5, "q_lora_rank": 6, "eps": 1e-6, "rope_theta": 10000.0,
+         "max_position_embeddings": 64, "d_model": 12}
+    x = os.path.join(tmp, "xr.npy")
+    np.save(x, rng.standard_normal((3, 12)))
+    pre = "model.layers.0.self_attn."
+
+    def damaged(label, change_tensors=None, change_config=None, want=""):
+        folder = os.path.join(tmp, "bad-" + label.replace(" ", "-"))
+        os.makedirs(folder, exist_ok=True)
+        write_checkpoint(rng, folder, c, True, (4, 8))
+        st = os.path.join(folder, "model.safetensors")
+        if change_tensors:
+            with open(st, "rb") as f:
+                data = f.read()
+            n = int.from_bytes(data[:8], "little")
+            header = json.loads(data[8:8 + n])
+            body = bytearray(data[8 + n:])
+            tensors = {}
+            for name, e in header.items():
+                b, en = e["data_offsets"]
+                raw = bytes(body[b:en])
+                dt = {"F8_E4M3": np.uint8, "F32": np.float32, "BF16": np.uint16}[e["dtype"]]
+                tensors[name] = (e["dtype"], np.frombuffer(raw, dtype=dt).reshape(e["shape"]).copy())
+            change_tensors(tensors)
+            write_safetensors(st, tensors)
+        if change_config:
+            p2 = os.path.join(folder, "config.json")
+            with open(p2) as f:
+                cfg = json.load(f)
+            change_config(cfg)
+            with open(p2, "w") as f:
+                json.dump(cfg, f)
+        r = subprocess.run([mha, "forward", "-x", x, "-w", folder, "--layer", "0"],
+                           capture_output=True, text=True)
+        lines = r.stderr.strip().splitlines()
+        check("refused: " + label, r.returncode != 0 and not r.stdout and len(lines) == 1 and
+              want in lines[0], r.stderr.strip())
+
+    def nan_code(t):
+        t[pre + "kv_b_proj.weight"][1][1][2] = 0x7F
+    damaged("FP8 nan", nan_code, want='kv_b_proj.weight"[1][2] is nan')
+
+    def neg_scale(t):
+        t[pre + "q_a_proj.weight_scale_inv"][1][0][1] = -1
+    damaged("negative scale", neg_scale,
+            want='q_a_proj.weight_scale_inv"[0][1] is -1: a block scale is a finite number above 0')
+
+    def no_scale(t):
+        del t[pre + "o_proj.weight_scale_inv"]
+    damaged("missing scale", no_scale, want='o_proj.weight_scale_inv"')
+
+    def bad_shape(t):
+        a = t[pre + "kv_a_proj_with_mqa.weight_scale_inv"]
+        t[pre + "kv_a_proj_with_mqa.weight_scale_inv"] = (a[0], a[1][:1])
+    damaged("scale shape", bad_shape, want="needs 3x2: blocks of 4x8")
+    damaged("awq", change_config=lambda cfg: cfg["quantization_config"].update(quant_method="awq"),
+            want='quant_method "awq"')
+    damaged("attention_bias", change_config=lambda cfg: cfg.update(attention_bias=True),
+            want="attention_bias true")
+    damaged("q_lora_rank", change_config=lambda cfg: cfg.update(q_lora_rank=7),
+            want="q_lora_rank 7, but the tensors make 6")
+    damaged("unknown key", change_config=lambda cfg: cfg.update(mla_absorb_everything=True),
+            want="mla_absorb_everything")
+
+
 def refusals(mha, tmp):
     """a few shapes that do not add up, each refused in one line naming the file"""
     rng = np.random.default_rng(1)
@@ -440,6 +661,8 @@ def main():
             forward_case(mha, c, w, x, xkv, tmp, name)
             if torch is not None:
                 backward_case(mha, c, w, x, xkv, tmp, name, rng)
+        checkpoint_cases(mha, tmp, rng)
+        checkpoint_refusals(mha, tmp, rng)
         refusals(mha, tmp)
     if torch is None:
         print("mla_check: torch is not installed: the backward cases were skipped")

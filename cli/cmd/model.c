@@ -112,11 +112,17 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 {
 	struct problem_spec s = *spec;
 	weights w = { 0 };
-	matrix q_norm = { 0 }, k_norm = { 0 }, sinks = { 0 };
-	matrix *const extra[MODEL_EXTRA] = { [MODEL_SINKS] = &sinks, [MODEL_Q_NORM] = &q_norm,
-					     [MODEL_K_NORM] = &k_norm };
+	matrix q_norm = { 0 }, k_norm = { 0 }, sinks = { 0 }, lat[N_LATENT] = { { 0 } };
+	matrix *const extra[MODEL_EXTRA] = {
+		[MODEL_SINKS] = &sinks, [MODEL_Q_NORM] = &q_norm, [MODEL_K_NORM] = &k_norm,
+		[MODEL_LATENT + LAT_Q_A_PROJ] = &lat[LAT_Q_A_PROJ],
+		[MODEL_LATENT + LAT_Q_A_NORM] = &lat[LAT_Q_A_NORM],
+		[MODEL_LATENT + LAT_KV_A_PROJ] = &lat[LAT_KV_A_PROJ],
+		[MODEL_LATENT + LAT_KV_A_NORM] = &lat[LAT_KV_A_NORM],
+		[MODEL_LATENT + LAT_KV_B_PROJ] = &lat[LAT_KV_B_PROJ] };
 	size_t H, G, dq, dk, dv, din, dout, R;
-	const mha_config *c = &s.cfg;
+	mha_config *c = &s.cfg;
+	mha_dims md = { .size = sizeof(md) };
 	double scale;
 	char num[40];
 	int rc = -1;
@@ -131,6 +137,24 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 	din = rows_of(&w, WQ, 1);
 	dout = rows_of(&w, WO, 0);
 	R = c->rope.dim ? c->rope.dim : dk;
+	if (lat[LAT_KV_A_PROJ].rank) {
+		/* multi-head latent attention: the dims its tensors (d_in, d_out) make */
+		const size_t dr = s.rope_head_dim;
+
+		din = lat[LAT_KV_A_PROJ].dim[0];
+		dv = lat[LAT_KV_B_PROJ].dim[1] / H - (dk - dr);
+		G = H;
+		R = dr;
+		c->mla = (mha_mla){ .on = 1, .q_rank = lat[LAT_Q_A_PROJ].rank ? lat[LAT_Q_A_PROJ].dim[1] : 0,
+				    .kv_rank = lat[LAT_KV_A_PROJ].dim[1] - dr, .d_rope = dr,
+				    .eps = s.given & (GIVEN_MLA_EPS | CONFIG_MLA_EPS) ? c->mla.eps : 1e-6 };
+		md.d_k = dk;
+		md.d_v = dv;
+		if (s.mla_mscale2 && !(s.given & GIVEN_SCALE)) {
+			c->scale_mode = MHA_SCALE_VALUE;
+			c->scale = s.mla_mscale2 / sqrt((double)dk);
+		}
+	}
 	scale = c->scale_mode == MHA_SCALE_VALUE ? c->scale : c->scale_mode == MHA_SCALE_NONE ? 1
 		: 1 / sqrt((double)dk);
 	if (o->json) {
@@ -173,6 +197,8 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 			fputs("null", fp);
 		fputs(", \"norm\": ", fp);
 		meta_norm(fp, &c->norm, s.q_norm, s.k_norm);
+		fputs(", \"mla\": ", fp);
+		meta_mla(fp, c, &md);
 		fputs(", \"sinks\": ", fp);
 		if (s.sinks)
 			text_put_json(fp, s.sinks);
@@ -239,6 +265,19 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 		} else {
 			fputs("  norm none\n", fp);
 		}
+		if (c->mla.on) {
+			format_shortest(num, sizeof(num), c->mla.eps);
+			fputs("  latent attention: q_lora_rank ", fp);
+			if (c->mla.q_rank)
+				fprintf(fp, "%zu", c->mla.q_rank);
+			else
+				fputs("none (q_proj)", fp);
+			fprintf(fp, ", kv_lora_rank %zu, qk_nope_head_dim %zu, qk_rope_head_dim %zu, "
+				"v_head_dim %zu, eps %s\n", c->mla.kv_rank, dk - c->mla.d_rope,
+				c->mla.d_rope, dv, num);
+		} else {
+			fputs("  latent attention none\n", fp);
+		}
 		fputs("  sinks ", fp);
 		text_put(fp, s.sinks ? s.sinks : "none");
 		fputs("\n  biases", fp);
@@ -259,6 +298,8 @@ done:
 	matrix_free(&q_norm);
 	matrix_free(&k_norm);
 	matrix_free(&sinks);
+	for (int i = 0; i < N_LATENT; i++)
+		matrix_free(&lat[i]);
 	return rc;
 }
 

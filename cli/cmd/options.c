@@ -601,6 +601,7 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			if (opt_count(hint, "--qk-rope-head-dim", optarg, SIZE_MAX / 2,
 				      &o->spec.rope_head_dim))
 				return -1;
+			o->spec.given |= GIVEN_QK_ROPE;
 			break;
 		case O_MLA_EPS:
 			if (parse_real(hint, "--mla-eps", optarg, &o->spec.cfg.mla.eps))

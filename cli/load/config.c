@@ -6,6 +6,7 @@
 #include "load/model.h"
 #include "load/families.h"
 #include "load/config_keys.h"
+#include "load/latent.h"
 #include "load/layers.h"
 #include "load/rope_scaling.h"
 #include "read/checkpoint.h"
@@ -303,11 +304,15 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 		return 0;
 	if (t->norm.kind && apply_norm(s, root, path))
 		return -1;
+	if (t->family == FAMILY_DEEPSEEK && latent_apply_config(s, root, path))
+		return -1;
 	if (reads(t, "clip_qkv") && cJSON_GetObjectItemCaseSensitive(root, "clip_qkv") &&
 	    !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "clip_qkv")))
 		return error("%s: clip_qkv: OLMo clamps Q, K and V to +-clip_qkv, which mha does not "
 			     "compute yet", path);
-	if (reads(t, "quantization_config") && quantized_attention(root, path))
+	/* FP8 with block scales is latent.c's to read (DeepSeek) */
+	if (reads(t, "quantization_config") && t->family != FAMILY_DEEPSEEK &&
+	    quantized_attention(root, path))
 		return -1;
 	if (t->slide == SLIDE_PATTERN && !head_dim)
 		return error("%s: no head_dim: Gemma 3's heads are head_dim wide (256 when left out), "

@@ -67,6 +67,19 @@ const struct family families[] = {
 		{ "Wqkv.weight", T_FUSED_W, 1, NULL }, { "Wqkv.bias", T_FUSED_B, 0, NULL },
 		{ "Wo.weight", WO, 1, NULL }, { "Wo.bias", BO, 0, NULL } },
 		FUSED_BLOCKS },
+	/* multi-head latent attention (DeepSeek-V2, V3, Kimi K2): q_b_proj after
+	 * q_a_proj, or q_proj alone; an FP8 weight's block scales
+	 * (NAME.weight_scale_inv) are read with it (model.c) */
+	[FAMILY_DEEPSEEK] = { "deepseek", "layers.%zu.self_attn", "kv_a_proj_with_mqa.weight",
+		LAYOUT_TORCH, {
+		{ "q_proj.weight", WQ, 0, NULL }, { "q_b_proj.weight", WQ, 0, NULL },
+		{ "q_a_proj.weight", T_LATENT + LAT_Q_A_PROJ, 0, NULL },
+		{ "q_a_layernorm.weight", T_LATENT + LAT_Q_A_NORM, 0, NULL },
+		{ "kv_a_proj_with_mqa.weight", T_LATENT + LAT_KV_A_PROJ, 1, NULL },
+		{ "kv_a_layernorm.weight", T_LATENT + LAT_KV_A_NORM, 0, NULL },
+		{ "kv_b_proj.weight", T_LATENT + LAT_KV_B_PROJ, 1, NULL },
+		{ "o_proj.weight", WO, 1, NULL },
+		{ "rotary_emb.inv_freq", T_INV_FREQ, 0, NULL } } },
 };
 const size_t n_families = sizeof(families) / sizeof(families[0]);
 
@@ -136,6 +149,13 @@ static const char *const modernbert_keys[] = { "num_attention_heads", "hidden_si
 					       "attention_bias", NULL };
 static const char *const cohere2_keys[] = { LLAMA_KEYS, "sliding_window", "layer_types",
 					    "sliding_window_pattern", "layer_norm_eps", NULL };
+/* multi-head latent attention's: the ranks and head dims (latent.c) */
+static const char *const deepseek_keys[] = { "num_attention_heads", "num_key_value_heads",
+					     "hidden_size", "head_dim", "q_lora_rank",
+					     "kv_lora_rank", "qk_nope_head_dim",
+					     "qk_rope_head_dim", "v_head_dim", "rope_theta",
+					     "rope_scaling", "rope_interleave", "rms_norm_eps",
+					     "attention_bias", "quantization_config", NULL };
 static const char *const gpt2_keys[] = { "n_head", "n_embd", "scale_attn_weights",
 					 "scale_attn_by_inverse_layer_idx", NULL };
 static const char *const bert_keys[] = { "num_attention_heads", "hidden_size",
@@ -201,6 +221,15 @@ static const char *const gpt2_other[] = {
 static const char *const bert_other[] = { "type_vocab_size", "hidden_dropout_prob",
 					  "attention_probs_dropout_prob", "classifier_dropout",
 					  NULL };
+/* DeepSeek's mixture of experts, its multi-token prediction layer, and the
+ * tensor-parallel switches that compute the same attention */
+static const char *const deepseek_other[] = {
+	"n_routed_experts", "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size",
+	"moe_layer_freq", "first_k_dense_replace", "norm_topk_prob", "scoring_func",
+	"topk_method", "n_group", "topk_group", "routed_scaling_factor", "aux_loss_alpha",
+	"seq_aux", "ep_size", "num_nextn_predict_layers", "pretraining_tp", "mlp_bias",
+	"rope_parameters_legacy", NULL
+};
 static const char *const gpt_oss_other[] = { "experts_per_token", "initial_context_length",
 					     "num_local_experts", "num_experts_per_tok",
 					     "output_router_logits", "router_aux_loss_coef",
@@ -287,10 +316,14 @@ static const struct model_type types[] = {
 	/* an encoder: Wqkv, local and global layers with their own rotary bases */
 	{ "modernbert", READS(FAMILY_MODERNBERT, BIAS_FLAG, HALF, SLIDE_EVERY_N, modernbert_keys,
 			      modernbert_other, 12) },
-	{ "deepseek_v2", REFUSED(FAMILY_NONE, "multi-head latent attention (MLA), which mha does "
-				 "not compute yet") },
-	{ "deepseek_v3", REFUSED(FAMILY_NONE, "multi-head latent attention (MLA), which mha does "
-				 "not compute yet") },
+	/* multi-head latent attention: the turned parts' pairs (2i, 2i + 1), unless
+	 * rope_interleave is false (latent.c) */
+	{ "deepseek_v2", READS(FAMILY_DEEPSEEK, BIAS_NONE, MHA_ROPE_INTERLEAVED, SLIDE_NONE,
+			       deepseek_keys, deepseek_other, 0) },
+	{ "deepseek_v3", READS(FAMILY_DEEPSEEK, BIAS_NONE, MHA_ROPE_INTERLEAVED, SLIDE_NONE,
+			       deepseek_keys, deepseek_other, 0) },
+	{ "kimi_k2", READS(FAMILY_DEEPSEEK, BIAS_NONE, MHA_ROPE_INTERLEAVED, SLIDE_NONE,
+			   deepseek_keys, deepseek_other, 0) },
 	/* sinks, layer_types, YaRN; its MoE quantized, never its attention */
 	{ "gpt_oss", FAMILY_LLAMA, BIAS_FLAG, NULL, HALF, SLIDE_BY_TYPES, gpt_oss_keys, gpt_oss_other,
 	  0, NULL, 1, FUSED_NONE, { 0 } },
@@ -363,6 +396,9 @@ static const struct { const char *suffix, *what; } unread[] = {
 	  "this model type's attention does not have: say model_type gpt_neox or falcon" },
 	{ "Wqkv.weight", "Q, K and V fused in one tensor (ModernBERT's), which this model type's "
 	  "attention does not have: say model_type modernbert" },
+	{ "kv_a_proj_with_mqa.weight", "multi-head latent attention's (DeepSeek's), which this "
+	  "model type's attention does not have: say model_type deepseek_v3 (or deepseek_v2, "
+	  "kimi_k2)" },
 };
 
 const char *family_tensor_unread(const char *suffix)

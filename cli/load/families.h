@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 
+#include "load/spec.h"
 #include "load/weights.h"
 #include "mha.h"
 
@@ -31,7 +32,9 @@ enum {
 	T_FUSED_W,              /* Q, K and V in one projection (out x in), split as the
 				   fused layout says */
 	T_FUSED_B,              /* and its bias */
-	T_IGNORED               /* outside the attention mha computes (reason given) */
+	T_IGNORED,              /* outside the attention mha computes (reason given) */
+	T_LATENT                /* + LAT_Q_A_PROJ … LAT_KV_B_PROJ (spec.h): multi-head latent
+				   attention's tensors, as --q-a-proj … would give them */
 };
 
 struct family_tensor {
@@ -58,7 +61,7 @@ struct family {
 	const char *layer; /* the module of layer N, "%zu" for N */
 	const char *key;   /* a tensor every such module has */
 	weight_layout layout;
-	struct family_tensor t[14];
+	struct family_tensor t[16];
 	enum fused_layout fused; /* T_FUSED_W's rows (model_type may say otherwise) */
 };
 

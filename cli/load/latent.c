@@ -10,8 +10,12 @@
 #include "load/latent.h"
 
 #include "base/cli.h"
+#include "load/config_keys.h"
 #include "read/input.h"
 
+#include <cjson/cJSON.h>
+
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -164,7 +168,124 @@ int latent_dims(const struct problem_spec *s, const struct problem *p, mha_dims 
 	if (s->latent[LAT_KV_A_NORM] && norm_len(&p->latent[LAT_KV_A_NORM]) != kr)
 		return error("kv_a_layernorm from %s has %zu values but kv_lora_rank is %zu",
 			     s->latent[LAT_KV_A_NORM], norm_len(&p->latent[LAT_KV_A_NORM]), kr);
+	{
+		/* what config.json said of the dims, held to the tensors */
+		static const char *const keys[4] = { "q_lora_rank", "kv_lora_rank",
+						     "qk_nope_head_dim", "v_head_dim" };
+		const size_t got[4] = { s->latent[LAT_Q_A_PROJ] ? q_in + 1 : 1, kr, dn, dv };
+
+		char said[40], made[40];
+
+		for (int i = 0; i < 4; i++) {
+			if (!s->mla_dims[i] || s->mla_dims[i] == got[i])
+				continue;
+			/* q_lora_rank is stored plus one: 1 is null, q_proj alone */
+			if (i == 0 && s->mla_dims[0] == 1)
+				snprintf(said, sizeof(said), "null (q_proj alone)");
+			else
+				snprintf(said, sizeof(said), "%zu", s->mla_dims[i] - (i == 0));
+			if (i == 0 && got[0] == 1)
+				snprintf(made, sizeof(made), "q_proj alone");
+			else
+				snprintf(made, sizeof(made), "%zu", got[i] - (i == 0));
+			return error("'%s': %s %s, but the tensors make %s", s->config_read, keys[i],
+				     said, made);
+		}
+	}
 	return 0;
+}
+
+/* quantization_config: FP8 with block scales (weight_block_size), or refused by name */
+static int fp8_config(struct problem_spec *s, const cJSON *root, const char *path)
+{
+	const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "quantization_config"), *b, *e;
+	const char *method = NULL;
+	size_t n = 0;
+
+	if (!q || cJSON_IsNull(q))
+		return 0;
+	if (!cJSON_IsObject(q))
+		return config_bad_type(path, "quantization_config", "an object");
+	if (config_string(q, path, "quant_method", &method) < 0)
+		return -1;
+	if (!method || strcmp(method, "fp8"))
+		return error("%s: quantization_config: quant_method \"%s\": mha reads FP8 weights with "
+			     "block scales (\"fp8\") and no other quantisation", path,
+			     method ? method : "(none)");
+	b = cJSON_GetObjectItemCaseSensitive(q, "weight_block_size");
+	if (!b || cJSON_IsNull(b))
+		return 0; /* 128 x 128, transformers' default */
+	if (!cJSON_IsArray(b) || cJSON_GetArraySize(b) != 2)
+		return config_bad_type(path, "weight_block_size", "two whole numbers from 1");
+	cJSON_ArrayForEach(e, b) {
+		if (!cJSON_IsNumber(e) || e->valuedouble < 1 || e->valuedouble > 1 << 20 ||
+		    e->valuedouble != floor(e->valuedouble))
+			return config_bad_type(path, "weight_block_size", "two whole numbers from 1");
+		s->fp8_block[n++] = (size_t)e->valuedouble;
+	}
+	return 0;
+}
+
+int latent_apply_config(struct problem_spec *s, const cJSON *root, const char *path)
+{
+	static const char *const dims[4] = { "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+					     "v_head_dim" };
+	const cJSON *sc;
+	size_t rope = 0;
+	double eps = 0;
+	int flag = 1, rc;
+
+	if (!root)
+		return 0;
+	if (config_count(root, path, "qk_rope_head_dim", &rope) < 0)
+		return -1;
+	if (!rope)
+		rope = 64; /* DeepseekV3Config's default */
+	if (!(s->given & GIVEN_QK_ROPE))
+		s->rope_head_dim = rope;
+	for (int i = 0; i < 4; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, dims[i]);
+
+		if (i == 0 && v && cJSON_IsNull(v)) {
+			s->mla_dims[0] = 1; /* q_proj alone */
+			continue;
+		}
+		if ((rc = config_count(root, path, dims[i], &s->mla_dims[i])) < 0)
+			return -1;
+		if (rc && i == 0)
+			s->mla_dims[0]++;
+	}
+	if ((rc = config_number(root, path, "rms_norm_eps", &eps)) < 0)
+		return -1;
+	if (rc && !(s->given & GIVEN_MLA_EPS)) {
+		s->cfg.mla.eps = eps;
+		s->given |= CONFIG_MLA_EPS;
+	}
+	if ((rc = config_bool(root, path, "rope_interleave", &flag)) < 0)
+		return -1;
+	if (rc && !flag && !(s->given & GIVEN_ROPE) && s->cfg.rope.mode)
+		s->cfg.rope.mode = MHA_ROPE_HALF;
+	if (config_bool(root, path, "attention_bias", &flag) < 0)
+		return -1;
+	if (flag == 1 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "attention_bias")))
+		return error("%s: attention_bias true: biases on q_a_proj, kv_a_proj_with_mqa and "
+			     "o_proj, which mha's latent attention does not have", path);
+	/* YaRN: the scale times mscale(factor, mscale_all_dim)^2, as DeepSeek's code does */
+	sc = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+	if (cJSON_IsObject(sc)) {
+		double factor = 0, all = 0;
+
+		if (config_number(sc, path, "factor", &factor) < 0)
+			return -1;
+		if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(sc, "mscale_all_dim")))
+			all = cJSON_GetObjectItemCaseSensitive(sc, "mscale_all_dim")->valuedouble;
+		if (all && factor > 1) {
+			const double m = 0.1 * all * log(factor) + 1.0;
+
+			s->mla_mscale2 = m * m;
+		}
+	}
+	return fp8_config(s, root, path);
 }
 
 void latent_config(struct problem *p)
@@ -178,8 +299,13 @@ void latent_config(struct problem *p)
 	m->q_rank = qa->rank ? qa->dim[1] : 0;
 	m->d_rope = s->rope_head_dim;
 	m->kv_rank = p->latent[LAT_KV_A_PROJ].dim[1] - s->rope_head_dim;
-	if (!(s->given & GIVEN_MLA_EPS))
+	if (!(s->given & (GIVEN_MLA_EPS | CONFIG_MLA_EPS)))
 		m->eps = 1e-6;
+	/* DeepSeek's YaRN: 1/sqrt(d_k) times mscale^2, unless --scale said */
+	if (s->mla_mscale2 && !(s->given & GIVEN_SCALE)) {
+		p->cfg.scale_mode = MHA_SCALE_VALUE;
+		p->cfg.scale = s->mla_mscale2 / sqrt((double)p->d.d_k);
+	}
 	m->q_a_norm = p->latent[LAT_Q_A_NORM].rank ? p->latent[LAT_Q_A_NORM].v : NULL;
 	m->kv_a_norm = p->latent[LAT_KV_A_NORM].rank ? p->latent[LAT_KV_A_NORM].v : NULL;
 }

@@ -20,6 +20,16 @@ int latent_read(const struct problem_spec *s, struct problem *p);
 /* *d from X (and X_kv), W_Q, the tensors and the heads, every mismatch
  * named with its file. 0, or -1 said. */
 int latent_dims(const struct problem_spec *s, const struct problem *p, mha_dims *d);
+/*
+ * config.json of a model type with multi-head latent attention (DeepSeek's
+ * keys): the turned features (qk_rope_head_dim), the ranks and head dims
+ * to hold the tensors to, rms_norm_eps, rope_interleave, YaRN's
+ * mscale_all_dim on the scale, FP8's block size; what the command line
+ * gave wins.  0, or -1 said (the file and the key named).
+ */
+struct cJSON;
+int latent_apply_config(struct problem_spec *s, const struct cJSON *root, const char *path);
+
 /* p->cfg.mla from what latent_dims accepted; p->weights' latent pointers */
 void latent_config(struct problem *p);
 void latent_weights(struct problem *p);

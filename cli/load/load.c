@@ -265,9 +265,14 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	p->w.floats = s->floats;
 	p->w.map = s->map;
 	if (s->w && ckpt_is_checkpoint(s->w)) {
-		matrix *const extra[MODEL_EXTRA] = { [MODEL_SINKS] = &p->sinks,
-						     [MODEL_Q_NORM] = &p->q_norm,
-						     [MODEL_K_NORM] = &p->k_norm };
+		matrix *const extra[MODEL_EXTRA] = {
+			[MODEL_SINKS] = &p->sinks, [MODEL_Q_NORM] = &p->q_norm,
+			[MODEL_K_NORM] = &p->k_norm,
+			[MODEL_LATENT + LAT_Q_A_PROJ] = &p->latent[LAT_Q_A_PROJ],
+			[MODEL_LATENT + LAT_Q_A_NORM] = &p->latent[LAT_Q_A_NORM],
+			[MODEL_LATENT + LAT_KV_A_PROJ] = &p->latent[LAT_KV_A_PROJ],
+			[MODEL_LATENT + LAT_KV_A_NORM] = &p->latent[LAT_KV_A_NORM],
+			[MODEL_LATENT + LAT_KV_B_PROJ] = &p->latent[LAT_KV_B_PROJ] };
 
 		if (model_load(&p->w, extra, &p->spec, s->w))
 			return -1;

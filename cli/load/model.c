@@ -6,6 +6,7 @@
  */
 #include "load/model.h"
 #include "load/families.h"
+#include "load/latent.h"
 #include "read/checkpoint.h"
 #include "base/cli.h"
 
@@ -318,9 +319,14 @@ static int all_known(const struct ckpt *c, const struct family *fam, const char 
 
 		if (mlen && (strncmp(name, module, mlen) || name[mlen] != '.'))
 			continue;
-		for (k = 0; k < sizeof(fam->t) / sizeof(fam->t[0]) && fam->t[k].suffix; k++)
-			if (!strcmp(fam->t[k].suffix, suffix))
+		for (k = 0; k < sizeof(fam->t) / sizeof(fam->t[0]) && fam->t[k].suffix; k++) {
+			const size_t n = strlen(fam->t[k].suffix);
+
+			/* an FP8 weight's block scales are read with it */
+			if (!strcmp(fam->t[k].suffix, suffix) ||
+			    (!strncmp(fam->t[k].suffix, suffix, n) && !strcmp(suffix + n, "_scale_inv")))
 				break;
+		}
 		if (k < sizeof(fam->t) / sizeof(fam->t[0]) && fam->t[k].suffix &&
 		    (fam->t[k].what != T_SINKS || (s->mtype && s->mtype->sinks)) &&
 		    ((fam->t[k].what != T_Q_NORM && fam->t[k].what != T_K_NORM) || s->model_norm))
@@ -401,6 +407,103 @@ static int check_inv_freq(const matrix *m, const struct problem_spec *s, const w
 	return 0;
 }
 
+/*
+ * An FP8 weight m (out x in, as stored) times its block scales, the tensor
+ * NAME_scale_inv beside it: (ceil(out/b0), ceil(in/b1)) finite numbers
+ * above 0, block (r, c) scaling rows r*b0 … and columns c*b1 …, the last
+ * ones partial.  fp8 times a float32 scale is exact in a double.  0, or -1 said.
+ */
+static int block_scales(matrix *m, struct ckpt *c, const char *name, const struct problem_spec *s)
+{
+	const size_t b0 = s->fp8_block[0] ? s->fp8_block[0] : 128;
+	const size_t b1 = s->fp8_block[1] ? s->fp8_block[1] : 128;
+	char sname[PATH_TEXT + 16], src[2 * PATH_TEXT], shape[64];
+	matrix sc;
+	size_t rows, cols;
+	int rc = 0;
+
+	snprintf(sname, sizeof(sname), "%s_scale_inv", name);
+	if (m->rank != 2)
+		return error("%s: \"%s\" is FP8 but %s: mha reads FP8 matrices, with block scales",
+			     c->path, name, matrix_shape(m, shape, sizeof(shape)));
+	if (ckpt_find(c, sname) < 0)
+		return ckpt_missing(c, sname, ", the block scales an FP8 weight needs");
+	if (ckpt_read(&sc, c, sname, src, sizeof(src)))
+		return -1;
+	rows = (m->dim[0] + b0 - 1) / b0;
+	cols = (m->dim[1] + b1 - 1) / b1;
+	if (sc.rank != 2 || sc.dim[0] != rows || sc.dim[1] != cols) {
+		rc = error("%s: \"%s\" is %s, but \"%s\" (%zux%zu) needs %zux%zu: blocks of %zux%zu",
+			   c->path, sname, matrix_shape(&sc, shape, sizeof(shape)), name, m->dim[0],
+			   m->dim[1], rows, cols, b0, b1);
+	} else if (c->last_f8) {
+		rc = error("%s: \"%s\" is FP8 itself: block scales are float numbers", c->path,
+			   sname);
+	}
+	for (size_t i = 0; !rc && i < rows * cols; i++)
+		if (!(sc.v[i] > 0) || !isfinite(sc.v[i]))
+			rc = error("%s: \"%s\"[%zu][%zu] is %g: a block scale is a finite number "
+				   "above 0", c->path, sname, i / cols, i % cols, sc.v[i]);
+	for (size_t r = 0; !rc && r < m->dim[0]; r++)
+		for (size_t k = 0; k < m->dim[1]; k++)
+			m->v[r * m->dim[1] + k] *= sc.v[(r / b0) * cols + k / b1];
+	matrix_free(&sc);
+	return rc;
+}
+
+/* the tensor just read (m, as c read it) with its block scales when it is FP8;
+ * a scale beside a weight that is not FP8 is refused */
+static int fp8_weight(matrix *m, struct ckpt *c, const char *name, const struct problem_spec *s)
+{
+	char sname[PATH_TEXT + 16];
+
+	if (c->last_f8)
+		return block_scales(m, c, name, s);
+	snprintf(sname, sizeof(sname), "%s_scale_inv", name);
+	if (ckpt_find(c, sname) >= 0)
+		return error("%s: \"%s\" scales an FP8 weight, but \"%s\" is not FP8", c->path, sname,
+			     name);
+	return 0;
+}
+
+/* a checkpoint's latent attention tensor i, (d_in, d_out) as --q-a-proj … would give it */
+static int latent_tensor(matrix *m, int i, matrix *const extra[MODEL_EXTRA],
+			 struct problem_spec *s, const char *path, const char *name,
+			 const char *src)
+{
+	if (s->latent[i]) {
+		matrix_free(m);
+		return error("%s: the checkpoint has \"%s\": leave out %s", path, name,
+			     latent_options[i]);
+	}
+	if (m->rank == 2 && matrix_transpose(m)) {
+		matrix_free(m);
+		return -1;
+	}
+	*extra[MODEL_LATENT + i] = *m;
+	snprintf(s->latent_from[i], sizeof(s->latent_from[i]), "%s", src);
+	s->latent[i] = s->latent_from[i];
+	return 0;
+}
+
+/* DeepSeek's queries: q_proj alone, or q_b_proj after q_a_proj */
+static int latent_queries(struct ckpt *c, const char *module)
+{
+	char qp[PATH_TEXT], qa[PATH_TEXT], qb[PATH_TEXT];
+	const int p = ckpt_find(c, tensor_name(qp, sizeof(qp), module, "q_proj.weight")) >= 0;
+	const int a = ckpt_find(c, tensor_name(qa, sizeof(qa), module, "q_a_proj.weight")) >= 0;
+	const int b = ckpt_find(c, tensor_name(qb, sizeof(qb), module, "q_b_proj.weight")) >= 0;
+
+	if (p && (a || b))
+		return error("%s: \"%s\" and \"%s\": the queries come from q_proj alone or from "
+			     "q_a_proj and q_b_proj, not both", c->path, qp, a ? qa : qb);
+	if (!p && !a && !b)
+		return ckpt_missing(c, qp, " (or q_a_proj and q_b_proj)");
+	if (a != b)
+		return ckpt_missing(c, a ? qb : qa, a ? ", which follows q_a_proj" : ", before q_b_proj");
+	return 0;
+}
+
 int model_load(weights *w, matrix *const extra[MODEL_EXTRA], struct problem_spec *s,
 	       const char *path)
 {
@@ -445,7 +548,8 @@ int model_load(weights *w, matrix *const extra[MODEL_EXTRA], struct problem_spec
 			return rc;
 		}
 	}
-	if (all_known(&c, fam, module, s) || check_biases(&c, s, module, fam)) {
+	if (all_known(&c, fam, module, s) || check_biases(&c, s, module, fam) ||
+	    (s->family == FAMILY_DEEPSEEK && latent_queries(&c, module))) {
 		ckpt_free(&c);
 		return -1;
 	}
@@ -463,6 +567,11 @@ int model_load(weights *w, matrix *const extra[MODEL_EXTRA], struct problem_spec
 		    ((fam->t[k].what == T_Q_NORM || fam->t[k].what == T_K_NORM) && !s->cfg.norm.kind))
 			continue;
 		if (ckpt_read(&m, &c, name, src, sizeof(src))) {
+			rc = -1;
+			break;
+		}
+		if (fp8_weight(&m, &c, name, s)) {
+			matrix_free(&m);
 			rc = -1;
 			break;
 		}
@@ -500,6 +609,8 @@ int model_load(weights *w, matrix *const extra[MODEL_EXTRA], struct problem_spec
 			rc = split_fused(w, &m, s, s->fused ? (enum fused_layout)s->fused : fam->fused,
 					 fam->t[k].what == T_FUSED_B, name, src);
 			matrix_free(&m);
+		} else if (fam->t[k].what >= T_LATENT && fam->t[k].what < T_LATENT + N_LATENT) {
+			rc = latent_tensor(&m, fam->t[k].what - T_LATENT, extra, s, path, name, src);
 		} else if (fam->t[k].what == T_TORCH_KEY) {
 			rc = weights_put_key(w, fam->t[k].suffix, &m, src);
 		} else if (fam->t[k].what == T_PACKED_W || fam->t[k].what == T_PACKED_B) {

@@ -40,9 +40,14 @@ int model_config(struct problem_spec *s);
  * sinks (gpt-oss) puts them in *extra[MODEL_SINKS], and s->sinks names
  * where from; one with a q/k norm (Qwen3, OLMo 2, Gemma 3, Cohere R+) its
  * weights in *extra[MODEL_Q_NORM] and [MODEL_K_NORM], s->q_norm and
- * s->k_norm naming them.
+ * s->k_norm naming them; one with multi-head latent attention (DeepSeek) its
+ * tensors in *extra[MODEL_LATENT + LAT_…], (d_in, d_out), s->latent naming
+ * them.  An FP8 weight (F8_E4M3, F8_E5M2) is read with its block scales,
+ * NAME_scale_inv, multiplied in exactly (quantization_config's
+ * weight_block_size, 128 x 128 by default, the edge blocks partial).
  */
-enum { MODEL_SINKS, MODEL_Q_NORM, MODEL_K_NORM, MODEL_EXTRA };
+enum { MODEL_SINKS, MODEL_Q_NORM, MODEL_K_NORM, MODEL_LATENT /* + LAT_ … */,
+       MODEL_EXTRA = MODEL_LATENT + N_LATENT };
 int model_load(weights *w, matrix *const extra[MODEL_EXTRA], struct problem_spec *s,
 	       const char *path);
 

@@ -18,7 +18,7 @@ enum {
 	GIVEN_ROPE_THETA = 1u << 3, GIVEN_ROPE_DIM = 1u << 4, GIVEN_WINDOW = 1u << 5,
 	GIVEN_CAUSAL = 1u << 6, GIVEN_LAYOUT = 1u << 7, GIVEN_SCALE = 1u << 8,
 	GIVEN_NORM = 1u << 9, GIVEN_NORM_EPS = 1u << 10, GIVEN_NORM_OVER = 1u << 11,
-	GIVEN_MLA_EPS = 1u << 12
+	GIVEN_MLA_EPS = 1u << 12, GIVEN_QK_ROPE = 1u << 13
 };
 /* Multi-head latent attention's tensors (latent.h), one file each. */
 enum { LAT_Q_A_PROJ, LAT_Q_A_NORM, LAT_KV_A_PROJ, LAT_KV_A_NORM, LAT_KV_B_PROJ, N_LATENT };
@@ -26,7 +26,7 @@ struct model_type;
 /* What config.json set, in the same bits (s->given): a value that does not
  * fit the weights is then blamed on the file, not on an option. */
 enum { CONFIG_HEADS = 1u << 16, CONFIG_KV_HEADS = 1u << 17, CONFIG_ROPE_DIM = 1u << 18,
-       CONFIG_NORM_EPS = 1u << 19 };
+       CONFIG_NORM_EPS = 1u << 19, CONFIG_MLA_EPS = 1u << 20 };
 
 /* What to read, as the command line gave it. */
 struct problem_spec {
@@ -43,6 +43,13 @@ struct problem_spec {
 	const char *latent[N_LATENT];   /* --q-a-proj, --q-a-layernorm, --kv-a-proj-with-mqa,
 					   --kv-a-layernorm, --kv-b-proj, or NULL */
 	size_t rope_head_dim;           /* --qk-rope-head-dim: MLA's turned features per head */
+	char latent_from[N_LATENT][2 * PATH_TEXT]; /* a checkpoint's latent tensors (model.h) */
+	/* config.json's MLA dims, held to the tensors (latent.c): q_lora_rank + 1 (1: null,
+	 * 0: not said), kv_lora_rank, qk_nope_head_dim, v_head_dim; 0: not said */
+	size_t mla_dims[4];
+	size_t fp8_block[2];            /* quantization_config's weight_block_size (0: 128) */
+	double mla_mscale2;             /* YaRN's mscale(factor, mscale_all_dim)^2 on the
+					   scale (DeepSeek), or 0: none */
 	const char *positions;          /* --positions: rope's positions, or NULL */
 	const char *rope_cos, *rope_sin;/* --rope-cos, --rope-sin: rope's tables, or NULL */
 	const char *rope_scaling;       /* --rope-scaling: a JSON object, or a file holding

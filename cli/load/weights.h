@@ -32,7 +32,8 @@ typedef enum { LAYOUT_MHA, LAYOUT_TORCH } weight_layout;
 /* --layout's families (up to FAMILY_TORCH), then those only a config.json's
  * model_type names (families.c) */
 typedef enum { FAMILY_NONE, FAMILY_LLAMA, FAMILY_GPT2, FAMILY_BERT, FAMILY_TORCH, FAMILY_PHI3,
-	       FAMILY_NEOX, FAMILY_FALCON, FAMILY_BIGCODE, FAMILY_MODERNBERT } model_family;
+	       FAMILY_NEOX, FAMILY_FALCON, FAMILY_BIGCODE, FAMILY_MODERNBERT,
+	       FAMILY_DEEPSEEK } model_family;
 
 typedef struct weights {
 	matrix m[N_WEIGHTS];       /* rank 0 where none was given */

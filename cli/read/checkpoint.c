@@ -594,6 +594,7 @@ int ckpt_read(matrix *m, struct ckpt *c, const char *name, char *src, size_t siz
 			     f->path, c->index ? c->index : "the index");
 	}
 	snprintf(src, size, "tensor \"%s\" of %s", name, f->path);
+	c->last_f8 = st_dtype_is_f8(t->dtype);
 	rc = st_read(m, f, t);
 	shard_close(c, k);
 	return rc;

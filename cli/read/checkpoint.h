@@ -34,6 +34,7 @@ struct ckpt {
 	const char *index;     /* the index's path for messages, or NULL */
 	char index_path[PATH_TEXT];
 	size_t held;           /* what the names and tables hold of the memory budget */
+	int last_f8;           /* the tensor ckpt_read read last was FP8 (F8_E4M3, F8_E5M2) */
 };
 
 

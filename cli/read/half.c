@@ -21,6 +21,27 @@ double half_to_double(uint16_t h)
 	return (h & 0x8000) ? -v : v;
 }
 
+double f8_e4m3_to_double(uint8_t b)
+{
+	const int e = (b >> 3) & 0xf;
+	const unsigned mant = b & 0x7;
+	double v;
+
+	if (e == 15 && mant == 7)
+		v = NAN;
+	else if (e == 0)
+		v = ldexp((double)mant, -9); /* subnormal: mant/8 * 2^-6 */
+	else
+		v = ldexp((double)(mant | 0x8), e - 10);
+	return (b & 0x80) ? -v : v;
+}
+
+double f8_e5m2_to_double(uint8_t b)
+{
+	/* float16's top byte */
+	return half_to_double((uint16_t)(b << 8));
+}
+
 double bfloat16_to_double(uint16_t h)
 {
 	const uint32_t w = (uint32_t)h << 16;

@@ -16,4 +16,12 @@ double half_to_double(uint16_t h);
 /* bfloat16: float32's top 16 bits */
 double bfloat16_to_double(uint16_t h);
 
+/* The 8-bit floats of FP8 checkpoints (safetensors' F8_E4M3 and F8_E5M2,
+ * PyTorch's float8_e4m3fn and float8_e5m2): E4M3 has 4 exponent bits (bias
+ * 7), 3 fraction bits, no infinities, and nan at S.1111.111 (largest
+ * 448); E5M2 is IEEE-like, 5 exponent bits (bias 15), 2 fraction bits,
+ * with infinities and nans.  Subnormals and ±0 as such. */
+double f8_e4m3_to_double(uint8_t b);
+double f8_e5m2_to_double(uint8_t b);
+
 #endif

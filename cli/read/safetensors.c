@@ -32,13 +32,19 @@ static const struct {
 	{ "BOOL", 1 }, { "F8_E4M3", 1 }, { "F8_E5M2", 1 },
 };
 enum { DT_F64, DT_F32, DT_F16, DT_BF16, N_READABLE,
-       DT_I64 = N_READABLE, DT_I32, DT_I16, DT_I8, DT_U64, DT_U32, DT_U16, DT_U8, DT_BOOL };
+       DT_I64 = N_READABLE, DT_I32, DT_I16, DT_I8, DT_U64, DT_U32, DT_U16, DT_U8, DT_BOOL,
+       DT_F8_E4M3, DT_F8_E5M2 };
 #define N_DTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
 
 /* the reference implementation refuses a longer header */
 #define MAX_HEADER (100u * 1000 * 1000)
 /* exact integers in a JSON number */
 #define MAX_EXACT 9007199254740992.0
+
+int st_dtype_is_f8(int dtype)
+{
+	return dtype == DT_F8_E4M3 || dtype == DT_F8_E5M2;
+}
 
 const char *st_dtype_name(int dtype)
 {
@@ -454,6 +460,10 @@ static double convert(const unsigned char *b, int dtype)
 		return x;
 	case DT_BF16:
 		return bfloat16_to_double((uint16_t)(b[0] | b[1] << 8));
+	case DT_F8_E4M3:
+		return f8_e4m3_to_double(b[0]);
+	case DT_F8_E5M2:
+		return f8_e5m2_to_double(b[0]);
 	default: /* DT_F16 */
 		return half_to_double((uint16_t)(b[0] | b[1] << 8));
 	}
@@ -492,9 +502,9 @@ static int read_tensor(matrix *m, const st_file *f, const st_tensor *t, int mask
 	int rc = 0;
 
 	memset(m, 0, sizeof(*m));
-	if (!mask && t->dtype >= N_READABLE)
-		return error("%s: tensor \"%s\" is %s: mha reads F64, F32, F16 and BF16 weights",
-			     f->path, t->name, dtypes[t->dtype].name);
+	if (!mask && t->dtype >= N_READABLE && !st_dtype_is_f8(t->dtype))
+		return error("%s: tensor \"%s\" is %s: mha reads F64, F32, F16, BF16, F8_E4M3 and "
+			     "F8_E5M2 weights", f->path, t->name, dtypes[t->dtype].name);
 	if (mask && t->dtype > DT_BOOL)
 		return error("%s: tensor \"%s\" is %s: a mask is F64, F32, F16, BF16, an integer "
 			     "dtype or BOOL", f->path, t->name, dtypes[t->dtype].name);
@@ -535,7 +545,7 @@ static int read_tensor(matrix *m, const st_file *f, const st_tensor *t, int mask
 		for (size_t i = 0; i + size <= want; i += size, k++) {
 			double v;
 
-			if (t->dtype >= N_READABLE) {
+			if (t->dtype >= N_READABLE && !st_dtype_is_f8(t->dtype)) {
 				if (convert_int(buf + i, t->dtype, &v)) {
 					rc = t->dtype == DT_BOOL
 						? error("%s: %s is the byte 0x%02x, not a boolean (0 or 1)",

@@ -60,6 +60,9 @@ const char *st_shape(const st_tensor *t, char *buf, size_t size);
  * memory budget; errors said, -1.
  */
 int st_read(matrix *m, const st_file *f, const st_tensor *t);
+/* dtype (st_tensor's) is F8_E4M3 or F8_E5M2: an FP8 weight, whose block scales are its
+ * loader's to apply */
+int st_dtype_is_f8(int dtype);
 
 /*
  * --mask FILE.safetensors: the file's one tensor (several: an error naming
