@@ -214,14 +214,15 @@ int forward_run(struct attn_options *o, struct problem *pb)
 				   o->print & STEP_BIT(STEP_Q_NORM) ? "q_norm" : "k_norm");
 	/* latent attention's steps, each where the run makes it (known now, too) */
 	for (int s = STEP_C_Q; s <= STEP_K_NOPE; s++)
-		if ((o->print & STEP_BIT(s)) && !o->print_all && !step_exists(&steps[s], &(struct step_facts){ .cfg = &pb->cfg }))
+		if ((o->print & STEP_BIT(s)) && !o->print_all && !o->every_step &&
+		    !step_exists(&steps[s], &(struct step_facts){ .cfg = &pb->cfg }))
 			return usage_error(o->cmd->name, "--print %s needs multi-head latent attention%s",
 					   steps[s].name, !pb->cfg.mla.on ? " (--kv-b-proj and the rest)"
 					   : steps[s].when == WHEN_MLA_Q ? " with --q-a-proj"
 					   : steps[s].when == WHEN_MLA_ROPE ? " with --rope"
 					   : " in its expanded form (not --absorb)");
 	if ((o->print & (STEP_BIT(STEP_Q_ROT) | STEP_BIT(STEP_K_ROT))) && !o->print_all &&
-	    pb->cfg.mla.on)
+	    !o->every_step && pb->cfg.mla.on)
 		return usage_error(o->cmd->name, "--print %s: multi-head latent attention turns only "
 				   "part of each head: print q_pe_rot and k_pe_rot",
 				   o->print & STEP_BIT(STEP_Q_ROT) ? "q_rot" : "k_rot");

@@ -93,6 +93,10 @@ int latent_dims(const struct problem_spec *s, const struct problem *p, mha_dims 
 			return error("%s from %s cannot be used with multi-head latent attention: the "
 				     "keys and values come from kv_a_proj_with_mqa and kv_b_proj, and "
 				     "its projections have no bias", weight_names[i], w->src[i]);
+	if (s->q_norm || s->k_norm || s->cfg.norm.kind)
+		return error("%s cannot be used with multi-head latent attention: its latents have "
+			     "RMSNorms of their own (--q-a-layernorm, --kv-a-layernorm)",
+			     s->q_norm ? "--q-norm" : s->k_norm ? "--k-norm" : "--norm");
 	if (!dr)
 		return error("multi-head latent attention needs --qk-rope-head-dim: the features of "
 			     "each head's query and key that turn by position");
@@ -140,6 +144,8 @@ int latent_dims(const struct problem_spec *s, const struct problem *p, mha_dims 
 		return error("W_Q from %s has %zu columns, which --heads %zu does not divide",
 			     w->src[WQ], wq->dim[1], H);
 	d->d_k = wq->dim[1] / H;
+	if (s->cfg.rope.mode && dr % 2)
+		return error("--qk-rope-head-dim %zu is odd: the rotation turns pairs of features", dr);
 	if (dr >= d->d_k)
 		return error("--qk-rope-head-dim %zu leaves no unturned features: W_Q from %s gives "
 			     "each of %zu heads %zu (qk_nope_head_dim + qk_rope_head_dim)", dr,

@@ -223,11 +223,25 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 	label(e->q_labels, i, li, sizeof(li));
 	label(e->k_labels, j, lj, sizeof(lj));
 	fprintf(fp, "\n  Query %s and key %s, head %zu, by hand:\n", li, lj, h + 1);
+	if (e->cfg->mla.on) {
+		/* latent attention: the score is the unturned parts' product plus the turned ones' */
+		const size_t dr = e->cfg->mla.d_rope, dn = dk - dr;
+		double nope = 0, pe = 0;
+
+		for (size_t t = 0; t < dk; t++)
+			*(t < dn ? &nope : &pe) += q[t] * k[t];
+		format_number(a, sizeof(a), nope, p);
+		format_number(b, sizeof(b), pe, p);
+		fprintf(fp, "    q%zu = [q_nope, q_pe_rot] and k%zu = [k_nope, k_pe_rot] of head %zu:\n"
+			"      q_nope . k_nope = %s (content: features 1 to %zu), q_pe_rot . k_pe_rot = "
+			"%s (position: features %zu to %zu)\n", i + 1, j + 1, h + 1, a, dn, b, dn + 1,
+			dk);
+	}
 	if (e->cfg->norm.kind && e->Q && e->K) {
 		work_norm(fp, e, 1, i, h * dk, e->Q->v + i * e->Q->dim[1]);
 		work_norm(fp, e, 0, j, hd->kv_head * dk, e->K->v + j * e->K->dim[1]);
 	}
-	if (e->cfg->rope.mode && e->Q && e->K) {
+	if (e->cfg->rope.mode && !e->cfg->mla.on && e->Q && e->K) {
 		/* the rows before the rotation: this head's block of Q (normalised with a
 		 * norm), its kv head's of K */
 		const matrix *qs = e->q_norm ? e->q_norm : e->Q, *ks = e->k_norm ? e->k_norm : e->K;
@@ -381,6 +395,30 @@ int explain_write(FILE *fp, const struct explain *e)
 		fprintf(fp, "\nStep %d. The input X, one row per token %s\n", step++,
 			(shape(s1, sizeof(s1), e->x), s1));
 		table(fp, e->x, e->q_labels, NULL, e->precision);
+	}
+	if (e->cfg->mla.on) {
+		const mha_mla *m = &e->cfg->mla;
+
+		fprintf(fp, "\nStep %d. Multi-head latent attention (DeepSeek's MLA), %s form: the "
+			"latents, and each head's two parts\n", step++,
+			m->absorbed ? "in the absorbed" : "in its expanded");
+		fprintf(fp, "  Each token's keys and values come from one latent c_kv of %zu features; "
+			"each head's query and key have %zu features, the first %zu from the latents "
+			"(nope: not turned) and the last %zu turned by position (pe), the key's pe shared "
+			"by every head.%s\n", m->kv_rank, d->d_k, d->d_k - m->d_rope, m->d_rope,
+			m->absorbed ? "  Absorbed: kv_b_proj's key block is folded into each head's "
+			"query and its value block into W_O, so the heads attend over the latent itself "
+			"(one key [c_kv_norm, k_pe_rot] and one value c_kv_norm for every head); the "
+			"output is the same to rounding." : "");
+		for (size_t s = 0; s < sizeof(e->latent) / sizeof(e->latent[0]); s++) {
+			const int key = s >= (size_t)(STEP_C_KV - STEP_C_Q);
+
+			if (!e->latent[s])
+				continue;
+			fprintf(fp, "  %s %s\n", e->latent_formula[s],
+				(shape(s1, sizeof(s1), e->latent[s]), s1));
+			table(fp, e->latent[s], key ? e->k_labels : e->q_labels, NULL, e->precision);
+		}
 	}
 	fprintf(fp, "\nStep %d. The queries, keys and values\n", step++);
 	fprintf(fp, "  %s %s\n", e->q_formula, (shape(s1, sizeof(s1), e->Q), s1));
@@ -550,6 +588,11 @@ int explain_steps(FILE *fp, const struct step_items *list, const struct step_fac
 		case STEP_Q_ROT: e.q_rot = it->m; e.q_rot_formula = it->title; break;
 		case STEP_K_ROT: e.k_rot = it->m; e.k_rot_formula = it->title; break;
 		case STEP_MASK: mask = it->m; break;
+		case STEP_C_Q: case STEP_C_Q_NORM: case STEP_Q_NOPE: case STEP_Q_PE: case STEP_Q_PE_ROT:
+		case STEP_C_KV: case STEP_C_KV_NORM: case STEP_K_PE: case STEP_K_PE_ROT: case STEP_K_NOPE:
+			e.latent[it->step - STEP_C_Q] = it->m;
+			e.latent_formula[it->step - STEP_C_Q] = it->title;
+			break;
 		case STEP_CONCAT: e.concat = it->m; break;
 		case STEP_OUTPUT: e.output = it->m; output_title = it->title; break;
 		default: break;

@@ -35,6 +35,10 @@ struct explain {
 	const char *q_norm_formula, *k_norm_formula;
 	const matrix *q_rot, *k_rot;          /* Q and K rotated (--rope), or NULL */
 	const char *q_rot_formula, *k_rot_formula;
+	/* multi-head latent attention's steps (STEP_C_Q … STEP_K_NOPE, less STEP_C_Q),
+	 * or NULL each: its latents and each head's two parts */
+	const matrix *latent[STEP_K_NOPE - STEP_C_Q + 1];
+	const char *latent_formula[STEP_K_NOPE - STEP_C_Q + 1];
 	const struct explain_head *heads;     /* [d->heads] */
 	const char *const *q_labels, *const *k_labels; /* tokens, or NULL */
 	int has_cell;
