@@ -40,6 +40,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 MHA = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.abspath("mha")
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHOT = None
 KEEP = None
 args = sys.argv[2:]
@@ -227,7 +228,8 @@ def explain_cell(cmd, i, j, head):
                     break
                 lines.append(more)
             norm = "--q-norm" in cmd or "--norm" in cmd
-            if "--rope" in cmd or norm:
+            # latent attention: the page gives the same two parts of the score
+            if ("--rope" in cmd or norm) and "--kv-b-proj" not in cmd:
                 at = next(n for n, l in enumerate(lines) if l.startswith("    score"))
                 lines[1:at] = (["    (q and k normalised first, q_norm and k_norm: --explain "
                                 "shows the norm)"] if norm else []) + \
@@ -538,6 +540,15 @@ def main():
         cmd = ["forward", "-x", x, "-w", w, "--heads", "2", "--rope", "half", "--causal",
                "--norm", "layer"]
         run_case(b, work, "norm", cmd, 2, [str(i) for i in range(1, 7)], cells=[(5, 3, 1)])
+        # multi-head latent attention (samples/latent): each score's content and position parts
+        lat = os.path.join(TOP, "samples", "latent")
+        cmd = ["forward", "-x", os.path.join(lat, "x.json"), "--heads", "2",
+               "--qk-rope-head-dim", "2", "--rope", "interleaved", "--causal"] + \
+            [a for opt, f in (("--q-a-proj", "q_a_proj"), ("--q-b-proj", "q_b_proj"),
+                              ("--kv-a-proj-with-mqa", "kv_a_proj_with_mqa"),
+                              ("--kv-b-proj", "kv_b_proj"), ("--wo", "o_proj"))
+             for a in (opt, os.path.join(lat, f + ".json"))]
+        run_case(b, work, "mla", cmd, 2, [str(i) for i in range(1, 5)], cells=[(3, 2, 2)])
         # a batch: every sequence in one page, a selector
         cmd = ["forward", "-x", xb, "-w", w, "--heads", "2", "--causal"]
         run_case(b, work, "batch", cmd, 2, ["1", "2", "3", "4"], cells=[(3, 2, 2)], batch=3)

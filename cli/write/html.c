@@ -256,9 +256,10 @@ static int put_data(FILE *fp, const struct html_run *r)
 	}
 	fputs(", \"softcap\": ", fp);
 	json_number(fp, f->cfg->softcap > 0 ? f->cfg->softcap : 0, 0);
-	fprintf(fp, ", \"mask_file\": %s, \"rope\": %s, \"norm\": %s",
+	/* latent attention: each head's last mla features turned (its score in two parts) */
+	fprintf(fp, ", \"mask_file\": %s, \"rope\": %s, \"norm\": %s, \"mla\": %zu",
 		f->mask_file ? "true" : "false", f->cfg->rope.mode ? "true" : "false",
-		f->cfg->norm.kind ? "true" : "false");
+		f->cfg->norm.kind ? "true" : "false", f->cfg->mla.on ? f->cfg->mla.d_rope : 0);
 	fputs(",\n\"sinks\": ", fp);
 	if (f->cfg->sinks) {
 		for (size_t h = 0; h < d->heads; h++) {

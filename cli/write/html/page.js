@@ -133,10 +133,23 @@
 		    largest, terms;
 
 		L.push('  Query ' + label(QL, i) + ' and key ' + label(KL, j) + ', head ' + (h + 1) + ', by hand:');
-		if (D.norm)
-			L.push('    (q and k normalised first, q_norm and k_norm: --explain shows the norm)');
-		if (D.rope)
-			L.push('    (q and k after the rotary embedding: --explain --cell shows the rotation)');
+		if (D.mla) {
+			/* latent attention: the score as its content part plus its position part */
+			a = 0;
+			b = 0;
+			for (t = 0; t < DK; t++)
+				if (t < DK - D.mla)
+					a += hd.q[i * DK + t] * hd.k[j * DK + t];
+				else
+					b += hd.q[i * DK + t] * hd.k[j * DK + t];
+			L.push('    q' + (i + 1) + ' = [q_nope, q_pe_rot] and k' + (j + 1) + ' = [k_nope, k_pe_rot] of head ' + (h + 1) + ':');
+			L.push('      q_nope . k_nope = ' + g(a) + ' (content: features 1 to ' + (DK - D.mla) + '), q_pe_rot . k_pe_rot = ' + g(b) + ' (position: features ' + (DK - D.mla + 1) + ' to ' + DK + ')');
+		} else {
+			if (D.norm)
+				L.push('    (q and k normalised first, q_norm and k_norm: --explain shows the norm)');
+			if (D.rope)
+				L.push('    (q and k after the rotary embedding: --explain --cell shows the rotation)');
+		}
 		line = '    score   = q' + (i + 1) + ' . k' + (j + 1) + ' =';
 		for (t = 0; t < DK; t++) {
 			a = factor(hd.q[i * DK + t]);
