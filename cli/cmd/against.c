@@ -22,6 +22,16 @@
 /* what compare reads, in the order of the computation: its names and keys are steps.c's */
 const struct cmp_step cmp_steps[C_COUNT] = {
 	[C_X] = { STEP_X, 0 },
+	[C_C_Q] = { STEP_C_Q, 0 },
+	[C_C_Q_NORM] = { STEP_C_Q_NORM, 0 },
+	[C_Q_NOPE] = { STEP_Q_NOPE, 0 },
+	[C_Q_PE] = { STEP_Q_PE, 0 },
+	[C_Q_PE_ROT] = { STEP_Q_PE_ROT, 0 },
+	[C_C_KV] = { STEP_C_KV, 0 },
+	[C_C_KV_NORM] = { STEP_C_KV_NORM, 0 },
+	[C_K_PE] = { STEP_K_PE, 0 },
+	[C_K_PE_ROT] = { STEP_K_PE_ROT, 0 },
+	[C_K_NOPE] = { STEP_K_NOPE, 0 },
 	[C_Q] = { STEP_Q, 0 },
 	[C_K] = { STEP_K, 0 },
 	[C_V] = { STEP_V, 0 },
@@ -64,6 +74,28 @@ const char *cmp_name(int i)
 	return names[i];
 }
 
+const char *cmp_keys_list(char *buf, size_t size, int per_head)
+{
+	size_t at = 0;
+	int heads_said = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < C_COUNT && at < size; i++) {
+		const char *k = cmp_key(i);
+
+		if (cmp_steps[i].per_head != per_head) {
+			/* the top level's "heads", where the heads' steps begin */
+			if (per_head || heads_said || i < C_MASK)
+				continue;
+			k = "heads";
+			heads_said = 1;
+			i--;
+		}
+		at += (size_t)snprintf(buf + at, size - at, "%s%s", at ? ", " : "", k);
+	}
+	return buf;
+}
+
 /* the step under key (top level: per_head 0; in "heads": 1), or -1 */
 static int step_of_key(const char *key, int per_head)
 {
@@ -93,7 +125,7 @@ static int unknown_key(const char *file, const char *where, const char *key, int
 	const char *names[C_COUNT + 1];
 	const size_t n = known_keys(names, per_head);
 	const char *near = closest_name(key, names, n);
-	char shown[200];
+	char shown[200], list[400];
 
 	text_shown(shown, sizeof(shown), key);
 	if (!per_head && step_of_key(key, 1) >= 0)
@@ -106,8 +138,7 @@ static int unknown_key(const char *file, const char *where, const char *key, int
 		return error("'%s': %s\"%s\" is not a step of mha's JSON output: did you mean \"%s\"?",
 			     path_shown(file), where, shown, near);
 	return error("'%s': %s\"%s\" is not a step of mha's JSON output (%s)", path_shown(file), where,
-		     shown, per_head ? "Q, K, V, scores, scaled, softcapped, masked, softmax, output"
-		     : "X, Q, K, V, q_norm, k_norm, q_rot, k_rot, mask, heads, concat, output");
+		     shown, cmp_keys_list(list, sizeof(list), per_head));
 }
 
 /* per-head matrices as read, one list per step, stacked at the end */
@@ -342,11 +373,16 @@ static int read_dir(struct against *a, named_set *set, const char *path, size_t 
 			dst = s >= 0 ? &a->m[s] : NULL;
 		}
 		if (s < 0) {
+			char top[400], each[200];
+
+			cmp_keys_list(top, sizeof(top), 0);
+			/* no "heads" file: each head's are headN_KEY */
+			if (strstr(top, "heads, "))
+				memmove(strstr(top, "heads, "), strstr(top, "heads, ") + 7,
+					strlen(strstr(top, "heads, ") + 7) + 1);
 			error("'%s/%s': not a step's file name (KEY.csv or headN_KEY.csv, as 'mha forward "
-			      "-o DIR/' names them: X, Q, K, V, q_norm, k_norm, q_rot, k_rot, mask, "
-			      "concat, output; "
-			      "headN_ with Q, K, V, scores, scaled, softcapped, masked, softmax, output)",
-			      path_shown(path), shown);
+			      "-o DIR/' names them: %s; headN_ with %s)", path_shown(path), shown, top,
+			      cmp_keys_list(each, sizeof(each), 1));
 			goto done;
 		}
 		if (head > heads) {
@@ -393,13 +429,19 @@ static const char *npz_head_name(char *buf, size_t size, int s, size_t head)
 	return buf;
 }
 
-/* the members mha names, for "did you mean" */
-static const char *const npz_names[] = {
-	"X", "Q", "K", "V", "q_norm", "k_norm", "q_rot", "k_rot", "mask", "concat", "output",
-	"heads.Q", "heads.K",
-	"heads.V", "heads.scores", "heads.scaled", "heads.softcapped", "heads.masked",
-	"heads.softmax", "heads.output",
-};
+/* the member nearest name among those mha names ("Q", "heads.softmax"), or NULL */
+static const char *npz_closest(const char *name)
+{
+	static char each[C_COUNT][40];
+	static const char *names[C_COUNT];
+
+	for (int i = 0; i < C_COUNT && !names[i]; i++) {
+		snprintf(each[i], sizeof(each[i]), "%s%s", cmp_steps[i].per_head ? "heads." : "",
+			 cmp_key(i));
+		names[i] = each[i];
+	}
+	return closest_name(name, names, C_COUNT);
+}
 
 /* members named as '-o run.npz' names them: "Q", "heads.softmax" (H, ...) */
 static int read_npz_members(struct against *a, named_set *set, const char *path, size_t heads)
@@ -414,8 +456,7 @@ static int read_npz_members(struct against *a, named_set *set, const char *path,
 		const int per_head = !strncmp(name, "heads.", 6);
 
 		/* a name nearly a step's is a typo, said below */
-		if (!per_head && step_of_key(name, 0) < 0 &&
-		    !closest_name(name, npz_names, sizeof(npz_names) / sizeof(npz_names[0]))) {
+		if (!per_head && step_of_key(name, 0) < 0 && !npz_closest(name)) {
 			const read_spec spec = { .what = name, .min_rank = 1, .max_rank = 3,
 						 .flags = READ_NONFINITE };
 
@@ -436,17 +477,21 @@ static int read_npz_members(struct against *a, named_set *set, const char *path,
 		if (!strcmp(name, "meta") || !strcmp(name, "tokens") || !strcmp(name, "kv_tokens"))
 			continue;
 		text_shown(shown, sizeof(shown), name);
-		if (s < 0 && closest_name(name, npz_names, sizeof(npz_names) / sizeof(npz_names[0]))) {
+		if (s < 0 && npz_closest(name)) {
 			error("'%s': member '%s' is not a step: did you mean '%s'?", path_shown(path),
-			      shown, closest_name(name, npz_names, sizeof(npz_names) / sizeof(npz_names[0])));
+			      shown, npz_closest(name));
 			return -1;
 		}
 		if (s < 0) {
-			error("'%s': member '%s' is not a step (mha's names: X, Q, K, V, q_norm, k_norm, "
-			      "q_rot, k_rot, "
-			      "mask, concat, output, heads.Q, heads.K, heads.V, heads.scores, heads.scaled, "
-			      "heads.softcapped, heads.masked, heads.softmax, heads.output)",
-			      path_shown(path), shown);
+			char list[800];
+			size_t at = 0;
+
+			for (int i = 0; i < C_COUNT && at < sizeof(list); i++)
+				at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%s%s",
+						       i ? ", " : "", cmp_steps[i].per_head ? "heads." : "",
+						       cmp_key(i));
+			error("'%s': member '%s' is not a step (mha's names: %s)", path_shown(path), shown,
+			      list);
 			return -1;
 		}
 		spec.flags = flags_of(s);
@@ -510,10 +555,12 @@ int against_read(struct against *a, const char *path, size_t heads)
 
 		for (int s = 0; s < C_COUNT; s++)
 			any |= a->m[s].rank != 0;
-		if (!any)
-			rc = error("'%s': no step to compare: give any of X, Q, K, V, q_norm, k_norm, "
-				   "q_rot, k_rot, "
-				   "heads, mask, concat, output", path_shown(path));
+		if (!any) {
+			char list[400];
+
+			rc = error("'%s': no step to compare: give any of %s", path_shown(path),
+				   cmp_keys_list(list, sizeof(list), 0));
+		}
 	}
 	return rc;
 }

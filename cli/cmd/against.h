@@ -17,7 +17,8 @@
 
 /* The steps compare knows, in the order of the computation. */
 enum cmp_id {
-	C_X, C_Q, C_K, C_V, C_Q_NORM, C_K_NORM, C_Q_ROT, C_K_ROT, C_HEAD_Q, C_HEAD_K, C_HEAD_V, C_SCORES, C_SCALED,
+	C_X, C_C_Q, C_C_Q_NORM, C_Q_NOPE, C_Q_PE, C_Q_PE_ROT, C_C_KV, C_C_KV_NORM, C_K_PE,
+	C_K_PE_ROT, C_K_NOPE, C_Q, C_K, C_V, C_Q_NORM, C_K_NORM, C_Q_ROT, C_K_ROT, C_HEAD_Q, C_HEAD_K, C_HEAD_V, C_SCORES, C_SCALED,
 	C_SOFTCAPPED, C_MASK, C_MASKED, C_SOFTMAX, C_HEAD_OUTPUT, C_CONCAT, C_OUTPUT, C_COUNT
 };
 
@@ -34,6 +35,9 @@ const char *cmp_key(int i);
 /* Its name in the report: the key, "heads.KEY" for a head's matrix whose
  * key the whole model's has too ("heads.Q", "heads.output"). */
 const char *cmp_name(int i);
+/* The keys compare reads, "X, c_q, …, concat, output" (per_head 0: the top
+ * level's, "heads" among them; 1: a head's), into buf. */
+const char *cmp_keys_list(char *buf, size_t size, int per_head);
 
 struct against {
 	matrix m[C_COUNT];     /* rank 0: not given; per-head steps (H, rows, cols) */

@@ -398,6 +398,11 @@ static int check_given(const struct against *a, const struct set *mine, const ch
 		      i == C_SOFTCAPPED ? "the run has no softcap: add --softcap C" :
 		      (i == C_Q_ROT || i == C_K_ROT) ? "the run turns nothing: add --rope" :
 		      (i == C_Q_NORM || i == C_K_NORM) ? "the run normalises nothing: add --norm" :
+		      i >= C_C_Q && i <= C_K_NOPE && !mine->m[C_C_KV].rank ? "the run has no latent attention "
+		      "(--kv-b-proj and the rest, or a DeepSeek checkpoint)" :
+		      i == C_K_NOPE ? "the absorbed form makes none: leave out --absorb" :
+		      i >= C_C_Q && i <= C_K_NOPE ? "the run's latent attention has no such part "
+		      "(q_a_proj, or --rope)" :
 		      "this run has no such step";
 		return error("'%s': %s (%s) is given, but %s", path_shown(path), cmp_name(i),
 			     a->src[i], why);
