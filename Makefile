@@ -223,6 +223,8 @@ bench: deps
 		bench/bench_mha ./mha
 	$(MAKE) bench/bench_backward && $(PYTHON) bench/bench_backward.py --append $(BENCH_OUT) \
 		bench/bench_backward
+	$(MAKE) bench/bench_mla && $(PYTHON) bench/bench_mla.py --append $(BENCH_OUT) \
+		$(filter --quick,$(BENCH_ARGS)) bench/bench_mla
 	$(MAKE) bench-npz BENCH_NPZ_ARGS="--append $(BENCH_OUT)"
 
 # reading a .npz of one 8 MiB deflated member, this build against $(BENCH_NPZ_BASE)'s
@@ -239,6 +241,9 @@ bench-npz: mha bench/bench_npz
 
 bench/bench_backward: bench/bench_backward.c lib/libmha.a lib/mha.h
 	$(CC) $(ALL_CFLAGS) $(PTHREAD) -o $@ bench/bench_backward.c lib/libmha.a -lm
+
+bench/bench_mla: bench/bench_mla.c lib/libmha.a lib/mha.h
+	$(CC) $(ALL_CFLAGS) $(PTHREAD) -o $@ bench/bench_mla.c lib/libmha.a -lm
 
 # the ONNX Attention operator's backend cases, read where they are (never copied)
 CONFORMANCE_DIR ?= ../shared/conformance/onnx-attention-opset25
@@ -348,7 +353,7 @@ uninstall:
 
 clean:
 	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance tests/zip_test tests/npz_test \
-		tests/options_test bench/bench_mha bench/bench_backward bench/bench_npz
+		tests/options_test bench/bench_mha bench/bench_backward bench/bench_mla bench/bench_npz
 
 # ---- fuzzing: libFuzzer targets in tests/fuzz/ (see tests/fuzz/README.md) ----
 #
