@@ -239,6 +239,33 @@ static void free_all(struct run *r)
 			mha_big_free(r->b[b], r->p.rows[b] * r->p.cols[b] * r->e);
 }
 
+/* what the attention reads of the front: the assembled Q, K, V (the absorbed
+ * form's, with c_kv_norm its values and W_O') */
+static int held_by_core(int b)
+{
+	return b == QA || b == KA || b == VA || b == CKVN || b == WOA;
+}
+
+/* the forward's front buffers the attention does not read, freed before it runs */
+static void free_front(struct run *r)
+{
+	for (int b = 0; b < DQA; b++)
+		if (r->b[b] && !held_by_core(b)) {
+			mha_big_free(r->b[b], r->p.rows[b] * r->p.cols[b] * r->e);
+			r->b[b] = NULL;
+		}
+}
+
+static size_t held_bytes(const struct plan *p, size_t esize)
+{
+	size_t t = 0;
+
+	for (int b = 0; b < DQA; b++)
+		if (held_by_core(b) && p->rows[b] && p->cols[b])
+			t = mha_sat_add(t, block_bytes(p->rows[b], p->cols[b], esize));
+	return t;
+}
+
 static mha_status run_init(struct run *r, const struct mla_io *io, const mha_dims *d,
 			   const mha_config *cfg, unsigned wanted, int backward)
 {
@@ -575,6 +602,7 @@ mha_status mha_mla_forward(void *out, const struct mla_io *io, const mha_dims *d
 	if (st == MHA_OK && r.e == sizeof(double))
 		st = observe_front(&r, obs);
 	if (st == MHA_OK) {
+		free_front(&r);
 		core_of(&r, &d2, &c2);
 		if (r.e == sizeof(double)) {
 			const mha_inputs in2 = { .size = sizeof(in2), .xq = r.b[QA], .xk = r.b[KA],
@@ -848,10 +876,16 @@ static size_t memory_of(const mha_dims *d, const mha_config *cfg, unsigned wante
 			: mha_memory(&d2, &c2, wanted, f32);
 	front_peak = products_peak(&r.s, d, f32, cfg, backward);
 	t = plan_bytes(&r.p, r.e);
-	if (backward)
-		/* the norm weights' sums in double */
-		t = mha_sat_add(t, mha_sat_add(block_bytes(1, r.s.qr + 1, sizeof(double)),
-					       block_bytes(1, r.s.kr, sizeof(double))));
+	if (!backward) {
+		/* the front with its products' blocks; then what the attention reads, and its own */
+		const size_t front = mha_sat_add(t, front_peak);
+		const size_t attend = mha_sat_add(held_bytes(&r.p, r.e), core);
+
+		return front > attend ? front : attend;
+	}
+	/* the backward holds the front to the end; the norm weights' sums in double */
+	t = mha_sat_add(t, mha_sat_add(block_bytes(1, r.s.qr + 1, sizeof(double)),
+				       block_bytes(1, r.s.kr, sizeof(double))));
 	return mha_sat_add(t, core > front_peak ? core : front_peak);
 }
 
