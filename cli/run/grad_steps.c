@@ -67,6 +67,11 @@ static void title_qkv(char *buf, size_t size, const struct step *s, const struct
 	if (f->direct)
 		snprintf(buf, size, "%s", f->shared && f->shared[i] ? "the gradient of the one matrix "
 			 "every sequence shares: summed over them" : direct[i]);
+	else if (f->cfg->mla.on)
+		/* latent attention: of Q, K, V as the heads read them, nothing turned here */
+		snprintf(buf, size, "%s", i == 0 ? "dQ = the heads' dQ side by side (of each head's "
+			 "[q_nope, q_pe_rot])" : i == 1 ? "dK = the heads' dK side by side (of each "
+			 "head's [k_nope, k_pe_rot])" : "dV = the heads' dV side by side");
 	else if (i < 2 && f->cfg->norm.kind != MHA_NORM_NONE)
 		snprintf(buf, size, "%s", i == 0 ? "dQ = dq_norm back through the norm (its Jacobian)"
 			 : "dK = dk_norm back through the norm (its Jacobian)");
@@ -113,7 +118,13 @@ static void title_dx(char *buf, size_t size, const struct step *s, const struct 
 {
 	(void)s;
 	(void)head;
-	if (!f->cross)
+	if (f->cfg->mla.on)
+		/* latent attention: through the queries' projection and the keys' and values' latent */
+		snprintf(buf, size, "dX = %s%s", f->cfg->mla.q_rank ? "dc_q*q_a_proj^T"
+			 : "dQ (q_pe's part turned back)*W_Q^T",
+			 f->cross ? "" : " + [dc_kv, dk_pe]*kv_a_proj_with_mqa^T (X is the query, "
+			 "key and value source)");
+	else if (!f->cross)
 		snprintf(buf, size, "dX = %s + %s + %s (X is the query, key and value source)",
 			 through(f, 'Q'), through(f, 'K'), through(f, 'V'));
 	else
@@ -121,12 +132,26 @@ static void title_dx(char *buf, size_t size, const struct step *s, const struct 
 	shared_sum(buf, size, f, 0);
 }
 
+/* dW_Q: of the queries' projection, after q_a_proj's latent with MLA */
+static void title_dw_q(char *buf, size_t size, const struct step *s, const struct step_facts *f,
+		       size_t head)
+{
+	if (f->cfg->mla.on)
+		snprintf(buf, size, "dW_Q = %s^T*dQ (q_pe's part turned back)",
+			 f->cfg->mla.q_rank ? "c_q_norm" : "X");
+	else
+		title_formula(buf, size, s, f, head);
+}
+
 static void title_dx_kv(char *buf, size_t size, const struct step *s, const struct step_facts *f,
 			size_t head)
 {
 	(void)s;
 	(void)head;
-	snprintf(buf, size, "dX_kv = %s + %s", through(f, 'K'), through(f, 'V'));
+	if (f->cfg->mla.on)
+		snprintf(buf, size, "dX_kv = [dc_kv, dk_pe]*kv_a_proj_with_mqa^T");
+	else
+		snprintf(buf, size, "dX_kv = %s + %s", through(f, 'K'), through(f, 'V'));
 	shared_sum(buf, size, f, 1);
 }
 
@@ -273,7 +298,7 @@ const struct step grad_steps[GS_COUNT] = {
 	[GS_DW_Q] = { .key = "dW_Q", .stage = -1, .head_stage = -1,
 		.rows = AXIS_FEATURE, .cols = AXIS_FEATURE,
 		.when = WHEN_WEIGHT, .weight = WQ, .flags = STEP_AFTER_HEADS | STEP_DEFAULT | STEP_RESULT,
-		.title = title_formula, .formula = "dW_Q = X^T*dQ",
+		.title = title_dw_q, .formula = "dW_Q = X^T*dQ",
 		.says = "the gradient of W_Q" },
 	[GS_DW_K] = { .key = "dW_K", .stage = -1, .head_stage = -1,
 		.rows = AXIS_FEATURE, .cols = AXIS_FEATURE,
