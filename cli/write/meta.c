@@ -6,6 +6,7 @@
 
 #include "base/cli.h"
 #include "base/text.h"
+#include "load/latent.h"
 #include "load/rope_scaling.h"
 #include "load/weights.h"
 #include "write/write.h"
@@ -157,6 +158,11 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 	for (int i = 0; i < N_WEIGHTS; i++)
 		if ((f->weights >> i) & 1)
 			fprintf(fp, "%s\"%s\"", n++ ? ", " : "", weight_names[i]);
+	/* multi-head latent attention's tensors, by DeepSeek's names */
+	for (int i = 0; cfg->mla.on && i < N_LATENT; i++)
+		if ((i != LAT_Q_A_PROJ || cfg->mla.q_rank) && (i != LAT_Q_A_NORM || cfg->mla.q_a_norm) &&
+		    (i != LAT_KV_A_NORM || cfg->mla.kv_a_norm))
+			fprintf(fp, "%s\"%s\"", n++ ? ", " : "", latent_names[i]);
 	fputc(']', fp);
 	/* a checkpoint's (-w a model folder): which module of it, and its config */
 	key(&mb, "model");
