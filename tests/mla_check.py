@@ -530,6 +530,16 @@ def checkpoint_cases(mha, tmp, rng):
                     "qk_rope_head_dim": 4, "v_head_dim": 2, "eps": 1e-6, "form": "expanded"},
                     json.dumps(m["mla"]))
                 close(name + " scale", m["scale"]["value"], softmax_scale(c), 1e-15)
+        if k == 1:
+            # someone's port with the pairs half-split: mha compare names the mistake
+            r = subprocess.run(base + ["--rope", "half", "-p", "all", "-o",
+                                       os.path.join(tmp, "half.json")], capture_output=True)
+            r = subprocess.run([mha, "compare", "-x", os.path.join(tmp, "xc.npy"), "-w", folder,
+                                "--layer", "0", "--against", os.path.join(tmp, "half.json")],
+                               capture_output=True, text=True)
+            check(name + " compare: half-split pairs diagnosed", r.returncode == 1 and
+                  "first difference: q_pe_rot" in r.stdout and
+                  "matches mha's with --rope half" in r.stdout, r.stdout[-400:] + r.stderr)
         if torch is None:
             continue
         # the checkpoint's gradients against autograd on the same (dequantized) weights

@@ -342,6 +342,12 @@ static int candidate(int k, const struct ctx *x, struct mistake *m, struct set *
 	int rc;
 
 	memset(m, 0, sizeof(*m));
+	/* latent attention has no W_K, W_V or Q, K, V biases, and its W_Q follows a
+	 * latent: the mistakes of those weights and of the heads' columns are
+	 * ordinary attention's */
+	if (cfg.mla.on && (k == M_WQ_T || k == M_WK_T || k == M_WV_T || k == M_INTERLEAVED ||
+			   k == M_NO_BQ || k == M_NO_BK || k == M_NO_BV))
+		return 1;
 	switch (k) {
 	case M_SCALE_DMODEL: case M_SCALE_SEQLEN: case M_SCALE_NONE: case M_SCALE_DK: {
 		static const char *const names[] = { "dmodel", "seqlen", "none", "dk" };
