@@ -416,14 +416,26 @@ def e4m3(code):
     return np.where(code & 0x80, -v, v)
 
 
-def fp8(rng, shape, block):
-    """random FP8 codes (no nan) and float32 block scales: (codes, scales, the values)"""
+def e5m2(code):
+    """float8_e5m2's value of each byte (float16's top byte)"""
+    code = np.asarray(code, dtype=np.uint8)
+    e, m = (code >> 2) & 0x1F, (code & 3).astype(np.float64)
+    v = np.where(e == 0, m / 4 * 2.0 ** -14, (1 + m / 4) * 2.0 ** (e.astype(np.float64) - 15))
+    v = np.where(e == 31, np.where(m == 0, np.inf, np.nan), v)
+    return np.where(code & 0x80, -v, v)
+
+
+def fp8(rng, shape, block, kind="E4M3"):
+    """random FP8 codes (no nan, no inf) and float32 block scales: (codes, scales, the values)"""
     code = rng.integers(0, 256, size=shape).astype(np.uint8)
-    code[(code & 0x7F) == 0x7F] = 0x3E
+    if kind == "E4M3":
+        code[(code & 0x7F) == 0x7F] = 0x3E
+    else:
+        code[(code & 0x7C) == 0x7C] = 0x3A  # exponent 31: inf and nan
     rows, cols = -(-shape[0] // block[0]), -(-shape[1] // block[1])
     scale = (rng.uniform(0.5, 2.0, size=(rows, cols)) / 64).astype(np.float32)
     full = np.repeat(np.repeat(scale.astype(np.float64), block[0], 0), block[1], 1)
-    return code, scale, e4m3(code) * full[:shape[0], :shape[1]]
+    return code, scale, (e4m3 if kind == "E4M3" else e5m2)(code) * full[:shape[0], :shape[1]]
 
 
 def write_safetensors(path, tensors):
@@ -440,7 +452,7 @@ def write_safetensors(path, tensors):
         f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
 
 
-def write_checkpoint(rng, folder, c, quant, block=(128, 128)):
+def write_checkpoint(rng, folder, c, quant, block=(128, 128), kind="E4M3"):
     """config.json and model.safetensors of one layer; the weights' values
     as loaded, (d_in, d_out) as mha and the references apply them"""
     H, dm = c["heads"], c["d_model"]
@@ -456,8 +468,8 @@ def write_checkpoint(rng, folder, c, quant, block=(128, 128)):
     pre = "model.layers.0.self_attn."
     for name, shape in shapes.items():
         if quant:
-            code, scale, v = fp8(rng, shape, block)
-            tensors[pre + name + ".weight"] = ("F8_E4M3", code)
+            code, scale, v = fp8(rng, shape, block, kind)
+            tensors[pre + name + ".weight"] = ("F8_" + kind, code)
             tensors[pre + name + ".weight_scale_inv"] = ("F32", scale)
         else:
             bits, v = bf16(rng.standard_normal(shape) / math.sqrt(shape[1]))
@@ -493,7 +505,8 @@ def checkpoint_cases(mha, tmp, rng):
     """a DeepSeek-V3-shaped layer from its checkpoint, BF16 and FP8 (128 x 128
     blocks over a 160-wide d_model: partial edge blocks; then 4 x 8 blocks)"""
     for k, (quant, block, qr) in enumerate(((False, (128, 128), 6), (True, (128, 128), 6),
-                                             (True, (4, 8), 0), (False, (128, 128), 0))):
+                                             (True, (4, 8), 0), (False, (128, 128), 0),
+                                             (True, (8, 4), 6))):
         c = {"heads": 2, "qk_nope_head_dim": 3, "qk_rope_head_dim": 4, "v_head_dim": 2,
              "kv_lora_rank": 5, "q_lora_rank": qr or None, "eps": 1e-6, "rope": "interleaved",
              "rope_theta": 10000.0, "max_position_embeddings": 64, "causal": "top-left",
@@ -505,12 +518,13 @@ def checkpoint_cases(mha, tmp, rng):
                                  "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}
         folder = os.path.join(tmp, "ckpt%d" % k)
         os.makedirs(folder, exist_ok=True)
-        w = write_checkpoint(rng, folder, c, quant, block)
+        kind = "E5M2" if k == 4 else "E4M3"
+        w = write_checkpoint(rng, folder, c, quant, block, kind)
         x = rng.standard_normal((c["n_q"], c["d_model"]))
         np.save(os.path.join(tmp, "xc.npy"), x)
         q_pos, k_pos, allow = positions_and_mask(c)
         want = numpy_mla(c, w, x, x, q_pos, k_pos, allow)
-        name = "checkpoint %s%s" % ("FP8 blocks %dx%d" % block if quant else "BF16",
+        name = "checkpoint %s%s" % ("FP8 %s blocks %dx%d" % ((kind,) + block) if quant else "BF16",
                                     ", q_proj alone" if not qr else "")
         base = [mha, "forward", "-x", os.path.join(tmp, "xc.npy"), "-w", folder, "--layer", "0",
                 "-f", "json"]
