@@ -544,6 +544,19 @@ def checkpoint_cases(mha, tmp, rng):
                     "qk_rope_head_dim": 4, "v_head_dim": 2, "eps": 1e-6, "form": "expanded"},
                     json.dumps(m["mla"]))
                 close(name + " scale", m["scale"]["value"], softmax_scale(c), 1e-15)
+        # mha model tells the layer's latent dims and scale
+        out, err = run([mha, "model", folder, "-f", "json"])
+        if out is None:
+            check(name + " mha model", False, err)
+        else:
+            lay = out["layers"][0]
+            check(name + " mha model", lay["mla"] == dict(
+                {"q_lora_rank": c["q_lora_rank"], "kv_lora_rank": 5, "qk_nope_head_dim": 3,
+                 "qk_rope_head_dim": 4, "v_head_dim": 2, "eps": 1e-6, "form": "expanded"}) and
+                lay["d_k"] == 7 and lay["d_v"] == 2 and lay["d_model"] == c["d_model"] and
+                abs(lay["scale"]["value"] - softmax_scale(c)) <= 1e-15 and
+                lay["rope"]["dim"] == 4 and lay["rope"]["mode"] == "interleaved",
+                json.dumps(lay))
         if k == 1:
             # someone's port with the pairs half-split: mha compare names the mistake
             r = subprocess.run(base + ["--rope", "half", "-p", "all", "-o",
