@@ -65,7 +65,7 @@ SOVERSION = 4
 DEB_PACKAGES = gcc make pkg-config libcjson-dev zlib1g-dev libdeflate-dev check python3 python3-numpy jq \
                libxml2-utils librsvg2-bin
 
-LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c lib/norm.c lib/mla.c lib/backward.c lib/team.c lib/pages.c
+LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c lib/norm.c lib/mla.c lib/mla_back.c lib/backward.c lib/team.c lib/pages.c
 # cli/ by role (docs/architecture.md): every .c of its folders
 CLI_DIRS = base read load run write cmd
 CLI_SRC = $(sort $(foreach d,$(CLI_DIRS),$(wildcard cli/$(d)/*.c)))

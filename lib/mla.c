@@ -8,14 +8,16 @@
  * mha_backward, mha_backward_f32) with identity projections, no rope and
  * the scale worked out: every path and every option of the attention
  * (plain and fast, masks, windows, sinks, the grouped heads, threads)
- * serves MLA as it is.  The backward pass takes the attention's gradients
- * of Q, K and V back through the front.
+ * serves MLA as it is.  The backward pass (mla_back.c) takes the
+ * attention's gradients of Q, K and V back through the front; the run's
+ * state and the helpers both files use are mla_run.h's.
  *
  * The products run on the fast path's kernels (the same bits on both
  * paths: the plain and fast runs differ only in the attention), in the
  * run's element type; the norms and the rotation are norm.c's and rope.c's.
  */
 #include "mla.h"
+#include "mla_run.h"
 
 #include "kernel.h"
 #include "rules.h"
@@ -26,19 +28,10 @@
 
 /* ---- sizes ---------------------------------------------------------------- */
 
-struct shape {
-	size_t B, N, M;     /* sequences; query rows B·n_q; key rows B·n_kv */
-	size_t H, dk, dv, dn, dr, qr, kr;
-	size_t hk, hv, hr, hn, kvb; /* H·d_k, H·d_v, H·d_rope, H·d_nope, H·(d_nope + d_v) */
-	size_t ka;          /* the absorbed form's key width: kv_rank + d_rope */
-	size_t dout;        /* the output's columns in the absorbed form's W_O' */
-	int absorbed, turned;
-};
-
-static struct shape shape_of(const mha_dims *d, const mha_config *cfg, int has_wo)
+static struct mla_shape shape_of(const mha_dims *d, const mha_config *cfg, int has_wo)
 {
 	const mha_mla *m = &cfg->mla;
-	struct shape s;
+	struct mla_shape s;
 
 	s.B = mha_rule_batch(d);
 	s.N = s.B * d->n_q;
@@ -124,21 +117,7 @@ mha_fault_kind mha_mla_fault(const mha_dims *d, const mha_config *cfg, size_t *i
 
 /* ---- the buffers ------------------------------------------------------------ */
 
-/*
- * Every buffer a run allocates, by name; one plan says which and their
- * shapes, for the run and for mha_memory alike.  The forward's come first;
- * the backward's from DQA on.
- */
-enum buf {
-	CQ, CQN, Q0, QPE, QPER, CKV, CKR, CKVN, KPE, KPER, KVB, QN, KN, QA, KA, VA, WOA, ROW,
-	DQA, DKA, DVA, DQPE, DCQN, DCQ, DKPE, DKVB, DCKVN, DCKR, DCKV, NBUF
-};
-
-struct plan {
-	size_t rows[NBUF], cols[NBUF];
-};
-
-static void plan_of(struct plan *p, const struct shape *s, unsigned wanted, int backward)
+static void plan_of(struct mla_plan *p, const struct mla_shape *s, unsigned wanted, int backward)
 {
 	memset(p, 0, sizeof(*p));
 #define SET(b, r, c) (p->rows[b] = (r), p->cols[b] = (c))
@@ -194,7 +173,7 @@ static size_t block_bytes(size_t rows, size_t cols, size_t esize)
 	return mha_sat_add(mha_sat_mul(mha_sat_mul(rows, cols), esize), MHA_ALLOC_SLACK);
 }
 
-static size_t plan_bytes(const struct plan *p, size_t esize)
+static size_t plan_bytes(const struct mla_plan *p, size_t esize)
 {
 	size_t t = 0;
 
@@ -206,21 +185,7 @@ static size_t plan_bytes(const struct plan *p, size_t esize)
 
 /* ---- one run ------------------------------------------------------------------ */
 
-struct run {
-	struct shape s;
-	struct plan p;
-	const struct mla_io *io;
-	const mha_dims *d;
-	const mha_config *cfg;
-	const struct mha_kernels *k;
-	int threads;
-	size_t e;            /* the element's size */
-	mha_rope rope;       /* cfg->rope, R = d_rope */
-	mha_qk_norm qnorm, kvnorm; /* the two RMSNorms as norm.c takes them */
-	void *b[NBUF];
-};
-
-static mha_status alloc_all(struct run *r)
+static mha_status alloc_all(struct mla_run *r)
 {
 	for (int b = 0; b < NBUF; b++) {
 		if (!r->p.rows[b] || !r->p.cols[b])
@@ -232,7 +197,7 @@ static mha_status alloc_all(struct run *r)
 	return MHA_OK;
 }
 
-static void free_all(struct run *r)
+void mha_mla_free_all(struct mla_run *r)
 {
 	for (int b = 0; b < NBUF; b++)
 		if (r->b[b])
@@ -247,7 +212,7 @@ static int held_by_core(int b)
 }
 
 /* the forward's front buffers the attention does not read, freed before it runs */
-static void free_front(struct run *r)
+static void free_front(struct mla_run *r)
 {
 	for (int b = 0; b < DQA; b++)
 		if (r->b[b] && !held_by_core(b)) {
@@ -256,7 +221,7 @@ static void free_front(struct run *r)
 		}
 }
 
-static size_t held_bytes(const struct plan *p, size_t esize)
+static size_t held_bytes(const struct mla_plan *p, size_t esize)
 {
 	size_t t = 0;
 
@@ -266,7 +231,7 @@ static size_t held_bytes(const struct plan *p, size_t esize)
 	return t;
 }
 
-static mha_status run_init(struct run *r, const struct mla_io *io, const mha_dims *d,
+mha_status mha_mla_run_init(struct mla_run *r, const struct mla_io *io, const mha_dims *d,
 			   const mha_config *cfg, unsigned wanted, int backward)
 {
 	memset(r, 0, sizeof(*r));
@@ -290,7 +255,7 @@ static mha_status run_init(struct run *r, const struct mla_io *io, const mha_dim
 }
 
 /* element (i, j) of a matrix with rows of ld elements */
-static void *at(const struct run *r, const void *m, size_t i, size_t ld, size_t j)
+void *mha_mla_at(const struct mla_run *r, const void *m, size_t i, size_t ld, size_t j)
 {
 	return (char *)m + (i * ld + j) * r->e;
 }
@@ -300,7 +265,7 @@ static void *at(const struct run *r, const void *m, size_t i, size_t ld, size_t 
  * lda; tb: B given as (n, k) rows of ldb.  An entry that overflowed on the
  * way is summed again, rescaled (rules.h); MHA_ERR_RANGE if it truly does.
  */
-static mha_status product(const struct run *r, void *C, size_t ldc, const void *A, size_t lda,
+mha_status mha_mla_product(const struct mla_run *r, void *C, size_t ldc, const void *A, size_t lda,
 			  int ta, const void *B, size_t ldb, int tb, size_t m, size_t n, size_t k)
 {
 	struct mha_gemm g = { .m = m, .n = n, .k = k, .A = A, .B = B, .lda = lda, .ldb = ldb,
@@ -319,21 +284,21 @@ static mha_status product(const struct run *r, void *C, size_t ldc, const void *
  * dst (rows, heads·w) = the w columns from off of each head's block (hstride
  * apart) of src (rows, ld); put: the other way round.
  */
-static void take(const struct run *r, void *dst, const void *src, size_t rows, size_t ld,
+void mha_mla_take(const struct mla_run *r, void *dst, const void *src, size_t rows, size_t ld,
 		 size_t heads, size_t hstride, size_t off, size_t w)
 {
 	for (size_t i = 0; i < rows; i++)
 		for (size_t h = 0; h < heads; h++)
-			memcpy(at(r, dst, i, heads * w, h * w), at(r, src, i, ld, h * hstride + off),
+			memcpy(mha_mla_at(r, dst, i, heads * w, h * w), mha_mla_at(r, src, i, ld, h * hstride + off),
 			       w * r->e);
 }
 
-static void put(const struct run *r, void *dst, size_t ld, size_t heads, size_t hstride,
+void mha_mla_put(const struct mla_run *r, void *dst, size_t ld, size_t heads, size_t hstride,
 		size_t off, const void *src, size_t rows, size_t w)
 {
 	for (size_t i = 0; i < rows; i++)
 		for (size_t h = 0; h < heads; h++)
-			memcpy(at(r, dst, i, ld, h * hstride + off), at(r, src, i, heads * w, h * w),
+			memcpy(mha_mla_at(r, dst, i, ld, h * hstride + off), mha_mla_at(r, src, i, heads * w, h * w),
 			       w * r->e);
 }
 
@@ -341,7 +306,7 @@ static void put(const struct run *r, void *dst, size_t ld, size_t heads, size_t 
  * DeepSeek-V3's layout of a turned block (MHA_ROPE_INTERLEAVED): the
  * pairs' first features, then their second; back: the inverse.
  */
-static void relayout(const struct run *r, void *m, size_t rows, size_t heads, int back)
+static void relayout(const struct mla_run *r, void *m, size_t rows, size_t heads, int back)
 {
 	const size_t R = r->s.dr, half = R / 2;
 	char *tmp = r->b[ROW];
@@ -363,7 +328,7 @@ static void relayout(const struct run *r, void *m, size_t rows, size_t heads, in
 }
 
 /* src (B·n, heads·d_rope) turned into dst, each sequence from its own positions */
-static mha_status turn(const struct run *r, void *dst, const void *src, size_t n, size_t heads,
+static mha_status turn(const struct mla_run *r, void *dst, const void *src, size_t n, size_t heads,
 		       int keys)
 {
 	const size_t per = n * heads * r->s.dr;
@@ -386,7 +351,7 @@ static mha_status turn(const struct run *r, void *dst, const void *src, size_t n
 }
 
 /* the gradient of turn(): dst = src turned back, each sequence's by its positions */
-static void turn_back(const struct run *r, void *m, size_t n, size_t heads, int keys)
+void mha_mla_turn_back(const struct mla_run *r, void *m, size_t n, size_t heads, int keys)
 {
 	const size_t per = n * heads * r->s.dr;
 
@@ -402,9 +367,9 @@ static void turn_back(const struct run *r, void *m, size_t n, size_t heads, int 
 /* ---- the front ------------------------------------------------------------------ */
 
 /* the latents, the parts, and Q, K, V (or the absorbed form's) assembled */
-static mha_status front(struct run *r)
+mha_status mha_mla_front(struct mla_run *r)
 {
-	const struct shape *s = &r->s;
+	const struct mla_shape *s = &r->s;
 	const struct mla_io *io = r->io;
 	const mha_dims *d = r->d;
 	void **b = r->b;
@@ -412,33 +377,33 @@ static mha_status front(struct run *r)
 
 	/* queries */
 	if (s->qr) {
-		st = product(r, b[CQ], s->qr, io->xq, d->d_q_in, 0, io->W_QA, s->qr, 0, s->N, s->qr,
+		st = mha_mla_product(r, b[CQ], s->qr, io->xq, d->d_q_in, 0, io->W_QA, s->qr, 0, s->N, s->qr,
 			     d->d_q_in);
 		if (st == MHA_OK)
 			st = mha_norm_turn(b[CQN], b[CQ], r->e, s->N, 1, s->qr, 0, &r->qnorm, 0);
 		if (st == MHA_OK)
-			st = product(r, b[Q0], s->hk, b[CQN], s->qr, 0, io->W_Q, s->hk, 0, s->N, s->hk,
+			st = mha_mla_product(r, b[Q0], s->hk, b[CQN], s->qr, 0, io->W_Q, s->hk, 0, s->N, s->hk,
 				     s->qr);
 	} else {
-		st = product(r, b[Q0], s->hk, io->xq, d->d_q_in, 0, io->W_Q, s->hk, 0, s->N, s->hk,
+		st = mha_mla_product(r, b[Q0], s->hk, io->xq, d->d_q_in, 0, io->W_Q, s->hk, 0, s->N, s->hk,
 			     d->d_q_in);
 	}
 	if (st != MHA_OK)
 		return st;
-	take(r, b[QPE], b[Q0], s->N, s->hk, s->H, s->dk, s->dn, s->dr);
+	mha_mla_take(r, b[QPE], b[Q0], s->N, s->hk, s->H, s->dk, s->dn, s->dr);
 	if (b[QN])
-		take(r, b[QN], b[Q0], s->N, s->hk, s->H, s->dk, 0, s->dn);
+		mha_mla_take(r, b[QN], b[Q0], s->N, s->hk, s->H, s->dk, 0, s->dn);
 	st = turn(r, b[QPER], b[QPE], d->n_q, s->H, 0);
 	if (st != MHA_OK)
 		return st;
 
 	/* the latent of the keys and values, and the shared key part */
-	st = product(r, b[CKV], s->ka, io->xk, d->d_k_in, 0, io->W_KVA, s->ka, 0, s->M, s->ka,
+	st = mha_mla_product(r, b[CKV], s->ka, io->xk, d->d_k_in, 0, io->W_KVA, s->ka, 0, s->M, s->ka,
 		     d->d_k_in);
 	if (st != MHA_OK)
 		return st;
-	take(r, b[CKR], b[CKV], s->M, s->ka, 1, 0, 0, s->kr);
-	take(r, b[KPE], b[CKV], s->M, s->ka, 1, 0, s->kr, s->dr);
+	mha_mla_take(r, b[CKR], b[CKV], s->M, s->ka, 1, 0, 0, s->kr);
+	mha_mla_take(r, b[KPE], b[CKV], s->M, s->ka, 1, 0, s->kr, s->dr);
 	st = mha_norm_turn(b[CKVN], b[CKR], r->e, s->M, 1, s->kr, 0, &r->kvnorm, 1);
 	if (st == MHA_OK)
 		st = turn(r, b[KPER], b[KPE], d->n_kv, 1, 1);
@@ -447,24 +412,24 @@ static mha_status front(struct run *r)
 
 	if (!s->absorbed) {
 		/* each head's key part and values from the latent; Q, K, V assembled */
-		st = product(r, b[KVB], s->kvb, b[CKVN], s->kr, 0, io->W_KVB, s->kvb, 0, s->M,
+		st = mha_mla_product(r, b[KVB], s->kvb, b[CKVN], s->kr, 0, io->W_KVB, s->kvb, 0, s->M,
 			     s->kvb, s->kr);
 		if (st != MHA_OK)
 			return st;
 		if (b[KN])
-			take(r, b[KN], b[KVB], s->M, s->kvb, s->H, s->dn + s->dv, 0, s->dn);
+			mha_mla_take(r, b[KN], b[KVB], s->M, s->kvb, s->H, s->dn + s->dv, 0, s->dn);
 		memcpy(b[QA], b[Q0], s->N * s->hk * r->e);
-		put(r, b[QA], s->hk, s->H, s->dk, s->dn, b[QPER], s->N, s->dr);
+		mha_mla_put(r, b[QA], s->hk, s->H, s->dk, s->dn, b[QPER], s->N, s->dr);
 		for (size_t i = 0; i < s->M; i++)
 			for (size_t h = 0; h < s->H; h++) {
 				const size_t src = h * (s->dn + s->dv);
 
-				memcpy(at(r, b[KA], i, s->hk, h * s->dk), at(r, b[KVB], i, s->kvb, src),
+				memcpy(mha_mla_at(r, b[KA], i, s->hk, h * s->dk), mha_mla_at(r, b[KVB], i, s->kvb, src),
 				       s->dn * r->e);
-				memcpy(at(r, b[KA], i, s->hk, h * s->dk + s->dn),
-				       at(r, b[KPER], i, s->dr, 0), s->dr * r->e);
-				memcpy(at(r, b[VA], i, s->hv, h * s->dv),
-				       at(r, b[KVB], i, s->kvb, src + s->dn), s->dv * r->e);
+				memcpy(mha_mla_at(r, b[KA], i, s->hk, h * s->dk + s->dn),
+				       mha_mla_at(r, b[KPER], i, s->dr, 0), s->dr * r->e);
+				memcpy(mha_mla_at(r, b[VA], i, s->hv, h * s->dv),
+				       mha_mla_at(r, b[KVB], i, s->kvb, src + s->dn), s->dv * r->e);
 			}
 		return MHA_OK;
 	}
@@ -472,36 +437,36 @@ static mha_status front(struct run *r)
 	/* absorbed: q_nope_h·W_UK_hᵀ and the turned part per head; [c_kv_norm,
 	 * k_pe_rot] the one key; W_UV_h folded into W_O */
 	for (size_t h = 0; h < s->H && st == MHA_OK; h++)
-		st = product(r, at(r, b[QA], 0, 0, h * s->ka), s->H * s->ka,
-			     at(r, b[QN], 0, 0, h * s->dn), s->hn, 0,
-			     at(r, io->W_KVB, 0, 0, h * (s->dn + s->dv)), s->kvb, 1, s->N, s->kr,
+		st = mha_mla_product(r, mha_mla_at(r, b[QA], 0, 0, h * s->ka), s->H * s->ka,
+			     mha_mla_at(r, b[QN], 0, 0, h * s->dn), s->hn, 0,
+			     mha_mla_at(r, io->W_KVB, 0, 0, h * (s->dn + s->dv)), s->kvb, 1, s->N, s->kr,
 			     s->dn);
 	if (st != MHA_OK)
 		return st;
-	put(r, b[QA], s->H * s->ka, s->H, s->ka, s->kr, b[QPER], s->N, s->dr);
-	put(r, b[KA], s->ka, 1, 0, 0, b[CKVN], s->M, s->kr);
-	put(r, b[KA], s->ka, 1, 0, s->kr, b[KPER], s->M, s->dr);
+	mha_mla_put(r, b[QA], s->H * s->ka, s->H, s->ka, s->kr, b[QPER], s->N, s->dr);
+	mha_mla_put(r, b[KA], s->ka, 1, 0, 0, b[CKVN], s->M, s->kr);
+	mha_mla_put(r, b[KA], s->ka, 1, 0, s->kr, b[KPER], s->M, s->dr);
 	if (io->W_O) {
 		for (size_t h = 0; h < s->H && st == MHA_OK; h++)
-			st = product(r, at(r, b[WOA], h * s->kr, s->dout, 0), s->dout,
-				     at(r, io->W_KVB, 0, 0, h * (s->dn + s->dv) + s->dn), s->kvb, 0,
-				     at(r, io->W_O, h * s->dv, d->d_out, 0), d->d_out, 0, s->kr,
+			st = mha_mla_product(r, mha_mla_at(r, b[WOA], h * s->kr, s->dout, 0), s->dout,
+				     mha_mla_at(r, io->W_KVB, 0, 0, h * (s->dn + s->dv) + s->dn), s->kvb, 0,
+				     mha_mla_at(r, io->W_O, h * s->dv, d->d_out, 0), d->d_out, 0, s->kr,
 				     d->d_out, s->dv);
 	} else {
 		memset(b[WOA], 0, s->H * s->kr * s->dout * r->e);
 		for (size_t h = 0; h < s->H; h++)
 			for (size_t t = 0; t < s->kr; t++)
-				memcpy(at(r, b[WOA], h * s->kr + t, s->dout, h * s->dv),
-				       at(r, io->W_KVB, t, s->kvb, h * (s->dn + s->dv) + s->dn),
+				memcpy(mha_mla_at(r, b[WOA], h * s->kr + t, s->dout, h * s->dv),
+				       mha_mla_at(r, io->W_KVB, t, s->kvb, h * (s->dn + s->dv) + s->dn),
 				       s->dv * r->e);
 	}
 	return st;
 }
 
 /* the front's stages, sequence by sequence (doubles only) */
-static mha_status observe_front(const struct run *r, const mha_observer *obs)
+static mha_status observe_front(const struct mla_run *r, const mha_observer *obs)
 {
-	const struct shape *s = &r->s;
+	const struct mla_shape *s = &r->s;
 	const size_t nq = r->d->n_q, nkv = r->d->n_kv;
 	const struct {
 		mha_stage stage;
@@ -537,9 +502,9 @@ static mha_status observe_front(const struct run *r, const mha_observer *obs)
 }
 
 /* the attention's dims and settings for the assembled (or absorbed) Q, K, V */
-static void core_of(const struct run *r, mha_dims *d2, mha_config *c2)
+void mha_mla_core_of(const struct mla_run *r, mha_dims *d2, mha_config *c2)
 {
-	const struct shape *s = &r->s;
+	const struct mla_shape *s = &r->s;
 
 	*d2 = *r->d;
 	*c2 = *r->cfg;
@@ -563,7 +528,7 @@ static void core_of(const struct run *r, mha_dims *d2, mha_config *c2)
 }
 
 /* what both directions check: the arrays MLA needs, and none it does not use */
-static mha_status validate(const struct mla_io *io, const void *out, const mha_dims *d,
+mha_status mha_mla_validate(const struct mla_io *io, const void *out, const mha_dims *d,
 			   const mha_config *cfg, mha_report *rep)
 {
 	const mha_status st = mha_check(d, cfg);
@@ -589,21 +554,21 @@ static mha_status validate(const struct mla_io *io, const void *out, const mha_d
 mha_status mha_mla_forward(void *out, const struct mla_io *io, const mha_dims *d,
 			   const mha_config *cfg, const mha_observer *obs, mha_report *rep)
 {
-	struct run r;
+	struct mla_run r;
 	mha_dims d2;
 	mha_config c2;
-	mha_status st = validate(io, out, d, cfg, rep);
+	mha_status st = mha_mla_validate(io, out, d, cfg, rep);
 
 	if (st != MHA_OK)
 		return st;
-	st = run_init(&r, io, d, cfg, obs && obs->fn ? obs->wanted : 0, 0);
+	st = mha_mla_run_init(&r, io, d, cfg, obs && obs->fn ? obs->wanted : 0, 0);
 	if (st == MHA_OK)
-		st = front(&r);
+		st = mha_mla_front(&r);
 	if (st == MHA_OK && r.e == sizeof(double))
 		st = observe_front(&r, obs);
 	if (st == MHA_OK) {
 		free_front(&r);
-		core_of(&r, &d2, &c2);
+		mha_mla_core_of(&r, &d2, &c2);
 		if (r.e == sizeof(double)) {
 			const mha_inputs in2 = { .size = sizeof(in2), .xq = r.b[QA], .xk = r.b[KA],
 						 .xv = r.s.absorbed ? r.b[CKVN] : r.b[VA] };
@@ -622,208 +587,14 @@ mha_status mha_mla_forward(void *out, const struct mla_io *io, const mha_dims *d
 			st = mha_forward_f32(out, &d2, &in2, &w2, &c2, rep);
 		}
 	}
-	free_all(&r);
-	return st;
-}
-
-/* ---- backward ------------------------------------------------------------------- */
-
-/* the gradients of the front's weights and inputs, from dQA, dKA, dVA */
-static mha_status back_front(struct run *r, const struct mla_grads *g, double *dwq, double *dwkv)
-{
-	const struct shape *s = &r->s;
-	const struct mla_io *io = r->io;
-	const mha_dims *d = r->d;
-	void **b = r->b;
-	mha_status st = MHA_OK;
-
-	/* queries: the turned part's gradient turned back, into dQ0 (in dQA) */
-	take(r, b[DQPE], b[DQA], s->N, s->hk, s->H, s->dk, s->dn, s->dr);
-	turn_back(r, b[DQPE], d->n_q, s->H, 0);
-	put(r, b[DQA], s->hk, s->H, s->dk, s->dn, b[DQPE], s->N, s->dr);
-	if (s->qr) {
-		if (g->dW_Q)
-			st = product(r, g->dW_Q, s->hk, b[CQN], s->qr, 1, b[DQA], s->hk, 0, s->qr,
-				     s->hk, s->N);
-		if (st == MHA_OK)
-			st = product(r, b[DCQN], s->qr, b[DQA], s->hk, 0, io->W_Q, s->hk, 1, s->N,
-				     s->qr, s->hk);
-		if (st == MHA_OK)
-			st = mha_norm_back(b[DCQ], b[DCQN], b[CQ], r->e, s->N, 1, s->qr, &r->qnorm, 0,
-					   dwq);
-		if (st == MHA_OK && g->dW_QA)
-			st = product(r, g->dW_QA, s->qr, io->xq, d->d_q_in, 1, b[DCQ], s->qr, 0,
-				     d->d_q_in, s->qr, s->N);
-		if (st == MHA_OK && g->dxq)
-			st = product(r, g->dxq, d->d_q_in, b[DCQ], s->qr, 0, io->W_QA, s->qr, 1, s->N,
-				     d->d_q_in, s->qr);
-	} else {
-		if (g->dW_Q)
-			st = product(r, g->dW_Q, s->hk, io->xq, d->d_q_in, 1, b[DQA], s->hk, 0,
-				     d->d_q_in, s->hk, s->N);
-		if (st == MHA_OK && g->dxq)
-			st = product(r, g->dxq, d->d_q_in, b[DQA], s->hk, 0, io->W_Q, s->hk, 1, s->N,
-				     d->d_q_in, s->hk);
-	}
-	if (st != MHA_OK)
-		return st;
-
-	/* the shared key part: every head's gradient summed (in double), turned back */
-	for (size_t i = 0; i < s->M; i++)
-		for (size_t t = 0; t < s->dr; t++) {
-			double sum = 0;
-
-			for (size_t h = 0; h < s->H; h++) {
-				const size_t j = i * s->hk + h * s->dk + s->dn + t;
-
-				sum += r->e == sizeof(double) ? ((const double *)b[DKA])[j]
-							      : (double)((const float *)b[DKA])[j];
-			}
-			if (r->e == sizeof(double))
-				((double *)b[DKPE])[i * s->dr + t] = sum;
-			else
-				((float *)b[DKPE])[i * s->dr + t] = (float)sum;
-		}
-	turn_back(r, b[DKPE], d->n_kv, 1, 1);
-
-	/* each head's key and value parts back into W_KVB's columns, then the latent */
-	for (size_t i = 0; i < s->M; i++)
-		for (size_t h = 0; h < s->H; h++) {
-			const size_t to = h * (s->dn + s->dv);
-
-			memcpy(at(r, b[DKVB], i, s->kvb, to), at(r, b[DKA], i, s->hk, h * s->dk),
-			       s->dn * r->e);
-			memcpy(at(r, b[DKVB], i, s->kvb, to + s->dn), at(r, b[DVA], i, s->hv, h * s->dv),
-			       s->dv * r->e);
-		}
-	if (g->dW_KVB)
-		st = product(r, g->dW_KVB, s->kvb, b[CKVN], s->kr, 1, b[DKVB], s->kvb, 0, s->kr,
-			     s->kvb, s->M);
-	if (st == MHA_OK)
-		st = product(r, b[DCKVN], s->kr, b[DKVB], s->kvb, 0, io->W_KVB, s->kvb, 1, s->M, s->kr,
-			     s->kvb);
-	if (st == MHA_OK)
-		st = mha_norm_back(b[DCKR], b[DCKVN], b[CKR], r->e, s->M, 1, s->kr, &r->kvnorm, 1,
-				   dwkv);
-	if (st != MHA_OK)
-		return st;
-	put(r, b[DCKV], s->ka, 1, 0, 0, b[DCKR], s->M, s->kr);
-	put(r, b[DCKV], s->ka, 1, 0, s->kr, b[DKPE], s->M, s->dr);
-	if (g->dW_KVA)
-		st = product(r, g->dW_KVA, s->ka, io->xk, d->d_k_in, 1, b[DCKV], s->ka, 0, d->d_k_in,
-			     s->ka, s->M);
-	if (st == MHA_OK && g->dxk)
-		st = product(r, g->dxk, d->d_k_in, b[DCKV], s->ka, 0, io->W_KVA, s->ka, 1, s->M,
-			     d->d_k_in, s->ka);
-	return st;
-}
-
-/* the front's gradient stages, sequence by sequence (doubles only) */
-static mha_status observe_back(const struct run *r, const mha_grad_observer *obs)
-{
-	const struct shape *s = &r->s;
-	const size_t nq = r->d->n_q, nkv = r->d->n_kv;
-
-	if (!obs || !obs->fn)
-		return MHA_OK;
-	for (size_t bq = 0; bq < s->B; bq++) {
-		if (obs->sequence && obs->sequence(obs->ctx, bq))
-			return MHA_ERR_OBSERVER;
-		if (s->qr && (obs->wanted & MHA_STAGE_BIT(MHA_GRAD_DC_Q)) &&
-		    obs->fn(obs->ctx, MHA_GRAD_DC_Q, -1, (const double *)r->b[DCQ] + bq * nq * s->qr,
-			    nq, s->qr))
-			return MHA_ERR_OBSERVER;
-		if ((obs->wanted & MHA_STAGE_BIT(MHA_GRAD_DC_KV)) &&
-		    obs->fn(obs->ctx, MHA_GRAD_DC_KV, -1,
-			    (const double *)r->b[DCKR] + bq * nkv * s->kr, nkv, s->kr))
-			return MHA_ERR_OBSERVER;
-		if ((obs->wanted & MHA_STAGE_BIT(MHA_GRAD_DK_PE)) &&
-		    obs->fn(obs->ctx, MHA_GRAD_DK_PE, -1,
-			    (const double *)r->b[DKPE] + bq * nkv * s->dr, nkv, s->dr))
-			return MHA_ERR_OBSERVER;
-	}
-	return MHA_OK;
-}
-
-/* n doubles into a double or float array; 0 if one is not finite there */
-static int store(void *dst, size_t esize, const double *src, size_t n)
-{
-	int finite = 1;
-
-	for (size_t i = 0; dst && i < n; i++) {
-		if (esize == sizeof(double)) {
-			((double *)dst)[i] = src[i];
-			finite &= isfinite(src[i]);
-		} else {
-			((float *)dst)[i] = (float)src[i];
-			finite &= isfinite(((float *)dst)[i]);
-		}
-	}
-	return finite;
-}
-
-mha_status mha_mla_backward(const struct mla_grads *g, const void *dout, const struct mla_io *io,
-			    const mha_dims *d, const mha_config *cfg,
-			    const mha_grad_observer *obs, mha_report *rep)
-{
-	struct run r;
-	mha_dims d2;
-	mha_config c2;
-	double *dwq = NULL, *dwkv = NULL;
-	mha_status st = validate(io, g, d, cfg, rep);
-
-	if (st != MHA_OK)
-		return st;
-	st = run_init(&r, io, d, cfg, 0, 1);
-	if (st == MHA_OK && cfg->mla.q_rank && cfg->mla.q_a_norm && g->dq_a_norm &&
-	    !(dwq = calloc(cfg->mla.q_rank, sizeof(double))))
-		st = MHA_ERR_NOMEM;
-	if (st == MHA_OK && cfg->mla.kv_a_norm && g->dkv_a_norm &&
-	    !(dwkv = calloc(cfg->mla.kv_rank, sizeof(double))))
-		st = MHA_ERR_NOMEM;
-	if (st == MHA_OK)
-		st = front(&r);
-	if (st == MHA_OK) {
-		core_of(&r, &d2, &c2);
-		if (r.e == sizeof(double)) {
-			const mha_inputs in2 = { .size = sizeof(in2), .xq = r.b[QA], .xk = r.b[KA],
-						 .xv = r.b[VA] };
-			const mha_weights w2 = { .size = sizeof(w2), .W_O = io->W_O,
-						 .b_O = io->W_O ? io->b_O : NULL };
-			const mha_grads g2 = { .size = sizeof(g2), .dxq = r.b[DQA], .dxk = r.b[DKA],
-					       .dxv = r.b[DVA], .dW_O = g->dW_O, .db_O = g->db_O,
-					       .dsinks = g->dsinks };
-
-			st = mha_backward(&g2, dout, &d2, &in2, &w2, &c2, obs, rep);
-		} else {
-			const mha_inputs_f32 in2 = { .size = sizeof(in2), .xq = r.b[QA], .xk = r.b[KA],
-						     .xv = r.b[VA] };
-			const mha_weights_f32 w2 = { .size = sizeof(w2), .W_O = io->W_O,
-						     .b_O = io->W_O ? io->b_O : NULL };
-			const mha_grads_f32 g2 = { .size = sizeof(g2), .dxq = r.b[DQA],
-						   .dxk = r.b[DKA], .dxv = r.b[DVA], .dW_O = g->dW_O,
-						   .db_O = g->db_O, .dsinks = g->dsinks };
-
-			st = mha_backward_f32(&g2, dout, &d2, &in2, &w2, &c2, rep);
-		}
-	}
-	if (st == MHA_OK)
-		st = back_front(&r, g, dwq, dwkv);
-	if (st == MHA_OK && r.e == sizeof(double))
-		st = observe_back(&r, obs);
-	if (st == MHA_OK && ((dwq && !store(g->dq_a_norm, r.e, dwq, cfg->mla.q_rank)) ||
-			     (dwkv && !store(g->dkv_a_norm, r.e, dwkv, cfg->mla.kv_rank))))
-		st = MHA_ERR_RANGE;
-	free(dwq);
-	free(dwkv);
-	free_all(&r);
+	mha_mla_free_all(&r);
 	return st;
 }
 
 /* ---- memory ---------------------------------------------------------------------- */
 
 /* the largest product's own blocks (the kernels' packed panels) */
-static size_t products_peak(const struct shape *s, const mha_dims *d, int f32,
+static size_t products_peak(const struct mla_shape *s, const mha_dims *d, int f32,
 			    const mha_config *cfg, int backward)
 {
 	const struct mha_kernels *k = mha_pick_kernels(f32);
@@ -854,7 +625,7 @@ static size_t products_peak(const struct shape *s, const mha_dims *d, int f32,
 static size_t memory_of(const mha_dims *d, const mha_config *cfg, unsigned wanted, int f32,
 			int backward)
 {
-	struct run r;
+	struct mla_run r;
 	struct mla_io io = { .esize = f32 ? sizeof(float) : sizeof(double) };
 	mha_dims d2;
 	mha_config c2;
@@ -871,7 +642,7 @@ static size_t memory_of(const mha_dims *d, const mha_config *cfg, unsigned wante
 	if (backward)
 		r.s.absorbed = 0;
 	plan_of(&r.p, &r.s, wanted, backward);
-	core_of(&r, &d2, &c2);
+	mha_mla_core_of(&r, &d2, &c2);
 	core = backward ? mha_backward_memory(&d2, &c2, wanted)
 			: mha_memory(&d2, &c2, wanted, f32);
 	front_peak = products_peak(&r.s, d, f32, cfg, backward);

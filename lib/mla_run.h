@@ -1,0 +1,86 @@
+/*
+ * mla_run.h: one multi-head latent attention run's state, shared by mla.c
+ * (the front, the forward, the memory) and mla_back.c (the backward),
+ * inside the library only.
+ */
+#ifndef MHA_MLA_RUN_H
+#define MHA_MLA_RUN_H
+
+#include "mla.h"
+
+#include <stddef.h>
+
+struct mha_kernels;
+
+/* the sizes of one run */
+struct mla_shape {
+	size_t B, N, M;     /* sequences; query rows B·n_q; key rows B·n_kv */
+	size_t H, dk, dv, dn, dr, qr, kr;
+	size_t hk, hv, hr, hn, kvb; /* H·d_k, H·d_v, H·d_rope, H·d_nope, H·(d_nope + d_v) */
+	size_t ka;          /* the absorbed form's key width: kv_rank + d_rope */
+	size_t dout;        /* the output's columns in the absorbed form's W_O' */
+	int absorbed, turned;
+};
+
+
+/*
+ * Every buffer a run allocates, by name; one plan says which and their
+ * shapes, for the run and for mha_memory alike.  The forward's come first;
+ * the backward's from DQA on.
+ */
+enum buf {
+	CQ, CQN, Q0, QPE, QPER, CKV, CKR, CKVN, KPE, KPER, KVB, QN, KN, QA, KA, VA, WOA, ROW,
+	DQA, DKA, DVA, DQPE, DCQN, DCQ, DKPE, DKVB, DCKVN, DCKR, DCKV, NBUF
+};
+
+struct mla_plan {
+	size_t rows[NBUF], cols[NBUF];
+};
+
+
+struct mla_run {
+	struct mla_shape s;
+	struct mla_plan p;
+	const struct mla_io *io;
+	const mha_dims *d;
+	const mha_config *cfg;
+	const struct mha_kernels *k;
+	int threads;
+	size_t e;            /* the element's size */
+	mha_rope rope;       /* cfg->rope, R = d_rope */
+	mha_qk_norm qnorm, kvnorm; /* the two RMSNorms as norm.c takes them */
+	void *b[NBUF];
+};
+
+/* the plan's buffers allocated for a run of io on d, cfg; the backward's too */
+mha_status mha_mla_run_init(struct mla_run *r, const struct mla_io *io, const mha_dims *d,
+			    const mha_config *cfg, unsigned wanted, int backward);
+void mha_mla_free_all(struct mla_run *r);
+/* element (i, j) of a matrix with rows of ld elements */
+void *mha_mla_at(const struct mla_run *r, const void *m, size_t i, size_t ld, size_t j);
+/*
+ * C (m, n), rows of ldc = A (m, k)·B (k, n) on the kernels; ta: A given as
+ * (k, m) rows of lda; tb: B given as (n, k) rows of ldb.  An entry that
+ * overflowed on the way is summed again, rescaled (rules.h); MHA_ERR_RANGE
+ * if it truly does.
+ */
+mha_status mha_mla_product(const struct mla_run *r, void *C, size_t ldc, const void *A,
+			   size_t lda, int ta, const void *B, size_t ldb, int tb, size_t m,
+			   size_t n, size_t k);
+/* dst (rows, heads·w) = the w columns from off of each head's block (hstride
+ * apart) of src (rows, ld); put: the other way round */
+void mha_mla_take(const struct mla_run *r, void *dst, const void *src, size_t rows, size_t ld,
+		  size_t heads, size_t hstride, size_t off, size_t w);
+void mha_mla_put(const struct mla_run *r, void *dst, size_t ld, size_t heads, size_t hstride,
+		 size_t off, const void *src, size_t rows, size_t w);
+/* the rotation's gradient: m (B·n, heads·d_rope) turned back in place */
+void mha_mla_turn_back(const struct mla_run *r, void *m, size_t n, size_t heads, int keys);
+/* the latents, the parts, and Q, K, V (or the absorbed form's) assembled */
+mha_status mha_mla_front(struct mla_run *r);
+/* the attention's dims and settings for the assembled (or absorbed) Q, K, V */
+void mha_mla_core_of(const struct mla_run *r, mha_dims *d2, mha_config *c2);
+/* what both directions check: the arrays MLA needs, and none it does not use */
+mha_status mha_mla_validate(const struct mla_io *io, const void *out, const mha_dims *d,
+			    const mha_config *cfg, mha_report *rep);
+
+#endif
