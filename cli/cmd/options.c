@@ -76,6 +76,18 @@ static int parse_real(const char *hint, const char *opt, const char *arg, double
 	return 0;
 }
 
+/* an eps: a finite number from 0 (--norm-eps, --mla-eps) */
+static int parse_eps(const char *hint, const char *opt, const char *arg, double *out)
+{
+	if (parse_real(hint, opt, arg, out))
+		return -1;
+	if (*out < 0) {
+		usage_error(hint, "%s expects a number from 0, not '%s'", opt, arg);
+		return -1;
+	}
+	return 0;
+}
+
 /* --layer N: a layer's number, from 0 (digits only, so not opt_count's "from 1") */
 static int parse_layer(const char *hint, const char *arg, size_t *out)
 {
@@ -575,12 +587,8 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			break;
 		}
 		case O_NORM_EPS:
-			if (parse_real(hint, "--norm-eps", optarg, &o->spec.cfg.norm.eps))
+			if (parse_eps(hint, "--norm-eps", optarg, &o->spec.cfg.norm.eps))
 				return -1;
-			if (o->spec.cfg.norm.eps < 0) {
-				usage_error(hint, "--norm-eps expects a number from 0, not '%s'", optarg);
-				return -1;
-			}
 			o->spec.given |= GIVEN_NORM_EPS;
 			break;
 		case O_NORM_OVER:
@@ -604,12 +612,8 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			o->spec.given |= GIVEN_QK_ROPE;
 			break;
 		case O_MLA_EPS:
-			if (parse_real(hint, "--mla-eps", optarg, &o->spec.cfg.mla.eps))
+			if (parse_eps(hint, "--mla-eps", optarg, &o->spec.cfg.mla.eps))
 				return -1;
-			if (o->spec.cfg.mla.eps < 0) {
-				usage_error(hint, "--mla-eps expects a number from 0, not '%s'", optarg);
-				return -1;
-			}
 			o->spec.given |= GIVEN_MLA_EPS;
 			break;
 		case O_ABSORB: o->spec.cfg.mla.absorbed = 1; break;

@@ -70,6 +70,43 @@ static void mla_free(struct mla_case *c)
 	free(c->kvan);
 }
 
+/* a case's inputs and weights rounded to floats, as the float32 calls take them */
+struct mla_floats {
+	float *x, *k, *wqa, *wq, *wkva, *wkvb, *wo, *bo;
+	mha_inputs_f32 in;
+	mha_weights_f32 w;
+};
+
+static void mla_floats_make(struct mla_floats *f, const struct mla_case *c)
+{
+	const size_t B = mha_rule_batch(&c->d), H = c->d.heads;
+
+	f->x = floats_of(c->xq, B * c->d.n_q * c->d.d_q_in);
+	f->k = c->xk == c->xq ? f->x : floats_of(c->xk, B * c->d.n_kv * c->d.d_k_in);
+	f->wqa = floats_of(c->W_QA, c->d.d_q_in * c->qr);
+	f->wq = floats_of(c->W_Q, (c->qr ? c->qr : c->d.d_q_in) * H * c->d.d_k);
+	f->wkva = floats_of(c->W_KVA, c->d.d_k_in * (c->kr + c->dr));
+	f->wkvb = floats_of(c->W_KVB, c->kr * H * (c->dn + c->d.d_v));
+	f->wo = floats_of(c->W_O, H * c->d.d_v * 4);
+	f->bo = floats_of(c->b_O, 4);
+	f->in = (mha_inputs_f32){ .size = sizeof(f->in), .xq = f->x, .xk = f->k, .xv = f->k };
+	f->w = (mha_weights_f32){ .size = sizeof(f->w), .W_Q = f->wq, .W_O = f->wo, .b_O = f->bo,
+				  .W_QA = f->wqa, .W_KVA = f->wkva, .W_KVB = f->wkvb };
+}
+
+static void mla_floats_free(struct mla_floats *f)
+{
+	if (f->k != f->x)
+		free(f->k);
+	free(f->x);
+	free(f->wqa);
+	free(f->wq);
+	free(f->wkva);
+	free(f->wkvb);
+	free(f->wo);
+	free(f->bo);
+}
+
 /* out (rows, cols) = x (rows, k)·W (k, cols), long double sums */
 static void ref_mul(double *out, const double *x, const double *W, size_t rows, size_t k,
 		    size_t cols)
@@ -198,15 +235,8 @@ static void mla_check_case(struct mla_case *c)
 {
 	const size_t B = mha_rule_batch(&c->d), n = mla_out_n(c), per = n / B;
 	double *want = malloc(n * sizeof(double)), *got = malloc(n * sizeof(double));
-	float *xf = floats_of(c->xq, mha_rule_batch(&c->d) * c->d.n_q * c->d.d_q_in);
-	float *kf = c->xk == c->xq ? xf : floats_of(c->xk, mha_rule_batch(&c->d) * c->d.n_kv * c->d.d_k_in);
-	const size_t dq = c->qr ? c->qr : c->d.d_q_in;
-	float *wqa = floats_of(c->W_QA, c->d.d_q_in * c->qr);
-	float *wq = floats_of(c->W_Q, dq * c->d.heads * c->d.d_k);
-	float *wkva = floats_of(c->W_KVA, c->d.d_k_in * (c->kr + c->dr));
-	float *wkvb = floats_of(c->W_KVB, c->kr * c->d.heads * (c->dn + c->d.d_v));
-	float *wo = floats_of(c->W_O, c->d.heads * c->d.d_v * 4), *bo = floats_of(c->b_O, 4);
 	float *outf = malloc(n * sizeof(float));
+	struct mla_floats fl;
 	seen sn;
 	mha_observer obs = watch_all(&sn);
 	mha_report rep = MHA_INIT(mha_report);
@@ -242,15 +272,13 @@ static void mla_check_case(struct mla_case *c)
 	seen_free(&sn);
 	c->cfg.mla.absorbed = 0;
 	/* float32 */
+	mla_floats_make(&fl, c);
 	{
-		const mha_inputs_f32 in = { .size = sizeof(in), .xq = xf, .xk = kf, .xv = kf };
-		const mha_weights_f32 w = { .size = sizeof(w), .W_Q = wq, .W_O = wo, .b_O = bo,
-					    .W_QA = wqa, .W_KVA = wkva, .W_KVB = wkvb };
 		double maxabs = 0, err = 0;
 
 		for (int form = 0; form < 2; form++) {
 			c->cfg.mla.absorbed = form;
-			ck_assert_int_eq(mha_forward_f32(outf, &c->d, &in, &w, &c->cfg, NULL), MHA_OK);
+			ck_assert_int_eq(mha_forward_f32(outf, &c->d, &fl.in, &fl.w, &c->cfg, NULL), MHA_OK);
 			for (size_t i = 0; i < n; i++) {
 				maxabs = fmax(maxabs, fabs(want[i]));
 				err = fmax(err, fabs(outf[i] - want[i]));
@@ -260,17 +288,9 @@ static void mla_check_case(struct mla_case *c)
 		}
 		c->cfg.mla.absorbed = 0;
 	}
+	mla_floats_free(&fl);
 	free(want);
 	free(got);
-	if (kf != xf)
-		free(kf);
-	free(xf);
-	free(wqa);
-	free(wq);
-	free(wkva);
-	free(wkvb);
-	free(wo);
-	free(bo);
 	free(outf);
 }
 
@@ -534,35 +554,22 @@ START_TEST(test_mla_backward)
 		}
 		/* float32's gradients of W_KVB and the kv norm */
 		{
-			float *xf = floats_of(c.xq, B * c.d.n_q * c.d.d_q_in);
-			float *kf = c.xk == c.xq ? xf : floats_of(c.xk, nw[1]);
-			float *wqa = floats_of(c.W_QA, nw[2]), *wq = floats_of(c.W_Q, nw[3]);
-			float *wkva = floats_of(c.W_KVA, nw[4]), *wkvb = floats_of(c.W_KVB, nw[5]);
-			float *wo = floats_of(c.W_O, nw[6]), *bo = floats_of(c.b_O, 4);
+			struct mla_floats fl;
 			float *rf = floats_of(r, n_out);
 			float *g5 = malloc(nw[5] * sizeof(float)), *g8 = malloc(nw[8] * sizeof(float));
-			const mha_inputs_f32 in = { .size = sizeof(in), .xq = xf, .xk = kf, .xv = kf };
-			const mha_weights_f32 w = { .size = sizeof(w), .W_Q = wq, .W_O = wo, .b_O = bo,
-						    .W_QA = wqa, .W_KVA = wkva, .W_KVB = wkvb };
 			const mha_grads_f32 gf = { .size = sizeof(gf), .dW_KVB = g5, .dkv_a_norm = g8 };
 			double *d5, *d8;
 
-			ck_assert_int_eq(mha_backward_f32(&gf, rf, &c.d, &in, &w, &c.cfg, NULL), MHA_OK);
+			mla_floats_make(&fl, &c);
+			ck_assert_int_eq(mha_backward_f32(&gf, rf, &c.d, &fl.in, &fl.w, &c.cfg, NULL),
+					 MHA_OK);
 			d5 = doubles_of(g5, nw[5]);
 			d8 = doubles_of(g8, nw[8]);
 			grad_close("mla f32 dW_KVB", d5, an[5], nw[5], 5e-5);
 			grad_close("mla f32 dkv_a_norm", d8, an[8], nw[8], 5e-5);
 			free(d5);
 			free(d8);
-			if (kf != xf)
-				free(kf);
-			free(xf);
-			free(wqa);
-			free(wq);
-			free(wkva);
-			free(wkvb);
-			free(wo);
-			free(bo);
+			mla_floats_free(&fl);
 			free(rf);
 			free(g5);
 			free(g8);
