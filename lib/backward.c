@@ -1528,11 +1528,7 @@ static mha_status run_backward(const grads_t *g, const real *dout, const mha_dim
 	if (!cfg)
 		cfg = &defaults;
 	if (cfg->mla.on) {
-		const struct mla_io io = { .esize = sizeof(real), .xq = in->xq, .xk = in->xk,
-					   .W_QA = w->W_QA, .W_Q = w->W_Q, .W_KVA = w->W_KVA,
-					   .W_KVB = w->W_KVB, .W_O = w->W_O, .b_O = w->b_O,
-					   .W_K = w->W_K, .W_V = w->W_V, .b_Q = w->b_Q,
-					   .b_K = w->b_K, .b_V = w->b_V };
+		const struct mla_io io = MHA_MLA_IO(sizeof(real), in, w);
 		const struct mla_grads mg = { .dxq = g->dxq, .dxk = g->dxk, .dW_QA = g->dW_QA,
 					      .dW_Q = g->dW_Q, .dW_KVA = g->dW_KVA,
 					      .dW_KVB = g->dW_KVB, .dW_O = g->dW_O, .db_O = g->db_O,

@@ -711,11 +711,7 @@ mha_status mha_forward_f32(float *out, const mha_dims *d, const mha_inputs_f32 *
 	if (!cfg)
 		cfg = &defaults;
 	if (cfg->mla.on) {
-		const struct mla_io io = { .esize = sizeof(float), .xq = in->xq, .xk = in->xk,
-					   .W_QA = w->W_QA, .W_Q = w->W_Q, .W_KVA = w->W_KVA,
-					   .W_KVB = w->W_KVB, .W_O = w->W_O, .b_O = w->b_O,
-					   .W_K = w->W_K, .W_V = w->W_V, .b_Q = w->b_Q,
-					   .b_K = w->b_K, .b_V = w->b_V };
+		const struct mla_io io = MHA_MLA_IO(sizeof(float), in, w);
 
 		return mha_mla_forward(out, &io, d, cfg, NULL, rep);
 	}
@@ -917,11 +913,7 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 	if (!cfg)
 		cfg = &defaults;
 	if (cfg->mla.on) {
-		const struct mla_io io = { .esize = sizeof(double), .xq = in->xq, .xk = in->xk,
-					   .W_QA = w->W_QA, .W_Q = w->W_Q, .W_KVA = w->W_KVA,
-					   .W_KVB = w->W_KVB, .W_O = w->W_O, .b_O = w->b_O,
-					   .W_K = w->W_K, .W_V = w->W_V, .b_Q = w->b_Q,
-					   .b_K = w->b_K, .b_V = w->b_V };
+		const struct mla_io io = MHA_MLA_IO(sizeof(double), in, w);
 
 		return mha_mla_forward(out, &io, d, cfg, obs, rep);
 	}

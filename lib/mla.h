@@ -20,6 +20,13 @@ struct mla_io {
 	const void *W_K, *W_V, *b_Q, *b_K, *b_V; /* must be NULL */
 };
 
+/* the arrays of a call's inputs in and weights w (mha_inputs and mha_weights,
+ * or their _f32), elements of esize bytes */
+#define MHA_MLA_IO(es, in, w) { .esize = (es), .xq = (in)->xq, .xk = (in)->xk, \
+	.W_QA = (w)->W_QA, .W_Q = (w)->W_Q, .W_KVA = (w)->W_KVA, .W_KVB = (w)->W_KVB, \
+	.W_O = (w)->W_O, .b_O = (w)->b_O, .W_K = (w)->W_K, .W_V = (w)->W_V, .b_Q = (w)->b_Q, \
+	.b_K = (w)->b_K, .b_V = (w)->b_V }
+
 /* Where the backward writes, of the same element type; NULL: not wanted. */
 struct mla_grads {
 	void *dxq, *dxk, *dW_QA, *dW_Q, *dW_KVA, *dW_KVB, *dW_O, *db_O, *dsinks, *dq_a_norm,
