@@ -59,7 +59,7 @@ CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell $(PKG_CONFIG) --libs check 2>/dev/null || echo -lcheck)
 
 VERSION  = $(shell sed -n 's/^\#define MHA_VERSION_STRING "\(.*\)"/\1/p' lib/mha.h)
-SOVERSION = 4
+SOVERSION = 5
 
 # Debian packages the build and the tests need
 DEB_PACKAGES = gcc make pkg-config libcjson-dev zlib1g-dev libdeflate-dev check python3 python3-numpy jq \
@@ -290,9 +290,11 @@ test-schema: mha
 test-samples: mha
 	sh samples/run.sh
 
-# mha compare against deliberately wrong NumPy attentions (and torch's, where it imports)
+# mha compare against deliberately wrong NumPy attentions (and torch's, where it imports),
+# forward and backward, and against names, heads, rows and rounding as people give them
 test-compare: mha
 	$(PYTHON) tests/compare_check.py ./mha
+	$(PYTHON) tests/compare_grad_check.py ./mha
 
 # cli/'s includes run down its folders' ladder, with no circle (docs/architecture.md);
 # --self-test plants a back-reference, a circle and a stray file in a copy
@@ -540,6 +542,7 @@ check-asan: deps
 	$(ASAN_ENV) $(PYTHON) tests/schema_check.py $(ASAN_DIR)/mha README.md
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh samples/run.sh
 	$(ASAN_ENV) $(PYTHON) tests/compare_check.py --small $(ASAN_DIR)/mha
+	$(ASAN_ENV) $(PYTHON) tests/compare_grad_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha MHA_LIB=$(ASAN_DIR)/libmha.a CC='$(CC) $(ASAN_FLAGS)' \
 		sh tests/doc_examples.sh README.md man/mha.1
 	@if [ -d $(CONFORMANCE_DIR) ]; then \

@@ -152,6 +152,19 @@ static int hand(const mha_grad_observer *obs, mha_grad_stage s, int head, const 
 #endif
 }
 
+/* a stage's values (rows, cols) offered to obs's editor before the
+ * backward goes on with them (row: the query row); nonzero stops the run */
+static int edit(const mha_grad_observer *obs, mha_grad_stage s, int head, size_t row, real *m,
+		size_t rows, size_t cols)
+{
+#ifdef MHA_F32
+	(void)obs, (void)s, (void)head, (void)row, (void)m, (void)rows, (void)cols;
+	return 0;
+#else
+	return obs && obs->edit ? obs->edit(obs->edit_ctx, s, head, row, m, rows, cols) : 0;
+#endif
+}
+
 /* hand over a column block (rows, width) at column col0 of m (rows, ld) */
 static int show_block(const struct bw *r, mha_grad_stage s, int head, const real *m,
 		      size_t rows, size_t ld, size_t col0, size_t width)
@@ -285,16 +298,28 @@ static mha_status back_head(struct bw *r, size_t h)
 		/* D_i = rowsum(dO ∘ O) = Σ_j P_ij·dP_ij */
 		for (size_t t = 0; t < r->dv; t++)
 			D += dO[t] * o[t];
+		/* an editor's what-ifs (mha.h): P as dV and dS use it, D, dP */
+		if (edit(obs, MHA_GRAD_HEAD_P, head, i, r->p, 1, d->n_kv) ||
+		    edit(obs, MHA_GRAD_HEAD_D, head, i, &D, 1, 1))
+			return MHA_ERR_OBSERVER;
 		r->Dv[i] = D;
 		for (size_t j = 0; j < d->n_kv; j++) {
 			const real *v = r->V + j * ldv + g * r->dv;
-			real dp = 0.0, ds, dsc;
+			real dp = 0.0;
 
 			for (size_t t = 0; t < r->dv; t++)
 				dp += dO[t] * v[t];
 			r->dP[j] = dp;
-			/* a masked-out key gets nothing back, whatever its score */
-			if (r->masked[j] == -INFINITY) {
+		}
+		if (edit(obs, MHA_GRAD_HEAD_DP, head, i, r->dP, 1, d->n_kv))
+			return MHA_ERR_OBSERVER;
+		for (size_t j = 0; j < d->n_kv; j++) {
+			const real dp = r->dP[j];
+			real ds, dsc;
+
+			/* a masked-out key gets nothing back, whatever its score (but a
+			 * weight an editor gave it) */
+			if (r->masked[j] == -INFINITY && r->p[j] == 0.0) {
 				ds = dsc = r->dscores[j] = 0.0;
 			} else {
 				ds = r->p[j] * (dp - D);
@@ -306,6 +331,8 @@ static mha_status back_head(struct bw *r, size_t h)
 			if (r->sq[SQ_DSCALED])
 				r->sq[SQ_DSCALED][i * d->n_kv + j] = dsc;
 		}
+		if (edit(obs, MHA_GRAD_HEAD_DSCORES, head, i, r->dscores, 1, d->n_kv))
+			return MHA_ERR_OBSERVER;
 		keep(r, SQ_P, i, r->p);
 		keep(r, SQ_DP, i, r->dP);
 		keep(r, SQ_DSCORES, i, r->dscores);
@@ -330,6 +357,10 @@ static mha_status back_head(struct bw *r, size_t h)
 	}
 	if (r->dsinks)
 		r->dsinks[h] += dsink;
+	if (edit(obs, MHA_GRAD_HEAD_DV, head, 0, r->dVh, d->n_kv, r->dv) ||
+	    edit(obs, MHA_GRAD_HEAD_DQ, head, 0, r->dQh, d->n_q, r->dk) ||
+	    edit(obs, MHA_GRAD_HEAD_DK, head, 0, r->dKh, d->n_kv, r->dk))
+		return MHA_ERR_OBSERVER;
 
 	/* into the whole: dQ's block h; dK's and dV's block g, query heads ascending */
 	for (size_t i = 0; i < d->n_q; i++)
@@ -1603,7 +1634,7 @@ static mha_status run_backward(const grads_t *g, const real *dout, const mha_dim
 
 	/* the fast path (fast_heads) in place of back_head's loop when no
 	 * per-head stage is watched, as mha_forward picks its own */
-	z.fast = !cfg->exact && !(obs && obs->fn && grad_per_head(obs->wanted));
+	z.fast = !cfg->exact && !(obs && obs->fn && grad_per_head(obs->wanted)) && !(obs && obs->edit);
 	z.threads = mha_threads(cfg);
 	z.k = mha_pick_kernels(IS_F32);
 

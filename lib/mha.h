@@ -105,9 +105,9 @@ extern "C" {
 #endif
 
 #define MHA_VERSION_MAJOR 0
-#define MHA_VERSION_MINOR 5
+#define MHA_VERSION_MINOR 6
 #define MHA_VERSION_PATCH 0
-#define MHA_VERSION_STRING "0.5.0"
+#define MHA_VERSION_STRING "0.6.0"
 
 /* ---- status codes ------------------------------------------------------ */
 
@@ -861,12 +861,31 @@ MHA_API const char *mha_grad_stage_name(mha_grad_stage stage);
 typedef int (*mha_grad_fn)(void *ctx, mha_grad_stage stage, int head,
 			   const double *m, size_t rows, size_t cols);
 
+/*
+ * What if a stage were otherwise: an editor is handed the plain path's own
+ * values of a head's stage, writable, before the backward goes on with
+ * them, and may change them (mha compare recomputes the classic backward
+ * mistakes so: D left out, the scale, P without the mask, ...).  Per query
+ * row (rows 1) as the row is made: HEAD_P (after the head's output row
+ * and D_i are made from the true P: the P that dV and dS then use; a key
+ * given weight here gets a gradient though masked), HEAD_D (D_i, 1 x 1,
+ * before dS), HEAD_DP (before dS), HEAD_DSCORES (before dQ_h and dK_h
+ * gather it); then each head's whole HEAD_DV, HEAD_DQ, HEAD_DK (row 0)
+ * before they are summed into dV, dQ, dK.  The observer's fn sees the
+ * values as edited.  An editor makes the run take the plain path.
+ * Nonzero stops the run with MHA_ERR_OBSERVER.
+ */
+typedef int (*mha_grad_edit_fn)(void *ctx, mha_grad_stage stage, int head, size_t row,
+				double *m, size_t rows, size_t cols);
+
 typedef struct mha_grad_observer {
 	size_t size;      /* sizeof(mha_grad_observer): see "Versions" above */
 	mha_grad_fn fn;
 	void *ctx;
 	unsigned wanted;          /* MHA_STAGE_BIT()s of mha_grad_stage values */
 	mha_sequence_fn sequence; /* NULL: not told */
+	mha_grad_edit_fn edit;    /* NULL: none (0.6.0) */
+	void *edit_ctx;
 } mha_grad_observer;
 
 /*

@@ -219,6 +219,7 @@ int matrix_transpose(matrix *m)
 			for (size_t j = 0; j < c; j++)
 				t.v[b * r * c + j * r + i] = m->v[b * r * c + i * c + j];
 	t.is_f32 = m->is_f32;
+	t.from_f32 = m->from_f32;
 	matrix_free(m);
 	*m = t;
 	return 0;

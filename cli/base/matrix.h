@@ -19,6 +19,7 @@ typedef struct matrix {
 			  for --dtype f32 (READ_F32, matrix_alloc_f32); from malloc() */
 	int is_bool;   /* every entry was true or false (a boolean mask) */
 	int is_f32;    /* the values are floats (widened): written as floats */
+	int from_f32;  /* read from a file's float32 (or float16) values */
 	char **labels; /* a label (token) per row of a 2-D matrix, or NULL; owned */
 	size_t n_labels;
 	size_t held;   /* what v holds of the memory budget (budget.h) */

@@ -7,6 +7,8 @@
  */
 #include "cmd/against.h"
 
+#include "cmd/aliases.h"
+
 #include "base/cli.h"
 #include "read/input.h"
 #include "read/named.h"
@@ -15,505 +17,186 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* what compare reads, in the order of the computation: its names and keys are steps.c's */
-const struct cmp_step cmp_steps[C_COUNT] = {
-	[C_X] = { STEP_X, 0 },
-	[C_C_Q] = { STEP_C_Q, 0 },
-	[C_C_Q_NORM] = { STEP_C_Q_NORM, 0 },
-	[C_Q_NOPE] = { STEP_Q_NOPE, 0 },
-	[C_Q_PE] = { STEP_Q_PE, 0 },
-	[C_Q_PE_ROT] = { STEP_Q_PE_ROT, 0 },
-	[C_C_KV] = { STEP_C_KV, 0 },
-	[C_C_KV_NORM] = { STEP_C_KV_NORM, 0 },
-	[C_K_PE] = { STEP_K_PE, 0 },
-	[C_K_PE_ROT] = { STEP_K_PE_ROT, 0 },
-	[C_K_NOPE] = { STEP_K_NOPE, 0 },
-	[C_Q] = { STEP_Q, 0 },
-	[C_K] = { STEP_K, 0 },
-	[C_V] = { STEP_V, 0 },
-	[C_Q_NORM] = { STEP_Q_NORM, 0 },
-	[C_K_NORM] = { STEP_K_NORM, 0 },
-	[C_Q_ROT] = { STEP_Q_ROT, 0 },
-	[C_K_ROT] = { STEP_K_ROT, 0 },
-	[C_HEAD_Q] = { STEP_Q, 1 },
-	[C_HEAD_K] = { STEP_K, 1 },
-	[C_HEAD_V] = { STEP_V, 1 },
-	[C_SCORES] = { STEP_SCORES, 1 },
-	[C_SCALED] = { STEP_SCALED, 1 },
-	[C_SOFTCAPPED] = { STEP_SOFTCAPPED, 1 },
-	[C_MASK] = { STEP_MASK, 0 },
-	[C_MASKED] = { STEP_MASKED, 1 },
-	[C_SOFTMAX] = { STEP_SOFTMAX, 1 },
-	[C_HEAD_OUTPUT] = { STEP_HEADS, 1 },
-	[C_CONCAT] = { STEP_CONCAT, 0 },
-	[C_OUTPUT] = { STEP_OUTPUT, 0 },
+/* ---- reading: every array and its name --------------------------------------- */
+
+/* An array as read, before its name and shape say which step it is. */
+struct raw {
+	char shown[300];        /* its name in messages: "heads[1].scores", "head2_softmax.npy" */
+	struct name_parse np;
+	matrix m;
+	int ids[8];             /* the steps its name may stand for (alias_steps) */
+	size_t n_ids;
 };
-
-const char *cmp_key(int i)
-{
-	return step_key(&steps[cmp_steps[i].step]);
-}
-
-const char *cmp_name(int i)
-{
-	static char names[C_COUNT][32];
-
-	if (!names[i][0]) {
-		/* a head's matrix under a key the whole model has too: "heads.Q" */
-		int whole_too = 0;
-
-		for (int j = 0; j < C_COUNT; j++)
-			whole_too |= cmp_steps[i].per_head && !cmp_steps[j].per_head &&
-				     !strcmp(cmp_key(j), cmp_key(i));
-		snprintf(names[i], sizeof(names[i]), "%s%s", whole_too ? "heads." : "", cmp_key(i));
-	}
-	return names[i];
-}
-
-const char *cmp_keys_list(char *buf, size_t size, int per_head)
-{
-	size_t at = 0;
-	int heads_said = 0;
-
-	buf[0] = '\0';
-	for (int i = 0; i < C_COUNT && at < size; i++) {
-		const char *k = cmp_key(i);
-
-		if (cmp_steps[i].per_head != per_head) {
-			/* the top level's "heads", where the heads' steps begin */
-			if (per_head || heads_said || i < C_MASK)
-				continue;
-			k = "heads";
-			heads_said = 1;
-			i--;
-		}
-		at += (size_t)snprintf(buf + at, size - at, "%s%s", at ? ", " : "", k);
-	}
-	return buf;
-}
-
-/* the step under key (top level: per_head 0; in "heads": 1), or -1 */
-static int step_of_key(const char *key, int per_head)
-{
-	for (int i = 0; i < C_COUNT; i++)
-		if (cmp_steps[i].per_head == per_head && !strcmp(cmp_key(i), key))
-			return i;
-	return -1;
-}
-
-/* the keys known, for "did you mean": a head's, or the top level's and a head's */
-static size_t known_keys(const char **names, int per_head)
-{
-	size_t n = 0;
-
-	for (int i = 0; i < C_COUNT; i++)
-		if (cmp_steps[i].per_head == per_head ||
-		    (!per_head && step_of_key(cmp_key(i), 0) < 0))
-			names[n++] = cmp_key(i);
-	if (!per_head)
-		names[n++] = "heads";
-	return n;
-}
-
-/* "not a step: did you mean 'scores'?" for key, at the top level or in a head */
-static int unknown_key(const char *file, const char *where, const char *key, int per_head)
-{
-	const char *names[C_COUNT + 1];
-	const size_t n = known_keys(names, per_head);
-	const char *near = closest_name(key, names, n);
-	char shown[200], list[400];
-
-	text_shown(shown, sizeof(shown), key);
-	if (!per_head && step_of_key(key, 1) >= 0)
-		return error("'%s': \"%s\" is a step of each head: give it under \"heads\", "
-			     "[{\"%s\": ...}, ...], one object per head", path_shown(file), shown, shown);
-	if (near && !per_head && step_of_key(near, 0) < 0)
-		return error("'%s': \"%s\" is not a step of mha's JSON output: did you mean \"%s\" "
-			     "(under \"heads\")?", path_shown(file), shown, near);
-	if (near)
-		return error("'%s': %s\"%s\" is not a step of mha's JSON output: did you mean \"%s\"?",
-			     path_shown(file), where, shown, near);
-	return error("'%s': %s\"%s\" is not a step of mha's JSON output (%s)", path_shown(file), where,
-		     shown, cmp_keys_list(list, sizeof(list), per_head));
-}
-
-/* per-head matrices as read, one list per step, stacked at the end */
-struct heads_read {
-	size_t heads;
-	matrix *m[C_COUNT];     /* [heads] */
-	size_t count[C_COUNT];  /* how many heads gave it */
-};
-
-static int heads_slot(struct heads_read *h, int s, size_t head, matrix **out)
-{
-	if (!h->m[s]) {
-		h->m[s] = calloc(h->heads, sizeof(matrix));
-		if (!h->m[s])
-			return error("out of memory");
-	}
-	*out = &h->m[s][head];
-	return 0;
-}
-
-static void heads_free(struct heads_read *h)
-{
-	for (int s = 0; s < C_COUNT; s++) {
-		for (size_t i = 0; h->m[s] && i < h->heads; i++)
-			matrix_free(&h->m[s][i]);
-		free(h->m[s]);
-	}
-}
 
 /*
- * Each step's heads as one (H, rows, cols) matrix; name(head, buf) names
- * head's matrix in messages ("heads[2].scores", "head2_scores.csv").
+ * A new raw array named name (head: from a JSON "heads" list, 1-based, or
+ * 0), its steps looked up; *unknown counts the names no step has, the
+ * first few listed into list.  NULL said (out of memory).
  */
-static int heads_stack(struct against *a, struct heads_read *h, const char *path,
-		       const char *(*name)(char *buf, size_t size, int s, size_t head))
+static struct raw *raw_add(struct against *a, const char *name, const char *shown, size_t head,
+			   char *list, size_t size, size_t *unknown)
 {
-	char n1[300], n2[300];
+	struct raw *r;
+	struct raw *grown = realloc(a->raw, (a->n_raw + 1) * sizeof(*a->raw));
 
-	for (int s = 0; s < C_COUNT; s++) {
-		const matrix *first;
-		size_t rows, cols;
-
-		if (!h->m[s])
-			continue;
-		for (size_t i = 0; i < h->heads; i++)
-			if (!h->m[s][i].rank) {
-				size_t g = 0;
-
-				while (!h->m[s][g].rank)
-					g++;
-				return error("'%s': %s is missing, but %s is given: give a step for every "
-					     "head (the run has %zu)", path_shown(path),
-					     name(n1, sizeof(n1), s, i), name(n2, sizeof(n2), s, g), h->heads);
-			}
-		first = &h->m[s][0];
-		rows = matrix_rows(first);
-		cols = matrix_cols(first);
-		for (size_t i = 1; i < h->heads; i++)
-			if (matrix_rows(&h->m[s][i]) != rows || matrix_cols(&h->m[s][i]) != cols ||
-			    matrix_size(&h->m[s][i]) != rows * cols) {
-				char s1[40], s2[40];
-
-				return error("'%s': %s is %s but %s is %s: every head's %s has one shape",
-					     path_shown(path), name(n1, sizeof(n1), s, i),
-					     matrix_shape(&h->m[s][i], s1, sizeof(s1)),
-					     name(n2, sizeof(n2), s, 0), matrix_shape(first, s2, sizeof(s2)),
-					     cmp_key(s));
-			}
-		if (matrix_size(first) != rows * cols) {
-			char s1[40];
-
-			return error("'%s': %s is %s: a head's step is 2-D", path_shown(path),
-				     name(n1, sizeof(n1), s, 0), matrix_shape(first, s1, sizeof(s1)));
-		}
-		if (matrix_alloc(&a->m[s], 3, h->heads, rows, cols))
-			return -1;
-		for (size_t i = 0; i < h->heads; i++)
-			memcpy(a->m[s].v + i * rows * cols, h->m[s][i].v, rows * cols * sizeof(double));
-		snprintf(a->src[s], sizeof(a->src[s]), "%s", name(n1, sizeof(n1), s, (size_t)-1));
+	if (!grown) {
+		error("out of memory");
+		return NULL;
 	}
-	return 0;
+	a->raw = grown;
+	r = &a->raw[a->n_raw++];
+	memset(r, 0, sizeof(*r));
+	text_shown(r->shown, sizeof(r->shown), shown);
+	if (alias_parse(name, &r->np) == 0) {
+		if (head && !r->np.head && !r->np.heads)
+			r->np.head = head;
+		else if (head)
+			r->np.base[0] = '\0'; /* a head's form inside a head's object: no step */
+		r->n_ids = alias_steps(r->np.base, r->ids, sizeof(r->ids) / sizeof(r->ids[0]));
+	}
+	if (!r->n_ids) {
+		const char *near = r->np.base[0] ? alias_closest(r->np.base) : NULL;
+		const size_t at = strlen(list);
+		char one[200];
+
+		text_shown(one, sizeof(one), shown);
+		if (at < size - 1 && *unknown < 8)
+			snprintf(list + at, size - at, "%s'%s'%s%s%s", *unknown ? ", " : "", one,
+				 near ? " (" : "", near ? near : "", near ? "?)" : "");
+		++*unknown;
+	}
+	return r;
 }
 
-/* ---- JSON ---------------------------------------------------------------- */
-
-static const char *json_head_name(char *buf, size_t size, int s, size_t head)
+/* "'PATH': 2 names are no step's: 'qq' (Q?), 'foo' (...)": every one at once */
+static int say_unknown(const char *path, const char *list, size_t unknown)
 {
-	if (head == (size_t)-1)
-		snprintf(buf, size, "heads[].%s", cmp_key(s));
-	else
-		snprintf(buf, size, "heads[%zu].%s", head, cmp_key(s));
-	return buf;
+	return error("'%s': %zu name%s %s no step's: %s%s (mha compare --aliases lists the names "
+		     "it reads)", path_shown(path), unknown, plural(unknown), unknown == 1 ? "is" : "are",
+		     list, unknown > 8 ? ", ..." : "");
 }
 
-static unsigned flags_of(int s)
-{
-	return READ_NONFINITE | (s == C_MASK ? READ_BOOL : 0);
-}
+#define READ_FLAGS (READ_NONFINITE | READ_BOOL)
 
-static int read_json_object(struct against *a, named_set *set, const char *path, size_t heads)
+static int read_json_object(struct against *a, named_set *set, const char *path)
 {
-	struct heads_read h = { .heads = heads };
 	named_entry e;
-	int rc = -1;
+	char list[1200] = "";
+	size_t unknown = 0;
 
 	while (named_next(set, &e)) {
 		const cJSON *item = e.node;
 		const char *key = e.name;
-		int s;
+		struct raw *r;
 
 		if (!strcmp(key, "meta") || !strcmp(key, "tokens") || !strcmp(key, "kv_tokens") ||
 		    cJSON_IsNull(item))
 			continue;
-		if (!strcmp(key, "heads")) {
+		if (!strcmp(key, "heads") && cJSON_IsArray(item)) {
 			const cJSON *obj;
 			size_t i = 0;
 
-			if (!cJSON_IsArray(item) || (size_t)cJSON_GetArraySize(item) != heads) {
-				error("'%s': \"heads\" holds %d object%s, but the run has %zu head%s "
-				      "(--heads)", path_shown(path),
-				      cJSON_IsArray(item) ? cJSON_GetArraySize(item) : 0,
-				      cJSON_IsArray(item) && cJSON_GetArraySize(item) == 1 ? "" : "s",
-				      heads, heads == 1 ? "" : "s");
-				goto done;
-			}
+			if ((size_t)cJSON_GetArraySize(item) > a->heads)
+				return error("'%s': \"heads\" holds %d objects, but the run has %zu head%s "
+					     "(--heads)", path_shown(path), cJSON_GetArraySize(item),
+					     a->heads, plural(a->heads));
 			cJSON_ArrayForEach(obj, item) {
 				const cJSON *m;
 
-				if (!cJSON_IsObject(obj)) {
-					error("'%s': heads[%zu] is not an object of steps", path_shown(path), i);
-					goto done;
-				}
+				i++;
+				if (cJSON_IsNull(obj))
+					continue; /* a head not given */
+				if (!cJSON_IsObject(obj))
+					return error("'%s': heads[%zu] is not an object of steps",
+						     path_shown(path), i - 1);
 				cJSON_ArrayForEach(m, obj) {
-					char where[48], what[96];
-					matrix *dst = NULL;
+					char what[200];
 
 					if (cJSON_IsNull(m))
 						continue;
-					snprintf(where, sizeof(where), "heads[%zu].", i);
-					s = step_of_key(m->string, 1);
-					if (s < 0) {
-						unknown_key(path, where, m->string, 1);
-						goto done;
-					}
-					snprintf(what, sizeof(what), "heads[%zu].%s", i, cmp_key(s));
-					if (heads_slot(&h, s, i, &dst) ||
-					    json_node_matrix(dst, &set->doc, m, NULL, what, 1, 4, flags_of(s)))
-						goto done;
+					snprintf(what, sizeof(what), "heads[%zu].%s", i - 1, m->string);
+					r = raw_add(a, m->string, what, i, list, sizeof(list), &unknown);
+					if (!r || (r->n_ids &&
+						   json_node_matrix(&r->m, &set->doc, m, NULL, r->shown, 1, 4,
+								    READ_FLAGS)))
+						return -1;
 				}
-				i++;
 			}
 			continue;
 		}
-		s = step_of_key(key, 0);
-		if (s < 0) {
-			unknown_key(path, "", key, 0);
-			goto done;
-		}
-		if (named_read(set, &e, &a->m[s], &(read_spec){ key, NULL, 1, 4, flags_of(s) }))
-			goto done;
-		snprintf(a->src[s], sizeof(a->src[s]), "%s", key);
+		r = raw_add(a, key, key, 0, list, sizeof(list), &unknown);
+		if (!r || (r->n_ids &&
+			   named_read(set, &e, &r->m, &(read_spec){ r->shown, NULL, 1, 4, READ_FLAGS })))
+			return -1;
 	}
-	rc = heads_stack(a, &h, path, json_head_name);
-done:
-	heads_free(&h);
-	return rc;
+	return unknown ? say_unknown(path, list, unknown) : 0;
 }
 
-/* ---- a directory --------------------------------------------------------- */
-
-static const char *dir_head_name(char *buf, size_t size, int s, size_t head)
+static int read_dir(struct against *a, named_set *set, const char *path)
 {
-	if (head == (size_t)-1)
-		snprintf(buf, size, "headN_%s", cmp_key(s));
-	else
-		snprintf(buf, size, "head%zu_%s", head + 1, cmp_key(s));
-	return buf;
-}
-
-/* "head12_scores": 12 and "scores"; 0 when stem is not of that form */
-static size_t head_prefix(const char *stem, const char **rest)
-{
-	size_t n = 0;
-	const char *p = stem + 4;
-
-	if (strncmp(stem, "head", 4) || *p < '1' || *p > '9')
-		return 0;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		if (n > 100000000)
-			return 0;
-		n = n * 10 + (size_t)(*p - '0');
-	}
-	if (*p != '_')
-		return 0;
-	*rest = p + 1;
-	return n;
-}
-
-static int read_dir(struct against *a, named_set *set, const char *path, size_t heads)
-{
-	struct heads_read h = { .heads = heads }, planes = { .heads = heads };
 	named_entry e;
-	int rc = -1;
+	char list[1200] = "";
+	size_t unknown = 0;
 
 	while (named_next(set, &e)) {
 		char shown[300];
-		const char *stem = e.name, *rest = NULL;
-		size_t head;
-		matrix *dst = NULL;
-		int s = -1;
-		read_spec spec = { .min_rank = 1, .max_rank = 4 };
+		struct raw *r;
 
 		if (!strcmp(e.file, "meta.json"))
 			continue;
-		text_shown(shown, sizeof(shown), e.file);
-		head = head_prefix(stem, &rest);
-		if (head) {
-			s = step_of_key(rest, 1);
-			if (s >= 0 && head <= heads && heads_slot(&h, s, head - 1, &dst))
-				goto done;
-		} else if (!strncmp(stem, "mask_head", 9)) {
-			/* a CSV directory's mask, one file per head */
-			char one[300];
-
-			snprintf(one, sizeof(one), "head%s_mask", stem + 9);
-			head = head_prefix(one, &rest);
-			s = head ? C_MASK : -1;
-			if (s >= 0 && head <= heads && heads_slot(&planes, s, head - 1, &dst))
-				goto done;
-		} else {
-			s = step_of_key(stem, 0);
-			dst = s >= 0 ? &a->m[s] : NULL;
-		}
-		if (s < 0) {
-			char top[400], each[200];
-
-			cmp_keys_list(top, sizeof(top), 0);
-			/* no "heads" file: each head's are headN_KEY */
-			if (strstr(top, "heads, "))
-				memmove(strstr(top, "heads, "), strstr(top, "heads, ") + 7,
-					strlen(strstr(top, "heads, ") + 7) + 1);
-			error("'%s/%s': not a step's file name (KEY.csv or headN_KEY.csv, as 'mha forward "
-			      "-o DIR/' names them: %s; headN_ with %s)", path_shown(path), shown, top,
-			      cmp_keys_list(each, sizeof(each), 1));
-			goto done;
-		}
-		if (head > heads) {
-			error("'%s/%s': head %zu, but the run has %zu head%s (--heads)", path_shown(path),
-			      shown, head, heads, heads == 1 ? "" : "s");
-			goto done;
-		}
-		if (dst->rank) {
-			error("'%s/%s': a second file for %s", path_shown(path), shown, stem);
-			goto done;
-		}
-		spec.what = stem;
-		spec.flags = flags_of(s);
-		if (named_read(set, &e, dst, &spec))
-			goto done;
-		if (!head)
-			snprintf(a->src[s], sizeof(a->src[s]), "%s", shown);
+		snprintf(shown, sizeof(shown), "%s", e.file);
+		r = raw_add(a, e.name, shown, 0, list, sizeof(list), &unknown);
+		if (!r || (r->n_ids &&
+			   named_read(set, &e, &r->m, &(read_spec){ .what = r->shown, .min_rank = 1,
+								  .max_rank = 4, .flags = READ_FLAGS })))
+			return -1;
 	}
-	rc = heads_stack(a, &h, path, dir_head_name);
-	if (!rc && planes.m[C_MASK]) {
-		if (a->m[C_MASK].rank) {
-			rc = error("'%s': mask and mask_headN files both given", path_shown(path));
-		} else {
-			struct against tmp = { 0 };
-
-			rc = heads_stack(&tmp, &planes, path, dir_head_name);
-			a->m[C_MASK] = tmp.m[C_MASK];
-			snprintf(a->src[C_MASK], sizeof(a->src[C_MASK]), "mask_headN");
-		}
-	}
-done:
-	heads_free(&h);
-	heads_free(&planes);
-	return rc;
+	return unknown ? say_unknown(path, list, unknown) : 0;
 }
 
-/* ---- .npz ---------------------------------------------------------------- */
-
-
-static const char *npz_head_name(char *buf, size_t size, int s, size_t head)
-{
-	(void)head;
-	snprintf(buf, size, "heads.%s", cmp_key(s));
-	return buf;
-}
-
-/* the member nearest name among those mha names ("Q", "heads.softmax"), or NULL */
-static const char *npz_closest(const char *name)
-{
-	static char each[C_COUNT][40];
-	static const char *names[C_COUNT];
-
-	for (int i = 0; i < C_COUNT && !names[i]; i++) {
-		snprintf(each[i], sizeof(each[i]), "%s%s", cmp_steps[i].per_head ? "heads." : "",
-			 cmp_key(i));
-		names[i] = each[i];
-	}
-	return closest_name(name, names, C_COUNT);
-}
-
-/* members named as '-o run.npz' names them: "Q", "heads.softmax" (H, ...) */
-static int read_npz_members(struct against *a, named_set *set, const char *path, size_t heads)
+static int read_npz_members(struct against *a, named_set *set, const char *path)
 {
 	const npz_archive *z = set->z;
 	named_entry e;
+	char list[1200] = "";
+	size_t unknown = 0;
 
 	if (npz_count(z) == 1 && !npz_has(z, "meta")) {
 		/* one array, as np.savez(f, out) names it (arr_0): the output, as one
-		 * matrix in another format would be */
+		 * matrix in another format would be; a name nearly a step's is a typo */
 		const char *name = npz_name(z, 0);
-		const int per_head = !strncmp(name, "heads.", 6);
+		struct name_parse np;
+		int ids[8];
 
-		/* a name nearly a step's is a typo, said below */
-		if (!per_head && step_of_key(name, 0) < 0 && !npz_closest(name)) {
-			const read_spec spec = { .what = name, .min_rank = 1, .max_rank = 3,
-						 .flags = READ_NONFINITE };
+		if (alias_parse(name, &np) || (!alias_steps(np.base, ids, 8) && !alias_closest(np.base))) {
+			struct raw *r = raw_add(a, "output", "the one matrix", 0, list, sizeof(list),
+						&unknown);
 
 			a->kind = "matrix";
-			if (npz_read(z, name, &a->m[C_OUTPUT], &spec))
-				return -1;
-			snprintf(a->src[C_OUTPUT], sizeof(a->src[C_OUTPUT]), "the one matrix");
-			return 0;
+			return !r || npz_read(z, name, &r->m, &(read_spec){ .what = name, .min_rank = 1,
+									   .max_rank = 3,
+									   .flags = READ_NONFINITE })
+			       ? -1 : 0;
 		}
 	}
 	while (named_next(set, &e)) {
-		const char *name = e.name;
-		const int per_head = !strncmp(name, "heads.", 6);
-		const int s = step_of_key(per_head ? name + 6 : name, per_head);
-		read_spec spec = { .what = name, .min_rank = 1, .max_rank = 4 };
-		char shown[200];
+		struct raw *r;
 
-		if (!strcmp(name, "meta") || !strcmp(name, "tokens") || !strcmp(name, "kv_tokens"))
+		if (!strcmp(e.name, "meta") || !strcmp(e.name, "tokens") || !strcmp(e.name, "kv_tokens"))
 			continue;
-		text_shown(shown, sizeof(shown), name);
-		if (s < 0 && npz_closest(name)) {
-			error("'%s': member '%s' is not a step: did you mean '%s'?", path_shown(path),
-			      shown, npz_closest(name));
+		r = raw_add(a, e.name, e.name, 0, list, sizeof(list), &unknown);
+		if (!r || (r->n_ids &&
+			   named_read(set, &e, &r->m, &(read_spec){ .what = r->shown, .min_rank = 1,
+								  .max_rank = 4, .flags = READ_FLAGS })))
 			return -1;
-		}
-		if (s < 0) {
-			char list[800];
-			size_t at = 0;
-
-			for (int i = 0; i < C_COUNT && at < sizeof(list); i++)
-				at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%s%s",
-						       i ? ", " : "", cmp_steps[i].per_head ? "heads." : "",
-						       cmp_key(i));
-			error("'%s': member '%s' is not a step (mha's names: %s)", path_shown(path), shown,
-			      list);
-			return -1;
-		}
-		spec.flags = flags_of(s);
-		if (named_read(set, &e, &a->m[s], &spec))
-			return -1;
-		if (per_head && (a->m[s].rank < 3 || a->m[s].dim[a->m[s].rank - 3] != heads)) {
-			char sh[40];
-
-			error("'%s': %s is %s: expected one matrix per head, heads first (%zu, rows, "
-			      "columns)", path_shown(path), shown, matrix_shape(&a->m[s], sh, sizeof(sh)),
-			      heads);
-			return -1;
-		}
-		if (per_head)
-			npz_head_name(a->src[s], sizeof(a->src[s]), s, 0);
-		else
-			snprintf(a->src[s], sizeof(a->src[s]), "%s", shown);
 	}
-	return 0;
+	return unknown ? say_unknown(path, list, unknown) : 0;
 }
-
-/* ---- the whole ------------------------------------------------------------ */
 
 int against_read(struct against *a, const char *path, size_t heads)
 {
@@ -521,52 +204,364 @@ int against_read(struct against *a, const char *path, size_t heads)
 	int rc;
 
 	memset(a, 0, sizeof(*a));
+	a->path = path;
+	a->heads = heads;
+	for (int i = 0; i < C_COUNT; i++)
+		a->g[i].named_as = -1;
 	if (is_dir(path)) {
 		a->kind = "dir";
 		if (named_dir(&set, path, NAMED_JOIN_ONCE))
 			rc = errno == ENOMEM ? error("out of memory")
 					     : error("'%s': cannot read the directory", path_shown(path));
 		else
-			rc = read_dir(a, &set, path, heads);
+			rc = read_dir(a, &set, path);
 	} else if (named_file(&set, path)) {
 		rc = -1;
 	} else if (set.kind == NAMED_NPZ) {
 		a->kind = "npz";
-		rc = read_npz_members(a, &set, path, heads);
+		rc = read_npz_members(a, &set, path);
 	} else if (set.kind == NAMED_JSON) {
 		a->kind = "json";
-		rc = read_json_object(a, &set, path, heads);
+		rc = read_json_object(a, &set, path);
 	} else {
 		/* one matrix, in whatever format: the output */
+		char list[8] = "";
+		size_t unknown = 0;
+		struct raw *r = raw_add(a, "output", "the one matrix", 0, list, sizeof(list), &unknown);
+
 		a->kind = "matrix";
-		if (set.kind == NAMED_VALUE)
-			rc = json_node_matrix(&a->m[C_OUTPUT], &set.doc, set.doc.root, NULL, "output", 1,
-					      4, READ_NONFINITE);
+		if (!r)
+			rc = -1;
+		else if (set.kind == NAMED_VALUE)
+			rc = json_node_matrix(&r->m, &set.doc, set.doc.root, NULL, "output", 1, 4,
+					      READ_NONFINITE);
 		else
-			rc = read_input(&a->m[C_OUTPUT], &set.in,
-					&(read_spec){ .what = "output", .min_rank = 1, .max_rank = 3,
-						      .flags = READ_NONFINITE });
-		if (!rc)
-			snprintf(a->src[C_OUTPUT], sizeof(a->src[C_OUTPUT]), "the one matrix");
+			rc = read_input(&r->m, &set.in, &(read_spec){ .what = "output", .min_rank = 1,
+								     .max_rank = 3,
+								     .flags = READ_NONFINITE });
 	}
 	named_close(&set);
-	if (!rc) {
-		int any = 0;
+	if (!rc && !a->n_raw)
+		rc = error("'%s': no step to compare: give any of mha's steps (mha compare --aliases "
+			   "lists their names)", path_shown(path));
+	return rc;
+}
 
-		for (int s = 0; s < C_COUNT; s++)
-			any |= a->m[s].rank != 0;
-		if (!any) {
-			char list[400];
+int against_has_grads(const struct against *a)
+{
+	for (size_t i = 0; i < a->n_raw; i++)
+		for (size_t k = 0; k < a->raw[i].n_ids; k++)
+			if (cmp_at(a->raw[i].ids[k])->grad)
+				return 1;
+	return 0;
+}
 
-			rc = error("'%s': no step to compare: give any of %s", path_shown(path),
-				   cmp_keys_list(list, sizeof(list), 0));
+/* m's dimensions without leading ones (at least two kept): into dims, the rank */
+static size_t squeezed(const matrix *m, size_t dims[4])
+{
+	size_t at = 0, r = 0;
+
+	while (m->rank - at > 2 && m->dim[at] == 1)
+		at++;
+	for (size_t i = at; i < m->rank; i++)
+		dims[r++] = m->dim[i];
+	if (r == 1) {
+		/* a vector: one row */
+		dims[1] = dims[0];
+		dims[0] = 1;
+		r = 2;
+	}
+	return r;
+}
+
+int against_take_dout(struct against *a, matrix *dout, size_t rows, size_t cols)
+{
+	for (size_t i = 0; i < a->n_raw; i++) {
+		struct raw *r = &a->raw[i];
+		size_t dims[4];
+
+		int is_dout = 0;
+
+		for (size_t k = 0; k < r->n_ids; k++)
+			is_dout |= r->ids[k] == C_G(GS_GRAD_OUTPUT);
+		if (r->np.head || r->np.heads || !is_dout || squeezed(&r->m, dims) != 2 || dims[0] != rows ||
+		    dims[1] != cols)
+			continue;
+		*dout = r->m;
+		memset(&r->m, 0, sizeof(r->m));
+		r->n_ids = 0; /* read as the input, not compared */
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- telling them apart ------------------------------------------------------ */
+
+int given_at(const struct given *g, size_t h, size_t r)
+{
+	return (!g->heads || g->heads[h]) && (!g->rows || r < g->rows);
+}
+
+/* why this run has no step i, for the message that refuses it */
+static const char *why_absent(int i, const matrix *mine)
+{
+	return i == C_X ? "there is no X with --q/--k/--v" :
+	       i == C_SOFTCAPPED ? "the run has no softcap: add --softcap C" :
+	       (i == C_Q_ROT || i == C_K_ROT) ? "the run turns nothing: add --rope" :
+	       (i == C_Q_NORM || i == C_K_NORM) ? "the run normalises nothing: add --norm" :
+	       i >= C_C_Q && i <= C_K_NOPE && !mine[C_C_KV].rank ? "the run has no latent attention "
+	       "(--kv-b-proj and the rest, or a DeepSeek checkpoint)" :
+	       i == C_K_NOPE ? "the absorbed form makes none: leave out --absorb" :
+	       i >= C_C_Q && i <= C_K_NOPE ? "the run's latent attention has no such part "
+	       "(q_a_proj, or --rope)" :
+	       i == C_MASK ? "the run masks nothing (no --mask, --causal or --kv-len)" :
+	       "this run has no such step";
+}
+
+/* How an array fits step i: planes (heads) and rows given, or 0 when it does not. */
+struct fit {
+	int id;
+	size_t planes, rows; /* as given: planes 0 for one matrix standing for every head */
+	size_t head;         /* the one head given (1-based), or 0 */
+	int exact;           /* every head and row */
+};
+
+static int fits(struct fit *f, int id, const struct raw *r, const matrix *mine)
+{
+	const matrix *m = &mine[id];
+	const int ph = cmp_at(id)->per_head || id == C_MASK;
+	const size_t R = m->rank >= 2 ? m->dim[m->rank - 2] : 1, C = m->dim[m->rank - 1];
+	const size_t P = m->rank == 3 ? m->dim[0] : 1;
+	size_t dims[4];
+	const size_t rank = squeezed(&r->m, dims);
+
+	memset(f, 0, sizeof(*f));
+	f->id = id;
+	if (!m->rank || dims[rank - 1] != C || dims[rank - 2] > R || !dims[rank - 2] || rank > 3)
+		return 0;
+	f->rows = dims[rank - 2];
+	if (!ph) {
+		if (rank != 2 || r->np.head || r->np.heads)
+			return 0;
+		f->planes = 1;
+	} else if (r->np.head) {
+		if (rank != 2 || r->np.head > P)
+			return 0;
+		f->head = r->np.head;
+		f->planes = 1;
+	} else if (rank == 3) {
+		if (dims[0] > P)
+			return 0;
+		f->planes = dims[0];
+	} else if (id == C_MASK || P == 1) {
+		/* one mask for every head; one head's step where there is one head */
+		if (r->np.heads && P > 1)
+			return 0;
+		f->planes = id == C_MASK ? 0 : 1;
+	} else {
+		return 0;
+	}
+	f->exact = f->rows == R && (f->planes == P || f->planes == 0) && !f->head;
+	return 1;
+}
+
+/* Σ (theirs − mine)² over the entries f gives: which of two fitting steps it is */
+static double distance(const struct fit *f, const struct raw *r, const matrix *mine)
+{
+	const matrix *m = &mine[f->id];
+	const size_t C = m->dim[m->rank - 1], R = m->rank >= 2 ? m->dim[m->rank - 2] : 1;
+	const size_t planes = f->planes ? f->planes : 1;
+	double sum = 0;
+
+	for (size_t p = 0; p < planes; p++)
+		for (size_t i = 0; i < f->rows; i++)
+			for (size_t j = 0; j < C; j++) {
+				const size_t mp = f->head ? f->head - 1 : p;
+				const double d = r->m.v[(p * f->rows + i) * C + j] - m->v[(mp * R + i) * C + j];
+
+				sum += isnan(d) ? INFINITY : d * d;
+			}
+	return sum;
+}
+
+/* the softmax's mean over the heads fits a 2-D array of theirs named as the softmax */
+static int fits_mean(struct fit *f, const struct raw *r, const matrix *mine, size_t H)
+{
+	size_t dims[4];
+
+	if (H < 2 || r->np.head || r->np.heads || squeezed(&r->m, dims) != 2 ||
+	    !mine[C_SOFTMAX_MEAN].rank)
+		return 0;
+	return fits(f, C_SOFTMAX_MEAN, r, mine);
+}
+
+/* r's values into step f->id of a, expanded to mine's shape: 0, or -1 said */
+static int store(struct against *a, const struct fit *f, struct raw *r, const matrix *mine)
+{
+	struct given *g = &a->g[f->id];
+	const matrix *m = &mine[f->id];
+	const size_t C = m->dim[m->rank - 1], R = m->rank >= 2 ? m->dim[m->rank - 2] : 1;
+	const size_t P = m->rank == 3 ? m->dim[0] : 1;
+	const size_t planes = f->planes ? f->planes : 1;
+
+	if (g->m.rank && !g->heads)
+		return error("'%s': %s and %s are both %s", path_shown(a->path), g->src, r->shown,
+			     cmp_name(f->id));
+	g->rank = r->m.rank;
+	memcpy(g->dim, r->m.dim, sizeof(g->dim));
+	g->f32 |= r->m.is_f32 || r->m.from_f32;
+	if (f->planes == 0 || (f->exact && !g->m.rank)) {
+		/* as it is: mha's shape, or one mask for every head */
+		g->m = r->m;
+		memset(&r->m, 0, sizeof(r->m));
+		snprintf(g->src, sizeof(g->src), "%s", r->shown);
+		return 0;
+	}
+	if (g->m.rank && matrix_size(&g->m) != P * R * C)
+		return error("'%s': %s and %s are both %s", path_shown(a->path), g->src, r->shown,
+			     cmp_name(f->id));
+	if (!g->m.rank) {
+		if (m->rank == 3 ? matrix_alloc(&g->m, 3, P, R, C) : matrix_alloc(&g->m, 2, R, C, 1))
+			return -1;
+		g->m.is_bool = r->m.is_bool;
+		g->heads = calloc(P, 1);
+		if (!g->heads)
+			return error("out of memory");
+		snprintf(g->src, sizeof(g->src), "%s", r->shown);
+	} else if (strlen(g->src) + strlen(r->shown) + 3 < sizeof(g->src)) {
+		strcat(g->src, ", ");
+		strcat(g->src, r->shown);
+	}
+	if (g->rows && g->rows != f->rows)
+		return error("'%s': %s gives %zu rows and %s %zu: give the same rows of every head",
+			     path_shown(a->path), g->src, g->rows, r->shown, f->rows);
+	g->rows = f->rows < R ? f->rows : 0;
+	for (size_t p = 0; p < planes; p++) {
+		const size_t mp = f->head ? f->head - 1 : p;
+
+		if (g->heads[mp])
+			return error("'%s': head %zu of %s is given twice (%s)", path_shown(a->path),
+				     mp + 1, cmp_name(f->id), g->src);
+		g->heads[mp] = 1;
+		memcpy(g->m.v + mp * R * C, r->m.v + p * f->rows * C, f->rows * C * sizeof(double));
+	}
+	/* every head given after all: no list */
+	{
+		size_t n = 0;
+
+		for (size_t p = 0; p < P; p++)
+			n += g->heads[p];
+		/* their shape: the heads given, stacked */
+		if (m->rank == 3) {
+			g->rank = 3;
+			g->dim[0] = n;
+			g->dim[1] = f->rows;
+			g->dim[2] = C;
+			g->dim[3] = 1;
+		}
+		if (n == P) {
+			free(g->heads);
+			g->heads = NULL;
 		}
 	}
-	return rc;
+	return 0;
+}
+
+/* a weight's gradient, which --layout torch gives as PyTorch's (out, in) */
+static int is_weight_grad(int id)
+{
+	return (id >= C_G(GS_DW_Q) && id <= C_G(GS_DW_O)) ||
+	       id == C_G(GS_DLATENT + LAT_Q_A_PROJ) || id == C_G(GS_DLATENT + LAT_KV_A_PROJ) ||
+	       id == C_G(GS_DLATENT + LAT_KV_B_PROJ);
+}
+
+/* One array: the step it is, by its name and shape. */
+static int resolve_one(struct against *a, struct raw *r, const matrix *mine)
+{
+	struct fit best = { .id = -1 }, f;
+	double best_d = INFINITY;
+	int present = -1;
+
+	if (a->torch && r->n_ids && r->m.rank == 2 && is_weight_grad(r->ids[0]) &&
+	    matrix_transpose(&r->m))
+		return -1;
+	if (r->np.head > a->heads)
+		return error("'%s': %s: head %zu, but the run has %zu head%s (--heads)",
+			     path_shown(a->path), r->shown, r->np.head, a->heads, plural(a->heads));
+	for (int pass = 0; pass < 2 && best.id < 0; pass++)
+		for (size_t k = 0; k < r->n_ids; k++) {
+			const int id = r->ids[k];
+
+			if (!mine[id].rank)
+				continue;
+			if (present < 0)
+				present = id;
+			if (fits(&f, id, r, mine) && f.exact == !pass) {
+				/* two steps of one shape (concat and output): the nearer */
+				const double d = distance(&f, r, mine);
+
+				if (best.id < 0 || d < best_d) {
+					best = f;
+					best_d = d;
+				}
+			}
+		}
+	if (best.id < 0 && r->n_ids && r->ids[0] == C_SOFTMAX && fits_mean(&f, r, mine, a->heads))
+		best = f;
+	if (present < 0) {
+		const int id = r->ids[0];
+
+		return error("'%s': %s is given, but %s", path_shown(a->path), r->shown,
+			     why_absent(id, mine));
+	}
+	if (r->m.is_bool && (best.id >= 0 ? best.id : present) != C_MASK)
+		return error("'%s': %s holds true and false: only a mask may", path_shown(a->path),
+			     r->shown);
+	if (best.id < 0) {
+		/* no shape of its name's: kept as read, reported as SHAPE */
+		struct given *g = &a->g[present];
+
+		for (size_t k = 0; k < r->n_ids; k++)
+			if (mine[r->ids[k]].rank && (r->m.rank >= 3) == (cmp_at(r->ids[k])->per_head != 0)) {
+				present = r->ids[k];
+				g = &a->g[present];
+				break;
+			}
+		if (g->m.rank)
+			return error("'%s': %s and %s are both %s", path_shown(a->path), g->src, r->shown,
+				     cmp_name(present));
+		g->m = r->m;
+		g->f32 = r->m.is_f32 || r->m.from_f32;
+		g->rank = r->m.rank;
+		memcpy(g->dim, r->m.dim, sizeof(g->dim));
+		memset(&r->m, 0, sizeof(r->m));
+		snprintf(g->src, sizeof(g->src), "%s", r->shown);
+		return 0;
+	}
+	return store(a, &best, r, mine);
+}
+
+int against_resolve(struct against *a, const matrix *mine)
+{
+	for (size_t i = 0; i < a->n_raw; i++)
+		if (a->raw[i].n_ids && resolve_one(a, &a->raw[i], mine))
+			return -1;
+	for (size_t i = 0; i < a->n_raw; i++)
+		matrix_free(&a->raw[i].m);
+	free(a->raw);
+	a->raw = NULL;
+	a->n_raw = 0;
+	return 0;
 }
 
 void against_free(struct against *a)
 {
-	for (int s = 0; s < C_COUNT; s++)
-		matrix_free(&a->m[s]);
+	for (int s = 0; s < C_COUNT; s++) {
+		matrix_free(&a->g[s].m);
+		free(a->g[s].heads);
+	}
+	for (size_t i = 0; i < a->n_raw; i++)
+		matrix_free(&a->raw[i].m);
+	free(a->raw);
+	memset(a, 0, sizeof(*a));
 }

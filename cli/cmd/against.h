@@ -14,44 +14,66 @@
 #include <stddef.h>
 
 #include "base/matrix.h"
+#include "cmd/aliases.h"
+#include "run/steps.h"
 
-/* The steps compare knows, in the order of the computation. */
-enum cmp_id {
-	C_X, C_C_Q, C_C_Q_NORM, C_Q_NOPE, C_Q_PE, C_Q_PE_ROT, C_C_KV, C_C_KV_NORM, C_K_PE,
-	C_K_PE_ROT, C_K_NOPE, C_Q, C_K, C_V, C_Q_NORM, C_K_NORM, C_Q_ROT, C_K_ROT, C_HEAD_Q, C_HEAD_K, C_HEAD_V, C_SCORES, C_SCALED,
-	C_SOFTCAPPED, C_MASK, C_MASKED, C_SOFTMAX, C_HEAD_OUTPUT, C_CONCAT, C_OUTPUT, C_COUNT
+/* How their numbers were given, as detected (or --digits). */
+enum { PREC_FULL, PREC_DECIMALS, PREC_SIGNIFICANT };
+
+/* One step as they gave it. */
+struct given {
+	matrix m;               /* rank 0: not given; per-head steps (H, rows, cols), the
+				   heads and rows not given zero */
+	char src[320];          /* where it came from, for messages */
+	unsigned char *heads;   /* per-head steps: [H], 1 for each head given; NULL: all */
+	size_t rows;            /* the rows given (the first ones), 0: all */
+	int prec, digits;       /* PREC_*: given to that many decimals or significant digits */
+	int f32;                /* read as float32 (a .npy of <f4) */
+	int named_as;           /* -1, or the step they named it as before it was found
+				   to be this one (their "scores" that are mha's masked) */
+	size_t rank, dim[4];    /* their shape as read (of the last array, for a step
+				   given head by head) */
 };
-
-/* A step compare reads: one of steps.h's, whole or each head's. */
-struct cmp_step {
-	int step;         /* enum step_id (steps.h) */
-	int per_head;     /* under "heads": one matrix per query head */
-};
-
-extern const struct cmp_step cmp_steps[C_COUNT];
-
-/* Its JSON key, steps.c's: top-level, or in each object of "heads". */
-const char *cmp_key(int i);
-/* Its name in the report: the key, "heads.KEY" for a head's matrix whose
- * key the whole model's has too ("heads.Q", "heads.output"). */
-const char *cmp_name(int i);
-/* The keys compare reads, "X, c_q, …, concat, output" (per_head 0: the top
- * level's, "heads" among them; 1: a head's), into buf. */
-const char *cmp_keys_list(char *buf, size_t size, int per_head);
-
 struct against {
-	matrix m[C_COUNT];     /* rank 0: not given; per-head steps (H, rows, cols) */
-	char src[C_COUNT][320]; /* where each came from, for messages */
+	struct given g[C_COUNT];
 	const char *kind;      /* "json", "dir", "npz" or "matrix" */
+	const char *path;
+	size_t heads;
+	int torch;             /* --layout torch: weights' gradients as PyTorch's (out, in) */
+	struct raw *raw;       /* as read, before they are told apart (against.c) */
+	size_t n_raw;
 };
 
 /*
- * Read path (a file, or a directory) for a run of heads query heads.  Every
- * problem with it (unreadable, a name or key that is not a step, heads
- * missing) is said in one line naming the file; -1.  Else 0, and at least
- * one step is given.  against_free() after, whatever it returned.
+ * Read path (a file, or a directory) for a run of heads query heads: every
+ * array and its name, not yet told apart (that takes the run's shapes:
+ * against_resolve).  Every problem with it (unreadable, names that are no
+ * step's: all of them in one line, heads beyond the run's) is said in one
+ * line naming the file; -1.  Else 0, and at least one array is read.
+ * against_free() after, whatever it returned.
  */
 int against_read(struct against *a, const char *path, size_t heads);
+
+/* Whether a name read stands for a gradient (backward's steps). */
+int against_has_grads(const struct against *a);
+
+/* The upstream gradient among their arrays (dO, grad_output: (n_q, cols)),
+ * moved into dout and out of theirs: 1; 0 when they gave none. */
+int against_take_dout(struct against *a, matrix *dout, size_t rows, size_t cols);
+
+/*
+ * Each array read told apart by its name and shape against mine[C_COUNT]
+ * (this run's steps: rank 0 for those it has not): a step's name whose
+ * shape is the whole model's or each head's, a head's or the first rows
+ * alone, the softmax averaged over the heads.  An array whose shape is no
+ * step's of its name is kept as read (compare reports SHAPE).  -1 said (a
+ * step this run has not, the same step twice); else 0.
+ */
+int against_resolve(struct against *a, const matrix *mine);
+
+/* Whether head h (from 0) and row r of step i were given. */
+int given_at(const struct given *g, size_t h, size_t r);
+
 void against_free(struct against *a);
 
 #endif

@@ -92,6 +92,7 @@ struct attn_options {
 	int format_given;
 	int print_given;
 	int f32;  /* --dtype f32 */
+	int dtype_given; /* --dtype given (f64 or f32) */
 	size_t max_memory; /* bytes; SIZE_MAX: no limit */
 	int explain;    /* --explain */
 	size_t sequence; /* --sequence N: a batch's sequence N alone (1-based); 0: all */

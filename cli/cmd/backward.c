@@ -18,6 +18,7 @@
 #include "base/files.h"
 #include "read/input.h"
 #include "load/problem.h"
+#include "run/grads.h"
 #include "run/run.h"
 #include "base/text.h"
 
@@ -252,139 +253,6 @@ static int run_has(const struct bfacts *f, int s)
 	return step_exists(&grad_steps[s], &f->sf);
 }
 
-/* The gradients mha_backward writes, as matrices (the budget's). */
-struct bgrads {
-	matrix dxq, dxk, dxv, dW[4], db[4], dsinks, dnorm[2];
-	matrix dlat[N_LATENT];   /* multi-head latent attention's tensors' */
-	matrix dX_kv;        /* --kv: dxk + dxv */
-};
-
-static void bgrads_free(struct bgrads *g)
-{
-	matrix_free(&g->dxq);
-	matrix_free(&g->dxk);
-	matrix_free(&g->dxv);
-	matrix_free(&g->dX_kv);
-	matrix_free(&g->dsinks);
-	matrix_free(&g->dnorm[0]);
-	matrix_free(&g->dnorm[1]);
-	for (int i = 0; i < N_LATENT; i++)
-		matrix_free(&g->dlat[i]);
-	for (int i = 0; i < 4; i++) {
-		matrix_free(&g->dW[i]);
-		matrix_free(&g->db[i]);
-	}
-}
-
-/* an input's gradient: (B, rows, cols) for a batch, else (rows, cols) */
-static int alloc_input(matrix *m, const struct problem *p, size_t rows, size_t cols)
-{
-	return p->batch ? matrix_alloc(m, 3, p->batch, rows, cols) : matrix_alloc(m, 2, rows, cols, 1);
-}
-
-/* --grad-output read and checked against the output's shape: 0, or -1 said */
-static int read_grad_output(matrix *g, const struct problem *p, size_t sequence, size_t out_cols)
-{
-	static const char *const keys[] = { "dO", "grad_output", NULL };
-	const char *path = p->spec.grad_output;
-	const size_t B = p->batch, read_B = sequence ? p->batch_read : p->batch;
-	char shape[64];
-
-	if (read_matrix(g, path, &(read_spec){ "dO", keys, 2, 3, 0 }))
-		return -1;
-	matrix_shape(g, shape, sizeof(shape));
-	if (g->rank == 3 && !read_B)
-		return error("%s: --grad-output is %s, but the inputs are one sequence: it takes the "
-			     "output's shape, %zux%zu", path_shown(path), shape, p->d.n_q, out_cols);
-	if (g->rank == 3 && g->dim[0] != read_B)
-		return error("%s: --grad-output holds %zu sequences, but the batch holds %zu",
-			     path_shown(path), g->dim[0], read_B);
-	if (matrix_rows(g) != p->d.n_q || matrix_cols(g) != out_cols)
-		return error("%s: --grad-output is %s, but the output is %zux%zu (n_q x output columns)",
-			     path_shown(path), shape, p->d.n_q, out_cols);
-	if (g->rank == 3 && sequence) {
-		/* --sequence N: that sequence's plane alone */
-		matrix one = { 0 };
-
-		if (matrix_alloc(&one, 3, 1, p->d.n_q, out_cols))
-			return -1;
-		memcpy(one.v, g->v + (sequence - 1) * p->d.n_q * out_cols,
-		       p->d.n_q * out_cols * sizeof(double));
-		matrix_free(g);
-		*g = one;
-	} else if (g->rank == 2 && B) {
-		/* a 2-D gradient beside a batch: every sequence's */
-		matrix all = { 0 };
-
-		if (matrix_alloc(&all, 3, B, p->d.n_q, out_cols))
-			return -1;
-		for (size_t b = 0; b < B; b++)
-			memcpy(all.v + b * p->d.n_q * out_cols, g->v, p->d.n_q * out_cols * sizeof(double));
-		matrix_free(g);
-		*g = all;
-	}
-	return 0;
-}
-
-/* m (n) += a (n) */
-static void add_to(double *m, const double *a, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		m[i] += a[i];
-}
-
-/* ---- --dtype f32 -------------------------------------------------------------- */
-
-/*
- * --dtype f32: the inputs and weights as floats (run_floats_make), dO
- * rounded, the library's mha_backward_f32, the gradients widened back
- * (exactly) into g's arrays.
- */
-static mha_status backward_f32(const mha_grads *g, const double *dout, const struct problem *p,
-			       const size_t n[19], mha_report *rep)
-{
-	const mha_dims *d = &p->d;
-	const size_t B = problem_sequences(p);
-	const size_t oc = mha_output_cols(d, p->weights.W_O != NULL);
-	double *const gd[19] = { g->dxq, g->dxk, g->dxv, g->dW_Q, g->dW_K, g->dW_V,
-				 g->dW_O, g->db_Q, g->db_K, g->db_V, g->db_O, g->dsinks,
-				 g->dq_norm, g->dk_norm, g->dW_QA, g->dW_KVA, g->dW_KVB,
-				 g->dq_a_norm, g->dkv_a_norm };
-	struct run_floats f;
-	int ok = run_floats_make(&f, p) == 0;
-	float *fo = floats_copy(dout, B * d->n_q * oc, &ok), *gf[19];
-	mha_status st = MHA_ERR_NOMEM;
-
-	for (int i = 0; i < 19; i++) {
-		gf[i] = gd[i] ? malloc((n[i] ? n[i] : 1) * sizeof(float)) : NULL;
-		if (gd[i] && !gf[i])
-			ok = 0;
-	}
-	if (ok) {
-		const mha_grads_f32 gg = { .size = sizeof(mha_grads_f32), gf[0], gf[1], gf[2], gf[3],
-					   gf[4], gf[5], gf[6], gf[7], gf[8], gf[9], gf[10], gf[11],
-					   gf[12], gf[13], gf[14], gf[15], gf[16], gf[17], gf[18] };
-
-		st = mha_backward_f32(&gg, fo, d, &f.in, &f.w, &p->cfg, rep);
-		for (int i = 0; st == MHA_OK && i < 19; i++)
-			for (size_t k = 0; gf[i] && k < n[i]; k++)
-				gd[i][k] = gf[i][k];
-	}
-	run_floats_free(&f);
-	for (int i = 0; i < 19; i++)
-		free(gf[i]);
-	free(fo);
-	return st;
-}
-
-/* m's entries rounded to float, and marked so for the writers */
-static void round_f32(matrix *m)
-{
-	for (size_t i = 0; m->rank && i < matrix_size(m); i++)
-		m->v[i] = (float)m->v[i];
-	m->is_f32 = 1;
-}
-
 /* ---- the command ---------------------------------------------------------- */
 
 static int backward_run(struct problem *p, const struct backward_request *r)
@@ -393,23 +261,19 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 	const size_t B = problem_sequences(p), G = d->kv_heads ? d->kv_heads : d->heads;
 	const size_t out_cols = mha_output_cols(d, p->weights.W_O != NULL);
 	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
-	/* latent attention's W_Q follows q_a_proj's latent when there is one */
-	const size_t q_in = p->cfg.mla.on && p->cfg.mla.q_rank ? p->cfg.mla.q_rank : d->d_q_in;
 	struct bfacts f = { .direct = p->direct, .kv = p->spec.kv != NULL,
 			    .apart = p->spec.xk != NULL };
-	struct bgrads gr = { 0 };
+	struct run_grads gr = { 0 };
 	struct step_results *keep = NULL;
 	struct step_items *lists = NULL;
 	matrix *res = NULL, dout = { 0 };
 	struct steps_batch keeper;
 	mha_grad_observer obs;
-	mha_grads g = { .size = sizeof(mha_grads) };
 	mha_report rep = MHA_INIT(mha_report);
 	struct step_facts facts;
 	mha_status st;
 	unsigned wanted = 0;
 	unsigned long long shown = 0; /* those asked for that the run has */
-	int shared[3] = { 0 }; /* dxq, dxk, dxv: of an input shared by a batch */
 	int rc = EXIT_DATA;
 
 	problem_facts(p, 0, &f.sf);
@@ -421,7 +285,7 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 		wanted |= MHA_STAGE_BIT(MHA_GRAD_HEAD_P) | MHA_STAGE_BIT(MHA_GRAD_HEAD_O) |
 			  MHA_STAGE_BIT(MHA_GRAD_HEAD_DO) | MHA_STAGE_BIT(MHA_GRAD_HEAD_DP) |
 			  MHA_STAGE_BIT(MHA_GRAD_HEAD_D) | MHA_STAGE_BIT(MHA_GRAD_HEAD_DS);
-	if (p->spec.grad_output && read_grad_output(&dout, p, r->sequence, out_cols))
+	if (p->spec.grad_output && run_grad_output(&dout, p, r->sequence, out_cols))
 		goto done;
 	{
 		/* the library's scratch, with the ones, and the observer's copies, beside what is held */
@@ -464,34 +328,6 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 		if (run_check_memory(&n))
 			goto done;
 	}
-	/* the gradients */
-	if (alloc_input(&gr.dxq, p, d->n_q, d->d_q_in) || alloc_input(&gr.dxk, p, d->n_kv, d->d_k_in) ||
-	    alloc_input(&gr.dxv, p, d->n_kv, d->d_v_in) ||
-	    (p->weights.W_Q && matrix_alloc(&gr.dW[0], 2, q_in, hk, 1)) ||
-	    (p->weights.W_K && matrix_alloc(&gr.dW[1], 2, d->d_k_in, gk, 1)) ||
-	    (p->weights.W_V && matrix_alloc(&gr.dW[2], 2, d->d_v_in, gv, 1)) ||
-	    (p->weights.W_O && matrix_alloc(&gr.dW[3], 2, hv, d->d_out, 1)) ||
-	    (p->weights.b_Q && matrix_alloc(&gr.db[0], 2, 1, hk, 1)) ||
-	    (p->weights.b_K && matrix_alloc(&gr.db[1], 2, 1, gk, 1)) ||
-	    (p->weights.b_V && matrix_alloc(&gr.db[2], 2, 1, gv, 1)) ||
-	    (p->weights.W_O && p->weights.b_O && matrix_alloc(&gr.db[3], 2, 1, d->d_out, 1)) ||
-	    (p->cfg.sinks && matrix_alloc(&gr.dsinks, 2, 1, d->heads, 1)) ||
-	    (p->cfg.norm.kind && p->cfg.norm.q_weight &&
-	     (matrix_alloc_dims(&gr.dnorm[0], p->q_norm.rank, p->q_norm.dim) ||
-	      matrix_alloc_dims(&gr.dnorm[1], p->k_norm.rank, p->k_norm.dim))))
-		goto done;
-	for (int i = 0; i < N_LATENT; i++)
-		if (p->latent[i].rank &&
-		    matrix_alloc_dims(&gr.dlat[i], p->latent[i].rank, p->latent[i].dim))
-			goto done;
-	g = (mha_grads){ .size = sizeof(mha_grads),
-			 .dxq = gr.dxq.v, .dxk = gr.dxk.v, .dxv = gr.dxv.v, .dW_Q = gr.dW[0].v,
-			 .dW_K = gr.dW[1].v, .dW_V = gr.dW[2].v, .dW_O = gr.dW[3].v, .db_Q = gr.db[0].v,
-			 .db_K = gr.db[1].v, .db_V = gr.db[2].v, .db_O = gr.db[3].v,
-			 .dsinks = gr.dsinks.v, .dq_norm = gr.dnorm[0].v, .dk_norm = gr.dnorm[1].v,
-			 .dW_QA = gr.dlat[LAT_Q_A_PROJ].v, .dW_KVA = gr.dlat[LAT_KV_A_PROJ].v,
-			 .dW_KVB = gr.dlat[LAT_KV_B_PROJ].v, .dq_a_norm = gr.dlat[LAT_Q_A_NORM].v,
-			 .dkv_a_norm = gr.dlat[LAT_KV_A_NORM].v };
 	keep = calloc(B, sizeof(*keep));
 	lists = calloc(B, sizeof(*lists));
 	res = calloc(B * GS_COUNT, sizeof(*res));
@@ -505,24 +341,9 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 	keeper = (struct steps_batch){ .res = keep };
 	obs = (mha_grad_observer){ .size = sizeof(mha_grad_observer), .fn = steps_batch_keep_grad,
 				   .ctx = &keeper, .wanted = wanted, .sequence = steps_batch_sequence };
-	if (r->f32) {
-		const size_t n[19] = { matrix_size(&gr.dxq), matrix_size(&gr.dxk), matrix_size(&gr.dxv),
-				       matrix_size(&gr.dW[0]), matrix_size(&gr.dW[1]),
-				       matrix_size(&gr.dW[2]), matrix_size(&gr.dW[3]),
-				       matrix_size(&gr.db[0]), matrix_size(&gr.db[1]),
-				       matrix_size(&gr.db[2]), matrix_size(&gr.db[3]),
-				       matrix_size(&gr.dsinks), matrix_size(&gr.dnorm[0]),
-				       matrix_size(&gr.dnorm[1]), matrix_size(&gr.dlat[LAT_Q_A_PROJ]),
-				       matrix_size(&gr.dlat[LAT_KV_A_PROJ]),
-				       matrix_size(&gr.dlat[LAT_KV_B_PROJ]),
-				       matrix_size(&gr.dlat[LAT_Q_A_NORM]),
-				       matrix_size(&gr.dlat[LAT_KV_A_NORM]) };
-
-		st = backward_f32(&g, dout.rank ? dout.v : NULL, p, n, &rep);
-	} else {
-		st = mha_backward(&g, dout.rank ? dout.v : NULL, d, &p->in, &p->weights, &p->cfg, &obs,
-				  &rep);
-	}
+	if (problem_backward(&gr, p, NULL, NULL, NULL, dout.rank ? dout.v : NULL, &obs, r->f32, &rep,
+			     &st))
+		goto done;
 	if (st == MHA_ERR_OBSERVER)
 		goto done; /* said */
 	if (st == MHA_ERR_RANGE) {
@@ -542,78 +363,16 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 			rep.blocked_rows == 1 ? "" : "s", "", rep.first_blocked_head + 1,
 			rep.first_blocked_row + 1, rep.blocked_rows == 1 ? "has" : "have",
 			rep.blocked_rows == 1 ? "its" : "their");
-	/* latent attention's values come from the keys' latent: no dxv of its own */
-	if (p->cfg.mla.on)
-		memset(gr.dxv.v, 0, matrix_size(&gr.dxv) * sizeof(double));
-	/* self-attention's X is all three sources; --kv's X_kv both keys and values */
-	if (!f.direct && !f.kv && !f.apart) {
-		add_to(gr.dxq.v, gr.dxk.v, matrix_size(&gr.dxq));
-		add_to(gr.dxq.v, gr.dxv.v, matrix_size(&gr.dxq));
-	} else if (f.kv) {
-		add_to(gr.dxk.v, gr.dxv.v, matrix_size(&gr.dxk));
-	}
-	/* an input given 2-D beside a batch is one matrix: its gradient the sequences' sum */
-	{
-		const int q_src = f.direct ? 4 : 0, k_src = f.direct ? 5 : f.kv ? 1 : f.apart ? 2 : 0;
-		const int v_src = f.direct ? 6 : f.kv ? 1 : f.apart ? 3 : 0;
-		matrix *const m[3] = { &gr.dxq, &gr.dxk, &gr.dxv };
-		const int src[3] = { q_src, k_src, v_src };
-
-		for (int i = 0; i < 3; i++) {
-			const size_t n = matrix_size(m[i]) / B;
-
-			if (!p->batch || !(p->shared & (1u << src[i])) || (i && src[i] == 0) ||
-			    (i == 2 && f.kv))
-				continue;
-			for (size_t b = 1; b < B; b++)
-				add_to(m[i]->v, m[i]->v + b * n, n);
-			shared[i] = 1;
-		}
-	}
-	if (r->f32) {
-		/* the sums above made in double: each gradient a float again */
-		round_f32(&gr.dxq);
-		round_f32(&gr.dxk);
-		round_f32(&gr.dxv);
-		for (int i = 0; i < 4; i++) {
-			round_f32(&gr.dW[i]);
-			round_f32(&gr.db[i]);
-		}
-		round_f32(&gr.dsinks);
-		round_f32(&gr.dnorm[0]);
-		round_f32(&gr.dnorm[1]);
-		for (int i = 0; i < N_LATENT; i++)
-			round_f32(&gr.dlat[i]);
-	}
 	problem_facts(p, rep.scale, &facts);
-	facts.shared = shared;
+	facts.shared = gr.shared;
 	for (int k = 0; k < GS_COUNT; k++)
 		if ((r->steps & GS_BIT(k)) && run_has(&f, k))
 			shown |= GS_BIT(k);
 	for (size_t b = 0; b < B; b++) {
 		matrix *rb = &res[b * GS_COUNT];
 		const matrix *given[STEP_MAX] = { 0 };
-		/* a shared input's total is plane 0, under every sequence */
-		const matrix q = step_plane(&gr.dxq, shared[0] ? 0 : b);
-		const matrix k = step_plane(&gr.dxk, shared[1] ? 0 : b);
-		const matrix v = step_plane(&gr.dxv, shared[2] ? 0 : b);
 
-		rb[GS_DQ] = q;
-		rb[GS_DK] = k;
-		rb[GS_DV] = v;
-		rb[GS_DX] = q;
-		rb[GS_DX_KV] = k;
-		rb[GS_DX_K] = k;
-		rb[GS_DX_V] = v;
-		for (int i = 0; i < 4; i++) {
-			rb[GS_DW_Q + i] = gr.dW[i];
-			rb[GS_DB_Q + i] = gr.db[i];
-		}
-		rb[GS_DSINKS] = gr.dsinks;
-		rb[GS_DQ_NORM_W] = gr.dnorm[0];
-		rb[GS_DK_NORM_W] = gr.dnorm[1];
-		for (int i = 0; i < N_LATENT; i++)
-			rb[GS_DLATENT + i] = gr.dlat[i];
+		run_grads_plane(&gr, p, b, rb);
 		/* the results; Q, K and V given: theirs are the inputs' gradients */
 		for (int i = GS_DX; i < GS_COUNT; i++)
 			given[i] = &rb[i];
@@ -648,7 +407,7 @@ done:
 	free(lists);
 	free(res);
 	matrix_free(&dout);
-	bgrads_free(&gr);
+	run_grads_free(&gr);
 	return rc;
 }
 

@@ -1,6 +1,7 @@
 /*
  * compare.h: what the files of 'mha compare' share (compare.c the command,
- * diagnose.c the mistakes, report.c the report): a full set of steps, one
+ * sets.c mha's steps, match.c a step compared, diagnose.c and mistakes_bw.c
+ * the mistakes, report.c the report): a full set of steps, one
  * step compared, the tolerances, the diagnosis.  No other command includes it.
  */
 #ifndef MHA_CLI_COMPARE_H
@@ -25,18 +26,33 @@ struct set {
 
 void set_free(struct set *s);
 int copy_matrix(matrix *dst, const matrix *src);
-/*
- * One computation through the library, every step kept: 0, 1 when the
- * library refuses it (a mistaken configuration may overflow), -1 said.
- */
-int run_set(struct set *s, const struct problem *p, const mha_dims *d, const mha_inputs *in,
-	    const mha_weights *w, const mha_config *cfg, mha_report *rep);
 
-/* ---- comparing one step ---------------------------------------------------- */
+struct ctx;
+
+/* A backward mistake's edit of the library's stages (diagnose.c), or none. */
+struct bw_edit {
+	mha_grad_edit_fn fn;
+	void *ctx;
+};
+
+/*
+ * One computation through the library, every step kept: the forward, and
+ * with x->grads the backward of it (given x->dout, or all ones; edit:
+ * a backward mistake's, or NULL).  0, 1 when the library refuses it (a
+ * mistaken configuration may overflow), -1 said.
+ */
+int run_set(struct set *s, const struct ctx *x, const mha_inputs *in, const mha_weights *w,
+	    const mha_config *cfg, const struct bw_edit *edit, mha_report *rep);
+
+/* Bytes a set of every step holds (sets.c), with grads the backward's too. */
+size_t set_bytes(const struct problem *p, int grads);
+
+/* ---- comparing one step (match.c) ------------------------------------------ */
 
 struct tol {
 	double rtol, atol;
-	int f32; /* ULPs of float */
+	int f32;   /* ULPs of float */
+	int fixed; /* --rtol or --atol given: float32 numbers keep them */
 };
 
 struct stat {
@@ -48,15 +64,31 @@ struct stat {
 	size_t worst;       /* mha's flat index of the largest |diff| */
 	double worst_theirs, worst_mha;
 	size_t differing, entries;
+	size_t heads_given, rows_given; /* of P and R: what was compared */
+	struct tol tol;     /* the tolerances this step was held to */
+	int prec, digits;   /* PREC_*: their numbers' precision, and the rounding allowed */
+	int rounded;        /* an entry agreed only to their precision */
 };
 
 /* (P, R, C): the last two dimensions, and the planes before them */
 void shape3(const matrix *m, size_t *P, size_t *R, size_t *C);
-/* theirs against mine at step id (enum cmp_id) */
-void compare_step(struct stat *st, int id, const matrix *theirs, const matrix *mine,
-		  const struct tol *t);
+/* theirs (g) against mine at step id (enum cmp_id), within base's tolerances
+ * or their numbers' precision */
+void compare_step(struct stat *st, int id, const struct given *g, const matrix *mine,
+		  const struct tol *base);
 /* whether set c reproduces theirs at step id within t */
 int reproduces(const struct set *c, const struct against *a, int id, const struct tol *t);
+/* the step of c their step i reproduces: i, or a later one it is often
+ * called by (scores kept scaled and masked: masked), or -1 */
+int reproduced_as(const struct set *c, const struct against *a, int i, const struct tol *t);
+/* their step i moved to step j (named_as i) */
+void name_as(struct against *a, int i, int j);
+/* their numbers of step id given to k decimals or significant digits
+ * (g->prec, g->digits), when they are */
+void detect_precision(struct given *g, const matrix *mine, int id);
+/* a step of theirs that differs but equals the step it is another name of
+ * (their scores, mha's masked): moved there (name_as), st[] updated */
+void find_named(struct against *a, const struct set *mine, struct stat *st, const struct tol *t);
 
 /* ---- the mistakes (diagnose.c) -------------------------------------------- */
 
@@ -74,16 +106,26 @@ struct ctx {
 	const mha_report *rep;
 	struct tol tol;
 	int f32;
+	int grads;          /* backward's steps compared too */
+	const double *dout; /* their dO (n_q, output columns), or NULL: all ones */
 };
 
 struct diagnosis {
 	int found;
 	int step;         /* the step it explains: the first difference, or with float32
 			     numbers the first beyond float32's rounding */
+	int as_step;      /* the step of mha's their step is (step itself, or masked for
+			     their scores kept scaled and masked) */
 	struct mistake m;
 	int later;        /* every step they gave after the first difference matches it too */
 	char message[640];
 };
+
+/* The backward's mistakes (mistakes_bw.c): how many, and mistake k
+ * recomputed into c and described in m: 0, 1 when it does not apply to
+ * this run, -1 said. */
+int bw_mistake_count(void);
+int bw_candidate(int k, const struct ctx *x, struct mistake *m, struct set *c);
 
 /* The mistake that explains their first differing step, if one does: 0, or -1 said. */
 int diagnose(struct diagnosis *dg, const struct ctx *x, int first);
@@ -101,6 +143,9 @@ struct report {
 	size_t sequence;        /* --sequence N, or 0 */
 	int first;              /* the first differing step, or -1 */
 	const struct diagnosis *dg;
+	int grads;              /* backward's steps compared */
+	const char *dout_from;  /* where dO came from: "--grad-output FILE", their "dO",
+				   or NULL: all ones */
 };
 
 void report_text(FILE *fp, const struct report *r);

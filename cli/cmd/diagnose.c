@@ -281,7 +281,7 @@ static int interleaved_set(struct set *c, const struct ctx *x)
 	for (size_t i = 0; i < nb; i++)
 		if (!bufs[i])
 			goto done; /* said */
-	rc = run_set(c, p, d, &in, &w, &p->cfg, NULL);
+	rc = run_set(c, x, &in, &w, &p->cfg, NULL, NULL);
 	if (rc)
 		goto done;
 	/* the whole matrices in their order again: only the split was wrong (X
@@ -536,7 +536,7 @@ static int candidate(int k, const struct ctx *x, struct mistake *m, struct set *
 	default:
 		return 1;
 	}
-	rc = run_set(c, p, d, &in, &w, &cfg, NULL);
+	rc = run_set(c, x, &in, &w, &cfg, NULL, NULL);
 	charged_free(tmp);
 	charged_free(allow);
 	return rc;
@@ -550,24 +550,25 @@ static int candidate(int k, const struct ctx *x, struct mistake *m, struct set *
 static int diagnose_with(struct diagnosis *dg, const struct ctx *x, int first,
 			 const struct tol *tol)
 {
-	const struct tol f32tol = { 1e-4, 1e-5, 1 };
+	const struct tol f32tol = { 1e-4, 1e-5, 1, 0 };
 	struct mistake best = { 0 };
-	int have = 0, best_later = 0;
+	int have = 0, best_later = 0, best_as = first;
 
 	memset(dg, 0, sizeof(*dg));
-	for (int k = 0; k < M_COUNT && !(have && best_later); k++) {
+	for (int k = 0; k < M_COUNT + bw_mistake_count() && !(have && best_later); k++) {
 		struct set c = { 0 };
 		struct mistake m;
-		int ok = 1, later = 1, rc;
+		int ok = 1, later = 1, rc, as = first;
 
 		if (k == M_F32) {
 			/* float32 rounding is no recomputation: their numbers within its tolerance */
 			if (x->f32 || tol->f32)
 				continue;
 			for (int s = 0; s <= first && ok; s++)
-				ok = !x->a->m[s].rank || reproduces(x->mine, x->a, s, &f32tol);
+				if (x->a->g[s].m.rank)
+					ok = (as = reproduced_as(x->mine, x->a, s, &f32tol)) >= 0;
 			for (int s = first + 1; s < C_COUNT && ok; s++)
-				later &= !x->a->m[s].rank || reproduces(x->mine, x->a, s, &f32tol);
+				later &= !x->a->g[s].m.rank || reproduced_as(x->mine, x->a, s, &f32tol) >= 0;
 			if (ok) {
 				best = (struct mistake){ .id = "float32", .option = "--dtype f32" };
 				snprintf(best.with, sizeof(best.with), "--dtype f32");
@@ -576,23 +577,28 @@ static int diagnose_with(struct diagnosis *dg, const struct ctx *x, int first,
 					 "compare with --dtype f32");
 				have = 1;
 				best_later = later;
+				best_as = as;
 			}
 			continue;
 		}
-		rc = candidate(k, x, &m, &c);
+		/* the backward's mistakes explain a gradient alone */
+		rc = k < M_COUNT ? candidate(k, x, &m, &c) :
+		     first >= C_GRAD ? bw_candidate(k - M_COUNT, x, &m, &c) : 1;
 		if (rc < 0) {
 			set_free(&c);
 			return -1;
 		}
 		if (rc == 0) {
 			for (int s = 0; s <= first && ok; s++)
-				ok = !x->a->m[s].rank || reproduces(&c, x->a, s, tol);
+				if (x->a->g[s].m.rank)
+					ok = (as = reproduced_as(&c, x->a, s, tol)) >= 0;
 			for (int s = first + 1; s < C_COUNT && ok; s++)
-				later &= !x->a->m[s].rank || reproduces(&c, x->a, s, tol);
+				later &= !x->a->g[s].m.rank || reproduced_as(&c, x->a, s, tol) >= 0;
 			if (ok && (!have || (later && !best_later))) {
 				best = m;
 				have = 1;
 				best_later = later;
+				best_as = as;
 			}
 		}
 		set_free(&c);
@@ -601,15 +607,24 @@ static int diagnose_with(struct diagnosis *dg, const struct ctx *x, int first,
 		return 0;
 	dg->found = 1;
 	dg->step = first;
+	dg->as_step = best_as;
 	dg->m = best;
 	dg->later = best_later;
-	if (!strcmp(best.id, "float32"))
-		snprintf(dg->message, sizeof(dg->message), "%s: %s", cmp_name(first), best.why);
-	else
-		snprintf(dg->message, sizeof(dg->message), "%s matches mha's with %s: %s%s",
-			 cmp_name(first), best.with, best.why, tol->f32 && !x->f32 ?
+	{
+		char name[96];
+
+		if (best_as != first)
+			snprintf(name, sizeof(name), "%s (your %s)", cmp_name(best_as), cmp_key(first));
+		else
+			snprintf(name, sizeof(name), "%s", cmp_name(first));
+		if (!strcmp(best.id, "float32"))
+			snprintf(dg->message, sizeof(dg->message), "%s: %s", name, best.why);
+		else
+			snprintf(dg->message, sizeof(dg->message), "%s matches mha's with %s: %s%s",
+			 name, best.with, best.why, tol->f32 && !x->f32 ?
 			 " (within float32 rounding: your numbers are float32's, compare with --dtype "
 			 "f32)" : "");
+	}
 	return 0;
 }
 
@@ -617,7 +632,7 @@ static int diagnose_with(struct diagnosis *dg, const struct ctx *x, int first,
  * numbers that carry a mistake as well */
 int diagnose(struct diagnosis *dg, const struct ctx *x, int first)
 {
-	const struct tol f32tol = { fmax(1e-4, x->tol.rtol), fmax(1e-5, x->tol.atol), 1 };
+	const struct tol f32tol = { fmax(1e-4, x->tol.rtol), fmax(1e-5, x->tol.atol), 1, 0 };
 
 	int first32 = -1;
 
@@ -627,7 +642,7 @@ int diagnose(struct diagnosis *dg, const struct ctx *x, int first)
 		return 0;
 	/* float32 numbers, and then a mistake: the first step past float32's rounding */
 	for (int s = 0; s < C_COUNT && first32 < 0; s++)
-		if (x->a->m[s].rank && !reproduces(x->mine, x->a, s, &f32tol))
+		if (x->a->g[s].m.rank && !reproduces(x->mine, x->a, s, &f32tol))
 			first32 = s;
 	if (first32 < 0)
 		return 0;

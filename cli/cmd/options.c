@@ -678,6 +678,7 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			}
 			break;
 		case O_DTYPE:
+			o->dtype_given = 1;
 			if (!strcmp(optarg, "f64") || !strcmp(optarg, "float64")) {
 				o->f32 = 0;
 			} else if (!strcmp(optarg, "f32") || !strcmp(optarg, "float32")) {

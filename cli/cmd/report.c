@@ -24,12 +24,12 @@ struct where {
 
 static void locate(struct where *w, int id, const struct stat *st, const struct labels *l)
 {
-	const struct step *s = &steps[cmp_steps[id].step];
+	const struct step *s = cmp_row(id);
 	const size_t plane = st->R * st->C;
 	const size_t p = st->worst / plane, r = st->worst % plane / st->C, c = st->worst % st->C;
 
 	memset(w, 0, sizeof(*w));
-	w->head = st->P > 1 || cmp_steps[id].per_head ? p + 1 : 0;
+	w->head = st->P > 1 || cmp_at(id)->per_head ? p + 1 : 0;
 	w->row = r + 1;
 	w->col = c + 1;
 	w->row_word = s->rows == AXIS_QUERY ? "query" : s->rows == AXIS_KEY ? "key" : "row";
@@ -60,11 +60,101 @@ static void put_where(FILE *fp, const struct where *w)
 	}
 }
 
+/* their shape as they gave it: "6x6", "3x6" for the first rows alone */
+static const char *given_shape(char *buf, size_t size, const struct given *g)
+{
+	const matrix m = { .rank = g->rank, .dim = { g->dim[0], g->dim[1], g->dim[2], g->dim[3] } };
+
+	return matrix_shape(&m, buf, size);
+}
+
 /* a number as %.3g, inf and nan spelled so */
 static const char *g3(char *buf, size_t size, double v)
 {
 	snprintf(buf, size, "%.3g", v);
 	return buf;
+}
+
+/* theirs and mha's with as few digits as tell them apart (3 at least) */
+static void two(char *b1, char *b2, size_t size, double theirs, double mha)
+{
+	for (int p = 3; p <= 17; p++) {
+		snprintf(b1, size, "%.*g", p, theirs);
+		snprintf(b2, size, "%.*g", p, mha);
+		if (strcmp(b1, b2) || theirs == mha || isnan(theirs) || isnan(mha))
+			return;
+	}
+}
+
+/* "heads.masked" and, when they named it otherwise, " (your scores)" */
+static const char *step_shown(char *buf, size_t size, const struct report *r, int i)
+{
+	const int was = r->a->g[i].named_as;
+
+	if (was >= 0)
+		snprintf(buf, size, "%s (your %s)", cmp_name(i), cmp_key(was));
+	else
+		snprintf(buf, size, "%s", cmp_name(i));
+	return buf;
+}
+
+/* the notes under the table: what dO was, steps they named otherwise, what
+ * was compared of a step given in part, the precision their numbers had */
+static void notes(FILE *fp, const struct report *r)
+{
+	int any = 0;
+
+	if (r->grads) {
+		fprintf(fp, "gradients of dO = %s\n", r->dout_from ? r->dout_from :
+			"all ones (the gradient of the output's sum; give --grad-output FILE or dO)");
+		any = 1;
+	}
+	for (int i = 0; i < C_COUNT; i++) {
+		const struct stat *st = &r->st[i];
+		const struct given *g = &r->a->g[i];
+
+		if (!st->given)
+			continue;
+		if (g->named_as >= 0) {
+			fputs("your ", fp);
+			text_put(fp, g->src);
+			fprintf(fp, ": mha's %s, not its %s (compared as %s; name it %s)\n",
+				cmp_name(i), cmp_name(g->named_as), cmp_name(i), cmp_name(i));
+			any = 1;
+		}
+		if (st->shape_ok && (st->heads_given < st->P || st->rows_given < st->R)) {
+			fprintf(fp, "%s: ", cmp_name(i));
+			if (st->heads_given < st->P) {
+				size_t n = 0;
+
+				fprintf(fp, "head%s ", st->heads_given == 1 ? "" : "s");
+				for (size_t h = 0; h < st->P; h++)
+					if (!g->heads || g->heads[h])
+						fprintf(fp, "%s%zu", n++ ? ", " : "", h + 1);
+				fprintf(fp, " of %zu", st->P);
+			}
+			if (st->rows_given < st->R)
+				fprintf(fp, "%srows 1-%zu of %zu", st->heads_given < st->P ? ", " : "",
+					st->rows_given, st->R);
+			fputs(" compared\n", fp);
+			any = 1;
+		}
+		if (g->prec != PREC_FULL) {
+			const char *kind = g->prec == PREC_DECIMALS ? "decimal" : "significant digit";
+
+			fprintf(fp, "%s: given to %d %s%s: %s\n", cmp_name(i), g->digits, kind,
+				g->digits == 1 ? "" : "s",
+				!st->shape_ok ? "not compared" :
+				st->pass && st->rounded ? "agrees to the digits you gave" :
+				st->pass ? "agrees" : "differs beyond the digits you gave");
+			any = 1;
+		}
+		if (st->tol.f32 && !r->f32)
+			fprintf(fp, "%s: float32 numbers: rtol %g, atol %g, ULPs of float32\n",
+				cmp_name(i), st->tol.rtol, st->tol.atol), any = 1;
+	}
+	if (any)
+		fputc('\n', fp);
 }
 
 static void put_json_shape(FILE *fp, const matrix *m)
@@ -77,14 +167,16 @@ static void put_json_shape(FILE *fp, const matrix *m)
 
 void report_text(FILE *fp, const struct report *r)
 {
-	char shape[64], mshape[64], b1[32], b2[32], b3[32];
-	size_t given = 0, agree = 0, wshape = 5;
+	char shape[64], mshape[64], b1[32], b2[32], b3[32], name[96];
+	size_t given = 0, agree = 0, wshape = 5, wstep = 12;
 
 	for (int i = 0; i < C_COUNT; i++)
 		if (r->st[i].given) {
-			const size_t n = strlen(matrix_shape(&r->a->m[i], shape, sizeof(shape)));
+			const size_t n = strlen(given_shape(shape, sizeof(shape), &r->a->g[i]));
+			const size_t k = strlen(step_shown(name, sizeof(name), r, i));
 
 			wshape = n > wshape ? n : wshape;
+			wstep = k > wstep ? k : wstep;
 			given++;
 			agree += r->st[i].pass;
 		}
@@ -94,35 +186,42 @@ void report_text(FILE *fp, const struct report *r)
 		r->tol->atol, r->f32 ? " (float32's; ULPs of float32)" : "");
 	if (r->sequence)
 		fprintf(fp, "sequence %zu of the batch\n\n", r->sequence);
-	fprintf(fp, "  %-12s  %-7s  %-*s  %10s  %9s  %9s  %s\n", "step", "result", (int)wshape, "shape",
-		"max |diff|", "max rel", "max ULP", "where (the largest |diff|)");
+	fprintf(fp, "  %-*s  %-7s  %-*s  %10s  %9s  %9s  %s\n", (int)wstep, "step", "result",
+		(int)wshape, "shape", "max |diff|", "max rel", "max ULP", "where (the largest |diff|)");
 	for (int i = 0; i < C_COUNT; i++) {
 		const struct stat *st = &r->st[i];
 		struct where w;
 
 		if (!st->given)
 			continue;
-		matrix_shape(&r->a->m[i], shape, sizeof(shape));
+		given_shape(shape, sizeof(shape), &r->a->g[i]);
 		if (!st->shape_ok) {
-			fprintf(fp, "  %-12s  %-7s  %-*s  %10s  %9s  %9s  mha's is %s\n", cmp_name(i),
-				"SHAPE", (int)wshape, shape, "-", "-", "-",
+			fprintf(fp, "  %-*s  %-7s  %-*s  %10s  %9s  %9s  mha's is %s\n", (int)wstep,
+				step_shown(name, sizeof(name), r, i), "SHAPE", (int)wshape, shape, "-", "-", "-",
 				matrix_shape(&r->mine->m[i], mshape, sizeof(mshape)));
 			continue;
 		}
-		fprintf(fp, "  %-12s  %-7s  %-*s  %10s  %9s  %9s  ", cmp_name(i),
-			st->pass ? "ok" : "DIFFERS", (int)wshape, shape, g3(b1, sizeof(b1), st->max_abs),
+		fprintf(fp, "  %-*s  %-7s  %-*s  %10s  %9s  %9s  ", (int)wstep,
+			step_shown(name, sizeof(name), r, i), st->pass ? "ok" : "DIFFERS", (int)wshape, shape, g3(b1, sizeof(b1), st->max_abs),
 			g3(b2, sizeof(b2), st->max_rel), g3(b3, sizeof(b3), st->max_ulp));
 		if (st->max_abs > 0 || !st->pass) {
 			locate(&w, i, st, r->l);
 			put_where(fp, &w);
-			fprintf(fp, ": %s, mha's %s", g3(b1, sizeof(b1), st->worst_theirs),
-				g3(b2, sizeof(b2), st->worst_mha));
+			/* a difference shown as one: as many digits as tell them apart */
+			if (st->pass) {
+				g3(b1, sizeof(b1), st->worst_theirs);
+				g3(b2, sizeof(b2), st->worst_mha);
+			} else {
+				two(b1, b2, sizeof(b1), st->worst_theirs, st->worst_mha);
+			}
+			fprintf(fp, ": %s, mha's %s", b1, b2);
 		} else {
 			fputs("identical", fp);
 		}
 		fputc('\n', fp);
 	}
 	fputc('\n', fp);
+	notes(fp, r);
 	if (r->first < 0) {
 		fprintf(fp, "every step given agrees (%zu of %zu)\n", agree, given);
 		return;
@@ -133,7 +232,7 @@ void report_text(FILE *fp, const struct report *r)
 		fprintf(fp, "first difference: %s", cmp_name(r->first));
 		if (!st->shape_ok) {
 			fprintf(fp, ": theirs is %s, mha's %s\n",
-				matrix_shape(&r->a->m[r->first], shape, sizeof(shape)),
+				given_shape(shape, sizeof(shape), &r->a->g[r->first]),
 				matrix_shape(&r->mine->m[r->first], mshape, sizeof(mshape)));
 		} else {
 			struct where w;
@@ -160,6 +259,45 @@ void report_text(FILE *fp, const struct report *r)
 		fputs("           the steps given after it still differ: more than one mistake?\n", fp);
 }
 
+/* a step's "named_as", "heads", "rows", "precision", "rtol", "atol" */
+static void json_given(FILE *fp, const struct report *r, int i)
+{
+	const struct stat *st = &r->st[i];
+	const struct given *g = &r->a->g[i];
+
+	fputs(", \"named_as\": ", fp);
+	if (g->named_as >= 0)
+		fprintf(fp, "\"%s\"", cmp_key(g->named_as));
+	else
+		fputs("null", fp);
+	fputs(", \"heads\": ", fp);
+	if (!st->shape_ok || !cmp_at(i)->per_head) {
+		fputs("null", fp);
+	} else {
+		size_t n = 0;
+
+		fputc('[', fp);
+		for (size_t h = 0; h < st->P; h++)
+			if (!g->heads || g->heads[h])
+				fprintf(fp, "%s%zu", n++ ? ", " : "", h + 1);
+		fputc(']', fp);
+	}
+	if (st->shape_ok)
+		fprintf(fp, ", \"rows\": %zu", st->rows_given);
+	else
+		fputs(", \"rows\": null", fp);
+	fputs(", \"precision\": ", fp);
+	if (g->prec == PREC_FULL)
+		fputs("null", fp);
+	else
+		fprintf(fp, "{\"%s\": %d}", g->prec == PREC_DECIMALS ? "decimals" : "significant",
+			g->digits);
+	fputs(", \"rtol\": ", fp);
+	json_number(fp, st->tol.rtol, 0);
+	fputs(", \"atol\": ", fp);
+	json_number(fp, st->tol.atol, 0);
+}
+
 void report_json(FILE *fp, const struct report *r)
 {
 	int n = 0;
@@ -175,6 +313,13 @@ void report_json(FILE *fp, const struct report *r)
 		fprintf(fp, ",\n  \"sequence\": %zu", r->sequence);
 	else
 		fputs(",\n  \"sequence\": null", fp);
+	fputs(",\n  \"grad_output\": ", fp);
+	if (!r->grads)
+		fputs("null", fp);
+	else if (r->dout_from)
+		text_put_json(fp, r->dout_from);
+	else
+		fputs("\"ones\"", fp);
 	fprintf(fp, ",\n  \"agree\": %s,\n  \"first_difference\": ", r->first < 0 ? "true" : "false");
 	if (r->first < 0)
 		fputs("null", fp);
@@ -189,10 +334,16 @@ void report_json(FILE *fp, const struct report *r)
 			continue;
 		fprintf(fp, "%s\n    {\"step\": \"%s\", \"agree\": %s, \"shape\": ", n++ ? "," : "",
 			cmp_name(i), st->pass ? "true" : "false");
-		put_json_shape(fp, &r->a->m[i]);
+		{
+			const matrix m = { .rank = r->a->g[i].rank, .dim = { r->a->g[i].dim[0],
+					   r->a->g[i].dim[1], r->a->g[i].dim[2], r->a->g[i].dim[3] } };
+
+			put_json_shape(fp, &m);
+		}
 		fputs(", \"mha_shape\": ", fp);
 		put_json_shape(fp, &r->mine->m[i]);
 		fprintf(fp, ", \"shape_agrees\": %s", st->shape_ok ? "true" : "false");
+		json_given(fp, r, i);
 		if (!st->shape_ok) {
 			fputs(", \"max_abs\": null, \"max_rel\": null, \"max_ulp\": null, \"differing\": "
 			      "null, \"entries\": null, \"where\": null}", fp);

@@ -414,6 +414,7 @@ static int read_from(matrix *m, const input_file *f, const read_spec *spec, inpu
 		give->len = 0;
 		if (check_finite(m, f, spec, &L))
 			goto fail;
+		m->from_f32 = L.t.kind == 'f' && L.t.size <= 4;
 		return 0;
 	}
 	if (alloc_for(m, &L, spec))
@@ -426,6 +427,7 @@ static int read_from(matrix *m, const input_file *f, const read_spec *spec, inpu
 		goto fail;
 	}
 	m->is_bool = L.t.kind == 'b';
+	m->from_f32 = L.t.kind == 'f' && L.t.size <= 4;
 	return 0;
 fail:
 	matrix_free(m);
@@ -580,6 +582,7 @@ int read_npy_rest(matrix *m, input_file *f, const read_spec *spec)
 	case 0:
 		if (check_finite(m, f, spec, &L))
 			goto fail;
+		m->from_f32 = L.t.kind == 'f' && L.t.size <= 4;
 		return 0;
 	case 1:
 		break;
@@ -648,6 +651,7 @@ int read_npy_rest(matrix *m, input_file *f, const read_spec *spec)
 	}
 	if (check_finite(m, f, spec, &L))
 		goto fail;
+	m->from_f32 = L.t.kind == 'f' && L.t.size <= 4;
 	return 0;
 fail:
 	matrix_free(m);

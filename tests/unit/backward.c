@@ -411,6 +411,95 @@ END_TEST
  * NaN, even with huge scores and a sink; the rows around it are untouched
  * (against the reference).
  */
+/* an editor (mha_grad_observer.edit): mode 0 changes nothing, 1 sets each
+ * row's D to 0, 2 stops the run */
+struct editing {
+	int mode;
+	size_t calls;
+};
+
+static int edit_stage(void *ctx, mha_grad_stage s, int head, size_t row, double *m, size_t rows,
+		      size_t cols)
+{
+	struct editing *e = ctx;
+
+	(void)head;
+	(void)row;
+	(void)rows;
+	(void)cols;
+	e->calls++;
+	if (e->mode == 2)
+		return 1;
+	if (e->mode == 1 && s == MHA_GRAD_HEAD_D)
+		m[0] = 0;
+	return 0;
+}
+
+/*
+ * The editor: one that changes nothing leaves the plain path's bits as they
+ * are (and takes the plain path, though nothing per head is watched); one
+ * that sets D to 0 makes dS = P o dP, entry by entry, as the observer sees
+ * P, dP and dS; one that fails stops the run with MHA_ERR_OBSERVER.
+ */
+START_TEST(test_backward_editor)
+{
+	struct random_case c;
+	mha_weights w;
+	mha_inputs in;
+	struct grad_set a, b, z;
+	struct editing keep = { 0, 0 }, no_d = { 1, 0 }, fail = { 2, 0 };
+	gseen sn;
+	mha_grad_observer eobs, dobs;
+	mha_report rep = MHA_INIT(mha_report);
+	mha_config exact;
+	double *dout;
+
+	make_case(&c, (unsigned)_i);
+	w = (mha_weights){ .size = sizeof(mha_weights),
+			   c.W[0], c.W[1], c.W[2], c.W[3], c.b[0], c.b[1], c.b[2], c.b[3] };
+	in = (mha_inputs){ .size = sizeof(mha_inputs), c.xq, c.xk, c.xv };
+	dout = rnd_matrix(c.d.n_q * mha_output_cols(&c.d, c.wo));
+	grads_alloc(&a, &c.d, 1);
+	grads_alloc(&b, &c.d, 1);
+	grads_alloc(&z, &c.d, 1);
+	exact = c.cfg;
+	exact.exact = 1;
+	eobs = (mha_grad_observer){ .size = sizeof(mha_grad_observer), .edit = edit_stage,
+				    .edit_ctx = &keep };
+	ck_assert_int_eq(mha_backward(&a.g, dout, &c.d, &in, &w, &exact, NULL, NULL), MHA_OK);
+	ck_assert_int_eq(mha_backward(&b.g, dout, &c.d, &in, &w, &c.cfg, &eobs, &rep), MHA_OK);
+	ck_assert_int_eq(rep.fast_path, 0);
+	ck_assert(keep.calls > 0);
+	ck_assert(grads_same(&a, &b));
+	eobs.edit_ctx = &fail;
+	ck_assert_int_eq(mha_backward(&b.g, dout, &c.d, &in, &w, &c.cfg, &eobs, NULL),
+			 MHA_ERR_OBSERVER);
+	memset(&sn, 0, sizeof(sn));
+	sn.last = -1;
+	sn.order_ok = 1;
+	dobs = (mha_grad_observer){ .size = sizeof(mha_grad_observer), .fn = grecord, .ctx = &sn,
+				    .wanted = ~0u, .edit = edit_stage, .edit_ctx = &no_d };
+	ck_assert_int_eq(mha_backward(&z.g, dout, &c.d, &in, &w, &c.cfg, &dobs, NULL), MHA_OK);
+	for (size_t h = 0; h < c.d.heads && h < 8; h++) {
+		const double *P = sn.m[MHA_GRAD_HEAD_P][h + 1], *dP = sn.m[MHA_GRAD_HEAD_DP][h + 1];
+		const double *dS = sn.m[MHA_GRAD_HEAD_DS][h + 1], *D = sn.m[MHA_GRAD_HEAD_D][h + 1];
+
+		for (size_t i = 0; i < c.d.n_q; i++) {
+			ck_assert(D[i] == 0);
+			for (size_t j = 0; j < c.d.n_kv; j++)
+				ck_assert_msg(dS[i * c.d.n_kv + j] == P[i * c.d.n_kv + j] * dP[i * c.d.n_kv + j],
+					      "case %d head %zu (%zu, %zu)", _i, h, i, j);
+		}
+	}
+	gseen_free(&sn);
+	grads_free(&a);
+	grads_free(&b);
+	grads_free(&z);
+	free(dout);
+	free_case(&c);
+}
+END_TEST
+
 START_TEST(test_backward_fully_masked_rows)
 {
 	mha_dims d = { .size = sizeof(mha_dims),
@@ -592,5 +681,6 @@ void unit_add_backward(const struct unit_suite *u)
 	tcase_add_loop_test(u->bw, test_backward_against_reference, 0, 300);
 	tcase_add_loop_test(u->bw, test_backward_finite_differences, 0, 14);
 	tcase_add_loop_test(u->bw, test_backward_fully_masked_rows, 0, 2);
+	tcase_add_loop_test(u->bw, test_backward_editor, 0, 60);
 	tcase_add_loop_test(u->bw, test_backward_batch, 0, 40);
 }
