@@ -224,6 +224,37 @@ def names():
     ok("every unknown name in one line", r.returncode == 2 and r.stderr.count("\n") == 1 and
        "3 names" in r.stderr and "'qury' (query?)" in r.stderr and "'scroes' (scores?)" in r.stderr and
        "'zzzz'" in r.stderr, r.stderr)
+    # hostile names and shapes
+    def refused(name, arrays, want, extra=()):
+        path = p.path("bad.npz")
+        np.savez(path, **arrays)
+        r = subprocess.run([MHA, "compare", "--against", path] + p.args + list(extra),
+                           capture_output=True, text=True)
+        first = r.stderr.splitlines()[0] if r.stderr else ""
+        ok("refused: " + name, r.returncode == 2 and r.stdout == "" and want in first and
+           "\x1b" not in r.stderr, "%d %r" % (r.returncode, r.stderr))
+    refused("the same step twice", {"q": f["Q"], "query": f["Q"]}, "are both Q")
+    refused("a head twice", {"head1_scores": f["S"][0], "scores_h1": f["S"][0]}, "head 1 of scores is given twice")
+    refused("a head past --heads", {"head3_scores": f["S"][0]}, "head 3, but the run has 2 heads")
+    refused("a 200-character name", {"head1_" + "s" * 200: f["S"][0], "q": f["Q"]}, "1 name is no step's")
+    refused("head0_scores", {"head0_scores": f["S"][0]}, "'head0_scores'")
+    refused("true and false outside a mask", {"out": np.ones((6, 4), bool)}, "only a mask may")
+    refused("--digits 16", {"out": f["out"]}, "--digits", ["--digits", "16"])
+    with open(p.path("esc.json"), "w") as fh:
+        json.dump({"\x1b]0;x\x07q": f["Q"].tolist()}, fh)
+    r = subprocess.run([MHA, "compare", "--against", p.path("esc.json")] + p.args, capture_output=True, text=True)
+    ok("refused: a name with terminal escapes, shown escaped", r.returncode == 2 and "\x1b" not in r.stderr and
+       "\\x1b" in r.stderr, repr(r.stderr))
+    r = subprocess.run([MHA, "compare", "--aliases", "-x", "x.json"], capture_output=True, text=True)
+    ok("refused: --aliases with another option", r.returncode == 2 and "give it alone" in r.stderr, r.stderr)
+    np.savez(p.path("b2.npz"), attn_weights=np.stack([f["P"], f["P"]]))
+    rc, rep, err = compare(p.args, p.path("b2.npz"))
+    ok("(B, H, n, n) with B = 2: a shape that differs (exit 1)", rc == 1 and not rep["steps"][0]["shape_agrees"],
+       err + str(rep)[:200])
+    # integers and zeros are not taken for a rounded table
+    np.savez(p.path("zeros.npz"), out=np.zeros((6, 4)))
+    rc, rep, err = compare(p.args, p.path("zeros.npz"))
+    ok("zeros are no rounding: differ", rc == 1 and rep["steps"][0]["precision"] is None, err + str(rep)[:200])
     # partial: the first rows, one head of a JSON "heads" list
     with open(p.path("rows.json"), "w") as fh:
         json.dump({"output": f["out"][:3].tolist(), "heads": [None, {"softmax": f["P"][1].tolist()}]}, fh)
@@ -303,6 +334,58 @@ def rounded():
     ok("a float32 .npy at float32's tolerances", rc == 0 and rep["steps"][0]["rtol"] == 1e-4, err)
     rc, rep, err = compare(args, path, ["--dtype", "f64"])
     ok("... and with --dtype f64 at float64's", rc == 1, err)
+
+
+def rounded_samples():
+    """every sample's steps (samples/*/cmd), rounded to 2, 3 and 4 decimals: agree at
+    their precision; one output entry three units off in its last digit differs"""
+    import glob
+    import shlex
+    for cmd in sorted(glob.glob(os.path.join(TOP, "samples", "*", "cmd"))):
+        name = os.path.basename(os.path.dirname(cmd))
+        with open(cmd) as fh:
+            words = shlex.split(fh.read())
+        if words[:2] != ["mha", "forward"]:
+            continue
+        args, i = [], 2
+        while i < len(words):
+            if words[i] in ("--print", "-p", "--precision"):
+                i += 2
+                continue
+            args.append(words[i] if words[i].startswith("-") or not words[i].startswith("samples/")
+                        else os.path.join(TOP, words[i]))
+            i += 1
+        r = subprocess.run([MHA, "forward"] + args + ["-p", "all", "-f", "json"], capture_output=True,
+                           text=True)
+        if r.returncode:
+            ok("sample %s runs" % name, False, r.stderr)
+            continue
+        full = json.loads(r.stdout)
+
+        def rnd(node, k):
+            if isinstance(node, float):
+                return round(node, k)
+            if isinstance(node, list):
+                return [rnd(x, k) for x in node]
+            if isinstance(node, dict):
+                return {kk: rnd(v, k) for kk, v in node.items() if kk != "meta"}
+            return node
+        for k in (2, 3, 4):
+            doc = rnd(full, k)
+            path = os.path.join(TMP, "%s-%d.json" % (name, k))
+            with open(path, "w") as fh:
+                json.dump(doc, fh)
+            rc, rep, err = compare(args, path)
+            bad = [s["step"] for s in rep["steps"] if not s["agree"]] if rep else None
+            ok("sample %s rounded to %d decimals agrees" % (name, k), rc == 0, err + str(bad))
+            out = doc["output"]
+            row = out[0] if isinstance(out[0], list) else out
+            row[0] = round(row[0] + 3 * 10 ** -k, k)
+            with open(path, "w") as fh:
+                json.dump(doc, fh)
+            rc, rep, err = compare(args, path)
+            ok("... and with a wrong digit in the output differs there", rc == 1 and rep and
+               rep["first_difference"] == "output", err + str(rep and rep["first_difference"]))
 
 
 # ---- gradients -------------------------------------------------------------------
@@ -450,6 +533,7 @@ def documented():
 def main():
     names()
     rounded()
+    rounded_samples()
     gradients()
     documented()
     shutil.rmtree(TMP, ignore_errors=True)

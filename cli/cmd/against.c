@@ -330,14 +330,17 @@ static int fits(struct fit *f, int id, const struct raw *r, const matrix *mine)
 {
 	const matrix *m = &mine[id];
 	const int ph = cmp_at(id)->per_head || id == C_MASK;
-	const size_t R = m->rank >= 2 ? m->dim[m->rank - 2] : 1, C = m->dim[m->rank - 1];
-	const size_t P = m->rank == 3 ? m->dim[0] : 1;
-	size_t dims[4];
-	const size_t rank = squeezed(&r->m, dims);
+	size_t dims[4], rank, R, C, P;
 
 	memset(f, 0, sizeof(*f));
 	f->id = id;
-	if (!m->rank || dims[rank - 1] != C || dims[rank - 2] > R || !dims[rank - 2] || rank > 3)
+	if (!m->rank || !r->m.rank)
+		return 0;
+	R = m->rank >= 2 ? m->dim[m->rank - 2] : 1;
+	C = m->dim[m->rank - 1];
+	P = m->rank == 3 ? m->dim[0] : 1;
+	rank = squeezed(&r->m, dims);
+	if (dims[rank - 1] != C || dims[rank - 2] > R || !dims[rank - 2] || rank > 3)
 		return 0;
 	f->rows = dims[rank - 2];
 	if (!ph) {

@@ -18,6 +18,7 @@
 #include "base/files.h"
 #include "read/input.h"
 #include "load/problem.h"
+#include "load/weights.h"
 #include "run/grads.h"
 #include "run/run.h"
 #include "base/text.h"
@@ -259,7 +260,7 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 {
 	const mha_dims *d = &p->d;
 	const size_t B = problem_sequences(p), G = d->kv_heads ? d->kv_heads : d->heads;
-	const size_t out_cols = mha_output_cols(d, p->weights.W_O != NULL);
+	const size_t out_cols = mha_output_cols(d, weights_has(&p->w, WO));
 	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
 	struct bfacts f = { .direct = p->direct, .kv = p->spec.kv != NULL,
 			    .apart = p->spec.xk != NULL };
@@ -341,7 +342,7 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 	keeper = (struct steps_batch){ .res = keep };
 	obs = (mha_grad_observer){ .size = sizeof(mha_grad_observer), .fn = steps_batch_keep_grad,
 				   .ctx = &keeper, .wanted = wanted, .sequence = steps_batch_sequence };
-	if (problem_backward(&gr, p, NULL, NULL, NULL, dout.rank ? dout.v : NULL, &obs, r->f32, &rep,
+	if (problem_backward(&gr, p, NULL, NULL, NULL, &dout, &obs, r->f32, &rep,
 			     &st))
 		goto done;
 	if (st == MHA_ERR_OBSERVER)
@@ -442,6 +443,8 @@ static int backward_check_options(struct attn_options *o)
 		return usage_error(hint, ATTN_COMPRESS_NEEDS_NPZ);
 	if (o->f32 && o->spec.cfg.exact)
 		return usage_error(hint, "--exact is float64's plain path: leave out --dtype f32");
+	/* --dtype f32: float32 inputs, weights and dO stay floats (no double copy) */
+	o->spec.floats = o->f32 && !o->sequence;
 	if (o->f32 && o->explain)
 		return usage_error(hint, "--explain tells float64's steps: leave out --dtype f32");
 	if (o->explain && o->emit.format != FORMAT_TEXT)

@@ -265,7 +265,7 @@ static int compare_run(struct attn_options *o, struct problem *pb)
 	} else if (x.grads && against_take_dout(&a, &dout, pb->d.n_q, out_cols)) {
 		snprintf(dout_from, sizeof(dout_from), "their dO");
 	}
-	x.dout = dout.rank ? dout.v : NULL;
+	x.dout = &dout;
 	if (check_memory(pb, x.grads))
 		goto done;
 	{

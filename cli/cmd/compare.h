@@ -107,7 +107,7 @@ struct ctx {
 	struct tol tol;
 	int f32;
 	int grads;          /* backward's steps compared too */
-	const double *dout; /* their dO (n_q, output columns), or NULL: all ones */
+	const matrix *dout; /* their dO (n_q, output columns); rank 0: all ones */
 };
 
 struct diagnosis {

@@ -184,24 +184,52 @@ static double rounded_to(double v, int prec, int digits)
 }
 
 /*
+ * How well "rounded to k (decimals or significant digits)" explains their
+ * numbers of a step: the share of them that are mha's own rounded so
+ * (within a double's noise: 0.29500000000000004 is 0.295); 0 when the
+ * rounding changes none of mha's numbers (exact numbers that happen to be
+ * short say nothing).
+ */
+static double fit_of(const struct given *g, const matrix *mine, int prec, int k, size_t limit)
+{
+	size_t P, R, C, changed = 0, same = 0, seen = 0;
+
+	shape3(mine, &P, &R, &C);
+	for (size_t i = 0; i < P * R * C && seen < limit; i++) {
+		const double y = g->m.v[i], m = mine->v[i];
+		double r;
+
+		if (!given_at(g, i / (R * C), i % (R * C) / C) || !isfinite(y) || !isfinite(m))
+			continue;
+		seen++;
+		r = rounded_to(m, prec, k);
+		changed += fabs(r - m) > 1e-9 * fabs(m) + 1e-12;
+		same += g->f32 ? (float)y == (float)r : fabs(y - r) <= 1e-9 * fabs(r) + 1e-12;
+	}
+	return changed ? (double)same / (double)seen : 0;
+}
+
+/*
  * Their numbers of step id given to k decimals or k significant digits, as
- * a learner's table is: which, if mha's own numbers need more (else exact
- * numbers that happen to be short say nothing).  Each entry's fewest
- * digits; the kind whose largest count more entries reach wins (rounding
- * to 3 decimals leaves most entries with 3).
+ * a learner's table is: the fewest digits that write every one of them
+ * back (the first 100000) is k, for decimals and for significant digits,
+ * and the one that explains more of them (fit_of, at least half) wins;
+ * decimals on a tie.  Integers and one significant digit prove nothing.
  */
 void detect_precision(struct given *g, const matrix *mine, int id)
 {
 	const int maxd = g->f32 ? 6 : 8;
-	size_t P, R, C, seen = 0, at_d = 0, at_s = 0, longer = 0;
-	int dmax = 0, smax = 0, prec, k;
+	const size_t limit = 100000;
+	size_t P, R, C, seen = 0;
+	int dmax = 0, smax = 0;
+	double fd, fs;
 
 	if (id == C_MASK || !g->m.rank || g->m.is_bool)
 		return;
 	shape3(mine, &P, &R, &C);
 	if (matrix_size(&g->m) != P * R * C)
 		return;
-	for (size_t i = 0; i < P * R * C && seen < 100000; i++) {
+	for (size_t i = 0; i < P * R * C && seen < limit; i++) {
 		const double y = g->m.v[i];
 		int dd, ss;
 
@@ -212,38 +240,17 @@ void detect_precision(struct given *g, const matrix *mine, int id)
 		ss = digits_of(y, 1, g->f32, maxd);
 		if (dd > maxd && ss > maxd)
 			return; /* full precision */
-		if (dd > dmax) {
-			dmax = dd;
-			at_d = 0;
-		}
-		if (ss > smax) {
-			smax = ss;
-			at_s = 0;
-		}
-		at_d += dd == dmax;
-		at_s += ss == smax;
+		dmax = dd > dmax ? dd : dmax;
+		smax = ss > smax ? ss : smax;
 	}
-	/* a table rounded to k digits has most entries at k (the last digit 0 one
-	 * time in ten); integers, zeros and one-digit numbers prove nothing */
-	if (dmax < 1 || 2 * at_d < seen)
-		dmax = maxd + 1;
-	if (smax < 2 || 2 * at_s < seen)
-		smax = maxd + 1;
-	if (dmax <= maxd && (smax > maxd || at_d >= at_s)) {
-		prec = PREC_DECIMALS;
-		k = dmax;
-	} else if (smax <= maxd) {
-		prec = PREC_SIGNIFICANT;
-		k = smax;
-	} else {
-		return;
-	}
-	for (size_t i = 0; i < P * R * C && !longer; i++)
-		if (given_at(g, i / (R * C), i % (R * C) / C) && isfinite(mine->v[i]))
-			longer += rounded_to(mine->v[i], prec, k) != mine->v[i];
-	if (longer) {
-		g->prec = prec;
-		g->digits = k;
+	fd = dmax >= 1 && dmax <= maxd ? fit_of(g, mine, PREC_DECIMALS, dmax, limit) : 0;
+	fs = smax >= 2 && smax <= maxd ? fit_of(g, mine, PREC_SIGNIFICANT, smax, limit) : 0;
+	if (fd >= 0.5 && fd >= fs) {
+		g->prec = PREC_DECIMALS;
+		g->digits = dmax;
+	} else if (fs >= 0.5) {
+		g->prec = PREC_SIGNIFICANT;
+		g->digits = smax;
 	}
 }
 

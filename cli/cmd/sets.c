@@ -159,6 +159,16 @@ size_t set_bytes(const struct problem *p, int grads)
 	return bytes >= (double)SIZE_MAX ? SIZE_MAX : (size_t)bytes;
 }
 
+/* a run's status: 0 done, 1 the library refused it (a mistaken
+ * configuration may overflow), -1 said (the observer said why, or out of
+ * memory) */
+static int refused(mha_status st)
+{
+	if (st == MHA_ERR_NOMEM)
+		return error("out of memory");
+	return st == MHA_ERR_OBSERVER ? -1 : st != MHA_OK;
+}
+
 /* the backward of the run just made, its steps into s: 0, 1 refused, -1 said */
 static int run_grads_into(struct set *s, const struct ctx *x, const mha_inputs *in,
 			  const mha_weights *w, const mha_config *cfg, const struct bw_edit *edit,
@@ -180,16 +190,9 @@ static int run_grads_into(struct set *s, const struct ctx *x, const mha_inputs *
 	}
 	if (problem_backward(&g, x->p, in, w, cfg, x->dout, &obs, 0, &rep, &st))
 		goto done;
-	if (st == MHA_ERR_OBSERVER || st == MHA_ERR_NOMEM) {
-		if (st == MHA_ERR_NOMEM)
-			error("out of memory");
-		goto done;
-	}
-	if (st != MHA_OK) {
-		rc = 1;
-		goto done;
-	}
-	rc = gather_grads(s, &r, &g, x->p, scale);
+	rc = refused(st);
+	if (!rc)
+		rc = gather_grads(s, &r, &g, x->p, scale);
 done:
 	run_grads_free(&g);
 	steps_results_free(&r);
@@ -214,15 +217,9 @@ int run_set(struct set *s, const struct ctx *x, const mha_inputs *in, const mha_
 	if (matrix_alloc(&out, 2, d->n_q, mha_output_cols(d, w->W_O != NULL), 1))
 		return -1;
 	st = mha_forward(out.v, d, in, w, cfg, &obs, rep);
-	if (st == MHA_ERR_OBSERVER || st == MHA_ERR_NOMEM) {
-		if (st == MHA_ERR_NOMEM)
-			error("out of memory");
+	rc = refused(st);
+	if (rc)
 		goto done;
-	}
-	if (st != MHA_OK) {
-		rc = 1;
-		goto done;
-	}
 	rc = steps_stack(&r) || gather(s, &r, p->direct ? NULL : &p->x, &out) ? -1 : 0;
 	if (!rc && x->grads)
 		rc = run_grads_into(s, x, in, w, cfg, edit, rep->scale);

@@ -7,6 +7,7 @@
 #include "run/grads.h"
 
 #include "base/cli.h"
+#include "load/weights.h"
 #include "read/input.h"
 #include "run/run.h"
 
@@ -29,12 +30,6 @@ void run_grads_free(struct run_grads *g)
 	}
 }
 
-/* an input's gradient: (B, rows, cols) for a batch, else (rows, cols) */
-static int alloc_input(matrix *m, const struct problem *p, size_t rows, size_t cols)
-{
-	return p->batch ? matrix_alloc(m, 3, p->batch, rows, cols) : matrix_alloc(m, 2, rows, cols, 1);
-}
-
 /* --grad-output read and checked against the output's shape: 0, or -1 said */
 int run_grad_output(matrix *g, const struct problem *p, size_t sequence, size_t out_cols)
 {
@@ -43,7 +38,10 @@ int run_grad_output(matrix *g, const struct problem *p, size_t sequence, size_t 
 	const size_t B = p->batch, read_B = sequence ? p->batch_read : p->batch;
 	char shape[64];
 
-	if (read_matrix(g, path, &(read_spec){ "dO", keys, 2, 3, 0 }))
+	if (read_matrix(g, path, &(read_spec){ "dO", keys, 2, 3, p->spec.floats ? READ_F32 : 0 }))
+		return -1;
+	/* floats as read, unless a plane is cut out or copied below */
+	if (g->f && ((g->rank == 3 && sequence) || (g->rank == 2 && B)) && matrix_widen(g))
 		return -1;
 	matrix_shape(g, shape, sizeof(shape));
 	if (g->rank == 3 && !read_B)
@@ -86,46 +84,147 @@ static void add_to(double *m, const double *a, size_t n)
 		m[i] += a[i];
 }
 
+/* The gradients, in mha_grads' order: each one's matrix in g. */
+#define N_GRAD_ARRAYS 19
+
+static matrix *grad_slot(struct run_grads *g, int i)
+{
+	matrix *const m[N_GRAD_ARRAYS] = {
+		&g->dxq, &g->dxk, &g->dxv, &g->dW[0], &g->dW[1], &g->dW[2], &g->dW[3], &g->db[0],
+		&g->db[1], &g->db[2], &g->db[3], &g->dsinks, &g->dnorm[0], &g->dnorm[1],
+		&g->dlat[LAT_Q_A_PROJ], &g->dlat[LAT_KV_A_PROJ], &g->dlat[LAT_KV_B_PROJ],
+		&g->dlat[LAT_Q_A_NORM], &g->dlat[LAT_KV_A_NORM]
+	};
+
+	return m[i];
+}
+
+/* the shape of each gradient p's weights (w) have, in mha_grads' order: rank 0 for none */
+struct grad_shape {
+	size_t rank, dim[4];
+};
+
+static void grad_shapes(struct grad_shape s[N_GRAD_ARRAYS], const struct problem *p,
+			const mha_weights *w)
+{
+	const mha_dims *d = &p->d;
+	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
+	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
+	/* latent attention's W_Q follows q_a_proj's latent when there is one */
+	const size_t q_in = p->cfg.mla.on && p->cfg.mla.q_rank ? p->cfg.mla.q_rank : d->d_q_in;
+	const size_t in_rows[3] = { d->n_q, d->n_kv, d->n_kv };
+	const size_t in_cols[3] = { d->d_q_in, d->d_k_in, d->d_v_in };
+	/* p's own weights as read (floats for --dtype f32 too), or those given */
+	const int own = w == &p->weights;
+	const int has[8] = {
+		own ? weights_has(&p->w, WQ) : w->W_Q != NULL, own ? weights_has(&p->w, WK) : w->W_K != NULL,
+		own ? weights_has(&p->w, WV) : w->W_V != NULL, own ? weights_has(&p->w, WO) : w->W_O != NULL,
+		own ? weights_has(&p->w, BQ) : w->b_Q != NULL, own ? weights_has(&p->w, BK) : w->b_K != NULL,
+		own ? weights_has(&p->w, BV) : w->b_V != NULL,
+		own ? weights_has(&p->w, WO) && weights_has(&p->w, BO) : w->W_O != NULL && w->b_O != NULL
+	};
+	const size_t wr[4] = { q_in, d->d_k_in, d->d_v_in, hv }, wc[4] = { hk, gk, gv, d->d_out };
+
+	memset(s, 0, N_GRAD_ARRAYS * sizeof(*s));
+	/* an input's gradient: (B, rows, cols) for a batch, else (rows, cols) */
+	for (int i = 0; i < 3; i++)
+		s[i] = p->batch ? (struct grad_shape){ 3, { p->batch, in_rows[i], in_cols[i] } }
+				: (struct grad_shape){ 2, { in_rows[i], in_cols[i] } };
+	for (int i = 0; i < 4; i++) {
+		if (has[i])
+			s[3 + i] = (struct grad_shape){ 2, { wr[i], wc[i] } };
+		if (has[4 + i])
+			s[7 + i] = (struct grad_shape){ 2, { 1, wc[i] } };
+	}
+	if (p->cfg.sinks)
+		s[11] = (struct grad_shape){ 2, { 1, d->heads } };
+	if (p->cfg.norm.kind && p->cfg.norm.q_weight) {
+		s[12].rank = p->q_norm.rank;
+		s[13].rank = p->k_norm.rank;
+		memcpy(s[12].dim, p->q_norm.dim, sizeof(s[12].dim));
+		memcpy(s[13].dim, p->k_norm.dim, sizeof(s[13].dim));
+	}
+	{
+		static const int lat[5] = { LAT_Q_A_PROJ, LAT_KV_A_PROJ, LAT_KV_B_PROJ, LAT_Q_A_NORM,
+					    LAT_KV_A_NORM };
+
+		for (int i = 0; i < 5; i++) {
+			s[14 + i].rank = p->latent[lat[i]].rank;
+			memcpy(s[14 + i].dim, p->latent[lat[i]].dim, sizeof(s[14 + i].dim));
+		}
+	}
+}
+
+static size_t shape_size(const struct grad_shape *s)
+{
+	size_t n = s->rank ? 1 : 0;
+
+	for (size_t i = 0; i < s->rank; i++)
+		n *= s->dim[i];
+	return n;
+}
+
+/* g's matrices (doubles) for the shapes: 0, or -1 said */
+static int grads_alloc(struct run_grads *g, const struct grad_shape s[N_GRAD_ARRAYS])
+{
+	for (int i = 0; i < N_GRAD_ARRAYS; i++)
+		if (s[i].rank && matrix_alloc_dims(grad_slot(g, i), s[i].rank, s[i].dim))
+			return -1;
+	return 0;
+}
+
 /*
- * --dtype f32: the inputs and weights as floats (run_floats_make), dO
- * rounded, the library's mha_backward_f32, the gradients widened back
- * (exactly) into g's arrays.
+ * --dtype f32: the inputs and weights as floats (run_floats_make: those read
+ * as floats as they are), dO as floats, the library's mha_backward_f32 into
+ * float arrays, and only then, the library's scratch gone, g's matrices
+ * made and the gradients widened into them (exactly): the run's peak is
+ * float32's.  -1 said (out of memory), else 0 and *st.
  */
-static mha_status grads_f32(const mha_grads *g, const double *dout, const struct problem *p,
-			       const size_t n[19], mha_report *rep)
+static int grads_f32(struct run_grads *gr, const struct grad_shape s[N_GRAD_ARRAYS],
+		     const matrix *dout, const struct problem *p, mha_report *rep, mha_status *st)
 {
 	const mha_dims *d = &p->d;
 	const size_t B = problem_sequences(p);
-	const size_t oc = mha_output_cols(d, p->weights.W_O != NULL);
-	double *const gd[19] = { g->dxq, g->dxk, g->dxv, g->dW_Q, g->dW_K, g->dW_V,
-				 g->dW_O, g->db_Q, g->db_K, g->db_V, g->db_O, g->dsinks,
-				 g->dq_norm, g->dk_norm, g->dW_QA, g->dW_KVA, g->dW_KVB,
-				 g->dq_a_norm, g->dkv_a_norm };
+	const size_t oc = mha_output_cols(d, weights_has(&p->w, WO));
 	struct run_floats f;
-	int ok = run_floats_make(&f, p) == 0;
-	float *fo = floats_copy(dout, B * d->n_q * oc, &ok), *gf[19];
-	mha_status st = MHA_ERR_NOMEM;
+	int ok = run_floats_make(&f, p) == 0, rc = -1;
+	float *fo = NULL, *own_fo = NULL, *gf[N_GRAD_ARRAYS] = { NULL };
 
-	for (int i = 0; i < 19; i++) {
-		gf[i] = gd[i] ? malloc((n[i] ? n[i] : 1) * sizeof(float)) : NULL;
-		if (gd[i] && !gf[i])
+	if (dout && dout->rank)
+		fo = dout->f ? dout->f : (own_fo = floats_copy(dout->v, B * d->n_q * oc, &ok));
+	for (int i = 0; i < N_GRAD_ARRAYS; i++) {
+		gf[i] = s[i].rank ? malloc((shape_size(&s[i]) ? shape_size(&s[i]) : 1) * sizeof(float))
+				  : NULL;
+		if (s[i].rank && !gf[i])
 			ok = 0;
 	}
-	if (ok) {
+	if (!ok) {
+		error("out of memory");
+		goto done;
+	}
+	{
 		const mha_grads_f32 gg = { .size = sizeof(mha_grads_f32), gf[0], gf[1], gf[2], gf[3],
 					   gf[4], gf[5], gf[6], gf[7], gf[8], gf[9], gf[10], gf[11],
 					   gf[12], gf[13], gf[14], gf[15], gf[16], gf[17], gf[18] };
 
-		st = mha_backward_f32(&gg, fo, d, &f.in, &f.w, &p->cfg, rep);
-		for (int i = 0; st == MHA_OK && i < 19; i++)
-			for (size_t k = 0; gf[i] && k < n[i]; k++)
-				gd[i][k] = gf[i][k];
+		*st = mha_backward_f32(&gg, fo, d, &f.in, &f.w, &p->cfg, rep);
 	}
 	run_floats_free(&f);
-	for (int i = 0; i < 19; i++)
+	free(own_fo);
+	own_fo = NULL;
+	if (grads_alloc(gr, s))
+		goto done;
+	for (int i = 0; *st == MHA_OK && i < N_GRAD_ARRAYS; i++)
+		for (size_t k = 0; gf[i] && k < shape_size(&s[i]); k++)
+			grad_slot(gr, i)->v[k] = gf[i][k];
+	rc = 0;
+done:
+	if (rc)
+		run_floats_free(&f);
+	for (int i = 0; i < N_GRAD_ARRAYS; i++)
 		free(gf[i]);
-	free(fo);
-	return st;
+	free(own_fo);
+	return rc;
 }
 
 /* m's entries rounded to float, and marked so for the writers */
@@ -134,37 +233,6 @@ static void round_f32(matrix *m)
 	for (size_t i = 0; m->rank && i < matrix_size(m); i++)
 		m->v[i] = (float)m->v[i];
 	m->is_f32 = 1;
-}
-
-
-/* g's matrices for p's weights: 0, or -1 said */
-static int grads_alloc(struct run_grads *gr, const struct problem *p, const mha_weights *w)
-{
-	const mha_dims *d = &p->d;
-	const size_t G = d->kv_heads ? d->kv_heads : d->heads;
-	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
-	/* latent attention's W_Q follows q_a_proj's latent when there is one */
-	const size_t q_in = p->cfg.mla.on && p->cfg.mla.q_rank ? p->cfg.mla.q_rank : d->d_q_in;
-
-	if (alloc_input(&gr->dxq, p, d->n_q, d->d_q_in) || alloc_input(&gr->dxk, p, d->n_kv, d->d_k_in) ||
-	    alloc_input(&gr->dxv, p, d->n_kv, d->d_v_in) ||
-	    (w->W_Q && matrix_alloc(&gr->dW[0], 2, q_in, hk, 1)) ||
-	    (w->W_K && matrix_alloc(&gr->dW[1], 2, d->d_k_in, gk, 1)) ||
-	    (w->W_V && matrix_alloc(&gr->dW[2], 2, d->d_v_in, gv, 1)) ||
-	    (w->W_O && matrix_alloc(&gr->dW[3], 2, hv, d->d_out, 1)) ||
-	    (w->b_Q && matrix_alloc(&gr->db[0], 2, 1, hk, 1)) ||
-	    (w->b_K && matrix_alloc(&gr->db[1], 2, 1, gk, 1)) ||
-	    (w->b_V && matrix_alloc(&gr->db[2], 2, 1, gv, 1)) ||
-	    (w->W_O && w->b_O && matrix_alloc(&gr->db[3], 2, 1, d->d_out, 1)) ||
-	    (p->cfg.sinks && matrix_alloc(&gr->dsinks, 2, 1, d->heads, 1)) ||
-	    (p->cfg.norm.kind && p->cfg.norm.q_weight &&
-	     (matrix_alloc_dims(&gr->dnorm[0], p->q_norm.rank, p->q_norm.dim) ||
-	      matrix_alloc_dims(&gr->dnorm[1], p->k_norm.rank, p->k_norm.dim))))
-		return -1;
-	for (int i = 0; i < N_LATENT; i++)
-		if (p->latent[i].rank && matrix_alloc_dims(&gr->dlat[i], p->latent[i].rank, p->latent[i].dim))
-			return -1;
-	return 0;
 }
 
 /* the sums the library leaves to its caller, and with f32 each a float again */
@@ -219,43 +287,35 @@ static void grads_sum(struct run_grads *gr, const struct problem *p, int f32)
 }
 
 int problem_backward(struct run_grads *gr, const struct problem *p, const mha_inputs *in,
-		     const mha_weights *w, const mha_config *cfg, const double *dout,
+		     const mha_weights *w, const mha_config *cfg, const matrix *dout,
 		     const mha_grad_observer *obs, int f32, mha_report *rep, mha_status *st)
 {
+	struct grad_shape s[N_GRAD_ARRAYS];
 	mha_grads g;
 
 	memset(gr, 0, sizeof(*gr));
 	in = in ? in : &p->in;
 	w = w ? w : &p->weights;
 	cfg = cfg ? cfg : &p->cfg;
-	if (grads_alloc(gr, p, w))
-		return -1;
-	g = (mha_grads){ .size = sizeof(mha_grads),
-			 .dxq = gr->dxq.v, .dxk = gr->dxk.v, .dxv = gr->dxv.v, .dW_Q = gr->dW[0].v,
-			 .dW_K = gr->dW[1].v, .dW_V = gr->dW[2].v, .dW_O = gr->dW[3].v,
-			 .db_Q = gr->db[0].v, .db_K = gr->db[1].v, .db_V = gr->db[2].v,
-			 .db_O = gr->db[3].v, .dsinks = gr->dsinks.v, .dq_norm = gr->dnorm[0].v,
-			 .dk_norm = gr->dnorm[1].v, .dW_QA = gr->dlat[LAT_Q_A_PROJ].v,
-			 .dW_KVA = gr->dlat[LAT_KV_A_PROJ].v, .dW_KVB = gr->dlat[LAT_KV_B_PROJ].v,
-			 .dq_a_norm = gr->dlat[LAT_Q_A_NORM].v,
-			 .dkv_a_norm = gr->dlat[LAT_KV_A_NORM].v };
+	grad_shapes(s, p, w);
 	if (f32) {
-		const size_t n[19] = { matrix_size(&gr->dxq), matrix_size(&gr->dxk),
-				       matrix_size(&gr->dxv), matrix_size(&gr->dW[0]),
-				       matrix_size(&gr->dW[1]), matrix_size(&gr->dW[2]),
-				       matrix_size(&gr->dW[3]), matrix_size(&gr->db[0]),
-				       matrix_size(&gr->db[1]), matrix_size(&gr->db[2]),
-				       matrix_size(&gr->db[3]), matrix_size(&gr->dsinks),
-				       matrix_size(&gr->dnorm[0]), matrix_size(&gr->dnorm[1]),
-				       matrix_size(&gr->dlat[LAT_Q_A_PROJ]),
-				       matrix_size(&gr->dlat[LAT_KV_A_PROJ]),
-				       matrix_size(&gr->dlat[LAT_KV_B_PROJ]),
-				       matrix_size(&gr->dlat[LAT_Q_A_NORM]),
-				       matrix_size(&gr->dlat[LAT_KV_A_NORM]) };
-
-		*st = grads_f32(&g, dout, p, n, rep);
+		if (grads_f32(gr, s, dout, p, rep, st))
+			return -1;
 	} else {
-		*st = mha_backward(&g, dout, &p->d, in, w, cfg, obs, rep);
+		if (grads_alloc(gr, s))
+			return -1;
+		g = (mha_grads){ .size = sizeof(mha_grads),
+				 .dxq = gr->dxq.v, .dxk = gr->dxk.v, .dxv = gr->dxv.v,
+				 .dW_Q = gr->dW[0].v, .dW_K = gr->dW[1].v, .dW_V = gr->dW[2].v,
+				 .dW_O = gr->dW[3].v, .db_Q = gr->db[0].v, .db_K = gr->db[1].v,
+				 .db_V = gr->db[2].v, .db_O = gr->db[3].v, .dsinks = gr->dsinks.v,
+				 .dq_norm = gr->dnorm[0].v, .dk_norm = gr->dnorm[1].v,
+				 .dW_QA = gr->dlat[LAT_Q_A_PROJ].v, .dW_KVA = gr->dlat[LAT_KV_A_PROJ].v,
+				 .dW_KVB = gr->dlat[LAT_KV_B_PROJ].v,
+				 .dq_a_norm = gr->dlat[LAT_Q_A_NORM].v,
+				 .dkv_a_norm = gr->dlat[LAT_KV_A_NORM].v };
+		*st = mha_backward(&g, dout && dout->rank ? dout->v : NULL, &p->d, in, w, cfg, obs,
+				   rep);
 	}
 	if (*st == MHA_OK)
 		grads_sum(gr, p, f32);

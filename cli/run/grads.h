@@ -29,14 +29,15 @@ int run_grad_output(matrix *g, const struct problem *p, size_t sequence, size_t 
 
 /*
  * The backward pass of p, or of p with in, w, cfg instead of its own
- * (NULL: p's; float64 only), given dout (NULL: all ones), watched by obs
- * (NULL: not), or with f32 in float32 (p's own; each gradient a float,
- * widened): g allocated for the weights given and filled, the sums made.
+ * (NULL: p's; float64 only), given dout (NULL or rank 0: all ones; floats
+ * with f32 too), watched by obs (NULL: not), or with f32 in float32 (p's
+ * own; each gradient a float, widened once the library is done): g
+ * allocated for the weights given and filled, the sums made.
  * 0 with *st the library's status (g's values only when MHA_OK), or -1 said
  * (out of memory).  run_grads_free(g) after, either way.
  */
 int problem_backward(struct run_grads *g, const struct problem *p, const mha_inputs *in,
-		     const mha_weights *w, const mha_config *cfg, const double *dout,
+		     const mha_weights *w, const mha_config *cfg, const matrix *dout,
 		     const mha_grad_observer *obs, int f32, mha_report *rep, mha_status *st);
 
 /* Sequence b's results as backward's steps (GS_DX on; dQ, dK, dV for Q, K,
