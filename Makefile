@@ -542,7 +542,7 @@ check-asan: deps
 	$(ASAN_ENV) $(PYTHON) tests/schema_check.py $(ASAN_DIR)/mha README.md
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh samples/run.sh
 	$(ASAN_ENV) $(PYTHON) tests/compare_check.py --small $(ASAN_DIR)/mha
-	$(ASAN_ENV) $(PYTHON) tests/compare_grad_check.py $(ASAN_DIR)/mha
+	$(ASAN_ENV) $(PYTHON) tests/compare_grad_check.py --small $(ASAN_DIR)/mha
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha MHA_LIB=$(ASAN_DIR)/libmha.a CC='$(CC) $(ASAN_FLAGS)' \
 		sh tests/doc_examples.sh README.md man/mha.1
 	@if [ -d $(CONFORMANCE_DIR) ]; then \

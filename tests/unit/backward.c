@@ -681,6 +681,6 @@ void unit_add_backward(const struct unit_suite *u)
 	tcase_add_loop_test(u->bw, test_backward_against_reference, 0, 300);
 	tcase_add_loop_test(u->bw, test_backward_finite_differences, 0, 14);
 	tcase_add_loop_test(u->bw, test_backward_fully_masked_rows, 0, 2);
-	tcase_add_loop_test(u->bw, test_backward_editor, 0, 60);
+	tcase_add_loop_test(u->bw, test_backward_editor, 0, 24);
 	tcase_add_loop_test(u->bw, test_backward_batch, 0, 40);
 }
