@@ -244,6 +244,8 @@ def names():
     refused("head0_scores", {"head0_scores": f["S"][0]}, "'head0_scores'")
     refused("true and false outside a mask", {"out": np.ones((6, 4), bool)}, "only a mask may")
     refused("--digits 16", {"out": f["out"]}, "--digits", ["--digits", "16"])
+    refused("a hundred thousand names", {"n%d" % i: np.zeros(1) for i in range(100000)},
+            "more than a run of 2 heads has steps")
     with open(p.path("esc.json"), "w") as fh:
         json.dump({"\x1b]0;x\x07q": f["Q"].tolist()}, fh)
     r = subprocess.run([MHA, "compare", "--against", p.path("esc.json")] + p.args, capture_output=True, text=True)

@@ -42,13 +42,25 @@ static struct raw *raw_add(struct against *a, const char *name, const char *show
 			   char *list, size_t size, size_t *unknown)
 {
 	struct raw *r;
-	struct raw *grown = realloc(a->raw, (a->n_raw + 1) * sizeof(*a->raw));
 
-	if (!grown) {
-		error("out of memory");
+	/* no run has more steps than every step once and each head's once per
+	 * head: a file of more names is refused before it costs memory */
+	if (a->n_raw >= (size_t)C_COUNT * (a->heads + 2)) {
+		error("'%s': more than %zu arrays, more than a run of %zu head%s has steps",
+		      path_shown(a->path), a->n_raw, a->heads, plural(a->heads));
 		return NULL;
 	}
-	a->raw = grown;
+	if (a->n_raw == a->cap_raw) {
+		const size_t cap = a->cap_raw ? 2 * a->cap_raw : 16;
+		struct raw *grown = realloc(a->raw, cap * sizeof(*a->raw));
+
+		if (!grown) {
+			error("out of memory");
+			return NULL;
+		}
+		a->raw = grown;
+		a->cap_raw = cap;
+	}
 	r = &a->raw[a->n_raw++];
 	memset(r, 0, sizeof(*r));
 	text_shown(r->shown, sizeof(r->shown), shown);
@@ -553,7 +565,7 @@ int against_resolve(struct against *a, const matrix *mine)
 		matrix_free(&a->raw[i].m);
 	free(a->raw);
 	a->raw = NULL;
-	a->n_raw = 0;
+	a->n_raw = a->cap_raw = 0;
 	return 0;
 }
 

@@ -41,7 +41,7 @@ struct against {
 	size_t heads;
 	int torch;             /* --layout torch: weights' gradients as PyTorch's (out, in) */
 	struct raw *raw;       /* as read, before they are told apart (against.c) */
-	size_t n_raw;
+	size_t n_raw, cap_raw;
 };
 
 /*
