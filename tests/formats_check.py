@@ -269,6 +269,41 @@ def main():
         b = run("forward", "-x", "-", "-w", p("w.json"), "--heads", "2", "-f", "json", stdin=c)
         check("stacking two layers through JSON and through CSV gives the same numbers", a == b)
 
+        # ---- round trips with Python's json: its NaN/Infinity in, floats out ----
+        n = 4
+        mask = np.zeros((n, n))
+        mask[np.triu_indices(n, 1)] = -np.inf
+        with open(p("pymask.json"), "w") as f:
+            json.dump({"mask": mask.tolist()}, f)  # Python writes -Infinity bare
+        with open(p("pymask.json")) as f:
+            check("json.dump writes the mask's -inf as the bare token -Infinity",
+                  "-Infinity" in f.read())
+        xs = X[:n].tolist()
+        write_json(p("x4.json"), {"X": xs})
+        causal = run("forward", "-x", p("x4.json"), "--causal", "-p", "masked,output", "-f", "json")
+        py = run("forward", "-x", p("x4.json"), "--mask", p("pymask.json"), "-p", "masked,output",
+                 "-f", "json", "--json-nonfinite", "python")
+        d = json.loads(py)
+        masked = np.array(d["heads"][0]["masked"])
+        check("--json-nonfinite python: json.load and np.array give float64, -inf where masked",
+              masked.dtype == np.float64 and bool(np.all(np.isneginf(masked[np.triu_indices(n, 1)]))))
+        c = strict_json(causal)
+        check("a Python -Infinity mask gives --causal's numbers, bit for bit",
+              same_bits(masked, to_array(c["heads"][0]["masked"])) and
+              same_bits(np.array(d["output"]), to_array(c["output"])))
+        check("the default JSON stays strict (jq reads it): -inf as the string \"-inf\"",
+              '"-inf"' in causal and "Infinity" not in causal)
+        again = run("forward", "-x", "-", "--causal", "-p", "output", "-f", "json",
+                    "--json-nonfinite", "python", stdin=py)
+        check("python-style JSON output is the next run's input",
+              json.loads(again)["output"] is not None)
+        with open(p("xnan.json"), "w") as f:
+            json.dump([[1.0, float("nan")], [0.0, 1.0]], f)
+        r = subprocess.run([MHA, "forward", "-x", p("xnan.json")], capture_output=True, text=True)
+        check("a NaN in X from json.dump is refused with its place",
+              r.returncode == 1 and "xnan.json:1:8: X[0][1]: NaN is not allowed here" in r.stderr,
+              r.stderr.strip())
+
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

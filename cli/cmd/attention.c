@@ -14,6 +14,7 @@
 #include "load/problem.h"
 #include "load/shapes.h"
 #include "run/steps.h"
+#include "write/write.h"
 
 #include "mha.h"
 
@@ -200,6 +201,7 @@ int attn_main(int argc, char **argv, const struct attn_command *cmd, void *own)
 	default: rc = EXIT_USAGE; goto done;
 	}
 	budget_init(o.max_memory);
+	json_bare_nonfinite(o.emit.bare_nonfinite);
 	rc = EXIT_USAGE;
 	if (cmd->refuse && cmd->refuse(&o))
 		goto done;

@@ -51,7 +51,8 @@ enum {
 	OPT_PICTURE = 1u << 7, /* --color, --range, --head */
 	OPT_GRAD = 1u << 8,    /* --grad-output: only a command that takes OPT_GRAD */
 	OPT_ALIAS = 1u << 9,   /* --colour: another spelling, in no help */
-	OPT_NPZ = 1u << 10     /* --compress: how .npz output is written */
+	OPT_NPZ = 1u << 10,    /* --compress: how .npz output is written */
+	OPT_JSON = 1u << 11    /* --json-nonfinite: how JSON output spells inf and nan */
 };
 
 /* One command plugged into the skeleton. */
@@ -134,6 +135,9 @@ const struct option *attn_option_table(const unsigned **groups);
 /* --compress without .npz output, in every command's words */
 #define ATTN_COMPRESS_NEEDS_NPZ \
 	"--compress is for .npz output: add --format npz, or give -o FILE.npz"
+/* --json-nonfinite without JSON output */
+#define ATTN_NONFINITE_NEEDS_JSON \
+	"--json-nonfinite is for JSON output: add --format json, or give -o FILE.json"
 
 /* --range or --head without a picture to draw: a usage error (-1), else 0. */
 int attn_refuse_picture_options(const struct attn_options *o);
@@ -165,6 +169,13 @@ int attn_pick_sequence(const struct attn_options *o, struct problem *p);
 	"                        (each panel's lowest to highest value) or MIN,MAX;\n" \
 	"                        default: 0,1 for softmax, auto for the other steps\n" \
 	"      --head N          draw head N alone (from 1; a page starts on it)\n"
+
+/* after -f in the helps of the commands that write JSON */
+#define ATTN_USAGE_JSON \
+	"      --json-nonfinite HOW\n" \
+	"                        JSON's -inf, inf and nan: strings (default; strict\n" \
+	"                        JSON, as jq reads it) or python (bare -Infinity,\n" \
+	"                        Infinity, NaN, which Python's json reads as floats)\n"
 
 #define ATTN_USAGE_HELP \
 	"  -h, --help            show this help\n"

@@ -75,6 +75,7 @@ static const char backward_usage[] =
 	"                        name as forward's\n"
 	"      --compress        npz: each member deflated, as np.savez_compressed\n"
 	"                        writes them (smaller, slower to write and read)\n"
+	ATTN_USAGE_JSON
 	"      --precision N     significant digits in text and markdown (default 6)\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well); a\n"
 	"                        directory gets one file per matrix: dX.csv,\n"
@@ -441,6 +442,8 @@ static int backward_check_options(struct attn_options *o)
 				   "not a heatmap");
 	if (o->emit.compress && o->emit.format != FORMAT_NPZ)
 		return usage_error(hint, ATTN_COMPRESS_NEEDS_NPZ);
+	if (o->emit.bare_nonfinite && o->emit.format != FORMAT_JSON)
+		return usage_error(hint, ATTN_NONFINITE_NEEDS_JSON);
 	if (o->f32 && o->spec.cfg.exact)
 		return usage_error(hint, "--exact is float64's plain path: leave out --dtype f32");
 	/* --dtype f32: float32 inputs, weights and dO stay floats (no double copy) */
@@ -464,7 +467,7 @@ static int backward_cmd_run(struct attn_options *o, struct problem *p)
 const struct attn_command attn_backward = {
 	.name = "backward", .usage = backward_usage, .takes = OPT_GRAD,
 	.help_groups = OPT_INPUT | OPT_ATTN | OPT_RUN | OPT_DTYPE | OPT_EXACT | OPT_PRINT |
-		       OPT_EXPLAIN | OPT_GRAD | OPT_NPZ,
+		       OPT_EXPLAIN | OPT_GRAD | OPT_NPZ | OPT_JSON,
 	.print = backward_print, .check = backward_check_options, .may_write = backward_may_write,
 	.run = backward_cmd_run
 };

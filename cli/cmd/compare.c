@@ -77,6 +77,7 @@ static const char compare_usage[] =
 	"\n"
 	"Output:\n"
 	"  -f, --format FMT      text (default: a table) or json (the report as data)\n"
+	ATTN_USAGE_JSON
 	ATTN_USAGE_HELP
 	"\n"
 	"Exit status: 0 every step given agrees, 1 a step differs, 2 trouble: a bad\n"
@@ -161,6 +162,9 @@ static int refuse_forward_only(struct attn_options *o)
 				   "standard output", opt);
 	if (o->format_given && o->emit.format != FORMAT_TEXT && o->emit.format != FORMAT_JSON)
 		return usage_error("compare", "compare's --format takes text or json");
+	if (o->emit.bare_nonfinite && o->emit.format != FORMAT_JSON)
+		return usage_error("compare", "--json-nonfinite is for the JSON report: add "
+				   "--format json");
 	if (!co->against)
 		return usage_error("compare", "no --against PATH: their results to compare");
 	if (!strcmp(co->against, "-")) {
@@ -353,7 +357,7 @@ done:
 /* inputs that cannot be loaded are trouble (2), as cmp and diff have it */
 const struct attn_command attn_compare = {
 	.name = "compare", .usage = compare_usage, .load_failed = EXIT_USAGE, .takes = OPT_GRAD,
-	.help_groups = OPT_INPUT | OPT_ATTN | OPT_RUN | OPT_DTYPE,
+	.help_groups = OPT_INPUT | OPT_ATTN | OPT_RUN | OPT_DTYPE | OPT_JSON,
 	.extra = compare_longopts, .extra_opt = compare_opt,
 	.refuse = refuse_forward_only, .check = compare_check,
 	.run = compare_run

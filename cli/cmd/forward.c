@@ -59,6 +59,7 @@ static const char forward_usage[] =
 	"                        shown first (default softmax)\n"
 	ATTN_USAGE_COLOR
 	ATTN_USAGE_PICTURE
+	ATTN_USAGE_JSON
 	"      --precision N     significant digits in text and markdown (default 6)\n"
 	"      --compress        npz: each member deflated, as np.savez_compressed\n"
 	"                        writes them (smaller, slower to write and read)\n"
@@ -112,6 +113,8 @@ int forward_check(struct attn_options *o)
 		o->emit.format = FORMAT_HEATMAP;
 	if (o->emit.compress && o->emit.format != FORMAT_NPZ)
 		return usage_error(hint, ATTN_COMPRESS_NEEDS_NPZ);
+	if (o->emit.bare_nonfinite && o->emit.format != FORMAT_JSON)
+		return usage_error(hint, ATTN_NONFINITE_NEEDS_JSON);
 	if (o->explain) {
 		if (o->emit.format != FORMAT_TEXT)
 			return usage_error(hint, "--explain writes text: leave out --format");
@@ -307,7 +310,7 @@ done:
 const struct attn_command attn_forward = {
 	.name = "forward", .usage = forward_usage,
 	.help_groups = OPT_INPUT | OPT_ATTN | OPT_RUN | OPT_DTYPE | OPT_EXACT | OPT_PRINT |
-		       OPT_EXPLAIN | OPT_PICTURE | OPT_NPZ,
+		       OPT_EXPLAIN | OPT_PICTURE | OPT_NPZ | OPT_JSON,
 	FORWARD_HOOKS
 };
 

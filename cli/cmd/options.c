@@ -167,7 +167,7 @@ enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV
        O_ROPE_COS, O_ROPE_SIN, O_ROPE_SCALING, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
        O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
        O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
-       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS, O_NORM, O_NORM_EPS, O_NORM_OVER,
+       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS, O_JSON_NONFINITE, O_NORM, O_NORM_EPS, O_NORM_OVER,
        O_Q_NORM, O_K_NORM,
        O_ONE /* + WQ … BO */,
        O_LATENT = O_ONE + N_WEIGHTS /* + LAT_Q_A_PROJ … LAT_KV_B_PROJ */,
@@ -367,6 +367,7 @@ static const struct {
 	{ { "range", R, NULL, O_RANGE }, OPT_PICTURE, NULL },
 	{ { "head", R, NULL, O_HEAD }, OPT_PICTURE, NULL },
 	{ { "compress", no_argument, NULL, O_COMPRESS }, OPT_NPZ, NULL },
+	{ { "json-nonfinite", R, NULL, O_JSON_NONFINITE }, OPT_JSON, NULL },
 	/* a command that does not take it refuses it, naming the one that does */
 	{ { "grad-output", R, NULL, O_GRAD_OUTPUT }, OPT_GRAD, NULL },
 };
@@ -648,6 +649,14 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			break;
 		case 'o': o->emit.output = optarg; break;
 		case O_COMPRESS: o->emit.compress = 1; break;
+		case O_JSON_NONFINITE:
+			if (strcmp(optarg, "strings") && strcmp(optarg, "python")) {
+				usage_error(hint, "--json-nonfinite takes strings or python, not '%s'",
+					    optarg);
+				return -1;
+			}
+			o->emit.bare_nonfinite = !strcmp(optarg, "python");
+			break;
 		case O_HEADS:
 			o->spec.given |= GIVEN_HEADS;
 			if (opt_count(hint, "--heads", optarg, SIZE_MAX / 2, &o->spec.heads))

@@ -283,8 +283,8 @@ int latent_apply_config(struct problem_spec *s, const cJSON *root, const char *p
 
 		if (config_number(sc, path, "factor", &factor) < 0)
 			return -1;
-		if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(sc, "mscale_all_dim")))
-			all = cJSON_GetObjectItemCaseSensitive(sc, "mscale_all_dim")->valuedouble;
+		if (config_number(sc, path, "mscale_all_dim", &all) < 0)
+			return -1;
 		if (all && factor > 1) {
 			const double m = 0.1 * all * log(factor) + 1.0;
 

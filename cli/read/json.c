@@ -32,10 +32,142 @@ static void line_col(const char *text, size_t off, size_t *line, size_t *col)
 
 static int check_duplicate_keys(const json_doc *doc);
 
+/* ---- Python's NaN, Infinity and -Infinity ------------------------------- */
+
+/*
+ * Python's json module writes the values JSON has no number for as the bare
+ * tokens NaN, Infinity and -Infinity, which cJSON does not read.  In a copy
+ * of the text each becomes a string of the same length made of one byte no
+ * UTF-8 text holds (and no escape decodes to), so that cJSON reads it and
+ * every position in a message stays the position in the file; after parsing
+ * those strings become numbers again, keeping their bytes as the mark of
+ * which token they were (bare_token()).
+ */
+static const struct {
+	const char *token;
+	unsigned char mark;
+	double value;
+} bare[] = {
+	{ "NaN", 0xFD, NAN },
+	{ "Infinity", 0xFE, INFINITY },
+	{ "-Infinity", 0xFF, -INFINITY },
+};
+
+/* The token a number read from a bare token was ("NaN", …), else NULL. */
+static const char *bare_token(const cJSON *n)
+{
+	if (!cJSON_IsNumber(n) || !n->valuestring)
+		return NULL;
+	for (size_t i = 0; i < sizeof(bare) / sizeof(bare[0]); i++)
+		if ((unsigned char)n->valuestring[0] == bare[i].mark)
+			return bare[i].token;
+	return NULL;
+}
+
+/* Which bare token starts at t[p] (outside a string), or -1. */
+static int bare_at(const char *t, size_t n, size_t p)
+{
+	for (int i = (int)(sizeof(bare) / sizeof(bare[0])) - 1; i >= 0; i--) {
+		const size_t len = strlen(bare[i].token);
+
+		/* a whole token: not the start of a longer word (NaNa stays invalid) */
+		if (n - p >= len && !memcmp(t + p, bare[i].token, len) &&
+		    (p + len == n || !isalnum((unsigned char)t[p + len])))
+			return i;
+	}
+	return -1;
+}
+
+/*
+ * The text with its bare tokens replaced, in *copy (NULL when it has none,
+ * budget taken for it otherwise): 0, or -1 said (a byte a replacement could
+ * be mistaken for, or the memory budget).
+ */
+static int replace_bare(const input_file *f, char **copy)
+{
+	const char *t = (const char *)f->data;
+	const size_t n = f->len;
+	int in_string = 0;
+	size_t p, mark = SIZE_MAX;
+
+	*copy = NULL;
+	for (p = 0; p < n; p++) {
+		const unsigned char c = (unsigned char)t[p];
+		int k;
+
+		if (c >= 0xFD && mark == SIZE_MAX)
+			mark = p;
+		if (in_string) {
+			if (c == '\\')
+				p++;
+			else if (c == '"')
+				in_string = 0;
+			continue;
+		}
+		if (c == '"') {
+			in_string = 1;
+			continue;
+		}
+		if ((c != 'N' && c != 'I' && c != '-') || (k = bare_at(t, n, p)) < 0)
+			continue;
+		if (!*copy) {
+			if (budget_take(budget_block(n + 1)))
+				return budget_refuse(f->name, 0);
+			*copy = malloc(n + 1);
+			if (!*copy) {
+				budget_give(budget_block(n + 1));
+				return error("%s: out of memory", f->name);
+			}
+			memcpy(*copy, t, n);
+			(*copy)[n] = '\0';
+		}
+		{
+			const size_t len = strlen(bare[k].token);
+
+			(*copy)[p] = '"';
+			memset(*copy + p + 1, bare[k].mark, len - 2);
+			(*copy)[p + len - 1] = '"';
+			p += len - 1;
+		}
+	}
+	if (*copy && mark != SIZE_MAX) {
+		size_t line, col;
+
+		free(*copy);
+		*copy = NULL;
+		budget_give(budget_block(n + 1));
+		line_col(t, mark, &line, &col);
+		return error("%s:%zu:%zu: the byte 0x%02X is not UTF-8 text", f->name, line, col,
+			     (unsigned char)t[mark]);
+	}
+	return 0;
+}
+
+/* The strings replace_bare() made, under node, back into numbers. */
+static void restore_bare(cJSON *node)
+{
+	cJSON *e;
+
+	cJSON_ArrayForEach(e, node) {
+		if (cJSON_IsString(e) && e->valuestring) {
+			for (size_t i = 0; i < sizeof(bare) / sizeof(bare[0]); i++)
+				if ((unsigned char)e->valuestring[0] == bare[i].mark) {
+					e->type = cJSON_Number;
+					e->valuedouble = bare[i].value;
+					e->valueint = 0;
+				}
+		} else if (cJSON_IsArray(e) || cJSON_IsObject(e)) {
+			restore_bare(e);
+		}
+	}
+}
+
 int json_parse(json_doc *doc, const input_file *f)
 {
 	const char *text = (const char *)f->data, *end = NULL;
+	char *copy = NULL;
 	size_t skip = 0, i, refused;
+	int rc;
 
 	doc->f = f;
 	doc->root = NULL;
@@ -52,9 +184,18 @@ int json_parse(json_doc *doc, const input_file *f)
 	if (i == f->len)
 		return error("%s: empty file, expected JSON", f->name);
 
+	if (replace_bare(f, &copy))
+		return -1;
 	/* the length counts the terminating NUL: cJSON checks for it */
 	refused = budget_refusals();
-	doc->root = cJSON_ParseWithLengthOpts(text + skip, f->len - skip + 1, &end, 1);
+	doc->root = cJSON_ParseWithLengthOpts((copy ? copy : text) + skip, f->len - skip + 1, &end,
+					      1);
+	if (copy) {
+		if (end)
+			end = text + (end - copy); /* the same place in the file */
+		free(copy);
+		budget_give(budget_block(f->len + 1));
+	}
 	if (!doc->root && budget_refusals() != refused)
 		return budget_refuse(f->name, 0);
 	if (!doc->root) {
@@ -80,7 +221,10 @@ int json_parse(json_doc *doc, const input_file *f)
 		near[k] = '\0';
 		return error("%s:%zu:%zu: invalid JSON near '%s'", f->name, line, col, near);
 	}
-	return check_duplicate_keys(doc);
+	rc = check_duplicate_keys(doc);
+	if (!rc && copy)
+		restore_bare(doc->root);
+	return rc;
 }
 
 void json_doc_free(json_doc *doc)
@@ -471,6 +615,10 @@ static const char *describe(const cJSON *n, char *buf, size_t size)
 			 strlen(n->valuestring) > 40 ? "..." : "");
 		return buf;
 	}
+	if (bare_token(n)) {
+		snprintf(buf, size, "%s", bare_token(n));
+		return buf;
+	}
 	if (cJSON_IsNumber(n)) {
 		snprintf(buf, size, "the number %.17g", n->valuedouble);
 		return buf;
@@ -540,9 +688,12 @@ static int leaf(struct conv *c, const cJSON *n, const size_t *idx, double *v)
 		return error("%s: %s: expected true or false like the rest, found %s",
 			     where(c, idx, r), path_of(c, idx, r), describe(n, buf, sizeof(buf)));
 	if (cJSON_IsNumber(n)) {
-		if (!isfinite(n->valuedouble))
+		if (!isfinite(n->valuedouble) && !bare_token(n))
 			return error("%s: %s: number out of range (beyond about 1.8e308)",
 				     where(c, idx, r), path_of(c, idx, r));
+		if (!isfinite(n->valuedouble) && !(c->flags & READ_NONFINITE))
+			return error("%s: %s: %s is not allowed here (only a mask may hold -inf)",
+				     where(c, idx, r), path_of(c, idx, r), bare_token(n));
 		*v = n->valuedouble;
 	} else if (cJSON_IsString(n) && parse_nonfinite(n->valuestring, v)) {
 		if (!(c->flags & READ_NONFINITE))

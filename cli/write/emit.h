@@ -49,6 +49,7 @@ struct emit {
 				    svg, and the HTML page): see heatmap.h */
 	size_t head;         /* --head N: the pictures draw head N alone (from 1); 0: all */
 	int compress;        /* npz: --compress, members deflated (np.savez_compressed) */
+	int bare_nonfinite;  /* JSON: --json-nonfinite python, NaN and ±Infinity bare */
 };
 
 /*

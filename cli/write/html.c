@@ -320,8 +320,15 @@ int html_write(FILE *fp, const struct html_run *r)
 	fputs("</style>\n</head>\n<body>\n", fp);
 	fputs(html_page_html, fp);
 	fputs("<script id=\"mha-data\" type=\"application/json\">\n", fp);
-	if (put_data(fp, r))
-		return -1;
+	{
+		/* the page reads its data with JSON.parse, which takes no bare NaN */
+		const int was = json_bare_nonfinite(0);
+		const int rc = put_data(fp, r);
+
+		json_bare_nonfinite(was);
+		if (rc)
+			return -1;
+	}
 	fputs("</script>\n<script>\n", fp);
 	/* one script, kept in two files (html/page.js: the data, the words, the
 	 * colours, the painters; html/page_screen.js: the screen, saving, the

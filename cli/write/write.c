@@ -80,14 +80,26 @@ void out_end(writer *w)
 		fputs(w->need_comma ? "\n}\n" : "}\n", w->fp);
 }
 
+/* --json-nonfinite python: NaN, Infinity and -Infinity, as Python's json writes them */
+static int bare_nonfinite;
+
+int json_bare_nonfinite(int on)
+{
+	const int was = bare_nonfinite;
+
+	bare_nonfinite = on;
+	return was;
+}
+
 void json_number(FILE *fp, double v, int is_f32)
 {
 	char buf[40];
 
 	if (isnan(v)) {
-		fputs("\"nan\"", fp);
+		fputs(bare_nonfinite ? "NaN" : "\"nan\"", fp);
 	} else if (isinf(v)) {
-		fputs(v < 0 ? "\"-inf\"" : "\"inf\"", fp);
+		fputs(bare_nonfinite ? (v < 0 ? "-Infinity" : "Infinity")
+				     : (v < 0 ? "\"-inf\"" : "\"inf\""), fp);
 	} else {
 		format_exact(buf, sizeof(buf), v, is_f32);
 		fputs(buf, fp);

@@ -35,9 +35,15 @@ typedef struct writer {
  * v as a JSON number, the one way every JSON mha writes has it (the
  * results, meta, compare's report, the page's data): the shortest text
  * that reads back as exactly v (as a float's when is_f32), and the values
- * JSON has no number for as the strings "nan", "inf" and "-inf".
+ * JSON has no number for as the strings "nan", "inf" and "-inf" (strict
+ * JSON, which jq and every parser read), or, after json_bare_nonfinite(1),
+ * as the bare tokens NaN, Infinity and -Infinity that Python's json module
+ * writes and reads back as floats (--json-nonfinite python).
  */
 void json_number(FILE *fp, double v, int is_f32);
+/* json_number's spelling of the non-finite values from now on: bare tokens
+ * (on) or strings; returns the one before. */
+int json_bare_nonfinite(int on);
 
 /* Text, JSON, CSV (a "# title" line before each matrix unless single) or
  * Markdown tables; .npy is written with npy_write(), one matrix a file. */
