@@ -19,6 +19,7 @@
 #include "base/matrix.h"
 #include "base/outfile.h"
 #include "write/write.h"
+#include "write/zip.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -54,12 +55,15 @@ static const char init_usage[] =
 	"Output (at least one of -x and -w; '-' is standard output, for one file):\n"
 	"  -x, --x FILE          X, n x D\n"
 	"  -w, --weights FILE    W_Q (D x H*d_k), W_K (D x G*d_k), W_V (D x G*d_v),\n"
-	"                        W_O (H*d_v x d_out) and the biases, in one JSON\n"
-	"                        object; with --format csv or npy, a directory\n"
-	"                        (created if missing) of W_Q.csv, W_K.csv, ...\n"
+	"                        W_O (H*d_v x d_out) and the biases: one JSON object\n"
+	"                        (w.json) or NumPy archive (w.npz); a directory\n"
+	"                        (w/, created if missing, or one that exists) gets\n"
+	"                        a file each, W_Q.csv, W_K.csv, ... (csv, npy, json)\n"
 	"      --kv FILE         X_kv, M x D (with --kv-n)\n"
-	"  -f, --format FMT      json, csv or npy (default: from the -x file's name,\n"
-	"                        else json); a file holds one matrix in csv and npy\n"
+	"  -f, --format FMT      json, csv, npy or npz, for the names that do not say\n"
+	"                        (a name's .json .csv .npy .npz decides its own\n"
+	"                        format; another is refused); default: -x's format,\n"
+	"                        else json, and csv for a directory\n"
 	"      --seed S          seed, 0 to 2^64-1 (default 1)\n"
 	"  -h, --help            show this help\n"
 	"\n"
@@ -89,9 +93,9 @@ static int is_weight(int m)
 	return m >= M_WQ;
 }
 
-typedef enum { INIT_JSON, INIT_CSV, INIT_NPY, INIT_FROM_NAME } init_format;
+typedef enum { INIT_JSON, INIT_CSV, INIT_NPY, INIT_NPZ, INIT_FROM_NAME } init_format;
 
-static const char *const format_names[] = { "json", "csv", "npy" };
+static const char *const format_names[] = { "json", "csv", "npy", "npz" };
 
 struct options {
 	size_t n, d_model, heads, kv_heads, d_k, d_v, d_out, kv_n; /* 0: not given */
@@ -107,9 +111,14 @@ struct dest {
 	char *path;  /* owned: a file in the -w directory; NULL otherwise */
 };
 
+/* the outputs, each with its own format: -x, --kv, -w */
+enum { OUT_X, OUT_KV, OUT_W, OUT_COUNT };
+
 struct run {
 	struct options o;
-	init_format format;
+	init_format format[OUT_COUNT]; /* each output's (-w's: its files' in a directory) */
+	int w_dir;                     /* -w is a directory, a file per weight */
+	zip_writer zip[OUT_COUNT];     /* npz: each output's archive */
 	size_t rank[M_COUNT], dim[M_COUNT][2]; /* each matrix's shape: (rows, cols) or (len) */
 	double bound[M_COUNT];                 /* its numbers are uniform on [-bound, bound) */
 	int drawn[M_COUNT];                    /* its numbers are drawn (it exists) */
@@ -206,6 +215,7 @@ static init_format format_of_name(const char *name)
 	case FORMAT_JSON: return INIT_JSON;
 	case FORMAT_CSV: return INIT_CSV;
 	case FORMAT_NPY: return INIT_NPY;
+	case FORMAT_NPZ: return INIT_NPZ;
 	default: return INIT_FROM_NAME;
 	}
 }
@@ -263,11 +273,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'f':
 			o->format = INIT_FROM_NAME;
-			for (int f = INIT_JSON; f <= INIT_NPY; f++)
+			for (int f = INIT_JSON; f <= INIT_NPZ; f++)
 				if (!strcmp(optarg, format_names[f]))
 					o->format = (init_format)f;
 			if (o->format == INIT_FROM_NAME) {
-				usage_error("init", "--format takes json, csv or npy, not '%s'", optarg);
+				usage_error("init", "--format takes json, csv, npy or npz, not '%s'",
+					    optarg);
 				return -1;
 			}
 			break;
@@ -328,9 +339,64 @@ static void bias(struct run *r, int b, int w)
 	r->rank[b] = 1;
 }
 
-static int dir_mode(const struct run *r)
+/* m's output: -x, --kv or -w */
+static int out_of(int m)
 {
-	return r->format != INIT_JSON;
+	return m == M_X ? OUT_X : m == M_XKV ? OUT_KV : OUT_W;
+}
+
+/*
+ * Each output's format, as 'mha forward' reads names: a name's extension
+ * decides its own format, --format the format of the names that do not say
+ * (a name that says another is refused), and -w is a directory only when it
+ * ends in '/' or is one already, never because of a format.
+ */
+static int plan_formats(struct run *r)
+{
+	const struct options *o = &r->o;
+	const char *const opt[OUT_COUNT] = { "-x", "--kv", "-w" };
+	const char *const path[OUT_COUNT] = { o->x, o->kv, o->w };
+	init_format dflt = o->format;
+
+	if (dflt == INIT_FROM_NAME)
+		dflt = o->x && format_of_name(o->x) != INIT_FROM_NAME ? format_of_name(o->x)
+								       : INIT_JSON;
+	for (int i = 0; i < OUT_COUNT; i++) {
+		const init_format named = path[i] ? format_of_name(path[i]) : INIT_FROM_NAME;
+		init_format *f = &r->format[i];
+
+		if (!path[i])
+			continue;
+		if (named != INIT_FROM_NAME && o->format != INIT_FROM_NAME && named != o->format)
+			return usage_error("init", "%s '%s' is named as %s but --format is %s", opt[i],
+					   path[i], format_names[named], format_names[o->format]);
+		*f = named != INIT_FROM_NAME ? named : dflt;
+		if (i == OUT_W && strcmp(path[i], "-") && emit_is_dir(path[i])) {
+			r->w_dir = 1;
+			if (o->format == INIT_FROM_NAME)
+				*f = dflt == INIT_NPZ ? INIT_CSV : dflt;
+			if (*f == INIT_NPZ)
+				return usage_error("init", "-w '%s' is a directory, a file per weight, and "
+						   "npz is one archive: give -w w.npz, or --format "
+						   "csv, npy or json", path[i]);
+			continue;
+		}
+		if (*f == INIT_NPZ && !strcmp(path[i], "-"))
+			return usage_error("init", "%s -: npz is binary, written to a file: give %s "
+					   "FILE.npz", opt[i], opt[i]);
+		if (i == OUT_W && (*f == INIT_CSV || *f == INIT_NPY)) {
+			if (named != INIT_FROM_NAME)
+				return usage_error("init", "-w '%s': a .%s file holds one matrix and the "
+						   "weights are several: give a directory (-w DIR/) "
+						   "or one file (-w w.json, -w w.npz)", path[i],
+						   format_names[named]);
+			return usage_error("init", "-w '%s': %s weights are a directory, a file "
+					   "each: give -w %s/ (or one file, -w w.json or -w "
+					   "w.npz)", path[i], format_names[*f],
+					   strcmp(path[i], "-") ? path[i] : "DIR");
+		}
+	}
+	return 0;
 }
 
 /* What the options mean: every check here needs no file. */
@@ -339,7 +405,6 @@ static int plan(struct run *r)
 	struct options *o = &r->o;
 	const char *const opt[] = { "-x", "--kv", "-w" };
 	const char *const path[] = { o->x, o->kv, o->w };
-	const char *why[3] = { "the default", "", "" }, *fmt;
 	size_t D, H, G;
 
 	if (!o->x && !o->w)
@@ -357,34 +422,8 @@ static int plan(struct run *r)
 				return usage_error("init", "%s and %s both name '%s'%s", opt[i], opt[j],
 						   path[i], strcmp(path[i], "-") ? "" : " (standard output)");
 
-	/* the format: given, or from -x's name; messages say which */
-	r->format = o->format;
-	if (r->format != INIT_FROM_NAME) {
-		why[0] = "--format ";
-		why[1] = format_names[r->format];
-	} else if (o->x && (r->format = format_of_name(o->x)) != INIT_FROM_NAME) {
-		why[0] = "from -x '";
-		why[1] = o->x;
-		why[2] = "'";
-	} else {
-		r->format = INIT_JSON;
-	}
-	fmt = format_names[r->format];
-	for (int i = 0; i < 3; i++) {
-		init_format named;
-
-		if (!path[i])
-			continue;
-		named = format_of_name(path[i]);
-		if (i == 2 && dir_mode(r) && (named != INIT_FROM_NAME || !strcmp(path[i], "-")))
-			return usage_error("init", "-w '%s': in %s (%s%s%s) the weights are a "
-					   "directory, one file each", path[i], fmt, why[0], why[1], why[2]);
-		/* a .npy file holding JSON is a trap for whoever opens it next */
-		if (named != INIT_FROM_NAME && named != r->format)
-			return usage_error("init", "%s '%s' is named as %s but the format is %s (%s%s%s)",
-					   opt[i], path[i], format_names[named], fmt, why[0], why[1],
-					   why[2]);
-	}
+	if (plan_formats(r))
+		return -1;
 
 	/* the dimensions, as 'mha forward --heads H --kv-heads G' reads them */
 	D = o->d_model ? o->d_model : 4;
@@ -440,7 +479,7 @@ static int plan(struct run *r)
 
 static struct dest *dest_of(struct run *r, int m)
 {
-	return &r->dest[is_weight(m) && !dir_mode(r) ? M_WQ : m];
+	return &r->dest[is_weight(m) && !r->w_dir ? M_WQ : m];
 }
 
 static int open_dest(struct run *r, struct dest *d, const char *path)
@@ -454,6 +493,8 @@ static void discard(struct run *r)
 	outset_abort(&r->files);
 	for (int m = 0; m < M_COUNT; m++)
 		r->dest[m].of = NULL;
+	for (int i = 0; i < OUT_COUNT; i++)
+		zip_free(&r->zip[i]);
 	if (r->made_dir)
 		rmdir(r->o.w);
 	r->made_dir = 0;
@@ -542,7 +583,7 @@ static int check_leftovers(struct run *r, const char *ext)
 /* -w DIR for csv and npy: make it if missing, then a file per weight */
 static int open_weight_dir(struct run *r)
 {
-	const char *dir = r->o.w, *ext = format_names[r->format];
+	const char *dir = r->o.w, *ext = format_names[r->format[OUT_W]];
 	char name[16];
 
 	if (emit_make_dir(dir, &r->made_dir))
@@ -573,8 +614,11 @@ static int open_all(struct run *r)
 		return -1;
 	if (r->o.kv && open_dest(r, &r->dest[M_XKV], r->o.kv))
 		return -1;
-	if (r->o.w && (dir_mode(r) ? open_weight_dir(r) : open_dest(r, &r->dest[M_WQ], r->o.w)))
+	if (r->o.w && (r->w_dir ? open_weight_dir(r) : open_dest(r, &r->dest[M_WQ], r->o.w)))
 		return -1;
+	for (int m = 0; m < M_COUNT; m++)
+		if (r->dest[m].of && r->format[out_of(m)] == INIT_NPZ)
+			r->zip[out_of(m)].fp = r->dest[m].of->fp;
 	return 0;
 }
 
@@ -588,6 +632,14 @@ static int write_failed(const struct dest *d, int e)
 	return error("%s: write failed: %s", path, e ? strerror(e) : "unknown error");
 }
 
+/* one matrix as an .npz member's .npy bytes */
+static void npz_fill(const npy_sink *s, void *arg)
+{
+	const matrix *a = arg;
+
+	npy_put_parts(s, NULL, 0, &a, 1, 0);
+}
+
 static int write_one(struct run *r, int m, const matrix *a)
 {
 	struct dest *d = dest_of(r, m);
@@ -595,7 +647,7 @@ static int write_one(struct run *r, int m, const matrix *a)
 	int rc = 0;
 
 	errno = 0;
-	switch (r->format) {
+	switch (r->format[out_of(m)]) {
 	case INIT_JSON:
 		if (is_weight(m)) {
 			if (!r->json_begun) {
@@ -616,6 +668,15 @@ static int write_one(struct run *r, int m, const matrix *a)
 	case INIT_CSV:
 		rc = csv_write(fp, a);
 		break;
+	case INIT_NPZ: {
+		/* "X", as 'mha forward -x' and '--kv' look for it, and the weights' names */
+		char name[16];
+
+		snprintf(name, sizeof(name), "%s.npy", is_weight(m) ? names[m] : "X");
+		if (zip_add(&r->zip[out_of(m)], name, npz_fill, (void *)a))
+			return -1;
+		break;
+	}
 	default:
 		rc = npy_write(fp, a);
 		break;
@@ -659,6 +720,9 @@ static int generate(struct run *r)
 	}
 	if (r->json_begun)
 		out_end(&r->json);
+	for (int i = 0; i < OUT_COUNT; i++)
+		if (r->zip[i].fp)
+			zip_finish(&r->zip[i]);
 	return 0;
 }
 
@@ -670,6 +734,8 @@ static int commit_all(struct run *r)
 
 	for (int m = 0; m < M_COUNT; m++)
 		r->dest[m].of = NULL;
+	for (int i = 0; i < OUT_COUNT; i++)
+		zip_free(&r->zip[i]);
 	return rc;
 }
 
