@@ -96,6 +96,11 @@ struct attn_options {
 	int dtype_given; /* --dtype given (f64 or f32) */
 	size_t max_memory; /* bytes; SIZE_MAX: no limit */
 	int explain;    /* --explain */
+	/* --cell without --explain: the cell's hand computation alone, after the
+	 * steps --print names (STEP_BIT()s; 0: none) */
+	int cell_alone;
+	unsigned cell_print;
+	int cell_print_all;
 	size_t sequence; /* --sequence N: a batch's sequence N alone (1-based); 0: all */
 	size_t *kv_lens; /* --kv-len 5,3,4: from malloc, or NULL */
 	int mask_bool;   /* --mask-bool given */

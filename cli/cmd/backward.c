@@ -82,7 +82,8 @@ static const char backward_usage[] =
 	"                        head1_dS.csv, ... (csv, npy or json)\n"
 	"      --explain         the backward pass told step by step: each formula and\n"
 	"                        its matrix\n"
-	"      --cell Q,K        with --explain: dS[Q][K] worked by hand in each head\n"
+	"      --cell Q,K        dS[Q][K] worked by hand in each head, alone (after\n"
+	"                        --print's steps), or in --explain's walk-through\n"
 	"                        (numbers from 1, or tokens)\n"
 	"      --sequence N      with a batch: sequence N alone\n"
 	ATTN_USAGE_HELP
@@ -95,6 +96,7 @@ struct backward_request {
 	const char *print;   /* --print as given, or NULL */
 	int explain;         /* --explain (--cell: the problem's cell) */
 	int has_cell;
+	int cell_alone;      /* --cell without --explain: dS[Q][K] alone, after --print's */
 	size_t sequence;     /* --sequence N, or 0 */
 	int print_all;
 	unsigned long long steps; /* set by backward_check: the steps asked for */
@@ -283,7 +285,7 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 	for (int s = 0; s < GS_COUNT; s++)
 		if ((r->steps & GS_BIT(s)) && grad_stage(s) >= 0 && run_has(&f, s))
 			wanted |= MHA_STAGE_BIT(grad_stage(s));
-	if (r->explain)
+	if (r->explain || r->has_cell)
 		wanted |= MHA_STAGE_BIT(MHA_GRAD_HEAD_P) | MHA_STAGE_BIT(MHA_GRAD_HEAD_O) |
 			  MHA_STAGE_BIT(MHA_GRAD_HEAD_DO) | MHA_STAGE_BIT(MHA_GRAD_HEAD_DP) |
 			  MHA_STAGE_BIT(MHA_GRAD_HEAD_D) | MHA_STAGE_BIT(MHA_GRAD_HEAD_DS);
@@ -386,9 +388,12 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 	{
 		const size_t batch = r->sequence ? 0 : p->batch;
 
-		if (r->explain) {
-			if (emit_explain_backward(r->emit, lists, batch, keep, &p->labels,
-						  r->has_cell ? p->cell : NULL))
+		if (r->explain || r->cell_alone) {
+			const struct explain_ask ask = { .cell = r->has_cell ? p->cell : NULL,
+							 .cell_alone = r->cell_alone,
+							 .printed = r->print ? lists : NULL };
+
+			if (emit_explain_backward(r->emit, lists, batch, keep, &p->labels, &ask))
 				goto done;
 		} else {
 			const struct run_meta meta = { .f = &facts, .rep = &rep, .f32 = r->f32,
@@ -430,6 +435,7 @@ static int backward_check_options(struct attn_options *o)
 
 	*r = (struct backward_request){ .hint = hint, .emit = &o->emit, .print = o->print_arg,
 					.explain = o->explain, .has_cell = o->spec.cell != NULL,
+					.cell_alone = o->spec.cell && !o->explain,
 					.sequence = o->sequence, .f32 = o->f32 };
 	if (!o->format_given && o->emit.output && !emit_known_name(o->emit.output))
 		return usage_error(hint, "-o '%s': mha writes .json, .csv, .npy, .npz, .md and .txt "
@@ -454,6 +460,11 @@ static int backward_check_options(struct attn_options *o)
 		return usage_error(hint, "--explain writes text: leave out --format");
 	if (o->explain && o->print_arg)
 		return usage_error(hint, "--explain shows every step: leave out --print");
+	if (o->spec.cell && !o->explain && o->emit.format != FORMAT_TEXT)
+		return usage_error(hint, "--cell writes text: leave out --format%s",
+				   o->format_given ? "" : " and -o's other format");
+	if (o->spec.cell && !o->explain && o->f32)
+		return usage_error(hint, "--cell works float64's steps by hand: leave out --dtype f32");
 	return backward_check(r, &o->spec) ? -1 : 0;
 }
 

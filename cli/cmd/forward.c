@@ -69,8 +69,9 @@ static const char forward_usage[] =
 	"                        (csv, npy or json)\n"
 	"      --explain         the computation told step by step: each formula, its\n"
 	"                        shapes and its matrix\n"
-	"      --cell Q,K        with --explain: one entry worked by hand in each head,\n"
-	"                        query Q and key K (numbers from 1, or tokens)\n"
+	"      --cell Q,K        one entry worked by hand in each head, query Q and\n"
+	"                        key K (numbers from 1, or tokens): alone, after\n"
+	"                        --print's steps, or in --explain's walk-through\n"
 	"      --sequence N      with a batch (3-D inputs): print or explain sequence N\n"
 	"                        (from 1) alone, as if it were given by itself\n"
 	ATTN_USAGE_HELP
@@ -115,6 +116,25 @@ int forward_check(struct attn_options *o)
 		return usage_error(hint, ATTN_COMPRESS_NEEDS_NPZ);
 	if (o->emit.bare_nonfinite && o->emit.format != FORMAT_JSON)
 		return usage_error(hint, ATTN_NONFINITE_NEEDS_JSON);
+	if (o->spec.cell && !o->explain) {
+		/* the cell alone, or after the steps --print names: every step is kept
+		 * for it, the ones printed are picked again in the run */
+		if (o->emit.format != FORMAT_TEXT)
+			return o->format_given ? usage_error(hint, "--cell writes text: leave out "
+							     "--format")
+					       : usage_error(hint, "--cell writes text, and -o '%s' "
+							     "names another format", o->emit.output);
+		if (o->f32)
+			return usage_error(hint, "--cell works float64's steps by hand: leave out "
+					   "--dtype f32");
+		o->cell_alone = 1;
+		o->cell_print = o->print_given ? o->print : 0;
+		o->cell_print_all = o->print_all;
+		option_facts(o, &f);
+		o->print = steps_every(&f);
+		o->print_all = 0;
+		o->every_step = 1;
+	}
 	if (o->explain) {
 		if (o->emit.format != FORMAT_TEXT)
 			return usage_error(hint, "--explain writes text: leave out --format");
@@ -203,7 +223,7 @@ int forward_run(struct attn_options *o, struct problem *pb)
 	mha_observer obs = MHA_INIT(mha_observer);
 	mha_report rep = MHA_INIT(mha_report);
 	matrix out = { 0 }, *x = NULL, *outs = NULL;
-	struct step_items *lists = NULL;
+	struct step_items *lists = NULL, *printed = NULL;
 	size_t B = 0;
 	unsigned p;
 	int rc = attn_pick_sequence(o, pb);
@@ -238,7 +258,9 @@ int forward_run(struct attn_options *o, struct problem *pb)
 	outs = calloc(B, sizeof(*outs));
 	fs = calloc(B, sizeof(*fs));
 	cfgs = calloc(B, sizeof(*cfgs));
-	if (!res || !lists || !x || !outs || !fs || !cfgs) {
+	printed = o->cell_print || o->cell_print_all ? calloc(B, sizeof(*printed)) : NULL;
+	if (!res || !lists || !x || !outs || !fs || !cfgs ||
+	    (!printed && (o->cell_print || o->cell_print_all))) {
 		error("out of memory");
 		goto done;
 	}
@@ -269,6 +291,11 @@ int forward_run(struct attn_options *o, struct problem *pb)
 		fs[b].cfg = &cfgs[b];
 		if (steps_stack(&res[b]) || steps_collect(&lists[b], &res[b], p, &fs[b], &x[b], &outs[b]))
 			goto done;
+		/* --cell after --print's steps: those, from every step kept */
+		if (printed && steps_collect(&printed[b], &res[b],
+					     steps_print_set(o->cell_print, o->cell_print_all, &fs[b]),
+					     &fs[b], &x[b], &outs[b]))
+			goto done;
 	}
 	{
 		/* --sequence N: that one, kept alone, printed as a run of its own */
@@ -278,8 +305,12 @@ int forward_run(struct attn_options *o, struct problem *pb)
 					       .batch = o->sequence ? pb->batch_read : pb->batch,
 					       .sequence = o->sequence };
 
-		if (o->explain) {
-			if (emit_explain(&o->emit, lists, batch, fs, &pb->labels, o->spec.cell ? pb->cell : NULL))
+		if (o->explain || o->cell_alone) {
+			const struct explain_ask ask = { .cell = o->spec.cell ? pb->cell : NULL,
+							 .cell_alone = o->cell_alone, .printed = printed,
+							 .meta = &meta };
+
+			if (emit_explain(&o->emit, lists, batch, fs, &pb->labels, &ask))
 				goto done;
 		} else if (o->emit.format == FORMAT_HTML) {
 			if (emit_html(&o->emit, lists, batch, fs, &pb->labels, &meta))
@@ -294,6 +325,8 @@ done:
 	for (size_t b = 0; b < B; b++) {
 		if (lists)
 			steps_items_free(&lists[b]);
+		if (printed)
+			steps_items_free(&printed[b]);
 		if (res)
 			steps_results_free(&res[b]);
 	}

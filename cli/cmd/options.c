@@ -704,7 +704,7 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			break;
 		case O_TOKENS: o->spec.tokens = optarg; break;
 		case O_EXPLAIN: o->explain = 1; break;
-		case O_CELL: o->spec.cell = optarg; o->explain = 1; break;
+		case O_CELL: o->spec.cell = optarg; break;
 		case O_COLOR:
 			o->color_given = 1;
 			if (!optarg || !strcmp(optarg, "always")) {

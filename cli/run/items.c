@@ -145,6 +145,9 @@ int steps_collect_given(struct step_items *list, const struct step_results *r,
 		for (int s = 0; s < n; s++) {
 			const matrix *m = r->per_head[s] ? &r->per_head[s][h] : NULL;
 
+			/* the steps of p, of what was kept (--cell keeps more) */
+			if (!((p >> s) & 1))
+				continue;
 			/* one head's block of Q, K or V is the whole: not asked of the
 			 * library, which would then take the plain path for it */
 			if (!m && ((p >> s) & 1) && (t[s].flags & STEP_BLOCKS) && r->heads == 1)

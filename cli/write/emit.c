@@ -585,12 +585,22 @@ int emit_items(const struct emit *o, const struct step_items *lists, size_t batc
 }
 
 int emit_explain(const struct emit *o, const struct step_items *lists, size_t batch,
-		 const struct step_facts *f, const struct labels *l, const size_t *cell)
+		 const struct step_facts *f, const struct labels *l, const struct explain_ask *ask)
 {
 	outfile of;
 
 	if (outfile_open(&of, o->output))
 		return -1;
+	if (ask->printed) {
+		/* --print's steps as text, then the cell */
+		writer wr = { .fp = of.fp, .format = FORMAT_TEXT, .precision = o->precision };
+
+		if (write_stream(&wr, ask->printed, batch, l, ask->meta)) {
+			outfile_abort(&of);
+			return -1;
+		}
+		fputc('\n', of.fp);
+	}
 	for (size_t b = 0; b < (batch ? batch : 1); b++) {
 		if (batch) {
 			/* a batch: each sequence told in turn, under its heading */
@@ -603,7 +613,8 @@ int emit_explain(const struct emit *o, const struct step_items *lists, size_t ba
 			fputs("\n\n", of.fp);
 		}
 		if (explain_steps(of.fp, &lists[b], &f[b], (const char *const *)l->query,
-				  (const char *const *)l->key, cell, o->precision)) {
+				  (const char *const *)l->key, ask->cell, ask->cell_alone,
+				  o->precision)) {
 			outfile_abort(&of);
 			return -1;
 		}

@@ -66,17 +66,30 @@ struct emit {
  */
 int emit_items(const struct emit *e, const struct step_items *lists, size_t batch,
 	       const struct labels *l, const struct run_meta *meta);
-/* --explain's walk-through of the items (explain_steps) to e's output; a
- * batch, each sequence under its heading (f: one per sequence). */
+/* What emit_explain() tells. */
+struct explain_ask {
+	const size_t *cell;    /* --cell: the query and key (0-based), or NULL */
+	int cell_alone;        /* --cell without --explain: the cell's hand computation
+				  alone, after the printed steps if any */
+	const struct step_items *printed; /* with cell_alone: the steps --print named, one
+					     list per sequence, written first; or NULL */
+	const struct run_meta *meta;      /* for printed */
+};
+
+/* --explain's walk-through of the items (explain_steps) to e's output, or
+ * --cell's hand computation alone; a batch, each sequence under its heading
+ * (f: one per sequence). */
 int emit_explain(const struct emit *e, const struct step_items *lists, size_t batch,
-		 const struct step_facts *f, const struct labels *l, const size_t *cell);
+		 const struct step_facts *f, const struct labels *l, const struct explain_ask *ask);
 /*
  * mha backward --explain: lists[b] is sequence b's items (of grad_steps[]),
- * keep[b] its heads' steps; cell the query and key (0-based) whose dS each
- * head works by hand, or NULL.  0, or -1 said.
+ * keep[b] its heads' steps; ask->cell the query and key (0-based) whose dS
+ * each head works by hand, or NULL; ask->cell_alone: only that, after the
+ * items as plain text when ask->printed.  0, or -1 said.
  */
 int emit_explain_backward(const struct emit *e, const struct step_items *lists, size_t batch,
-			  const struct step_results *keep, const struct labels *l, const size_t *cell);
+			  const struct step_results *keep, const struct labels *l,
+			  const struct explain_ask *ask);
 /* -o attn.html: the interactive page (html.h) of every sequence's steps
  * (steps_every), f one per sequence.  0, or -1 said. */
 int emit_html(const struct emit *e, const struct step_items *lists, size_t batch,

@@ -222,7 +222,7 @@ static void work_cell(FILE *fp, const struct explain *e, const struct explain_he
 
 	label(e->q_labels, i, li, sizeof(li));
 	label(e->k_labels, j, lj, sizeof(lj));
-	fprintf(fp, "\n  Query %s and key %s, head %zu, by hand:\n", li, lj, h + 1);
+	fprintf(fp, "  Query %s and key %s, head %zu, by hand:\n", li, lj, h + 1);
 	if (e->cfg->mla.on) {
 		/* latent attention: the score is the unturned parts' product plus the turned ones' */
 		const size_t dr = e->cfg->mla.d_rope, dn = dk - dr;
@@ -384,6 +384,14 @@ int explain_write(FILE *fp, const struct explain *e)
 	char s1[48], s2[48], s3[48];
 	int step = 1;
 
+	if (e->cell_alone) {
+		for (size_t h = 0; h < d->heads; h++) {
+			if (h)
+				fputc('\n', fp);
+			work_cell(fp, e, &e->heads[h], h);
+		}
+		return ferror(fp) ? -1 : 0;
+	}
 	fprintf(fp, "Multi-head attention, step by step: %zu quer%s, %zu key%s, %zu head%s",
 		d->n_q, d->n_q == 1 ? "y" : "ies", d->n_kv, d->n_kv == 1 ? "" : "s", d->heads,
 		d->heads == 1 ? "" : "s");
@@ -534,8 +542,10 @@ int explain_write(FILE *fp, const struct explain *e)
 		fprintf(fp, "  output = softmax*V%zu: %s times %s -> %s; each row is a weighted average "
 			"of V%zu's rows\n", g + 1, s1, s2, s3, g + 1);
 		table(fp, hd->s.out, e->q_labels, NULL, e->precision);
-		if (e->has_cell)
+		if (e->has_cell) {
+			fputc('\n', fp);
 			work_cell(fp, e, hd, h);
+		}
 	}
 	if (d->heads > 1) {
 		fprintf(fp, "\nStep %d. concat: the heads' outputs side by side %s\n", step++,
@@ -555,7 +565,7 @@ int explain_write(FILE *fp, const struct explain *e)
 
 int explain_steps(FILE *fp, const struct step_items *list, const struct step_facts *f,
 		  const char *const *q_labels, const char *const *k_labels, const size_t *cell,
-		  int precision)
+		  int cell_alone, int precision)
 {
 	const mha_dims *d = f->d;
 	struct explain_head *heads = calloc(d->heads, sizeof(*heads));
@@ -620,6 +630,7 @@ int explain_steps(FILE *fp, const struct step_items *list, const struct step_fac
 	e.heads = heads;
 	if (cell) {
 		e.has_cell = 1;
+		e.cell_alone = cell_alone;
 		e.cell_i = cell[0];
 		e.cell_j = cell[1];
 	}

@@ -40,7 +40,7 @@ static void explain_cell(FILE *fp, const struct step_results *k, size_t h, size_
 	const size_t n_kv = P->dim[1], dv = O->dim[1];
 	char a[64], b[64], c[64], qi[160], kj[160];
 
-	fprintf(fp, "\nhead %zu, query %s, key %s, by hand:\n", h + 1,
+	fprintf(fp, "head %zu, query %s, key %s, by hand:\n", h + 1,
 		label(l, 1, i, qi, sizeof(qi)), label(l, 0, j, kj, sizeof(kj)));
 	format_number(a, sizeof(a), dP->v[i * n_kv + j], precision);
 	fprintf(fp, "  dP[%zu][%zu] = dO row %zu . V row %zu = %s\n", i + 1, j + 1, i + 1, j + 1, a);
@@ -68,9 +68,38 @@ static void explain_cell(FILE *fp, const struct step_results *k, size_t h, size_
 	}
 }
 
-int emit_explain_backward(const struct emit *e, const struct step_items *lists, size_t batch,
-		   const struct step_results *keep, const struct labels *l, const size_t *cell)
+/* --cell alone: the items as plain text when printed, then each head's dS[Q][K] */
+static void cells_alone(FILE *fp, const struct emit *e, const struct step_items *list,
+			const struct step_results *k, const struct labels *l,
+			const struct explain_ask *ask)
 {
+	if (ask->printed) {
+		writer wr = { .fp = fp, .format = FORMAT_TEXT, .precision = e->precision };
+
+		out_begin(&wr);
+		for (size_t i = 0; i < list->n; i++) {
+			const struct step_item *it = &list->v[i];
+
+			wr.row_labels = (const char *const *)(it->rows == AXIS_QUERY ? l->query :
+							      it->rows == AXIS_KEY ? l->key : NULL);
+			wr.col_labels = (const char *const *)(it->cols == AXIS_KEY ? l->key : NULL);
+			out_matrix(&wr, it->key, it->title, it->m);
+		}
+		out_end(&wr);
+		fputc('\n', fp);
+	}
+	for (size_t h = 0; h < k->heads; h++) {
+		if (h)
+			fputc('\n', fp);
+		explain_cell(fp, k, h, ask->cell[0], ask->cell[1], l, e->precision);
+	}
+}
+
+int emit_explain_backward(const struct emit *e, const struct step_items *lists, size_t batch,
+			  const struct step_results *keep, const struct labels *l,
+			  const struct explain_ask *ask)
+{
+	const size_t *cell = ask->cell;
 	outfile of;
 
 	if (outfile_open(&of, e->output))
@@ -81,6 +110,10 @@ int emit_explain_backward(const struct emit *e, const struct step_items *lists, 
 
 		if (batch)
 			fprintf(of.fp, "%ssequence %zu of %zu\n\n", b ? "\n" : "", b + 1, batch);
+		if (ask->cell_alone) {
+			cells_alone(of.fp, e, list, &keep[b], l, ask);
+			continue;
+		}
 		fputs("The backward pass: from dO, the gradient of the loss by the output, back to\n"
 		      "every input and weight, one step at a time (the chain rule).  Per head:\n"
 		      "dV = P^T*dO, dP = dO*V^T, D = rowsum(dO o O), dS = P o (dP - D), then back\n"
@@ -96,8 +129,11 @@ int emit_explain_backward(const struct emit *e, const struct step_items *lists, 
 			fprintf(of.fp, "%s%s: %s.\n", i ? "\n" : "", it->key,
 				grad_steps[it->step - 1000].says);
 			out_matrix(&wr, it->key, it->title, it->m);
-			if (cell && it->step - 1000 == GS_DS)
-				explain_cell(of.fp, &keep[b], it->head - 1, cell[0], cell[1], l, e->precision);
+			if (cell && it->step - 1000 == GS_DS) {
+				fputc('\n', of.fp);
+				explain_cell(of.fp, &keep[b], it->head - 1, cell[0], cell[1], l,
+					     e->precision);
+			}
 		}
 		out_end(&wr);
 	}
