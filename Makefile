@@ -185,8 +185,8 @@ deps:
 
 demo: deps
 	$(MAKE) all
-	./mha forward -x samples/two-head-causal/x.json -w samples/two-head-causal/weights.json \
-		--heads 2 --causal --scale seqlen --print all
+	./mha forward -x samples/full-wo/x.json -w samples/full-wo/weights.json \
+		--heads 2 --causal --print all
 
 # the builds of check and check-asan use every core (the suites are timed in CI)
 NPROC := $(shell nproc 2>/dev/null || echo 1)
@@ -283,9 +283,9 @@ test-checkpoint: mha
 	$(PYTHON) tests/checkpoint_check.py ./mha
 	$(PYTHON) tests/families_check.py ./mha
 
-# the JSON output's schema as README.md's tables give it, over every kind of run
+# the JSON output's schema as docs/formats.md's tables give it, over every kind of run
 test-schema: mha
-	$(PYTHON) tests/schema_check.py ./mha README.md
+	$(PYTHON) tests/schema_check.py ./mha docs/formats.md
 
 test-samples: mha
 	sh samples/run.sh
@@ -302,8 +302,11 @@ test-layers:
 	$(PYTHON) tests/layers.py
 	$(PYTHON) tests/layers.py --self-test
 
+# every example of the documentation: README.md, the pages of docs/ and the man page
+DOC_FILES = README.md $(sort $(wildcard docs/*.md)) man/mha.1
+
 test-docs: mha
-	sh tests/doc_examples.sh README.md man/mha.1
+	sh tests/doc_examples.sh $(DOC_FILES)
 
 test-install: all
 	sh tests/install_test.sh
@@ -539,12 +542,12 @@ check-asan: deps
 	$(ASAN_ENV) $(PYTHON) tests/families_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/backward_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/mla_check.py $(ASAN_DIR)/mha
-	$(ASAN_ENV) $(PYTHON) tests/schema_check.py $(ASAN_DIR)/mha README.md
+	$(ASAN_ENV) $(PYTHON) tests/schema_check.py $(ASAN_DIR)/mha docs/formats.md
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh samples/run.sh
 	$(ASAN_ENV) $(PYTHON) tests/compare_check.py --small $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/compare_grad_check.py --small $(ASAN_DIR)/mha
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha MHA_LIB=$(ASAN_DIR)/libmha.a CC='$(CC) $(ASAN_FLAGS)' \
-		sh tests/doc_examples.sh README.md man/mha.1
+		sh tests/doc_examples.sh $(DOC_FILES)
 	@if [ -d $(CONFORMANCE_DIR) ]; then \
 		echo "$(ASAN_ENV) ./$(ASAN_DIR)/conformance --mha ./$(ASAN_DIR)/mha $(CONFORMANCE_DIR)"; \
 		$(ASAN_ENV) ./$(ASAN_DIR)/conformance --mha ./$(ASAN_DIR)/mha $(CONFORMANCE_DIR) || exit 1; \

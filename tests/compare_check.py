@@ -482,13 +482,11 @@ def errors():
        rep["steps"][0]["where"]["col"] == 3 and rep["steps"][0]["max_abs"] == "inf", err + str(rep))
 
 
-def readme_tables():
-    """the report's keys and the mistakes, as README's "Finding the bug" documents them"""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md")
+def doc_tables():
+    """the report's keys and the mistakes, as docs/finding-the-bug.md documents them"""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "finding-the-bug.md")
     with open(path) as f:
-        text = f.read()
-    start = text.index("## Finding the bug in your attention")
-    lines = text[start:text.index("\n## ", start + 10)].splitlines()
+        lines = f.read().splitlines()
     tables = {}
     for i, line in enumerate(lines):
         if line.startswith("| ") and i + 1 < len(lines) and lines[i + 1].startswith("| ---"):
@@ -503,15 +501,15 @@ def readme_tables():
 
 
 def documented():
-    """every key of a report as README documents it, and every mistake named by the battery"""
-    tables = readme_tables()
+    """every key of a report as docs/finding-the-bug.md documents it, and every mistake named by the battery"""
+    tables = doc_tables()
     d = os.path.join(TMP, "keys")
     rng = np.random.default_rng(7)
     p = setup(rng, {"causal": "top-left"})
     args = problem_files(p, d)
     write_json(attention(p, "scale-none"), os.path.join(d, "t.json"))
     rc, rep, err = compare(args, os.path.join(d, "t.json"), ["--tokens", "a b c d"])
-    ok("report keys as README documents them", rep is not None and list(rep) == tables["report key"],
+    ok("report keys as docs/finding-the-bug.md documents them", rep is not None and list(rep) == tables["report key"],
        "%s vs %s" % (rep and list(rep), tables["report key"]))
     step_keys = sorted(tables["step key"])
     ok("step keys as documented", rep and all(sorted(st) == step_keys for st in rep["steps"]),
@@ -525,7 +523,7 @@ def documented():
     listed = tables["mistake"]
     forward_only = listed[:listed.index("softmax-backward-no-d")] if "softmax-backward-no-d" in listed else listed
     missing = [m for m in forward_only if m not in named]
-    ok("every mistake README lists has a wrong implementation here", not missing, str(missing))
+    ok("every mistake docs/finding-the-bug.md lists has a wrong implementation here", not missing, str(missing))
 
 
 def main():

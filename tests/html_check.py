@@ -24,7 +24,7 @@ npm), and checks the live page:
   - the n = 200, 8-head page's size and load time are printed and bounded.
 
 --screenshot FILE: the classroom-size page, a cell hovered, as a PNG (the
-README's picture: docs/html-page.png).  Prints "N passed, N failed".
+docs/tutorial.md's picture: docs/html-page.png).  Prints "N passed, N failed".
 """
 import base64
 import json
@@ -567,7 +567,7 @@ def main():
         want = "%.6g" % (js["heads"][0] if "heads" in js else js)["scores"][0][2]
         check(head.endswith("scores = " + want), "one-head: the box gives the step's value", head)
 
-        # the README's picture: the classroom size, a cell hovered
+        # docs/tutorial.md's picture: the classroom size, a cell hovered
         if SHOT:
             top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             cmd = ["heatmap", "-x", os.path.join(top, "samples", "classroom", "x.json"), "--tokens",

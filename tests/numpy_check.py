@@ -574,7 +574,7 @@ def required_keys(case, printed):
     direct = case.source == "direct"
     masking = case.causal is not None or case.mask is not None
     if printed == ["all"]:
-        # every step the run has, copies too (README: the JSON output)
+        # every step the run has, copies too (docs/formats.md: the JSON output)
         names = {"q", "k", "v", "scores", "scaled", "softmax", "heads", "concat", "output"}
         if not direct:
             names.add("x")

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""schema_check.py MHA [README]: mha's machine output against the schema
-README.md documents, so that the two cannot drift apart.
+"""schema_check.py MHA [DOC]: mha's machine output against the schema
+docs/formats.md documents, so that the two cannot drift apart.
 
-The schema is read from README's section "The JSON output": its first
+The schema is read from DOC's section "The JSON output" (DOC is
+docs/formats.md unless given): its first
 table (each key, its shape in meta's letters, the --print step that asks
 for it and when --print all includes it) and its second (meta's keys and
 the type of each).  Then mha runs over problems of every kind (one head,
@@ -49,7 +50,7 @@ class Tally:
 check = Tally()
 
 
-# ---- the schema, from README.md -----------------------------------------
+# ---- the schema, from docs/formats.md -----------------------------------
 
 def table_rows(lines, header):
     """The cells of the Markdown table whose header row starts with header."""
@@ -61,7 +62,7 @@ def table_rows(lines, header):
                     break
                 rows.append([c.strip() for c in row.strip().strip("|").split(" | ")])
             return rows
-    raise SystemExit("schema_check: README has no table starting %r" % header)
+    raise SystemExit("schema_check: the documentation has no table starting %r" % header)
 
 
 def ticked(cell):
@@ -72,7 +73,7 @@ def ticked(cell):
 def read_schema(path):
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    m = re.search(r"^## The JSON output\n(.*?)^## ", text, re.S | re.M)
+    m = re.search(r"^## The JSON output\n(.*?)(?=^## |\Z)", text, re.S | re.M)
     if not m:
         raise SystemExit("schema_check: %s has no section 'The JSON output'" % path)
     lines = m.group(1).splitlines()
@@ -108,7 +109,7 @@ class Run:
 
 
 def holds(run, when):
-    """Whether README's 'in --print all' condition holds for run."""
+    """Whether the documentation's 'in --print all' condition holds for run."""
     conditions = {
         "always": True,
         "with `--tokens`": run.tokens,
@@ -125,7 +126,7 @@ def holds(run, when):
         "with MLA, not `--absorb`": bool(run.mla and not run.mla["absorb"]),
     }
     if when not in conditions:
-        raise SystemExit("schema_check: README: unknown condition %r" % when)
+        raise SystemExit("schema_check: docs: unknown condition %r" % when)
     return conditions[when]
 
 
@@ -149,7 +150,7 @@ def expected(schema, run, step):
 
 
 def letters(dims):
-    """README's letters for shapes, which are meta's keys: H is heads, G kv_heads."""
+    """The documentation's letters for shapes, which are meta's keys: H is heads, G kv_heads."""
     return {"n_q": dims["n_q"], "n_kv": dims["n_kv"], "d_model": dims["d_model"],
             "H": dims["heads"], "G": dims["kv_heads"], "d_k": dims["d_k"],
             "d_v": dims["d_v"], "d_out": dims["d_out"],
@@ -158,7 +159,7 @@ def letters(dims):
 
 
 def shapes(text, dims):
-    """README's shape ("n_q × H·d_k", "... or ...") as a list of tuples."""
+    """The documentation's shape ("n_q × H·d_k", "... or ...") as a list of tuples."""
     env = letters(dims)
     out = []
     for alt in text.split(" or "):
@@ -167,7 +168,7 @@ def shapes(text, dims):
             v = 1
             for sym in d.split("·"):
                 if sym not in env:
-                    raise SystemExit("schema_check: README: unknown dimension %r" % sym)
+                    raise SystemExit("schema_check: docs: unknown dimension %r" % sym)
                 v *= env[sym]
             dims.append(v)
         out.append(tuple(dims))
@@ -194,7 +195,7 @@ def check_value(row, v, dims):
     if shape == "object":
         return "" if isinstance(v, dict) else "not an object"
     if dims.get("absorbed"):
-        # --absorb: Q, K, V and the heads' are the latent ones (README says so)
+        # --absorb: Q, K, V and the heads' are the latent ones (docs/formats.md says so)
         dims = dict(dims, d_k=dims["kv_lora_rank"] + dims["dr"], d_v=dims["kv_lora_rank"],
                     kv_heads=1)
     want = shapes(shape, dims)
@@ -232,7 +233,7 @@ def check_meta(where, meta_schema, meta, run):
     for r in meta_schema:
         v = meta.get(r["key"])
         if r["type"] not in types:
-            raise SystemExit("schema_check: README: unknown meta type %r" % r["type"])
+            raise SystemExit("schema_check: docs: unknown meta type %r" % r["type"])
         if not types[r["type"]](v):
             problems.append("%s = %r is not %s" % (r["key"], v, r["type"]))
         elif r["type"].startswith("object") and v is not None and sorted(v) != sorted(r["fields"]):
@@ -299,7 +300,7 @@ def check_json(where, schema, meta_schema, run, doc, step):
 
 
 def files_for(want, run, ext):
-    """{file name: README key} -o DIR/ writes for the keys in want."""
+    """{file name: documented key} -o DIR/ writes for the keys in want."""
     out = {"meta.json": "meta"}
     for k in want:
         if k in ("meta", "tokens", "kv_tokens"):
@@ -500,11 +501,11 @@ def main(argv):
     if len(argv) not in (1, 2):
         sys.exit(__doc__)
     MHA = os.path.abspath(argv[0])
-    readme = argv[1] if len(argv) == 2 else os.path.join(os.path.dirname(__file__), "..",
-                                                          "README.md")
-    schema, meta_schema = read_schema(readme)
+    doc = argv[1] if len(argv) == 2 else os.path.join(os.path.dirname(__file__), "..",
+                                                       "docs", "formats.md")
+    schema, meta_schema = read_schema(doc)
     steps = sorted({r["step"] for r in schema if r["step"]})
-    check("README: %d keys, %d steps, %d meta keys" % (len(schema), len(steps), len(meta_schema)),
+    check("docs: %d keys, %d steps, %d meta keys" % (len(schema), len(steps), len(meta_schema)),
           len(schema) > 10 and len(steps) >= 13 and len(meta_schema) > 10)
     with tempfile.TemporaryDirectory() as tmp:
         for run in problems(tmp):

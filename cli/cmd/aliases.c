@@ -1,8 +1,8 @@
 /*
  * aliases.c: the steps 'mha compare' knows and the names it reads each by
  * (aliases.h).  The table below is the one place an alias is written: the
- * README's and the man page's tables are checked against 'mha compare
- * --aliases', which prints it.
+ * man page's list is checked against 'mha compare --aliases', which
+ * prints it.
  */
 #include "cmd/aliases.h"
 

@@ -4,7 +4,7 @@
  * weights, the shapes, the scale and why, the mask's parts, the element
  * type and the library's path.  Flat: each value a string, a number, a
  * boolean, null or an array of strings, but "scale", {"value", "rule"}.
- * README's "The JSON output" documents every key; tests/schema_check.py
+ * docs/formats.md's "The JSON output" documents every key; tests/schema_check.py
  * holds the two together.
  */
 #ifndef MHA_CLI_META_H
