@@ -119,9 +119,16 @@ static int check_options(struct attn_options *o)
 int attn_refuse_picture_options(const struct attn_options *o)
 {
 	if ((o->range_given || o->emit.head) && o->emit.format != FORMAT_HTML &&
-	    o->emit.format != FORMAT_HEATMAP && o->emit.format != FORMAT_SVG)
+	    o->emit.format != FORMAT_HEATMAP && o->emit.format != FORMAT_SVG) {
+		/* --head 2 typed for --heads 2 */
+		if (o->emit.head > 1 && !o->range_given && !(o->spec.given & GIVEN_HEADS))
+			return usage_error(o->cmd->name, "--head %zu draws head %zu alone in a picture "
+					   "(--format heatmap, svg or html); for %zu heads, the "
+					   "option is --heads %zu", o->emit.head, o->emit.head,
+					   o->emit.head, o->emit.head);
 		return usage_error(o->cmd->name, "%s is for pictures: add --format heatmap, svg or html",
 				   o->range_given ? "--range" : "--head");
+	}
 	return 0;
 }
 
@@ -136,8 +143,10 @@ int attn_pick_sequence(const struct attn_options *o, struct problem *pb)
 		return usage_error(hint, "--sequence %zu but the batch holds %zu sequence%s",
 				   o->sequence, pb->batch, pb->batch == 1 ? "" : "s");
 	if (o->emit.head > pb->d.heads)
-		return usage_error(hint, "--head %zu but there %s %zu head%s", o->emit.head,
-				   pb->d.heads == 1 ? "is" : "are", pb->d.heads, pb->d.heads == 1 ? "" : "s");
+		return usage_error(hint, "--head %zu but there %s %zu head%s%s", o->emit.head,
+				   pb->d.heads == 1 ? "is" : "are", pb->d.heads, pb->d.heads == 1 ? "" : "s",
+				   o->spec.given & GIVEN_HEADS ? ""
+				   : " (--heads H splits the layer into H heads)");
 	if (o->emit.format == FORMAT_SVG && pb->batch > 1 && !o->sequence)
 		return usage_error(hint, "an SVG draws one sequence, and the batch holds %zu: add "
 				   "--sequence N", pb->batch);

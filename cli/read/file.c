@@ -291,6 +291,14 @@ void file_extension(const char *name, char *ext, size_t size)
 	ext[n] = '\0';
 }
 
+int refuse_pickle(const char *name)
+{
+	return error("%s: a PyTorch file (torch.save's pickle), which mha does not read, as "
+		     "loading a pickle runs code: save the tensors as safetensors "
+		     "(safetensors.torch.save_file) or .npz (numpy.savez, each tensor's .numpy())",
+		     name);
+}
+
 int parse_nonfinite(const char *s, double *v)
 {
 	int neg = 0;

@@ -71,6 +71,13 @@ typedef struct read_spec {
 	unsigned flags;            /* READ_NONFINITE | READ_BOOL, from matrix.h */
 } read_spec;
 
+/*
+ * A PyTorch file (torch.save: a pickle, alone or in a ZIP archive beside its
+ * tensors' bytes) refused, -1: a pickle is a program, which mha never runs;
+ * the message says how to save the tensors as safetensors or .npz instead.
+ */
+int refuse_pickle(const char *name);
+
 /* The non-finite spellings a mask may use ("-inf", "Infinity", "nan", …,
  * any case, optional sign): 1 and *v set, or 0. */
 int parse_nonfinite(const char *s, double *v);

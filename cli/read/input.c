@@ -22,6 +22,9 @@ in_format input_format(const input_file *f)
 		return FORMAT_IN_NPY;
 	if (is_npz(f))
 		return FORMAT_IN_NPZ;
+	/* pickle's PROTO opcode, protocols 2 to 5: what torch.save wrote before 1.6 */
+	if (f->len >= 2 && f->data[0] == 0x80 && f->data[1] >= 2 && f->data[1] <= 5)
+		return FORMAT_IN_PICKLE;
 	/* a name that says its format is believed, so that a broken file is
 	 * reported in its own format's terms: x.csv holding "[1, 2]" gets the
 	 * CSV reader's message, not a guess that it was JSON */
@@ -60,6 +63,7 @@ int read_input(matrix *m, const input_file *f, const read_spec *spec)
 	switch (input_format(f)) {
 	case FORMAT_IN_NPY: rc = read_npy(m, f, spec); break;
 	case FORMAT_IN_NPZ: rc = read_npz(m, f, spec); break;
+	case FORMAT_IN_PICKLE: rc = refuse_pickle(f->name); break;
 	case FORMAT_IN_JSON: rc = read_json(m, f, spec); break;
 	default: rc = read_csv(m, f, spec); break;
 	}

@@ -17,7 +17,10 @@
 
 #include "read/file.h"
 
-typedef enum { FORMAT_IN_JSON, FORMAT_IN_CSV, FORMAT_IN_NPY, FORMAT_IN_NPZ } in_format;
+typedef enum {
+	FORMAT_IN_JSON, FORMAT_IN_CSV, FORMAT_IN_NPY, FORMAT_IN_NPZ,
+	FORMAT_IN_PICKLE /* Python's pickle (an old torch.save): refused, refuse_pickle() */
+} in_format;
 
 /* The format of f, from its content and its name (see above). */
 in_format input_format(const input_file *f);

@@ -62,6 +62,8 @@ int named_file(named_set *s, const char *path)
 	case FORMAT_IN_NPZ:
 		s->kind = NAMED_NPZ;
 		return npz_open(&s->z, &s->in);
+	case FORMAT_IN_PICKLE:
+		return refuse_pickle(s->in.name);
 	case FORMAT_IN_JSON:
 		if (json_parse(&s->doc, &s->in))
 			return -1;

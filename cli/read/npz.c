@@ -385,6 +385,16 @@ int npz_open(npz_archive **zp, const input_file *f)
 			error("%s: two members are named %s", f->name, z->v[z->by_name[i]].name);
 			goto fail;
 		}
+	/* torch.save's archive: its tensors are described by a pickle, data.pkl */
+	for (size_t i = 0; i < z->n; i++) {
+		const size_t n = strlen(z->v[i].name);
+
+		if (n >= 8 && !strcmp(z->v[i].name + n - 8, "data.pkl") &&
+		    (n == 8 || z->v[i].name[n - 9] == '/')) {
+			refuse_pickle(f->name);
+			goto fail;
+		}
+	}
 	return 0;
 fail:
 	npz_close(z);
