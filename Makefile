@@ -59,13 +59,13 @@ CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell $(PKG_CONFIG) --libs check 2>/dev/null || echo -lcheck)
 
 VERSION  = $(shell sed -n 's/^\#define MHA_VERSION_STRING "\(.*\)"/\1/p' lib/mha.h)
-SOVERSION = 5
+SOVERSION = 6
 
 # Debian packages the build and the tests need
 DEB_PACKAGES = gcc make pkg-config libcjson-dev zlib1g-dev libdeflate-dev check python3 python3-numpy jq \
                libxml2-utils librsvg2-bin
 
-LIB_SRC = lib/mha.c lib/fast.c lib/rules.c lib/rope.c lib/norm.c lib/mla.c lib/mla_back.c lib/backward.c lib/team.c lib/pages.c
+LIB_SRC = lib/mha.c lib/fast.c lib/progress.c lib/rules.c lib/rope.c lib/norm.c lib/mla.c lib/mla_back.c lib/backward.c lib/team.c lib/pages.c
 # cli/ by role (docs/architecture.md): every .c of its folders
 CLI_DIRS = base read load run write cmd
 CLI_SRC = $(sort $(foreach d,$(CLI_DIRS),$(wildcard cli/$(d)/*.c)))
@@ -226,6 +226,7 @@ bench: deps
 	$(MAKE) bench/bench_mla && $(PYTHON) bench/bench_mla.py --append $(BENCH_OUT) \
 		$(filter --quick,$(BENCH_ARGS)) bench/bench_mla
 	$(MAKE) bench-npz BENCH_NPZ_ARGS="--append $(BENCH_OUT)"
+	$(PYTHON) bench/bench_progress.py --append $(BENCH_OUT) $(filter --quick,$(BENCH_ARGS)) ./mha
 
 # reading a .npz of one 8 MiB deflated member, this build against $(BENCH_NPZ_BASE)'s
 # (the last with its own inflate), built from git in build/bench-npz-base/: a few

@@ -50,6 +50,7 @@
 #include "kernel_bwd.h"
 #include "mla.h"
 #include "plain.h"
+#include "progress.h"
 #include "rules.h"
 #include "team.h"
 
@@ -110,6 +111,8 @@ struct bw {
 	size_t H, G, dk, dv;
 	real scale;
 	struct mha_rule rule;      /* this sequence's (rules.h) */
+	struct mha_progress *progress; /* the call's (progress.h), or NULL */
+	double seen;               /* the keys this sequence's queries see, in all */
 	const real *Q, *K, *V;   /* what the heads read: (n_q, H·dk) (rotated with rope),
 				      (n_kv, G·dk), (n_kv, G·dv) */
 	const real *dcat;        /* (n_q, H·dv) the gradient of concat */
@@ -926,7 +929,6 @@ static void fast_pass1(void *arg, int tid, int nthreads)
 	const struct mha_bwd_kernels *bk = bwd_kernels(k);
 	const size_t qp = fast_qp_bytes(wide, r->nr);
 
-	(void)tid;
 	{
 		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0 };
 		real *b = fast_buf_alloc(&f, n_kv, 0, 1);
@@ -965,12 +967,22 @@ static void fast_pass1(void *arg, int tid, int nthreads)
 					memcpy(r->dV + j * r->G * r->dv + g * r->dv, f.dVg + j * r->dv,
 					       r->dv * sizeof(real));
 				}
+				/* both passes of its query heads (backward_work's three shares) */
+				mha_progress_add(r->progress, (uint64_t)(3 * r->seen * (double)per *
+									 (double)(r->dk + r->dv)));
+				if (tid == 0)
+					mha_progress_tell(r->progress);
 				continue;
 			}
 			const size_t h = (size_t)t / qblocks, i0 = (size_t)t % qblocks * FAST_QB;
 
 			if (!e)
 				e = fast_query_block(r, k, &f, h, i0, i0 + FAST_QB < n_q ? i0 + FAST_QB : n_q);
+			/* pass 1 is two of a head's three shares (backward_work), a block its part */
+			mha_progress_add(r->progress, (uint64_t)(2 * r->seen * (double)(r->dk + r->dv) /
+								 (double)qblocks));
+			if (tid == 0)
+				mha_progress_tell(r->progress);
 		}
 		if (e)
 			team_max_int(&z->err, e);
@@ -991,7 +1003,6 @@ static void fast_pass2(void *arg, int tid, int nthreads)
 	const long t2 = (long)(r->G * kblocks);
 	const struct mha_bwd_kernels *bk = bwd_kernels(k);
 
-	(void)tid;
 	{
 		struct fast_buf f = { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0 };
 		real *b = fast_buf_alloc(&f, n_q, wide, 2);
@@ -1006,6 +1017,12 @@ static void fast_pass2(void *arg, int tid, int nthreads)
 
 			if (!e)
 				e = fast_key_block(r, k, &f, g, j0, j0 + FAST_KB < n_kv ? j0 + FAST_KB : n_kv);
+			/* pass 2 the third share of its key/value head's query heads */
+			mha_progress_add(r->progress, (uint64_t)(r->seen * (double)(r->dk + r->dv) *
+								 (double)(r->H / r->G) /
+								 (double)kblocks));
+			if (tid == 0)
+				mha_progress_tell(r->progress);
 		}
 		if (e)
 			team_max_int(&z->err, e);
@@ -1218,7 +1235,17 @@ struct bw_run {
 	int first_blocked_head;
 	size_t first_blocked_row, first_blocked_seq;
 	double *dwq, *dwk;         /* the norm weights' gradients, summed in double */
+	struct mha_progress progress; /* told to obs->progress (progress.h) */
 };
+
+/* The backward's multiply-adds, counted as three forwards': the forward
+ * again, then each product's two gradients (as back_sequence adds them). */
+static double backward_work(const mha_dims *d, const mha_config *cfg, const weights_t *w)
+{
+	const void *const W[4] = { w->W_Q, w->W_K, w->W_V, w->W_O };
+
+	return 3 * mha_progress_forward_work(d, cfg, W);
+}
 
 static mha_status back_sequence(struct bw_run *z, const real *dout, size_t b)
 {
@@ -1239,6 +1266,7 @@ static mha_status back_sequence(struct bw_run *z, const real *dout, size_t b)
 	const real *dQn, *dKn, *dQf, *dKf;
 	const real *Q = NULL, *K = NULL, *V = NULL;
 	size_t hk, gk, gv, hv;
+	double products; /* the sequence's projections' multiply-adds, W_O's too */
 	mha_status st = MHA_OK;
 
 	memset(&r, 0, sizeof(r));
@@ -1251,15 +1279,23 @@ static mha_status back_sequence(struct bw_run *z, const real *dout, size_t b)
 	r.dv = d->d_v;
 	r.scale = mha_scale_of(d, cfg);
 	r.rule = mha_rule_seq(&z->all, b);
+	r.progress = &z->progress;
+	r.seen = r.progress->fn ? mha_progress_seen(&r.rule, d->n_q) : 0;
 	r.first_blocked_head = -1;
 	r.dsinks = cfg->sinks ? g->dsinks : NULL;
 	hk = r.H * r.dk;
 	gk = r.G * r.dk;
 	gv = r.G * r.dv;
 	hv = r.H * r.dv;
+	/* as mha_progress_forward_work counts them: once forward, twice back */
+	products = (w->W_Q ? (double)d->n_q * (double)d->d_q_in * (double)hk : 0) +
+		   (w->W_K ? (double)d->n_kv * (double)d->d_k_in * (double)gk : 0) +
+		   (w->W_V ? (double)d->n_kv * (double)d->d_v_in * (double)gv : 0) +
+		   (w->W_O ? (double)d->n_q * (double)hv * (double)d->d_out : 0);
 
 	if (obs && obs->fn && obs->sequence && obs->sequence(obs->ctx, b))
 		return MHA_ERR_OBSERVER;
+	mha_progress_phase(r.progress, "forward");
 	if (z->fast) {
 		st = fast_projection(z->k, z->threads, &Q, &owned_q, xq, d->n_q, d->d_q_in, w->W_Q,
 				     w->b_Q, hk);
@@ -1376,8 +1412,10 @@ static mha_status back_sequence(struct bw_run *z, const real *dout, size_t b)
 		r.pk_bytes = pk;
 		st = r.concat && r.dQr && r.dKr && r.dV && r.lse && r.Dall && r.pk ? MHA_OK
 										   : MHA_ERR_NOMEM;
-		if (st == MHA_OK)
+		if (st == MHA_OK) {
+			mha_progress_phase(r.progress, "backward");
 			st = fast_heads(&r, z->k, z->threads);
+		}
 		if (st != MHA_OK)
 			goto done;
 		goto heads_done;
@@ -1400,11 +1438,17 @@ static mha_status back_sequence(struct bw_run *z, const real *dout, size_t b)
 		if (watches(obs, sq_stage[s]) && !(r.sq[s] = alloc_n(d->n_q, d->n_kv)))
 			st = MHA_ERR_NOMEM;
 	}
-	for (size_t h = 0; h < r.H && st == MHA_OK; h++)
+	mha_progress_phase(r.progress, "backward");
+	for (size_t h = 0; h < r.H && st == MHA_OK; h++) {
 		st = back_head(&r, h);
+		/* the head's attention forward and back: three times its keys */
+		mha_progress_add(r.progress, (uint64_t)(3 * r.seen * (double)(r.dk + r.dv)));
+		mha_progress_tell(r.progress);
+	}
 	if (st != MHA_OK)
 		goto done;
 heads_done:
+	mha_progress_phase(r.progress, "gradients");
 
 	/* back through the rotation: the same angles, turned the other way */
 	if (rope) {
@@ -1483,6 +1527,10 @@ heads_done:
 				z->out_cols);
 
 done:
+	if (st == MHA_OK) {
+		mha_progress_add(r.progress, (uint64_t)(3 * products));
+		mha_progress_tell(r.progress);
+	}
 	if (st == MHA_OK && r.blocked && !z->blocked) {
 		z->first_blocked_head = r.first_blocked_head;
 		z->first_blocked_row = r.first_blocked_row;
@@ -1635,6 +1683,8 @@ static mha_status run_backward(const grads_t *g, const real *dout, const mha_dim
 	/* the fast path (fast_heads) in place of back_head's loop when no
 	 * per-head stage is watched, as mha_forward picks its own */
 	z.fast = !cfg->exact && !(obs && obs->fn && grad_per_head(obs->wanted)) && !(obs && obs->edit);
+	mha_progress_start(&z.progress, obs ? obs->progress : NULL, obs ? obs->progress_ctx : NULL,
+			   obs && obs->progress ? backward_work(d, cfg, w) : 0);
 	z.threads = mha_threads(cfg);
 	z.k = mha_pick_kernels(IS_F32);
 
@@ -1670,6 +1720,7 @@ static mha_status run_backward(const grads_t *g, const real *dout, const mha_dim
 		rep->scale = mha_scale_of(d, cfg);
 		rep->fast_path = z.fast;
 	}
+	mha_progress_end(&z.progress);
 	return MHA_OK;
 }
 

@@ -18,6 +18,7 @@
 #endif
 #include "mha.h"
 #include "kernel.h"
+#include "progress.h"
 
 #include <float.h>
 #include <math.h>
@@ -218,7 +219,7 @@ static mha_status project(const struct typed *t, int which, size_t rows, size_t 
 	if (W) {
 		struct mha_gemm g = { .m = rows, .n = cols, .k = d_in, .A = x, .B = W, .bias = b,
 				      .lda = d_in, .ldb = cols, .ldc = cols, .C = *owned,
-				      .threads = threads };
+				      .threads = threads, .progress = t->progress };
 
 		t->k->gemm(&g);
 		*res = *owned;
@@ -287,6 +288,7 @@ static int whole_forward(void *out, const struct typed *t, const mha_dims *d,
 
 	if (!qkv && (t->W[0] || t->b[0]) && (t->W[1] || t->b[1]) && (t->W[2] || t->b[2]))
 		st = MHA_ERR_NOMEM;
+	mha_progress_phase(t->progress, "projections");
 	if (st == MHA_OK)
 		st = project(t, 0, nq, d->d_q_in, qw, threads, qkv, &Q, &owned[0]);
 	if (st == MHA_OK)
@@ -381,6 +383,8 @@ static int whole_forward(void *out, const struct typed *t, const mha_dims *d,
 	a.softcap = cfg->softcap;
 	a.rule = mha_rule_of(d, cfg);
 	a.threads = threads;
+	a.progress = t->progress;
+	mha_progress_phase(t->progress, "attention");
 	t->k->attend(&a);
 	if (a.error) {
 		st = a.error == 1 ? MHA_ERR_NOMEM : MHA_ERR_RANGE;
@@ -401,7 +405,10 @@ static int whole_forward(void *out, const struct typed *t, const mha_dims *d,
 	if (t->W[3]) {
 		struct mha_gemm g = { .m = nq, .n = out_cols, .k = cw, .A = concat,
 				      .B = t->W[3], .bias = t->b[3], .lda = cw, .ldb = out_cols,
-				      .ldc = out_cols, .C = out, .threads = threads };
+				      .ldc = out_cols, .C = out, .threads = threads,
+				      .progress = t->progress };
+
+		mha_progress_phase(t->progress, "output");
 
 		t->k->gemm(&g);
 		if (g.failed) {
@@ -595,7 +602,8 @@ static mha_status project_cols(const struct typed *t, int which, size_t rows, si
 	if (W) {
 		struct mha_gemm g = { .m = rows, .n = cols, .k = d_in, .A = x, .B = W + c0 * e,
 				      .bias = b ? b + c0 * e : NULL, .lda = d_in, .ldb = full,
-				      .ldc = cols, .C = buf, .threads = threads };
+				      .ldc = cols, .C = buf, .threads = threads,
+				      .progress = t->progress };
 
 		t->k->gemm(&g);
 		if (g.failed)
@@ -664,7 +672,7 @@ static mha_status wo_in_place(void *out, const struct typed *t, size_t rows, siz
 		char *c = (char *)out + r0 * cw * e;
 		struct mha_gemm g = { .m = m, .n = cw, .k = cw, .A = tmp, .B = t->W[3],
 				      .bias = t->b[3], .lda = cw, .ldb = cw, .ldc = cw, .C = c,
-				      .threads = threads };
+				      .threads = threads, .progress = t->progress };
 
 		memcpy(tmp, c, m * cw * e);
 		t->k->gemm(&g);
@@ -712,6 +720,7 @@ static int streamed_forward(void *out, const struct typed *t, const mha_dims *d,
 		size_t ldq, ldk, ldv;
 		struct mha_attend a;
 
+		mha_progress_phase(t->progress, "projections");
 		st = project_cols(t, 0, nq, d->d_q_in, H * dk, h0 * dk, hn * dk, own, qb, threads,
 				  &Q, &ldq);
 		if (st == MHA_OK)
@@ -756,6 +765,8 @@ static int streamed_forward(void *out, const struct typed *t, const mha_dims *d,
 		a.softcap = cfg->softcap;
 		a.rule = rule_of_heads(&all, h0, hn, gn, press ? press : cfg->alibi.slopes);
 		a.threads = threads;
+		a.progress = t->progress;
+		mha_progress_phase(t->progress, "attention");
 		t->k->attend(&a);
 		if (a.error) {
 			st = a.error == 1 ? MHA_ERR_NOMEM : MHA_ERR_RANGE;
@@ -792,11 +803,15 @@ static int streamed_forward(void *out, const struct typed *t, const mha_dims *d,
 		goto done;
 	}
 	if (t->W[3] && !concat_owned) {
+		mha_progress_phase(t->progress, "output");
 		st = wo_in_place(out, t, nq, cw, threads, qb, qb ? nq * per * per_q * dk * e : 0);
 	} else if (t->W[3]) {
 		struct mha_gemm g = { .m = nq, .n = out_cols, .k = cw, .A = concat,
 				      .B = t->W[3], .bias = t->b[3], .lda = cw, .ldb = out_cols,
-				      .ldc = out_cols, .C = out, .threads = threads };
+				      .ldc = out_cols, .C = out, .threads = threads,
+				      .progress = t->progress };
+
+		mha_progress_phase(t->progress, "output");
 
 		t->k->gemm(&g);
 		if (g.failed)

@@ -13,6 +13,7 @@
  */
 #include "isa.h"
 #include "kernel.h"
+#include "progress.h"
 #include "team.h"
 
 #include <float.h>
@@ -428,6 +429,9 @@ static void gemm_team(void *arg, int tid, int nthreads)
 
 						gemm_block(g, apack, bpack, i0, mc, j0, nc, k0, kc, last,
 							   &finite);
+						mha_progress_add(g->progress, (uint64_t)mc * nc * kc);
+						if (tid == 0)
+							mha_progress_tell(g->progress);
 					}
 				}
 				/* the panel is packed over again only when all are done with it;
@@ -934,6 +938,20 @@ static void attend_team(void *arg, int tid, int nthreads)
 
 					attend_block(a, &rule, &w, kt + p * kt_size, vp + p * v_size, b, h, q0,
 						     rows, shift, &again_blocked, &again_first, &my_error);
+				}
+				if (a->progress) {
+					/* the keys the rows see, as mha_progress_forward_work counts them */
+					uint64_t seen = 0;
+
+					for (size_t i = q0; i < q0 + rows; i++) {
+						const size_t e = mha_rule_keys_end(&rule, i);
+						const size_t s = mha_rule_keys_begin(&rule, i);
+
+						seen += e > s ? e - s : 0;
+					}
+					mha_progress_add(a->progress, seen * (a->dk + a->dv));
+					if (tid == 0)
+						mha_progress_tell(a->progress);
 				}
 			}
 			/* the next wave packs over this one's K and V once all are done with

@@ -59,6 +59,7 @@ struct mha_gemm {
 	/* A given as Aᵀ: (k, m) rows of lda; B given as Bᵀ: (n, k) rows of ldb.
 	 * Read in place while packing, no transposed copy: the same sums */
 	int ta, tb;
+	struct mha_progress *progress; /* told as blocks end (progress.h), or NULL */
 };
 
 /*
@@ -76,6 +77,7 @@ struct mha_attend {
 	double scale, softcap;
 	struct mha_rule rule;  /* which keys each query sees (rules.h) */
 	int threads;           /* at most; never more than there are tasks */
+	struct mha_progress *progress; /* told as tasks end (progress.h), or NULL */
 	/* out */
 	size_t blocked;        /* rows that saw no key */
 	size_t first_blocked;  /* the first such, as (b·H + head)·n_q + row */
@@ -129,6 +131,7 @@ struct typed {
 	const void *x[3];  /* xq, xk, xv */
 	const void *W[4];  /* W_Q, W_K, W_V, W_O */
 	const void *b[4];  /* b_Q, b_K, b_V, b_O */
+	struct mha_progress *progress; /* the call's (progress.h), or NULL */
 };
 
 struct mha_dims;

@@ -12,6 +12,7 @@
  */
 #include "mha.h"
 #include "kernel.h"
+#include "progress.h"
 #include "rules.h"
 #include "plain.h"
 #include "mla.h"
@@ -387,6 +388,7 @@ struct run {
 	int first_blocked_head;
 	size_t first_blocked_row;
 	size_t first_blocked_seq; /* a batch: the sequence of the first blocked row */
+	struct mha_progress *progress; /* the call's, told row by row (progress.h) */
 };
 
 static void keep_row(struct run *r, size_t which, size_t i)
@@ -450,6 +452,14 @@ static mha_status run_head(struct run *r, size_t h)
 		double *o = r->concat + i * ldc + h * r->dv;
 		double *x = r->row;
 		double max = -INFINITY, sum = 0.0;
+
+		if (r->progress) {
+			/* the keys row i sees, as mha_progress_forward_work counts them */
+			const size_t e = mha_rule_keys_end(&r->rule, i), s = mha_rule_keys_begin(&r->rule, i);
+
+			mha_progress_add(r->progress, (uint64_t)(e > s ? e - s : 0) * (r->dk + r->dv));
+			mha_progress_tell(r->progress);
+		}
 		int finite = 1;
 
 		/* every key's score, seen or not (the stages show them all); the
@@ -754,6 +764,7 @@ static mha_status plain_sequence(double *out, const mha_dims *d, const double *x
 	r.d = d;
 	r.cfg = cfg;
 	r.obs = obs;
+	r.progress = tot->progress;
 	r.H = d->heads;
 	r.G = mha_rule_kv_heads(d);
 	r.dk = d->d_k;
@@ -765,6 +776,7 @@ static mha_status plain_sequence(double *out, const mha_dims *d, const double *x
 
 	if (obs && obs->fn && obs->sequence && obs->sequence(obs->ctx, b))
 		return MHA_ERR_OBSERVER;
+	mha_progress_phase(r.progress, "projections");
 	st = make_projection(&r.Q, &owned_q, xq, d->n_q, d->d_q_in, w->W_Q, w->b_Q, r.H * r.dk);
 	if (st == MHA_OK)
 		st = make_projection(&r.K, &owned_k, xk, d->n_kv, d->d_k_in, w->W_K, w->b_K, r.G * r.dk);
@@ -772,6 +784,11 @@ static mha_status plain_sequence(double *out, const mha_dims *d, const double *x
 		st = make_projection(&r.V, &owned_v, xv, d->n_kv, d->d_v_in, w->W_V, w->b_V, r.G * r.dv);
 	if (st != MHA_OK)
 		goto done;
+	/* as mha_progress_forward_work counts them */
+	mha_progress_add(r.progress, (uint64_t)((w->W_Q ? d->n_q * d->d_q_in * r.H * r.dk : 0) +
+						(w->W_K ? d->n_kv * d->d_k_in * r.G * r.dk : 0) +
+						(w->W_V ? d->n_kv * d->d_v_in * r.G * r.dv : 0)));
+	mha_progress_phase(r.progress, "attention");
 	if (!all_finite(r.Q, d->n_q * r.H * r.dk) || !all_finite(r.K, d->n_kv * r.G * r.dk) ||
 	    !all_finite(r.V, d->n_kv * r.G * r.dv)) {
 		st = MHA_ERR_RANGE;
@@ -855,7 +872,9 @@ static mha_status plain_sequence(double *out, const mha_dims *d, const double *x
 		goto done;
 	}
 	if (w->W_O) {
+		mha_progress_phase(r.progress, "output");
 		project(out, r.concat, d->n_q, r.H * r.dv, w->W_O, w->b_O, out_cols);
+		mha_progress_add(r.progress, (uint64_t)d->n_q * r.H * r.dv * out_cols);
 		if (!all_finite(out, d->n_q * out_cols) &&
 		    mha_finish_product(out, d->n_q, out_cols, out_cols, r.concat, r.H * r.dv, w->W_O,
 				       out_cols, w->b_O, r.H * r.dv, sizeof(double))) {
@@ -900,6 +919,7 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 	static const mha_config defaults = MHA_INIT(mha_config);
 	struct run tot;
 	struct mha_rule all;
+	struct mha_progress prog;
 	mha_status st = MHA_OK;
 	size_t out_cols, B;
 
@@ -924,23 +944,30 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 		st = validate(d, cfg, out, x, W, rep);
 		if (st != MHA_OK)
 			return st;
+		mha_progress_start(&prog, obs ? obs->progress : NULL, obs ? obs->progress_ctx : NULL,
+				   obs && obs->progress ? mha_progress_forward_work(d, cfg, W) : 0);
 		if (!cfg->exact && !wants_per_head(obs)) {
 			const struct typed t = {
 				.esize = sizeof(double), .k = mha_pick_kernels(0),
 				.x = { in->xq, in->xk, in->xv },
 				.W = { w->W_Q, w->W_K, w->W_V, w->W_O },
 				.b = { w->b_Q, w->b_K, w->b_V, w->W_O ? w->b_O : NULL },
+				.progress = &prog,
 			};
 
 			if (rep)
 				rep->fast_path = 1;
-			return (mha_status)mha_fast_forward(out, &t, d, cfg, obs, rep);
+			st = (mha_status)mha_fast_forward(out, &t, d, cfg, obs, rep);
+			if (st == MHA_OK)
+				mha_progress_end(&prog);
+			return st;
 		}
 	}
 
 	/* the plain path: one sequence after another, each as if alone */
 	memset(&tot, 0, sizeof(tot));
 	tot.first_blocked_head = -1;
+	tot.progress = &prog;
 	all = mha_rule_of(d, cfg);
 	B = mha_rule_batch(d);
 	out_cols = mha_output_cols(d, w->W_O != NULL);
@@ -951,6 +978,8 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 				    in->xk + b * d->n_kv * d->d_k_in, in->xv + b * d->n_kv * d->d_v_in,
 				    w, cfg, obs, &rule, b, &tot);
 	}
+	if (st == MHA_OK)
+		mha_progress_end(&prog);
 	if (rep && st == MHA_OK) {
 		rep->blocked_rows = tot.blocked;
 		rep->first_blocked_head = tot.first_blocked_head;

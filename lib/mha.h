@@ -105,9 +105,9 @@ extern "C" {
 #endif
 
 #define MHA_VERSION_MAJOR 0
-#define MHA_VERSION_MINOR 6
+#define MHA_VERSION_MINOR 7
 #define MHA_VERSION_PATCH 0
-#define MHA_VERSION_STRING "0.6.0"
+#define MHA_VERSION_STRING "0.7.0"
 
 /* ---- status codes ------------------------------------------------------ */
 
@@ -581,12 +581,28 @@ typedef int (*mha_observe_fn)(void *ctx, mha_stage stage, int head,
 /* The sequence (0-based) the next stages belong to; nonzero stops as fn does. */
 typedef int (*mha_sequence_fn)(void *ctx, size_t sequence);
 
+/*
+ * How far a call has come (0.7.0): done, the fraction of its work finished,
+ * from 0 to 1 and never less than the time before, its last call 1 when the
+ * call ends well; phase what it is doing ("projections", "attention",
+ * "output", "forward", "backward", "gradients", "done"), a string of the
+ * library's.  The work is counted in multiply-adds, estimated up front from
+ * the shapes and the keys each query sees, and told as pieces of it end:
+ * about a thousand calls at most, always on the calling thread (never from
+ * the library's workers), so the function may print.  It cannot stop the
+ * call.  Told for the plain and the fast path alike; not for the float32
+ * functions, which take no observer.
+ */
+typedef void (*mha_progress_fn)(void *ctx, const char *phase, double done);
+
 typedef struct mha_observer {
 	size_t size;      /* sizeof(mha_observer): see "Versions" above */
 	mha_observe_fn fn;
 	void *ctx;
 	unsigned wanted; /* MHA_STAGE_BIT()s of the stages to hand over */
 	mha_sequence_fn sequence; /* NULL: not told (fine without a batch) */
+	mha_progress_fn progress; /* NULL: not told (0.7.0); fn may be NULL with it */
+	void *progress_ctx;
 } mha_observer;
 
 /* What a run noticed that is not an error. */
@@ -886,6 +902,8 @@ typedef struct mha_grad_observer {
 	mha_sequence_fn sequence; /* NULL: not told */
 	mha_grad_edit_fn edit;    /* NULL: none (0.6.0) */
 	void *edit_ctx;
+	mha_progress_fn progress; /* NULL: not told (0.7.0), as mha_observer's */
+	void *progress_ctx;
 } mha_grad_observer;
 
 /*

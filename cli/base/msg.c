@@ -3,6 +3,7 @@
  * writes them: "mha: " then the problem, lowercase, no full stop.
  */
 #include "base/cli.h"
+#include "base/progress.h"
 #include "base/text.h"
 
 #include <stdio.h>
@@ -31,6 +32,7 @@ static void vreport(const char *prefix, const char *fmt, va_list ap)
 	}
 	va_end(again);
 	fflush(stdout);
+	progress_clear(); /* a message never lands on the bar's line */
 	fputs(prefix, stderr);
 	text_put(stderr, n < 0 ? fmt : msg);
 	fputc('\n', stderr);

@@ -7,6 +7,7 @@
 #include "cmd/attention.h"
 
 #include "base/budget.h"
+#include "base/progress.h"
 #include "base/cli.h"
 #include "base/files.h"
 #include "load/load.h"
@@ -211,6 +212,7 @@ int attn_main(int argc, char **argv, const struct attn_command *cmd, void *own)
 	}
 	budget_init(o.max_memory);
 	json_bare_nonfinite(o.emit.bare_nonfinite);
+	progress_mode((enum progress_mode)o.progress);
 	rc = EXIT_USAGE;
 	if (cmd->refuse && cmd->refuse(&o))
 		goto done;

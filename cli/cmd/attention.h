@@ -96,6 +96,7 @@ struct attn_options {
 	int dtype_given; /* --dtype given (f64 or f32) */
 	size_t max_memory; /* bytes; SIZE_MAX: no limit */
 	int explain;    /* --explain */
+	int progress;   /* enum progress_mode: --progress, --quiet, or on a terminal */
 	/* --cell without --explain: the cell's hand computation alone, after the
 	 * steps --print names (STEP_BIT()s; 0: none) */
 	int cell_alone;
@@ -162,7 +163,15 @@ int attn_pick_sequence(const struct attn_options *o, struct problem *p);
 	"                        same bits whatever N\n" \
 	"      --max-memory SIZE the most a run may allocate, e.g. 512M, 4G, none\n" \
 	"                        (default: 3/4 of the memory; a run that would need\n" \
-	"                        more is refused before it starts)\n"
+	"                        more is refused before it starts)\n" \
+	ATTN_USAGE_PROGRESS
+
+/* in every "Computation:" section */
+#define ATTN_USAGE_PROGRESS \
+	"      --progress        a progress bar on standard error even when it is not\n" \
+	"                        a terminal (a line a tenth); on a terminal a run past\n" \
+	"                        about a second shows one, cleared at its end\n" \
+	"  -q, --quiet           no progress bar\n"
 
 #define ATTN_USAGE_COLOR \
 	"      --color[=WHEN]    heatmap colours: auto (a terminal, and NO_COLOR unset),\n" \

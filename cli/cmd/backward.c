@@ -57,6 +57,7 @@ static const char backward_usage[] =
 	"      --threads N       threads for the fast path (default: OMP_NUM_THREADS,\n"
 	"                        else the cores mha may run on); the same bits for\n"
 	"                        any number\n"
+	ATTN_USAGE_PROGRESS
 	"      --exact           the plain path even when no head step is printed:\n"
 	"                        the very bits --print all shows\n"
 	"      --dtype T         f64 (default) or f32: the inputs, weights and dO as\n"

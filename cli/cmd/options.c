@@ -6,6 +6,7 @@
 #include "cmd/attention.h"
 
 #include "base/cli.h"
+#include "base/progress.h"
 #include "load/problem.h"
 #include "run/steps.h"
 
@@ -167,7 +168,7 @@ enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV
        O_ROPE_COS, O_ROPE_SIN, O_ROPE_SCALING, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
        O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
        O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
-       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS, O_JSON_NONFINITE, O_NORM, O_NORM_EPS, O_NORM_OVER,
+       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS, O_JSON_NONFINITE, O_PROGRESS, O_QUIET, O_NORM, O_NORM_EPS, O_NORM_OVER,
        O_Q_NORM, O_K_NORM,
        O_ONE /* + WQ … BO */,
        O_LATENT = O_ONE + N_WEIGHTS /* + LAT_Q_A_PROJ … LAT_KV_B_PROJ */,
@@ -368,6 +369,8 @@ static const struct {
 	{ { "head", R, NULL, O_HEAD }, OPT_PICTURE, NULL },
 	{ { "compress", no_argument, NULL, O_COMPRESS }, OPT_NPZ, NULL },
 	{ { "json-nonfinite", R, NULL, O_JSON_NONFINITE }, OPT_JSON, NULL },
+	{ { "progress", no_argument, NULL, O_PROGRESS }, OPT_RUN, NULL },
+	{ { "quiet", no_argument, NULL, 'q' }, OPT_RUN, NULL },
 	/* a command that does not take it refuses it, naming the one that does */
 	{ { "grad-output", R, NULL, O_GRAD_OUTPUT }, OPT_GRAD, NULL },
 };
@@ -484,7 +487,7 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 	o->max_memory = opt_memory_default();
 	opterr = 0;
 	optind = 0;
-	while ((c = getopt_long(argc, argv, ":x:w:p:f:o:h", all, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":x:w:p:f:o:hq", all, NULL)) != -1) {
 		if (c >= ATTN_EXTRA_BASE && cmd->extra_opt) {
 			if (cmd->extra_opt(o, c, optarg))
 				return -1;
@@ -649,6 +652,8 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			break;
 		case 'o': o->emit.output = optarg; break;
 		case O_COMPRESS: o->emit.compress = 1; break;
+		case O_PROGRESS: o->progress = PROGRESS_ON; break;
+		case 'q': o->progress = PROGRESS_OFF; break;
 		case O_JSON_NONFINITE:
 			if (strcmp(optarg, "strings") && strcmp(optarg, "python")) {
 				usage_error(hint, "--json-nonfinite takes strings or python, not '%s'",

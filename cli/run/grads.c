@@ -7,6 +7,7 @@
 #include "run/grads.h"
 
 #include "base/cli.h"
+#include "base/progress.h"
 #include "load/weights.h"
 #include "read/input.h"
 #include "run/run.h"
@@ -314,8 +315,13 @@ int problem_backward(struct run_grads *gr, const struct problem *p, const mha_in
 				 .dW_KVB = gr->dlat[LAT_KV_B_PROJ].v,
 				 .dq_a_norm = gr->dlat[LAT_Q_A_NORM].v,
 				 .dkv_a_norm = gr->dlat[LAT_KV_A_NORM].v };
-		*st = mha_backward(&g, dout && dout->rank ? dout->v : NULL, &p->d, in, w, cfg, obs,
-				   rep);
+		/* the bar on standard error, whatever else is watched */
+		mha_grad_observer watch = obs ? *obs
+					      : (mha_grad_observer)MHA_INIT(mha_grad_observer);
+
+		watch.progress = progress_report;
+		*st = mha_backward(&g, dout && dout->rank ? dout->v : NULL, &p->d, in, w, cfg,
+				   &watch, rep);
 	}
 	if (*st == MHA_OK)
 		grads_sum(gr, p, f32);

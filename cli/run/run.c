@@ -4,6 +4,7 @@
 #include "run/run.h"
 #include "base/budget.h"
 #include "base/cli.h"
+#include "base/progress.h"
 #include "load/model.h"
 
 #include <stdint.h>
@@ -238,8 +239,15 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 		if (matrix_alloc_out(out, p->batch ? 3 : 2, dims, 0))
 			return -1;
 	}
-	st = f32 ? forward_f32(out, p, rep)
-		 : mha_forward(out->v, d, &p->in, &p->weights, &p->cfg, obs, rep);
+	if (f32) {
+		st = forward_f32(out, p, rep);
+	} else {
+		/* the bar on standard error, whatever else is watched */
+		mha_observer watch = obs ? *obs : (mha_observer)MHA_INIT(mha_observer);
+
+		watch.progress = progress_report;
+		st = mha_forward(out->v, d, &p->in, &p->weights, &p->cfg, &watch, rep);
+	}
 	if (st == MHA_ERR_OBSERVER)
 		return -1; /* the observer said why */
 	if (st == MHA_ERR_RANGE)

@@ -1,0 +1,174 @@
+/*
+ * progress.c: the progress an observer is told (mha_observer.progress,
+ * mha_grad_observer.progress): from 0 to 1, never back, the last call 1,
+ * on the calling thread only, a thousand calls at most, on the plain and
+ * the fast path, forward and backward; and the same numbers as without.
+ * tests/unit/main.c runs them.
+ */
+#include "unit.h"
+
+#include <pthread.h>
+#include <string.h>
+
+struct heard {
+	size_t calls;
+	double last;
+	int backwards;   /* a fraction below the one before */
+	int other_thread;
+	int bad_phase;   /* NULL or empty */
+	pthread_t caller;
+	char phases[256];
+};
+
+static void listen(void *ctx, const char *phase, double done)
+{
+	struct heard *h = ctx;
+
+	h->calls++;
+	if (done < h->last || done > 1)
+		h->backwards = 1;
+	h->last = done;
+	if (!pthread_equal(pthread_self(), h->caller))
+		h->other_thread = 1;
+	if (!phase || !*phase)
+		h->bad_phase = 1;
+	else if (!strstr(h->phases, phase) && strlen(h->phases) + strlen(phase) + 2 < sizeof(h->phases)) {
+		strcat(h->phases, " ");
+		strcat(h->phases, phase);
+	}
+}
+
+static void check_heard(const struct heard *h, const char *what)
+{
+	ck_assert_msg(h->calls >= 2, "%s: told %zu times", what, h->calls);
+	ck_assert_msg(h->calls <= 1100, "%s: told %zu times, past a thousand", what, h->calls);
+	ck_assert_msg(!h->backwards, "%s: a fraction went back (or past 1)", what);
+	ck_assert_msg(h->last == 1, "%s: the last fraction told is %g, not 1", what, h->last);
+	ck_assert_msg(!h->other_thread, "%s: told from a thread not the caller's", what);
+	ck_assert_msg(!h->bad_phase, "%s: a phase NULL or empty", what);
+}
+
+/* an observer that keeps nothing and lets the run go on */
+static int look(void *ctx, mha_stage s, int head, const double *m, size_t rows, size_t cols)
+{
+	(void)ctx, (void)s, (void)head, (void)m, (void)rows, (void)cols;
+	return 0;
+}
+
+/* n tokens, d_model 64, 4 heads (2 key/value heads), causal, W_O */
+static void make_big(struct random_case *c, size_t n)
+{
+	memset(c, 0, sizeof(*c));
+	c->d = (mha_dims){ .size = sizeof(mha_dims), .n_q = n, .n_kv = n, .d_q_in = 64,
+			   .d_k_in = 64, .d_v_in = 64, .heads = 4, .kv_heads = 2, .d_k = 16,
+			   .d_v = 16, .d_out = 64 };
+	c->cfg = (mha_config){ .size = sizeof(mha_config), .causal = MHA_CAUSAL_TOP_LEFT,
+			       .threads = 2 };
+	c->xq = c->xk = c->xv = rnd_matrix(n * 64);
+	c->W[0] = rnd_matrix(64 * 64);
+	c->W[1] = rnd_matrix(64 * 32);
+	c->W[2] = rnd_matrix(64 * 32);
+	c->W[3] = rnd_matrix(64 * 64);
+}
+
+static void free_big(struct random_case *c)
+{
+	free((double *)c->xq);
+	for (int i = 0; i < 4; i++)
+		free(c->W[i]);
+}
+
+START_TEST(test_progress_forward)
+{
+	/* 0: the fast path (no observer fn); 1: the plain path (a per-head stage watched) */
+	const int plain = _i;
+	struct random_case c;
+	const size_t n = 700;
+	double *out = malloc(n * 64 * sizeof(double)), *again = malloc(n * 64 * sizeof(double));
+	struct heard h = { .caller = pthread_self() };
+	mha_inputs x = { .size = sizeof(mha_inputs) };
+	mha_weights w = MHA_INIT(mha_weights);
+	mha_observer obs = { .size = sizeof(mha_observer), .progress = listen, .progress_ctx = &h };
+	mha_report rep = MHA_INIT(mha_report);
+
+	make_big(&c, n);
+	x.xq = x.xk = x.xv = c.xq;
+	w.W_Q = c.W[0];
+	w.W_K = c.W[1];
+	w.W_V = c.W[2];
+	w.W_O = c.W[3];
+	if (plain) {
+		obs.fn = look;
+		obs.wanted = MHA_STAGE_BIT(MHA_STAGE_SOFTMAX);
+	}
+	ck_assert_int_eq(mha_forward(out, &c.d, &x, &w, &c.cfg, &obs, &rep), MHA_OK);
+	ck_assert_int_eq(rep.fast_path, !plain);
+	check_heard(&h, plain ? "forward, plain path" : "forward, fast path");
+	ck_assert_msg(strstr(h.phases, "attention") && strstr(h.phases, "projections"),
+		      "phases told:%s", h.phases);
+	/* the same numbers as a run nobody listens to */
+	obs.progress = NULL;
+	ck_assert_int_eq(mha_forward(again, &c.d, &x, &w, &c.cfg, &obs, NULL), MHA_OK);
+	ck_assert(!memcmp(out, again, n * 64 * sizeof(double)));
+	free(out);
+	free(again);
+	free_big(&c);
+}
+END_TEST
+
+START_TEST(test_progress_backward)
+{
+	/* 0: the fast path; 1: the plain path (cfg.exact) */
+	const int plain = _i;
+	struct random_case c;
+	const size_t n = 500;
+	struct heard h = { .caller = pthread_self() };
+	struct grad_set a, b;
+	mha_inputs x = { .size = sizeof(mha_inputs) };
+	mha_weights w = MHA_INIT(mha_weights);
+	mha_grad_observer obs = { .size = sizeof(mha_grad_observer), .progress = listen,
+				  .progress_ctx = &h };
+	mha_report rep = MHA_INIT(mha_report);
+
+	make_big(&c, n);
+	c.cfg.exact = plain;
+	x.xq = x.xk = x.xv = c.xq;
+	w.W_Q = c.W[0];
+	w.W_K = c.W[1];
+	w.W_V = c.W[2];
+	w.W_O = c.W[3];
+	grads_alloc(&a, &c.d, 1);
+	grads_alloc(&b, &c.d, 1);
+	ck_assert_int_eq(mha_backward(&a.g, NULL, &c.d, &x, &w, &c.cfg, &obs, &rep), MHA_OK);
+	ck_assert_int_eq(rep.fast_path, !plain);
+	check_heard(&h, plain ? "backward, plain path" : "backward, fast path");
+	ck_assert_msg(strstr(h.phases, "backward"), "phases told:%s", h.phases);
+	obs.progress = NULL;
+	ck_assert_int_eq(mha_backward(&b.g, NULL, &c.d, &x, &w, &c.cfg, &obs, NULL), MHA_OK);
+	ck_assert(grads_same(&a, &b));
+	grads_free(&a);
+	grads_free(&b);
+	free_big(&c);
+}
+END_TEST
+
+/* a struct of the size before 0.7.0 (without the progress fields) is refused */
+START_TEST(test_progress_old_size)
+{
+	const double x[4] = { 1, 0, 0, 1 };
+	double out[4];
+	const mha_dims d = { .size = sizeof(mha_dims), .n_q = 2, .n_kv = 2, .d_q_in = 2,
+			     .d_k_in = 2, .d_v_in = 2, .heads = 1, .d_k = 2, .d_v = 2 };
+	const mha_inputs in = { .size = sizeof(mha_inputs), .xq = x, .xk = x, .xv = x };
+	const mha_observer old = { .size = sizeof(mha_observer) - 2 * sizeof(void *) };
+
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, NULL, &old, NULL), MHA_ERR_VERSION);
+}
+END_TEST
+
+void unit_add_progress(const struct unit_suite *u)
+{
+	tcase_add_loop_test(u->ref, test_progress_forward, 0, 2);
+	tcase_add_loop_test(u->bw, test_progress_backward, 0, 2);
+	tcase_add_test(u->err, test_progress_old_size);
+}
