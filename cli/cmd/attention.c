@@ -117,6 +117,40 @@ static int check_options(struct attn_options *o)
 	return o->cmd->check(o);
 }
 
+int attn_refuse_cut(const struct attn_options *o)
+{
+	const char *opt = o->spec.rows ? "--rows" : "--cols";
+	const out_format f = o->emit.format;
+
+	if (!o->spec.rows && !o->spec.cols)
+		return 0;
+	if (o->explain || o->spec.cell)
+		return usage_error(o->cmd->name, "%s cuts printed and drawn matrices; %s works on "
+				   "whole ones: leave one out", opt, o->explain ? "--explain" : "--cell");
+	if ((f != FORMAT_TEXT && f != FORMAT_MARKDOWN && f != FORMAT_HEATMAP && f != FORMAT_SVG &&
+	     f != FORMAT_HTML) || (o->emit.output && strcmp(o->emit.output, "-") &&
+				   emit_is_dir(o->emit.output)))
+		return usage_error(o->cmd->name, "%s cuts what people read (text, Markdown, "
+				   "heatmaps, SVG, the page); JSON, CSV, .npy and .npz are never "
+				   "cut: leave it out, and slice them in NumPy or jq", opt);
+	if (f == FORMAT_HTML && o->spec.cols)
+		return usage_error(o->cmd->name, "--cols: the page works each cell's softmax by hand "
+				   "over every key of its row: keep whole rows (--rows), or draw an "
+				   "SVG of the keys you want");
+	return 0;
+}
+
+void attn_fit_ranges(struct attn_options *o, const struct problem *pb)
+{
+	struct fit_ask *e = &o->emit.fit;
+
+	e->n_q = pb->d.n_q;
+	e->n_kv = pb->d.n_kv;
+	memcpy(e->rows, pb->rows, sizeof(e->rows));
+	memcpy(e->cols, pb->cols, sizeof(e->cols));
+	e->cut = e->rows[1] - e->rows[0] < e->n_q || e->cols[1] - e->cols[0] < e->n_kv;
+}
+
 int attn_refuse_picture_options(const struct attn_options *o)
 {
 	if ((o->range_given || o->emit.head) && o->emit.format != FORMAT_HTML &&

@@ -141,6 +141,20 @@ const struct option *attn_option_table(const unsigned **groups);
 /* --compress without .npz output, in every command's words */
 #define ATTN_COMPRESS_NEEDS_NPZ \
 	"--compress is for .npz output: add --format npz, or give -o FILE.npz"
+/* the options of the outputs people read, after -f or --precision */
+#define ATTN_USAGE_FIT \
+	"      --rows FIRST:LAST the queries every printed or drawn matrix keeps\n" \
+	"                        (numbers from 1 or tokens; '5:' from 5, ':100' to 100)\n" \
+	"      --cols FIRST:LAST the keys they keep, likewise (JSON, CSV, .npy and\n" \
+	"                        .npz are never cut)\n" \
+	"      --force           write a picture, page or text past the size mha\n" \
+	"                        refuses (4 MiB of text, 32 MiB of SVG, 64 MiB page)\n"
+
+/* --rows and --cols with an output that is never cut, or a walk-through; else 0 */
+int attn_refuse_cut(const struct attn_options *o);
+/* the queries and keys --rows and --cols keep, from the problem to the writers */
+void attn_fit_ranges(struct attn_options *o, const struct problem *pb);
+
 /* --json-nonfinite without JSON output */
 #define ATTN_NONFINITE_NEEDS_JSON \
 	"--json-nonfinite is for JSON output: add --format json, or give -o FILE.json"

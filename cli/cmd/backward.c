@@ -78,6 +78,7 @@ static const char backward_usage[] =
 	"                        writes them (smaller, slower to write and read)\n"
 	ATTN_USAGE_JSON
 	"      --precision N     significant digits in text and markdown (default 6)\n"
+	ATTN_USAGE_FIT
 	"  -o, --output FILE     write to FILE (replaced only when all went well); a\n"
 	"                        directory gets one file per matrix: dX.csv,\n"
 	"                        head1_dS.csv, ... (csv, npy or json)\n"
@@ -451,6 +452,8 @@ static int backward_check_options(struct attn_options *o)
 		return usage_error(hint, ATTN_COMPRESS_NEEDS_NPZ);
 	if (o->emit.bare_nonfinite && o->emit.format != FORMAT_JSON)
 		return usage_error(hint, ATTN_NONFINITE_NEEDS_JSON);
+	if (attn_refuse_cut(o))
+		return -1;
 	if (o->f32 && o->spec.cfg.exact)
 		return usage_error(hint, "--exact is float64's plain path: leave out --dtype f32");
 	/* --dtype f32: float32 inputs, weights and dO stay floats (no double copy) */
@@ -473,6 +476,7 @@ static int backward_cmd_run(struct attn_options *o, struct problem *p)
 {
 	const int rc = attn_pick_sequence(o, p);
 
+	attn_fit_ranges(o, p);
 	return rc ? rc : backward_run(p, o->own);
 }
 

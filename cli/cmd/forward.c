@@ -61,6 +61,7 @@ static const char forward_usage[] =
 	ATTN_USAGE_PICTURE
 	ATTN_USAGE_JSON
 	"      --precision N     significant digits in text and markdown (default 6)\n"
+	ATTN_USAGE_FIT
 	"      --compress        npz: each member deflated, as np.savez_compressed\n"
 	"                        writes them (smaller, slower to write and read)\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well); a\n"
@@ -188,6 +189,8 @@ int forward_check(struct attn_options *o)
 	} else if (attn_refuse_picture_options(o)) {
 		return -1;
 	}
+	if (attn_refuse_cut(o))
+		return -1;
 	if (o->f32 && s->cfg.exact)
 		return usage_error(hint, "--exact is float64's plain path: leave out --dtype f32");
 	if (o->f32 && (o->print_all || (o->print & ~steps_flagged(STEP_F32))))
@@ -230,6 +233,7 @@ int forward_run(struct attn_options *o, struct problem *pb)
 
 	if (rc)
 		return rc;
+	attn_fit_ranges(o, pb);
 	/* a norm comes from the options or the checkpoint's family: known now */
 	if ((o->print & (STEP_BIT(STEP_Q_NORM) | STEP_BIT(STEP_K_NORM))) && !pb->cfg.norm.kind)
 		return usage_error(o->cmd->name, "--print %s needs a q/k norm: --norm, --q-norm and "

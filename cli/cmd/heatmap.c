@@ -31,6 +31,7 @@ static const char heatmap_usage[] =
 	ATTN_USAGE_COLOR
 	ATTN_USAGE_PICTURE
 	"      --precision N     significant digits of the numbers shown (default 6)\n"
+	ATTN_USAGE_FIT
 	"  -o, --output FILE     write to FILE (replaced only when all went well)\n"
 	"      --sequence N      with a batch (3-D inputs): draw sequence N alone (from\n"
 	"                        1); without it each sequence under a heading (an SVG\n"

@@ -168,7 +168,7 @@ enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV
        O_ROPE_COS, O_ROPE_SIN, O_ROPE_SCALING, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
        O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
        O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
-       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS, O_JSON_NONFINITE, O_PROGRESS, O_QUIET, O_NORM, O_NORM_EPS, O_NORM_OVER,
+       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS, O_JSON_NONFINITE, O_PROGRESS, O_QUIET, O_ROWS, O_COLS, O_FORCE, O_NORM, O_NORM_EPS, O_NORM_OVER,
        O_Q_NORM, O_K_NORM,
        O_ONE /* + WQ … BO */,
        O_LATENT = O_ONE + N_WEIGHTS /* + LAT_Q_A_PROJ … LAT_KV_B_PROJ */,
@@ -370,6 +370,9 @@ static const struct {
 	{ { "compress", no_argument, NULL, O_COMPRESS }, OPT_NPZ, NULL },
 	{ { "json-nonfinite", R, NULL, O_JSON_NONFINITE }, OPT_JSON, NULL },
 	{ { "progress", no_argument, NULL, O_PROGRESS }, OPT_RUN, NULL },
+	{ { "rows", R, NULL, O_ROWS }, OPT_PRINT, NULL },
+	{ { "cols", R, NULL, O_COLS }, OPT_PRINT, NULL },
+	{ { "force", no_argument, NULL, O_FORCE }, OPT_PRINT, NULL },
 	{ { "quiet", no_argument, NULL, 'q' }, OPT_RUN, NULL },
 	/* a command that does not take it refuses it, naming the one that does */
 	{ { "grad-output", R, NULL, O_GRAD_OUTPUT }, OPT_GRAD, NULL },
@@ -653,6 +656,9 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 		case 'o': o->emit.output = optarg; break;
 		case O_COMPRESS: o->emit.compress = 1; break;
 		case O_PROGRESS: o->progress = PROGRESS_ON; break;
+		case O_ROWS: o->spec.rows = optarg; break;
+		case O_COLS: o->spec.cols = optarg; break;
+		case O_FORCE: o->emit.fit.force = 1; break;
 		case 'q': o->progress = PROGRESS_OFF; break;
 		case O_JSON_NONFINITE:
 			if (strcmp(optarg, "strings") && strcmp(optarg, "python")) {

@@ -35,7 +35,8 @@ static long find(const char *s, const char *const *labels, size_t n)
  * error listing where it is ("'the' is the token of queries 1 and 7: give its
  * number"), and 1; else 0.
  */
-static int ambiguous(const char *what, const char *s, const char *const *labels, size_t n)
+static int ambiguous_in(const char *opt, const char *what, const char *s,
+			const char *const *labels, size_t n)
 {
 	size_t at[8], found = 0;
 	char list[200] = "";
@@ -50,9 +51,56 @@ static int ambiguous(const char *what, const char *s, const char *const *labels,
 	for (size_t k = 0; k < found && k < 8; k++)
 		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%zu",
 			 k == 0 ? "" : k + 1 == found ? " and " : ", ", at[k]);
-	usage_error("forward", "--cell: '%s' is the token of %s %s%s: give its number", s,
+	usage_error("forward", "%s: '%s' is the token of %s %s%s: give its number", opt, s,
 		    what, list, found > 8 ? ", …" : "");
 	return 1;
+}
+
+static int ambiguous(const char *what, const char *s, const char *const *labels, size_t n)
+{
+	return ambiguous_in("--cell", what, s, labels, n);
+}
+
+int labels_parse_range(const char *arg, const char *opt, const char *what,
+		       const char *const *labels, size_t n, size_t range[2])
+{
+	const char *colon = strchr(arg, ':');
+	char side[2][256];
+	long at[2];
+
+	if (!colon || strchr(colon + 1, ':') || (size_t)(colon - arg) >= sizeof(side[0]) ||
+	    strlen(colon + 1) >= sizeof(side[1]))
+		return usage_error("forward", "%s takes FIRST:LAST (numbers from 1 or tokens, "
+				   "either left out for the start or the end), not '%s'", opt, arg);
+	memcpy(side[0], arg, (size_t)(colon - arg));
+	side[0][colon - arg] = '\0';
+	strcpy(side[1], colon + 1);
+	for (int k = 0; k < 2; k++) {
+		char *s = side[k];
+		size_t len;
+
+		while (*s == ' ')
+			s++;
+		len = strlen(s);
+		while (len && s[len - 1] == ' ')
+			s[--len] = '\0';
+		if (!*s) {
+			at[k] = k == 0 ? 0 : (long)n - 1;
+			continue;
+		}
+		if (ambiguous_in(opt, what, s, labels, n))
+			return EXIT_USAGE;
+		at[k] = find(s, labels, n);
+		if (at[k] < 0)
+			return usage_error("forward", "%s: '%s' is not one of the %s: a number from 1 "
+					   "to %zu%s", opt, s, what, n, labels ? " or one of the tokens" : "");
+	}
+	if (at[0] > at[1])
+		return usage_error("forward", "%s %s: the first (%ld) is past the last (%ld)", opt, arg,
+				   at[0] + 1, at[1] + 1);
+	range[0] = (size_t)at[0];
+	range[1] = (size_t)at[1] + 1;
+	return 0;
 }
 
 int labels_parse_cell(const char *arg, const char *const *q_labels, size_t n_q,

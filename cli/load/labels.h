@@ -25,4 +25,13 @@ void labels_free(struct labels *l);
 int labels_parse_cell(const char *arg, const char *const *q_labels, size_t n_q,
 		      const char *const *k_labels, size_t n_kv, size_t *i, size_t *j);
 
+/*
+ * --rows and --cols: "FIRST:LAST" of n (the queries, or the keys: what),
+ * each a 1-based number or a label, either left out for the start or the
+ * end ("5:", ":100"); range[0..1] set to the 0-based [first, last + 1),
+ * 0, or EXIT_USAGE with the reason reported as a command-line error.
+ */
+int labels_parse_range(const char *arg, const char *opt, const char *what,
+		       const char *const *labels, size_t n, size_t range[2]);
+
 #endif

@@ -380,6 +380,16 @@ static int load(struct problem *p, const struct problem_spec *s)
 	    checks_rope(s, p, &p->d, &p->cfg) || checks_norm(s, p, &p->d, &p->cfg) ||
 	    checks_config(s, p) || labels_set(s, p, &p->d))
 		return EXIT_DATA;
+	/* --rows and --cols: queries and keys, known once the labels are */
+	p->rows[0] = p->cols[0] = 0;
+	p->rows[1] = d->n_q;
+	p->cols[1] = d->n_kv;
+	if (s->rows && labels_parse_range(s->rows, "--rows", "queries",
+					  (const char *const *)p->labels.query, d->n_q, p->rows))
+		return EXIT_USAGE;
+	if (s->cols && labels_parse_range(s->cols, "--cols", "keys",
+					  (const char *const *)p->labels.key, d->n_kv, p->cols))
+		return EXIT_USAGE;
 	/* --cell names a query and a key: a command-line error, known once the labels are */
 	if (s->cell && labels_parse_cell(s->cell, (const char *const *)p->labels.query, d->n_q,
 					 (const char *const *)p->labels.key, d->n_kv, &p->cell[0],

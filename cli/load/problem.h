@@ -61,6 +61,8 @@ struct problem {
 	mha_weights weights;
 	mha_weights_f32 weights_f; /* those read as floats (matrix.f), else NULL */
 	size_t cell[2];         /* --cell: the query and key, 0-based */
+	size_t rows[2], cols[2]; /* --rows, --cols: queries, keys [first, end), 0-based;
+				    all of them when not given */
 	unsigned shared;        /* a batch: the inputs given 2-D and copied to every
 				   sequence, 1 << the index of X, X_kv, X_k, X_v, Q, K, V */
 };

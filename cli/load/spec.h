@@ -89,6 +89,7 @@ struct problem_spec {
 					   (PyTorch's nn.MultiheadAttention); 0: true attends */
 	const char *tokens, *kv_tokens; /* --tokens, --kv-tokens, or NULL */
 	const char *cell;               /* --cell QUERY,KEY, or NULL */
+	const char *rows, *cols;        /* --rows, --cols FIRST:LAST, or NULL */
 	const size_t *kv_lens;          /* --kv-len 5,3,4: one length per sequence, or NULL */
 	int floats;                     /* --dtype f32 with X not printed: float32 inputs stay
 					   floats (READ_F32) */

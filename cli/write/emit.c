@@ -515,8 +515,29 @@ static int write_heatmaps(const struct emit *o, const struct step_items *list,
 	return rc;
 }
 
+static int write_items(const struct emit *o, const struct step_items *lists, size_t batch,
+		       const struct labels *labels, const struct run_meta *meta);
+
 int emit_items(const struct emit *o, const struct step_items *lists, size_t batch,
 	       const struct labels *labels, const struct run_meta *meta)
+{
+	struct fit f;
+	int rc;
+
+	/* what people read: cut to --rows and --cols, refused past its size */
+	if (o->format != FORMAT_TEXT && o->format != FORMAT_MARKDOWN &&
+	    o->format != FORMAT_HEATMAP && o->format != FORMAT_SVG)
+		return write_items(o, lists, batch, labels, meta);
+	if (fit_output(&f, &o->fit, &(struct fit_out){ FIT_ITEMS, o->format, o->precision,
+						       o->heat_step, o->head }, lists, batch, labels))
+		return -1;
+	rc = write_items(o, f.lists, batch, f.labels, meta);
+	fit_free(&f);
+	return rc;
+}
+
+static int write_items(const struct emit *o, const struct step_items *lists, size_t batch,
+		       const struct labels *labels, const struct run_meta *meta)
 {
 	const struct step_items *list = &lists[0];
 	size_t one = 0, n = 0;
@@ -587,8 +608,16 @@ int emit_items(const struct emit *o, const struct step_items *lists, size_t batc
 int emit_explain(const struct emit *o, const struct step_items *lists, size_t batch,
 		 const struct step_facts *f, const struct labels *l, const struct explain_ask *ask)
 {
+	struct fit fit;
 	outfile of;
 
+	/* refused past its size (never cut: --rows and --cols are refused with it) */
+	if (fit_output(&fit, &o->fit, &(struct fit_out){ ask->cell_alone && !ask->printed ? FIT_ITEMS
+							 : FIT_EXPLAIN, FORMAT_TEXT, o->precision,
+							 o->heat_step, o->head },
+		       ask->printed ? ask->printed : lists, batch, l))
+		return -1;
+	fit_free(&fit);
 	if (outfile_open(&of, o->output))
 		return -1;
 	if (ask->printed) {
@@ -633,14 +662,31 @@ int emit_html(const struct emit *o, const struct step_items *lists, size_t batch
 				    .meta = meta, .precision = o->precision, .step = o->heat_step,
 				    .f32 = o->html_f32, .range = range, .range_lo = o->range.lo,
 				    .range_hi = o->range.hi, .head = o->head };
+	struct fit fit;
+	struct html_run cut = r;
 	outfile of;
+	int rc;
 
 	if (o->output && strcmp(o->output, "-") && emit_is_dir(o->output))
 		return error("-o %s: a directory takes one file per matrix; the page is one file: "
 			     "name it (-o attn.html)", o->output);
-	if (outfile_open(&of, o->output))
+	if (fit_output(&fit, &o->fit, &(struct fit_out){ FIT_PAGE, o->format, o->precision,
+							 o->heat_step, o->head }, lists, batch, l))
 		return -1;
-	if (html_write(of.fp, &r)) {
+	cut.lists = fit.lists;
+	cut.labels = fit.labels;
+	if (o->fit.cut) {
+		/* whole key rows only (attn_refuse_cut): each cell's sum is over every key */
+		cut.first_row = o->fit.rows[0];
+		cut.n_rows = o->fit.rows[1] - o->fit.rows[0];
+	}
+	if (outfile_open(&of, o->output)) {
+		fit_free(&fit);
+		return -1;
+	}
+	rc = html_write(of.fp, &cut);
+	fit_free(&fit);
+	if (rc) {
 		outfile_abort(&of);
 		return -1;
 	}

@@ -7,6 +7,7 @@
 #ifndef MHA_CLI_EMIT_H
 #define MHA_CLI_EMIT_H
 
+#include "write/fit.h"
 #include "write/heatmap.h"
 #include "write/meta.h"
 #include "base/outfile.h"
@@ -50,6 +51,7 @@ struct emit {
 	size_t head;         /* --head N: the pictures draw head N alone (from 1); 0: all */
 	int compress;        /* npz: --compress, members deflated (np.savez_compressed) */
 	int bare_nonfinite;  /* JSON: --json-nonfinite python, NaN and ±Infinity bare */
+	struct fit_ask fit;  /* --rows, --cols, --force (fit.h) */
 };
 
 /*

@@ -132,7 +132,7 @@ static void put_base64(FILE *fp, const matrix *m)
 
 /* one head's matrices, as explain.c gathers them */
 static int put_sequence(FILE *fp, const struct step_items *list, const struct step_facts *f,
-			size_t b, size_t batch)
+			size_t b, size_t batch, size_t first_row)
 {
 	const mha_dims *d = f->d;
 	const size_t H = d->heads, G = d->kv_heads ? d->kv_heads : H;
@@ -152,7 +152,8 @@ static int put_sequence(FILE *fp, const struct step_items *list, const struct st
 		fputs("\"\"", fp);
 	/* query 0's position as ALiBi and the window take it: the causal offset
 	 * (f: this sequence's own facts, its key length in cfg->kv_len) */
-	fprintf(fp, ", \"offset\": %td, \"mask_how\": ", mha_causal_offset(f->d, f->cfg, 0));
+	fprintf(fp, ", \"offset\": %td, \"mask_how\": ",
+		mha_causal_offset(f->d, f->cfg, 0) + (ptrdiff_t)first_row);
 	if (mask) {
 		/* each sequence's own: its --kv-len */
 		char how[400];
@@ -237,9 +238,9 @@ static int put_data(FILE *fp, const struct html_run *r)
 		has_mask |= r->lists[0].v[i].step == STEP_MASK;
 	fprintf(fp, "{\"format\": \"mha-html 1\", \"version\": \"%s\"", MHA_VERSION_STRING);
 	fprintf(fp, ",\n\"n_q\": %zu, \"n_kv\": %zu, \"heads\": %zu, \"kv_heads\": %zu, "
-		"\"d_k\": %zu, \"d_v\": %zu, \"precision\": %d, \"f32\": %s", d->n_q, d->n_kv,
-		d->heads, d->kv_heads ? d->kv_heads : d->heads, d->d_k, d->d_v, r->precision,
-		r->f32 ? "true" : "false");
+		"\"d_k\": %zu, \"d_v\": %zu, \"precision\": %d, \"f32\": %s, \"first_row\": %zu",
+		r->n_rows ? r->n_rows : d->n_q, d->n_kv, d->heads, d->kv_heads ? d->kv_heads : d->heads,
+		d->d_k, d->d_v, r->precision, r->f32 ? "true" : "false", r->first_row);
 	fputs(",\n\"scale\": ", fp);
 	json_number(fp, f->scale, 0);
 	step_scale_words(how, sizeof(how), f);
@@ -301,7 +302,7 @@ static int put_data(FILE *fp, const struct html_run *r)
 		return -1;
 	fputs(",\n\"sequences\": [", fp);
 	for (size_t b = 0; b < (r->batch ? r->batch : 1); b++)
-		if (put_sequence(fp, &r->lists[b], &r->f[b], b, r->batch))
+		if (put_sequence(fp, &r->lists[b], &r->f[b], b, r->batch, r->first_row))
 			return -1;
 	fputs("]}\n", fp);
 	return 0;

@@ -32,6 +32,9 @@ struct html_run {
 	} range;
 	double range_lo, range_hi;      /* HTML_RANGE_FIXED: finite, lo < hi */
 	size_t head;                    /* the head shown first (from 1); 0: all side by side */
+	/* --rows: the queries the lists hold, [first_row, first_row + n_rows) of the
+	 * run's (n_rows 0: all of them); the page numbers them as the run does */
+	size_t first_row, n_rows;
 };
 
 /* The page onto fp.  0, or -1 when out of memory (said); a write error is

@@ -17,6 +17,8 @@
 	var MAX_TERMS = 12; /* as explain.c */
 	var MAX_SUM_TERMS = 32; /* explain.c's too: the terms of a softmax sum shown */
 	var NQ = D.n_q, NKV = D.n_kv, DK = D.d_k, DV = D.d_v;
+	/* --rows: the first query the page holds, numbered as the run numbers it */
+	var R0 = D.first_row || 0;
 	var QL = D.tokens, KL = D.kv_tokens;
 
 	/* ---- numbers as C's printf("%.*g") (cli/write.c format_number) ---- */
@@ -114,7 +116,10 @@
 
 	/* ---- words ---- */
 
-	function label(labels, i) { return labels ? (i + 1) + ' (' + labels[i] + ')' : String(i + 1); }
+	function label(labels, i, r0) {
+		r0 = r0 || 0;
+		return labels ? (i + 1 + r0) + ' (' + labels[i] + ')' : String(i + 1 + r0);
+	}
 	function axisText(labels, i) { return labels ? labels[i] : String(i + 1); }
 	function el(tag, cls, text) {
 		var e = document.createElement(tag);
@@ -132,7 +137,7 @@
 		    row = hd.masked, w = hd.softmax, r0 = i * NKV, mk, pos, term, sk, ex, vals, prods,
 		    largest, terms;
 
-		L.push('  Query ' + label(QL, i) + ' and key ' + label(KL, j) + ', head ' + (h + 1) + ', by hand:');
+		L.push('  Query ' + label(QL, i, R0) + ' and key ' + label(KL, j) + ', head ' + (h + 1) + ', by hand:');
 		if (D.mla) {
 			/* latent attention: the score as its content part plus its position part */
 			a = 0;
@@ -142,7 +147,7 @@
 					a += hd.q[i * DK + t] * hd.k[j * DK + t];
 				else
 					b += hd.q[i * DK + t] * hd.k[j * DK + t];
-			L.push('    q' + (i + 1) + ' = [q_nope, q_pe_rot] and k' + (j + 1) + ' = [k_nope, k_pe_rot] of head ' + (h + 1) + ':');
+			L.push('    q' + (i + 1 + R0) + ' = [q_nope, q_pe_rot] and k' + (j + 1) + ' = [k_nope, k_pe_rot] of head ' + (h + 1) + ':');
 			L.push('      q_nope . k_nope = ' + g(a) + ' (content: features 1 to ' + (DK - D.mla) + '), q_pe_rot . k_pe_rot = ' + g(b) + ' (position: features ' + (DK - D.mla + 1) + ' to ' + DK + ')');
 		} else {
 			if (D.norm)
@@ -150,7 +155,7 @@
 			if (D.rope)
 				L.push('    (q and k after the rotary embedding: --explain --cell shows the rotation)');
 		}
-		line = '    score   = q' + (i + 1) + ' . k' + (j + 1) + ' =';
+		line = '    score   = q' + (i + 1 + R0) + ' . k' + (j + 1) + ' =';
 		for (t = 0; t < DK; t++) {
 			a = factor(hd.q[i * DK + t]);
 			b = factor(hd.k[j * DK + t]);
@@ -171,7 +176,7 @@
 			a = g(mk);
 			b = g(row[r0 + j]);
 			if (mk === -Infinity) {
-				L.push('    mask    = -inf: query ' + (i + 1) + ' may not see key ' + (j + 1) + ', so masked = -inf');
+				L.push('    mask    = -inf: query ' + (i + 1 + R0) + ' may not see key ' + (j + 1) + ', so masked = -inf');
 			} else if (D.alibi) {
 				pos = i + 1 + SEQS[s].offset;
 				term = num(D.alibi[h]) * ((j + 1) - pos);
@@ -188,7 +193,7 @@
 			if (row[r0 + t] > mx)
 				mx = row[r0 + t];
 		if (mx === -Infinity) {
-			L.push('    softmax: every key is masked for query ' + (i + 1) + ': its weights are all 0, and so is its output row');
+			L.push('    softmax: every key is masked for query ' + (i + 1 + R0) + ': its weights are all 0, and so is its output row');
 			return L;
 		}
 		/* "masked" only when a mask was added; every term of the sum shown
@@ -200,12 +205,12 @@
 			b = g(sk);
 			if (sk > mx)
 				mx = sk;
-			L.push('    softmax: the ' + largest + ' in row ' + (i + 1) + ' is ' + a + ' and the sink is ' + b + ', so m = ' + g(mx) + ';');
+			L.push('    softmax: the ' + largest + ' in row ' + (i + 1 + R0) + ' is ' + a + ' and the sink is ' + b + ', so m = ' + g(mx) + ';');
 			sum = Math.exp(sk - mx);
 			line = '      sum = exp(sink - m) + ';
 			terms = 1 + NKV;
 		} else {
-			L.push('    softmax: the ' + largest + ' in row ' + (i + 1) + ' is m = ' + g(mx) + ';');
+			L.push('    softmax: the ' + largest + ' in row ' + (i + 1 + R0) + ' is m = ' + g(mx) + ';');
 			line = '      sum = ';
 			terms = NKV;
 		}
@@ -233,11 +238,11 @@
 		b = g(sum);
 		L.push(line + ' = ' + b);
 		if (row[r0 + j] === -Infinity) {
-			L.push('      weight ' + (i + 1) + ',' + (j + 1) + ' = 0 (masked)');
+			L.push('      weight ' + (i + 1 + R0) + ',' + (j + 1) + ' = 0 (masked)');
 			return L;
 		}
 		c = g(w[r0 + j]);
-		L.push('      weight ' + (i + 1) + ',' + (j + 1) + ' = exp(' + g(row[r0 + j]) + ' - m) / sum = ' +
+		L.push('      weight ' + (i + 1 + R0) + ',' + (j + 1) + ' = exp(' + g(row[r0 + j]) + ' - m) / sum = ' +
 		       g(Math.exp(row[r0 + j] - mx)) + ' / ' + b + ' = ' + c);
 		vals = [];
 		prods = [];
@@ -245,7 +250,7 @@
 			vals.push(g(hd.v[j * DV + t]));
 			prods.push(g(w[r0 + j] * hd.v[j * DV + t]));
 		}
-		L.push("    output: row " + (i + 1) + " of the head's output is the weighted sum of V" + (hd.kv_head + 1) +
+		L.push("    output: row " + (i + 1 + R0) + " of the head's output is the weighted sum of V" + (hd.kv_head + 1) +
 		       "'s rows; key " + (j + 1) + ' adds ' + c + ' * [' + vals.join(', ') + (DV > MAX_TERMS ? ', …' : '') +
 		       '] = [' + prods.join(', ') + (DV > MAX_TERMS ? ', …' : '') + ']');
 		return L;
