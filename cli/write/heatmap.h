@@ -61,8 +61,9 @@ int heatmap_terminal(FILE *fp, const struct heat_panel *p, size_t n, enum heat_c
 int heatmap_svg(FILE *fp, const struct heat_panel *p, size_t n, int precision);
 
 /*
- * Shared by heatmap.c and svg.c (not for other callers): the colour ramp,
- * a panel's scale, which cells are blocked, and labels cut to fit.
+ * heat.c's, shared by heatmap.c and svg.c (not for other callers): the
+ * colour ramp, a panel's scale, which cells are blocked, and labels cut to
+ * fit.
  */
 
 /* The values a panel's colours span (its range: struct heat_range):
