@@ -155,7 +155,7 @@ static int refuse_forward_only(struct attn_options *o)
 	const char *opt = o->print_given ? "--print" : o->emit.output ? "--output" :
 			  o->spec.cell ? "--cell" : o->explain ? "--explain" :
 			  o->color_given ? "--color" : o->precision_given ? "--precision" :
-			  o->emit.compress ? "--compress" : NULL;
+			  o->emit.compress ? "--compress" : o->emit.full ? "--full" : NULL;
 
 	if (opt)
 		return usage_error("compare", "%s is forward's: compare writes its report to "

@@ -76,7 +76,7 @@ enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV
        O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
        O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
        O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS, O_JSON_NONFINITE, O_NORM, O_NORM_EPS, O_NORM_OVER,
-       O_Q_NORM, O_K_NORM,
+       O_Q_NORM, O_K_NORM, O_FULL,
        O_ONE /* + WQ … BO */,
        O_LATENT = O_ONE + N_WEIGHTS /* + LAT_Q_A_PROJ … LAT_KV_B_PROJ */,
        O_QK_ROPE = O_LATENT + N_LATENT, O_MLA_EPS, O_ABSORB };
@@ -270,6 +270,7 @@ static const struct {
 	{ { "print", R, NULL, 'p' }, OPT_PRINT, NULL },
 	{ { "format", R, NULL, 'f' }, OPT_RUN, NULL },
 	{ { "precision", R, NULL, O_PRECISION }, OPT_PRINT, NULL },
+	{ { "full", no_argument, NULL, O_FULL }, OPT_PRINT, NULL },
 	{ { "output", R, NULL, 'o' }, OPT_PRINT, NULL },
 	{ { "help", no_argument, NULL, 'h' }, OPT_RUN, NULL },
 	{ { "range", R, NULL, O_RANGE }, OPT_PICTURE, NULL },
@@ -556,6 +557,7 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			o->spec.has_layer = 1;
 			break;
 		case 'o': o->emit.output = optarg; break;
+		case O_FULL: o->emit.full = 1; break;
 		case O_COMPRESS: o->emit.compress = 1; break;
 		case O_JSON_NONFINITE:
 			if (strcmp(optarg, "strings") && strcmp(optarg, "python")) {

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h> /* TIOCGWINSZ */
 #include <sys/stat.h> /* mkdir */
 #include <unistd.h>
 
@@ -458,6 +459,27 @@ done:
 	return rc;
 }
 
+/*
+ * The columns a terminal heatmap fits in: a terminal's own width (asked of
+ * the output), else COLUMNS when it is a whole number from 1, else 80 for a
+ * terminal.  Not a terminal and no COLUMNS (a file, a pipe): 0, no limit,
+ * every key drawn, since output kept is read whole (less -S scrolls across).
+ */
+static size_t heat_width(FILE *fp)
+{
+	const char *env = getenv("COLUMNS");
+	const int tty = isatty(fileno(fp));
+	struct winsize ws;
+
+	if (tty && !ioctl(fileno(fp), TIOCGWINSZ, &ws) && ws.ws_col)
+		return ws.ws_col;
+	/* digits only, at most 6 of them: "80", not " 80", "80x" or "-1" */
+	if (env && *env && strlen(env) <= 6 && !env[strspn(env, "0123456789")] &&
+	    strtoul(env, NULL, 10) > 0)
+		return strtoul(env, NULL, 10);
+	return tty ? 80 : 0;
+}
+
 /* heatmap and svg: a panel per head of the step drawn, the mask beside it */
 static int write_heatmaps(const struct emit *o, const struct step_items *list,
 			  const struct labels *l, FILE *fp)
@@ -502,13 +524,14 @@ static int write_heatmaps(const struct emit *o, const struct step_items *list,
 	if (o->format == FORMAT_SVG) {
 		rc = heatmap_svg(fp, panels, n, o->precision);
 	} else {
-		enum heat_color color = HEAT_PLAIN;
+		struct heat_look look = { .color = HEAT_PLAIN, .precision = o->precision,
+					  .width = heat_width(fp), .whole = o->full };
 		const char *no_color = getenv("NO_COLOR"), *term = getenv("COLORTERM");
 
 		if (o->color > 0 || (o->color == 0 && isatty(fileno(fp)) && !(no_color && *no_color)))
-			color = term && (!strcmp(term, "truecolor") || !strcmp(term, "24bit"))
-					? HEAT_TRUECOLOR : HEAT_256;
-		rc = heatmap_terminal(fp, panels, n, color, o->precision);
+			look.color = term && (!strcmp(term, "truecolor") || !strcmp(term, "24bit"))
+					     ? HEAT_TRUECOLOR : HEAT_256;
+		rc = heatmap_terminal(fp, panels, n, &look);
 	}
 	free(panels);
 	free(planes);
@@ -574,7 +597,8 @@ int emit_items(const struct emit *o, const struct step_items *lists, size_t batc
 			return -1;
 		}
 	} else {
-		writer wr = { .fp = of.fp, .format = o->format, .precision = o->precision };
+		writer wr = { .fp = of.fp, .format = o->format, .precision = o->precision,
+			      .full = o->full };
 
 		if (write_stream(&wr, lists, batch, labels, meta)) {
 			outfile_abort(&of);
@@ -593,7 +617,8 @@ int emit_explain(const struct emit *o, const struct step_items *lists, size_t ba
 		return -1;
 	if (ask->printed) {
 		/* --print's steps as text, then the cell */
-		writer wr = { .fp = of.fp, .format = FORMAT_TEXT, .precision = o->precision };
+		writer wr = { .fp = of.fp, .format = FORMAT_TEXT, .precision = o->precision,
+			      .full = o->full };
 
 		if (write_stream(&wr, ask->printed, batch, l, ask->meta)) {
 			outfile_abort(&of);
@@ -614,7 +639,7 @@ int emit_explain(const struct emit *o, const struct step_items *lists, size_t ba
 		}
 		if (explain_steps(of.fp, &lists[b], &f[b], (const char *const *)l->query,
 				  (const char *const *)l->key, ask->cell, ask->cell_alone,
-				  o->precision)) {
+				  o->precision, o->full)) {
 			outfile_abort(&of);
 			return -1;
 		}
