@@ -45,6 +45,8 @@
 
 LC_ALL=C
 export LC_ALL
+# a heatmap fits the width COLUMNS gives: an example that wants one sets it
+unset COLUMNS
 
 top=$(cd "$(dirname "$0")/.." && pwd) || exit 2
 if [ $# -eq 0 ]; then

@@ -46,7 +46,7 @@ enum {
 	OPT_RUN = 1u << 2,     /* --threads, --max-memory, --sequence, --format, --help */
 	OPT_DTYPE = 1u << 3,   /* --dtype */
 	OPT_EXACT = 1u << 4,   /* --exact */
-	OPT_PRINT = 1u << 5,   /* --print, --output, --precision */
+	OPT_PRINT = 1u << 5,   /* --print, --output, --precision, --full */
 	OPT_EXPLAIN = 1u << 6, /* --explain, --cell */
 	OPT_PICTURE = 1u << 7, /* --color, --range, --head */
 	OPT_GRAD = 1u << 8,    /* --grad-output: only a command that takes OPT_GRAD */

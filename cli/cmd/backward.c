@@ -79,6 +79,9 @@ static const char backward_usage[] =
 	ATTN_USAGE_JSON
 	"      --precision N     significant digits in text and markdown (default 6)\n"
 	ATTN_USAGE_FIT
+	"      --full            every entry: in text and markdown a matrix of more\n"
+	"                        than 1000 is otherwise cut to its first and last 3\n"
+	"                        rows and columns, as NumPy prints it\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well); a\n"
 	"                        directory gets one file per matrix: dX.csv,\n"
 	"                        head1_dS.csv, ... (csv, npy or json)\n"

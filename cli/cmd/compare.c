@@ -156,7 +156,8 @@ static int refuse_forward_only(struct attn_options *o)
 			  o->spec.cell ? "--cell" : o->explain ? "--explain" :
 			  o->color_given ? "--color" : o->precision_given ? "--precision" :
 			  o->emit.compress ? "--compress" : o->spec.rows ? "--rows" :
-			  o->spec.cols ? "--cols" : o->emit.fit.force ? "--force" : NULL;
+			  o->spec.cols ? "--cols" : o->emit.fit.force ? "--force" :
+			  o->emit.full ? "--full" : NULL;
 
 	if (opt)
 		return usage_error("compare", "%s is forward's: compare writes its report to "

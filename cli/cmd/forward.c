@@ -62,6 +62,10 @@ static const char forward_usage[] =
 	ATTN_USAGE_JSON
 	"      --precision N     significant digits in text and markdown (default 6)\n"
 	ATTN_USAGE_FIT
+	"      --full            every entry: in text and markdown a matrix of more\n"
+	"                        than 1000 is otherwise cut to its first and last 3\n"
+	"                        rows and columns, as NumPy prints it; in a heatmap\n"
+	"                        every key its own cell, however wide\n"
 	"      --compress        npz: each member deflated, as np.savez_compressed\n"
 	"                        writes them (smaller, slower to write and read)\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well); a\n"

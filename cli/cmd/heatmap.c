@@ -32,11 +32,17 @@ static const char heatmap_usage[] =
 	ATTN_USAGE_PICTURE
 	"      --precision N     significant digits of the numbers shown (default 6)\n"
 	ATTN_USAGE_FIT
+	"      --full            every key its own cell, however wide (see below)\n"
 	"  -o, --output FILE     write to FILE (replaced only when all went well)\n"
 	"      --sequence N      with a batch (3-D inputs): draw sequence N alone (from\n"
 	"                        1); without it each sequence under a heading (an SVG\n"
 	"                        draws one)\n"
 	ATTN_USAGE_HELP
+	"\n"
+	"The picture fits the terminal's width (written to a file or a pipe,\n"
+	"COLUMNS's, else there is no limit): heads that fit side by side are drawn\n"
+	"so, and a head wider than that has its keys pooled, a cell for each block of\n"
+	"adjacent keys, drawn at the block's largest value and numbered by its first.\n"
 	"\n"
 	"The other options of 'mha forward' are taken too: see 'mha forward --help'.\n"
 	ATTN_USAGE_EXIT;

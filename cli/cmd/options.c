@@ -4,6 +4,7 @@
  * its lines; and the command line parsed into struct attn_options.
  */
 #include "cmd/attention.h"
+#include "cmd/values.h"
 
 #include "base/cli.h"
 #include "base/progress.h"
@@ -68,99 +69,6 @@ static int parse_kv_len(const char *hint, const char *arg, struct attn_options *
 	return 0;
 }
 
-static int parse_real(const char *hint, const char *opt, const char *arg, double *out)
-{
-	if (!opt_number(arg, out)) {
-		usage_error(hint, "%s expects a finite number, not '%s'", opt, arg);
-		return -1;
-	}
-	return 0;
-}
-
-/* an eps: a finite number from 0 (--norm-eps, --mla-eps) */
-static int parse_eps(const char *hint, const char *opt, const char *arg, double *out)
-{
-	if (parse_real(hint, opt, arg, out))
-		return -1;
-	if (*out < 0) {
-		usage_error(hint, "%s expects a number from 0, not '%s'", opt, arg);
-		return -1;
-	}
-	return 0;
-}
-
-/* --layer N: a layer's number, from 0 (digits only, so not opt_count's "from 1") */
-static int parse_layer(const char *hint, const char *arg, size_t *out)
-{
-	size_t v = 0, i = 0;
-
-	for (; arg[i] >= '0' && arg[i] <= '9' && v <= SIZE_MAX / 20; i++)
-		v = v * 10 + (size_t)(arg[i] - '0');
-	if (!i || arg[i]) {
-		usage_error(hint, "--layer expects a whole number from 0, not '%s'", arg);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
-/* one side of --window: -1 or a whole number from 0, digits only (no blanks, no '+') */
-static int window_side(const char *s, size_t len, ptrdiff_t *out)
-{
-	long long v = 0;
-	size_t at = s[0] == '-';
-
-	if (len == at || len > at + 18)
-		return -1;
-	for (size_t i = at; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		v = v * 10 + (s[i] - '0');
-	}
-	if (at && v != 1)
-		return -1;
-	*out = at ? -1 : (ptrdiff_t)v;
-	return 0;
-}
-
-/* --window L[,R]: R absent is -1 (unbounded to the right) */
-static int parse_window(const char *hint, const char *arg, mha_window *w)
-{
-	const char *comma = strchr(arg, ',');
-	const size_t ll = comma ? (size_t)(comma - arg) : strlen(arg);
-
-	w->on = 1;
-	w->right = -1;
-	if (window_side(arg, ll, &w->left) ||
-	    (comma && window_side(comma + 1, strlen(comma + 1), &w->right))) {
-		usage_error(hint, "--window takes L or L,R: whole numbers of keys from 0, or -1 "
-			    "for unbounded, not '%s'", arg);
-		return -1;
-	}
-	return 0;
-}
-
-static int parse_scale(const char *hint, const char *arg, mha_config *cfg)
-{
-	static const struct { const char *name; mha_scale_mode mode; } modes[] = {
-		{ "dk", MHA_SCALE_DK }, { "dmodel", MHA_SCALE_DMODEL },
-		{ "seqlen", MHA_SCALE_SEQLEN }, { "none", MHA_SCALE_NONE },
-	};
-
-	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
-		if (!strcmp(arg, modes[i].name)) {
-			cfg->scale_mode = modes[i].mode;
-			return 0;
-		}
-	cfg->scale_mode = MHA_SCALE_VALUE;
-	if (!opt_number(arg, &cfg->scale)) {
-		usage_error(hint, "--scale takes dk, dmodel, seqlen, none or a number, not '%s'",
-			    arg);
-		return -1;
-	}
-	return 0;
-}
-
 /* ---- the options ----------------------------------------------------- */
 
 enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV_HEADS, O_SCALE,
@@ -168,8 +76,8 @@ enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV
        O_ROPE_COS, O_ROPE_SIN, O_ROPE_SCALING, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
        O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
        O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
-       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS, O_JSON_NONFINITE, O_PROGRESS, O_QUIET, O_ROWS, O_COLS, O_FORCE, O_NORM, O_NORM_EPS, O_NORM_OVER,
-       O_Q_NORM, O_K_NORM,
+       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS, O_JSON_NONFINITE, O_PROGRESS, O_QUIET,
+       O_ROWS, O_COLS, O_FORCE, O_NORM, O_NORM_EPS, O_NORM_OVER, O_Q_NORM, O_K_NORM, O_FULL,
        O_ONE /* + WQ … BO */,
        O_LATENT = O_ONE + N_WEIGHTS /* + LAT_Q_A_PROJ … LAT_KV_B_PROJ */,
        O_QK_ROPE = O_LATENT + N_LATENT, O_MLA_EPS, O_ABSORB };
@@ -363,6 +271,7 @@ static const struct {
 	{ { "print", R, NULL, 'p' }, OPT_PRINT, NULL },
 	{ { "format", R, NULL, 'f' }, OPT_RUN, NULL },
 	{ { "precision", R, NULL, O_PRECISION }, OPT_PRINT, NULL },
+	{ { "full", no_argument, NULL, O_FULL }, OPT_PRINT, NULL },
 	{ { "output", R, NULL, 'o' }, OPT_PRINT, NULL },
 	{ { "help", no_argument, NULL, 'h' }, OPT_RUN, NULL },
 	{ { "range", R, NULL, O_RANGE }, OPT_PICTURE, NULL },
@@ -558,7 +467,7 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			break;
 		case O_ROPE_THETA:
 			o->spec.given |= GIVEN_ROPE_THETA;
-			if (parse_real(hint, "--rope-theta", optarg, &o->spec.cfg.rope.theta))
+			if (value_real(hint, "--rope-theta", optarg, &o->spec.cfg.rope.theta))
 				return -1;
 			if (o->spec.cfg.rope.theta <= 0) {
 				usage_error(hint, "--rope-theta expects a number above 0, not '%s'",
@@ -594,7 +503,7 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			break;
 		}
 		case O_NORM_EPS:
-			if (parse_eps(hint, "--norm-eps", optarg, &o->spec.cfg.norm.eps))
+			if (value_eps(hint, "--norm-eps", optarg, &o->spec.cfg.norm.eps))
 				return -1;
 			o->spec.given |= GIVEN_NORM_EPS;
 			break;
@@ -619,7 +528,7 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			o->spec.given |= GIVEN_QK_ROPE;
 			break;
 		case O_MLA_EPS:
-			if (parse_eps(hint, "--mla-eps", optarg, &o->spec.cfg.mla.eps))
+			if (value_eps(hint, "--mla-eps", optarg, &o->spec.cfg.mla.eps))
 				return -1;
 			o->spec.given |= GIVEN_MLA_EPS;
 			break;
@@ -649,11 +558,12 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 		case O_CONFIG: o->spec.config = optarg; break;
 		case O_PREFIX: o->spec.prefix = optarg; break;
 		case O_LAYER:
-			if (parse_layer(hint, optarg, &o->spec.layer))
+			if (value_layer(hint, optarg, &o->spec.layer))
 				return -1;
 			o->spec.has_layer = 1;
 			break;
 		case 'o': o->emit.output = optarg; break;
+		case O_FULL: o->emit.full = 1; break;
 		case O_COMPRESS: o->emit.compress = 1; break;
 		case O_PROGRESS: o->progress = PROGRESS_ON; break;
 		case O_ROWS: o->spec.rows = optarg; break;
@@ -680,7 +590,7 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			break;
 		case O_SCALE:
 			o->spec.given |= GIVEN_SCALE;
-			if (parse_scale(hint, optarg, &o->spec.cfg))
+			if (value_scale(hint, optarg, &o->spec.cfg))
 				return -1;
 			break;
 		case O_CAUSAL:
@@ -751,11 +661,11 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			break;
 		case O_WINDOW:
 			o->spec.given |= GIVEN_WINDOW;
-			if (parse_window(hint, optarg, &o->spec.cfg.window))
+			if (value_window(hint, optarg, &o->spec.cfg.window))
 				return -1;
 			break;
 		case O_SOFTCAP:
-			if (parse_real(hint, "--softcap", optarg, &o->spec.cfg.softcap))
+			if (value_real(hint, "--softcap", optarg, &o->spec.cfg.softcap))
 				return -1;
 			if (o->spec.cfg.softcap <= 0) {
 				usage_error(hint, "--softcap expects a number above 0, not '%s'",

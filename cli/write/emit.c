@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h> /* TIOCGWINSZ */
 #include <sys/stat.h> /* mkdir */
 #include <unistd.h>
 
@@ -458,6 +459,27 @@ done:
 	return rc;
 }
 
+/*
+ * The columns a terminal heatmap fits in: a terminal's own width (asked of
+ * the output), else COLUMNS when it is a whole number from 1, else 80 for a
+ * terminal.  Not a terminal and no COLUMNS (a file, a pipe): 0, no limit,
+ * every key drawn, since output kept is read whole (less -S scrolls across).
+ */
+static size_t heat_width(int fd)
+{
+	const char *env = getenv("COLUMNS");
+	const int tty = fd >= 0 && isatty(fd);
+	struct winsize ws;
+
+	if (tty && !ioctl(fd, TIOCGWINSZ, &ws) && ws.ws_col)
+		return ws.ws_col;
+	/* digits only, at most 6 of them: "80", not " 80", "80x" or "-1" */
+	if (env && *env && strlen(env) <= 6 && !env[strspn(env, "0123456789")] &&
+	    strtoul(env, NULL, 10) > 0)
+		return strtoul(env, NULL, 10);
+	return tty ? 80 : 0;
+}
+
 /* heatmap and svg: a panel per head of the step drawn, the mask beside it */
 static int write_heatmaps(const struct emit *o, const struct step_items *list,
 			  const struct labels *l, FILE *fp)
@@ -502,13 +524,14 @@ static int write_heatmaps(const struct emit *o, const struct step_items *list,
 	if (o->format == FORMAT_SVG) {
 		rc = heatmap_svg(fp, panels, n, o->precision);
 	} else {
-		enum heat_color color = HEAT_PLAIN;
+		struct heat_look look = { .color = HEAT_PLAIN, .precision = o->precision,
+					  .width = heat_width(fileno(fp)), .whole = o->full };
 		const char *no_color = getenv("NO_COLOR"), *term = getenv("COLORTERM");
 
 		if (o->color > 0 || (o->color == 0 && isatty(fileno(fp)) && !(no_color && *no_color)))
-			color = term && (!strcmp(term, "truecolor") || !strcmp(term, "24bit"))
-					? HEAT_TRUECOLOR : HEAT_256;
-		rc = heatmap_terminal(fp, panels, n, color, o->precision);
+			look.color = term && (!strcmp(term, "truecolor") || !strcmp(term, "24bit"))
+					     ? HEAT_TRUECOLOR : HEAT_256;
+		rc = heatmap_terminal(fp, panels, n, &look);
 	}
 	free(panels);
 	free(planes);
@@ -529,7 +552,10 @@ int emit_items(const struct emit *o, const struct step_items *lists, size_t batc
 	    o->format != FORMAT_HEATMAP && o->format != FORMAT_SVG)
 		return write_items(o, lists, batch, labels, meta);
 	if (fit_output(&f, &o->fit, &(struct fit_out){ FIT_ITEMS, o->format, o->precision,
-						       o->heat_step, o->head }, lists, batch, labels))
+						       o->heat_step, o->head, o->full,
+						       heat_width(!o->output || !strcmp(o->output, "-")
+								  ? STDOUT_FILENO : -1) },
+		       lists, batch, labels))
 		return -1;
 	rc = write_items(o, f.lists, batch, f.labels, meta);
 	fit_free(&f);
@@ -595,7 +621,8 @@ static int write_items(const struct emit *o, const struct step_items *lists, siz
 			return -1;
 		}
 	} else {
-		writer wr = { .fp = of.fp, .format = o->format, .precision = o->precision };
+		writer wr = { .fp = of.fp, .format = o->format, .precision = o->precision,
+			      .full = o->full };
 
 		if (write_stream(&wr, lists, batch, labels, meta)) {
 			outfile_abort(&of);
@@ -614,7 +641,7 @@ int emit_explain(const struct emit *o, const struct step_items *lists, size_t ba
 	/* refused past its size (never cut: --rows and --cols are refused with it) */
 	if (fit_output(&fit, &o->fit, &(struct fit_out){ ask->cell_alone && !ask->printed ? FIT_ITEMS
 							 : FIT_EXPLAIN, FORMAT_TEXT, o->precision,
-							 o->heat_step, o->head },
+							 o->heat_step, o->head, o->full, 0 },
 		       ask->printed ? ask->printed : lists, batch, l))
 		return -1;
 	fit_free(&fit);
@@ -622,7 +649,8 @@ int emit_explain(const struct emit *o, const struct step_items *lists, size_t ba
 		return -1;
 	if (ask->printed) {
 		/* --print's steps as text, then the cell */
-		writer wr = { .fp = of.fp, .format = FORMAT_TEXT, .precision = o->precision };
+		writer wr = { .fp = of.fp, .format = FORMAT_TEXT, .precision = o->precision,
+			      .full = o->full };
 
 		if (write_stream(&wr, ask->printed, batch, l, ask->meta)) {
 			outfile_abort(&of);
@@ -643,7 +671,7 @@ int emit_explain(const struct emit *o, const struct step_items *lists, size_t ba
 		}
 		if (explain_steps(of.fp, &lists[b], &f[b], (const char *const *)l->query,
 				  (const char *const *)l->key, ask->cell, ask->cell_alone,
-				  o->precision)) {
+				  o->precision, o->full)) {
 			outfile_abort(&of);
 			return -1;
 		}
@@ -671,7 +699,8 @@ int emit_html(const struct emit *o, const struct step_items *lists, size_t batch
 		return error("-o %s: a directory takes one file per matrix; the page is one file: "
 			     "name it (-o attn.html)", o->output);
 	if (fit_output(&fit, &o->fit, &(struct fit_out){ FIT_PAGE, o->format, o->precision,
-							 o->heat_step, o->head }, lists, batch, l))
+							 o->heat_step, o->head, o->full, 0 },
+		       lists, batch, l))
 		return -1;
 	cut.lists = fit.lists;
 	cut.labels = fit.labels;

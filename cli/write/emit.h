@@ -44,6 +44,9 @@ struct emit {
 				steps (heat_step: the step it shows first) */
 	out_format format;
 	int precision;       /* text, markdown and the heatmaps' legends */
+	int full;            /* --full: text and Markdown tables whole (else summarised
+				past 1000 entries, as NumPy prints), a terminal heatmap's
+				keys each its own cell (else pooled to fit the width) */
 	int color;           /* heatmap: -1 never, 0 auto, 1 always */
 	int heat_step;       /* heatmap and svg: the step drawn (its per-head items) */
 	struct heat_range range; /* --range: the colours' scale of every picture (heatmap,

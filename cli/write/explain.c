@@ -33,11 +33,11 @@ static void factor(char *buf, size_t size, double v, int precision)
 
 /* a matrix as a text table, labelled when there are labels */
 static void table(FILE *fp, const matrix *m, const char *const *rows, const char *const *cols,
-		  int precision)
+		  const struct explain *e)
 {
 	/* the step above it says what it is: no title */
-	writer w = { .fp = fp, .format = FORMAT_TEXT, .precision = precision, .no_title = 1,
-		     .row_labels = rows, .col_labels = cols };
+	writer w = { .fp = fp, .format = FORMAT_TEXT, .precision = e->precision, .no_title = 1,
+		     .full = e->full, .row_labels = rows, .col_labels = cols };
 
 	out_begin(&w);
 	out_matrix(&w, "", "", m);
@@ -402,7 +402,7 @@ int explain_write(FILE *fp, const struct explain *e)
 	if (e->x) {
 		fprintf(fp, "\nStep %d. The input X, one row per token %s\n", step++,
 			(shape(s1, sizeof(s1), e->x), s1));
-		table(fp, e->x, e->q_labels, NULL, e->precision);
+		table(fp, e->x, e->q_labels, NULL, e);
 	}
 	if (e->cfg->mla.on) {
 		const mha_mla *m = &e->cfg->mla;
@@ -425,16 +425,16 @@ int explain_write(FILE *fp, const struct explain *e)
 				continue;
 			fprintf(fp, "  %s %s\n", e->latent_formula[s],
 				(shape(s1, sizeof(s1), e->latent[s]), s1));
-			table(fp, e->latent[s], key ? e->k_labels : e->q_labels, NULL, e->precision);
+			table(fp, e->latent[s], key ? e->k_labels : e->q_labels, NULL, e);
 		}
 	}
 	fprintf(fp, "\nStep %d. The queries, keys and values\n", step++);
 	fprintf(fp, "  %s %s\n", e->q_formula, (shape(s1, sizeof(s1), e->Q), s1));
-	table(fp, e->Q, e->q_labels, NULL, e->precision);
+	table(fp, e->Q, e->q_labels, NULL, e);
 	fprintf(fp, "  %s %s\n", e->k_formula, (shape(s1, sizeof(s1), e->K), s1));
-	table(fp, e->K, e->k_labels, NULL, e->precision);
+	table(fp, e->K, e->k_labels, NULL, e);
 	fprintf(fp, "  %s %s\n", e->v_formula, (shape(s1, sizeof(s1), e->V), s1));
-	table(fp, e->V, e->k_labels, NULL, e->precision);
+	table(fp, e->V, e->k_labels, NULL, e);
 	if (e->q_norm && e->k_norm) {
 		const mha_qk_norm *n = &e->cfg->norm;
 		char how[96];
@@ -447,9 +447,9 @@ int explain_write(FILE *fp, const struct explain *e)
 			n->kind == MHA_NORM_LAYER ? " and variance" : " of the squares",
 			n->over_all ? "whole row" : "head's d_k features");
 		fprintf(fp, "  %s %s\n", e->q_norm_formula, (shape(s1, sizeof(s1), e->q_norm), s1));
-		table(fp, e->q_norm, e->q_labels, NULL, e->precision);
+		table(fp, e->q_norm, e->q_labels, NULL, e);
 		fprintf(fp, "  %s %s\n", e->k_norm_formula, (shape(s1, sizeof(s1), e->k_norm), s1));
-		table(fp, e->k_norm, e->k_labels, NULL, e->precision);
+		table(fp, e->k_norm, e->k_labels, NULL, e);
 	}
 	if (e->q_rot && e->k_rot) {
 		const mha_rope *rp = &e->cfg->rope;
@@ -469,9 +469,9 @@ int explain_write(FILE *fp, const struct explain *e)
 				: "the angle p*theta^(-2(t-1)/R)",
 			R < d->d_k ? "; the other features pass through" : "");
 		fprintf(fp, "  %s %s\n", e->q_rot_formula, (shape(s1, sizeof(s1), e->q_rot), s1));
-		table(fp, e->q_rot, e->q_labels, NULL, e->precision);
+		table(fp, e->q_rot, e->q_labels, NULL, e);
 		fprintf(fp, "  %s %s\n", e->k_rot_formula, (shape(s1, sizeof(s1), e->k_rot), s1));
-		table(fp, e->k_rot, e->k_labels, NULL, e->precision);
+		table(fp, e->k_rot, e->k_labels, NULL, e);
 	}
 
 	for (size_t h = 0; h < d->heads; h++) {
@@ -488,14 +488,14 @@ int explain_write(FILE *fp, const struct explain *e)
 		shape(s3, sizeof(s3), hd->s.scores);
 		fprintf(fp, "  scores = Q%zu*K%zu^T: %s times %s transposed -> %s; entry i,j is query i's "
 			"dot product with key j\n", h + 1, g + 1, s1, s2, s3);
-		table(fp, hd->s.scores, e->q_labels, e->k_labels, e->precision);
+		table(fp, hd->s.scores, e->q_labels, e->k_labels, e);
 		fprintf(fp, "  scaled = scores * %s\n", e->scale_how);
-		table(fp, hd->s.scaled, e->q_labels, e->k_labels, e->precision);
+		table(fp, hd->s.scaled, e->q_labels, e->k_labels, e);
 		if (hd->s.softcapped) {
 			format_number(s1, sizeof(s1), e->cfg->softcap, e->precision);
 			fprintf(fp, "  softcapped = %s*tanh(scaled/%s): large scores are squashed below %s\n",
 				s1, s1, s1);
-			table(fp, hd->s.softcapped, e->q_labels, e->k_labels, e->precision);
+			table(fp, hd->s.softcapped, e->q_labels, e->k_labels, e);
 		}
 		if (hd->mask && e->alibi_slopes) {
 			/* ALiBi: the mask differs by head, so it is shown too */
@@ -512,16 +512,16 @@ int explain_write(FILE *fp, const struct explain *e)
 			fprintf(fp, "): -inf where query i may not see key j; where it may, %s"
 				"ALiBi's slope*(j - p), this head's slope %s, p = %s the query's "
 				"position\n", e->mask_file ? "the mask file's number plus " : "", s1, s2);
-			table(fp, hd->mask, e->q_labels, e->k_labels, e->precision);
+			table(fp, hd->mask, e->q_labels, e->k_labels, e);
 			fprintf(fp, "  masked = %s + mask\n", hd->s.softcapped ? "softcapped" : "scaled");
-			table(fp, hd->s.masked, e->q_labels, e->k_labels, e->precision);
+			table(fp, hd->s.masked, e->q_labels, e->k_labels, e);
 		} else if (hd->mask) {
 			/* mask_how names the mask's file: shown as text */
 			fputs("  the mask (", fp);
 			text_put(fp, e->mask_how ? e->mask_how : "none");
 			fprintf(fp, "): 0 where query i may see key j, -inf where it may not; masked = "
 				"%s + mask\n", hd->s.softcapped ? "softcapped" : "scaled");
-			table(fp, hd->s.masked, e->q_labels, e->k_labels, e->precision);
+			table(fp, hd->s.masked, e->q_labels, e->k_labels, e);
 		}
 		if (e->cfg->sinks) {
 			char sk[64];
@@ -535,13 +535,13 @@ int explain_write(FILE *fp, const struct explain *e)
 			fprintf(fp, "  softmax, row by row: weight i,j = exp(x_ij - m_i) / sum over k "
 				"of exp(x_ik - m_i), m_i the row's largest; each row sums to 1\n");
 		}
-		table(fp, hd->s.softmax, e->q_labels, e->k_labels, e->precision);
+		table(fp, hd->s.softmax, e->q_labels, e->k_labels, e);
 		shape(s1, sizeof(s1), hd->s.softmax);
 		shape(s2, sizeof(s2), hd->s.v);
 		shape(s3, sizeof(s3), hd->s.out);
 		fprintf(fp, "  output = softmax*V%zu: %s times %s -> %s; each row is a weighted average "
 			"of V%zu's rows\n", g + 1, s1, s2, s3, g + 1);
-		table(fp, hd->s.out, e->q_labels, NULL, e->precision);
+		table(fp, hd->s.out, e->q_labels, NULL, e);
 		if (e->has_cell) {
 			fputc('\n', fp);
 			work_cell(fp, e, hd, h);
@@ -550,12 +550,12 @@ int explain_write(FILE *fp, const struct explain *e)
 	if (d->heads > 1) {
 		fprintf(fp, "\nStep %d. concat: the heads' outputs side by side %s\n", step++,
 			(shape(s1, sizeof(s1), e->concat), s1));
-		table(fp, e->concat, e->q_labels, NULL, e->precision);
+		table(fp, e->concat, e->q_labels, NULL, e);
 	}
 	if (e->out_formula) {
 		fprintf(fp, "\nStep %d. %s %s\n", step++, e->out_formula,
 			(shape(s1, sizeof(s1), e->output), s1));
-		table(fp, e->output, e->q_labels, NULL, e->precision);
+		table(fp, e->output, e->q_labels, NULL, e);
 	} else {
 		fprintf(fp, "\nNo W_O: the output is %s.\n", d->heads > 1 ? "the concatenation"
 								: "the head's output");
@@ -565,7 +565,7 @@ int explain_write(FILE *fp, const struct explain *e)
 
 int explain_steps(FILE *fp, const struct step_items *list, const struct step_facts *f,
 		  const char *const *q_labels, const char *const *k_labels, const size_t *cell,
-		  int cell_alone, int precision)
+		  int cell_alone, int precision, int full)
 {
 	const mha_dims *d = f->d;
 	struct explain_head *heads = calloc(d->heads, sizeof(*heads));
@@ -575,7 +575,8 @@ int explain_steps(FILE *fp, const struct step_items *list, const struct step_fac
 	const char *output_title = NULL;
 	char how[96], mask_how[200];
 	struct explain e = { .d = d, .cfg = f->cfg, .scale = f->scale, .scale_how = how,
-			     .q_labels = q_labels, .k_labels = k_labels, .precision = precision };
+			     .q_labels = q_labels, .k_labels = k_labels, .precision = precision,
+			     .full = full };
 
 	if (!heads || !own || !planes) {
 		free(heads);

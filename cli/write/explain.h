@@ -45,6 +45,8 @@ struct explain {
 	int cell_alone;                       /* the cell's computation, nothing else */
 	size_t cell_i, cell_j;                /* 0-based query and key */
 	int precision;
+	int full;                             /* --full: every entry of each table (else
+						 summarised past 1000, as NumPy prints) */
 };
 
 /* Write the walk-through; 0, or -1 on a write error. */
@@ -54,11 +56,12 @@ int explain_write(FILE *fp, const struct explain *e);
  * The walk-through of the steps collected in list (steps_every()'s, titled
  * with f): formulas from the items' titles, each head's matrices from its
  * items.  cell: the query and key (0-based) worked by hand, or NULL;
- * cell_alone: that cell's hand computation in each head, and nothing else.  0, or
+ * cell_alone: that cell's hand computation in each head, and nothing else;
+ * full: every entry of each table (write.h's writer full).  0, or
  * -1 when out of memory (said); a write error is left in ferror(fp).
  */
 int explain_steps(FILE *fp, const struct step_items *list, const struct step_facts *f,
 		  const char *const *q_labels, const char *const *k_labels, const size_t *cell,
-		  int cell_alone, int precision);
+		  int cell_alone, int precision, int full);
 
 #endif

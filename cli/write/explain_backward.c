@@ -74,7 +74,8 @@ static void cells_alone(FILE *fp, const struct emit *e, const struct step_items 
 			const struct explain_ask *ask)
 {
 	if (ask->printed) {
-		writer wr = { .fp = fp, .format = FORMAT_TEXT, .precision = e->precision };
+		writer wr = { .fp = fp, .format = FORMAT_TEXT, .precision = e->precision,
+			      .full = e->full };
 
 		out_begin(&wr);
 		for (size_t i = 0; i < list->n; i++) {
@@ -106,7 +107,8 @@ int emit_explain_backward(const struct emit *e, const struct step_items *lists, 
 		return -1;
 	for (size_t b = 0; b < (batch ? batch : 1); b++) {
 		const struct step_items *list = &lists[b];
-		writer wr = { .fp = of.fp, .format = FORMAT_TEXT, .precision = e->precision };
+		writer wr = { .fp = of.fp, .format = FORMAT_TEXT, .precision = e->precision,
+			      .full = e->full };
 
 		if (batch)
 			fprintf(of.fp, "%ssequence %zu of %zu\n\n", b ? "\n" : "", b + 1, batch);

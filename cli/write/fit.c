@@ -156,6 +156,18 @@ static double entries(const matrix *m)
 	return (double)matrix_size(m);
 }
 
+/* the entries text shows of m: past 1000, the first and last 3 of each
+ * dimension longer than 6 (write.h, as NumPy prints), each plane of a stack */
+static double shown(const matrix *m, int full)
+{
+	const size_t cols = m->dim[m->rank - 1], rows = m->rank == 1 ? 1 : m->dim[m->rank - 2];
+	const double planes = m->rank == 3 ? (double)m->dim[0] : 1;
+
+	if (full || (double)rows * (double)cols <= 1000)
+		return entries(m);
+	return planes * (double)(rows > 6 ? 6 : rows) * (double)(cols > 6 ? 6 : cols);
+}
+
 /* the bytes the output would take, roughly (each writer's own per entry) */
 static double estimate(const struct fit_out *e, const struct step_items *lists, size_t batch,
 		       double *limit, const char **what, double *cells, size_t *panels)
@@ -176,9 +188,15 @@ static double estimate(const struct fit_out *e, const struct step_items *lists, 
 			} else if (kind == FIT_EXPLAIN || e->format == FORMAT_TEXT ||
 				   e->format == FORMAT_MARKDOWN) {
 				if (it->copy_of < 0)
-					bytes += (double)(e->precision + 6) * entries(it->m);
+					bytes += (double)(e->precision + 6) * shown(it->m, e->full);
 			} else if (drawn) {
-				*cells += entries(it->m);
+				/* a terminal's width pools the keys, two columns a cell */
+				const matrix *m = it->m;
+				const double cols = (double)m->dim[m->rank - 1];
+				const double fit = e->format == FORMAT_HEATMAP && e->width && !e->full &&
+						   cols > (double)e->width / 2 ? (double)e->width / 2 : cols;
+
+				*cells += entries(m) / cols * fit;
 				++*panels;
 			}
 		}

@@ -37,6 +37,8 @@ struct fit_out {
 	int precision;
 	int heat_step;       /* the step a picture draws (its per-head items) */
 	size_t head;         /* --head: the one head drawn, or 0 */
+	int full;            /* --full: text whole, a terminal heatmap unpooled */
+	size_t width;        /* a terminal heatmap's columns (0: no limit) */
 };
 
 /* What is about to be written: the items and labels to write (cut or not). */

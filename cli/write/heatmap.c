@@ -1,12 +1,15 @@
 /*
- * heatmap.c: attention as coloured cells in a terminal, and what the SVG
- * picture (svg.c) shares with it: the colour ramp, a panel's scale, which
- * cells are blocked, and labels cut to fit (made safe by text.h).
+ * heatmap.c: attention as coloured cells in a terminal (heatmap_terminal);
+ * the ramp, the scale and the labels it shares with svg.c are heat.c's.
  *
  * Each cell is two columns wide: "██" in the ramp's colour (24-bit, or the
  * nearest of the 256-colour palette), or without colours a shade from "  "
- * to "██" by fifths of the scale.  Blocked cells are "··".  The output is
- * the same bytes for the same input: the tests compare it exactly.
+ * to "██" by fifths of the scale.  Blocked cells are "··".  Given a width
+ * (a terminal's), a panel wider than it has its keys pooled, a cell per
+ * block of adjacent keys at the block's largest value, and panels that fit
+ * side by side are drawn so; with none (a file, a pipe) every key is a cell
+ * and the panels go one under another.  The output is the same bytes for
+ * the same input and width: the tests compare it exactly.
  */
 #include "write/heatmap.h"
 
@@ -19,183 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- shared with svg.c ------------------------------------------------- */
-
-/* viridis (matplotlib's perceptually uniform ramp) at 0, 1/8, …, 1 */
-const unsigned char heat_anchor[HEAT_ANCHORS][3] = {
-	{ 0x44, 0x01, 0x54 }, { 0x47, 0x2d, 0x7b }, { 0x3b, 0x52, 0x8b },
-	{ 0x2c, 0x72, 0x8e }, { 0x21, 0x90, 0x8c }, { 0x27, 0xad, 0x81 },
-	{ 0x5d, 0xc8, 0x63 }, { 0xaa, 0xdc, 0x32 }, { 0xfd, 0xe7, 0x25 },
-};
-
-void heat_rgb(unsigned char rgb[3], double t)
-{
-	double x, f;
-	int k;
-
-	if (!(t > 0)) /* NaN too */
-		t = 0;
-	if (t > 1)
-		t = 1;
-	x = t * (HEAT_ANCHORS - 1);
-	k = (int)x;
-	if (k >= HEAT_ANCHORS - 1)
-		k = HEAT_ANCHORS - 2;
-	f = x - k;
-	for (int c = 0; c < 3; c++) {
-		const double a = heat_anchor[k][c], b = heat_anchor[k + 1][c];
-
-		rgb[c] = (unsigned char)(a + (b - a) * f + 0.5);
-	}
-}
-
-int heat_blocked(const struct heat_panel *p, size_t i, size_t j)
-{
-	const size_t cols = matrix_cols(p->m);
-	const matrix *mk = p->mask;
-
-	if (isinf(p->m->v[i * cols + j]) && p->m->v[i * cols + j] < 0)
-		return 1;
-	/* a mask of another shape cannot say which cell it blocks: not used */
-	if (mk && matrix_rows(mk) == matrix_rows(p->m) && matrix_cols(mk) == cols &&
-	    matrix_size(mk) == matrix_size(p->m))
-		return isinf(mk->v[i * cols + j]) && mk->v[i * cols + j] < 0;
-	return 0;
-}
-
-int heat_range_parse(struct heat_range *r, const char *arg)
-{
-	const char *comma = strchr(arg, ',');
-	char lo[64];
-
-	if (!strcmp(arg, "auto")) {
-		r->mode = HEAT_RANGE_AUTO;
-		return 0;
-	}
-	if (!comma || (size_t)(comma - arg) >= sizeof(lo))
-		return -1;
-	memcpy(lo, arg, (size_t)(comma - arg));
-	lo[comma - arg] = '\0';
-	if (!opt_number(lo, &r->lo) || !opt_number(comma + 1, &r->hi) || !(r->lo < r->hi))
-		return -1;
-	r->mode = HEAT_RANGE_FIXED;
-	return 0;
-}
-
-void heat_scale_of(struct heat_scale *s, const struct heat_panel *p)
-{
-	const size_t rows = matrix_rows(p->m), cols = matrix_cols(p->m);
-	const enum heat_range_mode mode = p->range ? p->range->mode : HEAT_RANGE_DEFAULT;
-	const int softmax = p->step && !strcmp(p->step, "softmax");
-	const int fixed = mode == HEAT_RANGE_FIXED || (mode == HEAT_RANGE_DEFAULT && softmax);
-	const matrix *lm = p->later_mask;
-
-	s->mode = mode;
-	s->lo = mode == HEAT_RANGE_FIXED ? p->range->lo : fixed ? 0 : INFINITY;
-	s->hi = mode == HEAT_RANGE_FIXED ? p->range->hi : fixed ? 1 : -INFINITY;
-	s->blocked = s->finite = s->outside = s->later = 0;
-	for (size_t i = 0; i < rows; i++)
-		for (size_t j = 0; j < cols; j++) {
-			const double v = p->m->v[i * cols + j];
-
-			if (heat_blocked(p, i, j)) {
-				s->blocked++;
-			} else if (isfinite(v)) {
-				s->finite++;
-				if (fixed && (v < s->lo || v > s->hi))
-					s->outside++;
-				if (!fixed && v < s->lo)
-					s->lo = v;
-				if (!fixed && v > s->hi)
-					s->hi = v;
-			}
-		}
-	/* the cells a mask of the same shape will block, at the masked step */
-	if (lm && matrix_rows(lm) == rows && matrix_cols(lm) == cols &&
-	    matrix_size(lm) == matrix_size(p->m))
-		for (size_t i = 0; i < rows * cols; i++)
-			s->later += isinf(lm->v[i]) && lm->v[i] < 0;
-	if (!s->finite && !fixed)
-		s->lo = s->hi = 0;
-}
-
-double heat_position(const struct heat_scale *s, double v)
-{
-	double t;
-
-	if (!(s->hi > s->lo))
-		return 0.5;
-	t = (v - s->lo) / (s->hi - s->lo);
-	return t < 0 ? 0 : t > 1 ? 1 : t; /* NaN: 1 */
-}
-
-size_t heat_ticks(double *t, size_t max, double lo, double hi)
-{
-	static const int mant[3] = { 1, 2, 5 };
-	const double span = hi - lo;
-	double step = 0;
-	long long first = 0, last = -1;
-	size_t n = 0;
-
-	/* ticks only where the round steps can be counted in a long long:
-	 * always, but for a span far below the values' own size */
-	if (!(span > 0) || !isfinite(span) || max < 2 || fmax(fabs(lo), fabs(hi)) / span > 1e15)
-		return 0;
-	/* the smallest round step that leaves at most max ticks, multiples of
-	 * it counted as whole numbers (0 is exactly 0, not 1e-17) */
-	for (int e = (int)floor(log10(span / (double)max)) - 1; !(step > 0); e++)
-		for (int k = 0; k < 3; k++) {
-			step = mant[k] * pow(10, e);
-			first = (long long)ceil(lo / step - 1e-9);
-			last = (long long)floor(hi / step + 1e-9);
-			if (last - first + 1 <= (long long)max)
-				break;
-			step = 0;
-		}
-	for (long long k = first; k <= last && n < max; k++)
-		t[n++] = (double)k * step;
-	return n;
-}
-
-size_t heat_label(char *buf, size_t size, const char *s, size_t n, size_t max_cols)
-{
-	char num[32];
-	size_t cols = 0, len = 0, all_cols = 0, all_len = 0;
-	struct text_unit u;
-	int whole;
-
-	if (!s) {
-		snprintf(num, sizeof(num), "%zu", n + 1);
-		s = num;
-	}
-	for (const char *q = s; text_next(&q, &u);) {
-		all_cols += (size_t)u.cols;
-		all_len += u.len;
-	}
-	/* all of it, or as much as leaves room for the "…" */
-	whole = all_cols <= max_cols && all_len < size;
-	for (const char *q = s; text_next(&q, &u);) {
-		if (!whole && (cols + (size_t)u.cols + 1 > max_cols || len + u.len + 4 > size))
-			break;
-		memcpy(buf + len, u.b, u.len);
-		len += u.len;
-		cols += (size_t)u.cols;
-	}
-	if (!whole) {
-		memcpy(buf + len, "\xe2\x80\xa6", 3); /* … */
-		len += 3;
-		cols++;
-	}
-	buf[len] = '\0';
-	return cols;
-}
-
 /* ---- the terminal ------------------------------------------------------ */
 
 #define LABEL_COLS 16    /* longer labels are cut, with a "…" */
 #define LABEL_SIZE (4 * LABEL_COLS + 8)
 #define MAX_STEPS 10    /* column labels stair-step this high at most; then numbers */
 #define KEY_WIDTH 78     /* the key of numbered columns wraps before this column */
+#define GAP 4            /* columns between panels side by side */
 #define GREY 0x767676 /* blocked cells; 243 in the 256-colour palette */
 #define NO_COLOUR (-1L)
 #define BOLD (-2L)       /* not a colour: bold text, which a reset ends too */
@@ -203,7 +36,12 @@ size_t heat_label(char *buf, size_t size, const char *s, size_t n, size_t max_co
 struct term {
 	FILE *fp;
 	enum heat_color color;
-	long cur; /* the foreground colour set (see set_colour), NO_COLOUR or BOLD */
+	long cur;     /* the foreground colour set (see set_colour), NO_COLOUR or BOLD */
+	size_t width; /* the columns a panel is to fit in; 0: no limit */
+	int pool;     /* keys pooled to fit width (not --full) */
+	size_t wrap;  /* the key and the notes end before this column; 0: the key
+			 at KEY_WIDTH, a note one line however long */
+	int body;     /* the panel without its key and notes, to measure it */
 };
 
 /* an sRGB colour (0xRRGGBB) in CIELAB (D65): distances there are as the eye sees them */
@@ -321,16 +159,34 @@ static void put_right(FILE *fp, const char *s, size_t cols, size_t width)
 	fputs(s, fp);
 }
 
-/* one cell, two columns */
+/*
+ * Cell (i, c), two columns: the block of keys c*k to c*k + k - 1 (fewer in
+ * the last), drawn at the largest of its values that are not blocked;
+ * blocked when all are, "??" when one of them is NaN (as NumPy's max).
+ * k = 1: key c itself.
+ */
 static void put_cell(struct term *t, const struct heat_panel *p, const struct heat_scale *s,
-		     size_t i, size_t j)
+		     size_t i, size_t c, size_t k)
 {
-	const double v = p->m->v[i * matrix_cols(p->m) + j];
+	const size_t cols = matrix_cols(p->m), end = c * k + k < cols ? c * k + k : cols;
+	double v = -INFINITY;
+	int open = 0, nan = 0;
 
-	if (heat_blocked(p, i, j)) {
+	for (size_t j = c * k; j < end; j++) {
+		const double x = p->m->v[i * cols + j];
+
+		if (heat_blocked(p, i, j))
+			continue;
+		open = 1;
+		if (isnan(x))
+			nan = 1;
+		else if (x > v)
+			v = x;
+	}
+	if (!open) {
 		set_colour(t, GREY);
 		fputs("··", t->fp);
-	} else if (isnan(v)) {
+	} else if (nan) {
 		set_colour(t, NO_COLOUR);
 		fputs("??", t->fp);
 	} else if (t->color == HEAT_PLAIN) {
@@ -388,80 +244,128 @@ static void put_stairs(struct term *t, char (*label)[LABEL_SIZE], const size_t *
 }
 
 /*
- * Columns numbered from 1 over the grid: each of them when there are fewer
- * than 10, else 1 and every fifth (5, 10, 15, …), as on a ruler, so that
- * numbers of two digits and more have room.
+ * The cells numbered over the grid by the first key each holds (its own
+ * without pooling, k = 1): each of them when there are fewer than 10, else
+ * as on a ruler, so that numbers of two digits and more have room: keys 1,
+ * 5, 10, 15, …, or pooled the first cell and every fifth (keys 1, 11, 21,
+ * … two to a cell).  A number that would touch the one before, or end past
+ * limit (0: no limit), is left out.  The keys numbered go to shown
+ * (0-based): how many.
  */
-static void put_ruler(struct term *t, size_t cols, size_t indent)
+static size_t put_ruler(struct term *t, size_t cells, size_t k, size_t indent, size_t limit,
+			size_t *shown)
 {
-	size_t at = 0;
+	size_t at = 0, n_shown = 0;
 
 	put_spaces(t->fp, indent);
-	for (size_t j = 0; j < cols; j++) {
+	for (size_t c = 0; c < cells; c++) {
 		char num[32];
-		const int n = snprintf(num, sizeof(num), "%zu", j + 1);
+		const size_t n = (size_t)snprintf(num, sizeof(num), "%zu", c * k + 1);
 
-		if (cols >= 10 && j && (j + 1) % 5)
+		if ((cells >= 10 && (k > 1 ? c % 5 : c && (c + 1) % 5)) || (at && 2 * c < at + 1) ||
+		    (limit && 2 * c + n > limit))
 			continue;
-		put_spaces(t->fp, 2 * j - at);
+		put_spaces(t->fp, 2 * c - at);
 		fputs(num, t->fp);
-		at = 2 * j + (size_t)n;
+		at = 2 * c + n;
+		shown[n_shown++] = c * k;
 	}
 	end_line(t);
+	return n_shown;
 }
 
 /*
- * Over the grid: the labels stair-stepped (label_lines) when not too high,
- * else the columns' numbers, and a key (put_key) under the legend saying
- * which is which (never a label written downwards, a letter a line).
- * Cutting labels shorter would not help: any label two columns wide runs
- * into the next column's, so a run of them climbs a line each however cut.
- * Without labels, the numbers.  1 when the key is wanted, 0, -1 out of memory.
+ * Over the grid: the labels stair-stepped (label_lines) when not too high
+ * nor, given a width, too wide, else the columns' numbers, and a key
+ * (put_key) under the legend saying which is which (never a label written
+ * downwards, a letter a line).  Cutting labels shorter would not help: any
+ * label two columns wide runs into the next column's, so a run of them
+ * climbs a line each however cut.  Without labels, the numbers.  Keys
+ * pooled k to a cell: the numbers, of each cell's first key.  The keys the
+ * key names go to shown, *n_shown of them.  1 when the key is wanted, 0,
+ * -1 out of memory.
  */
 static int put_column_labels(struct term *t, const struct heat_panel *p,
-			     char (*label)[LABEL_SIZE], const size_t *width, size_t cols,
-			     size_t indent)
+			     char (*label)[LABEL_SIZE], const size_t *width, size_t cols, size_t k,
+			     size_t indent, size_t *shown, size_t *n_shown)
 {
 	size_t *line = malloc(cols * sizeof(*line));
-	size_t top;
+	/* fitting a width: nothing past it */
+	const size_t limit = !t->pool || !t->width ? 0 : t->width > indent + 2 ? t->width - indent : 2;
+	size_t top, wide = 0;
 	int rc = 0;
 
 	if (!line)
 		return -1;
-	if (!p->col_labels && cols >= 10) {
-		put_ruler(t, cols, indent); /* the numbers are the labels: no key */
-	} else if ((top = label_lines(line, width, cols)) <= MAX_STEPS) {
+	for (size_t j = 0; j < cols; j++)
+		wide = 2 * j + width[j] > wide ? 2 * j + width[j] : wide;
+	if (k > 1) {
+		*n_shown = put_ruler(t, (cols + k - 1) / k, k, indent, limit, shown);
+		rc = p->col_labels != NULL;
+	} else if (!p->col_labels && cols >= 10) {
+		put_ruler(t, cols, 1, indent, limit, shown); /* the numbers are the labels: no key */
+	} else if ((top = label_lines(line, width, cols)) <= MAX_STEPS && (!limit || wide <= limit)) {
 		put_stairs(t, label, width, line, top, cols, indent);
 	} else {
-		put_ruler(t, cols, indent);
+		put_ruler(t, cols, 1, indent, limit, shown);
+		for (size_t j = 0; j < cols; j++)
+			shown[j] = j; /* the key names every column */
+		*n_shown = cols;
 		rc = 1;
 	}
 	free(line);
 	return rc;
 }
 
-/* under the legend: which column each number stands for, lines kept short */
-static void put_key(struct term *t, char (*label)[LABEL_SIZE], const size_t *width, size_t cols,
-		    size_t indent)
+/* under the legend: which key each number stands for (keys[], n of them),
+ * lines kept short */
+static void put_key(struct term *t, char (*label)[LABEL_SIZE], const size_t *width,
+		    const size_t *keys, size_t n, size_t indent)
 {
+	const size_t most = t->wrap && t->wrap < KEY_WIDTH ? t->wrap : KEY_WIDTH;
 	size_t at;
 
 	put_spaces(t->fp, indent);
 	fputs("columns:", t->fp);
 	at = indent + 8;
-	for (size_t j = 0; j < cols; j++) {
+	for (size_t k = 0; k < n; k++) {
+		const size_t j = keys[k];
 		char num[32];
-		const size_t n = (size_t)snprintf(num, sizeof(num), "%zu", j + 1);
+		const size_t d = (size_t)snprintf(num, sizeof(num), "%zu", j + 1);
 
-		if (at + 2 + n + 1 + width[j] > KEY_WIDTH && at > indent + 8) {
+		if (at + 2 + d + 1 + width[j] > most && at > indent + 8) {
 			end_line(t);
 			put_spaces(t->fp, indent + 8);
 			at = indent + 8;
 		}
 		fprintf(t->fp, "  %s %s", num, label[j]);
-		at += 2 + n + 1 + width[j];
+		at += 2 + d + 1 + width[j];
 	}
 	end_line(t);
+}
+
+/* a note under the legend, its words wrapped at t->wrap (0: one line) */
+static void put_note(struct term *t, size_t indent, const char *text)
+{
+	size_t at = indent;
+
+	put_spaces(t->fp, indent);
+	while (*text) {
+		const size_t n = strcspn(text, " ");
+
+		if (t->wrap && at > indent && at + 1 + n > t->wrap) {
+			fputc('\n', t->fp);
+			put_spaces(t->fp, indent);
+			at = indent;
+		} else if (at > indent) {
+			fputc(' ', t->fp);
+			at++;
+		}
+		fwrite(text, 1, n, t->fp);
+		at += n;
+		text += n + (text[n] == ' ');
+	}
+	fputc('\n', t->fp);
 }
 
 /* a swatch: ██ in the ramp's colour at pos, or the shade */
@@ -479,8 +383,8 @@ static void put_swatch(struct term *t, double pos)
 /*
  * Under the grid, from its first column: the scale from lo to hi (and
  * where it comes from, with --range), the blocked mark; then its ticks,
- * round values each after its colour (in colour) or the shades' bounds;
- * then what falls outside a range given, and the cells masked later.
+ * round values each after its colour (in colour) or the shades' bounds
+ * (the notes under it are put_notes').
  */
 static void put_legend(struct term *t, const struct heat_scale *s, size_t indent, int precision)
 {
@@ -541,16 +445,54 @@ static void put_legend(struct term *t, const struct heat_scale *s, size_t indent
 		}
 		end_line(t);
 	}
+}
+
+/*
+ * Under the legend, each wrapped to t->wrap: what falls outside a range
+ * given, the cells masked later, and keys pooled k to a cell (of cols).
+ */
+static void put_notes(struct term *t, const struct heat_scale *s, size_t indent, int precision,
+		      size_t k, size_t cols)
+{
+	char lo[64], hi[64], note[400];
+
+	format_number(lo, sizeof(lo), s->lo, precision);
+	format_number(hi, sizeof(hi), s->hi, precision);
 	if (s->outside) {
-		put_spaces(t->fp, indent);
-		fprintf(t->fp, "%zu value%s outside %s to %s, drawn at the nearer end\n", s->outside,
-			s->outside == 1 ? "" : "s", lo, hi);
+		snprintf(note, sizeof(note), "%zu value%s outside %s to %s, drawn at the nearer end",
+			 s->outside, s->outside == 1 ? "" : "s", lo, hi);
+		put_note(t, indent, note);
 	}
 	if (s->later) {
-		put_spaces(t->fp, indent);
-		fprintf(t->fp, "the mask blocks %zu of these cells later (at the masked step); "
-			"they are drawn as computed\n", s->later);
+		snprintf(note, sizeof(note), "the mask blocks %zu of these cells later (at the masked "
+			 "step); they are drawn as computed", s->later);
+		put_note(t, indent, note);
 	}
+	if (k > 1) {
+		char last[64] = "";
+
+		if (cols % k)
+			snprintf(last, sizeof(last), ", %zu in the last", cols % k);
+		/* max: attention's peaks stay in sight, where a mean would wash them out */
+		snprintf(note, sizeof(note), "keys pooled %zu to a cell%s (max), numbered by each "
+			 "cell's first key", k, last);
+		put_note(t, indent, note);
+	}
+}
+
+/*
+ * Keys pooled k to a cell so that the panel's grid fits t->width (never
+ * fewer than one cell): 1 when it fits, when there is no width, or with
+ * --full.  Rows are never pooled: a terminal scrolls down, not across.
+ */
+static size_t pool_factor(const struct term *t, size_t cols, size_t indent)
+{
+	size_t fit;
+
+	if (!t->pool || !t->width || !cols)
+		return 1;
+	fit = t->width >= indent + 4 ? (t->width - indent) / 2 : 1;
+	return cols > fit ? (cols + fit - 1) / fit : 1;
 }
 
 static int draw_panel(struct term *t, const struct heat_panel *p, int precision)
@@ -560,12 +502,13 @@ static int draw_panel(struct term *t, const struct heat_panel *p, int precision)
 	char (*cl)[LABEL_SIZE] = malloc((cols ? cols : 1) * sizeof(*cl));
 	size_t *rw = malloc((rows ? rows : 1) * sizeof(*rw));
 	size_t *cw = malloc((cols ? cols : 1) * sizeof(*cw));
-	size_t lw = 0;
+	size_t *shown = malloc((cols ? cols : 1) * sizeof(*shown)); /* the keys numbered */
+	size_t lw = 0, k, n_shown = 0;
 	struct heat_scale s;
 	char shape[64];
 	int rc = -1, key = 0;
 
-	if (!rl || !cl || !rw || !cw)
+	if (!rl || !cl || !rw || !cw || !shown)
 		goto done;
 	heat_scale_of(&s, p);
 	for (size_t i = 0; i < rows; i++) {
@@ -576,6 +519,7 @@ static int draw_panel(struct term *t, const struct heat_panel *p, int precision)
 	for (size_t j = 0; j < cols; j++)
 		cw[j] = heat_label(cl[j], LABEL_SIZE, p->col_labels ? p->col_labels[j] : NULL, j,
 				   LABEL_COLS);
+	k = pool_factor(t, cols, lw + 4);
 
 	if (t->color != HEAT_PLAIN) {
 		fputs("\033[1m", t->fp);
@@ -585,24 +529,27 @@ static int draw_panel(struct term *t, const struct heat_panel *p, int precision)
 	fprintf(t->fp, " (%s)", matrix_shape(p->m, shape, sizeof(shape)));
 	end_line(t);
 	if (rows && cols) {
-		key = put_column_labels(t, p, cl, cw, cols, lw + 4);
+		key = put_column_labels(t, p, cl, cw, cols, k, lw + 4, shown, &n_shown);
 		if (key < 0)
 			goto done;
 		for (size_t i = 0; i < rows; i++) {
 			fputs("  ", t->fp);
 			put_right(t->fp, rl[i], rw[i], lw);
 			fputs("  ", t->fp);
-			for (size_t j = 0; j < cols; j++)
-				put_cell(t, p, &s, i, j);
+			for (size_t c = 0; c * k < cols; c++)
+				put_cell(t, p, &s, i, c, k);
 			end_line(t);
 		}
 		fputc('\n', t->fp);
 		put_legend(t, &s, lw + 4, precision);
-		if (key)
-			put_key(t, cl, cw, cols, lw + 4);
+		if (!t->body)
+			put_notes(t, &s, lw + 4, precision, k, cols);
+		if (key && !t->body)
+			put_key(t, cl, cw, shown, n_shown, lw + 4);
 	}
 	rc = 0;
 done:
+	free(shown);
 	free(rl);
 	free(cl);
 	free(rw);
@@ -610,18 +557,164 @@ done:
 	return rc;
 }
 
-int heatmap_terminal(FILE *fp, const struct heat_panel *p, size_t n, enum heat_color color,
-		     int precision)
+/* the columns a line of drawn text takes on screen, its colours' escapes
+ * none; *end: where it ends (its '\n', or the string's end) */
+static size_t line_width(const char *s, const char **end)
 {
-	struct term t = { .fp = fp, .color = color, .cur = NO_COLOUR };
+	struct text_unit u;
+	size_t w = 0;
 
+	while (*s && *s != '\n') {
+		if (*s == '\033') {
+			/* ESC [ parameters, ended by a byte from '@' to '~' (m) */
+			s += 1 + (s[1] == '[');
+			while (*s && (*s < '@' || *s > '~'))
+				s++;
+			s += *s != '\0';
+			continue;
+		}
+		text_next(&s, &u);
+		w += (size_t)u.cols;
+	}
+	*end = s;
+	return w;
+}
+
+/* the widest line of text */
+static size_t widest_line(const char *s)
+{
+	size_t most = 0;
+
+	while (*s) {
+		const size_t w = line_width(s, &s);
+
+		most = w > most ? w : most;
+		s += *s == '\n';
+	}
+	return most;
+}
+
+/* panel p drawn as t draws it, into a string from malloc; NULL when out of memory */
+static char *panel_text(const struct term *like, const struct heat_panel *p, int precision)
+{
+	struct term t = *like;
+	char *buf = NULL;
+	size_t len = 0;
+	int rc;
+
+	t.fp = open_memstream(&buf, &len);
+	if (!t.fp)
+		return NULL;
+	rc = draw_panel(&t, p, precision);
+	if (fclose(t.fp) || rc) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* one panel under the other (t->wrap: the width, or 0 without one) */
+static int draw_stacked(struct term *t, const struct heat_panel *p, size_t n, int precision)
+{
 	for (size_t k = 0; k < n; k++) {
 		if (k)
-			fputc('\n', fp);
-		if (draw_panel(&t, &p[k], precision)) {
-			error("out of memory");
+			fputc('\n', t->fp);
+		if (draw_panel(t, &p[k], precision))
 			return -1;
+	}
+	return 0;
+}
+
+/* text[0..n), each panel as drawn, in rows of across, each padded to wide
+ * columns and GAP between; a blank line between the rows */
+static void put_across(FILE *fp, const char **text, size_t n, size_t across, size_t wide)
+{
+	for (size_t r = 0; r < n; r += across) {
+		const size_t m = n - r < across ? n - r : across;
+		const char **at = text + r; /* each panel's next line, moved along */
+
+		if (r)
+			fputc('\n', fp);
+		for (;;) {
+			/* panels with a line left; the last whose line is not empty */
+			size_t left = 0, last = m;
+
+			for (size_t q = 0; q < m; q++) {
+				left += *at[q] != '\0';
+				last = *at[q] && *at[q] != '\n' ? q : last;
+			}
+			if (!left)
+				break;
+			for (size_t q = 0; q < m; q++) {
+				const char *end = at[q];
+				const size_t w = *at[q] ? line_width(at[q], &end) : 0;
+
+				if (last < m && q <= last)
+					fwrite(at[q], 1, (size_t)(end - at[q]), fp);
+				if (last < m && q < last)
+					put_spaces(fp, wide - w + GAP);
+				at[q] = end + (*end == '\n');
+			}
+			fputc('\n', fp);
 		}
 	}
-	return 0; /* a write error is fp's to report (ferror), with its name */
+}
+
+int heatmap_terminal(FILE *fp, const struct heat_panel *p, size_t n, const struct heat_look *look)
+{
+	struct term t = { .fp = fp, .color = look->color, .cur = NO_COLOUR, .width = look->width,
+			  .pool = !look->whole, .wrap = look->width };
+	const char **text = NULL; /* each panel's text, read along by put_across */
+	char **start = NULL;      /* the same, to free */
+	size_t body = 0, wide = 0, across = 1, w;
+	int rc = -1;
+
+	if (look->width && n > 1) {
+		/* how many fit across: the panels' bodies (title, labels, grid,
+		 * legend) measured; the key and the notes then wrap to them */
+		t.body = 1;
+		for (size_t k = 0; k < n; k++) {
+			char *s = panel_text(&t, &p[k], look->precision);
+
+			if (!s)
+				goto oom;
+			w = widest_line(s);
+			body = w > body ? w : body;
+			free(s);
+		}
+		t.body = 0;
+		across = (look->width + GAP) / (body + GAP);
+	}
+	if (across < 2)
+		return draw_stacked(&t, p, n, look->precision) ? error("out of memory") : 0;
+	t.wrap = body;
+	text = calloc(n, sizeof(*text));
+	start = calloc(n, sizeof(*start));
+	if (!text || !start)
+		goto oom;
+	for (size_t k = 0; k < n; k++) {
+		if (!(start[k] = panel_text(&t, &p[k], look->precision)))
+			goto oom;
+		text[k] = start[k];
+		w = widest_line(text[k]);
+		wide = w > wide ? w : wide;
+	}
+	across = (look->width + GAP) / (wide + GAP);
+	if (across >= 2) {
+		put_across(fp, text, n, across, wide);
+		rc = 0;
+	} else {
+		/* a word longer than the bodies are wide: one under another after all */
+		t.wrap = look->width;
+		rc = draw_stacked(&t, p, n, look->precision) ? error("out of memory") : 0;
+	}
+	goto done;
+oom:
+	rc = error("out of memory");
+done:
+	for (size_t k = 0; start && k < n; k++)
+		free(start[k]);
+	free(text);
+	free(start);
+	return rc; /* a write error is fp's to report (ferror), with its name */
 }

@@ -48,21 +48,36 @@ struct heat_panel {
 
 enum heat_color { HEAT_PLAIN, HEAT_256, HEAT_TRUECOLOR };
 
+/* How the terminal draws. */
+struct heat_look {
+	enum heat_color color;
+	int precision;    /* the legend's numbers */
+	size_t width;     /* the columns to fit (a terminal's width, or COLUMNS), or 0:
+			     no limit, every key a cell and the panels one under another */
+	int whole;        /* --full: every key its own cell, past width too */
+};
+
 /*
- * Panels one under the other in the terminal.  0, or -1 when out of memory
- * (reported); a write error is left in ferror(fp) for the caller, who knows
- * the file's name, to report.
+ * Panels in the terminal, one under the other or, when two or more fit
+ * look->width, side by side (row by row, 4 columns apart, each panel's key
+ * and notes wrapped to its width).  A panel whose grid is wider than the
+ * width has its keys pooled k to a cell, k the fewest that fit: each cell
+ * the largest value of its block of adjacent keys that is not blocked
+ * (masked only when all are), the columns numbered by each block's first
+ * key, a line under the legend saying so.  Rows are never pooled.  0, or
+ * -1 when out of memory (reported); a write error is left in ferror(fp)
+ * for the caller, who knows the file's name, to report.
  */
-int heatmap_terminal(FILE *fp, const struct heat_panel *p, size_t n, enum heat_color color,
-		     int precision);
+int heatmap_terminal(FILE *fp, const struct heat_panel *p, size_t n, const struct heat_look *look);
 
 /* One standalone SVG picture, the panels side by side in rows of at most
  * four; returns as heatmap_terminal(). */
 int heatmap_svg(FILE *fp, const struct heat_panel *p, size_t n, int precision);
 
 /*
- * Shared by heatmap.c and svg.c (not for other callers): the colour ramp,
- * a panel's scale, which cells are blocked, and labels cut to fit.
+ * heat.c's, shared by heatmap.c and svg.c (not for other callers): the
+ * colour ramp, a panel's scale, which cells are blocked, and labels cut to
+ * fit.
  */
 
 /* The values a panel's colours span (its range: struct heat_range):

@@ -3,7 +3,7 @@
  * (one per head) side by side, four to a row, for a browser, a README or a
  * paper.
  *
- * Each cell is a <rect> filled with the ramp's colour (heatmap.c), its
+ * Each cell is a <rect> filled with the ramp's colour (heat.c), its
  * <title> the tooltip "query → key: value"; blocked cells are hatched grey.
  * Everything else (background, colour bars, the hatch) is a <path>, so the
  * cells are exactly the file's <rect> elements.  Text widths are estimated

@@ -15,6 +15,7 @@
 #include "base/text.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -215,46 +216,136 @@ static void pad(FILE *fp, const char *s, size_t width, int left)
 		text_put(fp, s);
 }
 
+/*
+ * A matrix of more than SUMMARY_THRESHOLD entries is summarised as NumPy
+ * prints one (np.set_printoptions' threshold=1000 and edgeitems=3): each
+ * axis longer than twice SUMMARY_EDGE shows its first and last SUMMARY_EDGE
+ * entries around a "...".  Text and Markdown only, and not with --full
+ * (writer's full); JSON, CSV and the binary formats always hold everything.
+ */
+#define SUMMARY_THRESHOLD 1000
+#define SUMMARY_EDGE 3
+#define SKIPPED SIZE_MAX /* cut_index(): the place of the "..." */
+
+/* one axis of a table as shown: every entry, or both ends around a gap */
+struct axis_cut {
+	size_t n; /* the axis's length */
+	int cut;  /* its middle left out */
+};
+
+static void table_cut(const writer *w, size_t rows, size_t cols, struct axis_cut *r,
+		      struct axis_cut *c)
+{
+	const int over = !w->full && rows * cols > SUMMARY_THRESHOLD;
+
+	r->n = rows;
+	r->cut = over && rows > 2 * SUMMARY_EDGE;
+	c->n = cols;
+	c->cut = over && cols > 2 * SUMMARY_EDGE;
+}
+
+/* the places an axis shows, its gap one of them */
+static size_t cut_places(const struct axis_cut *a)
+{
+	return a->cut ? 2 * SUMMARY_EDGE + 1 : a->n;
+}
+
+/* the entry at place k, or SKIPPED */
+static size_t cut_index(const struct axis_cut *a, size_t k)
+{
+	if (!a->cut || k < SUMMARY_EDGE)
+		return k;
+	return k == SUMMARY_EDGE ? SKIPPED : a->n - (2 * SUMMARY_EDGE + 1 - k);
+}
+
+/* one axis's entries left out, "rows 4 to 37" ("row 4" for one) */
+static int cut_range(char *buf, size_t size, const char *what, const struct axis_cut *a)
+{
+	const size_t last = a->n - SUMMARY_EDGE;
+
+	return last == SUMMARY_EDGE + 1 ? snprintf(buf, size, "%s %zu", what, last)
+		: snprintf(buf, size, "%ss %d to %zu", what, SUMMARY_EDGE + 1, last);
+}
+
+/* "rows 4 to 37 and columns 4 to 37 not shown: --full prints every entry" */
+static const char *cut_note(char *buf, size_t size, const struct axis_cut *r,
+			    const struct axis_cut *c)
+{
+	int n = 0;
+
+	if (r->cut)
+		n = cut_range(buf, size, "row", r);
+	if (c->cut && n >= 0 && (size_t)n < size)
+		n += snprintf(buf + n, size - (size_t)n, "%s", n ? " and " : "");
+	if (c->cut && n >= 0 && (size_t)n < size)
+		n += cut_range(buf + n, size - (size_t)n, "column", c);
+	if (n >= 0 && (size_t)n < size)
+		snprintf(buf + n, size - (size_t)n, " not shown: --full prints every entry");
+	return buf;
+}
+
 static void text_table(writer *w, const double *v, size_t rows, size_t cols)
 {
-	size_t *width = calloc(cols ? cols : 1, sizeof(*width)), lw = 0;
 	const char *const *rl = w->row_labels, *const *cl = w->col_labels;
-	char buf[64];
+	struct axis_cut rc, cc;
+	size_t nr, nc, *width, lw = 0;
+	char buf[64], note[160];
 
+	table_cut(w, rows, cols, &rc, &cc);
+	nr = cut_places(&rc);
+	nc = cut_places(&cc);
+	width = calloc(nc ? nc : 1, sizeof(*width));
 	/* two passes: widths first, so each column lines up */
-	for (size_t i = 0; rl && i < rows; i++)
-		lw = text_width(rl[i]) > lw ? text_width(rl[i]) : lw;
-	for (size_t j = 0; cl && width && j < cols; j++)
-		width[j] = text_width(cl[j]);
-	for (size_t i = 0; i < rows; i++)
-		for (size_t j = 0; j < cols; j++) {
-			size_t n;
+	for (size_t k = 0; rl && k < nr; k++) {
+		const size_t i = cut_index(&rc, k), n = i == SKIPPED ? 3 : text_width(rl[i]);
 
-			format_number(buf, sizeof(buf), v[i * cols + j], w->precision);
-			n = strlen(buf);
-			if (width && n > width[j])
-				width[j] = n;
+		lw = n > lw ? n : lw;
+	}
+	for (size_t l = 0; cl && width && l < nc; l++)
+		width[l] = cut_index(&cc, l) == SKIPPED ? 3 : text_width(cl[cut_index(&cc, l)]);
+	for (size_t k = 0; k < nr; k++)
+		for (size_t l = 0; l < nc; l++) {
+			const size_t i = cut_index(&rc, k), j = cut_index(&cc, l);
+			size_t n = 3;
+
+			if (i != SKIPPED && j != SKIPPED) {
+				format_number(buf, sizeof(buf), v[i * cols + j], w->precision);
+				n = strlen(buf);
+			}
+			if (width && n > width[l])
+				width[l] = n;
 		}
 	if (cl) {
 		if (rl)
 			pad(w->fp, "", lw + 2, 1);
-		for (size_t j = 0; j < cols; j++) {
+		for (size_t l = 0; l < nc; l++) {
+			const size_t j = cut_index(&cc, l);
+
 			fputs("  ", w->fp);
-			pad(w->fp, cl[j], width ? width[j] : 0, 0);
+			pad(w->fp, j == SKIPPED ? "..." : cl[j], width ? width[l] : 0, 0);
 		}
 		fputc('\n', w->fp);
 	}
-	for (size_t i = 0; i < rows; i++) {
+	for (size_t k = 0; k < nr; k++) {
+		const size_t i = cut_index(&rc, k);
+
 		if (rl) {
 			fputs("  ", w->fp);
-			pad(w->fp, rl[i], lw, 1);
+			pad(w->fp, i == SKIPPED ? "..." : rl[i], lw, 1);
 		}
-		for (size_t j = 0; j < cols; j++) {
-			format_number(buf, sizeof(buf), v[i * cols + j], w->precision);
-			fprintf(w->fp, "  %*s", width ? (int)width[j] : 0, buf);
+		for (size_t l = 0; l < nc; l++) {
+			const size_t j = cut_index(&cc, l);
+
+			if (i == SKIPPED || j == SKIPPED)
+				snprintf(buf, sizeof(buf), "...");
+			else
+				format_number(buf, sizeof(buf), v[i * cols + j], w->precision);
+			fprintf(w->fp, "  %*s", width ? (int)width[l] : 0, buf);
 		}
 		fputc('\n', w->fp);
 	}
+	if (rc.cut || cc.cut)
+		fprintf(w->fp, "  (%s)\n", cut_note(note, sizeof(note), &rc, &cc));
 	free(width);
 }
 
@@ -295,14 +386,17 @@ static void csv_field(FILE *fp, const char *s)
 	fputc('"', fp);
 }
 
-/* Markdown: a bold title, then a GitHub table with 1-based row and column numbers */
+/* Markdown: a bold title, then a GitHub table with 1-based row and column
+ * numbers; summarised as text is, "…" for the entries left out */
 static void markdown_matrix_out(writer *w, const char *title, const matrix *m)
 {
 	const size_t rows = m->rank >= 2 ? m->dim[m->rank - 2] : 1;
 	const size_t cols = m->dim[m->rank - 1];
 	const size_t planes = m->rank == 3 ? m->dim[0] : 1;
-	char buf[64];
+	struct axis_cut rc, cc;
+	char buf[64], note[160];
 
+	table_cut(w, rows, cols, &rc, &cc);
 	for (size_t h = 0; h < planes; h++) {
 		const double *v = m->v + h * rows * cols;
 
@@ -313,8 +407,12 @@ static void markdown_matrix_out(writer *w, const char *title, const matrix *m)
 		if (m->rank == 3)
 			fprintf(w->fp, ", head %zu", h + 1);
 		fprintf(w->fp, "** (%zu×%zu)\n\n|   |", rows, cols);
-		for (size_t j = 0; j < cols; j++) {
-			if (w->col_labels) {
+		for (size_t l = 0; l < cut_places(&cc); l++) {
+			const size_t j = cut_index(&cc, l);
+
+			if (j == SKIPPED) {
+				fputs(" … |", w->fp);
+			} else if (w->col_labels) {
 				fputc(' ', w->fp);
 				md_cell(w->fp, w->col_labels[j]);
 				fputs(" |", w->fp);
@@ -323,29 +421,39 @@ static void markdown_matrix_out(writer *w, const char *title, const matrix *m)
 			}
 		}
 		fputs("\n|---|", w->fp);
-		for (size_t j = 0; j < cols; j++)
+		for (size_t l = 0; l < cut_places(&cc); l++)
 			fputs("---:|", w->fp);
 		fputc('\n', w->fp);
-		for (size_t i = 0; i < rows; i++) {
-			if (w->row_labels) {
+		for (size_t k = 0; k < cut_places(&rc); k++) {
+			const size_t i = cut_index(&rc, k);
+
+			if (i == SKIPPED) {
+				fputs("| … |", w->fp);
+			} else if (w->row_labels) {
 				fputs("| **", w->fp);
 				md_cell(w->fp, w->row_labels[i]);
 				fputs("** |", w->fp);
 			} else {
 				fprintf(w->fp, "| **%zu** |", i + 1);
 			}
-			for (size_t j = 0; j < cols; j++) {
-				const double x = v[i * cols + j];
+			for (size_t l = 0; l < cut_places(&cc); l++) {
+				const size_t j = cut_index(&cc, l);
+				const double x = i == SKIPPED || j == SKIPPED ? 0 : v[i * cols + j];
 
-				if (isinf(x))
+				if (i == SKIPPED || j == SKIPPED) {
+					fputs(" … |", w->fp);
+				} else if (isinf(x)) {
 					fputs(x < 0 ? " -∞ |" : " ∞ |", w->fp);
-				else {
+				} else {
 					format_number(buf, sizeof(buf), x, w->precision);
 					fprintf(w->fp, " %s |", buf);
 				}
 			}
 			fputc('\n', w->fp);
 		}
+		/* a blank line first: a line right under a table would be its row */
+		if (rc.cut || cc.cut)
+			fprintf(w->fp, "\n*%s*\n", cut_note(note, sizeof(note), &rc, &cc));
 	}
 }
 

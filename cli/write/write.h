@@ -27,6 +27,8 @@ typedef struct writer {
 	int single;       /* CSV: only one matrix, so no title lines */
 	size_t head;      /* the head being written (1-based), 0 outside the heads */
 	int no_title;     /* text: tables only, no title lines */
+	int full;         /* text and Markdown: every entry (--full); else a matrix of
+			     more than 1000 entries is summarised as NumPy prints it */
 	/* labels for the next matrix's rows and columns (tokens), or NULL */
 	const char *const *row_labels, *const *col_labels;
 } writer;
@@ -48,7 +50,9 @@ int json_bare_nonfinite(int on);
 /* Text, JSON, CSV (a "# title" line before each matrix unless single) or
  * Markdown tables; .npy is written with npy_write(), one matrix a file. */
 void out_begin(writer *w);
-/* one matrix: key names it in JSON, title heads it elsewhere (shape added) */
+/* one matrix: key names it in JSON, title heads it elsewhere (shape added);
+ * in text and Markdown summarised past 1000 entries unless w->full: the
+ * first and last 3 rows and columns around "...", then a line saying so */
 void out_matrix(writer *w, const char *key, const char *title, const matrix *m);
 /* text and Markdown: one line standing for a matrix not written (a copy of
  * another); nothing in the other formats */

@@ -29,6 +29,8 @@ cd "$(dirname "$0")/../.." || exit 2
 TOP=$(pwd -P)
 LC_ALL=C
 export LC_ALL TOP
+# a heatmap fits the width COLUMNS gives: a case that wants one sets it
+unset COLUMNS
 
 MHA=${MHA:-./mha}
 case $MHA in
