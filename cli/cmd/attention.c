@@ -153,6 +153,10 @@ void attn_fit_ranges(struct attn_options *o, const struct problem *pb)
 
 int attn_refuse_picture_options(const struct attn_options *o)
 {
+	if (o->emit.pool && o->emit.format != FORMAT_HEATMAP && o->emit.format != FORMAT_SVG)
+		return usage_error(o->cmd->name, "--pool draws an overview of a heatmap or an SVG: "
+				   "add --format heatmap or svg%s", o->emit.format == FORMAT_HTML
+				   ? " (the page holds every cell: keep fewer with --rows)" : "");
 	if ((o->range_given || o->emit.head) && o->emit.format != FORMAT_HTML &&
 	    o->emit.format != FORMAT_HEATMAP && o->emit.format != FORMAT_SVG) {
 		/* --head 2 typed for --heads 2 */

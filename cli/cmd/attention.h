@@ -196,7 +196,10 @@ int attn_pick_sequence(const struct attn_options *o, struct problem *p);
 	"      --range R         the colours' scale of a heatmap, SVG or page: auto\n" \
 	"                        (each panel's lowest to highest value) or MIN,MAX;\n" \
 	"                        default: 0,1 for softmax, auto for the other steps\n" \
-	"      --head N          draw head N alone (from 1; a page starts on it)\n"
+	"      --head N          draw head N alone (from 1; a page starts on it)\n" \
+	"      --pool RULE[:K]   an overview: blocks of K by K cells drawn as one, their\n" \
+	"                        max or mean (unblocked cells), K by default the fewest\n" \
+	"                        that keep a panel within 64 cells a side\n"
 
 /* after -f in the helps of the commands that write JSON */
 #define ATTN_USAGE_JSON \

@@ -457,6 +457,10 @@ static int backward_check_options(struct attn_options *o)
 		return usage_error(hint, ATTN_NONFINITE_NEEDS_JSON);
 	if (attn_refuse_cut(o))
 		return -1;
+	if (o->range_given || o->emit.head || o->emit.pool || o->color_given)
+		return usage_error(hint, "%s draws pictures, and mha backward writes text, json, csv, "
+				   "markdown, npy or npz", o->range_given ? "--range" : o->emit.head
+				   ? "--head" : o->emit.pool ? "--pool" : "--color");
 	if (o->f32 && o->spec.cfg.exact)
 		return usage_error(hint, "--exact is float64's plain path: leave out --dtype f32");
 	/* --dtype f32: float32 inputs, weights and dO stay floats (no double copy) */

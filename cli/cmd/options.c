@@ -77,7 +77,7 @@ enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV
        O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
        O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
        O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS, O_JSON_NONFINITE, O_PROGRESS, O_QUIET,
-       O_ROWS, O_COLS, O_FORCE, O_NORM, O_NORM_EPS, O_NORM_OVER, O_Q_NORM, O_K_NORM, O_FULL,
+       O_ROWS, O_COLS, O_FORCE, O_POOL, O_NORM, O_NORM_EPS, O_NORM_OVER, O_Q_NORM, O_K_NORM, O_FULL,
        O_ONE /* + WQ … BO */,
        O_LATENT = O_ONE + N_WEIGHTS /* + LAT_Q_A_PROJ … LAT_KV_B_PROJ */,
        O_QK_ROPE = O_LATENT + N_LATENT, O_MLA_EPS, O_ABSORB };
@@ -282,6 +282,7 @@ static const struct {
 	{ { "rows", R, NULL, O_ROWS }, OPT_PRINT, NULL },
 	{ { "cols", R, NULL, O_COLS }, OPT_PRINT, NULL },
 	{ { "force", no_argument, NULL, O_FORCE }, OPT_PRINT, NULL },
+	{ { "pool", R, NULL, O_POOL }, OPT_PICTURE, NULL },
 	{ { "quiet", no_argument, NULL, 'q' }, OPT_RUN, NULL },
 	/* a command that does not take it refuses it, naming the one that does */
 	{ { "grad-output", R, NULL, O_GRAD_OUTPUT }, OPT_GRAD, NULL },
@@ -569,6 +570,24 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 		case O_ROWS: o->spec.rows = optarg; break;
 		case O_COLS: o->spec.cols = optarg; break;
 		case O_FORCE: o->emit.fit.force = 1; break;
+		case O_POOL: {
+			/* max or mean, then :K, the block's side */
+			const size_t len = strcspn(optarg, ":");
+			const int max = len == 3 && !strncmp(optarg, "max", 3);
+			const int mean = len == 4 && !strncmp(optarg, "mean", 4);
+
+			o->emit.pool_k = 0;
+			if ((!max && !mean) ||
+			    (optarg[len] && opt_count(hint, "--pool's block", optarg + len + 1,
+						      SIZE_MAX / 2, &o->emit.pool_k))) {
+				if (!max && !mean)
+					usage_error(hint, "--pool takes max or mean, then :K for blocks "
+						    "of K by K cells (max:16), not '%s'", optarg);
+				return -1;
+			}
+			o->emit.pool = max ? POOL_MAX : POOL_MEAN;
+			break;
+		}
 		case 'q': o->progress = PROGRESS_OFF; break;
 		case O_JSON_NONFINITE:
 			if (strcmp(optarg, "strings") && strcmp(optarg, "python")) {

@@ -480,6 +480,60 @@ static size_t heat_width(int fd)
 	return tty ? 80 : 0;
 }
 
+/*
+ * --pool: each panel's matrix, mask, labels and title in place of its own,
+ * the block's rule and size in the title; pool_panels_free frees them.
+ * 0, or -1 said (nothing left to free).
+ */
+static void pool_panels_free(struct heat_panel *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		pool_labels_free((char **)p[i].row_labels);
+		pool_labels_free((char **)p[i].col_labels);
+		matrix_free((matrix *)p[i].m);
+		free((matrix *)p[i].m);
+		if (p[i].mask) {
+			matrix_free((matrix *)p[i].mask);
+			free((matrix *)p[i].mask);
+		}
+		free((char *)p[i].title);
+	}
+}
+
+static int pool_panels(const struct emit *o, struct heat_panel *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const size_t rows = p[i].m->dim[0], cols = p[i].m->dim[1];
+		const size_t k = pool_block(o->pool_k, rows, cols);
+		matrix *m = calloc(1, sizeof(*m)), *mk = p[i].mask ? calloc(1, sizeof(*mk)) : NULL;
+		char *title = malloc(strlen(p[i].title) + 64);
+		char **rl = pool_labels(p[i].row_labels, rows, k);
+		char **cl = pool_labels(p[i].col_labels, cols, k);
+
+		const int ok = m && (!p[i].mask || mk) && title && rl && cl;
+
+		if (!ok || pool_panel(m, mk, p[i].m, p[i].mask, k, (enum pool_rule)o->pool)) {
+			free(m);
+			free(mk);
+			free(title);
+			pool_labels_free(rl);
+			pool_labels_free(cl);
+			if (i)
+				pool_panels_free(p, i);
+			return ok ? -1 : error("out of memory"); /* pool_panel said why */
+		}
+		p[i].row_labels = (const char *const *)rl;
+		p[i].col_labels = (const char *const *)cl;
+		sprintf(title, "%s, %s of %zux%zu blocks", p[i].title,
+			o->pool == POOL_MEAN ? "mean" : "max", k, k);
+		p[i].m = m;
+		p[i].mask = mk;
+		p[i].later_mask = NULL;
+		p[i].title = title;
+	}
+	return 0;
+}
+
 /* heatmap and svg: a panel per head of the step drawn, the mask beside it */
 static int write_heatmaps(const struct emit *o, const struct step_items *list,
 			  const struct labels *l, FILE *fp)
@@ -521,6 +575,11 @@ static int write_heatmaps(const struct emit *o, const struct step_items *list,
 		}
 		n++;
 	}
+	if (o->pool && n && pool_panels(o, panels, n)) {
+		free(panels);
+		free(planes);
+		return -1;
+	}
 	if (o->format == FORMAT_SVG) {
 		rc = heatmap_svg(fp, panels, n, o->precision);
 	} else {
@@ -533,6 +592,8 @@ static int write_heatmaps(const struct emit *o, const struct step_items *list,
 					     ? HEAT_TRUECOLOR : HEAT_256;
 		rc = heatmap_terminal(fp, panels, n, &look);
 	}
+	if (o->pool && n)
+		pool_panels_free(panels, n);
 	free(panels);
 	free(planes);
 	return rc;
@@ -554,7 +615,8 @@ int emit_items(const struct emit *o, const struct step_items *lists, size_t batc
 	if (fit_output(&f, &o->fit, &(struct fit_out){ FIT_ITEMS, o->format, o->precision,
 						       o->heat_step, o->head, o->full,
 						       heat_width(!o->output || !strcmp(o->output, "-")
-								  ? STDOUT_FILENO : -1) },
+								  ? STDOUT_FILENO : -1), o->pool,
+						       o->pool_k },
 		       lists, batch, labels))
 		return -1;
 	rc = write_items(o, f.lists, batch, f.labels, meta);
@@ -641,7 +703,7 @@ int emit_explain(const struct emit *o, const struct step_items *lists, size_t ba
 	/* refused past its size (never cut: --rows and --cols are refused with it) */
 	if (fit_output(&fit, &o->fit, &(struct fit_out){ ask->cell_alone && !ask->printed ? FIT_ITEMS
 							 : FIT_EXPLAIN, FORMAT_TEXT, o->precision,
-							 o->heat_step, o->head, o->full, 0 },
+							 o->heat_step, o->head, o->full, 0, 0, 0 },
 		       ask->printed ? ask->printed : lists, batch, l))
 		return -1;
 	fit_free(&fit);
@@ -699,7 +761,7 @@ int emit_html(const struct emit *o, const struct step_items *lists, size_t batch
 		return error("-o %s: a directory takes one file per matrix; the page is one file: "
 			     "name it (-o attn.html)", o->output);
 	if (fit_output(&fit, &o->fit, &(struct fit_out){ FIT_PAGE, o->format, o->precision,
-							 o->heat_step, o->head, o->full, 0 },
+							 o->heat_step, o->head, o->full, 0, 0, 0 },
 		       lists, batch, l))
 		return -1;
 	cut.lists = fit.lists;

@@ -9,6 +9,7 @@
 
 #include "write/fit.h"
 #include "write/heatmap.h"
+#include "write/pool.h"
 #include "write/meta.h"
 #include "base/outfile.h"
 #include "load/problem.h"
@@ -55,6 +56,8 @@ struct emit {
 	int compress;        /* npz: --compress, members deflated (np.savez_compressed) */
 	int bare_nonfinite;  /* JSON: --json-nonfinite python, NaN and ±Infinity bare */
 	struct fit_ask fit;  /* --rows, --cols, --force (fit.h) */
+	int pool;            /* heatmap and svg: --pool's enum pool_rule (pool.h) */
+	size_t pool_k;       /* its block side, 0: the fewest within POOL_SIDE cells */
 };
 
 /*

@@ -3,6 +3,7 @@
  * their size without --force (fit.h).
  */
 #include "write/fit.h"
+#include "write/pool.h"
 #include "base/budget.h"
 #include "base/cli.h"
 
@@ -192,11 +193,13 @@ static double estimate(const struct fit_out *e, const struct step_items *lists, 
 			} else if (drawn) {
 				/* a terminal's width pools the keys, two columns a cell */
 				const matrix *m = it->m;
-				const double cols = (double)m->dim[m->rank - 1];
+				const size_t k = e->pool ? pool_block(e->pool_k, m->dim[0], m->dim[1]) : 1;
+				const double cols = (double)((m->dim[m->rank - 1] + k - 1) / k);
+				const double rows = (double)((m->dim[0] + k - 1) / k);
 				const double fit = e->format == FORMAT_HEATMAP && e->width && !e->full &&
 						   cols > (double)e->width / 2 ? (double)e->width / 2 : cols;
 
-				*cells += entries(m) / cols * fit;
+				*cells += rows * fit;
 				++*panels;
 			}
 		}

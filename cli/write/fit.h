@@ -39,6 +39,8 @@ struct fit_out {
 	size_t head;         /* --head: the one head drawn, or 0 */
 	int full;            /* --full: text whole, a terminal heatmap unpooled */
 	size_t width;        /* a terminal heatmap's columns (0: no limit) */
+	int pool;            /* a picture's --pool (pool.h): POOL_NONE or its rule */
+	size_t pool_k;
 };
 
 /* What is about to be written: the items and labels to write (cut or not). */

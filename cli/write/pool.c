@@ -1,0 +1,86 @@
+/*
+ * pool.c: a heatmap's overview, blocks of cells as one (pool.h).
+ */
+#include "write/pool.h"
+#include "base/cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t pool_block(size_t k, size_t rows, size_t cols)
+{
+	const size_t side = rows > cols ? rows : cols;
+
+	if (k)
+		return k;
+	return side > POOL_SIDE ? (side + POOL_SIDE - 1) / POOL_SIDE : 1;
+}
+
+int pool_panel(matrix *out, matrix *mask_out, const matrix *m, const matrix *mask, size_t k,
+	       enum pool_rule rule)
+{
+	const size_t rows = m->dim[0], cols = m->dim[1];
+	const size_t pr = (rows + k - 1) / k, pc = (cols + k - 1) / k;
+
+	if (matrix_alloc(out, 2, pr, pc, 1) || (mask && matrix_alloc(mask_out, 2, pr, pc, 1))) {
+		matrix_free(out);
+		return -1;
+	}
+	for (size_t bi = 0; bi < pr; bi++)
+		for (size_t bj = 0; bj < pc; bj++) {
+			double best = -INFINITY, sum = 0;
+			size_t seen = 0;
+
+			for (size_t i = bi * k; i < rows && i < (bi + 1) * k; i++)
+				for (size_t j = bj * k; j < cols && j < (bj + 1) * k; j++) {
+					const double v = m->v[i * cols + j];
+
+					/* a blocked cell is not part of the block's value */
+					if (mask && mask->v[i * cols + j] == -INFINITY)
+						continue;
+					if (v > best || isnan(v))
+						best = isnan(best) ? best : v;
+					sum += v;
+					seen++;
+				}
+			out->v[bi * pc + bj] = !seen ? -INFINITY : rule == POOL_MEAN ? sum / (double)seen
+										 : best;
+			if (mask)
+				mask_out->v[bi * pc + bj] = seen ? 0 : -INFINITY;
+		}
+	return 0;
+}
+
+char **pool_labels(const char *const *labels, size_t n, size_t k)
+{
+	const size_t blocks = (n + k - 1) / k;
+	char **out = calloc(blocks + 1, sizeof(*out));
+
+	for (size_t b = 0; out && b < blocks; b++) {
+		const size_t first = b * k, last = (b + 1) * k < n ? (b + 1) * k - 1 : n - 1;
+		char buf[200];
+
+		if (first == last)
+			snprintf(buf, sizeof(buf), "%s", labels ? labels[first] : "");
+		if (first == last && !labels)
+			snprintf(buf, sizeof(buf), "%zu", first + 1);
+		else if (first != last && labels)
+			snprintf(buf, sizeof(buf), "%.90s–%.90s", labels[first], labels[last]);
+		else if (first != last)
+			snprintf(buf, sizeof(buf), "%zu-%zu", first + 1, last + 1);
+		if (!(out[b] = strdup(buf))) {
+			pool_labels_free(out);
+			return NULL;
+		}
+	}
+	return out;
+}
+
+void pool_labels_free(char **l)
+{
+	for (size_t b = 0; l && l[b]; b++)
+		free(l[b]);
+	free(l);
+}
