@@ -480,60 +480,6 @@ static size_t heat_width(int fd)
 	return tty ? 80 : 0;
 }
 
-/*
- * --pool: each panel's matrix, mask, labels and title in place of its own,
- * the block's rule and size in the title; pool_panels_free frees them.
- * 0, or -1 said (nothing left to free).
- */
-static void pool_panels_free(struct heat_panel *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		pool_labels_free((char **)p[i].row_labels);
-		pool_labels_free((char **)p[i].col_labels);
-		matrix_free((matrix *)p[i].m);
-		free((matrix *)p[i].m);
-		if (p[i].mask) {
-			matrix_free((matrix *)p[i].mask);
-			free((matrix *)p[i].mask);
-		}
-		free((char *)p[i].title);
-	}
-}
-
-static int pool_panels(const struct emit *o, struct heat_panel *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		const size_t rows = p[i].m->dim[0], cols = p[i].m->dim[1];
-		const size_t k = pool_block(o->pool_k, rows, cols);
-		matrix *m = calloc(1, sizeof(*m)), *mk = p[i].mask ? calloc(1, sizeof(*mk)) : NULL;
-		char *title = malloc(strlen(p[i].title) + 64);
-		char **rl = pool_labels(p[i].row_labels, rows, k);
-		char **cl = pool_labels(p[i].col_labels, cols, k);
-
-		const int ok = m && (!p[i].mask || mk) && title && rl && cl;
-
-		if (!ok || pool_panel(m, mk, p[i].m, p[i].mask, k, (enum pool_rule)o->pool)) {
-			free(m);
-			free(mk);
-			free(title);
-			pool_labels_free(rl);
-			pool_labels_free(cl);
-			if (i)
-				pool_panels_free(p, i);
-			return ok ? -1 : error("out of memory"); /* pool_panel said why */
-		}
-		p[i].row_labels = (const char *const *)rl;
-		p[i].col_labels = (const char *const *)cl;
-		sprintf(title, "%s, %s of %zux%zu blocks", p[i].title,
-			o->pool == POOL_MEAN ? "mean" : "max", k, k);
-		p[i].m = m;
-		p[i].mask = mk;
-		p[i].later_mask = NULL;
-		p[i].title = title;
-	}
-	return 0;
-}
-
 /* heatmap and svg: a panel per head of the step drawn, the mask beside it */
 static int write_heatmaps(const struct emit *o, const struct step_items *list,
 			  const struct labels *l, FILE *fp)
@@ -575,7 +521,7 @@ static int write_heatmaps(const struct emit *o, const struct step_items *list,
 		}
 		n++;
 	}
-	if (o->pool && n && pool_panels(o, panels, n)) {
+	if (o->pool && n && pool_panels(panels, n, (enum pool_rule)o->pool, o->pool_k)) {
 		free(panels);
 		free(planes);
 		return -1;

@@ -3,6 +3,7 @@
  */
 #include "write/pool.h"
 #include "base/cli.h"
+#include "write/heatmap.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -62,13 +63,13 @@ char **pool_labels(const char *const *labels, size_t n, size_t k)
 		const size_t first = b * k, last = (b + 1) * k < n ? (b + 1) * k - 1 : n - 1;
 		char buf[200];
 
-		if (first == last)
-			snprintf(buf, sizeof(buf), "%s", labels ? labels[first] : "");
-		if (first == last && !labels)
-			snprintf(buf, sizeof(buf), "%zu", first + 1);
-		else if (first != last && labels)
+		if (labels && first == last)
+			snprintf(buf, sizeof(buf), "%.190s", labels[first]);
+		else if (labels)
 			snprintf(buf, sizeof(buf), "%.90s–%.90s", labels[first], labels[last]);
-		else if (first != last)
+		else if (first == last)
+			snprintf(buf, sizeof(buf), "%zu", first + 1);
+		else
 			snprintf(buf, sizeof(buf), "%zu-%zu", first + 1, last + 1);
 		if (!(out[b] = strdup(buf))) {
 			pool_labels_free(out);
@@ -83,4 +84,55 @@ void pool_labels_free(char **l)
 	for (size_t b = 0; l && l[b]; b++)
 		free(l[b]);
 	free(l);
+}
+
+/*
+ * (pool.h) */
+void pool_panels_free(struct heat_panel *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		pool_labels_free((char **)p[i].row_labels);
+		pool_labels_free((char **)p[i].col_labels);
+		matrix_free((matrix *)p[i].m);
+		free((matrix *)p[i].m);
+		if (p[i].mask) {
+			matrix_free((matrix *)p[i].mask);
+			free((matrix *)p[i].mask);
+		}
+		free((char *)p[i].title);
+	}
+}
+
+int pool_panels(struct heat_panel *p, size_t n, enum pool_rule rule, size_t k0)
+{
+	for (size_t i = 0; i < n; i++) {
+		const size_t rows = p[i].m->dim[0], cols = p[i].m->dim[1];
+		const size_t k = pool_block(k0, rows, cols);
+		matrix *m = calloc(1, sizeof(*m)), *mk = p[i].mask ? calloc(1, sizeof(*mk)) : NULL;
+		char *title = malloc(strlen(p[i].title) + 64);
+		char **rl = pool_labels(p[i].row_labels, rows, k);
+		char **cl = pool_labels(p[i].col_labels, cols, k);
+
+		const int ok = m && (!p[i].mask || mk) && title && rl && cl;
+
+		if (!ok || pool_panel(m, mk, p[i].m, p[i].mask, k, rule)) {
+			free(m);
+			free(mk);
+			free(title);
+			pool_labels_free(rl);
+			pool_labels_free(cl);
+			if (i)
+				pool_panels_free(p, i);
+			return ok ? -1 : error("out of memory"); /* pool_panel said why */
+		}
+		p[i].row_labels = (const char *const *)rl;
+		p[i].col_labels = (const char *const *)cl;
+		sprintf(title, "%s, %s of %zux%zu blocks", p[i].title,
+			rule == POOL_MEAN ? "mean" : "max", k, k);
+		p[i].m = m;
+		p[i].mask = mk;
+		p[i].later_mask = NULL;
+		p[i].title = title;
+	}
+	return 0;
 }

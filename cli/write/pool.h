@@ -35,4 +35,15 @@ int pool_panel(matrix *out, matrix *mask_out, const matrix *m, const matrix *mas
 char **pool_labels(const char *const *labels, size_t n, size_t k);
 void pool_labels_free(char **l);
 
+struct heat_panel;
+
+/*
+ * Each of the n panels' matrix, mask, labels and title replaced by its
+ * overview's (rule, blocks of k0 or pool_block's), the rule and block in
+ * the title; pool_panels_free frees them.  0, or -1 said (nothing left to
+ * free).
+ */
+int pool_panels(struct heat_panel *p, size_t n, enum pool_rule rule, size_t k0);
+void pool_panels_free(struct heat_panel *p, size_t n);
+
 #endif
