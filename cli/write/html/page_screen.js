@@ -13,7 +13,7 @@
 		var hd = SEQS[st.seq].heads[h], k = i * NKV + j, v = values(hd)[k],
 		    what = st.view === 'tokens' ? 'softmax' : st.step, val = hd[what][k];
 
-		tipHead.textContent = 'head ' + (h + 1) + ', query ' + label(QL, i) + ', key ' + label(KL, j) + ': ' +
+		tipHead.textContent = 'head ' + (h + 1) + ', query ' + label(QL, i, R0) + ', key ' + label(KL, j) + ': ' +
 			what + ' = ' + g(val) + (blocked(hd, k) && what === st.step && v === v ? ' (masked)' : '');
 		tipText.textContent = narrate(st.seq, h, i, j).join('\n');
 		tip.hidden = false;
@@ -55,7 +55,7 @@
 			lab.style.height = cell + 'px';
 			lab.style.fontSize = font;
 			lab.style.lineHeight = cell + 'px';
-			lab.title = 'query ' + label(QL, i);
+			lab.title = 'query ' + label(QL, i, R0);
 			if (thin > 1)
 				lab.className = i % thin ? 'lab hidden' : 'lab over';
 			rows.appendChild(lab);
@@ -347,7 +347,8 @@
 	function summary() {
 		var how = SEQS[st.seq].mask_how;
 
-		document.getElementById('summary').textContent = NQ + (NQ === 1 ? ' query, ' : ' queries, ') + NKV +
+		document.getElementById('summary').textContent = NQ + (NQ === 1 ? ' query' : ' queries') +
+			(R0 ? ' (from query ' + (R0 + 1) + ', --rows)' : '') + ', ' + NKV +
 			(NKV === 1 ? ' key, ' : ' keys, ') + D.heads + (D.heads === 1 ? ' head' : ' heads') +
 			(D.kv_heads !== D.heads ? ' sharing ' + D.kv_heads + ' key/value head' + (D.kv_heads === 1 ? '' : 's') : '') +
 			' of d_k = ' + DK + ', d_v = ' + DV + '; scaled by ' + D.scale_how +
