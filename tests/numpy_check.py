@@ -714,7 +714,7 @@ def run_case(binary, case, rng):
         for printed in [["all"]] + case.prints:
             if printed == ["text17"]:
                 # --exact: the plain path, as --print all took, so the bits can match
-                text = run(binary, args + ["--print", "output", "--precision", "17",
+                text = run(binary, args + ["--print", "output", "--precision", "17", "--full",
                                            "--exact"])
                 a = parse_text(text)
                 worst = max(worst, compare("output (text)", a, ref["output"]))
