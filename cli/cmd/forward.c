@@ -339,6 +339,7 @@ done:
 			steps_results_free(&res[b]);
 	}
 	free(lists);
+	free(printed);
 	free(res);
 	free(x);
 	free(outs);
