@@ -6,7 +6,7 @@ n tokens (d_model 512, 8 heads, causal), read from and written to .npy
 files, it times `mha forward`/`mha backward` three ways, in turns so that a
 drifting machine moves all alike:
 
-  quiet     --quiet: the library is told nobody listens (one test a piece)
+  quiet     --quiet: the library is told nobody listens and counts nothing
   terminal  standard error a pseudo-terminal, as a person sees it: the bar
             redrawn in place, ten times a second at most
   log       --progress with standard error a file: a line a tenth

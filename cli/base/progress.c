@@ -133,6 +133,13 @@ void progress_report(void *ctx, const char *phase, double done)
 	draw(phase, done, elapsed);
 }
 
+void (*progress_listener(void))(void *ctx, const char *phase, double done)
+{
+	if (bar.mode == PROGRESS_OFF || (bar.mode == PROGRESS_AUTO && !bar.tty))
+		return NULL;
+	return progress_report;
+}
+
 void progress_clear(void)
 {
 	if (!bar.shown)

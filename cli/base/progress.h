@@ -26,6 +26,11 @@ void progress_mode(enum progress_mode mode);
 /* An mha_progress_fn (ctx unused): phase, and the fraction done. */
 void progress_report(void *ctx, const char *phase, double done);
 
+/* progress_report, or NULL when no bar will be drawn (--quiet, or standard
+ * error not a terminal without --progress): the library then counts
+ * nothing. */
+void (*progress_listener(void))(void *ctx, const char *phase, double done);
+
 /* The bar taken off the screen, if it is there (before a message). */
 void progress_clear(void);
 

@@ -207,7 +207,7 @@ int run_set(struct set *s, const struct ctx *x, const mha_inputs *in, const mha_
 	const mha_dims *d = &p->d;
 	struct step_results r = { .heads = d->heads, .mask_per_head = 1 };
 	const mha_observer obs = { .size = sizeof(mha_observer), .fn = steps_keep, .ctx = &r,
-				   .wanted = ALL_STAGES, .progress = progress_report };
+				   .wanted = ALL_STAGES, .progress = progress_listener() };
 	matrix out = { 0 };
 	mha_report local = MHA_INIT(mha_report);
 	mha_status st;

@@ -319,7 +319,7 @@ int problem_backward(struct run_grads *gr, const struct problem *p, const mha_in
 		mha_grad_observer watch = obs ? *obs
 					      : (mha_grad_observer)MHA_INIT(mha_grad_observer);
 
-		watch.progress = progress_report;
+		watch.progress = progress_listener();
 		*st = mha_backward(&g, dout && dout->rank ? dout->v : NULL, &p->d, in, w, cfg,
 				   &watch, rep);
 	}

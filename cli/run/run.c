@@ -245,7 +245,7 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 		/* the bar on standard error, whatever else is watched */
 		mha_observer watch = obs ? *obs : (mha_observer)MHA_INIT(mha_observer);
 
-		watch.progress = progress_report;
+		watch.progress = progress_listener();
 		st = mha_forward(out->v, d, &p->in, &p->weights, &p->cfg, &watch, rep);
 	}
 	if (st == MHA_ERR_OBSERVER)
