@@ -185,7 +185,8 @@ static double estimate(const struct fit_out *e, const struct step_items *lists, 
 					  (!e->head || it->head == e->head);
 
 			if (kind == FIT_PAGE) {
-				bytes += 24 * entries(it->m); /* a number in the page's data */
+				/* a number in the page's data, at --precision digits, and ", " */
+				bytes += (double)(e->precision + 3) * entries(it->m);
 			} else if (kind == FIT_EXPLAIN || e->format == FORMAT_TEXT ||
 				   e->format == FORMAT_MARKDOWN) {
 				if (it->copy_of < 0)
@@ -236,8 +237,9 @@ static int refuse(const struct fit_out *e, double bytes, double limit, const cha
 
 	show_bytes(est, sizeof(est), bytes > 1e18 ? SIZE_MAX : (size_t)bytes);
 	show_bytes(lim, sizeof(lim), (size_t)limit);
-	snprintf(ways, sizeof(ways), "keep fewer queries and keys (--rows FIRST:LAST, --cols "
-		 "FIRST:LAST)");
+	/* the page keeps every key (attn_refuse_cut) */
+	snprintf(ways, sizeof(ways), !strcmp(what, "page") ? "keep fewer queries (--rows "
+		 "FIRST:LAST)" : "keep fewer queries and keys (--rows FIRST:LAST, --cols FIRST:LAST)");
 	if (picture && panels > (batch ? batch : 1) && !e->head)
 		snprintf(ways + strlen(ways), sizeof(ways) - strlen(ways), ", draw one head (--head N)");
 	if (!picture)
