@@ -68,6 +68,15 @@ static void explain_cell(FILE *fp, const struct step_results *k, size_t h, size_
 	}
 }
 
+/* one item's table, its rows and columns labelled as its axes say */
+static void put_item(writer *wr, const struct step_item *it, const struct labels *l)
+{
+	wr->row_labels = (const char *const *)(it->rows == AXIS_QUERY ? l->query :
+					       it->rows == AXIS_KEY ? l->key : NULL);
+	wr->col_labels = (const char *const *)(it->cols == AXIS_KEY ? l->key : NULL);
+	out_matrix(wr, it->key, it->title, it->m);
+}
+
 /* --cell alone: the items as plain text when printed, then each head's dS[Q][K] */
 static void cells_alone(FILE *fp, const struct emit *e, const struct step_items *list,
 			const struct step_results *k, const struct labels *l,
@@ -78,14 +87,8 @@ static void cells_alone(FILE *fp, const struct emit *e, const struct step_items 
 			      .full = e->full };
 
 		out_begin(&wr);
-		for (size_t i = 0; i < list->n; i++) {
-			const struct step_item *it = &list->v[i];
-
-			wr.row_labels = (const char *const *)(it->rows == AXIS_QUERY ? l->query :
-							      it->rows == AXIS_KEY ? l->key : NULL);
-			wr.col_labels = (const char *const *)(it->cols == AXIS_KEY ? l->key : NULL);
-			out_matrix(&wr, it->key, it->title, it->m);
-		}
+		for (size_t i = 0; i < list->n; i++)
+			put_item(&wr, &list->v[i], l);
 		out_end(&wr);
 		fputc('\n', fp);
 	}
@@ -125,12 +128,9 @@ int emit_explain_backward(const struct emit *e, const struct step_items *lists, 
 		for (size_t i = 0; i < list->n; i++) {
 			const struct step_item *it = &list->v[i];
 
-			wr.row_labels = (const char *const *)(it->rows == AXIS_QUERY ? l->query :
-							      it->rows == AXIS_KEY ? l->key : NULL);
-			wr.col_labels = (const char *const *)(it->cols == AXIS_KEY ? l->key : NULL);
 			fprintf(of.fp, "%s%s: %s.\n", i ? "\n" : "", it->key,
 				grad_steps[it->step - 1000].says);
-			out_matrix(&wr, it->key, it->title, it->m);
+			put_item(&wr, it, l);
 			if (cell && it->step - 1000 == GS_DS) {
 				fputc('\n', of.fp);
 				explain_cell(of.fp, &keep[b], it->head - 1, cell[0], cell[1], l,
