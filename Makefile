@@ -317,13 +317,15 @@ test-symbols: lib/libmha.a lib/libmha.so
 	sh tests/symbols_test.sh lib/libmha.a lib/libmha.so
 
 # -o attn.html in headless Chromium (tests/html_check.py; a screenshot in
-# build/html-page.png, docs/html-page.png's recipe): too heavy a
+# build/html-page.png, docs/html-page.png's recipe; the overview, --pool,
+# in tests/html_pool_check.py, its screenshot build/html-pool.png): too heavy a
 # package for make check, so a target of its own that .ci/run runs
 BROWSER_PACKAGES = chromium
 check-browser: deps
 	@sh tests/ensure_debs.sh $(BROWSER_PACKAGES)
 	$(MAKE) STRICT=-Werror mha
 	$(PYTHON) tests/html_check.py ./mha --screenshot build/html-page.png
+	$(PYTHON) tests/html_pool_check.py ./mha --screenshot build/html-pool.png
 
 # mha backward: the library's backward case (reference, finite differences),
 # then the CLI against torch.autograd in float64 (skipped, and said, without torch);

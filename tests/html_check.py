@@ -39,6 +39,9 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from browser import Browser, Tally, find_browser  # noqa: E402  (Chromium over the DevTools protocol)
+
 MHA = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.abspath("mha")
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHOT = None
@@ -54,19 +57,7 @@ while args:
     else:
         sys.exit("usage: html_check.py ./mha [--screenshot FILE.png] [--keep DIR]")
 
-passed = failed = 0
-
-
-def check(ok, what, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok", what)
-    else:
-        failed += 1
-        print("FAIL", what)
-        if detail:
-            print("  " + str(detail).replace("\n", "\n  "))
+check = Tally()
 
 
 def mha(*argv, ok=True):
@@ -74,144 +65,6 @@ def mha(*argv, ok=True):
     if ok and r.returncode != 0:
         raise SystemExit("mha %s: %s" % (" ".join(argv), r.stderr))
     return r
-
-
-# ---- the browser, over the DevTools protocol on a pipe ---------------------
-
-def find_browser():
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        p = shutil.which(name)
-        if p:
-            return p
-    return None
-
-
-class Browser:
-    def __init__(self, exe, profile, downloads):
-        cmd_r, self.cmd_w = os.pipe()   # we write commands, Chromium reads fd 3
-        self.res_r, res_w = os.pipe()   # Chromium writes fd 4, we read
-        # the child's ends away from 3 and 4, which the shell below fills
-        cmd_r, res_w = self._high(cmd_r), self._high(res_w)
-
-        # the shell puts the two pipes on the fds the protocol wants
-        self.proc = subprocess.Popen(
-            ["sh", "-c", 'exec "$0" "$@" 3<&%d 4>&%d %d<&- %d>&-' % (cmd_r, res_w, cmd_r, res_w),
-             exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
-             "--user-data-dir=" + profile, "--no-first-run", "--no-default-browser-check",
-             "--disable-extensions", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", "--disable-default-apps", "--metrics-recording-only",
-             "--hide-scrollbars", "--force-device-scale-factor=1", "about:blank"],
-            pass_fds=(cmd_r, res_w), stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
-        os.close(cmd_r)
-        os.close(res_w)
-        self.buf = b""
-        self.next_id = 0
-        self.events = []
-        t = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        self.session = self.call("Target.attachToTarget", {"targetId": t, "flatten": True})["sessionId"]
-        self.call("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads,
-                                                  "eventsEnabled": True})
-        for d in ("Page.enable", "Runtime.enable", "Network.enable", "Log.enable"):
-            self.call(d, session=True)
-        self.call("Emulation.setDeviceMetricsOverride", {"width": 1280, "height": 860,
-                                                         "deviceScaleFactor": 1, "mobile": False},
-                  session=True)
-
-    @staticmethod
-    def _high(fd):
-        import fcntl
-        high = fcntl.fcntl(fd, fcntl.F_DUPFD, 5)  # one digit: what sh takes
-        os.close(fd)
-        return high
-
-    def _read(self, deadline):
-        while b"\0" not in self.buf:
-            if time.time() > deadline:
-                raise TimeoutError("the browser did not answer")
-            chunk = os.read(self.res_r, 1 << 20)
-            if not chunk:
-                raise EOFError("the browser went away")
-            self.buf += chunk
-        msg, self.buf = self.buf.split(b"\0", 1)
-        return json.loads(msg)
-
-    def call(self, method, params=None, session=False, timeout=60):
-        self.next_id += 1
-        msg = {"id": self.next_id, "method": method, "params": params or {}}
-        if session:
-            msg["sessionId"] = self.session
-        os.write(self.cmd_w, json.dumps(msg).encode() + b"\0")
-        deadline = time.time() + timeout
-        while True:
-            m = self._read(deadline)
-            if m.get("id") == self.next_id:
-                if "error" in m:
-                    raise RuntimeError("%s: %s" % (method, m["error"]))
-                return m.get("result", {})
-            self.events.append(m)
-
-    def wait_event(self, method, timeout=60):
-        deadline = time.time() + timeout
-        while True:
-            for i, m in enumerate(self.events):
-                if m.get("method") == method:
-                    return self.events.pop(i)
-            self.events.append(self._read(deadline))
-
-    def js(self, expr):
-        r = self.call("Runtime.evaluate", {"expression": expr, "returnByValue": True,
-                                           "awaitPromise": True}, session=True)
-        if "exceptionDetails" in r:
-            raise RuntimeError("%s: %s" % (expr[:80], r["exceptionDetails"]))
-        return r["result"].get("value")
-
-    def open(self, path):
-        self.events = []
-        self.call("Page.navigate", {"url": "file://" + path}, session=True)
-        self.wait_event("Page.loadEventFired")
-
-    def mouse(self, x, y):
-        self.call("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y}, session=True)
-
-    def click(self, x, y):
-        for t in ("mousePressed", "mouseReleased"):
-            self.call("Input.dispatchMouseEvent", {"type": t, "x": x, "y": y, "button": "left",
-                                                   "clickCount": 1}, session=True)
-
-    def key(self, name):
-        codes = {"ArrowRight": 39, "ArrowLeft": 37, "ArrowDown": 40, "ArrowUp": 38, "Tab": 9}
-        for t in ("rawKeyDown", "keyUp"):
-            self.call("Input.dispatchKeyEvent", {"type": t, "key": name, "code": name,
-                                                 "windowsVirtualKeyCode": codes[name]}, session=True)
-
-    def problems(self):
-        """JavaScript errors, console errors and requests for anything but the page"""
-        out = []
-        for m in self.events:
-            meth, p = m.get("method"), m.get("params", {})
-            if meth == "Runtime.exceptionThrown":
-                out.append("exception: %s" % p["exceptionDetails"])
-            elif meth == "Log.entryAdded" and p["entry"]["level"] == "error":
-                out.append("console: %s" % p["entry"]["text"])
-            elif meth == "Runtime.consoleAPICalled" and p["type"] == "error":
-                out.append("console.error")
-            elif meth == "Network.requestWillBeSent":
-                url = p["request"]["url"]
-                if not url.startswith("file://") or url.split("#")[0] != self.page_url:
-                    out.append("request: " + url)
-        return out
-
-    def close(self):
-        try:
-            self.call("Browser.close", timeout=10)
-        except Exception:
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 # ---- what the page must say -------------------------------------------------
@@ -567,6 +420,16 @@ def main():
         want = "%.6g" % (js["heads"][0] if "heads" in js else js)["scores"][0][2]
         check(head.endswith("scores = " + want), "one-head: the box gives the step's value", head)
 
+        # d_k and d_v past the terms a cell's sums write out: the page holds those columns of K and V only
+        xw = save("xw.json", {"X": rng.normal(size=(6, 32)).round(3).tolist()})
+        ww = save("ww.json", {k: (rng.normal(size=(32, 32)) / 4).round(3).tolist() for k in ("W_Q", "W_K", "W_V")})
+        cmd = ["forward", "-x", xw, "-w", ww, "--causal"]
+        page = run_case(b, work, "wide", cmd, 1, [str(i) for i in range(1, 7)], cells=[(5, 3, 1), (6, 6, 1)])
+        data = json.loads(open(page, encoding="utf-8").read().split(
+            '<script id="mha-data" type="application/json">', 1)[1].split("</script>", 1)[0])
+        check(data["k_cols"] == 12 and data["v_cols"] == 12 and data["d_k"] == 32,
+              "wide: the page holds 12 of the 32 columns of K and of V", (data["k_cols"], data["v_cols"]))
+
         # docs/tutorial.md's picture: the classroom size, a cell hovered
         if SHOT:
             top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -616,8 +479,8 @@ def main():
         shutil.rmtree(profile, ignore_errors=True)
         if not KEEP:
             shutil.rmtree(work, ignore_errors=True)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    print("%d passed, %d failed" % (check.passed, check.failed))
+    return 1 if check.failed else 0
 
 
 if __name__ == "__main__":

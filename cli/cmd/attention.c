@@ -133,10 +133,10 @@ int attn_refuse_cut(const struct attn_options *o)
 		return usage_error(o->cmd->name, "%s cuts what people read (text, Markdown, "
 				   "heatmaps, SVG, the page); JSON, CSV, .npy and .npz are never "
 				   "cut: leave it out, and slice them in NumPy or jq", opt);
-	if (f == FORMAT_HTML && o->spec.cols)
+	if (f == FORMAT_HTML && o->spec.cols && !o->emit.pool)
 		return usage_error(o->cmd->name, "--cols: the page works each cell's softmax by hand "
-				   "over every key of its row: keep whole rows (--rows), or draw an "
-				   "SVG of the keys you want");
+				   "over every key of its row: keep whole rows (--rows), draw an "
+				   "overview (--pool max), or an SVG of the keys you want");
 	return 0;
 }
 
@@ -153,10 +153,10 @@ void attn_fit_ranges(struct attn_options *o, const struct problem *pb)
 
 int attn_refuse_picture_options(const struct attn_options *o)
 {
-	if (o->emit.pool && o->emit.format != FORMAT_HEATMAP && o->emit.format != FORMAT_SVG)
-		return usage_error(o->cmd->name, "--pool draws an overview of a heatmap or an SVG: "
-				   "add --format heatmap or svg%s", o->emit.format == FORMAT_HTML
-				   ? " (the page holds every cell: keep fewer with --rows)" : "");
+	if (o->emit.pool && o->emit.format != FORMAT_HEATMAP && o->emit.format != FORMAT_SVG &&
+	    o->emit.format != FORMAT_HTML)
+		return usage_error(o->cmd->name, "--pool draws an overview of a heatmap, an SVG or "
+				   "the page: add --format heatmap, svg or html");
 	if ((o->range_given || o->emit.head) && o->emit.format != FORMAT_HTML &&
 	    o->emit.format != FORMAT_HEATMAP && o->emit.format != FORMAT_SVG) {
 		/* --head 2 typed for --heads 2 */

@@ -197,9 +197,10 @@ int attn_pick_sequence(const struct attn_options *o, struct problem *p);
 	"                        (each panel's lowest to highest value) or MIN,MAX;\n" \
 	"                        default: 0,1 for softmax, auto for the other steps\n" \
 	"      --head N          draw head N alone (from 1; a page starts on it)\n" \
-	"      --pool RULE[:K]   an overview: blocks of K by K cells drawn as one, their\n" \
-	"                        max or mean (unblocked cells), K by default the fewest\n" \
-	"                        that keep a panel within 64 cells a side\n"
+	"      --pool RULE[:K]   an overview (heatmap, SVG, page): blocks of K by K cells\n" \
+	"                        drawn as one, their max or mean (unblocked cells), K by\n" \
+	"                        default the fewest that keep a panel within 64 cells\n" \
+	"                        a side\n"
 
 /* after -f in the helps of the commands that write JSON */
 #define ATTN_USAGE_JSON \

@@ -562,7 +562,7 @@ int emit_items(const struct emit *o, const struct step_items *lists, size_t batc
 						       o->heat_step, o->head, o->full,
 						       heat_width(!o->output || !strcmp(o->output, "-")
 								  ? STDOUT_FILENO : -1), o->pool,
-						       o->pool_k },
+						       o->pool_k, NULL, NULL },
 		       lists, batch, labels))
 		return -1;
 	rc = write_items(o, f.lists, batch, f.labels, meta);
@@ -649,7 +649,8 @@ int emit_explain(const struct emit *o, const struct step_items *lists, size_t ba
 	/* refused past its size (never cut: --rows and --cols are refused with it) */
 	if (fit_output(&fit, &o->fit, &(struct fit_out){ ask->cell_alone && !ask->printed ? FIT_ITEMS
 							 : FIT_EXPLAIN, FORMAT_TEXT, o->precision,
-							 o->heat_step, o->head, o->full, 0, 0, 0 },
+							 o->heat_step, o->head, o->full, 0, 0, 0,
+							 NULL, NULL },
 		       ask->printed ? ask->printed : lists, batch, l))
 		return -1;
 	fit_free(&fit);
@@ -687,6 +688,16 @@ int emit_explain(const struct emit *o, const struct step_items *lists, size_t ba
 	return outfile_commit(&of); /* a write error shows in the commit */
 }
 
+/* the page's size as fit.h asks it: the run r (struct html_run) holding lists and l */
+static double page_size(const void *r, const struct step_items *lists, const struct labels *l)
+{
+	struct html_run page = *(const struct html_run *)r;
+
+	page.lists = lists;
+	page.labels = l;
+	return html_size(&page);
+}
+
 int emit_html(const struct emit *o, const struct step_items *lists, size_t batch,
 	      const struct step_facts *f, const struct labels *l, const struct run_meta *meta)
 {
@@ -697,25 +708,40 @@ int emit_html(const struct emit *o, const struct step_items *lists, size_t batch
 	const struct html_run r = { .lists = lists, .batch = batch, .f = f, .labels = l,
 				    .meta = meta, .precision = o->precision, .step = o->heat_step,
 				    .f32 = o->html_f32, .range = range, .range_lo = o->range.lo,
-				    .range_hi = o->range.hi, .head = o->head };
+				    .range_hi = o->range.hi, .head = o->head, .pool = o->pool,
+				    .pool_k = o->pool_k };
 	struct fit fit;
 	struct html_run cut = r;
+	struct labels tokens;
 	outfile of;
 	int rc;
 
 	if (o->output && strcmp(o->output, "-") && emit_is_dir(o->output))
 		return error("-o %s: a directory takes one file per matrix; the page is one file: "
 			     "name it (-o attn.html)", o->output);
+	if (o->fit.cut) {
+		/* whole key rows, unless pooled (attn_refuse_cut): each cell's sum is
+		 * over every key */
+		cut.first_row = o->fit.rows[0];
+		cut.n_rows = o->fit.rows[1] - o->fit.rows[0];
+		cut.first_col = o->fit.cols[0];
+		cut.n_cols = o->fit.cols[1] - o->fit.cols[0];
+	}
 	if (fit_output(&fit, &o->fit, &(struct fit_out){ FIT_PAGE, o->format, o->precision,
-							 o->heat_step, o->head, o->full, 0, 0, 0 },
+							 o->heat_step, o->head, o->full, 0, o->pool,
+							 o->pool_k, page_size, &cut },
 		       lists, batch, l))
 		return -1;
 	cut.lists = fit.lists;
 	cut.labels = fit.labels;
-	if (o->fit.cut) {
-		/* whole key rows only (attn_refuse_cut): each cell's sum is over every key */
-		cut.first_row = o->fit.rows[0];
-		cut.n_rows = o->fit.rows[1] - o->fit.rows[0];
+	if (o->pool) {
+		/* blocks are numbered by the page itself: tokens only, when there are any */
+		tokens = *fit.labels;
+		if (!l->query)
+			tokens.query = NULL;
+		if (!l->key)
+			tokens.key = NULL;
+		cut.labels = &tokens;
 	}
 	if (outfile_open(&of, o->output)) {
 		fit_free(&fit);

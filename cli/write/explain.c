@@ -17,10 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* how many terms of a sum are written out before "…" */
-#define MAX_TERMS 12
-/* a softmax's denominator: every term, masked ones as 0, up to this many keys */
-#define MAX_SUM_TERMS 32
+#define MAX_TERMS EXPLAIN_TERMS
+#define MAX_SUM_TERMS EXPLAIN_SUM_TERMS
 
 /* a number as a factor: "(-0.87)" when negative, so "x*(-y)" reads right */
 static void factor(char *buf, size_t size, double v, int precision)

@@ -12,6 +12,12 @@
 #include "run/steps.h"
 #include "mha.h"
 
+/* how many terms of a sum a cell's hand computation writes out before "…"
+ * (the page's narrative too: html.c hands it these) */
+#define EXPLAIN_TERMS 12
+/* a softmax's denominator: every term, masked ones as 0, up to this many keys */
+#define EXPLAIN_SUM_TERMS 32
+
 /* One query head's steps, each (rows, cols) as printed. */
 struct explain_head {
 	struct step_head s;                   /* its blocks of Q, K and V, scores … out */

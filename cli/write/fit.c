@@ -171,7 +171,8 @@ static double shown(const matrix *m, int full)
 
 /* the bytes the output would take, roughly (each writer's own per entry) */
 static double estimate(const struct fit_out *e, const struct step_items *lists, size_t batch,
-		       double *limit, const char **what, double *cells, size_t *panels)
+		       const struct labels *l, double *limit, const char **what, double *cells,
+		       size_t *panels)
 {
 	const enum fit_kind kind = e->kind;
 	double bytes = 0;
@@ -185,8 +186,7 @@ static double estimate(const struct fit_out *e, const struct step_items *lists, 
 					  (!e->head || it->head == e->head);
 
 			if (kind == FIT_PAGE) {
-				/* a number in the page's data, at --precision digits, and ", " */
-				bytes += (double)(e->precision + 3) * entries(it->m);
+				break; /* its own */
 			} else if (kind == FIT_EXPLAIN || e->format == FORMAT_TEXT ||
 				   e->format == FORMAT_MARKDOWN) {
 				if (it->copy_of < 0)
@@ -207,7 +207,7 @@ static double estimate(const struct fit_out *e, const struct step_items *lists, 
 	if (kind == FIT_PAGE) {
 		*what = "page";
 		*limit = FIT_PAGE_LIMIT;
-		return bytes + 200e3; /* its script and styles */
+		return e->page_size(e->page_ctx, lists, l);
 	}
 	if (kind == FIT_EXPLAIN || e->format == FORMAT_TEXT || e->format == FORMAT_MARKDOWN) {
 		*what = kind == FIT_EXPLAIN ? "walk-through" : e->format == FORMAT_TEXT ? "text"
@@ -237,9 +237,18 @@ static int refuse(const struct fit_out *e, double bytes, double limit, const cha
 
 	show_bytes(est, sizeof(est), bytes > 1e18 ? SIZE_MAX : (size_t)bytes);
 	show_bytes(lim, sizeof(lim), (size_t)limit);
-	/* the page keeps every key (attn_refuse_cut) */
-	snprintf(ways, sizeof(ways), !strcmp(what, "page") ? "keep fewer queries (--rows "
-		 "FIRST:LAST)" : "keep fewer queries and keys (--rows FIRST:LAST, --cols FIRST:LAST)");
+	/* the page keeps every key, unless it draws an overview (attn_refuse_cut) */
+	if (!strcmp(what, "page") && !e->pool)
+		snprintf(ways, sizeof(ways), "draw an overview (--pool max or --pool mean), keep "
+			 "fewer queries (--rows FIRST:LAST)");
+	else if (e->pool)
+		snprintf(ways, sizeof(ways), "draw larger blocks (--pool %s:K), keep fewer queries "
+			 "and keys (--rows FIRST:LAST, --cols FIRST:LAST)",
+			 e->pool == POOL_MEAN ? "mean" : "max");
+	else
+		snprintf(ways, sizeof(ways), "%skeep fewer queries and keys (--rows FIRST:LAST, "
+			 "--cols FIRST:LAST)", picture ? "draw an overview (--pool max or --pool "
+			 "mean), " : "");
 	if (picture && panels > (batch ? batch : 1) && !e->head)
 		snprintf(ways + strlen(ways), sizeof(ways) - strlen(ways), ", draw one head (--head N)");
 	if (!picture)
@@ -269,7 +278,7 @@ int fit_output(struct fit *f, const struct fit_ask *a, const struct fit_out *o,
 		fit_free(f);
 		return -1;
 	}
-	bytes = estimate(o, f->lists, batch, &limit, &what, &cells, &panels);
+	bytes = estimate(o, f->lists, batch, f->labels, &limit, &what, &cells, &panels);
 	if (limit > 0 && bytes > limit && !a->force) {
 		refuse(o, bytes, limit, what, cells, panels, batch);
 		fit_free(f);

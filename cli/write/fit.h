@@ -41,6 +41,10 @@ struct fit_out {
 	size_t width;        /* a terminal heatmap's columns (0: no limit) */
 	int pool;            /* a picture's --pool (pool.h): POOL_NONE or its rule */
 	size_t pool_k;
+	/* the page: its size from what it is to hold (html_size), with ctx */
+	double (*page_size)(const void *ctx, const struct step_items *lists,
+			    const struct labels *l);
+	const void *page_ctx;
 };
 
 /* What is about to be written: the items and labels to write (cut or not). */

@@ -21,6 +21,7 @@
 #include "base/cli.h"
 #include "write/explain.h"
 #include "write/heatmap.h"
+#include "write/pool.h"
 #include "base/text.h"
 #include "write/write.h"
 
@@ -94,46 +95,168 @@ static int put_labels(FILE *fp, const char *key, char **t, size_t n)
 	return 0;
 }
 
-/* the values of m (row-major) as float64 little-endian bytes in base64 */
-static void put_base64(FILE *fp, const matrix *m)
-{
-	static const char digits[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	const size_t n = matrix_size(m);
+/* bytes into base64 text, three at a time */
+static const char b64_digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+struct b64 {
+	FILE *fp;
 	unsigned char b[3];
-	size_t k = 0;
+	int k;
+};
+
+static void b64_byte(struct b64 *e, unsigned char c)
+{
+	e->b[e->k++] = c;
+	if (e->k < 3)
+		return;
+	fputc(b64_digits[e->b[0] >> 2], e->fp);
+	fputc(b64_digits[((e->b[0] & 3) << 4) | (e->b[1] >> 4)], e->fp);
+	fputc(b64_digits[((e->b[1] & 15) << 2) | (e->b[2] >> 6)], e->fp);
+	fputc(b64_digits[e->b[2] & 63], e->fp);
+	e->k = 0;
+}
+
+/* the last one or two bytes, padded with '=', and the closing quote */
+static void b64_end(struct b64 *e)
+{
+	if (e->k) {
+		if (e->k == 1)
+			e->b[1] = 0;
+		fputc(b64_digits[e->b[0] >> 2], e->fp);
+		fputc(b64_digits[((e->b[0] & 3) << 4) | (e->b[1] >> 4)], e->fp);
+		fputc(e->k == 2 ? b64_digits[(e->b[1] & 15) << 2] : '=', e->fp);
+		fputc('=', e->fp);
+	}
+	fputc('"', e->fp);
+}
+
+/* the first cols of each row of m (row-major) as float64 little-endian bytes in base64 */
+static void put_base64_cols(FILE *fp, const matrix *m, size_t cols)
+{
+	const size_t n = matrix_size(m), w = m->dim[m->rank - 1];
+	struct b64 e = { fp, { 0 }, 0 };
 
 	fputc('"', fp);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t u;
 
+		if (i % w >= cols)
+			continue;
 		memcpy(&u, &m->v[i], sizeof(u));
-		for (int byte = 0; byte < 8; byte++) {
-			b[k++] = (unsigned char)(u >> (8 * byte));
-			if (k == 3) {
-				fputc(digits[b[0] >> 2], fp);
-				fputc(digits[((b[0] & 3) << 4) | (b[1] >> 4)], fp);
-				fputc(digits[((b[1] & 15) << 2) | (b[2] >> 6)], fp);
-				fputc(digits[b[2] & 63], fp);
-				k = 0;
-			}
-		}
+		for (int byte = 0; byte < 8; byte++)
+			b64_byte(&e, (unsigned char)(u >> (8 * byte)));
 	}
-	if (k) {
-		if (k == 1)
-			b[1] = 0;
-		fputc(digits[b[0] >> 2], fp);
-		fputc(digits[((b[0] & 3) << 4) | (b[1] >> 4)], fp);
-		fputc(k == 2 ? digits[(b[1] & 15) << 2] : '=', fp);
-		fputc('=', fp);
-	}
-	fputc('"', fp);
+	b64_end(&e);
 }
 
-/* one head's matrices, as explain.c gathers them */
-static int put_sequence(FILE *fp, const struct step_items *list, const struct step_facts *f,
-			size_t b, size_t batch, size_t first_row)
+static void put_base64(FILE *fp, const matrix *m)
 {
+	put_base64_cols(fp, m, m->dim[m->rank - 1]);
+}
+
+/* n unsigned 32-bit numbers as little-endian bytes in base64 */
+static void put_base64_u32(FILE *fp, const uint32_t *v, size_t n)
+{
+	struct b64 e = { fp, { 0 }, 0 };
+
+	fputc('"', fp);
+	for (size_t i = 0; i < n; i++)
+		for (int byte = 0; byte < 4; byte++)
+			b64_byte(&e, (unsigned char)(v[i] >> (8 * byte)));
+	b64_end(&e);
+}
+
+/* the columns of K and V a cell's narrative reads: the terms it writes out
+ * (latent attention sums each part of the score: all of K) */
+static size_t k_cols(const struct step_facts *f)
+{
+	const size_t dk = f->d->d_k;
+
+	return f->cfg->mla.on || dk <= EXPLAIN_TERMS + 1 ? dk : EXPLAIN_TERMS;
+}
+
+static size_t v_cols(const struct step_facts *f)
+{
+	return f->d->d_v < EXPLAIN_TERMS ? f->d->d_v : EXPLAIN_TERMS;
+}
+
+/* the steps the page draws, in its order */
+static const int page_steps[] = { STEP_SCORES, STEP_SCALED, STEP_SOFTCAPPED, STEP_MASKED,
+				  STEP_SOFTMAX };
+#define PAGE_STEPS (sizeof(page_steps) / sizeof(page_steps[0]))
+
+static const matrix *head_step(const struct step_head *x, int step)
+{
+	switch (step) {
+	case STEP_SCORES: return x->scores;
+	case STEP_SCALED: return x->scaled;
+	case STEP_SOFTCAPPED: return x->softcapped;
+	case STEP_MASKED: return x->masked;
+	default: return x->softmax;
+	}
+}
+
+/*
+ * One head's overview (--pool): each step the page draws in blocks of k,
+ * its block values and, for max, where each block's largest cell lies;
+ * then how many cells of each block the mask blocks.  The mask counts from
+ * the masked step on (pool.h); a step before it pools every cell.
+ */
+static int put_pooled_head(FILE *fp, const struct step_head *x, const matrix *plane,
+			   enum pool_rule rule, size_t k)
+{
+	const size_t rows = x->scores->dim[0], cols = x->scores->dim[1];
+	const size_t blocks = ((rows + k - 1) / k) * ((cols + k - 1) / k);
+	uint32_t *at = calloc(blocks, sizeof(*at)), *blocked = calloc(blocks, sizeof(*blocked));
+	int first = 1;
+
+	if (!at || !blocked) {
+		free(at);
+		free(blocked);
+		return error("out of memory");
+	}
+	fputs(", \"steps\": {", fp);
+	for (size_t s = 0; s < PAGE_STEPS; s++) {
+		const matrix *m = head_step(x, page_steps[s]);
+		const int masks = page_steps[s] == STEP_MASKED || page_steps[s] == STEP_SOFTMAX;
+		matrix p = { 0 };
+
+		if (!m)
+			continue;
+		if (pool_panel_where(&p, rule == POOL_MAX ? at : NULL, blocked, m,
+				     masks && plane->rank ? plane : NULL, k, rule)) {
+			free(at);
+			free(blocked);
+			return -1;
+		}
+		fprintf(fp, "%s\"%s\": {\"value\": ", first ? "" : ", ", steps[page_steps[s]].name);
+		first = 0;
+		put_base64(fp, &p);
+		matrix_free(&p);
+		if (rule == POOL_MAX) {
+			fputs(", \"at\": ", fp);
+			put_base64_u32(fp, at, blocks);
+		}
+		fputc('}', fp);
+	}
+	fputc('}', fp);
+	if (plane->rank) {
+		/* the last pooled step's (softmax's): the mask's own count */
+		fputs(", \"blocked\": ", fp);
+		put_base64_u32(fp, blocked, blocks);
+	}
+	free(at);
+	free(blocked);
+	return 0;
+}
+
+/* one sequence's heads, as explain.c gathers them: their matrices, or their
+ * overview (r->pool) */
+static int put_sequence(FILE *fp, const struct html_run *r, size_t b, size_t k)
+{
+	const struct step_items *list = &r->lists[b];
+	const struct step_facts *f = &r->f[b];
+	const size_t batch = r->batch, first_row = r->first_row;
 	const mha_dims *d = f->d;
 	const size_t H = d->heads, G = d->kv_heads ? d->kv_heads : H;
 	struct step_head *hd = calloc(H, sizeof(*hd));
@@ -166,7 +289,7 @@ static int put_sequence(FILE *fp, const struct step_items *list, const struct st
 	} else {
 		fputs("null", fp);
 	}
-	if (mask && mask->rank == 2) {
+	if (mask && mask->rank == 2 && !r->pool) {
 		/* one mask for every head: once */
 		fputs(", \"mask\": ", fp);
 		put_base64(fp, mask);
@@ -181,12 +304,21 @@ static int put_sequence(FILE *fp, const struct step_items *list, const struct st
 			free(hd);
 			return error("html: head %zu's steps are missing", h + 1);
 		}
-		fprintf(fp, "%s\n {\"kv_head\": %zu, \"q\": ", h ? "," : "", h / (H / G));
+		fprintf(fp, "%s\n {\"kv_head\": %zu", h ? "," : "", h / (H / G));
+		if (r->pool) {
+			if (put_pooled_head(fp, x, &plane, (enum pool_rule)r->pool, k)) {
+				free(hd);
+				return -1;
+			}
+			fputc('}', fp);
+			continue;
+		}
+		fputs(", \"q\": ", fp);
 		put_base64(fp, x->q);
 		fputs(", \"k\": ", fp);
-		put_base64(fp, x->k);
+		put_base64_cols(fp, x->k, k_cols(f));
 		fputs(", \"v\": ", fp);
-		put_base64(fp, x->v);
+		put_base64_cols(fp, x->v, v_cols(f));
 		fputs(", \"scores\": ", fp);
 		put_base64(fp, x->scores);
 		if (x->softcapped) {
@@ -225,6 +357,16 @@ static int put_meta(FILE *fp, const struct run_meta *m)
 	return 0;
 }
 
+/* the overview's block side (pool.h's; one that holds a whole axis, no more),
+ * the same for every head and sequence; 1 without --pool */
+static size_t page_block(const struct html_run *r, size_t n_q, size_t n_kv)
+{
+	const size_t k = r->pool ? pool_block(r->pool_k, n_q, n_kv) : 1;
+	const size_t side = n_q > n_kv ? n_q : n_kv;
+
+	return k < side ? k : side;
+}
+
 /* the run's data: everything the script reads */
 static int put_data(FILE *fp, const struct html_run *r)
 {
@@ -233,14 +375,32 @@ static int put_data(FILE *fp, const struct html_run *r)
 	const struct labels *l = r->labels;
 	char how[200], mask_how[400];
 	int has_mask = 0;
+	const size_t n_q = r->n_rows ? r->n_rows : d->n_q, n_kv = r->n_cols ? r->n_cols : d->n_kv;
+	/* the overview's block side, the same for every head and sequence */
+	const size_t k = page_block(r, n_q, n_kv);
+	const size_t bq = (n_q + k - 1) / k, bkv = (n_kv + k - 1) / k;
+
+	if (k > POOL_PAGE_K)
+		return error("--pool's block of %zu: the page takes blocks up to %u cells a side", k,
+			     POOL_PAGE_K);
 
 	for (size_t i = 0; i < r->lists[0].n; i++)
 		has_mask |= r->lists[0].v[i].step == STEP_MASK;
 	fprintf(fp, "{\"format\": \"mha-html 1\", \"version\": \"%s\"", MHA_VERSION_STRING);
 	fprintf(fp, ",\n\"n_q\": %zu, \"n_kv\": %zu, \"heads\": %zu, \"kv_heads\": %zu, "
 		"\"d_k\": %zu, \"d_v\": %zu, \"precision\": %d, \"f32\": %s, \"first_row\": %zu",
-		r->n_rows ? r->n_rows : d->n_q, d->n_kv, d->heads, d->kv_heads ? d->kv_heads : d->heads,
-		d->d_k, d->d_v, r->precision, r->f32 ? "true" : "false", r->first_row);
+		bq, bkv, d->heads, d->kv_heads ? d->kv_heads : d->heads, d->d_k, d->d_v, r->precision,
+		r->f32 ? "true" : "false", r->first_row);
+	fprintf(fp, ", \"first_col\": %zu", r->first_col);
+	/* the narrative's terms (explain.h), and the K and V columns it reads */
+	fprintf(fp, ", \"terms\": %d, \"sum_terms\": %d, \"k_cols\": %zu, \"v_cols\": %zu",
+		EXPLAIN_TERMS, EXPLAIN_SUM_TERMS, k_cols(f), v_cols(f));
+	fputs(", \"pool\": ", fp);
+	if (r->pool)
+		fprintf(fp, "{\"rule\": \"%s\", \"k\": %zu, \"n_q\": %zu, \"n_kv\": %zu}",
+			r->pool == POOL_MAX ? "max" : "mean", k, n_q, n_kv);
+	else
+		fputs("null", fp);
 	fputs(",\n\"scale\": ", fp);
 	json_number(fp, f->scale, 0);
 	step_scale_words(how, sizeof(how), f);
@@ -297,15 +457,95 @@ static int put_data(FILE *fp, const struct html_run *r)
 		fprintf(fp, "%s[%d, %d, %d]", a ? ", " : "", heat_anchor[a][0], heat_anchor[a][1],
 			heat_anchor[a][2]);
 	fputc(']', fp);
-	if (put_labels(fp, "tokens", l->query, l->n_query) ||
-	    put_labels(fp, "kv_tokens", l->key, l->n_key) || put_meta(fp, r->meta))
+	if (r->pool) {
+		/* a block's tokens: its first's and its last's (pool.h) */
+		char **q = l->query ? pool_labels((const char *const *)l->query, n_q, k) : NULL;
+		char **kv = l->key ? pool_labels((const char *const *)l->key, n_kv, k) : NULL;
+		int rc;
+
+		if ((l->query && !q) || (l->key && !kv)) {
+			pool_labels_free(q);
+			pool_labels_free(kv);
+			return error("out of memory");
+		}
+		rc = put_labels(fp, "tokens", q, bq) || put_labels(fp, "kv_tokens", kv, bkv);
+		pool_labels_free(q);
+		pool_labels_free(kv);
+		if (rc)
+			return -1;
+	} else if (put_labels(fp, "tokens", l->query, l->n_query) ||
+		   put_labels(fp, "kv_tokens", l->key, l->n_key)) {
+		return -1;
+	}
+	if (put_meta(fp, r->meta))
 		return -1;
 	fputs(",\n\"sequences\": [", fp);
 	for (size_t b = 0; b < (r->batch ? r->batch : 1); b++)
-		if (put_sequence(fp, &r->lists[b], &r->f[b], b, r->batch, r->first_row))
+		if (put_sequence(fp, r, b, k))
 			return -1;
 	fputs("]}\n", fp);
 	return 0;
+}
+
+/* base64's characters for n bytes */
+static double b64_size(double n)
+{
+	return 4 * ((uint64_t)n / 3 + ((uint64_t)n % 3 != 0)) + 2;
+}
+
+double html_size(const struct html_run *r)
+{
+	const struct labels *l = r->labels;
+	const mha_dims *d = r->f[0].d;
+	const size_t n_q = r->n_rows ? r->n_rows : d->n_q, n_kv = r->n_cols ? r->n_cols : d->n_kv;
+	const size_t k = page_block(r, n_q, n_kv);
+	const double blocks = (double)((n_q + k - 1) / k) * (double)((n_kv + k - 1) / k);
+	/* the frame, the meta and the numbers besides the matrices, about */
+	double bytes = (double)(strlen(html_page_css) + strlen(html_page_html) +
+				strlen(html_page_js) + strlen(html_page_screen_js)) + 8000;
+
+	for (size_t i = 0; l->query && i < l->n_query; i++)
+		bytes += (double)strlen(l->query[i]) + 4;
+	for (size_t i = 0; l->key && i < l->n_key; i++)
+		bytes += (double)strlen(l->key[i]) + 4;
+	for (size_t b = 0; b < (r->batch ? r->batch : 1); b++) {
+		const struct step_items *list = &r->lists[b];
+		const struct step_facts *f = &r->f[b];
+		const size_t H = f->d->heads;
+		const matrix *mask = NULL;
+		struct step_head *hd = calloc(H, sizeof(*hd));
+
+		if (!hd)
+			return 0; /* a size it cannot tell: the writing says */
+		steps_heads(list, hd, H);
+		for (size_t i = 0; i < list->n; i++)
+			if (!list->v[i].head && list->v[i].step == STEP_MASK)
+				mask = list->v[i].m;
+		for (size_t h = 0; h < H; h++) {
+			const struct step_head *x = &hd[h];
+
+			if (!x->q || !x->k || !x->v || !x->scores || !x->softmax)
+				continue;
+			if (r->pool) {
+				for (size_t s = 0; s < PAGE_STEPS; s++)
+					if (head_step(x, page_steps[s]))
+						bytes += b64_size(8 * blocks) +
+							 (r->pool == POOL_MAX ? b64_size(4 * blocks) : 0);
+				bytes += mask ? b64_size(4 * blocks) : 0;
+				continue;
+			}
+			bytes += b64_size(8 * (double)matrix_size(x->q)) +
+				 b64_size(8 * (double)x->k->dim[0] * (double)k_cols(f)) +
+				 b64_size(8 * (double)x->v->dim[0] * (double)v_cols(f)) +
+				 b64_size(8 * (double)matrix_size(x->scores)) * (x->softcapped ? 3 : 2);
+			if (mask && mask->rank == 3)
+				bytes += b64_size(8 * (double)matrix_size(x->scores));
+		}
+		if (mask && mask->rank == 2 && !r->pool)
+			bytes += b64_size(8 * (double)matrix_size(mask));
+		free(hd);
+	}
+	return bytes;
 }
 
 int html_write(FILE *fp, const struct html_run *r)

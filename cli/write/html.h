@@ -35,7 +35,16 @@ struct html_run {
 	/* --rows: the queries the lists hold, [first_row, first_row + n_rows) of the
 	 * run's (n_rows 0: all of them); the page numbers them as the run does */
 	size_t first_row, n_rows;
+	/* --cols, the overview's only: the keys they hold, the same way */
+	size_t first_col, n_cols;
+	/* --pool: the overview, each step the page draws in blocks of pool_k
+	 * (0: pool.h's auto side) by its enum pool_rule, 0 for every cell */
+	int pool;
+	size_t pool_k;
 };
+
+/* the page's bytes, about (the size fit.h checks before it is written) */
+double html_size(const struct html_run *r);
 
 /* The page onto fp.  0, or -1 when out of memory (said); a write error is
  * left in ferror(fp) for the caller, who knows the file's name. */

@@ -19,38 +19,70 @@ size_t pool_block(size_t k, size_t rows, size_t cols)
 	return side > POOL_SIDE ? (side + POOL_SIDE - 1) / POOL_SIDE : 1;
 }
 
-int pool_panel(matrix *out, matrix *mask_out, const matrix *m, const matrix *mask, size_t k,
-	       enum pool_rule rule)
+int pool_panel_where(matrix *out, uint32_t *at, uint32_t *blocked, const matrix *m,
+		     const matrix *mask, size_t k, enum pool_rule rule)
 {
 	const size_t rows = m->dim[0], cols = m->dim[1];
 	const size_t pr = (rows + k - 1) / k, pc = (cols + k - 1) / k;
 
-	if (matrix_alloc(out, 2, pr, pc, 1) || (mask && matrix_alloc(mask_out, 2, pr, pc, 1))) {
-		matrix_free(out);
+	if (matrix_alloc(out, 2, pr, pc, 1))
 		return -1;
-	}
 	for (size_t bi = 0; bi < pr; bi++)
 		for (size_t bj = 0; bj < pc; bj++) {
 			double best = -INFINITY, sum = 0;
-			size_t seen = 0;
+			size_t seen = 0, where = 0, off = 0;
 
 			for (size_t i = bi * k; i < rows && i < (bi + 1) * k; i++)
 				for (size_t j = bj * k; j < cols && j < (bj + 1) * k; j++) {
 					const double v = m->v[i * cols + j];
 
+					off = (i - bi * k) * k + (j - bj * k);
 					/* a blocked cell is not part of the block's value */
 					if (mask && mask->v[i * cols + j] == -INFINITY)
 						continue;
-					if (v > best || isnan(v))
-						best = isnan(best) ? best : v;
+					/* the first of equals; a NaN, once met, stays */
+					if (!seen || (!isnan(best) && (v > best || isnan(v)))) {
+						best = v;
+						where = off;
+					}
 					sum += v;
 					seen++;
 				}
 			out->v[bi * pc + bj] = !seen ? -INFINITY : rule == POOL_MEAN ? sum / (double)seen
 										 : best;
-			if (mask)
-				mask_out->v[bi * pc + bj] = seen ? 0 : -INFINITY;
+			if (at)
+				at[bi * pc + bj] = (uint32_t)where;
+			if (blocked) {
+				const size_t r = (bi + 1) * k < rows ? k : rows - bi * k;
+				const size_t c = (bj + 1) * k < cols ? k : cols - bj * k;
+
+				blocked[bi * pc + bj] = (uint32_t)(r * c - seen);
+			}
 		}
+	return 0;
+}
+
+int pool_panel(matrix *out, matrix *mask_out, const matrix *m, const matrix *mask, size_t k,
+	       enum pool_rule rule)
+{
+	const size_t rows = m->dim[0], cols = m->dim[1];
+	const size_t pr = (rows + k - 1) / k, pc = (cols + k - 1) / k;
+	uint32_t *blocked = mask ? calloc(pr * pc, sizeof(*blocked)) : NULL;
+
+	if ((mask && !blocked) || pool_panel_where(out, NULL, blocked, m, mask, k, rule) ||
+	    (mask && matrix_alloc(mask_out, 2, pr, pc, 1))) {
+		matrix_free(out);
+		free(blocked);
+		return mask && !blocked ? error("out of memory") : -1;
+	}
+	for (size_t b = 0; mask && b < pr * pc; b++) {
+		const size_t bi = b / pc, bj = b % pc;
+		const size_t r = (bi + 1) * k < rows ? k : rows - bi * k;
+		const size_t c = (bj + 1) * k < cols ? k : cols - bj * k;
+
+		mask_out->v[b] = blocked[b] == r * c ? -INFINITY : 0;
+	}
+	free(blocked);
 	return 0;
 }
 

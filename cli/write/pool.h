@@ -12,7 +12,11 @@
 
 #include "base/matrix.h"
 
+#include <stdint.h>
+
 #define POOL_SIDE 64
+/* the page's largest block side: a cell's place in its block in 32 bits */
+#define POOL_PAGE_K 65535u
 
 enum pool_rule { POOL_NONE, POOL_MAX, POOL_MEAN };
 
@@ -26,6 +30,14 @@ size_t pool_block(size_t k, size_t rows, size_t cols);
  */
 int pool_panel(matrix *out, matrix *mask_out, const matrix *m, const matrix *mask, size_t k,
 	       enum pool_rule rule);
+/*
+ * The same as values only, into out, and for each block, when asked: where
+ * its largest cell lies, for max (at: (i - i0) * k + (j - j0) in the
+ * block, the first of equals) and how many of its cells the mask blocks (blocked; all of them:
+ * out holds -inf).  at needs k * k - 1 to fit in 32 bits.  0, or -1 said.
+ */
+int pool_panel_where(matrix *out, uint32_t *at, uint32_t *blocked, const matrix *m,
+		     const matrix *mask, size_t k, enum pool_rule rule);
 
 /*
  * A label per block of k among n ("1-16", or "the–cat" from the labels of

@@ -7,6 +7,11 @@
  * --explain --cell' prints it (cli/explain.c's work_cell, line for line,
  * numbers as C's %.*g).  Text from the data only ever goes in through
  * textContent.  No network: nothing is loaded, saving makes a Blob.
+ *
+ * An overview (--pool, D.pool) holds each drawn step in blocks of cells
+ * instead: its values are the blocks' (the largest, or the mean, of the
+ * cells the mask lets through), a block's words give its queries and keys,
+ * its value and, for max, the cell that holds it.
  */
 (function () {
 	'use strict';
@@ -14,12 +19,16 @@
 	var D = JSON.parse(document.getElementById('mha-data').textContent);
 	/* the SVG namespace, from the page's own inline <svg> */
 	var SVGNS = document.getElementById('legend-svg').namespaceURI;
-	var MAX_TERMS = 12; /* as explain.c */
-	var MAX_SUM_TERMS = 32; /* explain.c's too: the terms of a softmax sum shown */
+	var MAX_TERMS = D.terms; /* explain.h's: the terms of a sum written out */
+	var MAX_SUM_TERMS = D.sum_terms; /* the terms of a softmax sum shown */
+	/* queries and keys drawn: cells, or the overview's blocks */
 	var NQ = D.n_q, NKV = D.n_kv, DK = D.d_k, DV = D.d_v;
-	/* --rows: the first query the page holds, numbered as the run numbers it */
-	var R0 = D.first_row || 0;
+	/* the columns of each row of K and V the page holds: those the narrative reads */
+	var KC = D.k_cols, VC = D.v_cols;
+	/* --rows, --cols: the first query and key the page holds, numbered as the run numbers them */
+	var R0 = D.first_row || 0, C0 = D.first_col || 0;
 	var QL = D.tokens, KL = D.kv_tokens;
+	var POOL = D.pool;
 
 	/* ---- numbers as C's printf("%.*g") (cli/write.c format_number) ---- */
 
@@ -70,6 +79,28 @@
 			out[i] = dv.getFloat64(8 * i, true);
 		return out;
 	}
+	function u32(s) {
+		var bin = atob(s), n = bin.length / 4, out = new Uint32Array(n), i, b;
+
+		for (i = 0; i < n; i++) {
+			b = 4 * i;
+			out[i] = (bin.charCodeAt(b) | bin.charCodeAt(b + 1) << 8 | bin.charCodeAt(b + 2) << 16) +
+				bin.charCodeAt(b + 3) * 16777216;
+		}
+		return out;
+	}
+	/* an overview's head: each step's block values, where their largest cells lie
+	 * (max), and how many cells of each block the mask blocks */
+	function pooledHead(h) {
+		var x = { kv_head: h.kv_head, at: {}, mask: null, blocked: h.blocked ? u32(h.blocked) : null }, name;
+
+		for (name in h.steps) {
+			x[name] = f64(h.steps[name].value);
+			if (h.steps[name].at)
+				x.at[name] = u32(h.steps[name].at);
+		}
+		return x;
+	}
 
 	var SCALE = num(D.scale), CAP = num(D.softcap);
 	var SEQS = D.sequences.map(function (s) {
@@ -77,6 +108,8 @@
 		var shared = s.mask ? f64(s.mask) : null;
 
 		return { title: s.title, offset: s.offset, mask_how: s.mask_how, heads: s.heads.map(function (h) {
+			if (POOL)
+				return pooledHead(h);
 			var x = { kv_head: h.kv_head, q: f64(h.q), k: f64(h.k), v: f64(h.v),
 				  scores: f64(h.scores), softmax: f64(h.softmax),
 				  softcapped: h.softcapped ? f64(h.softcapped) : null,
@@ -120,7 +153,18 @@
 		r0 = r0 || 0;
 		return labels ? (i + 1 + r0) + ' (' + labels[i] + ')' : String(i + 1 + r0);
 	}
-	function axisText(labels, i) { return labels ? labels[i] : String(i + 1); }
+	/* an overview's block i of an axis n long, numbered from first + 1: "1001-1032" */
+	function span(i, n, first) {
+		var a = first + i * POOL.k + 1, b = first + Math.min((i + 1) * POOL.k, n);
+
+		return a === b ? String(a) : a + '-' + b;
+	}
+	/* a query's or key's words, "5 (cat)", or a block's, "1-32 (the–cat)" */
+	function qLabel(i) { return POOL ? span(i, POOL.n_q, R0) + (QL ? ' (' + QL[i] + ')' : '') : label(QL, i, R0); }
+	function kLabel(j) { return POOL ? span(j, POOL.n_kv, C0) + (KL ? ' (' + KL[j] + ')' : '') : label(KL, j, C0); }
+	/* on an axis: the token, else the number */
+	function qText(i) { return QL ? QL[i] : POOL ? span(i, POOL.n_q, R0) : String(i + 1 + R0); }
+	function kText(j) { return KL ? KL[j] : POOL ? span(j, POOL.n_kv, C0) : String(j + 1 + C0); }
 	function el(tag, cls, text) {
 		var e = document.createElement(tag);
 
@@ -144,9 +188,9 @@
 			b = 0;
 			for (t = 0; t < DK; t++)
 				if (t < DK - D.mla)
-					a += hd.q[i * DK + t] * hd.k[j * DK + t];
+					a += hd.q[i * DK + t] * hd.k[j * KC + t];
 				else
-					b += hd.q[i * DK + t] * hd.k[j * DK + t];
+					b += hd.q[i * DK + t] * hd.k[j * KC + t];
 			L.push('    q' + (i + 1 + R0) + ' = [q_nope, q_pe_rot] and k' + (j + 1) + ' = [k_nope, k_pe_rot] of head ' + (h + 1) + ':');
 			L.push('      q_nope . k_nope = ' + g(a) + ' (content: features 1 to ' + (DK - D.mla) + '), q_pe_rot . k_pe_rot = ' + g(b) + ' (position: features ' + (DK - D.mla + 1) + ' to ' + DK + ')');
 		} else {
@@ -157,13 +201,11 @@
 		}
 		line = '    score   = q' + (i + 1 + R0) + ' . k' + (j + 1) + ' =';
 		for (t = 0; t < DK; t++) {
-			a = factor(hd.q[i * DK + t]);
-			b = factor(hd.k[j * DK + t]);
 			if (t === MAX_TERMS && DK > MAX_TERMS + 1) {
 				line += ' + … (' + DK + ' terms in all)';
 				break;
 			}
-			line += (t ? ' +' : '') + ' ' + a + '*' + b;
+			line += (t ? ' +' : '') + ' ' + factor(hd.q[i * DK + t]) + '*' + factor(hd.k[j * KC + t]);
 		}
 		a = g(hd.scores[r0 + j]);
 		L.push(line + ' = ' + a);
@@ -247,12 +289,47 @@
 		vals = [];
 		prods = [];
 		for (t = 0; t < DV && t < MAX_TERMS; t++) {
-			vals.push(g(hd.v[j * DV + t]));
-			prods.push(g(w[r0 + j] * hd.v[j * DV + t]));
+			vals.push(g(hd.v[j * VC + t]));
+			prods.push(g(w[r0 + j] * hd.v[j * VC + t]));
 		}
 		L.push("    output: row " + (i + 1 + R0) + " of the head's output is the weighted sum of V" + (hd.kv_head + 1) +
 		       "'s rows; key " + (j + 1) + ' adds ' + c + ' * [' + vals.join(', ') + (DV > MAX_TERMS ? ', …' : '') +
 		       '] = [' + prods.join(', ') + (DV > MAX_TERMS ? ', …' : '') + ']');
+		return L;
+	}
+
+	/* an overview's block k: its queries and keys */
+	function blockSize(k) {
+		var i = Math.floor(k / NKV), j = k % NKV;
+
+		return [Math.min(POOL.k, POOL.n_q - i * POOL.k), Math.min(POOL.k, POOL.n_kv - j * POOL.k)];
+	}
+
+	/* The overview's block (i, j) of head h: what it holds, and where to look closer. */
+	function poolNarrate(s, h, i, j) {
+		var hd = SEQS[s].heads[h], k = i * NKV + j, L = [], sz = blockSize(k), n = sz[0] * sz[1],
+		    past = st.step === 'masked' || st.step === 'softmax', b = past && hd.blocked ? hd.blocked[k] : 0,
+		    v = values(hd)[k], at, qi, kj, q0 = R0 + i * POOL.k + 1, k0 = C0 + j * POOL.k + 1,
+		    cells = (n - b) + (n - b === 1 ? ' cell' : ' cells') + (b ? ' the mask lets through' : ''),
+		    seq = SEQS.length > 1 ? ' --sequence ' + (s + 1) : '';
+
+		L.push('  Queries ' + qLabel(i) + ' and keys ' + kLabel(j) + ', head ' + (h + 1) + ':');
+		L.push('    a block of ' + sz[0] + ' by ' + sz[1] + ' cells' + (b ? ', ' + b + ' of them masked' : ''));
+		if (b === n) {
+			L.push('    every cell is masked: the block has no value');
+			return L;
+		}
+		if (POOL.rule === 'max') {
+			at = hd.at[st.step][k];
+			qi = q0 + Math.floor(at / POOL.k);
+			kj = k0 + at % POOL.k;
+			L.push('    the largest ' + st.step + ' of its ' + cells + ' = ' + g(v) + ', at query ' + qi + ', key ' + kj);
+			L.push('    that cell worked by hand: the same run with' + seq + ' --cell ' + qi + ',' + kj + ' in place of --pool and -o');
+		} else {
+			L.push('    the mean ' + st.step + ' of its ' + cells + ' = ' + g(v));
+			L.push('    its cells one by one: this run with' + seq + ' --rows ' + q0 + ':' + (q0 + sz[0] - 1) +
+			       ' --cols ' + k0 + ':' + (k0 + sz[1] - 1) + ' --format text');
+		}
 		return L;
 	}
 
@@ -278,8 +355,12 @@
 	function values(hd) { return hd[st.step]; }
 	/* blocked: the mask is -inf there, once the step is past the mask */
 	function blocked(hd, k) {
-		var past = st.step === 'masked' || st.step === 'softmax';
+		var past = st.step === 'masked' || st.step === 'softmax', sz;
 
+		if (POOL) {
+			sz = blockSize(k);
+			return (past && hd.blocked && hd.blocked[k] === sz[0] * sz[1]) || values(hd)[k] === -Infinity;
+		}
 		return (past && hd.mask && hd.mask[k] === -Infinity) || values(hd)[k] === -Infinity;
 	}
 	function shownHeads() {
@@ -414,9 +495,9 @@
 		    qw = 0, kw = 0, i, x = 10, y0, w = 0, h = 0, panelW, rowH, hd, title;
 
 		for (i = 0; i < NQ; i++)
-			qw = Math.max(qw, cut(axisText(QL, i), 16).length);
+			qw = Math.max(qw, cut(qText(i), 16).length);
 		for (i = 0; i < NKV; i++)
-			kw = Math.max(kw, cut(axisText(KL, i), 16).length);
+			kw = Math.max(kw, cut(kText(i), 16).length);
 		qw = qw * font * 0.62 + 8;
 		kw = kw * font * 0.62 + 8;
 		y0 = 30;
@@ -428,9 +509,9 @@
 				if (p) {
 					p.text(x, y0, title, 13, 'left', false);
 					for (i = 0; i < NKV; i++)
-						p.text(x + qw + (i + 0.5) * cell, y0 + 12 + kw, cut(axisText(KL, i), 16), font, 'left', true);
+						p.text(x + qw + (i + 0.5) * cell, y0 + 12 + kw, cut(kText(i), 16), font, 'left', true);
 					for (i = 0; i < NQ; i++)
-						p.text(x + qw - 4, y0 + 16 + kw + (i + 0.5) * cell, cut(axisText(QL, i), 16), font, 'right', false);
+						p.text(x + qw - 4, y0 + 16 + kw + (i + 0.5) * cell, cut(qText(i), 16), font, 'right', false);
 					paintCells(p, hd, sc, x + qw, y0 + 16 + kw, cell);
 				}
 				h = Math.max(h, y0 + 16 + kw + NQ * cell + 10);
@@ -441,15 +522,15 @@
 					p.text(x, y0, title, 13, 'left', false);
 					paintLines(p, hd, x + qw, y0 + 16, 160, rowH, -1);
 					for (i = 0; i < NQ; i++)
-						p.text(x + qw - 4, y0 + 16 + (i + 0.5) * rowH, cut(axisText(QL, i), 16), font, 'right', false);
+						p.text(x + qw - 4, y0 + 16 + (i + 0.5) * rowH, cut(qText(i), 16), font, 'right', false);
 					for (i = 0; i < NKV; i++)
-						p.text(x + qw + 164, y0 + 16 + (i + 0.5) * rowH, cut(axisText(KL, i), 16), font, 'left', false);
+						p.text(x + qw + 164, y0 + 16 + (i + 0.5) * rowH, cut(kText(i), 16), font, 'left', false);
 				}
 				h = Math.max(h, y0 + 16 + Math.max(NQ, NKV) * rowH + 10);
 			}
 			x += panelW + 24;
 		});
-		w = Math.max(x, 340);
+		w = Math.max(x, POOL ? 560 : 340);
 		if (p) {
 			p.text(10, 12, 'mha: ' + stepWords() + (SEQS[st.seq].title ? ', ' + SEQS[st.seq].title : ''), 13, 'left', false);
 			paintLegend(p, 10, h + 4, sc);
@@ -474,6 +555,9 @@
 		}
 		p.rect(x + W + 14, y, 12, 12, '#e4e4e4');
 		p.text(x + W + 30, y + 6, 'masked', 10, 'left', false);
+		if (POOL)
+			p.text(x + W + 80, y + 6, 'a cell: the ' + (POOL.rule === 'max' ? 'largest' : 'mean') +
+			       ' of a block of ' + POOL.k + '×' + POOL.k, 10, 'left', false);
 	}
 
 	/* token lines: query i at the left (x0), key j at the right (x0 + gap); sel: one query or -1 */

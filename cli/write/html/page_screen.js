@@ -3,7 +3,10 @@
 	var tip = document.getElementById('tip'), tipHead = document.getElementById('tip-head'),
 	    tipText = document.getElementById('tip-text');
 
-	function stepWords() { return st.step === 'softmax' ? 'softmax (the attention weights)' : st.step; }
+	function stepWords() {
+		return (st.step === 'softmax' ? 'softmax (the attention weights)' : st.step) +
+			(POOL ? ', ' + POOL.rule + ' of ' + POOL.k + '×' + POOL.k + ' blocks' : '');
+	}
 	function headTitle(h) {
 		var hd = SEQS[st.seq].heads[h];
 
@@ -13,9 +16,10 @@
 		var hd = SEQS[st.seq].heads[h], k = i * NKV + j, v = values(hd)[k],
 		    what = st.view === 'tokens' ? 'softmax' : st.step, val = hd[what][k];
 
-		tipHead.textContent = 'head ' + (h + 1) + ', query ' + label(QL, i, R0) + ', key ' + label(KL, j) + ': ' +
-			what + ' = ' + g(val) + (blocked(hd, k) && what === st.step && v === v ? ' (masked)' : '');
-		tipText.textContent = narrate(st.seq, h, i, j).join('\n');
+		tipHead.textContent = 'head ' + (h + 1) + (POOL ? ', queries ' : ', query ') + qLabel(i) +
+			(POOL ? ', keys ' : ', key ') + kLabel(j) + ': ' + (POOL ? POOL.rule + ' of ' : '') + what +
+			' = ' + g(val) + (blocked(hd, k) && what === st.step && v === v ? ' (masked)' : '');
+		tipText.textContent = (POOL ? poolNarrate : narrate)(st.seq, h, i, j).join('\n');
 		tip.hidden = false;
 		tip.style.left = Math.max(4, Math.min(x + 16, window.innerWidth - tip.offsetWidth - 8)) + 'px';
 		tip.style.top = Math.max(4, Math.min(y + 16, window.innerHeight - tip.offsetHeight - 8)) + 'px';
@@ -40,22 +44,22 @@
 		grid.style.gridTemplateColumns = 'auto ' + (NKV * cell) + 'px';
 		grid.appendChild(el('div'));
 		for (i = 0; i < NKV; i++) {
-			lab = el('span', 'lab', axisText(KL, i));
+			lab = el('span', 'lab', kText(i));
 			lab.style.width = cell + 'px';
 			lab.style.fontSize = font;
 			lab.style.lineHeight = cell + 'px';
-			lab.title = 'key ' + label(KL, i);
+			lab.title = (POOL ? 'keys ' : 'key ') + kLabel(i);
 			if (thin > 1)
 				lab.className = i % thin ? 'lab hidden' : 'lab over';
 			cols.appendChild(lab);
 		}
 		grid.appendChild(cols);
 		for (i = 0; i < NQ; i++) {
-			lab = el('span', 'lab', axisText(QL, i));
+			lab = el('span', 'lab', qText(i));
 			lab.style.height = cell + 'px';
 			lab.style.fontSize = font;
 			lab.style.lineHeight = cell + 'px';
-			lab.title = 'query ' + label(QL, i, R0);
+			lab.title = (POOL ? 'queries ' : 'query ') + qLabel(i);
 			if (thin > 1)
 				lab.className = i % thin ? 'lab hidden' : 'lab over';
 			rows.appendChild(lab);
@@ -144,14 +148,14 @@
 		sec.setAttribute('aria-label', headTitle(h));
 		sec.appendChild(el('h2', null, headTitle(h) + ': lines from each query to its keys'));
 		sec.appendChild(el('div', 'axis', 'left: queries, right: keys; a line is as strong as the softmax weight'));
-		function tok(labels, i2, col, list, who) {
-			var b = el('button', 'tok', axisText(labels, i2));
+		function tok(q, i2, col, list, who) {
+			var b = el('button', 'tok', q ? qText(i2) : kText(i2));
 
 			b.type = 'button';
 			b.style.height = rowH + 'px';
 			b.style.lineHeight = rowH + 'px';
 			b.style.fontSize = font;
-			b.title = who + ' ' + label(labels, i2);
+			b.title = who + ' ' + (q ? qLabel(i2) : kLabel(i2));
 			col.appendChild(b);
 			list.push(b);
 			return b;
@@ -175,7 +179,7 @@
 		}
 		for (i = 0; i < NQ; i++)
 			(function (i2) {
-				var b = tok(QL, i2, qcol, qs, 'query');
+				var b = tok(true, i2, qcol, qs, 'query');
 
 				/* one tab stop per panel: the arrows move between its queries */
 				b.tabIndex = i2 ? -1 : 0;
@@ -203,7 +207,7 @@
 			})(i);
 		for (i = 0; i < NKV; i++)
 			(function (j2) {
-				var b = tok(KL, j2, kcol, ks, 'key');
+				var b = tok(false, j2, kcol, ks, 'key');
 
 				b.tabIndex = -1;
 				b.addEventListener('mouseenter', function (ev) { near(j2, ev, b); });
@@ -272,6 +276,7 @@
 
 		while (svg.firstChild)
 			svg.removeChild(svg.firstChild);
+		svg.setAttribute('width', POOL ? 560 : 340);
 		paintLegend(svgPainter(svg), 22, 2, sc);
 	}
 
@@ -303,6 +308,7 @@
 	}
 	function fileName(ext) {
 		return 'attention-' + st.view + '-' + (st.view === 'heatmap' ? st.step + '-' : '') +
+			(POOL ? POOL.rule + POOL.k + '-' : '') +
 			(st.head === 'all' ? 'all' : 'head' + (Number(st.head) + 1)) + '.' + ext;
 	}
 	function viewSvg() {
@@ -331,8 +337,8 @@
 		cv.toBlob(done, 'image/png');
 	}
 	/* for tests: the saved views' bytes, without a download */
-	window.mhaPage = { svg: viewSvg, png: viewPng, narrate: narrate, fmt: fmt, state: st, seqs: SEQS,
-			   render: render };
+	window.mhaPage = { svg: viewSvg, png: viewPng, narrate: narrate, poolNarrate: poolNarrate, fmt: fmt,
+			   state: st, seqs: SEQS, render: render };
 
 	/* ---- controls ---- */
 
@@ -345,14 +351,18 @@
 		});
 	}
 	function summary() {
-		var how = SEQS[st.seq].mask_how;
+		var how = SEQS[st.seq].mask_how, nq = POOL ? POOL.n_q : NQ, nkv = POOL ? POOL.n_kv : NKV;
 
-		document.getElementById('summary').textContent = NQ + (NQ === 1 ? ' query' : ' queries') +
-			(R0 ? ' (from query ' + (R0 + 1) + ', --rows)' : '') + ', ' + NKV +
-			(NKV === 1 ? ' key, ' : ' keys, ') + D.heads + (D.heads === 1 ? ' head' : ' heads') +
+		document.getElementById('summary').textContent = nq + (nq === 1 ? ' query' : ' queries') +
+			(R0 ? ' (from query ' + (R0 + 1) + ', --rows)' : '') + ', ' + nkv +
+			(nkv === 1 ? ' key' : ' keys') + (C0 ? ' (from key ' + (C0 + 1) + ', --cols)' : '') + ', ' + D.heads + (D.heads === 1 ? ' head' : ' heads') +
 			(D.kv_heads !== D.heads ? ' sharing ' + D.kv_heads + ' key/value head' + (D.kv_heads === 1 ? '' : 's') : '') +
 			' of d_k = ' + DK + ', d_v = ' + DV + '; scaled by ' + D.scale_how +
-			(how !== null ? '; mask: ' + how : '') + (CAP > 0 ? '; softcap ' + g(CAP) : '') + '.';
+			(how !== null ? '; mask: ' + how : '') + (CAP > 0 ? '; softcap ' + g(CAP) : '') + '.' +
+			(POOL ? ' An overview (--pool ' + POOL.rule + '): each cell is the ' +
+			 (POOL.rule === 'max' ? 'largest' : 'mean') + ' of a block of ' + POOL.k + ' by ' + POOL.k +
+			 ' cells, of the cells the mask lets through from the masked step on; ' + NQ + ' by ' + NKV +
+			 ' blocks.' : '');
 	}
 	function setup() {
 		var seq = document.getElementById('sequence'), step = document.getElementById('step'),
@@ -361,6 +371,15 @@
 		    n = Math.max(NQ, NKV), note = document.getElementById('note');
 
 		summary();
+		if (POOL) {
+			/* blocks: no lines between tokens, and a block's words, not a cell's sums */
+			view.parentNode.hidden = true;
+			document.getElementById('help').textContent = 'Hover a block, or tab to a heatmap and move ' +
+				'with the arrow keys (Home, End, Page Up and Page Down too): the box gives the block\'s ' +
+				'queries and keys and its value' + (POOL.rule === 'max' ? ', the cell that holds it, and ' +
+				'the --cell that works that cell by hand' : ', and the --rows and --cols that print its ' +
+				'cells') + '.  Escape hides the box.';
+		}
 		if (D.f32) {
 			note.textContent = '--dtype f32 keeps no intermediates: this page shows the float64 steps of the same run.';
 			note.hidden = false;
