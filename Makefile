@@ -11,7 +11,8 @@
 #                     writes bench/results-DATE.md.  BENCH_ARGS=--quick: a smoke run
 #                     of a few minutes into build/bench-quick.md
 #   make bench-npz    reading a .npz of one 8 MiB deflated member, against d3423c1's build
-#   make install      PREFIX=/usr/local DESTDIR= : program, libraries, header, mha.pc, man page
+#   make install      PREFIX=/usr/local DESTDIR= : program, libraries, header, mha.pc, man page,
+#                     the Python package (where there is a python3)
 #   make uninstall    remove what install put there
 #   make clean
 
@@ -20,6 +21,9 @@ BINDIR     ?= $(PREFIX)/bin
 LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR     ?= $(PREFIX)/share/man
+# the Python package (python/mha) beside the system's python3's own, where
+# there is one (Debian's dist-packages: on sys.path for PREFIX=/usr/local)
+PYTHON_DIR ?= $(shell $(PYTHON) -c 'import sys; print("$(PREFIX)/lib/python%d.%d/dist-packages" % sys.version_info[:2])' 2>/dev/null)
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 
 CC      ?= cc
@@ -195,7 +199,7 @@ check: deps
 	$(MAKE) -j$(NPROC) STRICT=-Werror all tests/test_lib
 	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-npz \
 		test-checkpoint test-schema test-samples test-docs test-install test-symbols test-backward \
-		test-compare test-layers test-options
+		test-compare test-layers test-options test-python
 	@echo "make check: all tests passed"
 
 # mha against ONNX Runtime, PyTorch and the machine's GEMM rate: not part of check
@@ -227,6 +231,7 @@ bench: deps
 		$(filter --quick,$(BENCH_ARGS)) bench/bench_mla
 	$(MAKE) bench-npz BENCH_NPZ_ARGS="--append $(BENCH_OUT)"
 	$(PYTHON) bench/bench_progress.py --append $(BENCH_OUT) $(filter --quick,$(BENCH_ARGS)) ./mha
+	$(PYTHON) bench/bench_python.py --append $(BENCH_OUT) $(filter --quick,$(BENCH_ARGS)) ./mha
 
 # reading a .npz of one 8 MiB deflated member, this build against $(BENCH_NPZ_BASE)'s
 # (the last with its own inflate), built from git in build/bench-npz-base/: a few
@@ -310,7 +315,18 @@ test-docs: mha
 	sh tests/doc_examples.sh $(DOC_FILES)
 
 test-install: all
-	sh tests/install_test.sh
+	PYTHON=$(PYTHON) sh tests/install_test.sh
+
+# the Python package (python/, docs/python.md): its pytest suite against the
+# built ./mha, then pip install ./python into a fresh venv, offline
+PYTHON_PACKAGES = python3-pytest python3-venv python3-pip
+test-python: mha
+	@sh tests/ensure_debs.sh $(PYTHON_PACKAGES)
+	@sh tests/ensure_debs.sh --optional python3-torch
+	MHA_EXECUTABLE=$(CURDIR)/mha PYTHONPATH=$(CURDIR)/python PYTHONDONTWRITEBYTECODE=1 \
+		$(PYTHON) -m pytest -q -p no:cacheprovider \
+		python/tests
+	PYTHON=$(PYTHON) sh tests/python_install_test.sh
 
 # the libraries export mha_ names only (the static one too: no team_run)
 test-symbols: lib/libmha.a lib/libmha.so
@@ -352,12 +368,22 @@ install: all
 		> $(DESTDIR)$(PKGCONFIGDIR)/mha.pc
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/mha.pc
 	install -m 644 man/mha.1 $(DESTDIR)$(MANDIR)/man1/mha.1
+	@if [ -n "$(PYTHON_DIR)" ]; then \
+		install -d $(DESTDIR)$(PYTHON_DIR)/mha && \
+		install -m 644 python/mha/__init__.py python/mha/_result.py python/mha/_run.py \
+			python/mha/testing.py $(DESTDIR)$(PYTHON_DIR)/mha/ && \
+		printf '%s\n' '"""_where.py: written by make install."""' "VERSION = '$(VERSION)'" \
+			"EXECUTABLE = '$(BINDIR)/mha'" > $(DESTDIR)$(PYTHON_DIR)/mha/_where.py && \
+		chmod 644 $(DESTDIR)$(PYTHON_DIR)/mha/_where.py && \
+		echo "the Python package: $(PYTHON_DIR)/mha"; \
+	fi
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/mha $(DESTDIR)$(LIBDIR)/libmha.a \
 		$(DESTDIR)$(LIBDIR)/libmha.so $(DESTDIR)$(LIBDIR)/libmha.so.$(SOVERSION) \
 		$(DESTDIR)$(LIBDIR)/libmha.so.$(VERSION) $(DESTDIR)$(INCLUDEDIR)/mha.h \
 		$(DESTDIR)$(PKGCONFIGDIR)/mha.pc $(DESTDIR)$(MANDIR)/man1/mha.1
+	if [ -n "$(PYTHON_DIR)" ]; then rm -rf $(DESTDIR)$(PYTHON_DIR)/mha; fi
 
 clean:
 	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance tests/zip_test tests/npz_test \

@@ -25,6 +25,15 @@
 #   python3 is the first of $PYTHON, python3 and /usr/bin/python3 that has
 #   NumPy.  A block that calls jq, or python3, is skipped with a "skip" line
 #   when that is missing; skips count as neither passed nor failed.
+#   The Python package is importable as if installed (pip install ./python):
+#   PYTHONPATH holds the tree's python/, and MHA_EXECUTABLE is the mha
+#   under test.
+#
+# The pytest example
+#   Every ```python block whose first line is "# test_NAME.py" is a pytest
+#   module: written to an empty directory under that name and run there
+#   with "python3 -m pytest -q -p no:cacheprovider", the package as above;
+#   it must pass.  Skipped when python3 has no pytest.
 #
 # The C example
 #   Every ```c block in Markdown is a complete program.  It is compiled with
@@ -71,6 +80,11 @@ mkdir "$work/bin" "$work/ex"
 ln -s "$mha" "$work/bin/mha"
 PATH="$work/bin:$PATH"
 export PATH
+# the package as if installed, running the mha under test
+PYTHONPATH="$top/python${PYTHONPATH:+:$PYTHONPATH}"
+MHA_EXECUTABLE=$mha
+PYTHONDONTWRITEBYTECODE=1 # nothing written into the tree's python/
+export PYTHONPATH MHA_EXECUTABLE PYTHONDONTWRITEBYTECODE
 
 run_limit=
 command -v timeout >/dev/null 2>&1 && run_limit="timeout 60"
@@ -109,6 +123,11 @@ BEGIN { blk = ""; pending = "" }
 			printf "" > out
 			pending = out
 			printf "c\t%d\t%s\n", NR + 1, out
+		} else if ($0 ~ /^```python[ \t]*$/) {
+			blk = "python"; n++
+			out = sprintf("%s/%s-%03d.py", dir, tag, n)
+			printf "" > out
+			printf "python\t%d\t%s\n", NR + 1, out
 		} else if ($0 ~ /^```text[ \t]*$/ && pending != "") {
 			blk = "text"
 			out = pending ".out"
@@ -288,6 +307,25 @@ check_c() { # where source
 	fi
 }
 
+check_python() { # where module
+	where=$1 src=$2
+	name=$(sed -n '1s/^# \(test_[A-Za-z0-9_]*\.py\)$/\1/p' "$src")
+	[ -n "$name" ] || return 0 # a fragment to read, not a module to run
+	if [ $have_numpy = no ] || ! python3 -c 'import pytest' >/dev/null 2>&1; then
+		echo "skip $where (python3 with NumPy and pytest is not installed)"
+		return
+	fi
+	dir=${src%.py}.d
+	mkdir "$dir" && cp "$src" "$dir/$name"
+	if (cd "$dir" && $run_limit python3 -m pytest -q -p no:cacheprovider "$name") < /dev/null \
+		> "$dir.got" 2>&1; then
+		ok "$where"
+	else
+		fail "$where" "the pytest example does not pass"
+		sed 's/^/    /' "$dir.got"
+	fi
+}
+
 i=0
 found=no
 for doc in "$@"; do
@@ -317,6 +355,7 @@ for doc in "$@"; do
 		case $kind in
 		console) check_console "$doc:$lineno" "$path" ;;
 		c) check_c "$doc:$lineno" "$path" ;;
+		python) check_python "$doc:$lineno" "$path" ;;
 		*) fail "$doc:$lineno" "$path" ;;
 		esac
 	done < "$list"

@@ -59,6 +59,18 @@ if command -v nm >/dev/null 2>&1; then
 	leaked=$(nm -D --defined-only "$root/lib/libmha.so" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^mha_/ {print $3}' | tr '\n' ' ')
 	if [ -z "$leaked" ]; then ok "the shared library exports only mha_ symbols"; else bad "exports beyond mha_: $leaked"; fi
 fi
+# the Python package beside python3's own, running the installed program
+py=${PYTHON:-/usr/bin/python3}
+pydir=$("$py" -c 'import sys; print("lib/python%d.%d/dist-packages" % sys.version_info[:2])' 2>/dev/null)
+if [ -n "$pydir" ]; then
+	if [ -f "$root/$pydir/mha/__init__.py" ] && grep -q "EXECUTABLE = '$prefix/bin/mha'" "$root/$pydir/mha/_where.py"; then
+		ok "installed the Python package, naming $prefix/bin/mha"
+	else
+		bad "installed the Python package in $pydir, naming $prefix/bin/mha"
+	fi
+	check "the installed package runs the installed mha" env -u PYTHONPATH PYTHONPATH="$root/$pydir" \
+		MHA_EXECUTABLE="$root/bin/mha" "$py" -c 'import mha, numpy as np; assert mha.__version__ == "'"$version"'"; assert mha.forward(np.eye(2)).output.shape == (2, 2)'
+fi
 check "make uninstall" make -s uninstall PREFIX=$prefix DESTDIR="$dest"
 left=$(find "$dest" -type f -o -type l)
 if [ -z "$left" ]; then ok "uninstall removed every file"; else bad "uninstall left: $left"; fi

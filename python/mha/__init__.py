@@ -1,0 +1,150 @@
+"""mha: multi-head attention computed exactly in float64, every step visible,
+from Python.
+
+    import mha
+    r = mha.forward(x, weights, heads=2, causal=True, steps=("softmax", "output"))
+    r.output, r.heads[1].softmax, r["heads.softmax"], r.meta
+
+    mha.testing.assert_attention_close({"scaled": mine, "output": out}, x=x, weights=w, heads=2)
+
+Each function runs the mha command (mha_run's docstring says which one):
+every keyword is that command's option of the same name, '-' for '_'
+(kv_heads=2 is --kv-heads 2, causal=True is --causal), arrays and torch
+tensors go in as .npy files, a dict of arrays as an .npz archive, paths as
+they are.  help(mha.forward) ends with 'mha forward --help', the options'
+reference.  The command's refusal raises MhaError (a ValueError) with its
+message; a keyword that is no option raises TypeError before anything runs.
+"""
+import json
+import os
+import weakref
+
+from . import _run
+from ._result import Head, Layer, Report, Result, read_npz
+from ._run import MhaError, executable
+
+__all__ = ["forward", "backward", "compare", "load_layer", "MhaError", "Result", "Head", "Report",
+           "Layer", "executable", "testing"]
+
+
+def _steps(steps):
+    if steps is None:
+        return None
+    if isinstance(steps, str):
+        return steps
+    return ",".join(steps)
+
+
+def _no_print(function, options):
+    if "print" in options or "p" in options:
+        raise TypeError("%s(): the steps returned are steps=, not print=" % function)
+
+
+def _run_to_npz(command, function, options):
+    _run.check_keywords(command, function, options)
+    with _run.Work() as work:
+        _run.run(_run.argv(command, options, work) + ["-o", "out.npz", "-f", "npz"], work)
+        return read_npz(work.path("out.npz"))
+
+
+def forward(x=None, weights=None, *, heads=None, kv_heads=None, causal=False, mask=None,
+            dtype=None, steps=("output",), **options) -> Result:
+    """mha forward: the attention of x (n x d_model, or batch x n x d_model)
+    with weights (a dict of W_Q, W_K, W_V, W_O, ... arrays, an .npz or JSON
+    file, a checkpoint, or None for Q = K = V = x).
+
+    steps: the steps returned, as --print names them ("output", "softmax",
+    "q", "heads", ... or "all").  Every other option of 'mha forward' is a
+    keyword of the same name (below).  Returns a Result: r.output,
+    r.heads[h].softmax, r["heads.softmax"], r.meta.
+    """
+    _no_print("forward", options)
+    options = dict(x=x, weights=weights, heads=heads, kv_heads=kv_heads, causal=causal, mask=mask,
+                   dtype=dtype, print=_steps(steps), **options)
+    return _run_to_npz("forward", "forward", options)
+
+
+def backward(x=None, weights=None, *, grad_output=None, heads=None, kv_heads=None, causal=False,
+             mask=None, dtype=None, steps=None, **options) -> Result:
+    """mha backward: every gradient of the layer, from dO (grad_output;
+    without it, the gradient of the output's sum) back to dX and each
+    weight's.  steps: the gradients returned, as its --print names them
+    (default: dX and each weight's).  Returns a Result: r.dX, r.dW_Q, ...
+    """
+    _no_print("backward", options)
+    options = dict(x=x, weights=weights, grad_output=grad_output, heads=heads, kv_heads=kv_heads,
+                   causal=causal, mask=mask, dtype=dtype, print=_steps(steps), **options)
+    return _run_to_npz("backward", "backward", options)
+
+
+def _compare_argv(steps, options, work):
+    _run.check_keywords("compare", "compare", options)
+    if isinstance(steps, (str, os.PathLike)):
+        against = os.path.abspath(os.fspath(steps))
+    else:
+        # named in the report as what they are: 'steps.npz'
+        against = _run.argument("steps", dict(steps), work)
+    return _run.argv("compare", options, work) + ["--against", against]
+
+
+def compare(steps, **options) -> Report:
+    """mha compare: steps (a dict of your arrays under mha's keys or the
+    names PyTorch, Hugging Face and the tutorials use: q, attn_weights,
+    scores, output, dX, ...; or a file) against mha's own run of the same
+    options (x=, weights=, heads=, ...), step by step, with the mistake
+    that explains the first difference.  Returns a Report: report.agree,
+    .first_difference, .diagnosis, and str(report) as 'mha compare' prints it.
+    """
+    work = _run.Work()
+    try:
+        args = _compare_argv(steps, options, work)
+        data = json.loads(_run.run(args + ["-f", "json"], work, ok=(0, 1)).stdout)
+    except BaseException:
+        work.close()
+        raise
+    text = []
+
+    def words():
+        if not text:
+            text.append(_run.run(args, work, ok=(0, 1)).stdout.rstrip("\n"))
+        return text[0]
+    report = Report(data, words)
+    weakref.finalize(report, work.close)
+    return report
+
+
+def load_layer(checkpoint, layer=None, *, prefix=None, **options) -> Layer:
+    """mha model: a checkpoint's attention layer (a .safetensors file, its
+    index or their folder, config.json beside it) as mha reads it.  The
+    Layer's settings are what 'mha model' shows; mha.forward(x, **layer)
+    and mha.backward(x, **layer) run it."""
+    _run.check_keywords("model", "load_layer", dict(options, layer=layer, prefix=prefix))
+    path = os.path.abspath(os.fspath(checkpoint))
+    with _run.Work() as work:
+        args = _run.argv("model", dict(options, layer=layer, prefix=prefix), work)
+        data = json.loads(_run.run(args[:1] + [path] + args[1:] + ["-f", "json"], work).stdout)
+    if len(data["layers"]) != 1:
+        raise MhaError("%s holds %d attention layers: name one (layer=N)" % (checkpoint, len(data["layers"])))
+    keywords = {"weights": path}
+    keywords.update({k: v for k, v in dict(options, layer=layer, prefix=prefix).items()
+                     if v is not None and k != "max_memory"})
+    return Layer(keywords, data["layers"][0])
+
+
+def _with_reference(function, command):
+    """the function's docstring, then the command's own --help: every option's reference"""
+    try:
+        reference = _run.command_help(command)
+    except MhaError as e:
+        reference = "(%s)\n" % e
+    function.__doc__ = (function.__doc__ or "") + \
+        "\n    The options, from 'mha %s --help' (each a keyword, '-' as '_'):\n\n" % command + \
+        "".join("    " + line + "\n" for line in reference.rstrip("\n").split("\n"))
+
+
+for _f, _c in ((forward, "forward"), (backward, "backward"), (compare, "compare"), (load_layer, "model")):
+    _with_reference(_f, _c)
+
+from . import testing  # noqa: E402  (it uses compare)
+
+__version__ = getattr(_run._where, "VERSION", None) or "unknown"

@@ -1,0 +1,199 @@
+"""_run.py: the mha command underneath the package.
+
+Every function of the package is a run of the mha executable: keywords
+become its options (heads=2 is --heads 2, kv_heads is --kv-heads), arrays
+become .npy and .npz files in a private temporary directory, and the steps
+come back in an .npz archive.  The command is the one implementation: its
+readers, arithmetic, checks and messages are the package's.
+
+The executable: $MHA_EXECUTABLE, else the one the package was built beside
+(pip install ./python in a built tree), else mha on the PATH.
+"""
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+try:
+    from . import _where
+except ImportError:  # not built by python/_build: a source checkout's python/ on the path
+    _where = None
+
+
+class MhaError(ValueError):
+    """The mha command refused the run: its one-line message."""
+
+
+def executable():
+    """The mha program the package runs (see the module's docstring)."""
+    env = os.environ.get("MHA_EXECUTABLE")
+    if env:
+        return env
+    built = getattr(_where, "EXECUTABLE", None)
+    if built and os.access(built, os.X_OK):
+        return built
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "mha")
+    if os.access(here, os.X_OK):  # python/mha/ in the source tree, ./mha built beside it
+        return here
+    found = shutil.which("mha")
+    if found:
+        return found
+    raise MhaError("the mha program was not found: build it (make), install it (make install), "
+                   "or set MHA_EXECUTABLE to its path")
+
+
+_help_cache = {}
+
+
+def command_help(command):
+    """'mha COMMAND --help': the command's own description of its options."""
+    exe = executable()
+    key = (exe, command)
+    if key not in _help_cache:
+        r = subprocess.run([exe, command, "--help"], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise MhaError(_message(r.stderr) or "mha %s --help failed" % command)
+        _help_cache[key] = r.stdout
+    return _help_cache[key]
+
+
+def _options(command):
+    """the long options the command's help names (make test-options checks it names them all)"""
+    return set(re.findall(r"(?<![\w-])--([a-z][a-z0-9-]*)", command_help(command)))
+
+
+def file_options(command):
+    """the options whose argument the command's help calls FILE or PATH (names, '-' as '_')"""
+    found = set()
+    for run_ in re.findall(r"((?:--[a-z][a-z0-9-]*, )*--[a-z][a-z0-9-]*) (?:FILE|PATH)\b", command_help(command)):
+        found.update(n[2:].replace("-", "_") for n in run_.split(", "))
+    return found | {"x", "weights"}
+
+
+def _flag(name):
+    return {"x": "-x", "weights": "-w"}.get(name, "--" + name.replace("_", "-"))
+
+
+# options the package sets itself: where the results go, and how
+_OWN = {"output": "the package reads the results back itself", "format": "the results come back as arrays",
+        "o": "the package reads the results back itself", "f": "the results come back as arrays"}
+
+
+def check_keywords(command, function, kwargs):
+    """TypeError for a keyword that is no option of the command, or one the
+    package sets itself, before any work"""
+    known = _options(command)
+    for name in kwargs:
+        if name in _OWN:
+            raise TypeError("%s(): %s= is not for the package: %s" % (function, name, _OWN[name]))
+        if name not in ("x", "weights") and name.replace("_", "-") not in known:
+            raise TypeError("%s() got an unexpected keyword argument %r: 'mha %s' has no option --%s"
+                            % (function, name, command, name.replace("_", "-")))
+
+
+def as_array(value):
+    """a NumPy array from an array, a torch tensor (no torch import) or anything with __array__"""
+    if isinstance(value, np.ndarray):
+        return value
+    for step in ("detach", "cpu", "numpy"):
+        if hasattr(value, step) and callable(getattr(value, step)):
+            value = getattr(value, step)()
+    return np.asarray(value)
+
+
+def is_array(value):
+    return isinstance(value, np.ndarray) or hasattr(value, "__array__") or \
+        (hasattr(value, "numpy") and callable(value.numpy))
+
+
+class Work:
+    """a private temporary directory for one run's files, on /dev/shm when there is one;
+    the command runs in it, so that its messages name them as the keywords do (x.npy)"""
+
+    def __init__(self):
+        shm = "/dev/shm"
+        base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+        self.dir = tempfile.mkdtemp(prefix="mha-python-", dir=base)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _scalar(name, v):
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError("%s: a list of numbers or words, not of booleans" % name)
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return repr(float(v))
+    if isinstance(v, str):
+        return v
+    raise TypeError("%s: %r is neither a number nor a word" % (name, v))
+
+
+def _words(name, items):
+    """a list as the command takes it: comma-separated, or blank-separated when an item holds a comma"""
+    words = [_scalar(name, v) for v in items]
+    if any("," in w for w in words):
+        if any(re.search(r"\s", w) for w in words):
+            raise ValueError("%s: items with commas and blanks both cannot be told apart" % name)
+        return " ".join(words)
+    return ",".join(words)
+
+
+def argument(name, value, work, files=()):
+    """one keyword's value as the command's argument: an array's file (named
+    after the keyword, in work), a file's name made absolute (files: the
+    keywords that name files), anything else as text"""
+    if isinstance(value, (str, os.PathLike)):
+        value = os.fspath(value)
+        return os.path.abspath(value) if name in files and value != "-" else value
+    if isinstance(value, dict):
+        np.savez(work.path(name + ".npz"), **{str(k): as_array(v) for k, v in value.items()})
+        return name + ".npz"
+    if is_array(value) and not isinstance(value, (list, tuple)):
+        np.save(work.path(name + ".npy"), as_array(value))
+        return name + ".npy"
+    if isinstance(value, (list, tuple)):
+        return _words(name, value)
+    return _scalar(name, value)
+
+
+def argv(command, kwargs, work):
+    """the command line of a run in work: the command, then each keyword as its option"""
+    files = file_options(command)
+    out = [command]
+    for name, value in kwargs.items():
+        if value is None or value is False:
+            continue
+        if value is True:
+            out.append(_flag(name))
+        else:
+            out += [_flag(name), argument(name, value, work, files)]
+    return out
+
+
+def _message(stderr):
+    """the command's message: its lines but the 'Try ... --help' hint"""
+    lines = [ln for ln in stderr.strip().split("\n") if ln and not ln.startswith("Try 'mha ")]
+    return "\n".join(lines)
+
+
+def run(args, work, ok=(0,)):
+    """run mha with args in work; its CompletedProcess when the status is in ok, else MhaError"""
+    r = subprocess.run([executable()] + list(args), capture_output=True, text=True, cwd=work.dir)
+    if r.returncode not in ok:
+        raise MhaError(_message(r.stderr) or "mha %s: exit status %d" % (args[0], r.returncode))
+    return r

@@ -1,0 +1,17 @@
+"""mha.testing: assertions for test suites (pytest shows their message as it is)."""
+from . import _run
+from .__init__ import _compare_argv
+
+
+def assert_attention_close(steps, **options):
+    """Pass silently when every step in steps (a dict of arrays or torch
+    tensors under mha's keys or the usual names: q, scores, attn_weights,
+    output, dX, ...) agrees with mha's run of the same options (x=,
+    weights=, heads=, causal=, rtol=, atol=, ...); else raise
+    AssertionError whose message is 'mha compare's report: each step, the
+    first that differs and where, and the mistake that explains it."""
+    __tracebackhide__ = True  # pytest: the report, not this frame
+    with _run.Work() as work:
+        r = _run.run(_compare_argv(steps, options, work), work, ok=(0, 1))
+    if r.returncode == 1:
+        raise AssertionError(r.stdout.rstrip("\n"))
