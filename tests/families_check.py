@@ -959,7 +959,7 @@ def family_cases(c, rng, torch):
             what += (", " if what else "") + ("no rotation" if not s["rope"] else s["rope"])
             c.output("%s (%s): layer %d (%s)" % (f["name"], f["dtype"], layer, what),
                      ["-x", xp, "-w", d, "--layer", str(layer)], want)
-            check_model(c, f, d, layer, s)
+            check_model(c, f, d, layer, s, params[layer])
         # a batch of two, the second padded after 4 tokens (--kv-len)
         layer = f["runs"][0]
         s = hf_settings(f, config, layer)
@@ -978,9 +978,12 @@ def family_cases(c, rng, torch):
     return FAMILIES
 
 
-def check_model(c, f, d, layer, s):
-    """'mha model DIR --layer N -f json' says what the family's code does"""
-    rc, out, err = ck.run_cmd(c.binary, ["model", d, "--layer", str(layer), "-f", "json"])
+def check_model(c, f, d, layer, s, p):
+    """'mha model DIR --layer N -f json' says what the family's code does, and
+    its -o FILE.npz holds the layer's tensors as -w takes them (p: the
+    checkpoint's own, out x in)"""
+    t = os.path.join(c.tmp, "layer-tensors.npz")
+    rc, out, err = ck.run_cmd(c.binary, ["model", d, "--layer", str(layer), "-f", "json", "-o", t])
     if rc != 0:
         c.result("%s: mha model --layer %d" % (f["name"], layer), False, err)
         return
@@ -999,6 +1002,22 @@ def check_model(c, f, d, layer, s):
     c.result("%s: mha model --layer %d says it as the family's code does" % (f["name"], layer),
              ok, "got %r, want %r" % (got + (m["scale"]["value"], m["rope"]),
                                       want + (s["scaling"], s["theta"])))
+    names = {"q": "W_Q", "k": "W_K", "v": "W_V", "o": "W_O", "bq": "b_Q", "bk": "b_K", "bv": "b_V",
+             "bo": "b_O", "sinks": "sinks", "qn": "q_norm", "kn": "k_norm"}
+    p = dict(p)
+    if "qkv" in p:
+        # one fused projection: split as the modeling code splits its output
+        p["q"], p["k"], p["v"] = (w.T for w in split_qkv(p.pop("qkv").T, s))
+        if "bqkv" in p:
+            p["bq"], p["bk"], p["bv"] = (b[0] for b in split_qkv(p.pop("bqkv")[None, :], s))
+    want_t = {names[k]: (v.T if k in "qkvo" else v) for k, v in p.items()}
+    with np.load(t) as z:
+        got_t = {k: z[k] for k in z.files}
+    same = set(got_t) == set(want_t) and all(np.array_equal(got_t[k], want_t[k]) for k in want_t)
+    c.result("%s: mha model --layer %d -o holds its tensors as -w takes them (%s)"
+             % (f["name"], layer, ", ".join(sorted(got_t))), same,
+             "got %s, want %s" % ({k: v.shape for k, v in got_t.items()},
+                                  {k: v.shape for k, v in want_t.items()}))
 
 
 def by_type(t):

@@ -557,6 +557,19 @@ def checkpoint_cases(mha, tmp, rng):
                 abs(lay["scale"]["value"] - softmax_scale(c)) <= 1e-15 and
                 lay["rope"]["dim"] == 4 and lay["rope"]["mode"] == "interleaved",
                 json.dumps(lay))
+        # its -o: the latent tensors as a run reads them (d_in x d_out), under their options' names
+        t = os.path.join(tmp, "tensors.npz")
+        r = subprocess.run([mha, "model", folder, "--layer", "0", "-o", t], capture_output=True, text=True)
+        members = []
+        if r.returncode == 0:
+            with np.load(t) as z:
+                members = sorted(z.files)
+                shapes_ok = z["kv_a_proj_with_mqa"].shape == (c["d_model"], 5 + 4) and \
+                    z["kv_b_proj"].shape == (5, c["heads"] * (3 + 2))
+        want_members = {"kv_a_proj_with_mqa", "kv_a_layernorm", "kv_b_proj", "W_O", "W_Q"} | \
+            ({"q_a_proj", "q_a_layernorm"} if c["q_lora_rank"] else set())
+        check(name + " mha model -o: the latent tensors (%s)" % ", ".join(members),
+              r.returncode == 0 and set(members) == want_members and shapes_ok, r.stderr + str(members))
         if k == 1:
             # someone's port with the pairs half-split: mha compare names the mistake
             r = subprocess.run(base + ["--rope", "half", "-p", "all", "-o",

@@ -14,11 +14,13 @@
 #include "base/number.h"
 #include "base/text.h"
 #include "load/families.h"
+#include "load/latent.h"
 #include "load/model.h"
 #include "load/rope_scaling.h"
 #include "read/checkpoint.h"
 #include "read/file.h"
 #include "read/json.h"
+#include "write/emit.h"
 #include "write/meta.h"
 #include "write/write.h"
 
@@ -49,6 +51,12 @@ static const char model_usage[] =
 	"      --layout FAMILY   llama, gpt2, bert or torch: read a model_type mha does\n"
 	"                        not know as that family\n"
 	"  -f, --format FMT      text (the default) or json\n"
+	"  -o, --output FILE     the layer's tensors as a run reads them into FILE.npz:\n"
+	"                        W_Q, W_K, W_V, W_O and the biases as -w takes them\n"
+	"                        (d_in x d_out), q_norm, k_norm, sinks and latent\n"
+	"                        attention's under their options' names (one layer:\n"
+	"                        --layer N or --prefix P); the description still\n"
+	"                        goes to standard output\n"
 	"      --max-memory SIZE the most memory a layer's tensors may take (as\n"
 	"                        'mha forward')\n"
 	"  -h, --help            show this help\n"
@@ -64,6 +72,7 @@ struct model_opts {
 	size_t layer;
 	int json;
 	size_t max_memory;
+	const char *output; /* -o FILE.npz: the layer's tensors */
 };
 
 /* the layers config.json counts (text_config's for an image-text model): 0 none */
@@ -104,6 +113,35 @@ static size_t rows_of(const weights *w, int i, int in)
 	if (!weights_has(w, i) || m->rank != 2)
 		return 0;
 	return w->layout == LAYOUT_TORCH ? m->dim[in ? 1 : 0] : m->dim[in ? 0 : 1];
+}
+
+/*
+ * -o FILE.npz: the layer's tensors as a run computes with them: the weights
+ * finished as -w's are (d_in x d_out, biases vectors), the others as read.
+ * 0, or -1 said.
+ */
+static int write_tensors(const char *path, weights *w, matrix *const extra[MODEL_EXTRA], size_t H,
+			 size_t G)
+{
+	static const char *const extra_names[MODEL_LATENT] = {
+		[MODEL_SINKS] = "sinks", [MODEL_Q_NORM] = "q_norm", [MODEL_K_NORM] = "k_norm" };
+	const char *names[N_WEIGHTS + MODEL_EXTRA];
+	const matrix *m[N_WEIGHTS + MODEL_EXTRA];
+	size_t n = 0;
+
+	if (weights_finish(w, H, G))
+		return -1;
+	for (int i = 0; i < N_WEIGHTS; i++)
+		if (weights_has(w, i)) {
+			names[n] = weight_names[i];
+			m[n++] = &w->m[i];
+		}
+	for (int i = 0; i < MODEL_EXTRA; i++)
+		if (extra[i]->rank) {
+			names[n] = i < MODEL_LATENT ? extra_names[i] : latent_names[i - MODEL_LATENT];
+			m[n++] = extra[i];
+		}
+	return emit_npz_named(path, names, m, n);
 }
 
 /* one layer, read as a run reads it, described; 0, or -1 said */
@@ -292,7 +330,7 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 			fprintf(fp, "%s %s", i ? "," : "", s.keys_used + i);
 		fputs(s.keys_used[0] ? "\n" : " none\n", fp);
 	}
-	rc = 0;
+	rc = o->output ? write_tensors(o->output, &w, extra, H, G) : 0;
 done:
 	weights_free(&w);
 	matrix_free(&q_norm);
@@ -311,6 +349,7 @@ static int parse(int argc, char **argv, struct model_opts *o)
 		{ "config", required_argument, NULL, O_CONFIG },
 		{ "layout", required_argument, NULL, O_LAYOUT },
 		{ "format", required_argument, NULL, 'f' },
+		{ "output", required_argument, NULL, 'o' },
 		{ "max-memory", required_argument, NULL, O_MAX_MEMORY },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -321,7 +360,7 @@ static int parse(int argc, char **argv, struct model_opts *o)
 	o->max_memory = opt_memory_default();
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":f:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":f:o:h", opts, NULL)) != -1) {
 		switch (c) {
 		case O_LAYER: {
 			char *end;
@@ -354,6 +393,7 @@ static int parse(int argc, char **argv, struct model_opts *o)
 						   optarg);
 			o->json = !strcmp(optarg, "json");
 			break;
+		case 'o': o->output = optarg; break;
 		case O_MAX_MEMORY:
 			if (opt_bytes(optarg, &o->max_memory))
 				return usage_error("model", "--max-memory expects a size such as 512M or "
@@ -372,6 +412,12 @@ static int parse(int argc, char **argv, struct model_opts *o)
 		return usage_error("model", optind == argc ? "give the checkpoint: mha model "
 				   "CHECKPOINT" : "one checkpoint at a time (give its folder)");
 	o->base.w = argv[optind];
+	if (o->output && (strlen(o->output) < 5 || strcmp(o->output + strlen(o->output) - 4, ".npz")))
+		return usage_error("model", "-o %s: the layer's tensors go to a NumPy archive: name "
+				   "it FILE.npz", o->output);
+	if (o->output && !o->layer_given && !o->base.prefix)
+		return usage_error("model", "-o writes one layer's tensors: give --layer N (or "
+				   "--prefix P)");
 	if (!ckpt_is_checkpoint(o->base.w))
 		return usage_error("model", "'%s' is not a checkpoint: a .safetensors file, a "
 				   "*.safetensors.index.json, or a folder holding either", o->base.w);

@@ -367,6 +367,42 @@ static int npz_add(zip_writer *z, const char *prefix, const char *key, struct np
 	return zip_add(z, name, npz_fill, a);
 }
 
+int emit_npz_named(const char *path, const char *const *names, const matrix *const *m, size_t n)
+{
+	outfile of;
+	zip_writer z = { 0 };
+	struct npz_array *a = calloc(n ? n : 1, sizeof(*a));
+	const matrix **parts = calloc(n ? n : 1, sizeof(*parts));
+
+	if (!a || !parts) {
+		free(a);
+		free(parts);
+		return error("out of memory");
+	}
+	if (outfile_open(&of, path)) {
+		free(a);
+		free(parts);
+		return -1;
+	}
+	z.fp = of.fp;
+	for (size_t i = 0; i < n; i++) {
+		parts[i] = m[i];
+		a[i] = (struct npz_array){ .parts = &parts[i], .n_parts = 1, .f4 = m[i]->is_f32 };
+		if (npz_add(&z, "", names[i], &a[i])) {
+			zip_free(&z);
+			free(a);
+			free(parts);
+			outfile_abort(&of);
+			return -1;
+		}
+	}
+	zip_finish(&z);
+	zip_free(&z);
+	free(a);
+	free(parts);
+	return outfile_commit(&of); /* a write error shows in the commit */
+}
+
 /*
  * -o run.npz: every item under its JSON key, as np.savez writes them (zip.h),
  * or with compress deflated, as np.savez_compressed does:

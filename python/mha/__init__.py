@@ -19,6 +19,8 @@ import json
 import os
 import weakref
 
+import numpy as np
+
 from . import _run
 from ._result import Head, Layer, Report, Result, read_npz
 from ._run import MhaError, executable
@@ -116,19 +118,24 @@ def compare(steps, **options) -> Report:
 def load_layer(checkpoint, layer=None, *, prefix=None, **options) -> Layer:
     """mha model: a checkpoint's attention layer (a .safetensors file, its
     index or their folder, config.json beside it) as mha reads it.  The
-    Layer's settings are what 'mha model' shows; mha.forward(x, **layer)
-    and mha.backward(x, **layer) run it."""
+    Layer's settings are what 'mha model' shows; layer.arrays its tensors
+    as a run computes with them ('mha model -o': W_Q ... as -w takes them,
+    d_in x d_out, and q_norm, k_norm, sinks, latent attention's);
+    mha.forward(x, **layer) and mha.backward(x, **layer) run it."""
     _run.check_keywords("model", "load_layer", dict(options, layer=layer, prefix=prefix))
     path = os.path.abspath(os.fspath(checkpoint))
+    if layer is None and prefix is None:
+        raise TypeError("load_layer(): name the layer: layer=N (or prefix=P)")
     with _run.Work() as work:
         args = _run.argv("model", dict(options, layer=layer, prefix=prefix), work)
-        data = json.loads(_run.run(args[:1] + [path] + args[1:] + ["-f", "json"], work).stdout)
-    if len(data["layers"]) != 1:
-        raise MhaError("%s holds %d attention layers: name one (layer=N)" % (checkpoint, len(data["layers"])))
+        data = json.loads(_run.run(args[:1] + [path] + args[1:] + ["-f", "json", "-o", "tensors.npz"],
+                                   work).stdout)
+        with np.load(work.path("tensors.npz"), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
     keywords = {"weights": path}
     keywords.update({k: v for k, v in dict(options, layer=layer, prefix=prefix).items()
                      if v is not None and k != "max_memory"})
-    return Layer(keywords, data["layers"][0])
+    return Layer(keywords, data["layers"][0], arrays)
 
 
 def _with_reference(function, command):

@@ -121,12 +121,16 @@ class Layer(Mapping):
     command reading its tensors and config.json as it always does.
     layer.settings is 'mha model -f json's entry for it (heads, kv_heads,
     d_k, scale, causal, rope, window, softcap, norm, sinks, biases, the
-    config keys used); layer.heads and the like read it.
+    config keys used); layer.heads and the like read it.  layer.arrays
+    holds its tensors as a run computes with them, as NumPy arrays: W_Q,
+    W_K, W_V, W_O and the biases as -w takes them (d_in x d_out), q_norm,
+    k_norm, sinks and latent attention's under their options' names.
     """
 
-    def __init__(self, keywords, settings):
+    def __init__(self, keywords, settings, arrays):
         self._keywords = keywords
         self.settings = settings
+        self.arrays = arrays
 
     def __getitem__(self, key):
         return self._keywords[key]

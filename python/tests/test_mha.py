@@ -131,8 +131,16 @@ def test_load_layer_and_run_it(tmp_path):
     got = cli("forward", "-x", os.path.join(TOP, "samples", "tiny-llama", "x.json"), "-w", model,
               "--layer", "1", "-o", str(tmp_path / "o.npy"))
     assert got.returncode == 0 and np.array_equal(r.output, np.load(tmp_path / "o.npy"))
-    with pytest.raises(mha.MhaError, match="layers"):
-        mha.load_layer(model)  # two layers: name one
+    # its tensors, as the run reads them: the same output from them and its settings
+    assert {k: v.shape for k, v in layer.arrays.items()} == {"W_Q": (8, 8), "W_K": (8, 4), "W_V": (8, 4),
+                                                              "W_O": (8, 8)}
+    again = mha.forward(x, layer.arrays, heads=layer.heads, kv_heads=layer.kv_heads, rope=layer.rope["mode"],
+                        rope_theta=layer.rope["theta"], causal=True)
+    assert np.array_equal(again.output, r.output)
+    with pytest.raises(TypeError, match="name the layer"):
+        mha.load_layer(model)
+    with pytest.raises(mha.MhaError, match="layer 7"):
+        mha.load_layer(model, layer=7)
 
 
 # ---- backward -------------------------------------------------------------------
