@@ -18,12 +18,22 @@ message; a keyword that is no option raises TypeError before anything runs.
 import json
 import os
 import weakref
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from . import _run
 from ._result import Head, Layer, Report, Result, read_npz
 from ._run import MhaError, executable
+
+#: a NumPy array, a torch tensor or anything with .numpy() or __array__
+ArrayLike = Any
+#: a file's name, or an array written to one for the run
+Input = Union[str, "os.PathLike[str]", ArrayLike]
+#: a weights file or checkpoint, or the weights as arrays by name (W_Q, W_K, ...)
+Weights = Union[str, "os.PathLike[str]", Mapping[str, ArrayLike]]
+#: steps by --print's names: "output", ("softmax", "output"), "all"
+Steps = Union[str, Sequence[str]]
 
 __all__ = ["forward", "backward", "compare", "load_layer", "MhaError", "Result", "Head", "Report",
            "Layer", "executable", "testing"]
@@ -49,8 +59,10 @@ def _run_to_npz(command, function, options):
         return read_npz(work.path("out.npz"))
 
 
-def forward(x=None, weights=None, *, heads=None, kv_heads=None, causal=False, mask=None,
-            dtype=None, steps=("output",), **options) -> Result:
+def forward(x: Optional[Input] = None, weights: Optional[Weights] = None, *,
+            heads: Optional[int] = None, kv_heads: Optional[int] = None, causal: bool = False,
+            mask: Optional[Input] = None, dtype: Optional[str] = None,
+            steps: Optional[Steps] = ("output",), **options: Any) -> Result:
     """mha forward: the attention of x (n x d_model, or batch x n x d_model)
     with weights (a dict of W_Q, W_K, W_V, W_O, ... arrays, an .npz or JSON
     file, a checkpoint, or None for Q = K = V = x).
@@ -66,8 +78,10 @@ def forward(x=None, weights=None, *, heads=None, kv_heads=None, causal=False, ma
     return _run_to_npz("forward", "forward", options)
 
 
-def backward(x=None, weights=None, *, grad_output=None, heads=None, kv_heads=None, causal=False,
-             mask=None, dtype=None, steps=None, **options) -> Result:
+def backward(x: Optional[Input] = None, weights: Optional[Weights] = None, *,
+             grad_output: Optional[Input] = None, heads: Optional[int] = None,
+             kv_heads: Optional[int] = None, causal: bool = False, mask: Optional[Input] = None,
+             dtype: Optional[str] = None, steps: Optional[Steps] = None, **options: Any) -> Result:
     """mha backward: every gradient of the layer, from dO (grad_output;
     without it, the gradient of the output's sum) back to dX and each
     weight's.  steps: the gradients returned, as its --print names them
@@ -89,7 +103,7 @@ def _compare_argv(steps, options, work):
     return _run.argv("compare", options, work) + ["--against", against]
 
 
-def compare(steps, **options) -> Report:
+def compare(steps: Union[str, "os.PathLike[str]", Mapping[str, ArrayLike]], **options: Any) -> Report:
     """mha compare: steps (a dict of your arrays under mha's keys or the
     names PyTorch, Hugging Face and the tutorials use: q, attn_weights,
     scores, output, dX, ...; or a file) against mha's own run of the same
@@ -115,7 +129,8 @@ def compare(steps, **options) -> Report:
     return report
 
 
-def load_layer(checkpoint, layer=None, *, prefix=None, **options) -> Layer:
+def load_layer(checkpoint: Union[str, "os.PathLike[str]"], layer: Optional[int] = None, *,
+               prefix: Optional[str] = None, **options: Any) -> Layer:
     """mha model: a checkpoint's attention layer (a .safetensors file, its
     index or their folder, config.json beside it) as mha reads it.  The
     Layer's settings are what 'mha model' shows; layer.arrays its tensors

@@ -1,9 +1,12 @@
 """mha.testing: assertions for test suites (pytest shows their message as it is)."""
+import os
+from typing import Any, Mapping, Union
+
 from . import _run
 from .__init__ import _compare_argv
 
 
-def assert_attention_close(steps, **options):
+def assert_attention_close(steps: Union[str, "os.PathLike[str]", Mapping[str, Any]], **options: Any) -> None:
     """Pass silently when every step in steps (a dict of arrays or torch
     tensors under mha's keys or the usual names: q, scores, attn_weights,
     output, dX, ...) agrees with mha's run of the same options (x=,
