@@ -94,14 +94,17 @@ def check_keywords(command, function, kwargs):
                             % (function, name, command, name.replace("_", "-")))
 
 
-def as_array(value):
-    """a NumPy array from an array, a torch tensor (no torch import) or anything with __array__"""
-    if isinstance(value, np.ndarray):
-        return value
-    for step in ("detach", "cpu", "numpy"):
-        if hasattr(value, step) and callable(getattr(value, step)):
-            value = getattr(value, step)()
-    return np.asarray(value)
+def as_array(value, name="array"):
+    """a NumPy array from an array, a torch tensor (no torch import) or anything
+    with __array__; TypeError for one of Python objects (it would need pickle)"""
+    if not isinstance(value, np.ndarray):
+        for step in ("detach", "cpu", "numpy"):
+            if hasattr(value, step) and callable(getattr(value, step)):
+                value = getattr(value, step)()
+        value = np.asarray(value)
+    if value.dtype.hasobject:
+        raise TypeError("%s: an array of numbers, not of Python objects" % name)
+    return value
 
 
 def is_array(value):
@@ -161,10 +164,10 @@ def argument(name, value, work, files=()):
         value = os.fspath(value)
         return os.path.abspath(value) if name in files and value != "-" else value
     if isinstance(value, dict):
-        np.savez(work.path(name + ".npz"), **{str(k): as_array(v) for k, v in value.items()})
+        np.savez(work.path(name + ".npz"), **{str(k): as_array(v, "%s[%r]" % (name, k)) for k, v in value.items()})
         return name + ".npz"
     if is_array(value) and not isinstance(value, (list, tuple)):
-        np.save(work.path(name + ".npy"), as_array(value))
+        np.save(work.path(name + ".npy"), as_array(value, name), allow_pickle=False)
         return name + ".npy"
     if isinstance(value, (list, tuple)):
         return _words(name, value)

@@ -255,6 +255,10 @@ def test_errors():
         mha.forward(X, print="softmax")
     with pytest.raises(TypeError, match="output= is not for the package"):
         mha.forward(X, output="o.npy")
+    with pytest.raises(TypeError, match=r"weights\['W_Q'\]: an array of numbers"):
+        mha.forward(X, {"W_Q": np.array([object()] * 64).reshape(8, 8)})
+    with pytest.raises(TypeError, match="x: an array of numbers"):
+        mha.forward(np.array([[1, "a"], [None, 2]], dtype=object))
 
 
 def test_no_files_left(tmp_path):
