@@ -104,28 +104,31 @@ struct b64 {
 	int k;
 };
 
-static void b64_byte(struct b64 *e, unsigned char c)
+/* the bytes held as four digits, the last 3 - n of them '=' (n: how many are real) */
+static void b64_flush(struct b64 *e, int n)
 {
-	e->b[e->k++] = c;
-	if (e->k < 3)
-		return;
-	fputc(b64_digits[e->b[0] >> 2], e->fp);
-	fputc(b64_digits[((e->b[0] & 3) << 4) | (e->b[1] >> 4)], e->fp);
-	fputc(b64_digits[((e->b[1] & 15) << 2) | (e->b[2] >> 6)], e->fp);
-	fputc(b64_digits[e->b[2] & 63], e->fp);
+	const unsigned char *b = e->b;
+	const char out[4] = { b64_digits[b[0] >> 2], b64_digits[((b[0] & 3) << 4) | (b[1] >> 4)],
+			      n > 1 ? b64_digits[((b[1] & 15) << 2) | (b[2] >> 6)] : '=',
+			      n > 2 ? b64_digits[b[2] & 63] : '=' };
+
+	fwrite(out, 1, sizeof(out), e->fp);
 	e->k = 0;
 }
 
-/* the last one or two bytes, padded with '=', and the closing quote */
+static void b64_byte(struct b64 *e, unsigned char c)
+{
+	e->b[e->k++] = c;
+	if (e->k == 3)
+		b64_flush(e, 3);
+}
+
+/* the last one or two bytes, padded, and the closing quote */
 static void b64_end(struct b64 *e)
 {
 	if (e->k) {
-		if (e->k == 1)
-			e->b[1] = 0;
-		fputc(b64_digits[e->b[0] >> 2], e->fp);
-		fputc(b64_digits[((e->b[0] & 3) << 4) | (e->b[1] >> 4)], e->fp);
-		fputc(e->k == 2 ? b64_digits[(e->b[1] & 15) << 2] : '=', e->fp);
-		fputc('=', e->fp);
+		memset(e->b + e->k, 0, (size_t)(3 - e->k));
+		b64_flush(e, e->k);
 	}
 	fputc('"', e->fp);
 }
