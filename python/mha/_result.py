@@ -6,6 +6,29 @@ from collections.abc import Mapping
 import numpy as np
 
 
+def _attribute(table, name, missing):
+    """table[name] as an attribute; AttributeError(missing % name) when it is not there"""
+    if name.startswith("_"):
+        raise AttributeError(name)
+    try:
+        return table[name]
+    except KeyError:
+        raise AttributeError(missing % name) from None
+
+
+class _Items(Mapping):
+    """a read-only mapping over the dict self._items"""
+
+    def __getitem__(self, key):
+        return self._items[key]
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self):
+        return len(self._items)
+
+
 class Head:
     """One head's steps: head.softmax, head.scores, ... (its plane of each stacked "heads.*" step)."""
 
@@ -14,13 +37,8 @@ class Head:
         self._arrays = arrays
 
     def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            return self._arrays[name]
-        except KeyError:
-            raise AttributeError("head %d has no step %r (it has %s)"
-                                 % (self.index + 1, name, ", ".join(sorted(self._arrays)))) from None
+        return _attribute(self._arrays, name, "head %d has no step %%r (it has %s)"
+                          % (self.index + 1, ", ".join(sorted(self._arrays))))
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._arrays))
@@ -29,7 +47,7 @@ class Head:
         return "<mha head %d: %s>" % (self.index + 1, ", ".join(self._arrays))
 
 
-class Result(Mapping):
+class Result(_Items):
     """A run's steps as NumPy arrays under the JSON schema's keys.
 
     r.output, r.X, r.Q, r.mask, r.concat, r.dX, ...: a whole-model step;
@@ -40,34 +58,20 @@ class Result(Mapping):
     """
 
     def __init__(self, arrays, meta):
-        self._arrays = arrays
+        self._items = arrays
         self.meta = meta
 
-    def __getitem__(self, key):
-        return self._arrays[key]
-
-    def __iter__(self):
-        return iter(self._arrays)
-
-    def __len__(self):
-        return len(self._arrays)
-
     def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            return self._arrays[name]
-        except KeyError:
-            raise AttributeError("no step %r in this run (it has %s; steps= asks for others)"
-                                 % (name, ", ".join(self._arrays))) from None
+        return _attribute(self._items, name, "no step %%r in this run (it has %s; steps= asks for others)"
+                          % ", ".join(self._items))
 
     def __dir__(self):
-        return sorted(set(super().__dir__()) | {k for k in self._arrays if "." not in k})
+        return sorted(set(super().__dir__()) | {k for k in self._items if "." not in k})
 
     @property
     def heads(self):
         """each head's steps, from 0: r.heads[1].softmax is head 2's"""
-        per = {k[len("heads."):]: v for k, v in self._arrays.items() if k.startswith("heads.")}
+        per = {k[len("heads."):]: v for k, v in self._items.items() if k.startswith("heads.")}
         if not per:
             return []
         axis = 1 if self.meta.get("batch") else 0
@@ -76,7 +80,7 @@ class Result(Mapping):
 
     def __repr__(self):
         return "<mha result: %s>" % ", ".join("%s %s" % (k, "x".join(map(str, v.shape)))
-                                             for k, v in self._arrays.items())
+                                             for k, v in self._items.items())
 
 
 def read_npz(path):
@@ -113,7 +117,7 @@ class Report:
         return "<mha compare: %s>" % ("agree" if self.agree else "%s differs" % self.first_difference)
 
 
-class Layer(Mapping):
+class Layer(_Items):
     """A checkpoint's attention layer as mha reads it (what 'mha model' shows).
 
     As a mapping it holds forward's keywords that name it (weights, layer,
@@ -128,28 +132,14 @@ class Layer(Mapping):
     """
 
     def __init__(self, keywords, settings, arrays):
-        self._keywords = keywords
+        self._items = keywords
         self.settings = settings
         self.arrays = arrays
 
-    def __getitem__(self, key):
-        return self._keywords[key]
-
-    def __iter__(self):
-        return iter(self._keywords)
-
-    def __len__(self):
-        return len(self._keywords)
-
     def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            return self.settings[name]
-        except KeyError:
-            raise AttributeError("no setting %r (there are %s)" % (name, ", ".join(self.settings))) from None
+        return _attribute(self.settings, name, "no setting %%r (there are %s)" % ", ".join(self.settings))
 
     def __repr__(self):
         return "<mha layer %s of %s: %s heads, %s key/value heads>" % (
-            self.settings.get("layer"), self._keywords.get("weights"), self.settings.get("heads"),
+            self.settings.get("layer"), self._items.get("weights"), self.settings.get("heads"),
             self.settings.get("kv_heads"))
