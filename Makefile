@@ -227,6 +227,8 @@ bench: deps
 		bench/bench_mha ./mha
 	$(MAKE) bench/bench_backward && $(PYTHON) bench/bench_backward.py --append $(BENCH_OUT) \
 		bench/bench_backward
+	$(PYTHON) bench/bench_backward.py --avx2 --append $(BENCH_OUT) $(filter --quick,$(BENCH_ARGS)) \
+		bench/bench_backward
 	$(MAKE) bench/bench_mla && $(PYTHON) bench/bench_mla.py --append $(BENCH_OUT) \
 		$(filter --quick,$(BENCH_ARGS)) bench/bench_mla
 	$(MAKE) bench-npz BENCH_NPZ_ARGS="--append $(BENCH_OUT)"

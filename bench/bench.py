@@ -38,7 +38,14 @@ Tables, in one Markdown document (stdout, and --output FILE):
 Options: --quick (small cases, 3 repeats; a smoke run of a minute or two),
 --output FILE, --ort NODE_MODULES (where onnxruntime-node is installed; its
 columns say "absent" without it), --long-n N, --window-w W, --batch-n N,
---batch-b B, --long-only, --batch-only.
+--batch-b B, --long-only, --batch-only, --avx2-only.
+
+On a processor with AVX-512 a fourth table, the AVX2 path: the AVX2
+kernels forced (MHA_KERNEL=avx2), as a processor without AVX-512 runs mha,
+beside OpenBLAS's own AVX2 kernels (OPENBLAS_CORETYPE=Haswell: the AVX2
+ceiling) and beside the AVX-512 kernels' time.  ONNX Runtime has no such
+switch: it meets the AVX2 kernels only on a processor without AVX-512,
+where the cases table is that comparison.
 """
 import json
 import os
@@ -149,13 +156,16 @@ def flops(n, d, causal, window=None):
     return 8.0 * n * d * d + 4.0 * n * keys * d
 
 
-def run_mha(binary, n, d, h, causal, dtype, repeats, window=None, batch=None, dump=None):
+def run_mha(binary, n, d, h, causal, dtype, repeats, window=None, batch=None, dump=None,
+            kernel=None):
+    """bench_mha's line as a dict; kernel: MHA_KERNEL for the run (None: the widest)"""
+    env = dict(os.environ, MHA_KERNEL=kernel) if kernel else None
     extra = ([str(window if window is not None else -1)] if window is not None or batch else []) + \
         ([str(batch)] if batch else [])
     out = subprocess.run(([binary, "--dump", dump] if dump else [binary]) +
                          [str(n), str(d), str(h), "1" if causal else "0", dtype,
                           str(THREADS), str(repeats)] + extra,
-                         capture_output=True, text=True, check=True).stdout
+                         capture_output=True, text=True, check=True, env=env).stdout
     f = dict(kv.split("=", 1) for kv in out.split())
     return {"seconds": float(f["seconds"]), "maxrss_kib": int(f["maxrss_kib"]),
             "lib_peak_kib": int(f["lib_peak_kib"]), "lib_bytes": int(f["lib_bytes"]),
@@ -170,8 +180,9 @@ def run_child(argv, env=None):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def gemm_rates(quick):
-    """{dtype: (GFLOP/s, core type)} at OpenBLAS's best kernel for this processor"""
+def gemm_rates(quick, by_type=None):
+    """{dtype: (GFLOP/s, core type)} at OpenBLAS's best kernel for this processor;
+    by_type, a dict, gets every core type's {dtype: GFLOP/s}"""
     _, flags = cpu_info()
     types = [t for t in CORETYPES
              if (t != "SkylakeX" or "avx512f" in flags) and (t == "SkylakeX" or "avx2" in flags)]
@@ -184,6 +195,8 @@ def gemm_rates(quick):
                 g = run_child([sys.executable, "-c", GEMM_CHILD, dtype], peer_env(t))["gflops"]
             except (RuntimeError, OSError, ValueError):
                 continue
+            if by_type is not None:
+                by_type.setdefault(t, {})[dtype] = g
             if dtype not in rates or g > rates[dtype][0]:
                 rates[dtype] = (g, t)
     return rates
@@ -228,10 +241,10 @@ def ort_case(ort, tmp, n, d, h, causal, repeats):
 
 
 def cases_table(out, binary, shapes, repeats, gemm, ort, torch_ok):
-    out("| n | d_model | heads | causal | dtype | mha s | ONNX Runtime s (form) | ORT/mha | "
-        "PyTorch s | PyTorch/mha | mha GFLOP/s | GEMM GFLOP/s | mha / GEMM | mha peak MiB | "
-        "ORT peak MiB | PyTorch peak MiB |")
-    out("|---:|---:|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    out("| n | d_model | heads | causal | dtype | mha kernel | mha s | ONNX Runtime s (form) | "
+        "ORT/mha | PyTorch s | PyTorch/mha | mha GFLOP/s | GEMM GFLOP/s | mha / GEMM | "
+        "mha peak MiB | ORT peak MiB | PyTorch peak MiB |")
+    out("|---:|---:|---:|:---:|:---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     kernel, notes = "", []
     for (n, d, h, causal) in shapes:
         for dtype in ("f32", "f64"):
@@ -280,8 +293,10 @@ def cases_table(out, binary, shapes, repeats, gemm, ort, torch_ok):
                     o_ratio = "%.2f×" % (statistics.median(o_times) / secs)
                 t_ratio = "%.2f×" % (t_secs / secs) if t_secs else "-"
             g = gemm.get(dtype)
-            out("| %d | %d | %d | %s | %s | %.4f | %s | %s | %s | %s | %.1f | %s | %s | %.0f | %s | %s |"
-                % (n, d, h, "yes" if causal else "no", dtype, secs, o_cell, o_ratio, t_cell,
+            out("| %d | %d | %d | %s | %s | %s | %.4f | %s | %s | %s | %s | %.1f | %s | %s | %.0f | %s "
+                "| %s |"
+                % (n, d, h, "yes" if causal else "no", dtype, m["kernel"], secs, o_cell, o_ratio,
+                   t_cell,
                    t_ratio, rate, "%.1f" % g[0] if g else "-",
                    "%.0f%%" % (100 * rate / g[0]) if g else "-", m["maxrss_kib"] / 1024, o_rss,
                    t_rss))
@@ -294,6 +309,38 @@ def cases_table(out, binary, shapes, repeats, gemm, ort, torch_ok):
                                                                           ROUNDS))
     for s in notes:
         out("- " + s)
+
+
+def avx2_table(out, binary, shapes, repeats, haswell, wide):
+    """The AVX2 kernels forced (MHA_KERNEL=avx2) on a machine that has wider
+    ones: mha's rate beside OpenBLAS's own AVX2 kernels (OPENBLAS_CORETYPE=
+    Haswell), the AVX2 ceiling; and beside the wider kernel's time, taking
+    turns with it.  ONNX Runtime picks its kernels from the processor and has
+    no such switch: it is measured against the AVX2 kernels only on a
+    processor without AVX-512 (the cases table there)."""
+    out("| n | d_model | heads | causal | dtype | avx2 s | avx2 GFLOP/s | Haswell GEMM GFLOP/s | "
+        "avx2 / GEMM | %s s | avx2 / %s time |" % (wide, wide))
+    out("|---:|---:|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|")
+    for (n, d, h, causal) in shapes:
+        for dtype in ("f32", "f64"):
+            narrow, broad = [], []
+            for _ in range(ROUNDS):
+                narrow.append(run_mha(binary, n, d, h, causal, dtype, repeats,
+                                      kernel="avx2")["seconds"])
+                broad.append(run_mha(binary, n, d, h, causal, dtype, repeats,
+                                     kernel=wide)["seconds"])
+            secs, other = statistics.median(narrow), statistics.median(broad)
+            rate = flops(n, d, causal) / secs / 1e9
+            g = haswell.get(dtype)
+            out("| %d | %d | %d | %s | %s | %.4f | %.1f | %s | %s | %.4f | %.2f× |" %
+                (n, d, h, "yes" if causal else "no", dtype, secs, rate,
+                 "%.1f" % g if g else "-", "%.0f%%" % (100 * rate / g) if g else "-", other,
+                 secs / other))
+    out()
+    out("The same inputs as the cases; each time the median of %d calls in a process, the "
+        "median of %d such processes, the two kernels taking turns.  The GEMM rate: NumPy's "
+        "matmul 4096² under OpenBLAS's Haswell kernels (AVX2 and FMA), best of 5." %
+        (repeats, ROUNDS))
 
 
 def long_table(out, binary, n, w):
@@ -337,6 +384,25 @@ def batch_table(out, binary, n, b, repeats):
         "(mha_dims.batch), its threads shared over sequences, heads and query blocks." % repeats)
 
 
+def avx2_section(out, binary, quick, repeats, shapes=None):
+    """the AVX2 table where the processor has AVX-512 too (else the cases are on AVX2)"""
+    _, flags = cpu_info()
+    if "avx2" not in flags or "fma" not in flags:
+        out("No AVX2 on this processor: nothing to measure.")
+        return
+    if "avx512f" not in flags:
+        out("This processor has no AVX-512: the cases above ran the AVX2 kernels, beside ONNX "
+            "Runtime's.")
+        return
+    by_type = {}
+    gemm_rates(False, by_type)
+    if shapes is None:
+        sizes = (512, 2048) if quick else (512, 2048, 8192)
+        dims = ((512, 8),) if quick else ((512, 8), (768, 12))
+        shapes = [(n, d, h, c) for (d, h) in dims for n in sizes for c in (False, True)]
+    avx2_table(out, binary, shapes, repeats, by_type.get("Haswell", {}), "avx512")
+
+
 def main():
     args = sys.argv[1:]
     quick, only, output, ort = False, None, None, None
@@ -346,7 +412,7 @@ def main():
         if a == "--quick":
             quick = True
             long_n, win_w, batch_b = 16384, 1024, 8
-        elif a in ("--long-only", "--batch-only"):
+        elif a in ("--long-only", "--batch-only", "--avx2-only"):
             only = a[2:-5]
         elif a in ("--output", "--ort", "--long-n", "--window-w", "--batch-n", "--batch-b") \
                 and len(args) > 1:
@@ -367,7 +433,7 @@ def main():
             sys.exit("bench.py: unknown option '%s'" % a)
     if len(args) != 1:
         sys.exit("usage: bench.py [--quick] [--output FILE] [--ort NODE_MODULES] [--long-n N] "
-                 "[--window-w W] [--batch-n N] [--batch-b B] [--long-only | --batch-only] "
+                 "[--window-w W] [--batch-n N] [--batch-b B] [--long-only | --batch-only | --avx2-only] "
                  "BENCH_MHA")
     binary = os.path.abspath(args[0])
     repeats = 3 if quick else 5
@@ -375,7 +441,11 @@ def main():
     model, flags = cpu_info()
     out("# mha against ONNX Runtime and PyTorch%s" % (" (quick)" if quick else ""))
     out()
-    if only == "long":
+    if only == "avx2":
+        out("## The AVX2 path")
+        out()
+        avx2_section(out, binary, quick, repeats)
+    elif only == "long":
         long_table(out, binary, long_n, win_w)
     elif only == "batch":
         batch_table(out, binary, batch_n, batch_b, repeats)
@@ -409,6 +479,11 @@ def main():
         out()
         long_table(out, binary, long_n, win_w)
         out()
+        if "avx2" in flags and "avx512f" in flags:
+            out("## The AVX2 path")
+            out()
+            avx2_section(out, binary, quick, repeats, shapes)
+            out()
         out("## Batches: %d sequences of %d tokens against one of %d" %
             (batch_b, batch_n, batch_b * batch_n))
         out()

@@ -23,6 +23,11 @@ ratios are each taken within one round.
 
 --quick: one round, n 2048 non-causal only, in both tables (a smoke run).
 
+--avx2: the float64 table alone, on the AVX2 path a processor without
+AVX-512 takes: mha's AVX2 kernels (MHA_KERNEL=avx2) against torch with
+ATen's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2) and OpenBLAS's
+(OPENBLAS_CORETYPE=Haswell), on any x86 processor with AVX2.
+
 Prints two Markdown tables: it measures, it does not judge.  Without torch,
 its columns say so.
 """
@@ -39,6 +44,9 @@ ROUNDS = 5
 SHAPES = [(n, d, h, c) for n in (512, 1024, 2048) for (d, h) in ((512, 8),) for c in (False, True)]
 F32_SHAPES = SHAPES
 QUICK_SHAPES = [(2048, 512, 8, False)]
+# each side's environment (--avx2 sets both)
+MHA_ENV = None
+TORCH_ENV = None
 
 TORCH_CHILD = r"""
 import json, resource, sys, time
@@ -68,7 +76,7 @@ print(json.dumps({"seconds": best,
 def run_mha(binary, n, d, h, causal, repeats, exact=False, dtype="f64"):
     out = subprocess.run([binary, str(n), str(d), str(h), "1" if causal else "0", str(THREADS),
                           str(repeats), "1" if exact else "0", dtype],
-                         capture_output=True, text=True, check=True).stdout
+                         capture_output=True, text=True, check=True, env=MHA_ENV).stdout
     fields = dict(kv.split("=", 1) for kv in out.split())
     assert fields["dtype"] == dtype, out
     run_mha.start_kib = int(fields.get("start_kib", 0))
@@ -78,7 +86,7 @@ def run_mha(binary, n, d, h, causal, repeats, exact=False, dtype="f64"):
 def run_torch(n, d, h, causal, repeats, dtype="float64"):
     r = subprocess.run([sys.executable, "-c", TORCH_CHILD, json.dumps([n, d, h, causal, THREADS,
                                                                       repeats, dtype])],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=TORCH_ENV)
     if r.returncode != 0:
         raise RuntimeError(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else
                            "exit %d" % r.returncode)
@@ -86,9 +94,12 @@ def run_torch(n, d, h, causal, repeats, dtype="float64"):
 
 
 def f64_table(binary, shapes, rounds, torch_version):
-    print("mha backward (float64, the fast path) against torch %s autograd, %d threads, "
+    print("mha backward (float64, the fast path%s) against torch %s autograd%s, %d threads, "
           "each side best of 3 in a process, %d rounds taking turns: medians, and the "
-          "rounds' ratios\n" % (torch_version or "(absent)", THREADS, rounds))
+          "rounds' ratios\n" % (", MHA_KERNEL=avx2" if MHA_ENV else "",
+                                 torch_version or "(absent)",
+                                 " (ATEN_CPU_CAPABILITY=avx2, OPENBLAS_CORETYPE=Haswell)"
+                                 if TORCH_ENV else "", THREADS, rounds))
     print("| n | d_model | heads | causal | mha s | torch s | torch/mha | rounds' range | "
           "mha peak MiB | torch peak MiB |")
     print("|---:|---:|---:|:---:|---:|---:|---:|:---:|---:|---:|")
@@ -185,10 +196,24 @@ def f32_table(binary, shapes, rounds, torch_version):
         sys.stdout.flush()
 
 
+def has_avx2():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return "avx2" in flags and "fma" in flags
+    except OSError:
+        pass
+    return False
+
+
 def main():
+    global MHA_ENV, TORCH_ENV
     args, append = tee.take_append(sys.argv[1:])
     quick = "--quick" in args
-    args = [a for a in args if a != "--quick"]
+    avx2 = "--avx2" in args
+    args = [a for a in args if a not in ("--quick", "--avx2")]
     if len(args) != 1:
         sys.exit(__doc__)
     binary = args[0]
@@ -198,6 +223,17 @@ def main():
     except (subprocess.CalledProcessError, OSError):
         torch_version = ""
     rounds = 1 if quick else ROUNDS
+    if avx2 and not has_avx2():
+        print("No AVX2 and FMA on this processor: no AVX2 path to measure.")
+        tee.finish(append, "Backward on the AVX2 path (bench_backward.py --avx2)")
+        return
+    if avx2:
+        MHA_ENV = dict(os.environ, MHA_KERNEL="avx2")
+        TORCH_ENV = dict(os.environ, ATEN_CPU_CAPABILITY="avx2", OPENBLAS_CORETYPE="Haswell")
+        f64_table(binary, QUICK_SHAPES if quick else SHAPES, rounds, torch_version)
+        tee.finish(append, "Backward on the AVX2 path (bench_backward.py --avx2, the same "
+                   "session)")
+        return
     f64_table(binary, QUICK_SHAPES if quick else SHAPES, rounds, torch_version)
     n, d, h = SHAPES[0][:3]
     plain, rss, _ = run_mha(binary, n, d, h, False, 1, exact=True)
