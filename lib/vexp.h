@@ -12,9 +12,15 @@
  * of degree 6 (f64, a Chebyshev fit) or 3 (f32, Taylor's), and 2^k from
  * scalef, whose zero-masking also gives the 0 below lo: about half the
  * operations of the plain form below, n = 4096 f64 4% faster in all.
- * Narrower vectors have no one-instruction lookup: x = k·ln2 + r with
- * |r| <= ln2/2, e^r by its Taylor polynomial of degree 13 (f64) or 7 (f32),
- * 2^k built in the exponent bits.
+ * AVX2: the same with a table of 8 (f32: one permute of 32-bit lanes)
+ * or 4 (f64: two permutes within 128-bit halves and a blend), |r| <=
+ * ln2/16 or ln2/8, polynomials of degree 4 and 8 (Chebyshev fits, as
+ * e^r − 1 = r + r²·g(r)), and 2^k built in the exponent bits: 9 and 13
+ * multiply-adds where the plain form takes 12 and 17, and a chain of
+ * dependent ones half as long (AVX2 f64 forward 3% faster, on Zen 4).
+ * The baseline has no such lookup: x = k·ln2 + r with |r| <= ln2/2, e^r
+ * by its Taylor polynomial of degree 13 (f64) or 7 (f32), 2^k built in
+ * the exponent bits.
  *
  * Not a header of its own: the includer defines REAL_IS_FLOAT, VB, the
  * vector types vec and ivec and splat() and pick() first, and it is
@@ -85,6 +91,78 @@ static inline vec vexp_v(vec xv)
 	/* 2^(j/16)·e^r, times 2^floor(m/16) */
 	return (vec)_mm512_maskz_scalef_pd(keep, _mm512_fmadd_pd(s, q, s),
 					   _mm512_mul_pd(m, _mm512_set1_pd(0x1p-4)));
+#endif
+}
+#elif VB == 32 && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+static inline vec vexp_v(vec xv)
+{
+#if REAL_IS_FLOAT
+	/* 2^(j/8), j = 0..7, each rounded to the nearest float */
+	const __m256 tab = _mm256_setr_ps(0x1p+0f, 0x1.172b84p+0f, 0x1.306fe0p+0f, 0x1.4bfdaep+0f,
+					  0x1.6a09e6p+0f, 0x1.8ace54p+0f, 0x1.ae89fap+0f, 0x1.d5818ep+0f);
+	const __m256 lo = _mm256_set1_ps(-87.0f), shift = _mm256_set1_ps(0x1.8p23f);
+	const __m256 x = (__m256)xv;
+	/* x <= lo (-inf too) gives 0, whatever the steps below make of it; nan stays nan */
+	const __m256 keep = _mm256_cmp_ps(x, lo, _CMP_NLE_UQ);
+	__m256 t, m, r, g, q, s;
+	__m256i ti, k;
+
+	/* m = round(x·8/ln2), its bits in t's low bits; ln2/8 in two parts, m·hi exact */
+	t = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+3f), shift);
+	m = _mm256_sub_ps(t, shift);
+	ti = _mm256_castps_si256(t);
+	r = _mm256_fnmadd_ps(m, _mm256_set1_ps(0x1.62ep-4f), x);
+	r = _mm256_fnmadd_ps(m, _mm256_set1_ps(0x1.0bfbe8p-18f), r);
+	/* e^r − 1 = r + r²·g(r), g of degree 2 fitted on |r| <= ln2/16 */
+	g = _mm256_fmadd_ps(r, _mm256_set1_ps(0x1.55596ep-5f), _mm256_set1_ps(0x1.555b7cp-3f));
+	g = _mm256_fmadd_ps(g, r, _mm256_set1_ps(0.5f));
+	q = _mm256_fmadd_ps(_mm256_mul_ps(r, r), g, r);
+	/* 2^(j/8), j = m mod 8: the permute reads an index's low 3 bits; times
+	 * 2^floor(m/8) built as a float's exponent */
+	k = _mm256_slli_epi32(_mm256_add_epi32(_mm256_srli_epi32(ti, 3), _mm256_set1_epi32(127)), 23);
+	s = _mm256_mul_ps(_mm256_permutevar8x32_ps(tab, ti), _mm256_castsi256_ps(k));
+	return (vec)_mm256_and_ps(keep, _mm256_fmadd_ps(s, q, s));
+#else
+	/* 2^(j/4), j = 0..3, each rounded to the nearest double: j's low bit
+	 * picks within a 128-bit half, its high bit between the halves */
+	const __m256d lo2 = _mm256_setr_pd(0x1p+0, 0x1.306fe0a31b715p+0, 0x1p+0, 0x1.306fe0a31b715p+0);
+	const __m256d hi2 = _mm256_setr_pd(0x1.6a09e667f3bcdp+0, 0x1.ae89f995ad3adp+0,
+					   0x1.6a09e667f3bcdp+0, 0x1.ae89f995ad3adp+0);
+	const __m256d lo = _mm256_set1_pd(-708.0), shift = _mm256_set1_pd(0x1.8p52);
+	const __m256d x = (__m256d)xv;
+	/* x <= lo (-inf too) gives 0, whatever the steps below make of it; nan stays nan */
+	const __m256d keep = _mm256_cmp_pd(x, lo, _CMP_NLE_UQ);
+	__m256d t, m, r, g, q, s;
+	__m256i ti, k;
+
+	/* m = round(x·4/ln2), its bits in t's low bits; ln2/4 in two parts, m·hi exact */
+	t = _mm256_fmadd_pd(x, _mm256_set1_pd(0x1.71547652b82fep+2), shift);
+	m = _mm256_sub_pd(t, shift);
+	ti = _mm256_castpd_si256(t);
+	r = _mm256_fnmadd_pd(m, _mm256_set1_pd(0x1.62e42feep-3), x);
+	r = _mm256_fnmadd_pd(m, _mm256_set1_pd(0x1.a39ef35793c76p-35), r);
+	/* e^r − 1 = r + r²·g(r), g of degree 6 fitted on |r| <= ln2/8 (Chebyshev,
+	 * mpmath.chebyfit, coefficients rounded to double) */
+	g = _mm256_fmadd_pd(r, _mm256_set1_pd(0x1.a0298e7bb2eabp-16), _mm256_set1_pd(0x1.a02d71c4b5e0dp-13));
+	g = _mm256_fmadd_pd(g, r, _mm256_set1_pd(0x1.6c16c13051822p-10));
+	g = _mm256_fmadd_pd(g, r, _mm256_set1_pd(0x1.111110c65a277p-7));
+	g = _mm256_fmadd_pd(g, r, _mm256_set1_pd(0x1.5555555555c83p-5));
+	g = _mm256_fmadd_pd(g, r, _mm256_set1_pd(0x1.5555555556748p-3));
+	g = _mm256_fmadd_pd(g, r, _mm256_set1_pd(0.5));
+	q = _mm256_fmadd_pd(_mm256_mul_pd(r, r), g, r);
+	/* 2^(j/4), j = m mod 4 (permutevar_pd reads an index's bit 1, blendv
+	 * the sign bit); times 2^floor(m/4) built as a double's exponent */
+	{
+		const __m256i j1 = _mm256_add_epi64(ti, ti);
+
+		s = _mm256_blendv_pd(_mm256_permutevar_pd(lo2, j1), _mm256_permutevar_pd(hi2, j1),
+				     _mm256_castsi256_pd(_mm256_slli_epi64(ti, 62)));
+	}
+	k = _mm256_slli_epi64(_mm256_add_epi64(_mm256_srli_epi64(ti, 2), _mm256_set1_epi64x(1023)), 52);
+	s = _mm256_mul_pd(s, _mm256_castsi256_pd(k));
+	return (vec)_mm256_and_pd(keep, _mm256_fmadd_pd(s, q, s));
 #endif
 }
 #else
