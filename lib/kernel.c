@@ -593,16 +593,26 @@ size_t NAME(mha_attend_bytes_)(const struct mha_attend *a)
 			   mha_sat_mul((size_t)attend_threads(a), one));
 }
 
-/* the largest |v| of key/value head g's values in sequence b: for the rerun after an overflow */
-static double vmax_of(const struct mha_attend *a, size_t b, size_t g)
+/*
+ * the largest |v| of key/value head g's values in sequence b: for the
+ * rerun after an overflow.  Found in the element type (a maximum is
+ * exact) and widened once: GCC 12's vectoriser stops with an internal
+ * error on aarch64 at a float-to-double maximum in a loop (-O3, float)
+ */
+static __attribute__((noinline, cold)) double vmax_of(const struct mha_attend *a, size_t b,
+						      size_t g)
 {
 	const REAL *V = (const REAL *)a->V + b * a->n_kv * a->ldv + g * a->dv;
-	double m = 0;
+	REAL m = 0;
 
 	for (size_t j = 0; j < a->n_kv; j++)
-		for (size_t t = 0; t < a->dv; t++)
-			m = fmax(m, fabs((double)V[j * a->ldv + t]));
-	return m;
+		for (size_t t = 0; t < a->dv; t++) {
+			const REAL v = V[j * a->ldv + t] < 0 ? -V[j * a->ldv + t] : V[j * a->ldv + t];
+
+			/* a NaN is never greater: skipped, as fmax skips it */
+			m = v > m ? v : m;
+		}
+	return (double)m;
 }
 
 /*

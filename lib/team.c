@@ -14,6 +14,8 @@
  * Not here: how a region shares its work (its own code, through
  * team_share and team_next), and nothing is ever printed.
  */
+/* pthread_attr_setsigmask_np (glibc) */
+#define _GNU_SOURCE
 #include "team.h"
 #include "kernel.h"
 
@@ -26,6 +28,13 @@
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#endif
+
+/* glibc 2.32 and later: a thread's first signal mask set by its attributes */
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+#define TEAM_ATTR_SIGMASK 1
+#else
+#define TEAM_ATTR_SIGMASK 0
 #endif
 
 /* how long a waiter spins before it sleeps: a few regions' gaps, not a file's read */
@@ -125,6 +134,11 @@ static void *worker_main(void *p)
 	struct worker *w = p;
 	const int t = (int)(w - workers);
 	int seen = 0;
+	sigset_t all;
+
+	/* born so where pthread_attr_setsigmask_np is (team_grow); else now */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, NULL);
 
 	for (;;) {
 		if (!spin_while(&w->go, seen)) {
@@ -159,28 +173,51 @@ static void team_init(void)
 	pthread_atfork(NULL, NULL, team_child);
 }
 
-/* workers up to want participants, as many as can be started; the participants there are */
+/*
+ * Workers up to want participants, as many as can be started; the
+ * participants there are.  The workers take no signals: the program's
+ * handlers run on its own threads.  Each is born with every signal
+ * blocked (glibc's pthread_attr_setsigmask_np), so that the caller never
+ * blocks any: a caller that blocked them all around pthread_create, as
+ * this once did, could not be stopped while pthread_create did not
+ * return (issue 37: two different glibc builds mixed under qemu-aarch64
+ * deadlock there, and SIGTERM then waited forever).  Elsewhere each
+ * worker blocks them first thing (worker_main); a signal sent to the
+ * process goes to a thread that does not block it, the caller's.
+ */
 __attribute__((noinline)) static int team_grow(int want)
 {
-	sigset_t all, old;
+	pthread_attr_t attr, *at = NULL;
 
 	if (team.started >= want)
 		return want;
 	if (!team.started)
 		team.started = 1;
-	/* the workers take no signals: the program's handlers run on its own threads */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
+#if TEAM_ATTR_SIGMASK
+	if (!pthread_attr_init(&attr)) {
+		sigset_t all;
+
+		sigfillset(&all);
+		at = &attr;
+		if (pthread_attr_setsigmask_np(&attr, &all)) {
+			pthread_attr_destroy(&attr);
+			at = NULL;
+		}
+	}
+#else
+	(void)attr;
+#endif
 	while (team.started < want) {
 		struct worker *w = &workers[team.started];
 
 		atomic_store(&w->go, 0);
 		atomic_store(&w->sleeping, 0);
-		if (pthread_create(&w->id, NULL, worker_main, w))
+		if (pthread_create(&w->id, at, worker_main, w))
 			break;
 		team.started++;
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (at)
+		pthread_attr_destroy(at);
 	return team.started;
 }
 
