@@ -41,13 +41,35 @@ PTHREAD ?= -pthread
 # and AVX-512 beside the baseline, picked at run time); fused multiply-adds
 # are allowed there, which -ffast-math is not
 KERNEL_CFLAGS = -O3 -ffp-contract=fast
-ARCH := $(shell uname -m)
-ifneq (,$(filter x86_64 amd64,$(ARCH)))
-X86_KERNELS = -DMHA_X86_KERNELS
+# The machine the build is for is the compiler's target, not this machine:
+# make CC=aarch64-linux-gnu-gcc, or make TARGET=aarch64 (which names that
+# compiler when CC is make's default), cross-builds for arm64.  x86-64:
+# AVX2 and AVX-512 kernels beside the baseline; arm64: NEON kernels beside
+# it; anything else: the baseline alone.
+ifdef TARGET
+ifeq ($(origin CC),default)
+CC = $(TARGET)-linux-gnu-gcc
+endif
+endif
+MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+ifneq (,$(filter x86_64-% amd64-%,$(MACHINE)))
+KERNEL_DEFS = -DMHA_X86_KERNELS
 KERNEL_VARIANTS = f64_base f32_base f64_avx2 f32_avx2 f64_avx512 f32_avx512
+else ifneq (,$(filter aarch64-% arm64-%,$(MACHINE)))
+KERNEL_DEFS = -DMHA_ARM_KERNELS
+KERNEL_VARIANTS = f64_base f32_base f64_neon f32_neon
 else
-X86_KERNELS =
+KERNEL_DEFS =
 KERNEL_VARIANTS = f64_base f32_base
+endif
+# a cross build finds the target's libraries (Debian's multiarch -dev
+# packages, e.g. libcjson-dev:arm64) through their own pkg-config files
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+BUILD_MULTIARCH := $(shell cc -print-multiarch 2>/dev/null)
+ifneq ($(MULTIARCH),$(BUILD_MULTIARCH))
+ifneq (,$(MULTIARCH))
+PKG_CONFIG ?= PKG_CONFIG_LIBDIR=/usr/lib/$(MULTIARCH)/pkgconfig:/usr/share/pkgconfig pkg-config
+endif
 endif
 
 PYTHON  ?= /usr/bin/python3
@@ -92,7 +114,8 @@ TEST_OBJ = $(UNIT_SRC:%.c=build/%.o) build/tests/ref.o build/cli/base/number.o
 
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
-        test-install test-symbols check-browser test-backward test-compare bench-npz test-layers FORCE
+        test-install test-symbols check-browser test-backward test-compare bench-npz test-layers \
+        test-signals check-arm64 check-clang FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -103,31 +126,31 @@ build/.flags: FORCE
 
 build/lib/%.o: lib/%.c build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fPIC -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
 
 # a kernel variant's flags from its name (f32_avx2: -DMHA_F32 -DVB=32 -mavx2
 # -mfma), for kernel.c and kernel_bwd.c, in the normal and the ASan build
 kernel_variant = -DSFX=$(1) $(if $(filter f32_%,$(1)),-DMHA_F32) \
 	$(if $(filter %_base,$(1)),-DVB=16)$(if $(filter %_avx2,$(1)),-DVB=32 -mavx2 -mfma)$(if \
-	$(filter %_avx512,$(1)),-DVB=64 -mavx512f -mfma)
+	$(filter %_avx512,$(1)),-DVB=64 -mavx512f -mfma)$(if $(filter %_neon,$(1)),-DVB=16 -DMR=8)
 
 # kernel_f64_base.o … kernel_f32_avx512.o (kernel_bwd_% has the shorter stem
 # below, so make picks that rule for the backward's kernels)
 build/lib/kernel_%.o: lib/kernel.c build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(KERNEL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(X86_KERNELS) -fPIC \
+	$(CC) $(ALL_CFLAGS) $(KERNEL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fPIC \
 		-fvisibility=hidden -DMHA_BUILDING $(call kernel_variant,$*) -c $< -o $@
 # fused multiply-adds as in kernel.c, but for s·scale, which kernel_bwd.c's
 # scaled() rounds first
 BWD_CFLAGS = $(KERNEL_CFLAGS)
 build/lib/kernel_bwd_%.o: lib/kernel_bwd.c build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(BWD_CFLAGS) $(DEPFLAGS) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING \
+	$(CC) $(ALL_CFLAGS) $(BWD_CFLAGS) $(DEPFLAGS) $(KERNEL_DEFS) -fPIC -fvisibility=hidden -DMHA_BUILDING \
 		$(call kernel_variant,$*) -c $< -o $@
 
 build/lib/backward_f32.o: lib/backward.c build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(X86_KERNELS) -fPIC -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fPIC -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
 
 build/cli/%.o: cli/%.c build/.flags
 	@mkdir -p $(@D)
@@ -199,7 +222,7 @@ check: deps
 	$(MAKE) -j$(NPROC) STRICT=-Werror all tests/test_lib
 	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-npz \
 		test-checkpoint test-schema test-samples test-docs test-install test-symbols test-backward \
-		test-compare test-layers test-options test-python
+		test-compare test-layers test-options test-python test-signals
 	@echo "make check: all tests passed"
 
 # mha against ONNX Runtime, PyTorch and the machine's GEMM rate: not part of check
@@ -265,6 +288,10 @@ conformance: deps
 
 test-unit: tests/test_lib
 	CK_FORK=yes ./tests/test_lib
+
+# SIGTERM and SIGINT stop a run of many tokens within a second (issue 37)
+test-signals: mha
+	$(PYTHON) tests/signal_check.py ./mha
 
 test-options: tests/options_test
 	./tests/options_test
@@ -388,7 +415,7 @@ uninstall:
 	if [ -n "$(PYTHON_DIR)" ]; then rm -rf $(DESTDIR)$(PYTHON_DIR)/mha; fi
 
 clean:
-	rm -rf build mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance tests/zip_test tests/npz_test \
+	rm -rf build $(ARM64_DIR) $(CLANG_DIR) mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance tests/zip_test tests/npz_test \
 		tests/options_test bench/bench_mha bench/bench_backward bench/bench_mla bench/bench_npz
 
 # ---- fuzzing: libFuzzer targets in tests/fuzz/ (see tests/fuzz/README.md) ----
@@ -510,21 +537,21 @@ $(ASAN_DIR)/.flags: FORCE
 
 $(ASAN_DIR)/lib/kernel_%.o: lib/kernel.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(KERNEL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(X86_KERNELS) -fvisibility=hidden \
+	$(CC) $(ASAN_ALL_CFLAGS) $(KERNEL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fvisibility=hidden \
 		-DMHA_BUILDING $(call kernel_variant,$*) -c $< -o $@
 
 $(ASAN_DIR)/lib/kernel_bwd_%.o: lib/kernel_bwd.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(BWD_CFLAGS) $(DEPFLAGS) $(X86_KERNELS) -fvisibility=hidden \
+	$(CC) $(ASAN_ALL_CFLAGS) $(BWD_CFLAGS) $(DEPFLAGS) $(KERNEL_DEFS) -fvisibility=hidden \
 		-DMHA_BUILDING $(call kernel_variant,$*) -c $< -o $@
 
 $(ASAN_DIR)/lib/backward_f32.o: lib/backward.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(X86_KERNELS) -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
 
 $(ASAN_DIR)/lib/%.o: lib/%.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(X86_KERNELS) -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
 
 $(ASAN_DIR)/cli/%.o: cli/%.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
@@ -551,6 +578,37 @@ $(ASAN_DIR)/conformance: $(ASAN_DIR)/tests/conformance.o $(ASAN_DIR)/libmha.a
 # the unit tests once per kernel (base, AVX2, AVX-512 where the CPU has them),
 # then every suite make check runs except test-install (packaging, no new code)
 ASAN_KERNELS = $(patsubst f64_%,%,$(filter f64_%,$(KERNEL_VARIANTS)))
+
+# arm64: the tree cross-built with Debian's aarch64 toolchain in
+# build-arm64/tree (a copy of the sources, so this tree's own build stays),
+# then its unit tests, the two-head sample on two threads, the signal test
+# and the CLI's golden cases under qemu-user (tests/arm64_check.sh; about
+# ten minutes on two cores).  Installs what it needs, arm64's multiarch
+# -dev packages among them.
+ARM64_DIR = build-arm64
+ARM64_PACKAGES = gcc-aarch64-linux-gnu qemu-user libc6:arm64 libcjson-dev:arm64 zlib1g-dev:arm64 \
+                 libdeflate-dev:arm64 check:arm64
+check-arm64: deps
+	@dpkg --print-foreign-architectures 2>/dev/null | grep -qx arm64 || \
+		{ dpkg --add-architecture arm64 && apt-get update -qq; }
+	@sh tests/ensure_debs.sh $(ARM64_PACKAGES)
+	rm -rf $(ARM64_DIR)/tree && mkdir -p $(ARM64_DIR)/tree
+	tar -cf - Makefile cli lib tests/unit tests/ref.c tests/ref.h | tar -C $(ARM64_DIR)/tree -xf -
+	$(MAKE) -C $(ARM64_DIR)/tree -j$(NPROC) TARGET=aarch64 STRICT=-Werror mha tests/test_lib
+	$(PYTHON) -c 'import sys' && PYTHON=$(PYTHON) sh tests/arm64_check.sh $(ARM64_DIR)
+
+# clang: the tree built with clang in build-clang/tree and its unit tests
+# run with every kernel (CLANG_STRICT: -Werror but for two warnings GCC
+# gives only on strict-alignment targets or not at all)
+CLANG_DIR = build-clang
+CLANG_STRICT = -Werror -Wno-missing-field-initializers -Wno-cast-align
+check-clang: deps
+	@sh tests/ensure_debs.sh clang
+	rm -rf $(CLANG_DIR)/tree && mkdir -p $(CLANG_DIR)/tree
+	tar -cf - Makefile cli lib tests/unit tests/ref.c tests/ref.h | tar -C $(CLANG_DIR)/tree -xf -
+	$(MAKE) -C $(CLANG_DIR)/tree -j$(NPROC) CC=clang STRICT="$(CLANG_STRICT)" mha tests/test_lib
+	@for k in base avx2 avx512; do echo "unit tests built with clang, MHA_KERNEL=$$k"; \
+		MHA_KERNEL=$$k CK_FORK=yes ./$(CLANG_DIR)/tree/tests/test_lib || exit 1; done
 
 # the unit tests of each kernel side by side (each mostly one thread, several
 # minutes under ASan), their output shown in turn after

@@ -553,6 +553,12 @@ static const struct mha_bwd_kernels *bwd_kernels(const struct mha_kernels *k)
 	if (k->gemm == BWD_NAME(mha_gemm_, BWD_ELEM(avx2)))
 		return &avx2;
 #endif
+#if defined(MHA_ARM_KERNELS)
+	static const struct mha_bwd_kernels neon = BWD_KERNELS_OF(BWD_ELEM(neon));
+
+	if (k->gemm == BWD_NAME(mha_gemm_, BWD_ELEM(neon)))
+		return &neon;
+#endif
 	(void)k;
 	return &base;
 }

@@ -10,7 +10,8 @@
  * over all its rows, and its attention tasks are batch × heads × query
  * blocks, each sequence under its own rule (mha_rule_seq).  The kernels are compiled for several
  * vector widths; the widest the processor runs is used (MHA_KERNEL=base,
- * avx2 or avx512 in the environment chooses one, for testing).
+ * avx2 or avx512 in the environment chooses one, for testing; on arm64 the
+ * NEON ones, or MHA_KERNEL=base).
  */
 /* sched_getaffinity: the CPUs this process may use */
 #ifndef _GNU_SOURCE
@@ -28,6 +29,10 @@
 #if defined(__linux__)
 #include <sched.h>
 #endif
+#if defined(__linux__) && defined(MHA_ARM_KERNELS)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 #include <unistd.h>
 
 #define KERNELS(name, sfx) \
@@ -40,6 +45,9 @@ static const struct mha_kernels kernels_f64[] = {
 	KERNELS("avx2", f64_avx2),
 	KERNELS("avx512", f64_avx512),
 #endif
+#if defined(MHA_ARM_KERNELS)
+	KERNELS("neon", f64_neon),
+#endif
 };
 
 static const struct mha_kernels kernels_f32[] = {
@@ -48,9 +56,17 @@ static const struct mha_kernels kernels_f32[] = {
 	KERNELS("avx2", f32_avx2),
 	KERNELS("avx512", f32_avx512),
 #endif
+#if defined(MHA_ARM_KERNELS)
+	KERNELS("neon", f32_neon),
+#endif
 };
 
-/* 0 base, 1 AVX2+FMA, 2 AVX-512F+FMA: what the CPU runs, or MHA_KERNEL says */
+/*
+ * The index in the tables above: 0 base; x86-64: 1 AVX2+FMA, 2
+ * AVX-512F+FMA; arm64: 1 NEON (Advanced SIMD, which every arm64 processor
+ * Linux runs on has, asked of the kernel all the same).  What the CPU
+ * runs, or no wider than MHA_KERNEL says.
+ */
 static int kernel_level(void)
 {
 	int level = 0;
@@ -62,6 +78,12 @@ static int kernel_level(void)
 		level = 1;
 	if (level == 1 && __builtin_cpu_supports("avx512f"))
 		level = 2;
+#elif defined(MHA_ARM_KERNELS)
+#if defined(__linux__) && defined(AT_HWCAP) && defined(HWCAP_ASIMD)
+	level = (getauxval(AT_HWCAP) & HWCAP_ASIMD) ? 1 : 0;
+#else
+	level = 1;
+#endif
 #endif
 	if (want && !strcmp(want, "base"))
 		level = 0;

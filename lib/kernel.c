@@ -36,7 +36,15 @@
 
 typedef REAL vec __attribute__((vector_size(VB), aligned(VB)));
 #define VL ((size_t)(VB / sizeof(REAL))) /* elements per vector */
-#define MR 6                             /* micro-tile rows */
+/* micro-tile rows: 6 (12 accumulators of x86's 16 or 32 vector registers);
+ * arm64's NEON build takes 8 (-DMR=8: 16 accumulators of its 32) */
+#ifndef MR
+#define MR 6
+#endif
+/* a loop over a tile's MR rows unrolled whole (#pragma takes no macro) */
+#define PRAGMA_(x) _Pragma(#x)
+#define PRAGMA(x) PRAGMA_(x)
+#define UNROLL_MR PRAGMA(GCC unroll MR)
 #define NR (2 * VL)                      /* micro-tile columns */
 #define IS_F32 (sizeof(REAL) == 4)
 
@@ -153,7 +161,7 @@ micro_strided(size_t kc, const REAL *restrict a, size_t ps, size_t is, const REA
 		const vec b0 = *(const vec *)(b + p * NR), b1 = *(const vec *)(b + p * NR + VL);
 		const REAL *ap = a + p * ps;
 
-#pragma GCC unroll 6
+UNROLL_MR
 		for (int i = 0; i < MR; i++) {
 			acc[i][0] += ap[(size_t)i * is] * b0;
 			acc[i][1] += ap[(size_t)i * is] * b1;
@@ -189,7 +197,7 @@ micro_strided(size_t kc, const REAL *restrict a, size_t ps, size_t is, const REA
 	/* unrolled, each row's index a constant: acc is never indexed at run
 	 * time, so its sums stay in registers (else all of them go through
 	 * the stack on the way out, whole tiles too) */
-#pragma GCC unroll 6
+UNROLL_MR
 	for (size_t i = 0; i < MR; i++) {
 		const vec a0 = acc[i][0], a1 = acc[i][1];
 		REAL tmp[2 * (VB / sizeof(REAL))];

@@ -115,6 +115,10 @@ MHA_DECLARE_KERNELS(f32_avx2);
 MHA_DECLARE_KERNELS(f64_avx512);
 MHA_DECLARE_KERNELS(f32_avx512);
 #endif
+#if defined(MHA_ARM_KERNELS)
+MHA_DECLARE_KERNELS(f64_neon);
+MHA_DECLARE_KERNELS(f32_neon);
+#endif
 
 /* the kernels for doubles (is_f32 0) or floats, the widest this CPU runs */
 const struct mha_kernels *mha_pick_kernels(int is_f32);
@@ -190,6 +194,10 @@ MHA_DECLARE_PACKED(f64_avx2);
 MHA_DECLARE_PACKED(f32_avx2);
 MHA_DECLARE_PACKED(f64_avx512);
 MHA_DECLARE_PACKED(f32_avx512);
+#endif
+#if defined(MHA_ARM_KERNELS)
+MHA_DECLARE_PACKED(f64_neon);
+MHA_DECLARE_PACKED(f32_neon);
 #endif
 
 #endif

@@ -86,8 +86,9 @@
  *                    (a number, or the first of a list: "4" or "4,2");
  *   MHA_KERNEL       "base" or "avx2": use no wider kernels than these,
  *                    though the CPU has them (for comparing and testing
- *                    the kernels; anything else: the widest the CPU runs,
- *                    mha_kernel() says which).
+ *                    the kernels; anything else, "neon" and "avx512"
+ *                    among them: the widest the CPU runs, mha_kernel()
+ *                    says which).
  */
 #ifndef MHA_H
 #define MHA_H
@@ -787,7 +788,7 @@ MHA_API size_t mha_memory(const mha_dims *dims, const mha_config *cfg, unsigned 
 MHA_API mha_status mha_rope_apply(double *out, const double *x, size_t rows, size_t heads,
 				  size_t d, const mha_config *cfg, const ptrdiff_t *pos);
 
-/* The kernels the fast path uses here: "avx512", "avx2" or "base". */
+/* The kernels the fast path uses here: "avx512", "avx2", "neon" (arm64) or "base". */
 MHA_API const char *mha_kernel(void);
 
 /* ---- the backward pass -------------------------------------------------- */

@@ -6,7 +6,12 @@ optional=0
 [ "${1:-}" = --optional ] && { optional=1; shift; }
 command -v dpkg >/dev/null 2>&1 || { echo "not Debian: install $*"; exit 0; }
 missing=""
-for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+# a package installed for two architectures (make check-arm64's multiarch
+# -dev packages) is ambiguous to dpkg by its bare name: this machine's is meant
+arch=$(dpkg --print-architecture 2>/dev/null)
+for p in "$@"; do
+	dpkg -s "$p" >/dev/null 2>&1 || dpkg -s "$p:$arch" >/dev/null 2>&1 || missing="$missing $p"
+done
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ]; then
 	echo "installing Debian packages:$missing"

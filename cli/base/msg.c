@@ -15,7 +15,8 @@
  * formatted whole, then written as text.h shows text, so none of them can
  * put a control character on the terminal or end the line early.
  */
-static void vreport(const char *prefix, const char *fmt, va_list ap)
+static __attribute__((format(printf, 2, 0))) void vreport(const char *prefix, const char *fmt,
+							      va_list ap)
 {
 	char small[512], *msg = small;
 	va_list again;

@@ -112,7 +112,12 @@ void check_close_norm(const char *what, const double *got, const double *want, s
 }
 
 /* the kernel variants the tests run, each by MHA_KERNEL (the widest the CPU runs when it lacks one) */
-const char *const kernel_names[3] = { "base", "avx2", "avx512" };
+/* the kernels of this build's machine (MHA_KERNEL), the baseline first */
+#if defined(__aarch64__)
+const char *const kernel_names[N_KERNEL_NAMES] = { "base", "neon" };
+#else
+const char *const kernel_names[N_KERNEL_NAMES] = { "base", "avx2", "avx512" };
+#endif
 
 /* an environment variable's value to put back later (NULL: unset), and putting it back */
 char *env_save(const char *name)

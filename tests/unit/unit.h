@@ -74,7 +74,12 @@ void check_close(const char *what, const double *got, const double *want, size_t
 
 void check_close_norm(const char *what, const double *got, const double *want, size_t n);
 
-extern const char *const kernel_names[3];
+#if defined(__aarch64__)
+#define N_KERNEL_NAMES 2
+#else
+#define N_KERNEL_NAMES 3
+#endif
+extern const char *const kernel_names[N_KERNEL_NAMES];
 
 char *env_save(const char *name);
 
