@@ -115,7 +115,7 @@ TEST_OBJ = $(UNIT_SRC:%.c=build/%.o) build/tests/ref.o build/cli/base/number.o
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
         test-install test-symbols check-browser test-backward test-compare bench-npz test-layers \
-        test-signals check-arm64 check-clang FORCE
+        test-signals arm64-deps check-arm64 check-clang FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -588,27 +588,37 @@ ASAN_KERNELS = $(patsubst f64_%,%,$(filter f64_%,$(KERNEL_VARIANTS)))
 ARM64_DIR = build-arm64
 ARM64_PACKAGES = gcc-aarch64-linux-gnu qemu-user libc6:arm64 libcjson-dev:arm64 zlib1g-dev:arm64 \
                  libdeflate-dev:arm64 check:arm64
-check-arm64: deps
+arm64-deps: deps
 	@dpkg --print-foreign-architectures 2>/dev/null | grep -qx arm64 || \
 		{ dpkg --add-architecture arm64 && apt-get update -qq; }
 	@sh tests/ensure_debs.sh $(ARM64_PACKAGES)
+
+check-arm64: arm64-deps
 	rm -rf $(ARM64_DIR)/tree && mkdir -p $(ARM64_DIR)/tree
 	tar -cf - Makefile cli lib tests/unit tests/ref.c tests/ref.h | tar -C $(ARM64_DIR)/tree -xf -
 	$(MAKE) -C $(ARM64_DIR)/tree -j$(NPROC) TARGET=aarch64 STRICT=-Werror mha tests/test_lib
 	$(PYTHON) -c 'import sys' && PYTHON=$(PYTHON) sh tests/arm64_check.sh $(ARM64_DIR)
 
 # clang: the tree built with clang in build-clang/tree and its unit tests
-# run with every kernel (CLANG_STRICT: -Werror but for two warnings GCC
+# run with every kernel; then built with clang for arm64 in
+# build-clang/arm64 (clang --target=aarch64-linux-gnu, Debian's aarch64
+# toolchain and :arm64 libraries) and its unit tests run under qemu-user
+# with the NEON kernels (CLANG_STRICT: -Werror but for two warnings GCC
 # gives only on strict-alignment targets or not at all)
 CLANG_DIR = build-clang
 CLANG_STRICT = -Werror -Wno-missing-field-initializers -Wno-cast-align
-check-clang: deps
+check-clang: arm64-deps
 	@sh tests/ensure_debs.sh clang
-	rm -rf $(CLANG_DIR)/tree && mkdir -p $(CLANG_DIR)/tree
+	rm -rf $(CLANG_DIR) && mkdir -p $(CLANG_DIR)/tree $(CLANG_DIR)/arm64
 	tar -cf - Makefile cli lib tests/unit tests/ref.c tests/ref.h | tar -C $(CLANG_DIR)/tree -xf -
+	tar -cf - Makefile cli lib tests/unit tests/ref.c tests/ref.h | tar -C $(CLANG_DIR)/arm64 -xf -
 	$(MAKE) -C $(CLANG_DIR)/tree -j$(NPROC) CC=clang STRICT="$(CLANG_STRICT)" mha tests/test_lib
 	@for k in base avx2 avx512; do echo "unit tests built with clang, MHA_KERNEL=$$k"; \
 		MHA_KERNEL=$$k CK_FORK=yes ./$(CLANG_DIR)/tree/tests/test_lib || exit 1; done
+	$(MAKE) -C $(CLANG_DIR)/arm64 -j$(NPROC) CC="clang --target=aarch64-linux-gnu" \
+		STRICT="$(CLANG_STRICT)" mha tests/test_lib
+	@echo "unit tests built with clang for arm64, under qemu-aarch64 (the widest kernels: NEON)"
+	QEMU_LD_PREFIX=/ CK_FORK=yes CK_TIMEOUT_MULTIPLIER=20 qemu-aarch64 $(CLANG_DIR)/arm64/tests/test_lib
 
 # the unit tests of each kernel side by side (each mostly one thread, several
 # minutes under ASan), their output shown in turn after
