@@ -6,6 +6,9 @@
 #   make conformance  the ONNX Attention cases (../shared/conformance/onnx-attention-opset25)
 #                     and RotaryEmbedding cases (../shared/conformance/onnx-rotary-embedding)
 #   make check-browser  the -o attn.html page in headless Chromium (installs chromium)
+#   make check-arm64  cross-build for arm64, its tests under qemu-user (docs/platforms.md)
+#   make check-clang  build with clang for x86-64 and arm64, run the unit tests
+#   make TARGET=aarch64  cross-build for arm64 (or CC=aarch64-linux-gnu-gcc)
 #   make bench        mha against ONNX Runtime, PyTorch and the machine's GEMM rate
 #                     (half an hour, unattended, on a quiet machine: bench/README.md);
 #                     writes bench/results-DATE.md.  BENCH_ARGS=--quick: a smoke run
@@ -48,7 +51,8 @@ KERNEL_CFLAGS = -O3 -ffp-contract=fast
 # it; anything else: the baseline alone.
 ifdef TARGET
 ifeq ($(origin CC),default)
-CC = $(TARGET)-linux-gnu-gcc
+# aarch64 or a whole triplet (aarch64-linux-gnu)
+CC = $(if $(findstring -,$(TARGET)),$(TARGET),$(TARGET)-linux-gnu)-gcc
 endif
 endif
 MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
@@ -583,9 +587,13 @@ ASAN_KERNELS = $(patsubst f64_%,%,$(filter f64_%,$(KERNEL_VARIANTS)))
 # build-arm64/tree (a copy of the sources, so this tree's own build stays),
 # then its unit tests, the two-head sample on two threads, the signal test
 # and the CLI's golden cases under qemu-user (tests/arm64_check.sh; about
-# ten minutes on two cores).  Installs what it needs, arm64's multiarch
+# five minutes on two cores).  Installs what it needs, arm64's multiarch
 # -dev packages among them.
 ARM64_DIR = build-arm64
+# the sources a copied tree builds the program and the unit tests from:
+# $(call copy_tree,DIR)
+TREE_FILES = Makefile cli lib tests/unit tests/ref.c tests/ref.h
+copy_tree = rm -rf $(1) && mkdir -p $(1) && tar -cf - $(TREE_FILES) | tar -C $(1) -xf -
 ARM64_PACKAGES = gcc-aarch64-linux-gnu qemu-user libc6:arm64 libcjson-dev:arm64 zlib1g-dev:arm64 \
                  libdeflate-dev:arm64 check:arm64
 arm64-deps: deps
@@ -594,10 +602,9 @@ arm64-deps: deps
 	@sh tests/ensure_debs.sh $(ARM64_PACKAGES)
 
 check-arm64: arm64-deps
-	rm -rf $(ARM64_DIR)/tree && mkdir -p $(ARM64_DIR)/tree
-	tar -cf - Makefile cli lib tests/unit tests/ref.c tests/ref.h | tar -C $(ARM64_DIR)/tree -xf -
+	$(call copy_tree,$(ARM64_DIR)/tree)
 	$(MAKE) -C $(ARM64_DIR)/tree -j$(NPROC) TARGET=aarch64 STRICT=-Werror mha tests/test_lib
-	$(PYTHON) -c 'import sys' && PYTHON=$(PYTHON) sh tests/arm64_check.sh $(ARM64_DIR)
+	PYTHON=$(PYTHON) sh tests/arm64_check.sh $(ARM64_DIR)
 
 # clang: the tree built with clang in build-clang/tree and its unit tests
 # run with every kernel; then built with clang for arm64 in
@@ -609,9 +616,8 @@ CLANG_DIR = build-clang
 CLANG_STRICT = -Werror -Wno-missing-field-initializers -Wno-cast-align
 check-clang: arm64-deps
 	@sh tests/ensure_debs.sh clang
-	rm -rf $(CLANG_DIR) && mkdir -p $(CLANG_DIR)/tree $(CLANG_DIR)/arm64
-	tar -cf - Makefile cli lib tests/unit tests/ref.c tests/ref.h | tar -C $(CLANG_DIR)/tree -xf -
-	tar -cf - Makefile cli lib tests/unit tests/ref.c tests/ref.h | tar -C $(CLANG_DIR)/arm64 -xf -
+	$(call copy_tree,$(CLANG_DIR)/tree)
+	$(call copy_tree,$(CLANG_DIR)/arm64)
 	$(MAKE) -C $(CLANG_DIR)/tree -j$(NPROC) CC=clang STRICT="$(CLANG_STRICT)" mha tests/test_lib
 	@for k in base avx2 avx512; do echo "unit tests built with clang, MHA_KERNEL=$$k"; \
 		MHA_KERNEL=$$k CK_FORK=yes ./$(CLANG_DIR)/tree/tests/test_lib || exit 1; done
