@@ -43,9 +43,11 @@ columns say "absent" without it), --long-n N, --window-w W, --batch-n N,
 On a processor with AVX-512 a fourth table, the AVX2 path: the AVX2
 kernels forced (MHA_KERNEL=avx2), as a processor without AVX-512 runs mha,
 beside OpenBLAS's own AVX2 kernels (OPENBLAS_CORETYPE=Haswell: the AVX2
-ceiling) and beside the AVX-512 kernels' time.  ONNX Runtime has no such
-switch: it meets the AVX2 kernels only on a processor without AVX-512,
-where the cases table is that comparison.
+ceiling), beside ONNX Runtime's AVX2 kernels (float32) and beside the
+AVX-512 kernels' time.  ONNX Runtime has no switch for its kernels: it runs
+from a copy of its library told that the system saves no AVX-512 state
+(ort_avx2.py), as on a processor without AVX-512, and so takes its AVX2
+paths.  On a processor without AVX-512 the cases table is that comparison.
 """
 import json
 import os
@@ -55,6 +57,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+import ort_avx2
 
 THREADS = os.cpu_count() or 1
 ROUNDS = 3  # timings of mha and of ONNX Runtime a case, taking turns
@@ -210,15 +214,17 @@ def version_of(argv, env=None):
         return ""
 
 
-def ort_run(ort, tmp, model, n, d, repeats):
+def ort_run(ort, tmp, model, n, d, repeats, narrow=None):
     """one ONNX Runtime model file of tmp, timed by ort_run.js (which checks
-    its output against mha's first)"""
+    its output against mha's first); narrow: the directory of ort_avx2.py's
+    library, loaded instead of the package's (ONNX Runtime as on AVX2)"""
+    env = dict(os.environ, LD_LIBRARY_PATH=narrow) if narrow else None
     return run_child(["node", os.path.join(HERE, "ort_run.js"), ort, os.path.join(tmp, model),
                       os.path.join(tmp, "x.bin"), os.path.join(tmp, "out.bin"), str(n), str(d),
-                      str(THREADS), str(repeats)])
+                      str(THREADS), str(repeats)], env)
 
 
-def ort_case(ort, tmp, n, d, h, causal, repeats):
+def ort_case(ort, tmp, n, d, h, causal, repeats, narrow=None):
     """the fastest of ONNX Runtime's three forms: (result, its model file,
     errors) or raises"""
     forms = subprocess.run([sys.executable, os.path.join(HERE, "ort_models.py"), tmp, str(n),
@@ -229,7 +235,7 @@ def ort_case(ort, tmp, n, d, h, causal, repeats):
     best, errors = None, []
     for model in forms.stdout.split():
         try:
-            r = ort_run(ort, tmp, model, n, d, repeats)
+            r = ort_run(ort, tmp, model, n, d, repeats, narrow)
         except (RuntimeError, OSError, ValueError) as e:
             errors.append("%s: %s" % (model[:-5], e))
             continue
@@ -311,36 +317,64 @@ def cases_table(out, binary, shapes, repeats, gemm, ort, torch_ok):
         out("- " + s)
 
 
-def avx2_table(out, binary, shapes, repeats, haswell, wide):
+def avx2_table(out, binary, shapes, repeats, haswell, wide, ort=None, ort_narrow=None):
     """The AVX2 kernels forced (MHA_KERNEL=avx2) on a machine that has wider
     ones: mha's rate beside OpenBLAS's own AVX2 kernels (OPENBLAS_CORETYPE=
-    Haswell), the AVX2 ceiling; and beside the wider kernel's time, taking
-    turns with it.  ONNX Runtime picks its kernels from the processor and has
-    no such switch: it is measured against the AVX2 kernels only on a
-    processor without AVX-512 (the cases table there)."""
+    Haswell), the AVX2 ceiling; beside the wider kernel's time; and, float32,
+    beside ONNX Runtime's own AVX2 kernels (ort_narrow: ort_avx2.py's
+    library, which tells ONNX Runtime the processor has no AVX-512), all
+    three taking turns."""
     out("| n | d_model | heads | causal | dtype | avx2 s | avx2 GFLOP/s | Haswell GEMM GFLOP/s | "
-        "avx2 / GEMM | %s s | avx2 / %s time |" % (wide, wide))
-    out("|---:|---:|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|")
+        "avx2 / GEMM | ONNX Runtime AVX2 s (form) | ORT/mha on AVX2 | %s s | avx2 / %s time |"
+        % (wide, wide))
+    out("|---:|---:|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    notes = []
     for (n, d, h, causal) in shapes:
         for dtype in ("f32", "f64"):
-            narrow, broad = [], []
-            for _ in range(ROUNDS):
-                narrow.append(run_mha(binary, n, d, h, causal, dtype, repeats,
-                                      kernel="avx2")["seconds"])
-                broad.append(run_mha(binary, n, d, h, causal, dtype, repeats,
-                                     kernel=wide)["seconds"])
+            narrow, broad, o_times, model = [], [], [], None
+            o_cell = "no f64" if dtype == "f64" else "absent"
+            with tempfile.TemporaryDirectory(prefix="mha-bench-") as tmp:
+                for r in range(ROUNDS):
+                    narrow.append(run_mha(binary, n, d, h, causal, dtype, repeats,
+                                          dump=tmp if r == 0 else None,
+                                          kernel="avx2")["seconds"])
+                    broad.append(run_mha(binary, n, d, h, causal, dtype, repeats,
+                                         kernel=wide)["seconds"])
+                    if dtype != "f32" or not ort_narrow or (r and not model):
+                        continue
+                    try:
+                        if r == 0:
+                            res, model, errors = ort_case(ort, tmp, n, d, h, causal, repeats,
+                                                          ort_narrow)
+                            notes += ["n=%d d=%d %s: ONNX Runtime (AVX2) %s" %
+                                      (n, d, "causal" if causal else "full", e) for e in errors]
+                        else:
+                            res = ort_run(ort, tmp, model, n, d, repeats, ort_narrow)
+                        o_times.append(res["seconds"])
+                    except (RuntimeError, OSError, ValueError) as e:
+                        if r == 0:
+                            o_cell = "failed: %s" % e
             secs, other = statistics.median(narrow), statistics.median(broad)
             rate = flops(n, d, causal) / secs / 1e9
             g = haswell.get(dtype)
-            out("| %d | %d | %d | %s | %s | %.4f | %.1f | %s | %s | %.4f | %.2f× |" %
+            o_ratio = "-"
+            if o_times:
+                o_cell = "%.4f (%s)" % (statistics.median(o_times), model[:-5])
+                o_ratio = "%.2f×" % (statistics.median(o_times) / secs)
+            out("| %d | %d | %d | %s | %s | %.4f | %.1f | %s | %s | %s | %s | %.4f | %.2f× |" %
                 (n, d, h, "yes" if causal else "no", dtype, secs, rate,
-                 "%.1f" % g if g else "-", "%.0f%%" % (100 * rate / g) if g else "-", other,
-                 secs / other))
+                 "%.1f" % g if g else "-", "%.0f%%" % (100 * rate / g) if g else "-", o_cell,
+                 o_ratio, other, secs / other))
     out()
     out("The same inputs as the cases; each time the median of %d calls in a process, the "
-        "median of %d such processes, the two kernels taking turns.  The GEMM rate: NumPy's "
-        "matmul 4096² under OpenBLAS's Haswell kernels (AVX2 and FMA), best of 5." %
-        (repeats, ROUNDS))
+        "median of %d such processes, the kernels taking turns.  The GEMM rate: NumPy's "
+        "matmul 4096² under OpenBLAS's Haswell kernels (AVX2 and FMA), best of 5.  ONNX "
+        "Runtime has no switch for its kernels: it ran from a copy of its library whose "
+        "xgetbv instructions read XCR0 = 7, what the system says on a processor without "
+        "AVX-512 (bench/ort_avx2.py), so it chose its AVX2 kernels; its output checked "
+        "against mha's as in the cases, its fastest form named." % (repeats, ROUNDS))
+    for s in notes:
+        out("- " + s)
 
 
 def long_table(out, binary, n, w):
@@ -384,8 +418,9 @@ def batch_table(out, binary, n, b, repeats):
         "(mha_dims.batch), its threads shared over sequences, heads and query blocks." % repeats)
 
 
-def avx2_section(out, binary, quick, repeats, shapes=None):
-    """the AVX2 table where the processor has AVX-512 too (else the cases are on AVX2)"""
+def avx2_section(out, binary, quick, repeats, shapes=None, ort=None):
+    """the AVX2 table where the processor has AVX-512 too (else the cases are on AVX2);
+    ort: onnxruntime-node's node_modules, or None"""
     _, flags = cpu_info()
     if "avx2" not in flags or "fma" not in flags:
         out("No AVX2 on this processor: nothing to measure.")
@@ -400,7 +435,17 @@ def avx2_section(out, binary, quick, repeats, shapes=None):
         sizes = (512, 2048) if quick else (512, 2048, 8192)
         dims = ((512, 8),) if quick else ((512, 8), (768, 12))
         shapes = [(n, d, h, c) for (d, h) in dims for n in sizes for c in (False, True)]
-    avx2_table(out, binary, shapes, repeats, by_type.get("Haswell", {}), "avx512")
+    with tempfile.TemporaryDirectory(prefix="mha-ort-avx2-") as narrow:
+        if ort:
+            try:
+                ort_avx2.patch(ort, narrow)
+            except (OSError, ValueError, subprocess.CalledProcessError) as e:
+                out("ONNX Runtime could not be narrowed to AVX2 (%s): its column says absent."
+                    % e)
+                out()
+                ort = None
+        avx2_table(out, binary, shapes, repeats, by_type.get("Haswell", {}), "avx512", ort,
+                   narrow if ort else None)
 
 
 def main():
@@ -441,22 +486,22 @@ def main():
     model, flags = cpu_info()
     out("# mha against ONNX Runtime and PyTorch%s" % (" (quick)" if quick else ""))
     out()
+    if ort and not os.path.isdir(os.path.join(ort, "onnxruntime-node")):
+        ort = None
+    if ort and not shutil.which("node"):
+        ort = None
+    ort_version = version_of(["node", "-p", "require(%s).version" % json.dumps(
+        os.path.join(os.path.abspath(ort), "onnxruntime-node", "package.json"))]) if ort else ""
+    ort = os.path.abspath(ort) if ort_version else None
     if only == "avx2":
         out("## The AVX2 path")
         out()
-        avx2_section(out, binary, quick, repeats)
+        avx2_section(out, binary, quick, repeats, ort=ort)
     elif only == "long":
         long_table(out, binary, long_n, win_w)
     elif only == "batch":
         batch_table(out, binary, batch_n, batch_b, repeats)
     else:
-        if ort and not os.path.isdir(os.path.join(ort, "onnxruntime-node")):
-            ort = None
-        if ort and not shutil.which("node"):
-            ort = None
-        ort_version = version_of(["node", "-p", "require(%s).version" % json.dumps(
-            os.path.join(os.path.abspath(ort), "onnxruntime-node", "package.json"))]) if ort else ""
-        ort = os.path.abspath(ort) if ort_version else None
         torch_version = version_of([sys.executable, "-c", "import torch; print(torch.__version__)"])
         gemm = gemm_rates(quick)
         out("Machine: %s, %d threads (%s); ONNX Runtime %s (onnxruntime-node, node %s); "
@@ -482,7 +527,7 @@ def main():
         if "avx2" in flags and "avx512f" in flags:
             out("## The AVX2 path")
             out()
-            avx2_section(out, binary, quick, repeats, shapes)
+            avx2_section(out, binary, quick, repeats, shapes, ort)
             out()
         out("## Batches: %d sequences of %d tokens against one of %d" %
             (batch_b, batch_n, batch_b * batch_n))
