@@ -252,6 +252,8 @@ bench: deps
 	$(PYTHON) bench/bench.py --ort $(BENCH_ORT) --output $(BENCH_OUT) $(BENCH_ARGS) bench/bench_mha
 	$(MAKE) mha && $(PYTHON) bench/bench_process.py --append $(BENCH_OUT) $(BENCH_PROCESS_ARGS) \
 		bench/bench_mha ./mha
+	$(PYTHON) bench/bench_process.py --avx2 --append $(BENCH_OUT) $(BENCH_PROCESS_ARGS) \
+		bench/bench_mha ./mha
 	$(MAKE) bench/bench_backward && $(PYTHON) bench/bench_backward.py --append $(BENCH_OUT) \
 		bench/bench_backward
 	$(PYTHON) bench/bench_backward.py --avx2 --append $(BENCH_OUT) $(filter --quick,$(BENCH_ARGS)) \

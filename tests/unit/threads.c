@@ -76,8 +76,19 @@ int __wrap_pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*fn)
 
 static int threads_allowed = -1;
 
+/* with born_seen set, each thread's processors at birth (its attributes'), in order */
+#define BORN_MAX 8
+static cpu_set_t born[BORN_MAX];
+static int born_seen = -1;
+
 int __wrap_pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
+	if (born_seen >= 0 && born_seen < BORN_MAX) {
+		CPU_ZERO(&born[born_seen]);
+		if (!attr || pthread_attr_getaffinity_np(attr, sizeof(cpu_set_t), &born[born_seen]))
+			sched_getaffinity(0, sizeof(cpu_set_t), &born[born_seen]); /* the caller's */
+		born_seen++;
+	}
 	if (threads_allowed == 0)
 		return EAGAIN;
 	if (threads_allowed > 0)
@@ -235,8 +246,80 @@ START_TEST(test_threads_refused)
 }
 END_TEST
 
+/*
+ * The workers are born each on one processor the caller may use (others
+ * than its own first: team.c's team_grow), and then widen to all of them:
+ * none stays pinned.  In a child of fork (a team of its own), with 3
+ * threads wanted; with a single processor allowed, none is pinned at all.
+ */
+START_TEST(test_threads_born_apart)
+{
+	const size_t n = 300, dm = 64, H = 4;
+	double *x = rnd_matrix(n * dm), *W[4], *out = malloc(n * dm * sizeof(double));
+	const mha_dims d = { .size = sizeof(mha_dims),
+			     .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+			     .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm };
+	const mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_weights w;
+	pid_t child;
+	int status;
+
+	for (int i = 0; i < 4; i++)
+		W[i] = rnd_matrix(dm * dm);
+	w = (mha_weights){ .size = sizeof(mha_weights),
+			   .W_Q = W[0], .W_K = W[1], .W_V = W[2], .W_O = W[3] };
+	fflush(NULL);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (!child) {
+		const mha_config cfg = { .size = sizeof(mha_config), .threads = 3 };
+		cpu_set_t mine, now;
+		DIR *dir;
+		struct dirent *e;
+		int bad = 0, threads = 0;
+
+		sched_getaffinity(0, sizeof(mine), &mine);
+		born_seen = 0;
+		if (mha_forward(out, &d, &in, &w, &cfg, NULL, NULL) != MHA_OK || born_seen < 1)
+			_exit(10);
+		/* born: one processor of the caller's each, or all of them with one */
+		for (int t = 0; t < born_seen && t < BORN_MAX; t++) {
+			cpu_set_t within;
+
+			CPU_AND(&within, &born[t], &mine);
+			if (CPU_COUNT(&mine) > 1 ? CPU_COUNT(&born[t]) != 1 || !CPU_EQUAL(&within, &born[t])
+						 : !CPU_EQUAL(&within, &mine))
+				bad |= 2;
+		}
+		/* now: every thread of the process free to run on all of them */
+		dir = opendir("/proc/self/task");
+		while (dir && (e = readdir(dir))) {
+			if (e->d_name[0] == '.')
+				continue;
+			threads++;
+			if (sched_getaffinity((pid_t)atoi(e->d_name), sizeof(now), &now) ||
+			    !CPU_EQUAL(&now, &mine))
+				bad |= 4;
+		}
+		if (dir)
+			closedir(dir);
+		_exit(bad | (threads < 2 ? 8 : 0));
+	}
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "workers at birth and after (exit %d: 2 born not on one processor of the "
+		      "caller's, 4 one still pinned, 8 no worker, 10 no run)",
+		      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	for (int i = 0; i < 4; i++)
+		free(W[i]);
+	free(x);
+	free(out);
+}
+END_TEST
+
 void unit_add_threads(const struct unit_suite *u)
 {
+	tcase_add_test(u->ref, test_threads_born_apart);
 	tcase_add_test(u->ref, test_concurrent_calls);
 	tcase_add_test(u->ref, test_threads_refused);
 	tcase_add_test(u->err, test_threads_default);
