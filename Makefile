@@ -95,7 +95,8 @@ SOVERSION = 6
 DEB_PACKAGES = gcc make pkg-config libcjson-dev zlib1g-dev libdeflate-dev check python3 python3-numpy jq \
                libxml2-utils librsvg2-bin
 
-LIB_SRC = lib/mha.c lib/fast.c lib/progress.c lib/rules.c lib/rope.c lib/norm.c lib/mla.c lib/mla_back.c lib/backward.c lib/team.c lib/pages.c
+LIB_SRC = lib/mha.c lib/fast.c lib/progress.c lib/rules.c lib/rope.c lib/norm.c lib/mla.c lib/mla_back.c \
+          lib/backward.c lib/backward_plain.c lib/backward_fast.c lib/team.c lib/pages.c
 # cli/ by role (docs/architecture.md): every .c of its folders
 CLI_DIRS = base read load run write cmd
 CLI_SRC = $(sort $(foreach d,$(CLI_DIRS),$(wildcard cli/$(d)/*.c)))
@@ -109,8 +110,10 @@ LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
 # the backward's elementwise kernels (kernel_bwd.c), per element type and vector width
 BWD_VARIANTS = $(KERNEL_VARIANTS)
 LIB_OBJ += $(BWD_VARIANTS:%=build/lib/kernel_bwd_%.o)
-# backward.c again with -DMHA_F32: mha_backward_f32's float arithmetic
-LIB_OBJ += build/lib/backward_f32.o
+# compiled again with -DMHA_F32 (lib/NAME.c into NAME_f32.o): mha_backward_f32's
+# float arithmetic
+F32_AGAIN = backward backward_plain backward_fast
+LIB_OBJ += $(F32_AGAIN:%=build/lib/%_f32.o)
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 # the unit tests, one file per subject (tests/unit/main.c runs them)
 UNIT_SRC = $(wildcard tests/unit/*.c)
@@ -152,7 +155,7 @@ build/lib/kernel_bwd_%.o: lib/kernel_bwd.c build/.flags
 	$(CC) $(ALL_CFLAGS) $(BWD_CFLAGS) $(DEPFLAGS) $(KERNEL_DEFS) -fPIC -fvisibility=hidden -DMHA_BUILDING \
 		$(call kernel_variant,$*) -c $< -o $@
 
-build/lib/backward_f32.o: lib/backward.c build/.flags
+build/lib/%_f32.o: lib/%.c build/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fPIC -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
 
@@ -446,7 +449,7 @@ FUZZ_SRC       = $(filter-out cli/cmd/main.c,$(CLI_SRC)) $(LIB_SRC)
 FUZZ_OBJ       = $(FUZZ_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/lib/kernel_f64_base.o \
                  build/fuzz/obj/lib/kernel_bwd_f64_base.o \
                  build/fuzz/obj/lib/kernel_f32_base.o build/fuzz/obj/lib/kernel_bwd_f32_base.o \
-                 build/fuzz/obj/lib/backward_f32.o
+                 $(F32_AGAIN:%=build/fuzz/obj/lib/%_f32.o)
 FUZZ_BIN       = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 SECONDS       ?= 10
 
@@ -484,7 +487,7 @@ build/fuzz/obj/lib/kernel_bwd_f32_base.o: lib/kernel_bwd.c lib/isa.h lib/vexp.h 
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -DSFX=f32_base -DVB=16 -c $< -o $@
 
-build/fuzz/obj/lib/backward_f32.o: lib/backward.c lib/*.h build/fuzz/.flags
+build/fuzz/obj/lib/%_f32.o: lib/%.c lib/*.h build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -c $< -o $@
 
@@ -523,7 +526,7 @@ ASAN_ALL_CFLAGS = $(ALL_CFLAGS) $(ASAN_FLAGS) -g -O1
 ASAN_ENV   = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
              UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ASAN_LIB_OBJ  = $(LIB_SRC:%.c=$(ASAN_DIR)/%.o) $(KERNEL_VARIANTS:%=$(ASAN_DIR)/lib/kernel_%.o) \
-                $(BWD_VARIANTS:%=$(ASAN_DIR)/lib/kernel_bwd_%.o) $(ASAN_DIR)/lib/backward_f32.o
+                $(BWD_VARIANTS:%=$(ASAN_DIR)/lib/kernel_bwd_%.o) $(F32_AGAIN:%=$(ASAN_DIR)/lib/%_f32.o)
 ASAN_CLI_OBJ  = $(CLI_SRC:%.c=$(ASAN_DIR)/%.o)
 ASAN_TEST_OBJ = $(TEST_OBJ:build/%=$(ASAN_DIR)/%)
 ASAN_BINS  = $(ASAN_DIR)/mha $(ASAN_DIR)/libmha.a $(ASAN_DIR)/test_lib $(ASAN_DIR)/conformance
@@ -551,7 +554,7 @@ $(ASAN_DIR)/lib/kernel_bwd_%.o: lib/kernel_bwd.c $(ASAN_DIR)/.flags
 	$(CC) $(ASAN_ALL_CFLAGS) $(BWD_CFLAGS) $(DEPFLAGS) $(KERNEL_DEFS) -fvisibility=hidden \
 		-DMHA_BUILDING $(call kernel_variant,$*) -c $< -o $@
 
-$(ASAN_DIR)/lib/backward_f32.o: lib/backward.c $(ASAN_DIR)/.flags
+$(ASAN_DIR)/lib/%_f32.o: lib/%.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
 
