@@ -96,6 +96,38 @@ int __wrap_pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*fn)
 	return __real_pthread_create(id, attr, fn, arg);
 }
 
+/* the problem the team's tests share: 300 tokens, d_model 64, 4 heads, random */
+struct team_case {
+	double *x, *W[4];
+	mha_dims d;
+	mha_inputs in;
+	mha_weights w;
+	size_t n_out; /* the output's elements */
+};
+
+static void team_case_make(struct team_case *c)
+{
+	const size_t n = 300, dm = 64, H = 4;
+
+	c->x = rnd_matrix(n * dm);
+	for (int i = 0; i < 4; i++)
+		c->W[i] = rnd_matrix(dm * dm);
+	c->d = (mha_dims){ .size = sizeof(mha_dims),
+			   .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
+			   .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm };
+	c->in = (mha_inputs){ .size = sizeof(mha_inputs), c->x, c->x, c->x };
+	c->w = (mha_weights){ .size = sizeof(mha_weights),
+			      .W_Q = c->W[0], .W_K = c->W[1], .W_V = c->W[2], .W_O = c->W[3] };
+	c->n_out = n * dm;
+}
+
+static void team_case_free(struct team_case *c)
+{
+	for (int i = 0; i < 4; i++)
+		free(c->W[i]);
+	free(c->x);
+}
+
 /* one problem several threads compute at once, each its own output */
 struct concurrent {
 	const mha_dims *d;
@@ -133,30 +165,23 @@ static void *concurrent_calls(void *p)
  */
 START_TEST(test_concurrent_calls)
 {
-	const size_t n = 300, dm = 64, H = 4;
-	double *x = rnd_matrix(n * dm), *W[4], *want = malloc(n * dm * sizeof(double));
-	const mha_dims d = { .size = sizeof(mha_dims),
-			     .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
-			     .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm };
-	const mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
-	mha_weights w = MHA_INIT(mha_weights);
 	const mha_config cfg = { .size = sizeof(mha_config),
 				 .causal = MHA_CAUSAL_TOP_LEFT, .threads = 1 };
+	struct team_case k;
+	double *want;
 	struct concurrent c[3];
 	pthread_t id[2];
 	ref_result r;
 	pid_t child;
 	int status;
 
-	for (int i = 0; i < 4; i++)
-		W[i] = rnd_matrix(dm * dm);
-	w = (mha_weights){ .size = sizeof(mha_weights),
-			   .W_Q = W[0], .W_K = W[1], .W_V = W[2], .W_O = W[3] };
-	ck_assert_int_eq(mha_forward(want, &d, &in, &w, &cfg, NULL, NULL), MHA_OK);
-	ref_forward(&r, &d, &in, &w, &cfg);
-	check_close("one thread", want, r.output, n * dm);
+	team_case_make(&k);
+	want = malloc(k.n_out * sizeof(double));
+	ck_assert_int_eq(mha_forward(want, &k.d, &k.in, &k.w, &cfg, NULL, NULL), MHA_OK);
+	ref_forward(&r, &k.d, &k.in, &k.w, &cfg);
+	check_close("one thread", want, r.output, k.n_out);
 	for (int t = 0; t < 3; t++)
-		c[t] = (struct concurrent){ &d, &in, &w, want, n * dm, 2, 20, 0 };
+		c[t] = (struct concurrent){ &k.d, &k.in, &k.w, want, k.n_out, 2, 20, 0 };
 	for (int t = 0; t < 2; t++)
 		ck_assert_int_eq(pthread_create(&id[t], NULL, concurrent_calls, &c[t]), 0);
 	concurrent_calls(&c[2]);
@@ -186,9 +211,7 @@ START_TEST(test_concurrent_calls)
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		      "the child of fork: status %d", status);
 	ref_free(&r);
-	for (int i = 0; i < 4; i++)
-		free(W[i]);
-	free(x);
+	team_case_free(&k);
 	free(want);
 }
 END_TEST
@@ -200,21 +223,14 @@ END_TEST
  */
 START_TEST(test_threads_refused)
 {
-	const size_t n = 300, dm = 64, H = 4;
-	double *x = rnd_matrix(n * dm), *W[4], *want = malloc(n * dm * sizeof(double));
-	const mha_dims d = { .size = sizeof(mha_dims),
-			     .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
-			     .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm };
-	const mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
-	mha_weights w = MHA_INIT(mha_weights);
+	struct team_case k;
+	double *want;
 	pid_t child;
 	int status;
 
-	for (int i = 0; i < 4; i++)
-		W[i] = rnd_matrix(dm * dm);
-	w = (mha_weights){ .size = sizeof(mha_weights),
-			   .W_Q = W[0], .W_K = W[1], .W_V = W[2], .W_O = W[3] };
-	ck_assert_int_eq(mha_forward(want, &d, &in, &w, &(mha_config){ .size = sizeof(mha_config),
+	team_case_make(&k);
+	want = malloc(k.n_out * sizeof(double));
+	ck_assert_int_eq(mha_forward(want, &k.d, &k.in, &k.w, &(mha_config){ .size = sizeof(mha_config),
 								       .causal = MHA_CAUSAL_TOP_LEFT,
 								     .threads = 1 }, NULL, NULL),
 			 MHA_OK);
@@ -222,7 +238,7 @@ START_TEST(test_threads_refused)
 	child = fork();
 	ck_assert_int_ge(child, 0);
 	if (!child) {
-		struct concurrent c = { &d, &in, &w, want, n * dm, 2, 3, 0 };
+		struct concurrent c = { &k.d, &k.in, &k.w, want, k.n_out, 2, 3, 0 };
 		/* the child's own threads, from its start (qemu-user's are listed too) */
 		const int n0 = threads_now();
 		int bad = 0;
@@ -239,9 +255,7 @@ START_TEST(test_threads_refused)
 	ck_assert_int_eq(waitpid(child, &status, 0), child);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		      "threads refused: not the one-thread bits, or threads started (status %d)", status);
-	for (int i = 0; i < 4; i++)
-		free(W[i]);
-	free(x);
+	team_case_free(&k);
 	free(want);
 }
 END_TEST
@@ -254,20 +268,13 @@ END_TEST
  */
 START_TEST(test_threads_born_apart)
 {
-	const size_t n = 300, dm = 64, H = 4;
-	double *x = rnd_matrix(n * dm), *W[4], *out = malloc(n * dm * sizeof(double));
-	const mha_dims d = { .size = sizeof(mha_dims),
-			     .n_q = n, .n_kv = n, .d_q_in = dm, .d_k_in = dm, .d_v_in = dm,
-			     .heads = H, .d_k = dm / H, .d_v = dm / H, .d_out = dm };
-	const mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
-	mha_weights w;
+	struct team_case k;
+	double *out;
 	pid_t child;
 	int status;
 
-	for (int i = 0; i < 4; i++)
-		W[i] = rnd_matrix(dm * dm);
-	w = (mha_weights){ .size = sizeof(mha_weights),
-			   .W_Q = W[0], .W_K = W[1], .W_V = W[2], .W_O = W[3] };
+	team_case_make(&k);
+	out = malloc(k.n_out * sizeof(double));
 	fflush(NULL);
 	child = fork();
 	ck_assert_int_ge(child, 0);
@@ -280,7 +287,7 @@ START_TEST(test_threads_born_apart)
 
 		sched_getaffinity(0, sizeof(mine), &mine);
 		born_seen = 0;
-		if (mha_forward(out, &d, &in, &w, &cfg, NULL, NULL) != MHA_OK || born_seen < 1)
+		if (mha_forward(out, &k.d, &k.in, &k.w, &cfg, NULL, NULL) != MHA_OK || born_seen < 1)
 			_exit(10);
 		/* born: one processor of the caller's each, or all of them with one */
 		for (int t = 0; t < born_seen && t < BORN_MAX; t++) {
@@ -310,9 +317,7 @@ START_TEST(test_threads_born_apart)
 		      "workers at birth and after (exit %d: 2 born not on one processor of the "
 		      "caller's, 4 one still pinned, 8 no worker, 10 no run)",
 		      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-	for (int i = 0; i < 4; i++)
-		free(W[i]);
-	free(x);
+	team_case_free(&k);
 	free(out);
 }
 END_TEST
