@@ -33,6 +33,14 @@ def write_x(path, n, d=64):
         vals.tofile(f)
 
 
+def default_signals():
+    """the child's SIGINT and SIGTERM as a terminal gives them: a test run in
+    the background (`sh .ci/run &`) inherits SIGINT ignored, and mha keeps a
+    signal its caller ignored (outfile.c), so the run would simply go on"""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def main():
     args = sys.argv[1:]
     n = 65536
@@ -50,7 +58,8 @@ def main():
             out = os.path.join(tmp, "out.npy")
             p = subprocess.Popen(args + ["forward", "-x", x, "--heads", "1", "--dtype", "f32",
                                          "--threads", "2", "--quiet", "-o", out],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 preexec_fn=default_signals)
             time.sleep(1.5)
             if p.poll() is not None:
                 print("signal_check: %s: the run had already ended (%s): give it more tokens"
