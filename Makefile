@@ -106,7 +106,10 @@ CLI_CPPFLAGS = -Icli -Ilib -Ibuild/gen
 # each object's headers, as the compiler found them (-MMD), so that a header
 # touched rebuilds only what includes it; -MP: a header removed is no error
 DEPFLAGS = -MMD -MP
-LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o)
+# the products (kernel.c) and the fused attention (kernel_attend.c), per element type
+# and vector width
+LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o) \
+          $(KERNEL_VARIANTS:%=build/lib/kernel_attend_%.o)
 # the backward's elementwise kernels (kernel_bwd.c), per element type and vector width
 BWD_VARIANTS = $(KERNEL_VARIANTS)
 LIB_OBJ += $(BWD_VARIANTS:%=build/lib/kernel_bwd_%.o)
@@ -141,12 +144,17 @@ kernel_variant = -DSFX=$(1) $(if $(filter f32_%,$(1)),-DMHA_F32) \
 	$(if $(filter %_base,$(1)),-DVB=16)$(if $(filter %_avx2,$(1)),-DVB=32 -mavx2 -mfma)$(if \
 	$(filter %_avx512,$(1)),-DVB=64 -mavx512f -mfma)$(if $(filter %_neon,$(1)),-DVB=16 -DMR=8)
 
-# kernel_f64_base.o … kernel_f32_avx512.o (kernel_bwd_% has the shorter stem
-# below, so make picks that rule for the backward's kernels)
-build/lib/kernel_%.o: lib/kernel.c build/.flags
+# kernel_f64_base.o … kernel_f32_avx512.o, kernel_attend_f64_base.o … (kernel_attend_%
+# and kernel_bwd_% have the shorter stems, so make picks their rules for theirs)
+define compile_kernel
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(KERNEL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fPIC \
 		-fvisibility=hidden -DMHA_BUILDING $(call kernel_variant,$*) -c $< -o $@
+endef
+build/lib/kernel_%.o: lib/kernel.c build/.flags
+	$(compile_kernel)
+build/lib/kernel_attend_%.o: lib/kernel_attend.c build/.flags
+	$(compile_kernel)
 # fused multiply-adds as in kernel.c, but for s·scale, which kernel_bwd.c's
 # scaled() rounds first
 BWD_CFLAGS = $(KERNEL_CFLAGS)
@@ -447,6 +455,7 @@ FUZZ_CFLAGS    = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(FUZZ_WAR
                  -g -O1 $(FUZZ_SAN) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS)
 FUZZ_SRC       = $(filter-out cli/cmd/main.c,$(CLI_SRC)) $(LIB_SRC)
 FUZZ_OBJ       = $(FUZZ_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/lib/kernel_f64_base.o \
+                 build/fuzz/obj/lib/kernel_attend_f64_base.o build/fuzz/obj/lib/kernel_attend_f32_base.o \
                  build/fuzz/obj/lib/kernel_bwd_f64_base.o \
                  build/fuzz/obj/lib/kernel_f32_base.o build/fuzz/obj/lib/kernel_bwd_f32_base.o \
                  $(F32_AGAIN:%=build/fuzz/obj/lib/%_f32.o)
@@ -471,11 +480,19 @@ build/fuzz/obj/%.o: %.c lib/*.h build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-build/fuzz/obj/lib/kernel_f64_base.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h build/fuzz/.flags
+build/fuzz/obj/lib/kernel_f64_base.o: lib/kernel.c lib/*.h build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -c $< -o $@
 
-build/fuzz/obj/lib/kernel_f32_base.o: lib/kernel.c lib/isa.h lib/vexp.h lib/kernel.h build/fuzz/.flags
+build/fuzz/obj/lib/kernel_f32_base.o: lib/kernel.c lib/*.h build/fuzz/.flags
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -DSFX=f32_base -DVB=16 -c $< -o $@
+
+build/fuzz/obj/lib/kernel_attend_f64_base.o: lib/kernel_attend.c lib/*.h build/fuzz/.flags
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -c $< -o $@
+
+build/fuzz/obj/lib/kernel_attend_f32_base.o: lib/kernel_attend.c lib/*.h build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -DSFX=f32_base -DVB=16 -c $< -o $@
 
@@ -526,6 +543,7 @@ ASAN_ALL_CFLAGS = $(ALL_CFLAGS) $(ASAN_FLAGS) -g -O1
 ASAN_ENV   = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
              UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ASAN_LIB_OBJ  = $(LIB_SRC:%.c=$(ASAN_DIR)/%.o) $(KERNEL_VARIANTS:%=$(ASAN_DIR)/lib/kernel_%.o) \
+                $(KERNEL_VARIANTS:%=$(ASAN_DIR)/lib/kernel_attend_%.o) \
                 $(BWD_VARIANTS:%=$(ASAN_DIR)/lib/kernel_bwd_%.o) $(F32_AGAIN:%=$(ASAN_DIR)/lib/%_f32.o)
 ASAN_CLI_OBJ  = $(CLI_SRC:%.c=$(ASAN_DIR)/%.o)
 ASAN_TEST_OBJ = $(TEST_OBJ:build/%=$(ASAN_DIR)/%)
@@ -544,10 +562,15 @@ $(ASAN_DIR)/.flags: FORCE
 	@mkdir -p $(ASAN_DIR)
 	@echo '$(CC) $(ASAN_ALL_CFLAGS) $(PTHREAD)' | cmp -s - $@ || echo '$(CC) $(ASAN_ALL_CFLAGS) $(PTHREAD)' > $@
 
-$(ASAN_DIR)/lib/kernel_%.o: lib/kernel.c $(ASAN_DIR)/.flags
+define compile_asan_kernel
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_ALL_CFLAGS) $(KERNEL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fvisibility=hidden \
 		-DMHA_BUILDING $(call kernel_variant,$*) -c $< -o $@
+endef
+$(ASAN_DIR)/lib/kernel_%.o: lib/kernel.c $(ASAN_DIR)/.flags
+	$(compile_asan_kernel)
+$(ASAN_DIR)/lib/kernel_attend_%.o: lib/kernel_attend.c $(ASAN_DIR)/.flags
+	$(compile_asan_kernel)
 
 $(ASAN_DIR)/lib/kernel_bwd_%.o: lib/kernel_bwd.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)

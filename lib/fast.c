@@ -2,7 +2,8 @@
  * fast.c: the fast path of mha_forward() and all of mha_forward_f32().
  *
  * When nobody asks to see a per-head intermediate, the projections are
- * blocked matrix products and the attention is fused (kernel.c): no
+ * blocked matrix products and the attention is fused (kernel.c,
+ * kernel_attend.c): no
  * (n_q, n_kv) matrix is built, keys are taken in blocks with a running
  * max and sum, causal blocks past the diagonal are skipped, and the work
  * is shared among threads so that every output element is computed in the
@@ -372,7 +373,7 @@ static int whole_forward(void *out, const struct typed *t, const mha_dims *d,
 	/*
 	 * The heads' outputs over Q when Q is ours and as wide: each attention
 	 * task reads its rows of one head's Q before it writes that head's
-	 * output there (kernel.c), and nothing reads Q after (a long sequence:
+	 * output there (kernel_attend.c), and nothing reads Q after (a long sequence:
 	 * 256 MiB fewer at n = 131072, d_model 512, f32).  mha_memory counts so.
 	 */
 	if (!t->W[3])
@@ -546,7 +547,7 @@ size_t mha_stream_heads(const mha_dims *d, const mha_config *cfg, unsigned wante
 
 static size_t wo_rows(size_t rows, size_t cw, size_t esize)
 {
-	/* a multiple of the product's row blocks (kernel.c's MC, 96) */
+	/* a multiple of the product's row blocks (kernel_micro.h's MC, 96) */
 	const size_t r = max_of(WO_BLOCK_BYTES / mha_sat_mul(cw, esize) / 96 * 96, 96);
 
 	return min_of(r, rows);

@@ -1,5 +1,6 @@
 /*
- * isa.h: what names one compiled copy of kernel.c or kernel_bwd.c.  The
+ * isa.h: what names one compiled copy of kernel.c, kernel_attend.c or
+ * kernel_bwd.c.  The
  * Makefile builds each file once per element type and vector width
  * (-DMHA_F32, -DVB=64|32|16, -DSFX=f64_avx512 …); NAME(f) gives a function
  * that copy's own name, f##SFX (mha_gemm_ → mha_gemm_f64_avx512).  Without

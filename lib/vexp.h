@@ -1,7 +1,7 @@
 /*
  * vexp.h: e^x a vector at a time for x <= 0 (and -inf), without a call,
- * shared by kernel.c (the forward's softmax) and kernel_bwd.c (the
- * backward's P).  Below the smallest normal result it gives 0, where libm's
+ * shared by kernel_attend.c (the forward's softmax, through kernel_micro.h),
+ * kernel.c (e^x over an array) and kernel_bwd.c (the backward's P).  Below the smallest normal result it gives 0, where libm's
  * exp would give a subnormal: those weights cannot change a sum that is at
  * least 1.  Within 2 ulp of libm's exp (test_exp_accuracy checks every
  * kernel's; 1 ulp at most on the values it tries).
