@@ -157,21 +157,13 @@ int mha_threads(const mha_config *cfg)
 
 /* ---- the one algorithm for both element types ------------------------- */
 
-static int mul_ok(size_t a, size_t b, size_t *r)
-{
-	if (a && b > SIZE_MAX / a)
-		return 0;
-	*r = a * b;
-	return 1;
-}
-
 /* rows·cols elements; from MHA_BIG_MIN a mapping of its own, its whole 2 MiB
  * pieces in huge pages where the system has them (pages.c) */
 static void *alloc_elems(size_t rows, size_t cols, size_t esize)
 {
 	size_t n;
 
-	if (!mul_ok(rows, cols, &n) || !mul_ok(n, esize, &n))
+	if (!mha_mul_fits(rows, cols, &n) || !mha_mul_fits(n, esize, &n))
 		return NULL;
 	return mha_big_alloc(n);
 }

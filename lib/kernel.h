@@ -45,6 +45,15 @@ static inline size_t mha_sat_mul(size_t a, size_t b)
 	return a && b > SIZE_MAX / a ? SIZE_MAX : a * b;
 }
 
+/* a·b into *r, or 0 (*r untouched) when it does not fit in size_t */
+static inline int mha_mul_fits(size_t a, size_t b, size_t *r)
+{
+	if (a && b > SIZE_MAX / a)
+		return 0;
+	*r = a * b;
+	return 1;
+}
+
 /* C (m, n) = A (m, k) · B (k, n) + bias (n), row-major; bias may be NULL */
 struct mha_gemm {
 	size_t m, n, k;

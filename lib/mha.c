@@ -8,7 +8,8 @@
  * somebody asked to see; otherwise a row of n_kv doubles is all the
  * attention itself needs.  A batch is computed one sequence after another,
  * each as if alone (plain_sequence).  It is not the fast path: no
- * blocking, no threads.
+ * blocking, no threads.  Here too: mha_forward and mha_forward_f32, which
+ * pick a path, and mha_memory; the checks of a problem are check.c's.
  */
 #include "mha.h"
 #include "kernel.h"
@@ -65,215 +66,6 @@ const char *mha_stage_name(mha_stage stage)
 	return stage_names[stage];
 }
 
-/* a·b into *r, or 0 when it does not fit in size_t */
-static int mul_size(size_t a, size_t b, size_t *r)
-{
-	if (a != 0 && b > SIZE_MAX / a)
-		return 0;
-	*r = a * b;
-	return 1;
-}
-
-/* whether a (rows, cols) matrix of doubles fits in size_t bytes */
-static int bytes_fit(size_t rows, size_t cols)
-{
-	size_t n;
-
-	return mul_size(rows, cols, &n) && mul_size(n, sizeof(double), &n);
-}
-
-/* what mha_check_fault() says: the status, and the fault when asked */
-static mha_status fault_at(mha_fault *f, mha_status st, mha_fault_kind kind, size_t index)
-{
-	if (f) {
-		f->kind = kind;
-		f->index = index;
-	}
-	return st;
-}
-
-/* the mask's entries: numbers or -inf (the boolean allow needs no check) */
-static mha_status check_mask(const mha_dims *d, const mha_mask *m, mha_fault *f)
-{
-	size_t n;
-
-	if (!m->bias)
-		return MHA_OK;
-	if (!mul_size(d->n_q, d->n_kv, &n) || (m->per_head && !mul_size(n, d->heads, &n)) ||
-	    (m->per_batch && !mul_size(n, mha_rule_batch(d), &n)))
-		return MHA_ERR_TOOBIG;
-	for (size_t i = 0; i < n; i++)
-		if (isnan(m->bias[i]) || m->bias[i] == INFINITY)
-			return fault_at(f, MHA_ERR_MASK, MHA_FAULT_MASK_ENTRY, i);
-	return MHA_OK;
-}
-
-/* the rotary settings, then each key's and query's position */
-static mha_status check_rope(const mha_dims *d, const mha_config *cfg, mha_fault *f)
-{
-	mha_rope mla_rope = cfg->rope;
-	const mha_rope *r = &cfg->rope;
-	mha_fault_kind kind;
-
-	/* latent attention turns only each head's last d_rope features */
-	if (cfg->mla.on) {
-		mla_rope.dim = cfg->mla.d_rope;
-		r = &mla_rope;
-	}
-	kind = mha_rope_fault(r, d->d_k);
-	size_t at;
-
-	if (kind != MHA_FAULT_NONE)
-		return fault_at(f, MHA_ERR_ROPE, kind, 0);
-	at = mha_rope_position_fault(r, r->k_pos, 0, d->n_kv);
-	if (at < d->n_kv) {
-		if (f)
-			f->position = r->k_pos ? r->k_pos[at] : (ptrdiff_t)at;
-		return fault_at(f, MHA_ERR_ROPE, MHA_FAULT_ROPE_KEY_POSITION, at);
-	}
-	/* each sequence's queries from its own causal offset (its key length) */
-	for (size_t b = 0; b < (cfg->kv_lens ? mha_rule_batch(d) : 1); b++) {
-		const ptrdiff_t pos0 = mha_rule_offset_seq(d, cfg, b);
-
-		at = mha_rope_position_fault(r, r->q_pos, pos0, d->n_q);
-		if (at < d->n_q) {
-			if (f) {
-				f->sequence = b;
-				f->position = r->q_pos ? r->q_pos[at] : mha_rule_add(pos0, (ptrdiff_t)at);
-			}
-			return fault_at(f, MHA_ERR_ROPE, MHA_FAULT_ROPE_QUERY_POSITION, at);
-		}
-	}
-	return MHA_OK;
-}
-
-mha_status mha_check(const mha_dims *d, const mha_config *cfg)
-{
-	return mha_check_fault(d, cfg, NULL);
-}
-
-mha_status mha_check_fault(const mha_dims *d, const mha_config *cfg, mha_fault *f)
-{
-	size_t g, hk, hv, gk, gv, nq, nkv;
-
-	/* a fault of another size is neither read nor written */
-	if (!MHA_SIZED(f))
-		return MHA_ERR_VERSION;
-	if (f)
-		*f = (mha_fault){ .size = sizeof(*f), .kind = MHA_FAULT_NONE };
-	if (!d)
-		return MHA_ERR_NULL;
-	if (!MHA_SIZED(d) || !MHA_SIZED(cfg))
-		return MHA_ERR_VERSION;
-	if (!d->n_q || !d->n_kv || !d->d_q_in || !d->d_k_in || !d->d_v_in ||
-	    !d->d_k || !d->d_v)
-		return MHA_ERR_DIM;
-	if (!d->heads)
-		return MHA_ERR_HEADS;
-	g = mha_rule_kv_heads(d);
-	if (g > d->heads || d->heads % g)
-		return MHA_ERR_HEADS;
-	/* every matrix the computation reads or builds must be addressable */
-	/* a batch: all sequences' rows, one after another */
-	if (!mul_size(d->heads, d->d_k, &hk) || !mul_size(d->heads, d->d_v, &hv) ||
-	    !mul_size(g, d->d_k, &gk) || !mul_size(g, d->d_v, &gv) ||
-	    !mul_size(mha_rule_batch(d), d->n_q, &nq) || !mul_size(mha_rule_batch(d), d->n_kv, &nkv) ||
-	    !bytes_fit(nq, d->d_q_in) || !bytes_fit(nkv, d->d_k_in) ||
-	    !bytes_fit(nkv, d->d_v_in) || !bytes_fit(nq, hk) ||
-	    !bytes_fit(nkv, gk) || !bytes_fit(nkv, gv) ||
-	    !bytes_fit(nq, hv) || !bytes_fit(nq, d->n_kv) ||
-	    !bytes_fit(nq, d->d_out) || !bytes_fit(d->d_q_in, hk) ||
-	    !bytes_fit(d->d_k_in, gk) || !bytes_fit(d->d_v_in, gv) || !bytes_fit(hv, d->d_out))
-		return MHA_ERR_TOOBIG;
-	if (!cfg)
-		return MHA_OK;
-	if (cfg->scale_mode == MHA_SCALE_VALUE && !isfinite(cfg->scale))
-		return MHA_ERR_SCALE;
-	if ((unsigned)cfg->scale_mode > MHA_SCALE_VALUE)
-		return MHA_ERR_SCALE;
-	if (!isfinite(cfg->softcap) || cfg->softcap < 0)
-		return MHA_ERR_SOFTCAP;
-	if (cfg->kv_len > d->n_kv)
-		return fault_at(f, MHA_ERR_KV_LEN, MHA_FAULT_KV_LEN, 0);
-	if (cfg->kv_lens)
-		for (size_t b = 0; b < mha_rule_batch(d); b++)
-			if (cfg->kv_lens[b] > d->n_kv)
-				return fault_at(f, MHA_ERR_KV_LEN, MHA_FAULT_KV_LEN, b);
-	if ((unsigned)cfg->causal > MHA_CAUSAL_OFFSET)
-		return MHA_ERR_DIM;
-	if (cfg->window.on && (cfg->window.left < -1 || cfg->window.right < -1))
-		return MHA_ERR_WINDOW;
-	if (cfg->sinks)
-		for (size_t h = 0; h < d->heads; h++)
-			if (!isfinite(cfg->sinks[h]))
-				return fault_at(f, MHA_ERR_SINK, MHA_FAULT_SINK, h);
-	if (cfg->alibi.on && cfg->alibi.slopes)
-		for (size_t h = 0; h < d->heads; h++)
-			if (!isfinite(cfg->alibi.slopes[h]))
-				return fault_at(f, MHA_ERR_ALIBI, MHA_FAULT_ALIBI_SLOPE, h);
-	if (cfg->mla.on) {
-		size_t at;
-		mha_status st;
-		const mha_fault_kind mk = mha_mla_fault(d, cfg, &at, &st);
-
-		if (mk != MHA_FAULT_NONE)
-			return fault_at(f, st, mk, at);
-	}
-	{
-		const mha_status st = check_rope(d, cfg, f);
-		size_t at;
-		const mha_fault_kind nk = mha_norm_fault(&cfg->norm, d->heads, g, d->d_k, &at);
-
-		if (st != MHA_OK)
-			return st;
-		if (nk != MHA_FAULT_NONE)
-			return fault_at(f, MHA_ERR_NORM, nk, at);
-	}
-	return check_mask(d, &cfg->mask, f);
-}
-
-mha_status mha_alibi_slopes(double *out, size_t H)
-{
-	if (!out)
-		return MHA_ERR_NULL;
-	if (!H)
-		return MHA_ERR_HEADS;
-	for (size_t h = 0; h < H; h++)
-		out[h] = mha_rule_press_slope(h, H);
-	return MHA_OK;
-}
-
-size_t mha_output_cols(const mha_dims *d, int has_wo)
-{
-	if (!d || !MHA_SIZED(d))
-		return 0;
-	return has_wo ? d->d_out : d->heads * d->d_v;
-}
-
-double mha_scale_of(const mha_dims *d, const mha_config *cfg)
-{
-	mha_scale_mode mode;
-
-	if (!d || !MHA_SIZED(d) || !MHA_SIZED(cfg))
-		return NAN;
-	mode = cfg ? cfg->scale_mode : MHA_SCALE_DK;
-	switch (mode) {
-	case MHA_SCALE_DK: return 1.0 / sqrt((double)d->d_k);
-	case MHA_SCALE_DMODEL: return 1.0 / sqrt((double)d->d_q_in);
-	case MHA_SCALE_SEQLEN: return 1.0 / sqrt((double)d->n_kv);
-	case MHA_SCALE_NONE: return 1.0;
-	case MHA_SCALE_VALUE: return cfg->scale;
-	}
-	return NAN;
-}
-
-ptrdiff_t mha_causal_offset(const mha_dims *d, const mha_config *cfg, size_t b)
-{
-	if (!d || !cfg || !MHA_SIZED(d) || !MHA_SIZED(cfg) || cfg->causal == MHA_CAUSAL_NONE || b >= mha_rule_batch(d))
-		return 0;
-	return mha_rule_offset_seq(d, cfg, b);
-}
-
 /*
  * out (rows, cols) = x (rows, d_in) · W (d_in, cols) + b (cols).
  * Each element sums over the inputs in ascending order, then adds the bias.
@@ -322,7 +114,7 @@ static mha_status make_projection(const double **res, double **owned,
 		*res = x;
 		return MHA_OK;
 	}
-	if (!mul_size(rows, cols, &n) || !mul_size(n, sizeof(double), &n))
+	if (!mha_mul_fits(rows, cols, &n) || !mha_mul_fits(n, sizeof(double), &n))
 		return MHA_ERR_TOOBIG;
 	*owned = malloc(n ? n : 1);
 	if (!*owned)
@@ -558,7 +350,7 @@ static void *alloc_doubles(size_t rows, size_t cols)
 {
 	size_t n;
 
-	if (!mul_size(rows, cols, &n) || !mul_size(n, sizeof(double), &n))
+	if (!mha_mul_fits(rows, cols, &n) || !mha_mul_fits(n, sizeof(double), &n))
 		return NULL;
 	return malloc(n ? n : 1);
 }
