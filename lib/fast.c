@@ -26,7 +26,11 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
+#if defined(MHA_X86_KERNELS)
+#include <cpuid.h>
+#endif
 #if defined(__linux__)
 #include <sched.h>
 #endif
@@ -68,17 +72,46 @@ static const struct mha_kernels kernels_f32[] = {
  * Linux runs on has, asked of the kernel all the same).  What the CPU
  * runs, or no wider than MHA_KERNEL says.
  */
+#if defined(MHA_X86_KERNELS)
+/*
+ * 2 with AVX-512F, 1 with AVX2 and FMA, else 0: as the processor has them
+ * and the system saves their registers (XCR0's ymm bits, and the opmask
+ * and zmm ones for AVX-512).  Three cpuid leaves and one xgetbv, asked on
+ * the first pick and kept.  Not __builtin_cpu_supports: linking it runs
+ * libgcc's __cpu_indicator_init at every start-up, a dozen cpuid leaves,
+ * each a trap to the hypervisor on a virtual machine (5 to 8 µs here),
+ * in every process, `mha --version` too.
+ */
+static int x86_level(void)
+{
+	static atomic_int known = -1;
+	int level = atomic_load_explicit(&known, memory_order_relaxed);
+	unsigned a, b, c, d, xcr0, xcr0_hi;
+
+	if (level >= 0)
+		return level;
+	level = 0;
+	/* leaf 1: FMA (ecx 12), OSXSAVE (27: xgetbv may run), AVX (28) */
+	if (__get_cpuid(1, &a, &b, &c, &d) && (c >> 12 & 1) && (c >> 27 & 1) && (c >> 28 & 1) &&
+	    __get_cpuid_max(0, NULL) >= 7) {
+		__asm__ volatile("xgetbv" : "=a"(xcr0), "=d"(xcr0_hi) : "c"(0));
+		__cpuid_count(7, 0, a, b, c, d);
+		/* leaf 7: AVX2 (ebx 5), AVX-512F (ebx 16) */
+		if ((xcr0 & 0x6) == 0x6 && (b >> 5 & 1))
+			level = (b >> 16 & 1) && (xcr0 & 0xe0) == 0xe0 ? 2 : 1;
+	}
+	atomic_store_explicit(&known, level, memory_order_relaxed);
+	return level;
+}
+#endif
+
 static int kernel_level(void)
 {
 	int level = 0;
 	const char *want = getenv("MHA_KERNEL");
 
 #if defined(MHA_X86_KERNELS)
-	__builtin_cpu_init();
-	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-		level = 1;
-	if (level == 1 && __builtin_cpu_supports("avx512f"))
-		level = 2;
+	level = x86_level();
 #elif defined(MHA_ARM_KERNELS)
 #if defined(__linux__) && defined(AT_HWCAP) && defined(HWCAP_ASIMD)
 	level = (getauxval(AT_HWCAP) & HWCAP_ASIMD) ? 1 : 0;
