@@ -95,7 +95,7 @@ SOVERSION = 6
 DEB_PACKAGES = gcc make pkg-config libcjson-dev zlib1g-dev libdeflate-dev check python3 python3-numpy jq \
                libxml2-utils librsvg2-bin
 
-LIB_SRC = lib/mha.c lib/check.c lib/fast.c lib/progress.c lib/rules.c lib/rope.c lib/norm.c lib/mla.c lib/mla_back.c \
+LIB_SRC = lib/mha.c lib/check.c lib/fast.c lib/machine.c lib/progress.c lib/rules.c lib/rope.c lib/norm.c lib/mla.c lib/mla_back.c \
           lib/backward.c lib/backward_plain.c lib/backward_fast.c lib/team.c lib/pages.c
 # cli/ by role (docs/architecture.md): every .c of its folders
 CLI_DIRS = base read load run write cmd

@@ -4,7 +4,7 @@
  * kernel.c and kernel_attend.c are compiled once per element type (double,
  * float) and vector width (AVX-512, AVX2+FMA, NEON, baseline), each copy
  * with its own names;
- * fast.c picks the widest the processor runs.  The kernels take typeless
+ * machine.c picks the widest the processor runs.  The kernels take typeless
  * pointers so that one table can hold them all.
  */
 #ifndef MHA_KERNEL_H
