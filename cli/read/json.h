@@ -1,7 +1,8 @@
 /*
  * json.h: JSON files into matrices (json.c, with cJSON), and the reader's
  * pieces that the weights, the checkpoint index and config.json need too:
- * a parsed document and the conversion of one of its nodes to a matrix.
+ * a parsed document (json_doc.c) and the conversion of one of its nodes to
+ * a matrix.
  */
 #ifndef MHA_CLI_READ_JSON_H
 #define MHA_CLI_READ_JSON_H
@@ -22,6 +23,15 @@ typedef struct json_doc {
 /* Parse f; a syntax error is reported with its line and column. */
 int json_parse(json_doc *doc, const input_file *f);
 void json_doc_free(json_doc *doc);
+
+/* The token a number read from Python's bare NaN, Infinity or -Infinity
+ * was ("NaN", …), else NULL. */
+const char *json_bare_token(const struct cJSON *n);
+
+/* "FILE:LINE:COL" of the element at idx[0..depth) under key (NULL: the
+ * document itself) in buf, or "FILE" when the text does not show it */
+const char *json_where(const json_doc *doc, const char *key, const size_t *idx, size_t depth,
+		       char *buf, size_t size);
 
 /*
  * Convert node, found under key of the top-level object (NULL: the node is
