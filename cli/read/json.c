@@ -8,9 +8,7 @@
 #include "base/cli.h"
 
 #include <cjson/cJSON.h>
-#include <ctype.h>
 #include <math.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
