@@ -45,7 +45,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import families_check  # noqa: E402  (rope_parameters: transformers' rope scaling)
+import families_ref  # noqa: E402  (rope_parameters: transformers' rope scaling)
 
 RTOL = 1e-10
 RTOL_F32 = 1e-4
@@ -136,7 +136,7 @@ def make_case(rng, on):
         R = dk if rng.random() < 0.6 else 2
         opts["rope"] = (str(rng.choice(["half", "interleaved"])), float(rng.choice([10000, 7.0])), R)
         if rng.random() < 0.4:
-            # rope scaling as transformers computes it (families_check.py's reference)
+            # rope scaling as transformers computes it (families_ref.py's reference)
             opts["rope_scaling"] = [
                 {"rope_type": "linear", "factor": 3.0},
                 {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
@@ -333,7 +333,7 @@ def torch_grads(torch, c, dt=None):
                     sc = o["rope_scaling"]
                     c = {"rope_theta": theta, "rope_scaling": sc, "max_position_embeddings":
                          sc.get("original_max_position_embeddings", 0) * sc["factor"]}
-                    inv, af = families_check.rope_parameters(c, R, 0)
+                    inv, af = families_ref.rope_parameters(c, R, 0)
                     inv = torch.tensor(inv, dtype=dt)
                 ang = p * inv[None, :]
                 cs, sn = torch.cos(ang)[:, None, :] * af, torch.sin(ang)[:, None, :] * af

@@ -41,7 +41,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import families_check  # noqa: E402  (rope_parameters: transformers' rope scaling)
+import families_ref  # noqa: E402  (rope_parameters: transformers' rope scaling)
 
 try:
     import torch
@@ -90,7 +90,7 @@ def rotate_half(x):
 
 
 def rope_cos_sin(pos, c, R):
-    inv, af = families_check.rope_parameters(c, R, int(max(pos)) + 1)
+    inv, af = families_ref.rope_parameters(c, R, int(max(pos)) + 1)
     freqs = np.outer(pos, inv)
     emb = np.concatenate([freqs, freqs], axis=-1)
     return np.cos(emb) * af, np.sin(emb) * af
