@@ -50,7 +50,8 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import checkpoint_check as ck  # noqa: E402  (safetensors writing, runs, Checker)
+import checkpoint_check as ck  # noqa: E402  (runs, Checker)
+import checkpoints as cf  # noqa: E402  (safetensors writing, a model folder)
 from families import FAMILIES  # noqa: E402  (the families, as they publish themselves)
 from families_ref import (decoder_attention, hf_settings, split_qkv,  # noqa: E402
                           torch_attention)
@@ -97,26 +98,26 @@ def fused_checkpoint(rng, f):
     mod, fused, out, top, around = FUSED_NAMES[f["type"]]
     t, params = {}, []
     for name in top:
-        t[name] = ck.Tensor(rng.standard_normal((11, D)) if "embed" in name or "wte" in
+        t[name] = cf.Tensor(rng.standard_normal((11, D)) if "embed" in name or "wte" in
                             name or "wpe" in name or "head" in name or "embed_out" in name
                             else np.ones(D), dt)
     for n in range(f["layers"]):
         a = mod % n
-        qkv = ck.Tensor(rng.standard_normal(((H + 2 * G) * hd, D)) * 0.5, dt)
-        o = ck.Tensor(rng.standard_normal((D, H * hd)) * 0.5, dt)
+        qkv = cf.Tensor(rng.standard_normal(((H + 2 * G) * hd, D)) * 0.5, dt)
+        o = cf.Tensor(rng.standard_normal((D, H * hd)) * 0.5, dt)
         t[a + fused + ".weight"], t[a + out + ".weight"] = qkv, o
         p = {"qkv": qkv.value, "o": o.value}
         if "q" in f.get("bias", ""):
-            b = ck.Tensor(rng.standard_normal((H + 2 * G) * hd) * 0.3, dt)
+            b = cf.Tensor(rng.standard_normal((H + 2 * G) * hd) * 0.3, dt)
             t[a + fused + ".bias"] = b
             p["bqkv"] = b.value
         if "o" in f.get("bias", ""):
-            b = ck.Tensor(rng.standard_normal(D) * 0.3, dt)
+            b = cf.Tensor(rng.standard_normal(D) * 0.3, dt)
             t[a + out + ".bias"] = b
             p["bo"] = b.value
         layer = a.rsplit(".", 2)[0] + "."
         for name in around:
-            t[layer + name] = ck.Tensor(np.ones(D) if name.endswith(("norm.weight", "bias",
+            t[layer + name] = cf.Tensor(np.ones(D) if name.endswith(("norm.weight", "bias",
                                                                        "ln_1.weight"))
                                         else rng.standard_normal((2 * D, D)), dt)
         params.append(p)
@@ -133,25 +134,25 @@ def decoder_checkpoint(rng, f):
     pre = f.get("prefix", "model.")
     sc = f.get("weight_scale", 0.5)
     t, params = {}, []
-    t[pre + "embed_tokens.weight"] = ck.Tensor(rng.standard_normal((11, D)), dt)
-    t[pre + "norm.weight"] = ck.Tensor(np.ones(D), dt)
+    t[pre + "embed_tokens.weight"] = cf.Tensor(rng.standard_normal((11, D)), dt)
+    t[pre + "norm.weight"] = cf.Tensor(np.ones(D), dt)
     head = "language_model.lm_head.weight" if pre.startswith("language_model") else \
         "lm_head.weight"
-    t[head] = ck.Tensor(rng.standard_normal((11, D)), dt)
+    t[head] = cf.Tensor(rng.standard_normal((11, D)), dt)
     for n in range(f["layers"]):
         a = "%slayers.%d." % (pre, n)
         p = {}
         for c, rows, cols in (("q", H * hd, D), ("k", G * hd, D), ("v", G * hd, D),
                               ("o", D, H * hd)):
-            w = ck.Tensor(rng.standard_normal((rows, cols)) * sc, dt)
+            w = cf.Tensor(rng.standard_normal((rows, cols)) * sc, dt)
             t[a + "self_attn.%s_proj.weight" % c] = w
             p[c] = w.value
             if c in f.get("bias", ""):
-                b = ck.Tensor(rng.standard_normal(rows) * 0.3, dt)
+                b = cf.Tensor(rng.standard_normal(rows) * 0.3, dt)
                 t[a + "self_attn.%s_proj.bias" % c] = b
                 p["b" + c] = b.value
         if f.get("sinks"):
-            sk = ck.Tensor(rng.standard_normal(H), dt)
+            sk = cf.Tensor(rng.standard_normal(H), dt)
             t[a + "self_attn.sinks"] = sk
             p["sinks"] = sk.value
         if f.get("qk_norm"):
@@ -159,19 +160,19 @@ def decoder_checkpoint(rng, f):
             lay = f["qk_norm"]
             for side, heads in (("q", H), ("k", G)):
                 shape = (hd,) if lay == "head" else (heads * hd,) if lay == "all" else (heads, hd)
-                w = ck.Tensor(rng.standard_normal(shape) * 0.3 + 1, dt)
+                w = cf.Tensor(rng.standard_normal(shape) * 0.3 + 1, dt)
                 t[a + "self_attn.%s_norm.weight" % side] = w
                 p[side + "n"] = w.value
-        t[a + "input_layernorm.weight"] = ck.Tensor(np.ones(D), dt)
-        t[a + "post_attention_layernorm.weight"] = ck.Tensor(np.ones(D), dt)
+        t[a + "input_layernorm.weight"] = cf.Tensor(np.ones(D), dt)
+        t[a + "post_attention_layernorm.weight"] = cf.Tensor(np.ones(D), dt)
         if f.get("moe"):
-            t[a + "block_sparse_moe.gate.weight"] = ck.Tensor(rng.standard_normal((2, D)), dt)
+            t[a + "block_sparse_moe.gate.weight"] = cf.Tensor(rng.standard_normal((2, D)), dt)
             for e in range(2):
                 t[a + "block_sparse_moe.experts.%d.w1.weight" % e] = \
-                    ck.Tensor(rng.standard_normal((2 * D, D)), dt)
+                    cf.Tensor(rng.standard_normal((2 * D, D)), dt)
         else:
-            t[a + "mlp.gate_proj.weight"] = ck.Tensor(rng.standard_normal((2 * D, D)), dt)
-            t[a + "mlp.down_proj.weight"] = ck.Tensor(rng.standard_normal((D, 2 * D)), dt)
+            t[a + "mlp.gate_proj.weight"] = cf.Tensor(rng.standard_normal((2 * D, D)), dt)
+            t[a + "mlp.down_proj.weight"] = cf.Tensor(rng.standard_normal((D, 2 * D)), dt)
         params.append(p)
     if f.get("vision"):
         # a vision tower whose attention modules also match *.layers.N.self_attn
@@ -179,10 +180,10 @@ def decoder_checkpoint(rng, f):
         for n in range(2):
             for c in ("q", "k", "v"):
                 t["%svision_model.encoder.layers.%d.self_attn.%s_proj.weight" % (v, n, c)] = \
-                    ck.Tensor(rng.standard_normal((8, 8)), dt)
+                    cf.Tensor(rng.standard_normal((8, 8)), dt)
             t["%svision_model.encoder.layers.%d.self_attn.o_proj.weight" % (v, n)] = \
-                ck.Tensor(rng.standard_normal((8, 8)), dt)
-        t["multi_modal_projector.linear_1.weight"] = ck.Tensor(rng.standard_normal((D, 8)), dt)
+                cf.Tensor(rng.standard_normal((8, 8)), dt)
+        t["multi_modal_projector.linear_1.weight"] = cf.Tensor(rng.standard_normal((D, 8)), dt)
     return t, params
 
 
@@ -194,7 +195,7 @@ def family_cases(c, rng, torch):
     for f in FAMILIES:
         tensors, params = decoder_checkpoint(rng, f)
         config = f["config"](f)
-        d = ck.folder(c.tmp, "fam-%s-%s" % (f["type"], len(os.listdir(c.tmp))), tensors, config)
+        d = cf.folder(c.tmp, "fam-%s-%s" % (f["type"], len(os.listdir(c.tmp))), tensors, config)
         f["dir"], f["tensors"], f["cfg"] = d, tensors, config
         x = rng.standard_normal((N, f["D"]))
         xp = os.path.join(d, "x.npy")
@@ -284,7 +285,7 @@ def by_type(t):
 
 def planted(c, f, name, config=None, tensors=None, extra=()):
     """f's checkpoint again with config or tensors changed"""
-    d = ck.folder(c.tmp, "plant-%d" % len(os.listdir(c.tmp)),
+    d = cf.folder(c.tmp, "plant-%d" % len(os.listdir(c.tmp)),
                   tensors if tensors is not None else f["tensors"],
                   config if config is not None else f["cfg"])
     return ["-x", os.path.join(f["dir"], "x.npy"), "-w", d, "--layer",
@@ -322,7 +323,7 @@ def refusal_cases(c, rng):
         name = "%slayers.%d.self_attn.gate.weight" % (pre, f["runs"][0])
         if f.get("fused"):
             name = FUSED_NAMES[f["type"]][0] % f["runs"][0] + "gate.weight"
-        t[name] = ck.Tensor(np.ones(4), "F32")
+        t[name] = cf.Tensor(np.ones(4), "F32")
         c.refused("%s: a tensor planted in the attention module" % f["name"],
                   planted(c, f, "tensor", tensors=t),
                   ['"%s"' % name, "does not know"])
@@ -331,7 +332,7 @@ def refusal_cases(c, rng):
     for suffix, words in (("q_norm.weight", "normalisation"), ("sinks", "attention sinks"),
                           ("qkv_proj.weight", "fused")):
         t = dict(f["tensors"])
-        t["model.layers.1.self_attn." + suffix] = ck.Tensor(np.ones(4), "F32")
+        t["model.layers.1.self_attn." + suffix] = cf.Tensor(np.ones(4), "F32")
         c.refused("llama: a planted %s names what it is" % suffix,
                   planted(c, f, suffix, tensors=t), [suffix, words])
     # biases the family's code would not add, or would and are missing
@@ -345,7 +346,7 @@ def refusal_cases(c, rng):
         t = dict(f["tensors"])
         name = "model.layers.%d.self_attn.%s_proj.bias" % (f["runs"][0], change[1])
         if change[0] == "add":
-            t[name] = ck.Tensor(np.ones(f["D"] if change[1] == "o" else f["H"] * f["hd"]),
+            t[name] = cf.Tensor(np.ones(f["D"] if change[1] == "o" else f["H"] * f["hd"]),
                                 f["dtype"])
         else:
             del t[name]
@@ -355,7 +356,7 @@ def refusal_cases(c, rng):
     f = by_type("llama")
     conf = dict(f["cfg"], attention_bias=False)
     t = dict(f["tensors"])
-    t["model.layers.1.self_attn.q_proj.bias"] = ck.Tensor(np.ones(16), "F16")
+    t["model.layers.1.self_attn.q_proj.bias"] = cf.Tensor(np.ones(16), "F16")
     c.refused("llama: attention_bias false with q_proj.bias there",
               planted(c, f, "bias", config=conf, tensors=t), ["attention_bias is false"])
     # a model type whose attention is another (DeepSeek's latent attention, which
@@ -394,7 +395,7 @@ def refusal_cases(c, rng):
     # a fused tensor whose rows do not fit the heads
     t = dict(f["tensors"])
     name = "transformer.h.1.self_attention.query_key_value.weight"
-    t[name] = ck.Tensor(np.ones((25, f["D"])), f["dtype"])
+    t[name] = cf.Tensor(np.ones((25, f["D"])), f["dtype"])
     c.refused("falcon: query_key_value of 25 rows", planted(c, f, "rows", tensors=t),
               [name, "25x16", "rows"])
     f = by_type("llama")
@@ -416,7 +417,7 @@ def refusal_cases(c, rng):
     c.refused("model_type llama under --layout gpt2: refused",
               planted(c, f, "layout", extra=["--layout", "gpt2"]), ["llama", "--layout gpt2"])
     # no heads said: refused, never one head guessed
-    d = ck.folder(c.tmp, "no-heads", f["tensors"])
+    d = cf.folder(c.tmp, "no-heads", f["tensors"])
     c.refused("a checkpoint with no config.json and no --heads",
               ["-x", os.path.join(f["dir"], "x.npy"), "-w", d, "--layer", "1"],
               ["how many heads", "--heads"])
@@ -434,7 +435,7 @@ def refusal_cases(c, rng):
         t = dict(f["tensors"])
         R = f["hd"]
         inv = 1.0 / (10000.0 ** (np.arange(0, R, 2) / R)) * scale
-        t["model.layers.1.self_attn.rotary_emb.inv_freq"] = ck.Tensor(inv, "F32")
+        t["model.layers.1.self_attn.rotary_emb.inv_freq"] = cf.Tensor(inv, "F32")
         args = planted(c, f, "inv", tensors=t)
         if ok:
             rc, out, err = ck.run(c.binary, args + ["-f", "json"])

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import checkpoint_check as ck  # noqa: E402  (softmax, rotate_half)
+import checkpoint_ref as cr  # noqa: E402  (softmax, rotate_half)
 
 
 def hf_settings(f, config, layer, n):
@@ -199,7 +199,7 @@ def rotate(x, pos, R, inv_freq, af, style):
     xr, rest = x[..., :R], x[..., R:]
     if style == "half":  # rotate_half over cat(freqs, freqs)
         emb = np.concatenate([freqs, freqs], axis=-1)
-        out = xr * (np.cos(emb) * af) + ck.rotate_half(xr) * (np.sin(emb) * af)
+        out = xr * (np.cos(emb) * af) + cr.rotate_half(xr) * (np.sin(emb) * af)
     else:  # Cohere: repeat_interleave(freqs, 2), pairs (2i, 2i + 1)
         emb = np.repeat(freqs, 2, axis=-1)
         x1, x2 = xr[..., 0::2], xr[..., 1::2]
@@ -274,9 +274,9 @@ def decoder_attention(x, p, s, kv_len=None):
     if "sinks" in p:
         # gpt-oss: each head's sink joins its softmax, then is dropped
         sink = np.broadcast_to(p["sinks"][:, None, None], (H, n, 1))
-        o = ck.softmax(np.concatenate([w, sink], axis=-1))[..., :-1] @ v
+        o = cr.softmax(np.concatenate([w, sink], axis=-1))[..., :-1] @ v
     else:
-        o = ck.softmax(w) @ v
+        o = cr.softmax(w) @ v
     return o.transpose(1, 0, 2).reshape(n, H * hd) @ p["o"].T + p.get("bo", 0)
 
 
