@@ -265,6 +265,7 @@ bench: deps
 		bench/bench_mha ./mha
 	$(PYTHON) bench/bench_process.py --avx2 --append $(BENCH_OUT) $(BENCH_PROCESS_ARGS) \
 		bench/bench_mha ./mha
+	$(PYTHON) bench/bench_replace.py --append $(BENCH_OUT)
 	$(MAKE) bench/bench_backward && $(PYTHON) bench/bench_backward.py --append $(BENCH_OUT) \
 		bench/bench_backward
 	$(PYTHON) bench/bench_backward.py --avx2 --append $(BENCH_OUT) $(filter --quick,$(BENCH_ARGS)) \
