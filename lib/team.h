@@ -4,7 +4,8 @@
  * Replaces OpenMP: persistent POSIX threads, started on first use, that
  * run a region's function beside the caller and then wait, spinning for a
  * few tens of microseconds and then asleep in the kernel (a sleeping
- * worker costs nothing while the process reads and writes files).  Not a
+ * worker costs nothing while the process reads and writes files; on Linux
+ * it sleeps held to its processor, team.c's hold_here).  Not a
  * general pool: one region at a time in the whole process; a call that
  * finds the team busy (another thread of the program, or a region inside
  * a region) runs its region alone, as participant 0 of 1, with the same

@@ -3,6 +3,9 @@
  * fork, refusal; tests/unit/main.c runs them.
  */
 #include "unit.h"
+#include "../../lib/team.h" /* the team itself (libmha.a has it) */
+
+#include <sys/syscall.h>
 
 /* the CPUs this process may run on, as sched_getaffinity counts them */
 static int cpus_allowed(void)
@@ -298,14 +301,23 @@ START_TEST(test_threads_born_apart)
 						 : !CPU_EQUAL(&within, &mine))
 				bad |= 2;
 		}
-		/* now: every thread of the process free to run on all of them */
+		/* now: every thread of the process free to run on all of them, or
+		 * a worker already asleep, held to one of them (test_threads_held_asleep) */
 		dir = opendir("/proc/self/task");
 		while (dir && (e = readdir(dir))) {
+			cpu_set_t within;
+
 			if (e->d_name[0] == '.')
 				continue;
 			threads++;
-			if (sched_getaffinity((pid_t)atoi(e->d_name), sizeof(now), &now) ||
-			    !CPU_EQUAL(&now, &mine))
+			if (sched_getaffinity((pid_t)atoi(e->d_name), sizeof(now), &now)) {
+				bad |= 4;
+				continue;
+			}
+			CPU_AND(&within, &now, &mine);
+			if (!CPU_EQUAL(&now, &mine) &&
+			    (atoi(e->d_name) == getpid() || CPU_COUNT(&now) != 1 ||
+			     !CPU_EQUAL(&within, &now)))
 				bad |= 4;
 		}
 		if (dir)
@@ -322,9 +334,146 @@ START_TEST(test_threads_born_apart)
 }
 END_TEST
 
+/* each participant's processors as it runs a region (after a barrier, with wait) */
+struct held_region {
+	cpu_set_t mask[3];
+	int seen[3];
+	pid_t tid[3]; /* each participant's thread */
+	int wait;     /* participant 0 sleeps this many ms before the barrier */
+};
+
+static void held_record(void *arg, int t, int n)
+{
+	struct held_region *r = arg;
+
+	if (r->wait) {
+		if (t == 0)
+			usleep((useconds_t)r->wait * 1000);
+		mha_team_barrier(n);
+	}
+	if (t < 3) {
+		r->seen[t] = !sched_getaffinity(0, sizeof(r->mask[t]), &r->mask[t]);
+		r->tid[t] = (pid_t)syscall(SYS_gettid);
+	}
+}
+
+/* 0 when each of the 3 participants ran on all of mine, else bad */
+static int held_check(const struct held_region *r, const cpu_set_t *mine, int bad)
+{
+	for (int t = 0; t < 3; t++)
+		if (!r->seen[t] || !CPU_EQUAL(&r->mask[t], mine))
+			return bad;
+	return 0;
+}
+
+/* 1 once both workers (tid[1], tid[2]) are held to one processor of mine
+ * each (2 s at most); by their thread ids, since under qemu-user the
+ * process has threads of qemu's own too */
+static int workers_held(const pid_t *tid, const cpu_set_t *mine)
+{
+	for (int tries = 0; tries < 2000; tries++) {
+		int all = 1;
+
+		for (int t = 1; t < 3; t++) {
+			cpu_set_t now, within;
+
+			if (sched_getaffinity(tid[t], sizeof(now), &now)) {
+				all = 0;
+				continue;
+			}
+			CPU_AND(&within, &now, mine);
+			all &= CPU_COUNT(&now) == 1 && CPU_EQUAL(&within, &now);
+		}
+		if (all)
+			return 1;
+		usleep(1000);
+	}
+	return 0;
+}
+
+/*
+ * A worker that sleeps is held to the processor it sleeps on, and runs a
+ * region on all the caller's processors again (team.c, hold_here): the
+ * wake-up then finds it where it was, not on the caller's processor.
+ * Three participants: inside the first region each runs on all of the
+ * process's processors; a little later both workers, asleep, are each
+ * held to one of them; woken for a second region, and again from a
+ * barrier they slept at, all of them again.  A mask set from outside
+ * while a worker sleeps stands.  With one processor allowed there is
+ * nothing to hold: skipped.
+ */
+START_TEST(test_threads_held_asleep)
+{
+	pid_t child;
+	int status;
+
+	fflush(NULL);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (!child) {
+		struct held_region r;
+		cpu_set_t mine;
+		pid_t tid[3];
+		int bad = 0;
+
+		sched_getaffinity(0, sizeof(mine), &mine);
+		if (CPU_COUNT(&mine) < 2)
+			_exit(0);
+		memset(&r, 0, sizeof(r));
+		mha_team_run(3, held_record, &r);
+		bad |= held_check(&r, &mine, 2);
+		memcpy(tid, r.tid, sizeof(tid));
+		if (!workers_held(tid, &mine))
+			bad |= 4;
+		memset(&r, 0, sizeof(r));
+		mha_team_run(3, held_record, &r);
+		bad |= held_check(&r, &mine, 8);
+		if (!workers_held(tid, &mine))
+			bad |= 4;
+		memset(&r, 0, sizeof(r));
+		r.wait = 20;
+		mha_team_run(3, held_record, &r);
+		bad |= held_check(&r, &mine, 16);
+		if (!workers_held(tid, &mine))
+			bad |= 4;
+		/* set from outside while asleep (taskset): another one of mine than
+		 * the one each is held to; it stands, not widened when they wake */
+		for (int t = 1; t < 3; t++) {
+			cpu_set_t held, other;
+
+			if (sched_getaffinity(tid[t], sizeof(held), &held)) {
+				bad |= 32;
+				continue;
+			}
+			CPU_ZERO(&other);
+			for (int c = 0; c < CPU_SETSIZE; c++)
+				if (CPU_ISSET(c, &mine) && !CPU_ISSET(c, &held)) {
+					CPU_SET(c, &other);
+					break;
+				}
+			if (sched_setaffinity(tid[t], sizeof(other), &other))
+				bad |= 32;
+		}
+		memset(&r, 0, sizeof(r));
+		mha_team_run(3, held_record, &r);
+		for (int t = 1; t < 3; t++)
+			if (!r.seen[t] || CPU_COUNT(&r.mask[t]) != 1)
+				bad |= 32;
+		_exit(bad);
+	}
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "workers held asleep (exit %d: 2 a region not on all processors, 4 a worker "
+		      "asleep not held to one, 8 not freed when woken, 16 not freed after a barrier, "
+		      "32 a mask set from outside undone)",
+		      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+END_TEST
+
 void unit_add_threads(const struct unit_suite *u)
 {
 	tcase_add_test(u->ref, test_threads_born_apart);
+	tcase_add_test(u->ref, test_threads_held_asleep);
 	tcase_add_test(u->ref, test_concurrent_calls);
 	tcase_add_test(u->ref, test_threads_refused);
 	tcase_add_test(u->err, test_threads_default);
