@@ -481,27 +481,13 @@ build/fuzz/obj/%.o: %.c lib/*.h build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-build/fuzz/obj/lib/kernel_f64_base.o: lib/kernel.c lib/*.h build/fuzz/.flags
+# the kernels' baseline (the fuzzers run the portable code): each source
+# once per element type
+build/fuzz/obj/lib/%_f64_base.o: lib/%.c lib/*.h build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -c $< -o $@
 
-build/fuzz/obj/lib/kernel_f32_base.o: lib/kernel.c lib/*.h build/fuzz/.flags
-	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -DSFX=f32_base -DVB=16 -c $< -o $@
-
-build/fuzz/obj/lib/kernel_attend_f64_base.o: lib/kernel_attend.c lib/*.h build/fuzz/.flags
-	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -c $< -o $@
-
-build/fuzz/obj/lib/kernel_attend_f32_base.o: lib/kernel_attend.c lib/*.h build/fuzz/.flags
-	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -DSFX=f32_base -DVB=16 -c $< -o $@
-
-build/fuzz/obj/lib/kernel_bwd_f64_base.o: lib/kernel_bwd.c lib/isa.h lib/vexp.h lib/kernel_bwd.h build/fuzz/.flags
-	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -c $< -o $@
-
-build/fuzz/obj/lib/kernel_bwd_f32_base.o: lib/kernel_bwd.c lib/isa.h lib/vexp.h lib/kernel_bwd.h build/fuzz/.flags
+build/fuzz/obj/lib/%_f32_base.o: lib/%.c lib/*.h build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -DSFX=f32_base -DVB=16 -c $< -o $@
 
