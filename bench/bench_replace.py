@@ -99,7 +99,10 @@ def main():
     if len(args) > 1:
         sys.exit("usage: bench_replace.py [--append FILE] [DIR]")
     base = args[0] if args else tempfile.gettempdir()
-    d = tempfile.mkdtemp(prefix="mha-bench-replace-", dir=base)
+    try:
+        d = tempfile.mkdtemp(prefix="mha-bench-replace-", dir=base)
+    except OSError as e:
+        sys.exit("bench_replace.py: %s: %s" % (base, e.strerror))
     try:
         where = mount_of(os.path.realpath(d))
         print("Replacing a file in %s: %s.  Each way timed around its one call (the rename, or "
