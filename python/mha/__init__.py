@@ -54,7 +54,7 @@ def _no_print(function, options):
 
 def _run_to_npz(command, function, options):
     _run.check_keywords(command, function, options)
-    with _run.Work() as work:
+    with _run.Work(options.values()) as work:
         _run.run(_run.argv(command, options, work) + ["-o", "out.npz", "-f", "npz"], work)
         return read_npz(work.path("out.npz"))
 
@@ -111,7 +111,7 @@ def compare(steps: Union[str, "os.PathLike[str]", Mapping[str, ArrayLike]], **op
     that explains the first difference.  Returns a Report: report.agree,
     .first_difference, .diagnosis, and str(report) as 'mha compare' prints it.
     """
-    work = _run.Work()
+    work = _run.Work([steps, *options.values()])
     try:
         args = _compare_argv(steps, options, work)
         data = json.loads(_run.run(args + ["-f", "json"], work, ok=(0, 1)).stdout)
@@ -141,7 +141,7 @@ def load_layer(checkpoint: Union[str, "os.PathLike[str]"], layer: Optional[int] 
     path = os.path.abspath(os.fspath(checkpoint))
     if layer is None and prefix is None:
         raise TypeError("load_layer(): name the layer: layer=N (or prefix=P)")
-    with _run.Work() as work:
+    with _run.Work(options.values()) as work:
         args = _run.argv("model", dict(options, layer=layer, prefix=prefix), work)
         data = json.loads(_run.run(args[:1] + [path] + args[1:] + ["-f", "json", "-o", "tensors.npz"],
                                    work).stdout)

@@ -112,14 +112,41 @@ def is_array(value):
         (hasattr(value, "numpy") and callable(value.numpy))
 
 
-class Work:
-    """a private temporary directory for one run's files, on /dev/shm when there is one;
-    the command runs in it, so that its messages name them as the keywords do (x.npy)"""
+def _bytes_of(value):
+    """the bytes a keyword's arrays take as files (a dict's, summed); 0 for anything else"""
+    if isinstance(value, dict):
+        return sum(_bytes_of(v) for v in value.values())
+    if isinstance(value, (str, os.PathLike, list, tuple)) or not is_array(value):
+        return 0
+    size = getattr(value, "nbytes", None)
+    return size if isinstance(size, int) else as_array(value).nbytes
 
-    def __init__(self):
-        shm = "/dev/shm"
-        base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
-        self.dir = tempfile.mkdtemp(prefix="mha-python-", dir=base)
+
+_SHM = "/dev/shm"
+
+
+def _place(need):
+    """where a run's directory goes: tempfile's choice (None) when TMPDIR is set, else
+    /dev/shm when it is there, writable and has room for twice need (the arrays, and
+    results of their size) and a MiB, else tempfile's choice again: a container's
+    /dev/shm is often small (64 MiB in Docker), and a full one fails the run"""
+    if os.environ.get("TMPDIR") or not (os.path.isdir(_SHM) and os.access(_SHM, os.W_OK)):
+        return None
+    try:
+        st = os.statvfs(_SHM)
+    except OSError:
+        return None
+    return _SHM if st.f_bavail * st.f_frsize >= 2 * need + (1 << 20) else None
+
+
+class Work:
+    """a private temporary directory for one run's files (values: the run's keyword
+    values, whose arrays it will hold), on /dev/shm when there is room (_place); the
+    command runs in it, so that its messages name them as the keywords do (x.npy)"""
+
+    def __init__(self, values=()):
+        need = sum(_bytes_of(v) for v in values)
+        self.dir = tempfile.mkdtemp(prefix="mha-python-", dir=_place(need))
 
     def path(self, name):
         return os.path.join(self.dir, name)

@@ -272,6 +272,38 @@ def test_no_files_left(tmp_path):
     assert not {n for n in after - before if n.startswith("mha-python-")}
 
 
+def test_a_small_dev_shm_is_passed_over(monkeypatch):
+    """the arrays go to /dev/shm only when it has room for them twice over and a
+    MiB (Docker's is 64 MiB, and a full one failed the run), and never when TMPDIR
+    is set; else where tempfile puts its files, and the run is the same"""
+    from mha import _run
+
+    w8 = {"W_Q": np.zeros((1024, 512)), "W_K": np.zeros((512, 512))}  # 4 MiB and 2 MiB
+    assert _run._bytes_of(w8) == 6 << 20 and _run._bytes_of("w.npz") == 0
+    assert _run._bytes_of([1.0, 2.0]) == 0 and _run._bytes_of(np.zeros(3, np.float32)) == 12
+
+    class Room:
+        f_frsize = 4096
+
+        def __init__(self, mib):
+            self.f_bavail = (mib << 20) // 4096
+    monkeypatch.delenv("TMPDIR", raising=False)
+    shm = os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK)
+    monkeypatch.setattr(_run.os, "statvfs", lambda path: Room(13))
+    assert _run._place(6 << 20) == ("/dev/shm" if shm else None)
+    assert _run._place((6 << 20) + 1) is None
+    with _run.Work([X, w8]) as work:
+        assert not work.dir.startswith("/dev/shm/")
+        assert os.path.dirname(work.dir) == tempfile.gettempdir()
+    # a run through the directory tempfile chose gives the numbers it gives on /dev/shm
+    monkeypatch.setattr(_run.os, "statvfs", lambda path: Room(0))
+    np.testing.assert_allclose(mha.forward(X, W, heads=2).output, attention(X, W, 2)["output"],
+                               rtol=1e-12, atol=1e-14)
+    monkeypatch.setattr(_run.os, "statvfs", lambda path: Room(1 << 20))
+    monkeypatch.setenv("TMPDIR", tempfile.gettempdir())
+    assert _run._place(0) is None
+
+
 def test_help_lists_the_options():
     for f, opts in ((mha.forward, ("--kv-heads", "--causal", "--rope", "--print")),
                     (mha.backward, ("--grad-output",)), (mha.compare, ("--rtol", "--against")),
