@@ -54,9 +54,10 @@ def _no_print(function, options):
 
 def _run_to_npz(command, function, options):
     _run.check_keywords(command, function, options)
-    with _run.Work(options.values()) as work:
+    def one(work):
         _run.run(_run.argv(command, options, work) + ["-o", "out.npz", "-f", "npz"], work)
         return read_npz(work.path("out.npz"))
+    return _run.in_work(options.values(), one)
 
 
 def forward(x: Optional[Input] = None, weights: Optional[Weights] = None, *,
@@ -111,13 +112,10 @@ def compare(steps: Union[str, "os.PathLike[str]", Mapping[str, ArrayLike]], **op
     that explains the first difference.  Returns a Report: report.agree,
     .first_difference, .diagnosis, and str(report) as 'mha compare' prints it.
     """
-    work = _run.Work([steps, *options.values()])
-    try:
+    def first(work):
         args = _compare_argv(steps, options, work)
-        data = json.loads(_run.run(args + ["-f", "json"], work, ok=(0, 1)).stdout)
-    except BaseException:
-        work.close()
-        raise
+        return args, json.loads(_run.run(args + ["-f", "json"], work, ok=(0, 1)).stdout)
+    work, (args, data) = _run.in_work([steps, *options.values()], first, keep=True)
     text = []
 
     def words():
@@ -141,12 +139,13 @@ def load_layer(checkpoint: Union[str, "os.PathLike[str]"], layer: Optional[int] 
     path = os.path.abspath(os.fspath(checkpoint))
     if layer is None and prefix is None:
         raise TypeError("load_layer(): name the layer: layer=N (or prefix=P)")
-    with _run.Work(options.values()) as work:
+    def one(work):
         args = _run.argv("model", dict(options, layer=layer, prefix=prefix), work)
         data = json.loads(_run.run(args[:1] + [path] + args[1:] + ["-f", "json", "-o", "tensors.npz"],
                                    work).stdout)
         with np.load(work.path("tensors.npz"), allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
+            return data, {k: z[k] for k in z.files}
+    data, arrays = _run.in_work(options.values(), one)
     keywords = {"weights": path}
     keywords.update({k: v for k, v in dict(options, layer=layer, prefix=prefix).items()
                      if v is not None and k != "max_memory"})

@@ -141,12 +141,15 @@ def _place(need):
 
 class Work:
     """a private temporary directory for one run's files (values: the run's keyword
-    values, whose arrays it will hold), on /dev/shm when there is room (_place); the
-    command runs in it, so that its messages name them as the keywords do (x.npy)"""
+    values, whose arrays it will hold), on /dev/shm when there is room (_place) and
+    shm allows; the command runs in it, so that its messages name them as the
+    keywords do (x.npy)"""
 
-    def __init__(self, values=()):
+    def __init__(self, values=(), shm=True):
         need = sum(_bytes_of(v) for v in values)
-        self.dir = tempfile.mkdtemp(prefix="mha-python-", dir=_place(need))
+        base = _place(need) if shm else None
+        self.on_shm = base == _SHM
+        self.dir = tempfile.mkdtemp(prefix="mha-python-", dir=base)
 
     def path(self, name):
         return os.path.join(self.dir, name)
@@ -221,9 +224,38 @@ def _message(stderr):
     return "\n".join(lines)
 
 
+class _ShmFull(MhaError):
+    """the run filled /dev/shm (its results larger than _place allowed for)"""
+
+
 def run(args, work, ok=(0,)):
-    """run mha with args in work; its CompletedProcess when the status is in ok, else MhaError"""
+    """run mha with args in work; its CompletedProcess when the status is in ok, else
+    MhaError (_ShmFull when work is on /dev/shm and mha found no space left there)"""
     r = subprocess.run([executable()] + list(args), capture_output=True, text=True, cwd=work.dir)
     if r.returncode not in ok:
-        raise MhaError(_message(r.stderr) or "mha %s: exit status %d" % (args[0], r.returncode))
+        said = _message(r.stderr) or "mha %s: exit status %d" % (args[0], r.returncode)
+        # mha's messages are strerror's in the C locale (it never sets one)
+        full = work.on_shm and "No space left on device" in said
+        raise (_ShmFull if full else MhaError)(said)
     return r
+
+
+def in_work(values, fn, keep=False):
+    """fn(work) in a Work for values; once more in tempfile's directory when the run
+    filled /dev/shm.  The work is removed after, or with keep, returned beside the
+    result (the caller removes it): (work, fn(work))."""
+    for shm in (True, False):
+        work = Work(values, shm)
+        try:
+            result = fn(work)
+        except _ShmFull:
+            work.close()
+            continue
+        except BaseException:
+            work.close()
+            raise
+        if keep:
+            return work, result
+        work.close()
+        return result
+    raise AssertionError("unreachable: a run off /dev/shm never raises _ShmFull")

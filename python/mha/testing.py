@@ -14,7 +14,7 @@ def assert_attention_close(steps: Union[str, "os.PathLike[str]", Mapping[str, An
     AssertionError whose message is 'mha compare's report: each step, the
     first that differs and where, and the mistake that explains it."""
     __tracebackhide__ = True  # pytest: the report, not this frame
-    with _run.Work([steps, *options.values()]) as work:
-        r = _run.run(_compare_argv(steps, options, work), work, ok=(0, 1))
+    r = _run.in_work([steps, *options.values()],
+                     lambda work: _run.run(_compare_argv(steps, options, work), work, ok=(0, 1)))
     if r.returncode == 1:
         raise AssertionError(r.stdout.rstrip("\n"))

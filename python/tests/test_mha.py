@@ -6,7 +6,9 @@ built ./mha, PYTHONPATH python/.
 """
 import json
 import os
+import shutil
 import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -302,6 +304,32 @@ def test_a_small_dev_shm_is_passed_over(monkeypatch):
     monkeypatch.setattr(_run.os, "statvfs", lambda path: Room(1 << 20))
     monkeypatch.setenv("TMPDIR", tempfile.gettempdir())
     assert _run._place(0) is None
+
+
+SMALL_SHM_RUN = """
+import sys, numpy as np, mha
+x = np.random.default_rng(5).normal(size=(512, 64))
+r = mha.forward(x, None, heads=8, causal=True, steps="all")
+np.save(sys.argv[1], r["heads.softmax"])
+np.save(sys.argv[2], x)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare(1)")
+def test_a_full_dev_shm_runs_again_elsewhere(tmp_path):
+    """a run whose results fill /dev/shm (here a 4 MiB one, in a mount namespace of
+    its own) is made again in tempfile's directory: the same numbers, nothing left"""
+    soft, xs = tmp_path / "softmax.npy", tmp_path / "x.npy"
+    script = ("mount -t tmpfs -o size=4m tmpfs /dev/shm && \"$0\" -c \"$1\" \"$2\" \"$3\" && "
+              "test -z \"$(ls -A /dev/shm)\"")
+    r = subprocess.run(["unshare", "-m", "sh", "-c", script, sys.executable, SMALL_SHM_RUN, str(soft), str(xs)],
+                       capture_output=True, text=True)
+    if "mount" in r.stderr and r.returncode != 0 and not soft.exists():
+        pytest.skip("no tmpfs mount here: " + r.stderr.strip())
+    assert r.returncode == 0, r.stderr
+    x = np.load(xs)
+    ref = attention(x, {k: np.eye(64) for k in ("W_Q", "W_K", "W_V", "W_O")}, 8, causal=True)
+    np.testing.assert_allclose(np.load(soft), ref["softmax"], rtol=1e-12, atol=1e-15)
 
 
 def test_help_lists_the_options():
