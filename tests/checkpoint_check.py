@@ -374,7 +374,8 @@ def damaged_cases(c, rng):
     c.result("a config key mha does not know: refused, named at its line and column",
              rc == 1 and 'config.json:1:51: unknown key "some_new_key"' in err, err.strip())
     # --prefix with --layer: layer N's module under the prefix
-    d = folder(tmp, "cfg-known", t, {"model_type": "llama", "num_attention_heads": 2})
+    d = folder(tmp, "cfg-known", t, {"model_type": "llama", "num_attention_heads": 2,
+                                      "hidden_size": 8})
     rc, want, err = run(c.binary, ["-x", xp, "-w", d, "--layer", "0", "-f", "json"])
     rc2, got, err2 = run(c.binary, ["-x", xp, "-w", d, "--layer", "0", "--prefix", "model",
                                     "-f", "json"])
@@ -442,7 +443,7 @@ def blame_cases(c, rng):
     D, H = 8, 2
     t, params = llama_checkpoint(rng, 1, D, H, H, "F32")
     x, xp = c.x(rng, 4, D)
-    base = {"model_type": "llama", "num_attention_heads": H}
+    base = {"model_type": "llama", "num_attention_heads": H, "hidden_size": D}
     cases = (
         ("num_key_value_heads 1e15", {"num_key_value_heads": 1e15}, [],
          ["config.json'", "num_key_value_heads 1000000000000000 does not divide "
@@ -453,7 +454,8 @@ def blame_cases(c, rng):
          ["config.json'", "num_key_value_heads 2 does not divide --heads 3"]),
         ("num_key_value_heads without num_attention_heads",
          {"num_attention_heads": None, "num_key_value_heads": 2}, [],
-         ["config.json'", "num_key_value_heads 2 but no num_attention_heads"]),
+         ["config.json'", "num_attention_heads 32 (left out: model_type llama's default) "
+          "does not divide the 8 features of W_Q"]),
         ("num_attention_heads 3 against W_Q", {"num_attention_heads": 3}, [],
          ["config.json'", "num_attention_heads 3 does not divide the 8 features of W_Q",
           "q_proj.weight"]),
@@ -469,7 +471,7 @@ def blame_cases(c, rng):
         ("num_key_value_heads 2.5", {"num_key_value_heads": 2.5}, [],
          ['"num_key_value_heads"', "whole number from 1"]),
         ("head_dim 64 against W_Q", {"head_dim": 64, "partial_rotary_factor": 0.5}, [],
-         ["config.json'", "partial_rotary_factor", "d_k = 4"]),
+         ["config.json'", "head_dim 64, but W_Q", "has 8 features, not num_attention_heads 2 x 64"]),
         ("partial_rotary_factor making an odd rotary dim",
          {"head_dim": 4, "partial_rotary_factor": 0.75}, [],
          ["config.json'", "partial_rotary_factor 0.75", "3 features"]),
@@ -493,6 +495,7 @@ def blame_cases(c, rng):
     t, params = llama_checkpoint(rng, 1, D, H, H, "F32")
     x, xp = c.x(rng, 5, D)
     d = folder(tmp, "rotary-none", t, {"model_type": "llama", "num_attention_heads": H,
+                                       "hidden_size": D,
                                        "head_dim": 2, "partial_rotary_factor": 0.4})
     c.output("partial_rotary_factor 0.4 of head_dim 2: no rotation",
              ["-x", xp, "-w", d, "--layer", "0"], llama_attention(x, params[0], H, H, partial=0.4))

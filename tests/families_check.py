@@ -52,7 +52,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import checkpoint_check as ck  # noqa: E402  (runs, Checker)
 import checkpoints as cf  # noqa: E402  (safetensors writing, a model folder)
-from families import FAMILIES  # noqa: E402  (the families, as they publish themselves)
+from families import ALIASES, CLASS_DEFAULTS, FAMILIES  # noqa: E402  (as they publish themselves)
 from families_ref import (decoder_attention, hf_settings, split_qkv,  # noqa: E402
                           torch_attention)
 
@@ -196,7 +196,7 @@ def family_cases(c, rng, torch):
         tensors, params = decoder_checkpoint(rng, f)
         config = f["config"](f)
         d = cf.folder(c.tmp, "fam-%s-%s" % (f["type"], len(os.listdir(c.tmp))), tensors, config)
-        f["dir"], f["tensors"], f["cfg"] = d, tensors, config
+        f["dir"], f["tensors"], f["cfg"], f["params"] = d, tensors, config, params
         x = rng.standard_normal((N, f["D"]))
         xp = os.path.join(d, "x.npy")
         np.save(xp, x)
@@ -235,6 +235,61 @@ def family_cases(c, rng, torch):
         c.result("the NumPy references against their PyTorch transcriptions: %.2g" % worst_pair,
                  worst_pair <= 1e-13)
     return FAMILIES
+
+
+# keys whose value decides which tensors the module has: a default that
+# differs leaves the checkpoint's tensors unexplained, and mha refuses
+TENSOR_KEYS = ("attention_bias", "bias", "use_qk_norm")
+
+
+def default_cases(c):
+    """Each attention key a family's config.json gives, left out in turn: mha
+    takes the configuration class's default (families.py's CLASS_DEFAULTS),
+    as the reference computes it from the config completed with those
+    defaults, or, where the default does not fit the checkpoint (its shapes,
+    its tensors), refuses naming the key as its class's default."""
+    for f in FAMILIES:
+        t = f.get("text", f["type"])
+        defaults = CLASS_DEFAULTS.get(t)
+        if defaults is None:
+            c.result("%s: the class defaults of model_type %s are known" % (f["name"], t), False)
+            continue
+        wrapped = "text_config" in f["cfg"]
+        inner = f["cfg"]["text_config"] if wrapped else f["cfg"]
+        layer = f["runs"][0]
+        x = np.load(os.path.join(f["dir"], "x.npy"))
+        for key in sorted(k for k in inner if k in defaults and ALIASES.get(k) not in inner):
+            trimmed = {k: v for k, v in inner.items() if k != key}
+            ref = dict(trimmed, **{key: copy.deepcopy(defaults[key])})
+            if ref[key] is None:
+                del ref[key]
+            whole = dict(f["cfg"], text_config=trimmed) if wrapped else trimmed
+            hidden = ref.get("hidden_size", ref.get("n_embd"))
+            try:
+                s = hf_settings(f, dict(f["cfg"], text_config=ref) if wrapped else ref, layer, N)
+                fits = (s["H"], s["G"], s["hd"], hidden) == (f["H"], f["G"], f["hd"], f["D"])
+            except (ZeroDivisionError, ValueError):  # heads wider than hidden_size, or
+                fits = False                          # LongRoPE's factors of other dims
+            fits = fits and (key not in TENSOR_KEYS or defaults[key] == inner[key])
+            sc = ref.get("rope_scaling") or {}
+            if key == "max_position_embeddings" and sc.get("rope_type", sc.get("type")) == "yarn" \
+                    and \
+                    "original_max_position_embeddings" in sc and \
+                    ref[key] / sc["original_max_position_embeddings"] != sc["factor"]:
+                fits = False  # transformers' versions take YaRN's factor from either
+            try:
+                want = fits and decoder_attention(x, f["params"][layer], s)
+            except ValueError:  # a rotary dim the heads do not split: no model
+                fits = False
+            d = cf.folder(c.tmp, "dflt-%d" % len(os.listdir(c.tmp)), f["tensors"], whole)
+            args = ["-x", os.path.join(f["dir"], "x.npy"), "-w", d, "--layer", str(layer)]
+            name = "%s without %s: its class's %s" % (f["name"], key, json.dumps(defaults[key]))
+            if fits:
+                c.output(name, args, want)
+            else:
+                c.refused(name + ", which does not fit the checkpoint", args,
+                          [key] if key in TENSOR_KEYS or defaults[key] is None else
+                          [key, "(left out: model_type %s's default)" % t])
 
 
 def check_model(c, f, d, layer, s, p):
@@ -338,7 +393,7 @@ def refusal_cases(c, rng):
     # biases the family's code would not add, or would and are missing
     for ftype, change, words in (
             ("mistral", ("add", "q"), ["q_proj.bias", "mistral's attention adds no such bias"]),
-            ("llama", ("drop", "k"), ["k_proj.bias", "attention_bias true"]),
+            ("llama", ("drop", "k"), ["k_proj.bias", "attention_bias is true"]),
             ("qwen2", ("add", "o"), ["o_proj.bias", "qwen2's attention adds no such bias"]),
             ("qwen2", ("drop", "v"), ["no tensor", "v_proj.bias"])):
         f = next(g for g in FAMILIES if g["type"] == ftype and
@@ -373,8 +428,9 @@ def refusal_cases(c, rng):
     # Gemma 3: no head_dim, bidirectional attention; ModernBERT without --layer
     g = by_type("gemma3_text")
     conf = {k: v for k, v in g["cfg"].items() if k != "head_dim"}
-    c.refused("gemma3_text without head_dim", planted(c, g, "hd", config=conf),
-              ["no head_dim", "256"])
+    c.refused("gemma3_text without head_dim: Gemma3TextConfig's 256, not the tensors'",
+              planted(c, g, "hd", config=conf),
+              ["head_dim 256 (left out: model_type gemma3_text's default)", "W_Q"])
     c.refused("gemma3_text: use_bidirectional_attention",
               planted(c, g, "bidi", config=dict(g["cfg"], use_bidirectional_attention=True)),
               ["use_bidirectional_attention"])
@@ -422,13 +478,9 @@ def refusal_cases(c, rng):
               ["-x", os.path.join(f["dir"], "x.npy"), "-w", d, "--layer", "1"],
               ["how many heads", "--heads"])
     conf = {k: v for k, v in by_type("mistral")["cfg"].items() if k != "num_attention_heads"}
-    c.refused("mistral's config.json without num_attention_heads",
+    c.refused("mistral's config.json without num_attention_heads: MistralConfig's 32",
               planted(c, by_type("mistral"), "heads", config=conf),
-              ["no num_attention_heads", "--heads"])
-    conf = {k: v for k, v in conf.items() if k != "num_key_value_heads"}
-    c.refused("mistral's config.json without either heads key",
-              planted(c, by_type("mistral"), "heads", config=conf),
-              ["how many heads", "config.json does not say"])
+              ["num_attention_heads 32 (left out: model_type mistral's default)"])
     # rotary_emb.inv_freq, as older Llama checkpoints kept it: checked
     f = by_type("llama")
     for scale, ok in ((1.0, True), (0.5, False)):
@@ -469,9 +521,6 @@ def refusal_cases(c, rng):
     conf["quantization_config"]["modules_to_not_convert"] = ["model.embed_tokens"]
     c.refused("gpt-oss: the attention quantized", planted(c, f, "q", config=conf),
               ["quantization_config", "quantized"])
-    conf = {k: v for k, v in f["cfg"].items() if k != "layer_types"}
-    c.refused("gpt-oss without layer_types", planted(c, f, "lt", config=conf),
-              ["sliding_window without layer_types"])
     sk = os.path.join(c.tmp, "sinks.json")
     with open(sk, "w") as fp:
         json.dump([0.0] * f["H"], fp)
@@ -588,6 +637,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         c = ck.Checker(os.path.abspath(sys.argv[1]), tmp)
         family_cases(c, rng, torch)
+        default_cases(c)
         refusal_cases(c, rng)
         print("max relative difference over all outputs: %.2g (tolerance %g)"
               % (getattr(c, "worst", 0.0), RTOL))

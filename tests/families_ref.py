@@ -118,9 +118,15 @@ def hf_settings(f, config, layer, n):
             local = c["layer_types"][layer] == "sliding_attention"
         s["rope"] = "interleaved" if local and c.get("sliding_window") else None
         s["window"] = c.get("sliding_window") if local else None
-    if t == "smollm3" and not c["no_rope_layers"][layer]:
+    # SmolLM3Config: no_rope_layers None -> every no_rope_layer_interval-th layer
+    if t == "smollm3" and not (c.get("no_rope_layers") or
+                               [int((i + 1) % c["no_rope_layer_interval"] != 0)
+                                for i in range(layer + 1)])[layer]:
         s["rope"] = None
-    if t == "gpt_oss" and c["layer_types"][layer] == "sliding_attention":
+    # GptOssConfig: layer_types None -> the even layers slide
+    if t == "gpt_oss" and (c.get("layer_types") or
+                           ["sliding_attention" if (i + 1) % 2 else "full_attention"
+                            for i in range(layer + 1)])[layer] == "sliding_attention":
         s["window"] = c["sliding_window"]
     return s
 

@@ -6,6 +6,7 @@
 #include "load/model.h"
 #include "load/families.h"
 #include "load/config_keys.h"
+#include "load/complete.h"
 #include "load/latent.h"
 #include "load/layers.h"
 #include "load/rope_scaling.h"
@@ -22,8 +23,9 @@
 
 const char *model_heads_key(const struct problem_spec *s)
 {
-	return (s->mtype ? s->mtype->family : s->family) == FAMILY_GPT2 ? "n_head"
-								       : "num_attention_heads";
+	const model_family f = s->mtype ? s->mtype->family : s->family;
+
+	return f == FAMILY_GPT2 || f == FAMILY_BIGCODE ? "n_head" : "num_attention_heads";
 }
 
 /*
@@ -38,6 +40,7 @@ static int fused_heads(struct problem_spec *s, const cJSON *root, const char *pa
 {
 	int multi = s->mtype->family == FAMILY_BIGCODE, newer = 0, alibi = 0;
 	size_t n = 0;
+	char note[96];
 
 	if (config_bool(root, path, "multi_query", &multi) < 0 ||
 	    (s->mtype->family == FAMILY_FALCON &&
@@ -51,9 +54,15 @@ static int fused_heads(struct problem_spec *s, const cJSON *root, const char *pa
 	if (newer) {
 		s->fused = FUSED_GROUPED;
 		*kv = n ? n : heads;
+		snprintf(s->kv_from, sizeof(s->kv_from), "new_decoder_architecture%s and %s",
+			 config_default_note(s, "new_decoder_architecture", note, sizeof(note)),
+			 n ? "num_kv_heads" : "no num_kv_heads: as many as the heads");
 	} else if (multi) {
 		s->fused = FUSED_BLOCKS;
 		*kv = 1;
+		snprintf(s->kv_from, sizeof(s->kv_from), "multi_query%s%s", config_default_note(s,
+			 "multi_query", note, sizeof(note)), s->mtype->family == FAMILY_FALCON ?
+			 ", no new_decoder_architecture" : "");
 	} else {
 		s->fused = FUSED_PER_HEAD;
 		if (n && heads && n != heads)
@@ -74,6 +83,7 @@ static int config_heads(struct problem_spec *s, const char *path, size_t heads, 
 {
 	const unsigned g = s->given;
 	size_t H, G;
+	char kn[96], hn[96];
 
 	if (heads && !(g & GIVEN_HEADS)) {
 		s->heads = heads;
@@ -92,9 +102,13 @@ static int config_heads(struct problem_spec *s, const char *path, size_t heads, 
 	if (!(s->given & CONFIG_HEADS) && !(g & GIVEN_HEADS))
 		return error("'%s': num_key_value_heads %zu but no %s: give --heads", path, G,
 			     model_heads_key(s));
-	return error("'%s': %s %zu does not divide %s %zu", path,
+	return error("'%s': %s %zu%s does not divide %s %zu%s", path,
 		     s->given & CONFIG_KV_HEADS ? "num_key_value_heads" : "--kv-heads", G,
-		     s->given & CONFIG_HEADS ? model_heads_key(s) : "--heads", H);
+		     s->given & CONFIG_KV_HEADS ? config_default_note(s, "num_key_value_heads", kn,
+								    sizeof(kn)) : "",
+		     s->given & CONFIG_HEADS ? model_heads_key(s) : "--heads", H,
+		     s->given & CONFIG_HEADS ? config_default_note(s, model_heads_key(s), hn,
+								 sizeof(hn)) : "");
 }
 
 /*
@@ -103,15 +117,18 @@ static int config_heads(struct problem_spec *s, const char *path, size_t heads, 
  * dim of 0 would mean all of d_k).  An odd number: refused, for
  * transformers' tables would not fit it.  0, or -1 said.
  */
-static int config_rotary_dim(struct problem_spec *s, const char *path, size_t hd, double partial)
+static int config_rotary_dim(struct problem_spec *s, const char *path, size_t hd, double partial,
+			     const char *key)
 {
+	char note[96];
 	/* Python's int() of the product, as a double: the same rounding */
 	const size_t R = (size_t)floor((double)hd * partial);
 	const unsigned g = s->given;
 
 	if (R % 2)
-		return error("'%s': partial_rotary_factor %g of head_dim %zu turns %zu feature%s, an "
-			     "odd number: a rotary embedding turns pairs", path, partial, hd, R,
+		return error("'%s': %s %g%s of head_dim %zu turns %zu feature%s, an odd number: a "
+			     "rotary embedding turns pairs", path, key, partial,
+			     config_default_note(s, key, note, sizeof(note)), hd, R,
 			     R == 1 ? "" : "s");
 	if (R) {
 		s->cfg.rope.dim = R;
@@ -119,8 +136,8 @@ static int config_rotary_dim(struct problem_spec *s, const char *path, size_t hd
 		return 0;
 	}
 	if ((g & (GIVEN_ROPE | GIVEN_ROPE_THETA)) || s->positions)
-		return error("'%s': partial_rotary_factor %g of head_dim %zu turns no feature: "
-			     "leave out %s", path, partial, hd, g & GIVEN_ROPE ? "--rope" :
+		return error("'%s': %s %g%s of head_dim %zu turns no feature: leave out %s", path, key,
+			     partial, config_default_note(s, key, note, sizeof(note)), hd, g & GIVEN_ROPE ? "--rope" :
 			     g & GIVEN_ROPE_THETA ? "--rope-theta" : "--positions");
 	s->cfg.rope.mode = MHA_ROPE_NONE;
 	s->cfg.rope.theta = 0;
@@ -143,6 +160,7 @@ static int apply_rope(struct problem_spec *s, const cJSON *root, const char *pat
 	const cJSON *sc;
 	double theta = 0, partial = 0;
 	int rc, lg;
+	char hn[96], kn[96];
 
 	if (!(g & GIVEN_ROPE))
 		s->cfg.rope.mode = t->rope;
@@ -180,10 +198,17 @@ static int apply_rope(struct problem_spec *s, const cJSON *root, const char *pat
 	if (partial && !(g & GIVEN_ROPE_DIM) && !s->rope_cos) {
 		const size_t hd = head_dim ? head_dim : heads && hidden ? hidden / heads : 0;
 
+		if (!hd && heads && hidden)
+			return error("'%s': hidden_size %zu%s is narrower than num_attention_heads "
+				     "%zu%s: no head is left", path, hidden,
+				     config_default_note(s, "hidden_size", hn, sizeof(hn)), heads,
+				     config_default_note(s, "num_attention_heads", kn, sizeof(kn)));
 		if (!hd)
 			return error("%s: partial_rotary_factor needs head_dim, or hidden_size and "
 				     "num_attention_heads", path);
-		if (config_rotary_dim(s, path, hd, partial))
+		if (config_rotary_dim(s, path, hd, partial,
+				      cJSON_GetObjectItemCaseSensitive(root, "partial_rotary_factor") ?
+				      "partial_rotary_factor" : "rotary_pct"))
 			return -1;
 	}
 	return 0;
@@ -200,10 +225,6 @@ static int apply_scale(struct problem_spec *s, const cJSON *root, const char *pa
 	if (reads(t, "query_pre_attn_scalar")) {
 		if ((rc = config_number(root, path, "query_pre_attn_scalar", &v)) < 0)
 			return -1;
-		if (!rc && t->slide == SLIDE_PATTERN) {
-			v = 256; /* Gemma3TextConfig's default */
-			rc = 1;
-		}
 		if (rc && !(s->given & GIVEN_SCALE)) {
 			s->cfg.scale_mode = MHA_SCALE_VALUE;
 			s->cfg.scale = 1 / sqrt(v);
@@ -232,7 +253,7 @@ static int apply_scale(struct problem_spec *s, const cJSON *root, const char *pa
 static int apply_norm(struct problem_spec *s, const cJSON *root, const char *path)
 {
 	const struct model_type *t = s->mtype;
-	double eps = t->norm.eps;
+	double eps = 0;
 	int on = !t->norm.flag;
 
 	if (t->norm.flag && config_bool(root, path, t->norm.flag, &on) < 0)
@@ -246,6 +267,9 @@ static int apply_norm(struct problem_spec *s, const cJSON *root, const char *pat
 		s->cfg.norm.over_all = t->norm.over_all;
 	if (config_number(root, path, t->norm.eps_key, &eps) < 0)
 		return -1;
+	if (!eps)
+		return error("%s: no \"%s\": the q/k norm's eps is not said", path,
+			     t->norm.eps_key);
 	if (!(s->given & GIVEN_NORM_EPS)) {
 		s->cfg.norm.eps = eps;
 		s->given |= CONFIG_NORM_EPS;
@@ -284,11 +308,23 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 		    config_count(root, path, "num_key_value_heads", &kv) < 0 ||
 		    config_count2(root, path, "hidden_size", "n_embd", &hidden) < 0 ||
 		    config_count(root, path, "head_dim", &head_dim) < 0 ||
-		    config_bool(root, path, "attention_bias", &flag) < 0)
+		    config_bool(root, path, t->family == FAMILY_FALCON ? "bias" : "attention_bias",
+				&flag) < 0)
 			return -1;
 		s->config_bias = 1 + flag;
+		/* the shapes the model's modules take (model.c holds the weights to them):
+		 * head_dim, else hidden_size / heads; Cohere 2's always the latter,
+		 * DeepSeek's latent.c's */
+		if (t->family != FAMILY_NONE && t->family != FAMILY_TORCH &&
+		    t->family != FAMILY_DEEPSEEK) {
+			s->config_hidden = hidden;
+			s->config_head_dim = reads(t, "head_dim") ? head_dim : 0;
+			s->config_head_derived = !s->config_head_dim;
+			if (!s->config_head_dim && hidden && heads && hidden % heads == 0)
+				s->config_head_dim = hidden / heads;
+		}
 		if ((t->family == FAMILY_FALCON || t->family == FAMILY_BIGCODE) &&
-		    fused_heads(s, root, path, heads ? heads : t->heads, &kv))
+		    fused_heads(s, root, path, heads, &kv))
 			return -1;
 		if (config_heads(s, path, heads, kv))
 			return -1;
@@ -314,9 +350,6 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 	if (reads(t, "quantization_config") && t->family != FAMILY_DEEPSEEK &&
 	    quantized_attention(root, path))
 		return -1;
-	if (t->slide == SLIDE_PATTERN && !head_dim)
-		return error("%s: no head_dim: Gemma 3's heads are head_dim wide (256 when left out), "
-			     "not hidden_size / num_attention_heads; give it", path);
 	if ((t->slide == SLIDE_PATTERN || t->slide == SLIDE_EVERY_N) &&
 	    layers_local_global(s, root, path))
 		return -1;
@@ -366,14 +399,19 @@ const char *model_heads_said(const struct problem_spec *s, int kv, size_t n, cha
 			     size_t size)
 {
 	const unsigned from_config = kv ? CONFIG_KV_HEADS : CONFIG_HEADS;
+	const char *key = kv ? "num_key_value_heads" : model_heads_key(s);
+	char note[96];
 
-	if (kv && !(s->given & (CONFIG_KV_HEADS | GIVEN_KV_HEADS)))
+	if (kv && s->kv_from[0] && !(s->given & GIVEN_KV_HEADS))
+		snprintf(buf, size, "%zu key/value head%s (%s of '%s')", n, n == 1 ? "" : "s",
+			 s->kv_from, path_shown(s->config_read));
+	else if (kv && !(s->given & (CONFIG_KV_HEADS | GIVEN_KV_HEADS)))
 		return model_heads_said(s, 0, n, buf, size); /* as many as the heads */
-	if (!(s->given & from_config))
+	else if (!(s->given & from_config))
 		snprintf(buf, size, "%s %zu", kv ? "--kv-heads" : "--heads", n);
 	else
-		snprintf(buf, size, "%s %zu of '%s'", kv ? "num_key_value_heads" : model_heads_key(s), n,
-			 path_shown(s->config_read));
+		snprintf(buf, size, "%s %zu of '%s'%s", key, n, path_shown(s->config_read),
+			 config_default_note(s, key, note, sizeof(note)));
 	return buf;
 }
 
@@ -462,6 +500,7 @@ int model_config(struct problem_spec *s)
 	const char *cfg = s->config;
 	const int ckpt = s->w && ckpt_is_checkpoint(s->w);
 	const cJSON *attn = NULL;
+	cJSON *full = NULL;
 	input_file in;
 	json_doc doc = { 0 };
 	int rc = 0;
@@ -520,21 +559,18 @@ int model_config(struct problem_spec *s)
 		}
 		s->keys_used[at] = '\0';
 	}
+	/* the keys it leaves out, as its class fills them */
+	if (!rc && attn && !(full = config_complete(s, attn, doc.root, in.name)))
+		rc = -1;
 	if (!rc)
-		rc = apply(s, attn, cfg ? in.name : NULL);
+		rc = apply(s, full, cfg ? in.name : NULL);
 	if (!rc && s->rope_scaling) {
 		double max_pos = 0;
 
-		rc = (attn && config_number(attn, in.name, "max_position_embeddings", &max_pos) < 0) ||
+		rc = (full && config_number(full, in.name, "max_position_embeddings", &max_pos) < 0) ||
 		     rope_scaling_option(s, max_pos) ? -1 : 0;
 	}
-	if (!rc && ckpt && cfg && !(s->given & (GIVEN_HEADS | CONFIG_HEADS)) && s->mtype->heads) {
-		/* transformers' default, for a config.json that leaves the heads
-		 * out (LLaVA's text_config); none known: model_load refuses */
-		s->heads = s->mtype->heads;
-		s->given |= CONFIG_HEADS;
-		rc = config_heads(s, in.name, s->heads, 0);
-	}
+	cJSON_Delete(full);
 	if (!rc && cfg)
 		snprintf(s->config_read, sizeof(s->config_read), "%s", cfg); /* for meta */
 	if (cfg) {

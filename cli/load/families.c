@@ -107,59 +107,153 @@ static const char *const common[] = {
 	"begin_suppress_tokens", NULL
 };
 
-/* the keys each kind of attention reads (model.c gives each its meaning) */
-#define LLAMA_KEYS "num_attention_heads", "num_key_value_heads", "hidden_size", "head_dim", \
-	"rope_theta", "rope_scaling", "partial_rotary_factor", "attention_bias"
-static const char *const llama_keys[] = { LLAMA_KEYS, NULL };
-static const char *const mistral_keys[] = { LLAMA_KEYS, "sliding_window", NULL };
-static const char *const qwen2_keys[] = { LLAMA_KEYS, "sliding_window", "use_sliding_window",
-					  "max_window_layers", "layer_types", NULL };
-static const char *const gemma2_keys[] = { LLAMA_KEYS, "query_pre_attn_scalar",
-					   "attn_logit_softcapping", "sliding_window",
-					   "layer_types", NULL };
-static const char *const granite_keys[] = { LLAMA_KEYS, "attention_multiplier", NULL };
-static const char *const cohere_keys[] = { LLAMA_KEYS, "use_qk_norm", "layer_norm_eps", NULL };
-static const char *const qwen3_keys[] = { LLAMA_KEYS, "sliding_window", "use_sliding_window",
-					  "max_window_layers", "layer_types", "rms_norm_eps", NULL };
-static const char *const olmo2_keys[] = { LLAMA_KEYS, "rms_norm_eps", NULL };
-static const char *const smollm3_keys[] = { LLAMA_KEYS, "no_rope_layers", "no_rope_layer_interval",
-					    "use_sliding_window", "sliding_window",
-					    "layer_types", NULL };
-static const char *const olmo_keys[] = { LLAMA_KEYS, "clip_qkv", NULL };
-static const char *const gpt_oss_keys[] = { LLAMA_KEYS, "sliding_window", "layer_types",
-					    "quantization_config", NULL };
-static const char *const phi3_keys[] = { LLAMA_KEYS, "sliding_window",
-					 "original_max_position_embeddings", NULL };
-/* GPT-NeoX: rotary_pct and rotary_emb_base, or their later names */
-static const char *const neox_keys[] = { "num_attention_heads", "hidden_size", "rotary_pct",
-					 "rotary_emb_base", "partial_rotary_factor", "rope_theta",
-					 "rope_scaling", "attention_bias", NULL };
-static const char *const falcon_keys[] = { "num_attention_heads", "num_kv_heads", "hidden_size",
-					   "multi_query", "new_decoder_architecture", "alibi",
-					   "bias", "rope_theta", "rope_scaling", NULL };
-static const char *const bigcode_keys[] = { "n_head", "n_embd", "multi_query",
-					    "scale_attn_weights", NULL };
-static const char *const gemma3_keys[] = { LLAMA_KEYS, "query_pre_attn_scalar",
-					   "attn_logit_softcapping", "sliding_window", "layer_types",
-					   "sliding_window_pattern", "rope_local_base_freq",
-					   "rms_norm_eps", "use_bidirectional_attention", NULL };
-static const char *const modernbert_keys[] = { "num_attention_heads", "hidden_size",
-					       "global_rope_theta", "local_rope_theta",
-					       "local_attention", "global_attn_every_n_layers",
-					       "attention_bias", NULL };
-static const char *const cohere2_keys[] = { LLAMA_KEYS, "sliding_window", "layer_types",
-					    "sliding_window_pattern", "layer_norm_eps", NULL };
+/*
+ * The keys each type's attention reads (config.c gives each its meaning),
+ * each with the default its configuration class gives it (transformers'
+ * models/TYPE/configuration_TYPE.py), which a config.json that leaves the
+ * key out takes.  "null" is the class's None, which it or the modeling
+ * code derives (num_key_value_heads: the heads; head_dim: hidden_size /
+ * heads); NO: the class does not define the key, and the modeling code's
+ * fallback, mha's too, applies.  A third value is transformers 5's default
+ * where it differs from 4's (config_complete.c picks by transformers_version).
+ */
+#define NO NULL
+#define END { NULL, NULL, NULL }
+/* what every Llama-like type reads, with LlamaConfig's defaults */
+#define HEADS(h, kv, hidden, hd) { "num_attention_heads", h, NULL }, \
+	{ "num_key_value_heads", kv, NULL }, { "hidden_size", hidden, NULL }, \
+	{ "head_dim", hd, NULL }
+#define ROPE(theta, scaling, partial, max_pos) { "rope_theta", theta, NULL }, \
+	{ "rope_scaling", scaling, NULL }, { "partial_rotary_factor", partial, NULL }, \
+	{ "max_position_embeddings", max_pos, NULL }
+static const struct config_key llama_keys[] = {
+	HEADS("32", "null", "4096", "null"), ROPE("10000.0", "null", NO, "2048"),
+	{ "attention_bias", "false", NULL }, END };
+static const struct config_key mistral_keys[] = {
+	HEADS("32", "8", "4096", "null"), ROPE("10000.0", NO, NO, "131072"),
+	{ "attention_bias", NO, NULL }, { "sliding_window", "4096", NULL }, END };
+static const struct config_key mixtral_keys[] = {
+	HEADS("32", "8", "4096", "null"), ROPE("1000000.0", NO, NO, "131072"),
+	{ "attention_bias", NO, NULL }, { "sliding_window", "null", NULL }, END };
+static const struct config_key qwen2_keys[] = {
+	HEADS("32", "32", "4096", NO), ROPE("10000.0", "null", NO, "32768"),
+	{ "attention_bias", NO, NULL }, { "sliding_window", "4096", NULL },
+	{ "use_sliding_window", "false", NULL }, { "max_window_layers", "28", NULL },
+	{ "layer_types", "null", NULL }, END };
+static const struct config_key qwen3_keys[] = {
+	HEADS("32", "32", "4096", "128"), ROPE("10000.0", "null", NO, "32768"),
+	{ "attention_bias", "false", NULL }, { "sliding_window", "4096", NULL },
+	{ "use_sliding_window", "false", NULL }, { "max_window_layers", "28", NULL },
+	{ "layer_types", "null", NULL }, { "rms_norm_eps", "1e-06", NULL }, END };
+static const struct config_key qwen3_moe_keys[] = {
+	HEADS("32", "4", "2048", NO), ROPE("10000.0", "null", NO, "32768"),
+	{ "attention_bias", "false", NULL }, { "sliding_window", "4096", NULL },
+	{ "use_sliding_window", "false", NULL }, { "max_window_layers", "28", NULL },
+	{ "layer_types", NO, NULL }, { "rms_norm_eps", "1e-06", NULL }, END };
+static const struct config_key gemma_keys[] = {
+	HEADS("16", "16", "3072", "256"), ROPE("10000.0", NO, NO, "8192"),
+	{ "attention_bias", "false", NULL }, END };
+static const struct config_key gemma2_keys[] = {
+	HEADS("8", "4", "2304", "256"), ROPE("10000.0", NO, NO, "8192"),
+	{ "attention_bias", "false", NULL }, { "query_pre_attn_scalar", "256", NULL },
+	{ "attn_logit_softcapping", "50.0", NULL }, { "sliding_window", "4096", NULL },
+	{ "layer_types", "null", NULL }, END };
+static const struct config_key granite_keys[] = {
+	HEADS("32", "null", "4096", NO), ROPE("10000.0", "null", NO, "2048"),
+	{ "attention_bias", "false", NULL }, { "attention_multiplier", "1.0", NULL }, END };
+/* CohereConfig's base: 10000 in transformers 4, default_theta 500000 in 5 */
+static const struct config_key cohere_keys[] = {
+	HEADS("64", "null", "8192", NO), { "rope_theta", "10000.0", "500000.0" },
+	{ "rope_scaling", "null", NULL }, { "partial_rotary_factor", NO, NULL },
+	{ "max_position_embeddings", "8192", NULL }, { "attention_bias", "false", NULL },
+	{ "use_qk_norm", "false", NULL }, { "layer_norm_eps", "1e-05", NULL }, END };
+static const struct config_key olmo_keys[] = {
+	HEADS("32", "null", "4096", NO), ROPE("10000.0", "null", NO, "2048"),
+	{ "attention_bias", "false", NULL }, { "clip_qkv", "null", NULL }, END };
+static const struct config_key olmo2_keys[] = {
+	HEADS("32", "null", "4096", NO), ROPE("10000.0", "null", NO, "2048"),
+	{ "attention_bias", "false", NULL }, { "rms_norm_eps", "1e-05", NULL }, END };
+static const struct config_key smollm3_keys[] = {
+	HEADS("16", "4", "2048", NO), ROPE("2000000.0", "null", NO, "32768"),
+	{ "attention_bias", "false", NULL }, { "no_rope_layers", "null", NULL },
+	{ "no_rope_layer_interval", "4", NULL }, { "use_sliding_window", "false", NULL },
+	{ "sliding_window", "null", NULL }, { "layer_types", "null", NULL }, END };
+/* GptOssConfig: YaRN by default, q, k, v and o biases always */
+static const struct config_key gpt_oss_keys[] = {
+	HEADS("64", "8", "2880", "64"),
+	ROPE("150000.0", "{\"rope_type\": \"yarn\", \"factor\": 32.0, \"beta_fast\": 32.0, "
+	     "\"beta_slow\": 1.0, \"truncate\": false, \"original_max_position_embeddings\": "
+	     "4096}", NO, "131072"),
+	{ "attention_bias", "true", NULL }, { "sliding_window", "128", NULL },
+	{ "layer_types", "null", NULL }, { "quantization_config", NO, NULL }, END };
+/* Gemma3TextConfig: the global layers' base and scaling, the local ones' base */
+static const struct config_key gemma3_keys[] = {
+	HEADS("8", "4", "2304", "256"), ROPE("1000000.0", "null", NO, "131072"),
+	{ "attention_bias", "false", NULL }, { "query_pre_attn_scalar", "256", NULL },
+	{ "attn_logit_softcapping", "null", NULL }, { "sliding_window", "4096", NULL },
+	{ "layer_types", "null", NULL }, { "sliding_window_pattern", "6", NULL },
+	{ "rope_local_base_freq", "10000.0", NULL }, { "rms_norm_eps", "1e-06", NULL },
+	{ "use_bidirectional_attention", "false", NULL }, END };
+/* Cohere2Config: head_dim is always hidden_size / heads (head_dim: harmless) */
+static const struct config_key cohere2_keys[] = {
+	{ "num_attention_heads", "64", NULL }, { "num_key_value_heads", "null", NULL },
+	{ "hidden_size", "8192", NULL }, ROPE("10000.0", "null", NO, "8192"),
+	{ "attention_bias", "false", NULL }, { "sliding_window", "4096", NULL },
+	{ "layer_types", "null", NULL }, { "sliding_window_pattern", "4", NULL },
+	{ "layer_norm_eps", "1e-05", NULL }, END };
+/* GlmConfig, Glm4Config: half of each head turned, q, k and v biases */
+static const struct config_key glm_keys[] = {
+	HEADS("32", "2", "4096", "128"), ROPE("10000.0", NO, "0.5", "131072"),
+	{ "attention_bias", "true", NULL }, END };
+/* Phi3Config: longrope with the top level's original_max_position_embeddings */
+static const struct config_key phi3_keys[] = {
+	HEADS("32", "null", "3072", NO), ROPE("10000.0", "null", "1.0", "4096"),
+	{ "attention_bias", NO, NULL }, { "sliding_window", "null", NULL },
+	{ "original_max_position_embeddings", "4096", NULL }, END };
+/* GPTNeoXConfig: rotary_pct and rotary_emb_base, or their later names */
+static const struct config_key neox_keys[] = {
+	{ "num_attention_heads", "64", NULL }, { "hidden_size", "6144", NULL },
+	{ "rotary_pct", "0.25", NULL }, { "rotary_emb_base", "10000", NULL },
+	{ "partial_rotary_factor", NO, NULL }, { "rope_theta", NO, NULL },
+	{ "rope_scaling", "null", NULL }, { "max_position_embeddings", "2048", NULL },
+	{ "attention_bias", "true", NULL }, END };
+/* FalconConfig: the key/value heads and the fused layout from its flags */
+static const struct config_key falcon_keys[] = {
+	{ "num_attention_heads", "71", NULL }, { "num_kv_heads", "null", NULL },
+	{ "hidden_size", "4544", NULL }, { "multi_query", "true", NULL },
+	{ "new_decoder_architecture", "false", NULL }, { "alibi", "false", NULL },
+	{ "bias", "false", NULL }, { "rope_theta", "10000.0", NULL },
+	{ "rope_scaling", "null", NULL }, { "max_position_embeddings", "2048", NULL }, END };
+static const struct config_key bigcode_keys[] = {
+	{ "n_head", "12", NULL }, { "n_embd", "768", NULL }, { "multi_query", "true", NULL },
+	{ "scale_attn_weights", "true", NULL }, END };
+static const struct config_key modernbert_keys[] = {
+	{ "num_attention_heads", "12", NULL }, { "hidden_size", "768", NULL },
+	{ "global_rope_theta", "160000.0", NULL }, { "local_rope_theta", "10000.0", NULL },
+	{ "local_attention", "128", NULL }, { "global_attn_every_n_layers", "3", NULL },
+	{ "attention_bias", "false", NULL }, END };
 /* multi-head latent attention's: the ranks and head dims (latent.c) */
-static const char *const deepseek_keys[] = { "num_attention_heads", "num_key_value_heads",
-					     "hidden_size", "head_dim", "q_lora_rank",
-					     "kv_lora_rank", "qk_nope_head_dim",
-					     "qk_rope_head_dim", "v_head_dim", "rope_theta",
-					     "rope_scaling", "rope_interleave", "rms_norm_eps",
-					     "attention_bias", "quantization_config", NULL };
-static const char *const gpt2_keys[] = { "n_head", "n_embd", "scale_attn_weights",
-					 "scale_attn_by_inverse_layer_idx", NULL };
-static const char *const bert_keys[] = { "num_attention_heads", "hidden_size",
-					 "position_embedding_type", "is_decoder", NULL };
+static const struct config_key deepseek_v2_keys[] = {
+	HEADS("32", "null", "4096", "null"), { "q_lora_rank", "1536", NULL },
+	{ "kv_lora_rank", "512", NULL }, { "qk_nope_head_dim", "128", NULL },
+	{ "qk_rope_head_dim", "64", NULL }, { "v_head_dim", "128", NULL },
+	ROPE("10000.0", "null", NO, "2048"), { "rope_interleave", NO, NULL },
+	{ "rms_norm_eps", "1e-06", NULL }, { "attention_bias", "false", NULL },
+	{ "quantization_config", NO, NULL }, END };
+static const struct config_key deepseek_v3_keys[] = {
+	HEADS("128", "128", "7168", NO), { "q_lora_rank", "1536", NULL },
+	{ "kv_lora_rank", "512", NULL }, { "qk_nope_head_dim", "128", NULL },
+	{ "qk_rope_head_dim", "64", NULL }, { "v_head_dim", "128", NULL },
+	ROPE("10000.0", "null", NO, "4096"), { "rope_interleave", "true", NULL },
+	{ "rms_norm_eps", "1e-06", NULL }, { "attention_bias", "false", NULL },
+	{ "quantization_config", NO, NULL }, END };
+static const struct config_key gpt2_keys[] = {
+	{ "n_head", "12", NULL }, { "n_embd", "768", NULL }, { "scale_attn_weights", "true", NULL },
+	{ "scale_attn_by_inverse_layer_idx", "false", NULL }, END };
+static const struct config_key bert_keys[] = {
+	{ "num_attention_heads", "12", NULL }, { "hidden_size", "768", NULL },
+	{ "position_embedding_type", "\"absolute\"", NULL }, { "is_decoder", "false", NULL },
+	END };
 
 /* and the keys of each known to leave the attention alone */
 static const char *const none[] = { NULL };
@@ -201,6 +295,8 @@ static const char *const bigcode_other[] = { "n_layer", "n_positions", "n_inner"
 /* Command R7B's config carries keys of its original code that transformers'
  * Cohere 2 stores and never reads (its rotation is interleaved and whole) */
 static const char *const cohere2_other[] = { "logit_scale", "cache_implementation",
+					     /* Cohere2Config sets it to hidden_size / heads */
+					     "head_dim",
 					     "order_of_interleaved_layers",
 					     "position_embedding_type", "rotary_pct",
 					     "use_embedding_sharing", "use_gated_activation", NULL };
@@ -245,54 +341,46 @@ static const char *const image_text_other[] = {
 };
 
 /* a row that reads the type's attention: family, biases, rotation, window,
- * keys read, keys known harmless, transformers' default heads */
-#define READS(fam, bias, rope, slide, keys, other, heads) \
-	fam, bias, NULL, rope, slide, keys, other, heads, NULL, 0, FUSED_NONE, { 0 }
-/* and a q/k norm: its kind, over the whole row, eps's key and default, the key
- * that turns it on */
-#define READS_NORM(fam, bias, rope, slide, keys, other, heads, kind, all, eps_key, eps, flag) \
-	fam, bias, NULL, rope, slide, keys, other, heads, NULL, 0, FUSED_NONE, \
-	{ kind, all, eps_key, eps, flag }
+ * keys read (with their defaults), keys known harmless */
+#define READS(fam, bias, rope, slide, keys, other) \
+	fam, bias, NULL, rope, slide, keys, other, NULL, 0, FUSED_NONE, { 0 }
+/* and a q/k norm: its kind, over the whole row, eps's key, the key that
+ * turns it on */
+#define READS_NORM(fam, bias, rope, slide, keys, other, kind, all, eps_key, flag) \
+	fam, bias, NULL, rope, slide, keys, other, NULL, 0, FUSED_NONE, \
+	{ kind, all, eps_key, flag }
 /* an image-text type: its text model's type when text_config gives none */
 #define TEXT_OF(type) FAMILY_NONE, BIAS_ANY, NULL, MHA_ROPE_NONE, SLIDE_NONE, NULL, \
-	image_text_other, 0, type, 0, FUSED_NONE, { 0 }
-/* a type whose attention needs what mha does not compute */
-#define REFUSED(fam, why) fam, BIAS_ANY, why, MHA_ROPE_NONE, SLIDE_NONE, NULL, NULL, 0, NULL, 0, \
-	FUSED_NONE, { 0 }
+	image_text_other, type, 0, FUSED_NONE, { 0 }
 
 #define HALF MHA_ROPE_HALF
+#define PAIRS MHA_ROPE_INTERLEAVED
 
 static const struct model_type types[] = {
-	{ "llama", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, llama_keys, llama_other, 32) },
-	{ "mistral", READS(FAMILY_LLAMA, BIAS_NONE, HALF, SLIDE_ALL, mistral_keys, none, 0) },
-	{ "mixtral", READS(FAMILY_LLAMA, BIAS_NONE, HALF, SLIDE_ALL, mistral_keys, mixtral_other,
-			   0) },
-	{ "qwen2", READS(FAMILY_LLAMA, BIAS_QKV, HALF, SLIDE_QWEN, qwen2_keys, none, 0) },
-	{ "gemma", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, llama_keys, gemma_other, 0) },
-	{ "gemma2", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_EVEN, gemma2_keys, gemma2_other,
-			  0) },
-	{ "granite", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, granite_keys,
-			   granite_other, 0) },
+	{ "llama", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, llama_keys, llama_other) },
+	{ "mistral", READS(FAMILY_LLAMA, BIAS_NONE, HALF, SLIDE_ALL, mistral_keys, none) },
+	{ "mixtral", READS(FAMILY_LLAMA, BIAS_NONE, HALF, SLIDE_ALL, mixtral_keys, mixtral_other) },
+	{ "qwen2", READS(FAMILY_LLAMA, BIAS_QKV, HALF, SLIDE_QWEN, qwen2_keys, none) },
+	{ "gemma", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, gemma_keys, gemma_other) },
+	{ "gemma2", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_EVEN, gemma2_keys, gemma2_other) },
+	{ "granite", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, granite_keys, granite_other) },
 	/* Command R+: with use_qk_norm, a LayerNorm per head, weights (heads, head_dim) */
-	{ "cohere", READS_NORM(FAMILY_LLAMA, BIAS_FLAG, MHA_ROPE_INTERLEAVED, SLIDE_NONE,
-			       cohere_keys, cohere_other, 0, MHA_NORM_LAYER, 0, "layer_norm_eps",
-			       1e-5, "use_qk_norm") },
-	{ "qwen3", READS_NORM(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_QWEN, qwen3_keys, none, 0,
-			      MHA_NORM_RMS, 0, "rms_norm_eps", 1e-6, NULL) },
-	{ "qwen3_moe", READS_NORM(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_QWEN, qwen3_keys,
-				  qwen3_moe_other, 0, MHA_NORM_RMS, 0, "rms_norm_eps", 1e-6, NULL) },
+	{ "cohere", READS_NORM(FAMILY_LLAMA, BIAS_FLAG, PAIRS, SLIDE_NONE, cohere_keys, cohere_other,
+			       MHA_NORM_LAYER, 0, "layer_norm_eps", "use_qk_norm") },
+	{ "qwen3", READS_NORM(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_QWEN, qwen3_keys, none,
+			      MHA_NORM_RMS, 0, "rms_norm_eps", NULL) },
+	{ "qwen3_moe", READS_NORM(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_QWEN, qwen3_moe_keys,
+				  qwen3_moe_other, MHA_NORM_RMS, 0, "rms_norm_eps", NULL) },
 	/* its norm over the whole projection, before the heads are split */
-	{ "olmo2", READS_NORM(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, olmo2_keys, none, 0,
-			      MHA_NORM_RMS, 1, "rms_norm_eps", 1e-5, NULL) },
-	{ "smollm3", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_TYPES, smollm3_keys,
-			   smollm3_other, 0) },
-	{ "olmo", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, olmo_keys, none, 0) },
-	{ "gpt2", READS(FAMILY_GPT2, BIAS_ANY, MHA_ROPE_NONE, SLIDE_NONE, gpt2_keys, gpt2_other,
-			12) },
-	{ "bert", READS(FAMILY_BERT, BIAS_ANY, MHA_ROPE_NONE, SLIDE_NONE, bert_keys, bert_other,
-			12) },
-	{ "roberta", READS(FAMILY_BERT, BIAS_ANY, MHA_ROPE_NONE, SLIDE_NONE, bert_keys,
-			   bert_other, 12) },
+	{ "olmo2", READS_NORM(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, olmo2_keys, none,
+			      MHA_NORM_RMS, 1, "rms_norm_eps", NULL) },
+	{ "smollm3", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_TYPES, smollm3_keys, smollm3_other) },
+	{ "olmo", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, olmo_keys, none) },
+	{ "gpt2", READS(FAMILY_GPT2, BIAS_ANY, MHA_ROPE_NONE, SLIDE_NONE, gpt2_keys, gpt2_other) },
+	{ "bert", READS(FAMILY_BERT, BIAS_ANY, MHA_ROPE_NONE, SLIDE_NONE, bert_keys, bert_other) },
+	{ "roberta", READS(FAMILY_BERT, BIAS_ANY, MHA_ROPE_NONE, SLIDE_NONE, bert_keys, bert_other) },
+	{ "xlm-roberta", READS(FAMILY_BERT, BIAS_ANY, MHA_ROPE_NONE, SLIDE_NONE, bert_keys,
+			       bert_other) },
 	{ "llava", TEXT_OF("llama") },
 	{ "llava_next", TEXT_OF("llama") },
 	{ "mistral3", TEXT_OF("mistral") },
@@ -300,42 +388,39 @@ static const struct model_type types[] = {
 	/* Gemma 3: q_norm and k_norm times 1 + w, five local layers to a global
 	 * one, the local ones turning by rope_local_base_freq */
 	{ "gemma3_text", READS_NORM(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_PATTERN, gemma3_keys,
-				    gemma2_other, 0, MHA_NORM_RMS1P, 0, "rms_norm_eps", 1e-6,
-				    NULL) },
+				    gemma2_other, MHA_NORM_RMS1P, 0, "rms_norm_eps", NULL) },
 	/* Phi-3, Phi-4: qkv_proj; longrope with the top level's original_max_position_embeddings */
-	{ "phi3", READS(FAMILY_PHI3, BIAS_NONE, HALF, SLIDE_ALL, phi3_keys, phi3_other, 32) },
+	{ "phi3", READS(FAMILY_PHI3, BIAS_NONE, HALF, SLIDE_ALL, phi3_keys, phi3_other) },
 	/* Pythia: query_key_value head by head, rotary_pct of each head turned */
-	{ "gpt_neox", READS(FAMILY_NEOX, BIAS_ANY, HALF, SLIDE_NONE, neox_keys, neox_other, 64) },
+	{ "gpt_neox", READS(FAMILY_NEOX, BIAS_ANY, HALF, SLIDE_NONE, neox_keys, neox_other) },
 	/* the fused layout and the key/value heads from multi_query and
 	 * new_decoder_architecture (config.c) */
-	{ "falcon", READS(FAMILY_FALCON, BIAS_ANY, HALF, SLIDE_NONE, falcon_keys, falcon_other,
-			  71) },
+	{ "falcon", READS(FAMILY_FALCON, BIAS_FLAG, HALF, SLIDE_NONE, falcon_keys, falcon_other) },
 	/* StarCoder: c_attn as Q and one K and V (multi_query), learned positions */
 	{ "gpt_bigcode", READS(FAMILY_BIGCODE, BIAS_ANY, MHA_ROPE_NONE, SLIDE_NONE, bigcode_keys,
-			       bigcode_other, 12) },
+			       bigcode_other) },
 	/* an encoder: Wqkv, local and global layers with their own rotary bases */
 	{ "modernbert", READS(FAMILY_MODERNBERT, BIAS_FLAG, HALF, SLIDE_EVERY_N, modernbert_keys,
-			      modernbert_other, 12) },
+			      modernbert_other) },
 	/* multi-head latent attention: the turned parts' pairs (2i, 2i + 1), unless
 	 * rope_interleave is false (latent.c) */
-	{ "deepseek_v2", READS(FAMILY_DEEPSEEK, BIAS_NONE, MHA_ROPE_INTERLEAVED, SLIDE_NONE,
-			       deepseek_keys, deepseek_other, 0) },
-	{ "deepseek_v3", READS(FAMILY_DEEPSEEK, BIAS_NONE, MHA_ROPE_INTERLEAVED, SLIDE_NONE,
-			       deepseek_keys, deepseek_other, 0) },
-	{ "kimi_k2", READS(FAMILY_DEEPSEEK, BIAS_NONE, MHA_ROPE_INTERLEAVED, SLIDE_NONE,
-			   deepseek_keys, deepseek_other, 0) },
-	/* sinks, layer_types, YaRN; its MoE quantized, never its attention */
-	{ "gpt_oss", FAMILY_LLAMA, BIAS_FLAG, NULL, HALF, SLIDE_BY_TYPES, gpt_oss_keys, gpt_oss_other,
-	  0, NULL, 1, FUSED_NONE, { 0 } },
+	{ "deepseek_v2", READS(FAMILY_DEEPSEEK, BIAS_NONE, PAIRS, SLIDE_NONE, deepseek_v2_keys,
+			       deepseek_other) },
+	{ "deepseek_v3", READS(FAMILY_DEEPSEEK, BIAS_NONE, PAIRS, SLIDE_NONE, deepseek_v3_keys,
+			       deepseek_other) },
+	/* Kimi K2 ships DeepSeek V3's configuration class with its checkpoint */
+	{ "kimi_k2", READS(FAMILY_DEEPSEEK, BIAS_NONE, PAIRS, SLIDE_NONE, deepseek_v3_keys,
+			   deepseek_other) },
+	/* sinks, every other layer sliding, YaRN; its MoE quantized, never its attention */
+	{ "gpt_oss", FAMILY_LLAMA, BIAS_FLAG, NULL, HALF, SLIDE_EVEN, gpt_oss_keys, gpt_oss_other,
+	  NULL, 1, FUSED_NONE, { 0 } },
 	/* Command R7B: rotation on its sliding layers alone */
-	{ "cohere2", READS(FAMILY_LLAMA, BIAS_FLAG, MHA_ROPE_INTERLEAVED, SLIDE_ROPE_LOCAL,
-			   cohere2_keys, cohere2_other, 0) },
+	{ "cohere2", READS(FAMILY_LLAMA, BIAS_FLAG, PAIRS, SLIDE_ROPE_LOCAL, cohere2_keys,
+			   cohere2_other) },
 	/* GLM-4: q, k, v biases with attention_bias (never o), pairs 2i, 2i + 1 of the
 	 * partial_rotary_factor features turned */
-	{ "glm", READS(FAMILY_LLAMA, BIAS_FLAG_QKV, MHA_ROPE_INTERLEAVED, SLIDE_NONE, llama_keys,
-		       none, 0) },
-	{ "glm4", READS(FAMILY_LLAMA, BIAS_FLAG_QKV, MHA_ROPE_INTERLEAVED, SLIDE_NONE, llama_keys,
-			none, 0) },
+	{ "glm", READS(FAMILY_LLAMA, BIAS_FLAG_QKV, PAIRS, SLIDE_NONE, glm_keys, none) },
+	{ "glm4", READS(FAMILY_LLAMA, BIAS_FLAG_QKV, PAIRS, SLIDE_NONE, glm_keys, none) },
 };
 
 const struct model_type *model_type_find(const char *type)
@@ -347,13 +432,15 @@ const struct model_type *model_type_find(const char *type)
 }
 
 /* no model_type and no --layout: the heads alone */
-static const char *const generic_keys[] = { "num_attention_heads", "num_key_value_heads",
-					    "hidden_size", "head_dim", "n_head", "n_embd", NULL };
+/* (no class: nothing is filled in) */
+static const struct config_key generic_keys[] = {
+	HEADS(NO, NO, NO, NO), { "n_head", NO, NULL }, { "n_embd", NO, NULL }, END };
 static const struct model_type generic = { "", FAMILY_NONE, BIAS_ANY, NULL, MHA_ROPE_NONE,
-					   SLIDE_NONE, generic_keys, none, 0, NULL, 0, FUSED_NONE, { 0 } };
+					   SLIDE_NONE, generic_keys, none, NULL, 0, FUSED_NONE,
+					   { 0 } };
 /* --layout torch: nn.MultiheadAttention has no config.json of its own */
 static const struct model_type torch_row = { "", FAMILY_TORCH, BIAS_ANY, NULL, MHA_ROPE_NONE,
-					     SLIDE_NONE, generic_keys, none, 0, NULL, 0, FUSED_NONE,
+					     SLIDE_NONE, generic_keys, none, NULL, 0, FUSED_NONE,
 					     { 0 } };
 
 const struct model_type *model_type_of_family(model_family f)
@@ -368,10 +455,12 @@ const struct model_type *model_type_of_family(model_family f)
 
 size_t model_type_known(const struct model_type *t, const char **list, size_t cap)
 {
-	const char *const *const from[] = { t->keys, t->harmless, common };
+	const char *const *const from[] = { t->harmless, common };
 	size_t n = 0;
 
-	for (size_t k = 0; k < 3; k++)
+	for (const struct config_key *k = t->keys; k && k->name && n + 1 < cap; k++)
+		list[n++] = k->name;
+	for (size_t k = 0; k < 2; k++)
 		for (const char *const *p = from[k]; p && *p && n + 1 < cap; p++)
 			list[n++] = *p;
 	list[n] = NULL;
@@ -417,11 +506,35 @@ static int listed(const char *const *list, const char *key)
 	return 0;
 }
 
+const struct config_key *model_type_key(const struct model_type *t, const char *key)
+{
+	for (const struct config_key *k = t->keys; k && k->name; k++)
+		if (!strcmp(k->name, key))
+			return k;
+	return NULL;
+}
+
 int model_type_knows(const struct model_type *t, const char *key)
 {
-	if (listed(t->keys, key))
+	if (model_type_key(t, key))
 		return 1;
 	return listed(t->harmless, key) || listed(common, key) ? 2 : 0;
+}
+
+/* the spellings transformers reads for one another (GPT-2's attribute_map,
+ * GPT-NeoX's older names) */
+static const char *const aliases[][2] = {
+	{ "num_attention_heads", "n_head" }, { "hidden_size", "n_embd" },
+	{ "partial_rotary_factor", "rotary_pct" }, { "rope_theta", "rotary_emb_base" },
+};
+
+const char *config_key_alias(const char *key)
+{
+	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+		for (int j = 0; j < 2; j++)
+			if (!strcmp(aliases[i][j], key))
+				return aliases[i][!j];
+	return NULL;
 }
 
 const char *model_types_read(char *buf, size_t size)

@@ -91,10 +91,26 @@ enum slide_rule {
 /* Which biases a model type's projections have. */
 enum bias_rule {
 	BIAS_ANY,        /* those the checkpoint holds (Conv1D, nn.Linear with bias) */
-	BIAS_FLAG,       /* q, k, v and o when attention_bias is true, else none (Llama) */
+	BIAS_FLAG,       /* q, k, v and o when attention_bias is true, else none (Llama;
+			    Falcon's key is bias) */
 	BIAS_QKV,        /* q, k and v, never o (Qwen2) */
 	BIAS_FLAG_QKV,   /* q, k and v when attention_bias is true, never o (GLM-4) */
 	BIAS_NONE        /* none (Mistral) */
+};
+
+/*
+ * A config.json key a model type's attention reads, and the default its
+ * Hugging Face configuration class gives it (the class's __init__ or field
+ * default, as JSON text: "10000.0", "null"), which a config.json that
+ * leaves the key out takes, as transformers fills it (config_complete.c).
+ * dflt NULL: the class does not define the key (the modeling code's
+ * fallback, which is mha's, applies).  v5: transformers 5's default where
+ * it differs from transformers 4's, else NULL.
+ */
+struct config_key {
+	const char *name;
+	const char *dflt;
+	const char *v5;
 };
 
 struct model_type {
@@ -105,10 +121,9 @@ struct model_type {
 				      compute, for the message; the rest of the row unused */
 	mha_rope_mode rope;        /* its rotation: MHA_ROPE_NONE for none */
 	enum slide_rule slide;
-	const char *const *keys;   /* the attention keys model.c reads for it (NULL-ended) */
+	const struct config_key *keys; /* the keys its attention reads, with its class's
+					  defaults (ended by a NULL name) */
 	const char *const *harmless; /* its other keys, known not to change the attention */
-	size_t heads;              /* transformers' default num_attention_heads, used when
-				      config.json leaves it out; 0: not known, refused */
 	const char *text_config;   /* an image-text type: the text model's type when
 				      text_config gives none ("llama"); its own keys
 				      are harmless_wrapper's */
@@ -118,8 +133,7 @@ struct model_type {
 	struct {                   /* its q/k norm (T_Q_NORM, T_K_NORM); kind 0: none */
 		mha_norm_kind kind;
 		int over_all;      /* over the whole projection (OLMo 2), else per head */
-		const char *eps_key; /* config.json's key for eps */
-		double eps;        /* transformers' default when the key is left out */
+		const char *eps_key; /* config.json's key for eps (its default: keys') */
 		const char *flag;  /* a key that turns it on (Cohere's use_qk_norm), or NULL */
 	} norm;
 };
@@ -140,6 +154,13 @@ size_t model_type_known(const struct model_type *t, const char **list, size_t ca
 /* key is one t's attention reads (1), one known to leave it alone (2), or
  * unknown for t (0) */
 int model_type_knows(const struct model_type *t, const char *key);
+/* the entry of t's keys for key (its class's default), or NULL: t's attention
+ * does not read it */
+const struct config_key *model_type_key(const struct model_type *t, const char *key);
+/* The other spelling of key that transformers reads in its place (an
+ * attribute_map's, or an older name: "n_head" for "num_attention_heads",
+ * "rotary_pct" for "partial_rotary_factor"), or NULL. */
+const char *config_key_alias(const char *key);
 /* the types mha reads, "llama, mistral, ...", into buf */
 const char *model_types_read(char *buf, size_t size);
 

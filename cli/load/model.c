@@ -6,6 +6,7 @@
  */
 #include "load/model.h"
 #include "load/families.h"
+#include "load/complete.h"
 #include "load/latent.h"
 #include "read/checkpoint.h"
 #include "base/cli.h"
@@ -221,13 +222,21 @@ static int split_fused(weights *w, const matrix *m, const struct problem_spec *s
 	if (!(s->given & (GIVEN_HEADS | CONFIG_HEADS)))
 		return error("%s: \"%s\" holds Q, K and V, which the heads split: how many heads? "
 			     "give --heads", s->config_read[0] ? path_shown(s->config_read) : src, name);
-	if (m->rank != (bias ? 1u : 2u) || rows % (H + 2 * G) || (lay == FUSED_PER_HEAD && G != H))
-		return error("%s: \"%s\" is %s, but Q, K and V of %zu head%s and %zu key/value head%s "
-			     "%s", src, name, matrix_shape(m, shape, sizeof(shape)), H, plural(H), G,
-			     plural(G), lay == FUSED_PER_HEAD && G != H ? "cannot be fused head by head "
-			     "(its layout needs as many key/value heads as heads)" : bias ?
+	if (m->rank != (bias ? 1u : 2u) || rows % (H + 2 * G) || (lay == FUSED_PER_HEAD && G != H)) {
+		char hs[PATH_TEXT + 128], gs[PATH_TEXT + 256];
+
+		model_heads_said(s, 0, H, hs, sizeof(hs));
+		if (s->kv_from[0] || (s->given & (CONFIG_KV_HEADS | GIVEN_KV_HEADS)))
+			model_heads_said(s, 1, G, gs, sizeof(gs));
+		else
+			snprintf(gs, sizeof(gs), "as many key/value heads (no num_key_value_heads)");
+		return error("%s: \"%s\" is %s, but Q, K and V of %s and %s %s", src, name,
+			     matrix_shape(m, shape, sizeof(shape)), hs, gs,
+			     lay == FUSED_PER_HEAD && G != H ? "cannot be fused head by head (its "
+			     "layout needs as many key/value heads as heads)" : bias ?
 			     "need a vector of (heads + 2 key/value heads) x head_dim" :
 			     "need (heads + 2 key/value heads) x head_dim rows");
+	}
 	d = rows / (H + 2 * G);
 	for (int q = 0; q < 3 && !rc; q++)
 		rc = matrix_alloc(&part[q], m->rank, (q ? G : H) * d, bias ? 1 : cols, 1);
@@ -264,6 +273,39 @@ static size_t out_features(const matrix *m, weight_layout layout)
 }
 
 /*
+ * hidden_size and head_dim (said, derived, or the class's defaults), against
+ * the weights read, as transformers' modules would refuse to load them:
+ * W_Q takes hidden_size features and makes heads x head_dim.  0, or -1 said.
+ */
+static int config_shapes(const weights *w, const struct problem_spec *s, size_t qf)
+{
+	const matrix *m = &w->m[WQ];
+	const size_t din = m->rank != 2 ? 0 : w->layout == LAYOUT_TORCH ? m->dim[1] : m->dim[0];
+	const char *hkey = s->family == FAMILY_GPT2 || s->family == FAMILY_BIGCODE ? "n_embd"
+										 : "hidden_size";
+	const size_t H = s->heads, hd = s->config_head_dim;
+	char note[96], note2[96];
+
+	if (s->config_hidden && din && din != s->config_hidden)
+		return error("'%s': %s %zu%s, but W_Q from %s takes %zu features", s->config_read,
+			     hkey, s->config_hidden, config_default_note(s, hkey, note, sizeof(note)),
+			     w->src[WQ], din);
+	if (!hd || (s->given & GIVEN_HEADS) || qf == H * hd)
+		return 0;
+	if (s->config_head_derived)
+		return error("'%s': no head_dim, and %s %zu%s / %s %zu makes heads %zu features wide, "
+			     "but W_Q from %s has %zu features, not %zu x %zu%s%s%s", s->config_read,
+			     hkey, s->config_hidden,
+			     config_default_note(s, hkey, note, sizeof(note)), model_heads_key(s), H,
+			     hd, w->src[WQ], qf, H, hd, s->kv_from[0] ? " (split by " : "",
+			     s->kv_from, s->kv_from[0] ? ")" : "");
+	return error("'%s': head_dim %zu%s, but W_Q from %s has %zu features, not %s %zu%s x %zu",
+		     s->config_read, hd, config_default_note(s, "head_dim", note, sizeof(note)),
+		     w->src[WQ], qf, model_heads_key(s), H,
+		     config_default_note(s, model_heads_key(s), note2, sizeof(note2)), hd);
+}
+
+/*
  * The heads and rotary dim config.json set, against the weights read: a
  * mismatch is the file's (its key named), not an option's.  0, or -1 said.
  */
@@ -273,17 +315,28 @@ static int check_config(const weights *w, const struct problem_spec *s)
 	const size_t qf = out_features(&w->m[WQ], w->layout), kf = out_features(&w->m[WK], w->layout);
 	const size_t H = s->heads, G = s->kv_heads ? s->kv_heads : s->heads;
 	const int heads = !!(s->given & CONFIG_HEADS), kv = !!(s->given & CONFIG_KV_HEADS);
+	char hk[96], kk[96];
 
-	if (!qf || !kf || !(s->given & (CONFIG_HEADS | CONFIG_KV_HEADS | CONFIG_ROPE_DIM)))
+	if (!qf || !kf)
 		return 0;
+	if (!(s->given & (CONFIG_HEADS | CONFIG_KV_HEADS | CONFIG_ROPE_DIM)))
+		return config_shapes(w, s, qf);
 	if (qf % H)
-		return heads ? error("'%s': %s %zu does not divide the %zu features of W_Q from %s",
-				     path, model_heads_key(s), H, qf, w->src[WQ]) : 0;
+		return heads ? error("'%s': %s %zu%s does not divide the %zu features of W_Q from "
+				     "%s", path, model_heads_key(s), H,
+				     config_default_note(s, model_heads_key(s), hk, sizeof(hk)), qf,
+				     w->src[WQ]) : 0;
 	if ((heads || kv) && kf != G * (qf / H))
-		return error("'%s': %s %zu and %s %zu make %zu key/value features (d_k %zu), but W_K "
-			     "from %s has %zu", path, heads ? model_heads_key(s) : "--heads", H,
+		return error("'%s': %s %zu%s and %s %zu%s make %zu key/value features (d_k %zu), but "
+			     "W_K from %s has %zu", path, heads ? model_heads_key(s) : "--heads", H,
+			     config_default_note(s, model_heads_key(s), hk, sizeof(hk)),
 			     kv ? "num_key_value_heads" : s->given & GIVEN_KV_HEADS ? "--kv-heads" :
-			     "key/value heads", G, G * (qf / H), qf / H, w->src[WK], kf);
+			     "key/value heads", G, kv ? config_default_note(s, "num_key_value_heads",
+			     kk, sizeof(kk)) : s->given & GIVEN_KV_HEADS ? "" :
+			     " (no num_key_value_heads: as many as the heads)",
+			     G * (qf / H), qf / H, w->src[WK], kf);
+	if (config_shapes(w, s, qf))
+		return -1;
 	if ((s->given & CONFIG_ROPE_DIM) && s->cfg.rope.dim > qf / H)
 		return error("'%s': partial_rotary_factor turns %zu features of each head, but a head "
 			     "has d_k = %zu (W_Q from %s, %zu heads): head_dim or hidden_size is wrong",
@@ -353,11 +406,19 @@ static int check_biases(const struct ckpt *c, const struct problem_spec *s, cons
 			const struct family *fam)
 {
 	const struct model_type *t = s->mtype;
+	const int flag = t && (t->bias == BIAS_FLAG || t->bias == BIAS_FLAG_QKV);
+	/* Falcon's switch is "bias", the others' "attention_bias" */
+	const char *key = t && t->family == FAMILY_FALCON ? "bias" : "attention_bias";
+	char why[160], note[96];
 
 	if (!t || !s->config_bias || t->bias == BIAS_ANY)
 		return 0;
+	snprintf(why, sizeof(why), " (config.json's %s is %s%s)", key,
+		 s->config_bias == 2 ? "true" : "false", config_default_note(s, key, note,
+									  sizeof(note)));
 	for (size_t k = 0; k < sizeof(fam->t) / sizeof(fam->t[0]) && fam->t[k].suffix; k++) {
-		const int b = fam->t[k].what;
+		/* a fused projection's bias is Q's, K's and V's */
+		const int b = fam->t[k].what == T_FUSED_B ? BQ : fam->t[k].what;
 		const int adds = t->bias == BIAS_FLAG ? s->config_bias == 2 : t->bias == BIAS_QKV
 			? b != BO : t->bias == BIAS_FLAG_QKV ? s->config_bias == 2 && b != BO : 0;
 		char name[PATH_TEXT];
@@ -369,10 +430,8 @@ static int check_biases(const struct ckpt *c, const struct problem_spec *s, cons
 		if (has)
 			return error("%s: \"%s\": %s's attention adds no such bias%s, so the run "
 				     "stops rather than guess which is right", c->path, name, t->type,
-				     t->bias == BIAS_FLAG ? " (config.json's attention_bias is false)"
-				     : "");
-		return ckpt_missing(c, name, t->bias == BIAS_FLAG
-				    ? ", which config.json's attention_bias true says there is" : "");
+				     flag ? why : "");
+		return ckpt_missing(c, name, flag ? why : "");
 	}
 	return 0;
 }

@@ -3,6 +3,7 @@
  * (modeling_rope_utils.py), into mha_rope_scaling (rope_scaling.h).
  */
 #include "load/rope_scaling.h"
+#include "load/complete.h"
 #include "base/cli.h"
 #include "read/file.h"
 #include "read/json.h"
@@ -164,10 +165,15 @@ int rope_scaling_read(struct problem_spec *s, const cJSON *sc, const char *path,
 		c->no_truncate = k && cJSON_IsFalse(k);
 		/* with original_max_position_embeddings, transformers takes the
 		 * factor as max_position_embeddings over it */
-		if (has_orig && max_pos && max_pos / orig != c->factor)
-			return error("%s: rope_scaling (\"yarn\"): factor %g but max_position_embeddings "
-				     "/ original_max_position_embeddings is %g: transformers' versions "
-				     "read one or the other", path, c->factor, max_pos / orig);
+		if (has_orig && max_pos && max_pos / orig != c->factor) {
+			char note[96];
+
+			return error("%s: rope_scaling (\"yarn\"): factor %g but max_position_embeddings"
+				     "%s / original_max_position_embeddings is %g: transformers' "
+				     "versions read one or the other", path, c->factor,
+				     config_default_note(s, "max_position_embeddings", note,
+							 sizeof(note)), max_pos / orig);
+		}
 		c->original_max = has_orig ? orig : max_pos;
 		break;
 	case MHA_ROPE_SCALING_LONGROPE:

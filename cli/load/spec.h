@@ -71,6 +71,13 @@ struct problem_spec {
 					   its q_norm and k_norm tensors are read */
 	int config_bias;                /* config.json read: 1 + its attention_bias (false
 					   when left out); 0: no config.json */
+	size_t config_hidden;           /* config.json's hidden_size (or its class's default),
+					   which the weights' input must be; 0: none */
+	size_t config_head_dim;         /* and its head_dim, said or derived from
+					   hidden_size as the class derives it; 0: none */
+	int config_head_derived;        /* config_head_dim is hidden_size / heads */
+	char kv_from[160];              /* Falcon's and BigCode's key/value heads as their
+					   flags set them, for messages; or "" */
 	const char *config;             /* --config: Hugging Face's config.json, or NULL */
 	const char *prefix;             /* --prefix: the attention module's names' start */
 	size_t layer;                   /* --layer, when has_layer */
@@ -80,6 +87,9 @@ struct problem_spec {
 	char config_read[PATH_TEXT];         /* the config.json read, or "" */
 	char keys_used[1024];                /* the keys of it the attention reads (model_type
 						knows them), each ended by a NUL, then "" */
+	char keys_defaulted[1024];           /* those it left out that took their class's
+						default: "name=JSON" each ended by a NUL,
+						then "" (complete.c) */
 	char module[PATH_TEXT];              /* the module's names' start, with its '.', or "" */
 	int checkpoint;                 /* the weights came from a checkpoint */
 	unsigned given;                 /* GIVEN_ bits (model.h): what config.json leaves alone */
