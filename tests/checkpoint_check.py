@@ -233,6 +233,17 @@ def family_cases(c, rng):
              partial(torch_bert, x=x, t=t, prefix=a, H=H),
              meta("bert", 1, a, os.path.join(d, "config.json")))
 
+    # bert-base-uncased as published: LayerNorm's .gamma and .beta (transformers
+    # renames them as it loads); XLM-RoBERTa's config with output_past
+    g = {(k[:-len("weight")] + "gamma" if k.endswith("LayerNorm.weight") else
+          k[:-len("bias")] + "beta" if k.endswith("LayerNorm.bias") else k): v
+         for k, v in t.items()}
+    for mt, extra in (("bert", {}), ("xlm-roberta", {"output_past": True})):
+        d = folder(tmp, "bert-gamma-" + mt, g, dict(cfg, model_type=mt, **extra))
+        c.output("%s: LayerNorm's gamma and beta%s, as published" %
+                 (mt, ", output_past" if extra else ""),
+                 ["-x", xp, "-w", d, "--layer", "1"], bert_attention(x, params[1], H))
+
     # nn.TransformerEncoder's state_dict, linear1 and norms beside it
     E, H = 8, 2
     t, params = torch_checkpoint(rng, 2, E, "F32")

@@ -292,6 +292,23 @@ def default_cases(c):
                           [key, "(left out: model_type %s's default)" % t])
 
 
+def published_key_cases(c):
+    """Keys published configs carry that their class keeps and their
+    attention never reads: accepted, the numbers unchanged."""
+    for t, key, value, what in (("phi3", "full_attn_mod", 1, "Phi-4-mini"),
+                                ("falcon", "ff_factor", 5, "Falcon 2 11B"),
+                                ("gpt_bigcode", "inference_runner", 0, "StarCoder"),
+                                ("gpt_bigcode", "pre_allocate_kv_cache", False, "StarCoder"),
+                                ("gpt_bigcode", "summary_type", "cls_index", "StarCoder")):
+        f = by_type(t)
+        layer = f["runs"][0]
+        s = hf_settings(f, f["cfg"], layer, N)
+        x = np.load(os.path.join(f["dir"], "x.npy"))
+        c.output("%s's %s: known to leave the attention alone" % (what, key),
+                 planted(c, f, key, config=dict(f["cfg"], **{key: value})),
+                 decoder_attention(x, f["params"][layer], s))
+
+
 def check_model(c, f, d, layer, s, p):
     """'mha model DIR --layer N -f json' says what the family's code does, and
     its -o FILE.npz holds the layer's tensors as -w takes them (p: the
@@ -638,6 +655,7 @@ def main():
         c = ck.Checker(os.path.abspath(sys.argv[1]), tmp)
         family_cases(c, rng, torch)
         default_cases(c)
+        published_key_cases(c)
         refusal_cases(c, rng)
         print("max relative difference over all outputs: %.2g (tolerance %g)"
               % (getattr(c, "worst", 0.0), RTOL))

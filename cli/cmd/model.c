@@ -2,7 +2,8 @@
  * cmd/model.c: 'mha model CHECKPOINT', what mha reads of a checkpoint's
  * attention, layer by layer: its family and model type, heads and head
  * widths, scale, causal rule, rope, window, softcap, q/k norm, sinks,
- * biases and the config.json keys its attention used.
+ * biases, the config.json keys its attention used and those it left out
+ * (their configuration class's defaults).
  *
  * It runs the very loader a run uses (load/model.h: model_config for the
  * layer, then model_load, which reads the layer's tensors), so what it says
@@ -37,10 +38,12 @@ static const char model_usage[] =
 	"What mha reads of a checkpoint's attention, layer by layer: the family and\n"
 	"model type, heads, key/value heads, head widths, scale, causal rule, rope\n"
 	"(type, base, scaling, features turned), window, softcap, q/k norm, sinks,\n"
-	"biases, and the config.json keys its attention used.  CHECKPOINT is what\n"
-	"'mha forward -w' takes: a .safetensors file, an index, or their folder,\n"
-	"with config.json beside it.  Each layer is read as a run reads it, its\n"
-	"tensors included: a layer a run would refuse is refused with its message.\n"
+	"biases, the config.json keys its attention used, and those it left out\n"
+	"(their configuration class's defaults, as transformers fills them).\n"
+	"CHECKPOINT is what 'mha forward -w' takes: a .safetensors file, an index,\n"
+	"or their folder, with config.json beside it.  Each layer is read as a run\n"
+	"reads it, its tensors included: a layer a run would refuse is refused with\n"
+	"its message.\n"
 	"\n"
 	"Options:\n"
 	"      --layer N         layer N alone (default: every layer config.json's\n"
@@ -254,7 +257,14 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 		fputs(", \"config_keys\": [", fp);
 		for (size_t i = 0, n = 0; s.keys_used[i]; i += strlen(s.keys_used + i) + 1)
 			fprintf(fp, "%s\"%s\"", n++ ? ", " : "", s.keys_used + i);
-		fputs("]}", fp);
+		/* the keys config.json left out, as their class's defaults filled them */
+		fputs("], \"config_defaults\": {", fp);
+		for (size_t i = 0, n = 0; s.keys_defaulted[i]; i += strlen(s.keys_defaulted + i) + 1) {
+			const char *e = s.keys_defaulted + i, *eq = strchr(e, '=');
+
+			fprintf(fp, "%s\"%.*s\": %s", n++ ? ", " : "", (int)(eq - e), e, eq + 1);
+		}
+		fputs("}}", fp);
 	} else {
 		fprintf(fp, "%s", first ? "" : "\n");
 		if (s.has_layer)
@@ -329,6 +339,13 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 		for (size_t i = 0; s.keys_used[i]; i += strlen(s.keys_used + i) + 1)
 			fprintf(fp, "%s %s", i ? "," : "", s.keys_used + i);
 		fputs(s.keys_used[0] ? "\n" : " none\n", fp);
+		fputs("  left out, their class's defaults:", fp);
+		for (size_t i = 0; s.keys_defaulted[i]; i += strlen(s.keys_defaulted + i) + 1) {
+			const char *e = s.keys_defaulted + i, *eq = strchr(e, '=');
+
+			fprintf(fp, "%s %.*s %s", i ? "," : "", (int)(eq - e), e, eq + 1);
+		}
+		fputs(s.keys_defaulted[0] ? "\n" : " none\n", fp);
 	}
 	rc = o->output ? write_tensors(o->output, &w, extra, H, G) : 0;
 done:

@@ -34,6 +34,12 @@ const struct family families[] = {
 		{ "output.LayerNorm.weight", T_IGNORED, 0,
 		  "the LayerNorm after the residual, past the output projection mha ends with" },
 		{ "output.LayerNorm.bias", T_IGNORED, 0,
+		  "the LayerNorm after the residual, past the output projection mha ends with" },
+		/* the same, as bert-base-uncased was published (transformers renames
+		 * gamma and beta to weight and bias as it loads them) */
+		{ "output.LayerNorm.gamma", T_IGNORED, 0,
+		  "the LayerNorm after the residual, past the output projection mha ends with" },
+		{ "output.LayerNorm.beta", T_IGNORED, 0,
 		  "the LayerNorm after the residual, past the output projection mha ends with" } } },
 	/* nn.MultiheadAttention, as nn.TransformerEncoderLayer holds it */
 	[FAMILY_TORCH] = { "torch", "layers.%zu.self_attn", "out_proj.weight", LAYOUT_TORCH, {
@@ -269,7 +275,8 @@ static const char *const gemma2_other[] = { "hidden_activation", "final_logit_so
 static const char *const granite_other[] = { "embedding_multiplier", "residual_multiplier",
 					     "logits_scaling", "mlp_bias", NULL };
 static const char *const cohere_other[] = { "logit_scale", NULL };
-static const char *const phi3_other[] = { "resid_pdrop", "embd_pdrop", NULL };
+/* Phi-4-mini's full_attn_mod: kept by PretrainedConfig, read by no modeling code */
+static const char *const phi3_other[] = { "resid_pdrop", "embd_pdrop", "full_attn_mod", NULL };
 /* the encoder's own: its norms, MLP, classifier heads, flash-attention and
  * compile switches that compute the same attention */
 static const char *const modernbert_other[] = {
@@ -286,12 +293,23 @@ static const char *const neox_other[] = { "use_parallel_residual", "hidden_dropo
 static const char *const falcon_other[] = { "apply_residual_connection_post_layernorm",
 					    "hidden_dropout", "parallel_attn",
 					    "num_ln_in_parallel_attn", "ffn_hidden_size",
-					    "activation", NULL };
+					    "activation",
+					    /* Falcon 2's, which FalconConfig keeps and nothing
+					       reads (the MLP is ffn_hidden_size wide) */
+					    "ff_factor", NULL };
 /* the same scores in float64: where float16 code upcasts the softmax */
 static const char *const bigcode_other[] = { "n_layer", "n_positions", "n_inner",
 					     "activation_function", "resid_pdrop", "embd_pdrop",
 					     "attn_pdrop", "attention_softmax_in_fp32",
-					     "scale_attention_softmax_in_fp32", NULL };
+					     "scale_attention_softmax_in_fp32",
+					     /* StarCoder's: its original inference runner's
+					        switches and GPT-2's summary head, which
+					        GPTBigCodeConfig keeps and nothing reads */
+					     "inference_runner", "max_batch_size",
+					     "max_sequence_length", "pad_key_length",
+					     "pre_allocate_kv_cache", "validate_runner_input",
+					     "summary_type", "summary_use_proj", "summary_activation",
+					     "summary_proj_to_labels", "summary_first_dropout", NULL };
 /* Command R7B's config carries keys of its original code that transformers'
  * Cohere 2 stores and never reads (its rotation is interleaved and whole) */
 static const char *const cohere2_other[] = { "logit_scale", "cache_implementation",
@@ -316,7 +334,9 @@ static const char *const gpt2_other[] = {
 };
 static const char *const bert_other[] = { "type_vocab_size", "hidden_dropout_prob",
 					  "attention_probs_dropout_prob", "classifier_dropout",
-					  NULL };
+					  /* XLM-RoBERTa's, from transformers' first releases
+					     (removed in 2020; nothing reads it) */
+					  "output_past", NULL };
 /* DeepSeek's mixture of experts, its multi-token prediction layer, and the
  * tensor-parallel switches that compute the same attention */
 static const char *const deepseek_other[] = {
@@ -324,12 +344,14 @@ static const char *const deepseek_other[] = {
 	"moe_layer_freq", "first_k_dense_replace", "norm_topk_prob", "scoring_func",
 	"topk_method", "n_group", "topk_group", "routed_scaling_factor", "aux_loss_alpha",
 	"seq_aux", "ep_size", "num_nextn_predict_layers", "pretraining_tp", "mlp_bias",
-	"rope_parameters_legacy", NULL
+	"rope_parameters_legacy",
+	/* transformers 5's name for num_nextn_predict_layers */
+	"num_mtp_layers", NULL
 };
 static const char *const gpt_oss_other[] = { "experts_per_token", "initial_context_length",
 					     "num_local_experts", "num_experts_per_tok",
 					     "output_router_logits", "router_aux_loss_coef",
-					     "swiglu_limit", NULL };
+					     "swiglu_limit", "swiglu_alpha", NULL };
 /* an image-text model's own keys: its vision tower and projector */
 static const char *const image_text_other[] = {
 	"text_config", "vision_config", "image_token_index", "image_token_id",
