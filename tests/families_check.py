@@ -55,6 +55,7 @@ import checkpoints as cf  # noqa: E402  (safetensors writing, a model folder)
 from families import ALIASES, CLASS_DEFAULTS, FAMILIES  # noqa: E402  (as they publish themselves)
 from families_ref import (decoder_attention, hf_settings, split_qkv,  # noqa: E402
                           torch_attention)
+from transformers5 import saved_by_5  # noqa: E402  (the same config, as transformers 5 saves it)
 
 RTOL = 1e-12
 SEED = 20261127
@@ -290,6 +291,112 @@ def default_cases(c):
                 c.refused(name + ", which does not fit the checkpoint", args,
                           [key] if key in TENSOR_KEYS or defaults[key] is None else
                           [key, "(left out: model_type %s's default)" % t])
+
+
+# the keys transformers 5 folds into rope_parameters: a family with any of
+# them turns, and its config has a transformers 5 form
+ROPE_KEYS = ("rope_theta", "rotary_emb_base", "global_rope_theta")
+
+
+def v5_cases(c):
+    """Each family that turns, its config saved as transformers 5 saves it
+    (rope_parameters, one dict or one per layer type; transformers5.py):
+    the same numbers as the transformers 4 config, every layer it runs."""
+    for f in FAMILIES:
+        t = f.get("text", f["type"])
+        if not any(k in CLASS_DEFAULTS.get(t, {}) for k in ROPE_KEYS):
+            continue
+        wrapped = "text_config" in f["cfg"]
+        inner = f["cfg"]["text_config"] if wrapped else f["cfg"]
+        new = saved_by_5(inner, t, CLASS_DEFAULTS[t])
+        whole = dict(f["cfg"], text_config=new, transformers_version="5.15.0") if wrapped \
+            else new
+        d = cf.folder(c.tmp, "v5-%d" % len(os.listdir(c.tmp)), f["tensors"], whole)
+        x = np.load(os.path.join(f["dir"], "x.npy"))
+        for layer in f["runs"]:
+            s = hf_settings(f, f["cfg"], layer, N)
+            c.output("%s, saved by transformers 5 (rope_parameters %s): layer %d"
+                     % (f["name"], json.dumps(new["rope_parameters"])[:60], layer),
+                     ["-x", os.path.join(f["dir"], "x.npy"), "-w", d, "--layer", str(layer)],
+                     decoder_attention(x, f["params"][layer], s))
+        rc, out, err = ck.run_cmd(c.binary, ["model", d, "--layer", str(f["runs"][0]), "-f",
+                                             "json"])
+        keys = json.loads(out)["layers"][0]["config_keys"] if rc == 0 else []
+        c.result("%s, saved by transformers 5: mha model reads rope_parameters" % f["name"],
+                 "rope_parameters" in keys, err or repr(keys))
+    # YaRN with no original_max_position_embeddings: transformers 5 writes
+    # max_position_embeddings there and keeps the factor said (4, not 1)
+    f = next(f for f in FAMILIES if f["name"] == "Qwen2.5 (rope_scaling yarn)")
+    old = dict(f["cfg"], rope_scaling={"factor": 4.0, "type": "yarn"})
+    new = saved_by_5(old, "qwen2", CLASS_DEFAULTS["qwen2"])
+    layer = f["runs"][0]
+    x = np.load(os.path.join(f["dir"], "x.npy"))
+    want = decoder_attention(x, f["params"][layer], hf_settings(f, old, layer, N))
+    for cfg, said in ((old, "transformers 4"), (new, "transformers 5")):
+        c.output("YaRN factor 4 without original_max_position_embeddings, saved by " + said,
+                 planted(c, f, "", config=cfg), want)
+
+
+def v5_refusals(c):
+    """rope_parameters beside the keys it replaced, or in a form the type
+    does not take: refused, naming both keys (transformers 4 and 5 would
+    read different things)"""
+    llama = next(f for f in FAMILIES if f["name"].startswith("Llama 3.1 (rope_scaling"))
+    gemma = by_type("gemma3_text")
+    v5l = saved_by_5(llama["cfg"], "llama", CLASS_DEFAULTS["llama"])
+    v5g = saved_by_5(gemma["cfg"], "gemma3_text", CLASS_DEFAULTS["gemma3_text"])
+    x = np.load(os.path.join(llama["dir"], "x.npy"))
+    layer = llama["runs"][0]
+    s = hf_settings(llama, llama["cfg"], layer, N)
+    want = decoder_attention(x, llama["params"][layer], s)
+    rp = v5l["rope_parameters"]
+    c.output("Llama 3.1 saved by transformers 5 with the old keys beside, saying the same",
+             planted(c, llama, "", config=dict(v5l, rope_theta=500000,
+                                               rope_scaling={k: v for k, v in rp.items()
+                                                             if k != "rope_theta"})), want)
+    for name, cfg, words in (
+            ("rope_theta beside rope_parameters, another base",
+             dict(v5l, rope_theta=10000.0), ["rope_parameters", "500000", "rope_theta", "10000"]),
+            ("rope_scaling beside rope_parameters, another factor",
+             dict(v5l, rope_scaling=dict(rp, factor=4.0)), ["rope_parameters", "rope_scaling"]),
+            ("rope_scaling beside a \"default\" rope_parameters",
+             dict(v5l, rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+                  rope_scaling=rp), ["rope_parameters", "default", "rope_scaling"]),
+            ("rope_parameters \"default\" with a factor",
+             dict(v5l, rope_parameters={"rope_type": "default", "rope_theta": 500000.0,
+                                        "factor": 8.0}), ["rope_parameters", "factor"]),
+            ("rope_parameters of a rope_type mha does not compute",
+             dict(v5l, rope_parameters=dict(rp, rope_type="proportional")),
+             ["rope_parameters", "proportional"]),
+            ("rope_parameters per layer type for a type whose layers turn alike",
+             dict(v5l, rope_parameters={"full_attention": rp}),
+             ["rope_parameters", "per layer type", "llama"]),
+            ("rope_parameters not an object", dict(v5l, rope_parameters=[1]),
+             ["rope_parameters", "not an object"]),
+            ("rope_parameters' rope_theta not a number",
+             dict(v5l, rope_parameters=dict(rp, rope_theta="big")), ["rope_theta"]),
+            ("a partial_rotary_factor Llama's class does not have",
+             dict(v5l, rope_parameters=dict(rp, partial_rotary_factor=0.5)),
+             ["partial_rotary_factor", "llama"])):
+        c.refused("Llama 3.1 saved by transformers 5: " + name,
+                  planted(c, llama, "", config=cfg), words)
+    grp = v5g["rope_parameters"]
+    for name, cfg, words in (
+            ("one dict for the layers of both kinds",
+             dict(v5g, rope_parameters=grp["full_attention"]),
+             ["rope_parameters", "gemma3_text", "full_attention, sliding_attention"]),
+            ("a layer type Gemma 3 does not have",
+             dict(v5g, rope_parameters=dict(grp, chunked_attention=grp["full_attention"])),
+             ["rope_parameters.chunked_attention"]),
+            ("its sliding layers scaled",
+             dict(v5g, rope_parameters=dict(grp, sliding_attention=dict(
+                 grp["sliding_attention"], rope_type="linear", factor=2.0))),
+             ["rope_parameters.sliding_attention", "linear"]),
+            ("rope_local_base_freq beside it, another base",
+             dict(v5g, rope_local_base_freq=123.0),
+             ["rope_parameters.sliding_attention", "rope_local_base_freq", "123"])):
+        c.refused("Gemma 3 saved by transformers 5: " + name, planted(c, gemma, "", config=cfg),
+                  words)
 
 
 def published_key_cases(c):
@@ -656,6 +763,8 @@ def main():
         family_cases(c, rng, torch)
         default_cases(c)
         published_key_cases(c)
+        v5_cases(c)
+        v5_refusals(c)
         refusal_cases(c, rng)
         print("max relative difference over all outputs: %.2g (tolerance %g)"
               % (getattr(c, "worst", 0.0), RTOL))

@@ -544,6 +544,25 @@ def checkpoint_cases(mha, tmp, rng):
                     "qk_rope_head_dim": 4, "v_head_dim": 2, "eps": 1e-6, "form": "expanded"},
                     json.dumps(m["mla"]))
                 close(name + " scale", m["scale"]["value"], softmax_scale(c), 1e-15)
+        # the same config as transformers 5 saves it: rope_parameters (with
+        # DeepSeek's "type" kept beside "rope_type"), no rope_theta or rope_scaling
+        with open(os.path.join(folder, "config.json")) as fh:
+            v5 = json.load(fh)
+        rp = dict(v5.pop("rope_scaling", None) or {})
+        rp.setdefault("rope_type", rp.get("type", "default"))
+        rp["rope_theta"] = v5.pop("rope_theta")
+        if rp["rope_type"] == "yarn":
+            rp.setdefault("original_max_position_embeddings", v5["max_position_embeddings"])
+        v5.update(rope_parameters=rp, transformers_version="5.15.0", head_dim=c["qk_rope_head_dim"],
+                  qk_head_dim=c["qk_head_dim"])
+        with open(os.path.join(tmp, "config5.json"), "w") as fh:
+            json.dump(v5, fh)
+        out, err = run(base + ["--config", os.path.join(tmp, "config5.json")])
+        if out is None:
+            check(name + " saved by transformers 5", False, err)
+        else:
+            close(name + " saved by transformers 5 (rope_parameters %s)" % rp["rope_type"],
+                  out["output"], want["output"], RTOL)
         # mha model tells the layer's latent dims and scale
         out, err = run([mha, "model", folder, "-f", "json"])
         if out is None:
@@ -666,6 +685,11 @@ def checkpoint_refusals(mha, tmp, rng):
             want="q_lora_rank 7, but the tensors make 6")
     damaged("unknown key", change_config=lambda cfg: cfg.update(mla_absorb_everything=True),
             want="mla_absorb_everything")
+    # transformers 5 writes the dims its class derives: held to them
+    damaged("head_dim", change_config=lambda cfg: cfg.update(head_dim=7),
+            want="head_dim 7 but qk_rope_head_dim 4")
+    damaged("qk_head_dim", change_config=lambda cfg: cfg.update(qk_head_dim=8),
+            want="qk_head_dim 8 but qk_nope_head_dim 3 + qk_rope_head_dim 4 is 7")
 
 
 def refusals(mha, tmp):

@@ -318,8 +318,9 @@ int checks_rope(const struct problem_spec *s, struct problem *p, const mha_dims 
 		r->k_pos = p->pos_apart ? p->k_pos : p->q_pos;
 	}
 	if (r->scaling.type == MHA_ROPE_SCALING_LONGROPE && s->n_rope_factors != R / 2)
-		return error("rope_scaling's short_factor and long_factor have %zu entr%s, but the "
-			     "rotation turns %zu pair%s (R = %zu)", s->n_rope_factors,
+		return error("%s's short_factor and long_factor have %zu entr%s, but the "
+			     "rotation turns %zu pair%s (R = %zu)", s->rope_from[0] ? s->rope_from :
+			     "rope_scaling", s->n_rope_factors,
 			     s->n_rope_factors == 1 ? "y" : "ies", R / 2, plural(R / 2), R);
 	if (r->scaling.type) {
 		/* the sequence the model sees: its largest position + 1 */

@@ -6,6 +6,7 @@
  */
 #include "load/complete.h"
 #include "load/families.h"
+#include "load/rope_params.h"
 #include "base/cli.h"
 
 #include <stdio.h>
@@ -48,12 +49,17 @@ cJSON *config_complete(struct problem_spec *s, const cJSON *attn, const cJSON *r
 		error("out of memory");
 		return NULL;
 	}
+	/* transformers 5's rope_parameters, as the keys below */
+	if (config_rope_parameters(s, out, saved_by(root), path)) {
+		cJSON_Delete(out);
+		return NULL;
+	}
 	for (const struct config_key *k = t->keys; k && k->name; k++) {
 		const char *alias = config_key_alias(k->name), *json = k->dflt;
 		cJSON *value;
 
-		if (!json || cJSON_GetObjectItemCaseSensitive(attn, k->name) ||
-		    (alias && cJSON_GetObjectItemCaseSensitive(attn, alias)))
+		if (!json || cJSON_GetObjectItemCaseSensitive(out, k->name) ||
+		    (alias && cJSON_GetObjectItemCaseSensitive(out, alias)))
 			continue; /* said, or the class has no default of its own */
 		if (k->v5 && strcmp(k->v5, k->dflt)) {
 			const int v = saved_by(root);

@@ -244,6 +244,7 @@ static const struct config_key deepseek_v2_keys[] = {
 	{ "kv_lora_rank", "512", NULL }, { "qk_nope_head_dim", "128", NULL },
 	{ "qk_rope_head_dim", "64", NULL }, { "v_head_dim", "128", NULL },
 	ROPE("10000.0", "null", NO, "2048"), { "rope_interleave", NO, NULL },
+	{ "qk_head_dim", NO, NULL },
 	{ "rms_norm_eps", "1e-06", NULL }, { "attention_bias", "false", NULL },
 	{ "quantization_config", NO, NULL }, END };
 static const struct config_key deepseek_v3_keys[] = {
@@ -251,6 +252,7 @@ static const struct config_key deepseek_v3_keys[] = {
 	{ "kv_lora_rank", "512", NULL }, { "qk_nope_head_dim", "128", NULL },
 	{ "qk_rope_head_dim", "64", NULL }, { "v_head_dim", "128", NULL },
 	ROPE("10000.0", "null", NO, "4096"), { "rope_interleave", "true", NULL },
+	{ "qk_head_dim", NO, NULL },
 	{ "rms_norm_eps", "1e-06", NULL }, { "attention_bias", "false", NULL },
 	{ "quantization_config", NO, NULL }, END };
 static const struct config_key gpt2_keys[] = {
@@ -475,6 +477,13 @@ const struct model_type *model_type_of_family(model_family f)
 	return f > FAMILY_NONE && f < FAMILY_TORCH ? model_type_find(row[f]) : &generic;
 }
 
+/* transformers 5's rope_parameters stands for the rotary keys (rope_params.c):
+ * read where the type reads a rotary base */
+static int reads_rope_parameters(const struct model_type *t)
+{
+	return model_type_key(t, "rope_theta") || model_type_key(t, "global_rope_theta");
+}
+
 size_t model_type_known(const struct model_type *t, const char **list, size_t cap)
 {
 	const char *const *const from[] = { t->harmless, common };
@@ -482,6 +491,8 @@ size_t model_type_known(const struct model_type *t, const char **list, size_t ca
 
 	for (const struct config_key *k = t->keys; k && k->name && n + 1 < cap; k++)
 		list[n++] = k->name;
+	if (reads_rope_parameters(t) && n + 1 < cap)
+		list[n++] = "rope_parameters";
 	for (size_t k = 0; k < 2; k++)
 		for (const char *const *p = from[k]; p && *p && n + 1 < cap; p++)
 			list[n++] = *p;
@@ -538,7 +549,7 @@ const struct config_key *model_type_key(const struct model_type *t, const char *
 
 int model_type_knows(const struct model_type *t, const char *key)
 {
-	if (model_type_key(t, key))
+	if (model_type_key(t, key) || (!strcmp(key, "rope_parameters") && reads_rope_parameters(t)))
 		return 1;
 	return listed(t->harmless, key) || listed(common, key) ? 2 : 0;
 }

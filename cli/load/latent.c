@@ -8,6 +8,7 @@
  * file of the wrong size is refused with the sum that does not add up.
  */
 #include "load/latent.h"
+#include "load/families.h"
 
 #include "base/cli.h"
 #include "load/config_keys.h"
@@ -260,6 +261,25 @@ int latent_apply_config(struct problem_spec *s, const cJSON *root, const char *p
 			return -1;
 		if (rc && i == 0)
 			s->mla_dims[0]++;
+	}
+	{
+		/* what the class derives and transformers 5 writes: head_dim is
+		 * qk_rope_head_dim, qk_head_dim qk_nope_head_dim + qk_rope_head_dim;
+		 * a file that says otherwise is refused, for the class overwrites it */
+		size_t hd = 0, qk = 0;
+
+		if (config_count(root, path, "head_dim", &hd) < 0 ||
+		    config_count(root, path, "qk_head_dim", &qk) < 0)
+			return -1;
+		if (hd && hd != rope)
+			return error("%s: head_dim %zu but qk_rope_head_dim %zu: model_type %s's "
+				     "configuration class makes head_dim qk_rope_head_dim", path, hd,
+				     rope, s->mtype->type);
+		if (qk && s->mla_dims[2] && qk != s->mla_dims[2] + rope)
+			return error("%s: qk_head_dim %zu but qk_nope_head_dim %zu + qk_rope_head_dim "
+				     "%zu is %zu: model_type %s's configuration class makes it their "
+				     "sum", path, qk, s->mla_dims[2], rope, s->mla_dims[2] + rope,
+				     s->mtype->type);
 	}
 	if ((rc = config_number(root, path, "rms_norm_eps", &eps)) < 0)
 		return -1;

@@ -17,7 +17,8 @@
  * its original_max_position_embeddings beside rope_scaling (Phi-3's, which
  * LongRoPE then reads as transformers does; 0: none); a key sc's
  * type does not read, a value out of range, or a setting transformers'
- * versions read differently is refused naming it.  "default" (or no type
+ * versions read differently is refused naming it (as s->rope_from names
+ * the object: transformers 5's rope_parameters, read as 5 reads it).  "default" (or no type
  * at all... refused) leaves the frequencies θ's.  0, or -1 said.
  */
 int rope_scaling_read(struct problem_spec *s, const cJSON *sc, const char *path, double max_pos,

@@ -58,6 +58,10 @@ struct problem_spec {
 					   (cfg.rope.scaling points here: a copy of the
 					   spec points at the original's) */
 	size_t n_rope_factors;          /* entries in each */
+	char rope_from[48];             /* the key config.json gave rope_scaling's settings
+					   under, for messages: "rope_parameters" or
+					   "rope_parameters.full_attention" (transformers
+					   5's, rope_params.c); "": rope_scaling */
 	const char *one[N_WEIGHTS];     /* --wq … --bo: one weight from its own file */
 	weight_layout layout;
 	model_family family;            /* --layout llama|gpt2|bert|torch, or config.json's */
