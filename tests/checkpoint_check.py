@@ -92,9 +92,54 @@ class Checker:
         np.save(path, x)
         return x, path
 
+    # what 'mha model' takes of forward's arguments: the checkpoint, the module, the
+    # config, the layer's settings
+    MODEL_OPTS = ("--layer", "--prefix", "--config", "--layout", "--heads", "--kv-heads",
+                  "--scale", "--window", "--sinks", "--rope", "--rope-theta", "--rope-dim",
+                  "--rope-scaling", "--norm", "--norm-eps", "--norm-over", "--softcap",
+                  "--biases", "--qk-rope-head-dim", "--mla-eps")
+
+    def same_verdict(self, name, args, rc, err):
+        """'mha model' on the checkpoint and layer a run read: accepted where
+        the run was, refused where it was refused, with the same message and
+        exit status (one resolved layer); -o FILE.npz written only then.
+        Runs whose other options 'mha model' does not take are not compared."""
+        if "-w" not in args:
+            return
+        margs, i = ["model", args[args.index("-w") + 1]], 0
+        while i < len(args):
+            a = args[i]
+            if a in ("-x", "-w", "--print", "--format"):
+                i += 2
+                continue
+            if a == "--causal" or a.startswith("--causal="):
+                margs.append(a)
+                i += 1
+                continue
+            if a not in self.MODEL_OPTS or i + 1 == len(args):
+                return
+            margs += [a, args[i + 1]]
+            i += 2
+        if "--layer" not in margs and "--prefix" not in margs:
+            return
+        npz = os.path.join(self.tmp, "verdict.npz")
+        if os.path.exists(npz):
+            os.unlink(npz)
+        mrc, _, merr = run_cmd(self.binary, margs + ["-o", npz])
+        written = os.path.exists(npz)
+        self.verdicts = getattr(self, "verdicts", 0) + 1
+        ok = (mrc == rc and (rc != 0 or not merr) and written == (rc == 0) and
+              (rc == 0 or merr == err))
+        if not ok:
+            self.result("%s: mha model says what the run does" % name, False,
+                        "run: exit %d %r; mha model: exit %d %r, -o %s" %
+                        (rc, err.strip(), mrc, merr.strip(), "written" if written else
+                         "not written"))
+
     def output(self, name, args, want, model=None):
         """mha's output against want; model: what meta's "model" must say."""
         rc, out, err = run(self.binary, args + ["--print", "output", "--format", "json"])
+        self.same_verdict(name, args, rc, err)
         if rc != 0:
             return self.result(name, False, "exit %d: %s" % (rc, err.strip()))
         doc = json.loads(out)
@@ -110,6 +155,7 @@ class Checker:
 
     def refused(self, name, args, words, status=1):
         rc, out, err = run(self.binary, args)
+        self.same_verdict(name, args, rc, err)
         lines = err.splitlines()
         ok = rc == status and len(lines) == 1 and lines[0].startswith("mha: ") and \
             all(w in lines[0] for w in words) and out == ""
@@ -698,6 +744,9 @@ def main():
         damaged_cases(c, rng)
         blame_cases(c, rng)
         hostile_cases(c, rng)
+    # every run above on a checkpoint's layer, 'mha model' on it too
+    print("mha model against the run: %d checkpoint layers, accepted and refused alike"
+          % getattr(c, "verdicts", 0))
     print("max relative difference over all outputs: %.2g (tolerance %g)"
           % (getattr(c, "worst", 0.0), RTOL))
     print("%d passed, %d failed" % (c.passed, c.failed))

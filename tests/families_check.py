@@ -32,8 +32,9 @@ Then what mha must refuse, each with exit 1 and one line naming it: a key
 planted in each family's config (a copy with one more attention key), a
 tensor planted in each family's attention module, biases the family's
 code would not add (or would, and are missing), the model types whose
-attention mha does not compute yet, an unknown model_type (and under
---layout llama, held to llama's keys), a family that --layout contradicts,
+attention mha does not compute yet, an unknown model_type (under --layout
+llama refused until every setting families differ in is stated, then held
+to llama's keys), a family that --layout contradicts,
 a checkpoint that does not say its heads, a rotary_emb.inv_freq that is not
 config.json's rotation, a layer-dependent setting without --layer.
 
@@ -52,7 +53,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import checkpoint_check as ck  # noqa: E402  (runs, Checker)
 import checkpoints as cf  # noqa: E402  (safetensors writing, a model folder)
-from families import ALIASES, CLASS_DEFAULTS, FAMILIES  # noqa: E402  (as they publish themselves)
+from families import ALIASES, CLASS_DEFAULTS, FAMILIES, cfg  # noqa: E402  (as they publish themselves)
 from families_ref import (decoder_attention, hf_settings, split_qkv,  # noqa: E402
                           torch_attention)
 from transformers5 import saved_by_5  # noqa: E402  (the same config, as transformers 5 saves it)
@@ -399,6 +400,137 @@ def v5_refusals(c):
                   words)
 
 
+def resolve_cases(c):
+    """Layers whose config mha model once described and a run refused (one
+    resolved layer now: c.refused runs mha model on each as well, which must
+    refuse it in the same words)"""
+    phi = by_type("phi3")
+    sc = dict(phi["cfg"]["rope_scaling"])
+    n = len(sc["short_factor"])
+    c.refused("Phi-3: LongRoPE's factor lists one pair short",
+              planted(c, phi, "", config=dict(phi["cfg"], rope_scaling=dict(
+                  sc, short_factor=sc["short_factor"][:n - 1],
+                  long_factor=sc["long_factor"][:n - 1]))),
+              ["short_factor", "long_factor", "%d entr" % (n - 1)])
+    llama = by_type("llama")
+    c.refused("Llama 2: num_attention_heads 2^40",
+              planted(c, llama, "", config=dict(llama["cfg"], num_attention_heads=2 ** 40,
+                                                num_key_value_heads=2 ** 40)),
+              ["num_attention_heads", str(2 ** 40)])
+    c.refused("Llama 2: head_dim 0 wide",
+              planted(c, llama, "", config=dict(llama["cfg"], head_dim=0)), ["head_dim"])
+
+
+# every setting families differ in, stated: what a model_type mha does not
+# read needs beside --layout
+STATED = ["--rope-scaling", "none", "--scale", "dk", "--softcap", "none", "--window", "none",
+          "--sinks", "none", "--biases", "none"]
+
+
+def layout_cases(c):
+    """A model_type mha does not read: refused, and never read under
+    --layout until every setting families differ in is given; then exact.
+    Helium (Llama's names and keys; its pairs (2i, 2i + 1)) and an
+    Apertus-like model (Llama's names, a q/k RMSNorm per head).  Each piece
+    of advice the refusals give is followed here."""
+    f = by_type("llama")
+    layer = f["runs"][0]
+    helium = {k: v for k, v in f["cfg"].items() if k not in ("pretraining_tp", "rope_scaling")}
+    helium.update(model_type="helium", architectures=["HeliumForCausalLM"])
+    args = planted(c, f, "", config=helium)
+    d = args[args.index("-w") + 1]
+    x = np.load(os.path.join(f["dir"], "x.npy"))
+    s = dict(hf_settings(f, f["cfg"], layer, N), rope="interleaved")
+    want = decoder_attention(x, f["params"][layer], s)
+    rc, _, err = ck.run(c.binary, args)
+    c.result("Helium: an unknown model_type refused, no layout proposed that would guess",
+             rc == 1 and "helium" in err and "llama, mistral" in err and
+             "--layout llama" not in err and "every setting" in err, err)
+    layout = args + ["--layout", "llama"]
+    c.refused("Helium under --layout llama alone: refused naming every setting",
+              layout, ["helium", "--rope,", "--rope-dim", "--rope-theta", "--rope-scaling",
+                       "--scale", "--softcap", "--norm,", "--window", "--sinks", "--biases"])
+    c.refused("Helium under --layout llama --rope interleaved: the rest named",
+              layout + ["--rope", "interleaved"], ["--rope-dim", "--biases"])
+    full = layout + ["--rope", "interleaved", "--rope-dim", "4", "--rope-theta", "10000",
+                     "--norm", "none"] + STATED
+    c.output("Helium under --layout llama, every setting stated (its pairs 2i, 2i + 1)",
+             full, want)
+    # under Llama's rule the numbers differ: the statement matters
+    half = decoder_attention(x, f["params"][layer], dict(s, rope="half"))
+    c.result("Helium: its pairs move the output (%.2g)" % np.max(np.abs(half - want)),
+             np.max(np.abs(half - want)) > 1e-3)
+    rc, out, err = ck.run_cmd(c.binary, ["model", d, "--layer", str(layer), "-f", "json",
+                                         "--layout", "llama"] + full[full.index("--rope"):])
+    m = json.loads(out)["layers"][0] if rc == 0 else {}
+    c.result("Helium: mha model says model_type helium and what was stated",
+             m.get("model_type") == "helium" and m.get("family") == "llama" and
+             m["rope"]["mode"] == "interleaved" and
+             set(m["stated"]) >= {"--rope", "--rope-dim", "--rope-theta", "--rope-scaling",
+                                  "--scale", "--softcap", "--norm", "--window", "--sinks",
+                                  "--biases"}, err or json.dumps(m)[:300])
+    rc, out, err = ck.run_cmd(c.binary, ["model", d, "--layer", str(layer), "--layout", "llama"] +
+                              full[full.index("--rope"):])
+    c.result("Helium: mha model's text names model_type helium read as --layout llama",
+             rc == 0 and "model_type helium, read as --layout llama" in out and
+             "stated: --rope" in out, err or out[:300])
+    # a bias the statement leaves out, or one it names that is missing
+    c.refused("Helium: --biases q with no q_proj.bias",
+              full[:-1] + ["q"], ["q_proj.bias", "--biases"])
+
+    # Apertus-like: Llama's names with q_norm and k_norm (Qwen3's tensors)
+    q = by_type("qwen3")
+    layer = q["runs"][0]
+    apertus = cfg("ApertusForCausalLM", "apertus", q["D"], q["H"], q["G"], q["layers"],
+                  q["dtype"], head_dim=q["hd"], rope_theta=q["cfg"]["rope_theta"],
+                  rms_norm_eps=1e-06)
+    args = planted(c, q, "", config=apertus) + ["--layout", "llama"]
+    x = np.load(os.path.join(q["dir"], "x.npy"))
+    want = decoder_attention(x, q["params"][layer], hf_settings(q, q["cfg"], layer, N))
+    stated = ["--rope", "half", "--rope-dim", str(q["hd"]), "--rope-theta",
+              str(q["cfg"]["rope_theta"])] + STATED
+    rc, _, err = ck.run(c.binary, args + stated + ["--norm", "none"])
+    c.result("Apertus-like: its q_norm refused with --norm none, the advice names --norm",
+             rc == 1 and "_norm.weight" in err and "--norm with its kind" in err, err)
+    c.refused("Apertus-like: --norm rms alone, its eps and rule named",
+              args + stated + ["--norm", "rms"], ["--norm-eps", "--norm-over"])
+    c.output("Apertus-like under --layout llama, --norm rms, its eps and rule stated",
+             args + stated + ["--norm", "rms", "--norm-eps", "1e-6", "--norm-over", "head"],
+             want)
+
+
+def none_cases(c):
+    """--softcap none, --window none, --sinks none and --rope-scaling none
+    over what a family's config sets: the numbers without it"""
+    def case(f, what, opt, change, params=None):
+        layer = f["runs"][-1]
+        x = np.load(os.path.join(f["dir"], "x.npy"))
+        s = hf_settings(f, f["cfg"], layer, N)
+        p = f["params"][layer]
+        want = decoder_attention(x, p, change(dict(s)))
+        moved = np.max(np.abs(want - decoder_attention(x, p, s)))
+        c.result("%s: %s changes the output (%.2g)" % (f["name"], what, moved), moved > 1e-6)
+        c.output("%s, %s none: without it" % (f["name"], opt),
+                 ["-x", os.path.join(f["dir"], "x.npy"), "-w", f["dir"], "--layer", str(layer),
+                  opt, "none"], decoder_attention(x, params(p) if params else p,
+                                                  change(dict(s))))
+    case(next(f for f in FAMILIES if f["type"] == "gemma2"), "its softcap", "--softcap",
+         lambda s: dict(s, softcap=None))
+    case(next(f for f in FAMILIES if f["name"] == "Mistral 7B"), "its window", "--window",
+         lambda s: dict(s, window=None))
+    case(next(f for f in FAMILIES if f["name"].startswith("Llama 3.1 (rope_scaling")),
+         "its scaling", "--rope-scaling",
+         lambda s: dict(s, af=1.0, inv=1.0 / (s["theta"] ** (np.arange(0, s["R"], 2) / s["R"]))))
+    f = by_type("gpt_oss")
+    layer = f["runs"][-1]
+    x = np.load(os.path.join(f["dir"], "x.npy"))
+    s = hf_settings(f, f["cfg"], layer, N)
+    bare = {k: v for k, v in f["params"][layer].items() if k != "sinks"}
+    c.output("%s, --sinks none: without them" % f["name"],
+             ["-x", os.path.join(f["dir"], "x.npy"), "-w", f["dir"], "--layer", str(layer),
+              "--sinks", "none"], decoder_attention(x, bare, s))
+
+
 def published_key_cases(c):
     """Keys published configs carry that their class keeps and their
     attention never reads: accepted, the numbers unchanged."""
@@ -582,13 +714,17 @@ def refusal_cases(c, rng):
     # an unknown model_type: the list; under --layout llama, llama's keys
     conf = dict(f["cfg"], model_type="mygemma")
     c.refused("an unknown model_type: refused with the types mha reads",
-              planted(c, f, "unknown", config=conf), ['"mygemma"', "llama, mistral", "--layout"])
+              planted(c, f, "unknown", config=conf), ['"mygemma"', "llama, mistral",
+                                                      "--layout FAMILY", "every setting"])
     conf = dict(conf, query_pre_attn_scalar=8)
+    # with every setting families differ in stated, as Llama's
+    as_llama = ["--layout", "llama", "--rope", "half", "--rope-dim", "4", "--rope-theta",
+                "10000", "--norm", "none"] + STATED
     c.refused("an unknown model_type under --layout llama: held to llama's keys",
-              planted(c, f, "unknown", config=conf, extra=["--layout", "llama"]),
+              planted(c, f, "unknown", config=conf, extra=as_llama),
               ['unknown key "query_pre_attn_scalar"', '"mygemma" read as --layout llama'])
     conf = dict(f["cfg"], model_type="mygemma")
-    args = planted(c, f, "unknown", config=conf, extra=["--layout", "llama"])
+    args = planted(c, f, "unknown", config=conf, extra=as_llama)
     rc, out, err = ck.run(c.binary, args + ["-f", "json"])
     rc2, out2, err2 = ck.run(c.binary, planted(c, f, "known") + ["-f", "json"])
     c.result("an unknown model_type under --layout llama, with llama's keys only: read as llama",
@@ -765,7 +901,13 @@ def main():
         published_key_cases(c)
         v5_cases(c)
         v5_refusals(c)
+        resolve_cases(c)
+        layout_cases(c)
+        none_cases(c)
         refusal_cases(c, rng)
+        # every run above on a checkpoint's layer, 'mha model' on it too
+        print("mha model against the run: %d checkpoint layers, accepted and refused alike"
+              % getattr(c, "verdicts", 0))
         print("max relative difference over all outputs: %.2g (tolerance %g)"
               % (getattr(c, "worst", 0.0), RTOL))
         print("%d passed, %d failed" % (c.passed, c.failed))

@@ -659,6 +659,13 @@ def checkpoint_refusals(mha, tmp, rng):
         lines = r.stderr.strip().splitlines()
         check("refused: " + label, r.returncode != 0 and not r.stdout and len(lines) == 1 and
               want in lines[0], r.stderr.strip())
+        # mha model resolves the layer as the run does: the same refusal, no -o file
+        npz = os.path.join(tmp, "refused.npz")
+        m = subprocess.run([mha, "model", folder, "--layer", "0", "-o", npz],
+                           capture_output=True, text=True)
+        check("refused by mha model too: " + label, m.returncode == r.returncode and
+              m.stderr == r.stderr and not m.stdout and not os.path.exists(npz),
+              "exit %d %r" % (m.returncode, m.stderr))
 
     def nan_code(t):
         t[pre + "kv_b_proj.weight"][1][1][2] = 0x7F
@@ -685,6 +692,11 @@ def checkpoint_refusals(mha, tmp, rng):
             want="q_lora_rank 7, but the tensors make 6")
     damaged("unknown key", change_config=lambda cfg: cfg.update(mla_absorb_everything=True),
             want="mla_absorb_everything")
+    def flat_kv_b(t):
+        dt, a = t[pre + "kv_b_proj.weight"]
+        t[pre + "kv_b_proj.weight"] = (dt, a.reshape(-1))
+        del t[pre + "kv_b_proj.weight_scale_inv"]
+    damaged("kv_b_proj 1-D", flat_kv_b, want="kv_b_proj")
     # transformers 5 writes the dims its class derives: held to them
     damaged("head_dim", change_config=lambda cfg: cfg.update(head_dim=7),
             want="head_dim 7 but qk_rope_head_dim 4")

@@ -14,6 +14,7 @@
 #include "load/model.h"
 #include "load/problem.h"
 #include "load/shapes.h"
+#include "read/checkpoint.h"
 #include "run/steps.h"
 #include "write/write.h"
 
@@ -89,6 +90,9 @@ static int check_options(struct attn_options *o)
 	if ((s->has_layer || s->prefix) && !s->w)
 		return usage_error(hint, "%s picks a module of a checkpoint: give -w",
 				   s->has_layer ? "--layer" : "--prefix");
+	if ((s->given & GIVEN_BIASES) && !(s->w && ckpt_is_checkpoint(s->w)))
+		return usage_error(hint, "--biases says which biases a checkpoint's attention adds: "
+				   "give -w a checkpoint (other weights add the biases they hold)");
 	if (!s->rope_cos != !s->rope_sin)
 		return usage_error(hint, "--rope-cos and --rope-sin go together: missing %s",
 				   s->rope_cos ? "--rope-sin" : "--rope-cos");

@@ -132,6 +132,18 @@ int attn_check_args(int argc, char **argv, const struct attn_command *c, void *o
  * on a write error. */
 int attn_help(FILE *fp, const struct attn_command *c);
 
+/*
+ * The options that set what one layer computes (--heads, --scale,
+ * --window, --sinks, --rope…, --norm…, --softcap, --biases, MLA's), which
+ * 'mha model' takes as well: their getopt rows into out (cap at most, their
+ * values options.c's own: a command's own options must take others), their
+ * help lines, and one parsed into s: 1, 0 when c is not one of them, -1
+ * a usage error (said; hint: the command).
+ */
+size_t attn_setting_options(struct option *out, size_t cap);
+int attn_setting_help(FILE *fp);
+int attn_setting(const char *hint, int c, const char *arg, struct problem_spec *s);
+
 /* The shared option table as getopt_long's, NULL-terminated, and each
  * row's OPT_ group (tests/options_test.c). */
 const struct option *attn_option_table(const unsigned **groups);

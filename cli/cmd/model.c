@@ -10,12 +10,15 @@
  * is what 'mha forward -w CHECKPOINT --layer N' computes with, and a layer
  * a run would refuse is refused here with the same message.
  */
+#include "cmd/attention.h"
+
 #include "base/budget.h"
 #include "base/cli.h"
 #include "base/number.h"
 #include "base/text.h"
 #include "load/families.h"
 #include "load/latent.h"
+#include "load/load.h"
 #include "load/model.h"
 #include "load/rope_scaling.h"
 #include "read/checkpoint.h"
@@ -52,7 +55,8 @@ static const char model_usage[] =
 	"                        --layer: layer N under it)\n"
 	"      --config FILE     config.json, when it is not beside the checkpoint\n"
 	"      --layout FAMILY   llama, gpt2, bert or torch: read a model_type mha does\n"
-	"                        not know as that family\n"
+	"                        not know by that family's tensor names, once every\n"
+	"                        setting below that families differ in is given\n"
 	"  -f, --format FMT      text (the default) or json\n"
 	"  -o, --output FILE     the layer's tensors as a run reads them into FILE.npz:\n"
 	"                        W_Q, W_K, W_V, W_O and the biases as -w takes them\n"
@@ -64,10 +68,15 @@ static const char model_usage[] =
 	"                        'mha forward')\n"
 	"  -h, --help            show this help\n"
 	"\n"
+	"Settings, over what config.json says (as 'mha forward' takes them; each\n"
+	"one given is listed as stated):\n";
+static const char model_usage_end[] =
+	"\n"
 	"Exit status: 0 success, 1 a layer mha refuses (or a file it cannot read),\n"
 	"2 bad command line.\n";
 
-enum { O_LAYER = 256, O_PREFIX, O_CONFIG, O_LAYOUT, O_MAX_MEMORY };
+/* its own options' values, apart from the settings' (attention.h) */
+enum { O_LAYER = ATTN_EXTRA_BASE, O_PREFIX, O_CONFIG, O_LAYOUT, O_MAX_MEMORY };
 
 struct model_opts {
 	struct problem_spec base; /* the checkpoint, --config, --layout, --prefix */
@@ -108,41 +117,33 @@ static size_t config_layers(const struct problem_spec *s)
 	return n;
 }
 
-/* a weight's output features: (out, in) as mha reads a checkpoint's */
-static size_t rows_of(const weights *w, int i, int in)
-{
-	const matrix *m = &w->m[i];
-
-	if (!weights_has(w, i) || m->rank != 2)
-		return 0;
-	return w->layout == LAYOUT_TORCH ? m->dim[in ? 1 : 0] : m->dim[in ? 0 : 1];
-}
-
 /*
  * -o FILE.npz: the layer's tensors as a run computes with them: the weights
  * finished as -w's are (d_in x d_out, biases vectors), the others as read.
  * 0, or -1 said.
  */
-static int write_tensors(const char *path, weights *w, matrix *const extra[MODEL_EXTRA], size_t H,
-			 size_t G)
+static int write_tensors(const char *path, const struct problem *p)
 {
-	static const char *const extra_names[MODEL_LATENT] = {
-		[MODEL_SINKS] = "sinks", [MODEL_Q_NORM] = "q_norm", [MODEL_K_NORM] = "k_norm" };
-	const char *names[N_WEIGHTS + MODEL_EXTRA];
-	const matrix *m[N_WEIGHTS + MODEL_EXTRA];
+	static const char *const extra_names[] = { "sinks", "q_norm", "k_norm" };
+	const matrix *const extra[] = { &p->sinks, &p->q_norm, &p->k_norm };
+	const char *names[N_WEIGHTS + 3 + N_LATENT];
+	const matrix *m[N_WEIGHTS + 3 + N_LATENT];
 	size_t n = 0;
 
-	if (weights_finish(w, H, G))
-		return -1;
 	for (int i = 0; i < N_WEIGHTS; i++)
-		if (weights_has(w, i)) {
+		if (weights_has(&p->w, i)) {
 			names[n] = weight_names[i];
-			m[n++] = &w->m[i];
+			m[n++] = &p->w.m[i];
 		}
-	for (int i = 0; i < MODEL_EXTRA; i++)
+	for (int i = 0; i < 3; i++)
 		if (extra[i]->rank) {
-			names[n] = i < MODEL_LATENT ? extra_names[i] : latent_names[i - MODEL_LATENT];
+			names[n] = extra_names[i];
 			m[n++] = extra[i];
+		}
+	for (int i = 0; i < N_LATENT; i++)
+		if (p->latent[i].rank) {
+			names[n] = latent_names[i];
+			m[n++] = &p->latent[i];
 		}
 	return emit_npz_named(path, names, m, n);
 }
@@ -152,50 +153,34 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 		    int first)
 {
 	struct problem_spec s = *spec;
-	weights w = { 0 };
-	matrix q_norm = { 0 }, k_norm = { 0 }, sinks = { 0 }, lat[N_LATENT] = { { 0 } };
-	matrix *const extra[MODEL_EXTRA] = {
-		[MODEL_SINKS] = &sinks, [MODEL_Q_NORM] = &q_norm, [MODEL_K_NORM] = &k_norm,
-		[MODEL_LATENT + LAT_Q_A_PROJ] = &lat[LAT_Q_A_PROJ],
-		[MODEL_LATENT + LAT_Q_A_NORM] = &lat[LAT_Q_A_NORM],
-		[MODEL_LATENT + LAT_KV_A_PROJ] = &lat[LAT_KV_A_PROJ],
-		[MODEL_LATENT + LAT_KV_A_NORM] = &lat[LAT_KV_A_NORM],
-		[MODEL_LATENT + LAT_KV_B_PROJ] = &lat[LAT_KV_B_PROJ] };
-	size_t H, G, dq, dk, dv, din, dout, R;
-	mha_config *c = &s.cfg;
-	mha_dims md = { .size = sizeof(md) };
+	struct problem pb;
+	const mha_dims *d = &pb.d;
+	const mha_config *c = &pb.cfg;
+	size_t H, G, dk, dv, din, dout, R, n_stated;
+	const char *type, *stated[24];
 	double scale;
 	char num[40];
 	int rc = -1;
 
-	if (model_config(&s) || model_load(&w, extra, &s, s.w))
+	/* the layer as a run resolves it, every check made: one token of zeros
+	 * for X (spec.h's probe) */
+	memset(&pb, 0, sizeof(pb));
+	s.probe = 1;
+	if (model_config(&s) || problem_load(&pb, &s))
 		goto done;
-	H = s.heads;
-	G = s.kv_heads ? s.kv_heads : H;
-	dq = rows_of(&w, WQ, 0);
-	dk = dq / H;
-	dv = rows_of(&w, WV, 0) / G;
-	din = rows_of(&w, WQ, 1);
-	dout = rows_of(&w, WO, 0);
-	R = c->rope.dim ? c->rope.dim : dk;
-	if (lat[LAT_KV_A_PROJ].rank) {
-		/* multi-head latent attention: the dims its tensors (d_in, d_out) make */
-		const size_t dr = s.rope_head_dim;
-
-		din = lat[LAT_KV_A_PROJ].dim[0];
-		dv = lat[LAT_KV_B_PROJ].dim[1] / H - (dk - dr);
-		G = H;
-		R = dr;
-		c->mla = (mha_mla){ .on = 1, .q_rank = lat[LAT_Q_A_PROJ].rank ? lat[LAT_Q_A_PROJ].dim[1] : 0,
-				    .kv_rank = lat[LAT_KV_A_PROJ].dim[1] - dr, .d_rope = dr,
-				    .eps = s.given & (GIVEN_MLA_EPS | CONFIG_MLA_EPS) ? c->mla.eps : 1e-6 };
-		md.d_k = dk;
-		md.d_v = dv;
-		if (s.mla_mscale2 && !(s.given & GIVEN_SCALE)) {
-			c->scale_mode = MHA_SCALE_VALUE;
-			c->scale = s.mla_mscale2 / sqrt((double)dk);
-		}
-	}
+	s = pb.spec;
+	/* config.json's own model_type, even one read as another family's */
+	type = s.type_said[0] ? s.type_said : s.mtype ? s.mtype->type : "";
+	n_stated = model_settings(&s, 1, stated, sizeof(stated) / sizeof(stated[0]));
+	H = d->heads;
+	G = d->kv_heads ? d->kv_heads : H;
+	dk = d->d_k;
+	dv = d->d_v;
+	din = d->d_q_in;
+	dout = weights_has(&pb.w, WO) ? d->d_out : H * dv;
+	R = c->mla.on ? c->mla.d_rope : c->rope.dim ? c->rope.dim : dk;
+	if (c->mla.on)
+		din = pb.latent[LAT_KV_A_PROJ].dim[0];
 	scale = c->scale_mode == MHA_SCALE_VALUE ? c->scale : c->scale_mode == MHA_SCALE_NONE ? 1
 		: 1 / sqrt((double)dk);
 	if (o->json) {
@@ -207,10 +192,14 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 		fputs("\"module\": ", fp);
 		text_put_json(fp, s.module);
 		fprintf(fp, ", \"family\": \"%s\", \"model_type\": ", model_family_name(s.family));
-		if (s.mtype && *s.mtype->type)
-			text_put_json(fp, s.mtype->type);
+		if (*type)
+			text_put_json(fp, type);
 		else
 			fputs("null", fp);
+		fputs(", \"stated\": [", fp);
+		for (size_t i = 0; i < n_stated; i++)
+			fprintf(fp, "%s\"%s\"", i ? ", " : "", stated[i]);
+		fputc(']', fp);
 		fprintf(fp, ", \"heads\": %zu, \"kv_heads\": %zu, \"d_model\": %zu, \"d_k\": %zu, "
 			"\"d_v\": %zu, \"d_out\": %zu, \"scale\": {\"value\": ", H, G, din, dk, dv, dout);
 		json_number(fp, scale, 0);
@@ -239,7 +228,7 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 		fputs(", \"norm\": ", fp);
 		meta_norm(fp, &c->norm, s.q_norm, s.k_norm);
 		fputs(", \"mla\": ", fp);
-		meta_mla(fp, c, &md);
+		meta_mla(fp, c, d);
 		fputs(", \"sinks\": ", fp);
 		if (s.sinks)
 			text_put_json(fp, s.sinks);
@@ -247,7 +236,7 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 			fputs("null", fp);
 		fputs(", \"biases\": [", fp);
 		for (int i = BQ, n = 0; i <= BO; i++)
-			if (weights_has(&w, i))
+			if (weights_has(&pb.w, i))
 				fprintf(fp, "%s\"%s\"", n++ ? ", " : "", weight_names[i]);
 		fputs("], \"config\": ", fp);
 		if (s.config_read[0])
@@ -272,9 +261,17 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 		fputs("module ", fp);
 		text_put(fp, s.module);
 		fprintf(fp, " (%s", model_family_name(s.family));
-		if (s.mtype && *s.mtype->type)
-			fprintf(fp, ", model_type %s", s.mtype->type);
+		if (*type) {
+			fputs(", model_type ", fp);
+			text_put(fp, type);
+		}
+		if (s.type_said[0])
+			fprintf(fp, ", read as --layout %s", model_family_name(s.family));
 		fputs(")\n", fp);
+		fputs("  stated:", fp);
+		for (size_t i = 0; i < n_stated; i++)
+			fprintf(fp, "%s %s", i ? "," : "", stated[i]);
+		fputs(n_stated ? "\n" : " none (config.json's and the family's)\n", fp);
 		fprintf(fp, "  heads %zu, key/value heads %zu, d_model %zu, d_k %zu, d_v %zu, d_out %zu\n",
 			H, G, din, dk, dv, dout);
 		format_shortest(num, sizeof(num), scale);
@@ -330,10 +327,10 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 		text_put(fp, s.sinks ? s.sinks : "none");
 		fputs("\n  biases", fp);
 		for (int i = BQ, n = 0; i <= BO; i++)
-			if (weights_has(&w, i))
+			if (weights_has(&pb.w, i))
 				fprintf(fp, "%s %s", n++ ? "," : "", weight_names[i]);
-		if (!weights_has(&w, BQ) && !weights_has(&w, BK) && !weights_has(&w, BV) &&
-		    !weights_has(&w, BO))
+		if (!weights_has(&pb.w, BQ) && !weights_has(&pb.w, BK) && !weights_has(&pb.w, BV) &&
+		    !weights_has(&pb.w, BO))
 			fputs(" none", fp);
 		fputs("\n  config.json keys read:", fp);
 		for (size_t i = 0; s.keys_used[i]; i += strlen(s.keys_used + i) + 1)
@@ -347,20 +344,15 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 		}
 		fputs(s.keys_defaulted[0] ? "\n" : " none\n", fp);
 	}
-	rc = o->output ? write_tensors(o->output, &w, extra, H, G) : 0;
+	rc = o->output ? write_tensors(o->output, &pb) : 0;
 done:
-	weights_free(&w);
-	matrix_free(&q_norm);
-	matrix_free(&k_norm);
-	matrix_free(&sinks);
-	for (int i = 0; i < N_LATENT; i++)
-		matrix_free(&lat[i]);
+	problem_free(&pb);
 	return rc;
 }
 
 static int parse(int argc, char **argv, struct model_opts *o)
 {
-	static const struct option opts[] = {
+	static const struct option own[] = {
 		{ "layer", required_argument, NULL, O_LAYER },
 		{ "prefix", required_argument, NULL, O_PREFIX },
 		{ "config", required_argument, NULL, O_CONFIG },
@@ -369,10 +361,16 @@ static int parse(int argc, char **argv, struct model_opts *o)
 		{ "output", required_argument, NULL, 'o' },
 		{ "max-memory", required_argument, NULL, O_MAX_MEMORY },
 		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
 	};
-	int c;
+	struct option opts[sizeof(own) / sizeof(own[0]) + 32];
+	const size_t n_own = sizeof(own) / sizeof(own[0]);
+	size_t n;
+	int c, rc;
 
+	/* its own, then the layer's settings, as 'mha forward' takes them */
+	memcpy(opts, own, sizeof(own));
+	n = n_own + attn_setting_options(opts + n_own, sizeof(opts) / sizeof(opts[0]) - n_own - 1);
+	memset(&opts[n], 0, sizeof(opts[0]));
 	memset(o, 0, sizeof(*o));
 	o->max_memory = opt_memory_default();
 	opterr = 0;
@@ -418,11 +416,17 @@ static int parse(int argc, char **argv, struct model_opts *o)
 			break;
 		case 'h':
 			fputs(model_usage, stdout);
+			attn_setting_help(stdout);
+			fputs(model_usage_end, stdout);
 			return 1;
 		case ':':
 			return usage_error("model", "%s needs a value", argv[optind - 1]);
 		default:
-			return usage_error("model", "unknown option '%s'", argv[optind - 1]);
+			if ((rc = attn_setting("model", c, optarg, &o->base)) < 0)
+				return -1;
+			if (!rc)
+				return usage_error("model", "unknown option '%s'", argv[optind - 1]);
+			break;
 		}
 	}
 	if (optind != argc - 1)

@@ -80,7 +80,7 @@ enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV
        O_ROWS, O_COLS, O_FORCE, O_POOL, O_NORM, O_NORM_EPS, O_NORM_OVER, O_Q_NORM, O_K_NORM, O_FULL,
        O_ONE /* + WQ … BO */,
        O_LATENT = O_ONE + N_WEIGHTS /* + LAT_Q_A_PROJ … LAT_KV_B_PROJ */,
-       O_QK_ROPE = O_LATENT + N_LATENT, O_MLA_EPS, O_ABSORB };
+       O_QK_ROPE = O_LATENT + N_LATENT, O_MLA_EPS, O_ABSORB, O_BIASES };
 
 /* Every shared option, once: getopt_long's row and the group a help describes it in. */
 #define R required_argument
@@ -183,10 +183,12 @@ static const struct {
 	{ { "window", R, NULL, O_WINDOW }, OPT_ATTN,
 	  "      --window L[,R]    sliding window: the query at position p (i, plus the\n"
 	  "                        causal offset) sees keys p-L to p+R only; R absent or\n"
-	  "                        -1: unbounded right; L = -1: unbounded left\n" },
+	  "                        -1: unbounded right; L = -1: unbounded left; none:\n"
+	  "                        every key, where a model's family would slide\n" },
 	{ { "sinks", R, NULL, O_SINKS }, OPT_ATTN,
 	  "      --sinks FILE      attention sinks: one logit per query head, added to\n"
-	  "                        each softmax's denominator as exp(sink - max)\n" },
+	  "                        each softmax's denominator as exp(sink - max); none:\n"
+	  "                        no sinks, where a model's family would add its own\n" },
 	{ { "alibi", no_argument, NULL, O_ALIBI }, OPT_ATTN,
 	  "      --alibi           ALiBi: head h adds slope_h*(j - p) to its scores (p the\n"
 	  "                        query's position, as for --window); Press et al.'s\n"
@@ -218,7 +220,7 @@ static const struct {
 	  "      --rope-scaling J  the frequencies scaled as transformers does for\n"
 	  "                        config.json's rope_scaling, given as is: a JSON\n"
 	  "                        object or a file holding one (linear, dynamic,\n"
-	  "                        llama3, yarn, longrope)\n" },
+	  "                        llama3, yarn, longrope); none: unscaled\n" },
 	{ { "norm", R, NULL, O_NORM }, OPT_ATTN,
 	  "      --norm KIND       normalise Q and K after the projections, before the\n"
 	  "                        rotation: rms x/sqrt(mean(x^2) + eps)*w (Qwen3, OLMo\n"
@@ -258,7 +260,11 @@ static const struct {
 	  "      --absorb          MLA in the absorbed form inference engines run: the\n"
 	  "                        same numbers, attention over the latent\n" },
 	{ { "softcap", R, NULL, O_SOFTCAP }, OPT_ATTN,
-	  "      --softcap C       scores become C*tanh(scores/C) before the mask\n" },
+	  "      --softcap C       scores become C*tanh(scores/C) before the mask; none:\n"
+	  "                        no cap, where a model's family would cap\n" },
+	{ { "biases", R, NULL, O_BIASES }, OPT_ATTN,
+	  "      --biases LIST     the biases a checkpoint's attention adds, said: some\n"
+	  "                        of q,k,v,o, or none; its tensors must be those\n" },
 	{ { "dtype", R, NULL, O_DTYPE }, OPT_DTYPE, NULL },
 	{ { "threads", R, NULL, O_THREADS }, OPT_RUN, NULL },
 	{ { "exact", no_argument, NULL, O_EXACT }, OPT_EXACT, NULL },
@@ -369,6 +375,189 @@ static int print_steps(struct attn_options *o, const char *arg)
 	return rc;
 }
 
+/* ---- the layer's settings ---------------------------------------------- */
+
+/* the options that set what a layer computes, which 'mha model' takes too */
+static int layer_setting(int c)
+{
+	switch (c) {
+	case O_HEADS: case O_KV_HEADS: case O_SCALE: case O_CAUSAL: case O_WINDOW: case O_SINKS:
+	case O_ROPE: case O_ROPE_THETA: case O_ROPE_DIM: case O_ROPE_SCALING: case O_NORM:
+	case O_NORM_EPS: case O_NORM_OVER: case O_SOFTCAP: case O_BIASES: case O_QK_ROPE:
+	case O_MLA_EPS:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+size_t attn_setting_options(struct option *out, size_t cap)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < N_ROWS && n < cap; i++)
+		if (layer_setting(rows[i].o.val))
+			out[n++] = rows[i].o;
+	return n;
+}
+
+int attn_setting_help(FILE *fp)
+{
+	for (size_t i = 0; i < N_ROWS; i++)
+		if (layer_setting(rows[i].o.val) && rows[i].help)
+			fputs(rows[i].help, fp);
+	return ferror(fp) ? -1 : 0;
+}
+
+int attn_setting(const char *hint, int c, const char *arg, struct problem_spec *s)
+{
+	switch (c) {
+	case O_HEADS:
+		s->given |= GIVEN_HEADS;
+		if (opt_count(hint, "--heads", arg, SIZE_MAX / 2, &s->heads))
+			return -1;
+		break;
+	case O_KV_HEADS:
+		s->given |= GIVEN_KV_HEADS;
+		if (opt_count(hint, "--kv-heads", arg, SIZE_MAX / 2, &s->kv_heads))
+			return -1;
+		break;
+	case O_SCALE:
+		s->given |= GIVEN_SCALE;
+		if (value_scale(hint, arg, &s->cfg))
+			return -1;
+		break;
+	case O_CAUSAL:
+		s->given |= GIVEN_CAUSAL;
+		if (!arg || !strcmp(arg, "top-left")) {
+			s->cfg.causal = MHA_CAUSAL_TOP_LEFT;
+		} else if (!strcmp(arg, "bottom-right")) {
+			s->cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT;
+		} else if (opt_offset(arg, &s->cfg.causal_offset)) {
+			s->cfg.causal = MHA_CAUSAL_OFFSET;
+		} else {
+			usage_error(hint, "--causal takes top-left, bottom-right or a whole "
+				    "number, not '%s'", arg);
+			return -1;
+		}
+		break;
+	case O_WINDOW:
+		/* none: every key, over a window config.json would set */
+		s->given |= GIVEN_WINDOW;
+		if (!strcmp(arg, "none")) {
+			s->cfg.window = (mha_window){ 0 };
+			break;
+		}
+		if (value_window(hint, arg, &s->cfg.window))
+			return -1;
+		break;
+	case O_SINKS:
+		/* none: the layer has none, said (where a model type would read them) */
+		s->given |= GIVEN_SINKS;
+		s->sinks = strcmp(arg, "none") ? arg : NULL;
+		break;
+	case O_ROPE:
+		s->given |= GIVEN_ROPE;
+		if (!strcmp(arg, "half")) {
+			s->cfg.rope.mode = MHA_ROPE_HALF;
+		} else if (!strcmp(arg, "interleaved")) {
+			s->cfg.rope.mode = MHA_ROPE_INTERLEAVED;
+		} else if (!strcmp(arg, "none")) {
+			/* a layer without position encoding (SmolLM3's), over a
+			 * family or config.json that would turn it */
+			s->cfg.rope.mode = MHA_ROPE_NONE;
+		} else {
+			usage_error(hint, "--rope takes half, interleaved or none, not '%s'",
+				    arg);
+			return -1;
+		}
+		break;
+	case O_ROPE_THETA:
+		s->given |= GIVEN_ROPE_THETA;
+		if (value_real(hint, "--rope-theta", arg, &s->cfg.rope.theta))
+			return -1;
+		if (s->cfg.rope.theta <= 0) {
+			usage_error(hint, "--rope-theta expects a number above 0, not '%s'",
+				    arg);
+			return -1;
+		}
+		break;
+	case O_ROPE_DIM:
+		s->given |= GIVEN_ROPE_DIM;
+		if (opt_count(hint, "--rope-dim", arg, SIZE_MAX / 2, &s->cfg.rope.dim))
+			return -1;
+		if (s->cfg.rope.dim % 2) {
+			usage_error(hint, "--rope-dim turns pairs of features: %zu is odd",
+				    s->cfg.rope.dim);
+			return -1;
+		}
+		break;
+	case O_ROPE_SCALING:
+		/* none: the frequencies unscaled, over config.json's rope_scaling */
+		s->given |= GIVEN_ROPE_SCALING;
+		s->rope_scaling = strcmp(arg, "none") ? arg : NULL;
+		break;
+	case O_NORM: {
+		unsigned i = MHA_NORM_NONE;
+
+		while (i <= MHA_NORM_LAYER && strcmp(arg, step_norm_kind((mha_norm_kind)i)))
+			i++;
+		if (i > MHA_NORM_LAYER) {
+			usage_error(hint, "--norm takes rms, rms1p, layer or none, not '%s'", arg);
+			return -1;
+		}
+		s->cfg.norm.kind = (mha_norm_kind)i;
+		s->given |= GIVEN_NORM;
+		break;
+	}
+	case O_NORM_EPS:
+		if (value_eps(hint, "--norm-eps", arg, &s->cfg.norm.eps))
+			return -1;
+		s->given |= GIVEN_NORM_EPS;
+		break;
+	case O_NORM_OVER:
+		if (strcmp(arg, "head") && strcmp(arg, "all")) {
+			usage_error(hint, "--norm-over takes head or all, not '%s'", arg);
+			return -1;
+		}
+		s->cfg.norm.over_all = !strcmp(arg, "all");
+		s->given |= GIVEN_NORM_OVER;
+		break;
+	case O_SOFTCAP:
+		/* none: no cap, over config.json's */
+		s->given |= GIVEN_SOFTCAP;
+		s->cfg.softcap = 0;
+		if (!strcmp(arg, "none"))
+			break;
+		if (value_real(hint, "--softcap", arg, &s->cfg.softcap))
+			return -1;
+		if (s->cfg.softcap <= 0) {
+			usage_error(hint, "--softcap expects a number above 0, or none, not '%s'", arg);
+			return -1;
+		}
+		break;
+	case O_QK_ROPE:
+		if (opt_count(hint, "--qk-rope-head-dim", arg, SIZE_MAX / 2,
+			      &s->rope_head_dim))
+			return -1;
+		s->given |= GIVEN_QK_ROPE;
+		break;
+	case O_MLA_EPS:
+		if (value_eps(hint, "--mla-eps", arg, &s->cfg.mla.eps))
+			return -1;
+		s->given |= GIVEN_MLA_EPS;
+		break;
+	case O_BIASES:
+		if (value_biases(hint, arg, &s->biases))
+			return -1;
+		s->given |= GIVEN_BIASES;
+		break;
+	default:
+		return 0;
+	}
+	return 1;
+}
+
 /*
  * The command line into o (o->own kept): 0, 1 after --help (printed), -1
  * a usage error (said).  free(o->kv_lens) after.
@@ -403,6 +592,12 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 	while ((c = getopt_long(argc, argv, ":x:w:p:f:o:hq", all, NULL)) != -1) {
 		if (c >= ATTN_EXTRA_BASE && cmd->extra_opt) {
 			if (cmd->extra_opt(o, c, optarg))
+				return -1;
+			continue;
+		}
+		/* the layer's settings, 'mha model''s too */
+		if (layer_setting(c)) {
+			if (attn_setting(hint, c, optarg, &o->spec) < 0)
 				return -1;
 			continue;
 		}
@@ -446,92 +641,17 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			o->spec.mask_block = !strcmp(optarg, "block");
 			o->mask_bool = 1;
 			break;
-		case O_SINKS: o->spec.sinks = optarg; break;
 		/* a slopes file is ALiBi with those slopes: with --alibi as well, the same */
 		case O_ALIBI: o->spec.cfg.alibi.on = 1; break;
 		case O_ALIBI_SLOPES: o->spec.alibi_slopes = optarg; o->spec.cfg.alibi.on = 1; break;
-		case O_ROPE:
-			o->spec.given |= GIVEN_ROPE;
-			if (!strcmp(optarg, "half")) {
-				o->spec.cfg.rope.mode = MHA_ROPE_HALF;
-			} else if (!strcmp(optarg, "interleaved")) {
-				o->spec.cfg.rope.mode = MHA_ROPE_INTERLEAVED;
-			} else if (!strcmp(optarg, "none")) {
-				/* a layer without position encoding (SmolLM3's), over a
-				 * family or config.json that would turn it */
-				o->spec.cfg.rope.mode = MHA_ROPE_NONE;
-			} else {
-				usage_error(hint, "--rope takes half, interleaved or none, not '%s'",
-					    optarg);
-				return -1;
-			}
-			break;
-		case O_ROPE_THETA:
-			o->spec.given |= GIVEN_ROPE_THETA;
-			if (value_real(hint, "--rope-theta", optarg, &o->spec.cfg.rope.theta))
-				return -1;
-			if (o->spec.cfg.rope.theta <= 0) {
-				usage_error(hint, "--rope-theta expects a number above 0, not '%s'",
-					    optarg);
-				return -1;
-			}
-			break;
-		case O_ROPE_DIM:
-			o->spec.given |= GIVEN_ROPE_DIM;
-			if (opt_count(hint, "--rope-dim", optarg, SIZE_MAX / 2, &o->spec.cfg.rope.dim))
-				return -1;
-			if (o->spec.cfg.rope.dim % 2) {
-				usage_error(hint, "--rope-dim turns pairs of features: %zu is odd",
-					    o->spec.cfg.rope.dim);
-				return -1;
-			}
-			break;
 		case O_POSITIONS: o->spec.positions = optarg; break;
 		case O_ROPE_COS: o->spec.rope_cos = optarg; break;
 		case O_ROPE_SIN: o->spec.rope_sin = optarg; break;
-		case O_ROPE_SCALING: o->spec.rope_scaling = optarg; break;
-		case O_NORM: {
-			unsigned i = MHA_NORM_NONE;
-
-			while (i <= MHA_NORM_LAYER && strcmp(optarg, step_norm_kind((mha_norm_kind)i)))
-				i++;
-			if (i > MHA_NORM_LAYER) {
-				usage_error(hint, "--norm takes rms, rms1p, layer or none, not '%s'", optarg);
-				return -1;
-			}
-			o->spec.cfg.norm.kind = (mha_norm_kind)i;
-			o->spec.given |= GIVEN_NORM;
-			break;
-		}
-		case O_NORM_EPS:
-			if (value_eps(hint, "--norm-eps", optarg, &o->spec.cfg.norm.eps))
-				return -1;
-			o->spec.given |= GIVEN_NORM_EPS;
-			break;
-		case O_NORM_OVER:
-			if (strcmp(optarg, "head") && strcmp(optarg, "all")) {
-				usage_error(hint, "--norm-over takes head or all, not '%s'", optarg);
-				return -1;
-			}
-			o->spec.cfg.norm.over_all = !strcmp(optarg, "all");
-			o->spec.given |= GIVEN_NORM_OVER;
-			break;
 		case O_Q_NORM: o->spec.q_norm = optarg; break;
 		case O_LATENT + LAT_Q_A_PROJ: case O_LATENT + LAT_Q_A_NORM:
 		case O_LATENT + LAT_KV_A_PROJ: case O_LATENT + LAT_KV_A_NORM:
 		case O_LATENT + LAT_KV_B_PROJ:
 			o->spec.latent[c - O_LATENT] = optarg;
-			break;
-		case O_QK_ROPE:
-			if (opt_count(hint, "--qk-rope-head-dim", optarg, SIZE_MAX / 2,
-				      &o->spec.rope_head_dim))
-				return -1;
-			o->spec.given |= GIVEN_QK_ROPE;
-			break;
-		case O_MLA_EPS:
-			if (value_eps(hint, "--mla-eps", optarg, &o->spec.cfg.mla.eps))
-				return -1;
-			o->spec.given |= GIVEN_MLA_EPS;
 			break;
 		case O_ABSORB: o->spec.cfg.mla.absorbed = 1; break;
 		case O_K_NORM: o->spec.k_norm = optarg; break;
@@ -597,35 +717,6 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			}
 			o->emit.bare_nonfinite = !strcmp(optarg, "python");
 			break;
-		case O_HEADS:
-			o->spec.given |= GIVEN_HEADS;
-			if (opt_count(hint, "--heads", optarg, SIZE_MAX / 2, &o->spec.heads))
-				return -1;
-			break;
-		case O_KV_HEADS:
-			o->spec.given |= GIVEN_KV_HEADS;
-			if (opt_count(hint, "--kv-heads", optarg, SIZE_MAX / 2, &o->spec.kv_heads))
-				return -1;
-			break;
-		case O_SCALE:
-			o->spec.given |= GIVEN_SCALE;
-			if (value_scale(hint, optarg, &o->spec.cfg))
-				return -1;
-			break;
-		case O_CAUSAL:
-			o->spec.given |= GIVEN_CAUSAL;
-			if (!optarg || !strcmp(optarg, "top-left")) {
-				o->spec.cfg.causal = MHA_CAUSAL_TOP_LEFT;
-			} else if (!strcmp(optarg, "bottom-right")) {
-				o->spec.cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT;
-			} else if (opt_offset(optarg, &o->spec.cfg.causal_offset)) {
-				o->spec.cfg.causal = MHA_CAUSAL_OFFSET;
-			} else {
-				usage_error(hint, "--causal takes top-left, bottom-right or a whole "
-					    "number, not '%s'", optarg);
-				return -1;
-			}
-			break;
 		case O_DTYPE:
 			o->dtype_given = 1;
 			if (!strcmp(optarg, "f64") || !strcmp(optarg, "float64")) {
@@ -677,20 +768,6 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 		case O_SEQUENCE:
 			if (opt_count(hint, "--sequence", optarg, SIZE_MAX / 2, &o->sequence))
 				return -1;
-			break;
-		case O_WINDOW:
-			o->spec.given |= GIVEN_WINDOW;
-			if (value_window(hint, optarg, &o->spec.cfg.window))
-				return -1;
-			break;
-		case O_SOFTCAP:
-			if (value_real(hint, "--softcap", optarg, &o->spec.cfg.softcap))
-				return -1;
-			if (o->spec.cfg.softcap <= 0) {
-				usage_error(hint, "--softcap expects a number above 0, not '%s'",
-					    optarg);
-				return -1;
-			}
 			break;
 		case O_GRAD_OUTPUT:
 			if (!(cmd->takes & OPT_GRAD)) {

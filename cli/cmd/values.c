@@ -102,3 +102,26 @@ int value_scale(const char *hint, const char *arg, mha_config *cfg)
 	}
 	return 0;
 }
+
+int value_biases(const char *hint, const char *arg, unsigned *out)
+{
+	static const char names[] = "qkvo";
+	const char *p = arg;
+
+	*out = 0;
+	if (!strcmp(arg, "none"))
+		return 0;
+	for (;;) {
+		const char *at = *p ? strchr(names, *p) : NULL;
+
+		if (!at || (p[1] && p[1] != ',') || (*out & 1u << (at - names)))
+			break;
+		*out |= 1u << (at - names);
+		if (!p[1])
+			return 0;
+		p += 2;
+	}
+	usage_error(hint, "--biases takes some of q,k,v,o, each once (q,k,v), or none, not '%s'",
+		    arg);
+	return -1;
+}

@@ -22,5 +22,8 @@ int value_layer(const char *hint, const char *arg, size_t *out);
 int value_window(const char *hint, const char *arg, mha_window *w);
 /* --scale: dk, dmodel, seqlen, none or a number, into cfg's scale_mode and scale */
 int value_scale(const char *hint, const char *arg, mha_config *cfg);
+/* --biases: some of q,k,v,o (comma-separated, each once), or none, into
+ * *out: bit i for weight BQ + i (weights.h) */
+int value_biases(const char *hint, const char *arg, unsigned *out);
 
 #endif

@@ -54,7 +54,9 @@ cJSON *config_complete(struct problem_spec *s, const cJSON *attn, const cJSON *r
 		cJSON_Delete(out);
 		return NULL;
 	}
-	for (const struct config_key *k = t->keys; k && k->name; k++) {
+	/* a model_type mha does not read: no class of its own is known, nothing
+	 * is filled (--layout's family's class is another's) */
+	for (const struct config_key *k = s->type_said[0] ? NULL : t->keys; k && k->name; k++) {
 		const char *alias = config_key_alias(k->name), *json = k->dflt;
 		cJSON *value;
 

@@ -179,7 +179,7 @@ static int apply_rope(struct problem_spec *s, const cJSON *root, const char *pat
 		return -1;
 	sc = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
 	/* --rope-scaling's object wins (model_config); tables given replace it */
-	if (sc && !cJSON_IsNull(sc) && !s->rope_scaling && !s->rope_cos && !lg) {
+	if (sc && !cJSON_IsNull(sc) && !(g & GIVEN_ROPE_SCALING) && !s->rope_cos && !lg) {
 		double max_pos = 0, orig = 0;
 
 		/* Phi-3's original_max_position_embeddings, beside rope_scaling */
@@ -241,7 +241,7 @@ static int apply_scale(struct problem_spec *s, const cJSON *root, const char *pa
 	if (reads(t, "attn_logit_softcapping")) {
 		if ((rc = config_number(root, path, "attn_logit_softcapping", &v)) < 0)
 			return -1;
-		if (rc && !s->cfg.softcap)
+		if (rc && !(s->given & GIVEN_SOFTCAP))
 			s->cfg.softcap = v;
 	}
 	return 0;
@@ -441,6 +441,72 @@ static int known_keys(const json_doc *doc, const cJSON *obj, const struct model_
 	return json_known_keys(doc, obj, list, n, why);
 }
 
+/* The settings the command line may state, as their options are named;
+ * differs: families differ in it, so that a model_type mha does not read
+ * (read as --layout's family) must have it stated. */
+static const struct {
+	unsigned bit;
+	const char *opt;
+	int differs;
+} settings[] = {
+	{ GIVEN_HEADS, "--heads", 0 }, { GIVEN_KV_HEADS, "--kv-heads", 0 },
+	{ GIVEN_CAUSAL, "--causal", 0 }, { GIVEN_ROPE, "--rope", 1 },
+	{ GIVEN_ROPE_DIM, "--rope-dim", 1 }, { GIVEN_ROPE_THETA, "--rope-theta", 1 },
+	{ GIVEN_ROPE_SCALING, "--rope-scaling", 1 }, { GIVEN_SCALE, "--scale", 1 },
+	{ GIVEN_SOFTCAP, "--softcap", 1 }, { GIVEN_NORM, "--norm", 1 },
+	{ GIVEN_NORM_EPS, "--norm-eps", 1 }, { GIVEN_NORM_OVER, "--norm-over", 1 },
+	{ GIVEN_WINDOW, "--window", 1 }, { GIVEN_SINKS, "--sinks", 1 },
+	{ GIVEN_BIASES, "--biases", 1 }, { GIVEN_QK_ROPE, "--qk-rope-head-dim", 0 },
+	{ GIVEN_MLA_EPS, "--mla-eps", 0 },
+};
+
+/* a differing setting that the others stated make moot: the rotation's
+ * details without one, the norm's without a norm */
+static int moot(const struct problem_spec *s, unsigned bit)
+{
+	if (bit & (GIVEN_ROPE_DIM | GIVEN_ROPE_THETA | GIVEN_ROPE_SCALING))
+		return (s->given & GIVEN_ROPE) && !s->cfg.rope.mode;
+	if (bit & (GIVEN_NORM_EPS | GIVEN_NORM_OVER))
+		return (s->given & GIVEN_NORM) && !s->cfg.norm.kind;
+	return 0;
+}
+
+size_t model_settings(const struct problem_spec *s, int stated, const char **list, size_t cap)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]) && n < cap; i++)
+		if (stated ? (s->given & settings[i].bit) != 0 :
+		    settings[i].differs && !(s->given & settings[i].bit) && !moot(s, settings[i].bit))
+			list[n++] = settings[i].opt;
+	return n;
+}
+
+/*
+ * A model_type mha does not read, read as --layout's family: every setting
+ * families differ in stated, or the run stops naming those that are not
+ * (with them, the family's names alone are read of it).  0, or -1 said.
+ */
+static int layout_stated(struct problem_spec *s, const char *path, const char *type)
+{
+	const char *list[16];
+	const size_t n = model_settings(s, 0, list, 16);
+	char names[400];
+	size_t at = 0;
+
+	snprintf(s->type_said, sizeof(s->type_said), "%s", type);
+	if (!n)
+		return 0;
+	names[0] = '\0';
+	for (size_t i = 0; i < n && at < sizeof(names); i++)
+		at += (size_t)snprintf(names + at, sizeof(names) - at, "%s%s",
+				       i ? i + 1 == n ? " and " : ", " : "", list[i]);
+	return error("%s: model_type \"%.40s\" is not one mha reads, and --layout %s says only how "
+		     "its tensors are named: families differ in what their attention does, so "
+		     "give %s too (none where the model has none), or the run would guess them",
+		     path, type, families[s->family].name, names);
+}
+
 /*
  * The config's model type: its row into s->mtype, and the object that
  * holds its attention's keys into *attn (an image-text model's
@@ -483,9 +549,12 @@ static int config_type(struct problem_spec *s, const json_doc *doc, const char *
 	if (t && t->refused)
 		return error("%s: model_type \"%s\": its attention has %s", path, type, t->refused);
 	if (!t && type && !(s->given & GIVEN_LAYOUT))
-		return error("%s: model_type \"%s\" is not one mha reads (%s): give --layout llama, "
-			     "gpt2, bert or torch to read it as one of those, its keys held to that "
-			     "family's", path, type, model_types_read(list, sizeof(list)));
+		return error("%s: model_type \"%.40s\" is not one mha reads (%s), so the run stops "
+			     "rather than guess what its attention does; --layout FAMILY reads its "
+			     "tensors by a family's names once every setting families differ in is "
+			     "given as well", path, type, model_types_read(list, sizeof(list)));
+	if (!t && type && layout_stated(s, path, type))
+		return -1;
 	if (t && ckpt && s->family && s->family != t->family)
 		return error("%s: model_type \"%s\" is a %s model, not --layout %s", path, type,
 			     families[t->family].name, families[s->family].name);
@@ -570,6 +639,8 @@ int model_config(struct problem_spec *s)
 		rc = (full && config_number(full, in.name, "max_position_embeddings", &max_pos) < 0) ||
 		     rope_scaling_option(s, max_pos) ? -1 : 0;
 	}
+	if (!rc && s->mtype && s->mtype->family == FAMILY_DEEPSEEK)
+		latent_mscale(s);
 	cJSON_Delete(full);
 	if (!rc && cfg)
 		snprintf(s->config_read, sizeof(s->config_read), "%s", cfg); /* for meta */

@@ -504,14 +504,16 @@ size_t model_type_known(const struct model_type *t, const char **list, size_t ca
 static const struct { const char *suffix, *what; } unread[] = {
 	{ "q_norm.weight", "a normalisation of q before the rotation (Qwen3, OLMo 2, Gemma 3, "
 	  "Cohere R+ with use_qk_norm), which this model type's attention does not have: give "
-	  "the type that has it (model_type), or --norm" },
+	  "the type that has it (model_type), or --norm with its kind (rms, rms1p, layer), "
+	  "--norm-eps and --norm-over" },
 	{ "k_norm.weight", "a normalisation of k before the rotation (Qwen3, OLMo 2, Gemma 3, "
 	  "Cohere R+ with use_qk_norm), which this model type's attention does not have: give "
-	  "the type that has it (model_type), or --norm" },
+	  "the type that has it (model_type), or --norm with its kind (rms, rms1p, layer), "
+	  "--norm-eps and --norm-over" },
 	{ "q_norm.bias", "a bias of q's normalisation, which no family mha reads has" },
 	{ "k_norm.bias", "a bias of k's normalisation, which no family mha reads has" },
 	{ "sinks", "attention sinks (gpt-oss's), one logit per head, which this model type's "
-	  "attention does not have: say model_type gpt_oss, or give them with --sinks" },
+	  "attention does not have: say model_type gpt_oss" },
 	{ "qkv_proj.weight", "Q, K and V fused in one tensor (Phi-3's), which this model type's "
 	  "attention does not have: say model_type phi3" },
 	{ "query_key_value.weight", "Q, K and V fused in one tensor (GPT-NeoX's, Falcon's), which "

@@ -237,7 +237,6 @@ int latent_apply_config(struct problem_spec *s, const cJSON *root, const char *p
 {
 	static const char *const dims[4] = { "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
 					     "v_head_dim" };
-	const cJSON *sc;
 	size_t rope = 0;
 	double eps = 0;
 	int flag = 1, rc;
@@ -296,22 +295,19 @@ int latent_apply_config(struct problem_spec *s, const cJSON *root, const char *p
 	if (flag == 1 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "attention_bias")))
 		return error("%s: attention_bias true: biases on q_a_proj, kv_a_proj_with_mqa and "
 			     "o_proj, which mha's latent attention does not have", path);
-	/* YaRN: the scale times mscale(factor, mscale_all_dim)^2, as DeepSeek's code does */
-	sc = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-	if (cJSON_IsObject(sc)) {
-		double factor = 0, all = 0;
-
-		if (config_number(sc, path, "factor", &factor) < 0)
-			return -1;
-		if (config_number(sc, path, "mscale_all_dim", &all) < 0)
-			return -1;
-		if (all && factor > 1) {
-			const double m = 0.1 * all * log(factor) + 1.0;
-
-			s->mla_mscale2 = m * m;
-		}
-	}
 	return fp8_config(s, root, path);
+}
+
+void latent_mscale(struct problem_spec *s)
+{
+	const mha_rope_scaling *sc = &s->cfg.rope.scaling;
+
+	s->mla_mscale2 = 0;
+	if (sc->type && sc->mscale_all_dim && sc->factor > 1) {
+		const double m = 0.1 * sc->mscale_all_dim * log(sc->factor) + 1.0;
+
+		s->mla_mscale2 = m * m;
+	}
 }
 
 void latent_config(struct problem *p)

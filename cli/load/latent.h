@@ -30,6 +30,11 @@ int latent_dims(const struct problem_spec *s, const struct problem *p, mha_dims 
 struct cJSON;
 int latent_apply_config(struct problem_spec *s, const struct cJSON *root, const char *path);
 
+/* DeepSeek's YaRN: the scale times mscale(factor, mscale_all_dim)^2, as its
+ * code takes them from rope_scaling (config.json's, or --rope-scaling's
+ * over it), into s->mla_mscale2 (0: none) */
+void latent_mscale(struct problem_spec *s);
+
 /* p->cfg.mla from what latent_dims accepted; p->weights' latent pointers */
 void latent_config(struct problem *p);
 void latent_weights(struct problem *p);

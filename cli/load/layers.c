@@ -136,7 +136,7 @@ int layers_local_global(struct problem_spec *s, const cJSON *root, const char *p
 	if (!(g & GIVEN_ROPE_THETA) && !s->rope_cos)
 		s->cfg.rope.theta = local ? local_theta : theta;
 	/* rope_scaling is the global layers' (Gemma 3's linear 8) */
-	if (!local && sc && !cJSON_IsNull(sc) && !s->rope_scaling && !s->rope_cos &&
+	if (!local && sc && !cJSON_IsNull(sc) && !(g & GIVEN_ROPE_SCALING) && !s->rope_cos &&
 	    (config_number(root, path, "max_position_embeddings", &max_pos) < 0 ||
 	     rope_scaling_read(s, sc, path, max_pos, 0)))
 		return -1;

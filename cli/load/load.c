@@ -291,6 +291,16 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 			return -1;
 	if (weights_finish(&p->w, s->heads, s->kv_heads))
 		return -1;
+	if (s->probe && !s->x && !p->direct && (p->w.m[WQ].rank == 2 || p->latent[LAT_KV_A_PROJ].rank)) {
+		/* the layer alone: one token of zeros, of the width its weights take
+		 * (latent attention's: kv_a_proj_with_mqa's, (d_in, d_out)) */
+		const matrix *in = p->latent[LAT_KV_A_PROJ].rank ? &p->latent[LAT_KV_A_PROJ] :
+				   &p->w.m[WQ];
+
+		if (matrix_alloc(&p->x, 2, 1, in->dim[0], 1))
+			return -1;
+		memset(p->x.v, 0, in->dim[0] * sizeof(double));
+	}
 	if (s->mask && (is_safetensors(s->mask) ? st_read_mask(&p->mask, s->mask)
 						  : read_matrix(&p->mask, s->mask, &ms)))
 		return -1;

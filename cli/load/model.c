@@ -367,7 +367,8 @@ static int all_known(const struct ckpt *c, const struct family *fam, const char 
 	const size_t mlen = strlen(module);
 
 	for (size_t i = 0; i < c->n_names; i++) {
-		const char *name = c->names[i].name, *suffix = name + mlen + (mlen ? 1 : 0), *what;
+		const char *name = c->names[i].name, *suffix = name + mlen + (mlen ? 1 : 0), *what,
+			   *type;
 		size_t k;
 
 		if (mlen && (strncmp(name, module, mlen) || name[mlen] != '.'))
@@ -380,19 +381,20 @@ static int all_known(const struct ckpt *c, const struct family *fam, const char 
 			    (!strncmp(fam->t[k].suffix, suffix, n) && !strcmp(suffix + n, "_scale_inv")))
 				break;
 		}
+		/* a q/k norm's weights where the type normalises, or --norm says it does */
 		if (k < sizeof(fam->t) / sizeof(fam->t[0]) && fam->t[k].suffix &&
 		    (fam->t[k].what != T_SINKS || (s->mtype && s->mtype->sinks)) &&
-		    ((fam->t[k].what != T_Q_NORM && fam->t[k].what != T_K_NORM) || s->model_norm))
+		    ((fam->t[k].what != T_Q_NORM && fam->t[k].what != T_K_NORM) || s->model_norm ||
+		     ((s->given & GIVEN_NORM) && s->cfg.norm.kind)))
 			continue;
 		what = family_tensor_unread(suffix);
+		type = s->type_said[0] ? s->type_said : s->mtype ? s->mtype->type : "";
 		if (what)
 			return error("%s: \"%s\": %s", c->path, name, what);
 		return error("%s: \"%s\": a tensor of the attention module that mha does not know "
 			     "for %s%s%s%s: it may change the attention, so the run stops rather "
 			     "than leave it out", c->path, name, fam->name,
-			     s->mtype && *s->mtype->type ? " (model_type \"" : "",
-			     s->mtype && *s->mtype->type ? s->mtype->type : "",
-			     s->mtype && *s->mtype->type ? "\")" : "");
+			     *type ? " (model_type \"" : "", type, *type ? "\")" : "");
 	}
 	return 0;
 }
@@ -411,6 +413,26 @@ static int check_biases(const struct ckpt *c, const struct problem_spec *s, cons
 	const char *key = t && t->family == FAMILY_FALCON ? "bias" : "attention_bias";
 	char why[160], note[96];
 
+	if (s->given & GIVEN_BIASES) {
+		/* --biases: those, and only those */
+		for (size_t k = 0; k < sizeof(fam->t) / sizeof(fam->t[0]) && fam->t[k].suffix; k++) {
+			const int fused = fam->t[k].what == T_FUSED_B;
+			const int b = fused ? BQ : fam->t[k].what;
+			/* a fused bias is Q's, K's and V's at once */
+			const unsigned bits = fused ? 7u : b >= BQ && b <= BO ? 1u << (b - BQ) : 0;
+			char name[PATH_TEXT];
+			const int has = ckpt_find(c, tensor_name(name, sizeof(name), module,
+								 fam->t[k].suffix)) >= 0;
+
+			if (!bits || has == ((s->biases & bits) == bits))
+				continue;
+			if (has)
+				return error("%s: \"%s\": a bias --biases does not name, so the run stops "
+					     "rather than leave it out", c->path, name);
+			return ckpt_missing(c, name, " (--biases names it)");
+		}
+		return 0;
+	}
 	if (!t || !s->config_bias || t->bias == BIAS_ANY)
 		return 0;
 	snprintf(why, sizeof(why), " (config.json's %s is %s%s)", key,
@@ -637,6 +659,8 @@ int model_load(weights *w, matrix *const extra[MODEL_EXTRA], struct problem_spec
 		if (fam->t[k].what == T_INV_FREQ) {
 			inv_freq = m;
 			snprintf(inv_name, sizeof(inv_name), "%s", name);
+		} else if (fam->t[k].what == T_SINKS && (s->given & GIVEN_SINKS) && !s->sinks) {
+			matrix_free(&m); /* --sinks none: left out, as said */
 		} else if (fam->t[k].what == T_SINKS) {
 			/* gpt-oss's: the run's sinks, as --sinks would give them */
 			if (s->sinks) {

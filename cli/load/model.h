@@ -61,6 +61,12 @@ int model_load(weights *w, matrix *const extra[MODEL_EXTRA], struct problem_spec
 const char *model_heads_said(const struct problem_spec *s, int kv, size_t n, char *buf,
 			     size_t size);
 
+/* The settings of the layer the command line stated (stated 1: their
+ * options, "--rope", "--window", ...), or (stated 0) those families differ
+ * in that it did not state and the others do not make moot: at most cap
+ * into list, their count (config.c). */
+size_t model_settings(const struct problem_spec *s, int stated, const char **list, size_t cap);
+
 /* "llama", "gpt2", "bert", "torch"; NULL for FAMILY_NONE */
 const char *model_family_name(model_family f);
 

@@ -27,6 +27,10 @@ struct model_type;
  * fit the weights is then blamed on the file, not on an option. */
 enum { CONFIG_HEADS = 1u << 16, CONFIG_KV_HEADS = 1u << 17, CONFIG_ROPE_DIM = 1u << 18,
        CONFIG_NORM_EPS = 1u << 19, CONFIG_MLA_EPS = 1u << 20 };
+/* More of what the command line gave (each may say none): --softcap,
+ * --sinks, --rope-scaling, --biases. */
+enum { GIVEN_SOFTCAP = 1u << 21, GIVEN_SINKS = 1u << 22, GIVEN_ROPE_SCALING = 1u << 23,
+       GIVEN_BIASES = 1u << 24 };
 
 /* What to read, as the command line gave it. */
 struct problem_spec {
@@ -97,6 +101,11 @@ struct problem_spec {
 	char module[PATH_TEXT];              /* the module's names' start, with its '.', or "" */
 	int checkpoint;                 /* the weights came from a checkpoint */
 	unsigned given;                 /* GIVEN_ bits (model.h): what config.json leaves alone */
+	unsigned biases;                /* --biases: bit i for BQ + i, the biases the
+					   checkpoint's attention adds (GIVEN_BIASES) */
+	char type_said[64];             /* config.json's own model_type, when mha reads it
+					   as another's (--layout): for messages and
+					   'mha model'; else "" */
 	size_t heads, kv_heads;         /* at least 1; kv_heads divides heads (0: heads) */
 	mha_config cfg;                 /* the options; problem_load adds the mask */
 	int mask_block;                 /* --mask-bool block: a boolean mask's true blocks
@@ -114,6 +123,10 @@ struct problem_spec {
 					   into them (mha forward) */
 	size_t n_kv_lens;               /* their number (a single --kv-len N is cfg.kv_len) */
 	const char *grad_output;        /* mha backward --grad-output: dO, or NULL */
+	int probe;                      /* no X: one token of zeros as wide as the
+					   checkpoint's layer takes, so that the layer is
+					   resolved and checked as a run resolves it
+					   (mha model) */
 };
 
 #endif
