@@ -290,6 +290,40 @@ def family_cases(c, rng):
                  (mt, ", output_past" if extra else ""),
                  ["-x", xp, "-w", d, "--layer", "1"], bert_attention(x, params[1], H))
 
+    # each attention key left out in turn takes its configuration class's
+    # default (BertConfig, RobertaConfig: 12 heads of hidden_size 768,
+    # "absolute", not a decoder), never mha's: a default that fits the
+    # checkpoint computes with it, one that does not is refused naming it
+    full = dict(cfg, is_decoder=False)
+    for mt in ("bert", "roberta"):
+        for key, fits in (("hidden_size", None), ("num_attention_heads", None),
+                          ("position_embedding_type", H), ("is_decoder", H)):
+            d = folder(tmp, "bert-dflt-%s-%s" % (mt, key), t,
+                       {k: v for k, v in dict(full, model_type=mt).items() if k != key})
+            args = ["-x", xp, "-w", d, "--layer", "1"]
+            if fits:
+                c.output("%s without %s: its class's default" % (mt, key), args,
+                         bert_attention(x, params[1], fits))
+            else:
+                c.refused("%s without %s: its class's default does not fit" % (mt, key), args,
+                          [key, "(left out: model_type %s's default)" % mt])
+    # GPT2Config: 12 heads (here 12 heads of one feature each: it fits), n_embd 768
+    D, H = 12, 3
+    t, params = gpt2_checkpoint(rng, 3, D, "F32", "")
+    full = {"model_type": "gpt2", "n_embd": D, "n_head": H, "n_layer": 3, "n_positions": 16,
+            "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False}
+    x, xp = c.x(rng, n, D)
+    for key, heads in (("n_embd", None), ("n_head", 12), ("scale_attn_weights", H),
+                       ("scale_attn_by_inverse_layer_idx", H)):
+        d = folder(tmp, "gpt2-dflt-" + key, t, {k: v for k, v in full.items() if k != key})
+        args = ["-x", xp, "-w", d, "--layer", "2"]
+        if heads:
+            c.output("gpt2 without %s: its class's default" % key, args,
+                     gpt2_attention(x, params[2], heads))
+        else:
+            c.refused("gpt2 without %s: its class's default does not fit" % key, args,
+                      [key, "(left out: model_type gpt2's default)"])
+
     # nn.TransformerEncoder's state_dict, linear1 and norms beside it
     E, H = 8, 2
     t, params = torch_checkpoint(rng, 2, E, "F32")

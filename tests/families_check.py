@@ -672,11 +672,16 @@ def refusal_cases(c, rng):
               planted(c, f, "bias", config=conf, tensors=t), ["attention_bias is false"])
     # a model type whose attention is another (DeepSeek's latent attention, which
     # tests/mla_check.py reads) over a Llama's tensors: the tensor it needs named
-    for mtype in ("deepseek_v3", "deepseek_v2", "kimi_k2"):
+    for mtype in ("deepseek_v3", "deepseek_v2"):
         conf = dict(f["cfg"], model_type=mtype)
         c.refused("model_type %s over Llama's tensors: the latent's tensor named" % mtype,
                   planted(c, f, "type", config=conf), ["deepseek attention",
                                                         "kv_a_proj_with_mqa.weight"])
+    # Kimi K2's class ships with it: a key its attention reads, left out, is refused
+    conf = dict(f["cfg"], model_type="kimi_k2")
+    c.refused("model_type kimi_k2 without q_lora_rank: its class's default unknown",
+              planted(c, f, "type", config=conf), ['no "q_lora_rank"', "kimi_k2",
+                                                   "ships with its checkpoint"])
     # an image-text model whose text model is DeepSeek's: the text model's tensors looked for
     conf = {"model_type": "llava", "text_config": dict(f["cfg"], model_type="deepseek_v3")}
     c.refused("model_type llava with a deepseek_v3 text model: its tensors looked for",

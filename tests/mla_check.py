@@ -501,6 +501,41 @@ def write_checkpoint(rng, folder, c, quant, block=(128, 128), kind="E4M3"):
     return w
 
 
+# DeepseekV3Config's defaults for the keys its attention reads (its
+# configuration class)
+DEEPSEEK_V3 = {"num_attention_heads": 128, "num_key_value_heads": 128, "hidden_size": 7168,
+               "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+               "qk_rope_head_dim": 64, "v_head_dim": 128, "rope_theta": 10000.0,
+               "rope_scaling": None, "max_position_embeddings": 4096, "rope_interleave": True,
+               "rms_norm_eps": 1e-6, "attention_bias": False}
+
+
+def defaults_case(mha, tmp, folder, base, want, name):
+    """each attention key of the config left out in turn: the class's default;
+    where it is the value the config gave, the same output, else refused
+    naming the key as its class's default (or the tensors it does not fit)"""
+    with open(os.path.join(folder, "config.json")) as fh:
+        cfg = json.load(fh)
+    for key in sorted(k for k in cfg if k in DEEPSEEK_V3):
+        trimmed = {k2: v for k2, v in cfg.items() if k2 != key}
+        path = os.path.join(tmp, "trimmed.json")
+        with open(path, "w") as fh:
+            json.dump(trimmed, fh)
+        r = subprocess.run(base + ["--config", path], capture_output=True, text=True)
+        dflt = DEEPSEEK_V3[key]
+        # max_position_embeddings is read by the scaling alone
+        same = dflt == cfg[key] or (key == "max_position_embeddings" and
+                                    "rope_scaling" not in cfg)
+        if same:
+            ok = r.returncode == 0 and np.allclose(json.loads(r.stdout)["output"],
+                                                   want["output"], rtol=RTOL, atol=0)
+        else:
+            ok = r.returncode == 1 and key in r.stderr and "left out" in r.stderr
+        check("%s without %s: its class's %s%s" % (name, key, json.dumps(dflt),
+                                                  "" if same else ", refused"), ok,
+              r.stderr.strip()[:300])
+
+
 def checkpoint_cases(mha, tmp, rng):
     """a DeepSeek-V3-shaped layer from its checkpoint, BF16 and FP8 (128 x 128
     blocks over a 160-wide d_model: partial edge blocks; then 4 x 8 blocks)"""
@@ -563,6 +598,19 @@ def checkpoint_cases(mha, tmp, rng):
         else:
             close(name + " saved by transformers 5 (rope_parameters %s)" % rp["rope_type"],
                   out["output"], want["output"], RTOL)
+        if k == 0:
+            defaults_case(mha, tmp, folder, base, want, name)
+        if "rope_scaling" in c:
+            # Kimi K2: DeepSeek V3's attention, its config complete
+            with open(os.path.join(folder, "config.json")) as fh:
+                kimi = dict(json.load(fh), model_type="kimi_k2")
+            with open(os.path.join(tmp, "kimi.json"), "w") as fh:
+                json.dump(kimi, fh)
+            out, err = run(base + ["--config", os.path.join(tmp, "kimi.json")])
+            if out is None:
+                check(name + " as model_type kimi_k2", False, err)
+            else:
+                close(name + " as model_type kimi_k2", out["output"], want["output"], RTOL)
         # mha model tells the layer's latent dims and scale
         out, err = run([mha, "model", folder, "-f", "json"])
         if out is None:

@@ -63,6 +63,13 @@ cJSON *config_complete(struct problem_spec *s, const cJSON *attn, const cJSON *r
 		if (!json || cJSON_GetObjectItemCaseSensitive(out, k->name) ||
 		    (alias && cJSON_GetObjectItemCaseSensitive(out, alias)))
 			continue; /* said, or the class has no default of its own */
+		if (!strcmp(json, "!")) {
+			cJSON_Delete(out);
+			error("%s: no \"%s\": model_type \"%s\"'s configuration class ships with its "
+			      "checkpoint, and mha does not know its default: give \"%s\"", path,
+			      k->name, t->type, k->name);
+			return NULL;
+		}
 		if (k->v5 && strcmp(k->v5, k->dflt)) {
 			const int v = saved_by(root);
 

@@ -4,6 +4,7 @@
  * each key the type reads sets, under the command line's options.
  */
 #include "load/model.h"
+#include "load/said.h"
 #include "load/families.h"
 #include "load/config_keys.h"
 #include "load/complete.h"
@@ -20,13 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-const char *model_heads_key(const struct problem_spec *s)
-{
-	const model_family f = s->mtype ? s->mtype->family : s->family;
-
-	return f == FAMILY_GPT2 || f == FAMILY_BIGCODE ? "n_head" : "num_attention_heads";
-}
 
 /*
  * The key/value heads and the fused layout of Falcon's query_key_value
@@ -315,6 +309,8 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 		/* the shapes the model's modules take (model.c holds the weights to them):
 		 * head_dim, else hidden_size / heads; Cohere 2's always the latter,
 		 * DeepSeek's latent.c's */
+		if (t->family == FAMILY_DEEPSEEK)
+			s->config_hidden = hidden; /* latent.c holds kv_a_proj_with_mqa to it */
 		if (t->family != FAMILY_NONE && t->family != FAMILY_TORCH &&
 		    t->family != FAMILY_DEEPSEEK) {
 			s->config_hidden = hidden;
@@ -393,26 +389,6 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 			s->cfg.causal = MHA_CAUSAL_TOP_LEFT;
 	}
 	return 0;
-}
-
-const char *model_heads_said(const struct problem_spec *s, int kv, size_t n, char *buf,
-			     size_t size)
-{
-	const unsigned from_config = kv ? CONFIG_KV_HEADS : CONFIG_HEADS;
-	const char *key = kv ? "num_key_value_heads" : model_heads_key(s);
-	char note[96];
-
-	if (kv && s->kv_from[0] && !(s->given & GIVEN_KV_HEADS))
-		snprintf(buf, size, "%zu key/value head%s (%s of '%s')", n, n == 1 ? "" : "s",
-			 s->kv_from, path_shown(s->config_read));
-	else if (kv && !(s->given & (CONFIG_KV_HEADS | GIVEN_KV_HEADS)))
-		return model_heads_said(s, 0, n, buf, size); /* as many as the heads */
-	else if (!(s->given & from_config))
-		snprintf(buf, size, "%s %zu", kv ? "--kv-heads" : "--heads", n);
-	else
-		snprintf(buf, size, "%s %zu of '%s'%s", key, n, path_shown(s->config_read),
-			 config_default_note(s, key, note, sizeof(note)));
-	return buf;
 }
 
 /* Every key of obj (the config, or its text_config) is one t knows, or

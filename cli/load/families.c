@@ -255,6 +255,17 @@ static const struct config_key deepseek_v3_keys[] = {
 	{ "qk_head_dim", NO, NULL },
 	{ "rms_norm_eps", "1e-06", NULL }, { "attention_bias", "false", NULL },
 	{ "quantization_config", NO, NULL }, END };
+/* Kimi K2's class ships with its checkpoint (remote code), and its copies
+ * disagree on their defaults (rope_theta 10000 or 50000, max_position_embeddings
+ * 4096 or 131072): each key its attention reads must be in the file */
+#define NEED "!"
+static const struct config_key kimi_k2_keys[] = {
+	HEADS(NEED, NEED, NEED, NO), { "q_lora_rank", NEED, NULL },
+	{ "kv_lora_rank", NEED, NULL }, { "qk_nope_head_dim", NEED, NULL },
+	{ "qk_rope_head_dim", NEED, NULL }, { "v_head_dim", NEED, NULL },
+	ROPE(NEED, NEED, NO, NEED), { "rope_interleave", NO, NULL }, { "qk_head_dim", NO, NULL },
+	{ "rms_norm_eps", NEED, NULL }, { "attention_bias", NEED, NULL },
+	{ "quantization_config", NO, NULL }, END };
 static const struct config_key gpt2_keys[] = {
 	{ "n_head", "12", NULL }, { "n_embd", "768", NULL }, { "scale_attn_weights", "true", NULL },
 	{ "scale_attn_by_inverse_layer_idx", "false", NULL }, END };
@@ -432,8 +443,8 @@ static const struct model_type types[] = {
 			       deepseek_other) },
 	{ "deepseek_v3", READS(FAMILY_DEEPSEEK, BIAS_NONE, PAIRS, SLIDE_NONE, deepseek_v3_keys,
 			       deepseek_other) },
-	/* Kimi K2 ships DeepSeek V3's configuration class with its checkpoint */
-	{ "kimi_k2", READS(FAMILY_DEEPSEEK, BIAS_NONE, PAIRS, SLIDE_NONE, deepseek_v3_keys,
+	/* Kimi K2 ships a configuration class of its own with its checkpoint */
+	{ "kimi_k2", READS(FAMILY_DEEPSEEK, BIAS_NONE, PAIRS, SLIDE_NONE, kimi_k2_keys,
 			   deepseek_other) },
 	/* sinks, every other layer sliding, YaRN; its MoE quantized, never its attention */
 	{ "gpt_oss", FAMILY_LLAMA, BIAS_FLAG, NULL, HALF, SLIDE_EVEN, gpt_oss_keys, gpt_oss_other,

@@ -104,8 +104,10 @@ enum bias_rule {
  * default, as JSON text: "10000.0", "null"), which a config.json that
  * leaves the key out takes, as transformers fills it (config_complete.c).
  * dflt NULL: the class does not define the key (the modeling code's
- * fallback, which is mha's, applies).  v5: transformers 5's default where
- * it differs from transformers 4's, else NULL.
+ * fallback, which is mha's, applies); "!": the class is not known (it ships
+ * with the checkpoint), and a file that leaves the key out is refused.  v5:
+ * transformers 5's default where it differs from transformers 4's, else
+ * NULL.
  */
 struct config_key {
 	const char *name;

@@ -9,6 +9,8 @@
  */
 #include "load/latent.h"
 #include "load/families.h"
+#include "load/complete.h"
+#include "load/said.h"
 
 #include "base/cli.h"
 #include "load/config_keys.h"
@@ -82,6 +84,7 @@ int latent_dims(const struct problem_spec *s, const struct problem *p, mha_dims 
 	const char *kvname = s->kv ? "X_kv" : "X", *kvsrc = s->kv ? p->kv_src : p->x_src;
 	const size_t H = s->heads, dr = s->rope_head_dim;
 	size_t q_in, kr, dn, dv;
+	char said[200], said2[200];
 
 	if (p->direct)
 		return error("--q, --k and --v cannot be used with multi-head latent attention: it makes "
@@ -112,8 +115,10 @@ int latent_dims(const struct problem_spec *s, const struct problem *p, mha_dims 
 		return error("%s (q_a_layernorm from %s) normalises q_a_proj's latent: give "
 			     "--q-a-proj too", latent_options[LAT_Q_A_NORM], s->latent[LAT_Q_A_NORM]);
 	if (s->kv_heads && s->kv_heads != H)
-		return error("--kv-heads %zu: in multi-head latent attention every head has its own key "
-			     "and value (from one shared latent), so there are %zu", s->kv_heads, H);
+		return error("%s: in multi-head latent attention every head has its own key and value "
+			     "(from one shared latent): as many as the heads, %s",
+			     model_heads_said(s, 1, s->kv_heads, said, sizeof(said)),
+			     model_heads_said(s, 0, H, said2, sizeof(said2)));
 
 	memset(d, 0, sizeof(*d));
 	d->size = sizeof(*d);
@@ -142,17 +147,27 @@ int latent_dims(const struct problem_spec *s, const struct problem *p, mha_dims 
 			     wq->dim[1], q_in, s->latent[LAT_Q_A_PROJ] ? "q_lora_rank, q_a_proj's "
 			     "columns: W_Q is q_b_proj" : "X's columns: W_Q is q_proj");
 	if (wq->dim[1] % H)
-		return error("W_Q from %s has %zu columns, which --heads %zu does not divide",
-			     w->src[WQ], wq->dim[1], H);
+		return error("W_Q from %s has %zu columns, which %s does not divide", w->src[WQ],
+			     wq->dim[1], model_heads_said(s, 0, H, said, sizeof(said)));
 	d->d_k = wq->dim[1] / H;
 	if (s->cfg.rope.mode && dr % 2)
-		return error("--qk-rope-head-dim %zu is odd: the rotation turns pairs of features", dr);
+		return error("%s is odd: the rotation turns pairs of features",
+			     model_rope_head_dim_said(s, said, sizeof(said)));
 	if (dr >= d->d_k)
-		return error("--qk-rope-head-dim %zu leaves no unturned features: W_Q from %s gives "
-			     "each of %zu heads %zu (qk_nope_head_dim + qk_rope_head_dim)", dr,
+		return error("%s leaves no unturned features: W_Q from %s gives each of %zu heads %zu "
+			     "(qk_nope_head_dim + qk_rope_head_dim)", model_rope_head_dim_said(s, said, sizeof(said)),
 			     w->src[WQ], H, d->d_k);
 	dn = d->d_k - dr;
 
+	/* config.json's hidden_size (or its class's) is what the projections take */
+	if (s->config_hidden && kva->dim[0] != s->config_hidden) {
+		char note[96];
+
+		return error("'%s': hidden_size %zu%s, but kv_a_proj_with_mqa from %s takes %zu features",
+			     path_shown(s->config_read), s->config_hidden,
+			     config_default_note(s, "hidden_size", note, sizeof(note)),
+			     s->latent[LAT_KV_A_PROJ], kva->dim[0]);
+	}
 	/* keys and values: X*kv_a_proj_with_mqa = [c_kv (kv_lora_rank), k_pe (qk_rope_head_dim)] */
 	if (kva->dim[0] != d->d_k_in)
 		return error("kv_a_proj_with_mqa from %s is %zux%zu but %s from %s has %zu columns: it "
@@ -181,22 +196,22 @@ int latent_dims(const struct problem_spec *s, const struct problem *p, mha_dims 
 						     "qk_nope_head_dim", "v_head_dim" };
 		const size_t got[4] = { s->latent[LAT_Q_A_PROJ] ? q_in + 1 : 1, kr, dn, dv };
 
-		char said[40], made[40];
+		char value[40], made[40], note[96];
 
 		for (int i = 0; i < 4; i++) {
 			if (!s->mla_dims[i] || s->mla_dims[i] == got[i])
 				continue;
 			/* q_lora_rank is stored plus one: 1 is null, q_proj alone */
 			if (i == 0 && s->mla_dims[0] == 1)
-				snprintf(said, sizeof(said), "null (q_proj alone)");
+				snprintf(value, sizeof(value), "null (q_proj alone)");
 			else
-				snprintf(said, sizeof(said), "%zu", s->mla_dims[i] - (i == 0));
+				snprintf(value, sizeof(value), "%zu", s->mla_dims[i] - (i == 0));
 			if (i == 0 && got[0] == 1)
 				snprintf(made, sizeof(made), "q_proj alone");
 			else
 				snprintf(made, sizeof(made), "%zu", got[i] - (i == 0));
-			return error("'%s': %s %s, but the tensors make %s", s->config_read, keys[i],
-				     said, made);
+			return error("'%s': %s %s%s, but the tensors make %s", s->config_read, keys[i],
+				     value, config_default_note(s, keys[i], note, sizeof(note)), made);
 		}
 	}
 	return 0;

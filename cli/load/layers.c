@@ -79,6 +79,19 @@ int layers_sliding(const cJSON *root, const char *path, const struct problem_spe
 	return 1;
 }
 
+/* key's value, which config.c has filled from the type's class when the
+ * file left it out: absent only in a file whose class is not known (or is
+ * null), and then refused rather than given a value of mha's.  1, or -1 said. */
+static int needed(int rc, const char *path, const char *key, const struct problem_spec *s)
+{
+	if (rc < 0)
+		return -1;
+	if (!rc)
+		return error("%s: no \"%s\": model_type %s's layers need it", path, key,
+			     s->mtype->type);
+	return 1;
+}
+
 /*
  * Gemma 3's, Cohere 2's and ModernBERT's local layers (families.h's
  * SLIDE_PATTERN, SLIDE_ROPE_LOCAL and SLIDE_EVERY_N): 1 the layer the run
@@ -88,12 +101,12 @@ static int local_layer(const cJSON *root, const char *path, const struct problem
 {
 	const int gemma = s->mtype->slide != SLIDE_EVERY_N;
 	const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
-	size_t every = s->mtype->slide == SLIDE_PATTERN ? 6 : s->mtype->slide == SLIDE_ROPE_LOCAL ? 4 : 3;
+	const char *const key = gemma ? "sliding_window_pattern" : "global_attn_every_n_layers";
+	size_t every = 0;
 
 	if (gemma && types && !cJSON_IsNull(types))
 		return layer_type(types, path, s);
-	if (config_count(root, path, gemma ? "sliding_window_pattern" : "global_attn_every_n_layers",
-			 &every) < 0)
+	if (needed(config_count(root, path, key, &every), path, key, s) < 0)
 		return -1;
 	if (!s->has_layer)
 		return error("%s: %s has a global layer every %zu and local ones between: give "
@@ -118,14 +131,17 @@ int layers_local_global(struct problem_spec *s, const cJSON *root, const char *p
 	const cJSON *wk = cJSON_GetObjectItemCaseSensitive(root, window_key);
 	const cJSON *sc = gemma ? cJSON_GetObjectItemCaseSensitive(root, "rope_scaling") : NULL;
 	const unsigned g = s->given;
-	double theta = gemma ? 1e6 : 160000, local_theta = 10000, max_pos = 0;
-	size_t window = gemma ? 4096 : 128;
-	int local, bidi = 0;
+	const char *const global_key = gemma ? "rope_theta" : "global_rope_theta";
+	double theta = 0, local_theta = 0, max_pos = 0;
+	size_t window = 0;
+	int local, bidi = 0, rc;
 
 	if ((local = local_layer(root, path, s)) < 0 ||
-	    config_number(root, path, gemma ? "rope_theta" : "global_rope_theta", &theta) < 0 ||
-	    config_number(root, path, local_key, &local_theta) < 0 ||
-	    config_count(root, path, window_key, &window) < 0 ||
+	    needed(config_number(root, path, global_key, &theta), path, global_key, s) < 0 ||
+	    (rc = config_number(root, path, local_key, &local_theta)) < 0 ||
+	    (!(lt && cJSON_IsNull(lt) && !gemma) && needed(rc, path, local_key, s) < 0) ||
+	    (rc = config_count(root, path, window_key, &window)) < 0 ||
+	    (!(wk && cJSON_IsNull(wk)) && needed(rc, path, window_key, s) < 0) ||
 	    (gemma && config_bool(root, path, "use_bidirectional_attention", &bidi) < 0))
 		return -1;
 	if (bidi)
@@ -156,13 +172,15 @@ int layers_local_global(struct problem_spec *s, const cJSON *root, const char *p
 int layers_rope_local(struct problem_spec *s, const cJSON *root, const char *path)
 {
 	const cJSON *wk = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
-	size_t window = 4096;
-	int local = local_layer(root, path, s);
+	size_t window = 0;
+	int local = local_layer(root, path, s), rc;
 
-	if (local < 0 || config_count(root, path, "sliding_window", &window) < 0)
+	if (local < 0 || (rc = config_count(root, path, "sliding_window", &window)) < 0)
 		return -1;
 	if (wk && cJSON_IsNull(wk))
 		local = 0;
+	else if (needed(rc, path, "sliding_window", s) < 0)
+		return -1;
 	if (!local && !(s->given & GIVEN_ROPE)) {
 		/* no rotation: what config.json set of it goes too */
 		s->cfg.rope.mode = MHA_ROPE_NONE;
@@ -185,12 +203,13 @@ int layers_rope_local(struct problem_spec *s, const cJSON *root, const char *pat
  * turns, 0 not, -1 said. */
 int layers_turns(const cJSON *root, const char *path, const struct problem_spec *s)
 {
-	size_t use = 1, every = 4;
+	size_t use = 1, every = 0;
 	int rc = config_layer_entry(root, path, "no_rope_layers", s, &use);
 
 	if (rc)
 		return rc < 0 ? -1 : use != 0;
-	if (config_count(root, path, "no_rope_layer_interval", &every) < 0)
+	if (needed(config_count(root, path, "no_rope_layer_interval", &every), path,
+		   "no_rope_layer_interval", s) < 0)
 		return -1;
 	if (!s->has_layer)
 		return error("%s: every %zu%s layer has no rotary embedding: give --layer", path,

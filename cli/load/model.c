@@ -5,6 +5,7 @@
  * config.json is config.c's.
  */
 #include "load/model.h"
+#include "load/said.h"
 #include "load/families.h"
 #include "load/complete.h"
 #include "load/latent.h"

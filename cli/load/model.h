@@ -51,16 +51,6 @@ enum { MODEL_SINKS, MODEL_Q_NORM, MODEL_K_NORM, MODEL_LATENT /* + LAT_ … */,
 int model_load(weights *w, matrix *const extra[MODEL_EXTRA], struct problem_spec *s,
 	       const char *path);
 
-/*
- * The heads (kv: the key/value heads), n of them, as a message that finds
- * them wrong names what set them: "--heads 3", "--kv-heads 2", or the key
- * and config.json when the file set them ("num_attention_heads 3 of
- * 'ck/config.json'"), into buf.  Key and value heads neither given nor set
- * are the heads, and said so.
- */
-const char *model_heads_said(const struct problem_spec *s, int kv, size_t n, char *buf,
-			     size_t size);
-
 /* The settings of the layer the command line stated (stated 1: their
  * options, "--rope", "--window", ...), or (stated 0) those families differ
  * in that it did not state and the others do not make moot: at most cap
@@ -69,10 +59,6 @@ size_t model_settings(const struct problem_spec *s, int stated, const char **lis
 
 /* "llama", "gpt2", "bert", "torch"; NULL for FAMILY_NONE */
 const char *model_family_name(model_family f);
-
-/* The key the family's config.json gives its heads under ("n_head" for
- * GPT-2, else "num_attention_heads"), for messages (config.c). */
-const char *model_heads_key(const struct problem_spec *s);
 
 struct ckpt;
 /* Which family's attention the checkpoint's names hold: the only one with

@@ -8,6 +8,7 @@
 #include "base/cli.h"
 #include "load/latent.h"
 #include "load/model.h"
+#include "load/said.h"
 
 #include <stdint.h>
 #include <stdio.h>
