@@ -765,6 +765,31 @@ def hostile_cases(c, rng):
     shutil.rmtree(d)
 
 
+def tree_cases(c):
+    """Every checkpoint the tree holds (samples/, the fuzzers' corpus): mha
+    model and a run on each of its first layers give the same verdict,
+    where the run's X (samples/tiny-llama/x.json) fits the layer."""
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    x = os.path.join(top, "samples", "tiny-llama", "x.json")
+    found = []
+    for where in ("samples", os.path.join("tests", "fuzz", "corpus")):
+        for root, _, files in os.walk(os.path.join(top, where)):
+            found += [os.path.join(root, f) for f in sorted(files)
+                      if f.endswith(".safetensors") or f.endswith(".safetensors.index.json")]
+    before = getattr(c, "verdicts", 0)
+    for path in found:
+        for layer in ("0", "1"):
+            args = ["-x", x, "-w", path, "--layer", layer]
+            rc, _, err = run(c.binary, args)
+            # a layer the sample's X does not fit: the run's refusal is about X
+            if rc != 0 and ("-x " in err or " X " in err):
+                continue
+            c.same_verdict("%s layer %s" % (os.path.relpath(path, top), layer), args, rc, err)
+    c.result("the tree's %d checkpoints: mha model's verdict is the run's (%d layers)"
+             % (len(found), getattr(c, "verdicts", 0) - before),
+             len(found) >= 2 and getattr(c, "verdicts", 0) > before)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -778,6 +803,7 @@ def main():
         damaged_cases(c, rng)
         blame_cases(c, rng)
         hostile_cases(c, rng)
+        tree_cases(c)
     # every run above on a checkpoint's layer, 'mha model' on it too
     print("mha model against the run: %d checkpoint layers, accepted and refused alike"
           % getattr(c, "verdicts", 0))

@@ -38,6 +38,16 @@ to llama's keys), a family that --layout contradicts,
 a checkpoint that does not say its heads, a rotary_emb.inv_freq that is not
 config.json's rotation, a layer-dependent setting without --layer.
 
+Then each family's config as transformers 5 saves it (rope_parameters,
+tests/transformers5.py) against the same references, and what mixes the
+old keys with the new; each attention key left out in turn (its class's
+default); Helium and an Apertus-like model under --layout, refused until
+every setting families differ in is stated, then exact, each piece of
+advice followed; the none values of --softcap, --window, --sinks and
+--rope-scaling over a config's.  Every run on a checkpoint's layer is
+repeated by 'mha model', which must give the same verdict (Checker's
+same_verdict).
+
 Prints one line per case and "N passed, N failed"; exit status 1 if any
 failed.
 """
@@ -521,6 +531,22 @@ def none_cases(c):
     case(next(f for f in FAMILIES if f["name"].startswith("Llama 3.1 (rope_scaling")),
          "its scaling", "--rope-scaling",
          lambda s: dict(s, af=1.0, inv=1.0 / (s["theta"] ** (np.arange(0, s["R"], 2) / s["R"]))))
+    # SmolLM3 with use_sliding_window and no layer_types: refused, and each way
+    # its advice offers followed (a window said, or none)
+    f = by_type("smollm3")
+    layer = f["runs"][0]
+    x = np.load(os.path.join(f["dir"], "x.npy"))
+    s = hf_settings(f, f["cfg"], layer, N)
+    conf = {k: v for k, v in f["cfg"].items() if k != "layer_types"}
+    conf.update(use_sliding_window=True, sliding_window=3)
+    args = planted(c, f, "", config=conf)
+    c.refused("SmolLM3: use_sliding_window without layer_types", args,
+              ["layer_types", "--window", "--window none"])
+    c.output("SmolLM3: the advice followed, --window none", args + ["--window", "none"],
+             decoder_attention(x, f["params"][layer], s))
+    c.output("SmolLM3: the advice followed, --window 2 (sliding_window 3)",
+             args + ["--window", "2"], decoder_attention(x, f["params"][layer],
+                                                         dict(s, window=3)))
     f = by_type("gpt_oss")
     layer = f["runs"][-1]
     x = np.load(os.path.join(f["dir"], "x.npy"))
