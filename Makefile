@@ -310,6 +310,7 @@ test-unit: tests/test_lib
 # SIGTERM and SIGINT stop a run of many tokens within a second (issue 37)
 test-signals: mha
 	$(PYTHON) tests/signal_check.py ./mha
+	$(PYTHON) tests/progress_check.py ./mha
 
 test-options: tests/options_test
 	./tests/options_test

@@ -711,16 +711,30 @@ mha_status mha_backward_f32(const mha_grads_f32 *g, const float *dout, const mha
 			    const mha_inputs_f32 *in, const mha_weights_f32 *w,
 			    const mha_config *cfg, mha_report *rep)
 {
+	return mha_backward_f32_observed(g, dout, d, in, w, cfg, NULL, rep);
+}
+
+mha_status mha_backward_f32_observed(const mha_grads_f32 *g, const float *dout,
+				     const mha_dims *d, const mha_inputs_f32 *in,
+				     const mha_weights_f32 *w, const mha_config *cfg,
+				     const mha_grad_observer *obs, mha_report *rep)
+{
 	static const mha_config defaults = MHA_INIT(mha_config);
+	mha_grad_observer told = MHA_INIT(mha_grad_observer);
 	mha_config fast;
 
 	/* copied whole: refused first if it is not this library's size */
-	if (cfg && !MHA_SIZED(cfg))
+	if ((cfg && !MHA_SIZED(cfg)) || !MHA_SIZED(obs))
 		return MHA_ERR_VERSION;
 	fast = cfg ? *cfg : defaults;
 	/* the fast path whatever cfg->exact says, as mha_forward_f32 */
 	fast.exact = 0;
-	return run_backward(g, dout, d, in, w, &fast, NULL, rep);
+	/* float32 keeps no intermediates: of obs, its progress alone */
+	if (obs) {
+		told.progress = obs->progress;
+		told.progress_ctx = obs->progress_ctx;
+	}
+	return run_backward(g, dout, d, in, w, &fast, told.progress ? &told : NULL, rep);
 }
 #else
 mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *d,

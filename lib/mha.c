@@ -499,23 +499,38 @@ static int wants_per_head(const mha_observer *obs)
 mha_status mha_forward_f32(float *out, const mha_dims *d, const mha_inputs_f32 *in,
 			   const mha_weights_f32 *w, const mha_config *cfg, mha_report *rep)
 {
+	return mha_forward_f32_observed(out, d, in, w, cfg, NULL, rep);
+}
+
+mha_status mha_forward_f32_observed(float *out, const mha_dims *d, const mha_inputs_f32 *in,
+				    const mha_weights_f32 *w, const mha_config *cfg,
+				    const mha_observer *obs, mha_report *rep)
+{
 	static const mha_weights_f32 no_weights = MHA_INIT(mha_weights_f32);
 	static const mha_config defaults = MHA_INIT(mha_config);
 	struct typed t = { .esize = sizeof(float) };
+	mha_observer told = MHA_INIT(mha_observer);
+	struct mha_progress prog;
 	mha_status st;
 
 	if (!d || !in)
 		return MHA_ERR_NULL;
-	if (!MHA_SIZED(d) || !MHA_SIZED(in) || !MHA_SIZED(w) || !MHA_SIZED(cfg) || !MHA_SIZED(rep))
+	if (!MHA_SIZED(d) || !MHA_SIZED(in) || !MHA_SIZED(w) || !MHA_SIZED(cfg) ||
+	    !MHA_SIZED(obs) || !MHA_SIZED(rep))
 		return MHA_ERR_VERSION;
 	if (!w)
 		w = &no_weights;
 	if (!cfg)
 		cfg = &defaults;
+	/* float32 keeps no intermediates: of obs, its progress alone */
+	if (obs) {
+		told.progress = obs->progress;
+		told.progress_ctx = obs->progress_ctx;
+	}
 	if (cfg->mla.on) {
 		const struct mla_io io = MHA_MLA_IO(sizeof(float), in, w);
 
-		return mha_mla_forward(out, &io, d, cfg, NULL, rep);
+		return mha_mla_forward(out, &io, d, cfg, told.progress ? &told : NULL, rep);
 	}
 	t.k = mha_pick_kernels(1);
 	t.x[0] = in->xq;
@@ -534,7 +549,13 @@ mha_status mha_forward_f32(float *out, const mha_dims *d, const mha_inputs_f32 *
 		return st;
 	if (rep)
 		rep->fast_path = 1;
-	return (mha_status)mha_fast_forward(out, &t, d, cfg, NULL, rep);
+	mha_progress_start(&prog, told.progress, told.progress_ctx,
+			   told.progress ? mha_progress_forward_work(d, cfg, t.W) : 0);
+	t.progress = &prog;
+	st = (mha_status)mha_fast_forward(out, &t, d, cfg, NULL, rep);
+	if (st == MHA_OK)
+		mha_progress_end(&prog);
+	return st;
 }
 
 /*

@@ -760,6 +760,16 @@ MHA_API mha_status mha_forward_f32(float *out, const mha_dims *dims,
 				   const mha_config *cfg, mha_report *rep);
 
 /*
+ * mha_forward_f32() told how far it has come: of obs (NULL: none) only
+ * progress and progress_ctx are looked at, as mha_forward() tells them (the
+ * float path hands over no stages: fn and wanted are not looked at).
+ */
+MHA_API mha_status mha_forward_f32_observed(float *out, const mha_dims *dims,
+					    const mha_inputs_f32 *in, const mha_weights_f32 *w,
+					    const mha_config *cfg, const mha_observer *obs,
+					    mha_report *rep);
+
+/*
  * The most mha_forward() (f32 = 0) or mha_forward_f32() (f32 = 1) has
  * allocated at any one time, for these dims and options when obs wants the
  * stages in wanted; SIZE_MAX when that does not fit in a size_t (or
@@ -994,6 +1004,13 @@ MHA_API mha_status mha_backward_f32(const mha_grads_f32 *g, const float *dout,
 				    const mha_dims *dims, const mha_inputs_f32 *in,
 				    const mha_weights_f32 *w, const mha_config *cfg,
 				    mha_report *rep);
+
+/* mha_backward_f32() told how far it has come: of obs (NULL: none) only
+ * progress and progress_ctx, as mha_backward() tells them. */
+MHA_API mha_status mha_backward_f32_observed(const mha_grads_f32 *g, const float *dout,
+					     const mha_dims *dims, const mha_inputs_f32 *in,
+					     const mha_weights_f32 *w, const mha_config *cfg,
+					     const mha_grad_observer *obs, mha_report *rep);
 
 #ifdef __cplusplus
 }

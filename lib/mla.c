@@ -584,7 +584,7 @@ mha_status mha_mla_forward(void *out, const struct mla_io *io, const mha_dims *d
 						     .W_O = r.s.absorbed ? r.b[WOA] : io->W_O,
 						     .b_O = io->W_O ? io->b_O : NULL };
 
-			st = mha_forward_f32(out, &d2, &in2, &w2, &c2, rep);
+			st = mha_forward_f32_observed(out, &d2, &in2, &w2, &c2, obs, rep);
 		}
 	}
 	mha_mla_free_all(&r);

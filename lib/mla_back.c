@@ -191,7 +191,7 @@ mha_status mha_mla_backward(const struct mla_grads *g, const void *dout, const s
 						   .dxk = r.b[DKA], .dxv = r.b[DVA], .dW_O = g->dW_O,
 						   .db_O = g->db_O, .dsinks = g->dsinks };
 
-			st = mha_backward_f32(&g2, dout, &d2, &in2, &w2, &c2, rep);
+			st = mha_backward_f32_observed(&g2, dout, &d2, &in2, &w2, &c2, obs, rep);
 		}
 	}
 	if (st == MHA_OK)

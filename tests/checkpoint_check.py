@@ -765,6 +765,79 @@ def hostile_cases(c, rng):
     shutil.rmtree(d)
 
 
+def lost_cases(c, rng):
+    """Nothing lost: every file an index names is an input from the start,
+    whatever it is called and whether or not this layer reads it; -o onto
+    one (directly, through a link, or as a file of -o DIR/) is refused for
+    mha model, forward and backward, the file unchanged."""
+    D, H = 8, 2
+    t, params = llama_checkpoint(rng, 2, D, H, H, "F32")
+    x, xp = c.x(rng, 4, D)
+    d = os.path.join(c.tmp, "oddly-sharded")
+    os.makedirs(d)
+    # layer 0 in a .safetensors shard; layer 1 in shards named as outputs are
+    names = {0: "model-00001-of-00002.safetensors", 1: "layer1.npz"}
+    weight_map = {}
+    for n, v in t.items():
+        f = names[1] if ".layers.1." in n else names[0]
+        weight_map[n] = f
+    for f in set(weight_map.values()):
+        write(os.path.join(d, f), {n: v for n, v in t.items() if weight_map[n] == f},
+                 {"format": "pt"})
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as fh:
+        json.dump({"metadata": {}, "weight_map": weight_map}, fh)
+    with open(os.path.join(d, "config.json"), "w") as fh:
+        json.dump({"model_type": "llama", "num_attention_heads": H, "hidden_size": D,
+                   "num_hidden_layers": 2, "rope_theta": 10000.0}, fh)
+    shard = os.path.join(d, "layer1.npz")
+    link = os.path.join(c.tmp, "link-to-shard.npz")
+    os.symlink(shard, link)
+    before = open(shard, "rb").read()
+    for what, args in (
+            ("mha model -o", ["model", d, "--layer", "0", "-o", shard]),
+            ("mha model -o through a link", ["model", d, "--layer", "0", "-o", link]),
+            ("mha forward -o", ["forward", "-x", xp, "-w", d, "--layer", "0", "-f", "npz",
+                                "-o", shard]),
+            ("mha forward -o, the index given", ["forward", "-x", xp, "-w",
+                                                 os.path.join(d, "model.safetensors.index.json"),
+                                                 "--layer", "0", "-f", "npz", "-o", shard]),
+            ("mha backward -o", ["backward", "-x", xp, "-w", d, "--layer", "0", "-f", "npz",
+                                 "-o", shard])):
+        rc, out, err = run_cmd(c.binary, args)
+        c.result("a shard layer 0 does not read, under %s: refused, unchanged" % what,
+                 rc == 2 and "refusing to overwrite an input" in err and
+                 open(shard, "rb").read() == before, "exit %d %r" % (rc, err))
+    # -o DIR/: a file the run would write there is a shard of the index
+    dd = os.path.join(c.tmp, "dir-sharded")
+    os.makedirs(dd)
+    names = {0: "model-00001-of-00002.safetensors", 1: "output.npy"}
+    weight_map = {n: names[1] if ".layers.1." in n else names[0] for n in t}
+    for f in set(weight_map.values()):
+        write(os.path.join(dd, f), {n: v for n, v in t.items() if weight_map[n] == f},
+                 {"format": "pt"})
+    with open(os.path.join(dd, "model.safetensors.index.json"), "w") as fh:
+        json.dump({"metadata": {}, "weight_map": weight_map}, fh)
+    shard = os.path.join(dd, "output.npy")
+    before = open(shard, "rb").read()
+    rc, out, err = run_cmd(c.binary, ["forward", "-x", xp, "-w", dd, "--layer", "0", "--heads",
+                                      str(H), "-f", "npy", "-o", dd + "/"])
+    c.result("-o DIR/ where the index's shard output.npy is: refused, unchanged",
+             rc == 2 and "output.npy" in err and open(shard, "rb").read() == before,
+             "exit %d %r" % (rc, err))
+    rc, out, err = run_cmd(c.binary, ["model", d, "--layer", "1"])
+    c.result("the shards still read after all that", rc == 0, err)
+    # a tensor's name with a NUL in it (\u0000 in the header): cJSON would end the
+    # name there, and read it as another's
+    dn = os.path.join(c.tmp, "nul-name")
+    os.makedirs(dn)
+    nul = {(n + "\x00x" if n.endswith("layers.0.self_attn.q_proj.weight") else n): v
+           for n, v in t.items()}
+    write(os.path.join(dn, "model.safetensors"), nul)
+    c.refused("a tensor name with \\u0000 in the header", ["-x", xp, "-w", dn, "--layer", "0",
+                                                           "--heads", str(H)],
+              ["\\u0000", "model.safetensors"])
+
+
 def tree_cases(c):
     """Every checkpoint the tree holds (samples/, the fuzzers' corpus): mha
     model and a run on each of its first layers give the same verdict,
@@ -803,6 +876,7 @@ def main():
         damaged_cases(c, rng)
         blame_cases(c, rng)
         hostile_cases(c, rng)
+        lost_cases(c, rng)
         tree_cases(c)
     # every run above on a checkpoint's layer, 'mha model' on it too
     print("mha model against the run: %d checkpoint layers, accepted and refused alike"

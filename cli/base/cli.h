@@ -33,6 +33,10 @@ void warning(const char *fmt, ...) CLI_PRINTF(1, 2);
 void notice(const char *fmt, ...) CLI_PRINTF(1, 2);
 /* "mha: MESSAGE" plus a hint to try --help; returns EXIT_USAGE. */
 int usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
+
+/* Standard output flushed: 0, or -1 after "error writing to standard
+ * output: ..." (a full disk, a closed pipe's EPIPE ignored) */
+int stdout_flush(void);
 /* "s" for a plural count: "%zu head%s" */
 const char *plural(size_t n);
 /* A file as messages, titles and "meta" name it: standard input ("-") is

@@ -6,6 +6,7 @@
 #include "base/progress.h"
 #include "base/text.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,4 +92,13 @@ const char *path_shown(const char *path)
 const char *plural(size_t n)
 {
 	return n == 1 ? "" : "s";
+}
+
+int stdout_flush(void)
+{
+	errno = 0;
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 0;
+	return error("error writing to standard output: %s", errno ? strerror(errno) :
+		     "write failed");
 }

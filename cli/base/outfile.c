@@ -4,6 +4,7 @@
  * stops a run.
  */
 #include "base/outfile.h"
+#include "base/progress.h"
 #include "base/cli.h"
 #include "base/files.h"
 
@@ -93,6 +94,8 @@ static void on_signal(int sig)
 		pthread_kill(main_thread, sig);
 		return;
 	}
+	/* the progress bar off the terminal's line, then the temporary files */
+	progress_clear_on_signal();
 	for (size_t i = 0; i < n_pending; i++)
 		unlink(pending[i]);
 	signal(sig, SIG_DFL);

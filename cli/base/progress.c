@@ -3,16 +3,24 @@
  */
 #include "base/progress.h"
 
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
+/* the most a line of the bar takes, and blanks enough to cover it */
+#define LINE_MAX_TEXT 600
+static char blanks[LINE_MAX_TEXT + 2];
+
 static struct {
 	enum progress_mode mode;
 	int tty;          /* standard error is a terminal: redraw in place */
-	int shown;        /* the bar is on the screen now */
+	int plain;        /* TERM=dumb: no escape sequences, blanks instead */
+	volatile sig_atomic_t shown; /* the bar is on the screen now, this many
+				      columns wide (a signal handler reads it) */
 	double start;     /* when the first report came, in seconds */
 	double last_draw; /* when it was last drawn */
 	int last_tenth;   /* off a terminal: the last tenth written */
@@ -29,8 +37,13 @@ static double now(void)
 
 void progress_mode(enum progress_mode mode)
 {
+	const char *term = getenv("TERM");
+
 	bar.mode = mode;
 	bar.tty = isatty(STDERR_FILENO);
+	bar.plain = !term || !strcmp(term, "dumb");
+	blanks[0] = '\r';
+	memset(blanks + 1, ' ', LINE_MAX_TEXT);
 }
 
 /* "1:05" or "2:03:45" */
@@ -44,13 +57,31 @@ static void clock_text(char *buf, size_t size, double s)
 		snprintf(buf, size, "%ld:%02ld", t / 60, t % 60);
 }
 
+/* the terminal's columns (80 when it does not say) */
 static size_t terminal_width(void)
 {
 	struct winsize w;
 
-	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col >= 20)
+	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 0)
 		return w.ws_col;
 	return 80;
+}
+
+/* the line's text where the bar was: overwritten, the cursor back at its
+ * start (async-signal-safe: write alone) */
+static void wipe(void)
+{
+	const size_t n = (size_t)bar.shown;
+
+	if (!n)
+		return;
+	if (bar.plain) {
+		/* "\r", as many blanks as the text took, "\r" */
+		if (write(STDERR_FILENO, blanks, n + 1) < 0 || write(STDERR_FILENO, "\r", 1) < 0)
+			return;
+	} else if (write(STDERR_FILENO, "\r\033[K", 4) < 0) {
+		return;
+	}
 }
 
 static void draw(const char *phase, double done, double elapsed)
@@ -69,14 +100,15 @@ static void draw(const char *phase, double done, double elapsed)
 		return;
 	}
 	/* the bar takes what the words leave of the terminal's width, less one
-	 * column so that no terminal wraps the line */
+	 * column so that no terminal wraps the line; a narrower one gets the
+	 * words alone, then the percentage alone, then nothing */
 	n = (size_t)snprintf(line, sizeof(line), "mha: %-11s %3d%% ", phase, pct);
 	width = terminal_width() - 1;
 	{
-		char tail[48];
+		char tail[48], text[LINE_MAX_TEXT + 1];
 		const size_t t = (size_t)snprintf(tail, sizeof(tail), "  %s, about %s left", took,
 						  left);
-		size_t cols = width > n + t + 2 ? width - n - t - 2 : 0;
+		size_t cols = width > n + t + 4 ? width - n - t - 2 : 0, len, was;
 
 		if (cols > sizeof(cells) - 1)
 			cols = sizeof(cells) - 1;
@@ -84,10 +116,27 @@ static void draw(const char *phase, double done, double elapsed)
 		for (size_t i = 0; i < cols; i++)
 			cells[i] = i < fill ? '#' : '.';
 		cells[cols] = '\0';
-		fprintf(stderr, "\r%s[%s]%s\033[K", line, cells, cols ? tail : "");
+		if (cols)
+			snprintf(text, sizeof(text), "%s[%s]%s", line, cells, tail);
+		else if (n - 1 <= width)
+			snprintf(text, sizeof(text), "%.*s", (int)(n - 1), line);
+		else if (4 <= width)
+			snprintf(text, sizeof(text), "%3d%%", pct);
+		else
+			text[0] = '\0';
+		len = strlen(text);
+		was = (size_t)bar.shown;
+		if (!len && !was)
+			return; /* too narrow for anything, and nothing to take off */
+		if (bar.plain)
+			/* no escapes: blanks over what the last frame left */
+			fprintf(stderr, "\r%s%.*s", text, was > len ? (int)(was - len) : 0, blanks + 1);
+		else
+			fprintf(stderr, "\r%s\033[K", text);
+		fflush(stderr);
+		/* the columns the line holds now, which a clearing must cover */
+		bar.shown = (sig_atomic_t)(bar.plain && was > len ? was : len);
 	}
-	fflush(stderr);
-	bar.shown = 1;
 }
 
 void progress_report(void *ctx, const char *phase, double done)
@@ -144,7 +193,12 @@ void progress_clear(void)
 {
 	if (!bar.shown)
 		return;
-	fputs("\r\033[K", stderr);
 	fflush(stderr);
+	wipe();
 	bar.shown = 0;
+}
+
+void progress_clear_on_signal(void)
+{
+	wipe();
 }

@@ -8,8 +8,10 @@
  * cleared when the computation ends, so that nothing of it stays above the
  * results or a message; it shows only once a run looks like taking more
  * than about a second.  Off a terminal (--progress) it writes a line at
- * each tenth instead, for a log.  Never on standard
- * output, never in an output file.
+ * each tenth instead, for a log.  It never wraps: a narrow terminal gets
+ * the words alone, or the percentage, or nothing; TERM=dumb gets no escape
+ * sequences (blanks overwrite a frame).  Ctrl-C takes it off the screen.
+ * Never on standard output, never in an output file.
  */
 #ifndef MHA_CLI_PROGRESS_H
 #define MHA_CLI_PROGRESS_H
@@ -33,5 +35,9 @@ void (*progress_listener(void))(void *ctx, const char *phase, double done);
 
 /* The bar taken off the screen, if it is there (before a message). */
 void progress_clear(void);
+
+/* The same from a signal handler, before the process dies of the signal:
+ * write(2) alone, async-signal-safe. */
+void progress_clear_on_signal(void);
 
 #endif

@@ -348,7 +348,8 @@ static int compare_run(struct attn_options *o, struct problem *pb)
 		else
 			report_text(stdout, &r);
 	}
-	rc = first < 0 ? EXIT_OK : EXIT_DATA;
+	/* a report that could not be written is trouble (2), never "differs" */
+	rc = stdout_flush() ? EXIT_USAGE : first < 0 ? EXIT_OK : EXIT_DATA;
 done:
 	set_free(&mine);
 	against_free(&a);
@@ -382,7 +383,8 @@ int cmd_compare(int argc, char **argv)
 				return usage_error("compare", "--aliases prints the names compare reads: "
 						   "give it alone");
 			alias_print(stdout);
-			return fflush(stdout) || ferror(stdout) ? EXIT_DATA : EXIT_OK;
+			/* trouble, as cmp(1) has it: 1 is "differs" */
+			return stdout_flush() ? EXIT_USAGE : EXIT_OK;
 		}
 
 	return attn_main(argc, argv, &attn_compare, &co);

@@ -50,10 +50,8 @@ static void print_usage(FILE *fp)
 static int finish(int rc)
 {
 	files_forget();
-	if ((fflush(stdout) != 0 || ferror(stdout)) && rc == EXIT_OK) {
-		error("error writing to standard output: %s", strerror(errno));
+	if (rc == EXIT_OK && stdout_flush())
 		return EXIT_DATA;
-	}
 	return rc; /* a command that failed has said why already */
 }
 

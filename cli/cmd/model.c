@@ -13,10 +13,12 @@
 #include "cmd/attention.h"
 
 #include "base/budget.h"
+#include "base/files.h"
 #include "base/cli.h"
 #include "base/number.h"
 #include "base/text.h"
 #include "load/families.h"
+#include "load/config_keys.h"
 #include "load/latent.h"
 #include "load/load.h"
 #include "load/model.h"
@@ -34,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char model_usage[] =
 	"usage: mha model CHECKPOINT [--layer N | --prefix P] [options]\n"
@@ -87,34 +90,40 @@ struct model_opts {
 	const char *output; /* -o FILE.npz: the layer's tensors */
 };
 
-/* the layers config.json counts (text_config's for an image-text model): 0 none */
-static size_t config_layers(const struct problem_spec *s)
+/* the layers config.json counts (text_config's for an image-text model) into
+ * *n (0: it says none, or there is no config.json): 0, or -1 said (a file
+ * that cannot be read, a count that is not a whole number) */
+static int config_layers(const struct problem_spec *s, size_t *n)
 {
 	char dir[4096], path[PATH_TEXT];
 	const char *cfg = s->config;
 	input_file in;
 	json_doc doc = { 0 };
-	size_t n = 0;
+	int rc = 0;
 
+	*n = 0;
 	if (!cfg) {
 		ckpt_folder_of(s->w, dir, sizeof(dir));
 		snprintf(path, sizeof(path), "%s/config.json", dir);
+		if (access(path, F_OK) != 0)
+			return 0;
 		cfg = path;
 	}
-	/* model_config has read and checked it already: quietly, its count */
-	if (input_load(&in, cfg) == 0 && json_parse(&doc, &in) == 0 && cJSON_IsObject(doc.root)) {
+	if ((cfg == path ? input_load_found(&in, cfg) : input_load(&in, cfg)) ||
+	    json_parse(&doc, &in)) {
+		rc = -1;
+	} else if (cJSON_IsObject(doc.root)) {
 		const cJSON *text = cJSON_GetObjectItemCaseSensitive(doc.root, "text_config");
 		const cJSON *o = cJSON_IsObject(text) ? text : doc.root;
-		const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "num_hidden_layers");
 
-		if (!cJSON_IsNumber(e))
-			e = cJSON_GetObjectItemCaseSensitive(o, "n_layer");
-		if (cJSON_IsNumber(e) && e->valuedouble >= 1 && e->valuedouble <= 100000)
-			n = (size_t)e->valuedouble;
+		rc = config_count2(o, in.name, "num_hidden_layers", "n_layer", n) < 0 ? -1 : 0;
+		if (!rc && *n > 100000)
+			rc = error("%s: num_hidden_layers %zu: more layers than mha describes at once "
+				   "(100000): give --layer N", in.name, *n);
 	}
 	json_doc_free(&doc);
 	input_free(&in);
-	return n;
+	return rc;
 }
 
 /*
@@ -150,7 +159,7 @@ static int write_tensors(const char *path, const struct problem *p)
 
 /* one layer, read as a run reads it, described; 0, or -1 said */
 static int describe(FILE *fp, const struct model_opts *o, const struct problem_spec *spec,
-		    int first)
+		    int first, struct problem *keep)
 {
 	struct problem_spec s = *spec;
 	struct problem pb;
@@ -344,7 +353,12 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 		}
 		fputs(s.keys_defaulted[0] ? "\n" : " none\n", fp);
 	}
-	rc = o->output ? write_tensors(o->output, &pb) : 0;
+	rc = 0;
+	if (keep) {
+		/* -o: the layer kept, to be written once the description is out */
+		*keep = pb;
+		return 0;
+	}
 done:
 	problem_free(&pb);
 	return rc;
@@ -451,17 +465,25 @@ int cmd_model(int argc, char **argv)
 	struct model_opts o;
 	size_t first = 0, last = 0, len = 0;
 	char *text = NULL;
+	struct problem kept;
 	FILE *out;
 	int rc = parse(argc, argv, &o);
 
 	if (rc) /* 1: --help; else usage_error's EXIT_USAGE */
 		return rc == 1 ? EXIT_OK : EXIT_USAGE;
 	budget_init(o.max_memory);
+	/* -o onto any file the checkpoint names (a shard this layer does not
+	 * read too, its index, config.json) is refused before anything is read */
+	if (o.output && problem_note_inputs(&o.base))
+		return EXIT_DATA;
+	if (o.output && files_refuse_output(o.output))
+		return EXIT_USAGE; /* as a run's -o over an input */
 	if (o.layer_given) {
 		first = last = o.layer;
 	} else if (!o.base.prefix) {
 		/* every layer config.json counts */
-		last = config_layers(&o.base);
+		if (config_layers(&o.base, &last))
+			return EXIT_DATA;
 		if (!last) {
 			error("%s: how many layers? no config.json's num_hidden_layers says: give "
 			      "--layer N", path_shown(o.base.w));
@@ -480,19 +502,24 @@ int cmd_model(int argc, char **argv)
 		text_put_json(out, o.base.w);
 		fputs(",\n  \"layers\": [", out);
 	}
+	memset(&kept, 0, sizeof(kept));
 	for (size_t l = first; l <= last && !rc; l++) {
 		struct problem_spec s = o.base;
 
 		s.has_layer = o.layer_given || !o.base.prefix;
 		s.layer = l;
-		rc = describe(out, &o, &s, l == first);
+		rc = describe(out, &o, &s, l == first, o.output ? &kept : NULL);
 	}
 	if (o.json)
 		fputs("\n  ]\n}\n", out);
 	if (fclose(out) || !text)
 		rc = error("out of memory");
-	if (!rc)
-		fwrite(text, 1, len, stdout);
+	/* the description, then the tensors: a run that fails leaves no file */
+	if (!rc && (fwrite(text, 1, len, stdout) != len || stdout_flush()))
+		rc = -1;
+	if (!rc && o.output)
+		rc = write_tensors(o.output, &kept);
+	problem_free(&kept);
 	free(text);
 	return rc ? EXIT_DATA : EXIT_OK;
 }

@@ -10,6 +10,7 @@
 #include "base/cli.h"
 #include "base/files.h"
 #include "read/input.h"
+#include "read/json.h"
 #include "read/safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -105,6 +106,39 @@ void ckpt_folder_of(const char *path, char *dir, size_t size)
 		snprintf(dir, size, "%.*s", (int)(slash - path == 0 ? 1 : slash - path), path);
 }
 
+/* The files the index names (its weight_map's) that are not .safetensors
+ * (those the folder's listing passed already), each to fn once in a row.
+ * 0, or -1 said: the index cannot be read (the run stops there, once), or
+ * fn's. */
+static int index_files(const char *index, const char *dir,
+		       int (*fn)(void *ctx, const char *file), void *ctx)
+{
+	char file[4400];
+	const char *last = "";
+	input_file in;
+	json_doc doc = { 0 };
+	const cJSON *map, *e;
+	int rc = 0;
+
+	if (input_load_found(&in, index) || json_parse(&doc, &in)) {
+		json_doc_free(&doc);
+		input_free(&in);
+		return -1;
+	}
+	map = cJSON_GetObjectItemCaseSensitive(doc.root, "weight_map");
+	for (e = cJSON_IsObject(map) ? map->child : NULL; e; e = e->next) {
+		if (rc || !cJSON_IsString(e) || !e->valuestring[0] || strchr(e->valuestring, '/') ||
+		    ends_with(e->valuestring, ".safetensors") || !strcmp(e->valuestring, last))
+			continue;
+		last = e->valuestring;
+		snprintf(file, sizeof(file), "%s/%s", dir, last);
+		rc = fn(ctx, file);
+	}
+	json_doc_free(&doc);
+	input_free(&in);
+	return rc;
+}
+
 int ckpt_files(const char *path, int (*fn)(void *ctx, const char *file), void *ctx)
 {
 	char dir[4096], file[4400], **names = NULL;
@@ -121,6 +155,14 @@ int ckpt_files(const char *path, int (*fn)(void *ctx, const char *file), void *c
 		rc = fn(ctx, file);
 	}
 	files_list_free(names, n);
+	/* the shards an index names, whatever they are called */
+	if (!rc && ends_with(path, ".safetensors.index.json"))
+		rc = index_files(path, dir, fn, ctx);
+	else if (!rc && is_dir(path)) {
+		snprintf(file, sizeof(file), "%s/" INDEX_NAME, dir);
+		if (access(file, F_OK) == 0)
+			rc = index_files(file, dir, fn, ctx);
+	}
 	return rc;
 }
 

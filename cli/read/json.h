@@ -20,8 +20,13 @@ typedef struct json_doc {
 	struct cJSON *root;
 } json_doc;
 
-/* Parse f; a syntax error is reported with its line and column. */
+/* Parse f; a syntax error is reported with its line and column, and so is
+ * a \u0000 in a string (cJSON would end the key or the string there). */
 int json_parse(json_doc *doc, const input_file *f);
+
+/* The offset in text of the first \u0000 escape inside a string, or len:
+ * none (JSON that is not a file's: a safetensors header). */
+size_t json_nul_escape(const char *text, size_t len);
 void json_doc_free(json_doc *doc);
 
 /* The token a number read from Python's bare NaN, Infinity or -Infinity

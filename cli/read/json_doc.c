@@ -162,6 +162,28 @@ static void restore_bare(cJSON *node)
 	}
 }
 
+/* a NUL that cJSON would end the key or the string at, reading
+ * "output\u0000x" as "output" */
+size_t json_nul_escape(const char *text, size_t len)
+{
+	int in = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		if (!in) {
+			in = text[i] == '"';
+			continue;
+		}
+		if (text[i] == '"') {
+			in = 0;
+		} else if (text[i] == '\\' && i + 1 < len) {
+			if (text[i + 1] == 'u' && i + 5 < len && !memcmp(text + i + 2, "0000", 4))
+				return i;
+			i++; /* the escaped character, a quote or a backslash included */
+		}
+	}
+	return len;
+}
+
 int json_parse(json_doc *doc, const input_file *f)
 {
 	const char *text = (const char *)f->data, *end = NULL;
@@ -176,6 +198,13 @@ int json_parse(json_doc *doc, const input_file *f)
 
 		line_col(text, (size_t)((const char *)memchr(text, '\0', f->len) - text), &line, &col);
 		return error("%s:%zu:%zu: a NUL byte: not a JSON text file", f->name, line, col);
+	}
+	if ((i = json_nul_escape(text, f->len)) < f->len) {
+		size_t line, col;
+
+		line_col(text, i, &line, &col);
+		return error("%s:%zu:%zu: \\u0000 in a string: a NUL, which would end a key or a "
+			     "string early", f->name, line, col);
 	}
 	if (f->len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3))
 		skip = 3; /* a UTF-8 byte order mark: harmless, skip it */

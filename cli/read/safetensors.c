@@ -4,6 +4,7 @@
  * tensor at a time with pread(), converted exactly to float64.
  */
 #include "read/safetensors.h"
+#include "read/json.h"
 #include "read/half.h"
 #include "base/budget.h"
 #include "base/cli.h"
@@ -176,12 +177,16 @@ static int parse_header(st_file *f, const char *text, size_t len, uint64_t data_
 	const uint64_t data_size = f->size - data_at;
 	const char *end = NULL;
 	const size_t refused = budget_refusals();
-	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+	const size_t nul = json_nul_escape(text, len);
+	cJSON *root = nul < len ? NULL : cJSON_ParseWithLengthOpts(text, len, &end, 0);
 	const cJSON *e;
 	st_tensor **order = NULL;
 	size_t n = 0, cap;
 	int rc = 0;
 
+	if (nul < len)
+		return error("%s: the header has \\u0000 in a string (at byte %zu of the file): a "
+			     "NUL, which would end a tensor's name early", f->path, nul + 8);
 	if (!root) {
 		size_t at = end && end >= text ? (size_t)(end - text) : 0;
 

@@ -208,7 +208,11 @@ static int grads_f32(struct run_grads *gr, const struct grad_shape s[N_GRAD_ARRA
 					   gf[4], gf[5], gf[6], gf[7], gf[8], gf[9], gf[10], gf[11],
 					   gf[12], gf[13], gf[14], gf[15], gf[16], gf[17], gf[18] };
 
-		*st = mha_backward_f32(&gg, fo, d, &f.in, &f.w, &p->cfg, rep);
+		/* the bar on standard error, as the float64 run's */
+		mha_grad_observer watch = MHA_INIT(mha_grad_observer);
+
+		watch.progress = progress_listener();
+		*st = mha_backward_f32_observed(&gg, fo, d, &f.in, &f.w, &p->cfg, &watch, rep);
 	}
 	run_floats_free(&f);
 	free(own_fo);

@@ -203,7 +203,12 @@ static mha_status forward_f32(matrix *out, const struct problem *p, mha_report *
 		return st;
 	}
 	if (o || out->f) {
-		st = mha_forward_f32(out->f ? out->f : o, &p->d, &f.in, &f.w, &p->cfg, rep);
+		/* the bar on standard error, as the float64 run's */
+		mha_observer watch = MHA_INIT(mha_observer);
+
+		watch.progress = progress_listener();
+		st = mha_forward_f32_observed(out->f ? out->f : o, &p->d, &f.in, &f.w, &p->cfg, &watch,
+					      rep);
 		for (size_t i = 0; st == MHA_OK && o && i < n_out; i++)
 			out->v[i] = o[i];
 		out->is_f32 = 1;
