@@ -663,6 +663,7 @@ check-asan: deps
 	$(ASAN_ENV) $(PYTHON) tests/families_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/backward_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/mla_check.py $(ASAN_DIR)/mha
+	$(ASAN_ENV) $(PYTHON) tests/progress_check.py $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/schema_check.py $(ASAN_DIR)/mha docs/formats.md
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh samples/run.sh
 	$(ASAN_ENV) $(PYTHON) tests/compare_check.py --small $(ASAN_DIR)/mha

@@ -152,6 +152,63 @@ START_TEST(test_progress_backward)
 }
 END_TEST
 
+/* float32 told too: the forward (0) and the backward (1), the same numbers
+ * as the calls without an observer */
+START_TEST(test_progress_f32)
+{
+	const int back = _i;
+	struct random_case c;
+	const size_t n = 600;
+	struct heard h = { .caller = pthread_self() };
+	mha_observer obs = { .size = sizeof(mha_observer), .progress = listen, .progress_ctx = &h,
+			     /* stages are not handed over in float32, and not looked at */
+			     .fn = look, .wanted = MHA_STAGE_BIT(MHA_STAGE_SOFTMAX) };
+	mha_grad_observer gobs = { .size = sizeof(mha_grad_observer), .progress = listen,
+				   .progress_ctx = &h };
+	mha_inputs_f32 x = { .size = sizeof(mha_inputs_f32) };
+	mha_weights_f32 w = MHA_INIT(mha_weights_f32);
+	float *fx, *fw[4];
+
+	make_big(&c, n);
+	fx = floats_of(c.xq, n * 64);
+	for (int i = 0; i < 4; i++)
+		fw[i] = floats_of(c.W[i], 64 * (i == 1 || i == 2 ? 32 : 64));
+	x.xq = x.xk = x.xv = fx;
+	w.W_Q = fw[0];
+	w.W_K = fw[1];
+	w.W_V = fw[2];
+	w.W_O = fw[3];
+	if (!back) {
+		float *out = malloc(n * 64 * sizeof(float)), *again = malloc(n * 64 * sizeof(float));
+
+		ck_assert_int_eq(mha_forward_f32_observed(out, &c.d, &x, &w, &c.cfg, &obs, NULL),
+				 MHA_OK);
+		check_heard(&h, "forward, float32");
+		ck_assert_int_eq(mha_forward_f32(again, &c.d, &x, &w, &c.cfg, NULL), MHA_OK);
+		ck_assert(!memcmp(out, again, n * 64 * sizeof(float)));
+		free(out);
+		free(again);
+	} else {
+		float *g1 = calloc(n * 64, sizeof(float)), *g2 = calloc(n * 64, sizeof(float));
+		const mha_grads_f32 a = { .size = sizeof(mha_grads_f32), .dxq = g1 };
+		const mha_grads_f32 b = { .size = sizeof(mha_grads_f32), .dxq = g2 };
+
+		ck_assert_int_eq(mha_backward_f32_observed(&a, NULL, &c.d, &x, &w, &c.cfg, &gobs,
+							   NULL), MHA_OK);
+		check_heard(&h, "backward, float32");
+		ck_assert_msg(strstr(h.phases, "backward"), "phases told:%s", h.phases);
+		ck_assert_int_eq(mha_backward_f32(&b, NULL, &c.d, &x, &w, &c.cfg, NULL), MHA_OK);
+		ck_assert(!memcmp(g1, g2, n * 64 * sizeof(float)));
+		free(g1);
+		free(g2);
+	}
+	free(fx);
+	for (int i = 0; i < 4; i++)
+		free(fw[i]);
+	free_big(&c);
+}
+END_TEST
+
 /* a struct of the size before 0.7.0 (without the progress fields) is refused */
 START_TEST(test_progress_old_size)
 {
@@ -163,6 +220,20 @@ START_TEST(test_progress_old_size)
 	const mha_observer old = { .size = sizeof(mha_observer) - 2 * sizeof(void *) };
 
 	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, NULL, &old, NULL), MHA_ERR_VERSION);
+	{
+		const float xf[4] = { 1, 0, 0, 1 };
+		float outf[4];
+		const mha_inputs_f32 inf = { .size = sizeof(mha_inputs_f32), .xq = xf, .xk = xf,
+					     .xv = xf };
+		const mha_grad_observer gold = { .size = sizeof(mha_grad_observer) -
+							 2 * sizeof(void *) };
+		const mha_grads_f32 g = { .size = sizeof(mha_grads_f32), .dxq = outf };
+
+		ck_assert_int_eq(mha_forward_f32_observed(outf, &d, &inf, NULL, NULL, &old, NULL),
+				 MHA_ERR_VERSION);
+		ck_assert_int_eq(mha_backward_f32_observed(&g, NULL, &d, &inf, NULL, NULL, &gold,
+							   NULL), MHA_ERR_VERSION);
+	}
 }
 END_TEST
 
@@ -171,4 +242,5 @@ void unit_add_progress(const struct unit_suite *u)
 	tcase_add_loop_test(u->ref, test_progress_forward, 0, 2);
 	tcase_add_loop_test(u->bw, test_progress_backward, 0, 2);
 	tcase_add_test(u->err, test_progress_old_size);
+	tcase_add_loop_test(u->bw, test_progress_f32, 0, 2);
 }
