@@ -37,7 +37,7 @@ WARN    = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla 
 STRICT  =
 ALL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(WARN) $(STRICT) $(CFLAGS)
 
-# threads for the fast path: the library's own team (lib/team.c), POSIX
+# threads for the fast path: the library's own team (lib/kernels/team.c), POSIX
 # threads, in glibc's libc (-pthread links nothing more there)
 PTHREAD ?= -pthread
 # the fast path's kernels, once per element type and vector width (x86: AVX2
@@ -95,8 +95,14 @@ SOVERSION = 6
 DEB_PACKAGES = gcc make pkg-config libcjson-dev zlib1g-dev libdeflate-dev check python3 python3-numpy jq \
                libxml2-utils librsvg2-bin
 
-LIB_SRC = lib/mha.c lib/check.c lib/fast.c lib/machine.c lib/progress.c lib/rules.c lib/rope.c lib/norm.c lib/mla.c lib/mla_back.c \
-          lib/backward.c lib/backward_plain.c lib/backward_fast.c lib/team.c lib/pages.c
+# lib/ by role (lib/README.md): every .c of its folders but the kernels
+# compiled once per element type and vector width (below)
+LIB_DIRS = base kernels steps core latent api
+LIB_VARIANT_SRC = lib/kernels/kernel.c lib/kernels/kernel_attend.c lib/kernels/kernel_bwd.c
+LIB_SRC = $(filter-out $(LIB_VARIANT_SRC),$(sort $(foreach d,$(LIB_DIRS),$(wildcard lib/$(d)/*.c))))
+# its includes name a header by folder ("kernels/kernel.h"), the public one by name
+LIB_CPPFLAGS = -Ilib
+LIB_HEADERS = $(wildcard lib/*.h lib/*/*.h)
 # cli/ by role (docs/architecture.md): every .c of its folders
 CLI_DIRS = base read load run write cmd
 CLI_SRC = $(sort $(foreach d,$(CLI_DIRS),$(wildcard cli/$(d)/*.c)))
@@ -108,14 +114,14 @@ CLI_CPPFLAGS = -Icli -Ilib -Ibuild/gen
 DEPFLAGS = -MMD -MP
 # the products (kernel.c) and the fused attention (kernel_attend.c), per element type
 # and vector width
-LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernel_%.o) \
-          $(KERNEL_VARIANTS:%=build/lib/kernel_attend_%.o)
+LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernels/kernel_%.o) \
+          $(KERNEL_VARIANTS:%=build/lib/kernels/kernel_attend_%.o)
 # the backward's elementwise kernels (kernel_bwd.c), per element type and vector width
 BWD_VARIANTS = $(KERNEL_VARIANTS)
-LIB_OBJ += $(BWD_VARIANTS:%=build/lib/kernel_bwd_%.o)
-# compiled again with -DMHA_F32 (lib/NAME.c into NAME_f32.o): mha_backward_f32's
+LIB_OBJ += $(BWD_VARIANTS:%=build/lib/kernels/kernel_bwd_%.o)
+# compiled again with -DMHA_F32 (lib/core/NAME.c into NAME_f32.o): mha_backward_f32's
 # float arithmetic
-F32_AGAIN = backward backward_plain backward_fast
+F32_AGAIN = core/backward core/backward_plain core/backward_fast
 LIB_OBJ += $(F32_AGAIN:%=build/lib/%_f32.o)
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
 # the unit tests, one file per subject (tests/unit/main.c runs them)
@@ -136,7 +142,7 @@ build/.flags: FORCE
 
 build/lib/%.o: lib/%.c build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fPIC -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(LIB_CPPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fPIC -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
 
 # a kernel variant's flags from its name (f32_avx2: -DMHA_F32 -DVB=32 -mavx2
 # -mfma), for kernel.c and kernel_bwd.c, in the normal and the ASan build
@@ -148,24 +154,24 @@ kernel_variant = -DSFX=$(1) $(if $(filter f32_%,$(1)),-DMHA_F32) \
 # and kernel_bwd_% have the shorter stems, so make picks their rules for theirs)
 define compile_kernel
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(KERNEL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fPIC \
+	$(CC) $(ALL_CFLAGS) $(KERNEL_CFLAGS) $(DEPFLAGS) $(LIB_CPPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fPIC \
 		-fvisibility=hidden -DMHA_BUILDING $(call kernel_variant,$*) -c $< -o $@
 endef
-build/lib/kernel_%.o: lib/kernel.c build/.flags
+build/lib/kernels/kernel_%.o: lib/kernels/kernel.c build/.flags
 	$(compile_kernel)
-build/lib/kernel_attend_%.o: lib/kernel_attend.c build/.flags
+build/lib/kernels/kernel_attend_%.o: lib/kernels/kernel_attend.c build/.flags
 	$(compile_kernel)
 # fused multiply-adds as in kernel.c, but for s·scale, which kernel_bwd.c's
 # scaled() rounds first
 BWD_CFLAGS = $(KERNEL_CFLAGS)
-build/lib/kernel_bwd_%.o: lib/kernel_bwd.c build/.flags
+build/lib/kernels/kernel_bwd_%.o: lib/kernels/kernel_bwd.c build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(BWD_CFLAGS) $(DEPFLAGS) $(KERNEL_DEFS) -fPIC -fvisibility=hidden -DMHA_BUILDING \
+	$(CC) $(ALL_CFLAGS) $(BWD_CFLAGS) $(DEPFLAGS) $(LIB_CPPFLAGS) $(KERNEL_DEFS) -fPIC -fvisibility=hidden -DMHA_BUILDING \
 		$(call kernel_variant,$*) -c $< -o $@
 
 build/lib/%_f32.o: lib/%.c build/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fPIC -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(LIB_CPPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fPIC -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
 
 build/cli/%.o: cli/%.c build/.flags
 	@mkdir -p $(@D)
@@ -456,10 +462,12 @@ FUZZ_WARN      = $(WARN) -Wno-unknown-pragmas -Wno-format-nonliteral -Wno-cast-a
 FUZZ_CFLAGS    = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(FUZZ_WARN) \
                  -g -O1 $(FUZZ_SAN) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS)
 FUZZ_SRC       = $(filter-out cli/cmd/main.c,$(CLI_SRC)) $(LIB_SRC)
-FUZZ_OBJ       = $(FUZZ_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/lib/kernel_f64_base.o \
-                 build/fuzz/obj/lib/kernel_attend_f64_base.o build/fuzz/obj/lib/kernel_attend_f32_base.o \
-                 build/fuzz/obj/lib/kernel_bwd_f64_base.o \
-                 build/fuzz/obj/lib/kernel_f32_base.o build/fuzz/obj/lib/kernel_bwd_f32_base.o \
+FUZZ_OBJ       = $(FUZZ_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/lib/kernels/kernel_f64_base.o \
+                 build/fuzz/obj/lib/kernels/kernel_attend_f64_base.o \
+                 build/fuzz/obj/lib/kernels/kernel_attend_f32_base.o \
+                 build/fuzz/obj/lib/kernels/kernel_bwd_f64_base.o \
+                 build/fuzz/obj/lib/kernels/kernel_f32_base.o \
+                 build/fuzz/obj/lib/kernels/kernel_bwd_f32_base.o \
                  $(F32_AGAIN:%=build/fuzz/obj/lib/%_f32.o)
 FUZZ_BIN       = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 SECONDS       ?= 10
@@ -478,23 +486,23 @@ build/fuzz/obj/cli/%.o: cli/%.c build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-build/fuzz/obj/%.o: %.c lib/*.h build/fuzz/.flags
+build/fuzz/obj/%.o: %.c $(LIB_HEADERS) build/fuzz/.flags
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(LIB_CPPFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
 # the kernels' baseline (the fuzzers run the portable code): each source
 # once per element type
-build/fuzz/obj/lib/%_f64_base.o: lib/%.c lib/*.h build/fuzz/.flags
+build/fuzz/obj/lib/%_f64_base.o: lib/%.c $(LIB_HEADERS) build/fuzz/.flags
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(LIB_CPPFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -c $< -o $@
 
-build/fuzz/obj/lib/%_f32_base.o: lib/%.c lib/*.h build/fuzz/.flags
+build/fuzz/obj/lib/%_f32_base.o: lib/%.c $(LIB_HEADERS) build/fuzz/.flags
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -DSFX=f32_base -DVB=16 -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(LIB_CPPFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -DSFX=f32_base -DVB=16 -c $< -o $@
 
-build/fuzz/obj/lib/%_f32.o: lib/%.c lib/*.h build/fuzz/.flags
+build/fuzz/obj/lib/%_f32.o: lib/%.c $(LIB_HEADERS) build/fuzz/.flags
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(LIB_CPPFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -c $< -o $@
 
 build/fuzz/libmha-fuzz.a: $(FUZZ_OBJ)
 	rm -f $@
@@ -530,9 +538,10 @@ ASAN_FLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 ASAN_ALL_CFLAGS = $(ALL_CFLAGS) $(ASAN_FLAGS) -g -O1
 ASAN_ENV   = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
              UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ASAN_LIB_OBJ  = $(LIB_SRC:%.c=$(ASAN_DIR)/%.o) $(KERNEL_VARIANTS:%=$(ASAN_DIR)/lib/kernel_%.o) \
-                $(KERNEL_VARIANTS:%=$(ASAN_DIR)/lib/kernel_attend_%.o) \
-                $(BWD_VARIANTS:%=$(ASAN_DIR)/lib/kernel_bwd_%.o) $(F32_AGAIN:%=$(ASAN_DIR)/lib/%_f32.o)
+ASAN_LIB_OBJ  = $(LIB_SRC:%.c=$(ASAN_DIR)/%.o) $(KERNEL_VARIANTS:%=$(ASAN_DIR)/lib/kernels/kernel_%.o) \
+                $(KERNEL_VARIANTS:%=$(ASAN_DIR)/lib/kernels/kernel_attend_%.o) \
+                $(BWD_VARIANTS:%=$(ASAN_DIR)/lib/kernels/kernel_bwd_%.o) \
+                $(F32_AGAIN:%=$(ASAN_DIR)/lib/%_f32.o)
 ASAN_CLI_OBJ  = $(CLI_SRC:%.c=$(ASAN_DIR)/%.o)
 ASAN_TEST_OBJ = $(TEST_OBJ:build/%=$(ASAN_DIR)/%)
 ASAN_BINS  = $(ASAN_DIR)/mha $(ASAN_DIR)/libmha.a $(ASAN_DIR)/test_lib $(ASAN_DIR)/conformance
@@ -552,26 +561,28 @@ $(ASAN_DIR)/.flags: FORCE
 
 define compile_asan_kernel
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(KERNEL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fvisibility=hidden \
-		-DMHA_BUILDING $(call kernel_variant,$*) -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(KERNEL_CFLAGS) $(DEPFLAGS) $(LIB_CPPFLAGS) $(PTHREAD) $(KERNEL_DEFS) \
+		-fvisibility=hidden -DMHA_BUILDING $(call kernel_variant,$*) -c $< -o $@
 endef
-$(ASAN_DIR)/lib/kernel_%.o: lib/kernel.c $(ASAN_DIR)/.flags
+$(ASAN_DIR)/lib/kernels/kernel_%.o: lib/kernels/kernel.c $(ASAN_DIR)/.flags
 	$(compile_asan_kernel)
-$(ASAN_DIR)/lib/kernel_attend_%.o: lib/kernel_attend.c $(ASAN_DIR)/.flags
+$(ASAN_DIR)/lib/kernels/kernel_attend_%.o: lib/kernels/kernel_attend.c $(ASAN_DIR)/.flags
 	$(compile_asan_kernel)
 
-$(ASAN_DIR)/lib/kernel_bwd_%.o: lib/kernel_bwd.c $(ASAN_DIR)/.flags
+$(ASAN_DIR)/lib/kernels/kernel_bwd_%.o: lib/kernels/kernel_bwd.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(BWD_CFLAGS) $(DEPFLAGS) $(KERNEL_DEFS) -fvisibility=hidden \
+	$(CC) $(ASAN_ALL_CFLAGS) $(BWD_CFLAGS) $(DEPFLAGS) $(LIB_CPPFLAGS) $(KERNEL_DEFS) -fvisibility=hidden \
 		-DMHA_BUILDING $(call kernel_variant,$*) -c $< -o $@
 
 $(ASAN_DIR)/lib/%_f32.o: lib/%.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(LIB_CPPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fvisibility=hidden -DMHA_BUILDING \
+		-DMHA_F32 -c $< -o $@
 
 $(ASAN_DIR)/lib/%.o: lib/%.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
+	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(LIB_CPPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fvisibility=hidden -DMHA_BUILDING \
+		-c $< -o $@
 
 $(ASAN_DIR)/cli/%.o: cli/%.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
@@ -689,8 +700,8 @@ check-valgrind: deps
 # the dependency files -MMD -MP wrote (DEPFLAGS: lib/, cli/ and tests/
 # objects); the empty rule keeps make from trying to remake them (as
 # kernel_%.o from a .d.o)
-DEP_FILES := $(wildcard build/lib/*.d build/cli/*/*.d build/tests/*.d build/tests/*/*.d \
-	$(ASAN_DIR)/lib/*.d $(ASAN_DIR)/cli/*/*.d $(ASAN_DIR)/tests/*.d $(ASAN_DIR)/tests/*/*.d \
+DEP_FILES := $(wildcard build/lib/*/*.d build/cli/*/*.d build/tests/*.d build/tests/*/*.d \
+	$(ASAN_DIR)/lib/*/*.d $(ASAN_DIR)/cli/*/*.d $(ASAN_DIR)/tests/*.d $(ASAN_DIR)/tests/*/*.d \
 	build/fuzz/obj/cli/*/*.d)
 $(DEP_FILES): ;
 -include $(DEP_FILES)

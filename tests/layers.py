@@ -1,21 +1,30 @@
 #!/usr/bin/env python3
-"""layers.py: cli/'s #include lines against its architecture
-(docs/architecture.md).
+"""layers.py: cli/'s and lib/'s #include lines and calls against their
+architecture (docs/architecture.md).
 
-    layers.py [CLI_DIR]       check (default: cli/ beside this file's tests/)
-    layers.py --self-test     plant a back-reference and a circle in a copy
-                              of cli/ and check that each is caught
+    layers.py [ROOT]          check both trees (default: cli/ and lib/ beside
+                              this file's tests/), or the one ROOT names
+    layers.py --self-test     plant, in a copy of each tree, an include
+                              above the file's folder, a call above it, a
+                              circle of includes and a circle of calls, and
+                              check that each is caught
 
-The folders form a ladder, each allowed to include its own and those below:
+Each tree's folders form a ladder, each allowed to include and to call its
+own and those below:
 
-    cmd > write > run > load > read > base
+    cli:  cmd > write > run > load > read > base
+    lib:  api > latent > core > steps > kernels > base
 
-Every file of cli/ lives in one of them.  An include names a header by its
-folder ("read/json.h"); the library's public header is "mha.h" (never its
-internal ones) and the page's generated strings "html_page.h" (write/ only).
-Beyond the ladder, the modules (a folder's NAME.c and NAME.h together) must
-not include each other in a circle, within a folder or across.  Each
-problem is one line: file, line, what is wrong; exit 1 when there is any.
+Every file lives in one of them (lib/mha.h, the public header, at the top
+of lib/).  An include names a header by its folder ("read/json.h",
+"kernels/kernel.h"); the library's public header is "mha.h" (cli/ never
+names lib/'s internal ones) and the page's generated strings "html_page.h"
+(write/ only).  Beyond the ladder, no circle: the modules (a folder's
+NAME.c and NAME.h together) must not include each other in a circle, and
+the files must not call each other in one (a function defined in one file
+and called from another, both ways, or round a longer loop), within a
+folder or across.  Each problem is one line: file, line, what is wrong;
+exit 1 when there is any.
 """
 import os
 import re
@@ -23,16 +32,33 @@ import shutil
 import sys
 import tempfile
 
-LADDER = ["base", "read", "load", "run", "write", "cmd"]
-RANK = {d: i for i, d in enumerate(LADDER)}
-# headers outside cli/ a cli file may name, and the folders that may
-OUTSIDE = {"mha.h": set(LADDER), "html_page.h": {"write"}}
+TREES = {
+    "cli": {"ladder": ["base", "read", "load", "run", "write", "cmd"],
+            "outside": {"mha.h": None, "html_page.h": {"write"}}, "top": set()},
+    "lib": {"ladder": ["base", "kernels", "steps", "core", "latent", "api"],
+            "outside": {"mha.h": None}, "top": {"mha.h"}},
+}
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
+# a function defined at the left margin: its type, its name (or BW(name), the
+# backward's per element type), its parameters, then its body
+DEFINITION = re.compile(r'^(?!static\b)(?![ \t#])[A-Za-z_][\w \t\*]*?\b(BW\(\w+\)|\w+)\s*\([^;{}]*\)\s*\{',
+                        re.M)
+# any function defined at the left margin, a file's own (static) too
+ANY_DEFINITION = re.compile(r'^(?![ \t#])[A-Za-z_][\w \t\*]*?\b(BW\(\w+\)|\w+)\s*\([^;{}]*\)\s*\{',
+                            re.M)
+CALL = re.compile(r'\b(BW\(\w+\)|\w+)\s*\(')
 
 
-def sources(root):
+def kind(root):
+    """cli or lib, by the folder's name"""
+    name = os.path.basename(os.path.normpath(root))
+    return TREES[name] if name in TREES else TREES["cli"]
+
+
+def sources(root, tree):
     """(folder, file name) of every file under root, and problems of place."""
     found, problems = [], []
+    rank = {d: i for i, d in enumerate(tree["ladder"])}
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         rel = os.path.relpath(dirpath, root)
@@ -40,16 +66,72 @@ def sources(root):
         for name in sorted(filenames):
             if not name.endswith((".c", ".h")):
                 continue
-            if rel == "." or top not in RANK or os.sep in rel:
+            if rel == "." and name in tree["top"]:
+                continue
+            if rel == "." or top not in rank or os.sep in rel:
                 problems.append("%s: a source outside the folders %s"
-                                % (os.path.join(dirpath, name), ", ".join(LADDER)))
+                                % (os.path.join(dirpath, name), ", ".join(tree["ladder"])))
                 continue
             found.append((top, name))
     return found, problems
 
 
+def code_of(text):
+    """text without its comments and string and character literals (a
+    function named in a help string is no call)"""
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r'"(\\.|[^"\\\n])*"', '""', text)
+    return re.sub(r"'(\\.|[^'\\\n])*'", "''", text)
+
+
+def names_of(name):
+    """the names a definition or a call stands for (BW(x): both types')"""
+    m = re.match(r"BW\((\w+)\)", name)
+    if m:
+        return ["mha_bw64_" + m.group(1), "mha_bw32_" + m.group(1)]
+    return [name]
+
+
+def calls(root, files, tree):
+    """Problems of the files' calls: one to a function a folder above
+    defines, and circles of calls among the files."""
+    rank = {d: i for i, d in enumerate(tree["ladder"])}
+    code, defined, problems = {}, {}, []
+    for folder, name in files:
+        if not name.endswith(".c"):
+            continue
+        f = "%s/%s" % (folder, name)
+        with open(os.path.join(root, folder, name), encoding="utf-8") as fh:
+            code[f] = code_of(fh.read())
+        for m in DEFINITION.finditer(code[f]):
+            for n in names_of(m.group(1)):
+                if n not in ("if", "for", "while", "switch", "return", "sizeof"):
+                    defined.setdefault(n, f)
+    edges = {}
+    for f, text in sorted(code.items()):
+        # a name the file defines itself (a static of the same name) is its own
+        own = {n for m in ANY_DEFINITION.finditer(text) for n in names_of(m.group(1))}
+        for m in CALL.finditer(text):
+            for n in names_of(m.group(1)):
+                g = defined.get(n)
+                if not g or g == f or n in own:
+                    continue
+                line = text.count("\n", 0, m.start()) + 1
+                where = "%s:%d" % (os.path.join(root, f), line)
+                if rank[g.split("/")[0]] > rank[f.split("/")[0]]:
+                    problems.append("%s: %s/ calls %s() of %s, above it (the ladder is %s)"
+                                    % (where, f.split("/")[0], n, g,
+                                       " > ".join(reversed(tree["ladder"]))))
+                edges.setdefault(f, {}).setdefault(g, where)
+    return problems + circles(edges, "calls")
+
+
 def check(root):
-    files, problems = sources(root)
+    tree = kind(root)
+    ladder = tree["ladder"]
+    rank = {d: i for i, d in enumerate(ladder)}
+    files, problems = sources(root, tree)
     known = {"%s/%s" % f for f in files}
     edges = {}  # module -> {module: (file, line)}
     for folder, name in files:
@@ -62,35 +144,38 @@ def check(root):
                     continue
                 inc = m.group(1)
                 where = "%s:%d" % (path, lineno)
-                if inc in OUTSIDE:
-                    if folder not in OUTSIDE[inc]:
+                if inc in tree["outside"]:
+                    allowed = tree["outside"][inc]
+                    if allowed is not None and folder not in allowed:
                         problems.append('%s: "%s" is not for %s/' % (where, inc, folder))
                     continue
                 parts = inc.split("/")
-                if len(parts) != 2 or parts[0] not in RANK:
+                if len(parts) != 2 or parts[0] not in rank:
                     problems.append('%s: "%s" is not a header named by its folder '
-                                    '(base/, read/, ... as "read/json.h")' % (where, inc))
+                                    '(%s/, %s/, ... as "%s/NAME.h")'
+                                    % (where, inc, ladder[0], ladder[1], ladder[1]))
                     continue
                 if inc not in known:
                     problems.append('%s: "%s" does not exist' % (where, inc))
                     continue
-                if RANK[parts[0]] > RANK[folder]:
+                if rank[parts[0]] > rank[folder]:
                     problems.append('%s: %s/ includes "%s" above it (the ladder is %s)'
-                                    % (where, folder, inc, " > ".join(reversed(LADDER))))
+                                    % (where, folder, inc, " > ".join(reversed(ladder))))
                 target = "%s/%s" % (parts[0], os.path.splitext(parts[1])[0])
                 if target != module:
                     edges.setdefault(module, {}).setdefault(target, where)
-    problems += circles(edges)
+    problems += circles(edges, "includes")
+    problems += calls(root, files, tree)
     return problems
 
 
-def circles(edges):
-    """A line for each circle among the modules (one per strongly connected
-    set of more than one), naming one include of it."""
+def circles(edges, what):
+    """A line for each circle (one per strongly connected set of more than
+    one), naming one edge of it."""
     index, low, stack, on, out = {}, {}, [], set(), []
     counter = [0]
 
-    def visit(v):  # Tarjan's, iteratively deep enough for a few hundred files
+    def visit(v):  # Tarjan's, deep enough for a few hundred files
         index[v] = low[v] = counter[0]
         counter[0] += 1
         stack.append(v)
@@ -114,8 +199,8 @@ def circles(edges):
                 inside = set(group)
                 a = group[0]
                 b = next(t for t in sorted(edges[a]) if t in inside)
-                out.append("%s: a circle of includes among %s (%s includes %s)"
-                           % (edges[a][b], ", ".join(group), a, b))
+                out.append("%s: a circle of %s among %s (%s %s %s)"
+                           % (edges[a][b], what, ", ".join(group), a, what, b))
 
     for v in sorted(edges):
         if v not in index:
@@ -123,22 +208,32 @@ def circles(edges):
     return out
 
 
-def self_test(root):
-    """Each plant in a copy of root must be caught, and the copy as it is
-    must pass."""
-    plants = [
-        ("base/msg.c", '#include "cmd/forward.h"\n', "above it"),
-        ("read/json.c", '#include "../load/problem.h"\n', "not a header named"),
-        ("base/text.c", '#include "kernel.h"\n', "not a header named"),
-        ("read/csv.c", '#include "read/nowhere.h"\n', "does not exist"),
-        ("base/msg.c", '#include "html_page.h"\n', "is not for base/"),
-    ]
+# what each self-test plants: (file, a line put first, the words its problem has)
+PLANTS = {
+    "cli": [("base/msg.c", '#include "cmd/forward.h"\n', "above it"),
+            ("read/json.c", '#include "../load/problem.h"\n', "not a header named"),
+            ("base/text.c", '#include "kernel.h"\n', "not a header named"),
+            ("read/csv.c", '#include "read/nowhere.h"\n', "does not exist"),
+            ("base/msg.c", '#include "html_page.h"\n', "is not for base/"),
+            ("base/msg.c", "void mha_planted_up(void) { cmd_forward(0, 0); }\n",
+             "calls cmd_forward() of cmd/forward.c, above it")],
+    "lib": [("base/rules.c", '#include "core/core.h"\n', "above it"),
+            ("base/rules.c", '#include "kernel.h"\n', "not a header named"),
+            ("kernels/pages.c", '#include "core/nowhere.h"\n', "does not exist"),
+            ("steps/norm.c", "void mha_planted_up(void) { mha_core_memory(0, 0, 0, 0); }\n",
+             "calls mha_core_memory() of core/forward.c, above it")],
+}
+
+
+def self_test_tree(root, name):
+    plants = PLANTS[name]
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
-        copy = os.path.join(tmp, "cli")
+        copy = os.path.join(tmp, name)
         shutil.copytree(root, copy)
         if check(copy):
-            print("layers.py --self-test: the copy fails before any plant")
+            print("layers.py --self-test: the copy of %s/ fails before any plant: %s"
+                  % (name, check(copy)))
             return 1
         for rel, line, expect in plants:
             path = os.path.join(copy, rel)
@@ -148,45 +243,67 @@ def self_test(root):
                 f.write(line + original)
             found = check(copy)
             if not any(expect in p for p in found):
-                print("layers.py --self-test: %s in %s not caught: %s" % (line.strip(), rel, found))
+                print("layers.py --self-test: %s in %s/%s not caught: %s"
+                      % (line.strip(), name, rel, found))
                 failures += 1
             with open(path, "w", encoding="utf-8") as f:
                 f.write(original)
-        # a circle within one folder: base/a.h includes base/b.h and back
+        # a circle of includes within one folder: base/a.h includes base/b.h and back
         with open(os.path.join(copy, "base", "planted_a.h"), "w") as f:
             f.write('#include "base/planted_b.h"\n')
         with open(os.path.join(copy, "base", "planted_b.h"), "w") as f:
             f.write('#include "base/planted_a.h"\n')
-        if not any("circle" in p for p in check(copy)):
-            print("layers.py --self-test: a planted circle not caught")
+        if not any("circle of includes" in p for p in check(copy)):
+            print("layers.py --self-test: a planted circle of includes in %s/ not caught" % name)
             failures += 1
+        for f in ("planted_a.h", "planted_b.h"):
+            os.unlink(os.path.join(copy, "base", f))
+        # a circle of calls between two files of one folder
+        with open(os.path.join(copy, "base", "planted_a.c"), "w") as f:
+            f.write("void mha_planted_b(void);\nvoid mha_planted_a(void)\n{\n"
+                    "\tmha_planted_b();\n}\n")
+        with open(os.path.join(copy, "base", "planted_b.c"), "w") as f:
+            f.write("void mha_planted_a(void);\nvoid mha_planted_b(void)\n{\n"
+                    "\tmha_planted_a();\n}\n")
+        if not any("circle of calls" in p for p in check(copy)):
+            print("layers.py --self-test: a planted circle of calls in %s/ not caught" % name)
+            failures += 1
+        for f in ("planted_a.c", "planted_b.c"):
+            os.unlink(os.path.join(copy, "base", f))
         # and a file outside the folders
         with open(os.path.join(copy, "loose.c"), "w") as f:
             f.write("\n")
         if not any("outside the folders" in p for p in check(copy)):
-            print("layers.py --self-test: a file outside the folders not caught")
+            print("layers.py --self-test: a file outside the folders of %s/ not caught" % name)
             failures += 1
     if not failures:
-        print("layers.py --self-test: %d plants caught" % (len(plants) + 2))
-    return 1 if failures else 0
+        print("layers.py --self-test: %d plants caught in %s/" % (len(plants) + 3, name))
+    return failures
 
 
 def main(argv):
     here = os.path.dirname(os.path.abspath(__file__))
-    default = os.path.join(os.path.dirname(here), "cli")
+    top = os.path.dirname(here)
     if argv[1:2] == ["--self-test"]:
-        return self_test(argv[2] if len(argv) > 2 else default)
-    root = argv[1] if len(argv) > 1 else default
-    problems = check(root)
-    for p in problems:
-        print(p)
-    if problems:
-        print("layers.py: %d problem(s) with cli/'s includes (docs/architecture.md)" % len(problems))
-        return 1
-    files, _ = sources(root)
-    print("layers.py: %d files in %d folders, includes down the ladder, no circle"
-          % (len(files), len(LADDER)))
-    return 0
+        roots = [argv[2]] if len(argv) > 2 else [os.path.join(top, t) for t in TREES]
+        return 1 if sum(self_test_tree(r, os.path.basename(os.path.normpath(r)))
+                        for r in roots) else 0
+    roots = [argv[1]] if len(argv) > 1 else [os.path.join(top, t) for t in TREES]
+    rc = 0
+    for root in roots:
+        problems = check(root)
+        name = os.path.basename(os.path.normpath(root))
+        for p in problems:
+            print(p)
+        if problems:
+            print("layers.py: %d problem(s) with %s/'s includes and calls "
+                  "(docs/architecture.md)" % (len(problems), name))
+            rc = 1
+            continue
+        files, _ = sources(root, kind(root))
+        print("layers.py: %s/: %d files in %d folders, includes and calls down the ladder, "
+              "no circle" % (name, len(files), len(kind(root)["ladder"])))
+    return rc
 
 
 if __name__ == "__main__":

@@ -674,7 +674,7 @@ def numpy_forward(x, ws, bs, heads, causal):
 
 def check_pages(c, rng):
     """Blocks of 2 MiB or more are mappings of their own with huge pages
-    asked for (lib/pages.c: Q, K and V as one block, the groups' buffers;
+    asked for (lib/kernels/pages.c: Q, K and V as one block, the groups' buffers;
     cli/base/matrix.c: the output): runs whose output, Q, K, V and the heads in
     groups are past 2 MiB give NumPy's result, and the mapped output
     written to a .npy file is the bytes np.save writes."""

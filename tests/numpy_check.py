@@ -6,7 +6,7 @@ usage: numpy_check.py MHA_BINARY
 The reference (numpy_ref.py) is written from the formula in lib/mha.h the way a
 NumPy user would write it (matrix products, reshape/transpose for the
 heads, np.repeat for grouped-query heads, np.where for masks, a softmax
-that subtracts the row maximum), not translated from lib/mha.c.  Random
+that subtracts the row maximum), not translated from lib/core/forward.c.  Random
 cases (a fixed seed, numpy's default_rng) are written as JSON into a
 temporary directory, `mha forward ... --format json` prints its
 intermediates, and every one present is compared to the reference.

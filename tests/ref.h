@@ -1,7 +1,7 @@
 /*
  * ref.h: a plain, obviously correct multi-head attention for the tests.
  *
- * Written from the formula, not from lib/mha.c: every matrix is built whole
+ * Written from the formula, not from lib/core/forward.c: every matrix is built whole
  * (Q, K, V, each head's slices, Kᵀ, scores, mask, softmax), products are
  * textbook triple loops accumulated in long double, and nothing is fused
  * or skipped.  Slow and memory-hungry on purpose.
@@ -32,7 +32,7 @@ void ref_free(ref_result *r);
 
 /*
  * The backward pass of one sequence, from the formula as the textbooks
- * write it and not from lib/backward.c: the softmax's Jacobian
+ * write it and not from lib/core/backward.c: the softmax's Jacobian
  * diag(p) − p·pᵀ applied to each row (the sink one more logit whose value
  * gradient is 0), tanh' = 1 − tanh², the rotation's transpose as the
  * conjugate turn, every product a long double triple loop on whole

@@ -75,7 +75,7 @@ int matrix_alloc(matrix *m, size_t rank, size_t d0, size_t d1, size_t d2)
  * whole 2 MiB pieces advised MADV_HUGEPAGE (the tail in small pages, so it
  * holds no more than its bytes rounded to a page): a large output, written
  * once, takes one fault per 2 MiB rather than per 4 KiB (~0.1 ms per MiB
- * rather than ~0.4-0.8 measured; lib/pages.c does the same for the
+ * rather than ~0.4-0.8 measured; lib/kernels/pages.c does the same for the
  * library's blocks).  *len: what to munmap; NULL when mmap says no.
  */
 static void *values_map(size_t bytes, size_t *len)

@@ -8,7 +8,7 @@
  * mask and softmax as float64 bits in base64 (exact, and about half the
  * size of decimal text); scaled and masked are re-derived by the script as
  * the library made them (scores * scale; -inf where the mask is -inf, else
- * value + mask: lib/rules.h), so a 200-token, 8-head page stays near 7 MB.
+ * value + mask: lib/base/rules.h), so a 200-token, 8-head page stays near 7 MB.
  * Labels are embedded as text.h shows them, as --explain prints them.
  *
  * Not an HTML or JavaScript generator: the only text from the user (labels,

@@ -298,7 +298,7 @@ START_TEST(test_backward_memory_measured)
 }
 END_TEST
 
-/* the library's own (lib/kernel.h, not exported by libmha.so; libmha.a has it) */
+/* the library's own (lib/kernels/kernel.h, not exported by libmha.so; libmha.a has it) */
 int mha_threads(const mha_config *cfg);
 
 void unit_add_backward_fast(const struct unit_suite *u)

@@ -162,13 +162,13 @@ void __wrap_free(void *p)
 }
 
 /*
- * The library's large blocks are mappings of their own (lib/pages.c), not
+ * The library's large blocks are mappings of their own (lib/kernels/pages.c), not
  * from malloc: counted here as they are asked for (the smaller ones come
  * from aligned_alloc and are counted there).  256 KiB is kernel.h's
  * MHA_BIG_MIN.
  */
 #define BIG_MIN ((size_t)256 << 10)
-void *mha_big_alloc(size_t n); /* lib/kernel.h's, inside libmha.a */
+void *mha_big_alloc(size_t n); /* lib/kernels/kernel.h's, inside libmha.a */
 void mha_big_free(void *p, size_t n);
 void *__real_mha_big_alloc(size_t n);
 void __real_mha_big_free(void *p, size_t n);
@@ -229,7 +229,7 @@ int track_works(void)
 }
 
 /*
- * lib/pages.c: 64-byte aligned blocks, from MHA_BIG_MIN up mappings of their
+ * lib/kernels/pages.c: 64-byte aligned blocks, from MHA_BIG_MIN up mappings of their
  * own that start on a 2 MiB boundary (where huge pages can back them),
  * every byte writable, freed by size, counted by the memory measurement
  */

@@ -3,7 +3,7 @@
  * fork, refusal; tests/unit/main.c runs them.
  */
 #include "unit.h"
-#include "../../lib/team.h" /* the team itself (libmha.a has it) */
+#include "../../lib/kernels/team.h" /* the team itself (libmha.a has it) */
 
 #include <sys/syscall.h>
 

@@ -12,7 +12,7 @@
 #define _GNU_SOURCE
 #endif
 #include "../ref.h"
-#include "../../lib/kernel.h" /* the GEMM itself (libmha.a has it) */
+#include "../../lib/kernels/kernel.h" /* the GEMM itself (libmha.a has it) */
 #include "../../cli/base/number.h"
 
 #include <check.h>

@@ -8,7 +8,7 @@
  * element type: one compiled copy, the very same numbers on both paths.
  */
 #include "mha.h"
-#include "rules.h"
+#include "base/rules.h"
 
 #include <float.h>
 #include <math.h>

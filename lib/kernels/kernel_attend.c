@@ -6,10 +6,10 @@
  * row), O += P·V; memory O((n_q + n_kv)·d), each output row summed in the
  * same order by one thread whatever the number of threads.
  */
-#include "isa.h"
-#include "kernel.h"
-#include "progress.h"
-#include "team.h"
+#include "kernels/isa.h"
+#include "kernels/kernel.h"
+#include "base/progress.h"
+#include "kernels/team.h"
 
 #include <float.h>
 #include <math.h>
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernel_micro.h"
+#include "kernels/kernel_micro.h"
 
 /* ---- fused attention ---------------------------------------------------- */
 

@@ -11,8 +11,8 @@
  * Compiled twice, as backward.c is; the float copy never runs it
  * (mha_backward_f32 takes the fast path only).
  */
-#include "backward.h"
-#include "plain.h"
+#include "core/backward.h"
+#include "core/plain.h"
 
 #include <string.h>
 

@@ -18,6 +18,9 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+/* the most threads a run uses, whatever cfg->threads or OMP_NUM_THREADS ask */
+#define MHA_MAX_THREADS 4096
+
 /* a region: run once by each participant t of nthreads (0 is the caller) */
 typedef void (*team_fn)(void *arg, int t, int nthreads);
 

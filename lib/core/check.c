@@ -7,9 +7,8 @@
  * themselves are rules.h's.
  */
 #include "mha.h"
-#include "kernel.h"
-#include "mla.h"
-#include "rules.h"
+#include "kernels/kernel.h"
+#include "base/rules.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -21,6 +20,52 @@ static int bytes_fit(size_t rows, size_t cols)
 	size_t n;
 
 	return mha_mul_fits(rows, cols, &n) && mha_mul_fits(n, sizeof(double), &n);
+}
+
+/* latent attention's settings (cfg->mla): the fault, *index the element
+ * (a norm's weight), *st the status; MHA_FAULT_NONE when they hold */
+static mha_fault_kind mla_fault(const mha_dims *d, const mha_config *cfg, size_t *index,
+				 mha_status *st)
+{
+	const mha_mla *m = &cfg->mla;
+	size_t t;
+
+	*index = 0;
+	*st = MHA_ERR_MLA;
+	if (!m->kv_rank || !m->d_rope || m->d_rope >= d->d_k ||
+	    (cfg->rope.mode != MHA_ROPE_NONE && m->d_rope % 2) ||
+	    (cfg->rope.dim && cfg->rope.dim != m->d_rope) ||
+	    mha_rule_kv_heads(d) != d->heads || d->d_v_in != d->d_k_in ||
+	    cfg->norm.kind != MHA_NORM_NONE)
+		return MHA_FAULT_MLA_SHAPE;
+	if (!isfinite(m->eps) || m->eps < 0)
+		return MHA_FAULT_MLA_EPS;
+	/* every matrix the front makes or reads addressable */
+	if (!mha_mul_fits(d->heads, d->d_k + d->d_v, &t) || !bytes_fit(d->d_q_in, m->q_rank) ||
+	    !bytes_fit(m->q_rank, d->heads * d->d_k) || !bytes_fit(d->d_k_in, m->kv_rank + m->d_rope) ||
+	    m->kv_rank > SIZE_MAX - m->d_rope || !bytes_fit(m->kv_rank, t) ||
+	    !bytes_fit(d->n_q * mha_rule_batch(d), m->q_rank) ||
+	    !bytes_fit(d->n_kv * mha_rule_batch(d), t) ||
+	    !bytes_fit(d->n_kv * mha_rule_batch(d), m->kv_rank + m->d_rope) ||
+	    !bytes_fit(d->heads, m->kv_rank + m->d_rope) ||
+	    !bytes_fit(d->n_q * mha_rule_batch(d), d->heads * (m->kv_rank + m->d_rope)) ||
+	    !bytes_fit(d->heads * m->kv_rank, d->d_out > d->heads * d->d_v ? d->d_out
+				       : d->heads * d->d_v)) {
+		*st = MHA_ERR_TOOBIG;
+		return MHA_FAULT_MLA_SHAPE;
+	}
+	for (size_t i = 0; m->q_a_norm && i < m->q_rank; i++)
+		if (!isfinite(m->q_a_norm[i])) {
+			*index = i;
+			return MHA_FAULT_MLA_Q_A_NORM;
+		}
+	for (size_t i = 0; m->kv_a_norm && i < m->kv_rank; i++)
+		if (!isfinite(m->kv_a_norm[i])) {
+			*index = i;
+			return MHA_FAULT_MLA_KV_A_NORM;
+		}
+	*st = MHA_OK;
+	return MHA_FAULT_NONE;
 }
 
 /* what mha_check_fault() says: the status, and the fault when asked */
@@ -155,7 +200,7 @@ mha_status mha_check_fault(const mha_dims *d, const mha_config *cfg, mha_fault *
 	if (cfg->mla.on) {
 		size_t at;
 		mha_status st;
-		const mha_fault_kind mk = mha_mla_fault(d, cfg, &at, &st);
+		const mha_fault_kind mk = mla_fault(d, cfg, &at, &st);
 
 		if (mk != MHA_FAULT_NONE)
 			return fault_at(f, st, mk, at);

@@ -12,8 +12,8 @@
  * and the threads are machine.c's choice.
  */
 #include "mha.h"
-#include "kernel.h"
-#include "progress.h"
+#include "kernels/kernel.h"
+#include "base/progress.h"
 
 #include <float.h>
 #include <math.h>

@@ -12,8 +12,8 @@
  * the bits are the same for any number of threads.  Built as kernel.c is,
  * multiply-adds fused, but for s·scale (scaled(), below).
  */
-#include "isa.h"
-#include "kernel_bwd.h"
+#include "kernels/isa.h"
+#include "kernels/kernel_bwd.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -105,7 +105,7 @@ static inline vec scaled(vec x, real scale)
 }
 
 /* e^x, x <= about 0, as the forward takes it (vexp.h) */
-#include "vexp.h"
+#include "kernels/vexp.h"
 
 /* the tail of a row (fewer than VL) in a padded vector: pad fills the rest */
 static inline vec load_tail(const real *p, size_t n, real pad)

@@ -1,7 +1,7 @@
 /*
  * progress.c: a call's progress told to its listener (progress.h).
  */
-#include "progress.h"
+#include "base/progress.h"
 
 void mha_progress_start(struct mha_progress *p, mha_progress_fn fn, void *ctx, double total)
 {

@@ -19,8 +19,7 @@
  */
 /* pthread_attr_setsigmask_np and pthread_attr_setaffinity_np (glibc) */
 #define _GNU_SOURCE
-#include "team.h"
-#include "kernel.h"
+#include "kernels/team.h"
 
 #include <limits.h>
 #include <pthread.h>

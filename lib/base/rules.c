@@ -8,7 +8,7 @@
  * 0).  Every term is formed in a statement of its own, so that no compiler
  * fuses it into the sum.
  */
-#include "rules.h"
+#include "base/rules.h"
 
 #include <math.h>
 

@@ -31,9 +31,9 @@
  *
  * Compiled twice, as backward.c is: the second time with -DMHA_F32.
  */
-#include "backward.h"
-#include "progress.h"
-#include "team.h"
+#include "core/backward.h"
+#include "base/progress.h"
+#include "kernels/team.h"
 
 #include <stdint.h>
 #include <stdlib.h>

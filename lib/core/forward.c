@@ -8,63 +8,22 @@
  * somebody asked to see; otherwise a row of n_kv doubles is all the
  * attention itself needs.  A batch is computed one sequence after another,
  * each as if alone (plain_sequence).  It is not the fast path: no
- * blocking, no threads.  Here too: mha_forward and mha_forward_f32, which
- * pick a path, and mha_memory; the checks of a problem are check.c's.
+ * blocking, no threads.  Here too: the core forward in float64 and float32
+ * (core.h), which picks a path, and its memory; the checks of a problem are
+ * check.c's, the public entry points api.c's.
  */
 #include "mha.h"
-#include "kernel.h"
-#include "progress.h"
-#include "rules.h"
-#include "plain.h"
-#include "mla.h"
+#include "kernels/kernel.h"
+#include "base/progress.h"
+#include "base/rules.h"
+#include "core/plain.h"
+#include "core/core.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-const char *mha_version(void)
-{
-	return MHA_VERSION_STRING;
-}
-
-const char *mha_strerror(mha_status status)
-{
-	switch (status) {
-	case MHA_OK: return "success";
-	case MHA_ERR_NULL: return "a required input is missing (NULL pointer)";
-	case MHA_ERR_DIM: return "a dimension is zero";
-	case MHA_ERR_HEADS: return "the number of heads is zero, or the key/value heads do not divide the query heads";
-	case MHA_ERR_SHAPE: return "an input without a projection weight does not have the width the heads need";
-	case MHA_ERR_SCALE: return "the scale is not a finite number";
-	case MHA_ERR_SOFTCAP: return "the softcap is negative or not finite";
-	case MHA_ERR_MASK: return "a mask entry is NaN or +inf (only numbers and -inf may be added)";
-	case MHA_ERR_RANGE: return "an intermediate result overflowed (infinity or NaN)";
-	case MHA_ERR_NOMEM: return "out of memory";
-	case MHA_ERR_TOOBIG: return "the sizes are too large to address";
-	case MHA_ERR_OBSERVER: return "stopped by the observer";
-	case MHA_ERR_KV_LEN: return "the key length (kv_len) is larger than the number of keys";
-	case MHA_ERR_WINDOW: return "a window side is below -1 (-1: unbounded; 0 and up: that many keys)";
-	case MHA_ERR_SINK: return "a sink logit is not a finite number";
-	case MHA_ERR_ALIBI: return "an ALiBi slope is not a finite number";
-	case MHA_ERR_ROPE: return "a rotary embedding setting is out of range (mode, theta, an even dim up to d_k, both tables, a position)";
-	case MHA_ERR_VERSION: return "a struct's size is not the library's: the program was built against another version of mha.h";
-	case MHA_ERR_NORM: return "a q/k norm setting is out of range (its kind, an eps that is finite and at least 0, finite weights)";
-	case MHA_ERR_MLA: return "a latent attention setting is out of range or a weight it needs is missing (ranks, rope dim, eps, norm weights, W_QA, W_KVA, W_KVB)";
-	}
-	return "unknown status";
-}
-
-#define STAGE_NAME(id, name) [MHA_STAGE_##id] = name,
-static const char *const stage_names[MHA_STAGE_COUNT] = { MHA_STAGE_LIST(STAGE_NAME) };
-
-const char *mha_stage_name(mha_stage stage)
-{
-	if ((unsigned)stage >= MHA_STAGE_COUNT)
-		return "unknown";
-	return stage_names[stage];
-}
 
 /*
  * out (rows, cols) = x (rows, d_in) · W (d_in, cols) + b (cols).
@@ -374,7 +333,7 @@ static int wants_per_head_bits(unsigned wanted);
  * V or the concatenation are the caller's arrays, and this is an upper
  * bound).  The fast path's kernels say what they allocate themselves.
  */
-size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int f32)
+size_t mha_core_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int f32)
 {
 	static const mha_config defaults = MHA_INIT(mha_config);
 	const size_t e = f32 ? sizeof(float) : sizeof(double);
@@ -385,8 +344,6 @@ size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int
 		return SIZE_MAX;
 	if (!cfg)
 		cfg = &defaults;
-	if (cfg->mla.on)
-		return mha_mla_memory(d, cfg, wanted, f32);
 	G = mha_rule_kv_heads(d);
 	hk = d->heads * d->d_k;
 	hv = d->heads * d->d_v;
@@ -496,15 +453,9 @@ static int wants_per_head(const mha_observer *obs)
 	return obs && obs->fn && wants_per_head_bits(obs->wanted);
 }
 
-mha_status mha_forward_f32(float *out, const mha_dims *d, const mha_inputs_f32 *in,
-			   const mha_weights_f32 *w, const mha_config *cfg, mha_report *rep)
-{
-	return mha_forward_f32_observed(out, d, in, w, cfg, NULL, rep);
-}
-
-mha_status mha_forward_f32_observed(float *out, const mha_dims *d, const mha_inputs_f32 *in,
-				    const mha_weights_f32 *w, const mha_config *cfg,
-				    const mha_observer *obs, mha_report *rep)
+mha_status mha_core_forward_f32(float *out, const mha_dims *d, const mha_inputs_f32 *in,
+				const mha_weights_f32 *w, const mha_config *cfg, const mha_observer *obs,
+				mha_report *rep)
 {
 	static const mha_weights_f32 no_weights = MHA_INIT(mha_weights_f32);
 	static const mha_config defaults = MHA_INIT(mha_config);
@@ -526,11 +477,6 @@ mha_status mha_forward_f32_observed(float *out, const mha_dims *d, const mha_inp
 	if (obs) {
 		told.progress = obs->progress;
 		told.progress_ctx = obs->progress_ctx;
-	}
-	if (cfg->mla.on) {
-		const struct mla_io io = MHA_MLA_IO(sizeof(float), in, w);
-
-		return mha_mla_forward(out, &io, d, cfg, told.progress ? &told : NULL, rep);
 	}
 	t.k = mha_pick_kernels(1);
 	t.x[0] = in->xq;
@@ -724,9 +670,9 @@ done:
 	return st;
 }
 
-mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
-		       const mha_weights *w, const mha_config *cfg,
-		       const mha_observer *obs, mha_report *rep)
+mha_status mha_core_forward(double *out, const mha_dims *d, const mha_inputs *in,
+			    const mha_weights *w, const mha_config *cfg, const mha_observer *obs,
+			    mha_report *rep)
 {
 	static const mha_weights no_weights = MHA_INIT(mha_weights);
 	static const mha_config defaults = MHA_INIT(mha_config);
@@ -745,11 +691,6 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 		w = &no_weights;
 	if (!cfg)
 		cfg = &defaults;
-	if (cfg->mla.on) {
-		const struct mla_io io = MHA_MLA_IO(sizeof(double), in, w);
-
-		return mha_mla_forward(out, &io, d, cfg, obs, rep);
-	}
 	{
 		const void *const x[3] = { in->xq, in->xk, in->xv };
 		const void *const W[4] = { w->W_Q, w->W_K, w->W_V, w->W_O };

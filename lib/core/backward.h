@@ -10,9 +10,9 @@
 #define MHA_BACKWARD_H
 
 #include "mha.h"
-#include "kernel.h"
-#include "kernel_bwd.h"
-#include "rules.h"
+#include "kernels/kernel.h"
+#include "kernels/kernel_bwd.h"
+#include "base/rules.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -42,6 +42,40 @@ typedef mha_weights weights_t;
 
 /* The per-head (n_q, n_kv) stages, kept row by row when watched. */
 enum { SQ_P, SQ_DP, SQ_DS, SQ_DSCALED, SQ_DSCORES, N_SQ };
+
+/* the stages that exist per head: only the plain path hands them over */
+static inline int mha_grad_per_head(unsigned wanted)
+{
+	unsigned bits = 0;
+
+	for (int s = MHA_GRAD_HEAD_P; s <= MHA_GRAD_HEAD_DK; s++)
+		bits |= MHA_STAGE_BIT(s);
+	return (wanted & bits) != 0;
+}
+
+/* the stage each kept (n_q, n_kv) matrix is handed over as */
+static inline mha_grad_stage mha_sq_stage(int sq)
+{
+	static const mha_grad_stage stage[N_SQ] = {
+		[SQ_P] = MHA_GRAD_HEAD_P, [SQ_DP] = MHA_GRAD_HEAD_DP, [SQ_DS] = MHA_GRAD_HEAD_DS,
+		[SQ_DSCALED] = MHA_GRAD_HEAD_DSCALED, [SQ_DSCORES] = MHA_GRAD_HEAD_DSCORES,
+	};
+
+	return stage[sq];
+}
+
+/* C (m, n) = A·B + bias as a product of the kernels (mha_gemm, kernel.h):
+ * ta, tb: A and B stored transposed */
+static inline struct mha_gemm mha_bw_gemm_of(real *C, const real *A, const real *B,
+					     const real *bias, size_t m, size_t n, size_t k,
+					     int ta, int tb, int threads)
+{
+	struct mha_gemm g = { .m = m, .n = n, .k = k, .A = A, .B = B, .bias = bias,
+			      .lda = ta ? m : k, .ldb = tb ? k : n, .ldc = n, .C = C,
+			      .threads = threads, .ta = ta, .tb = tb };
+
+	return g;
+}
 
 struct bw {
 	const mha_dims *d;

@@ -1,29 +1,28 @@
 /*
- * backward.c: mha_backward(), every gradient of the layer (mha.h): the
+ * backward.c: the core of mha_backward(), every gradient of the layer
+ * (mha.h; api.c hands it every problem but latent attention's): the
  * checks, one sequence after another (back_sequence: the projections
  * recomputed, rope and norms, then every head, then the projections'
- * gradients and the whole-model stages handed over), and
- * mha_backward_memory.  The heads run on one of two paths: the plain one
- * (backward_plain.c), one head and one query row at a time, when an
- * observer wants a per-head stage or cfg->exact is set; else the fast one
- * (backward_fast.c, FlashAttention-2's backward, on the threads).  Both
- * share this file's checks, rope, the projections and the stages handed
- * over (backward.h).
+ * gradients and the whole-model stages handed over), and its memory.  The
+ * heads run on one of two paths: the plain one (backward_plain.c), one head
+ * and one query row at a time, when an observer wants a per-head stage or
+ * cfg->exact is set; else the fast one (backward_fast.c, FlashAttention-2's
+ * backward, on the threads).  Both share this file's checks, rope, the
+ * projections and the stages handed over (backward.h).
  *
- * mha_backward_f32 is this file again, compiled with -DMHA_F32 (Makefile:
- * build/lib/backward_f32.o, as backward_fast.c): real is float there, the products run on the
- * float GEMM and packed kernels, the elementwise steps on kernel_bwd.c's
- * float copies, every value and sum a float, in the same fixed order.
- * That copy takes the fast path only, hands nothing to an observer, and
- * defines mha_backward_f32 alone (this one mha_backward, its stage names
- * and mha_backward_memory).
+ * The float32 core is this file again, compiled with -DMHA_F32 (Makefile's
+ * F32_AGAIN, as backward_fast.c): real is float there, the products run on
+ * the float GEMM and packed kernels, the elementwise steps on
+ * kernel_bwd.c's float copies, every value and sum a float, in the same
+ * fixed order.  That copy takes the fast path only and defines BW(core)
+ * alone (this one, the stage names and the memory too).
  */
-#include "backward.h"
-#include "mla.h"
-#include "plain.h"
-#include "progress.h"
-#include "rules.h"
-#include "team.h"
+#include "core/backward.h"
+#include "core/core.h"
+#include "core/plain.h"
+#include "base/progress.h"
+#include "base/rules.h"
+#include "kernels/team.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -41,23 +40,6 @@ const char *mha_grad_stage_name(mha_grad_stage stage)
 	return grad_names[stage];
 }
 #endif
-
-/* the stages that exist per head: only the plain path hands them over */
-static int grad_per_head(unsigned wanted)
-{
-	unsigned bits = 0;
-
-	for (int s = MHA_GRAD_HEAD_P; s <= MHA_GRAD_HEAD_DK; s++)
-		bits |= MHA_STAGE_BIT(s);
-	return (wanted & bits) != 0;
-}
-
-static const mha_grad_stage sq_stage[N_SQ] = {
-	[SQ_P] = MHA_GRAD_HEAD_P, [SQ_DP] = MHA_GRAD_HEAD_DP, [SQ_DS] = MHA_GRAD_HEAD_DS,
-	[SQ_DSCALED] = MHA_GRAD_HEAD_DSCALED, [SQ_DSCORES] = MHA_GRAD_HEAD_DSCORES,
-};
-
-
 
 static real *alloc_n(size_t rows, size_t cols)
 {
@@ -111,23 +93,13 @@ static void back_projection(real *dx, real *dW, real *db, const real *x, const r
 
 /* the product C (m, n) = A (m, k)·B (k, n) + bias as the kernels run it;
  * ta: A given as Aᵀ (k, m), tb: B given as Bᵀ (n, k), read in place */
-static struct mha_gemm gemm_of(real *C, const real *A, const real *B, const real *bias,
-			       size_t m, size_t n, size_t k, int ta, int tb, int threads)
-{
-	struct mha_gemm g = { .m = m, .n = n, .k = k, .A = A, .B = B, .bias = bias,
-			      .lda = ta ? m : k, .ldb = tb ? k : n, .ldc = n, .C = C,
-			      .threads = threads, .ta = ta, .tb = tb };
-
-	return g;
-}
-
-/* C = A·B + bias on the kernels (ta, tb as gemm_of); an entry not finite
+/* C = A·B + bias on the kernels (ta, tb as mha_bw_gemm_of); an entry not finite
  * recomputed (rules.h) */
 static mha_status fast_gemm(const struct mha_kernels *k, real *C, const real *A, int ta,
 			    const real *B, int tb, const real *bias, size_t m, size_t n, size_t kk,
 			    int threads)
 {
-	struct mha_gemm g = gemm_of(C, A, B, bias, m, n, kk, ta, tb, threads);
+	struct mha_gemm g = mha_bw_gemm_of(C, A, B, bias, m, n, kk, ta, tb, threads);
 
 	if (!m || !n)
 		return MHA_OK;
@@ -417,7 +389,7 @@ static mha_status back_sequence(struct bw_run *z, const real *dout, size_t b)
 	for (int s = 0; s < N_SQ && st == MHA_OK; s++) {
 		if (s == SQ_DSCALED && !(cfg->softcap > 0))
 			continue;
-		if (watches(obs, sq_stage[s]) && !(r.sq[s] = alloc_n(d->n_q, d->n_kv)))
+		if (watches(obs, mha_sq_stage(s)) && !(r.sq[s] = alloc_n(d->n_q, d->n_kv)))
 			st = MHA_ERR_NOMEM;
 	}
 	mha_progress_phase(r.progress, "backward");
@@ -566,11 +538,11 @@ static int finite_or_absent(const real *a, size_t n)
 	return !a || finite_all(a, n);
 }
 
-/* mha_backward and mha_backward_f32: the checks, the sums set to zero,
- * the sequences, the last checks */
-static mha_status run_backward(const grads_t *g, const real *dout, const mha_dims *d,
-			       const inputs_t *in, const weights_t *w, const mha_config *cfg,
-			       const mha_grad_observer *obs, mha_report *rep)
+/* the core backward in either element type (core.h): the checks, the sums
+ * set to zero, the sequences, the last checks */
+mha_status BW(core)(const grads_t *g, const real *dout, const mha_dims *d, const inputs_t *in,
+		    const weights_t *w, const mha_config *cfg, const mha_grad_observer *obs,
+		    mha_report *rep)
 {
 	static const weights_t no_weights = MHA_INIT(weights_t);
 	static const mha_config defaults = MHA_INIT(mha_config);
@@ -588,16 +560,6 @@ static mha_status run_backward(const grads_t *g, const real *dout, const mha_dim
 		w = &no_weights;
 	if (!cfg)
 		cfg = &defaults;
-	if (cfg->mla.on) {
-		const struct mla_io io = MHA_MLA_IO(sizeof(real), in, w);
-		const struct mla_grads mg = { .dxq = g->dxq, .dxk = g->dxk, .dW_QA = g->dW_QA,
-					      .dW_Q = g->dW_Q, .dW_KVA = g->dW_KVA,
-					      .dW_KVB = g->dW_KVB, .dW_O = g->dW_O, .db_O = g->db_O,
-					      .dsinks = g->dsinks, .dq_a_norm = g->dq_a_norm,
-					      .dkv_a_norm = g->dkv_a_norm };
-
-		return mha_mla_backward(&mg, dout, &io, d, cfg, obs, rep);
-	}
 	{
 		const void *const x[3] = { in->xq, in->xk, in->xv };
 		const void *const W[4] = { w->W_Q, w->W_K, w->W_V, w->W_O };
@@ -664,7 +626,7 @@ static mha_status run_backward(const grads_t *g, const real *dout, const mha_dim
 
 	/* the fast path (fast_heads) in place of back_head's loop when no
 	 * per-head stage is watched, as mha_forward picks its own */
-	z.fast = !cfg->exact && !(obs && obs->fn && grad_per_head(obs->wanted)) && !(obs && obs->edit);
+	z.fast = !cfg->exact && !(obs && obs->fn && mha_grad_per_head(obs->wanted)) && !(obs && obs->edit);
 	mha_progress_start(&z.progress, obs ? obs->progress : NULL, obs ? obs->progress_ctx : NULL,
 			   obs && obs->progress ? backward_work(d, cfg, w) : 0);
 	z.threads = mha_threads(cfg);
@@ -705,158 +667,3 @@ static mha_status run_backward(const grads_t *g, const real *dout, const mha_dim
 	mha_progress_end(&z.progress);
 	return MHA_OK;
 }
-
-#ifdef MHA_F32
-mha_status mha_backward_f32(const mha_grads_f32 *g, const float *dout, const mha_dims *d,
-			    const mha_inputs_f32 *in, const mha_weights_f32 *w,
-			    const mha_config *cfg, mha_report *rep)
-{
-	return mha_backward_f32_observed(g, dout, d, in, w, cfg, NULL, rep);
-}
-
-mha_status mha_backward_f32_observed(const mha_grads_f32 *g, const float *dout,
-				     const mha_dims *d, const mha_inputs_f32 *in,
-				     const mha_weights_f32 *w, const mha_config *cfg,
-				     const mha_grad_observer *obs, mha_report *rep)
-{
-	static const mha_config defaults = MHA_INIT(mha_config);
-	mha_grad_observer told = MHA_INIT(mha_grad_observer);
-	mha_config fast;
-
-	/* copied whole: refused first if it is not this library's size */
-	if ((cfg && !MHA_SIZED(cfg)) || !MHA_SIZED(obs))
-		return MHA_ERR_VERSION;
-	fast = cfg ? *cfg : defaults;
-	/* the fast path whatever cfg->exact says, as mha_forward_f32 */
-	fast.exact = 0;
-	/* float32 keeps no intermediates: of obs, its progress alone */
-	if (obs) {
-		told.progress = obs->progress;
-		told.progress_ctx = obs->progress_ctx;
-	}
-	return run_backward(g, dout, d, in, w, &fast, told.progress ? &told : NULL, rep);
-}
-#else
-mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *d,
-			const mha_inputs *in, const mha_weights *w, const mha_config *cfg,
-			const mha_grad_observer *obs, mha_report *rep)
-{
-	return run_backward(g, dout, d, in, w, cfg, obs, rep);
-}
-
-/* a block of rows·cols doubles as the allocator sees it, saturating */
-static size_t dbl_block(size_t rows, size_t cols)
-{
-	return mha_sat_add(mha_sat_mul(mha_sat_mul(rows, cols), sizeof(real)), MHA_ALLOC_SLACK);
-}
-
-size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted)
-{
-	static const mha_config defaults = MHA_INIT(mha_config);
-	size_t G, hk, gk, gv, hv, big, wide, t = 0;
-	int squares = 0;
-
-	if (!d || mha_check(d, cfg) != MHA_OK)
-		return SIZE_MAX;
-	if (cfg && cfg->mla.on)
-		return mha_mla_backward_memory(d, cfg, wanted);
-	/* one sequence at a time, every weight taken as given (Q, K, V and
-	 * dconcat then are the run's own); the ones of a NULL dout not counted */
-	if (!cfg)
-		cfg = &defaults;
-	G = mha_rule_kv_heads(d);
-	hk = d->heads * d->d_k;
-	gk = G * d->d_k;
-	gv = G * d->d_v;
-	hv = d->heads * d->d_v;
-	big = d->n_q > d->n_kv ? d->n_q : d->n_kv;
-	wide = d->d_k > d->d_v ? d->d_k : d->d_v;
-	/* Q, K, V, dconcat, concat, dQ, dK, dV */
-	t = mha_sat_add(t, dbl_block(d->n_q, hk));
-	t = mha_sat_add(t, dbl_block(d->n_kv, gk));
-	t = mha_sat_add(t, dbl_block(d->n_kv, gv));
-	t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->n_q, hv)));
-	t = mha_sat_add(t, dbl_block(d->n_q, hk));
-	t = mha_sat_add(t, dbl_block(d->n_kv, gk));
-	t = mha_sat_add(t, dbl_block(d->n_kv, gv));
-	if (cfg->rope.mode != MHA_ROPE_NONE) {
-		/* q_rot, k_rot, and dQ, dK turned back */
-		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->n_q, hk)));
-		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->n_kv, gk)));
-	}
-	if (cfg->norm.kind != MHA_NORM_NONE) {
-		/* q_norm, k_norm, dQ and dK through the norm, the weights' sums */
-		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->n_q, hk)));
-		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->n_kv, gk)));
-		t = mha_sat_add(t, mha_sat_add(mha_sat_mul(hk, sizeof(double)), MHA_ALLOC_SLACK));
-		t = mha_sat_add(t, mha_sat_add(mha_sat_mul(gk, sizeof(double)), MHA_ALLOC_SLACK));
-	}
-	if (!cfg->exact && !grad_per_head(wanted)) {
-		/* the fast path: each row's L and D, nothing per key; then the most
-		 * one product takes at once (its transposed factor, its block, the
-		 * kernel's panels), every weight taken as given */
-		const struct mha_kernels *k = mha_pick_kernels(0);
-		const int th = mha_threads(cfg);
-		const size_t oc = mha_output_cols(d, 1);
-		const size_t proj[4][3] = { { d->n_q, d->d_q_in, hk }, { d->n_kv, d->d_k_in, gk },
-					    { d->n_kv, d->d_v_in, gv }, { d->n_q, hv, oc } };
-		size_t most = 0, one, heads;
-		struct mha_gemm gm;
-
-		t = mha_sat_add(t, mha_sat_mul(2, dbl_block(d->heads, d->n_q)));
-		/* K and V, then Q and dconcat, packed per head (the tiles' products
-		 * allocate nothing); then each thread's tiles, pass 1's or pass 2's */
-		t = mha_sat_add(t, mha_sat_add(BW(pack_bytes)(d, BW(kernels)(k)->packed_nr()),
-					       MHA_ALLOC_SLACK));
-		{
-			const size_t qb = (d->n_q + FAST_QB - 1) / FAST_QB, kb = (d->n_kv + FAST_KB - 1) / FAST_KB;
-			const size_t part = d->d_k > d->d_v ? d->d_k : d->d_v;
-			const size_t team1 = th > 1 && d->heads * qb > 1 ? (size_t)th : 1;
-			const size_t team2 = th > 1 && G * kb > 1 ? (size_t)th : 1;
-			size_t one1, one2;
-
-			one1 = dbl_block(1, BW(tiles_count)(d->n_kv, 0, 1));
-			if (BW(one_pass)(d))
-				one1 = mha_sat_add(one1, mha_sat_add(BW(one_bytes)(d,
-							BW(kernels)(k)->packed_nr()), MHA_ALLOC_SLACK));
-			one2 = dbl_block(1, BW(tiles_count)(d->n_q, part, 2));
-			one1 = mha_sat_mul(team1, one1);
-			/* no pass 2 with one pass */
-			one2 = BW(one_pass)(d) ? 0 : mha_sat_mul(team2, one2);
-			/* the heads' tiles are freed before the products below run */
-			heads = one1 > one2 ? one1 : one2;
-		}
-		for (int i = 0; i < 4; i++) {
-			const size_t rows = proj[i][0], d_in = proj[i][1], cols = proj[i][2];
-
-			if (i < 3) {
-				/* the forward's x·W, and dx = dP·Wᵀ */
-				gm = gemm_of(NULL, NULL, NULL, NULL, rows, cols, d_in, 0, 0, th);
-				most = most > (one = k->gemm_bytes(&gm)) ? most : one;
-				gm = gemm_of(NULL, NULL, NULL, NULL, rows, d_in, cols, 0, 1, th);
-				most = most > (one = k->gemm_bytes(&gm)) ? most : one;
-			}
-			/* dW = xᵀ·dP, after the first sequence into a part of its own */
-			gm = gemm_of(NULL, NULL, NULL, NULL, d_in, cols, rows, 1, 0, th);
-			one = mha_sat_add(mha_rule_batch(d) > 1 ? dbl_block(d_in, cols) : 0,
-					  k->gemm_bytes(&gm));
-			most = most > one ? most : one;
-		}
-		/* dconcat = dO·W_Oᵀ */
-		gm = gemm_of(NULL, NULL, NULL, NULL, d->n_q, hv, oc, 0, 1, th);
-		most = most > (one = k->gemm_bytes(&gm)) ? most : one;
-		return mha_sat_add(t, most > heads ? most : heads);
-	}
-	/* the rows, one head's blocks, D and the scratch */
-	t = mha_sat_add(t, mha_sat_mul(5, dbl_block(d->n_kv, 1)));
-	t = mha_sat_add(t, dbl_block(d->n_q, d->d_k));
-	t = mha_sat_add(t, dbl_block(d->n_kv, d->d_k));
-	t = mha_sat_add(t, dbl_block(d->n_kv, d->d_v));
-	t = mha_sat_add(t, dbl_block(d->n_q, 1));
-	t = mha_sat_add(t, dbl_block(big, wide));
-	for (int s = 0; s < N_SQ; s++)
-		if ((wanted & MHA_STAGE_BIT(sq_stage[s])) && (s != SQ_DSCALED || cfg->softcap > 0))
-			squares++;
-	return mha_sat_add(t, mha_sat_mul((size_t)squares, dbl_block(d->n_q, d->n_kv)));
-}
-#endif

@@ -12,10 +12,10 @@
  * same order by one thread, so the result is the same bits whatever the
  * number of threads.
  */
-#include "isa.h"
-#include "kernel.h"
-#include "progress.h"
-#include "team.h"
+#include "kernels/isa.h"
+#include "kernels/kernel.h"
+#include "base/progress.h"
+#include "kernels/team.h"
 
 #include <float.h>
 #include <math.h>
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernel_micro.h"
+#include "kernels/kernel_micro.h"
 
 /* the threads a product uses: one per MC rows of A at most, one for a single block */
 static int gemm_threads(const struct mha_gemm *g)

@@ -10,13 +10,12 @@
 #ifndef MHA_KERNEL_H
 #define MHA_KERNEL_H
 
-#include "rules.h"
+#include "base/rules.h"
+#include "kernels/team.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* the most threads a run uses, whatever cfg->threads or OMP_NUM_THREADS ask */
-#define MHA_MAX_THREADS 4096
 /*
  * What the allocator may add to each block it hands out (glibc's header
  * and alignment): mha_memory counts it once per allocation.

@@ -16,11 +16,11 @@
  * paths: the plain and fast runs differ only in the attention), in the
  * run's element type; the norms and the rotation are norm.c's and rope.c's.
  */
-#include "mla.h"
-#include "mla_run.h"
+#include "latent/mla.h"
+#include "core/core.h"
 
-#include "kernel.h"
-#include "rules.h"
+#include "kernels/kernel.h"
+#include "base/rules.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -53,66 +53,6 @@ static struct mla_shape shape_of(const mha_dims *d, const mha_config *cfg, int h
 	s.absorbed = m->absorbed != 0;
 	s.turned = cfg->rope.mode != MHA_ROPE_NONE;
 	return s;
-}
-
-static int mul_fits(size_t a, size_t b, size_t *r)
-{
-	if (a && b > SIZE_MAX / a)
-		return 0;
-	*r = a * b;
-	return 1;
-}
-
-/* rows·cols doubles addressable */
-static int fits(size_t rows, size_t cols)
-{
-	size_t n;
-
-	return mul_fits(rows, cols, &n) && mul_fits(n, sizeof(double), &n);
-}
-
-mha_fault_kind mha_mla_fault(const mha_dims *d, const mha_config *cfg, size_t *index,
-			     mha_status *st)
-{
-	const mha_mla *m = &cfg->mla;
-	size_t t;
-
-	*index = 0;
-	*st = MHA_ERR_MLA;
-	if (!m->kv_rank || !m->d_rope || m->d_rope >= d->d_k ||
-	    (cfg->rope.mode != MHA_ROPE_NONE && m->d_rope % 2) ||
-	    (cfg->rope.dim && cfg->rope.dim != m->d_rope) ||
-	    mha_rule_kv_heads(d) != d->heads || d->d_v_in != d->d_k_in ||
-	    cfg->norm.kind != MHA_NORM_NONE)
-		return MHA_FAULT_MLA_SHAPE;
-	if (!isfinite(m->eps) || m->eps < 0)
-		return MHA_FAULT_MLA_EPS;
-	/* every matrix the front makes or reads addressable */
-	if (!mul_fits(d->heads, d->d_k + d->d_v, &t) || !fits(d->d_q_in, m->q_rank) ||
-	    !fits(m->q_rank, d->heads * d->d_k) || !fits(d->d_k_in, m->kv_rank + m->d_rope) ||
-	    m->kv_rank > SIZE_MAX - m->d_rope || !fits(m->kv_rank, t) ||
-	    !fits(d->n_q * mha_rule_batch(d), m->q_rank) ||
-	    !fits(d->n_kv * mha_rule_batch(d), t) ||
-	    !fits(d->n_kv * mha_rule_batch(d), m->kv_rank + m->d_rope) ||
-	    !fits(d->heads, m->kv_rank + m->d_rope) ||
-	    !fits(d->n_q * mha_rule_batch(d), d->heads * (m->kv_rank + m->d_rope)) ||
-	    !fits(d->heads * m->kv_rank, d->d_out > d->heads * d->d_v ? d->d_out
-				       : d->heads * d->d_v)) {
-		*st = MHA_ERR_TOOBIG;
-		return MHA_FAULT_MLA_SHAPE;
-	}
-	for (size_t i = 0; m->q_a_norm && i < m->q_rank; i++)
-		if (!isfinite(m->q_a_norm[i])) {
-			*index = i;
-			return MHA_FAULT_MLA_Q_A_NORM;
-		}
-	for (size_t i = 0; m->kv_a_norm && i < m->kv_rank; i++)
-		if (!isfinite(m->kv_a_norm[i])) {
-			*index = i;
-			return MHA_FAULT_MLA_KV_A_NORM;
-		}
-	*st = MHA_OK;
-	return MHA_FAULT_NONE;
 }
 
 /* ---- the buffers ------------------------------------------------------------ */
@@ -576,7 +516,7 @@ mha_status mha_mla_forward(void *out, const struct mla_io *io, const mha_dims *d
 						 .W_O = r.s.absorbed ? r.b[WOA] : io->W_O,
 						 .b_O = io->W_O ? io->b_O : NULL };
 
-			st = mha_forward(out, &d2, &in2, &w2, &c2, obs, rep);
+			st = mha_core_forward(out, &d2, &in2, &w2, &c2, obs, rep);
 		} else {
 			const mha_inputs_f32 in2 = { .size = sizeof(in2), .xq = r.b[QA], .xk = r.b[KA],
 						     .xv = r.s.absorbed ? r.b[CKVN] : r.b[VA] };
@@ -584,7 +524,7 @@ mha_status mha_mla_forward(void *out, const struct mla_io *io, const mha_dims *d
 						     .W_O = r.s.absorbed ? r.b[WOA] : io->W_O,
 						     .b_O = io->W_O ? io->b_O : NULL };
 
-			st = mha_forward_f32_observed(out, &d2, &in2, &w2, &c2, obs, rep);
+			st = mha_core_forward_f32(out, &d2, &in2, &w2, &c2, obs, rep);
 		}
 	}
 	mha_mla_free_all(&r);
@@ -643,8 +583,8 @@ static size_t memory_of(const mha_dims *d, const mha_config *cfg, unsigned wante
 		r.s.absorbed = 0;
 	plan_of(&r.p, &r.s, wanted, backward);
 	mha_mla_core_of(&r, &d2, &c2);
-	core = backward ? mha_backward_memory(&d2, &c2, wanted)
-			: mha_memory(&d2, &c2, wanted, f32);
+	core = backward ? mha_core_backward_memory(&d2, &c2, wanted)
+			: mha_core_memory(&d2, &c2, wanted, f32);
 	front_peak = products_peak(&r.s, d, f32, cfg, backward);
 	t = plan_bytes(&r.p, r.e);
 	if (!backward) {

@@ -6,10 +6,10 @@
  * gradient summed over the heads, kv_b_proj, the RMSNorms (norm.c) and the
  * latents' projections, on the kernels in the run's element type.
  */
-#include "mla.h"
-#include "mla_run.h"
+#include "latent/mla.h"
+#include "core/core.h"
 
-#include "rules.h"
+#include "base/rules.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -181,7 +181,7 @@ mha_status mha_mla_backward(const struct mla_grads *g, const void *dout, const s
 					       .dxv = r.b[DVA], .dW_O = g->dW_O, .db_O = g->db_O,
 					       .dsinks = g->dsinks };
 
-			st = mha_backward(&g2, dout, &d2, &in2, &w2, &c2, obs, rep);
+			st = mha_bw64_core(&g2, dout, &d2, &in2, &w2, &c2, obs, rep);
 		} else {
 			const mha_inputs_f32 in2 = { .size = sizeof(in2), .xq = r.b[QA], .xk = r.b[KA],
 						     .xv = r.b[VA] };
@@ -191,7 +191,7 @@ mha_status mha_mla_backward(const struct mla_grads *g, const void *dout, const s
 						   .dxk = r.b[DKA], .dxv = r.b[DVA], .dW_O = g->dW_O,
 						   .db_O = g->db_O, .dsinks = g->dsinks };
 
-			st = mha_backward_f32_observed(&g2, dout, &d2, &in2, &w2, &c2, obs, rep);
+			st = mha_bw32_core(&g2, dout, &d2, &in2, &w2, &c2, obs, rep);
 		}
 	}
 	if (st == MHA_OK)

@@ -16,7 +16,7 @@
  * MADV_HUGEPAGE, and builds with AddressSanitizer, come from aligned_alloc.  Not an allocator for anything else:
  * the caller hands the size back to mha_big_free.
  */
-#include "kernel.h"
+#include "kernels/kernel.h"
 
 #include <stdlib.h>
 #if defined(__unix__) || defined(__APPLE__)

@@ -305,4 +305,4 @@ static inline REAL vexp(REAL x)
 }
 
 /* e^x a vector at a time, as described above: the softmax's inner loop */
-#include "vexp.h"
+#include "kernels/vexp.h"

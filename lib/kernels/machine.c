@@ -9,7 +9,7 @@
 #define _GNU_SOURCE
 #endif
 #include "mha.h"
-#include "kernel.h"
+#include "kernels/kernel.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

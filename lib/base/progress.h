@@ -17,7 +17,7 @@
 #define MHA_PROGRESS_H
 
 #include "mha.h"
-#include "rules.h"
+#include "base/rules.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

@@ -8,7 +8,7 @@
  * into the very same number.
  */
 #include "mha.h"
-#include "rules.h"
+#include "base/rules.h"
 
 #include <math.h>
 #include <stdint.h>

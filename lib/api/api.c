@@ -1,0 +1,199 @@
+/*
+ * api.c: the public entry points of mha.h that pick what computes: latent
+ * attention (mla.c, mla_back.c) when cfg->mla.on, else the core (core.h);
+ * each checks what it reads to choose (the pointers, the structs' sizes)
+ * as the one it hands over to would, before reading cfg.  And the names:
+ * the version, the statuses, the stages.
+ */
+#include "mha.h"
+#include "core/core.h"
+#include "latent/mla.h"
+#include "base/rules.h"
+
+#include <stdint.h>
+
+const char *mha_version(void)
+{
+	return MHA_VERSION_STRING;
+}
+
+const char *mha_strerror(mha_status status)
+{
+	switch (status) {
+	case MHA_OK: return "success";
+	case MHA_ERR_NULL: return "a required input is missing (NULL pointer)";
+	case MHA_ERR_DIM: return "a dimension is zero";
+	case MHA_ERR_HEADS: return "the number of heads is zero, or the key/value heads do not divide the query heads";
+	case MHA_ERR_SHAPE: return "an input without a projection weight does not have the width the heads need";
+	case MHA_ERR_SCALE: return "the scale is not a finite number";
+	case MHA_ERR_SOFTCAP: return "the softcap is negative or not finite";
+	case MHA_ERR_MASK: return "a mask entry is NaN or +inf (only numbers and -inf may be added)";
+	case MHA_ERR_RANGE: return "an intermediate result overflowed (infinity or NaN)";
+	case MHA_ERR_NOMEM: return "out of memory";
+	case MHA_ERR_TOOBIG: return "the sizes are too large to address";
+	case MHA_ERR_OBSERVER: return "stopped by the observer";
+	case MHA_ERR_KV_LEN: return "the key length (kv_len) is larger than the number of keys";
+	case MHA_ERR_WINDOW: return "a window side is below -1 (-1: unbounded; 0 and up: that many keys)";
+	case MHA_ERR_SINK: return "a sink logit is not a finite number";
+	case MHA_ERR_ALIBI: return "an ALiBi slope is not a finite number";
+	case MHA_ERR_ROPE: return "a rotary embedding setting is out of range (mode, theta, an even dim up to d_k, both tables, a position)";
+	case MHA_ERR_VERSION: return "a struct's size is not the library's: the program was built against another version of mha.h";
+	case MHA_ERR_NORM: return "a q/k norm setting is out of range (its kind, an eps that is finite and at least 0, finite weights)";
+	case MHA_ERR_MLA: return "a latent attention setting is out of range or a weight it needs is missing (ranks, rope dim, eps, norm weights, W_QA, W_KVA, W_KVB)";
+	}
+	return "unknown status";
+}
+
+#define STAGE_NAME(id, name) [MHA_STAGE_##id] = name,
+static const char *const stage_names[MHA_STAGE_COUNT] = { MHA_STAGE_LIST(STAGE_NAME) };
+
+const char *mha_stage_name(mha_stage stage)
+{
+	if ((unsigned)stage >= MHA_STAGE_COUNT)
+		return "unknown";
+	return stage_names[stage];
+}
+
+/* ---- forward ---------------------------------------------------------------- */
+
+mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
+		       const mha_weights *w, const mha_config *cfg,
+		       const mha_observer *obs, mha_report *rep)
+{
+	static const mha_weights no_weights = MHA_INIT(mha_weights);
+
+	if (!d || !in)
+		return MHA_ERR_NULL;
+	if (!MHA_SIZED(d) || !MHA_SIZED(in) || !MHA_SIZED(w) || !MHA_SIZED(cfg) ||
+	    !MHA_SIZED(obs) || !MHA_SIZED(rep))
+		return MHA_ERR_VERSION;
+	if (cfg && cfg->mla.on) {
+		const struct mla_io io = MHA_MLA_IO(sizeof(double), in, w ? w : &no_weights);
+
+		return mha_mla_forward(out, &io, d, cfg, obs, rep);
+	}
+	return mha_core_forward(out, d, in, w, cfg, obs, rep);
+}
+
+mha_status mha_forward_f32(float *out, const mha_dims *d, const mha_inputs_f32 *in,
+			   const mha_weights_f32 *w, const mha_config *cfg, mha_report *rep)
+{
+	return mha_forward_f32_observed(out, d, in, w, cfg, NULL, rep);
+}
+
+mha_status mha_forward_f32_observed(float *out, const mha_dims *d, const mha_inputs_f32 *in,
+				    const mha_weights_f32 *w, const mha_config *cfg,
+				    const mha_observer *obs, mha_report *rep)
+{
+	static const mha_weights_f32 no_weights = MHA_INIT(mha_weights_f32);
+	mha_observer told = MHA_INIT(mha_observer);
+
+	if (!d || !in)
+		return MHA_ERR_NULL;
+	if (!MHA_SIZED(d) || !MHA_SIZED(in) || !MHA_SIZED(w) || !MHA_SIZED(cfg) ||
+	    !MHA_SIZED(obs) || !MHA_SIZED(rep))
+		return MHA_ERR_VERSION;
+	/* float32 keeps no intermediates: of obs, its progress alone */
+	if (obs) {
+		told.progress = obs->progress;
+		told.progress_ctx = obs->progress_ctx;
+	}
+	if (cfg && cfg->mla.on) {
+		const struct mla_io io = MHA_MLA_IO(sizeof(float), in, w ? w : &no_weights);
+
+		return mha_mla_forward(out, &io, d, cfg, told.progress ? &told : NULL, rep);
+	}
+	return mha_core_forward_f32(out, d, in, w, cfg, &told, rep);
+}
+
+size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int f32)
+{
+	if (!d || mha_check(d, cfg) != MHA_OK)
+		return SIZE_MAX;
+	if (cfg && cfg->mla.on)
+		return mha_mla_memory(d, cfg, wanted, f32);
+	return mha_core_memory(d, cfg, wanted, f32);
+}
+
+/* ---- backward --------------------------------------------------------------- */
+
+/* latent attention's gradients of g, either element type's */
+#define MLA_GRADS(g) { .dxq = (g)->dxq, .dxk = (g)->dxk, .dW_QA = (g)->dW_QA, \
+		       .dW_Q = (g)->dW_Q, .dW_KVA = (g)->dW_KVA, .dW_KVB = (g)->dW_KVB, \
+		       .dW_O = (g)->dW_O, .db_O = (g)->db_O, .dsinks = (g)->dsinks, \
+		       .dq_a_norm = (g)->dq_a_norm, .dkv_a_norm = (g)->dkv_a_norm }
+
+mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *d,
+			const mha_inputs *in, const mha_weights *w, const mha_config *cfg,
+			const mha_grad_observer *obs, mha_report *rep)
+{
+	static const mha_weights no_weights = MHA_INIT(mha_weights);
+
+	if (!d || !in || !g)
+		return MHA_ERR_NULL;
+	if (!MHA_SIZED(g) || !MHA_SIZED(d) || !MHA_SIZED(in) || !MHA_SIZED(w) || !MHA_SIZED(cfg) ||
+	    !MHA_SIZED(obs) || !MHA_SIZED(rep))
+		return MHA_ERR_VERSION;
+	if (cfg && cfg->mla.on) {
+		const struct mla_io io = MHA_MLA_IO(sizeof(double), in, w ? w : &no_weights);
+		const struct mla_grads mg = MLA_GRADS(g);
+
+		return mha_mla_backward(&mg, dout, &io, d, cfg, obs, rep);
+	}
+	return mha_bw64_core(g, dout, d, in, w, cfg, obs, rep);
+}
+
+mha_status mha_backward_f32(const mha_grads_f32 *g, const float *dout, const mha_dims *d,
+			    const mha_inputs_f32 *in, const mha_weights_f32 *w,
+			    const mha_config *cfg, mha_report *rep)
+{
+	return mha_backward_f32_observed(g, dout, d, in, w, cfg, NULL, rep);
+}
+
+mha_status mha_backward_f32_observed(const mha_grads_f32 *g, const float *dout,
+				     const mha_dims *d, const mha_inputs_f32 *in,
+				     const mha_weights_f32 *w, const mha_config *cfg,
+				     const mha_grad_observer *obs, mha_report *rep)
+{
+	static const mha_weights_f32 no_weights = MHA_INIT(mha_weights_f32);
+	static const mha_config defaults = MHA_INIT(mha_config);
+	mha_grad_observer told = MHA_INIT(mha_grad_observer);
+	const mha_grad_observer *tell;
+	mha_config fast;
+
+	/* copied whole: refused first if it is not this library's size */
+	if ((cfg && !MHA_SIZED(cfg)) || !MHA_SIZED(obs))
+		return MHA_ERR_VERSION;
+	fast = cfg ? *cfg : defaults;
+	/* the fast path whatever cfg->exact says, as mha_forward_f32 */
+	fast.exact = 0;
+	/* float32 keeps no intermediates: of obs, its progress alone */
+	if (obs) {
+		told.progress = obs->progress;
+		told.progress_ctx = obs->progress_ctx;
+	}
+	tell = told.progress ? &told : NULL;
+	if (fast.mla.on) {
+		if (!d || !in || !g)
+			return MHA_ERR_NULL;
+		if (!MHA_SIZED(g) || !MHA_SIZED(d) || !MHA_SIZED(in) || !MHA_SIZED(w) ||
+		    !MHA_SIZED(rep))
+			return MHA_ERR_VERSION;
+		{
+			const struct mla_io io = MHA_MLA_IO(sizeof(float), in, w ? w : &no_weights);
+			const struct mla_grads mg = MLA_GRADS(g);
+
+			return mha_mla_backward(&mg, dout, &io, d, &fast, tell, rep);
+		}
+	}
+	return mha_bw32_core(g, dout, d, in, w, &fast, tell, rep);
+}
+
+size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted)
+{
+	if (!d || mha_check(d, cfg) != MHA_OK)
+		return SIZE_MAX;
+	if (cfg && cfg->mla.on)
+		return mha_mla_backward_memory(d, cfg, wanted);
+	return mha_core_backward_memory(d, cfg, wanted);
+}
