@@ -109,6 +109,8 @@ extern "C" {
 #define MHA_VERSION_MINOR 7
 #define MHA_VERSION_PATCH 0
 #define MHA_VERSION_STRING "0.7.0"
+#define MHA_VERSION_NUMBER (MHA_VERSION_MAJOR * 10000 + MHA_VERSION_MINOR * 100 + \
+			    MHA_VERSION_PATCH)
 
 /* ---- status codes ------------------------------------------------------ */
 
@@ -145,6 +147,9 @@ MHA_API const char *mha_strerror(mha_status status);
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
 MHA_API const char *mha_version(void);
+/* The same as a number, MAJOR * 10000 + MINOR * 100 + PATCH (MHA_VERSION_NUMBER
+ * of the header a program was built with, against the library it runs with). */
+MHA_API unsigned mha_version_number(void);
 
 /*
  * An initialiser for any struct with a size field: the size set, every

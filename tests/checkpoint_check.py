@@ -479,7 +479,7 @@ def damaged_cases(c, rng):
     rc, _, err = run(c.binary, ["-x", xp, "--layer", "0"])
     c.result("--layer without -w: exit 2", rc == 2 and "give -w" in err, err.strip())
     rc, _, err = run(c.binary, ["-x", xp, "--layout", "gpt3"])
-    c.result("--layout gpt3: exit 2", rc == 2 and "llama, gpt2 or bert" in err, err.strip())
+    c.result("--layout gpt3: exit 2", rc == 2 and "llama, gpt2, bert or torch" in err, err.strip())
 
 
 def large_case(c, rng):

@@ -10,6 +10,7 @@
  * when there is any.
  */
 #include "cmd/attention.h"
+#include "run/steps.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -96,6 +97,23 @@ static int check(const struct attn_command *c)
 			bad++;
 		}
 	}
+	/* forward's --print: every step of the table, named in its help */
+	if (c == &attn_forward)
+		for (int s = 0; s < STEP_COUNT; s++) {
+			char word[64];
+			const char *at;
+			const size_t n = strlen(steps[s].name);
+			int found = 0;
+
+			snprintf(word, sizeof(word), "%s", steps[s].name);
+			for (at = strstr(usage, word); at && !found; at = strstr(at + 1, word))
+				found = (at == usage || !name_char(at[-1])) && !name_char(at[n]);
+			if (!found) {
+				printf("options_test: 'mha forward --help' does not name the step %s\n",
+				       steps[s].name);
+				bad++;
+			}
+		}
 	free(usage);
 	return bad;
 }

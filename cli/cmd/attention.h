@@ -181,6 +181,10 @@ int attn_pick_sequence(const struct attn_options *o, struct problem *p);
 /* Where a command's usage has the help's sections every command prints
  * (Inputs, Attention), made from the option table's rows by attn_help. */
 #define ATTN_USAGE_SHARED "\001"
+/* Where it has the names of forward's steps (run/steps.c's table), each
+ * line after the first indented to the help's second column, then "; or
+ * all" */
+#define ATTN_USAGE_STEPS "\002"
 
 /* in the "Computation:" section */
 #define ATTN_USAGE_RUN \

@@ -404,15 +404,11 @@ static int parse(int argc, char **argv, struct model_opts *o)
 		case O_PREFIX: o->base.prefix = optarg; break;
 		case O_CONFIG: o->base.config = optarg; break;
 		case O_LAYOUT: {
-			static const char *const names[] = { "llama", "gpt2", "bert", "torch" };
-			size_t i = 0;
+			char words[128];
 
-			while (i < 4 && strcmp(optarg, names[i]))
-				i++;
-			if (i == 4)
-				return usage_error("model", "--layout takes llama, gpt2, bert or torch, "
-						   "not '%s'", optarg);
-			o->base.family = (model_family)(i + 1);
+			if (family_by_layout(optarg, 1, &o->base.family))
+				return usage_error("model", "--layout takes %s, not '%s'",
+						   family_layouts(1, words, sizeof(words)), optarg);
 			o->base.given |= GIVEN_LAYOUT;
 			break;
 		}

@@ -8,6 +8,7 @@
 
 #include "base/cli.h"
 #include "base/progress.h"
+#include "load/families.h"
 #include "load/problem.h"
 #include "run/steps.h"
 
@@ -305,11 +306,39 @@ static const struct { unsigned group; const char *head; } sections[] = {
 	{ OPT_ATTN, "Attention:\n" },
 };
 
+/* The steps' names from their table, wrapped at 80 columns, the lines
+ * after the first at the help's second column (col: where the first starts) */
+static void help_steps(FILE *fp, size_t col)
+{
+	char names[1024], *save = NULL;
+
+	step_names(names, sizeof(names));
+	strncat(names, "; or all", sizeof(names) - strlen(names) - 1);
+	for (char *w = strtok_r(names, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+		if (col + 1 + strlen(w) > 79) {
+			fputs("\n                        ", fp);
+			col = 24;
+		} else if (col > 24) {
+			fputc(' ', fp);
+			col++;
+		}
+		fputs(w, fp);
+		col += strlen(w);
+	}
+}
+
 int attn_help(FILE *fp, const struct attn_command *cmd)
 {
+	size_t col = 0;
+
 	for (const char *p = cmd->usage; *p; p++) {
+		if (*p == ATTN_USAGE_STEPS[0]) {
+			help_steps(fp, col);
+			continue;
+		}
 		if (*p != ATTN_USAGE_SHARED[0]) {
 			fputc(*p, fp);
+			col = *p == '\n' ? 0 : col + 1;
 			continue;
 		}
 		for (size_t s = 0; s < sizeof(sections) / sizeof(sections[0]); s++) {
@@ -661,18 +690,15 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			break;
 		case O_LAYOUT: {
 			/* a family's checkpoint names and layout; torch is both */
-			static const char *const names[] = { "mha", "llama", "gpt2", "bert", "torch" };
-			size_t i = 0;
+			char words[128];
 
-			while (i < 5 && strcmp(optarg, names[i]))
-				i++;
-			if (i == 5) {
-				usage_error(hint, "--layout takes mha, torch, llama, gpt2 or bert, not '%s'",
-					    optarg);
+			if (family_by_layout(optarg, 0, &o->spec.family)) {
+				usage_error(hint, "--layout takes %s, not '%s'",
+					    family_layouts(0, words, sizeof(words)), optarg);
 				return -1;
 			}
-			o->spec.family = (model_family)i;
-			o->spec.layout = i == FAMILY_GPT2 || i == FAMILY_NONE ? LAYOUT_MHA : LAYOUT_TORCH;
+			o->spec.layout = o->spec.family == FAMILY_NONE ? LAYOUT_MHA :
+					 families[o->spec.family].layout;
 			o->spec.given |= GIVEN_LAYOUT;
 			break;
 		}

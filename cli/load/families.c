@@ -595,3 +595,35 @@ const char *model_types_read(char *buf, size_t size)
 	}
 	return buf;
 }
+
+/* --layout's words: "mha" (-w's own layout, FAMILY_NONE), then the tensor
+ * families up to FAMILY_TORCH, by their names in the table above */
+static const char *layout_word(model_family f)
+{
+	return f == FAMILY_NONE ? "mha" : families[f].name;
+}
+
+int family_by_layout(const char *word, int checkpoint, model_family *f)
+{
+	for (int i = checkpoint ? FAMILY_LLAMA : FAMILY_NONE; i <= FAMILY_TORCH; i++)
+		if (!strcmp(word, layout_word((model_family)i))) {
+			*f = (model_family)i;
+			return 0;
+		}
+	return -1;
+}
+
+const char *family_layouts(int checkpoint, char *buf, size_t size)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (int i = checkpoint ? FAMILY_LLAMA : FAMILY_NONE; i <= FAMILY_TORCH && at < size; i++) {
+		const int n = snprintf(buf + at, size - at, "%s%s", i == (checkpoint ? FAMILY_LLAMA :
+				       FAMILY_NONE) ? "" : i == FAMILY_TORCH ? " or " : ", ",
+				       layout_word((model_family)i));
+
+		at += n > 0 ? (size_t)n : 0;
+	}
+	return buf;
+}

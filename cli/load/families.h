@@ -163,6 +163,11 @@ const struct config_key *model_type_key(const struct model_type *t, const char *
  * attribute_map's, or an older name: "n_head" for "num_attention_heads",
  * "rotary_pct" for "partial_rotary_factor"), or NULL. */
 const char *config_key_alias(const char *key);
+/* --layout's word (checkpoint: one of the tensor families alone, not mha)
+ * into *f: 0, or -1 not one of them */
+int family_by_layout(const char *word, int checkpoint, model_family *f);
+/* those words, "mha, llama, gpt2, bert or torch", into buf */
+const char *family_layouts(int checkpoint, char *buf, size_t size);
 /* the types mha reads, "llama, mistral, ...", into buf */
 const char *model_types_read(char *buf, size_t size);
 

@@ -12,9 +12,18 @@
 
 #include <stdint.h>
 
+/* every stage has its bit of an observer's unsigned wanted (MHA_STAGE_BIT) */
+_Static_assert(MHA_STAGE_COUNT <= 8 * sizeof(unsigned), "a forward stage past wanted's bits");
+_Static_assert(MHA_GRAD_COUNT <= 8 * sizeof(unsigned), "a gradient stage past wanted's bits");
+
 const char *mha_version(void)
 {
 	return MHA_VERSION_STRING;
+}
+
+unsigned mha_version_number(void)
+{
+	return MHA_VERSION_NUMBER;
 }
 
 const char *mha_strerror(mha_status status)

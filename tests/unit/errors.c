@@ -179,6 +179,15 @@ START_TEST(test_names)
 	ck_assert_str_eq(mha_stage_name(MHA_STAGE_K_ROT), "k_rot");
 	ck_assert_str_eq(mha_stage_name(MHA_STAGE_COUNT), "unknown");
 	ck_assert_str_eq(mha_version(), MHA_VERSION_STRING);
+	/* the number says the string's three parts */
+	{
+		char s[32];
+		const unsigned v = mha_version_number();
+
+		ck_assert_uint_eq(v, MHA_VERSION_NUMBER);
+		snprintf(s, sizeof(s), "%u.%u.%u", v / 10000, v / 100 % 100, v % 100);
+		ck_assert_str_eq(s, mha_version());
+	}
 }
 END_TEST
 
