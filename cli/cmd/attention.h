@@ -141,6 +141,15 @@ int attn_help(FILE *fp, const struct attn_command *c);
  * a usage error (said; hint: the command).
  */
 size_t attn_setting_options(struct option *out, size_t cap);
+
+/*
+ * --list-options: opts (ended by a NULL name) as JSON on fp, for programs:
+ * {"command": C, "options": [{"name", "short" (or null), "value": "none",
+ * "required" or "optional", "arg": the word help shows after it (FILE,
+ * N, ...) or null}]}.  0, or -1 when fp fails.
+ */
+int attn_list_options(FILE *fp, const char *command, const struct option *opts,
+		      const char *help);
 int attn_setting_help(FILE *fp);
 int attn_setting(const char *hint, int c, const char *arg, struct problem_spec *s);
 

@@ -386,6 +386,23 @@ static int parse(int argc, char **argv, struct model_opts *o)
 	n = n_own + attn_setting_options(opts + n_own, sizeof(opts) / sizeof(opts[0]) - n_own - 1);
 	memset(&opts[n], 0, sizeof(opts[0]));
 	memset(o, 0, sizeof(*o));
+	/* --list-options alone: the options as JSON, for programs */
+	for (int i = 2; i < argc; i++)
+		if (!strcmp(argv[i], "--list-options") || (i == 2 && !strcmp(argv[1], "--list-options")))
+			return usage_error("model", "--list-options prints the options the command "
+					   "takes: give it alone");
+	if (argc == 2 && !strcmp(argv[1], "--list-options")) {
+		char *help = NULL;
+		size_t size = 0;
+		FILE *fp = open_memstream(&help, &size);
+
+		rc = !fp || fputs(model_usage, fp) < 0 || attn_setting_help(fp) ||
+		     fputs(model_usage_end, fp) < 0 || fclose(fp) ? -1 : 0;
+		if (!rc)
+			rc = attn_list_options(stdout, "model", opts, help);
+		free(help);
+		return rc ? -1 : 1;
+	}
 	o->max_memory = opt_memory_default();
 	opterr = 0;
 	optind = 1;

@@ -352,6 +352,62 @@ int attn_help(FILE *fp, const struct attn_command *cmd)
 	return ferror(fp) ? -1 : 0;
 }
 
+/* the word after "--name " in help (FILE, N, LIST...), into arg; "" none */
+static void placeholder(const char *help, const char *name, char *arg, size_t size)
+{
+	const size_t n = strlen(name);
+
+	arg[0] = '\0';
+	for (const char *p = strstr(help, "--"); p; p = strstr(p + 2, "--")) {
+		const char *q = p + 2 + n;
+		size_t k = 0;
+
+		if (strncmp(p + 2, name, n) || (*q != ' ' && *q != '=' && *q != ',' && *q != '['))
+			continue;
+		/* "--wq, --wk, --wv FILE": the list's word */
+		while (q[0] == ',' && q[1] == ' ' && q[2] == '-' && q[3] == '-')
+			for (q += 4; (*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') || *q == '-';)
+				q++;
+		if (q[0] == '[' && q[1] == '=')
+			q++; /* "--causal[=ALIGN]": the word after the '=' */
+		else if (*q != ' ' && *q != '=')
+			continue;
+		else if (*q == '=' || q[1] == '[')
+			q++;
+		while (q[1 + k] >= 'A' && q[1 + k] <= 'Z' && k + 1 < size)
+			k++;
+		if (k) {
+			memcpy(arg, q + 1, k);
+			arg[k] = '\0';
+			return;
+		}
+	}
+}
+
+int attn_list_options(FILE *fp, const char *command, const struct option *opts, const char *help)
+{
+	fprintf(fp, "{\"command\": \"%s\", \"options\": [", command);
+	for (size_t i = 0; opts[i].name; i++) {
+		char arg[32];
+
+		placeholder(help, opts[i].name, arg, sizeof(arg));
+		fprintf(fp, "%s\n  {\"name\": \"%s\", \"short\": ", i ? "," : "", opts[i].name);
+		if (opts[i].val > 0 && opts[i].val < 128)
+			fprintf(fp, "\"%c\"", opts[i].val);
+		else
+			fputs("null", fp);
+		fprintf(fp, ", \"value\": \"%s\", \"arg\": ", opts[i].has_arg == no_argument ? "none"
+			: opts[i].has_arg == required_argument ? "required" : "optional");
+		if (arg[0])
+			fprintf(fp, "\"%s\"", arg);
+		else
+			fputs("null", fp);
+		fputc('}', fp);
+	}
+	fputs("\n]}\n", fp);
+	return ferror(fp) ? -1 : 0;
+}
+
 const struct option *attn_option_table(const unsigned **groups)
 {
 	static struct option table[N_ROWS + 1];
@@ -613,6 +669,32 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 		o->own = own;
 	}
 	o->cmd = cmd;
+	/* --list-options alone: the options the command takes (those of the groups
+	 * its help describes, and its own), as JSON, for programs (the Python package) */
+	for (int i = 2; i < argc; i++)
+		if (!strcmp(argv[i], "--list-options") || (i == 2 && !strcmp(argv[1], "--list-options"))) {
+			usage_error(hint, "--list-options prints the options the command takes: give "
+				    "it alone");
+			return -1;
+		}
+	if (argc == 2 && !strcmp(argv[1], "--list-options")) {
+		struct option takes[N_ROWS + ATTN_MAX_EXTRA + 1];
+		char *help = NULL;
+		size_t size = 0, k = 0;
+		FILE *fp = open_memstream(&help, &size);
+		int rc = !fp || attn_help(fp, cmd) || fclose(fp) ? -1 : 0;
+
+		for (size_t i = 0; i < N_ROWS; i++)
+			if (rows[i].group & (cmd->help_groups | cmd->takes) & ~(unsigned)OPT_ALIAS)
+				takes[k++] = rows[i].o;
+		for (size_t i = 0; i < n_extra; i++)
+			takes[k++] = cmd->extra[i];
+		memset(&takes[k], 0, sizeof(takes[0]));
+		if (!rc)
+			rc = attn_list_options(stdout, cmd->name, takes, help);
+		free(help);
+		return rc ? -1 : 1;
+	}
 	o->spec.heads = 1;
 	o->emit.precision = 6;
 	o->max_memory = opt_memory_default();

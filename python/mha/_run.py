@@ -9,6 +9,7 @@ readers, arithmetic, checks and messages are the package's.
 The executable: $MHA_EXECUTABLE, else the one the package was built beside
 (pip install ./python in a built tree), else mha on the PATH.
 """
+import json
 import os
 import re
 import shutil
@@ -60,17 +61,32 @@ def command_help(command):
     return _help_cache[key]
 
 
+_list_cache = {}
+
+
+def list_options(command):
+    """'mha COMMAND --list-options': the options the command's parser takes,
+    each {"name", "short", "value", "arg"} (the program's own list, never
+    its --help's prose)"""
+    exe = executable()
+    key = (exe, command)
+    if key not in _list_cache:
+        r = subprocess.run([exe, command, "--list-options"], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise MhaError(_message(r.stderr) or "mha %s --list-options failed" % command)
+        _list_cache[key] = json.loads(r.stdout)["options"]
+    return _list_cache[key]
+
+
 def _options(command):
-    """the long options the command's help names (make test-options checks it names them all)"""
-    return set(re.findall(r"(?<![\w-])--([a-z][a-z0-9-]*)", command_help(command)))
+    """the long options the command takes"""
+    return {o["name"] for o in list_options(command)}
 
 
 def file_options(command):
-    """the options whose argument the command's help calls FILE or PATH (names, '-' as '_')"""
-    found = set()
-    for run_ in re.findall(r"((?:--[a-z][a-z0-9-]*, )*--[a-z][a-z0-9-]*) (?:FILE|PATH)\b", command_help(command)):
-        found.update(n[2:].replace("-", "_") for n in run_.split(", "))
-    return found | {"x", "weights"}
+    """the options whose argument is a FILE or PATH (names, '-' as '_')"""
+    return {o["name"].replace("-", "_") for o in list_options(command)
+            if o["arg"] in ("FILE", "PATH")} | {"x", "weights"}
 
 
 def _flag(name):

@@ -337,3 +337,20 @@ def test_help_lists_the_options():
                     (mha.backward, ("--grad-output",)), (mha.compare, ("--rtol", "--against")),
                     (mha.load_layer, ("--prefix",))):
         assert all(o in f.__doc__ for o in opts), f.__name__
+
+
+def test_list_options_is_the_help():
+    """'mha COMMAND --list-options' (what the package reads) names the very
+    options the command's --help describes, and says which take a file"""
+    import re
+    import subprocess
+    from mha import _run
+    for command in ("forward", "backward", "compare", "model"):
+        listed = {o["name"] for o in _run.list_options(command)}
+        helped = set(re.findall(r"(?<![\w-])--([a-z][a-z0-9-]*)",
+                                subprocess.run([_run.executable(), command, "--help"],
+                                               capture_output=True, text=True).stdout))
+        assert listed == helped, (command, sorted(listed ^ helped))
+    assert {"x", "weights", "mask", "sinks", "config"} <= _run.file_options("forward")
+    assert "grad_output" in _run.file_options("backward")
+    assert "heads" not in _run.file_options("forward")
