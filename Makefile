@@ -131,7 +131,7 @@ TEST_OBJ = $(UNIT_SRC:%.c=build/%.o) build/tests/ref.o build/cli/base/number.o
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
         test-install test-symbols check-browser test-backward test-compare bench-npz test-layers \
-        test-signals arm64-deps check-arm64 check-clang FORCE
+        test-signals test-abi arm64-deps check-arm64 check-clang FORCE
 
 all: mha lib/libmha.a lib/libmha.so
 
@@ -243,7 +243,7 @@ check: deps
 	$(MAKE) -j$(NPROC) STRICT=-Werror all tests/test_lib
 	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-npz \
 		test-checkpoint test-schema test-samples test-docs test-install test-symbols test-backward \
-		test-compare test-layers test-options test-python test-signals
+		test-compare test-layers test-options test-python test-signals test-abi
 	@echo "make check: all tests passed"
 
 # mha against ONNX Runtime, PyTorch and the machine's GEMM rate: not part of check
@@ -383,6 +383,11 @@ test-python: mha
 	PYTHON=$(PYTHON) sh tests/python_install_test.sh
 
 # the libraries export mha_ names only (the static one too: no team_run)
+# a program built against this header against a library whose structs grew
+# (tests/abi_check.sh: the library built again in a scratch tree)
+test-abi: lib/libmha.a
+	CC="$(CC)" sh tests/abi_check.sh
+
 test-symbols: lib/libmha.a lib/libmha.so
 	sh tests/symbols_test.sh lib/libmha.a lib/libmha.so
 

@@ -68,15 +68,19 @@
  *   mha_config cfg = MHA_INIT(mha_config);          (all defaults)
  *   mha_dims d = { .size = sizeof(mha_dims), .n_q = 4, ... };
  *
- * Every function refuses a struct whose size is not its own with
- * MHA_ERR_VERSION, before reading or writing any other field of any
- * argument: a program built against another version of this header (whose
- * structs have other fields) is refused, never read or written past the
- * end of its structs.  mha_mask, mha_window, mha_alibi and mha_rope are
+ * A struct of an older, smaller version (a program built against an
+ * earlier header) is read as far as its size goes, the fields it lacks
+ * taking their defaults (zero), and a struct the library writes (the
+ * report, a fault) is written only as far: such a program runs against a
+ * newer library unchanged.  Every function refuses a struct larger than its
+ * own (a newer header's) or of a size no version has (not whole size_t's)
+ * with MHA_ERR_VERSION, before reading or writing any other field of any
+ * argument: never read or written past the end of a caller's struct.  mha_mask, mha_window, mha_alibi and mha_rope are
  * parts of mha_config and carry no size of their own.  A struct only ever
  * grows at its end, and always by whole size_t's worth (the check compares
- * sizes: a field hidden in padding would pass it), with a new version
- * (MHA_VERSION_MINOR while 0.x) and a new soname (libmha.so.N).  The
+ * sizes: a field hidden in padding would pass it), its default zero, with
+ * a new version (MHA_VERSION_MINOR while 0.x) and the same soname: older
+ * programs keep running.  The
  * functions that return no status answer a wrong size as they answer NULL
  * (see each).
  *
@@ -510,6 +514,11 @@ typedef struct mha_config {
 	mha_rope rope;      /* rotary embeddings; mode MHA_ROPE_NONE: none */
 	mha_qk_norm norm;   /* q/k normalisation; kind MHA_NORM_NONE: none */
 	mha_mla mla;        /* latent attention; on = 0: none */
+#ifdef MHA_ABI_TEST_GROWN
+	/* the next version's field, in a test build only (make test-abi): a
+	 * program built without it must run against that library unchanged */
+	size_t abi_test_grown;
+#endif
 } mha_config;
 
 /* ---- intermediates ----------------------------------------------------- */
@@ -609,6 +618,9 @@ typedef struct mha_observer {
 	mha_sequence_fn sequence; /* NULL: not told (fine without a batch) */
 	mha_progress_fn progress; /* NULL: not told (0.7.0); fn may be NULL with it */
 	void *progress_ctx;
+#ifdef MHA_ABI_TEST_GROWN
+	size_t abi_test_grown; /* as mha_config's */
+#endif
 } mha_observer;
 
 /* What a run noticed that is not an error. */

@@ -65,23 +65,40 @@ const char *mha_stage_name(mha_stage stage)
 
 /* ---- forward ---------------------------------------------------------------- */
 
+/*
+ * Each entry point takes the caller's structs (base/rules.h's MHA_TAKE: this
+ * header's or an older, smaller version's, refused with MHA_ERR_VERSION
+ * before anything is read past them or written), computes on its copies,
+ * and hands the report back in the caller's version.
+ */
+
 mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 		       const mha_weights *w, const mha_config *cfg,
 		       const mha_observer *obs, mha_report *rep)
 {
 	static const mha_weights no_weights = MHA_INIT(mha_weights);
+	mha_dims d_;
+	mha_inputs in_;
+	mha_weights w_;
+	mha_config c_;
+	mha_observer o_;
+	mha_report r_, *const caller = rep;
+	mha_status st;
 
 	if (!d || !in)
 		return MHA_ERR_NULL;
-	if (!MHA_SIZED(d) || !MHA_SIZED(in) || !MHA_SIZED(w) || !MHA_SIZED(cfg) ||
-	    !MHA_SIZED(obs) || !MHA_SIZED(rep))
+	if (MHA_TAKE(d, d_) || MHA_TAKE(in, in_) || MHA_TAKE(w, w_) || MHA_TAKE(cfg, c_) ||
+	    MHA_TAKE(obs, o_) || MHA_TAKE(rep, r_))
 		return MHA_ERR_VERSION;
 	if (cfg && cfg->mla.on) {
 		const struct mla_io io = MHA_MLA_IO(sizeof(double), in, w ? w : &no_weights);
 
-		return mha_mla_forward(out, &io, d, cfg, obs, rep);
+		st = mha_mla_forward(out, &io, d, cfg, obs, rep);
+	} else {
+		st = mha_core_forward(out, d, in, w, cfg, obs, rep);
 	}
-	return mha_core_forward(out, d, in, w, cfg, obs, rep);
+	mha_give(caller, &r_);
+	return st;
 }
 
 mha_status mha_forward_f32(float *out, const mha_dims *d, const mha_inputs_f32 *in,
@@ -95,12 +112,18 @@ mha_status mha_forward_f32_observed(float *out, const mha_dims *d, const mha_inp
 				    const mha_observer *obs, mha_report *rep)
 {
 	static const mha_weights_f32 no_weights = MHA_INIT(mha_weights_f32);
-	mha_observer told = MHA_INIT(mha_observer);
+	mha_observer told = MHA_INIT(mha_observer), o_;
+	mha_dims d_;
+	mha_inputs_f32 in_;
+	mha_weights_f32 w_;
+	mha_config c_;
+	mha_report r_, *const caller = rep;
+	mha_status st;
 
 	if (!d || !in)
 		return MHA_ERR_NULL;
-	if (!MHA_SIZED(d) || !MHA_SIZED(in) || !MHA_SIZED(w) || !MHA_SIZED(cfg) ||
-	    !MHA_SIZED(obs) || !MHA_SIZED(rep))
+	if (MHA_TAKE(d, d_) || MHA_TAKE(in, in_) || MHA_TAKE(w, w_) || MHA_TAKE(cfg, c_) ||
+	    MHA_TAKE(obs, o_) || MHA_TAKE(rep, r_))
 		return MHA_ERR_VERSION;
 	/* float32 keeps no intermediates: of obs, its progress alone */
 	if (obs) {
@@ -110,14 +133,20 @@ mha_status mha_forward_f32_observed(float *out, const mha_dims *d, const mha_inp
 	if (cfg && cfg->mla.on) {
 		const struct mla_io io = MHA_MLA_IO(sizeof(float), in, w ? w : &no_weights);
 
-		return mha_mla_forward(out, &io, d, cfg, told.progress ? &told : NULL, rep);
+		st = mha_mla_forward(out, &io, d, cfg, told.progress ? &told : NULL, rep);
+	} else {
+		st = mha_core_forward_f32(out, d, in, w, cfg, &told, rep);
 	}
-	return mha_core_forward_f32(out, d, in, w, cfg, &told, rep);
+	mha_give(caller, &r_);
+	return st;
 }
 
 size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int f32)
 {
-	if (!d || mha_check(d, cfg) != MHA_OK)
+	mha_dims d_;
+	mha_config c_;
+
+	if (MHA_TAKE(d, d_) || MHA_TAKE(cfg, c_) || !d || mha_check(d, cfg) != MHA_OK)
 		return SIZE_MAX;
 	if (cfg && cfg->mla.on)
 		return mha_mla_memory(d, cfg, wanted, f32);
@@ -137,19 +166,30 @@ mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *
 			const mha_grad_observer *obs, mha_report *rep)
 {
 	static const mha_weights no_weights = MHA_INIT(mha_weights);
+	mha_grads g_;
+	mha_dims d_;
+	mha_inputs in_;
+	mha_weights w_;
+	mha_config c_;
+	mha_grad_observer o_;
+	mha_report r_, *const caller = rep;
+	mha_status st;
 
 	if (!d || !in || !g)
 		return MHA_ERR_NULL;
-	if (!MHA_SIZED(g) || !MHA_SIZED(d) || !MHA_SIZED(in) || !MHA_SIZED(w) || !MHA_SIZED(cfg) ||
-	    !MHA_SIZED(obs) || !MHA_SIZED(rep))
+	if (MHA_TAKE(g, g_) || MHA_TAKE(d, d_) || MHA_TAKE(in, in_) || MHA_TAKE(w, w_) ||
+	    MHA_TAKE(cfg, c_) || MHA_TAKE(obs, o_) || MHA_TAKE(rep, r_))
 		return MHA_ERR_VERSION;
 	if (cfg && cfg->mla.on) {
 		const struct mla_io io = MHA_MLA_IO(sizeof(double), in, w ? w : &no_weights);
 		const struct mla_grads mg = MLA_GRADS(g);
 
-		return mha_mla_backward(&mg, dout, &io, d, cfg, obs, rep);
+		st = mha_mla_backward(&mg, dout, &io, d, cfg, obs, rep);
+	} else {
+		st = mha_bw64_core(g, dout, d, in, w, cfg, obs, rep);
 	}
-	return mha_bw64_core(g, dout, d, in, w, cfg, obs, rep);
+	mha_give(caller, &r_);
+	return st;
 }
 
 mha_status mha_backward_f32(const mha_grads_f32 *g, const float *dout, const mha_dims *d,
@@ -166,12 +206,18 @@ mha_status mha_backward_f32_observed(const mha_grads_f32 *g, const float *dout,
 {
 	static const mha_weights_f32 no_weights = MHA_INIT(mha_weights_f32);
 	static const mha_config defaults = MHA_INIT(mha_config);
-	mha_grad_observer told = MHA_INIT(mha_grad_observer);
+	mha_grad_observer told = MHA_INIT(mha_grad_observer), o_;
 	const mha_grad_observer *tell;
-	mha_config fast;
+	mha_grads_f32 g_;
+	mha_dims d_;
+	mha_inputs_f32 in_;
+	mha_weights_f32 w_;
+	mha_config c_, fast;
+	mha_report r_, *const caller = rep;
+	mha_status st;
 
-	/* copied whole: refused first if it is not this library's size */
-	if ((cfg && !MHA_SIZED(cfg)) || !MHA_SIZED(obs))
+	if (MHA_TAKE(g, g_) || MHA_TAKE(d, d_) || MHA_TAKE(in, in_) || MHA_TAKE(w, w_) ||
+	    MHA_TAKE(cfg, c_) || MHA_TAKE(obs, o_) || MHA_TAKE(rep, r_))
 		return MHA_ERR_VERSION;
 	fast = cfg ? *cfg : defaults;
 	/* the fast path whatever cfg->exact says, as mha_forward_f32 */
@@ -183,24 +229,27 @@ mha_status mha_backward_f32_observed(const mha_grads_f32 *g, const float *dout,
 	}
 	tell = told.progress ? &told : NULL;
 	if (fast.mla.on) {
-		if (!d || !in || !g)
-			return MHA_ERR_NULL;
-		if (!MHA_SIZED(g) || !MHA_SIZED(d) || !MHA_SIZED(in) || !MHA_SIZED(w) ||
-		    !MHA_SIZED(rep))
-			return MHA_ERR_VERSION;
-		{
+		if (!d || !in || !g) {
+			st = MHA_ERR_NULL;
+		} else {
 			const struct mla_io io = MHA_MLA_IO(sizeof(float), in, w ? w : &no_weights);
 			const struct mla_grads mg = MLA_GRADS(g);
 
-			return mha_mla_backward(&mg, dout, &io, d, &fast, tell, rep);
+			st = mha_mla_backward(&mg, dout, &io, d, &fast, tell, rep);
 		}
+	} else {
+		st = mha_bw32_core(g, dout, d, in, w, &fast, tell, rep);
 	}
-	return mha_bw32_core(g, dout, d, in, w, &fast, tell, rep);
+	mha_give(caller, &r_);
+	return st;
 }
 
 size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted)
 {
-	if (!d || mha_check(d, cfg) != MHA_OK)
+	mha_dims d_;
+	mha_config c_;
+
+	if (MHA_TAKE(d, d_) || MHA_TAKE(cfg, c_) || !d || mha_check(d, cfg) != MHA_OK)
 		return SIZE_MAX;
 	if (cfg && cfg->mla.on)
 		return mha_mla_backward_memory(d, cfg, wanted);

@@ -34,6 +34,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* What decides which keys a query sees, taken once from dims and config. */
 struct mha_rule {
@@ -66,6 +67,48 @@ struct mha_rule {
  * field of any argument is read or written.
  */
 #define MHA_SIZED(p) (!(p) || (p)->size == sizeof(*(p)))
+
+/*
+ * A caller's struct at a public entry point (mha.h, "Versions"): this
+ * header's size, or an older, smaller version's (a struct grows only at
+ * its end, by whole size_t's), copied into local (full bytes) with the
+ * fields it lacks zero (their defaults) and local's size set to full.  0,
+ * or -1 for a size this library cannot read (larger than its own, not
+ * whole size_t's, or not even the size field), nothing read past it.
+ * NULL: 0, nothing copied.
+ */
+static inline int mha_take(const void *p, void *local, size_t full)
+{
+	size_t n;
+
+	if (!p)
+		return 0;
+	memcpy(&n, p, sizeof(n));
+	if (n > full || n < sizeof(size_t) || n % sizeof(size_t))
+		return -1;
+	memset(local, 0, full);
+	memcpy(local, p, n);
+	memcpy(local, &full, sizeof(full));
+	return 0;
+}
+
+/* p, a pointer to a caller's struct, pointed at its copy local (NULL stays
+ * NULL): 0, or -1 for a size mha_take refuses */
+#define MHA_TAKE(p, local) (mha_take((p), &(local), sizeof(local)) ? -1 : \
+			    ((p) = (p) ? &(local) : NULL, 0))
+
+/* what the library wrote into local handed back to the caller's struct p
+ * (taken by MHA_TAKE): the fields its version has, its size kept */
+static inline void mha_give(void *p, const void *local)
+{
+	size_t n;
+
+	if (!p)
+		return;
+	memcpy(&n, p, sizeof(n));
+	memcpy((char *)p + sizeof(size_t), (const char *)local + sizeof(size_t),
+	       n - sizeof(size_t));
+}
 
 static inline size_t mha_rule_batch(const mha_dims *d)
 {

@@ -138,19 +138,35 @@ mha_status mha_check(const mha_dims *d, const mha_config *cfg)
 	return mha_check_fault(d, cfg, NULL);
 }
 
+/* mha_check_fault on structs of this library's version */
+static mha_status check_fault(const mha_dims *d, const mha_config *cfg, mha_fault *f);
+
 mha_status mha_check_fault(const mha_dims *d, const mha_config *cfg, mha_fault *f)
 {
-	size_t g, hk, hv, gk, gv, nq, nkv;
+	mha_dims d_;
+	mha_config c_;
+	mha_fault f_, *const caller = f;
+	mha_status st;
 
-	/* a fault of another size is neither read nor written */
-	if (!MHA_SIZED(f))
+	/* a fault of a size not this library's or older is neither read nor written */
+	if (MHA_TAKE(f, f_))
 		return MHA_ERR_VERSION;
 	if (f)
 		*f = (mha_fault){ .size = sizeof(*f), .kind = MHA_FAULT_NONE };
 	if (!d)
-		return MHA_ERR_NULL;
-	if (!MHA_SIZED(d) || !MHA_SIZED(cfg))
-		return MHA_ERR_VERSION;
+		st = MHA_ERR_NULL;
+	else if (MHA_TAKE(d, d_) || MHA_TAKE(cfg, c_))
+		st = MHA_ERR_VERSION;
+	else
+		st = check_fault(d, cfg, f);
+	mha_give(caller, &f_);
+	return st;
+}
+
+static mha_status check_fault(const mha_dims *d, const mha_config *cfg, mha_fault *f)
+{
+	size_t g, hk, hv, gk, gv, nq, nkv;
+
 	if (!d->n_q || !d->n_kv || !d->d_q_in || !d->d_k_in || !d->d_v_in ||
 	    !d->d_k || !d->d_v)
 		return MHA_ERR_DIM;
@@ -231,7 +247,9 @@ mha_status mha_alibi_slopes(double *out, size_t H)
 
 size_t mha_output_cols(const mha_dims *d, int has_wo)
 {
-	if (!d || !MHA_SIZED(d))
+	mha_dims d_;
+
+	if (!d || MHA_TAKE(d, d_))
 		return 0;
 	return has_wo ? d->d_out : d->heads * d->d_v;
 }
@@ -239,8 +257,10 @@ size_t mha_output_cols(const mha_dims *d, int has_wo)
 double mha_scale_of(const mha_dims *d, const mha_config *cfg)
 {
 	mha_scale_mode mode;
+	mha_dims d_;
+	mha_config c_;
 
-	if (!d || !MHA_SIZED(d) || !MHA_SIZED(cfg))
+	if (!d || MHA_TAKE(d, d_) || MHA_TAKE(cfg, c_))
 		return NAN;
 	mode = cfg ? cfg->scale_mode : MHA_SCALE_DK;
 	switch (mode) {
@@ -255,7 +275,11 @@ double mha_scale_of(const mha_dims *d, const mha_config *cfg)
 
 ptrdiff_t mha_causal_offset(const mha_dims *d, const mha_config *cfg, size_t b)
 {
-	if (!d || !cfg || !MHA_SIZED(d) || !MHA_SIZED(cfg) || cfg->causal == MHA_CAUSAL_NONE || b >= mha_rule_batch(d))
+	mha_dims d_;
+	mha_config c_;
+
+	if (!d || !cfg || MHA_TAKE(d, d_) || MHA_TAKE(cfg, c_) || cfg->causal == MHA_CAUSAL_NONE ||
+	    b >= mha_rule_batch(d))
 		return 0;
 	return mha_rule_offset_seq(d, cfg, b);
 }

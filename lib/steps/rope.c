@@ -286,11 +286,12 @@ mha_status mha_rope_apply(double *out, const double *x, size_t rows, size_t head
 			  const mha_config *cfg, const ptrdiff_t *pos)
 {
 	const mha_rope *rope;
+	mha_config c_;
 	mha_status st;
 
 	if (!out || !x || !cfg)
 		return MHA_ERR_NULL;
-	if (!MHA_SIZED(cfg))
+	if (MHA_TAKE(cfg, c_))
 		return MHA_ERR_VERSION;
 	rope = &cfg->rope;
 	if (!rows || !heads || !d)

@@ -192,16 +192,18 @@ START_TEST(test_names)
 END_TEST
 
 /*
- * Versioned structs (mha.h, "Versions"): a struct whose size field is not
- * this header's size, as from a program built against another mha.h, is
- * refused with MHA_ERR_VERSION by every function that takes it, before
- * anything is read past its size or written (the report keeps its bytes);
- * the same call with the sizes right succeeds.
+ * Versioned structs (mha.h, "Versions"): a struct whose size field is
+ * larger than this header's (from a newer mha.h), not whole size_t's, or
+ * none, is refused with MHA_ERR_VERSION by every function that takes it,
+ * before anything is read past its size or written (the report keeps its
+ * bytes); one of an older, smaller version is read as far as it goes, the
+ * fields it lacks their defaults (test_struct_older); the same call with
+ * the sizes right succeeds.
  */
-/* a size from an older header (shorter), a newer one (longer), or none */
+/* a size from a newer header (longer), one no version has, or none */
 static size_t wrong_size(size_t right, int k)
 {
-	return k == 0 ? right - 8 : k == 1 ? right + 8 : 0;
+	return k == 0 ? right - 4 : k == 1 ? right + 8 : 0;
 }
 
 START_TEST(test_struct_sizes)
@@ -296,7 +298,7 @@ START_TEST(test_struct_sizes)
 		ck_assert_int_eq(mha_backward_f32(&gf, NULL, &d, &inf, &wf, &cfg, &rep), MHA_ERR_VERSION);
 		gf.size = sizeof(gf);
 
-		/* an older, shorter report: refused, and not one byte of it written */
+		/* a report of a size no version has: refused, and not one byte of it written */
 		memset(&rep, 0xA5, sizeof(rep));
 		rep.size = wrong_size(sizeof(rep), k);
 		before = rep;
@@ -316,6 +318,85 @@ START_TEST(test_struct_sizes)
 	ck_assert_str_eq(mha_strerror(MHA_ERR_VERSION),
 			 "a struct's size is not the library's: "
 			 "the program was built against another version of mha.h");
+}
+END_TEST
+
+/* An older, smaller version of each struct (its last field gone, as a
+ * program built against an older mha.h passes it): read as far as it goes,
+ * the fields it lacks their defaults; a report of it written only as far. */
+START_TEST(test_struct_older)
+{
+	const double x[4] = { 1, 2, 3, 4 }, dout[4] = { 1, 1, 1, 1 };
+	const float xf[4] = { 1, 2, 3, 4 };
+	double out[4], want[4], dx[4];
+	float outf[4], dxf[4];
+	mha_dims d = { .size = sizeof(mha_dims), .n_q = 2, .n_kv = 2, .d_q_in = 2, .d_k_in = 2,
+		       .d_v_in = 2, .heads = 1, .d_k = 2, .d_v = 2 };
+	mha_inputs in = { .size = sizeof(mha_inputs), x, x, x };
+	mha_inputs_f32 inf = { .size = sizeof(mha_inputs_f32), xf, xf, xf };
+	mha_weights w = MHA_INIT(mha_weights);
+	mha_weights_f32 wf = MHA_INIT(mha_weights_f32);
+	mha_config cfg = { .size = sizeof(mha_config), .causal = MHA_CAUSAL_TOP_LEFT };
+	mha_observer obs = MHA_INIT(mha_observer);
+	mha_grad_observer gobs = MHA_INIT(mha_grad_observer);
+	mha_report rep = MHA_INIT(mha_report);
+	mha_grads g = { .size = sizeof(mha_grads), .dxq = dx };
+	mha_grads_f32 gf = { .size = sizeof(mha_grads_f32), .dxq = dxf };
+	unsigned char tail[8];
+
+	ck_assert_int_eq(mha_forward(want, &d, &in, &w, &cfg, &obs, &rep), MHA_OK);
+#define OLDER(s) ((s).size = sizeof(s) - sizeof(size_t))
+#define ALL_OK() do { \
+	ck_assert_int_eq(mha_check(&d, &cfg), MHA_OK); \
+	ck_assert_int_eq(mha_forward(out, &d, &in, &w, &cfg, &obs, &rep), MHA_OK); \
+	ck_assert_mem_eq(out, want, sizeof(out)); \
+	ck_assert_int_eq(mha_forward_f32(outf, &d, &inf, &wf, &cfg, &rep), MHA_OK); \
+	ck_assert_int_eq(mha_backward(&g, dout, &d, &in, &w, &cfg, &gobs, &rep), MHA_OK); \
+	ck_assert_int_eq(mha_backward_f32(&gf, NULL, &d, &inf, &wf, &cfg, &rep), MHA_OK); \
+	ck_assert_uint_ne(mha_memory(&d, &cfg, 0, 0), SIZE_MAX); \
+	ck_assert_uint_ne(mha_backward_memory(&d, &cfg, 0), SIZE_MAX); \
+	ck_assert(mha_scale_of(&d, &cfg) == 1 / sqrt(2.0)); \
+	ck_assert_uint_eq(mha_output_cols(&d, 0), 2); \
+	ck_assert_int_eq(mha_rope_apply(out, x, 2, 1, 2, &cfg, NULL), MHA_OK); \
+} while (0)
+	/* dims without batch (one sequence), a config without the latent
+	 * attention's last field, weights without W_KVB, observers and grads
+	 * without their last fields: all their defaults here */
+	OLDER(d);
+	ALL_OK();
+	d.size = sizeof(d);
+	OLDER(cfg);
+	ALL_OK();
+	cfg.size = sizeof(cfg);
+	OLDER(w);
+	OLDER(wf);
+	ALL_OK();
+	w.size = sizeof(w);
+	wf.size = sizeof(wf);
+	OLDER(obs);
+	OLDER(gobs);
+	OLDER(g);
+	OLDER(gf);
+	ALL_OK();
+	obs.size = sizeof(obs);
+	gobs.size = sizeof(gobs);
+	g.size = sizeof(g);
+	gf.size = sizeof(gf);
+	/* inputs without xv: the values' source is missing (NULL), not a version */
+	OLDER(in);
+	ck_assert_int_eq(mha_forward(out, &d, &in, &w, &cfg, &obs, &rep), MHA_ERR_NULL);
+	in.size = sizeof(in);
+	/* an older report: written as far as its size, not a byte past */
+	memset(&rep, 0xA5, sizeof(rep));
+	OLDER(rep);
+	memcpy(tail, (unsigned char *)&rep + rep.size, sizeof(tail));
+	ck_assert_int_eq(mha_forward(out, &d, &in, &w, &cfg, &obs, &rep), MHA_OK);
+	ck_assert_mem_eq((unsigned char *)&rep + rep.size, tail, sizeof(tail));
+	ck_assert_uint_eq(rep.size, sizeof(rep) - sizeof(size_t));
+	ck_assert(rep.scale == 1 / sqrt(2.0));
+	ck_assert_uint_eq(rep.blocked_rows, 0);
+#undef ALL_OK
+#undef OLDER
 }
 END_TEST
 
@@ -423,12 +504,21 @@ START_TEST(test_check_fault)
 	ck_assert_uint_eq(f.index, 0);
 	ck_assert_int_eq(f.position, -1);
 	ck_assert_int_eq(mha_causal_offset(&d, &cfg, 1), -1);
-	/* a fault struct of another size is refused, untouched */
+	/* a fault struct of a newer, larger version is refused, untouched; an
+	 * older, smaller one is written as far as its size */
 	{
-		mha_fault old = { .size = sizeof(mha_fault) - sizeof(size_t), .index = 42 };
+		struct { mha_fault f; size_t more; } newer = { .f = { .size = sizeof(mha_fault) +
+								     sizeof(size_t), .index = 42 } };
+		mha_fault older = { .size = sizeof(mha_fault) - sizeof(size_t) };
+		size_t last;
 
-		ck_assert_int_eq(mha_check_fault(&d, &cfg, &old), MHA_ERR_VERSION);
-		ck_assert_uint_eq(old.index, 42);
+		ck_assert_int_eq(mha_check_fault(&d, &cfg, &newer.f), MHA_ERR_VERSION);
+		ck_assert_uint_eq(newer.f.index, 42);
+		memset((char *)&older + older.size, 0x5A, sizeof(size_t));
+		memcpy(&last, (char *)&older + older.size, sizeof(last));
+		ck_assert_int_eq(mha_check_fault(&d, &cfg, &older), MHA_ERR_ROPE);
+		ck_assert_int_eq(older.kind, MHA_FAULT_ROPE_QUERY_POSITION);
+		ck_assert(!memcmp((char *)&older + older.size, &last, sizeof(last)));
 	}
 }
 END_TEST
@@ -490,6 +580,7 @@ void unit_add_errors(const struct unit_suite *u)
 	tcase_add_test(u->err, test_errors);
 	tcase_add_test(u->err, test_names);
 	tcase_add_test(u->err, test_struct_sizes);
+	tcase_add_test(u->err, test_struct_older);
 	tcase_add_test(u->err, test_check_fault);
 	tcase_add_test(u->err, test_memory_estimate);
 	tcase_add_test(u->err, test_threads_capped);
