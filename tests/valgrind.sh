@@ -125,7 +125,7 @@ cli1=
 cli2=
 if want cli; then
 	n=0
-	for d in tests/cli/cases/*/; do
+	for d in tests/cli/cases/*/*/; do
 		[ -f "$d/cmd" ] || continue
 		d=${d%/}
 		d=${d##*/}

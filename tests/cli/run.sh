@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/cli/run.sh: end-to-end tests of the mha command line.
 #
-# Each case is a directory tests/cli/cases/NAME/ holding
+# Each case is a directory tests/cli/cases/TOPIC/NAME/ (TOPIC: what it
+# tests, mostly NAME's first word: fwd, rope, npz, model ...) holding
 #   cmd        one shell command line, run with sh -c in a fresh temporary
 #              directory, with 'mha' on PATH, $TOP the top of the source tree,
 #              $PYTHON a Python 3 with the json module, and 'data' a symbolic
@@ -66,7 +67,7 @@ cases=tests/cli/cases
 if [ $# -eq 0 ]; then
 	# case names have no spaces: split on newlines
 	# shellcheck disable=SC2046
-	set -- $(cd "$cases" && for d in */; do [ -f "$d/cmd" ] && printf '%s\n' "${d%/}"; done)
+	set -- $(cd "$cases" && for d in */*/; do [ -f "$d/cmd" ] && printf '%s\n' "${d%/}"; done)
 fi
 
 passed=0
@@ -97,8 +98,13 @@ compare()
 
 for name in "$@"; do
 	name=${name%/}
-	name=${name##*/} # tests/cli/cases/NAME/ works too
-	dir=$cases/$name
+	name=${name##*/} # TOPIC/NAME and tests/cli/cases/TOPIC/NAME/ work too
+	# the case's folder under its topic (a name is one case's, whatever the topic)
+	dir=$cases/none/$name
+	for d in "$cases"/*/"$name"; do
+		[ -f "$d/cmd" ] && dir=$d && break
+	done
+	case_path=${dir#"$cases"/}
 	skip=
 	for pat in ${SKIP_CASES:-}; do
 		# shellcheck disable=SC2254
@@ -128,10 +134,10 @@ for name in "$@"; do
 	if report=$(
 		bad=0
 		for f in stdout stderr status; do
-			compare "$name" "$f" "$out/$f" || bad=1
+			compare "$case_path" "$f" "$out/$f" || bad=1
 		done
 		if [ -f "$dir/after" ]; then
-			compare "$name" after.out "$out/after.out" || bad=1
+			compare "$case_path" after.out "$out/after.out" || bad=1
 		fi
 		exit $bad
 	); then
