@@ -437,6 +437,7 @@ static int backward_check_options(struct attn_options *o)
 {
 	const char *hint = o->cmd->name;
 	struct backward_request *r = o->own;
+	char names[160]; /* the formats it writes, for messages */
 
 	*r = (struct backward_request){ .hint = hint, .emit = &o->emit, .print = o->print_arg,
 					.explain = o->explain, .has_cell = o->spec.cell != NULL,
@@ -449,8 +450,8 @@ static int backward_check_options(struct attn_options *o)
 	if (!o->format_given && o->emit.output)
 		o->emit.format = emit_format_of_output(o->emit.output);
 	if (o->emit.format == FORMAT_HEATMAP || o->emit.format == FORMAT_SVG)
-		return usage_error(hint, "mha backward writes text, json, csv, markdown, npy or npz, "
-				   "not a heatmap");
+		return usage_error(hint, "mha backward writes %s, not a heatmap",
+				   emit_format_list(0, names, sizeof(names)));
 	if (o->emit.compress && o->emit.format != FORMAT_NPZ)
 		return usage_error(hint, ATTN_COMPRESS_NEEDS_NPZ);
 	if (o->emit.bare_nonfinite && o->emit.format != FORMAT_JSON)
@@ -458,9 +459,9 @@ static int backward_check_options(struct attn_options *o)
 	if (attn_refuse_cut(o))
 		return -1;
 	if (o->range_given || o->emit.head || o->emit.pool || o->color_given)
-		return usage_error(hint, "%s draws pictures, and mha backward writes text, json, csv, "
-				   "markdown, npy or npz", o->range_given ? "--range" : o->emit.head
-				   ? "--head" : o->emit.pool ? "--pool" : "--color");
+		return usage_error(hint, "%s draws pictures, and mha backward writes %s",
+				   o->range_given ? "--range" : o->emit.head ? "--head" : o->emit.pool
+				   ? "--pool" : "--color", emit_format_list(0, names, sizeof(names)));
 	if (o->f32 && o->spec.cfg.exact)
 		return usage_error(hint, "--exact is float64's plain path: leave out --dtype f32");
 	/* --dtype f32: float32 inputs, weights and dO stay floats (no double copy) */

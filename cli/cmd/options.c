@@ -893,8 +893,10 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 		case 'f':
 			o->format_given = 1;
 			if (emit_format_by_name(optarg, &o->emit.format)) {
-				usage_error(hint, "--format takes text, json, csv, markdown, npy, "
-					    "npz, heatmap, svg or html, not '%s'", optarg);
+				char names[160];
+
+				usage_error(hint, "--format takes %s, not '%s'",
+					    emit_format_list(1, names, sizeof(names)), optarg);
 				return -1;
 			}
 			break;

@@ -29,6 +29,30 @@ static const struct { const char *name; out_format format; } format_names[] = {
 	{ "html", FORMAT_HTML },
 };
 
+const char *emit_format_list(int pictures, char *buf, size_t size)
+{
+	const char *names[sizeof(format_names) / sizeof(format_names[0])];
+	size_t n = 0, at = 0;
+
+	for (size_t i = 0; i < sizeof(format_names) / sizeof(format_names[0]); i++) {
+		const out_format f = format_names[i].format;
+
+		/* one name a format ("md" is markdown's other), pictures and pages if asked */
+		if ((i && format_names[i - 1].format == f) ||
+		    (!pictures && (f == FORMAT_HEATMAP || f == FORMAT_SVG || f == FORMAT_HTML)))
+			continue;
+		names[n++] = format_names[i].name;
+	}
+	buf[0] = '\0';
+	for (size_t i = 0; i < n && at < size; i++) {
+		const int k = snprintf(buf + at, size - at, "%s%s", i == 0 ? "" : i + 1 == n ? " or " :
+				       ", ", names[i]);
+
+		at += k > 0 ? (size_t)k : 0;
+	}
+	return buf;
+}
+
 int emit_format_by_name(const char *name, out_format *format)
 {
 	for (size_t i = 0; i < sizeof(format_names) / sizeof(format_names[0]); i++)

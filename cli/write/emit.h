@@ -16,6 +16,10 @@
 #include "run/steps.h"
 #include "write/write.h"
 
+/* The formats --format takes, "text, json, ... or html", from the one table
+ * of their names (pictures 0: those a command that draws nothing writes,
+ * no heatmap, svg or html), into buf. */
+const char *emit_format_list(int pictures, char *buf, size_t size);
 /* The format --format names ("md" is markdown); 0, or -1 when none. */
 int emit_format_by_name(const char *name, out_format *format);
 /* The format a file's name says by its extension, as the readers see it
