@@ -8,12 +8,12 @@
  * A command is a struct attn_command: its name and help, its own options,
  * and hooks the skeleton calls in order (git's builtins over
  * parse-options).  The skeleton never knows which command it runs, and no
- * command calls another.  The table and the parsing are options.c's, the
+ * command calls another.  The table is table.c's, the parsing options.c's, the
  * checks and the start-up attention.c's.
  *
  * To add a command: a file of its hooks and its struct attn_command, a
  * cmd_NAME() that hands them to attn_main(), its row in main.c (and in
- * tests/options_test.c's list).  To add an option: a row in options.c's
+ * tests/options_test.c's list).  To add an option: a row in table.c's
  * table (its group says which helps describe it; an Inputs or Attention
  * row carries its help lines, printed in every help) and its case in
  * attn_parse(); another group's option, its line in the helps that

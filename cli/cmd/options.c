@@ -4,6 +4,7 @@
  * its lines; and the command line parsed into struct attn_options.
  */
 #include "cmd/attention.h"
+#include "cmd/table.h"
 #include "cmd/values.h"
 
 #include "base/cli.h"
@@ -70,358 +71,6 @@ static int parse_kv_len(const char *hint, const char *arg, struct attn_options *
 	return 0;
 }
 
-/* ---- the options ----------------------------------------------------- */
-
-enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV_HEADS, O_SCALE,
-       O_CAUSAL, O_WINDOW, O_SINKS, O_ALIBI, O_ALIBI_SLOPES, O_ROPE, O_ROPE_THETA, O_ROPE_DIM, O_POSITIONS,
-       O_ROPE_COS, O_ROPE_SIN, O_ROPE_SCALING, O_SOFTCAP, O_PRECISION, O_LAYOUT, O_KV_LEN, O_DTYPE, O_THREADS,
-       O_EXACT, O_CONFIG, O_LAYER, O_PREFIX,
-       O_MAX_MEMORY, O_TOKENS, O_KV_TOKENS, O_COLOR, O_EXPLAIN, O_CELL, O_SEQUENCE,
-       O_RANGE, O_HEAD, O_KT, O_GRAD_OUTPUT, O_COMPRESS, O_JSON_NONFINITE, O_PROGRESS, O_QUIET,
-       O_ROWS, O_COLS, O_FORCE, O_POOL, O_NORM, O_NORM_EPS, O_NORM_OVER, O_Q_NORM, O_K_NORM, O_FULL,
-       O_ONE /* + WQ … BO */,
-       O_LATENT = O_ONE + N_WEIGHTS /* + LAT_Q_A_PROJ … LAT_KV_B_PROJ */,
-       O_QK_ROPE = O_LATENT + N_LATENT, O_MLA_EPS, O_ABSORB, O_BIASES };
-
-/* Every shared option, once: getopt_long's row and the group a help describes it in. */
-#define R required_argument
-static const struct {
-	struct option o;
-	unsigned group;
-	const char *help; /* its lines in the help (a group of options: the first's), or NULL */
-} rows[] = {
-	{ { "x", R, NULL, 'x' }, OPT_INPUT,
-	  "  -x, --x FILE          X, n x d_model: a 2-D array, or a JSON object holding it\n"
-	  "                        under \"output\" or \"X\" (mha's own JSON output works);\n"
-	  "                        3-D, batch x n x d_model, is a batch of sequences (so\n"
-	  "                        are --kv, --xk, --xv, --q, --k and --v; a 2-D one\n"
-	  "                        beside them is shared by every sequence)\n" },
-	{ { "weights", R, NULL, 'w' }, OPT_INPUT,
-	  "  -w, --weights FILE    JSON object (or .npz archive) with W_Q, W_K, W_V and\n"
-	  "                        optionally W_O, b_Q, b_K, b_V, b_O (d_in x d_out,\n"
-	  "                        applied as x*W; or one d_in x d_k matrix per head,\n"
-	  "                        3-D); or a directory of one file per weight (W_Q.csv,\n"
-	  "                        W_K.npy, ...); without -w, Q = K = V = X; a missing\n"
-	  "                        W_Q, W_K or W_V (W_Q alone) is the identity, said in\n"
-	  "                        a note\n" },
-	{ { "wq", R, NULL, O_ONE + WQ }, OPT_INPUT,
-	  "      --wq, --wk, --wv, --wo, --bq, --bk, --bv, --bo FILE\n"
-	  "                        one weight from its own file, over what -w gave\n" },
-	{ { "wk", R, NULL, O_ONE + WK }, OPT_INPUT, NULL },
-	{ { "wv", R, NULL, O_ONE + WV }, OPT_INPUT, NULL },
-	{ { "wo", R, NULL, O_ONE + WO }, OPT_INPUT, NULL },
-	{ { "bq", R, NULL, O_ONE + BQ }, OPT_INPUT, NULL },
-	{ { "bk", R, NULL, O_ONE + BK }, OPT_INPUT, NULL },
-	{ { "bv", R, NULL, O_ONE + BV }, OPT_INPUT, NULL },
-	{ { "bo", R, NULL, O_ONE + BO }, OPT_INPUT, NULL },
-	{ { "layout", R, NULL, O_LAYOUT }, OPT_INPUT,
-	  "      --layout L        mha (default): weights d_in x d_out; torch: PyTorch's\n"
-	  "                        d_out x d_in, applied as x*W^T, and the names of\n"
-	  "                        nn.MultiheadAttention's state_dict (in_proj_weight,\n"
-	  "                        in_proj_bias, out_proj.weight, out_proj.bias, ...);\n"
-	  "                        llama, gpt2, bert: that model family's safetensors\n"
-	  "                        checkpoint (-w a .safetensors file, its index.json or\n"
-	  "                        their folder; default: config.json's model_type, or\n"
-	  "                        the tensors' names)\n" },
-	{ { "layer", R, NULL, O_LAYER }, OPT_INPUT,
-	  "      --layer N         the checkpoint's attention layer N (from 0)\n" },
-	{ { "prefix", R, NULL, O_PREFIX }, OPT_INPUT,
-	  "      --prefix P        the attention module whose tensor names start with P;\n"
-	  "                        with --layer, layer N's module under P\n" },
-	{ { "config", R, NULL, O_CONFIG }, OPT_INPUT,
-	  "      --config FILE     Hugging Face's config.json (default: the one beside\n"
-	  "                        the checkpoint): heads, key/value heads, rope, window\n"
-	  "                        and causality, under the options given here\n" },
-	{ { "kv", R, NULL, O_KV }, OPT_INPUT,
-	  "      --kv FILE         keys and values from this matrix (cross-attention)\n" },
-	{ { "xk", R, NULL, O_XK }, OPT_INPUT,
-	  "      --xk FILE, --xv FILE\n"
-	  "                        keys from one matrix and values from another (as\n"
-	  "                        kdim and vdim apart); the two go together\n" },
-	{ { "xv", R, NULL, O_XV }, OPT_INPUT, NULL },
-	{ { "q", R, NULL, O_Q }, OPT_INPUT,
-	  "      --q FILE, --k FILE, --v FILE\n"
-	  "                        Q, K and V given directly: no projections (-w may\n"
-	  "                        then hold only W_O and b_O)\n" },
-	{ { "k", R, NULL, O_K }, OPT_INPUT, NULL },
-	{ { "v", R, NULL, O_V }, OPT_INPUT, NULL },
-	{ { "kt", R, NULL, O_KT }, OPT_INPUT,
-	  "      --kt FILE         K transposed (d_k x n_kv), as tutorials print it,\n"
-	  "                        instead of --k\n" },
-	{ { "tokens", R, NULL, O_TOKENS }, OPT_INPUT,
-	  "      --tokens LIST     labels for X's rows (the queries), e.g. \"The bear eats\"\n"
-	  "                        (split at blanks, or at commas when there are any);\n"
-	  "                        they title rows and columns of what is printed\n" },
-	{ { "kv-tokens", R, NULL, O_KV_TOKENS }, OPT_INPUT,
-	  "      --kv-tokens LIST  labels for the keys, with --kv (else the queries')\n" },
-	{ { "mask", R, NULL, O_MASK }, OPT_INPUT,
-	  "      --mask FILE       n_q x n_kv, heads x n_q x n_kv or batch x heads x n_q x\n"
-	  "                        n_kv, batch, heads and n_q also 1, or n_kv alone (as\n"
-	  "                        ONNX broadcasts a mask): booleans (true = may attend)\n"
-	  "                        or numbers added to the scores (\"-inf\"); JSON, CSV,\n"
-	  "                        .npy or a .safetensors file's one tensor\n" },
-	{ { "mask-bool", R, NULL, O_MASK_BOOL }, OPT_INPUT,
-	  "      --mask-bool M     what a boolean mask's true means: attend (default; SDPA,\n"
-	  "                        ONNX) or block (nn.MultiheadAttention's attn_mask and\n"
-	  "                        key_padding_mask)\n" },
-	{ { "heads", R, NULL, O_HEADS }, OPT_ATTN,
-	  "      --heads H         query heads (default 1); each takes an equal block of\n"
-	  "                        Q's columns\n" },
-	{ { "kv-heads", R, NULL, O_KV_HEADS }, OPT_ATTN,
-	  "      --kv-heads G      key/value heads for grouped-query attention (G divides\n"
-	  "                        H; query head i uses key/value head i/(H/G))\n" },
-	{ { "scale", R, NULL, O_SCALE }, OPT_ATTN,
-	  "      --scale S         dk: 1/sqrt(d_k) (default), dmodel: 1/sqrt(d_model),\n"
-	  "                        seqlen: 1/sqrt(n_kv), none: 1, or a NUMBER multiplier\n" },
-	{ { "causal", optional_argument, NULL, O_CAUSAL }, OPT_ATTN,
-	  "      --causal[=ALIGN]  query i sees keys j <= i (top-left, the default), or\n"
-	  "                        j <= i + n_kv - n_q (bottom-right, as in decoding), or\n"
-	  "                        j <= i + N for a whole number N (after N cached keys)\n" },
-	{ { "kv-len", R, NULL, O_KV_LEN }, OPT_ATTN,
-	  "      --kv-len N        only the first N keys are valid (the rest is padding);\n"
-	  "                        bottom-right then aligns with key N; N,N,...: one\n"
-	  "                        length per sequence of a batch\n" },
-	{ { "window", R, NULL, O_WINDOW }, OPT_ATTN,
-	  "      --window L[,R]    sliding window: the query at position p (i, plus the\n"
-	  "                        causal offset) sees keys p-L to p+R only; R absent or\n"
-	  "                        -1: unbounded right; L = -1: unbounded left; none:\n"
-	  "                        every key, where a model's family would slide\n" },
-	{ { "sinks", R, NULL, O_SINKS }, OPT_ATTN,
-	  "      --sinks FILE      attention sinks: one logit per query head, added to\n"
-	  "                        each softmax's denominator as exp(sink - max); none:\n"
-	  "                        no sinks, where a model's family would add its own\n" },
-	{ { "alibi", no_argument, NULL, O_ALIBI }, OPT_ATTN,
-	  "      --alibi           ALiBi: head h adds slope_h*(j - p) to its scores (p the\n"
-	  "                        query's position, as for --window); Press et al.'s\n"
-	  "                        slopes for H heads\n" },
-	{ { "alibi-slopes", R, NULL, O_ALIBI_SLOPES }, OPT_ATTN,
-	  "      --alibi-slopes FILE  ALiBi with these slopes, one per query head\n" },
-	{ { "rope", R, NULL, O_ROPE }, OPT_ATTN,
-	  "      --rope MODE       rotary embeddings: Q and K turn by position after the\n"
-	  "                        projections; half pairs feature i with i+R/2 (Llama,\n"
-	  "                        GPT-NeoX), interleaved 2i with 2i+1 (GPT-J, Cohere);\n"
-	  "                        none: no rotation, where a model's family would turn\n"
-	  "                        (SmolLM3's layers without position encoding)\n" },
-	{ { "rope-theta", R, NULL, O_ROPE_THETA }, OPT_ATTN,
-	  "      --rope-theta T    the base: pair i turns by position*T^(-2i/R)\n"
-	  "                        (default 10000)\n" },
-	{ { "rope-dim", R, NULL, O_ROPE_DIM }, OPT_ATTN,
-	  "      --rope-dim R      the first R features of each head turn (even; default\n"
-	  "                        d_k); the rest pass through\n" },
-	{ { "positions", R, NULL, O_POSITIONS }, OPT_ATTN,
-	  "      --positions FILE  whole numbers from 0: one list for queries and keys\n"
-	  "                        alike, or JSON {\"q\": [..], \"k\": [..]}; default: keys\n"
-	  "                        at j, queries at i plus the causal offset\n" },
-	{ { "rope-cos", R, NULL, O_ROPE_COS }, OPT_ATTN,
-	  "      --rope-cos FILE, --rope-sin FILE\n"
-	  "                        the cos and sin tables as given (positions x R/2),\n"
-	  "                        row p for position p (ONNX RotaryEmbedding)\n" },
-	{ { "rope-sin", R, NULL, O_ROPE_SIN }, OPT_ATTN, NULL },
-	{ { "rope-scaling", R, NULL, O_ROPE_SCALING }, OPT_ATTN,
-	  "      --rope-scaling J  the frequencies scaled as transformers does for\n"
-	  "                        config.json's rope_scaling, given as is: a JSON\n"
-	  "                        object or a file holding one (linear, dynamic,\n"
-	  "                        llama3, yarn, longrope); none: unscaled\n" },
-	{ { "norm", R, NULL, O_NORM }, OPT_ATTN,
-	  "      --norm KIND       normalise Q and K after the projections, before the\n"
-	  "                        rotation: rms x/sqrt(mean(x^2) + eps)*w (Qwen3, OLMo\n"
-	  "                        2), rms1p the same times 1 + w (Gemma 3), layer\n"
-	  "                        (x - mean)/sqrt(variance + eps)*w (Cohere R+); none\n" },
-	{ { "q-norm", R, NULL, O_Q_NORM }, OPT_ATTN,
-	  "      --q-norm FILE, --k-norm FILE\n"
-	  "                        the norm's weights w for Q and for K: one vector of\n"
-	  "                        d_k for every head, or one per head (heads x d_k);\n"
-	  "                        alone they mean --norm rms\n" },
-	{ { "k-norm", R, NULL, O_K_NORM }, OPT_ATTN, NULL },
-	{ { "norm-eps", R, NULL, O_NORM_EPS }, OPT_ATTN,
-	  "      --norm-eps E      added to the mean square (variance); default 1e-6\n" },
-	{ { "norm-over", R, NULL, O_NORM_OVER }, OPT_ATTN,
-	  "      --norm-over WHAT  head: each head's d_k features (the default); all: the\n"
-	  "                        whole row of Q and of K (OLMo 2)\n" },
-	{ { "kv-b-proj", R, NULL, O_LATENT + LAT_KV_B_PROJ }, OPT_ATTN,
-	  "      --kv-a-proj-with-mqa FILE, --kv-b-proj FILE, --q-a-proj FILE,\n"
-	  "      --kv-a-layernorm FILE, --q-a-layernorm FILE, --q-b-proj FILE\n"
-	  "                        multi-head latent attention (DeepSeek's MLA), each\n"
-	  "                        tensor d_in x d_out: [c_kv, k_pe] = X*kv_a_proj_with_mqa,\n"
-	  "                        each head's [k_nope, v] = RMSNorm(c_kv)*kv_b_proj, the\n"
-	  "                        queries X*W_Q or RMSNorm(X*q_a_proj)*W_Q (--q-b-proj\n"
-	  "                        is --wq); the norms' weights default to ones\n" },
-	{ { "kv-a-proj-with-mqa", R, NULL, O_LATENT + LAT_KV_A_PROJ }, OPT_ATTN, NULL },
-	{ { "q-a-proj", R, NULL, O_LATENT + LAT_Q_A_PROJ }, OPT_ATTN, NULL },
-	{ { "kv-a-layernorm", R, NULL, O_LATENT + LAT_KV_A_NORM }, OPT_ATTN, NULL },
-	{ { "q-a-layernorm", R, NULL, O_LATENT + LAT_Q_A_NORM }, OPT_ATTN, NULL },
-	{ { "q-b-proj", R, NULL, O_ONE + WQ }, OPT_ATTN, NULL },
-	{ { "qk-rope-head-dim", R, NULL, O_QK_ROPE }, OPT_ATTN,
-	  "      --qk-rope-head-dim R  MLA: the last R features of each head's query\n"
-	  "                        and key turn by position (--rope), the key's shared\n"
-	  "                        by every head\n" },
-	{ { "mla-eps", R, NULL, O_MLA_EPS }, OPT_ATTN,
-	  "      --mla-eps E       the latents' RMSNorm eps (default 1e-6)\n" },
-	{ { "absorb", no_argument, NULL, O_ABSORB }, OPT_ATTN,
-	  "      --absorb          MLA in the absorbed form inference engines run: the\n"
-	  "                        same numbers, attention over the latent\n" },
-	{ { "softcap", R, NULL, O_SOFTCAP }, OPT_ATTN,
-	  "      --softcap C       scores become C*tanh(scores/C) before the mask; none:\n"
-	  "                        no cap, where a model's family would cap\n" },
-	{ { "biases", R, NULL, O_BIASES }, OPT_ATTN,
-	  "      --biases LIST     the biases a checkpoint's attention adds, said: some\n"
-	  "                        of q,k,v,o, or none; its tensors must be those\n" },
-	{ { "dtype", R, NULL, O_DTYPE }, OPT_DTYPE, NULL },
-	{ { "threads", R, NULL, O_THREADS }, OPT_RUN, NULL },
-	{ { "exact", no_argument, NULL, O_EXACT }, OPT_EXACT, NULL },
-	{ { "max-memory", R, NULL, O_MAX_MEMORY }, OPT_RUN, NULL },
-	{ { "explain", no_argument, NULL, O_EXPLAIN }, OPT_EXPLAIN, NULL },
-	{ { "cell", R, NULL, O_CELL }, OPT_EXPLAIN, NULL },
-	{ { "sequence", R, NULL, O_SEQUENCE }, OPT_RUN, NULL },
-	{ { "color", optional_argument, NULL, O_COLOR }, OPT_PICTURE, NULL },
-	{ { "colour", optional_argument, NULL, O_COLOR }, OPT_ALIAS, NULL },
-	{ { "print", R, NULL, 'p' }, OPT_PRINT, NULL },
-	{ { "format", R, NULL, 'f' }, OPT_RUN, NULL },
-	{ { "precision", R, NULL, O_PRECISION }, OPT_PRINT, NULL },
-	{ { "full", no_argument, NULL, O_FULL }, OPT_PRINT, NULL },
-	{ { "output", R, NULL, 'o' }, OPT_PRINT, NULL },
-	{ { "help", no_argument, NULL, 'h' }, OPT_RUN, NULL },
-	{ { "range", R, NULL, O_RANGE }, OPT_PICTURE, NULL },
-	{ { "head", R, NULL, O_HEAD }, OPT_PICTURE, NULL },
-	{ { "compress", no_argument, NULL, O_COMPRESS }, OPT_NPZ, NULL },
-	{ { "json-nonfinite", R, NULL, O_JSON_NONFINITE }, OPT_JSON, NULL },
-	{ { "progress", no_argument, NULL, O_PROGRESS }, OPT_RUN, NULL },
-	{ { "rows", R, NULL, O_ROWS }, OPT_PRINT, NULL },
-	{ { "cols", R, NULL, O_COLS }, OPT_PRINT, NULL },
-	{ { "force", no_argument, NULL, O_FORCE }, OPT_PRINT, NULL },
-	{ { "pool", R, NULL, O_POOL }, OPT_PICTURE, NULL },
-	{ { "quiet", no_argument, NULL, 'q' }, OPT_RUN, NULL },
-	/* a command that does not take it refuses it, naming the one that does */
-	{ { "grad-output", R, NULL, O_GRAD_OUTPUT }, OPT_GRAD, NULL },
-};
-#undef R
-
-#define N_ROWS (sizeof(rows) / sizeof(rows[0]))
-
-/* The sections of the help every command prints, made from the rows above. */
-static const struct { unsigned group; const char *head; } sections[] = {
-	{ OPT_INPUT, "Inputs (JSON, CSV or NumPy .npy, told apart by name and content; '-' reads\n"
-	  "standard input, for one of them; a NumPy .npz gives the member named as the\n"
-	  "JSON object's key, or its only member):\n" },
-	{ OPT_ATTN, "Attention:\n" },
-};
-
-/* The steps' names from their table, wrapped at 80 columns, the lines
- * after the first at the help's second column (col: where the first starts) */
-static void help_steps(FILE *fp, size_t col)
-{
-	char names[1024], *save = NULL;
-
-	step_names(names, sizeof(names));
-	strncat(names, "; or all", sizeof(names) - strlen(names) - 1);
-	for (char *w = strtok_r(names, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
-		if (col + 1 + strlen(w) > 79) {
-			fputs("\n                        ", fp);
-			col = 24;
-		} else if (col > 24) {
-			fputc(' ', fp);
-			col++;
-		}
-		fputs(w, fp);
-		col += strlen(w);
-	}
-}
-
-int attn_help(FILE *fp, const struct attn_command *cmd)
-{
-	size_t col = 0;
-
-	for (const char *p = cmd->usage; *p; p++) {
-		if (*p == ATTN_USAGE_STEPS[0]) {
-			help_steps(fp, col);
-			continue;
-		}
-		if (*p != ATTN_USAGE_SHARED[0]) {
-			fputc(*p, fp);
-			col = *p == '\n' ? 0 : col + 1;
-			continue;
-		}
-		for (size_t s = 0; s < sizeof(sections) / sizeof(sections[0]); s++) {
-			fputs(sections[s].head, fp);
-			for (size_t i = 0; i < N_ROWS; i++)
-				if (rows[i].group == sections[s].group && rows[i].help)
-					fputs(rows[i].help, fp);
-			fputc('\n', fp);
-		}
-	}
-	return ferror(fp) ? -1 : 0;
-}
-
-/* the word after "--name " in help (FILE, N, LIST...), into arg; "" none */
-static void placeholder(const char *help, const char *name, char *arg, size_t size)
-{
-	const size_t n = strlen(name);
-
-	arg[0] = '\0';
-	for (const char *p = strstr(help, "--"); p; p = strstr(p + 2, "--")) {
-		const char *q = p + 2 + n;
-		size_t k = 0;
-
-		if (strncmp(p + 2, name, n) || (*q != ' ' && *q != '=' && *q != ',' && *q != '['))
-			continue;
-		/* "--wq, --wk, --wv FILE": the list's word */
-		while (q[0] == ',' && q[1] == ' ' && q[2] == '-' && q[3] == '-')
-			for (q += 4; (*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') || *q == '-';)
-				q++;
-		if (q[0] == '[' && q[1] == '=')
-			q++; /* "--causal[=ALIGN]": the word after the '=' */
-		else if (*q != ' ' && *q != '=')
-			continue;
-		else if (*q == '=' || q[1] == '[')
-			q++;
-		while (q[1 + k] >= 'A' && q[1 + k] <= 'Z' && k + 1 < size)
-			k++;
-		if (k) {
-			memcpy(arg, q + 1, k);
-			arg[k] = '\0';
-			return;
-		}
-	}
-}
-
-int attn_list_options(FILE *fp, const char *command, const struct option *opts, const char *help)
-{
-	fprintf(fp, "{\"command\": \"%s\", \"options\": [", command);
-	for (size_t i = 0; opts[i].name; i++) {
-		char arg[32];
-
-		placeholder(help, opts[i].name, arg, sizeof(arg));
-		fprintf(fp, "%s\n  {\"name\": \"%s\", \"short\": ", i ? "," : "", opts[i].name);
-		if (opts[i].val > 0 && opts[i].val < 128)
-			fprintf(fp, "\"%c\"", opts[i].val);
-		else
-			fputs("null", fp);
-		fprintf(fp, ", \"value\": \"%s\", \"arg\": ", opts[i].has_arg == no_argument ? "none"
-			: opts[i].has_arg == required_argument ? "required" : "optional");
-		if (arg[0])
-			fprintf(fp, "\"%s\"", arg);
-		else
-			fputs("null", fp);
-		fputc('}', fp);
-	}
-	fputs("\n]}\n", fp);
-	return ferror(fp) ? -1 : 0;
-}
-
-const struct option *attn_option_table(const unsigned **groups)
-{
-	static struct option table[N_ROWS + 1];
-	static unsigned group[N_ROWS + 1];
-
-	for (size_t i = 0; i < N_ROWS; i++) {
-		table[i] = rows[i].o;
-		group[i] = rows[i].group;
-	}
-	if (groups)
-		*groups = group;
-	return table;
-}
-
 /* --print LIST of the steps (steps.h), for a command with no print hook: 0, or -1 said */
 static int print_steps(struct attn_options *o, const char *arg)
 {
@@ -458,40 +107,6 @@ static int print_steps(struct attn_options *o, const char *arg)
 		rc = -1;
 	}
 	return rc;
-}
-
-/* ---- the layer's settings ---------------------------------------------- */
-
-/* the options that set what a layer computes, which 'mha model' takes too */
-static int layer_setting(int c)
-{
-	switch (c) {
-	case O_HEADS: case O_KV_HEADS: case O_SCALE: case O_CAUSAL: case O_WINDOW: case O_SINKS:
-	case O_ROPE: case O_ROPE_THETA: case O_ROPE_DIM: case O_ROPE_SCALING: case O_NORM:
-	case O_NORM_EPS: case O_NORM_OVER: case O_SOFTCAP: case O_BIASES: case O_QK_ROPE:
-	case O_MLA_EPS:
-		return 1;
-	default:
-		return 0;
-	}
-}
-
-size_t attn_setting_options(struct option *out, size_t cap)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < N_ROWS && n < cap; i++)
-		if (layer_setting(rows[i].o.val))
-			out[n++] = rows[i].o;
-	return n;
-}
-
-int attn_setting_help(FILE *fp)
-{
-	for (size_t i = 0; i < N_ROWS; i++)
-		if (layer_setting(rows[i].o.val) && rows[i].help)
-			fputs(rows[i].help, fp);
-	return ferror(fp) ? -1 : 0;
 }
 
 int attn_setting(const char *hint, int c, const char *arg, struct problem_spec *s)
@@ -651,17 +266,17 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 {
 	const char *hint = cmd->name;
 	/* the shared options, then the command's own (compare's --against …) */
-	struct option all[N_ROWS + ATTN_MAX_EXTRA + 1];
+	struct option all[ATTN_MAX_ROWS + ATTN_MAX_EXTRA + 1];
 	size_t n_extra = 0;
 	int c;
 	size_t n;
 
-	memcpy(all, attn_option_table(NULL), N_ROWS * sizeof(all[0]));
+	memcpy(all, attn_option_table(NULL), attn_n_rows * sizeof(all[0]));
 	while (cmd->extra && cmd->extra[n_extra].name && n_extra < ATTN_MAX_EXTRA)
 		n_extra++;
 	if (n_extra)
-		memcpy(all + N_ROWS, cmd->extra, n_extra * sizeof(all[0]));
-	memset(&all[N_ROWS + n_extra], 0, sizeof(all[0]));
+		memcpy(all + attn_n_rows, cmd->extra, n_extra * sizeof(all[0]));
+	memset(&all[attn_n_rows + n_extra], 0, sizeof(all[0]));
 	{
 		void *own = o->own;
 
@@ -678,15 +293,15 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			return -1;
 		}
 	if (argc == 2 && !strcmp(argv[1], "--list-options")) {
-		struct option takes[N_ROWS + ATTN_MAX_EXTRA + 1];
+		struct option takes[ATTN_MAX_ROWS + ATTN_MAX_EXTRA + 1];
 		char *help = NULL;
 		size_t size = 0, k = 0;
 		FILE *fp = open_memstream(&help, &size);
 		int rc = !fp || attn_help(fp, cmd) || fclose(fp) ? -1 : 0;
 
-		for (size_t i = 0; i < N_ROWS; i++)
-			if (rows[i].group & (cmd->help_groups | cmd->takes) & ~(unsigned)OPT_ALIAS)
-				takes[k++] = rows[i].o;
+		for (size_t i = 0; i < attn_n_rows; i++)
+			if (attn_rows[i].group & (cmd->help_groups | cmd->takes) & ~(unsigned)OPT_ALIAS)
+				takes[k++] = attn_rows[i].o;
 		for (size_t i = 0; i < n_extra; i++)
 			takes[k++] = cmd->extra[i];
 		memset(&takes[k], 0, sizeof(takes[0]));
@@ -707,7 +322,7 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			continue;
 		}
 		/* the layer's settings, 'mha model''s too */
-		if (layer_setting(c)) {
+		if (attn_is_setting(c)) {
 			if (attn_setting(hint, c, optarg, &o->spec) < 0)
 				return -1;
 			continue;
