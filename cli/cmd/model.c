@@ -26,6 +26,7 @@
 #include "read/checkpoint.h"
 #include "read/file.h"
 #include "read/json.h"
+#include "write/archive.h"
 #include "write/emit.h"
 #include "write/meta.h"
 #include "write/write.h"

@@ -104,12 +104,6 @@ int emit_explain_backward(const struct emit *e, const struct step_items *lists, 
 			  const struct explain_ask *ask);
 /* -o attn.html: the interactive page (html.h) of every sequence's steps
  * (steps_every), f one per sequence.  0, or -1 said. */
-/*
- * Matrices under their names into the .npz at path (standard output for
- * "-"), as np.savez writes them (float32 kept where is_f32, else float64),
- * whole or not at all (outfile.h).  0, or -1 said.
- */
-int emit_npz_named(const char *path, const char *const *names, const matrix *const *m, size_t n);
 
 int emit_html(const struct emit *e, const struct step_items *lists, size_t batch,
 	      const struct step_facts *f, const struct labels *l, const struct run_meta *meta);
