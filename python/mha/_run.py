@@ -46,36 +46,31 @@ def executable():
                    "or set MHA_EXECUTABLE to its path")
 
 
-_help_cache = {}
+_asked = {}
+
+
+def _ask(command, flag):
+    """what 'mha COMMAND FLAG' prints (--help, --list-options), once per program"""
+    exe = executable()
+    key = (exe, command, flag)
+    if key not in _asked:
+        r = subprocess.run([exe, command, flag], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise MhaError(_message(r.stderr) or "mha %s %s failed" % (command, flag))
+        _asked[key] = r.stdout
+    return _asked[key]
 
 
 def command_help(command):
     """'mha COMMAND --help': the command's own description of its options."""
-    exe = executable()
-    key = (exe, command)
-    if key not in _help_cache:
-        r = subprocess.run([exe, command, "--help"], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise MhaError(_message(r.stderr) or "mha %s --help failed" % command)
-        _help_cache[key] = r.stdout
-    return _help_cache[key]
-
-
-_list_cache = {}
+    return _ask(command, "--help")
 
 
 def list_options(command):
     """'mha COMMAND --list-options': the options the command's parser takes,
     each {"name", "short", "value", "arg"} (the program's own list, never
     its --help's prose)"""
-    exe = executable()
-    key = (exe, command)
-    if key not in _list_cache:
-        r = subprocess.run([exe, command, "--list-options"], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise MhaError(_message(r.stderr) or "mha %s --list-options failed" % command)
-        _list_cache[key] = json.loads(r.stdout)["options"]
-    return _list_cache[key]
+    return json.loads(_ask(command, "--list-options"))["options"]
 
 
 def _options(command):
