@@ -150,6 +150,10 @@ size_t attn_setting_options(struct option *out, size_t cap);
  */
 int attn_list_options(FILE *fp, const char *command, const struct option *opts,
 		      const char *help);
+/* argv (the command's) asks for --list-options alone: 1; with anything
+ * else: -1 (say ATTN_LIST_OPTIONS_ALONE); not at all: 0 */
+int attn_list_options_asked(int argc, char **argv);
+#define ATTN_LIST_OPTIONS_ALONE "--list-options prints the options the command takes: give it alone"
 int attn_setting_help(FILE *fp);
 int attn_setting(const char *hint, int c, const char *arg, struct problem_spec *s);
 

@@ -388,11 +388,9 @@ static int parse(int argc, char **argv, struct model_opts *o)
 	memset(&opts[n], 0, sizeof(opts[0]));
 	memset(o, 0, sizeof(*o));
 	/* --list-options alone: the options as JSON, for programs */
-	for (int i = 2; i < argc; i++)
-		if (!strcmp(argv[i], "--list-options") || (i == 2 && !strcmp(argv[1], "--list-options")))
-			return usage_error("model", "--list-options prints the options the command "
-					   "takes: give it alone");
-	if (argc == 2 && !strcmp(argv[1], "--list-options")) {
+	if (attn_list_options_asked(argc, argv) < 0)
+		return usage_error("model", ATTN_LIST_OPTIONS_ALONE);
+	if (attn_list_options_asked(argc, argv)) {
 		char *help = NULL;
 		size_t size = 0;
 		FILE *fp = open_memstream(&help, &size);

@@ -286,13 +286,11 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 	o->cmd = cmd;
 	/* --list-options alone: the options the command takes (those of the groups
 	 * its help describes, and its own), as JSON, for programs (the Python package) */
-	for (int i = 2; i < argc; i++)
-		if (!strcmp(argv[i], "--list-options") || (i == 2 && !strcmp(argv[1], "--list-options"))) {
-			usage_error(hint, "--list-options prints the options the command takes: give "
-				    "it alone");
-			return -1;
-		}
-	if (argc == 2 && !strcmp(argv[1], "--list-options")) {
+	if (attn_list_options_asked(argc, argv) < 0) {
+		usage_error(hint, ATTN_LIST_OPTIONS_ALONE);
+		return -1;
+	}
+	if (attn_list_options_asked(argc, argv)) {
 		struct option takes[ATTN_MAX_ROWS + ATTN_MAX_EXTRA + 1];
 		char *help = NULL;
 		size_t size = 0, k = 0;

@@ -384,3 +384,11 @@ int attn_setting_help(FILE *fp)
 			fputs(attn_rows[i].help, fp);
 	return ferror(fp) ? -1 : 0;
 }
+
+int attn_list_options_asked(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--list-options"))
+			return argc == 2 ? 1 : -1;
+	return 0;
+}
