@@ -1,6 +1,6 @@
 # mha: multi-head attention, exactly.  See README.md.
 #
-#   make              build ./mha, lib/libmha.a and lib/libmha.so
+#   make              build ./mha, lib/libmha.a and .so, engine/libmhe.a and .so
 #   make demo         install what is missing (Debian, as root), build, run a sample
 #   make check        install what is missing, build with -Werror, run every test
 #   make conformance  the ONNX Attention cases (../shared/conformance/onnx-attention-opset25)
@@ -14,7 +14,8 @@
 #                     writes bench/results-DATE.md.  BENCH_ARGS=--quick: a smoke run
 #                     of a few minutes into build/bench-quick.md
 #   make bench-npz    reading a .npz of one 8 MiB deflated member, against d3423c1's build
-#   make install      PREFIX=/usr/local DESTDIR= : program, libraries, header, mha.pc, man page,
+#   make install      PREFIX=/usr/local DESTDIR= : program, libraries (libmha, libmhe), headers,
+#                     mha.pc and mhe.pc, man page,
 #                     the Python package (where there is a python3)
 #   make uninstall    remove what install put there
 #   make clean
@@ -103,12 +104,21 @@ LIB_SRC = $(filter-out $(LIB_VARIANT_SRC),$(sort $(foreach d,$(LIB_DIRS),$(wildc
 # its includes name a header by folder ("kernels/kernel.h"), the public one by name
 LIB_CPPFLAGS = -Ilib
 LIB_HEADERS = $(wildcard lib/*.h lib/*/*.h)
-# cli/ by role (docs/architecture.md): every .c of its folders
-CLI_DIRS = base read load run write cmd
+# engine/ by role (engine/README.md): reading, resolving a layer, running
+# the steps, comparing; libmhe, every .c of its folders
+ENGINE_DIRS = util read load run compare api
+ENGINE_SRC = $(sort $(foreach d,$(ENGINE_DIRS),$(wildcard engine/$(d)/*.c)))
+ENGINE_VERSION = $(shell sed -n 's/^\#define MHE_VERSION_\(MAJOR\|MINOR\|RELEASE\) \([0-9]*\)/\2/p' engine/mhe.h | paste -sd.)
+ENGINE_SOVERSION = 1
+# cli/ by role (docs/architecture.md): the program, a front over the engine
+CLI_DIRS = base write cmd
 CLI_SRC = $(sort $(foreach d,$(CLI_DIRS),$(wildcard cli/$(d)/*.c)))
-# its includes name a header by folder ("read/json.h"), the library's by name
-# ("mha.h"), the page's generated strings by name ("html_page.h")
-CLI_CPPFLAGS = -Icli -Ilib -Ibuild/gen
+# their includes name a header by folder ("read/json.h", "write/emit.h"),
+# the libraries' by name ("mha.h", "mhe.h"), the page's generated strings by
+# name ("html_page.h")
+CLI_CPPFLAGS = -Icli -Iengine -Ilib -Ibuild/gen
+# the engine sees its own tree and the arithmetic's header, never cli/
+ENGINE_CPPFLAGS = -Iengine -Ilib
 # each object's headers, as the compiler found them (-MMD), so that a header
 # touched rebuilds only what includes it; -MP: a header removed is no error
 DEPFLAGS = -MMD -MP
@@ -124,16 +134,17 @@ LIB_OBJ += $(BWD_VARIANTS:%=build/lib/kernels/kernel_bwd_%.o)
 F32_AGAIN = core/backward core/backward_plain core/backward_fast
 LIB_OBJ += $(F32_AGAIN:%=build/lib/%_f32.o)
 CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
+ENGINE_OBJ = $(ENGINE_SRC:%.c=build/%.o)
 # the unit tests, one file per subject (tests/unit/main.c runs them)
 UNIT_SRC = $(wildcard tests/unit/*.c)
-TEST_OBJ = $(UNIT_SRC:%.c=build/%.o) build/tests/ref.o build/cli/base/number.o
+TEST_OBJ = $(UNIT_SRC:%.c=build/%.o) build/tests/ref.o build/engine/util/number.o
 
-.PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy \
+.PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy test-engine \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
         test-install test-symbols check-browser test-backward test-compare bench-npz test-layers \
         test-signals test-abi arm64-deps check-arm64 check-clang FORCE
 
-all: mha lib/libmha.a lib/libmha.so
+all: mha lib/libmha.a lib/libmha.so engine/libmhe.a engine/libmhe.so
 
 # rebuild everything when the flags change (e.g. -Werror for check)
 build/.flags: FORCE
@@ -177,6 +188,13 @@ build/cli/%.o: cli/%.c build/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS) -c $< -o $@
 
+# the engine's objects: position independent (libmhe.so), and only mhe.h's
+# names seen from outside it
+build/engine/%.o: engine/%.c build/.flags
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(ENGINE_CPPFLAGS) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS) -fPIC \
+		-fvisibility=hidden -c $< -o $@
+
 build/tests/%.o: tests/%.c build/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CHECK_CFLAGS) -c $< -o $@
@@ -193,11 +211,25 @@ lib/libmha.a: $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
+# beside it the name programs linked to it look for (its soname), so that
+# the engine and the tests run on the tree's own
 lib/libmha.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libmha.so.$(SOVERSION) $(LDFLAGS) $(PTHREAD) -o $@ $^ -lm
+	ln -sf libmha.so lib/libmha.so.$(SOVERSION)
 
-mha: $(CLI_OBJ) lib/libmha.a
-	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $(CLI_OBJ) lib/libmha.a $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
+engine/libmhe.a: $(ENGINE_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+# libmhe.so over libmha.so, as the program is over both
+engine/libmhe.so: $(ENGINE_OBJ) lib/libmha.so
+	$(CC) -shared -Wl,-soname,libmhe.so.$(ENGINE_SOVERSION) $(LDFLAGS) $(PTHREAD) -o $@ \
+		$(ENGINE_OBJ) -Llib -l:libmha.so $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
+	ln -sf libmhe.so engine/libmhe.so.$(ENGINE_SOVERSION)
+
+mha: $(CLI_OBJ) engine/libmhe.a lib/libmha.a
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $(CLI_OBJ) engine/libmhe.a lib/libmha.a $(CJSON_LIBS) \
+		$(DEFLATE_LIBS) -lm
 
 tests/conformance: build/tests/conformance.o lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ build/tests/conformance.o lib/libmha.a $(CJSON_LIBS) -lm
@@ -213,16 +245,16 @@ TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=al
 TEST_WRAP := $(TEST_WRAP),--wrap=pthread_create
 
 # cli/write/zip.c's ZIP64 records, forced on a small archive (tests/npz_check.py)
-tests/zip_test: build/tests/zip_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) lib/libmha.a
+tests/zip_test: build/tests/zip_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) engine/libmhe.a lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
 
-# cli/read/npz.c alone, its inflating (zlib) too, against NumPy and Python's zlib
+# engine/read/npz.c alone, its inflating (zlib) too, against NumPy and Python's zlib
 # (tests/npz_read_check.py)
-tests/npz_test: build/tests/npz_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) lib/libmha.a
+tests/npz_test: build/tests/npz_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) engine/libmhe.a lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
 
 # each attention command's --help against its option table (cli/cmd/attention.c)
-tests/options_test: build/tests/options_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) lib/libmha.a
+tests/options_test: build/tests/options_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) engine/libmhe.a lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
 
 tests/test_lib: $(TEST_OBJ) lib/libmha.a
@@ -243,7 +275,7 @@ check: deps
 	$(MAKE) -j$(NPROC) STRICT=-Werror all tests/test_lib
 	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-npz \
 		test-checkpoint test-schema test-samples test-docs test-install test-symbols test-backward \
-		test-compare test-layers test-options test-python test-signals test-abi
+		test-compare test-layers test-options test-python test-signals test-abi test-engine
 	@echo "make check: all tests passed"
 
 # mha against ONNX Runtime, PyTorch and the machine's GEMM rate: not part of check
@@ -287,8 +319,8 @@ bench: deps
 # minutes, the first time most of it that build (bench/README.md)
 BENCH_NPZ_BASE = d3423c1
 # (its includes by bare name, so that one source builds against both layouts)
-bench/bench_npz: bench/bench_npz.c $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) lib/libmha.a
-	$(CC) $(ALL_CFLAGS) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS) -Icli/base -Icli/read $(CLI_CPPFLAGS) \
+bench/bench_npz: bench/bench_npz.c $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) engine/libmhe.a lib/libmha.a
+	$(CC) $(ALL_CFLAGS) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS) -Iengine/util -Iengine/read $(CLI_CPPFLAGS) \
 		-o $@ $^ $(CJSON_LIBS) $(DEFLATE_LIBS) $(PTHREAD) -lm
 
 bench-npz: mha bench/bench_npz
@@ -388,6 +420,22 @@ test-python: mha
 test-abi: lib/libmha.a
 	CC="$(CC)" sh tests/abi_check.sh
 
+# a program over the engine alone (engine/mhe.h; no object of cli/): a
+# checkpoint's layer, a step, a comparison, the messages (tests/engine_check.sh);
+# then the same client on the shared libraries (an RPATH, which libmhe.so's own
+# need of libmha.so follows too)
+tests/engine_client: tests/engine_client.c engine/mhe.h engine/libmhe.a lib/libmha.a
+	$(CC) $(ALL_CFLAGS) -Iengine -o $@ tests/engine_client.c engine/libmhe.a lib/libmha.a \
+		$(PTHREAD) $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
+
+tests/engine_client_so: tests/engine_client.c engine/mhe.h engine/libmhe.so lib/libmha.so
+	$(CC) $(ALL_CFLAGS) -Iengine -o $@ tests/engine_client.c -Lengine -l:libmhe.so \
+		-Wl,--disable-new-dtags,-rpath,'$$ORIGIN/../engine:$$ORIGIN/../lib' -Wl,-rpath-link,lib
+
+test-engine: mha tests/engine_client tests/engine_client_so
+	sh tests/engine_check.sh ./mha tests/engine_client
+	sh tests/engine_check.sh ./mha tests/engine_client_so
+
 test-symbols: lib/libmha.a lib/libmha.so
 	sh tests/symbols_test.sh lib/libmha.a lib/libmha.so
 
@@ -421,6 +469,17 @@ install: all
 	ln -sf libmha.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libmha.so.$(SOVERSION)
 	ln -sf libmha.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmha.so
 	install -m 644 lib/mha.h $(DESTDIR)$(INCLUDEDIR)/mha.h
+	install -m 644 engine/libmhe.a $(DESTDIR)$(LIBDIR)/libmhe.a
+	install -m 755 engine/libmhe.so $(DESTDIR)$(LIBDIR)/libmhe.so.$(ENGINE_VERSION)
+	ln -sf libmhe.so.$(ENGINE_VERSION) $(DESTDIR)$(LIBDIR)/libmhe.so.$(ENGINE_SOVERSION)
+	ln -sf libmhe.so.$(ENGINE_SOVERSION) $(DESTDIR)$(LIBDIR)/libmhe.so
+	install -m 644 engine/mhe.h $(DESTDIR)$(INCLUDEDIR)/mhe.h
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+		'Name: mhe' 'Description: the mha engine: reading, resolving, comparing attention' \
+		'Version: $(ENGINE_VERSION)' 'Requires.private: mha libcjson zlib libdeflate' \
+		'Libs: -L$${libdir} -lmhe' 'Libs.private: -lm $(PTHREAD)' 'Cflags: -I$${includedir}' \
+		> $(DESTDIR)$(PKGCONFIGDIR)/mhe.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/mhe.pc
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 		'Name: mha' 'Description: multi-head attention, exactly' 'Version: $(VERSION)' \
 		'Libs: -L$${libdir} -lmha' 'Libs.private: -lm $(PTHREAD)' 'Cflags: -I$${includedir}' \
@@ -441,11 +500,15 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/mha $(DESTDIR)$(LIBDIR)/libmha.a \
 		$(DESTDIR)$(LIBDIR)/libmha.so $(DESTDIR)$(LIBDIR)/libmha.so.$(SOVERSION) \
 		$(DESTDIR)$(LIBDIR)/libmha.so.$(VERSION) $(DESTDIR)$(INCLUDEDIR)/mha.h \
-		$(DESTDIR)$(PKGCONFIGDIR)/mha.pc $(DESTDIR)$(MANDIR)/man1/mha.1
+		$(DESTDIR)$(PKGCONFIGDIR)/mha.pc $(DESTDIR)$(MANDIR)/man1/mha.1 \
+		$(DESTDIR)$(LIBDIR)/libmhe.a $(DESTDIR)$(LIBDIR)/libmhe.so \
+		$(DESTDIR)$(LIBDIR)/libmhe.so.$(ENGINE_SOVERSION) \
+		$(DESTDIR)$(LIBDIR)/libmhe.so.$(ENGINE_VERSION) $(DESTDIR)$(INCLUDEDIR)/mhe.h \
+		$(DESTDIR)$(PKGCONFIGDIR)/mhe.pc
 	if [ -n "$(PYTHON_DIR)" ]; then rm -rf $(DESTDIR)$(PYTHON_DIR)/mha; fi
 
 clean:
-	rm -rf build $(ARM64_DIR) $(CLANG_DIR) mha lib/libmha.a lib/libmha.so tests/test_lib tests/conformance tests/zip_test tests/npz_test \
+	rm -rf build $(ARM64_DIR) $(CLANG_DIR) mha lib/libmha.a lib/libmha.so lib/libmha.so.$(SOVERSION) engine/libmhe.a engine/libmhe.so engine/libmhe.so.$(ENGINE_SOVERSION) tests/engine_client tests/engine_client_so tests/test_lib tests/conformance tests/zip_test tests/npz_test \
 		tests/options_test bench/bench_mha bench/bench_backward bench/bench_mla bench/bench_npz
 
 # ---- fuzzing: libFuzzer targets in tests/fuzz/ (see tests/fuzz/README.md) ----
@@ -466,7 +529,7 @@ FUZZ_SAN       = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_WARN      = $(WARN) -Wno-unknown-pragmas -Wno-format-nonliteral -Wno-cast-align
 FUZZ_CFLAGS    = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(FUZZ_WARN) \
                  -g -O1 $(FUZZ_SAN) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS)
-FUZZ_SRC       = $(filter-out cli/cmd/main.c,$(CLI_SRC)) $(LIB_SRC)
+FUZZ_SRC       = $(filter-out cli/cmd/main.c,$(CLI_SRC)) $(ENGINE_SRC) $(LIB_SRC)
 FUZZ_OBJ       = $(FUZZ_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/lib/kernels/kernel_f64_base.o \
                  build/fuzz/obj/lib/kernels/kernel_attend_f64_base.o \
                  build/fuzz/obj/lib/kernels/kernel_attend_f32_base.o \
@@ -491,6 +554,10 @@ build/fuzz/obj/cli/%.o: cli/%.c build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
+build/fuzz/obj/engine/%.o: engine/%.c build/fuzz/.flags
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) $(ENGINE_CPPFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
 build/fuzz/obj/%.o: %.c $(LIB_HEADERS) build/fuzz/.flags
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(LIB_CPPFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
@@ -513,7 +580,7 @@ build/fuzz/libmha-fuzz.a: $(FUZZ_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/*.h $(wildcard cli/*/*.h) build/fuzz/libmha-fuzz.a
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/*.h $(wildcard cli/*/*.h engine/*/*.h) build/fuzz/libmha-fuzz.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CLI_CPPFLAGS) -fsanitize=fuzzer -o $@ $< build/fuzz/libmha-fuzz.a \
 		$(CJSON_LIBS) $(DEFLATE_LIBS) -lm
 
@@ -547,7 +614,7 @@ ASAN_LIB_OBJ  = $(LIB_SRC:%.c=$(ASAN_DIR)/%.o) $(KERNEL_VARIANTS:%=$(ASAN_DIR)/l
                 $(KERNEL_VARIANTS:%=$(ASAN_DIR)/lib/kernels/kernel_attend_%.o) \
                 $(BWD_VARIANTS:%=$(ASAN_DIR)/lib/kernels/kernel_bwd_%.o) \
                 $(F32_AGAIN:%=$(ASAN_DIR)/lib/%_f32.o)
-ASAN_CLI_OBJ  = $(CLI_SRC:%.c=$(ASAN_DIR)/%.o)
+ASAN_CLI_OBJ  = $(CLI_SRC:%.c=$(ASAN_DIR)/%.o) $(ENGINE_SRC:%.c=$(ASAN_DIR)/%.o)
 ASAN_TEST_OBJ = $(TEST_OBJ:build/%=$(ASAN_DIR)/%)
 ASAN_BINS  = $(ASAN_DIR)/mha $(ASAN_DIR)/libmha.a $(ASAN_DIR)/test_lib $(ASAN_DIR)/conformance
 VALGRIND_PACKAGES = valgrind
@@ -592,6 +659,10 @@ $(ASAN_DIR)/lib/%.o: lib/%.c $(ASAN_DIR)/.flags
 $(ASAN_DIR)/cli/%.o: cli/%.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS) -c $< -o $@
+
+$(ASAN_DIR)/engine/%.o: engine/%.c $(ASAN_DIR)/.flags
+	@mkdir -p $(@D)
+	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(ENGINE_CPPFLAGS) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS) -c $< -o $@
 
 $(ASAN_DIR)/tests/%.o: tests/%.c $(ASAN_DIR)/.flags
 	@mkdir -p $(@D)
@@ -705,8 +776,8 @@ check-valgrind: deps
 # the dependency files -MMD -MP wrote (DEPFLAGS: lib/, cli/ and tests/
 # objects); the empty rule keeps make from trying to remake them (as
 # kernel_%.o from a .d.o)
-DEP_FILES := $(wildcard build/lib/*/*.d build/cli/*/*.d build/tests/*.d build/tests/*/*.d \
-	$(ASAN_DIR)/lib/*/*.d $(ASAN_DIR)/cli/*/*.d $(ASAN_DIR)/tests/*.d $(ASAN_DIR)/tests/*/*.d \
-	build/fuzz/obj/cli/*/*.d)
+DEP_FILES := $(wildcard build/lib/*/*.d build/cli/*/*.d build/engine/*/*.d build/tests/*.d \
+	build/tests/*/*.d $(ASAN_DIR)/lib/*/*.d $(ASAN_DIR)/cli/*/*.d $(ASAN_DIR)/engine/*/*.d \
+	$(ASAN_DIR)/tests/*.d $(ASAN_DIR)/tests/*/*.d build/fuzz/obj/cli/*/*.d build/fuzz/obj/engine/*/*.d)
 $(DEP_FILES): ;
 -include $(DEP_FILES)

@@ -288,8 +288,12 @@ check_console() { # where block
 check_c() { # where source
 	where=$1 src=$2
 	exe=${src%.c}
+	# an example of the engine's (mhe.h) links libmhe and what it reads with
+	engine=
+	grep -q '#include <mhe.h>' "$src" && engine="-Iengine $top/engine/libmhe.a"
+	# shellcheck disable=SC2086 # $engine: words
 	if ! (cd "$top" && ${CC:-cc} -std=c11 -Wall -Wextra -Werror -Ilib -o "$exe" "$src" \
-		"$mha_lib" -pthread -lm) > "$exe.log" 2>&1; then
+		$engine "$mha_lib" ${engine:+-lcjson -lz -ldeflate} -pthread -lm) > "$exe.log" 2>&1; then
 		fail "$where" "the C example does not compile"
 		sed 's/^/    /' "$exe.log"
 		return

@@ -20,8 +20,11 @@ check() { name=$1; shift; if "$@" >"$tmp/log" 2>&1; then ok "$name"; else bad "$
 version=$(sed -n 's/^#define MHA_VERSION_STRING "\(.*\)"/\1/p' lib/mha.h)
 sover=$(sed -n 's/^SOVERSION = //p' Makefile)
 check "make install" make -s install PREFIX=$prefix DESTDIR="$dest"
+esover=$(sed -n 's/^ENGINE_SOVERSION = //p' Makefile)
+eversion=$(sed -n 's/^#define MHE_VERSION_\(MAJOR\|MINOR\|RELEASE\) \([0-9]*\)/\2/p' engine/mhe.h | paste -sd.)
 for f in bin/mha lib/libmha.a lib/libmha.so "lib/libmha.so.$sover" "lib/libmha.so.$version" include/mha.h \
-         lib/pkgconfig/mha.pc share/man/man1/mha.1; do
+         lib/pkgconfig/mha.pc share/man/man1/mha.1 lib/libmhe.a lib/libmhe.so "lib/libmhe.so.$esover" \
+         "lib/libmhe.so.$eversion" include/mhe.h lib/pkgconfig/mhe.pc; do
 	if [ -e "$root/$f" ]; then ok "installed $f"; else bad "installed $f"; fi
 done
 soname=$(objdump -p "$root/lib/libmha.so.$version" 2>/dev/null | awk '$1 == "SONAME" {print $2}')
@@ -58,7 +61,26 @@ fi
 if command -v nm >/dev/null 2>&1; then
 	leaked=$(nm -D --defined-only "$root/lib/libmha.so" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^mha_/ {print $3}' | tr '\n' ' ')
 	if [ -z "$leaked" ]; then ok "the shared library exports only mha_ symbols"; else bad "exports beyond mha_: $leaked"; fi
+	leaked=$(nm -D --defined-only "$root/lib/libmhe.so" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^mhe_/ {print $3}' | tr '\n' ' ')
+	if [ -z "$leaked" ]; then ok "the engine exports only mhe_ symbols"; else bad "the engine exports beyond mhe_: $leaked"; fi
 fi
+# a program over the installed engine: its shared library, over libmha's
+cat >"$tmp/engine.c" <<'C'
+#include <mhe.h>
+#include <stdio.h>
+int main(void)
+{
+	mhe_run *r = mhe_run_new();
+	int rc = mhe_run_set(r, "heads", "0");
+	printf("%u %d %s\n", mhe_version_number(), rc, mhe_last_error()->text);
+	mhe_run_free(r);
+	return rc != MHE_USAGE;
+}
+C
+check "builds against the installed engine" sh -c "cc -std=c11 $flags -Wl,-rpath-link,'$root/lib' '$tmp/engine.c' -lmhe -o '$tmp/use_engine' && LD_LIBRARY_PATH='$root/lib' '$tmp/use_engine'"
+out=$(LD_LIBRARY_PATH="$root/lib" "$tmp/use_engine" 2>&1)
+case $out in *" 2 --heads expects a whole number of at least 1, not '0'") ok "the installed engine answers: $out";;
+	*) bad "the installed engine answers: $out";; esac
 # the Python package beside python3's own, running the installed program
 py=${PYTHON:-/usr/bin/python3}
 pydir=$("$py" -c 'import sys; print("lib/python%d.%d/dist-packages" % sys.version_info[:2])' 2>/dev/null)

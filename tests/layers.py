@@ -1,25 +1,31 @@
 #!/usr/bin/env python3
-"""layers.py: cli/'s and lib/'s #include lines and calls against their
-architecture (docs/architecture.md).
+"""layers.py: cli/'s, engine/'s and lib/'s #include lines and calls
+against their architecture (docs/architecture.md).
 
-    layers.py [ROOT]          check both trees (default: cli/ and lib/ beside
-                              this file's tests/), or the one ROOT names
+    layers.py [ROOT]          check the three trees (default: cli/, engine/
+                              and lib/ beside this file's tests/), or the one
+                              ROOT names
     layers.py --self-test     plant, in a copy of each tree, an include
                               above the file's folder, a call above it, a
                               circle of includes and a circle of calls, and
                               check that each is caught
 
+The trees stand on each other, cli/ (the program) on engine/ (reading,
+resolving, running, comparing: libmhe) on lib/ (the arithmetic: libmha).
 Each tree's folders form a ladder, each allowed to include and to call its
 own and those below:
 
-    cli:  cmd > write > run > load > read > base
-    lib:  api > latent > core > steps > kernels > base
+    cli:     cmd > write > base           (and any of engine/'s headers)
+    engine:  api > compare > run > load > read > util
+    lib:     api > latent > core > steps > kernels > base
 
-Every file lives in one of them (lib/mha.h, the public header, at the top
-of lib/).  An include names a header by its folder ("read/json.h",
-"kernels/kernel.h"); the library's public header is "mha.h" (cli/ never
-names lib/'s internal ones) and the page's generated strings "html_page.h"
-(write/ only).  Beyond the ladder, no circle: the modules (a folder's
+Every file lives in one of them (lib/mha.h and engine/mhe.h, the public
+headers, at the top of their trees).  An include names a header by its
+folder ("read/json.h", "kernels/kernel.h"); the libraries' public headers
+are "mha.h" and "mhe.h" (nothing names lib/'s internal ones outside lib/;
+engine/ names nothing of cli/, and a function of cli/ called from engine/
+would not link: tests/engine_check.sh builds a program from engine/ and
+lib/ alone) and the page's generated strings "html_page.h" (write/ only).  Beyond the ladder, no circle: the modules (a folder's
 NAME.c and NAME.h together) must not include each other in a circle, and
 the files must not call each other in one (a function defined in one file
 and called from another, both ways, or round a longer loop), within a
@@ -32,9 +38,13 @@ import shutil
 import sys
 import tempfile
 
+ENGINE_LADDER = ["util", "read", "load", "run", "compare", "api"]
 TREES = {
-    "cli": {"ladder": ["base", "read", "load", "run", "write", "cmd"],
-            "outside": {"mha.h": None, "html_page.h": {"write"}}, "top": set()},
+    "cli": {"ladder": ["base", "write", "cmd"],
+            "outside": {"mha.h": None, "mhe.h": None, "html_page.h": {"write"}}, "top": set(),
+            "below": ("engine", ENGINE_LADDER)},
+    "engine": {"ladder": ENGINE_LADDER,
+               "outside": {"mha.h": None, "mhe.h": None}, "top": {"mhe.h"}},
     "lib": {"ladder": ["base", "kernels", "steps", "core", "latent", "api"],
             "outside": {"mha.h": None}, "top": {"mha.h"}},
 }
@@ -133,6 +143,10 @@ def check(root):
     rank = {d: i for i, d in enumerate(ladder)}
     files, problems = sources(root, tree)
     known = {"%s/%s" % f for f in files}
+    below = set()
+    if "below" in tree:  # the tree it stands on: any of its headers, by folder
+        other = os.path.join(os.path.dirname(os.path.normpath(root)), tree["below"][0])
+        below = {"%s/%s" % f for f in sources(other, TREES[tree["below"][0]])[0]}
     edges = {}  # module -> {module: (file, line)}
     for folder, name in files:
         path = os.path.join(root, folder, name)
@@ -150,6 +164,8 @@ def check(root):
                         problems.append('%s: "%s" is not for %s/' % (where, inc, folder))
                     continue
                 parts = inc.split("/")
+                if inc in below:
+                    continue
                 if len(parts) != 2 or parts[0] not in rank:
                     problems.append('%s: "%s" is not a header named by its folder '
                                     '(%s/, %s/, ... as "%s/NAME.h")'
@@ -211,12 +227,19 @@ def circles(edges, what):
 # what each self-test plants: (file, a line put first, the words its problem has)
 PLANTS = {
     "cli": [("base/msg.c", '#include "cmd/forward.h"\n', "above it"),
-            ("read/json.c", '#include "../load/problem.h"\n', "not a header named"),
-            ("base/text.c", '#include "kernel.h"\n', "not a header named"),
-            ("read/csv.c", '#include "read/nowhere.h"\n', "does not exist"),
+            ("write/write.c", '#include "../cmd/attention.h"\n', "not a header named"),
+            ("base/outfile.c", '#include "kernel.h"\n', "not a header named"),
+            ("write/svg.c", '#include "write/nowhere.h"\n', "does not exist"),
             ("base/msg.c", '#include "html_page.h"\n', "is not for base/"),
             ("base/msg.c", "void mha_planted_up(void) { cmd_forward(0, 0); }\n",
              "calls cmd_forward() of cmd/forward.c, above it")],
+    "engine": [("util/msg.c", '#include "load/problem.h"\n', "above it"),
+               ("read/json.c", '#include "../load/problem.h"\n', "not a header named"),
+               ("load/load.c", '#include "base/cli.h"\n', "not a header named"),
+               ("read/csv.c", '#include "read/nowhere.h"\n', "does not exist"),
+               ("read/csv.c", '#include "html_page.h"\n', "not a header named"),
+               ("util/text.c", "void mha_planted_up(void) { problem_load(0, 0); }\n",
+                "calls problem_load() of load/load.c, above it")],
     "lib": [("base/rules.c", '#include "core/core.h"\n', "above it"),
             ("base/rules.c", '#include "kernel.h"\n', "not a header named"),
             ("kernels/pages.c", '#include "core/nowhere.h"\n', "does not exist"),
@@ -231,6 +254,12 @@ def self_test_tree(root, name):
     with tempfile.TemporaryDirectory() as tmp:
         copy = os.path.join(tmp, name)
         shutil.copytree(root, copy)
+        tree = TREES[name]
+        if "below" in tree:  # the tree it stands on, beside it as in the checkout
+            shutil.copytree(os.path.join(os.path.dirname(os.path.normpath(root)),
+                                         tree["below"][0]),
+                            os.path.join(tmp, tree["below"][0]))
+        low = tree["ladder"][0]
         if check(copy):
             print("layers.py --self-test: the copy of %s/ fails before any plant: %s"
                   % (name, check(copy)))
@@ -249,27 +278,27 @@ def self_test_tree(root, name):
             with open(path, "w", encoding="utf-8") as f:
                 f.write(original)
         # a circle of includes within one folder: base/a.h includes base/b.h and back
-        with open(os.path.join(copy, "base", "planted_a.h"), "w") as f:
-            f.write('#include "base/planted_b.h"\n')
-        with open(os.path.join(copy, "base", "planted_b.h"), "w") as f:
-            f.write('#include "base/planted_a.h"\n')
+        with open(os.path.join(copy, low, "planted_a.h"), "w") as f:
+            f.write('#include "%s/planted_b.h"\n' % low)
+        with open(os.path.join(copy, low, "planted_b.h"), "w") as f:
+            f.write('#include "%s/planted_a.h"\n' % low)
         if not any("circle of includes" in p for p in check(copy)):
             print("layers.py --self-test: a planted circle of includes in %s/ not caught" % name)
             failures += 1
         for f in ("planted_a.h", "planted_b.h"):
-            os.unlink(os.path.join(copy, "base", f))
+            os.unlink(os.path.join(copy, low, f))
         # a circle of calls between two files of one folder
-        with open(os.path.join(copy, "base", "planted_a.c"), "w") as f:
+        with open(os.path.join(copy, low, "planted_a.c"), "w") as f:
             f.write("void mha_planted_b(void);\nvoid mha_planted_a(void)\n{\n"
                     "\tmha_planted_b();\n}\n")
-        with open(os.path.join(copy, "base", "planted_b.c"), "w") as f:
+        with open(os.path.join(copy, low, "planted_b.c"), "w") as f:
             f.write("void mha_planted_a(void);\nvoid mha_planted_b(void)\n{\n"
                     "\tmha_planted_a();\n}\n")
         if not any("circle of calls" in p for p in check(copy)):
             print("layers.py --self-test: a planted circle of calls in %s/ not caught" % name)
             failures += 1
         for f in ("planted_a.c", "planted_b.c"):
-            os.unlink(os.path.join(copy, "base", f))
+            os.unlink(os.path.join(copy, low, f))
         # and a file outside the folders
         with open(os.path.join(copy, "loose.c"), "w") as f:
             f.write("\n")

@@ -325,7 +325,7 @@ def check_stdin(c, rng):
 
 def check_large(c, rng):
     """Files past the first 4 KiB: native ones are read into the matrix
-    directly (cli/read/npy.c read_npy_rest), the rest a value at a time."""
+    directly (engine/read/npy.c read_npy_rest), the rest a value at a time."""
     base = rng.standard_normal((300, 40))
     xargs = ["--print", "x", "-f", "json"]
     for dtype, fortran in (("<f8", False), ("<f4", False), (">f8", False), (">f4", False),
@@ -457,7 +457,7 @@ def unaligned_copy(c, a):
 
 
 def check_mapped(c, rng):
-    """mha forward maps a native .npy file opened by its path (cli/read/npy.c
+    """mha forward maps a native .npy file opened by its path (engine/read/npy.c
     map_values) and reads the rest: the output must be the same bytes
     whichever way each input came, the errors the same, --max-memory the
     same; and mapping must be what happens (a read of 16 MiB costs 4096
@@ -675,7 +675,7 @@ def numpy_forward(x, ws, bs, heads, causal):
 def check_pages(c, rng):
     """Blocks of 2 MiB or more are mappings of their own with huge pages
     asked for (lib/kernels/pages.c: Q, K and V as one block, the groups' buffers;
-    cli/base/matrix.c: the output): runs whose output, Q, K, V and the heads in
+    engine/util/matrix.c: the output): runs whose output, Q, K, V and the heads in
     groups are past 2 MiB give NumPy's result, and the mapped output
     written to a .npy file is the bytes np.save writes."""
     for n, d, heads, dtype, extra, causal, tol in (

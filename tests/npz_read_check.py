@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """npz_read_check.py MHA NPZ_TEST [ZIP_TEST]: mha's .npz reader against NumPy and zlib.
 
-- npz_inflate (cli/read/deflated.c: libdeflate, zlib for a refused stream) on
+- npz_inflate (engine/read/deflated.c: libdeflate, zlib for a refused stream) on
   raw deflate streams made by Python's zlib:
   stored blocks (level 0), fixed Huffman (Z_FIXED), dynamic Huffman (the
   default, Z_HUFFMAN_ONLY, Z_RLE), each block type seen in the streams

@@ -1,5 +1,5 @@
 /*
- * npz_test.c: cli/read/npz.c on its own, its inflating through zlib too
+ * npz_test.c: engine/read/npz.c on its own, its inflating through zlib too
  * (npz_inflate), for tests/npz_read_check.py, which holds what they print
  * against NumPy and Python's zlib.
  *
@@ -11,9 +11,10 @@
  *   npz_test inflate SIZE < RAW
  *       RAW (a raw deflate stream) inflated into SIZE bytes, onto stdout
  */
-#include "../cli/base/budget.h"
-#include "../cli/read/npz.h"
-#include "../cli/read/deflated.h"
+#include "util/budget.h"
+#include "base/cli.h"
+#include "read/npz.h"
+#include "read/deflated.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -96,6 +97,7 @@ int main(int argc, char **argv)
 	npz_archive *z;
 	int rc = 0;
 
+	msg_to_stderr();
 	budget_init(SIZE_MAX);
 	if (argc == 3 && !strcmp(argv[1], "inflate"))
 		return inflate_stdin(strtoul(argv[2], NULL, 10));

@@ -13,7 +13,8 @@
  * writes "a" (2x3 float64 with -inf), "b" (two float32 2x3 parts, (2, 2, 3)),
  * "s" (strings, one not ASCII) and "m" (a 0-d string).
  */
-#include "../cli/write/zip.h"
+#include "write/zip.h"
+#include "base/cli.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -50,6 +51,7 @@ int main(int argc, char **argv)
 	FILE *fp;
 	int rc;
 
+	msg_to_stderr();
 	/* b's second part is a's numbers as floats: 1 2 3 4 5.5 -inf all are */
 	if (argc != 3 || (strcmp(argv[2], "force") && strcmp(argv[2], "plain") &&
 			  strcmp(argv[2], "force-deflate") && strcmp(argv[2], "plain-deflate"))) {

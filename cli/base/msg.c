@@ -1,97 +1,36 @@
 /*
- * msg.c: the one place that formats messages for the user, the way git
- * writes them: "mha: " then the problem, lowercase, no full stop.
+ * msg.c: the engine's messages (engine/util/msg.h) as the program prints
+ * them, the way git writes them: "mha: " then the problem, lowercase, no
+ * full stop; a usage error then points to the command's --help.
  */
 #include "base/cli.h"
 #include "base/progress.h"
-#include "base/text.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/*
- * A message quotes file names, labels and values read from files: it is
- * formatted whole, then written as text.h shows text, so none of them can
- * put a control character on the terminal or end the line early.
- */
-static __attribute__((format(printf, 2, 0))) void vreport(const char *prefix, const char *fmt,
-							      va_list ap)
+static void print_message(void *ctx, const mhe_message *m)
 {
-	char small[512], *msg = small;
-	va_list again;
-	int n;
-
-	va_copy(again, ap);
-	n = vsnprintf(small, sizeof(small), fmt, ap);
-	if (n >= (int)sizeof(small)) {
-		msg = malloc((size_t)n + 1);
-		if (msg)
-			vsnprintf(msg, (size_t)n + 1, fmt, again);
-		else
-			msg = small; /* cut short rather than lost */
-	}
-	va_end(again);
+	(void)ctx;
 	fflush(stdout);
 	progress_clear(); /* a message never lands on the bar's line */
-	fputs(prefix, stderr);
-	text_put(stderr, n < 0 ? fmt : msg);
+	fputs(m->severity == MHE_WARNING ? "mha: warning: " :
+	      m->severity == MHE_NOTE ? "mha: note: " : "mha: ", stderr);
+	fputs(m->text, stderr); /* made safe by the engine */
 	fputc('\n', stderr);
-	if (msg != small)
-		free(msg);
-}
-
-int error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vreport("mha: ", fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
-void warning(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vreport("mha: warning: ", fmt, ap);
-	va_end(ap);
-}
-
-void notice(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vreport("mha: note: ", fmt, ap);
-	va_end(ap);
-}
-
-int usage_error(const char *cmd, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vreport("mha: ", fmt, ap);
-	va_end(ap);
-	if (cmd)
-		fprintf(stderr, "Try 'mha %s --help' for more information.\n", cmd);
+	if (m->severity != MHE_ERROR || m->status != MHE_USAGE)
+		return;
+	if (m->command)
+		fprintf(stderr, "Try 'mha %s --help' for more information.\n", m->command);
 	else
 		fputs("Try 'mha --help' for more information.\n", stderr);
-	return EXIT_USAGE;
 }
 
-const char *path_shown(const char *path)
+void msg_to_stderr(void)
 {
-	return strcmp(path, "-") ? path : "<stdin>";
-}
-
-const char *plural(size_t n)
-{
-	return n == 1 ? "" : "s";
+	mhe_set_message_handler(print_message, NULL);
 }
 
 int stdout_flush(void)

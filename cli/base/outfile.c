@@ -6,7 +6,7 @@
 #include "base/outfile.h"
 #include "base/progress.h"
 #include "base/cli.h"
-#include "base/files.h"
+#include "util/files.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -6,10 +6,10 @@
  */
 #include "cmd/attention.h"
 
-#include "base/budget.h"
+#include "util/budget.h"
 #include "base/progress.h"
 #include "base/cli.h"
-#include "base/files.h"
+#include "util/files.h"
 #include "load/load.h"
 #include "load/model.h"
 #include "load/problem.h"
@@ -255,6 +255,7 @@ int attn_main(int argc, char **argv, const struct attn_command *cmd, void *own)
 	budget_init(o.max_memory);
 	json_bare_nonfinite(o.emit.bare_nonfinite);
 	progress_mode((enum progress_mode)o.progress);
+	mhe_set_progress_handler(progress_listener(), NULL);
 	rc = EXIT_USAGE;
 	if (cmd->refuse && cmd->refuse(&o))
 		goto done;

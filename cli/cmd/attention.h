@@ -155,7 +155,9 @@ int attn_list_options(FILE *fp, const char *command, const struct option *opts,
 int attn_list_options_asked(int argc, char **argv);
 #define ATTN_LIST_OPTIONS_ALONE "--list-options prints the options the command takes: give it alone"
 int attn_setting_help(FILE *fp);
-int attn_setting(const char *hint, int c, const char *arg, struct problem_spec *s);
+/* the long name of the shared option whose getopt value is c (a setting's:
+ * what load/settings.h takes), or NULL */
+const char *attn_row_name(int c);
 
 /* The shared option table as getopt_long's, NULL-terminated, and each
  * row's OPT_ group (tests/options_test.c). */

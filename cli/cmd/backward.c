@@ -11,17 +11,17 @@
  * entry of dS by hand.
  */
 #include "base/cli.h"
-#include "base/number.h"
-#include "base/budget.h"
+#include "util/number.h"
+#include "util/budget.h"
 #include "write/emit.h"
 #include "cmd/attention.h"
-#include "base/files.h"
+#include "util/files.h"
 #include "read/input.h"
 #include "load/problem.h"
 #include "load/weights.h"
 #include "run/grads.h"
 #include "run/run.h"
-#include "base/text.h"
+#include "util/text.h"
 
 #include "mha.h"
 

@@ -3,36 +3,23 @@
  *
  * It takes the attention commands' inputs and options (the skeleton,
  * attention.c, parses them, with --against, --rtol, --atol, --digits and
- * --grad-output added), reads their arrays (against.c), computes every
- * step with the library's plain path, forward and, when they gave a
- * gradient, backward (sets.c), tells which step each array is by its name
- * (aliases.c) and shape, and compares the steps they gave in the order of
- * the computation (match.c): shapes, the largest absolute, relative and
- * ULP differences, and where.  For the first step that differs
- * diagnose.c tries the well-known mistakes; report.c writes the table (or
- * JSON).
+ * --grad-output added) and hands the loaded problem to the engine's
+ * comparison (engine/compare/compare.c: their arrays read, every step
+ * computed, forward and backward, compared in the order of the
+ * computation, the first difference diagnosed); report.c writes the table
+ * (or JSON).
  *
  * Exit status as cmp and diff: 0 agree, 1 differ, 2 trouble (command
  * line, an input, their file).
  */
-#include "base/budget.h"
 #include "base/cli.h"
-#include "cmd/against.h"
-#include "cmd/aliases.h"
 #include "cmd/attention.h"
-#include "cmd/compare.h"
+#include "cmd/report.h"
+#include "compare/aliases.h"
+#include "compare/compare.h"
 #include "load/problem.h"
-#include "load/shapes.h"
-#include "load/weights.h"
-#include "run/grads.h"
-#include "run/run.h"
-#include "run/steps.h"
-
-#include "mha.h"
 
 #include <getopt.h>
-#include <math.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,14 +73,6 @@ static const char compare_usage[] =
 
 /* ---- options ------------------------------------------------------------- */
 
-struct compare_opts {
-	const char *against;
-	double rtol, atol;
-	int rtol_given, atol_given;
-	int digits, digits_sig; /* --digits N, --digits Ns */
-	int digits_given;
-};
-
 enum { O_AGAINST = ATTN_EXTRA_BASE, O_RTOL, O_ATOL, O_DIGITS, O_ALIASES };
 
 static const struct option compare_longopts[] = {
@@ -107,7 +86,7 @@ static const struct option compare_longopts[] = {
 
 static int compare_opt(struct attn_options *o, int c, const char *arg)
 {
-	struct compare_opts *co = o->own;
+	struct compare_request *co = o->own;
 	double v;
 
 	if (c == O_AGAINST) {
@@ -151,7 +130,7 @@ static int compare_opt(struct attn_options *o, int c, const char *arg)
 /* forward's options compare has no use for: a usage error */
 static int refuse_forward_only(struct attn_options *o)
 {
-	const struct compare_opts *co = o->own;
+	const struct compare_request *co = o->own;
 	const char *opt = o->print_given ? "--print" : o->emit.output ? "--output" :
 			  o->spec.cell ? "--cell" : o->explain ? "--explain" :
 			  o->color_given ? "--color" : o->precision_given ? "--precision" :
@@ -190,36 +169,6 @@ static int refuse_forward_only(struct attn_options *o)
 	return 0;
 }
 
-/*
- * mha's steps and one mistake's at a time, both whole, and the library's
- * scratch: refused up front when that passes --max-memory.  0, or -1 said.
- */
-static int check_memory(const struct problem *p, int grads)
-{
-	const size_t held = budget_held();
-	const size_t fwd = mha_memory(&p->d, &p->cfg, ALL_STAGES, 0);
-	const size_t bwd = grads ? mha_backward_memory(&p->d, &p->cfg, ~0u) : 0;
-	const size_t lib = fwd > bwd ? fwd : bwd, set = set_bytes(p, grads);
-	/* mha's set, a mistake's, and its run's largest step not yet moved over */
-	const size_t step = (size_t)fmin((double)SIZE_MAX, (double)p->d.heads * (double)p->d.n_q *
-					 (double)p->d.n_kv * sizeof(double));
-	size_t total = held;
-	struct run_need n = { .who = "comparing",
-			      .part = { "the inputs and their results", "the computation",
-					"mha's steps and a mistake's" },
-			      .advice = "raise --max-memory" };
-
-	if (budget_limit() == SIZE_MAX)
-		return 0;
-	total = lib > SIZE_MAX - total ? SIZE_MAX : total + lib;
-	total = set > (SIZE_MAX - total) / 2 ? SIZE_MAX : total + 2 * set;
-	total = step > SIZE_MAX - total ? SIZE_MAX : total + step;
-	n.bytes[0] = held;
-	n.bytes[1] = lib;
-	n.bytes[2] = total - held - lib;
-	return run_check_memory(&n);
-}
-
 /* ---- the command ------------------------------------------------------------ */
 
 /* compare's output options: text or json to standard output, no picture */
@@ -230,130 +179,32 @@ static int compare_check(struct attn_options *o)
 
 static int compare_run(struct attn_options *o, struct problem *pb)
 {
-	const struct compare_opts *co = o->own;
-	struct against a = { 0 };
-	struct set mine = { 0 };
-	static struct stat st[C_COUNT];
-	struct diagnosis dg = { 0 };
-	const int f32 = o->f32;
-	const struct tol tol = { co->rtol_given ? co->rtol : f32 ? 1e-4 : 1e-9,
-				 co->atol_given ? co->atol : f32 ? 1e-5 : 1e-12, f32,
-				 co->rtol_given || co->atol_given };
-	mha_report rep = MHA_INIT(mha_report);
-	matrix dout = { 0 };
-	const size_t out_cols = mha_output_cols(&pb->d, pb->weights.W_O != NULL);
-	char dout_from[PATH_TEXT] = "";
-	struct ctx x = { .p = pb, .mine = &mine, .a = &a, .rep = &rep, .tol = tol, .f32 = f32 };
-	int rc = EXIT_USAGE, first = -1;
+	struct compare_request *q = o->own;
+	struct comparison *c = calloc(1, sizeof(*c));
+	int rc;
 
-	/* every input problem is trouble here (2), as cmp and diff have it */
-	if (o->sequence && (!pb->batch || o->sequence > pb->batch)) {
-		usage_error("compare", "--sequence %zu, but the inputs hold %zu sequence%s", o->sequence,
-			    pb->batch ? pb->batch : 1, pb->batch > 1 ? "s" : "");
-		goto done;
-	}
-	if (o->sequence && problem_keep_sequence(pb, o->sequence - 1))
-		goto done;
-	if (problem_sequences(pb) > 1) {
-		usage_error("compare", "the inputs are a batch of %zu sequences: compare one at a time "
-			    "with --sequence N", pb->batch);
-		goto done;
-	}
-	if (against_read(&a, co->against, pb->d.heads))
-		goto done;
-	/* gradients: --grad-output, or their dO, or all ones (mha backward's) */
-	x.grads = pb->spec.grad_output || against_has_grads(&a);
-	if (pb->spec.grad_output) {
-		if (run_grad_output(&dout, pb, 0, out_cols))
-			goto done;
-		snprintf(dout_from, sizeof(dout_from), "--grad-output %s",
-			 path_shown(pb->spec.grad_output));
-	} else if (x.grads && against_take_dout(&a, &dout, pb->d.n_q, out_cols)) {
-		snprintf(dout_from, sizeof(dout_from), "their dO");
-	}
-	x.dout = &dout;
-	if (check_memory(pb, x.grads))
-		goto done;
-	{
-		int r = run_set(&mine, &x, &pb->in, &pb->weights, &pb->cfg, NULL, &rep);
-
-		if (r) {
-			if (r > 0)
-				error("the run failed: %s", "the numbers overflow or a setting is out of "
-				      "range (mha forward says which)");
-			goto done;
-		}
-	}
-	a.torch = pb->spec.layout == LAYOUT_TORCH;
-	if (against_resolve(&a, mine.m))
-		goto done;
-	if (a.g[C_MASK].m.is_bool)
-		/* their boolean mask as this run reads one (--mask-bool): what it adds */
-		for (size_t i = 0; i < matrix_size(&a.g[C_MASK].m); i++)
-			a.g[C_MASK].m.v[i] = (a.g[C_MASK].m.v[i] != 0) != (pb->spec.mask_block != 0)
-					     ? 0 : -INFINITY;
-	for (int i = 0; i < C_COUNT; i++) {
-		struct given *g = &a.g[i];
-
-		if (!g->m.rank)
-			continue;
-		/* float32 numbers (a .npy of <f4) at float32's tolerances (step_tol),
-		 * unless --dtype says which */
-		if (o->dtype_given)
-			g->f32 = 0;
-		if (co->digits_given) {
-			g->prec = co->digits_sig ? PREC_SIGNIFICANT : PREC_DECIMALS;
-			g->digits = co->digits;
-		} else if (mine.m[i].rank) {
-			detect_precision(g, &mine.m[i], i);
-		}
-	}
-	for (int pass = 0; pass < 2; pass++) {
-		first = -1;
-		for (int i = 0; i < C_COUNT; i++) {
-			if (!a.g[i].m.rank) {
-				st[i].given = 0;
-				continue;
-			}
-			compare_step(&st[i], i, &a.g[i], &mine.m[i], &tol);
-			if (!st[i].pass && first < 0)
-				first = i;
-		}
-		if (first < 0 || pass)
-			break;
-		find_named(&a, &mine, st, &tol);
-	}
-	if (first >= 0 && diagnose(&dg, &x, first))
-		goto done;
-	if (dg.found && dg.as_step != dg.step) {
-		/* the mistake's numbers are theirs under another step's name (scores
-		 * kept scaled and masked, with the scale wrong): compared as that step */
-		name_as(&a, dg.step, dg.as_step);
-		st[dg.step].given = 0;
-		compare_step(&st[dg.as_step], dg.as_step, &a.g[dg.as_step], &mine.m[dg.as_step], &tol);
-		first = -1;
-		for (int i = 0; i < C_COUNT && first < 0; i++)
-			if (st[i].given && !st[i].pass)
-				first = i;
-		dg.step = first;
-	}
-	{
-		const struct report r = { .against = co->against, .a = &a, .mine = &mine, .st = st,
-					  .l = &pb->labels, .tol = &tol, .f32 = f32,
-					  .sequence = o->sequence, .first = first, .dg = &dg,
-					  .grads = x.grads, .dout_from = dout_from[0] ? dout_from : NULL };
+	if (!c)
+		return error("out of memory"), EXIT_USAGE;
+	q->f32 = o->f32;
+	q->dtype_given = o->dtype_given;
+	q->sequence = o->sequence;
+	rc = compare_problem(c, pb, q);
+	if (!rc) {
+		const struct report r = { .against = q->against, .a = &c->a, .mine = &c->mine,
+					  .st = c->st, .l = &pb->labels, .tol = &c->tol, .f32 = q->f32,
+					  .sequence = o->sequence, .first = c->first, .dg = &c->dg,
+					  .grads = c->grads,
+					  .dout_from = c->dout_from[0] ? c->dout_from : NULL };
 
 		if (o->emit.format == FORMAT_JSON)
 			report_json(stdout, &r);
 		else
 			report_text(stdout, &r);
+		/* a report that could not be written is trouble (2), never "differs" */
+		rc = stdout_flush() ? EXIT_USAGE : c->first < 0 ? EXIT_OK : EXIT_DATA;
 	}
-	/* a report that could not be written is trouble (2), never "differs" */
-	rc = stdout_flush() ? EXIT_USAGE : first < 0 ? EXIT_OK : EXIT_DATA;
-done:
-	set_free(&mine);
-	against_free(&a);
-	matrix_free(&dout);
+	comparison_free(c);
+	free(c);
 	return rc;
 }
 
@@ -368,14 +219,14 @@ const struct attn_command attn_compare = {
 
 int compare_check_args(int argc, char **argv)
 {
-	struct compare_opts co = { 0 };
+	struct compare_request co = { 0 };
 
 	return attn_check_args(argc, argv, &attn_compare, &co);
 }
 
 int cmd_compare(int argc, char **argv)
 {
-	struct compare_opts co = { 0 };
+	struct compare_request co = { 0 };
 
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--aliases")) {

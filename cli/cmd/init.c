@@ -14,9 +14,9 @@
  * and the files are written with the same writers it uses.
  */
 #include "base/cli.h"
-#include "base/files.h"
+#include "util/files.h"
 #include "write/emit.h"
-#include "base/matrix.h"
+#include "util/matrix.h"
 #include "base/outfile.h"
 #include "write/write.h"
 #include "write/zip.h"

@@ -3,7 +3,7 @@
  * the rest of the command line (git's builtin table, in small).
  */
 #include "base/cli.h"
-#include "base/files.h"
+#include "util/files.h"
 #include "base/outfile.h"
 
 #include "mha.h"
@@ -79,6 +79,7 @@ int main(int argc, char **argv)
 	 * the parent ignored SIGPIPE; Ctrl-C leaves no temporary file behind */
 	signal(SIGPIPE, SIG_DFL);
 	outfile_cleanup_on_signals();
+	msg_to_stderr();
 	return finish(run(argc, argv));
 }
 

@@ -12,20 +12,18 @@
  */
 #include "cmd/attention.h"
 
-#include "base/budget.h"
-#include "base/files.h"
+#include "util/budget.h"
+#include "util/files.h"
 #include "base/cli.h"
-#include "base/number.h"
-#include "base/text.h"
+#include "util/number.h"
+#include "util/text.h"
 #include "load/families.h"
-#include "load/config_keys.h"
 #include "load/latent.h"
 #include "load/load.h"
 #include "load/model.h"
 #include "load/rope_scaling.h"
+#include "api/settings.h"
 #include "read/checkpoint.h"
-#include "read/file.h"
-#include "read/json.h"
 #include "write/archive.h"
 #include "write/emit.h"
 #include "write/meta.h"
@@ -90,42 +88,6 @@ struct model_opts {
 	size_t max_memory;
 	const char *output; /* -o FILE.npz: the layer's tensors */
 };
-
-/* the layers config.json counts (text_config's for an image-text model) into
- * *n (0: it says none, or there is no config.json): 0, or -1 said (a file
- * that cannot be read, a count that is not a whole number) */
-static int config_layers(const struct problem_spec *s, size_t *n)
-{
-	char dir[4096], path[PATH_TEXT];
-	const char *cfg = s->config;
-	input_file in;
-	json_doc doc = { 0 };
-	int rc = 0;
-
-	*n = 0;
-	if (!cfg) {
-		ckpt_folder_of(s->w, dir, sizeof(dir));
-		snprintf(path, sizeof(path), "%s/config.json", dir);
-		if (access(path, F_OK) != 0)
-			return 0;
-		cfg = path;
-	}
-	if ((cfg == path ? input_load_found(&in, cfg) : input_load(&in, cfg)) ||
-	    json_parse(&doc, &in)) {
-		rc = -1;
-	} else if (cJSON_IsObject(doc.root)) {
-		const cJSON *text = cJSON_GetObjectItemCaseSensitive(doc.root, "text_config");
-		const cJSON *o = cJSON_IsObject(text) ? text : doc.root;
-
-		rc = config_count2(o, in.name, "num_hidden_layers", "n_layer", n) < 0 ? -1 : 0;
-		if (!rc && *n > 100000)
-			rc = error("%s: num_hidden_layers %zu: more layers than mha describes at once "
-				   "(100000): give --layer N", in.name, *n);
-	}
-	json_doc_free(&doc);
-	input_free(&in);
-	return rc;
-}
 
 /*
  * -o FILE.npz: the layer's tensors as a run computes with them: the weights
@@ -448,7 +410,9 @@ static int parse(int argc, char **argv, struct model_opts *o)
 		case ':':
 			return usage_error("model", "%s needs a value", argv[optind - 1]);
 		default:
-			if ((rc = attn_setting("model", c, optarg, &o->base)) < 0)
+			rc = attn_row_name(c) ? spec_setting("model", attn_row_name(c), optarg,
+							       &o->base) : 0;
+			if (rc < 0)
 				return -1;
 			if (!rc)
 				return usage_error("model", "unknown option '%s'", argv[optind - 1]);
@@ -494,7 +458,7 @@ int cmd_model(int argc, char **argv)
 		first = last = o.layer;
 	} else if (!o.base.prefix) {
 		/* every layer config.json counts */
-		if (config_layers(&o.base, &last))
+		if (config_layer_count(&o.base, &last))
 			return EXIT_DATA;
 		if (!last) {
 			error("%s: how many layers? no config.json's num_hidden_layers says: give "

@@ -5,12 +5,12 @@
  */
 #include "cmd/attention.h"
 #include "cmd/table.h"
-#include "cmd/values.h"
 
 #include "base/cli.h"
 #include "base/progress.h"
 #include "load/families.h"
 #include "load/problem.h"
+#include "api/settings.h"
 #include "run/steps.h"
 
 #include "mha.h"
@@ -109,155 +109,6 @@ static int print_steps(struct attn_options *o, const char *arg)
 	return rc;
 }
 
-int attn_setting(const char *hint, int c, const char *arg, struct problem_spec *s)
-{
-	switch (c) {
-	case O_HEADS:
-		s->given |= GIVEN_HEADS;
-		if (opt_count(hint, "--heads", arg, SIZE_MAX / 2, &s->heads))
-			return -1;
-		break;
-	case O_KV_HEADS:
-		s->given |= GIVEN_KV_HEADS;
-		if (opt_count(hint, "--kv-heads", arg, SIZE_MAX / 2, &s->kv_heads))
-			return -1;
-		break;
-	case O_SCALE:
-		s->given |= GIVEN_SCALE;
-		if (value_scale(hint, arg, &s->cfg))
-			return -1;
-		break;
-	case O_CAUSAL:
-		s->given |= GIVEN_CAUSAL;
-		if (!arg || !strcmp(arg, "top-left")) {
-			s->cfg.causal = MHA_CAUSAL_TOP_LEFT;
-		} else if (!strcmp(arg, "bottom-right")) {
-			s->cfg.causal = MHA_CAUSAL_BOTTOM_RIGHT;
-		} else if (opt_offset(arg, &s->cfg.causal_offset)) {
-			s->cfg.causal = MHA_CAUSAL_OFFSET;
-		} else {
-			usage_error(hint, "--causal takes top-left, bottom-right or a whole "
-				    "number, not '%s'", arg);
-			return -1;
-		}
-		break;
-	case O_WINDOW:
-		/* none: every key, over a window config.json would set */
-		s->given |= GIVEN_WINDOW;
-		if (!strcmp(arg, "none")) {
-			s->cfg.window = (mha_window){ 0 };
-			break;
-		}
-		if (value_window(hint, arg, &s->cfg.window))
-			return -1;
-		break;
-	case O_SINKS:
-		/* none: the layer has none, said (where a model type would read them) */
-		s->given |= GIVEN_SINKS;
-		s->sinks = strcmp(arg, "none") ? arg : NULL;
-		break;
-	case O_ROPE:
-		s->given |= GIVEN_ROPE;
-		if (!strcmp(arg, "half")) {
-			s->cfg.rope.mode = MHA_ROPE_HALF;
-		} else if (!strcmp(arg, "interleaved")) {
-			s->cfg.rope.mode = MHA_ROPE_INTERLEAVED;
-		} else if (!strcmp(arg, "none")) {
-			/* a layer without position encoding (SmolLM3's), over a
-			 * family or config.json that would turn it */
-			s->cfg.rope.mode = MHA_ROPE_NONE;
-		} else {
-			usage_error(hint, "--rope takes half, interleaved or none, not '%s'",
-				    arg);
-			return -1;
-		}
-		break;
-	case O_ROPE_THETA:
-		s->given |= GIVEN_ROPE_THETA;
-		if (value_real(hint, "--rope-theta", arg, &s->cfg.rope.theta))
-			return -1;
-		if (s->cfg.rope.theta <= 0) {
-			usage_error(hint, "--rope-theta expects a number above 0, not '%s'",
-				    arg);
-			return -1;
-		}
-		break;
-	case O_ROPE_DIM:
-		s->given |= GIVEN_ROPE_DIM;
-		if (opt_count(hint, "--rope-dim", arg, SIZE_MAX / 2, &s->cfg.rope.dim))
-			return -1;
-		if (s->cfg.rope.dim % 2) {
-			usage_error(hint, "--rope-dim turns pairs of features: %zu is odd",
-				    s->cfg.rope.dim);
-			return -1;
-		}
-		break;
-	case O_ROPE_SCALING:
-		/* none: the frequencies unscaled, over config.json's rope_scaling */
-		s->given |= GIVEN_ROPE_SCALING;
-		s->rope_scaling = strcmp(arg, "none") ? arg : NULL;
-		break;
-	case O_NORM: {
-		unsigned i = MHA_NORM_NONE;
-
-		while (i <= MHA_NORM_LAYER && strcmp(arg, step_norm_kind((mha_norm_kind)i)))
-			i++;
-		if (i > MHA_NORM_LAYER) {
-			usage_error(hint, "--norm takes rms, rms1p, layer or none, not '%s'", arg);
-			return -1;
-		}
-		s->cfg.norm.kind = (mha_norm_kind)i;
-		s->given |= GIVEN_NORM;
-		break;
-	}
-	case O_NORM_EPS:
-		if (value_eps(hint, "--norm-eps", arg, &s->cfg.norm.eps))
-			return -1;
-		s->given |= GIVEN_NORM_EPS;
-		break;
-	case O_NORM_OVER:
-		if (strcmp(arg, "head") && strcmp(arg, "all")) {
-			usage_error(hint, "--norm-over takes head or all, not '%s'", arg);
-			return -1;
-		}
-		s->cfg.norm.over_all = !strcmp(arg, "all");
-		s->given |= GIVEN_NORM_OVER;
-		break;
-	case O_SOFTCAP:
-		/* none: no cap, over config.json's */
-		s->given |= GIVEN_SOFTCAP;
-		s->cfg.softcap = 0;
-		if (!strcmp(arg, "none"))
-			break;
-		if (value_real(hint, "--softcap", arg, &s->cfg.softcap))
-			return -1;
-		if (s->cfg.softcap <= 0) {
-			usage_error(hint, "--softcap expects a number above 0, or none, not '%s'", arg);
-			return -1;
-		}
-		break;
-	case O_QK_ROPE:
-		if (opt_count(hint, "--qk-rope-head-dim", arg, SIZE_MAX / 2,
-			      &s->rope_head_dim))
-			return -1;
-		s->given |= GIVEN_QK_ROPE;
-		break;
-	case O_MLA_EPS:
-		if (value_eps(hint, "--mla-eps", arg, &s->cfg.mla.eps))
-			return -1;
-		s->given |= GIVEN_MLA_EPS;
-		break;
-	case O_BIASES:
-		if (value_biases(hint, arg, &s->biases))
-			return -1;
-		s->given |= GIVEN_BIASES;
-		break;
-	default:
-		return 0;
-	}
-	return 1;
-}
-
 /*
  * The command line into o (o->own kept): 0, 1 after --help (printed), -1
  * a usage error (said).  free(o->kv_lens) after.
@@ -319,30 +170,25 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 				return -1;
 			continue;
 		}
-		/* the layer's settings, 'mha model''s too */
-		if (attn_is_setting(c)) {
-			if (attn_setting(hint, c, optarg, &o->spec) < 0)
+		if (c == O_GRAD_OUTPUT && !(cmd->takes & OPT_GRAD)) {
+			usage_error(hint, "--grad-output is an option of 'mha backward'");
+			return -1;
+		}
+		/* what the run reads and what its layer computes: the engine's
+		 * settings by name ('mha model''s and the Python package's too) */
+		{
+			const char *name = attn_row_name(c);
+			const int r = name ? spec_setting(hint, name, optarg, &o->spec) : 0;
+			const int in = name && !r ? spec_input(hint, name, optarg, &o->spec) : 0;
+
+			if (r < 0 || in < 0)
 				return -1;
-			continue;
+			if (r || in) {
+				o->mask_bool |= c == O_MASK_BOOL;
+				continue;
+			}
 		}
 		switch (c) {
-		case 'x': o->spec.x = optarg; break;
-		case 'w': o->spec.w = optarg; break;
-		case O_KV: o->spec.kv = optarg; break;
-		case O_XK: o->spec.xk = optarg; break;
-		case O_XV: o->spec.xv = optarg; break;
-		case O_Q: o->spec.q = optarg; break;
-		case O_K:
-		case O_KT:
-			/* --kt FILE is --k with the file transposed: one or the other */
-			if (o->spec.k && (c == O_KT) != o->spec.k_transposed) {
-				usage_error(hint, "--k and --kt cannot be used together (--kt gives "
-					    "K transposed)");
-				return -1;
-			}
-			o->spec.k = optarg;
-			o->spec.k_transposed = c == O_KT;
-			break;
 		case O_RANGE:
 			if (heat_range_parse(&o->emit.range, optarg)) {
 				usage_error(hint, "--range takes auto or MIN,MAX (finite numbers, MIN "
@@ -354,55 +200,6 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 		case O_HEAD:
 			if (opt_count(hint, "--head", optarg, SIZE_MAX / 2, &o->emit.head))
 				return -1;
-			break;
-		case O_V: o->spec.v = optarg; break;
-		case O_MASK: o->spec.mask = optarg; break;
-		case O_MASK_BOOL:
-			if (strcmp(optarg, "attend") && strcmp(optarg, "block")) {
-				usage_error(hint, "--mask-bool takes attend or block, not '%s'", optarg);
-				return -1;
-			}
-			o->spec.mask_block = !strcmp(optarg, "block");
-			o->mask_bool = 1;
-			break;
-		/* a slopes file is ALiBi with those slopes: with --alibi as well, the same */
-		case O_ALIBI: o->spec.cfg.alibi.on = 1; break;
-		case O_ALIBI_SLOPES: o->spec.alibi_slopes = optarg; o->spec.cfg.alibi.on = 1; break;
-		case O_POSITIONS: o->spec.positions = optarg; break;
-		case O_ROPE_COS: o->spec.rope_cos = optarg; break;
-		case O_ROPE_SIN: o->spec.rope_sin = optarg; break;
-		case O_Q_NORM: o->spec.q_norm = optarg; break;
-		case O_LATENT + LAT_Q_A_PROJ: case O_LATENT + LAT_Q_A_NORM:
-		case O_LATENT + LAT_KV_A_PROJ: case O_LATENT + LAT_KV_A_NORM:
-		case O_LATENT + LAT_KV_B_PROJ:
-			o->spec.latent[c - O_LATENT] = optarg;
-			break;
-		case O_ABSORB: o->spec.cfg.mla.absorbed = 1; break;
-		case O_K_NORM: o->spec.k_norm = optarg; break;
-		case O_ONE + WQ: case O_ONE + WK: case O_ONE + WV: case O_ONE + WO:
-		case O_ONE + BQ: case O_ONE + BK: case O_ONE + BV: case O_ONE + BO:
-			o->spec.one[c - O_ONE] = optarg;
-			break;
-		case O_LAYOUT: {
-			/* a family's checkpoint names and layout; torch is both */
-			char words[128];
-
-			if (family_by_layout(optarg, 0, &o->spec.family)) {
-				usage_error(hint, "--layout takes %s, not '%s'",
-					    family_layouts(0, words, sizeof(words)), optarg);
-				return -1;
-			}
-			o->spec.layout = o->spec.family == FAMILY_NONE ? LAYOUT_MHA :
-					 families[o->spec.family].layout;
-			o->spec.given |= GIVEN_LAYOUT;
-			break;
-		}
-		case O_CONFIG: o->spec.config = optarg; break;
-		case O_PREFIX: o->spec.prefix = optarg; break;
-		case O_LAYER:
-			if (value_layer(hint, optarg, &o->spec.layer))
-				return -1;
-			o->spec.has_layer = 1;
 			break;
 		case 'o': o->emit.output = optarg; break;
 		case O_FULL: o->emit.full = 1; break;
@@ -449,12 +246,6 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 				return -1;
 			}
 			break;
-		case O_THREADS:
-			if (opt_count(hint, "--threads", optarg, 4096, &n))
-				return -1;
-			o->spec.cfg.threads = (int)n;
-			break;
-		case O_TOKENS: o->spec.tokens = optarg; break;
 		case O_EXPLAIN: o->explain = 1; break;
 		case O_CELL: o->spec.cell = optarg; break;
 		case O_COLOR:
@@ -471,16 +262,12 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 				return -1;
 			}
 			break;
-		case O_KV_TOKENS: o->spec.kv_tokens = optarg; break;
 		case O_MAX_MEMORY:
 			if (opt_bytes(optarg, &o->max_memory)) {
 				usage_error(hint, "--max-memory takes a size such as 512M, 4G or 1.5GiB, "
 					    "or none, not '%s'", optarg);
 				return -1;
 			}
-			break;
-		case O_EXACT:
-			o->spec.cfg.exact = 1;
 			break;
 		case O_KV_LEN:
 			if (parse_kv_len(hint, optarg, o))
@@ -489,13 +276,6 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 		case O_SEQUENCE:
 			if (opt_count(hint, "--sequence", optarg, SIZE_MAX / 2, &o->sequence))
 				return -1;
-			break;
-		case O_GRAD_OUTPUT:
-			if (!(cmd->takes & OPT_GRAD)) {
-				usage_error(hint, "--grad-output is an option of 'mha backward'");
-				return -1;
-			}
-			o->spec.grad_output = optarg;
 			break;
 		case 'p':
 			o->print_given = 1;

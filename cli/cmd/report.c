@@ -3,9 +3,9 @@
  * or the same as JSON, and the diagnosis.
  */
 #include "base/cli.h"
-#include "base/number.h"
-#include "base/text.h"
-#include "cmd/compare.h"
+#include "util/number.h"
+#include "util/text.h"
+#include "cmd/report.h"
 #include "run/steps.h"
 #include "write/write.h"
 

@@ -6,6 +6,7 @@
 #include "cmd/table.h"
 #include "cmd/attention.h"
 
+#include "api/settings.h"
 #include "run/steps.h"
 
 #include <stdio.h>
@@ -353,18 +354,21 @@ const struct option *attn_option_table(const unsigned **groups)
 
 /* ---- the layer's settings ---------------------------------------------- */
 
-/* the options that set what a layer computes, which 'mha model' takes too */
+const char *attn_row_name(int c)
+{
+	for (size_t i = 0; i < N_ROWS; i++)
+		if (attn_rows[i].o.val == c)
+			return attn_rows[i].o.name;
+	return NULL;
+}
+
+/* the options that set what a layer computes, which 'mha model' takes too
+ * (the engine's settings, engine/load/settings.h) */
 int attn_is_setting(int c)
 {
-	switch (c) {
-	case O_HEADS: case O_KV_HEADS: case O_SCALE: case O_CAUSAL: case O_WINDOW: case O_SINKS:
-	case O_ROPE: case O_ROPE_THETA: case O_ROPE_DIM: case O_ROPE_SCALING: case O_NORM:
-	case O_NORM_EPS: case O_NORM_OVER: case O_SOFTCAP: case O_BIASES: case O_QK_ROPE:
-	case O_MLA_EPS:
-		return 1;
-	default:
-		return 0;
-	}
+	const char *name = attn_row_name(c);
+
+	return name && spec_is_setting(name);
 }
 
 size_t attn_setting_options(struct option *out, size_t cap)

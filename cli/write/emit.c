@@ -9,7 +9,7 @@
 #include "write/heatmap.h"
 #include "write/html.h"
 #include "read/input.h"
-#include "base/text.h"
+#include "util/text.h"
 #include "write/archive.h"
 
 #include <errno.h>

@@ -7,8 +7,8 @@
  */
 #include "write/explain.h"
 #include "base/cli.h"
-#include "base/number.h"
-#include "base/text.h"
+#include "util/number.h"
+#include "util/text.h"
 #include "load/weights.h"
 #include "write/write.h"
 

@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "base/matrix.h"
+#include "util/matrix.h"
 #include "run/steps.h"
 #include "mha.h"
 

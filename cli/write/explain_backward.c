@@ -6,9 +6,9 @@
  */
 #include "write/emit.h"
 
-#include "base/number.h"
+#include "util/number.h"
 #include "base/outfile.h"
-#include "base/text.h"
+#include "util/text.h"
 #include "load/problem.h"
 #include "run/steps.h"
 #include "write/write.h"

@@ -4,7 +4,7 @@
  */
 #include "write/fit.h"
 #include "write/pool.h"
-#include "base/budget.h"
+#include "util/budget.h"
 #include "base/cli.h"
 
 #include <stdint.h>

@@ -7,7 +7,7 @@
 #include "write/heatmap.h"
 
 #include "base/cli.h"
-#include "base/text.h"
+#include "util/text.h"
 
 #include <math.h>
 #include <stdlib.h>

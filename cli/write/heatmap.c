@@ -14,8 +14,8 @@
 #include "write/heatmap.h"
 
 #include "base/cli.h"
-#include "base/number.h"
-#include "base/text.h"
+#include "util/number.h"
+#include "util/text.h"
 #include "write/write.h"
 
 #include <math.h>

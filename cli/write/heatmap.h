@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 
-#include "base/matrix.h"
+#include "util/matrix.h"
 
 /*
  * --range: the values a heatmap's colours span.  One struct for every

@@ -22,7 +22,7 @@
 #include "write/explain.h"
 #include "write/heatmap.h"
 #include "write/pool.h"
-#include "base/text.h"
+#include "util/text.h"
 #include "write/write.h"
 
 #include "html_page.h"

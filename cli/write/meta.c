@@ -5,7 +5,7 @@
 #include "write/meta.h"
 
 #include "base/cli.h"
-#include "base/text.h"
+#include "util/text.h"
 #include "load/latent.h"
 #include "load/rope_scaling.h"
 #include "load/weights.h"

@@ -10,7 +10,7 @@
 #ifndef MHA_CLI_POOL_H
 #define MHA_CLI_POOL_H
 
-#include "base/matrix.h"
+#include "util/matrix.h"
 
 #include <stdint.h>
 

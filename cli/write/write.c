@@ -11,8 +11,8 @@
  * aligned by the columns they take on screen.
  */
 #include "write/write.h"
-#include "base/number.h"
-#include "base/text.h"
+#include "util/number.h"
+#include "util/text.h"
 
 #include <math.h>
 #include <stdint.h>

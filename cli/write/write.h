@@ -9,7 +9,7 @@
 
 #include <stdio.h>
 
-#include "base/matrix.h"
+#include "util/matrix.h"
 
 typedef enum {
 	FORMAT_TEXT, FORMAT_JSON, FORMAT_CSV, FORMAT_MARKDOWN, FORMAT_NPY, FORMAT_HEATMAP, FORMAT_SVG,

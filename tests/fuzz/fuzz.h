@@ -9,13 +9,13 @@
 #ifndef MHA_FUZZ_H
 #define MHA_FUZZ_H
 
-#include "../../cli/base/budget.h"
-#include "../../cli/base/files.h"
-#include "../../cli/read/csv.h"
-#include "../../cli/read/input.h"
-#include "../../cli/read/json.h"
-#include "../../cli/read/npy.h"
-#include "../../cli/base/matrix.h"
+#include "util/budget.h"
+#include "util/files.h"
+#include "read/csv.h"
+#include "read/input.h"
+#include "read/json.h"
+#include "read/npy.h"
+#include "util/matrix.h"
 
 #include <math.h>
 #include <stddef.h>

@@ -9,7 +9,7 @@
  * -close_fd_mask=3 to keep them quiet, as 'make fuzz' does.
  */
 #include "fuzz.h"
-#include "../../cli/base/cli.h"
+#include "base/cli.h"
 
 #include <getopt.h>
 

@@ -19,8 +19,8 @@
  * crashing input's file in it.
  */
 #include "fuzz.h"
-#include "../../cli/load/model.h"
-#include "../../cli/load/problem.h"
+#include "load/model.h"
+#include "load/problem.h"
 
 #include <dirent.h>
 #include <unistd.h>

@@ -7,7 +7,7 @@
  * member an option picks (with X's tokens as row labels).
  */
 #include "fuzz.h"
-#include "../../cli/read/npz.h"
+#include "read/npz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,5 +1,5 @@
 /*
- * fuzz_problem.c: libFuzzer target for problem_load() (cli/load/problem.h), the
+ * fuzz_problem.c: libFuzzer target for problem_load() (engine/load/problem.h), the
  * reading and checking 'mha forward' does, driven without a command line:
  * a problem_spec naming an X file, with options picked by the input's
  * first byte.  When the problem loads, its shapes and labels are checked,
@@ -20,10 +20,10 @@
 #define _GNU_SOURCE /* memfd_create */
 #include "fuzz_file.h"
 #include "fuzz.h"
-#include "../../cli/base/cli.h"
-#include "../../cli/load/load.h"
-#include "../../cli/run/run.h"
-#include "../../cli/run/steps.h"
+#include "base/cli.h"
+#include "load/load.h"
+#include "run/run.h"
+#include "run/steps.h"
 
 /* the most cells (queries x keys x heads) a loaded problem is run with */
 #define MOST_CELLS 4096

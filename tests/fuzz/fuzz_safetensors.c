@@ -10,7 +10,7 @@
 #define _GNU_SOURCE /* memfd_create */
 #include "fuzz_file.h"
 #include "fuzz.h"
-#include "../../cli/read/safetensors.h"
+#include "read/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -10,7 +10,7 @@
 #define _GNU_SOURCE /* memfd_create */
 #include "fuzz_file.h"
 #include "fuzz.h"
-#include "../../cli/load/weights.h"
+#include "load/weights.h"
 
 static const struct {
 	weight_layout layout;

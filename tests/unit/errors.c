@@ -523,7 +523,7 @@ START_TEST(test_check_fault)
 }
 END_TEST
 
-/* ---- the CLI's number text (cli/base/number.c), against printf's --- */
+/* ---- the CLI's number text (engine/util/number.c), against printf's --- */
 
 static void by_printf(char *buf, size_t size, double v, int is_f32)
 {

@@ -13,7 +13,7 @@
 #endif
 #include "../ref.h"
 #include "../../lib/kernels/kernel.h" /* the GEMM itself (libmha.a has it) */
-#include "../../cli/base/number.h"
+#include "util/number.h"
 
 #include <check.h>
 #include <errno.h>

@@ -1,0 +1,31 @@
+/*
+ * report.h: 'mha compare''s report (report.c) of a comparison the engine
+ * made (engine/compare/compare.h): the table, or JSON.
+ */
+#ifndef MHA_CLI_REPORT_H
+#define MHA_CLI_REPORT_H
+
+#include <stdio.h>
+
+#include "compare/compare.h"
+
+struct report {
+	const char *against;
+	const struct against *a;
+	const struct set *mine;
+	const struct stat *st;  /* [C_COUNT] */
+	const struct labels *l;
+	const struct tol *tol;
+	int f32;
+	size_t sequence;        /* --sequence N, or 0 */
+	int first;              /* the first differing step, or -1 */
+	const struct diagnosis *dg;
+	int grads;              /* backward's steps compared */
+	const char *dout_from;  /* where dO came from: "--grad-output FILE", their "dO",
+				   or NULL: all ones */
+};
+
+void report_text(FILE *fp, const struct report *r);
+void report_json(FILE *fp, const struct report *r);
+
+#endif

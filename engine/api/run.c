@@ -1,0 +1,228 @@
+/*
+ * run.c: the engine's public entry points (mhe.h): a run's settings by
+ * name (load/settings.c's parser, the program's own), its problem loaded
+ * and resolved (load/), every step computed (compare/sets.c's set, the
+ * library's plain path), a step looked up by any name compare reads it by
+ * (compare/aliases.c), and a comparison (compare/compare.c).
+ */
+#include "mhe.h"
+
+#include "compare/aliases.h"
+#include "compare/compare.h"
+#include "load/load.h"
+#include "load/model.h"
+#include "api/settings.h"
+#include "util/budget.h"
+#include "util/msg.h"
+#include "util/opts.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct mhe_run {
+	struct problem_spec spec; /* the settings, as the program's options fill them */
+	size_t max_memory;
+	char **values;            /* copies of the values spec points to */
+	size_t n_values;
+	struct problem pb;
+	int loaded;               /* pb holds a problem (problem_free it) */
+	struct set mine;          /* every step of the last forward */
+};
+
+unsigned mhe_version_number(void)
+{
+	return MHE_VERSION_NUMBER;
+}
+
+mhe_run *mhe_run_new(void)
+{
+	mhe_run *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->spec.heads = 1;
+	r->max_memory = opt_memory_default();
+	return r;
+}
+
+static void forget(mhe_run *r)
+{
+	set_free(&r->mine);
+	if (r->loaded)
+		problem_free(&r->pb);
+	memset(&r->pb, 0, sizeof(r->pb));
+	r->loaded = 0;
+}
+
+void mhe_run_free(mhe_run *r)
+{
+	if (!r)
+		return;
+	forget(r);
+	for (size_t i = 0; i < r->n_values; i++)
+		free(r->values[i]);
+	free(r->values);
+	free(r);
+}
+
+/* value, kept as long as the run (spec holds pointers to it) */
+static const char *keep_value(mhe_run *r, const char *value)
+{
+	char **more;
+	char *copy;
+
+	if (!value)
+		return NULL;
+	more = realloc(r->values, (r->n_values + 1) * sizeof(*more));
+	if (!more)
+		return NULL;
+	r->values = more;
+	copy = strdup(value);
+	if (copy)
+		r->values[r->n_values++] = copy;
+	return copy;
+}
+
+int mhe_run_set(mhe_run *r, const char *name, const char *value)
+{
+	const char *v;
+	int rc;
+
+	if (!r || !name)
+		return usage_error(NULL, "mhe_run_set: no run or no name");
+	v = keep_value(r, value);
+	if (value && !v)
+		return error("out of memory"), MHE_DATA;
+	if (!strcmp(name, "max-memory")) {
+		if (!v || opt_bytes(v, &r->max_memory))
+			return usage_error(NULL, "max-memory takes a size such as 512M, 4G or "
+					   "1.5GiB, or none, not '%s'", v ? v : "");
+		return MHE_OK;
+	}
+	if (!strcmp(name, "dtype")) {
+		/* the engine's steps are float64's; float32 is the program's --dtype f32 */
+		if (v && (!strcmp(v, "f64") || !strcmp(v, "float64")))
+			return MHE_OK;
+		return usage_error(NULL, "dtype takes f64 (the engine computes every step in "
+				   "float64), not '%s'", v ? v : "");
+	}
+	rc = spec_setting(NULL, name, v, &r->spec);
+	if (!rc)
+		rc = spec_input(NULL, name, v, &r->spec);
+	if (rc > 0)
+		return MHE_OK;
+	if (rc < 0)
+		return MHE_USAGE;
+	{
+		const char *near = !strcmp(name, "max-memory") ? NULL : spec_closest(name);
+
+		if (near)
+			return usage_error(NULL, "unknown setting '%s': did you mean '%s'?", name,
+					   near);
+		return usage_error(NULL, "unknown setting '%s'", name);
+	}
+}
+
+/* the problem read and resolved, as the program's start-up does: config.json
+ * under the settings, one memory limit from the first byte read */
+static int load(mhe_run *r)
+{
+	int rc;
+
+	forget(r);
+	budget_init(r->max_memory);
+	if (model_config(&r->spec))
+		return MHE_DATA;
+	r->loaded = 1;
+	rc = problem_load(&r->pb, &r->spec);
+	return rc ? rc : MHE_OK;
+}
+
+int mhe_run_forward(mhe_run *r)
+{
+	mha_report rep = MHA_INIT(mha_report);
+	struct ctx x = { 0 };
+	int rc;
+
+	if (!r)
+		return usage_error(NULL, "mhe_run_forward: no run");
+	rc = load(r);
+	if (rc)
+		return rc;
+	if (problem_sequences(&r->pb) > 1)
+		return usage_error(NULL, "the inputs are a batch of %zu sequences: the engine's "
+				   "steps are one sequence's", r->pb.batch);
+	x.p = &r->pb;
+	rc = run_set(&r->mine, &x, &r->pb.in, &r->pb.weights, &r->pb.cfg, NULL, &rep);
+	if (rc > 0)
+		return error("the run failed: %s", "the numbers overflow or a setting is out of "
+			     "range (mha forward says which)"), MHE_DATA;
+	return rc ? MHE_DATA : MHE_OK;
+}
+
+int mhe_run_step(const mhe_run *r, const char *step, mhe_matrix *out)
+{
+	int ids[8];
+	size_t n;
+
+	if (!r || !step || !out)
+		return usage_error(NULL, "mhe_run_step: no run, step or matrix");
+	n = alias_steps(step, ids, sizeof(ids) / sizeof(ids[0]));
+	for (size_t i = 0; i < n; i++) {
+		const matrix *m = &r->mine.m[ids[i]];
+
+		if (!m->rank || !m->v)
+			continue;
+		out->v = m->v;
+		out->cols = m->rank ? m->dim[m->rank - 1] : 0;
+		out->rows = m->rank >= 2 ? m->dim[m->rank - 2] : 1;
+		out->planes = m->rank >= 3 ? m->dim[0] : 1;
+		return MHE_OK;
+	}
+	if (!n) {
+		const char *near = alias_closest(step);
+
+		if (near)
+			return usage_error(NULL, "no step '%s': did you mean '%s'?", step, near);
+		return usage_error(NULL, "no step '%s' (mha compare --aliases lists them)", step);
+	}
+	return usage_error(NULL, "this run has no step '%s'%s", step,
+			   r->loaded ? "" : " (no forward yet)");
+}
+
+int mhe_run_compare(mhe_run *r, const char *against, double rtol, double atol, mhe_verdict *v)
+{
+	struct compare_request q = { .against = against };
+	struct comparison *c;
+	int rc;
+
+	if (!r || !against || !v)
+		return usage_error(NULL, "mhe_run_compare: no run, results or verdict");
+	memset(v, 0, sizeof(*v));
+	q.rtol = rtol;
+	q.atol = atol;
+	q.rtol_given = rtol >= 0;
+	q.atol_given = atol >= 0;
+	rc = load(r);
+	if (rc)
+		return rc;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return error("out of memory"), MHE_DATA;
+	rc = compare_problem(c, &r->pb, &q);
+	if (!rc) {
+		for (int i = 0; i < C_COUNT; i++)
+			v->steps_compared += c->st[i].given;
+		v->agree = c->first < 0;
+		if (c->first >= 0)
+			snprintf(v->first_step, sizeof(v->first_step), "%s", cmp_name(c->first));
+		if (c->dg.found) {
+			snprintf(v->mistake, sizeof(v->mistake), "%s", c->dg.m.id);
+			snprintf(v->why, sizeof(v->why), "%s", c->dg.message);
+		}
+	}
+	comparison_free(c);
+	free(c);
+	return rc;
+}

@@ -1,0 +1,170 @@
+/*
+ * compare.h: a comparison, the engine's (compare.c the whole of one,
+ * sets.c mha's steps, match.c a step compared, diagnose.c and mistakes_bw.c
+ * the mistakes): a full set of steps, one step compared, the tolerances,
+ * the diagnosis.  The program's 'mha compare' writes its report
+ * (cli/cmd/report.c); the Python package reads c's figures.
+ */
+#ifndef MHA_ENGINE_COMPARE_H
+#define MHA_ENGINE_COMPARE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "util/matrix.h"
+#include "compare/against.h"
+#include "load/problem.h"
+
+#include "mha.h"
+
+/* every stage the library hands over */
+#define ALL_STAGES ((1u << MHA_STAGE_COUNT) - 1u)
+
+/* Every step of one computation, each whole (per-head steps (H, rows, cols)). */
+struct set {
+	matrix m[C_COUNT];
+};
+
+void set_free(struct set *s);
+int copy_matrix(matrix *dst, const matrix *src);
+
+struct ctx;
+
+/* A backward mistake's edit of the library's stages (diagnose.c), or none. */
+struct bw_edit {
+	mha_grad_edit_fn fn;
+	void *ctx;
+};
+
+/*
+ * One computation through the library, every step kept: the forward, and
+ * with x->grads the backward of it (given x->dout, or all ones; edit:
+ * a backward mistake's, or NULL).  0, 1 when the library refuses it (a
+ * mistaken configuration may overflow), -1 said.
+ */
+int run_set(struct set *s, const struct ctx *x, const mha_inputs *in, const mha_weights *w,
+	    const mha_config *cfg, const struct bw_edit *edit, mha_report *rep);
+
+/* Bytes a set of every step holds (sets.c), with grads the backward's too. */
+size_t set_bytes(const struct problem *p, int grads);
+
+/* ---- comparing one step (match.c) ------------------------------------------ */
+
+struct tol {
+	double rtol, atol;
+	int f32;   /* ULPs of float */
+	int fixed; /* --rtol or --atol given: float32 numbers keep them */
+};
+
+struct stat {
+	int given;          /* they gave the step */
+	int shape_ok;       /* their shape is mha's (a mask: one plane for every head too) */
+	int pass;
+	size_t P, R, C;     /* mha's, as (planes, rows, cols) */
+	double max_abs, max_rel, max_ulp;
+	size_t worst;       /* mha's flat index of the largest |diff| */
+	double worst_theirs, worst_mha;
+	size_t differing, entries;
+	size_t heads_given, rows_given; /* of P and R: what was compared */
+	struct tol tol;     /* the tolerances this step was held to */
+	int prec, digits;   /* PREC_*: their numbers' precision, and the rounding allowed */
+	int rounded;        /* an entry agreed only to their precision */
+};
+
+/* (P, R, C): the last two dimensions, and the planes before them */
+void shape3(const matrix *m, size_t *P, size_t *R, size_t *C);
+/* theirs (g) against mine at step id (enum cmp_id), within base's tolerances
+ * or their numbers' precision */
+void compare_step(struct stat *st, int id, const struct given *g, const matrix *mine,
+		  const struct tol *base);
+/* whether set c reproduces theirs at step id within t */
+int reproduces(const struct set *c, const struct against *a, int id, const struct tol *t);
+/* the step of c their step i reproduces: i, or a later one it is often
+ * called by (scores kept scaled and masked: masked), or -1 */
+int reproduced_as(const struct set *c, const struct against *a, int i, const struct tol *t);
+/* their step i moved to step j (named_as i) */
+void name_as(struct against *a, int i, int j);
+/* their numbers of step id given to k decimals or significant digits
+ * (g->prec, g->digits), when they are */
+void detect_precision(struct given *g, const matrix *mine, int id);
+/* a step of theirs that differs but equals the step it is another name of
+ * (their scores, mha's masked): moved there (name_as), st[] updated */
+void find_named(struct against *a, const struct set *mine, struct stat *st, const struct tol *t);
+
+/* ---- the mistakes (diagnose.c) -------------------------------------------- */
+
+struct mistake {
+	const char *id;   /* JSON "mistake" */
+	char option[64];  /* the mha option that computes it, or "" */
+	char with[96];    /* "--scale dmodel", "W_Q transposed": after "matches mha's with" */
+	char why[320];    /* "you divided by sqrt(d_model) = 4; this layer divides by ..." */
+};
+
+struct ctx {
+	const struct problem *p;
+	const struct set *mine;
+	const struct against *a;
+	const mha_report *rep;
+	struct tol tol;
+	int f32;
+	int grads;          /* backward's steps compared too */
+	const matrix *dout; /* their dO (n_q, output columns); rank 0: all ones */
+};
+
+struct diagnosis {
+	int found;
+	int step;         /* the step it explains: the first difference, or with float32
+			     numbers the first beyond float32's rounding */
+	int as_step;      /* the step of mha's their step is (step itself, or masked for
+			     their scores kept scaled and masked) */
+	struct mistake m;
+	int later;        /* every step they gave after the first difference matches it too */
+	char message[640];
+};
+
+/* The backward's mistakes (mistakes_bw.c): how many, and mistake k
+ * recomputed into c and described in m: 0, 1 when it does not apply to
+ * this run, -1 said. */
+int bw_mistake_count(void);
+int bw_candidate(int k, const struct ctx *x, struct mistake *m, struct set *c);
+
+/* The mistake that explains their first differing step, if one does: 0, or -1 said. */
+int diagnose(struct diagnosis *dg, const struct ctx *x, int first);
+
+/* ---- a comparison (compare.c) ---------------------------------------------- */
+
+/* What compare is asked: their results, the tolerances, how to read them. */
+struct compare_request {
+	const char *against;    /* --against PATH */
+	double rtol, atol;      /* when given */
+	int rtol_given, atol_given;
+	int digits, digits_sig, digits_given; /* --digits N or Ns */
+	int f32;                /* --dtype f32 */
+	int dtype_given;        /* --dtype said which: their numbers' own type not looked at */
+	size_t sequence;        /* --sequence N (from 1), or 0 */
+};
+
+/* A comparison made: theirs, mha's, each step's figures, the diagnosis. */
+struct comparison {
+	struct against a;
+	struct set mine;
+	struct stat st[C_COUNT];
+	struct diagnosis dg;
+	struct tol tol;
+	mha_report rep;
+	matrix dout;
+	char dout_from[PATH_TEXT]; /* "--grad-output FILE", "their dO", or "" (all ones) */
+	int first;                 /* the first differing step, or -1 */
+	int grads;                 /* backward's steps compared */
+};
+
+/*
+ * Their results against mha's on the loaded problem pb (compare_request
+ * q): c filled in (calloc'd by the caller, comparison_free() after).  0,
+ * whether they agree or not (c->first); else an exit status, said: every
+ * problem is trouble (EXIT_USAGE), as cmp and diff have it.
+ */
+int compare_problem(struct comparison *c, struct problem *pb, const struct compare_request *q);
+void comparison_free(struct comparison *c);
+
+#endif

@@ -1,0 +1,169 @@
+/*
+ * mhe.h: the mha engine, the one public header of libmhe.
+ *
+ * libmha (lib/mha.h) is the arithmetic.  The engine is everything between
+ * files and that arithmetic: reading matrices and checkpoints (JSON, CSV,
+ * .npy, .npz, safetensors, a Hugging Face checkpoint's config.json), resolving
+ * a layer (the model families' table: what config.json says, what its class
+ * leaves out), running the steps, and comparing someone's numbers with mha's
+ * (which step differs first, and the mistake that explains it).  The mha
+ * program is a front over it (options, writing, pictures); so is the Python
+ * package.  Like libmha it never prints and never exits: what goes wrong is
+ * an mhe_message, handed to the handler the front sets and kept as the
+ * thread's last error, in the words the program prints.
+ *
+ * A run is an opaque mhe_run: settings are set by name, as the program's
+ * options spell them ("x", "checkpoint", "layer", "heads", "causal", ...),
+ * so that a setting added later changes no struct and no signature
+ * (zstd's ZSTD_CCtx_setParameter).  Status codes are the program's exit
+ * statuses: MHE_OK 0, MHE_DATA 1 (a file, a shape, a value of the data),
+ * MHE_USAGE 2 (a setting).
+ *
+ *   mhe_run *r = mhe_run_new();
+ *   mhe_run_set(r, "checkpoint", "model/");    (config.json beside it)
+ *   mhe_run_set(r, "layer", "0");
+ *   mhe_run_set(r, "x", "x.npy");
+ *   if (mhe_run_forward(r) == MHE_OK)
+ *           mhe_run_step(r, "output", &m);     (m.v: m.rows x m.cols, float64)
+ *   mhe_run_compare(r, "theirs.npz", &verdict);
+ *   mhe_run_free(r);
+ *
+ * Stable: everything below but the section behind MHE_STATIC_LINKING_ONLY
+ * (there is none yet); docs/library.md.
+ */
+#ifndef MHE_H
+#define MHE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define MHE_API __attribute__((visibility("default")))
+#else
+#define MHE_API
+#endif
+
+#define MHE_VERSION_MAJOR 1
+#define MHE_VERSION_MINOR 0
+#define MHE_VERSION_RELEASE 0
+#define MHE_VERSION_NUMBER (MHE_VERSION_MAJOR * 10000 + MHE_VERSION_MINOR * 100 + \
+			    MHE_VERSION_RELEASE)
+/* the engine this program was built with, against the one it runs on */
+MHE_API unsigned mhe_version_number(void);
+
+/* what a call returns: the program's exit statuses */
+enum {
+	MHE_OK = 0,
+	MHE_DATA = 1,  /* bad data: a file that cannot be read, parsed or used */
+	MHE_USAGE = 2  /* a setting the engine does not take, or not with that value */
+};
+
+/* ---- messages --------------------------------------------------------------- */
+
+enum mhe_severity {
+	MHE_ERROR,   /* the call fails */
+	MHE_WARNING, /* the call goes on; something the user should know */
+	MHE_NOTE     /* nothing wrong: something the engine assumed, said */
+};
+
+/*
+ * One message, as the program prints it after "mha: " ("mha: warning: ",
+ * "mha: note: "): lowercase, no full stop, no control character (the
+ * file's own text is made safe before it reaches text).  Where the engine
+ * knows them, file is the file being read and setting the setting at
+ * fault; command is the command whose help a usage error points to
+ * ("forward"), or NULL.  Valid during the handler's call only.
+ */
+typedef struct mhe_message {
+	enum mhe_severity severity;
+	int status;          /* MHE_DATA or MHE_USAGE for an error; MHE_OK otherwise */
+	const char *text;
+	const char *file;    /* or NULL */
+	const char *command; /* or NULL */
+} mhe_message;
+
+typedef void mhe_message_fn(void *ctx, const mhe_message *m);
+
+/* Every message from now on to fn (NULL: none, the default; errors are kept
+ * all the same).  For the whole process: set it before the first run. */
+MHE_API void mhe_set_message_handler(mhe_message_fn *fn, void *ctx);
+
+/* The calling thread's last error (its text "" when there was none), valid
+ * until the thread's next error. */
+MHE_API const mhe_message *mhe_last_error(void);
+
+/* Progress of the long computations (a phase: "attention", "backward"; done
+ * from 0 to 1), for a front's bar; NULL (the default): none is counted. */
+typedef void mhe_progress_fn(void *ctx, const char *phase, double done);
+MHE_API void mhe_set_progress_handler(mhe_progress_fn *fn, void *ctx);
+
+/* ---- a run ---------------------------------------------------------------- */
+
+typedef struct mhe_run mhe_run;
+
+/* A new run (float64, one head, nothing read yet), or NULL out of memory. */
+MHE_API mhe_run *mhe_run_new(void);
+MHE_API void mhe_run_free(mhe_run *r);
+
+/*
+ * A setting by the program's long option name, without the dashes, and its
+ * value as the command line gives it (NULL for a setting that takes none:
+ * "causal", "alibi", "exact"):
+ *   inputs:   x, w, kv, xk, xv, q, k, kt, v, mask, mask-bool, positions,
+ *             rope-cos, rope-sin, alibi-slopes, q-norm, k-norm, checkpoint,
+ *             config, layer, prefix, layout, tokens, kv-tokens, kv-len,
+ *             grad-output, wq ... bo, and latent attention's tensors
+ *   settings: heads, kv-heads, scale, causal, window, sinks, alibi, rope,
+ *             rope-theta, rope-dim, rope-scaling, softcap, norm, norm-eps,
+ *             norm-over, biases, qk-rope-head-dim, mla-eps, absorb
+ *   the run:  threads, max-memory, dtype (f64), exact
+ * MHE_OK; MHE_USAGE for a name it does not take (said, with the nearest
+ * name) or a value it refuses.  Files are read by mhe_run_forward, not here.
+ */
+MHE_API int mhe_run_set(mhe_run *r, const char *name, const char *value);
+
+/* Read the inputs, resolve the layer (a checkpoint's family and config.json,
+ * every check of the program's) and compute every step, float64, the plain
+ * path.  MHE_OK, MHE_DATA or MHE_USAGE (said). */
+MHE_API int mhe_run_forward(mhe_run *r);
+
+/*
+ * A step of the last forward, by the name mha forward --print takes ("q",
+ * "scores", "softmax", "heads", "output", ...): planes (heads, or 1) of
+ * rows by cols float64 numbers, row-major, owned by the run (valid until
+ * the next mhe_run_forward or mhe_run_free).  MHE_OK; MHE_USAGE for a name
+ * that is not a step or a step this run does not have.
+ */
+typedef struct mhe_matrix {
+	const double *v;
+	size_t planes, rows, cols;
+} mhe_matrix;
+MHE_API int mhe_run_step(const mhe_run *r, const char *step, mhe_matrix *out);
+
+/*
+ * Their results (the program's --against PATH: a JSON file of named arrays,
+ * a .npz, a folder of files, one matrix) against this run's steps, as mha
+ * compare does (the run's settings and inputs; the forward, and the
+ * backward when they give gradients, computed again).  rtol and atol: the
+ * tolerances, or negative for compare's own.  MHE_OK and *v filled in,
+ * whether they agree or not; MHE_DATA or MHE_USAGE (said) when the
+ * comparison cannot be made.
+ */
+typedef struct mhe_verdict {
+	int agree;              /* every step they gave agrees */
+	int steps_compared;
+	char first_step[32];    /* the first step that differs, or "" */
+	char mistake[64];       /* the mistake that explains it ("scale-dmodel"), or "" */
+	char why[640];          /* the diagnosis in words, or "" */
+} mhe_verdict;
+MHE_API int mhe_run_compare(mhe_run *r, const char *against, double rtol, double atol,
+			    mhe_verdict *v);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,97 @@
+#!/bin/sh
+# engine_check.sh: the engine as a library of its own (engine/mhe.h).
+# tests/engine_client is built from engine/libmhe.a and lib/libmha.a alone,
+# no object of the mha program: it runs tiny-llama's layer 1 and a
+# comparison through the engine, and its messages must be the words the
+# program prints.  Every number must be the program's, bit for bit.
+#
+#   sh tests/engine_check.sh [MHA] [CLIENT]
+set -u
+MHA=${1:-./mha}
+CLIENT=${2:-tests/engine_client}
+CK=samples/tiny-llama/model
+X=samples/tiny-llama/x.json
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0
+ok() { echo "ok $1"; }
+bad() { echo "FAIL $1"; fails=$((fails + 1)); }
+
+# the client links nothing of cli/: no symbol of the program's own in it
+if nm "$CLIENT" 2>/dev/null | grep -qE ' [TD] (cmd_|attn_|emit_|report_text|msg_to_stderr)'; then
+	bad "client holds the program's code"
+else
+	ok "client built from the engine alone"
+fi
+
+# 1. a checkpoint's layer: each step asked for, the program's numbers exactly (the
+# engine's steps are the plain path's: --exact)
+for step in q_rot scores softmax output; do
+	"$CLIENT" forward "$CK" 1 "$X" "$step" > "$T/engine.$step" 2> "$T/err" ||
+		{ bad "forward $step: $(cat "$T/err" "$T/engine.$step")"; continue; }
+	"$MHA" forward -w "$CK" --layer 1 -x "$X" --exact --print "$step" -f json --precision 17 \
+		> "$T/mha.$step.json" || { bad "mha forward $step"; continue; }
+	if python3 - "$T/engine.$step" "$T/mha.$step.json" "$step" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().split("\n")
+shape = [int(v) for v in lines[0].split()[1:]]
+rows = [[float(v) for v in l.split()] for l in lines[1:] if l]
+doc = json.load(open(sys.argv[2]))
+key = sys.argv[3]
+want = doc[key] if key in doc else [h[key] for h in doc["heads"]]  # per head: under "heads"
+def flat(v):
+    return [x for r in v for x in (flat(r) if isinstance(r[0], list) else r)] if isinstance(v[0], list) else v
+got = [x for r in rows for x in r]
+exp = flat(want)
+assert len(got) == len(exp) == shape[0] * shape[1] * shape[2], (len(got), len(exp), shape)
+assert got == [float(x) for x in exp], "numbers differ"
+PY
+	then ok "forward $step: the program's numbers, $(head -1 "$T/engine.$step")"
+	else bad "forward $step"; fi
+done
+
+# 2. a comparison: the program's own steps agree; a scale by sqrt(d_model) is named
+"$MHA" forward -w "$CK" --layer 1 -x "$X" --print all -f json --precision 17 -o "$T/ours.json" &&
+"$MHA" forward -w "$CK" --layer 1 -x "$X" --scale dmodel --print all -f json --precision 17 \
+	-o "$T/dmodel.json" || bad "mha forward for compare"
+out=$("$CLIENT" compare "$CK" 1 "$X" "$T/ours.json")
+case $out in *"verdict: agree=1 "*) ok "compare: its own steps agree";;
+	*) bad "compare agree: $out";; esac
+out=$("$CLIENT" compare "$CK" 1 "$X" "$T/dmodel.json"); rc=$?
+case $rc:$out in 0:*"agree=0"*"mistake=scale-dmodel"*) ok "compare: scale-dmodel named";;
+	*) bad "compare dmodel ($rc): $out";; esac
+# the program's report names the same mistake
+"$MHA" compare -w "$CK" --layer 1 -x "$X" --against "$T/dmodel.json" -f json > "$T/report.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); m=d.get("diagnosis") or {}; sys.exit(0 if "scale-dmodel" in json.dumps(d) else 1)' \
+	"$T/report.json" && ok "program's report names it too" || bad "program's report"
+
+# 3. messages: the engine's words are the program's, after "mha: "
+check_words() { # name, client args..., then -- program args
+	name=$1; shift
+	"$CLIENT" "$@" > "$T/c.out" 2>&1; crc=$?
+	text=$(sed -n 's/^text: //p' "$T/c.out" | head -1)
+	status=$(sed -n 's/^message: error \([0-9]\).*/\1/p' "$T/c.out" | head -1)
+	if [ -z "$text" ] || [ "$crc" != "$status" ]; then
+		bad "$name: exit $crc, message status '$status': $(cat "$T/c.out")"; return
+	fi
+	echo "$text" > "$T/c.text"
+	ok "$name: $crc, $text"
+}
+check_words "unknown setting" set head 2
+grep -q "unknown setting 'head': did you mean 'heads'?" "$T/c.text" || bad "did you mean"
+check_words "bad value" set heads x
+"$MHA" forward -x "$X" --heads x 2> "$T/p.err"
+[ "$(head -1 "$T/p.err")" = "mha: $(cat "$T/c.text")" ] && ok "bad value: the program's words" ||
+	bad "bad value words: $(head -1 "$T/p.err") vs $(cat "$T/c.text")"
+check_words "missing file" forward "$CK" 1 "$T/none.json" output
+"$MHA" forward -w "$CK" --layer 1 -x "$T/none.json" 2> "$T/p.err"
+[ "$(head -1 "$T/p.err")" = "mha: $(cat "$T/c.text")" ] && ok "missing file: the program's words" ||
+	bad "missing file words: $(head -1 "$T/p.err") vs $(cat "$T/c.text")"
+printf '{"X": [[1, 2], [3' > "$T/cut.json"
+check_words "damaged file" forward "$CK" 1 "$T/cut.json" output
+grep -q "^message: error 1 \[$T/cut.json\]" "$T/c.out" && ok "damaged file: the file named" ||
+	bad "damaged file: no file: $(cat "$T/c.out")"
+check_words "no such step" forward "$CK" 1 "$X" scorez
+
+[ "$fails" -eq 0 ] || { echo "engine_check: $fails failed"; exit 1; }
+echo "engine_check: all passed"

@@ -1,0 +1,103 @@
+/*
+ * engine_client.c: a program of its own over the engine alone (mhe.h,
+ * libmhe and libmha, no object of the mha program), as the Python package
+ * and anyone's tool would be: a checkpoint's layer run, a step read, a
+ * comparison made, and the messages the engine says taken by a handler.
+ *
+ *   engine_client forward CHECKPOINT LAYER X STEP    the step's numbers, a row a line
+ *   engine_client compare CHECKPOINT LAYER X THEIRS  the verdict, one line
+ *   engine_client set NAME VALUE                     the setting taken, or its message
+ *
+ * Each message is printed as "message: SEVERITY STATUS [FILE] TEXT" on
+ * standard output, so tests/engine_check.sh sees exactly what the engine
+ * handed over; the exit status is the call's.
+ */
+#include "mhe.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int said;
+
+static void on_message(void *ctx, const mhe_message *m)
+{
+	(void)ctx;
+	said++;
+	printf("message: %s %d %s%s%s\n",
+	       m->severity == MHE_ERROR ? "error" : m->severity == MHE_WARNING ? "warning" : "note",
+	       m->status, m->file ? "[" : "", m->file ? m->file : "", m->file ? "] " : "");
+	printf("text: %s\n", m->text);
+}
+
+/* a checkpoint's layer on X, as mha forward -w CHECKPOINT --layer LAYER -x X */
+static int open_layer(mhe_run *r, const char *checkpoint, const char *layer, const char *x)
+{
+	int rc = mhe_run_set(r, "weights", checkpoint);
+
+	if (!rc)
+		rc = mhe_run_set(r, "layer", layer);
+	if (!rc)
+		rc = mhe_run_set(r, "x", x);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	mhe_run *r;
+	int rc;
+
+	if (mhe_version_number() != MHE_VERSION_NUMBER) {
+		fprintf(stderr, "engine_client: built with engine %d, runs on %u\n",
+			MHE_VERSION_NUMBER, mhe_version_number());
+		return 3;
+	}
+	mhe_set_message_handler(on_message, NULL);
+	r = mhe_run_new();
+	if (!r)
+		return 3;
+	if (argc == 6 && !strcmp(argv[1], "forward")) {
+		mhe_matrix m;
+
+		rc = open_layer(r, argv[2], argv[3], argv[4]);
+		if (!rc)
+			rc = mhe_run_forward(r);
+		if (!rc)
+			rc = mhe_run_step(r, argv[5], &m);
+		if (!rc) {
+			printf("shape: %zu %zu %zu\n", m.planes, m.rows, m.cols);
+			for (size_t i = 0; i < m.planes * m.rows; i++)
+				for (size_t j = 0; j < m.cols; j++)
+					printf("%.17g%c", m.v[i * m.cols + j], j + 1 < m.cols ? ' ' : '\n');
+		}
+	} else if (argc == 6 && !strcmp(argv[1], "compare")) {
+		mhe_verdict v;
+
+		rc = open_layer(r, argv[2], argv[3], argv[4]);
+		if (!rc)
+			rc = mhe_run_compare(r, argv[5], -1, -1, &v);
+		if (!rc)
+			printf("verdict: agree=%d steps=%d first=%s mistake=%s\nwhy: %s\n", v.agree,
+			       v.steps_compared, v.first_step[0] ? v.first_step : "-",
+			       v.mistake[0] ? v.mistake : "-", v.why[0] ? v.why : "-");
+	} else if (argc == 4 && !strcmp(argv[1], "set")) {
+		rc = mhe_run_set(r, argv[2], argv[3]);
+		if (!rc)
+			printf("taken\n");
+	} else {
+		fputs("usage: engine_client forward|compare CHECKPOINT LAYER X STEP|THEIRS\n"
+		      "       engine_client set NAME VALUE\n", stderr);
+		mhe_run_free(r);
+		return 3;
+	}
+	/* the last error is the one the handler was given */
+	if (rc && strcmp(mhe_last_error()->text, "") == 0) {
+		fprintf(stderr, "engine_client: failed (%d) with no last error\n", rc);
+		rc = 4;
+	}
+	if (rc && !said) {
+		fprintf(stderr, "engine_client: failed (%d) with no message\n", rc);
+		rc = 4;
+	}
+	mhe_run_free(r);
+	return rc;
+}
