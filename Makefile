@@ -614,9 +614,11 @@ ASAN_LIB_OBJ  = $(LIB_SRC:%.c=$(ASAN_DIR)/%.o) $(KERNEL_VARIANTS:%=$(ASAN_DIR)/l
                 $(KERNEL_VARIANTS:%=$(ASAN_DIR)/lib/kernels/kernel_attend_%.o) \
                 $(BWD_VARIANTS:%=$(ASAN_DIR)/lib/kernels/kernel_bwd_%.o) \
                 $(F32_AGAIN:%=$(ASAN_DIR)/lib/%_f32.o)
-ASAN_CLI_OBJ  = $(CLI_SRC:%.c=$(ASAN_DIR)/%.o) $(ENGINE_SRC:%.c=$(ASAN_DIR)/%.o)
+ASAN_CLI_OBJ  = $(CLI_SRC:%.c=$(ASAN_DIR)/%.o)
+ASAN_ENGINE_OBJ = $(ENGINE_SRC:%.c=$(ASAN_DIR)/%.o)
 ASAN_TEST_OBJ = $(TEST_OBJ:build/%=$(ASAN_DIR)/%)
-ASAN_BINS  = $(ASAN_DIR)/mha $(ASAN_DIR)/libmha.a $(ASAN_DIR)/test_lib $(ASAN_DIR)/conformance
+ASAN_BINS  = $(ASAN_DIR)/mha $(ASAN_DIR)/libmha.a $(ASAN_DIR)/libmhe.a $(ASAN_DIR)/test_lib \
+             $(ASAN_DIR)/conformance $(ASAN_DIR)/engine_client
 VALGRIND_PACKAGES = valgrind
 
 .PHONY: asan check-asan check-valgrind clean-asan
@@ -672,9 +674,17 @@ $(ASAN_DIR)/libmha.a: $(ASAN_LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(ASAN_DIR)/mha: $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a
-	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(PTHREAD) -o $@ $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmha.a $(CJSON_LIBS) \
-		$(DEFLATE_LIBS) -lm
+$(ASAN_DIR)/libmhe.a: $(ASAN_ENGINE_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(ASAN_DIR)/mha: $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmhe.a $(ASAN_DIR)/libmha.a
+	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(PTHREAD) -o $@ $(ASAN_CLI_OBJ) $(ASAN_DIR)/libmhe.a \
+		$(ASAN_DIR)/libmha.a $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
+
+$(ASAN_DIR)/engine_client: tests/engine_client.c engine/mhe.h $(ASAN_DIR)/libmhe.a $(ASAN_DIR)/libmha.a
+	$(CC) $(ASAN_ALL_CFLAGS) $(LDFLAGS) -Iengine -o $@ tests/engine_client.c $(ASAN_DIR)/libmhe.a \
+		$(ASAN_DIR)/libmha.a $(PTHREAD) $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
 
 $(ASAN_DIR)/test_lib: $(ASAN_TEST_OBJ) $(ASAN_DIR)/libmha.a
 	$(CC) $(ASAN_FLAGS) $(LDFLAGS) $(PTHREAD) $(TEST_WRAP) -o $@ $(ASAN_TEST_OBJ) $(ASAN_DIR)/libmha.a $(CHECK_LIBS) -lm
@@ -755,8 +765,9 @@ check-asan: deps
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh samples/run.sh
 	$(ASAN_ENV) $(PYTHON) tests/compare_check.py --small $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/compare_grad_check.py --small $(ASAN_DIR)/mha
-	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha MHA_LIB=$(ASAN_DIR)/libmha.a CC='$(CC) $(ASAN_FLAGS)' \
-		sh tests/doc_examples.sh $(DOC_FILES)
+	$(ASAN_ENV) sh tests/engine_check.sh $(ASAN_DIR)/mha $(ASAN_DIR)/engine_client
+	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha MHA_LIB=$(ASAN_DIR)/libmha.a MHE_LIB=$(ASAN_DIR)/libmhe.a \
+		CC='$(CC) $(ASAN_FLAGS)' sh tests/doc_examples.sh $(DOC_FILES)
 	@if [ -d $(CONFORMANCE_DIR) ]; then \
 		echo "$(ASAN_ENV) ./$(ASAN_DIR)/conformance --mha ./$(ASAN_DIR)/mha $(CONFORMANCE_DIR)"; \
 		$(ASAN_ENV) ./$(ASAN_DIR)/conformance --mha ./$(ASAN_DIR)/mha $(CONFORMANCE_DIR) || exit 1; \

@@ -73,9 +73,11 @@ enum mhe_severity {
  * One message, as the program prints it after "mha: " ("mha: warning: ",
  * "mha: note: "): lowercase, no full stop, no control character (the
  * file's own text is made safe before it reaches text).  Where the engine
- * knows them, file is the file being read and setting the setting at
- * fault; command is the command whose help a usage error points to
- * ("forward"), or NULL.  Valid during the handler's call only.
+ * knows them, file is the file being read and key the setting
+ * (mhe_run_set's name) or config.json key at fault; command is the command
+ * whose help a usage error points to ("forward"), or NULL.  The engine
+ * hands messages over and the front never frees them: fields are only ever
+ * added at the end.  Valid during the handler's call only.
  */
 typedef struct mhe_message {
 	enum mhe_severity severity;
@@ -83,6 +85,7 @@ typedef struct mhe_message {
 	const char *text;
 	const char *file;    /* or NULL */
 	const char *command; /* or NULL */
+	const char *key;     /* or NULL */
 } mhe_message;
 
 typedef void mhe_message_fn(void *ctx, const mhe_message *m);

@@ -62,12 +62,15 @@ if [ $# -eq 0 ]; then
 	echo "usage: sh tests/doc_examples.sh FILE..." >&2
 	exit 2
 fi
-# the program and the library under test: $MHA and $MHA_LIB, relative to
-# the current directory, or the tree's own ./mha and lib/libmha.a
+# the program and the libraries under test: $MHA, $MHA_LIB and $MHE_LIB,
+# relative to the current directory, or the tree's own ./mha, lib/libmha.a
+# and engine/libmhe.a
 mha=${MHA:-$top/mha}
 mha_lib=${MHA_LIB:-$top/lib/libmha.a}
+mhe_lib=${MHE_LIB:-$top/engine/libmhe.a}
 case $mha in /*) ;; *) mha=$(pwd)/$mha ;; esac
 case $mha_lib in /*) ;; *) mha_lib=$(pwd)/$mha_lib ;; esac
+case $mhe_lib in /*) ;; *) mhe_lib=$(pwd)/$mhe_lib ;; esac
 if [ ! -x "$mha" ] || [ ! -f "$mha_lib" ]; then
 	echo "doc_examples.sh: build first ('make'): $mha or $mha_lib is missing" >&2
 	exit 2
@@ -290,7 +293,7 @@ check_c() { # where source
 	exe=${src%.c}
 	# an example of the engine's (mhe.h) links libmhe and what it reads with
 	engine=
-	grep -q '#include <mhe.h>' "$src" && engine="-Iengine $top/engine/libmhe.a"
+	grep -q '#include <mhe.h>' "$src" && engine="-Iengine $mhe_lib"
 	# shellcheck disable=SC2086 # $engine: words
 	if ! (cd "$top" && ${CC:-cc} -std=c11 -Wall -Wextra -Werror -Ilib -o "$exe" "$src" \
 		$engine "$mha_lib" ${engine:+-lcjson -lz -ldeflate} -pthread -lm) > "$exe.log" 2>&1; then

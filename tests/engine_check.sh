@@ -80,6 +80,8 @@ check_words() { # name, client args..., then -- program args
 check_words "unknown setting" set head 2
 grep -q "unknown setting 'head': did you mean 'heads'?" "$T/c.text" || bad "did you mean"
 check_words "bad value" set heads x
+grep -q "^message: error 2 {heads} " "$T/c.out" && ok "bad value: about the setting heads" ||
+	bad "bad value: no key: $(cat "$T/c.out")"
 "$MHA" forward -x "$X" --heads x 2> "$T/p.err"
 [ "$(head -1 "$T/p.err")" = "mha: $(cat "$T/c.text")" ] && ok "bad value: the program's words" ||
 	bad "bad value words: $(head -1 "$T/p.err") vs $(cat "$T/c.text")"
@@ -92,6 +94,12 @@ check_words "damaged file" forward "$CK" 1 "$T/cut.json" output
 grep -q "^message: error 1 \[$T/cut.json\]" "$T/c.out" && ok "damaged file: the file named" ||
 	bad "damaged file: no file: $(cat "$T/c.out")"
 check_words "no such step" forward "$CK" 1 "$X" scorez
+# a config.json key of the wrong type: named as the message's key
+mkdir "$T/ck" && cp "$CK"/* "$T/ck/" &&
+sed 's/"num_attention_heads": 2/"num_attention_heads": "two"/' "$CK/config.json" > "$T/ck/config.json"
+check_words "config key" run "$T/ck" 1 "$X"
+grep -q "^message: error 1 .*{num_attention_heads} " "$T/c.out" && ok "config key: about num_attention_heads" ||
+	bad "config key: no key: $(cat "$T/c.out")"
 
 [ "$fails" -eq 0 ] || { echo "engine_check: $fails failed"; exit 1; }
 echo "engine_check: all passed"

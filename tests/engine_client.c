@@ -6,10 +6,11 @@
  *
  *   engine_client forward CHECKPOINT LAYER X STEP    the step's numbers, a row a line
  *   engine_client compare CHECKPOINT LAYER X THEIRS  the verdict, one line
+ *   engine_client run CHECKPOINT LAYER X             the layer run, its messages alone
  *   engine_client set NAME VALUE                     the setting taken, or its message
  *
- * Each message is printed as "message: SEVERITY STATUS [FILE] TEXT" on
- * standard output, so tests/engine_check.sh sees exactly what the engine
+ * Each message is printed as "message: SEVERITY STATUS [FILE] {KEY}", then
+ * "text: TEXT", on standard output, so tests/engine_check.sh sees exactly what the engine
  * handed over; the exit status is the call's.
  */
 #include "mhe.h"
@@ -23,9 +24,10 @@ static void on_message(void *ctx, const mhe_message *m)
 {
 	(void)ctx;
 	said++;
-	printf("message: %s %d %s%s%s\n",
+	printf("message: %s %d %s%s%s%s%s%s\n",
 	       m->severity == MHE_ERROR ? "error" : m->severity == MHE_WARNING ? "warning" : "note",
-	       m->status, m->file ? "[" : "", m->file ? m->file : "", m->file ? "] " : "");
+	       m->status, m->file ? "[" : "", m->file ? m->file : "", m->file ? "] " : "",
+	       m->key ? "{" : "", m->key ? m->key : "", m->key ? "} " : "");
 	printf("text: %s\n", m->text);
 }
 
@@ -79,6 +81,11 @@ int main(int argc, char **argv)
 			printf("verdict: agree=%d steps=%d first=%s mistake=%s\nwhy: %s\n", v.agree,
 			       v.steps_compared, v.first_step[0] ? v.first_step : "-",
 			       v.mistake[0] ? v.mistake : "-", v.why[0] ? v.why : "-");
+	} else if (argc == 5 && !strcmp(argv[1], "run")) {
+		/* a checkpoint's layer run, nothing shown */
+		rc = open_layer(r, argv[2], argv[3], argv[4]);
+		if (!rc)
+			rc = mhe_run_forward(r);
 	} else if (argc == 4 && !strcmp(argv[1], "set")) {
 		rc = mhe_run_set(r, argv[2], argv[3]);
 		if (!rc)

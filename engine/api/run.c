@@ -84,14 +84,11 @@ static const char *keep_value(mhe_run *r, const char *value)
 	return copy;
 }
 
-int mhe_run_set(mhe_run *r, const char *name, const char *value)
+static int set(mhe_run *r, const char *name, const char *value)
 {
-	const char *v;
+	const char *v = keep_value(r, value);
 	int rc;
 
-	if (!r || !name)
-		return usage_error(NULL, "mhe_run_set: no run or no name");
-	v = keep_value(r, value);
 	if (value && !v)
 		return error("out of memory"), MHE_DATA;
 	if (!strcmp(name, "max-memory")) {
@@ -122,6 +119,19 @@ int mhe_run_set(mhe_run *r, const char *name, const char *value)
 					   near);
 		return usage_error(NULL, "unknown setting '%s'", name);
 	}
+}
+
+int mhe_run_set(mhe_run *r, const char *name, const char *value)
+{
+	const char *was;
+	int rc;
+
+	if (!r || !name)
+		return usage_error(NULL, "mhe_run_set: no run or no name");
+	was = msg_key(name); /* every refusal is about this setting */
+	rc = set(r, name, value);
+	msg_key(was);
+	return rc;
 }
 
 /* the problem read and resolved, as the program's start-up does: config.json

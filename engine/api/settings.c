@@ -59,7 +59,7 @@ int spec_is_setting(const char *name)
 	return setting_by_name(name) != S_NONE;
 }
 
-int spec_setting(const char *hint, const char *name, const char *arg, struct problem_spec *s)
+static int setting(const char *hint, const char *name, const char *arg, struct problem_spec *s)
 {
 	switch (setting_by_name(name)) {
 	case S_HEADS:
@@ -269,7 +269,7 @@ static const char **input_field(const char *name, struct problem_spec *s)
 	return NULL;
 }
 
-int spec_input(const char *hint, const char *name, const char *arg, struct problem_spec *s)
+static int input(const char *hint, const char *name, const char *arg, struct problem_spec *s)
 {
 	const char **field = name ? input_field(name, s) : NULL;
 	size_t n;
@@ -323,4 +323,23 @@ int spec_input(const char *hint, const char *name, const char *arg, struct probl
 		return 0;
 	}
 	return 1;
+}
+
+/* each refusal about the setting by its name (mhe_message.key) */
+int spec_setting(const char *hint, const char *name, const char *arg, struct problem_spec *s)
+{
+	const char *was = msg_key(name);
+	const int rc = setting(hint, name, arg, s);
+
+	msg_key(was);
+	return rc;
+}
+
+int spec_input(const char *hint, const char *name, const char *arg, struct problem_spec *s)
+{
+	const char *was = msg_key(name);
+	const int rc = input(hint, name, arg, s);
+
+	msg_key(was);
+	return rc;
 }

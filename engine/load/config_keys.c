@@ -12,7 +12,11 @@
 
 int config_bad_type(const char *path, const char *key, const char *want)
 {
-	return error("%s: \"%s\" is not %s", path, key, want);
+	const char *was = msg_key(key);
+	const int rc = error("%s: \"%s\" is not %s", path, key, want);
+
+	msg_key(was);
+	return rc;
 }
 
 /* key as a whole number from 1: 1 and *out, 0 absent or null, -1 said */

@@ -21,8 +21,9 @@ static _Thread_local struct {
 	char text[2048];
 	char file[PATH_TEXT];
 	char command[32];
+	char key[128];
 } last;
-static _Thread_local const char *reading;
+static _Thread_local const char *reading, *about;
 
 void mhe_set_message_handler(mhe_message_fn *fn, void *ctx)
 {
@@ -54,6 +55,14 @@ const char *msg_reading(const char *path)
 	const char *was = reading;
 
 	reading = path;
+	return was;
+}
+
+const char *msg_key(const char *key)
+{
+	const char *was = about;
+
+	about = key;
 	return was;
 }
 
@@ -90,15 +99,18 @@ static __attribute__((format(printf, 4, 0))) void say(enum mhe_severity severity
 	safe = text_safe(n < 0 ? fmt : raw);
 	m = (mhe_message){ .severity = severity, .status = status,
 			   .text = safe ? safe : "out of memory",
-			   .file = reading ? path_shown(reading) : NULL, .command = command };
+			   .file = reading ? path_shown(reading) : NULL, .command = command,
+			   .key = about };
 	if (severity == MHE_ERROR) {
 		keep(last.text, sizeof(last.text), m.text);
 		keep(last.file, sizeof(last.file), m.file);
 		keep(last.command, sizeof(last.command), command);
+		keep(last.key, sizeof(last.key), about);
 		last.m = m;
 		last.m.text = last.text;
 		last.m.file = m.file ? last.file : NULL;
 		last.m.command = command ? last.command : NULL;
+		last.m.key = about ? last.key : NULL;
 	}
 	if (handler)
 		handler(handler_ctx, &m);

@@ -44,6 +44,10 @@ int usage_error(const char *cmd, const char *fmt, ...) MSG_PRINTF(2, 3);
  * the previous one, to put back after (NULL: none). */
 const char *msg_reading(const char *path);
 
+/* The setting or config.json key the messages said meanwhile are about
+ * (mhe_message.key): the previous one, to put back after (NULL: none). */
+const char *msg_key(const char *key);
+
 /* "s" for a plural count: "%zu head%s" */
 const char *plural(size_t n);
 /* A file as messages, titles and "meta" name it: standard input ("-") is
