@@ -705,7 +705,7 @@ ASAN_KERNELS = $(patsubst f64_%,%,$(filter f64_%,$(KERNEL_VARIANTS)))
 ARM64_DIR = build-arm64
 # the sources a copied tree builds the program and the unit tests from:
 # $(call copy_tree,DIR)
-TREE_FILES = Makefile cli lib tests/unit tests/ref.c tests/ref.h
+TREE_FILES = Makefile cli engine lib tests/unit tests/ref.c tests/ref.h
 copy_tree = rm -rf $(1) && mkdir -p $(1) && tar -cf - $(TREE_FILES) | tar -C $(1) -xf -
 ARM64_PACKAGES = gcc-aarch64-linux-gnu qemu-user libc6:arm64 libcjson-dev:arm64 zlib1g-dev:arm64 \
                  libdeflate-dev:arm64 check:arm64

@@ -28,8 +28,10 @@
  *   mhe_run_compare(r, "theirs.npz", &verdict);
  *   mhe_run_free(r);
  *
- * Stable: everything below but the section behind MHE_STATIC_LINKING_ONLY
- * (there is none yet); docs/library.md.
+ * Stable: everything here (there is no experimental part yet; one would
+ * sit behind MHE_EXPERIMENTAL, as libmha's behind MHA_EXPERIMENTAL):
+ * opaque runs, settings by name, and a message that only grows at its end;
+ * docs/library.md.
  */
 #ifndef MHE_H
 #define MHE_H

@@ -110,9 +110,9 @@ extern "C" {
 #endif
 
 #define MHA_VERSION_MAJOR 0
-#define MHA_VERSION_MINOR 7
+#define MHA_VERSION_MINOR 8
 #define MHA_VERSION_PATCH 0
-#define MHA_VERSION_STRING "0.7.0"
+#define MHA_VERSION_STRING "0.8.0"
 #define MHA_VERSION_NUMBER (MHA_VERSION_MAJOR * 10000 + MHA_VERSION_MINOR * 100 + \
 			    MHA_VERSION_PATCH)
 
@@ -569,7 +569,17 @@ typedef enum mha_stage {
 	MHA_STAGE_COUNT
 } mha_stage;
 
+/* A stage's bit of the 32-bit wanted below: stages 0 to 31 alone. */
 #define MHA_STAGE_BIT(stage) (1u << (stage))
+
+/*
+ * A set of stages (0.8.0), forward's or the gradients': MHA_STAGE_SET(s)
+ * for each, any of 64 (the library holds each list to that with static
+ * asserts).  An observer's stages say which to hand over; a program that
+ * sets only the older wanted keeps running, with the first 32.
+ */
+typedef unsigned long long mha_stages;
+#define MHA_STAGE_SET(stage) (1ull << (stage))
 
 /* A lowercase name for a stage ("scores", "head_output", …), never NULL. */
 MHA_API const char *mha_stage_name(mha_stage stage);
@@ -618,6 +628,8 @@ typedef struct mha_observer {
 	mha_sequence_fn sequence; /* NULL: not told (fine without a batch) */
 	mha_progress_fn progress; /* NULL: not told (0.7.0); fn may be NULL with it */
 	void *progress_ctx;
+	mha_stages stages; /* (0.8.0) MHA_STAGE_SET()s of the stages to hand over;
+			      0: wanted's */
 #ifdef MHA_ABI_TEST_GROWN
 	size_t abi_test_grown; /* as mha_config's */
 #endif
@@ -776,15 +788,6 @@ MHA_API mha_status mha_forward_f32(float *out, const mha_dims *dims,
 				   const mha_inputs_f32 *in, const mha_weights_f32 *w,
 				   const mha_config *cfg, mha_report *rep);
 
-/*
- * mha_forward_f32() told how far it has come: of obs (NULL: none) only
- * progress and progress_ctx are looked at, as mha_forward() tells them (the
- * float path hands over no stages: fn and wanted are not looked at).
- */
-MHA_API mha_status mha_forward_f32_observed(float *out, const mha_dims *dims,
-					    const mha_inputs_f32 *in, const mha_weights_f32 *w,
-					    const mha_config *cfg, const mha_observer *obs,
-					    mha_report *rep);
 
 /*
  * The most mha_forward() (f32 = 0) or mha_forward_f32() (f32 = 1) has
@@ -803,6 +806,9 @@ MHA_API mha_status mha_forward_f32_observed(float *out, const mha_dims *dims,
  * they go when reused, pushed out, or at exit.
  */
 MHA_API size_t mha_memory(const mha_dims *dims, const mha_config *cfg, unsigned wanted, int f32);
+/* The same for a set of any of the stages (0.8.0). */
+MHA_API size_t mha_memory_stages(const mha_dims *dims, const mha_config *cfg, mha_stages stages,
+				 int f32);
 
 /*
  * Rotary embeddings alone (as ONNX's RotaryEmbedding): out (rows, heads·d)
@@ -932,6 +938,8 @@ typedef struct mha_grad_observer {
 	void *edit_ctx;
 	mha_progress_fn progress; /* NULL: not told (0.7.0), as mha_observer's */
 	void *progress_ctx;
+	mha_stages stages;        /* (0.8.0) MHA_STAGE_SET()s of mha_grad_stage values;
+				     0: wanted's */
 } mha_grad_observer;
 
 /*
@@ -997,6 +1005,9 @@ MHA_API mha_status mha_backward(const mha_grads *g, const double *dout, const mh
  * does not fit, or mha_check() refuses dims and cfg.  Not counted: the caller's arrays, the observer's.
  */
 MHA_API size_t mha_backward_memory(const mha_dims *dims, const mha_config *cfg, unsigned wanted);
+/* The same for a set of any of the gradient stages (0.8.0). */
+MHA_API size_t mha_backward_memory_stages(const mha_dims *dims, const mha_config *cfg,
+					  mha_stages stages);
 
 /* Where mha_backward_f32 writes: as mha_grads, in floats. */
 typedef struct mha_grads_f32 {
@@ -1022,6 +1033,41 @@ MHA_API mha_status mha_backward_f32(const mha_grads_f32 *g, const float *dout,
 				    const mha_weights_f32 *w, const mha_config *cfg,
 				    mha_report *rep);
 
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MHA_H */
+
+/*
+ * ==== Experimental ====================================================
+ *
+ * Everything above is stable: a program built against it runs against every
+ * later libmha.so.6 (structs grow only at their end, no signature changes;
+ * docs/library.md).  What follows may change or go in any release without
+ * a soname change: for programs that follow the library closely (the mha
+ * program and its engine).  Define MHA_EXPERIMENTAL before including mha.h
+ * to see it (zstd's ZSTD_STATIC_LINKING_ONLY); that works after an earlier
+ * include without it too.
+ */
+#if defined(MHA_EXPERIMENTAL) && !defined(MHA_H_EXPERIMENTAL)
+#define MHA_H_EXPERIMENTAL
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * mha_forward_f32() told how far it has come: of obs (NULL: none) only
+ * progress and progress_ctx are looked at, as mha_forward() tells them (the
+ * float path hands over no stages: fn and wanted are not looked at).
+ */
+MHA_API mha_status mha_forward_f32_observed(float *out, const mha_dims *dims,
+					    const mha_inputs_f32 *in, const mha_weights_f32 *w,
+					    const mha_config *cfg, const mha_observer *obs,
+					    mha_report *rep);
+
 /* mha_backward_f32() told how far it has come: of obs (NULL: none) only
  * progress and progress_ctx, as mha_backward() tells them. */
 MHA_API mha_status mha_backward_f32_observed(const mha_grads_f32 *g, const float *dout,
@@ -1033,4 +1079,4 @@ MHA_API mha_status mha_backward_f32_observed(const mha_grads_f32 *g, const float
 }
 #endif
 
-#endif /* MHA_H */
+#endif /* MHA_EXPERIMENTAL */

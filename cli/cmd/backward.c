@@ -281,7 +281,7 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 	mha_report rep = MHA_INIT(mha_report);
 	struct step_facts facts;
 	mha_status st;
-	unsigned wanted = 0;
+	mha_stages wanted = 0;
 	unsigned long long shown = 0; /* those asked for that the run has */
 	int rc = EXIT_DATA;
 
@@ -289,16 +289,16 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 	/* the stages the steps asked for need */
 	for (int s = 0; s < GS_COUNT; s++)
 		if ((r->steps & GS_BIT(s)) && grad_stage(s) >= 0 && run_has(&f, s))
-			wanted |= MHA_STAGE_BIT(grad_stage(s));
+			wanted |= MHA_STAGE_SET(grad_stage(s));
 	if (r->explain || r->has_cell)
-		wanted |= MHA_STAGE_BIT(MHA_GRAD_HEAD_P) | MHA_STAGE_BIT(MHA_GRAD_HEAD_O) |
-			  MHA_STAGE_BIT(MHA_GRAD_HEAD_DO) | MHA_STAGE_BIT(MHA_GRAD_HEAD_DP) |
-			  MHA_STAGE_BIT(MHA_GRAD_HEAD_D) | MHA_STAGE_BIT(MHA_GRAD_HEAD_DS);
+		wanted |= MHA_STAGE_SET(MHA_GRAD_HEAD_P) | MHA_STAGE_SET(MHA_GRAD_HEAD_O) |
+			  MHA_STAGE_SET(MHA_GRAD_HEAD_DO) | MHA_STAGE_SET(MHA_GRAD_HEAD_DP) |
+			  MHA_STAGE_SET(MHA_GRAD_HEAD_D) | MHA_STAGE_SET(MHA_GRAD_HEAD_DS);
 	if (p->spec.grad_output && run_grad_output(&dout, p, r->sequence, out_cols))
 		goto done;
 	{
 		/* the library's scratch, with the ones, and the observer's copies, beside what is held */
-		const size_t per = mha_backward_memory(d, &p->cfg, wanted);
+		const size_t per = mha_backward_memory_stages(d, &p->cfg, wanted);
 		size_t copies = 0, need;
 		struct run_need n = { .who = "this run",
 				      .advice = "print fewer steps, or raise --max-memory" };
@@ -306,7 +306,7 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 		/* each watched stage at most (n_q, n_kv) or a whole projection's size,
 		 * a head stage once per head; sizes fit (mha_check saw them) */
 		for (int s = 0; s < MHA_GRAD_COUNT; s++)
-			if (wanted & MHA_STAGE_BIT(s)) {
+			if (wanted & MHA_STAGE_SET(s)) {
 				const int per_head = s >= MHA_GRAD_HEAD_P && s <= MHA_GRAD_HEAD_DK;
 				const double big = ((double)d->n_q * (double)d->n_kv +
 						    (double)(d->n_q + d->n_kv) * (double)(hk + hv + gk + gv)) *
@@ -349,7 +349,7 @@ static int backward_run(struct problem *p, const struct backward_request *r)
 						 .item_base = 1000, .only_held = 1 };
 	keeper = (struct steps_batch){ .res = keep };
 	obs = (mha_grad_observer){ .size = sizeof(mha_grad_observer), .fn = steps_batch_keep_grad,
-				   .ctx = &keeper, .wanted = wanted, .sequence = steps_batch_sequence };
+				   .ctx = &keeper, .stages = wanted, .sequence = steps_batch_sequence };
 	if (problem_backward(&gr, p, NULL, NULL, NULL, &dout, &obs, r->f32, &rep,
 			     &st))
 		goto done;

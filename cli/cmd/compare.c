@@ -17,6 +17,7 @@
 #include "cmd/report.h"
 #include "compare/aliases.h"
 #include "compare/compare.h"
+#include "load/inputs.h"
 #include "load/problem.h"
 
 #include <getopt.h>
@@ -148,21 +149,14 @@ static int refuse_forward_only(struct attn_options *o)
 				   "--format json");
 	if (!co->against)
 		return usage_error("compare", "no --against PATH: their results to compare");
-	if (!strcmp(co->against, "-")) {
-		const struct problem_spec *s = &o->spec;
-		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->w, s->q, s->k, s->v,
-					      s->mask, s->positions, s->rope_cos, s->rope_sin, s->config,
-					      s->sinks, s->alibi_slopes };
+	if (!strcmp(co->against, "-"))
+		for (size_t i = 0; i < n_spec_files; i++) {
+			const char *path = spec_file_path(&o->spec, &spec_files[i]);
 
-		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
-			if (files[i] && !strcmp(files[i], "-"))
+			if (path && !strcmp(path, "-"))
 				return usage_error("compare", "only one input can be '-' (standard "
 						   "input): --against - and another");
-		for (int i = 0; i < N_WEIGHTS; i++)
-			if (s->one[i] && !strcmp(s->one[i], "-"))
-				return usage_error("compare", "only one input can be '-' (standard "
-						   "input): --against - and another");
-	}
+		}
 	if (o->spec.cfg.exact)
 		return usage_error("compare", "--exact is forward's: compare always takes the plain "
 				   "path");

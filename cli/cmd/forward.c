@@ -279,8 +279,8 @@ int forward_run(struct attn_options *o, struct problem *pb)
 	}
 	keep = (struct steps_batch){ .res = res };
 	obs = (mha_observer){ .size = sizeof(mha_observer), .fn = steps_batch_keep, .ctx = &keep,
-			      .sequence = steps_batch_sequence, .wanted = steps_stages(p, pb->d.heads) };
-	if (problem_check_memory(pb, obs.wanted, o->f32) ||
+			      .sequence = steps_batch_sequence, .stages = steps_stages(p, pb->d.heads) };
+	if (problem_check_memory(pb, obs.stages, o->f32) ||
 	    problem_forward(&out, pb, &obs, o->f32, &rep))
 		goto done;
 	f.scale = rep.scale;

@@ -7,6 +7,7 @@
  */
 #include "api/settings.h"
 #include "load/families.h"
+#include "load/inputs.h"
 #include "api/values.h"
 #include "load/weights.h"
 #include "run/steps.h"
@@ -211,61 +212,49 @@ static int setting(const char *hint, const char *name, const char *arg, struct p
 
 /* ---- the inputs ------------------------------------------------------------ */
 
-/* the inputs that are a file's name and nothing more, and where each goes */
+/* the inputs that are words, not files: where each goes */
 static const struct {
 	const char *name;
 	size_t at; /* offsetof a const char * of struct problem_spec */
-} files[] = {
-	{ "x", offsetof(struct problem_spec, x) }, { "weights", offsetof(struct problem_spec, w) },
-	{ "kv", offsetof(struct problem_spec, kv) }, { "xk", offsetof(struct problem_spec, xk) },
-	{ "xv", offsetof(struct problem_spec, xv) }, { "q", offsetof(struct problem_spec, q) },
-	{ "v", offsetof(struct problem_spec, v) }, { "mask", offsetof(struct problem_spec, mask) },
-	{ "positions", offsetof(struct problem_spec, positions) },
-	{ "rope-cos", offsetof(struct problem_spec, rope_cos) },
-	{ "rope-sin", offsetof(struct problem_spec, rope_sin) },
-	{ "q-norm", offsetof(struct problem_spec, q_norm) },
-	{ "k-norm", offsetof(struct problem_spec, k_norm) },
-	{ "config", offsetof(struct problem_spec, config) },
+} word_inputs[] = {
 	{ "prefix", offsetof(struct problem_spec, prefix) },
 	{ "tokens", offsetof(struct problem_spec, tokens) },
 	{ "kv-tokens", offsetof(struct problem_spec, kv_tokens) },
-	{ "grad-output", offsetof(struct problem_spec, grad_output) },
-#define ONE(n, i) { n, offsetof(struct problem_spec, one) + (i) * sizeof(const char *) }
-	ONE("wq", WQ), ONE("wk", WK), ONE("wv", WV), ONE("wo", WO),
-	ONE("bq", BQ), ONE("bk", BK), ONE("bv", BV), ONE("bo", BO),
-#undef ONE
-#define LATENT(n, i) { n, offsetof(struct problem_spec, latent) + (i) * sizeof(const char *) }
-	LATENT("q-a-proj", LAT_Q_A_PROJ), LATENT("q-a-layernorm", LAT_Q_A_NORM),
-	LATENT("kv-a-proj-with-mqa", LAT_KV_A_PROJ), LATENT("kv-a-layernorm", LAT_KV_A_NORM),
-	LATENT("kv-b-proj", LAT_KV_B_PROJ),
-#undef LATENT
 };
-#define N_FILES (sizeof(files) / sizeof(files[0]))
+#define N_WORDS (sizeof(word_inputs) / sizeof(word_inputs[0]))
 
-/* the other inputs: how to read them, how to compute (spec_input's cases) */
-static const char *const others[] = { "k", "kt", "mask-bool", "alibi", "alibi-slopes", "absorb",
-				      "layout", "layer", "threads", "exact" };
+/* the other inputs: how to read them, how to compute (input()'s cases) */
+static const char *const others[] = { "kt", "mask-bool", "alibi", "absorb", "layout", "layer",
+				      "threads", "exact" };
 #define N_OTHERS (sizeof(others) / sizeof(others[0]))
 
 const char *spec_closest(const char *name)
 {
-	const char *all[N_SETTINGS + N_FILES + N_OTHERS];
+	const char *all[N_SETTINGS + N_WORDS + N_OTHERS + 64];
 	size_t n = 0;
 
 	for (size_t i = 0; i < N_SETTINGS; i++)
 		all[n++] = setting_names[i];
-	for (size_t i = 0; i < N_FILES; i++)
-		all[n++] = files[i].name;
-	for (size_t i = 0; i < N_OTHERS; i++)
+	for (size_t i = 0; i < n_spec_files && n < sizeof(all) / sizeof(all[0]); i++)
+		all[n++] = spec_files[i].name;
+	for (size_t i = 0; i < N_WORDS && n < sizeof(all) / sizeof(all[0]); i++)
+		all[n++] = word_inputs[i].name;
+	for (size_t i = 0; i < N_OTHERS && n < sizeof(all) / sizeof(all[0]); i++)
 		all[n++] = others[i];
 	return closest_name(name, all, n);
 }
 
+/* where the input called name sits, when setting it is setting its path or
+ * words and nothing more; NULL otherwise */
 static const char **input_field(const char *name, struct problem_spec *s)
 {
-	for (size_t i = 0; i < N_FILES; i++)
-		if (!strcmp(name, files[i].name))
-			return (const char **)(void *)((char *)s + files[i].at);
+	const struct spec_file *f = spec_file_named(name);
+
+	if (f)
+		return f->plain ? spec_file_field(s, f) : NULL;
+	for (size_t i = 0; i < N_WORDS; i++)
+		if (!strcmp(name, word_inputs[i].name))
+			return (const char **)(void *)((char *)s + word_inputs[i].at);
 	return NULL;
 }
 

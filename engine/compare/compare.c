@@ -33,8 +33,8 @@
 static int check_memory(const struct problem *p, int grads)
 {
 	const size_t held = budget_held();
-	const size_t fwd = mha_memory(&p->d, &p->cfg, ALL_STAGES, 0);
-	const size_t bwd = grads ? mha_backward_memory(&p->d, &p->cfg, ~0u) : 0;
+	const size_t fwd = mha_memory_stages(&p->d, &p->cfg, ALL_STAGES, 0);
+	const size_t bwd = grads ? mha_backward_memory_stages(&p->d, &p->cfg, ~0ull) : 0;
 	const size_t lib = fwd > bwd ? fwd : bwd, set = set_bytes(p, grads);
 	/* mha's set, a mistake's, and its run's largest step not yet moved over */
 	const size_t step = (size_t)fmin((double)SIZE_MAX, (double)p->d.heads * (double)p->d.n_q *

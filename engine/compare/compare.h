@@ -18,7 +18,7 @@
 #include "mha.h"
 
 /* every stage the library hands over */
-#define ALL_STAGES ((1u << MHA_STAGE_COUNT) - 1u)
+#define ALL_STAGES (MHA_STAGE_SET(MHA_STAGE_COUNT) - 1u)
 
 /* Every step of one computation, each whole (per-head steps (H, rows, cols)). */
 struct set {

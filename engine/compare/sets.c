@@ -178,7 +178,7 @@ static int run_grads_into(struct set *s, const struct ctx *x, const mha_inputs *
 				  .item_base = 1000, .only_held = 1 };
 	struct steps_batch one = { .res = &r };
 	mha_grad_observer obs = { .size = sizeof(mha_grad_observer), .fn = steps_batch_keep_grad,
-				  .ctx = &one, .wanted = ~0u };
+				  .ctx = &one, .stages = ~0ull };
 	struct run_grads g;
 	mha_report rep = MHA_INIT(mha_report);
 	mha_status st = MHA_OK;
@@ -206,7 +206,7 @@ int run_set(struct set *s, const struct ctx *x, const mha_inputs *in, const mha_
 	const mha_dims *d = &p->d;
 	struct step_results r = { .heads = d->heads, .mask_per_head = 1 };
 	mha_observer obs = { .size = sizeof(mha_observer), .fn = steps_keep, .ctx = &r,
-			     .wanted = ALL_STAGES };
+			     .stages = ALL_STAGES };
 	matrix out = { 0 };
 	mha_report local = MHA_INIT(mha_report);
 	mha_status st;

@@ -8,6 +8,7 @@
  * give both shapes.
  */
 #include "load/load.h"
+#include "load/inputs.h"
 #include "load/checks.h"
 #include "load/shapes.h"
 #include "load/model.h"
@@ -26,6 +27,7 @@
 #include <cjson/cJSON.h>
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,20 +230,18 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 	    !(p->k_src = s->k_transposed ? source("--kt", s->k, " (transposed)") : source("--k", s->k, "")) ||
 	    !(p->v_src = source("--v", s->v, "")) || !(p->mask_src = source("--mask", s->mask, "")))
 		return error("out of memory");
-	{
-		/* a checkpoint is read a tensor at a time, never whole */
-		const char *const files[] = { s->x, s->kv, s->xk, s->xv, s->q, s->k, s->v, s->mask,
-					      ckpt_is_checkpoint(s->w) ? NULL : s->w, s->sinks, s->alibi_slopes, s->positions,
-					      s->rope_cos, s->rope_sin, s->q_norm, s->k_norm,
-					      s->latent[0], s->latent[1], s->latent[2], s->latent[3],
-					      s->latent[4] };
+	/* the files read here, each refused first if larger than the budget's
+	 * limit (config.json is read before, --grad-output after; a checkpoint
+	 * is read a tensor at a time, never whole) */
+	for (size_t i = 0; i < n_spec_files; i++) {
+		const struct spec_file *f = &spec_files[i];
+		const char *path = spec_file_path(s, f);
 
-		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
-			if (check_file_size(files[i]))
-				return -1;
-		for (int i = 0; i < N_WEIGHTS; i++)
-			if (check_file_size(s->one[i]))
-				return -1;
+		if (!strcmp(f->name, "config") || !strcmp(f->name, "grad-output") ||
+		    (!strcmp(f->name, "weights") && ckpt_is_checkpoint(path)))
+			continue;
+		if (check_file_size(path))
+			return -1;
 	}
 	if (s->x && read_matrix(&p->x, s->x, &xs))
 		return -1;
@@ -349,26 +349,15 @@ static int add_input(void *ctx, const char *file)
 
 int problem_note_inputs(const struct problem_spec *s)
 {
-	const struct { const char *opt, *path; } files[] = {
-		{ "-x", s->x }, { "--kv", s->kv }, { "--xk", s->xk }, { "--xv", s->xv },
-		{ "--q", s->q }, { s->k_transposed ? "--kt" : "--k", s->k }, { "--v", s->v },
-		{ "--mask", s->mask }, { "--sinks", s->sinks }, { "--alibi-slopes", s->alibi_slopes },
-		{ "--q-norm", s->q_norm }, { "--k-norm", s->k_norm },
-		{ latent_options[0], s->latent[0] }, { latent_options[1], s->latent[1] },
-		{ latent_options[2], s->latent[2] }, { latent_options[3], s->latent[3] },
-		{ latent_options[4], s->latent[4] },
-		{ "--positions", s->positions },
-		{ "--rope-cos", s->rope_cos }, { "--rope-sin", s->rope_sin },
-		{ "--config", s->config }, { "--grad-output", s->grad_output },
-	};
 	int rc = 0;
 
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]) && !rc; i++)
-		if (files[i].path)
-			rc = files_note(files[i].opt, files[i].path);
-	for (int i = 0; i < N_WEIGHTS && !rc; i++)
-		if (s->one[i])
-			rc = files_note(weight_options[i], s->one[i]);
+	/* every file but -w's, which may be a folder or a checkpoint's files */
+	for (size_t i = 0; i < n_spec_files && !rc; i++) {
+		const char *path = spec_file_path(s, &spec_files[i]);
+
+		if (path && spec_files[i].at != offsetof(struct problem_spec, w))
+			rc = files_note(spec_file_option(s, &spec_files[i]), path);
+	}
 	if (!rc && s->w && ckpt_is_checkpoint(s->w))
 		rc = ckpt_files(s->w, add_input, NULL); /* its shards, index and config */
 	else if (!rc && s->w)

@@ -4,6 +4,8 @@
  * dxv); what a source that is two or three of them gets is their sum, made
  * here, and so is a batch-shared input's sum over the sequences.
  */
+/* the float32 functions told how far they have come (mha.h's experimental part) */
+#define MHA_EXPERIMENTAL
 #include "run/grads.h"
 
 #include "util/msg.h"

@@ -1,6 +1,8 @@
 /*
  * run.c: the library on a loaded problem (run.h).
  */
+/* the float32 functions told how far they have come (mha.h's experimental part) */
+#define MHA_EXPERIMENTAL
 #include "run/run.h"
 #include "util/budget.h"
 #include "util/msg.h"
@@ -26,7 +28,7 @@ static void add_bytes(size_t *acc, size_t count, size_t size)
  * What a run will hold at its peak: the inputs as read, the library's own
  * needs (mha_memory), the copies of the steps to print, and the output.
  */
-static void run_memory(const struct problem *p, unsigned wanted, int f32, size_t out_cols,
+static void run_memory(const struct problem *p, mha_stages wanted, int f32, size_t out_cols,
 		       size_t part[3])
 {
 	const mha_dims *d = &p->d;
@@ -46,29 +48,29 @@ static void run_memory(const struct problem *p, unsigned wanted, int f32, size_t
 		if (!p->w.m[i].f)
 			add_bytes(&part[0], matrix_size(&p->w.m[i]), sizeof(float));
 	add_bytes(&part[0], matrix_size(&p->mask), 1);
-	lib = mha_memory(d, &p->cfg, wanted, f32);
+	lib = mha_memory_stages(d, &p->cfg, wanted, f32);
 	add_bytes(&part[1], 1, lib);
 	/* the copies kept for printing: every sequence's */
 	/* the output: doubles, and the floats made first with --dtype f32;
 	 * floats alone when they are what is written (spec.floats) */
 	add_bytes(&part[2], B * d->n_q * out_cols,
 		  !f32 ? sizeof(double) : p->spec.float_out ? sizeof(float) : sizeof(double) + sizeof(float));
-	if (wanted & MHA_STAGE_BIT(MHA_STAGE_Q))
+	if (wanted & MHA_STAGE_SET(MHA_STAGE_Q))
 		add_bytes(&part[2], B * d->n_q * d->heads * d->d_k, sizeof(double));
-	if (wanted & MHA_STAGE_BIT(MHA_STAGE_K))
+	if (wanted & MHA_STAGE_SET(MHA_STAGE_K))
 		add_bytes(&part[2], B * d->n_kv * G * d->d_k, sizeof(double));
-	if (wanted & MHA_STAGE_BIT(MHA_STAGE_V))
+	if (wanted & MHA_STAGE_SET(MHA_STAGE_V))
 		add_bytes(&part[2], B * d->n_kv * G * d->d_v, sizeof(double));
-	if (wanted & MHA_STAGE_BIT(MHA_STAGE_CONCAT))
+	if (wanted & MHA_STAGE_SET(MHA_STAGE_CONCAT))
 		add_bytes(&part[2], B * d->n_q * d->heads * d->d_v, sizeof(double));
-	if (wanted & MHA_STAGE_BIT(MHA_STAGE_HEAD_Q))
+	if (wanted & MHA_STAGE_SET(MHA_STAGE_HEAD_Q))
 		add_bytes(&part[2], B * d->n_q * d->heads * d->d_k, sizeof(double));
-	if (wanted & (MHA_STAGE_BIT(MHA_STAGE_HEAD_K) | MHA_STAGE_BIT(MHA_STAGE_HEAD_V)))
+	if (wanted & (MHA_STAGE_SET(MHA_STAGE_HEAD_K) | MHA_STAGE_SET(MHA_STAGE_HEAD_V)))
 		add_bytes(&part[2], B * d->n_kv * d->heads * (d->d_k + d->d_v), sizeof(double));
-	if (wanted & MHA_STAGE_BIT(MHA_STAGE_HEAD_OUTPUT))
+	if (wanted & MHA_STAGE_SET(MHA_STAGE_HEAD_OUTPUT))
 		add_bytes(&part[2], B * d->n_q * d->heads * d->d_v, sizeof(double));
 	for (int s = MHA_STAGE_SCORES; s <= MHA_STAGE_SOFTMAX; s++)
-		if (wanted & MHA_STAGE_BIT(s))
+		if (wanted & MHA_STAGE_SET(s))
 			/* a per-head mask is kept per head and once more stacked */
 			add_bytes(&part[2], B * nn, d->heads * sizeof(double) *
 				  (s == MHA_STAGE_MASK && (p->cfg.mask.per_head || p->cfg.alibi.on)
@@ -100,7 +102,7 @@ int run_check_memory(const struct run_need *n)
 		     n->who, t, n->part[0], b[0], n->part[1], b[1], n->part[2], b[2], m, n->advice);
 }
 
-int problem_check_memory(const struct problem *p, unsigned wanted, int f32)
+int problem_check_memory(const struct problem *p, mha_stages wanted, int f32)
 {
 	struct run_need n = { .who = "this run",
 			      .part = { "the inputs", "the computation", "the output and the steps to print" },

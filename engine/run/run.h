@@ -33,7 +33,7 @@ int run_check_memory(const struct run_need *n);
 
 /* A forward run that would need more than the budget's limit, asking the
  * library for the stages wanted and printing their copies: said; -1.  Else 0. */
-int problem_check_memory(const struct problem *p, unsigned wanted, int f32);
+int problem_check_memory(const struct problem *p, mha_stages wanted, int f32);
 
 /*
  * --dtype f32's inputs and weights, for mha_forward_f32 and

@@ -591,9 +591,9 @@ unsigned steps_flagged(unsigned flag)
 	return p;
 }
 
-unsigned steps_stages(unsigned p, size_t heads)
+mha_stages steps_stages(unsigned p, size_t heads)
 {
-	unsigned bits = 0;
+	mha_stages bits = 0;
 
 	for (int s = 0; s < STEP_COUNT; s++) {
 		const struct step *st = &steps[s];
@@ -602,15 +602,15 @@ unsigned steps_stages(unsigned p, size_t heads)
 			continue;
 		/* the output is the run's own array, X the input: nothing to observe */
 		if (st->stage >= 0 && !(st->flags & STEP_RESULT))
-			bits |= MHA_STAGE_BIT(st->stage);
+			bits |= MHA_STAGE_SET(st->stage);
 		/* with several heads, each one's block of Q, K, V is shown too */
 		if (st->head_stage >= 0 && (!(st->flags & STEP_BLOCKS) || heads > 1))
-			bits |= MHA_STAGE_BIT(st->head_stage);
+			bits |= MHA_STAGE_SET(st->head_stage);
 		/* one head's Q and K block is Q or K, or q_norm and k_norm, or q_rot and
 		 * k_rot (the library hands those over only with a norm, with rope) */
 		if (heads == 1 && (s == STEP_Q || s == STEP_K))
-			bits |= MHA_STAGE_BIT(s == STEP_Q ? MHA_STAGE_Q_ROT : MHA_STAGE_K_ROT) |
-				MHA_STAGE_BIT(s == STEP_Q ? MHA_STAGE_Q_NORM : MHA_STAGE_K_NORM);
+			bits |= MHA_STAGE_SET(s == STEP_Q ? MHA_STAGE_Q_ROT : MHA_STAGE_K_ROT) |
+				MHA_STAGE_SET(s == STEP_Q ? MHA_STAGE_Q_NORM : MHA_STAGE_K_NORM);
 	}
 	return bits;
 }

@@ -169,8 +169,8 @@ unsigned steps_print_set(unsigned asked, int all, const struct step_facts *f);
 unsigned steps_every(const struct step_facts *f);
 /* The steps a flag (STEP_DRAWABLE, STEP_F32) marks. */
 unsigned steps_flagged(unsigned flag);
-/* The MHA_STAGE_BIT()s an observer asks for to print the steps in p. */
-unsigned steps_stages(unsigned p, size_t heads);
+/* The MHA_STAGE_SET()s an observer asks for to print the steps in p. */
+mha_stages steps_stages(unsigned p, size_t heads);
 /* "0.5 = 1/sqrt(d_k), d_k = 4": how the scores were scaled, in words. */
 void step_scale_words(char *buf, size_t size, const struct step_facts *f);
 

@@ -5,6 +5,8 @@
  * as the one it hands over to would, before reading cfg.  And the names:
  * the version, the statuses, the stages.
  */
+/* the float32 functions told how far they have come (mha.h's experimental part) */
+#define MHA_EXPERIMENTAL
 #include "mha.h"
 #include "core/core.h"
 #include "latent/mla.h"
@@ -12,9 +14,15 @@
 
 #include <stdint.h>
 
-/* every stage has its bit of an observer's unsigned wanted (MHA_STAGE_BIT) */
-_Static_assert(MHA_STAGE_COUNT <= 8 * sizeof(unsigned), "a forward stage past wanted's bits");
-_Static_assert(MHA_GRAD_COUNT <= 8 * sizeof(unsigned), "a gradient stage past wanted's bits");
+/* every stage has its bit of an observer's stages (MHA_STAGE_SET); the older
+ * 32-bit wanted holds the first 32 of each list */
+_Static_assert(MHA_STAGE_COUNT <= 8 * sizeof(mha_stages), "a forward stage past the set's bits");
+_Static_assert(MHA_GRAD_COUNT <= 8 * sizeof(mha_stages), "a gradient stage past the set's bits");
+_Static_assert(sizeof(mha_stages) == 8, "mha_stages holds 64 stages");
+
+/* an observer's stages: its own set, or (a program of 0.7.0 or before, or
+ * one that sets only wanted) wanted's */
+#define STAGES_OF(o) ((o)->stages ? (o)->stages : (mha_stages)(o)->wanted)
 
 const char *mha_version(void)
 {
@@ -90,6 +98,8 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 	if (MHA_TAKE(d, d_) || MHA_TAKE(in, in_) || MHA_TAKE(w, w_) || MHA_TAKE(cfg, c_) ||
 	    MHA_TAKE(obs, o_) || MHA_TAKE(rep, r_))
 		return MHA_ERR_VERSION;
+	if (obs)
+		o_.stages = STAGES_OF(&o_);
 	if (cfg && cfg->mla.on) {
 		const struct mla_io io = MHA_MLA_IO(sizeof(double), in, w ? w : &no_weights);
 
@@ -143,6 +153,11 @@ mha_status mha_forward_f32_observed(float *out, const mha_dims *d, const mha_inp
 
 size_t mha_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int f32)
 {
+	return mha_memory_stages(d, cfg, wanted, f32);
+}
+
+size_t mha_memory_stages(const mha_dims *d, const mha_config *cfg, mha_stages wanted, int f32)
+{
 	mha_dims d_;
 	mha_config c_;
 
@@ -180,6 +195,8 @@ mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *
 	if (MHA_TAKE(g, g_) || MHA_TAKE(d, d_) || MHA_TAKE(in, in_) || MHA_TAKE(w, w_) ||
 	    MHA_TAKE(cfg, c_) || MHA_TAKE(obs, o_) || MHA_TAKE(rep, r_))
 		return MHA_ERR_VERSION;
+	if (obs)
+		o_.stages = STAGES_OF(&o_);
 	if (cfg && cfg->mla.on) {
 		const struct mla_io io = MHA_MLA_IO(sizeof(double), in, w ? w : &no_weights);
 		const struct mla_grads mg = MLA_GRADS(g);
@@ -245,6 +262,11 @@ mha_status mha_backward_f32_observed(const mha_grads_f32 *g, const float *dout,
 }
 
 size_t mha_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted)
+{
+	return mha_backward_memory_stages(d, cfg, wanted);
+}
+
+size_t mha_backward_memory_stages(const mha_dims *d, const mha_config *cfg, mha_stages wanted)
 {
 	mha_dims d_;
 	mha_config c_;

@@ -626,7 +626,7 @@ mha_status BW(core)(const grads_t *g, const real *dout, const mha_dims *d, const
 
 	/* the fast path (fast_heads) in place of back_head's loop when no
 	 * per-head stage is watched, as mha_forward picks its own */
-	z.fast = !cfg->exact && !(obs && obs->fn && mha_grad_per_head(obs->wanted)) && !(obs && obs->edit);
+	z.fast = !cfg->exact && !(obs && obs->fn && mha_grad_per_head(obs->stages)) && !(obs && obs->edit);
 	mha_progress_start(&z.progress, obs ? obs->progress : NULL, obs ? obs->progress_ctx : NULL,
 			   obs && obs->progress ? backward_work(d, cfg, w) : 0);
 	z.threads = mha_threads(cfg);

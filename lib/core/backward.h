@@ -44,12 +44,12 @@ typedef mha_weights weights_t;
 enum { SQ_P, SQ_DP, SQ_DS, SQ_DSCALED, SQ_DSCORES, N_SQ };
 
 /* the stages that exist per head: only the plain path hands them over */
-static inline int mha_grad_per_head(unsigned wanted)
+static inline int mha_grad_per_head(mha_stages wanted)
 {
-	unsigned bits = 0;
+	mha_stages bits = 0;
 
 	for (int s = MHA_GRAD_HEAD_P; s <= MHA_GRAD_HEAD_DK; s++)
-		bits |= MHA_STAGE_BIT(s);
+		bits |= MHA_STAGE_SET(s);
 	return (wanted & bits) != 0;
 }
 
@@ -122,7 +122,7 @@ static inline int finite_all(const real *a, size_t n)
 /* a stage obs watches */
 static inline int watches(const mha_grad_observer *obs, mha_grad_stage s)
 {
-	return obs && obs->fn && (obs->wanted & MHA_STAGE_BIT(s));
+	return obs && obs->fn && (obs->stages & MHA_STAGE_SET(s));
 }
 
 /* m (rows, cols) handed to obs; nonzero stops the run.  mha_backward_f32

@@ -21,7 +21,7 @@ static size_t dbl_block(size_t rows, size_t cols)
 	return mha_sat_add(mha_sat_mul(mha_sat_mul(rows, cols), sizeof(real)), MHA_ALLOC_SLACK);
 }
 
-size_t mha_core_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted)
+size_t mha_core_backward_memory(const mha_dims *d, const mha_config *cfg, mha_stages wanted)
 {
 	static const mha_config defaults = MHA_INIT(mha_config);
 	size_t G, hk, gk, gv, hv, big, wide, t = 0;
@@ -124,7 +124,7 @@ size_t mha_core_backward_memory(const mha_dims *d, const mha_config *cfg, unsign
 	t = mha_sat_add(t, dbl_block(d->n_q, 1));
 	t = mha_sat_add(t, dbl_block(big, wide));
 	for (int s = 0; s < N_SQ; s++)
-		if ((wanted & MHA_STAGE_BIT(mha_sq_stage(s))) && (s != SQ_DSCALED || cfg->softcap > 0))
+		if ((wanted & MHA_STAGE_SET(mha_sq_stage(s))) && (s != SQ_DSCALED || cfg->softcap > 0))
 			squares++;
 	return mha_sat_add(t, mha_sat_mul((size_t)squares, dbl_block(d->n_q, d->n_kv)));
 }

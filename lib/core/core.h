@@ -18,7 +18,7 @@ mha_status mha_core_forward(double *out, const mha_dims *d, const mha_inputs *in
 mha_status mha_core_forward_f32(float *out, const mha_dims *d, const mha_inputs_f32 *in,
 				const mha_weights_f32 *w, const mha_config *cfg,
 				const mha_observer *obs, mha_report *rep);
-size_t mha_core_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int f32);
+size_t mha_core_memory(const mha_dims *d, const mha_config *cfg, mha_stages wanted, int f32);
 
 /* backward.c's BW(core), once per element type: obs as mha_backward's (the
  * float32 one's progress alone) */
@@ -28,6 +28,6 @@ mha_status mha_bw64_core(const mha_grads *g, const double *dout, const mha_dims 
 mha_status mha_bw32_core(const mha_grads_f32 *g, const float *dout, const mha_dims *d,
 			 const mha_inputs_f32 *in, const mha_weights_f32 *w, const mha_config *cfg,
 			 const mha_grad_observer *obs, mha_report *rep);
-size_t mha_core_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted);
+size_t mha_core_backward_memory(const mha_dims *d, const mha_config *cfg, mha_stages wanted);
 
 #endif

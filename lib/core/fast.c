@@ -133,7 +133,7 @@ static mha_status project(const struct typed *t, int which, size_t rows, size_t 
 static int tell(const mha_observer *obs, mha_stage s, const void *m, size_t B, size_t rows,
 		size_t cols)
 {
-	if (!obs || !obs->fn || !(obs->wanted & MHA_STAGE_BIT(s)))
+	if (!obs || !obs->fn || !(obs->stages & MHA_STAGE_SET(s)))
 		return 0;
 	for (size_t b = 0; b < B; b++)
 		if ((obs->sequence && obs->sequence(obs->ctx, b)) ||
@@ -336,10 +336,10 @@ done:
  */
 
 /* the stages only the whole path hands over */
-#define WHOLE_STAGES (MHA_STAGE_BIT(MHA_STAGE_Q) | MHA_STAGE_BIT(MHA_STAGE_K) | \
-		      MHA_STAGE_BIT(MHA_STAGE_V) | MHA_STAGE_BIT(MHA_STAGE_Q_ROT) | \
-		      MHA_STAGE_BIT(MHA_STAGE_K_ROT) | MHA_STAGE_BIT(MHA_STAGE_Q_NORM) | \
-		      MHA_STAGE_BIT(MHA_STAGE_K_NORM))
+#define WHOLE_STAGES (MHA_STAGE_SET(MHA_STAGE_Q) | MHA_STAGE_SET(MHA_STAGE_K) | \
+		      MHA_STAGE_SET(MHA_STAGE_V) | MHA_STAGE_SET(MHA_STAGE_Q_ROT) | \
+		      MHA_STAGE_SET(MHA_STAGE_K_ROT) | MHA_STAGE_SET(MHA_STAGE_Q_NORM) | \
+		      MHA_STAGE_SET(MHA_STAGE_K_NORM))
 /* Q, K and V up to this size are held whole (measured: bench/bench_mha) */
 #define STREAM_BYTES ((size_t)8 << 20)
 /* the narrowest projection a group makes: narrower, the product runs slower
@@ -373,7 +373,7 @@ void mha_stream_force(long per)
 	stream_forced = per < 0 ? -1 : per;
 }
 
-size_t mha_stream_heads(const mha_dims *d, const mha_config *cfg, unsigned wanted, size_t esize)
+size_t mha_stream_heads(const mha_dims *d, const mha_config *cfg, mha_stages wanted, size_t esize)
 {
 	const size_t G = mha_rule_kv_heads(d), per_q = d->heads / G, B = mha_rule_batch(d);
 	/* Q's, K's and V's bytes for one key/value head and its query heads */
@@ -715,7 +715,7 @@ done:
 int mha_fast_forward(void *out, const struct typed *t, const mha_dims *d,
 		     const mha_config *cfg, const mha_observer *obs, mha_report *rep)
 {
-	const size_t per = mha_stream_heads(d, cfg, obs && obs->fn ? obs->wanted : 0, t->esize);
+	const size_t per = mha_stream_heads(d, cfg, obs && obs->fn ? obs->stages : 0, t->esize);
 
 	if (per < mha_rule_kv_heads(d))
 		return streamed_forward(out, t, d, cfg, obs, rep, per);

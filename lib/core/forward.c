@@ -95,7 +95,7 @@ static mha_status make_projection(const double **res, double **owned,
 
 static int wants(const mha_observer *obs, mha_stage s)
 {
-	return obs && obs->fn && (obs->wanted & MHA_STAGE_BIT(s));
+	return obs && obs->fn && (obs->stages & MHA_STAGE_SET(s));
 }
 
 /* copy a column block (rows, width) at column col0 of m (rows, ld) into dst */
@@ -325,7 +325,7 @@ static size_t max_size(size_t a, size_t b)
 	return a > b ? a : b;
 }
 
-static int wants_per_head_bits(unsigned wanted);
+static int wants_per_head_bits(mha_stages wanted);
 
 /*
  * What mha_forward allocates at its peak, allocation by allocation as the
@@ -333,7 +333,7 @@ static int wants_per_head_bits(unsigned wanted);
  * V or the concatenation are the caller's arrays, and this is an upper
  * bound).  The fast path's kernels say what they allocate themselves.
  */
-size_t mha_core_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int f32)
+size_t mha_core_memory(const mha_dims *d, const mha_config *cfg, mha_stages wanted, int f32)
 {
 	static const mha_config defaults = MHA_INIT(mha_config);
 	const size_t e = f32 ? sizeof(float) : sizeof(double);
@@ -370,7 +370,7 @@ size_t mha_core_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted
 		size_t squares = 0;
 
 		for (int s = MHA_STAGE_SCORES; s <= MHA_STAGE_SOFTMAX; s++)
-			if ((wanted & MHA_STAGE_BIT(s)) && (s != MHA_STAGE_SOFTCAPPED || cfg->softcap > 0))
+			if ((wanted & MHA_STAGE_SET(s)) && (s != MHA_STAGE_SOFTCAPPED || cfg->softcap > 0))
 				squares++;
 		held = mha_sat_add(held, block_bytes(d->n_kv, 1, e));
 		held = mha_sat_add(held, block_bytes(max_size(d->n_q, d->n_kv), max_size(d->d_k, d->d_v), e));
@@ -437,20 +437,20 @@ static mha_status validate(const mha_dims *d, const mha_config *cfg, const void 
 }
 
 /* the stages only the plain path can hand over */
-static int wants_per_head_bits(unsigned wanted)
+static int wants_per_head_bits(mha_stages wanted)
 {
-	const unsigned per_head = MHA_STAGE_BIT(MHA_STAGE_HEAD_Q) | MHA_STAGE_BIT(MHA_STAGE_HEAD_K) |
-		MHA_STAGE_BIT(MHA_STAGE_HEAD_V) | MHA_STAGE_BIT(MHA_STAGE_SCORES) |
-		MHA_STAGE_BIT(MHA_STAGE_SCALED) | MHA_STAGE_BIT(MHA_STAGE_SOFTCAPPED) |
-		MHA_STAGE_BIT(MHA_STAGE_MASK) | MHA_STAGE_BIT(MHA_STAGE_MASKED) |
-		MHA_STAGE_BIT(MHA_STAGE_SOFTMAX) | MHA_STAGE_BIT(MHA_STAGE_HEAD_OUTPUT);
+	const mha_stages per_head = MHA_STAGE_SET(MHA_STAGE_HEAD_Q) | MHA_STAGE_SET(MHA_STAGE_HEAD_K) |
+		MHA_STAGE_SET(MHA_STAGE_HEAD_V) | MHA_STAGE_SET(MHA_STAGE_SCORES) |
+		MHA_STAGE_SET(MHA_STAGE_SCALED) | MHA_STAGE_SET(MHA_STAGE_SOFTCAPPED) |
+		MHA_STAGE_SET(MHA_STAGE_MASK) | MHA_STAGE_SET(MHA_STAGE_MASKED) |
+		MHA_STAGE_SET(MHA_STAGE_SOFTMAX) | MHA_STAGE_SET(MHA_STAGE_HEAD_OUTPUT);
 
 	return (wanted & per_head) != 0;
 }
 
 static int wants_per_head(const mha_observer *obs)
 {
-	return obs && obs->fn && wants_per_head_bits(obs->wanted);
+	return obs && obs->fn && wants_per_head_bits(obs->stages);
 }
 
 mha_status mha_core_forward_f32(float *out, const mha_dims *d, const mha_inputs_f32 *in,
@@ -758,7 +758,7 @@ mha_status mha_plain_projection(const double **res, double **owned, const double
 	return make_projection(res, owned, x, rows, d_in, W, b, cols);
 }
 
-int mha_plain_per_head(unsigned wanted)
+int mha_plain_per_head(mha_stages wanted)
 {
 	return wants_per_head_bits(wanted);
 }

@@ -19,6 +19,6 @@ mha_status mha_plain_projection(const double **res, double **owned, const double
 				size_t d_in, const double *W, const double *b, size_t cols);
 
 /* The stages mha_forward hands over only on its plain path. */
-int mha_plain_per_head(unsigned wanted);
+int mha_plain_per_head(mha_stages wanted);
 
 #endif

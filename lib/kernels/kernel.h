@@ -162,7 +162,7 @@ int mha_fast_forward(void *out, const struct typed *t, const struct mha_dims *d,
  * in wanted (every one, G, is the whole path: Q, K and V whole).  And what
  * the grouped path allocates at its peak, as mha_memory counts.
  */
-size_t mha_stream_heads(const struct mha_dims *d, const struct mha_config *cfg, unsigned wanted,
+size_t mha_stream_heads(const struct mha_dims *d, const struct mha_config *cfg, mha_stages wanted,
 			size_t esize);
 /*
  * For the unit tests and measurements, not the public interface (hidden in

@@ -57,7 +57,7 @@ static struct mla_shape shape_of(const mha_dims *d, const mha_config *cfg, int h
 
 /* ---- the buffers ------------------------------------------------------------ */
 
-static void plan_of(struct mla_plan *p, const struct mla_shape *s, unsigned wanted, int backward)
+static void plan_of(struct mla_plan *p, const struct mla_shape *s, mha_stages wanted, int backward)
 {
 	memset(p, 0, sizeof(*p));
 #define SET(b, r, c) (p->rows[b] = (r), p->cols[b] = (c))
@@ -81,9 +81,9 @@ static void plan_of(struct mla_plan *p, const struct mla_shape *s, unsigned want
 		SET(WOA, s->H * s->kr, s->dout);
 	} else {
 		SET(KVB, s->M, s->kvb);
-		if (wanted & MHA_STAGE_BIT(MHA_STAGE_Q_NOPE))
+		if (wanted & MHA_STAGE_SET(MHA_STAGE_Q_NOPE))
 			SET(QN, s->N, s->hn);
-		if (wanted & MHA_STAGE_BIT(MHA_STAGE_K_NOPE))
+		if (wanted & MHA_STAGE_SET(MHA_STAGE_K_NOPE))
 			SET(KN, s->M, s->hn);
 		SET(QA, s->N, s->hk);
 		SET(KA, s->M, s->hk);
@@ -172,7 +172,7 @@ static size_t held_bytes(const struct mla_plan *p, size_t esize)
 }
 
 mha_status mha_mla_run_init(struct mla_run *r, const struct mla_io *io, const mha_dims *d,
-			   const mha_config *cfg, unsigned wanted, int backward)
+			   const mha_config *cfg, mha_stages wanted, int backward)
 {
 	memset(r, 0, sizeof(*r));
 	r->io = io;
@@ -429,7 +429,7 @@ static mha_status observe_front(const struct mla_run *r, const mha_observer *obs
 		for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++) {
 			const size_t cols = r->p.cols[list[i].buf];
 
-			if (!(obs->wanted & MHA_STAGE_BIT(list[i].stage)) || !r->b[list[i].buf] ||
+			if (!(obs->stages & MHA_STAGE_SET(list[i].stage)) || !r->b[list[i].buf] ||
 			    (list[i].turned && !s->turned))
 				continue;
 			if (obs->fn(obs->ctx, list[i].stage, -1,
@@ -501,7 +501,7 @@ mha_status mha_mla_forward(void *out, const struct mla_io *io, const mha_dims *d
 
 	if (st != MHA_OK)
 		return st;
-	st = mha_mla_run_init(&r, io, d, cfg, obs && obs->fn ? obs->wanted : 0, 0);
+	st = mha_mla_run_init(&r, io, d, cfg, obs && obs->fn ? obs->stages : 0, 0);
 	if (st == MHA_OK)
 		st = mha_mla_front(&r);
 	if (st == MHA_OK && r.e == sizeof(double))
@@ -562,7 +562,7 @@ static size_t products_peak(const struct mla_shape *s, const mha_dims *d, int f3
 	return peak;
 }
 
-static size_t memory_of(const mha_dims *d, const mha_config *cfg, unsigned wanted, int f32,
+static size_t memory_of(const mha_dims *d, const mha_config *cfg, mha_stages wanted, int f32,
 			int backward)
 {
 	struct mla_run r;
@@ -600,12 +600,12 @@ static size_t memory_of(const mha_dims *d, const mha_config *cfg, unsigned wante
 	return mha_sat_add(t, core > front_peak ? core : front_peak);
 }
 
-size_t mha_mla_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int f32)
+size_t mha_mla_memory(const mha_dims *d, const mha_config *cfg, mha_stages wanted, int f32)
 {
 	return memory_of(d, cfg, wanted, f32, 0);
 }
 
-size_t mha_mla_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted)
+size_t mha_mla_backward_memory(const mha_dims *d, const mha_config *cfg, mha_stages wanted)
 {
 	return memory_of(d, cfg, wanted, 0, 1);
 }

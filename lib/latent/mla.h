@@ -43,8 +43,8 @@ mha_status mha_mla_backward(const struct mla_grads *g, const void *dout, const s
 			    const mha_grad_observer *obs, mha_report *rep);
 
 /* mha_memory's and mha_backward_memory's answers with cfg->mla.on */
-size_t mha_mla_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted, int f32);
-size_t mha_mla_backward_memory(const mha_dims *d, const mha_config *cfg, unsigned wanted);
+size_t mha_mla_memory(const mha_dims *d, const mha_config *cfg, mha_stages wanted, int f32);
+size_t mha_mla_backward_memory(const mha_dims *d, const mha_config *cfg, mha_stages wanted);
 
 /* ---- one run's state, shared by mla.c (the front, the forward, the memory)
  * and mla_back.c (the backward) ---- */
@@ -93,7 +93,7 @@ struct mla_run {
 
 /* the plan's buffers allocated for a run of io on d, cfg; the backward's too */
 mha_status mha_mla_run_init(struct mla_run *r, const struct mla_io *io, const mha_dims *d,
-			    const mha_config *cfg, unsigned wanted, int backward);
+			    const mha_config *cfg, mha_stages wanted, int backward);
 void mha_mla_free_all(struct mla_run *r);
 /* element (i, j) of a matrix with rows of ld elements */
 void *mha_mla_at(const struct mla_run *r, const void *m, size_t i, size_t ld, size_t j);

@@ -116,15 +116,15 @@ static mha_status observe_back(const struct mla_run *r, const mha_grad_observer 
 	for (size_t bq = 0; bq < s->B; bq++) {
 		if (obs->sequence && obs->sequence(obs->ctx, bq))
 			return MHA_ERR_OBSERVER;
-		if (s->qr && (obs->wanted & MHA_STAGE_BIT(MHA_GRAD_DC_Q)) &&
+		if (s->qr && (obs->stages & MHA_STAGE_SET(MHA_GRAD_DC_Q)) &&
 		    obs->fn(obs->ctx, MHA_GRAD_DC_Q, -1, (const double *)r->b[DCQ] + bq * nq * s->qr,
 			    nq, s->qr))
 			return MHA_ERR_OBSERVER;
-		if ((obs->wanted & MHA_STAGE_BIT(MHA_GRAD_DC_KV)) &&
+		if ((obs->stages & MHA_STAGE_SET(MHA_GRAD_DC_KV)) &&
 		    obs->fn(obs->ctx, MHA_GRAD_DC_KV, -1,
 			    (const double *)r->b[DCKR] + bq * nkv * s->kr, nkv, s->kr))
 			return MHA_ERR_OBSERVER;
-		if ((obs->wanted & MHA_STAGE_BIT(MHA_GRAD_DK_PE)) &&
+		if ((obs->stages & MHA_STAGE_SET(MHA_GRAD_DK_PE)) &&
 		    obs->fn(obs->ctx, MHA_GRAD_DK_PE, -1,
 			    (const double *)r->b[DKPE] + bq * nkv * s->dr, nkv, s->dr))
 			return MHA_ERR_OBSERVER;

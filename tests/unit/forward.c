@@ -38,6 +38,47 @@ START_TEST(test_tutorial_first_row_of_q)
 }
 END_TEST
 
+/* An observer's 64-bit set of stages (0.8.0) is read before the older 32-bit
+ * wanted; an observer of 0.7.0's size, which has no set, is read by wanted. */
+START_TEST(test_stage_set)
+{
+	static const double X[3 * 2] = { 1, 0, 0, 1, 1, 1 };
+	mha_dims d = { .size = sizeof(mha_dims), .n_q = 3, .n_kv = 3, .d_q_in = 2, .d_k_in = 2,
+		       .d_v_in = 2, .heads = 1, .d_k = 2, .d_v = 2 };
+	mha_inputs in = { .size = sizeof(mha_inputs), X, X, X };
+	double out[6];
+	seen sn;
+	mha_observer obs = watch_all(&sn);
+
+	/* the set wins over wanted */
+	obs.wanted = MHA_STAGE_BIT(MHA_STAGE_Q);
+	obs.stages = MHA_STAGE_SET(MHA_STAGE_SOFTMAX);
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, NULL, &obs, NULL), MHA_OK);
+	ck_assert_int_eq(sn.calls, 1);
+	ck_assert_ptr_null(sn.m[MHA_STAGE_Q][0]);
+	ck_assert_ptr_nonnull(sn.m[MHA_STAGE_SOFTMAX][1]);
+	seen_free(&sn);
+	/* 0.7.0's observer, its size before stages: wanted alone */
+	obs = watch_all(&sn);
+	obs.size = offsetof(mha_observer, stages);
+	obs.wanted = MHA_STAGE_BIT(MHA_STAGE_Q);
+	obs.stages = MHA_STAGE_SET(MHA_STAGE_SOFTMAX); /* past its size: never read */
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, NULL, &obs, NULL), MHA_OK);
+	ck_assert_int_eq(sn.calls, 1);
+	ck_assert_ptr_nonnull(sn.m[MHA_STAGE_Q][0]);
+	seen_free(&sn);
+	/* the memory of a set is the memory of the same stages as wanted */
+	ck_assert_uint_eq(mha_memory_stages(&d, NULL, MHA_STAGE_SET(MHA_STAGE_Q) |
+					    MHA_STAGE_SET(MHA_STAGE_SOFTMAX), 0),
+			  mha_memory(&d, NULL, MHA_STAGE_BIT(MHA_STAGE_Q) |
+				     MHA_STAGE_BIT(MHA_STAGE_SOFTMAX), 0));
+	ck_assert_uint_eq(mha_backward_memory_stages(&d, NULL, ~0ull),
+			  mha_backward_memory(&d, NULL, ~0u));
+	ck_assert_uint_ne(mha_memory_stages(&d, NULL, MHA_STAGE_SET(MHA_STAGE_SOFTMAX), 0),
+			  mha_memory_stages(&d, NULL, 0, 0)); /* the plain path's, not the fast one's */
+}
+END_TEST
+
 /* The classroom example: Monica·Chandler = 0.5·0.5 + 0.05·0.1 + 0.05·0.2 + 0.3·0.1 = 0.295. */
 START_TEST(test_classroom_dot_product)
 {
@@ -691,6 +732,7 @@ END_TEST
 void unit_add_forward(const struct unit_suite *u)
 {
 	tcase_add_test(u->hand, test_tutorial_first_row_of_q);
+	tcase_add_test(u->hand, test_stage_set);
 	tcase_add_test(u->hand, test_classroom_dot_product);
 	tcase_add_test(u->hand, test_softmax_by_hand);
 	tcase_add_test(u->hand, test_softmax_large_scores);

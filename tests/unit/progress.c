@@ -5,6 +5,8 @@
  * the fast path, forward and backward; and the same numbers as without.
  * tests/unit/main.c runs them.
  */
+/* the float32 functions told how far they have come (mha.h's experimental part) */
+#define MHA_EXPERIMENTAL
 #include "unit.h"
 
 #include <pthread.h>
