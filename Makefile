@@ -9,6 +9,8 @@
 #   make check-arm64  cross-build for arm64, its tests under qemu-user (docs/platforms.md)
 #   make check-clang  build with clang for x86-64 and arm64, run the unit tests
 #   make TARGET=aarch64  cross-build for arm64 (or CC=aarch64-linux-gnu-gcc)
+#   make O=DIR        the program and the libraries built in DIR (objects too): another
+#                     configuration beside the default one (make O=build-O0 CFLAGS=-O0)
 #   make bench        mha against ONNX Runtime, PyTorch and the machine's GEMM rate
 #                     (half an hour, unattended, on a quiet machine: bench/README.md);
 #                     writes bench/results-DATE.md.  BENCH_ARGS=--quick: a smoke run
@@ -104,6 +106,18 @@ LIB_SRC = $(filter-out $(LIB_VARIANT_SRC),$(sort $(foreach d,$(LIB_DIRS),$(wildc
 # its includes name a header by folder ("kernels/kernel.h"), the public one by name
 LIB_CPPFLAGS = -Ilib
 LIB_HEADERS = $(wildcard lib/*.h lib/*/*.h)
+# O=DIR: the normal build in DIR, objects and products (the program and the
+# libraries), a configuration beside the default one (make O=build-O0
+# CFLAGS='-O0 -g'); the default's objects are in build/, its products at
+# ./mha, lib/ and engine/, where the tests run them
+O ?=
+BUILD = $(if $(O),$(O),build)
+PROG = $(if $(O),$(O)/mha,mha)
+LIBMHA_A = $(if $(O),$(O)/libmha.a,lib/libmha.a)
+LIBMHA_SO = $(if $(O),$(O)/libmha.so,lib/libmha.so)
+LIBMHE_A = $(if $(O),$(O)/libmhe.a,engine/libmhe.a)
+LIBMHE_SO = $(if $(O),$(O)/libmhe.so,engine/libmhe.so)
+
 # engine/ by role (engine/README.md): reading, resolving a layer, running
 # the steps, comparing; libmhe, every .c of its folders
 ENGINE_DIRS = util read load run compare api
@@ -124,80 +138,93 @@ ENGINE_CPPFLAGS = -Iengine -Ilib
 DEPFLAGS = -MMD -MP
 # the products (kernel.c) and the fused attention (kernel_attend.c), per element type
 # and vector width
-LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(KERNEL_VARIANTS:%=build/lib/kernels/kernel_%.o) \
-          $(KERNEL_VARIANTS:%=build/lib/kernels/kernel_attend_%.o)
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(KERNEL_VARIANTS:%=$(BUILD)/lib/kernels/kernel_%.o) \
+          $(KERNEL_VARIANTS:%=$(BUILD)/lib/kernels/kernel_attend_%.o)
 # the backward's elementwise kernels (kernel_bwd.c), per element type and vector width
 BWD_VARIANTS = $(KERNEL_VARIANTS)
-LIB_OBJ += $(BWD_VARIANTS:%=build/lib/kernels/kernel_bwd_%.o)
+LIB_OBJ += $(BWD_VARIANTS:%=$(BUILD)/lib/kernels/kernel_bwd_%.o)
 # compiled again with -DMHA_F32 (lib/core/NAME.c into NAME_f32.o): mha_backward_f32's
 # float arithmetic
 F32_AGAIN = core/backward core/backward_plain core/backward_fast
-LIB_OBJ += $(F32_AGAIN:%=build/lib/%_f32.o)
-CLI_OBJ = $(CLI_SRC:%.c=build/%.o)
-ENGINE_OBJ = $(ENGINE_SRC:%.c=build/%.o)
+LIB_OBJ += $(F32_AGAIN:%=$(BUILD)/lib/%_f32.o)
+CLI_OBJ = $(CLI_SRC:%.c=$(BUILD)/%.o)
+ENGINE_OBJ = $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 # the unit tests, one file per subject (tests/unit/main.c runs them)
 UNIT_SRC = $(wildcard tests/unit/*.c)
-TEST_OBJ = $(UNIT_SRC:%.c=build/%.o) build/tests/ref.o build/engine/util/number.o
+TEST_OBJ = $(UNIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/ref.o $(BUILD)/engine/util/number.o
 
 .PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy test-engine \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
         test-install test-symbols check-browser test-backward test-compare bench-npz test-layers \
         test-signals test-abi arm64-deps check-arm64 check-clang FORCE
 
-all: mha lib/libmha.a lib/libmha.so engine/libmhe.a engine/libmhe.so
-
-# rebuild everything when the flags change (e.g. -Werror for check)
-build/.flags: FORCE
-	@mkdir -p build
-	@echo '$(CC) $(ALL_CFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALL_CFLAGS)' > $@
-
-build/lib/%.o: lib/%.c build/.flags
-	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(LIB_CPPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fPIC -fvisibility=hidden -DMHA_BUILDING -c $< -o $@
+all: $(PROG) $(LIBMHA_A) $(LIBMHA_SO) $(LIBMHE_A) $(LIBMHE_SO)
 
 # a kernel variant's flags from its name (f32_avx2: -DMHA_F32 -DVB=32 -mavx2
-# -mfma), for kernel.c and kernel_bwd.c, in the normal and the ASan build
+# -mfma), for kernel.c, kernel_attend.c and kernel_bwd.c
 kernel_variant = -DSFX=$(1) $(if $(filter f32_%,$(1)),-DMHA_F32) \
 	$(if $(filter %_base,$(1)),-DVB=16)$(if $(filter %_avx2,$(1)),-DVB=32 -mavx2 -mfma)$(if \
 	$(filter %_avx512,$(1)),-DVB=64 -mavx512f -mfma)$(if $(filter %_neon,$(1)),-DVB=16 -DMR=8)
-
-# kernel_f64_base.o … kernel_f32_avx512.o, kernel_attend_f64_base.o … (kernel_attend_%
-# and kernel_bwd_% have the shorter stems, so make picks their rules for theirs)
-define compile_kernel
-	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(KERNEL_CFLAGS) $(DEPFLAGS) $(LIB_CPPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fPIC \
-		-fvisibility=hidden -DMHA_BUILDING $(call kernel_variant,$*) -c $< -o $@
-endef
-build/lib/kernels/kernel_%.o: lib/kernels/kernel.c build/.flags
-	$(compile_kernel)
-build/lib/kernels/kernel_attend_%.o: lib/kernels/kernel_attend.c build/.flags
-	$(compile_kernel)
 # fused multiply-adds as in kernel.c, but for s·scale, which kernel_bwd.c's
 # scaled() rounds first
 BWD_CFLAGS = $(KERNEL_CFLAGS)
-build/lib/kernels/kernel_bwd_%.o: lib/kernels/kernel_bwd.c build/.flags
-	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(BWD_CFLAGS) $(DEPFLAGS) $(LIB_CPPFLAGS) $(KERNEL_DEFS) -fPIC -fvisibility=hidden -DMHA_BUILDING \
-		$(call kernel_variant,$*) -c $< -o $@
 
-build/lib/%_f32.o: lib/%.c build/.flags
-	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(LIB_CPPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fPIC -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 -c $< -o $@
+# ---- the compile rules, written once --------------------------------------
+#
+# $(call compile_rules,DIR,COMPILER,LIB_FLAGS): every object of lib/, engine/,
+# cli/ and tests/ into DIR, compiled by COMPILER (the compiler and its flags),
+# lib/'s with LIB_FLAGS too; everything rebuilt when COMPILER changes (DIR's
+# .flags: -Werror for check).  One configuration a folder: the normal build
+# (build/, or O=DIR's), ASan's (build-asan/) and the fuzzers' (build/fuzz/obj/)
+# are three calls (at the end of this file).  Kernel variants:
+# kernel_f64_base.o ... kernel_f32_avx512.o, kernel_attend_*.o, kernel_bwd_*.o
+# (kernel_attend_% and kernel_bwd_% have the shorter stems, so make picks
+# their rules for theirs); lib/NAME_f32.o: NAME.c again with -DMHA_F32.
+define compile_rules
+$(1)/.flags: FORCE
+	@mkdir -p $(1)
+	@echo '$(2)' | cmp -s - $$@ || echo '$(2)' > $$@
 
-build/cli/%.o: cli/%.c build/.flags
-	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS) -c $< -o $@
+$(1)/lib/%.o: lib/%.c $(1)/.flags
+	@mkdir -p $$(@D)
+	$(2) $$(DEPFLAGS) $$(LIB_CPPFLAGS) $$(PTHREAD) $(3) -fvisibility=hidden -DMHA_BUILDING -c $$< -o $$@
 
-# the engine's objects: position independent (libmhe.so), and only mhe.h's
-# names seen from outside it
-build/engine/%.o: engine/%.c build/.flags
-	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(ENGINE_CPPFLAGS) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS) -fPIC \
-		-fvisibility=hidden -c $< -o $@
+$(1)/lib/%_f32.o: lib/%.c $(1)/.flags
+	@mkdir -p $$(@D)
+	$(2) $$(DEPFLAGS) $$(LIB_CPPFLAGS) $$(PTHREAD) $(3) -fvisibility=hidden -DMHA_BUILDING -DMHA_F32 \
+		-c $$< -o $$@
 
-build/tests/%.o: tests/%.c build/.flags
-	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CHECK_CFLAGS) -c $< -o $@
+$(1)/lib/kernels/kernel_%.o: lib/kernels/kernel.c $(1)/.flags
+	@mkdir -p $$(@D)
+	$(2) $$(KERNEL_CFLAGS) $$(DEPFLAGS) $$(LIB_CPPFLAGS) $$(PTHREAD) $(3) -fvisibility=hidden \
+		-DMHA_BUILDING $$(call kernel_variant,$$*) -c $$< -o $$@
+
+$(1)/lib/kernels/kernel_attend_%.o: lib/kernels/kernel_attend.c $(1)/.flags
+	@mkdir -p $$(@D)
+	$(2) $$(KERNEL_CFLAGS) $$(DEPFLAGS) $$(LIB_CPPFLAGS) $$(PTHREAD) $(3) -fvisibility=hidden \
+		-DMHA_BUILDING $$(call kernel_variant,$$*) -c $$< -o $$@
+
+$(1)/lib/kernels/kernel_bwd_%.o: lib/kernels/kernel_bwd.c $(1)/.flags
+	@mkdir -p $$(@D)
+	$(2) $$(BWD_CFLAGS) $$(DEPFLAGS) $$(LIB_CPPFLAGS) $(3) -fvisibility=hidden -DMHA_BUILDING \
+		$$(call kernel_variant,$$*) -c $$< -o $$@
+
+# the engine's objects: only mhe.h's names seen from outside libmhe.so
+$(1)/engine/%.o: engine/%.c $(1)/.flags
+	@mkdir -p $$(@D)
+	$(2) $$(DEPFLAGS) $$(ENGINE_CPPFLAGS) $$(CJSON_CFLAGS) $$(DEFLATE_CFLAGS) $(3) \
+		-fvisibility=hidden -c $$< -o $$@
+
+$(1)/cli/%.o: cli/%.c $(1)/.flags
+	@mkdir -p $$(@D)
+	$(2) $$(DEPFLAGS) $$(CLI_CPPFLAGS) $$(CJSON_CFLAGS) $$(DEFLATE_CFLAGS) $(3) -c $$< -o $$@
+
+$(1)/tests/%.o: tests/%.c $(1)/.flags
+	@mkdir -p $$(@D)
+	$(2) $$(DEPFLAGS) $$(CLI_CPPFLAGS) $$(CHECK_CFLAGS) $$(CJSON_CFLAGS) -c $$< -o $$@
+
+$(1)/cli/write/html.o: build/gen/html_page.h
+endef
 
 # the interactive page's style, frame and script, carried as C strings (cli/write/html.c)
 # (the script in two files, page.js then page_screen.js, one script in the page)
@@ -205,36 +232,35 @@ HTML_ASSETS = cli/write/html/page.css cli/write/html/page.html cli/write/html/pa
               cli/write/html/page_screen.js
 build/gen/html_page.h: $(HTML_ASSETS) cli/write/html/embed.sh
 	sh cli/write/html/embed.sh $@ $(HTML_ASSETS)
-build/cli/write/html.o build-asan/cli/write/html.o build/fuzz/obj/cli/write/html.o: build/gen/html_page.h
 
-lib/libmha.a: $(LIB_OBJ)
+$(LIBMHA_A): $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
 # beside it the name programs linked to it look for (its soname), so that
 # the engine and the tests run on the tree's own
-lib/libmha.so: $(LIB_OBJ)
+$(LIBMHA_SO): $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libmha.so.$(SOVERSION) $(LDFLAGS) $(PTHREAD) -o $@ $^ -lm
-	ln -sf libmha.so lib/libmha.so.$(SOVERSION)
+	ln -sf libmha.so $@.$(SOVERSION)
 
-engine/libmhe.a: $(ENGINE_OBJ)
+$(LIBMHE_A): $(ENGINE_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
 # libmhe.so over libmha.so, as the program is over both
-engine/libmhe.so: $(ENGINE_OBJ) lib/libmha.so
+$(LIBMHE_SO): $(ENGINE_OBJ) $(LIBMHA_SO)
 	$(CC) -shared -Wl,-soname,libmhe.so.$(ENGINE_SOVERSION) $(LDFLAGS) $(PTHREAD) -o $@ \
-		$(ENGINE_OBJ) -Llib -l:libmha.so $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
-	ln -sf libmhe.so engine/libmhe.so.$(ENGINE_SOVERSION)
+		$(ENGINE_OBJ) -L$(dir $(LIBMHA_SO)) -l:libmha.so $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
+	ln -sf libmhe.so $@.$(ENGINE_SOVERSION)
 
-mha: $(CLI_OBJ) engine/libmhe.a lib/libmha.a
-	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $(CLI_OBJ) engine/libmhe.a lib/libmha.a $(CJSON_LIBS) \
+$(PROG): $(CLI_OBJ) $(LIBMHE_A) $(LIBMHA_A)
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $(CLI_OBJ) $(LIBMHE_A) $(LIBMHA_A) $(CJSON_LIBS) \
 		$(DEFLATE_LIBS) -lm
 
-tests/conformance: build/tests/conformance.o lib/libmha.a
-	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ build/tests/conformance.o lib/libmha.a $(CJSON_LIBS) -lm
+tests/conformance: $(BUILD)/tests/conformance.o lib/libmha.a
+	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $(BUILD)/tests/conformance.o lib/libmha.a $(CJSON_LIBS) -lm
 
-build/tests/conformance.o: tests/conformance.c build/.flags
+$(BUILD)/tests/conformance.o: tests/conformance.c $(BUILD)/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(CJSON_CFLAGS) -c $< -o $@
 
@@ -245,16 +271,16 @@ TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=al
 TEST_WRAP := $(TEST_WRAP),--wrap=pthread_create
 
 # cli/write/zip.c's ZIP64 records, forced on a small archive (tests/npz_check.py)
-tests/zip_test: build/tests/zip_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) engine/libmhe.a lib/libmha.a
+tests/zip_test: $(BUILD)/tests/zip_test.o $(filter-out $(BUILD)/cli/cmd/main.o,$(CLI_OBJ)) engine/libmhe.a lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
 
 # engine/read/npz.c alone, its inflating (zlib) too, against NumPy and Python's zlib
 # (tests/npz_read_check.py)
-tests/npz_test: build/tests/npz_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) engine/libmhe.a lib/libmha.a
+tests/npz_test: $(BUILD)/tests/npz_test.o $(filter-out $(BUILD)/cli/cmd/main.o,$(CLI_OBJ)) engine/libmhe.a lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
 
 # each attention command's --help against its option table (cli/cmd/attention.c)
-tests/options_test: build/tests/options_test.o $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) engine/libmhe.a lib/libmha.a
+tests/options_test: $(BUILD)/tests/options_test.o $(filter-out $(BUILD)/cli/cmd/main.o,$(CLI_OBJ)) engine/libmhe.a lib/libmha.a
 	$(CC) $(LDFLAGS) $(PTHREAD) -o $@ $^ $(CJSON_LIBS) $(DEFLATE_LIBS) -lm
 
 tests/test_lib: $(TEST_OBJ) lib/libmha.a
@@ -319,7 +345,7 @@ bench: deps
 # minutes, the first time most of it that build (bench/README.md)
 BENCH_NPZ_BASE = d3423c1
 # (its includes by bare name, so that one source builds against both layouts)
-bench/bench_npz: bench/bench_npz.c $(filter-out build/cli/cmd/main.o,$(CLI_OBJ)) engine/libmhe.a lib/libmha.a
+bench/bench_npz: bench/bench_npz.c $(filter-out $(BUILD)/cli/cmd/main.o,$(CLI_OBJ)) engine/libmhe.a lib/libmha.a
 	$(CC) $(ALL_CFLAGS) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS) -Iengine/util -Iengine/read $(CLI_CPPFLAGS) \
 		-o $@ $^ $(CJSON_LIBS) $(DEFLATE_LIBS) $(PTHREAD) -lm
 
@@ -545,37 +571,6 @@ SECONDS       ?= 10
 fuzz-deps:
 	@sh tests/ensure_debs.sh $(FUZZ_PACKAGES)
 
-build/fuzz/.flags: FORCE
-	@mkdir -p build/fuzz
-	@echo '$(FUZZ_CC) $(FUZZ_CFLAGS)' | cmp -s - $@ || echo '$(FUZZ_CC) $(FUZZ_CFLAGS)' > $@
-
-# fuzzer-no-link: coverage for the fuzzer, its main() only in the targets
-build/fuzz/obj/cli/%.o: cli/%.c build/fuzz/.flags
-	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
-
-build/fuzz/obj/engine/%.o: engine/%.c build/fuzz/.flags
-	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) $(ENGINE_CPPFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
-
-build/fuzz/obj/%.o: %.c $(LIB_HEADERS) build/fuzz/.flags
-	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(LIB_CPPFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
-
-# the kernels' baseline (the fuzzers run the portable code): each source
-# once per element type
-build/fuzz/obj/lib/%_f64_base.o: lib/%.c $(LIB_HEADERS) build/fuzz/.flags
-	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(LIB_CPPFLAGS) -fsanitize=fuzzer-no-link -DSFX=f64_base -DVB=16 -c $< -o $@
-
-build/fuzz/obj/lib/%_f32_base.o: lib/%.c $(LIB_HEADERS) build/fuzz/.flags
-	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(LIB_CPPFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -DSFX=f32_base -DVB=16 -c $< -o $@
-
-build/fuzz/obj/lib/%_f32.o: lib/%.c $(LIB_HEADERS) build/fuzz/.flags
-	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(LIB_CPPFLAGS) -fsanitize=fuzzer-no-link -DMHA_F32 -c $< -o $@
-
 build/fuzz/libmha-fuzz.a: $(FUZZ_OBJ)
 	rm -f $@
 	ar rcs $@ $^
@@ -616,7 +611,7 @@ ASAN_LIB_OBJ  = $(LIB_SRC:%.c=$(ASAN_DIR)/%.o) $(KERNEL_VARIANTS:%=$(ASAN_DIR)/l
                 $(F32_AGAIN:%=$(ASAN_DIR)/lib/%_f32.o)
 ASAN_CLI_OBJ  = $(CLI_SRC:%.c=$(ASAN_DIR)/%.o)
 ASAN_ENGINE_OBJ = $(ENGINE_SRC:%.c=$(ASAN_DIR)/%.o)
-ASAN_TEST_OBJ = $(TEST_OBJ:build/%=$(ASAN_DIR)/%)
+ASAN_TEST_OBJ = $(TEST_OBJ:$(BUILD)/%=$(ASAN_DIR)/%)
 ASAN_BINS  = $(ASAN_DIR)/mha $(ASAN_DIR)/libmha.a $(ASAN_DIR)/libmhe.a $(ASAN_DIR)/test_lib \
              $(ASAN_DIR)/conformance $(ASAN_DIR)/engine_client
 VALGRIND_PACKAGES = valgrind
@@ -628,47 +623,6 @@ asan: $(ASAN_BINS)
 clean: clean-asan
 clean-asan:
 	rm -rf $(ASAN_DIR)
-
-$(ASAN_DIR)/.flags: FORCE
-	@mkdir -p $(ASAN_DIR)
-	@echo '$(CC) $(ASAN_ALL_CFLAGS) $(PTHREAD)' | cmp -s - $@ || echo '$(CC) $(ASAN_ALL_CFLAGS) $(PTHREAD)' > $@
-
-define compile_asan_kernel
-	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(KERNEL_CFLAGS) $(DEPFLAGS) $(LIB_CPPFLAGS) $(PTHREAD) $(KERNEL_DEFS) \
-		-fvisibility=hidden -DMHA_BUILDING $(call kernel_variant,$*) -c $< -o $@
-endef
-$(ASAN_DIR)/lib/kernels/kernel_%.o: lib/kernels/kernel.c $(ASAN_DIR)/.flags
-	$(compile_asan_kernel)
-$(ASAN_DIR)/lib/kernels/kernel_attend_%.o: lib/kernels/kernel_attend.c $(ASAN_DIR)/.flags
-	$(compile_asan_kernel)
-
-$(ASAN_DIR)/lib/kernels/kernel_bwd_%.o: lib/kernels/kernel_bwd.c $(ASAN_DIR)/.flags
-	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(BWD_CFLAGS) $(DEPFLAGS) $(LIB_CPPFLAGS) $(KERNEL_DEFS) -fvisibility=hidden \
-		-DMHA_BUILDING $(call kernel_variant,$*) -c $< -o $@
-
-$(ASAN_DIR)/lib/%_f32.o: lib/%.c $(ASAN_DIR)/.flags
-	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(LIB_CPPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fvisibility=hidden -DMHA_BUILDING \
-		-DMHA_F32 -c $< -o $@
-
-$(ASAN_DIR)/lib/%.o: lib/%.c $(ASAN_DIR)/.flags
-	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(LIB_CPPFLAGS) $(PTHREAD) $(KERNEL_DEFS) -fvisibility=hidden -DMHA_BUILDING \
-		-c $< -o $@
-
-$(ASAN_DIR)/cli/%.o: cli/%.c $(ASAN_DIR)/.flags
-	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS) -c $< -o $@
-
-$(ASAN_DIR)/engine/%.o: engine/%.c $(ASAN_DIR)/.flags
-	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(ENGINE_CPPFLAGS) $(CJSON_CFLAGS) $(DEFLATE_CFLAGS) -c $< -o $@
-
-$(ASAN_DIR)/tests/%.o: tests/%.c $(ASAN_DIR)/.flags
-	@mkdir -p $(@D)
-	$(CC) $(ASAN_ALL_CFLAGS) $(DEPFLAGS) $(CLI_CPPFLAGS) $(CHECK_CFLAGS) $(CJSON_CFLAGS) -c $< -o $@
 
 $(ASAN_DIR)/libmha.a: $(ASAN_LIB_OBJ)
 	rm -f $@
@@ -784,11 +738,18 @@ check-valgrind: deps
 	$(MAKE) STRICT=-Werror all tests/test_lib tests/conformance
 	CONFORMANCE_DIR=$(CONFORMANCE_DIR) PYTHON=$(PYTHON) sh tests/valgrind.sh
 
+# the three configurations' rules (compile_rules above): the normal build's
+# objects position independent (the shared libraries); the fuzzers' with
+# coverage for the fuzzer (its main() only in the targets)
+$(eval $(call compile_rules,$(BUILD),$(CC) $(ALL_CFLAGS),$(KERNEL_DEFS) -fPIC))
+$(eval $(call compile_rules,$(ASAN_DIR),$(CC) $(ASAN_ALL_CFLAGS),$(KERNEL_DEFS)))
+$(eval $(call compile_rules,build/fuzz/obj,$(FUZZ_CC) $(FUZZ_CFLAGS),-fsanitize=fuzzer-no-link))
+
 # the dependency files -MMD -MP wrote (DEPFLAGS: lib/, cli/ and tests/
 # objects); the empty rule keeps make from trying to remake them (as
 # kernel_%.o from a .d.o)
-DEP_FILES := $(wildcard build/lib/*/*.d build/cli/*/*.d build/engine/*/*.d build/tests/*.d \
-	build/tests/*/*.d $(ASAN_DIR)/lib/*/*.d $(ASAN_DIR)/cli/*/*.d $(ASAN_DIR)/engine/*/*.d \
+DEP_FILES := $(wildcard $(BUILD)/lib/*/*.d $(BUILD)/cli/*/*.d $(BUILD)/engine/*/*.d $(BUILD)/tests/*.d \
+	$(BUILD)/tests/*/*.d $(ASAN_DIR)/lib/*/*.d $(ASAN_DIR)/cli/*/*.d $(ASAN_DIR)/engine/*/*.d \
 	$(ASAN_DIR)/tests/*.d $(ASAN_DIR)/tests/*/*.d build/fuzz/obj/cli/*/*.d build/fuzz/obj/engine/*/*.d)
 $(DEP_FILES): ;
 -include $(DEP_FILES)
