@@ -109,7 +109,9 @@ MHE_API void mhe_set_progress_handler(mhe_progress_fn *fn, void *ctx);
 
 typedef struct mhe_run mhe_run;
 
-/* A new run (float64, one head, nothing read yet), or NULL out of memory. */
+/* A new run (float64, one head, nothing read yet), or NULL out of memory.
+ * The memory limit (max-memory) is the process's, as the handlers are: one
+ * run computes at a time in a process; runs may be kept side by side. */
 MHE_API mhe_run *mhe_run_new(void);
 MHE_API void mhe_run_free(mhe_run *r);
 

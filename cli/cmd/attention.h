@@ -15,7 +15,10 @@
  * cmd_NAME() that hands them to attn_main(), its row in main.c (and in
  * tests/options_test.c's list).  To add an option: a row in table.c's
  * table (its group says which helps describe it; an Inputs or Attention
- * row carries its help lines, printed in every help) and its case in
+ * row carries its help lines, printed in every help) and how it is taken:
+ * its row_take (a flag, a string, a count or a choice of words, and where
+ * it goes), its name in the engine's settings (what the run reads or its
+ * layer computes), or, for a value of its own kind, a case in
  * attn_parse(); another group's option, its line in the helps that
  * describe that group (tests/options_test.c checks them all).
  */

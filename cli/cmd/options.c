@@ -109,6 +109,69 @@ static int print_steps(struct attn_options *o, const char *arg)
 	return rc;
 }
 
+/* "a, b or c": the words of a choice that are shown, into buf */
+static const char *choice_words(char *buf, size_t size, const struct row_choice *ch)
+{
+	size_t n = 0, at = 0, k = 0;
+
+	for (const struct row_choice *c = ch; c->word; c++)
+		n += !c->hidden;
+	buf[0] = '\0';
+	for (const struct row_choice *c = ch; c->word && at < size; c++) {
+		int w;
+
+		if (c->hidden)
+			continue;
+		w = snprintf(buf + at, size - at, "%s%s", k == 0 ? "" : k + 1 == n ? " or " : ", ",
+			     c->word);
+		at += w > 0 ? (size_t)w : 0;
+		k++;
+	}
+	return buf;
+}
+
+/* an option taken as its row says (table.h's row_take): 0, or -1 said */
+static int take(const char *hint, const struct option_row *row, const char *arg,
+		struct attn_options *o)
+{
+	const struct row_take *t = row->take;
+	char *at = (char *)o + t->at;
+
+	switch (t->kind) {
+	case ROW_SET:
+		*(int *)(void *)at = t->value;
+		break;
+	case ROW_STRING:
+		*(const char **)(void *)at = arg;
+		break;
+	case ROW_COUNT: {
+		char opt[64];
+
+		snprintf(opt, sizeof(opt), "--%s", row->o.name);
+		if (opt_count(hint, opt, arg, SIZE_MAX / 2, (size_t *)(void *)at))
+			return -1;
+		break;
+	}
+	case ROW_CHOICE: {
+		const struct row_choice *c = t->choices;
+		char words[128];
+
+		while (arg && c->word && strcmp(arg, c->word))
+			c++;
+		if (arg && !c->word) {
+			usage_error(hint, "--%s takes %s, not '%s'", row->o.name,
+				    choice_words(words, sizeof(words), t->choices), arg);
+			return -1;
+		}
+		*(int *)(void *)at = arg ? c->value : t->value;
+		break;
+	}
+	}
+	if (t->given_at)
+		*(int *)(void *)((char *)o + t->given_at) = 1;
+	return 0;
+}
+
 /*
  * The command line into o (o->own kept): 0, 1 after --help (printed), -1
  * a usage error (said).  free(o->kv_lens) after.
@@ -188,6 +251,11 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 				continue;
 			}
 		}
+		if (attn_row(c) && attn_row(c)->take) {
+			if (take(hint, attn_row(c), optarg, o))
+				return -1;
+			continue;
+		}
 		switch (c) {
 		case O_RANGE:
 			if (heat_range_parse(&o->emit.range, optarg)) {
@@ -197,17 +265,6 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			}
 			o->range_given = 1;
 			break;
-		case O_HEAD:
-			if (opt_count(hint, "--head", optarg, SIZE_MAX / 2, &o->emit.head))
-				return -1;
-			break;
-		case 'o': o->emit.output = optarg; break;
-		case O_FULL: o->emit.full = 1; break;
-		case O_COMPRESS: o->emit.compress = 1; break;
-		case O_PROGRESS: o->progress = PROGRESS_ON; break;
-		case O_ROWS: o->spec.rows = optarg; break;
-		case O_COLS: o->spec.cols = optarg; break;
-		case O_FORCE: o->emit.fit.force = 1; break;
 		case O_POOL: {
 			/* max or mean, then :K, the block's side */
 			const size_t len = strcspn(optarg, ":");
@@ -226,42 +283,6 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			o->emit.pool = max ? POOL_MAX : POOL_MEAN;
 			break;
 		}
-		case 'q': o->progress = PROGRESS_OFF; break;
-		case O_JSON_NONFINITE:
-			if (strcmp(optarg, "strings") && strcmp(optarg, "python")) {
-				usage_error(hint, "--json-nonfinite takes strings or python, not '%s'",
-					    optarg);
-				return -1;
-			}
-			o->emit.bare_nonfinite = !strcmp(optarg, "python");
-			break;
-		case O_DTYPE:
-			o->dtype_given = 1;
-			if (!strcmp(optarg, "f64") || !strcmp(optarg, "float64")) {
-				o->f32 = 0;
-			} else if (!strcmp(optarg, "f32") || !strcmp(optarg, "float32")) {
-				o->f32 = 1;
-			} else {
-				usage_error(hint, "--dtype takes f64 or f32, not '%s'", optarg);
-				return -1;
-			}
-			break;
-		case O_EXPLAIN: o->explain = 1; break;
-		case O_CELL: o->spec.cell = optarg; break;
-		case O_COLOR:
-			o->color_given = 1;
-			if (!optarg || !strcmp(optarg, "always")) {
-				o->emit.color = 1;
-			} else if (!strcmp(optarg, "auto")) {
-				o->emit.color = 0;
-			} else if (!strcmp(optarg, "never")) {
-				o->emit.color = -1;
-			} else {
-				usage_error(hint, "--color takes auto, always or never, not '%s'",
-					    optarg);
-				return -1;
-			}
-			break;
 		case O_MAX_MEMORY:
 			if (opt_bytes(optarg, &o->max_memory)) {
 				usage_error(hint, "--max-memory takes a size such as 512M, 4G or 1.5GiB, "
@@ -271,10 +292,6 @@ int attn_parse(int argc, char **argv, struct attn_options *o, const struct attn_
 			break;
 		case O_KV_LEN:
 			if (parse_kv_len(hint, optarg, o))
-				return -1;
-			break;
-		case O_SEQUENCE:
-			if (opt_count(hint, "--sequence", optarg, SIZE_MAX / 2, &o->sequence))
 				return -1;
 			break;
 		case 'p':

@@ -24,11 +24,39 @@ enum { O_KV = 256, O_XK, O_XV, O_Q, O_K, O_V, O_MASK, O_MASK_BOOL, O_HEADS, O_KV
        O_LATENT = O_ONE + N_WEIGHTS /* + LAT_Q_A_PROJ … LAT_KV_B_PROJ */,
        O_QK_ROPE = O_LATENT + N_LATENT, O_MLA_EPS, O_ABSORB, O_BIASES };
 
+/* A word an option takes, and the value it stands for (row_take's CHOICE). */
+struct row_choice {
+	const char *word;  /* NULL ends the list */
+	int value;
+	int hidden;        /* another spelling, not named in the refusal (float64) */
+};
+
+/*
+ * How attn_parse takes an option without a case of its own (git's
+ * parse-options): where its value goes in struct attn_options, and how it
+ * is read.  The inputs and the layer's settings have none: the engine takes
+ * them by name (engine/api/settings.c).
+ */
+struct row_take {
+	enum { ROW_SET, ROW_STRING, ROW_COUNT, ROW_CHOICE } kind;
+	size_t at;        /* offsetof the destination: an int (SET, CHOICE), a
+			     const char * (STRING), a size_t (COUNT) */
+	size_t given_at;  /* an int set to 1 when given, or 0 for none */
+	int value;        /* SET: what is stored; CHOICE: what an optional
+			     value's absence stores */
+	const struct row_choice *choices; /* CHOICE */
+};
+
 struct option_row {
 	struct option o;
 	unsigned group; /* OPT_ (attention.h): the helps that describe it */
 	const char *help; /* its lines in the help (a group of options: the first's), or NULL */
+	const struct row_take *take; /* how it is taken, or NULL: a case of attn_parse's
+					or the engine's */
 };
+
+/* the row of the shared option whose getopt value is c, or NULL */
+const struct option_row *attn_row(int c);
 
 /* every shared option, once; attn_n_rows of them, at most ATTN_MAX_ROWS */
 #define ATTN_MAX_ROWS 128
