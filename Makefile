@@ -459,8 +459,8 @@ tests/engine_client_so: tests/engine_client.c engine/mhe.h engine/libmhe.so lib/
 		-Wl,--disable-new-dtags,-rpath,'$$ORIGIN/../engine:$$ORIGIN/../lib' -Wl,-rpath-link,lib
 
 test-engine: mha tests/engine_client tests/engine_client_so
-	sh tests/engine_check.sh ./mha tests/engine_client
-	sh tests/engine_check.sh ./mha tests/engine_client_so
+	PYTHON=$(PYTHON) sh tests/engine_check.sh ./mha tests/engine_client
+	PYTHON=$(PYTHON) sh tests/engine_check.sh ./mha tests/engine_client_so
 
 test-symbols: lib/libmha.a lib/libmha.so
 	sh tests/symbols_test.sh lib/libmha.a lib/libmha.so
@@ -719,7 +719,7 @@ check-asan: deps
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha sh samples/run.sh
 	$(ASAN_ENV) $(PYTHON) tests/compare_check.py --small $(ASAN_DIR)/mha
 	$(ASAN_ENV) $(PYTHON) tests/compare_grad_check.py --small $(ASAN_DIR)/mha
-	$(ASAN_ENV) sh tests/engine_check.sh $(ASAN_DIR)/mha $(ASAN_DIR)/engine_client
+	$(ASAN_ENV) PYTHON=$(PYTHON) sh tests/engine_check.sh $(ASAN_DIR)/mha $(ASAN_DIR)/engine_client
 	$(ASAN_ENV) MHA=$(ASAN_DIR)/mha MHA_LIB=$(ASAN_DIR)/libmha.a MHE_LIB=$(ASAN_DIR)/libmhe.a \
 		CC='$(CC) $(ASAN_FLAGS)' sh tests/doc_examples.sh $(DOC_FILES)
 	@if [ -d $(CONFORMANCE_DIR) ]; then \

@@ -49,7 +49,7 @@ extern "C" {
 #endif
 
 #define MHE_VERSION_MAJOR 1
-#define MHE_VERSION_MINOR 0
+#define MHE_VERSION_MINOR 1
 #define MHE_VERSION_RELEASE 0
 #define MHE_VERSION_NUMBER (MHE_VERSION_MAJOR * 10000 + MHE_VERSION_MINOR * 100 + \
 			    MHE_VERSION_RELEASE)
@@ -131,6 +131,27 @@ MHE_API void mhe_run_free(mhe_run *r);
  * name) or a value it refuses.  Files are read by mhe_run_forward, not here.
  */
 MHE_API int mhe_run_set(mhe_run *r, const char *name, const char *value);
+
+/*
+ * An array in memory instead of a file (1.1.0): the input called name (one
+ * of mhe_run_set's files: x, kv, xk, xv, q, k, kt, v, mask, positions,
+ * rope-cos, rope-sin, sinks, alibi-slopes, q-norm, k-norm, grad-output, the
+ * single weights wq ... bo and latent attention's tensors) read from
+ * a->data: row-major, rank 1 to 4, its numbers float64, float32, float16 or
+ * bfloat16 (widened to float64 exactly) or, for a mask, booleans (one byte
+ * each, nonzero true).  The array is borrowed, never written: it must stay
+ * until the last mhe_run_forward or mhe_run_compare that reads it.  The
+ * same checks as a file's (ranks, finite numbers), in messages that call
+ * it "<name>".  MHE_OK, or MHE_USAGE (said).
+ */
+enum mhe_dtype { MHE_F64, MHE_F32, MHE_F16, MHE_BF16, MHE_BOOL };
+typedef struct mhe_array {
+	const void *data;
+	enum mhe_dtype dtype;
+	size_t rank;
+	size_t dim[4];
+} mhe_array;
+MHE_API int mhe_run_set_array(mhe_run *r, const char *name, const mhe_array *a);
 
 /* Read the inputs, resolve the layer (a checkpoint's family and config.json,
  * every check of the program's) and compute every step, float64, the plain

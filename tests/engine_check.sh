@@ -8,6 +8,7 @@
 #   sh tests/engine_check.sh [MHA] [CLIENT]
 set -u
 MHA=${1:-./mha}
+PY=${PYTHON:-python3}
 CLIENT=${2:-tests/engine_client}
 CK=samples/tiny-llama/model
 X=samples/tiny-llama/x.json
@@ -31,7 +32,7 @@ for step in q_rot scores softmax output; do
 		{ bad "forward $step: $(cat "$T/err" "$T/engine.$step")"; continue; }
 	"$MHA" forward -w "$CK" --layer 1 -x "$X" --exact --print "$step" -f json --precision 17 \
 		> "$T/mha.$step.json" || { bad "mha forward $step"; continue; }
-	if python3 - "$T/engine.$step" "$T/mha.$step.json" "$step" <<'PY'
+	if "$PY" - "$T/engine.$step" "$T/mha.$step.json" "$step" <<'PY'
 import json, sys
 lines = open(sys.argv[1]).read().split("\n")
 shape = [int(v) for v in lines[0].split()[1:]]
@@ -62,7 +63,7 @@ case $rc:$out in 0:*"agree=0"*"mistake=scale-dmodel"*) ok "compare: scale-dmodel
 	*) bad "compare dmodel ($rc): $out";; esac
 # the program's report names the same mistake
 "$MHA" compare -w "$CK" --layer 1 -x "$X" --against "$T/dmodel.json" -f json > "$T/report.json"
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); m=d.get("diagnosis") or {}; sys.exit(0 if "scale-dmodel" in json.dumps(d) else 1)' \
+"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); m=d.get("diagnosis") or {}; sys.exit(0 if "scale-dmodel" in json.dumps(d) else 1)' \
 	"$T/report.json" && ok "program's report names it too" || bad "program's report"
 
 # 3. messages: the engine's words are the program's, after "mha: "
@@ -100,6 +101,54 @@ sed 's/"num_attention_heads": 2/"num_attention_heads": "two"/' "$CK/config.json"
 check_words "config key" run "$T/ck" 1 "$X"
 grep -q "^message: error 1 .*{num_attention_heads} " "$T/c.out" && ok "config key: about num_attention_heads" ||
 	bad "config key: no key: $(cat "$T/c.out")"
+
+# 4. arrays in memory (mhe_run_set_array): X as float64, float32, float16 and
+# bfloat16 bytes gives the program's numbers for X widened exactly (a .npy of
+# float64); a nan and booleans refused, naming "<x>"
+if "$PY" -c 'import numpy' 2>/dev/null; then
+	"$PY" - "$X" "$T" <<'PY'
+import json, sys, numpy as np
+x = np.array(json.load(open(sys.argv[1]))["X"], dtype=np.float64)
+t = sys.argv[2]
+def bf16(a):  # round to nearest even, as torch does
+    u = a.astype(np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return u, (u.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+for name, raw, wide in [("f64", x, x), ("f32", x.astype(np.float32), x.astype(np.float32).astype(np.float64)),
+                        ("f16", x.astype(np.float16), x.astype(np.float16).astype(np.float64)),
+                        ("bf16",) + bf16(x)]:
+    raw.tofile("%s/x.%s" % (t, name))
+    np.save("%s/x.%s.npy" % (t, name), wide)
+bad = x.copy(); bad[1, 2] = np.nan
+bad.tofile("%s/x.nan" % t)
+(x > 0).astype(np.uint8).tofile("%s/x.bool" % t)
+PY
+	for ty in f64 f32 f16 bf16; do
+		"$CLIENT" array "$CK" 1 "$T/x.$ty" "$ty" 4 8 output > "$T/arr.$ty" 2>&1 ||
+			{ bad "array $ty: $(cat "$T/arr.$ty")"; continue; }
+		"$MHA" forward -w "$CK" --layer 1 -x "$T/x.$ty.npy" --exact -f json --precision 17 \
+			> "$T/arr.$ty.json"
+		if "$PY" -c '
+import json, sys
+lines = open(sys.argv[1]).read().split("\n")[1:]
+got = [float(v) for l in lines if l for v in l.split()]
+want = [v for r in json.load(open(sys.argv[2]))["output"] for v in r]
+sys.exit(0 if got == want else 1)' "$T/arr.$ty" "$T/arr.$ty.json"; then
+			ok "array $ty: the program's numbers for X widened exactly"
+		else
+			bad "array $ty: numbers differ"
+		fi
+	done
+	check_words "array with a nan" array "$CK" 1 "$T/x.nan" f64 4 8 output
+	grep -q "<x>: X: value 10 is nan" "$T/c.out" && ok "array with a nan: the value named" ||
+		bad "array nan: $(cat "$T/c.out")"
+	check_words "array of booleans" array "$CK" 1 "$T/x.bool" bool 4 8 output
+	check_words "array for no input" set-array weights
+	"$CLIENT" set-array wq | grep -q "^taken" && ok "array for a single weight taken" ||
+		bad "array for wq"
+else
+	echo "skip arrays in memory (no NumPy)"
+fi
 
 [ "$fails" -eq 0 ] || { echo "engine_check: $fails failed"; exit 1; }
 echo "engine_check: all passed"

@@ -7,7 +7,11 @@
  *   engine_client forward CHECKPOINT LAYER X STEP    the step's numbers, a row a line
  *   engine_client compare CHECKPOINT LAYER X THEIRS  the verdict, one line
  *   engine_client run CHECKPOINT LAYER X             the layer run, its messages alone
+ *   engine_client array CHECKPOINT LAYER RAW TYPE ROWS COLS STEP
+ *                                    X from memory: RAW's bytes, of TYPE f64, f32,
+ *                                    f16, bf16 or bool, a ROWS x COLS array
  *   engine_client set NAME VALUE                     the setting taken, or its message
+ *   engine_client set-array NAME                     a 1 x 2 array for input NAME
  *
  * Each message is printed as "message: SEVERITY STATUS [FILE] {KEY}", then
  * "text: TEXT", on standard output, so tests/engine_check.sh sees exactly what the engine
@@ -16,6 +20,7 @@
 #include "mhe.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int said;
@@ -86,6 +91,52 @@ int main(int argc, char **argv)
 		rc = open_layer(r, argv[2], argv[3], argv[4]);
 		if (!rc)
 			rc = mhe_run_forward(r);
+	} else if (argc == 9 && !strcmp(argv[1], "array")) {
+		static const char *const types[] = { "f64", "f32", "f16", "bf16", "bool" };
+		static const size_t sizes[] = { 8, 4, 2, 2, 1 };
+		mhe_array a = { .rank = 2, .dim = { strtoul(argv[6], NULL, 10),
+						    strtoul(argv[7], NULL, 10) } };
+		FILE *fp = fopen(argv[4], "rb");
+		static unsigned char bytes[1 << 20];
+		size_t t = 0, n;
+		mhe_matrix m;
+
+		while (t < 5 && strcmp(argv[5], types[t]))
+			t++;
+		n = fp ? fread(bytes, 1, sizeof(bytes), fp) : 0;
+		if (fp)
+			fclose(fp);
+		if (t == 5 || n != a.dim[0] * a.dim[1] * sizes[t]) {
+			fprintf(stderr, "engine_client: %s: not %s x %s of %s\n", argv[4], argv[6],
+				argv[7], argv[5]);
+			mhe_run_free(r);
+			return 3;
+		}
+		a.data = bytes;
+		a.dtype = (enum mhe_dtype)t;
+		rc = mhe_run_set(r, "weights", argv[2]);
+		if (!rc)
+			rc = mhe_run_set(r, "layer", argv[3]);
+		if (!rc)
+			rc = mhe_run_set_array(r, "x", &a);
+		if (!rc)
+			rc = mhe_run_forward(r);
+		if (!rc)
+			rc = mhe_run_step(r, argv[8], &m);
+		if (!rc) {
+			printf("shape: %zu %zu %zu\n", m.planes, m.rows, m.cols);
+			for (size_t i = 0; i < m.planes * m.rows; i++)
+				for (size_t j = 0; j < m.cols; j++)
+					printf("%.17g%c", m.v[i * m.cols + j], j + 1 < m.cols ? ' ' : '\n');
+		}
+	} else if (argc == 3 && !strcmp(argv[1], "set-array")) {
+		/* a 1 x 2 array for the input called NAME */
+		static const double two[2] = { 1, 2 };
+		const mhe_array a = { two, MHE_F64, 2, { 1, 2 } };
+
+		rc = mhe_run_set_array(r, argv[2], &a);
+		if (!rc)
+			printf("taken\n");
 	} else if (argc == 4 && !strcmp(argv[1], "set")) {
 		rc = mhe_run_set(r, argv[2], argv[3]);
 		if (!rc)

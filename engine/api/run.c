@@ -9,9 +9,11 @@
 
 #include "compare/aliases.h"
 #include "compare/compare.h"
+#include "load/inputs.h"
 #include "load/load.h"
 #include "load/model.h"
 #include "api/settings.h"
+#include "read/memory.h"
 #include "util/budget.h"
 #include "util/msg.h"
 #include "util/opts.h"
@@ -28,7 +30,20 @@ struct mhe_run {
 	struct problem pb;
 	int loaded;               /* pb holds a problem (problem_free it) */
 	struct set mine;          /* every step of the last forward */
+	/* arrays in memory (mhe_run_set_array), each under its name "<x>" */
+	const char **array_names;
+	struct memory_array *arrays;
+	size_t n_arrays;
 };
+
+/* the arrays in memory as the readers see them, for one call */
+#define WITH_ARRAYS(r, call) (memory_arrays((r)->array_names, (r)->arrays, (r)->n_arrays), \
+			      with_arrays_done(call))
+static int with_arrays_done(int rc)
+{
+	memory_arrays(NULL, NULL, 0);
+	return rc;
+}
 
 unsigned mhe_version_number(void)
 {
@@ -63,6 +78,8 @@ void mhe_run_free(mhe_run *r)
 	for (size_t i = 0; i < r->n_values; i++)
 		free(r->values[i]);
 	free(r->values);
+	free(r->array_names);
+	free(r->arrays);
 	free(r);
 }
 
@@ -134,6 +151,47 @@ int mhe_run_set(mhe_run *r, const char *name, const char *value)
 	return rc;
 }
 
+int mhe_run_set_array(mhe_run *r, const char *name, const mhe_array *a)
+{
+	const struct spec_file *f = name ? spec_file_named(!strcmp(name, "kt") ? "k" : name) : NULL;
+	char shown[80];
+	const char *path;
+	size_t i;
+	const char **names;
+	struct memory_array *arrays;
+
+	if (!r || !name || !a)
+		return usage_error(NULL, "mhe_run_set_array: no run, name or array");
+	if (!f || !strcmp(f->name, "weights") || !strcmp(f->name, "config"))
+		return usage_error(NULL, "%s is not an input an array can give (x, kv, q, k, v, "
+				   "mask, wq ... bo, ...)", name);
+	if ((unsigned)a->dtype > MHE_BOOL || a->rank < 1 || a->rank > 4 || !a->data)
+		return usage_error(NULL, "%s: an array of rank 1 to 4 of float64, float32, "
+				   "float16, bfloat16 or booleans", name);
+	snprintf(shown, sizeof(shown), "<%s>", name);
+	/* the name stands for the array where a file's name would: as a setting */
+	if (set(r, name, shown))
+		return MHE_USAGE;
+	path = r->values[r->n_values - 1];
+	for (i = 0; i < r->n_arrays && strcmp(r->array_names[i], path); i++)
+		;
+	if (i == r->n_arrays) {
+		names = realloc(r->array_names, (i + 1) * sizeof(*names));
+		if (names)
+			r->array_names = names;
+		arrays = realloc(r->arrays, (i + 1) * sizeof(*arrays));
+		if (arrays)
+			r->arrays = arrays;
+		if (!names || !arrays)
+			return error("out of memory"), MHE_DATA;
+		r->n_arrays++;
+	}
+	r->array_names[i] = path;
+	r->arrays[i] = (struct memory_array){ a->data, (enum memory_type)a->dtype, a->rank,
+					      { a->dim[0], a->dim[1], a->dim[2], a->dim[3] } };
+	return MHE_OK;
+}
+
 /* the problem read and resolved, as the program's start-up does: config.json
  * under the settings, one memory limit from the first byte read */
 static int load(mhe_run *r)
@@ -157,7 +215,7 @@ int mhe_run_forward(mhe_run *r)
 
 	if (!r)
 		return usage_error(NULL, "mhe_run_forward: no run");
-	rc = load(r);
+	rc = WITH_ARRAYS(r, load(r));
 	if (rc)
 		return rc;
 	if (problem_sequences(&r->pb) > 1)
@@ -214,13 +272,13 @@ int mhe_run_compare(mhe_run *r, const char *against, double rtol, double atol, m
 	q.atol = atol;
 	q.rtol_given = rtol >= 0;
 	q.atol_given = atol >= 0;
-	rc = load(r);
+	rc = WITH_ARRAYS(r, load(r));
 	if (rc)
 		return rc;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return error("out of memory"), MHE_DATA;
-	rc = compare_problem(c, &r->pb, &q);
+	rc = WITH_ARRAYS(r, compare_problem(c, &r->pb, &q));
 	if (!rc) {
 		for (int i = 0; i < C_COUNT; i++)
 			v->steps_compared += c->st[i].given;

@@ -21,6 +21,7 @@
 #include "load/latent.h"
 #include "util/files.h"
 #include "read/input.h"
+#include "read/memory.h"
 #include "read/json.h"
 #include "read/safetensors.h"
 
@@ -156,6 +157,8 @@ static int read_positions(struct problem *p, const char *path)
 	json_doc doc = { 0 };
 	int rc;
 
+	if (memory_has(path)) /* one list in memory, for queries and keys alike */
+		return read_matrix(&p->pos_q, path, &(read_spec){ "positions", NULL, 1, 2, 0 });
 	if (input_load(&f, path)) {
 		input_free(&f);
 		return -1;
@@ -238,7 +241,7 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 		const char *path = spec_file_path(s, f);
 
 		if (!strcmp(f->name, "config") || !strcmp(f->name, "grad-output") ||
-		    (!strcmp(f->name, "weights") && ckpt_is_checkpoint(path)))
+		    (!strcmp(f->name, "weights") && ckpt_is_checkpoint(path)) || memory_has(path))
 			continue;
 		if (check_file_size(path))
 			return -1;
@@ -355,7 +358,8 @@ int problem_note_inputs(const struct problem_spec *s)
 	for (size_t i = 0; i < n_spec_files && !rc; i++) {
 		const char *path = spec_file_path(s, &spec_files[i]);
 
-		if (path && spec_files[i].at != offsetof(struct problem_spec, w))
+		/* an array in memory is no file an output could overwrite */
+		if (path && spec_files[i].at != offsetof(struct problem_spec, w) && !memory_has(path))
 			rc = files_note(spec_file_option(s, &spec_files[i]), path);
 	}
 	if (!rc && s->w && ckpt_is_checkpoint(s->w))

@@ -3,6 +3,7 @@
  * (input.h).
  */
 #include "read/input.h"
+#include "read/memory.h"
 #include "util/msg.h"
 #include "read/csv.h"
 #include "read/json.h"
@@ -88,6 +89,12 @@ int read_matrix(matrix *m, const char *path, const read_spec *spec)
 	int rc;
 
 	memset(m, 0, sizeof(*m));
+	if (memory_has(path)) {
+		/* an array handed over in memory (mhe_run_set_array) */
+		rc = memory_read(m, path, spec);
+		msg_reading(was);
+		return rc;
+	}
 	if (input_begin(&f, path, HEAD_BYTES, spec->flags & READ_FOUND ? FILE_FOUND : FILE_GIVEN)) {
 		input_free(&f);
 		msg_reading(was);
