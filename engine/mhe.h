@@ -173,12 +173,13 @@ MHE_API int mhe_run_step(const mhe_run *r, const char *step, mhe_matrix *out);
 
 /*
  * Their results (the program's --against PATH: a JSON file of named arrays,
- * a .npz, a folder of files, one matrix) against this run's steps, as mha
- * compare does (the run's settings and inputs; the forward, and the
- * backward when they give gradients, computed again).  rtol and atol: the
- * tolerances, or negative for compare's own.  MHE_OK and *v filled in,
- * whether they agree or not; MHE_DATA or MHE_USAGE (said) when the
- * comparison cannot be made.
+ * a .npz, a folder of files, one matrix; NULL: the arrays given with
+ * mhe_run_set_theirs) against this run's steps, as mha compare does (the
+ * run's settings and inputs; the forward, and the backward when they give
+ * gradients, computed again).  rtol and atol: the tolerances, or negative
+ * for compare's own.  MHE_OK and *v filled in, whether they agree or not;
+ * MHE_DATA or MHE_USAGE (said) when the comparison cannot be made.  The
+ * comparison stays with the run for mhe_run_report.
  */
 typedef struct mhe_verdict {
 	int agree;              /* every step they gave agrees */
@@ -189,6 +190,23 @@ typedef struct mhe_verdict {
 } mhe_verdict;
 MHE_API int mhe_run_compare(mhe_run *r, const char *against, double rtol, double atol,
 			    mhe_verdict *v);
+
+/*
+ * One of their arrays in memory (1.1.0), under any name compare reads
+ * (mha's keys, "attn_weights", "query_states", "head2_scores", ...), for
+ * mhe_run_compare with against NULL; borrowed as mhe_run_set_array's.
+ * MHE_OK, or MHE_USAGE (said).
+ */
+MHE_API int mhe_run_set_theirs(mhe_run *r, const char *name, const mhe_array *a);
+
+/*
+ * The report of the run's last comparison (1.1.0), in mha compare's words:
+ * its table (json 0) or its JSON (json 1, as 'mha compare -f json'), a new
+ * string to give back with mhe_free; NULL when there is no comparison to
+ * report or no memory (said).
+ */
+MHE_API char *mhe_run_report(const mhe_run *r, int json);
+MHE_API void mhe_free(void *p);
 
 #ifdef __cplusplus
 }

@@ -143,6 +143,28 @@ sys.exit(0 if got == want else 1)' "$T/arr.$ty" "$T/arr.$ty.json"; then
 	grep -q "<x>: X: value 10 is nan" "$T/c.out" && ok "array with a nan: the value named" ||
 		bad "array nan: $(cat "$T/c.out")"
 	check_words "array of booleans" array "$CK" 1 "$T/x.bool" bool 4 8 output
+	# their softmax in memory: the program's report, its path aside; a wrong one named
+	"$MHA" forward -w "$CK" --layer 1 -x "$X" --print softmax -f npz -o "$T/sm.npz"
+	"$PY" -c '
+import numpy as np, sys
+z = np.load(sys.argv[1]); s = z["heads.softmax"]
+s.astype(np.float64).tofile(sys.argv[2])
+w = s.copy(); w[1, 2, 0] += 1e-6; w.tofile(sys.argv[3]); np.savez(sys.argv[4], attn_weights=w)' \
+		"$T/sm.npz" "$T/sm.raw" "$T/sm_wrong.raw" "$T/sm_wrong.npz"
+	"$CLIENT" theirs "$CK" 1 "$X" attn_weights "$T/sm.raw" 2 4 4 > "$T/th.out" 2>&1
+	grep -q "^verdict: agree=1 steps=1 " "$T/th.out" && ok "their attn_weights in memory agree" ||
+		bad "theirs: $(cat "$T/th.out")"
+	"$CLIENT" theirs "$CK" 1 "$X" attn_weights "$T/sm_wrong.raw" 2 4 4 > "$T/th.out" 2>&1
+	"$MHA" compare -w "$CK" --layer 1 -x "$X" --against "$T/sm_wrong.npz" > "$T/th.mha"
+	sed -n '/^verdict/,/^----$/p' "$T/th.out" | sed '1d;$d' | sed '1s/^.*against/against/' > "$T/th.text"
+	sed '1s/^.*against/against/' "$T/th.mha" > "$T/th.want"
+	if grep -q "^verdict: agree=0 steps=1 first=softmax" "$T/th.out" && cmp -s "$T/th.text" "$T/th.want"; then
+		ok "their wrong softmax in memory: the program's report, word for word"
+	else
+		bad "theirs wrong: $(cat "$T/th.out") vs $(cat "$T/th.mha")"
+	fi
+	sed -n '/^----$/,$p' "$T/th.out" | sed 1d | "$PY" -c 'import json, sys; d = json.load(sys.stdin); sys.exit(0 if d["agree"] is False and d["first_difference"] == "softmax" else 1)' &&
+		ok "their wrong softmax: the JSON report" || bad "theirs JSON: $(cat "$T/th.out")"
 	check_words "array for no input" set-array weights
 	"$CLIENT" set-array wq | grep -q "^taken" && ok "array for a single weight taken" ||
 		bad "array for wq"

@@ -10,6 +10,10 @@
  *   engine_client array CHECKPOINT LAYER RAW TYPE ROWS COLS STEP
  *                                    X from memory: RAW's bytes, of TYPE f64, f32,
  *                                    f16, bf16 or bool, a ROWS x COLS array
+ *   engine_client theirs CHECKPOINT LAYER X NAME RAW P ROWS COLS
+ *                                    their array NAME in memory (RAW's float64
+ *                                    bytes, P x ROWS x COLS) compared: the verdict
+ *                                    and the report, as text and as JSON
  *   engine_client set NAME VALUE                     the setting taken, or its message
  *   engine_client set-array NAME                     a 1 x 2 array for input NAME
  *
@@ -128,6 +132,38 @@ int main(int argc, char **argv)
 			for (size_t i = 0; i < m.planes * m.rows; i++)
 				for (size_t j = 0; j < m.cols; j++)
 					printf("%.17g%c", m.v[i * m.cols + j], j + 1 < m.cols ? ' ' : '\n');
+		}
+	} else if (argc == 10 && !strcmp(argv[1], "theirs")) {
+		static double values[1 << 17];
+		mhe_array a = { values, MHE_F64, 3, { strtoul(argv[7], NULL, 10),
+						       strtoul(argv[8], NULL, 10),
+						       strtoul(argv[9], NULL, 10) } };
+		FILE *fp = fopen(argv[6], "rb");
+		const size_t n = fp ? fread(values, sizeof(double), 1 << 17, fp) : 0;
+		mhe_verdict v;
+
+		if (fp)
+			fclose(fp);
+		if (n != a.dim[0] * a.dim[1] * a.dim[2]) {
+			fprintf(stderr, "engine_client: %s: not %zu doubles\n", argv[6],
+				a.dim[0] * a.dim[1] * a.dim[2]);
+			mhe_run_free(r);
+			return 3;
+		}
+		rc = open_layer(r, argv[2], argv[3], argv[4]);
+		if (!rc)
+			rc = mhe_run_set_theirs(r, argv[5], &a);
+		if (!rc)
+			rc = mhe_run_compare(r, NULL, -1, -1, &v);
+		if (!rc) {
+			char *text = mhe_run_report(r, 0), *json = mhe_run_report(r, 1);
+
+			printf("verdict: agree=%d steps=%d first=%s mistake=%s\n", v.agree,
+			       v.steps_compared, v.first_step[0] ? v.first_step : "-",
+			       v.mistake[0] ? v.mistake : "-");
+			printf("%s----\n%s", text ? text : "(no report)\n", json ? json : "(no json)\n");
+			mhe_free(text);
+			mhe_free(json);
 		}
 	} else if (argc == 3 && !strcmp(argv[1], "set-array")) {
 		/* a 1 x 2 array for the input called NAME */

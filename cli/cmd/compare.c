@@ -14,7 +14,7 @@
  */
 #include "base/cli.h"
 #include "cmd/attention.h"
-#include "cmd/report.h"
+#include "compare/report.h"
 #include "compare/aliases.h"
 #include "compare/compare.h"
 #include "load/inputs.h"

@@ -19,19 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* a value as JSON and CSV write it: shortest exact text, or the non-finite spellings */
-static void format_exact(char *buf, size_t size, double v, int is_f32)
-{
-	if (isnan(v))
-		snprintf(buf, size, "nan");
-	else if (isinf(v))
-		snprintf(buf, size, v < 0 ? "-inf" : "inf");
-	else if (is_f32)
-		format_shortest_f32(buf, size, v);
-	else
-		format_shortest(buf, size, v);
-}
-
 int csv_write(FILE *fp, const matrix *m)
 {
 	const size_t cols = matrix_cols(m), rows = matrix_size(m) / (cols ? cols : 1);
@@ -39,7 +26,7 @@ int csv_write(FILE *fp, const matrix *m)
 
 	for (size_t i = 0; i < rows; i++) {
 		for (size_t j = 0; j < cols; j++) {
-			format_exact(buf, sizeof(buf), m->v[i * cols + j], m->is_f32);
+			number_exact(buf, sizeof(buf), m->v[i * cols + j], m->is_f32);
 			if (j)
 				fputc(',', fp);
 			fputs(buf, fp);
@@ -79,32 +66,6 @@ void out_end(writer *w)
 {
 	if (w->format == FORMAT_JSON)
 		fputs(w->need_comma ? "\n}\n" : "}\n", w->fp);
-}
-
-/* --json-nonfinite python: NaN, Infinity and -Infinity, as Python's json writes them */
-static int bare_nonfinite;
-
-int json_bare_nonfinite(int on)
-{
-	const int was = bare_nonfinite;
-
-	bare_nonfinite = on;
-	return was;
-}
-
-void json_number(FILE *fp, double v, int is_f32)
-{
-	char buf[40];
-
-	if (isnan(v)) {
-		fputs(bare_nonfinite ? "NaN" : "\"nan\"", fp);
-	} else if (isinf(v)) {
-		fputs(bare_nonfinite ? (v < 0 ? "-Infinity" : "Infinity")
-				     : (v < 0 ? "\"-inf\"" : "\"inf\""), fp);
-	} else {
-		format_exact(buf, sizeof(buf), v, is_f32);
-		fputs(buf, fp);
-	}
 }
 
 static void json_rows(writer *w, const double *v, size_t rows, size_t cols, int is_f32)
@@ -523,7 +484,7 @@ static void csv_matrix_out(writer *w, const char *key, const char *title, const 
 				fputc(',', w->fp);
 			}
 			for (size_t j = 0; j < cols; j++) {
-				format_exact(buf, sizeof(buf), m->v[i * cols + j], m->is_f32);
+				number_exact(buf, sizeof(buf), m->v[i * cols + j], m->is_f32);
 				if (j)
 					fputc(',', w->fp);
 				fputs(buf, w->fp);

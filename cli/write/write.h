@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "util/matrix.h"
+#include "util/number.h"
 
 typedef enum {
 	FORMAT_TEXT, FORMAT_JSON, FORMAT_CSV, FORMAT_MARKDOWN, FORMAT_NPY, FORMAT_HEATMAP, FORMAT_SVG,
@@ -33,19 +34,7 @@ typedef struct writer {
 	const char *const *row_labels, *const *col_labels;
 } writer;
 
-/*
- * v as a JSON number, the one way every JSON mha writes has it (the
- * results, meta, compare's report, the page's data): the shortest text
- * that reads back as exactly v (as a float's when is_f32), and the values
- * JSON has no number for as the strings "nan", "inf" and "-inf" (strict
- * JSON, which jq and every parser read), or, after json_bare_nonfinite(1),
- * as the bare tokens NaN, Infinity and -Infinity that Python's json module
- * writes and reads back as floats (--json-nonfinite python).
- */
-void json_number(FILE *fp, double v, int is_f32);
-/* json_number's spelling of the non-finite values from now on: bare tokens
- * (on) or strings; returns the one before. */
-int json_bare_nonfinite(int on);
+/* json_number() and json_bare_nonfinite(): engine/util/number.h */
 
 /* Text, JSON, CSV (a "# title" line before each matrix unless single) or
  * Markdown tables; .npy is written with npy_write(), one matrix a file. */

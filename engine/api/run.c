@@ -9,6 +9,7 @@
 
 #include "compare/aliases.h"
 #include "compare/compare.h"
+#include "compare/report.h"
 #include "load/inputs.h"
 #include "load/load.h"
 #include "load/model.h"
@@ -34,6 +35,12 @@ struct mhe_run {
 	const char **array_names;
 	struct memory_array *arrays;
 	size_t n_arrays;
+	/* their arrays (mhe_run_set_theirs): each step's name and its array's */
+	const char **their_names, **their_paths;
+	size_t n_theirs;
+	/* the last comparison, for mhe_run_report */
+	struct comparison *cmp;
+	struct compare_request req;
 };
 
 /* the arrays in memory as the readers see them, for one call */
@@ -63,6 +70,11 @@ mhe_run *mhe_run_new(void)
 
 static void forget(mhe_run *r)
 {
+	if (r->cmp) {
+		comparison_free(r->cmp);
+		free(r->cmp);
+		r->cmp = NULL;
+	}
 	set_free(&r->mine);
 	if (r->loaded)
 		problem_free(&r->pb);
@@ -80,6 +92,8 @@ void mhe_run_free(mhe_run *r)
 	free(r->values);
 	free(r->array_names);
 	free(r->arrays);
+	free(r->their_names);
+	free(r->their_paths);
 	free(r);
 }
 
@@ -151,44 +165,82 @@ int mhe_run_set(mhe_run *r, const char *name, const char *value)
 	return rc;
 }
 
+/* a in memory under path (kept by the run): 0, or -1 said */
+static int keep_array(mhe_run *r, const char *path, const mhe_array *a)
+{
+	size_t i;
+
+	for (i = 0; i < r->n_arrays && strcmp(r->array_names[i], path); i++)
+		;
+	if (i == r->n_arrays) {
+		const char **names = realloc(r->array_names, (i + 1) * sizeof(*names));
+		struct memory_array *arrays;
+
+		if (names)
+			r->array_names = names;
+		arrays = names ? realloc(r->arrays, (i + 1) * sizeof(*arrays)) : NULL;
+		if (arrays)
+			r->arrays = arrays;
+		if (!names || !arrays)
+			return error("out of memory");
+		r->n_arrays++;
+	}
+	r->array_names[i] = path;
+	r->arrays[i] = (struct memory_array){ a->data, (enum memory_type)a->dtype, a->rank,
+					      { a->dim[0], a->dim[1], a->dim[2], a->dim[3] } };
+	return 0;
+}
+
+static int array_refused(const char *name, const mhe_array *a)
+{
+	if ((unsigned)a->dtype > MHE_BOOL || a->rank < 1 || a->rank > 4 || !a->data)
+		return usage_error(NULL, "%s: an array of rank 1 to 4 of float64, float32, "
+				   "float16, bfloat16 or booleans", name);
+	return 0;
+}
+
 int mhe_run_set_array(mhe_run *r, const char *name, const mhe_array *a)
 {
 	const struct spec_file *f = name ? spec_file_named(!strcmp(name, "kt") ? "k" : name) : NULL;
 	char shown[80];
-	const char *path;
-	size_t i;
-	const char **names;
-	struct memory_array *arrays;
 
 	if (!r || !name || !a)
 		return usage_error(NULL, "mhe_run_set_array: no run, name or array");
 	if (!f || !strcmp(f->name, "weights") || !strcmp(f->name, "config"))
 		return usage_error(NULL, "%s is not an input an array can give (x, kv, q, k, v, "
 				   "mask, wq ... bo, ...)", name);
-	if ((unsigned)a->dtype > MHE_BOOL || a->rank < 1 || a->rank > 4 || !a->data)
-		return usage_error(NULL, "%s: an array of rank 1 to 4 of float64, float32, "
-				   "float16, bfloat16 or booleans", name);
+	if (array_refused(name, a))
+		return MHE_USAGE;
 	snprintf(shown, sizeof(shown), "<%s>", name);
 	/* the name stands for the array where a file's name would: as a setting */
 	if (set(r, name, shown))
 		return MHE_USAGE;
-	path = r->values[r->n_values - 1];
-	for (i = 0; i < r->n_arrays && strcmp(r->array_names[i], path); i++)
-		;
-	if (i == r->n_arrays) {
-		names = realloc(r->array_names, (i + 1) * sizeof(*names));
-		if (names)
-			r->array_names = names;
-		arrays = realloc(r->arrays, (i + 1) * sizeof(*arrays));
-		if (arrays)
-			r->arrays = arrays;
-		if (!names || !arrays)
-			return error("out of memory"), MHE_DATA;
-		r->n_arrays++;
-	}
-	r->array_names[i] = path;
-	r->arrays[i] = (struct memory_array){ a->data, (enum memory_type)a->dtype, a->rank,
-					      { a->dim[0], a->dim[1], a->dim[2], a->dim[3] } };
+	return keep_array(r, r->values[r->n_values - 1], a) ? MHE_DATA : MHE_OK;
+}
+
+int mhe_run_set_theirs(mhe_run *r, const char *name, const mhe_array *a)
+{
+	char shown[200];
+	const char *path, *kept;
+	const char **names, **paths;
+
+	if (!r || !name || !a)
+		return usage_error(NULL, "mhe_run_set_theirs: no run, name or array");
+	if (array_refused(name, a))
+		return MHE_USAGE;
+	snprintf(shown, sizeof(shown), "<their %s>", name);
+	path = keep_value(r, shown);
+	kept = keep_value(r, name);
+	names = path && kept ? realloc(r->their_names, (r->n_theirs + 1) * sizeof(*names)) : NULL;
+	if (names)
+		r->their_names = names;
+	paths = names ? realloc(r->their_paths, (r->n_theirs + 1) * sizeof(*paths)) : NULL;
+	if (paths)
+		r->their_paths = paths;
+	if (!paths || keep_array(r, path, a))
+		return error("out of memory"), MHE_DATA;
+	r->their_names[r->n_theirs] = kept;
+	r->their_paths[r->n_theirs++] = path;
 	return MHE_OK;
 }
 
@@ -261,12 +313,17 @@ int mhe_run_step(const mhe_run *r, const char *step, mhe_matrix *out)
 
 int mhe_run_compare(mhe_run *r, const char *against, double rtol, double atol, mhe_verdict *v)
 {
-	struct compare_request q = { .against = against };
+	struct compare_request q = { .against = against, .their_names = r ? r->their_names : NULL,
+				     .their_paths = r ? r->their_paths : NULL,
+				     .n_theirs = r ? r->n_theirs : 0 };
 	struct comparison *c;
 	int rc;
 
-	if (!r || !against || !v)
-		return usage_error(NULL, "mhe_run_compare: no run, results or verdict");
+	if (!r || !v)
+		return usage_error(NULL, "mhe_run_compare: no run or verdict");
+	if (!against && !r->n_theirs)
+		return usage_error(NULL, "no results to compare: a path, or their arrays "
+				   "(mhe_run_set_theirs)");
 	memset(v, 0, sizeof(*v));
 	q.rtol = rtol;
 	q.atol = atol;
@@ -290,7 +347,55 @@ int mhe_run_compare(mhe_run *r, const char *against, double rtol, double atol, m
 			snprintf(v->why, sizeof(v->why), "%s", c->dg.message);
 		}
 	}
-	comparison_free(c);
-	free(c);
-	return rc;
+	if (rc) {
+		comparison_free(c);
+		free(c);
+		return rc;
+	}
+	/* kept for mhe_run_report (load() has let the last one go) */
+	r->cmp = c;
+	r->req = q;
+	return MHE_OK;
+}
+
+char *mhe_run_report(const mhe_run *r, int json)
+{
+	const struct comparison *c = r ? r->cmp : NULL;
+	char *text = NULL;
+	size_t size = 0;
+	FILE *fp;
+
+	if (!c) {
+		usage_error(NULL, "no comparison to report: mhe_run_compare first");
+		return NULL;
+	}
+	fp = open_memstream(&text, &size);
+	if (!fp) {
+		error("out of memory");
+		return NULL;
+	}
+	{
+		const struct report rp = { .against = r->req.against ? r->req.against : "their arrays",
+					   .a = &c->a, .mine = &c->mine, .st = c->st,
+					   .l = &r->pb.labels, .tol = &c->tol, .f32 = r->req.f32,
+					   .sequence = r->req.sequence, .first = c->first, .dg = &c->dg,
+					   .grads = c->grads,
+					   .dout_from = c->dout_from[0] ? c->dout_from : NULL };
+
+		if (json)
+			report_json(fp, &rp);
+		else
+			report_text(fp, &rp);
+	}
+	if (fclose(fp)) {
+		free(text);
+		error("out of memory");
+		return NULL;
+	}
+	return text;
+}
+
+void mhe_free(void *p)
+{
+	free(p);
 }

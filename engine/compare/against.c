@@ -259,6 +259,34 @@ int against_read(struct against *a, const char *path, size_t heads)
 	return rc;
 }
 
+int against_read_arrays(struct against *a, const char *const *names, const char *const *paths,
+			size_t n, size_t heads)
+{
+	char list[1200] = "";
+	size_t unknown = 0;
+
+	memset(a, 0, sizeof(*a));
+	a->path = "their arrays";
+	a->kind = "arrays";
+	a->heads = heads;
+	for (int i = 0; i < C_COUNT; i++)
+		a->g[i].named_as = -1;
+	for (size_t i = 0; i < n; i++) {
+		struct raw *r = raw_add(a, names[i], names[i], 0, list, sizeof(list), &unknown);
+
+		if (!r || (r->n_ids &&
+			   read_matrix(&r->m, paths[i], &(read_spec){ .what = r->shown, .min_rank = 1,
+								    .max_rank = 4, .flags = READ_FLAGS })))
+			return -1;
+	}
+	if (unknown)
+		return say_unknown(a->path, list, unknown);
+	if (!a->n_raw)
+		return error("no step to compare: give any of mha's steps (mha compare --aliases "
+			     "lists their names)");
+	return 0;
+}
+
 int against_has_grads(const struct against *a)
 {
 	for (size_t i = 0; i < a->n_raw; i++)

@@ -54,6 +54,11 @@ struct against {
  */
 int against_read(struct against *a, const char *path, size_t heads);
 
+/* The same for arrays handed over in memory (mhe_run_set_theirs): names[i]
+ * read from paths[i], an array of read/memory.h's. */
+int against_read_arrays(struct against *a, const char *const *names, const char *const *paths,
+			size_t n, size_t heads);
+
 /* Whether a name read stands for a gradient (backward's steps). */
 int against_has_grads(const struct against *a);
 

@@ -143,7 +143,10 @@ int compare_problem(struct comparison *c, struct problem *pb, const struct compa
 	c->rep = (mha_report)MHA_INIT(mha_report);
 	c->first = -1;
 	x.tol = c->tol;
-	if (one_sequence(pb, q->sequence) || against_read(&c->a, q->against, pb->d.heads))
+	if (one_sequence(pb, q->sequence) ||
+	    (q->against ? against_read(&c->a, q->against, pb->d.heads)
+			: against_read_arrays(&c->a, q->their_names, q->their_paths, q->n_theirs,
+					      pb->d.heads)))
 		return EXIT_USAGE;
 	/* gradients: --grad-output, or their dO, or all ones (mha backward's) */
 	c->grads = x.grads = pb->spec.grad_output || against_has_grads(&c->a);

@@ -135,7 +135,9 @@ int diagnose(struct diagnosis *dg, const struct ctx *x, int first);
 
 /* What compare is asked: their results, the tolerances, how to read them. */
 struct compare_request {
-	const char *against;    /* --against PATH */
+	const char *against;    /* --against PATH; NULL: the arrays below */
+	const char *const *their_names, *const *their_paths; /* in memory (read/memory.h) */
+	size_t n_theirs;
 	double rtol, atol;      /* when given */
 	int rtol_given, atol_given;
 	int digits, digits_sig, digits_given; /* --digits N or Ns */

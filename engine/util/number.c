@@ -191,3 +191,42 @@ void format_number(char *buf, size_t size, double v, int precision)
 	else
 		snprintf(buf, size, "%.*g", precision, v == 0 ? 0.0 : v); /* no "-0" */
 }
+
+/* a value as JSON and CSV write it: shortest exact text, or the non-finite spellings */
+void number_exact(char *buf, size_t size, double v, int is_f32)
+{
+	if (isnan(v))
+		snprintf(buf, size, "nan");
+	else if (isinf(v))
+		snprintf(buf, size, v < 0 ? "-inf" : "inf");
+	else if (is_f32)
+		format_shortest_f32(buf, size, v);
+	else
+		format_shortest(buf, size, v);
+}
+
+/* --json-nonfinite python: NaN, Infinity and -Infinity, as Python's json writes them */
+static int bare_nonfinite;
+
+int json_bare_nonfinite(int on)
+{
+	const int was = bare_nonfinite;
+
+	bare_nonfinite = on;
+	return was;
+}
+
+void json_number(FILE *fp, double v, int is_f32)
+{
+	char buf[40];
+
+	if (isnan(v)) {
+		fputs(bare_nonfinite ? "NaN" : "\"nan\"", fp);
+	} else if (isinf(v)) {
+		fputs(bare_nonfinite ? (v < 0 ? "-Infinity" : "Infinity")
+				     : (v < 0 ? "\"-inf\"" : "\"inf\""), fp);
+	} else {
+		number_exact(buf, sizeof(buf), v, is_f32);
+		fputs(buf, fp);
+	}
+}

@@ -2,12 +2,12 @@
  * report.c: 'mha compare's report (compare.h): a table of the steps given,
  * or the same as JSON, and the diagnosis.
  */
-#include "base/cli.h"
+#include "util/msg.h"
 #include "util/number.h"
 #include "util/text.h"
-#include "cmd/report.h"
+#include "compare/report.h"
 #include "run/steps.h"
-#include "write/write.h"
+#include "util/number.h"
 
 #include <math.h>
 #include <stdio.h>

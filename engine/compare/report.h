@@ -1,9 +1,9 @@
 /*
- * report.h: 'mha compare''s report (report.c) of a comparison the engine
- * made (engine/compare/compare.h): the table, or JSON.
+ * report.h: a comparison's report (report.c), as 'mha compare' prints it and the engine
+ * hands it to other fronts (mhe_run_report): the table, or JSON.
  */
-#ifndef MHA_CLI_REPORT_H
-#define MHA_CLI_REPORT_H
+#ifndef MHA_ENGINE_REPORT_H
+#define MHA_ENGINE_REPORT_H
 
 #include <stdio.h>
 
