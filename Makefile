@@ -514,10 +514,11 @@ install: all
 	install -m 644 man/mha.1 $(DESTDIR)$(MANDIR)/man1/mha.1
 	@if [ -n "$(PYTHON_DIR)" ]; then \
 		install -d $(DESTDIR)$(PYTHON_DIR)/mha && \
-		install -m 644 python/mha/__init__.py python/mha/_result.py python/mha/_run.py \
+		install -m 644 python/mha/__init__.py python/mha/_lib.py python/mha/_result.py python/mha/_run.py \
 			python/mha/testing.py $(DESTDIR)$(PYTHON_DIR)/mha/ && \
 		printf '%s\n' '"""_where.py: written by make install."""' "VERSION = '$(VERSION)'" \
-			"EXECUTABLE = '$(BINDIR)/mha'" > $(DESTDIR)$(PYTHON_DIR)/mha/_where.py && \
+			"EXECUTABLE = '$(BINDIR)/mha'" "LIBRARY = '$(LIBDIR)/libmhe.so.$(ENGINE_SOVERSION)'" \
+			> $(DESTDIR)$(PYTHON_DIR)/mha/_where.py && \
 		chmod 644 $(DESTDIR)$(PYTHON_DIR)/mha/_where.py && \
 		echo "the Python package: $(PYTHON_DIR)/mha"; \
 	fi

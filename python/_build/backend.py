@@ -34,8 +34,12 @@ def _files(version):
             with open(os.path.join(src, name), "rb") as f:
                 out.append(("mha/" + name, f.read()))
     exe = os.path.join(TOP, "mha")
+    # the tree's engine, which the package loads in process (_lib.py), beside lib/libmha.so
+    lib = os.path.join(TOP, "engine", "libmhe.so")
     where = '"""_where.py: written by python/_build/backend.py when the wheel was built."""\n' \
-            "VERSION = %r\nEXECUTABLE = %r\n" % (version, exe if os.access(exe, os.X_OK) else None)
+            "VERSION = %r\nEXECUTABLE = %r\nLIBRARY = %r\n" % (
+                version, exe if os.access(exe, os.X_OK) else None,
+                lib if os.path.exists(lib) else None)
     out.append(("mha/_where.py", where.encode()))
     return out
 

@@ -22,7 +22,8 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _run
+from . import _lib, _run
+from ._lib import MhaWarning
 from ._result import Head, Layer, Report, Result, read_npz
 from ._run import MhaError, executable
 
@@ -35,8 +36,29 @@ Weights = Union[str, "os.PathLike[str]", Mapping[str, ArrayLike]]
 #: steps by --print's names: "output", ("softmax", "output"), "all"
 Steps = Union[str, Sequence[str]]
 
-__all__ = ["forward", "backward", "compare", "load_layer", "MhaError", "Result", "Head", "Report",
-           "Layer", "executable", "testing"]
+__all__ = ["forward", "backward", "compare", "load_layer", "MhaError", "MhaWarning", "Result",
+           "Head", "Report", "Layer", "executable", "backend", "testing"]
+
+
+def backend() -> str:
+    """How the package runs: "library" (the mha engine, libmhe, loaded in
+    this process: no program started, no file for an array) or "program"
+    (the mha executable, when the library cannot be loaded: _lib.why_not()
+    says why).  Calls the engine does not take in process yet (forward,
+    backward and load_layer today; compare with a path of theirs, digits=,
+    sequence=, dtype=) run the program either way."""
+    return "library" if _lib.loaded() else "program"
+
+
+def _in_process_compare(steps, options):
+    """(data, text) of compare's report from the engine, or None when the
+    call needs the program"""
+    if not _lib.loaded():
+        return None
+    try:
+        return _lib.compare(steps, MhaError, **options)
+    except _lib.Unsupported:
+        return None
 
 
 def _steps(steps):
@@ -111,7 +133,13 @@ def compare(steps: Union[str, "os.PathLike[str]", Mapping[str, ArrayLike]], **op
     options (x=, weights=, heads=, ...), step by step, with the mistake
     that explains the first difference.  Returns a Report: report.agree,
     .first_difference, .diagnosis, and str(report) as 'mha compare' prints it.
+    In process when backend() is "library" (arrays by pointer, float16 and
+    bfloat16 tensors widened exactly, mha's notes as MhaWarning).
     """
+    done = _in_process_compare(steps, options)
+    if done is not None:
+        data, text = done
+        return Report(data, lambda: text)
     def first(work):
         args = _compare_argv(steps, options, work)
         return args, json.loads(_run.run(args + ["-f", "json"], work, ok=(0, 1)).stdout)

@@ -1,0 +1,308 @@
+"""_lib.py: the mha engine (libmhe, engine/mhe.h) in this process, by ctypes.
+
+The package's first way to run: no program started and no file written for
+an array.  Arrays go to the engine by pointer (a copy only where the type
+or the layout needs one: torch's bfloat16 as its 16 bits, anything not
+contiguous), the engine widens float32, float16 and bfloat16 exactly, and
+its messages come back in the program's words: an error raises MhaError
+("mha: ...", naming the keyword when the engine says which setting), a
+warning or a note is a warnings.warn of MhaWarning.  Where the library
+cannot be loaded, or a call asks for what the engine does not take in
+process yet, the package runs the program instead (_run.py); backend() says
+which.
+
+The library: $MHA_LIBRARY (libmhe.so's path), else the one make install put
+beside the package (_where.LIBRARY), else the tree's engine/libmhe.so beside
+python/ (with lib/libmha.so), else libmhe.so.1 on the loader's path.
+"""
+import ctypes
+import json
+import os
+import warnings
+
+import numpy as np
+
+try:
+    from . import _where
+except ImportError:
+    _where = None
+
+
+class MhaWarning(UserWarning):
+    """mha's warnings and notes (a fully masked row, a weight taken as the
+    identity, ...): pytest.warns(mha.MhaWarning) catches them."""
+
+
+MHE_OK, MHE_DATA, MHE_USAGE = 0, 1, 2
+MHE_ERROR, MHE_WARNING, MHE_NOTE = 0, 1, 2
+_TYPES = {np.dtype(np.float64): 0, np.dtype(np.float32): 1, np.dtype(np.float16): 2,
+          np.dtype(np.bool_): 4}
+MHE_BF16 = 3
+
+
+class _Message(ctypes.Structure):
+    _fields_ = [("severity", ctypes.c_int), ("status", ctypes.c_int), ("text", ctypes.c_char_p),
+                ("file", ctypes.c_char_p), ("command", ctypes.c_char_p), ("key", ctypes.c_char_p)]
+
+
+class _Array(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_size_t),
+                ("dim", ctypes.c_size_t * 4)]
+
+
+class _Matrix(ctypes.Structure):
+    _fields_ = [("v", ctypes.POINTER(ctypes.c_double)), ("planes", ctypes.c_size_t),
+                ("rows", ctypes.c_size_t), ("cols", ctypes.c_size_t)]
+
+
+class _Verdict(ctypes.Structure):
+    _fields_ = [("agree", ctypes.c_int), ("steps_compared", ctypes.c_int),
+                ("first_step", ctypes.c_char * 32), ("mistake", ctypes.c_char * 64),
+                ("why", ctypes.c_char * 640)]
+
+
+_HANDLER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_Message))
+
+
+def _candidates():
+    env = os.environ.get("MHA_LIBRARY")
+    if env:
+        return [env]
+    out = []
+    built = getattr(_where, "LIBRARY", None)
+    if built:
+        out.append(built)
+    top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out.append(os.path.join(top, "engine", "libmhe.so"))
+    out.append("libmhe.so.1")
+    return out
+
+
+def _load():
+    """the engine, or (None, why)"""
+    why = []
+    for path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            why.append("%s: not there" % path)
+            continue
+        try:
+            # libmhe.so needs libmha.so.6: the one beside it in a tree (lib/) or
+            # an install (the same folder), loaded first, is taken by its soname
+            here = os.path.dirname(path)
+            for libmha in (os.path.join(os.path.dirname(here), "lib", "libmha.so"),
+                           os.path.join(here, "libmha.so.6")):
+                if os.sep in path and os.path.exists(libmha):
+                    ctypes.CDLL(libmha, mode=ctypes.RTLD_GLOBAL)
+                    break
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            why.append(str(e))
+            continue
+        lib.mhe_version_number.restype = ctypes.c_uint
+        if lib.mhe_version_number() < 10100:
+            why.append("%s: engine %u, the package needs 1.1" % (path, lib.mhe_version_number()))
+            continue
+        lib.mhe_run_new.restype = ctypes.c_void_p
+        lib.mhe_run_free.argtypes = [ctypes.c_void_p]
+        lib.mhe_run_set.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
+        lib.mhe_run_set_array.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_Array)]
+        lib.mhe_run_set_theirs.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_Array)]
+        lib.mhe_run_forward.argtypes = [ctypes.c_void_p]
+        lib.mhe_run_step.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_Matrix)]
+        lib.mhe_run_compare.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_double,
+                                        ctypes.c_double, ctypes.POINTER(_Verdict)]
+        lib.mhe_run_report.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.mhe_run_report.restype = ctypes.c_void_p
+        lib.mhe_free.argtypes = [ctypes.c_void_p]
+        lib.mhe_set_message_handler.argtypes = [_HANDLER, ctypes.c_void_p]
+        return lib, path
+    return None, "; ".join(why)
+
+
+_lib, _where_loaded = _load()
+_said = []
+
+
+@_HANDLER
+def _on_message(ctx, m):
+    m = m.contents
+    _said.append((m.severity, m.status, m.text.decode("utf-8", "replace"),
+                  m.key.decode() if m.key else None))
+
+
+if _lib is not None:
+    _lib.mhe_set_message_handler(_on_message, None)
+
+
+def loaded():
+    """the engine's path, or None"""
+    return _where_loaded if _lib is not None else None
+
+
+def why_not():
+    return None if _lib is not None else _where_loaded
+
+
+class Unsupported(Exception):
+    """what the engine does not take in process yet: the program runs it"""
+
+
+def _raise_said(error_type):
+    """the messages said during a call: warnings warned, the error raised"""
+    said, _said[:] = list(_said), []
+    error = None
+    for severity, status, text, key in said:
+        if severity == MHE_ERROR:
+            if error is None:
+                error = (text, key)
+        else:
+            warnings.warn(MhaWarning("mha: %s%s" % ("note: " if severity == MHE_NOTE else "", text)),
+                          stacklevel=4)
+    if error is not None:
+        text, key = error
+        if text.startswith("unknown setting "):
+            # a keyword that is no setting: Python's own error for that
+            raise TypeError("mha: unexpected keyword: " + text.replace("-", "_"))
+        if key:
+            text = "%s (keyword %s=)" % (text, key.replace("-", "_"))
+        raise error_type("mha: " + text)
+
+
+class Run:
+    """one engine run: settings by name, arrays by pointer (kept alive here)"""
+
+    def __init__(self, error_type):
+        self.error_type = error_type
+        self.r = _lib.mhe_run_new()
+        if not self.r:
+            raise MemoryError("mha: out of memory")
+        self.keep = []
+
+    def close(self):
+        if self.r:
+            _lib.mhe_run_free(self.r)
+            self.r = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _check(self, rc):
+        if rc != MHE_OK:
+            _raise_said(self.error_type)
+            raise self.error_type("mha: the engine failed (status %d)" % rc)
+        _raise_said(self.error_type)
+
+    def set(self, name, value=None):
+        self._check(_lib.mhe_run_set(self.r, name.encode(), None if value is None else
+                                     str(value).encode()))
+
+    def _array(self, value, name):
+        a = _as_engine_array(value, name)
+        self.keep.append(a[1])
+        return a[0]
+
+    def set_array(self, name, value):
+        self._check(_lib.mhe_run_set_array(self.r, name.encode(), ctypes.byref(self._array(value, name))))
+
+    def set_theirs(self, name, value):
+        self._check(_lib.mhe_run_set_theirs(self.r, str(name).encode(),
+                                            ctypes.byref(self._array(value, name))))
+
+    def compare(self, rtol=None, atol=None):
+        v = _Verdict()
+        self._check(_lib.mhe_run_compare(self.r, None, -1.0 if rtol is None else float(rtol),
+                                         -1.0 if atol is None else float(atol), ctypes.byref(v)))
+        return v
+
+    def report(self, as_json):
+        p = _lib.mhe_run_report(self.r, 1 if as_json else 0)
+        if not p:
+            _raise_said(self.error_type)
+            raise self.error_type("mha: no report")
+        try:
+            return ctypes.string_at(p).decode("utf-8", "replace")
+        finally:
+            _lib.mhe_free(p)
+
+
+def _as_engine_array(value, name):
+    """(an _Array pointing at value's numbers, what must stay alive)"""
+    dtype = None
+    if not isinstance(value, np.ndarray) and type(value).__module__.startswith("torch"):
+        t = value.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        if str(t.dtype) == "torch.bfloat16":
+            # its 16 bits as they are; the engine widens them exactly
+            value = t.contiguous().view(dtype=__import__("torch").int16).numpy()
+            dtype = MHE_BF16
+        else:
+            value = t.numpy()
+    if dtype is None:
+        arr = np.asarray(value)
+        if arr.dtype.hasobject:
+            raise TypeError("%s: an array of numbers, not of Python objects" % name)
+        if arr.dtype not in _TYPES:
+            if arr.dtype.kind not in "iuf":
+                raise TypeError("%s: an array of numbers (float64, float32, float16, bfloat16 "
+                                "or bool), not %s" % (name, arr.dtype))
+            arr = arr.astype(np.float64)  # whole numbers (positions): exact as doubles
+        value = arr
+        dtype = _TYPES[arr.dtype]
+    value = np.ascontiguousarray(value)
+    if value.ndim < 1 or value.ndim > 4:
+        raise ValueError("%s: an array of 1 to 4 dimensions, not %d" % (name, value.ndim))
+    a = _Array(value.ctypes.data, dtype, value.ndim, (ctypes.c_size_t * 4)(*value.shape, *[0] * (4 - value.ndim)))
+    return a, value
+
+
+# keywords of compare the engine takes in process; the others (digits,
+# sequence, dtype, a path of theirs, ...) send the call to the program
+_INPUTS = {"x", "kv", "xk", "xv", "q", "k", "kt", "v", "mask", "positions", "rope_cos", "rope_sin",
+           "sinks", "alibi_slopes", "q_norm", "k_norm", "grad_output", "wq", "wk", "wv", "wo",
+           "bq", "bk", "bv", "bo", "q_a_proj", "q_a_layernorm", "kv_a_proj_with_mqa",
+           "kv_a_layernorm", "kv_b_proj"}
+_WEIGHT_NAMES = {"W_Q": "wq", "W_K": "wk", "W_V": "wv", "W_O": "wo", "b_Q": "bq", "b_K": "bk",
+                 "b_V": "bv", "b_O": "bo"}
+_NOT_HERE = {"digits", "sequence", "dtype", "layout", "progress", "quiet", "json_nonfinite"}
+
+
+def _settings(run, options):
+    for name, value in options.items():
+        if value is None or value is False:
+            continue
+        if name in _NOT_HERE:
+            raise Unsupported(name)
+        setting = name.replace("_", "-")
+        if name == "weights" and isinstance(value, dict):
+            for k, w in value.items():
+                if k not in _WEIGHT_NAMES:
+                    raise Unsupported("weights[%r]" % k)
+                run.set_array(_WEIGHT_NAMES[k], w)
+        elif isinstance(value, (str, os.PathLike)):
+            v = os.fspath(value)
+            run.set(setting, os.path.abspath(v) if name in _INPUTS | {"weights", "config"} and v != "-" else v)
+        elif name in _INPUTS:
+            run.set_array(setting, value)
+        elif value is True:
+            run.set(setting)
+        elif isinstance(value, (list, tuple)):
+            raise Unsupported(name)
+        else:
+            run.set(setting, value)
+
+
+def compare(steps, error_type, **options):
+    """compare's report (data, text) from the engine, or Unsupported"""
+    if _lib is None or not isinstance(steps, dict):
+        raise Unsupported("steps")
+    rtol, atol = options.pop("rtol", None), options.pop("atol", None)
+    with Run(error_type) as run:
+        _settings(run, options)
+        for name, value in steps.items():
+            run.set_theirs(name, value)
+        run.compare(rtol, atol)
+        return json.loads(run.report(True)), run.report(False).rstrip("\n")

@@ -1,0 +1,119 @@
+"""The package in process (backend() "library", _lib.py): compare and
+assert_attention_close through the engine, no program started, no file
+written; float16 and bfloat16 tensors; mha's notes as MhaWarning; errors
+naming the keyword."""
+import subprocess
+
+import numpy as np
+import pytest
+
+import mha
+import mha.testing
+
+X = np.array([[1.0, 0.0, 2.0, 1.0], [0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 2.0]])
+
+pytestmark = pytest.mark.skipif(mha.backend() != "library",
+                                reason="the engine's library is not loaded: %s" % mha._lib.why_not())
+
+
+@pytest.fixture
+def no_process(monkeypatch):
+    """any program started during the test fails it"""
+    def refuse(*a, **k):
+        raise AssertionError("a process was started: %r" % (a[:1],))
+    monkeypatch.setattr(subprocess, "run", refuse)
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+
+
+def golden(**options):
+    """mha's own steps by the program (the subprocess path), for theirs"""
+    return mha.forward(X, steps=("softmax", "output"), **options)
+
+
+def test_backend_is_the_library():
+    assert mha.backend() == "library"
+    assert mha._lib.loaded().endswith("libmhe.so") or ".so" in mha._lib.loaded()
+
+
+def test_compare_in_process_agrees_as_the_program(monkeypatch):
+    r = golden(heads=2, causal=True)
+    theirs = {"attn_weights": r["heads.softmax"], "output": r.output}
+    # the program's report of the same, the library set aside
+    with monkeypatch.context() as m:
+        m.setattr(mha._lib, "_lib", None)
+        assert mha.backend() == "program"
+        by_program = mha.compare(theirs, x=X, heads=2, causal=True)
+        program_words = str(by_program)
+    assert mha.backend() == "library"
+
+    def refuse(*a, **k):
+        raise AssertionError("a process was started")
+    monkeypatch.setattr(subprocess, "run", refuse)
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    in_process = mha.compare(theirs, x=X, heads=2, causal=True)
+    assert in_process.agree and by_program.agree
+    assert in_process.steps == by_program.steps
+    # the report's words: the same lines but the first (what was compared)
+    assert str(in_process).split("\n")[1:] == program_words.split("\n")[1:]
+
+
+def test_a_wrong_step_named(no_process):
+    theirs = np.full((2, 3, 3), 1.0 / 3)
+    report = mha.compare({"attn_weights": theirs}, x=X, heads=2, causal=True)
+    assert not report.agree
+    assert report.first_difference == "softmax"
+    with pytest.raises(AssertionError, match="first difference: softmax"):
+        mha.testing.assert_attention_close({"attn_weights": theirs}, x=X, heads=2, causal=True)
+
+
+def test_scale_mistake_diagnosed(no_process):
+    # softmax of QK^T/sqrt(d_model) with Q = K = X, computed here in NumPy
+    s = X @ X.T / np.sqrt(4.0)
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    report = mha.compare({"attn_weights": p[None]}, x=X, heads=1, scale="dk")
+    assert report.agree  # one head: d_k is d_model
+    report = mha.compare({"attn_weights": np.stack([p, p])}, x=X, heads=2)
+    assert not report.agree
+
+
+def _torch():
+    try:
+        import torch as t
+    except ImportError:
+        pytest.skip("python3-torch is not installed")
+    return t
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_tensors_widened_exactly(no_process, dtype):
+    t = _torch()
+    x16 = t.tensor(X, dtype=getattr(t, dtype))
+    wide = x16.to(t.float64).numpy()  # exactly its values
+    # theirs: softmax of the widened values, in float64, by NumPy
+    s = wide @ wide.T / np.sqrt(4.0)
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    mha.testing.assert_attention_close({"attn_weights": p[None]}, x=x16, rtol=1e-12, atol=1e-14)
+    # and their bfloat16 numbers as theirs: compared as given (widened)
+    report = mha.compare({"attn_weights": t.tensor(p[None], dtype=getattr(t, dtype))}, x=x16)
+    assert report.steps[0]["shape"] == [1, 3, 3]
+
+
+def test_notes_are_warnings(no_process):
+    # W_K and W_V without W_Q: W_Q is the identity, said in a note
+    w = {"W_K": np.eye(4), "W_V": np.eye(4)}
+    with pytest.warns(mha.MhaWarning, match="identity"):
+        report = mha.compare({"output": np.zeros((3, 4))}, x=X, weights=w)
+    assert not report.agree
+
+
+def test_errors_name_the_keyword(no_process):
+    with pytest.raises(mha.MhaError, match=r"heads.*\(keyword heads=\)"):
+        mha.compare({"output": np.zeros((3, 4))}, x=X, heads=0)
+    with pytest.raises(TypeError, match="did you mean 'heads'"):
+        mha.compare({"output": np.zeros((3, 4))}, x=X, hedas=2)
+    with pytest.raises(mha.MhaError, match=r"<x>: X: value 1 is nan"):
+        bad = X.copy()
+        bad[0, 1] = np.nan
+        mha.compare({"output": np.zeros((3, 4))}, x=bad)
