@@ -126,7 +126,8 @@ MHE_API void mhe_run_free(mhe_run *r);
  *   settings: heads, kv-heads, scale, causal, window, sinks, alibi, rope,
  *             rope-theta, rope-dim, rope-scaling, softcap, norm, norm-eps,
  *             norm-over, biases, qk-rope-head-dim, mla-eps, absorb
- *   the run:  threads, max-memory, dtype (f64), exact
+ *   the run:  threads, max-memory, dtype (f64), exact, print (the steps a
+ *             forward keeps as results, mhe_run_results)
  * MHE_OK; MHE_USAGE for a name it does not take (said, with the nearest
  * name) or a value it refuses.  Files are read by mhe_run_forward, not here.
  */
@@ -157,6 +158,27 @@ MHE_API int mhe_run_set_array(mhe_run *r, const char *name, const mhe_array *a);
  * every check of the program's) and compute every step, float64, the plain
  * path.  MHE_OK, MHE_DATA or MHE_USAGE (said). */
 MHE_API int mhe_run_forward(mhe_run *r);
+
+/*
+ * The results of the last forward when the setting "print" named the steps
+ * (1.1.0; mhe_run_set(r, "print", "softmax,output"), as mha forward --print
+ * takes them, "all" too): each as 'mha forward -o run.npz' names its
+ * members, "X", "Q", "output", "heads.softmax" (a per-head step, the heads
+ * stacked: heads x rows x cols), a batch's with the sequences ahead, in the
+ * order of the computation; the same numbers as mha forward's (its fast
+ * path when only the output is asked for).  mhe_run_result: result i (from
+ * 0, below mhe_run_results()), owned by the run as mhe_run_step's are;
+ * MHE_USAGE past the last.  mhe_run_meta: the run's "meta" object as the
+ * JSON output writes it, a new string (mhe_free), or NULL (said).
+ */
+typedef struct mhe_tensor {
+	const double *v;
+	size_t rank;
+	size_t dim[4];
+} mhe_tensor;
+MHE_API size_t mhe_run_results(const mhe_run *r);
+MHE_API int mhe_run_result(const mhe_run *r, size_t i, const char **name, mhe_tensor *t);
+MHE_API char *mhe_run_meta(const mhe_run *r);
 
 /*
  * A step of the last forward, by the name mha forward --print takes ("q",

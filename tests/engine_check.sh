@@ -51,6 +51,31 @@ PY
 	else bad "forward $step"; fi
 done
 
+# 1b. results by name, as 'mha forward -o run.npz' names its members: the
+# same names, shapes and numbers (their sums), and the meta
+for print in output softmax,output all; do
+	"$CLIENT" results "$CK" 1 "$X" "$print" > "$T/res.out" 2>&1 || { bad "results $print: $(cat "$T/res.out")"; continue; }
+	"$MHA" forward -w "$CK" --layer 1 -x "$X" --print "$print" -f npz -o "$T/res.npz"
+	if "$PY" - "$T/res.out" "$T/res.npz" <<'PY'
+import json, sys
+import numpy as np
+text = open(sys.argv[1]).read()
+lines, meta_text = text.split("meta: ", 1)[0].split("\n"), text.split("meta: ", 1)[1]
+z = np.load(sys.argv[2])
+mine = [l.split() for l in lines if l]
+theirs = [k for k in z.files if k not in ("meta", "tokens", "kv_tokens")]
+assert [m[0] for m in mine] == theirs, ([m[0] for m in mine], theirs)
+for m in mine:
+    a = z[m[0]]
+    assert tuple(int(v) for v in m[1:-1]) == a.shape, (m, a.shape)
+    assert float(m[-1]) == float(np.sum(a.ravel())) or abs(float(m[-1]) - a.sum()) <= 1e-12 * max(1, abs(a).sum()), m
+meta = json.loads(meta_text)
+assert meta == json.loads(str(z["meta"])), "meta differs"
+PY
+	then ok "results print=$print: the program's names, shapes, numbers and meta"
+	else bad "results print=$print"; fi
+done
+
 # 2. a comparison: the program's own steps agree; a scale by sqrt(d_model) is named
 "$MHA" forward -w "$CK" --layer 1 -x "$X" --print all -f json --precision 17 -o "$T/ours.json" &&
 "$MHA" forward -w "$CK" --layer 1 -x "$X" --scale dmodel --print all -f json --precision 17 \

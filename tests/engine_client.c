@@ -14,6 +14,9 @@
  *                                    their array NAME in memory (RAW's float64
  *                                    bytes, P x ROWS x COLS) compared: the verdict
  *                                    and the report, as text and as JSON
+ *   engine_client results CHECKPOINT LAYER X PRINT   the forward's results with
+ *                                    print=PRINT: each name and shape, a line,
+ *                                    then the meta's JSON
  *   engine_client set NAME VALUE                     the setting taken, or its message
  *   engine_client set-array NAME                     a 1 x 2 array for input NAME
  *
@@ -164,6 +167,36 @@ int main(int argc, char **argv)
 			printf("%s----\n%s", text ? text : "(no report)\n", json ? json : "(no json)\n");
 			mhe_free(text);
 			mhe_free(json);
+		}
+	} else if (argc == 6 && !strcmp(argv[1], "results")) {
+		rc = open_layer(r, argv[2], argv[3], argv[4]);
+		if (!rc)
+			rc = mhe_run_set(r, "print", argv[5]);
+		if (!rc)
+			rc = mhe_run_forward(r);
+		for (size_t i = 0; !rc && i < mhe_run_results(r); i++) {
+			const char *name;
+			mhe_tensor t;
+			double sum = 0;
+			size_t n = 1;
+
+			rc = mhe_run_result(r, i, &name, &t);
+			for (size_t d = 0; !rc && d < t.rank; d++)
+				n *= t.dim[d];
+			for (size_t k = 0; !rc && k < n; k++)
+				sum += t.v[k];
+			if (!rc) {
+				printf("%s", name);
+				for (size_t d = 0; d < t.rank; d++)
+					printf(" %zu", t.dim[d]);
+				printf(" %.17g\n", sum);
+			}
+		}
+		if (!rc) {
+			char *meta = mhe_run_meta(r);
+
+			printf("meta: %s\n", meta ? meta : "(none)");
+			mhe_free(meta);
 		}
 	} else if (argc == 3 && !strcmp(argv[1], "set-array")) {
 		/* a 1 x 2 array for the input called NAME */

@@ -13,6 +13,7 @@
 #include "cmd/attention.h"
 #include "cmd/forward.h"
 #include "load/problem.h"
+#include "run/forward.h"
 #include "run/run.h"
 #include "run/steps.h"
 #include "write/emit.h"
@@ -222,129 +223,46 @@ int forward_may_write(const struct attn_options *o, const char *name)
 
 int forward_run(struct attn_options *o, struct problem *pb)
 {
-	struct step_results *res = NULL;
-	struct steps_batch keep;
-	struct step_facts f, *fs = NULL;
-	mha_config *cfgs = NULL;
-	mha_observer obs = MHA_INIT(mha_observer);
-	mha_report rep = MHA_INIT(mha_report);
-	matrix out = { 0 }, *x = NULL, *outs = NULL;
-	struct step_items *lists = NULL, *printed = NULL;
-	size_t B = 0;
-	unsigned p;
+	struct forward_run fr;
+	const struct forward_ask ask = { .hint = o->cmd->name, .print = o->print,
+					 .print_all = o->print_all, .every = o->every_step,
+					 .f32 = o->f32, .cell = o->cell_print || o->cell_print_all,
+					 .cell_print = o->cell_print, .cell_print_all = o->cell_print_all };
 	int rc = attn_pick_sequence(o, pb);
 
 	if (rc)
 		return rc;
 	attn_fit_ranges(o, pb);
-	/* a norm comes from the options or the checkpoint's family: known now */
-	if ((o->print & (STEP_BIT(STEP_Q_NORM) | STEP_BIT(STEP_K_NORM))) && !pb->cfg.norm.kind)
-		return usage_error(o->cmd->name, "--print %s needs a q/k norm: --norm, --q-norm and "
-				   "--k-norm, or a checkpoint whose family normalises",
-				   o->print & STEP_BIT(STEP_Q_NORM) ? "q_norm" : "k_norm");
-	/* latent attention's steps, each where the run makes it (known now, too) */
-	for (int s = STEP_C_Q; s <= STEP_K_NOPE; s++)
-		if ((o->print & STEP_BIT(s)) && !o->print_all && !o->every_step &&
-		    !step_exists(&steps[s], &(struct step_facts){ .cfg = &pb->cfg }))
-			return usage_error(o->cmd->name, "--print %s needs multi-head latent attention%s",
-					   steps[s].name, !pb->cfg.mla.on ? " (--kv-b-proj and the rest)"
-					   : steps[s].when == WHEN_MLA_Q ? " with --q-a-proj"
-					   : steps[s].when == WHEN_MLA_ROPE ? " with --rope"
-					   : " in its expanded form (not --absorb)");
-	if ((o->print & (STEP_BIT(STEP_Q_ROT) | STEP_BIT(STEP_K_ROT))) && !o->print_all &&
-	    !o->every_step && pb->cfg.mla.on)
-		return usage_error(o->cmd->name, "--print %s: multi-head latent attention turns only "
-				   "part of each head: print q_pe_rot and k_pe_rot",
-				   o->print & STEP_BIT(STEP_Q_ROT) ? "q_rot" : "k_rot");
+	rc = forward_steps(&fr, pb, &ask);
+	if (rc)
+		goto done;
 	rc = EXIT_DATA;
-	/* the steps to print, and what the observer keeps for them: each sequence's */
-	B = problem_sequences(pb);
-	res = calloc(B, sizeof(*res));
-	lists = calloc(B, sizeof(*lists));
-	x = calloc(B, sizeof(*x));
-	outs = calloc(B, sizeof(*outs));
-	fs = calloc(B, sizeof(*fs));
-	cfgs = calloc(B, sizeof(*cfgs));
-	printed = o->cell_print || o->cell_print_all ? calloc(B, sizeof(*printed)) : NULL;
-	if (!res || !lists || !x || !outs || !fs || !cfgs ||
-	    (!printed && (o->cell_print || o->cell_print_all))) {
-		error("out of memory");
-		goto done;
-	}
-	problem_facts(pb, 0, &f);
-	p = o->every_step ? steps_every(&f) : steps_print_set(o->print, o->print_all, &f);
-	for (size_t b = 0; b < B; b++) {
-		res[b].heads = pb->d.heads;
-		res[b].mask_per_head = pb->cfg.mask.per_head || pb->cfg.alibi.on; /* ALiBi: a mask per head */
-	}
-	keep = (struct steps_batch){ .res = res };
-	obs = (mha_observer){ .size = sizeof(mha_observer), .fn = steps_batch_keep, .ctx = &keep,
-			      .sequence = steps_batch_sequence, .stages = steps_stages(p, pb->d.heads) };
-	if (problem_check_memory(pb, obs.stages, o->f32) ||
-	    problem_forward(&out, pb, &obs, o->f32, &rep))
-		goto done;
-	f.scale = rep.scale;
-	for (size_t b = 0; b < B; b++) {
-		/* a batch: sequence b's plane of X and of the output, titled with
-		 * its own key length */
-		x[b] = step_plane(&pb->x, b);
-		outs[b] = step_plane(&out, b);
-		cfgs[b] = pb->cfg;
-		if (pb->cfg.kv_lens) {
-			cfgs[b].kv_len = pb->cfg.kv_lens[b];
-			cfgs[b].kv_lens = NULL;
-		}
-		fs[b] = f;
-		fs[b].cfg = &cfgs[b];
-		if (steps_stack(&res[b]) || steps_collect(&lists[b], &res[b], p, &fs[b], &x[b], &outs[b]))
-			goto done;
-		/* --cell after --print's steps: those, from every step kept */
-		if (printed && steps_collect(&printed[b], &res[b],
-					     steps_print_set(o->cell_print, o->cell_print_all, &fs[b]),
-					     &fs[b], &x[b], &outs[b]))
-			goto done;
-	}
 	{
 		/* --sequence N: that one, kept alone, printed as a run of its own */
 		const size_t batch = o->sequence ? 0 : pb->batch;
 
-		const struct run_meta meta = { .f = &f, .rep = &rep, .f32 = o->f32,
+		const struct run_meta meta = { .f = &fr.f, .rep = &fr.rep, .f32 = o->f32,
 					       .batch = o->sequence ? pb->batch_read : pb->batch,
 					       .sequence = o->sequence };
 
 		if (o->explain || o->cell_alone) {
-			const struct explain_ask ask = { .cell = o->spec.cell ? pb->cell : NULL,
-							 .cell_alone = o->cell_alone, .printed = printed,
-							 .meta = &meta };
+			const struct explain_ask ask_x = { .cell = o->spec.cell ? pb->cell : NULL,
+							   .cell_alone = o->cell_alone,
+							   .printed = fr.printed, .meta = &meta };
 
-			if (emit_explain(&o->emit, lists, batch, fs, &pb->labels, &ask))
+			if (emit_explain(&o->emit, fr.lists, batch, fr.fs, &pb->labels, &ask_x))
 				goto done;
 		} else if (o->emit.format == FORMAT_HTML) {
-			if (emit_html(&o->emit, lists, batch, fs, &pb->labels, &meta))
+			if (emit_html(&o->emit, fr.lists, batch, fr.fs, &pb->labels, &meta))
 				goto done;
 		} else {
-			if (emit_items(&o->emit, lists, batch, &pb->labels, &meta))
+			if (emit_items(&o->emit, fr.lists, batch, &pb->labels, &meta))
 				goto done;
 		}
 	}
 	rc = EXIT_OK;
 done:
-	for (size_t b = 0; b < B; b++) {
-		if (lists)
-			steps_items_free(&lists[b]);
-		if (printed)
-			steps_items_free(&printed[b]);
-		if (res)
-			steps_results_free(&res[b]);
-	}
-	free(lists);
-	free(printed);
-	free(res);
-	free(x);
-	free(outs);
-	free(fs);
-	free(cfgs);
-	matrix_free(&out);
+	forward_steps_free(&fr);
 	return rc;
 }
 

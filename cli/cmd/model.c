@@ -26,7 +26,7 @@
 #include "read/checkpoint.h"
 #include "write/archive.h"
 #include "write/emit.h"
-#include "write/meta.h"
+#include "run/meta.h"
 #include "write/write.h"
 
 #include <cjson/cJSON.h>

@@ -74,39 +74,7 @@ static int parse_kv_len(const char *hint, const char *arg, struct attn_options *
 /* --print LIST of the steps (steps.h), for a command with no print hook: 0, or -1 said */
 static int print_steps(struct attn_options *o, const char *arg)
 {
-	char *copy = strdup(arg), *save = NULL, known[200];
-	int rc = 0;
-
-	if (!copy)
-		return error("out of memory");
-	step_names(known, sizeof(known));
-	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		const int s = step_by_name(tok);
-
-		if (!strcmp(tok, "all")) {
-			o->print_all = 1;
-			continue;
-		}
-		if (s < 0 && step_closest(tok)) {
-			usage_error(o->cmd->name, "--print: unknown step '%s': did you mean '%s'?", tok,
-				    step_closest(tok));
-			rc = -1;
-			break;
-		}
-		if (s < 0) {
-			usage_error(o->cmd->name, "--print: unknown step '%s' (known: %s, all)",
-				    tok, known);
-			rc = -1;
-			break;
-		}
-		o->print |= STEP_BIT(s);
-	}
-	free(copy);
-	if (!rc && !o->print && !o->print_all) {
-		usage_error(o->cmd->name, "--print needs at least one step (%s, all)", known);
-		rc = -1;
-	}
-	return rc;
+	return steps_parse_print(o->cmd->name, arg, &o->print, &o->print_all);
 }
 
 /* "a, b or c": the words of a choice that are shown, into buf */

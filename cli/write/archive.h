@@ -8,7 +8,7 @@
 
 #include "load/problem.h"
 #include "run/steps.h"
-#include "write/meta.h"
+#include "run/meta.h"
 #include "write/write.h"
 
 /*

@@ -10,7 +10,7 @@
 #include "write/fit.h"
 #include "write/heatmap.h"
 #include "write/pool.h"
-#include "write/meta.h"
+#include "run/meta.h"
 #include "base/outfile.h"
 #include "load/problem.h"
 #include "run/steps.h"

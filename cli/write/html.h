@@ -11,7 +11,7 @@
 
 #include <stdio.h>
 
-#include "write/meta.h"
+#include "run/meta.h"
 #include "load/problem.h"
 #include "run/steps.h"
 

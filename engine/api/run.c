@@ -15,6 +15,8 @@
 #include "load/model.h"
 #include "api/settings.h"
 #include "read/memory.h"
+#include "run/forward.h"
+#include "run/meta.h"
 #include "util/budget.h"
 #include "util/msg.h"
 #include "util/opts.h"
@@ -38,6 +40,17 @@ struct mhe_run {
 	/* their arrays (mhe_run_set_theirs): each step's name and its array's */
 	const char **their_names, **their_paths;
 	size_t n_theirs;
+	/* "print": the steps a forward keeps as results (steps_parse_print) */
+	unsigned print;
+	int print_all, print_given;
+	struct forward_run fr;     /* the last forward's, with print */
+	int fr_made;
+	struct result {
+		char name[96];
+		double *v;
+		size_t rank, dim[4];
+	} *results;
+	size_t n_results;
 	/* the last comparison, for mhe_run_report */
 	struct comparison *cmp;
 	struct compare_request req;
@@ -70,6 +83,14 @@ mhe_run *mhe_run_new(void)
 
 static void forget(mhe_run *r)
 {
+	for (size_t i = 0; i < r->n_results; i++)
+		free(r->results[i].v);
+	free(r->results);
+	r->results = NULL;
+	r->n_results = 0;
+	if (r->fr_made)
+		forward_steps_free(&r->fr);
+	r->fr_made = 0;
 	if (r->cmp) {
 		comparison_free(r->cmp);
 		free(r->cmp);
@@ -126,6 +147,14 @@ static int set(mhe_run *r, const char *name, const char *value)
 		if (!v || opt_bytes(v, &r->max_memory))
 			return usage_error(NULL, "max-memory takes a size such as 512M, 4G or "
 					   "1.5GiB, or none, not '%s'", v ? v : "");
+		return MHE_OK;
+	}
+	if (!strcmp(name, "print")) {
+		r->print = 0;
+		r->print_all = 0;
+		if (!v || steps_parse_print(NULL, v, &r->print, &r->print_all))
+			return v ? MHE_USAGE : usage_error(NULL, "print takes the steps' names");
+		r->print_given = 1;
 		return MHE_OK;
 	}
 	if (!strcmp(name, "dtype")) {
@@ -259,6 +288,109 @@ static int load(mhe_run *r)
 	return rc ? rc : MHE_OK;
 }
 
+/* the forward's items as 'mha forward -o run.npz' names them: one result a
+ * step, the heads and the sequences stacked ahead (archive.c's rule) */
+static int make_results(mhe_run *r)
+{
+	const struct forward_run *fr = &r->fr;
+	const struct step_items *list = &fr->lists[0];
+	const size_t B = fr->B, batch = r->pb.batch;
+
+	r->results = calloc(list->n ? list->n : 1, sizeof(*r->results));
+	if (!r->results)
+		return error("out of memory");
+	for (size_t i = 0; i < list->n; i++) {
+		const struct step_item *it = &list->v[i];
+		struct result *res = &r->results[r->n_results];
+		size_t idx[64], H = 0, per, at = 0;
+
+		if (it->head > 1)
+			continue; /* with head 1's */
+		if (it->head == 1) {
+			for (size_t j = i; j < list->n && H < 64; j++)
+				if (list->v[j].step == it->step && list->v[j].head == H + 1)
+					idx[H++] = j;
+		} else {
+			idx[H++] = i;
+		}
+		snprintf(res->name, sizeof(res->name), "%s%s", it->head ? "heads." : "", it->key);
+		if (batch)
+			res->dim[res->rank++] = batch;
+		if (it->head)
+			res->dim[res->rank++] = H;
+		for (size_t d = 0; d < it->m->rank && res->rank < 4; d++)
+			res->dim[res->rank++] = it->m->dim[d];
+		per = matrix_size(it->m);
+		res->v = malloc((B * H * per > 0 ? B * H * per : 1) * sizeof(double));
+		if (!res->v)
+			return error("out of memory");
+		r->n_results++;
+		for (size_t b = 0; b < B; b++)
+			for (size_t h = 0; h < H; h++) {
+				const matrix *m = fr->lists[b].v[idx[h]].m;
+
+				for (size_t k = 0; k < per; k++)
+					res->v[at++] = m->v ? m->v[k] : m->f[k];
+			}
+	}
+	return 0;
+}
+
+/* the forward with the steps "print" asked for kept as results */
+static int forward_printed(mhe_run *r)
+{
+	const struct forward_ask ask = { .print = r->print, .print_all = r->print_all };
+	int rc = forward_steps(&r->fr, &r->pb, &ask);
+
+	r->fr_made = 1;
+	if (rc)
+		return rc;
+	return make_results(r) ? MHE_DATA : MHE_OK;
+}
+
+size_t mhe_run_results(const mhe_run *r)
+{
+	return r ? r->n_results : 0;
+}
+
+int mhe_run_result(const mhe_run *r, size_t i, const char **name, mhe_tensor *t)
+{
+	if (!r || i >= r->n_results || !name || !t)
+		return usage_error(NULL, "mhe_run_result: no result %zu (there are %zu)", i,
+				   r ? r->n_results : 0);
+	*name = r->results[i].name;
+	t->v = r->results[i].v;
+	t->rank = r->results[i].rank;
+	memcpy(t->dim, r->results[i].dim, sizeof(t->dim));
+	return MHE_OK;
+}
+
+char *mhe_run_meta(const mhe_run *r)
+{
+	char *text = NULL;
+	size_t size = 0;
+	FILE *fp;
+
+	if (!r || !r->fr_made) {
+		usage_error(NULL, "no forward with \"print\" to describe");
+		return NULL;
+	}
+	fp = open_memstream(&text, &size);
+	if (!fp)
+		return error("out of memory"), NULL;
+	{
+		const struct run_meta meta = { .f = &r->fr.f, .rep = &r->fr.rep, .f32 = 0,
+					       .batch = r->pb.batch, .sequence = 0 };
+
+		meta_write_json(fp, &meta, 0);
+	}
+	if (fclose(fp)) {
+		free(text);
+		return error("out of memory"), NULL;
+	}
+	return text;
+}
+
 int mhe_run_forward(mhe_run *r)
 {
 	mha_report rep = MHA_INIT(mha_report);
@@ -270,6 +402,8 @@ int mhe_run_forward(mhe_run *r)
 	rc = WITH_ARRAYS(r, load(r));
 	if (rc)
 		return rc;
+	if (r->print_given)
+		return forward_printed(r);
 	if (problem_sequences(&r->pb) > 1)
 		return usage_error(NULL, "the inputs are a batch of %zu sequences: the engine's "
 				   "steps are one sequence's", r->pb.batch);

@@ -316,3 +316,41 @@ int steps_may_write(const char *name, unsigned p, size_t heads, const char *ext)
 	}
 	return 0;
 }
+
+/* --print LIST into a set of steps (STEP_BIT()s) and "all" */
+int steps_parse_print(const char *hint, const char *arg, unsigned *print, int *all)
+{
+	char *copy = strdup(arg), *save = NULL, known[200];
+	int rc = 0;
+
+	if (!copy)
+		return error("out of memory");
+	step_names(known, sizeof(known));
+	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		const int s = step_by_name(tok);
+
+		if (!strcmp(tok, "all")) {
+			*all = 1;
+			continue;
+		}
+		if (s < 0 && step_closest(tok)) {
+			usage_error(hint, "--print: unknown step '%s': did you mean '%s'?", tok,
+				    step_closest(tok));
+			rc = -1;
+			break;
+		}
+		if (s < 0) {
+			usage_error(hint, "--print: unknown step '%s' (known: %s, all)",
+				    tok, known);
+			rc = -1;
+			break;
+		}
+		*print |= STEP_BIT(s);
+	}
+	free(copy);
+	if (!rc && !*print && !*all) {
+		usage_error(hint, "--print needs at least one step (%s, all)", known);
+		rc = -1;
+	}
+	return rc;
+}

@@ -257,6 +257,10 @@ struct step_item *steps_push(struct step_items *list);
  * above (one head)".  *i moves past them.  buf is returned.
  */
 const char *steps_fold_note(char *buf, size_t size, const struct step_items *list, size_t *i);
+/* --print LIST (forward's steps by name, comma-separated, or all) added to
+ * *print (STEP_BIT()s) and *all: 0, or -1 a usage error of hint (said). */
+int steps_parse_print(const char *hint, const char *arg, unsigned *print, int *all);
+
 /* A 2-D view of plane h of a stacked (H, rows, cols) m, or m itself when 2-D. */
 matrix step_plane(const matrix *m, size_t h);
 

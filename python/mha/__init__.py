@@ -45,8 +45,9 @@ def backend() -> str:
     this process: no program started, no file for an array) or "program"
     (the mha executable, when the library cannot be loaded: _lib.why_not()
     says why).  Calls the engine does not take in process yet (forward,
-    backward and load_layer today; compare with a path of theirs, digits=,
-    sequence=, dtype=) run the program either way."""
+    load_layer today; forward with dtype="f32" or the options that shape what
+    it prints; compare with a path of theirs, digits=, sequence=, dtype=)
+    run the program either way."""
     return "library" if _lib.loaded() else "program"
 
 
@@ -96,6 +97,14 @@ def forward(x: Optional[Input] = None, weights: Optional[Weights] = None, *,
     r.heads[h].softmax, r["heads.softmax"], r.meta.
     """
     _no_print("forward", options)
+    if _lib.loaded():
+        try:
+            arrays, meta = _lib.forward(MhaError, _steps(steps), x=x, weights=weights, heads=heads,
+                                        kv_heads=kv_heads, causal=causal, mask=mask, dtype=dtype,
+                                        **options)
+            return Result(arrays, meta)
+        except _lib.Unsupported:
+            pass
     options = dict(x=x, weights=weights, heads=heads, kv_heads=kv_heads, causal=causal, mask=mask,
                    dtype=dtype, print=_steps(steps), **options)
     return _run_to_npz("forward", "forward", options)

@@ -55,6 +55,11 @@ class _Matrix(ctypes.Structure):
                 ("rows", ctypes.c_size_t), ("cols", ctypes.c_size_t)]
 
 
+class _Tensor(ctypes.Structure):
+    _fields_ = [("v", ctypes.POINTER(ctypes.c_double)), ("rank", ctypes.c_size_t),
+                ("dim", ctypes.c_size_t * 4)]
+
+
 class _Verdict(ctypes.Structure):
     _fields_ = [("agree", ctypes.c_int), ("steps_compared", ctypes.c_int),
                 ("first_step", ctypes.c_char * 32), ("mistake", ctypes.c_char * 64),
@@ -114,6 +119,12 @@ def _load():
         lib.mhe_run_report.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.mhe_run_report.restype = ctypes.c_void_p
         lib.mhe_free.argtypes = [ctypes.c_void_p]
+        lib.mhe_run_results.argtypes = [ctypes.c_void_p]
+        lib.mhe_run_results.restype = ctypes.c_size_t
+        lib.mhe_run_result.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                       ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(_Tensor)]
+        lib.mhe_run_meta.argtypes = [ctypes.c_void_p]
+        lib.mhe_run_meta.restype = ctypes.c_void_p
         lib.mhe_set_message_handler.argtypes = [_HANDLER, ctypes.c_void_p]
         return lib, path
     return None, "; ".join(why)
@@ -160,9 +171,13 @@ def _raise_said(error_type):
                           stacklevel=4)
     if error is not None:
         text, key = error
-        if text.startswith("unknown setting "):
+        if text.startswith("unknown setting '"):
             # a keyword that is no setting: Python's own error for that
-            raise TypeError("mha: unexpected keyword: " + text.replace("-", "_"))
+            name = text[len("unknown setting '"):].split("'", 1)[0]
+            near = text.split("did you mean '", 1)[1].split("'", 1)[0] if "did you mean" in text else None
+            raise TypeError("got an unexpected keyword argument %r: mha has no option --%s%s"
+                            % (name.replace("-", "_"), name,
+                               "; did you mean %s=?" % near.replace("-", "_") if near else ""))
         if key:
             text = "%s (keyword %s=)" % (text, key.replace("-", "_"))
         raise error_type("mha: " + text)
@@ -204,8 +219,9 @@ class Run:
         self.keep.append(a[1])
         return a[0]
 
-    def set_array(self, name, value):
-        self._check(_lib.mhe_run_set_array(self.r, name.encode(), ctypes.byref(self._array(value, name))))
+    def set_array(self, name, value, label=None):
+        a = self._array(value, label or name.replace("-", "_"))
+        self._check(_lib.mhe_run_set_array(self.r, name.encode(), ctypes.byref(a)))
 
     def set_theirs(self, name, value):
         self._check(_lib.mhe_run_set_theirs(self.r, str(name).encode(),
@@ -216,6 +232,26 @@ class Run:
         self._check(_lib.mhe_run_compare(self.r, None, -1.0 if rtol is None else float(rtol),
                                          -1.0 if atol is None else float(atol), ctypes.byref(v)))
         return v
+
+    def forward(self):
+        """the results: {name: a NumPy array of its own}, and the meta"""
+        self._check(_lib.mhe_run_forward(self.r))
+        out = {}
+        for i in range(_lib.mhe_run_results(self.r)):
+            name, t = ctypes.c_char_p(), _Tensor()
+            self._check(_lib.mhe_run_result(self.r, i, ctypes.byref(name), ctypes.byref(t)))
+            shape = tuple(t.dim[:t.rank])
+            n = int(np.prod(shape)) if shape else 1
+            out[name.value.decode()] = np.ctypeslib.as_array(t.v, shape=(n,)).reshape(shape).copy()
+        p = _lib.mhe_run_meta(self.r)
+        if not p:
+            _raise_said(self.error_type)
+            raise self.error_type("mha: no meta")
+        try:
+            meta = json.loads(ctypes.string_at(p).decode("utf-8", "replace"))
+        finally:
+            _lib.mhe_free(p)
+        return out, meta
 
     def report(self, as_json):
         p = _lib.mhe_run_report(self.r, 1 if as_json else 0)
@@ -267,7 +303,9 @@ _INPUTS = {"x", "kv", "xk", "xv", "q", "k", "kt", "v", "mask", "positions", "rop
            "kv_a_layernorm", "kv_b_proj"}
 _WEIGHT_NAMES = {"W_Q": "wq", "W_K": "wk", "W_V": "wv", "W_O": "wo", "b_Q": "bq", "b_K": "bk",
                  "b_V": "bv", "b_O": "bo"}
-_NOT_HERE = {"digits", "sequence", "dtype", "layout", "progress", "quiet", "json_nonfinite"}
+_NOT_HERE = {"digits", "sequence", "dtype", "layout", "progress", "quiet", "json_nonfinite",
+             "explain", "cell", "format", "output", "color", "range", "head", "pool", "rows",
+             "cols", "full", "force", "compress", "precision", "tokens", "kv_tokens", "kv_len"}
 
 
 def _settings(run, options):
@@ -281,7 +319,7 @@ def _settings(run, options):
             for k, w in value.items():
                 if k not in _WEIGHT_NAMES:
                     raise Unsupported("weights[%r]" % k)
-                run.set_array(_WEIGHT_NAMES[k], w)
+                run.set_array(_WEIGHT_NAMES[k], w, "weights[%r]" % k)
         elif isinstance(value, (str, os.PathLike)):
             v = os.fspath(value)
             run.set(setting, os.path.abspath(v) if name in _INPUTS | {"weights", "config"} and v != "-" else v)
@@ -293,6 +331,19 @@ def _settings(run, options):
             raise Unsupported(name)
         else:
             run.set(setting, value)
+
+
+def forward(error_type, steps, **options):
+    """forward's results (arrays, meta) from the engine, or Unsupported"""
+    if _lib is None:
+        raise Unsupported("library")
+    if options.get("dtype") not in (None, "f64", "float64"):
+        raise Unsupported("dtype")
+    options.pop("dtype", None)
+    with Run(error_type) as run:
+        _settings(run, options)
+        run.set("print", steps or "output")
+        return run.forward()
 
 
 def compare(steps, error_type, **options):

@@ -7,8 +7,8 @@
  * docs/formats.md's "The JSON output" documents every key; tests/schema_check.py
  * holds the two together.
  */
-#ifndef MHA_CLI_META_H
-#define MHA_CLI_META_H
+#ifndef MHA_ENGINE_META_H
+#define MHA_ENGINE_META_H
 
 #include <stdio.h>
 

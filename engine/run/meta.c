@@ -2,14 +2,14 @@
  * meta.c: the "meta" object of JSON output (meta.h).  It says how the
  * numbers were made, not what they are: nothing here reads a matrix.
  */
-#include "write/meta.h"
+#include "run/meta.h"
 
-#include "base/cli.h"
+#include "util/msg.h"
 #include "util/text.h"
 #include "load/latent.h"
 #include "load/rope_scaling.h"
 #include "load/weights.h"
-#include "write/write.h"
+#include "util/number.h"
 
 #include <string.h>
 
