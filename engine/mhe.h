@@ -127,7 +127,8 @@ MHE_API void mhe_run_free(mhe_run *r);
  *             rope-theta, rope-dim, rope-scaling, softcap, norm, norm-eps,
  *             norm-over, biases, qk-rope-head-dim, mla-eps, absorb
  *   the run:  threads, max-memory, dtype (f64), exact, print (the steps a
- *             forward keeps as results, mhe_run_results)
+ *             forward keeps as results, mhe_run_results), sequence (the
+ *             batch's sequence a comparison takes, from 1)
  * MHE_OK; MHE_USAGE for a name it does not take (said, with the nearest
  * name) or a value it refuses.  Files are read by mhe_run_forward, not here.
  */

@@ -21,6 +21,7 @@
 #include "util/msg.h"
 #include "util/opts.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,7 @@ struct mhe_run {
 	/* their arrays (mhe_run_set_theirs): each step's name and its array's */
 	const char **their_names, **their_paths;
 	size_t n_theirs;
+	size_t sequence;          /* "sequence": a batch's sequence compared (from 1), or 0 */
 	/* "print": the steps a forward keeps as results (steps_parse_print) */
 	unsigned print;
 	int print_all, print_given;
@@ -148,6 +150,11 @@ static int set(mhe_run *r, const char *name, const char *value)
 			return usage_error(NULL, "max-memory takes a size such as 512M, 4G or "
 					   "1.5GiB, or none, not '%s'", v ? v : "");
 		return MHE_OK;
+	}
+	if (!strcmp(name, "sequence")) {
+		/* the batch's sequence a comparison takes, as mha compare --sequence */
+		return v && !opt_count(NULL, "sequence", v, SIZE_MAX / 2, &r->sequence) ? MHE_OK
+										  : MHE_USAGE;
 	}
 	if (!strcmp(name, "print")) {
 		r->print = 0;
@@ -461,6 +468,7 @@ int mhe_run_compare(mhe_run *r, const char *against, double rtol, double atol, m
 	memset(v, 0, sizeof(*v));
 	q.rtol = rtol;
 	q.atol = atol;
+	q.sequence = r->sequence;
 	q.rtol_given = rtol >= 0;
 	q.atol_given = atol >= 0;
 	rc = WITH_ARRAYS(r, load(r));

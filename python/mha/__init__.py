@@ -7,11 +7,14 @@ from Python.
 
     mha.testing.assert_attention_close({"scaled": mine, "output": out}, x=x, weights=w, heads=2)
 
-Each function runs the mha command (mha_run's docstring says which one):
-every keyword is that command's option of the same name, '-' for '_'
-(kv_heads=2 is --kv-heads 2, causal=True is --causal), arrays and torch
-tensors go in as .npy files, a dict of arrays as an .npz archive, paths as
-they are.  help(mha.forward) ends with 'mha forward --help', the options'
+Every keyword is the mha command's option of the same name, '-' for '_'
+(kv_heads=2 is --kv-heads 2, causal=True is --causal).  forward, compare
+and testing.assert_attention_close run the mha engine in this process
+(backend() "library": arrays by pointer, float16 and bfloat16 widened
+exactly, mha's notes as MhaWarning); the rest, and everything where the
+engine cannot be loaded, run the mha command, arrays and torch tensors as
+.npy files, a dict of arrays as an .npz archive, paths as they are.
+mha.sdpa takes scaled_dot_product_attention's arguments.  help(mha.forward) ends with 'mha forward --help', the options'
 reference.  The command's refusal raises MhaError (a ValueError) with its
 message; a keyword that is no option raises TypeError before anything runs.
 """
@@ -36,8 +39,8 @@ Weights = Union[str, "os.PathLike[str]", Mapping[str, ArrayLike]]
 #: steps by --print's names: "output", ("softmax", "output"), "all"
 Steps = Union[str, Sequence[str]]
 
-__all__ = ["forward", "backward", "compare", "load_layer", "MhaError", "MhaWarning", "Result",
-           "Head", "Report", "Layer", "executable", "backend", "testing"]
+__all__ = ["forward", "backward", "compare", "load_layer", "sdpa", "MhaError", "MhaWarning",
+           "Result", "Head", "Report", "Layer", "executable", "backend", "testing"]
 
 
 def backend() -> str:
@@ -108,6 +111,56 @@ def forward(x: Optional[Input] = None, weights: Optional[Weights] = None, *,
     options = dict(x=x, weights=weights, heads=heads, kv_heads=kv_heads, causal=causal, mask=mask,
                    dtype=dtype, print=_steps(steps), **options)
     return _run_to_npz("forward", "forward", options)
+
+
+def _heads_last(t, name):
+    """[..., H, S, D] as [..., S, H*D] (torch tensors stay torch's, bfloat16 too), and (H, D)"""
+    if len(t.shape) not in (3, 4):
+        raise ValueError("sdpa(): %s is [batch, heads, seq, dim] or [heads, seq, dim], not %d-D"
+                         % (name, len(t.shape)))
+    h, s_, d = t.shape[-3:]
+    if hasattr(t, "permute"):  # torch
+        moved = t.permute(*range(len(t.shape) - 3), -2, -3, -1)
+    else:
+        moved = np.moveaxis(np.asarray(t), -3, -2)
+    return moved.reshape(*t.shape[:-3], s_, h * d), h, d
+
+
+def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional[ArrayLike] = None,
+         dropout_p: float = 0.0, is_causal: bool = False, scale: Optional[float] = None,
+         enable_gqa: bool = False) -> np.ndarray:
+    """torch.nn.functional.scaled_dot_product_attention's arguments and
+    meaning, computed by mha in float64: query [B, H, L, E], key [B, Hk, S,
+    E], value [B, Hk, S, Ev] (or without B); attn_mask a boolean mask (True:
+    may attend) or a float one added to the scores, broadcast to [B, H, L,
+    S]; is_causal the lower triangle (top-left; not with attn_mask); scale
+    the multiplier (default 1/sqrt(E)); enable_gqa lets Hk divide H.
+    Returns [B, H, L, Ev] as a float64 NumPy array.  float16 and bfloat16
+    tensors are widened exactly.  dropout_p must be 0: dropout is random.
+
+    SDPA's names as mha's: query, key, value are --q, --k, --v (the heads
+    side by side: [B, L, H*E]), attn_mask --mask, is_causal --causal,
+    scale --scale, Hk < H --kv-heads."""
+    if dropout_p:
+        raise ValueError("sdpa(): dropout_p=%r: dropout is random; mha computes the attention "
+                         "exactly (dropout_p=0)" % dropout_p)
+    if is_causal and attn_mask is not None:
+        raise ValueError("sdpa(): attn_mask and is_causal together (torch refuses them too)")
+    q, h, e = _heads_last(query, "query")
+    k, hk, ek = _heads_last(key, "key")
+    v, hv, ev = _heads_last(value, "value")
+    if ek != e or hv != hk:
+        raise ValueError("sdpa(): key is [.., %d, S, %d] and value [.., %d, S, ..]: key's last "
+                         "dimension is query's (%d), and value has key's heads" % (hk, ek, hv, e))
+    if hk != h and not enable_gqa:
+        raise ValueError("sdpa(): query has %d heads and key %d: enable_gqa=True for "
+                         "grouped-query attention" % (h, hk))
+    options = dict(heads=h, kv_heads=hk if hk != h else None, causal=bool(is_causal),
+                   scale=None if scale is None else repr(float(scale)), mask=attn_mask)
+    r = forward(None, None, q=q, k=k, v=v, steps=("output",), **options)
+    out = r.output  # [B, L, H*Ev]
+    lead = out.shape[:-1]
+    return np.moveaxis(out.reshape(*lead, h, ev), -2, -3)
 
 
 def backward(x: Optional[Input] = None, weights: Optional[Weights] = None, *,

@@ -346,14 +346,44 @@ def forward(error_type, steps, **options):
         return run.forward()
 
 
+def _batch(options):
+    """the sequences of a batch (3-D x, q or kv), or 0"""
+    for name in ("x", "q", "kv", "xk"):
+        v = options.get(name)
+        if v is not None and not isinstance(v, (str, os.PathLike)) and getattr(v, "ndim", 0) == 3:
+            return int(v.shape[0])
+    return 0
+
+
+def _one(steps, error_type, options, rtol, atol, sequence=None):
+    with Run(error_type) as run:
+        _settings(run, options)
+        if sequence:
+            run.set("sequence", sequence)
+        for name, value in steps.items():
+            run.set_theirs(name, value[sequence - 1] if sequence else value)
+        run.compare(rtol, atol)
+        return json.loads(run.report(True)), run.report(False).rstrip("\n")
+
+
 def compare(steps, error_type, **options):
-    """compare's report (data, text) from the engine, or Unsupported"""
+    """compare's report (data, text) from the engine, or Unsupported.  A
+    batch (3-D x): each sequence compared in turn, their arrays' first axis
+    the sequences, and the report the first sequence that differs (or the
+    last one's, all agreeing), naming it"""
     if _lib is None or not isinstance(steps, dict):
         raise Unsupported("steps")
     rtol, atol = options.pop("rtol", None), options.pop("atol", None)
-    with Run(error_type) as run:
-        _settings(run, options)
-        for name, value in steps.items():
-            run.set_theirs(name, value)
-        run.compare(rtol, atol)
-        return json.loads(run.report(True)), run.report(False).rstrip("\n")
+    batch = _batch(options) if "sequence" not in options else 0
+    if not batch:
+        return _one(steps, error_type, options, rtol, atol)
+    for name, value in steps.items():
+        if getattr(value, "shape", (0,))[0] != batch:
+            raise error_type("mha: %s: a batch of %d sequences gives each of theirs with the "
+                             "sequences first, not %s (keyword steps=)"
+                             % (name, batch, "x".join(map(str, getattr(value, "shape", ())))))
+    for b in range(1, batch + 1):
+        data, text = _one(steps, error_type, options, rtol, atol, b)
+        if not data["agree"]:
+            break
+    return data, text

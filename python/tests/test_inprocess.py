@@ -167,3 +167,99 @@ def test_forward_bfloat16_x(no_process):
     r = mha.forward(x16, W8, heads=2, steps=("output",))
     wide = mha.forward(x16.to(t.float64).numpy(), W8, heads=2, steps=("output",))
     assert np.array_equal(r.output, wide.output)
+
+
+def test_a_batch_with_one_sequence_wrong_named(no_process):
+    rng = np.random.default_rng(3)
+    xb = rng.normal(size=(4, 5, 8))
+    w = {k: rng.normal(size=(8, 8)) for k in ("W_Q", "W_K", "W_V")}
+    # theirs: each sequence's softmax by NumPy (2 heads, causal), sequence 3 wrong
+    def softmax_of(x):
+        q, k = x @ w["W_Q"], x @ w["W_K"]
+        out = []
+        for h in range(2):
+            s = q[:, 4 * h:4 * h + 4] @ k[:, 4 * h:4 * h + 4].T / 2.0
+            s[np.triu_indices(5, 1)] = -np.inf
+            p = np.exp(s - s.max(axis=1, keepdims=True))
+            out.append(p / p.sum(axis=1, keepdims=True))
+        return np.stack(out)
+    theirs = np.stack([softmax_of(x) for x in xb])
+    mha.testing.assert_attention_close({"attn_weights": theirs}, x=xb, weights=w, heads=2, causal=True)
+    theirs[2, 1, 3, 0] += 1e-4
+    with pytest.raises(AssertionError, match="sequence 3 of the batch"):
+        mha.testing.assert_attention_close({"attn_weights": theirs}, x=xb, weights=w, heads=2,
+                                           causal=True)
+    report = mha.compare({"attn_weights": theirs}, x=xb, weights=w, heads=2, causal=True)
+    assert not report.agree and report.data["sequence"] == 3
+    with pytest.raises(mha.MhaError, match="sequences first"):
+        mha.compare({"attn_weights": theirs[0]}, x=xb, weights=w, heads=2, causal=True)
+
+
+def sdpa_ref(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+    """torch.nn.functional.scaled_dot_product_attention's semantics transcribed in
+    NumPy (its documentation's reference code), float64"""
+    L, S = q.shape[-2], k.shape[-2]
+    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    bias = np.zeros((L, S))
+    if is_causal:
+        bias[~np.tril(np.ones((L, S), dtype=bool))] = -np.inf
+    if attn_mask is not None:
+        bias = np.where(attn_mask, 0.0, -np.inf) if attn_mask.dtype == bool else attn_mask + bias
+    if enable_gqa:
+        k = np.repeat(k, q.shape[-3] // k.shape[-3], axis=-3)
+        v = np.repeat(v, q.shape[-3] // v.shape[-3], axis=-3)
+    w = q @ np.swapaxes(k, -2, -1) * scale + bias
+    w = np.exp(w - w.max(axis=-1, keepdims=True))
+    return (w / w.sum(axis=-1, keepdims=True)) @ v
+
+
+SDPA_CASES = [
+    dict(),
+    dict(is_causal=True),
+    dict(scale=0.3),
+    dict(mask="bool"),
+    dict(mask="float"),
+    dict(gqa=True),
+    dict(gqa=True, is_causal=True, nobatch=True),
+]
+
+
+@pytest.mark.parametrize("case", range(len(SDPA_CASES)))
+def test_sdpa_as_torch_defines_it(case, no_process):
+    c = SDPA_CASES[case]
+    rng = np.random.default_rng(case)
+    hk = 2 if c.get("gqa") else 4
+    q = rng.normal(size=(2, 4, 5, 8))
+    k, v = rng.normal(size=(2, hk, 5, 8)), rng.normal(size=(2, hk, 5, 6))
+    mask = None
+    if c.get("mask") == "bool":
+        mask = rng.random((5, 5)) > 0.3
+        mask[:, 0] = True
+    elif c.get("mask") == "float":
+        mask = rng.normal(size=(2, 1, 5, 5))
+    if c.get("nobatch"):
+        q, k, v = q[0], k[0], v[0]
+    kw = dict(attn_mask=mask, is_causal=c.get("is_causal", False), scale=c.get("scale"),
+              enable_gqa=bool(c.get("gqa")))
+    got, want = mha.sdpa(q, k, v, **kw), sdpa_ref(q, k, v, **kw)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+def test_sdpa_refusals():
+    q = np.zeros((1, 4, 3, 8))
+    with pytest.raises(ValueError, match="enable_gqa"):
+        mha.sdpa(q, np.zeros((1, 2, 3, 8)), np.zeros((1, 2, 3, 8)))
+    with pytest.raises(ValueError, match="dropout"):
+        mha.sdpa(q, q, q, dropout_p=0.1)
+    with pytest.raises(ValueError, match="together"):
+        mha.sdpa(q, q, q, attn_mask=np.ones((3, 3), dtype=bool), is_causal=True)
+
+
+def test_sdpa_bfloat16(no_process):
+    t = _torch()
+    g = t.Generator().manual_seed(1)
+    q, k, v = (t.randn(2, 4, 5, 8, generator=g).to(t.bfloat16) for _ in range(3))
+    got = mha.sdpa(q, k, v, is_causal=True)
+    want = sdpa_ref(*(x.to(t.float64).numpy() for x in (q, k, v)), is_causal=True)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
