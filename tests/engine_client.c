@@ -43,6 +43,15 @@ static void on_message(void *ctx, const mhe_message *m)
 	printf("text: %s\n", m->text);
 }
 
+/* a step: its shape, then its rows, every number exact */
+static void print_step(const mhe_matrix *m)
+{
+	printf("shape: %zu %zu %zu\n", m->planes, m->rows, m->cols);
+	for (size_t i = 0; i < m->planes * m->rows; i++)
+		for (size_t j = 0; j < m->cols; j++)
+			printf("%.17g%c", m->v[i * m->cols + j], j + 1 < m->cols ? ' ' : '\n');
+}
+
 /* a checkpoint's layer on X, as mha forward -w CHECKPOINT --layer LAYER -x X */
 static int open_layer(mhe_run *r, const char *checkpoint, const char *layer, const char *x)
 {
@@ -77,12 +86,8 @@ int main(int argc, char **argv)
 			rc = mhe_run_forward(r);
 		if (!rc)
 			rc = mhe_run_step(r, argv[5], &m);
-		if (!rc) {
-			printf("shape: %zu %zu %zu\n", m.planes, m.rows, m.cols);
-			for (size_t i = 0; i < m.planes * m.rows; i++)
-				for (size_t j = 0; j < m.cols; j++)
-					printf("%.17g%c", m.v[i * m.cols + j], j + 1 < m.cols ? ' ' : '\n');
-		}
+		if (!rc)
+			print_step(&m);
 	} else if (argc == 6 && !strcmp(argv[1], "compare")) {
 		mhe_verdict v;
 
@@ -130,12 +135,8 @@ int main(int argc, char **argv)
 			rc = mhe_run_forward(r);
 		if (!rc)
 			rc = mhe_run_step(r, argv[8], &m);
-		if (!rc) {
-			printf("shape: %zu %zu %zu\n", m.planes, m.rows, m.cols);
-			for (size_t i = 0; i < m.planes * m.rows; i++)
-				for (size_t j = 0; j < m.cols; j++)
-					printf("%.17g%c", m.v[i * m.cols + j], j + 1 < m.cols ? ' ' : '\n');
-		}
+		if (!rc)
+			print_step(&m);
 	} else if (argc == 10 && !strcmp(argv[1], "theirs")) {
 		static double values[1 << 17];
 		mhe_array a = { values, MHE_F64, 3, { strtoul(argv[7], NULL, 10),
