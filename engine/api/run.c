@@ -1,9 +1,11 @@
 /*
  * run.c: the engine's public entry points (mhe.h): a run's settings by
- * name (load/settings.c's parser, the program's own), its problem loaded
- * and resolved (load/), every step computed (compare/sets.c's set, the
- * library's plain path), a step looked up by any name compare reads it by
- * (compare/aliases.c), and a comparison (compare/compare.c).
+ * name (settings.c's parser, the program's own) and its arrays in memory
+ * (read/memory.c), its problem loaded and resolved (load/), every step
+ * computed (compare/sets.c's set, the library's plain path) and looked up
+ * by any name compare reads it by (compare/aliases.c), or the steps
+ * "print" names kept as results named as the program's .npz names them
+ * (run/forward.c), a comparison (compare/compare.c) and its report.
  */
 #include "mhe.h"
 
