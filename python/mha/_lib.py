@@ -175,7 +175,8 @@ def _raise_said(error_type):
             # a keyword that is no setting: Python's own error for that
             name = text[len("unknown setting '"):].split("'", 1)[0]
             near = text.split("did you mean '", 1)[1].split("'", 1)[0] if "did you mean" in text else None
-            raise TypeError("got an unexpected keyword argument %r: mha has no option --%s%s"
+            # the engine made name safe to show already: quoted, not repr'd again
+            raise TypeError("got an unexpected keyword argument '%s': mha has no option --%s%s"
                             % (name.replace("-", "_"), name,
                                "; did you mean %s=?" % near.replace("-", "_") if near else ""))
         if key:
