@@ -339,7 +339,8 @@ bench: deps
 	$(MAKE) bench-npz BENCH_NPZ_ARGS="--append $(BENCH_OUT)"
 	$(PYTHON) bench/bench_progress.py --append $(BENCH_OUT) $(filter --quick,$(BENCH_ARGS)) ./mha
 	$(PYTHON) bench/bench_python.py --append $(BENCH_OUT) $(filter --quick,$(BENCH_ARGS)) ./mha
-	$(PYTHON) bench/bench_python_call.py --append $(BENCH_OUT) $(filter --quick,$(BENCH_ARGS)) ./mha
+	$(PYTHON) bench/bench_python_call.py --append $(BENCH_OUT) $(filter --quick,$(BENCH_ARGS)) \
+		bench/bench_mha ./mha
 
 # reading a .npz of one 8 MiB deflated member, this build against $(BENCH_NPZ_BASE)'s
 # (the last with its own inflate), built from git in build/bench-npz-base/: a few

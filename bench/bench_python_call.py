@@ -1,13 +1,22 @@
 #!/usr/bin/env python3
-"""bench_python_call.py [--quick] [--append FILE] MHA: one small call from Python.
+"""bench_python_call.py [--quick] [--append FILE] BENCH_MHA MHA: calls from Python in process.
 
-Issue 53 wants one call at n=8 at most 100 us (median), in process.  It
+Issue 53 wants one call at n=8 at most 100 us (median), in process, and
+one at n=2048 within 5% of the library's own time.  First it
 times mha.testing.assert_attention_close({"output": ...}, x, weights,
 heads=2) at n=8, d_model 16, with the package's two ways one after the
 other, each warmed up first (a program started between two calls would
 cool the caches the next one finds): in process (the engine, libmhe, by ctypes: backend() "library") and
 by the program (the subprocess path, as before), and prints the medians
-and their ratio.  Then mha.compare of the same.  --quick: fewer calls.
+and their ratio.  Then mha.compare of the same.
+
+Then mha.forward(x, weights, heads=8, causal=...) of n=2048 tokens,
+d_model 512, in process, beside libmha's own forward of the same shapes
+(bench_mha: inside a process of its own, float64, as many threads), in
+turns: ROUNDS rounds, each running bench_mha once (the median of its 5
+calls) and then 5 calls of mha.forward (their median); the figures are
+the medians of the rounds and of their ratios.  --quick: fewer calls and
+rounds, the non-causal case alone.
 """
 import os
 import statistics
@@ -23,9 +32,10 @@ def main():
     args, append = tee.take_append(sys.argv[1:])
     quick = "--quick" in args
     args = [a for a in args if a != "--quick"]
-    if len(args) != 1:
+    if len(args) != 2:
         sys.exit(__doc__)
-    os.environ["MHA_EXECUTABLE"] = os.path.abspath(args[0])
+    bench_mha = os.path.abspath(args[0])
+    os.environ["MHA_EXECUTABLE"] = os.path.abspath(args[1])
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
     import mha
     import mha.testing
@@ -59,8 +69,45 @@ def main():
         print("| %s | %.0f | %.0f | %.0fx |" % (name, a, b, b / a))
     print("\n(medians: %d calls in process, %d by the program; in process: %s)"
           % (rounds, max(rounds // 5, 10), mha._lib.loaded()))
+    large(mha, bench_mha, quick)
     tee.finish(append, "One small call from Python, in process and by the program "
                "(bench_python_call.py, the same session)")
+
+
+def large(mha, bench_mha, quick):
+    """n=2048 in process beside the library's own time"""
+    from bench_process import in_process, D, H
+    n, calls = 2048, 5
+    rng = np.random.default_rng(0)
+    x = rng.random((n, D)) * 2 - 1
+    w = {k: (rng.random((D, D)) * 2 - 1) / 16 for k in ("W_Q", "W_K", "W_V", "W_O")}
+    w.update({k: (rng.random(D) * 2 - 1) / 10 for k in ("b_Q", "b_K", "b_V", "b_O")})
+    print("\n| n=2048, d_model 512, 8 heads, float64 | library (s) | mha.forward in process (s) "
+          "| in process / library | within 5% |")
+    print("| --- | ---: | ---: | ---: | --- |")
+    for causal in ((False,) if quick else (False, True)):
+        def python():
+            times = []
+            for _ in range(calls):
+                t0 = time.perf_counter()
+                mha.forward(x, w, heads=H, causal=causal)
+                times.append(time.perf_counter() - t0)
+            return statistics.median(times)
+        python()
+        in_process(bench_mha, n, causal, "f64")  # warm-ups
+        rounds = []
+        for _ in range(3 if quick else 9):
+            lib = in_process(bench_mha, n, causal, "f64")[0]
+            rounds.append((lib, python()))
+        lib = statistics.median(r[0] for r in rounds)
+        py = statistics.median(r[1] for r in rounds)
+        ratio = statistics.median(r[1] / r[0] for r in rounds)
+        print("| %s | %.4f | %.4f | %.3f | %s |" % ("causal" if causal else "not causal", lib, py,
+                                                    ratio, "yes" if ratio <= 1.05 else "no"))
+        sys.stdout.flush()
+    print("\n(%d rounds in turns: bench_mha's median of 5 calls, then mha.forward's of %d; "
+          "%d processors; the medians of the rounds and of their ratios)"
+          % (3 if quick else 9, calls, os.cpu_count() or 1))
 
 
 if __name__ == "__main__":

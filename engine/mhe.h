@@ -169,7 +169,9 @@ MHE_API int mhe_run_forward(mhe_run *r);
  * order of the computation; the same numbers as mha forward's (its fast
  * path when only the output is asked for).  mhe_run_result: result i (from
  * 0, below mhe_run_results()), owned by the run as mhe_run_step's are;
- * MHE_USAGE past the last.  mhe_run_meta: the run's "meta" object as the
+ * MHE_USAGE past the last.  After such a forward the run holds its results
+ * and their meta and nothing else (the problem let go: the arrays it read
+ * may go), and float64 arrays in memory are read where they lie, no copy.  mhe_run_meta: the run's "meta" object as the
  * JSON output writes it, a new string (mhe_free), or NULL (said).
  */
 typedef struct mhe_tensor {

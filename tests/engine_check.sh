@@ -164,6 +164,15 @@ sys.exit(0 if got == want else 1)' "$T/arr.$ty" "$T/arr.$ty.json"; then
 			bad "array $ty: numbers differ"
 		fi
 	done
+	# results with print: the run's own, the array gone (overwritten) after
+	# the forward; the same sums as from the file
+	for print in output softmax,output; do
+		"$CLIENT" array "$CK" 1 "$T/x.f64" f64 4 8 "print=$print" > "$T/arr.res" 2>&1 &&
+			"$CLIENT" results "$CK" 1 "$T/x.f64.npy" "$print" > "$T/file.res" 2>&1 &&
+			[ "$(grep -v '^meta: ' "$T/arr.res")" = "$(grep -v '^meta: ' "$T/file.res")" ] &&
+			ok "array f64, print=$print: the results outlive the array" ||
+			bad "array f64 print=$print: $(cat "$T/arr.res")"
+	done
 	check_words "array with a nan" array "$CK" 1 "$T/x.nan" f64 4 8 output
 	grep -q "<x>: X: value 10 is nan" "$T/c.out" && ok "array with a nan: the value named" ||
 		bad "array nan: $(cat "$T/c.out")"

@@ -9,7 +9,9 @@
  *   engine_client run CHECKPOINT LAYER X             the layer run, its messages alone
  *   engine_client array CHECKPOINT LAYER RAW TYPE ROWS COLS STEP
  *                                    X from memory: RAW's bytes, of TYPE f64, f32,
- *                                    f16, bf16 or bool, a ROWS x COLS array
+ *                                    f16, bf16 or bool, a ROWS x COLS array; STEP
+ *                                    print=PRINT: the results, as "results", the
+ *                                    array overwritten before they are read
  *   engine_client theirs CHECKPOINT LAYER X NAME RAW P ROWS COLS
  *                                    their array NAME in memory (RAW's float64
  *                                    bytes, P x ROWS x COLS) compared: the verdict
@@ -44,6 +46,38 @@ static void on_message(void *ctx, const mhe_message *m)
 }
 
 /* a step: its shape, then its rows, every number exact */
+/* each result's name, shape and sum, a line each, and the meta */
+static int print_results(mhe_run *r)
+{
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < mhe_run_results(r); i++) {
+		const char *name;
+		mhe_tensor t;
+		double sum = 0;
+		size_t n = 1;
+
+		rc = mhe_run_result(r, i, &name, &t);
+		for (size_t d = 0; !rc && d < t.rank; d++)
+			n *= t.dim[d];
+		for (size_t k = 0; !rc && k < n; k++)
+			sum += t.v[k];
+		if (!rc) {
+			printf("%s", name);
+			for (size_t d = 0; d < t.rank; d++)
+				printf(" %zu", t.dim[d]);
+			printf(" %.17g\n", sum);
+		}
+	}
+	if (!rc) {
+		char *meta = mhe_run_meta(r);
+
+		printf("meta: %s\n", meta ? meta : "(none)");
+		mhe_free(meta);
+	}
+	return rc;
+}
+
 static void print_step(const mhe_matrix *m)
 {
 	printf("shape: %zu %zu %zu\n", m->planes, m->rows, m->cols);
@@ -131,12 +165,22 @@ int main(int argc, char **argv)
 			rc = mhe_run_set(r, "layer", argv[3]);
 		if (!rc)
 			rc = mhe_run_set_array(r, "x", &a);
-		if (!rc)
-			rc = mhe_run_forward(r);
-		if (!rc)
-			rc = mhe_run_step(r, argv[8], &m);
-		if (!rc)
-			print_step(&m);
+		if (!rc && !strncmp(argv[8], "print=", 6)) {
+			/* the results outlive the array: it is overwritten after */
+			rc = mhe_run_set(r, "print", argv[8] + 6);
+			if (!rc)
+				rc = mhe_run_forward(r);
+			memset(bytes, 0xff, sizeof(bytes));
+			if (!rc)
+				rc = print_results(r);
+		} else {
+			if (!rc)
+				rc = mhe_run_forward(r);
+			if (!rc)
+				rc = mhe_run_step(r, argv[8], &m);
+			if (!rc)
+				print_step(&m);
+		}
 	} else if (argc == 10 && !strcmp(argv[1], "theirs")) {
 		static double values[1 << 17];
 		mhe_array a = { values, MHE_F64, 3, { strtoul(argv[7], NULL, 10),
@@ -175,30 +219,8 @@ int main(int argc, char **argv)
 			rc = mhe_run_set(r, "print", argv[5]);
 		if (!rc)
 			rc = mhe_run_forward(r);
-		for (size_t i = 0; !rc && i < mhe_run_results(r); i++) {
-			const char *name;
-			mhe_tensor t;
-			double sum = 0;
-			size_t n = 1;
-
-			rc = mhe_run_result(r, i, &name, &t);
-			for (size_t d = 0; !rc && d < t.rank; d++)
-				n *= t.dim[d];
-			for (size_t k = 0; !rc && k < n; k++)
-				sum += t.v[k];
-			if (!rc) {
-				printf("%s", name);
-				for (size_t d = 0; d < t.rank; d++)
-					printf(" %zu", t.dim[d]);
-				printf(" %.17g\n", sum);
-			}
-		}
-		if (!rc) {
-			char *meta = mhe_run_meta(r);
-
-			printf("meta: %s\n", meta ? meta : "(none)");
-			mhe_free(meta);
-		}
+		if (!rc)
+			rc = print_results(r);
 	} else if (argc == 3 && !strcmp(argv[1], "set-array")) {
 		/* a 1 x 2 array for the input called NAME */
 		static const double two[2] = { 1, 2 };

@@ -47,14 +47,17 @@ struct mhe_run {
 	/* "print": the steps a forward keeps as results (steps_parse_print) */
 	unsigned print;
 	int print_all, print_given;
-	struct forward_run fr;     /* the last forward's, with print */
-	int fr_made;
+	/* the last forward's with print: its results, held alone (the problem
+	 * and the steps let go), and its meta */
 	struct result {
 		char name[96];
 		double *v;
 		size_t rank, dim[4];
+		int owned;        /* v is a copy of its own; else it lies in out */
 	} *results;
 	size_t n_results;
+	matrix out;               /* the forward's output, which results may be */
+	char *meta;               /* mhe_run_meta's text */
 	/* the last comparison, for mhe_run_report */
 	struct comparison *cmp;
 	struct compare_request req;
@@ -88,13 +91,14 @@ mhe_run *mhe_run_new(void)
 static void forget(mhe_run *r)
 {
 	for (size_t i = 0; i < r->n_results; i++)
-		free(r->results[i].v);
+		if (r->results[i].owned)
+			free(r->results[i].v);
 	free(r->results);
 	r->results = NULL;
 	r->n_results = 0;
-	if (r->fr_made)
-		forward_steps_free(&r->fr);
-	r->fr_made = 0;
+	matrix_free(&r->out);
+	free(r->meta);
+	r->meta = NULL;
 	if (r->cmp) {
 		comparison_free(r->cmp);
 		free(r->cmp);
@@ -283,12 +287,14 @@ int mhe_run_set_theirs(mhe_run *r, const char *name, const mhe_array *a)
 }
 
 /* the problem read and resolved, as the program's start-up does: config.json
- * under the settings, one memory limit from the first byte read */
-static int load(mhe_run *r)
+ * under the settings, one memory limit from the first byte read; map: its
+ * inputs may be mapped or borrowed (READ_MAP), nothing writing into them */
+static int load(mhe_run *r, int map)
 {
 	int rc;
 
 	forget(r);
+	r->spec.map = map;
 	budget_init(r->max_memory);
 	if (model_config(&r->spec))
 		return MHE_DATA;
@@ -297,11 +303,26 @@ static int load(mhe_run *r)
 	return rc ? rc : MHE_OK;
 }
 
+/* the sequences' and heads' matrices of an item (idx: its H heads' in each
+ * list) are the forward's output, one after another: the result can be the
+ * output itself, no copy (the output and nothing else is kept) */
+static int in_place(const struct forward_run *fr, const size_t *idx, size_t H, size_t per)
+{
+	const matrix *first = fr->lists[0].v[idx[0]].m;
+
+	if (!first->v || first->v != fr->out.v || fr->B * H * per != matrix_size(&fr->out))
+		return 0;
+	for (size_t b = 0, at = 0; b < fr->B; b++)
+		for (size_t h = 0; h < H; h++, at += per)
+			if (fr->lists[b].v[idx[h]].m->v != first->v + at)
+				return 0;
+	return 1;
+}
+
 /* the forward's items as 'mha forward -o run.npz' names them: one result a
  * step, the heads and the sequences stacked ahead (archive.c's rule) */
-static int make_results(mhe_run *r)
+static int make_results(mhe_run *r, const struct forward_run *fr)
 {
-	const struct forward_run *fr = &r->fr;
 	const struct step_items *list = &fr->lists[0];
 	const size_t B = fr->B, batch = r->pb.batch;
 
@@ -330,9 +351,16 @@ static int make_results(mhe_run *r)
 		for (size_t d = 0; d < it->m->rank && res->rank < 4; d++)
 			res->dim[res->rank++] = it->m->dim[d];
 		per = matrix_size(it->m);
+		if (in_place(fr, idx, H, per)) {
+			/* one block already, in order: the result is fr's own */
+			res->v = fr->lists[0].v[idx[0]].m->v;
+			r->n_results++;
+			continue;
+		}
 		res->v = malloc((B * H * per > 0 ? B * H * per : 1) * sizeof(double));
 		if (!res->v)
 			return error("out of memory");
+		res->owned = 1;
 		r->n_results++;
 		for (size_t b = 0; b < B; b++)
 			for (size_t h = 0; h < H; h++) {
@@ -345,16 +373,44 @@ static int make_results(mhe_run *r)
 	return 0;
 }
 
-/* the forward with the steps "print" asked for kept as results */
+/* the run's "meta" object as the JSON output writes it, a new string, or
+ * NULL said */
+static char *meta_text(const mhe_run *r, const struct forward_run *fr)
+{
+	const struct run_meta meta = { .f = &fr->f, .rep = &fr->rep, .f32 = 0,
+				       .batch = r->pb.batch, .sequence = 0 };
+	char *text = NULL;
+	size_t size = 0;
+	FILE *fp = open_memstream(&text, &size);
+
+	if (!fp)
+		return error("out of memory"), NULL;
+	meta_write_json(fp, &meta, 0);
+	if (fclose(fp)) {
+		free(text);
+		return error("out of memory"), NULL;
+	}
+	return text;
+}
+
+/* the forward with the steps "print" asked for kept as results, and then
+ * nothing else: the output taken from the steps (results may be it), the
+ * steps and the problem let go */
 static int forward_printed(mhe_run *r)
 {
 	const struct forward_ask ask = { .print = r->print, .print_all = r->print_all };
-	int rc = forward_steps(&r->fr, &r->pb, &ask);
+	struct forward_run fr;
+	int rc = forward_steps(&fr, &r->pb, &ask);
 
-	r->fr_made = 1;
-	if (rc)
-		return rc;
-	return make_results(r) ? MHE_DATA : MHE_OK;
+	if (!rc && (make_results(r, &fr) || !(r->meta = meta_text(r, &fr))))
+		rc = MHE_DATA;
+	r->out = fr.out;
+	memset(&fr.out, 0, sizeof(fr.out));
+	forward_steps_free(&fr);
+	problem_free(&r->pb);
+	memset(&r->pb, 0, sizeof(r->pb));
+	r->loaded = 0;
+	return rc ? rc : MHE_OK;
 }
 
 size_t mhe_run_results(const mhe_run *r)
@@ -376,27 +432,15 @@ int mhe_run_result(const mhe_run *r, size_t i, const char **name, mhe_tensor *t)
 
 char *mhe_run_meta(const mhe_run *r)
 {
-	char *text = NULL;
-	size_t size = 0;
-	FILE *fp;
+	char *text;
 
-	if (!r || !r->fr_made) {
+	if (!r || !r->meta) {
 		usage_error(NULL, "no forward with \"print\" to describe");
 		return NULL;
 	}
-	fp = open_memstream(&text, &size);
-	if (!fp)
-		return error("out of memory"), NULL;
-	{
-		const struct run_meta meta = { .f = &r->fr.f, .rep = &r->fr.rep, .f32 = 0,
-					       .batch = r->pb.batch, .sequence = 0 };
-
-		meta_write_json(fp, &meta, 0);
-	}
-	if (fclose(fp)) {
-		free(text);
-		return error("out of memory"), NULL;
-	}
+	text = strdup(r->meta);
+	if (!text)
+		error("out of memory");
 	return text;
 }
 
@@ -408,7 +452,9 @@ int mhe_run_forward(mhe_run *r)
 
 	if (!r)
 		return usage_error(NULL, "mhe_run_forward: no run");
-	rc = WITH_ARRAYS(r, load(r));
+	/* with print, nothing writes into the inputs: .npy files mapped and
+	 * float64 arrays in memory borrowed as mha forward maps its files */
+	rc = WITH_ARRAYS(r, load(r, r->print_given));
 	if (rc)
 		return rc;
 	if (r->print_given)
@@ -473,7 +519,7 @@ int mhe_run_compare(mhe_run *r, const char *against, double rtol, double atol, m
 	q.sequence = r->sequence;
 	q.rtol_given = rtol >= 0;
 	q.atol_given = atol >= 0;
-	rc = WITH_ARRAYS(r, load(r));
+	rc = WITH_ARRAYS(r, load(r, 0));
 	if (rc)
 		return rc;
 	c = calloc(1, sizeof(*c));

@@ -182,6 +182,18 @@ int matrix_alloc_out(matrix *m, size_t rank, const size_t *dims, int f32)
 	return p ? 0 : -1;
 }
 
+/* m's values let go (its mapping, its blocks, or nothing borrowed) */
+static void values_go(matrix *m)
+{
+	if (m->map && !m->borrowed) {
+		munmap(m->map, m->map_len);
+	} else if (!m->borrowed) {
+		free(m->v);
+		free(m->f);
+	}
+	budget_give(m->held);
+}
+
 int matrix_widen(matrix *m)
 {
 	matrix d;
@@ -193,11 +205,8 @@ int matrix_widen(matrix *m)
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		d.v[i] = m->f[i];
-	if (m->map)
-		munmap(m->map, m->map_len);
-	else
-		free(m->f);
-	budget_give(m->held);
+	values_go(m);
+	m->borrowed = 0;
 	m->f = NULL;
 	m->map = d.map; /* the doubles' own mapping, if large */
 	m->map_len = d.map_len;
@@ -229,13 +238,8 @@ void matrix_free(matrix *m)
 {
 	if (!m)
 		return;
-	if (m->map) {
-		munmap(m->map, m->map_len);
-	} else {
-		free(m->v);
-		free(m->f);
-	}
-	budget_give(m->held);
+	values_go(m);
+	m->borrowed = 0;
 	m->map = NULL;
 	m->map_len = 0;
 	m->v = NULL;

@@ -3,7 +3,8 @@
  * mask broadcast over a batch) and the readers that fill them.  The library sees only the data pointer and the sizes.
  * A matrix read with READ_MAP may hold its values in a read-only mapping of
  * its file (map): nobody writes into such a matrix.  A large one from
- * matrix_alloc_out is an anonymous mapping (map, writable).  Either way
+ * matrix_alloc_out is an anonymous mapping (map, writable); one read with
+ * READ_MAP from an array in memory may borrow the caller's (borrowed).  Either way
  * matrix_free() or matrix_widen() are the only ways to let it go.
  */
 #ifndef MHA_ENGINE_MATRIX_H
@@ -27,6 +28,8 @@ typedef struct matrix {
 			  unmapped by matrix_free: a read-only one of a .npy file
 			  (READ_MAP), or matrix_alloc_out's own from 2 MiB */
 	size_t map_len;
+	int borrowed;  /* v or f is the caller's memory (an array handed over in
+			  memory and read with READ_MAP): never written, never freed */
 	size_t labels_held; /* and what the labels hold */
 } matrix;
 

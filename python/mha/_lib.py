@@ -184,6 +184,18 @@ def _raise_said(error_type):
         raise error_type("mha: " + text)
 
 
+class _Held:
+    """a result of a run, as NumPy sees it (its array interface), holding
+    the run that owns its numbers"""
+
+    def __init__(self, t, run):
+        shape = tuple(t.dim[:t.rank])
+        addr = ctypes.cast(t.v, ctypes.c_void_p).value
+        self.__array_interface__ = {"data": (addr, False), "shape": shape,
+                                    "typestr": "<f8", "version": 3}
+        self.run = run
+
+
 class Run:
     """one engine run: settings by name, arrays by pointer (kept alive here)"""
 
@@ -195,9 +207,11 @@ class Run:
         self.keep = []
 
     def close(self):
-        if self.r:
+        if self.r and _lib is not None:
             _lib.mhe_run_free(self.r)
-            self.r = None
+        self.r = None
+
+    __del__ = close
 
     def __enter__(self):
         return self
@@ -235,15 +249,17 @@ class Run:
         return v
 
     def forward(self):
-        """the results: {name: a NumPy array of its own}, and the meta"""
+        """the results: {name: a NumPy array}, and the meta.  The arrays are
+        the run's own results, no copy: the run, which after a forward holds
+        its results and nothing else, stays while any of them does (the
+        arrays given, borrowed, may go)"""
         self._check(_lib.mhe_run_forward(self.r))
+        self.keep = []
         out = {}
         for i in range(_lib.mhe_run_results(self.r)):
             name, t = ctypes.c_char_p(), _Tensor()
             self._check(_lib.mhe_run_result(self.r, i, ctypes.byref(name), ctypes.byref(t)))
-            shape = tuple(t.dim[:t.rank])
-            n = int(np.prod(shape)) if shape else 1
-            out[name.value.decode()] = np.ctypeslib.as_array(t.v, shape=(n,)).reshape(shape).copy()
+            out[name.value.decode()] = np.asarray(_Held(t, self))
         p = _lib.mhe_run_meta(self.r)
         if not p:
             _raise_said(self.error_type)
@@ -341,10 +357,14 @@ def forward(error_type, steps, **options):
     if options.get("dtype") not in (None, "f64", "float64"):
         raise Unsupported("dtype")
     options.pop("dtype", None)
-    with Run(error_type) as run:
+    run = Run(error_type)  # freed with the last of its results
+    try:
         _settings(run, options)
         run.set("print", steps or "output")
         return run.forward()
+    except BaseException:
+        run.close()
+        raise
 
 
 def _batch(options):

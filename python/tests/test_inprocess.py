@@ -161,6 +161,37 @@ def test_forward_in_process_is_the_program(case, monkeypatch):
     assert len(mine.heads) == len(program.heads)
 
 
+def test_forward_results_are_the_runs_alone(no_process):
+    """float64 inputs are borrowed, not copied; the results are the run's
+    own arrays, no copy, and the run (holding its results and nothing else)
+    goes with the last of them"""
+    import gc
+    import weakref
+    x, w = XB[0].copy(), {k: v.copy() for k, v in W8.items()}
+    steps = ("softmax", "output")
+    want = mha.forward(XB[0], W8, heads=2, causal=True, steps=steps).output.copy()
+    r = mha.forward(x, w, heads=2, causal=True, steps=steps)
+    out, soft = r.output, r["heads.softmax"]
+    run = weakref.ref(out.base.run)
+    x[:] = np.nan  # the inputs changed and gone: the results are the run's
+    del x, w, r
+    gc.collect()
+    assert np.array_equal(out, want)
+    assert soft.shape == (2, 5, 5) and np.allclose(soft.sum(-1), 1)
+    del out
+    gc.collect()
+    assert run() is not None  # soft still holds it
+    del soft
+    gc.collect()
+    assert run() is None
+    bad = XB[0].copy()
+    bad[2, 3] = np.inf
+    with pytest.raises(mha.MhaError, match=r"<x>: X: value 19 is inf: expected finite"):
+        mha.forward(bad, W8, heads=2)
+    with pytest.raises(mha.MhaError, match=r"W_Q.*value 0 is nan"):
+        mha.forward(XB[0], dict(W8, W_Q=np.full((8, 8), np.nan)), heads=2)
+
+
 def test_forward_bfloat16_x(no_process):
     t = _torch()
     x16 = t.tensor(XB[0], dtype=t.bfloat16)
