@@ -49,7 +49,7 @@ extern "C" {
 #endif
 
 #define MHE_VERSION_MAJOR 1
-#define MHE_VERSION_MINOR 1
+#define MHE_VERSION_MINOR 2
 #define MHE_VERSION_RELEASE 0
 #define MHE_VERSION_NUMBER (MHE_VERSION_MAJOR * 10000 + MHE_VERSION_MINOR * 100 + \
 			    MHE_VERSION_RELEASE)
@@ -104,6 +104,14 @@ MHE_API const mhe_message *mhe_last_error(void);
  * from 0 to 1), for a front's bar; NULL (the default): none is counted. */
 typedef void mhe_progress_fn(void *ctx, const char *phase, double done);
 MHE_API void mhe_set_progress_handler(mhe_progress_fn *fn, void *ctx);
+
+/* Whether to stop (1.2.0), for a front's Ctrl-C: asked during a long
+ * computation, on the calling thread, from 50 ms into it and then at most
+ * every 20 ms (a short call is never asked).  Nonzero stops it at once (the
+ * library's threads skip the work left): the call fails, MHE_DATA, "stopped
+ * on request".  NULL (the default): never asked.  For the whole process. */
+typedef int mhe_stop_fn(void *ctx);
+MHE_API void mhe_set_stop_handler(mhe_stop_fn *fn, void *ctx);
 
 /* ---- a run ---------------------------------------------------------------- */
 

@@ -110,9 +110,9 @@ extern "C" {
 #endif
 
 #define MHA_VERSION_MAJOR 0
-#define MHA_VERSION_MINOR 8
+#define MHA_VERSION_MINOR 9
 #define MHA_VERSION_PATCH 0
-#define MHA_VERSION_STRING "0.8.0"
+#define MHA_VERSION_STRING "0.9.0"
 #define MHA_VERSION_NUMBER (MHA_VERSION_MAJOR * 10000 + MHA_VERSION_MINOR * 100 + \
 			    MHA_VERSION_PATCH)
 
@@ -142,8 +142,9 @@ typedef enum mha_status {
 			      header: built against another version of mha.h */
 	MHA_ERR_NORM,      /* a q/k norm setting is out of range (kind, eps, a
 			      weight that is not finite) */
-	MHA_ERR_MLA        /* a latent attention setting or weight is out of
+	MHA_ERR_MLA,       /* a latent attention setting or weight is out of
 			      range or missing (mha_mla) */
+	MHA_ERR_STOPPED    /* the observer's stop answered yes (0.9.0) */
 } mha_status;
 
 /* A short lowercase description of a status, never NULL. */
@@ -615,10 +616,19 @@ typedef int (*mha_sequence_fn)(void *ctx, size_t sequence);
  * the shapes and the keys each query sees, and told as pieces of it end:
  * about a thousand calls at most, always on the calling thread (never from
  * the library's workers), so the function may print.  It cannot stop the
- * call.  Told for the plain and the fast path alike; not for the float32
+ * call (stop, below, can).  Told for the plain and the fast path alike; not for the float32
  * functions, which take no observer.
  */
 typedef void (*mha_progress_fn)(void *ctx, const char *phase, double done);
+
+/*
+ * Whether to stop (0.9.0): asked where progress would be told (on the
+ * calling thread, as the work grows by a thousandth), whether or not a
+ * progress function is set.  Nonzero stops the call at once: the work not
+ * begun is skipped by every thread, what was begun ends, and the call fails
+ * with MHA_ERR_STOPPED, its outputs undefined.  For a front's Ctrl-C.
+ */
+typedef int (*mha_stop_fn)(void *ctx);
 
 typedef struct mha_observer {
 	size_t size;      /* sizeof(mha_observer): see "Versions" above */
@@ -630,6 +640,8 @@ typedef struct mha_observer {
 	void *progress_ctx;
 	mha_stages stages; /* (0.8.0) MHA_STAGE_SET()s of the stages to hand over;
 			      0: wanted's */
+	mha_stop_fn stop;  /* (0.9.0) NULL: never stopped; also for float32 */
+	void *stop_ctx;
 #ifdef MHA_ABI_TEST_GROWN
 	size_t abi_test_grown; /* as mha_config's */
 #endif
@@ -940,6 +952,8 @@ typedef struct mha_grad_observer {
 	void *progress_ctx;
 	mha_stages stages;        /* (0.8.0) MHA_STAGE_SET()s of mha_grad_stage values;
 				     0: wanted's */
+	mha_stop_fn stop;         /* (0.9.0) NULL: never stopped, as mha_observer's */
+	void *stop_ctx;
 } mha_grad_observer;
 
 /*

@@ -212,7 +212,7 @@ int run_set(struct set *s, const struct ctx *x, const mha_inputs *in, const mha_
 	mha_status st;
 	int rc = -1;
 
-	obs.progress = msg_progress(&obs.progress_ctx);
+	MSG_LISTEN(obs);
 	if (!rep)
 		rep = &local;
 	if (matrix_alloc(&out, 2, d->n_q, mha_output_cols(d, w->W_O != NULL), 1))

@@ -212,7 +212,7 @@ static int grads_f32(struct run_grads *gr, const struct grad_shape s[N_GRAD_ARRA
 		/* the bar on standard error, as the float64 run's */
 		mha_grad_observer watch = MHA_INIT(mha_grad_observer);
 
-		watch.progress = msg_progress(&watch.progress_ctx);
+		MSG_LISTEN(watch);
 		*st = mha_backward_f32_observed(&gg, fo, d, &f.in, &f.w, &p->cfg, &watch, rep);
 	}
 	run_floats_free(&f);
@@ -324,7 +324,7 @@ int problem_backward(struct run_grads *gr, const struct problem *p, const mha_in
 		mha_grad_observer watch = obs ? *obs
 					      : (mha_grad_observer)MHA_INIT(mha_grad_observer);
 
-		watch.progress = msg_progress(&watch.progress_ctx);
+		MSG_LISTEN(watch);
 		*st = mha_backward(&g, dout && dout->rank ? dout->v : NULL, &p->d, in, w, cfg,
 				   &watch, rep);
 	}

@@ -207,7 +207,7 @@ static mha_status forward_f32(matrix *out, const struct problem *p, mha_report *
 		/* the bar on standard error, as the float64 run's */
 		mha_observer watch = MHA_INIT(mha_observer);
 
-		watch.progress = msg_progress(&watch.progress_ctx);
+		MSG_LISTEN(watch);
 		st = mha_forward_f32_observed(out->f ? out->f : o, &p->d, &f.in, &f.w, &p->cfg, &watch,
 					      rep);
 		for (size_t i = 0; st == MHA_OK && o && i < n_out; i++)
@@ -251,7 +251,7 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 		/* the bar on standard error, whatever else is watched */
 		mha_observer watch = obs ? *obs : (mha_observer)MHA_INIT(mha_observer);
 
-		watch.progress = msg_progress(&watch.progress_ctx);
+		MSG_LISTEN(watch);
 		st = mha_forward(out->v, d, &p->in, &p->weights, &p->cfg, &watch, rep);
 	}
 	if (st == MHA_ERR_OBSERVER)

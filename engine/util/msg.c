@@ -9,11 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static mhe_message_fn *handler;
 static void *handler_ctx;
 static mhe_progress_fn *progress;
 static void *progress_ctx;
+static mhe_stop_fn *stop;
+static void *stop_ctx;
+static _Thread_local double call_began, last_asked; /* seconds, monotonic */
 
 /* the thread's last error and the file it was reading */
 static _Thread_local struct {
@@ -41,6 +45,42 @@ mhe_progress_fn *msg_progress(void **ctx)
 {
 	*ctx = progress_ctx;
 	return progress;
+}
+
+void mhe_set_stop_handler(mhe_stop_fn *fn, void *ctx)
+{
+	stop = fn;
+	stop_ctx = ctx;
+}
+
+static double seconds_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* the library's question, put to the front now and then */
+static int ask_front(void *ctx)
+{
+	const double now = seconds_now();
+
+	(void)ctx;
+	if (!stop || now - call_began < 0.05 || now - last_asked < 0.02)
+		return 0;
+	last_asked = now;
+	return stop(stop_ctx);
+}
+
+mhe_stop_fn *msg_stop(void **ctx)
+{
+	*ctx = NULL;
+	if (!stop)
+		return NULL;
+	call_began = seconds_now();
+	last_asked = 0;
+	return ask_front;
 }
 
 const mhe_message *mhe_last_error(void)

@@ -58,4 +58,15 @@ const char *path_shown(const char *path);
  * the engine hands the library's observer (mha_observer.progress). */
 mhe_progress_fn *msg_progress(void **ctx);
 
+/* The front's stop question (mhe_set_stop_handler) as the library asks it
+ * (mha_observer.stop), held back until the call has run 50 ms and then
+ * asked at most every 20 ms; NULL when none is set.  A call's clock starts
+ * here. */
+mhe_stop_fn *msg_stop(void **ctx);
+
+/* Both handed to a library observer o (mha_observer, mha_grad_observer):
+ * the front's progress bar and its stop question. */
+#define MSG_LISTEN(o) ((o).progress = msg_progress(&(o).progress_ctx), \
+		       (o).stop = msg_stop(&(o).stop_ctx))
+
 #endif

@@ -49,6 +49,7 @@ const char *mha_strerror(mha_status status)
 	case MHA_ERR_NOMEM: return "out of memory";
 	case MHA_ERR_TOOBIG: return "the sizes are too large to address";
 	case MHA_ERR_OBSERVER: return "stopped by the observer";
+	case MHA_ERR_STOPPED: return "stopped on request";
 	case MHA_ERR_KV_LEN: return "the key length (kv_len) is larger than the number of keys";
 	case MHA_ERR_WINDOW: return "a window side is below -1 (-1: unbounded; 0 and up: that many keys)";
 	case MHA_ERR_SINK: return "a sink logit is not a finite number";
@@ -139,11 +140,13 @@ mha_status mha_forward_f32_observed(float *out, const mha_dims *d, const mha_inp
 	if (obs) {
 		told.progress = obs->progress;
 		told.progress_ctx = obs->progress_ctx;
+		told.stop = obs->stop;
+		told.stop_ctx = obs->stop_ctx;
 	}
 	if (cfg && cfg->mla.on) {
 		const struct mla_io io = MHA_MLA_IO(sizeof(float), in, w ? w : &no_weights);
 
-		st = mha_mla_forward(out, &io, d, cfg, told.progress ? &told : NULL, rep);
+		st = mha_mla_forward(out, &io, d, cfg, told.progress || told.stop ? &told : NULL, rep);
 	} else {
 		st = mha_core_forward_f32(out, d, in, w, cfg, &told, rep);
 	}
@@ -243,8 +246,10 @@ mha_status mha_backward_f32_observed(const mha_grads_f32 *g, const float *dout,
 	if (obs) {
 		told.progress = obs->progress;
 		told.progress_ctx = obs->progress_ctx;
+		told.stop = obs->stop;
+		told.stop_ctx = obs->stop_ctx;
 	}
-	tell = told.progress ? &told : NULL;
+	tell = told.progress || told.stop ? &told : NULL;
 	if (fast.mla.on) {
 		if (!d || !in || !g) {
 			st = MHA_ERR_NULL;

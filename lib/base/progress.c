@@ -3,20 +3,29 @@
  */
 #include "base/progress.h"
 
-void mha_progress_start(struct mha_progress *p, mha_progress_fn fn, void *ctx, double total)
+void mha_progress_start(struct mha_progress *p, mha_progress_fn fn, void *ctx,
+			mha_stop_fn stop, void *stop_ctx, double total)
 {
 	p->fn = fn;
 	p->ctx = ctx;
+	p->stop = stop;
+	p->stop_ctx = stop_ctx;
+	atomic_init(&p->stopped, 0);
 	p->phase = "starting";
 	p->total = total > 0 ? total : 1;
 	atomic_init(&p->done, 0);
 	p->told = -1;
 }
 
+/* the fraction f reached: told, and stop asked */
 static void tell_now(struct mha_progress *p, double f)
 {
 	p->told = f;
-	p->fn(p->ctx, p->phase, f);
+	if (p->fn)
+		p->fn(p->ctx, p->phase, f);
+	if (p->stop && !atomic_load_explicit(&p->stopped, memory_order_relaxed) &&
+	    p->stop(p->stop_ctx))
+		atomic_store_explicit(&p->stopped, 1, memory_order_relaxed);
 }
 
 static double fraction(const struct mha_progress *p)
@@ -29,7 +38,7 @@ static double fraction(const struct mha_progress *p)
 
 void mha_progress_phase(struct mha_progress *p, const char *phase)
 {
-	if (!p || !p->fn)
+	if (!p || (!p->fn && !p->stop))
 		return;
 	p->phase = phase;
 	tell_now(p, fraction(p) > p->told ? fraction(p) : p->told);
@@ -39,7 +48,7 @@ void mha_progress_tell(struct mha_progress *p)
 {
 	double f;
 
-	if (!p || !p->fn)
+	if (!p || (!p->fn && !p->stop))
 		return;
 	f = fraction(p);
 	if (f >= p->told + 0.001)
@@ -51,7 +60,8 @@ void mha_progress_end(struct mha_progress *p)
 	if (!p || !p->fn || p->told >= 1)
 		return;
 	p->phase = "done";
-	tell_now(p, 1);
+	p->told = 1;
+	p->fn(p->ctx, p->phase, 1);
 }
 
 double mha_progress_seen(const struct mha_rule *r, size_t n_q)

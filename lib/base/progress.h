@@ -25,27 +25,43 @@
 struct mha_progress {
 	mha_progress_fn fn;            /* NULL: nobody listens */
 	void *ctx;
+	mha_stop_fn stop;              /* NULL: never stopped (asked where fn is told) */
+	void *stop_ctx;
+	atomic_int stopped;            /* stop said yes: every thread skips the work left */
 	const char *phase;             /* what the call is doing now */
 	double total;                  /* the call's work, in multiply-adds (an estimate) */
 	atomic_uint_least64_t done;    /* the work done so far, added from any thread */
 	double told;                   /* the fraction last told */
 };
 
-/* p for a call of total multiply-adds, told to fn(ctx, …); fn may be NULL. */
-void mha_progress_start(struct mha_progress *p, mha_progress_fn fn, void *ctx, double total);
+/* p for a call of total multiply-adds, told to fn(ctx, …) and asked
+ * stop(stop_ctx): an observer's (NULL: nobody); total is counted when
+ * someone listens (mha_progress_listened). */
+void mha_progress_start(struct mha_progress *p, mha_progress_fn fn, void *ctx,
+			mha_stop_fn stop, void *stop_ctx, double total);
+
+/* fn or stop is set: the work is worth counting */
+#define mha_progress_listened(fn, stop) ((fn) != NULL || (stop) != NULL)
 
 /* units more done (any thread; p may be NULL) */
 static inline void mha_progress_add(struct mha_progress *p, uint64_t units)
 {
-	if (p && p->fn)
+	if (p && (p->fn || p->stop))
 		atomic_fetch_add_explicit(&p->done, units, memory_order_relaxed);
+}
+
+/* stop said yes: the work not begun is skipped (any thread; p may be NULL) */
+static inline int mha_progress_stopped(struct mha_progress *p)
+{
+	return p && p->stop && atomic_load_explicit(&p->stopped, memory_order_relaxed);
 }
 
 /* The phase from now on, told (the calling thread only; p may be NULL). */
 void mha_progress_phase(struct mha_progress *p, const char *phase);
 
-/* Tell the listener when the fraction has grown by 1/1000 since last told
- * (the calling thread only: participant 0 of a team; p may be NULL). */
+/* Tell the listener when the fraction has grown by 1/1000 since last told,
+ * and ask stop then (the calling thread only: participant 0 of a team; p
+ * may be NULL). */
 void mha_progress_tell(struct mha_progress *p);
 
 /* The call is done: the fraction 1, told once. */

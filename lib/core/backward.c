@@ -234,7 +234,7 @@ static mha_status back_sequence(struct bw_run *z, const real *dout, size_t b)
 	r.scale = mha_scale_of(d, cfg);
 	r.rule = mha_rule_seq(&z->all, b);
 	r.progress = &z->progress;
-	r.seen = r.progress->fn ? mha_progress_seen(&r.rule, d->n_q) : 0;
+	r.seen = mha_progress_listened(r.progress->fn, r.progress->stop) ? mha_progress_seen(&r.rule, d->n_q) : 0;
 	r.first_blocked_head = -1;
 	r.dsinks = cfg->sinks ? g->dsinks : NULL;
 	hk = r.H * r.dk;
@@ -370,6 +370,8 @@ static mha_status back_sequence(struct bw_run *z, const real *dout, size_t b)
 			mha_progress_phase(r.progress, "backward");
 			st = BW(fast_heads)(&r, z->k, z->threads);
 		}
+		if (mha_progress_stopped(r.progress))
+			st = MHA_ERR_STOPPED;
 		if (st != MHA_OK)
 			goto done;
 		goto heads_done;
@@ -398,6 +400,8 @@ static mha_status back_sequence(struct bw_run *z, const real *dout, size_t b)
 		/* the head's attention forward and back: three times its keys */
 		mha_progress_add(r.progress, (uint64_t)(3 * r.seen * (double)(r.dk + r.dv)));
 		mha_progress_tell(r.progress);
+		if (mha_progress_stopped(r.progress))
+			st = MHA_ERR_STOPPED;
 	}
 	if (st != MHA_OK)
 		goto done;
@@ -628,12 +632,16 @@ mha_status BW(core)(const grads_t *g, const real *dout, const mha_dims *d, const
 	 * per-head stage is watched, as mha_forward picks its own */
 	z.fast = !cfg->exact && !(obs && obs->fn && mha_grad_per_head(obs->stages)) && !(obs && obs->edit);
 	mha_progress_start(&z.progress, obs ? obs->progress : NULL, obs ? obs->progress_ctx : NULL,
-			   obs && obs->progress ? backward_work(d, cfg, w) : 0);
+			   obs ? obs->stop : NULL, obs ? obs->stop_ctx : NULL,
+			   obs && mha_progress_listened(obs->progress, obs->stop) ?
+			   backward_work(d, cfg, w) : 0);
 	z.threads = mha_threads(cfg);
 	z.k = mha_pick_kernels(IS_F32);
 
 	for (size_t b = 0; b < B && st == MHA_OK; b++)
 		st = back_sequence(&z, dout ? dout + b * d->n_q * z.out_cols : ones, b);
+	if (mha_progress_stopped(&z.progress))
+		st = MHA_ERR_STOPPED; /* whatever the skipped work left */
 	free(ones);
 	for (size_t i = 0; z.dwq && i < nq_w && st == MHA_OK; i++)
 		g->dq_norm[i] = (real)z.dwq[i];

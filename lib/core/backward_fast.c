@@ -586,6 +586,8 @@ static void fast_pass1(void *arg, int tid, int nthreads)
 			fast_pack(r, bk, t, r->G, n_kv, r->K, r->V);
 		mha_team_barrier(nthreads);
 		for (long t = (long)team_next(&z->tasks); t < t1; t = (long)team_next(&z->tasks)) {
+			if (mha_progress_stopped(r->progress))
+				continue; /* stopped: the rest skipped */
 			if (r->one_pass) {
 				/* one key/value head: its query heads' blocks in order, dK and dV summed here */
 				const size_t g = (size_t)t, per = r->H / r->G;
@@ -652,6 +654,8 @@ static void fast_pass2(void *arg, int tid, int nthreads)
 		for (long t = (long)team_next(&z->tasks); t < t2; t = (long)team_next(&z->tasks)) {
 			const size_t g = (size_t)t / kblocks, j0 = (size_t)t % kblocks * FAST_KB;
 
+			if (mha_progress_stopped(r->progress))
+				continue; /* stopped: the rest skipped */
 			if (!e)
 				e = fast_key_block(r, k, &f, g, j0, j0 + FAST_KB < n_kv ? j0 + FAST_KB : n_kv);
 			/* pass 2 the third share of its key/value head's query heads */

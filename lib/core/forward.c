@@ -210,6 +210,8 @@ static mha_status run_head(struct run *r, size_t h)
 
 			mha_progress_add(r->progress, (uint64_t)(e > s ? e - s : 0) * (r->dk + r->dv));
 			mha_progress_tell(r->progress);
+			if (mha_progress_stopped(r->progress))
+				return MHA_ERR_STOPPED;
 		}
 		int finite = 1;
 
@@ -477,6 +479,8 @@ mha_status mha_core_forward_f32(float *out, const mha_dims *d, const mha_inputs_
 	if (obs) {
 		told.progress = obs->progress;
 		told.progress_ctx = obs->progress_ctx;
+		told.stop = obs->stop;
+		told.stop_ctx = obs->stop_ctx;
 	}
 	t.k = mha_pick_kernels(1);
 	t.x[0] = in->xq;
@@ -495,10 +499,13 @@ mha_status mha_core_forward_f32(float *out, const mha_dims *d, const mha_inputs_
 		return st;
 	if (rep)
 		rep->fast_path = 1;
-	mha_progress_start(&prog, told.progress, told.progress_ctx,
-			   told.progress ? mha_progress_forward_work(d, cfg, t.W) : 0);
+	mha_progress_start(&prog, told.progress, told.progress_ctx, told.stop, told.stop_ctx,
+			   mha_progress_listened(told.progress, told.stop) ?
+			   mha_progress_forward_work(d, cfg, t.W) : 0);
 	t.progress = &prog;
 	st = (mha_status)mha_fast_forward(out, &t, d, cfg, NULL, rep);
+	if (mha_progress_stopped(&prog))
+		st = MHA_ERR_STOPPED; /* whatever the skipped work left */
 	if (st == MHA_OK)
 		mha_progress_end(&prog);
 	return st;
@@ -699,7 +706,9 @@ mha_status mha_core_forward(double *out, const mha_dims *d, const mha_inputs *in
 		if (st != MHA_OK)
 			return st;
 		mha_progress_start(&prog, obs ? obs->progress : NULL, obs ? obs->progress_ctx : NULL,
-				   obs && obs->progress ? mha_progress_forward_work(d, cfg, W) : 0);
+				   obs ? obs->stop : NULL, obs ? obs->stop_ctx : NULL,
+				   obs && mha_progress_listened(obs->progress, obs->stop) ?
+				   mha_progress_forward_work(d, cfg, W) : 0);
 		if (!cfg->exact && !wants_per_head(obs)) {
 			const struct typed t = {
 				.esize = sizeof(double), .k = mha_pick_kernels(0),
@@ -712,6 +721,8 @@ mha_status mha_core_forward(double *out, const mha_dims *d, const mha_inputs *in
 			if (rep)
 				rep->fast_path = 1;
 			st = (mha_status)mha_fast_forward(out, &t, d, cfg, obs, rep);
+			if (mha_progress_stopped(&prog))
+				st = MHA_ERR_STOPPED; /* whatever the skipped work left */
 			if (st == MHA_OK)
 				mha_progress_end(&prog);
 			return st;
@@ -732,6 +743,8 @@ mha_status mha_core_forward(double *out, const mha_dims *d, const mha_inputs *in
 				    in->xk + b * d->n_kv * d->d_k_in, in->xv + b * d->n_kv * d->d_v_in,
 				    w, cfg, obs, &rule, b, &tot);
 	}
+	if (mha_progress_stopped(&prog))
+		st = MHA_ERR_STOPPED;
 	if (st == MHA_OK)
 		mha_progress_end(&prog);
 	if (rep && st == MHA_OK) {

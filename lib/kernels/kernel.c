@@ -159,6 +159,8 @@ static void gemm_team(void *arg, int tid, int nthreads)
 					for (size_t i0 = lo; i0 < hi; i0 += MC) {
 						const size_t mc = min_size(MC, hi - i0);
 
+						if (mha_progress_stopped(g->progress))
+							break; /* stopped: the rest skipped */
 						gemm_block(g, apack, bpack, i0, mc, j0, nc, k0, kc, last,
 							   &finite);
 						mha_progress_add(g->progress, (uint64_t)mc * nc * kc);

@@ -459,8 +459,8 @@ static void attend_team(void *arg, int tid, int nthreads)
 				const size_t p = waves ? 0 : b * a->G + mha_rule_kv_head(h, a->H, a->G);
 				const struct mha_rule rule = mha_rule_seq(&a->rule, b);
 
-				if (my_error)
-					continue;
+				if (my_error || mha_progress_stopped(a->progress))
+					continue; /* stopped: the rest skipped */
 				if (attend_block(a, &rule, &w, kt + p * kt_size, vp + p * v_size, b, h, q0,
 						 rows, 0, &my_blocked, &my_first, &my_error) && !my_error) {
 					/* Σ p·v overflowed, though the output is at most max |v|: again, scaled */

@@ -18,6 +18,8 @@ python/ (with lib/libmha.so), else libmhe.so.1 on the loader's path.
 import ctypes
 import json
 import os
+import signal
+import threading
 import warnings
 
 import numpy as np
@@ -67,6 +69,7 @@ class _Verdict(ctypes.Structure):
 
 
 _HANDLER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_Message))
+_STOP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 
 
 def _candidates():
@@ -104,8 +107,8 @@ def _load():
             why.append(str(e))
             continue
         lib.mhe_version_number.restype = ctypes.c_uint
-        if lib.mhe_version_number() < 10100:
-            why.append("%s: engine %u, the package needs 1.1" % (path, lib.mhe_version_number()))
+        if lib.mhe_version_number() < 10200:
+            why.append("%s: engine %u, the package needs 1.2" % (path, lib.mhe_version_number()))
             continue
         lib.mhe_run_new.restype = ctypes.c_void_p
         lib.mhe_run_free.argtypes = [ctypes.c_void_p]
@@ -126,6 +129,7 @@ def _load():
         lib.mhe_run_meta.argtypes = [ctypes.c_void_p]
         lib.mhe_run_meta.restype = ctypes.c_void_p
         lib.mhe_set_message_handler.argtypes = [_HANDLER, ctypes.c_void_p]
+        lib.mhe_set_stop_handler.argtypes = [_STOP, ctypes.c_void_p]
         return lib, path
     return None, "; ".join(why)
 
@@ -141,8 +145,45 @@ def _on_message(ctx, m):
                   m.key.decode() if m.key else None))
 
 
+_interrupted = []  # a Ctrl-C during the call under way (_long)
+
+
+@_STOP
+def _ask_stop(ctx):
+    # Python runs the SIGINT handler (_on_interrupt) as this callback's code
+    # runs, on the main thread: a Ctrl-C in the call is seen here or at the
+    # next question, 20 ms on
+    return 1 if _interrupted else 0
+
+
+def _on_interrupt(signum, frame):
+    _interrupted.append(signum)
+
+
+def _long(call, *args):
+    """call(*args), a long computation of the engine's, which a Ctrl-C stops
+    at once: then KeyboardInterrupt, as Python raises it.  Only where Python's
+    own SIGINT handler is in place (a program's own is left alone) and on
+    the main thread (the only one Python tells of a signal)."""
+    if (threading.current_thread() is not threading.main_thread() or
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        return call(*args)
+    del _interrupted[:]
+    signal.signal(signal.SIGINT, _on_interrupt)
+    try:
+        rc = call(*args)
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if _interrupted:
+        del _interrupted[:]
+        del _said[:]  # "stopped on request": the interrupt says it
+        raise KeyboardInterrupt
+    return rc
+
+
 if _lib is not None:
     _lib.mhe_set_message_handler(_on_message, None)
+    _lib.mhe_set_stop_handler(_ask_stop, None)
 
 
 def loaded():
@@ -244,8 +285,9 @@ class Run:
 
     def compare(self, rtol=None, atol=None):
         v = _Verdict()
-        self._check(_lib.mhe_run_compare(self.r, None, -1.0 if rtol is None else float(rtol),
-                                         -1.0 if atol is None else float(atol), ctypes.byref(v)))
+        self._check(_long(_lib.mhe_run_compare, self.r, None,
+                          -1.0 if rtol is None else float(rtol),
+                          -1.0 if atol is None else float(atol), ctypes.byref(v)))
         return v
 
     def forward(self):
@@ -253,7 +295,7 @@ class Run:
         the run's own results, no copy: the run, which after a forward holds
         its results and nothing else, stays while any of them does (the
         arrays given, borrowed, may go)"""
-        self._check(_lib.mhe_run_forward(self.r))
+        self._check(_long(_lib.mhe_run_forward, self.r))
         self.keep = []
         out = {}
         for i in range(_lib.mhe_run_results(self.r)):

@@ -294,3 +294,29 @@ def test_sdpa_bfloat16(no_process):
     got = mha.sdpa(q, k, v, is_causal=True)
     want = sdpa_ref(*(x.to(t.float64).numpy() for x in (q, k, v)), is_causal=True)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+def test_ctrl_c_stops_a_long_call_at_once(no_process):
+    """a Ctrl-C (SIGINT) 0.3 s into a forward of several seconds (16384
+    tokens, d_model 256) stops it within a few hundredths: KeyboardInterrupt,
+    as Python raises it, and Python's own handler back after"""
+    import os
+    import signal
+    import threading
+    import time
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16384, 256))
+    w = {k: rng.standard_normal((256, 256)) / 16 for k in ("W_Q", "W_K", "W_V", "W_O")}
+    sent = []
+
+    def later():
+        time.sleep(0.3)
+        sent.append(time.perf_counter())
+        os.kill(os.getpid(), signal.SIGINT)
+    threading.Thread(target=later).start()
+    with pytest.raises(KeyboardInterrupt):
+        mha.forward(x, w, heads=4)
+    stopped = time.perf_counter()
+    assert sent and stopped - sent[0] < 0.25, "stopped %.3f s after the Ctrl-C" % (stopped - sent[0])
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert mha.forward(X, heads=1).output.shape == (3, 4)  # the next call runs whole

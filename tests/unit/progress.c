@@ -10,6 +10,7 @@
 #include "unit.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <string.h>
 
 struct heard {
@@ -225,8 +226,12 @@ START_TEST(test_progress_old_size)
 	const mha_inputs in = { .size = sizeof(mha_inputs), .xq = x, .xk = x, .xv = x };
 	const mha_inputs_f32 inf = { .size = sizeof(mha_inputs_f32), .xq = xf, .xk = xf,
 				     .xv = xf };
-	const mha_observer old = { .size = sizeof(mha_observer) - 2 * sizeof(void *) };
-	const mha_grad_observer gold = { .size = sizeof(mha_grad_observer) - 2 * sizeof(void *) };
+	const mha_observer old = { .size = offsetof(mha_observer, progress) };
+	const mha_grad_observer gold = { .size = offsetof(mha_grad_observer, progress) };
+	/* 0.8.0's, without stop: told, never asked */
+	struct heard h = { .caller = pthread_self() };
+	const mha_observer o8 = { .size = offsetof(mha_observer, stop), .progress = listen,
+				  .progress_ctx = &h };
 	const mha_grads_f32 g = { .size = sizeof(mha_grads_f32), .dxq = outf };
 	struct { mha_observer o; size_t more; } newer = { .o = { .size = sizeof(mha_observer) +
 								  sizeof(size_t) } };
@@ -235,14 +240,131 @@ START_TEST(test_progress_old_size)
 	ck_assert_int_eq(mha_forward_f32_observed(outf, &d, &inf, NULL, NULL, &old, NULL), MHA_OK);
 	ck_assert_int_eq(mha_backward_f32_observed(&g, NULL, &d, &inf, NULL, NULL, &gold, NULL),
 			 MHA_OK);
+	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, NULL, &o8, NULL), MHA_OK);
+	ck_assert_int_eq(h.last, 1);
 	ck_assert_int_eq(mha_forward(out, &d, &in, NULL, NULL, &newer.o, NULL), MHA_ERR_VERSION);
 	ck_assert_int_eq(mha_forward_f32_observed(outf, &d, &inf, NULL, NULL, &newer.o, NULL),
 			 MHA_ERR_VERSION);
 }
 END_TEST
 
+/* stop (0.9.0): asked on the calling thread; yes at the third question
+ * stops the call there (MHA_ERR_STOPPED, the work left skipped: the
+ * fraction told stays small); never yes: the same numbers as without */
+struct asked {
+	size_t calls, yes_at;
+	int other_thread;
+	pthread_t caller;
+	const struct heard *h;
+	double at_yes; /* the fraction told when the answer was yes */
+};
+
+static int ask(void *ctx)
+{
+	struct asked *a = ctx;
+
+	if (!pthread_equal(pthread_self(), a->caller))
+		a->other_thread = 1;
+	if (++a->calls < a->yes_at)
+		return 0;
+	a->at_yes = a->h->last;
+	return 1;
+}
+
+START_TEST(test_stop)
+{
+	/* 0, 1: forward fast and plain; 2, 3: backward fast and plain; 4: forward float32 */
+	const int which = _i / 2, yes = _i % 2;
+	static const char *const names[] = { "forward fast", "forward plain", "backward fast",
+					     "backward plain", "forward float32" };
+	struct random_case c;
+	const size_t n = 600;
+	struct heard h = { .caller = pthread_self() };
+	struct asked a = { .yes_at = yes ? 3 : (size_t)-1, .caller = pthread_self(), .h = &h };
+	double *out = malloc(n * 64 * sizeof(double)), *again = malloc(n * 64 * sizeof(double));
+	float *fx = NULL, *fo = malloc(n * 64 * sizeof(float)), *fo2 = malloc(n * 64 * sizeof(float));
+	float *fw[4] = { NULL };
+	mha_inputs x = { .size = sizeof(mha_inputs) };
+	mha_inputs_f32 xf = { .size = sizeof(mha_inputs_f32) };
+	mha_weights w = MHA_INIT(mha_weights);
+	mha_weights_f32 wf = MHA_INIT(mha_weights_f32);
+	mha_observer obs = { .size = sizeof(mha_observer), .progress = listen, .progress_ctx = &h,
+			     .stop = ask, .stop_ctx = &a };
+	mha_grad_observer gobs = { .size = sizeof(mha_grad_observer), .progress = listen,
+				   .progress_ctx = &h, .stop = ask, .stop_ctx = &a };
+	struct grad_set g1, g2;
+	mha_status st, want = yes ? MHA_ERR_STOPPED : MHA_OK;
+
+	make_big(&c, n);
+	x.xq = x.xk = x.xv = c.xq;
+	w.W_Q = c.W[0];
+	w.W_K = c.W[1];
+	w.W_V = c.W[2];
+	w.W_O = c.W[3];
+	grads_alloc(&g1, &c.d, 1);
+	grads_alloc(&g2, &c.d, 1);
+	if (which == 1) {
+		obs.fn = look;
+		obs.wanted = MHA_STAGE_BIT(MHA_STAGE_SOFTMAX);
+	}
+	c.cfg.exact = which == 3;
+	if (which <= 1) {
+		st = mha_forward(out, &c.d, &x, &w, &c.cfg, &obs, NULL);
+		if (!yes) {
+			obs.stop = NULL; /* the same path, nobody asked */
+			ck_assert_int_eq(mha_forward(again, &c.d, &x, &w, &c.cfg, &obs, NULL), MHA_OK);
+			ck_assert(!memcmp(out, again, n * 64 * sizeof(double)));
+		}
+	} else if (which <= 3) {
+		st = mha_backward(&g1.g, NULL, &c.d, &x, &w, &c.cfg, &gobs, NULL);
+		if (!yes) {
+			gobs.stop = NULL;
+			ck_assert_int_eq(mha_backward(&g2.g, NULL, &c.d, &x, &w, &c.cfg, &gobs, NULL),
+					 MHA_OK);
+			ck_assert(grads_same(&g1, &g2));
+		}
+	} else {
+		fx = floats_of(c.xq, n * 64);
+		for (int i = 0; i < 4; i++)
+			fw[i] = floats_of(c.W[i], 64 * (i == 1 || i == 2 ? 32 : 64));
+		xf.xq = xf.xk = xf.xv = fx;
+		wf.W_Q = fw[0];
+		wf.W_K = fw[1];
+		wf.W_V = fw[2];
+		wf.W_O = fw[3];
+		st = mha_forward_f32_observed(fo, &c.d, &xf, &wf, &c.cfg, &obs, NULL);
+		if (!yes) {
+			ck_assert_int_eq(mha_forward_f32(fo2, &c.d, &xf, &wf, &c.cfg, NULL), MHA_OK);
+			ck_assert(!memcmp(fo, fo2, n * 64 * sizeof(float)));
+		}
+	}
+	ck_assert_msg(st == want, "%s: %s, not %s", names[which], mha_strerror(st),
+		      mha_strerror(want));
+	ck_assert_msg(!a.other_thread, "%s: asked from a thread not the caller's", names[which]);
+	if (yes) {
+		ck_assert_msg(a.calls == 3, "%s: asked %zu times, on after a yes", names[which],
+			      a.calls);
+		ck_assert_msg(h.last - a.at_yes < 0.05, "%s: %g of the work done after a yes at "
+			      "%g", names[which], h.last, a.at_yes);
+	} else {
+		ck_assert_msg(a.calls >= 2, "%s: asked %zu times", names[which], a.calls);
+	}
+	grads_free(&g1);
+	grads_free(&g2);
+	free(out);
+	free(again);
+	free(fx);
+	free(fo);
+	free(fo2);
+	for (int i = 0; i < 4; i++)
+		free(fw[i]);
+	free_big(&c);
+}
+END_TEST
+
 void unit_add_progress(const struct unit_suite *u)
 {
+	tcase_add_loop_test(u->bw, test_stop, 0, 10);
 	tcase_add_loop_test(u->ref, test_progress_forward, 0, 2);
 	tcase_add_loop_test(u->bw, test_progress_backward, 0, 2);
 	tcase_add_test(u->err, test_progress_old_size);
