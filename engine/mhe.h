@@ -135,7 +135,7 @@ MHE_API void mhe_run_free(mhe_run *r);
  *             rope-theta, rope-dim, rope-scaling, softcap, norm, norm-eps,
  *             norm-over, biases, qk-rope-head-dim, mla-eps, absorb
  *   the run:  threads, max-memory, dtype (f64), exact, print (the steps a
- *             forward keeps as results, mhe_run_results), sequence (the
+ *             forward or a backward keeps as results, mhe_run_results), sequence (the
  *             batch's sequence a comparison takes, from 1)
  * MHE_OK; MHE_USAGE for a name it does not take (said, with the nearest
  * name) or a value it refuses.  Files are read by mhe_run_forward, not here.
@@ -171,17 +171,24 @@ MHE_API int mhe_run_forward(mhe_run *r);
 /*
  * The results of the last forward when the setting "print" named the steps
  * (1.1.0; mhe_run_set(r, "print", "softmax,output"), as mha forward --print
- * takes them, "all" too): each as 'mha forward -o run.npz' names its
- * members, "X", "Q", "output", "heads.softmax" (a per-head step, the heads
- * stacked: heads x rows x cols), a batch's with the sequences ahead, in the
- * order of the computation; the same numbers as mha forward's (its fast
- * path when only the output is asked for).  mhe_run_result: result i (from
- * 0, below mhe_run_results()), owned by the run as mhe_run_step's are;
- * MHE_USAGE past the last.  After such a forward the run holds its results
- * and their meta and nothing else (the problem let go: the arrays it read
- * may go), and float64 arrays in memory are read where they lie, no copy.  mhe_run_meta: the run's "meta" object as the
- * JSON output writes it, a new string (mhe_free), or NULL (said).
+ * takes them, "all" too), or of the last backward (1.2.0), with or without
+ * "print" (mha backward --print's names: "dX", "dW_Q", "heads", "all";
+ * without: the gradients of what was given): each as 'mha forward -o
+ * run.npz' ('mha backward -o run.npz') names its members, "X", "Q",
+ * "output", "heads.softmax" (a per-head step, the heads stacked: heads x
+ * rows x cols), "dX", "dW_Q", a batch's with the sequences ahead, in the
+ * order of the computation; the same numbers as the program's (forward's
+ * fast path when only the output is asked for).  A step's names are read
+ * when the run computes: a wrong one fails it then (MHE_USAGE, about the
+ * setting "print").  mhe_run_result: result i (from 0, below
+ * mhe_run_results()), owned by the run as mhe_run_step's are; MHE_USAGE
+ * past the last.  After such a forward or backward the run holds its
+ * results and their meta and nothing else (the problem let go: the arrays
+ * it read may go), and a forward reads float64 arrays in memory where they
+ * lie, no copy.  mhe_run_meta: the run's "meta" object as the JSON output
+ * writes it, a new string (mhe_free), or NULL (said).
  */
+MHE_API int mhe_run_backward(mhe_run *r);
 typedef struct mhe_tensor {
 	const double *v;
 	size_t rank;

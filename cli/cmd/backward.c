@@ -19,7 +19,7 @@
 #include "read/input.h"
 #include "load/problem.h"
 #include "load/weights.h"
-#include "run/grads.h"
+#include "run/backward.h"
 #include "run/run.h"
 #include "util/text.h"
 
@@ -110,116 +110,18 @@ struct backward_request {
 
 /* ---- the steps ------------------------------------------------------------ */
 
-#define GS_BIT(s) (1ull << (s))
-
-/* the library's stage of step s, whole or per head, or -1: a result of the run */
-static int grad_stage(int s)
+/* --print's steps, or the defaults (run/backward.c reads the names) */
+static int backward_check(struct backward_request *r, const struct problem_spec *s)
 {
-	return grad_steps[s].stage >= 0 ? grad_steps[s].stage : grad_steps[s].head_stage;
+	const struct backward_ask ask = { .hint = r->hint, .print = r->print, .explain = r->explain,
+					  .f32 = r->f32 };
+
+	return backward_steps_asked(&ask, s, &r->steps, &r->print_all);
 }
 
 static int is_per_head(int s)
 {
 	return grad_steps[s].head_stage >= 0;
-}
-
-/* every step with that --print name (dQ: the whole and each head's); 0 if none */
-static unsigned long long steps_named(const char *name)
-{
-	unsigned long long bits = 0;
-
-	if (!strcasecmp(name, "all"))
-		return ~0ull >> (64 - GS_COUNT);
-	for (int s = 0; s < GS_COUNT; s++)
-		if (!strcasecmp(name, step_key(&grad_steps[s])) || (!strcasecmp(name, "heads") && is_per_head(s)))
-			bits |= GS_BIT(s);
-	return bits;
-}
-
-/* "grad_output, dconcat, P, …": the --print names, into buf */
-static const char *bstep_names(char *buf, size_t size)
-{
-	size_t used = 0;
-
-	buf[0] = '\0';
-	for (int s = 0; s < GS_COUNT && used < size; s++) {
-		int n;
-
-		if (s == GS_DQ || s == GS_DK || s == GS_DV)
-			continue; /* named with the heads' */
-		n = snprintf(buf + used, size - used, "%s%s", used ? ", " : "", step_key(&grad_steps[s]));
-		used += n > 0 ? (size_t)n : 0;
-	}
-	return buf;
-}
-
-static int backward_check(struct backward_request *r, const struct problem_spec *s)
-{
-	char known[400];
-
-	r->steps = 0;
-	r->print_all = r->explain;
-	if (r->print && !r->explain) {
-		char *copy = strdup(r->print), *save = NULL;
-		int rc = 0;
-
-		if (!copy)
-			return error("out of memory");
-		bstep_names(known, sizeof(known));
-		for (char *tok = strtok_r(copy, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
-			const unsigned long long bits = steps_named(tok);
-			const char *names[GS_COUNT + 2];
-
-			if (!bits) {
-				const char *near;
-
-				for (int k = 0; k < GS_COUNT; k++)
-					names[k] = step_key(&grad_steps[k]);
-				names[GS_COUNT] = "all";
-				names[GS_COUNT + 1] = "heads";
-				near = closest_name(tok, names, GS_COUNT + 2);
-				if (near)
-					usage_error(r->hint, "--print: unknown step '%s': did you mean '%s'?",
-						    tok, near);
-				else
-					usage_error(r->hint, "--print: unknown step '%s' (known: %s, heads, all)",
-						    tok, known);
-				rc = -1;
-			}
-			r->steps |= bits;
-			r->print_all |= !strcasecmp(tok, "all");
-		}
-		free(copy);
-		if (rc)
-			return -1;
-		if (!r->steps)
-			return usage_error(r->hint, "--print needs at least one step (%s, heads, all)",
-					   known), -1;
-		if ((r->steps & GS_BIT(GS_DSCALED)) && !r->print_all && !(s->cfg.softcap > 0))
-			return usage_error(r->hint, "--print dscaled needs --softcap"), -1;
-		if ((r->steps & (GS_BIT(GS_DQ_ROT) | GS_BIT(GS_DK_ROT))) && !r->print_all && !s->cfg.rope.mode)
-			return usage_error(r->hint, "--print %s needs --rope",
-					   r->steps & GS_BIT(GS_DQ_ROT) ? "dq_rot" : "dk_rot"), -1;
-	}
-	if (!r->steps && !r->print_all) {
-		for (int k = 0; k < GS_COUNT; k++)
-			if ((grad_steps[k].flags & STEP_DEFAULT))
-				r->steps |= GS_BIT(k);
-		/* Q, K and V given: theirs are the inputs' gradients */
-		if (s->q)
-			r->steps |= GS_BIT(GS_DQ) | GS_BIT(GS_DK) | GS_BIT(GS_DV);
-	}
-	if (r->print_all)
-		r->steps = ~0ull >> (64 - GS_COUNT);
-	if (r->f32)
-		/* float32 keeps no step: only the gradients themselves (Q, K, V's given) */
-		for (int k = 0; k < GS_COUNT; k++)
-			if ((r->steps & GS_BIT(k)) && grad_stage(k) >= 0 &&
-			    !(s->q && (k == GS_DQ || k == GS_DK || k == GS_DV)))
-				return usage_error(r->hint, "--dtype f32 prints the gradients only: "
-						   "%s is shown in float64 (leave out --dtype)",
-						   r->print_all ? "--print all" : step_key(&grad_steps[k])), -1;
-	return 0;
 }
 
 /* could a run write name into -o DIR/: meta.json, KEY.ext, headN_KEY.ext */
@@ -249,177 +151,34 @@ static int backward_may_write(const struct attn_options *o, const char *name)
 	return 0;
 }
 
-/* ---- the run -------------------------------------------------------------- */
-
-/* Where the run's inputs come from, and which steps it has. */
-struct bfacts {
-	struct step_facts sf; /* what step_exists reads */
-	int direct, kv, apart; /* Q, K, V given; --kv; --xk and --xv */
-};
-
-static int run_has(const struct bfacts *f, int s)
-{
-	return step_exists(&grad_steps[s], &f->sf);
-}
-
 /* ---- the command ---------------------------------------------------------- */
 
+/* the run (run/backward.c), its steps written as asked */
 static int backward_run(struct problem *p, const struct backward_request *r)
 {
-	const mha_dims *d = &p->d;
-	const size_t B = problem_sequences(p), G = d->kv_heads ? d->kv_heads : d->heads;
-	const size_t out_cols = mha_output_cols(d, weights_has(&p->w, WO));
-	const size_t hk = d->heads * d->d_k, gk = G * d->d_k, gv = G * d->d_v, hv = d->heads * d->d_v;
-	struct bfacts f = { .direct = p->direct, .kv = p->spec.kv != NULL,
-			    .apart = p->spec.xk != NULL };
-	struct run_grads gr = { 0 };
-	struct step_results *keep = NULL;
-	struct step_items *lists = NULL;
-	matrix *res = NULL, dout = { 0 };
-	struct steps_batch keeper;
-	mha_grad_observer obs;
-	mha_report rep = MHA_INIT(mha_report);
-	struct step_facts facts;
-	mha_status st;
-	mha_stages wanted = 0;
-	unsigned long long shown = 0; /* those asked for that the run has */
-	int rc = EXIT_DATA;
+	const struct backward_ask ask = { .hint = r->hint, .print = r->print, .explain = r->explain,
+					  .has_cell = r->has_cell, .sequence = r->sequence,
+					  .f32 = r->f32 };
+	struct backward_run br;
+	int rc = backward_steps(&br, p, &ask, r->steps) ? EXIT_DATA : EXIT_OK;
+	const size_t batch = r->sequence ? 0 : p->batch;
 
-	problem_facts(p, 0, &f.sf);
-	/* the stages the steps asked for need */
-	for (int s = 0; s < GS_COUNT; s++)
-		if ((r->steps & GS_BIT(s)) && grad_stage(s) >= 0 && run_has(&f, s))
-			wanted |= MHA_STAGE_SET(grad_stage(s));
-	if (r->explain || r->has_cell)
-		wanted |= MHA_STAGE_SET(MHA_GRAD_HEAD_P) | MHA_STAGE_SET(MHA_GRAD_HEAD_O) |
-			  MHA_STAGE_SET(MHA_GRAD_HEAD_DO) | MHA_STAGE_SET(MHA_GRAD_HEAD_DP) |
-			  MHA_STAGE_SET(MHA_GRAD_HEAD_D) | MHA_STAGE_SET(MHA_GRAD_HEAD_DS);
-	if (p->spec.grad_output && run_grad_output(&dout, p, r->sequence, out_cols))
-		goto done;
-	{
-		/* the library's scratch, with the ones, and the observer's copies, beside what is held */
-		const size_t per = mha_backward_memory_stages(d, &p->cfg, wanted);
-		size_t copies = 0, need;
-		struct run_need n = { .who = "this run",
-				      .advice = "print fewer steps, or raise --max-memory" };
+	if (rc == EXIT_OK && (r->explain || r->cell_alone)) {
+		const struct explain_ask ea = { .cell = r->has_cell ? p->cell : NULL,
+						.cell_alone = r->cell_alone,
+						.printed = r->print ? br.lists : NULL };
 
-		/* each watched stage at most (n_q, n_kv) or a whole projection's size,
-		 * a head stage once per head; sizes fit (mha_check saw them) */
-		for (int s = 0; s < MHA_GRAD_COUNT; s++)
-			if (wanted & MHA_STAGE_SET(s)) {
-				const int per_head = s >= MHA_GRAD_HEAD_P && s <= MHA_GRAD_HEAD_DK;
-				const double big = ((double)d->n_q * (double)d->n_kv +
-						    (double)(d->n_q + d->n_kv) * (double)(hk + hv + gk + gv)) *
-						   (per_head ? (double)d->heads : 1.0);
+		if (emit_explain_backward(r->emit, br.lists, batch, br.keep, &p->labels, &ea))
+			rc = EXIT_DATA;
+	} else if (rc == EXIT_OK) {
+		const struct run_meta meta = { .f = &br.facts, .rep = &br.rep, .f32 = r->f32,
+					       .batch = r->sequence ? p->batch_read : p->batch,
+					       .sequence = r->sequence };
 
-				copies = (double)copies + big < (double)(SIZE_MAX / 16) ? copies + (size_t)big
-											   : SIZE_MAX / 16;
-			}
-		need = per == SIZE_MAX || copies > SIZE_MAX / 8 / B ? SIZE_MAX : per + copies * 8 * B +
-		       d->n_q * out_cols * 8;
-		if (r->f32 && need != SIZE_MAX) {
-			/* the floats made here: the inputs, weights and dO, and as many
-			 * gradients (sizes fit, as above); the library's float run needs no
-			 * more than mha_backward_memory's doubles */
-			const double each = (double)B * (double)(d->n_q * d->d_q_in + d->n_kv * d->d_k_in +
-								d->n_kv * d->d_v_in) +
-					    (double)(d->d_q_in * hk + d->d_k_in * gk + d->d_v_in * gv +
-						     hv * d->d_out + hk + gk + gv + d->d_out + d->heads);
-			double lat = 0, more;
-
-			for (int i = 0; i < N_LATENT; i++)
-				lat += (double)matrix_size(&p->latent[i]);
-			more = 4.0 * (2.0 * (each + lat) + (double)B * (double)(d->n_q * out_cols));
-
-			need = more < (double)(SIZE_MAX / 2 - need) ? need + (size_t)more : SIZE_MAX;
-		}
-		n.bytes[0] = need;
-		if (run_check_memory(&n))
-			goto done;
+		if (emit_items(r->emit, br.lists, batch, &p->labels, &meta))
+			rc = EXIT_DATA;
 	}
-	keep = calloc(B, sizeof(*keep));
-	lists = calloc(B, sizeof(*lists));
-	res = calloc(B * GS_COUNT, sizeof(*res));
-	if (!keep || !lists || !res) {
-		error("out of memory");
-		goto done;
-	}
-	for (size_t b = 0; b < B; b++)
-		keep[b] = (struct step_results){ .table = grad_steps, .n = GS_COUNT, .heads = d->heads,
-						 .item_base = 1000, .only_held = 1 };
-	keeper = (struct steps_batch){ .res = keep };
-	obs = (mha_grad_observer){ .size = sizeof(mha_grad_observer), .fn = steps_batch_keep_grad,
-				   .ctx = &keeper, .stages = wanted, .sequence = steps_batch_sequence };
-	if (problem_backward(&gr, p, NULL, NULL, NULL, &dout, &obs, r->f32, &rep,
-			     &st))
-		goto done;
-	if (st == MHA_ERR_OBSERVER)
-		goto done; /* said */
-	if (st == MHA_ERR_RANGE) {
-		error("the numbers overflow: Q, K, V, the scores, a head's output or a gradient went "
-		      "past the largest %s; scale the inputs%s down",
-		      r->f32 ? "float (about 3.4e38)" : "double (about 1.8e308)",
-		      p->spec.grad_output ? " or --grad-output" : "");
-		goto done;
-	}
-	if (st != MHA_OK) {
-		error("%s", mha_strerror(st));
-		goto done;
-	}
-	if (rep.blocked_rows)
-		warning("%zu query row%s (the first: %shead %d, row %zu) %s every key masked: %s "
-			"weights, output and gradients are zero", rep.blocked_rows,
-			rep.blocked_rows == 1 ? "" : "s", "", rep.first_blocked_head + 1,
-			rep.first_blocked_row + 1, rep.blocked_rows == 1 ? "has" : "have",
-			rep.blocked_rows == 1 ? "its" : "their");
-	problem_facts(p, rep.scale, &facts);
-	facts.shared = gr.shared;
-	for (int k = 0; k < GS_COUNT; k++)
-		if ((r->steps & GS_BIT(k)) && run_has(&f, k))
-			shown |= GS_BIT(k);
-	for (size_t b = 0; b < B; b++) {
-		matrix *rb = &res[b * GS_COUNT];
-		const matrix *given[STEP_MAX] = { 0 };
-
-		run_grads_plane(&gr, p, b, rb);
-		/* the results; Q, K and V given: theirs are the inputs' gradients */
-		for (int i = GS_DX; i < GS_COUNT; i++)
-			given[i] = &rb[i];
-		for (int i = GS_DQ; f.direct && i <= GS_DV; i++)
-			given[i] = &rb[i];
-		if (steps_collect_given(&lists[b], &keep[b], shown, &facts, given))
-			goto done;
-	}
-	{
-		const size_t batch = r->sequence ? 0 : p->batch;
-
-		if (r->explain || r->cell_alone) {
-			const struct explain_ask ask = { .cell = r->has_cell ? p->cell : NULL,
-							 .cell_alone = r->cell_alone,
-							 .printed = r->print ? lists : NULL };
-
-			if (emit_explain_backward(r->emit, lists, batch, keep, &p->labels, &ask))
-				goto done;
-		} else {
-			const struct run_meta meta = { .f = &facts, .rep = &rep, .f32 = r->f32,
-						       .batch = r->sequence ? p->batch_read : p->batch,
-						       .sequence = r->sequence };
-
-			if (emit_items(r->emit, lists, batch, &p->labels, &meta))
-				goto done;
-		}
-	}
-	rc = EXIT_OK;
-done:
-	for (size_t b = 0; keep && b < B; b++)
-		steps_results_free(&keep[b]);
-	for (size_t b = 0; lists && b < B; b++)
-		steps_items_free(&lists[b]);
-	free(keep);
-	free(lists);
-	free(res);
-	matrix_free(&dout);
-	run_grads_free(&gr);
+	backward_steps_free(&br);
 	return rc;
 }
 

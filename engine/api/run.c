@@ -17,6 +17,7 @@
 #include "load/model.h"
 #include "api/settings.h"
 #include "read/memory.h"
+#include "run/backward.h"
 #include "run/forward.h"
 #include "run/meta.h"
 #include "util/budget.h"
@@ -44,9 +45,9 @@ struct mhe_run {
 	const char **their_names, **their_paths;
 	size_t n_theirs;
 	size_t sequence;          /* "sequence": a batch's sequence compared (from 1), or 0 */
-	/* "print": the steps a forward keeps as results (steps_parse_print) */
-	unsigned print;
-	int print_all, print_given;
+	/* "print": the steps a forward or a backward keeps as results, their
+	 * names read by the one that runs (steps_parse_print, backward's) */
+	const char *print;
 	/* the last forward's with print: its results, held alone (the problem
 	 * and the steps let go), and its meta */
 	struct result {
@@ -163,11 +164,9 @@ static int set(mhe_run *r, const char *name, const char *value)
 										  : MHE_USAGE;
 	}
 	if (!strcmp(name, "print")) {
-		r->print = 0;
-		r->print_all = 0;
-		if (!v || steps_parse_print(NULL, v, &r->print, &r->print_all))
-			return v ? MHE_USAGE : usage_error(NULL, "print takes the steps' names");
-		r->print_given = 1;
+		if (!v || !*v)
+			return usage_error(NULL, "print takes the steps' names");
+		r->print = v; /* read by the forward or the backward that runs */
 		return MHE_OK;
 	}
 	if (!strcmp(name, "dtype")) {
@@ -305,26 +304,28 @@ static int load(mhe_run *r, int map)
 
 /* the sequences' and heads' matrices of an item (idx: its H heads' in each
  * list) are the forward's output, one after another: the result can be the
- * output itself, no copy (the output and nothing else is kept) */
-static int in_place(const struct forward_run *fr, const size_t *idx, size_t H, size_t per)
+ * output itself, no copy (the output and nothing else is kept); out NULL:
+ * no output */
+static int in_place(const struct step_items *lists, size_t B, const matrix *out,
+		    const size_t *idx, size_t H, size_t per)
 {
-	const matrix *first = fr->lists[0].v[idx[0]].m;
+	const matrix *first = lists[0].v[idx[0]].m;
 
-	if (!first->v || first->v != fr->out.v || fr->B * H * per != matrix_size(&fr->out))
+	if (!out || !first->v || first->v != out->v || B * H * per != matrix_size(out))
 		return 0;
-	for (size_t b = 0, at = 0; b < fr->B; b++)
+	for (size_t b = 0, at = 0; b < B; b++)
 		for (size_t h = 0; h < H; h++, at += per)
-			if (fr->lists[b].v[idx[h]].m->v != first->v + at)
+			if (lists[b].v[idx[h]].m->v != first->v + at)
 				return 0;
 	return 1;
 }
 
 /* the forward's items as 'mha forward -o run.npz' names them: one result a
  * step, the heads and the sequences stacked ahead (archive.c's rule) */
-static int make_results(mhe_run *r, const struct forward_run *fr)
+static int make_results(mhe_run *r, const struct step_items *lists, size_t B, const matrix *out)
 {
-	const struct step_items *list = &fr->lists[0];
-	const size_t B = fr->B, batch = r->pb.batch;
+	const struct step_items *list = &lists[0];
+	const size_t batch = r->pb.batch;
 
 	r->results = calloc(list->n ? list->n : 1, sizeof(*r->results));
 	if (!r->results)
@@ -351,9 +352,9 @@ static int make_results(mhe_run *r, const struct forward_run *fr)
 		for (size_t d = 0; d < it->m->rank && res->rank < 4; d++)
 			res->dim[res->rank++] = it->m->dim[d];
 		per = matrix_size(it->m);
-		if (in_place(fr, idx, H, per)) {
-			/* one block already, in order: the result is fr's own */
-			res->v = fr->lists[0].v[idx[0]].m->v;
+		if (in_place(lists, B, out, idx, H, per)) {
+			/* one block already, in order: the result is the output */
+			res->v = lists[0].v[idx[0]].m->v;
 			r->n_results++;
 			continue;
 		}
@@ -364,7 +365,7 @@ static int make_results(mhe_run *r, const struct forward_run *fr)
 		r->n_results++;
 		for (size_t b = 0; b < B; b++)
 			for (size_t h = 0; h < H; h++) {
-				const matrix *m = fr->lists[b].v[idx[h]].m;
+				const matrix *m = lists[b].v[idx[h]].m;
 
 				for (size_t k = 0; k < per; k++)
 					res->v[at++] = m->v ? m->v[k] : m->f[k];
@@ -375,10 +376,10 @@ static int make_results(mhe_run *r, const struct forward_run *fr)
 
 /* the run's "meta" object as the JSON output writes it, a new string, or
  * NULL said */
-static char *meta_text(const mhe_run *r, const struct forward_run *fr)
+static char *meta_text(const mhe_run *r, const struct step_facts *f, const mha_report *rep)
 {
-	const struct run_meta meta = { .f = &fr->f, .rep = &fr->rep, .f32 = 0,
-				       .batch = r->pb.batch, .sequence = 0 };
+	const struct run_meta meta = { .f = f, .rep = rep, .f32 = 0, .batch = r->pb.batch,
+				       .sequence = 0 };
 	char *text = NULL;
 	size_t size = 0;
 	FILE *fp = open_memstream(&text, &size);
@@ -393,24 +394,65 @@ static char *meta_text(const mhe_run *r, const struct forward_run *fr)
 	return text;
 }
 
+/* after a forward or a backward with print: the problem let go, the
+ * results and the meta alone kept */
+static int problem_go(mhe_run *r, int rc)
+{
+	problem_free(&r->pb);
+	memset(&r->pb, 0, sizeof(r->pb));
+	r->loaded = 0;
+	return rc ? rc : MHE_OK;
+}
+
 /* the forward with the steps "print" asked for kept as results, and then
  * nothing else: the output taken from the steps (results may be it), the
  * steps and the problem let go */
 static int forward_printed(mhe_run *r)
 {
-	const struct forward_ask ask = { .print = r->print, .print_all = r->print_all };
+	struct forward_ask ask = { 0 };
 	struct forward_run fr;
-	int rc = forward_steps(&fr, &r->pb, &ask);
+	const char *was = msg_key("print");
+	int rc = steps_parse_print(NULL, r->print, &ask.print, &ask.print_all) ? MHE_USAGE : 0;
 
-	if (!rc && (make_results(r, &fr) || !(r->meta = meta_text(r, &fr))))
+	msg_key(was);
+	if (rc)
+		return problem_go(r, rc);
+	rc = forward_steps(&fr, &r->pb, &ask);
+	if (!rc && (make_results(r, fr.lists, fr.B, &fr.out) ||
+		    !(r->meta = meta_text(r, &fr.f, &fr.rep))))
 		rc = MHE_DATA;
 	r->out = fr.out;
 	memset(&fr.out, 0, sizeof(fr.out));
 	forward_steps_free(&fr);
-	problem_free(&r->pb);
-	memset(&r->pb, 0, sizeof(r->pb));
-	r->loaded = 0;
-	return rc ? rc : MHE_OK;
+	return problem_go(r, rc);
+}
+
+int mhe_run_backward(mhe_run *r)
+{
+	struct backward_ask ask = { 0 };
+	struct backward_run br;
+	unsigned long long asked;
+	int all, rc;
+	const char *was;
+
+	if (!r)
+		return usage_error(NULL, "mhe_run_backward: no run");
+	rc = WITH_ARRAYS(r, load(r, 0));
+	if (rc)
+		return rc;
+	ask.print = r->print;
+	was = msg_key("print");
+	rc = backward_steps_asked(&ask, &r->spec, &asked, &all) ? MHE_USAGE : 0;
+	msg_key(was);
+	if (rc)
+		return problem_go(r, rc);
+	/* dO, an array in memory perhaps, is read by the run */
+	rc = WITH_ARRAYS(r, backward_steps(&br, &r->pb, &ask, asked) ? MHE_DATA : 0);
+	if (!rc && (make_results(r, br.lists, br.B, NULL) ||
+		    !(r->meta = meta_text(r, &br.facts, &br.rep))))
+		rc = MHE_DATA;
+	backward_steps_free(&br);
+	return problem_go(r, rc);
 }
 
 size_t mhe_run_results(const mhe_run *r)
@@ -454,10 +496,10 @@ int mhe_run_forward(mhe_run *r)
 		return usage_error(NULL, "mhe_run_forward: no run");
 	/* with print, nothing writes into the inputs: .npy files mapped and
 	 * float64 arrays in memory borrowed as mha forward maps its files */
-	rc = WITH_ARRAYS(r, load(r, r->print_given));
+	rc = WITH_ARRAYS(r, load(r, r->print != NULL));
 	if (rc)
 		return rc;
-	if (r->print_given)
+	if (r->print)
 		return forward_printed(r);
 	if (problem_sequences(&r->pb) > 1)
 		return usage_error(NULL, "the inputs are a batch of %zu sequences: the engine's "

@@ -173,6 +173,15 @@ def backward(x: Optional[Input] = None, weights: Optional[Weights] = None, *,
     (default: dX and each weight's).  Returns a Result: r.dX, r.dW_Q, ...
     """
     _no_print("backward", options)
+    if _lib.loaded():
+        try:
+            arrays, meta = _lib.forward(MhaError, _steps(steps), backward=True, x=x,
+                                        weights=weights, grad_output=grad_output, heads=heads,
+                                        kv_heads=kv_heads, causal=causal, mask=mask, dtype=dtype,
+                                        **options)
+            return Result(arrays, meta)
+        except _lib.Unsupported:
+            pass
     options = dict(x=x, weights=weights, grad_output=grad_output, heads=heads, kv_heads=kv_heads,
                    causal=causal, mask=mask, dtype=dtype, print=_steps(steps), **options)
     return _run_to_npz("backward", "backward", options)

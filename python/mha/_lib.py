@@ -116,6 +116,7 @@ def _load():
         lib.mhe_run_set_array.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_Array)]
         lib.mhe_run_set_theirs.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_Array)]
         lib.mhe_run_forward.argtypes = [ctypes.c_void_p]
+        lib.mhe_run_backward.argtypes = [ctypes.c_void_p]
         lib.mhe_run_step.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_Matrix)]
         lib.mhe_run_compare.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_double,
                                         ctypes.c_double, ctypes.POINTER(_Verdict)]
@@ -141,8 +142,10 @@ _said = []
 @_HANDLER
 def _on_message(ctx, m):
     m = m.contents
-    _said.append((m.severity, m.status, m.text.decode("utf-8", "replace"),
-                  m.key.decode() if m.key else None))
+    key = m.key.decode() if m.key else None
+    if key is None and m.file and m.file.startswith(b"<") and m.file.endswith(b">"):
+        key = m.file[1:-1].decode()  # an array given in memory, "<grad-output>"
+    _said.append((m.severity, m.status, m.text.decode("utf-8", "replace"), key))
 
 
 _interrupted = []  # a Ctrl-C during the call under way (_long)
@@ -221,7 +224,8 @@ def _raise_said(error_type):
                             % (name.replace("-", "_"), name,
                                "; did you mean %s=?" % near.replace("-", "_") if near else ""))
         if key:
-            text = "%s (keyword %s=)" % (text, key.replace("-", "_"))
+            # the steps returned are the package's steps=, the program's --print
+            text = "%s (keyword %s=)" % (text, "steps" if key == "print" else key.replace("-", "_"))
         raise error_type("mha: " + text)
 
 
@@ -290,12 +294,13 @@ class Run:
                           -1.0 if atol is None else float(atol), ctypes.byref(v)))
         return v
 
-    def forward(self):
-        """the results: {name: a NumPy array}, and the meta.  The arrays are
-        the run's own results, no copy: the run, which after a forward holds
-        its results and nothing else, stays while any of them does (the
-        arrays given, borrowed, may go)"""
-        self._check(_long(_lib.mhe_run_forward, self.r))
+    def forward(self, backward=False):
+        """the results: {name: a NumPy array}, and the meta, of the forward
+        (or the backward).  The arrays are the run's own results, no copy:
+        the run, which after either holds its results and nothing else, stays
+        while any of them does (the arrays given, borrowed, may go)"""
+        self._check(_long(_lib.mhe_run_backward if backward else _lib.mhe_run_forward,
+                          self.r))
         self.keep = []
         out = {}
         for i in range(_lib.mhe_run_results(self.r)):
@@ -392,8 +397,9 @@ def _settings(run, options):
             run.set(setting, value)
 
 
-def forward(error_type, steps, **options):
-    """forward's results (arrays, meta) from the engine, or Unsupported"""
+def forward(error_type, steps, backward=False, **options):
+    """forward's (backward's) results (arrays, meta) from the engine, or
+    Unsupported"""
     if _lib is None:
         raise Unsupported("library")
     if options.get("dtype") not in (None, "f64", "float64"):
@@ -402,8 +408,9 @@ def forward(error_type, steps, **options):
     run = Run(error_type)  # freed with the last of its results
     try:
         _settings(run, options)
-        run.set("print", steps or "output")
-        return run.forward()
+        if steps or not backward:
+            run.set("print", steps or "output")
+        return run.forward(backward)
     except BaseException:
         run.close()
         raise

@@ -320,3 +320,48 @@ def test_ctrl_c_stops_a_long_call_at_once(no_process):
     assert sent and stopped - sent[0] < 0.25, "stopped %.3f s after the Ctrl-C" % (stopped - sent[0])
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert mha.forward(X, heads=1).output.shape == (3, 4)  # the next call runs whole
+
+
+BW_CASES = [
+    dict(x=X, heads=1),
+    dict(x=XB[0], weights=W8, heads=2, causal=True),
+    dict(x=XB[0], weights=W8, heads=2, grad_output=RNG.normal(size=(5, 8)), steps="all"),
+    dict(x=XB[0], weights=dict(W8, W_K=W8["W_K"][:, :4], W_V=W8["W_V"][:, :4]), heads=4,
+         kv_heads=2, rope="half", causal=True, steps=("dX", "dW_Q", "dq_rot", "heads.dS")),
+    dict(x=XB, weights=W8, heads=2, mask=RNG.normal(size=(5, 5)), steps=("dX", "dS")),
+    dict(x=XB[0], weights=W8, heads=2, softcap=5.0, window="2", exact=True),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BW_CASES)))
+def test_backward_in_process_is_the_program(case, monkeypatch):
+    """mha.backward through the engine: the program's names, shapes, bits
+    and meta, no process started"""
+    options = dict(BW_CASES[case])
+    steps = options.pop("steps", None)
+    if isinstance(steps, tuple):
+        steps = tuple(s.replace("heads.", "") for s in steps)
+    with monkeypatch.context() as m:
+        m.setattr(mha._lib, "_lib", None)
+        program = mha.backward(steps=steps, **options)
+
+    def refuse(*a, **k):
+        raise AssertionError("a process was started")
+    monkeypatch.setattr(subprocess, "run", refuse)
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    mine = mha.backward(steps=steps, **options)
+    assert list(mine) == list(program)
+    for k in program:
+        assert mine[k].shape == program[k].shape, k
+        assert np.array_equal(mine[k], program[k], equal_nan=True), k
+    def names(meta):
+        return {k: (v.replace(".npy", "").strip("<>") if isinstance(v, str) else v)
+                for k, v in meta.items() if k not in ("inputs", "weights")}
+    assert names(mine.meta) == names(program.meta)
+
+
+def test_backward_errors_name_the_keyword(no_process):
+    with pytest.raises(mha.MhaError, match=r"unknown step 'dXX': did you mean 'dX'\? \(keyword steps=\)"):
+        mha.backward(XB[0], W8, heads=2, steps="dXX")
+    with pytest.raises(mha.MhaError, match=r"grad.output.*\(keyword grad_output=\)"):
+        mha.backward(XB[0], W8, heads=2, grad_output=np.ones((4, 8)))
