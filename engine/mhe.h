@@ -115,6 +115,28 @@ MHE_API void mhe_set_stop_handler(mhe_stop_fn *fn, void *ctx);
 
 /* ---- a run ---------------------------------------------------------------- */
 
+/*
+ * Every setting mhe_run_set and mhe_run_set_array take (1.2.0), for a
+ * front's signatures: its name and what its value is.  Fills out[0..cap)
+ * and returns how many there are (cap 0: just the count).  The names are
+ * the engine's, valid for the process.
+ */
+enum mhe_kind {
+	MHE_FLAG,         /* no value: "exact", "alibi" */
+	MHE_FLAG_OR_WORD, /* no value, or a word: "causal", "causal bottom-right" */
+	MHE_COUNT,        /* a whole number: "heads", "layer" */
+	MHE_NUMBER,       /* a real number: "rope-theta", "softcap" */
+	MHE_NUMBER_OR_WORD, /* a number or a word: "scale" (0.5, dmodel), "window" */
+	MHE_WORD,         /* a word: "rope", "layout", "print" */
+	MHE_ARRAY,        /* a file, or an array in memory (mhe_run_set_array) */
+	MHE_PATH          /* a file or a folder alone: "w", "config" */
+};
+typedef struct mhe_setting {
+	const char *name;
+	enum mhe_kind kind;
+} mhe_setting;
+MHE_API size_t mhe_settings(mhe_setting *out, size_t cap);
+
 typedef struct mhe_run mhe_run;
 
 /* A new run (float64, one head, nothing read yet), or NULL out of memory.

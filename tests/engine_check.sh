@@ -206,5 +206,27 @@ else
 	echo "skip arrays in memory (no NumPy)"
 fi
 
+# 5. the settings' list (mhe_settings): each name taken by mhe_run_set
+# (never "unknown setting"), and every option of mha forward and backward
+# either in it or the program's own (where its results go and how they
+# look, the pictures, --explain)
+"$CLIENT" settings > "$T/settings" 2>&1 || bad "settings: $(cat "$T/settings")"
+while read -r name kind; do
+	case $kind in
+	flag) v= ;; count) v=2 ;; number|number-or-word) v=0.5 ;; *) v=z ;;
+	esac
+	if [ "$kind" = flag ]; then "$CLIENT" set "$name" > "$T/s1" 2>&1; else "$CLIENT" set "$name" "$v" > "$T/s1" 2>&1; fi
+	grep -q "unknown setting" "$T/s1" && bad "settings: $name listed, not taken"
+done < "$T/settings"
+[ "$(wc -l < "$T/settings")" -ge 60 ] && ok "settings: $(wc -l < "$T/settings") listed, each taken" ||
+	bad "settings: $(wc -l < "$T/settings") listed"
+PROGRAM_ONLY=" output format compress json-nonfinite precision digits full fit cols rows range head pool color explain cell progress quiet force help list-options kv-len "
+for cmd in forward backward; do
+	for o in $("$MHA" "$cmd" --list-options | sed -n 's/.*"name": "\([^"]*\)".*/\1/p'); do
+		grep -q "^$o " "$T/settings" || case "$PROGRAM_ONLY" in *" $o "*) ;; *) bad "settings: mha $cmd --$o is not in the engine's list" ;; esac
+	done
+done
+ok "settings: every option of mha forward and backward listed or the program's own"
+
 [ "$fails" -eq 0 ] || { echo "engine_check: $fails failed"; exit 1; }
 echo "engine_check: all passed"

@@ -19,6 +19,7 @@
  *   engine_client results CHECKPOINT LAYER X PRINT   the forward's results with
  *                                    print=PRINT: each name and shape, a line,
  *                                    then the meta's JSON
+ *   engine_client settings                           every setting's name and kind (mhe_settings)
  *   engine_client set NAME VALUE                     the setting taken, or its message
  *   engine_client set-array NAME                     a 1 x 2 array for input NAME
  *
@@ -221,6 +222,22 @@ int main(int argc, char **argv)
 			rc = mhe_run_forward(r);
 		if (!rc)
 			rc = print_results(r);
+	} else if (argc == 2 && !strcmp(argv[1], "settings")) {
+		/* every setting's name and kind, a line each */
+		static const char *const kinds[] = { "flag", "flag-or-word", "count", "number",
+						     "number-or-word", "word", "array", "path" };
+		const size_t n = mhe_settings(NULL, 0);
+		mhe_setting *all = malloc(n * sizeof(*all));
+
+		if (!all || mhe_settings(all, n) != n) {
+			free(all);
+			mhe_run_free(r);
+			return 3;
+		}
+		for (size_t i = 0; i < n; i++)
+			printf("%s %s\n", all[i].name, kinds[all[i].kind]);
+		free(all);
+		rc = MHE_OK;
 	} else if (argc == 3 && !strcmp(argv[1], "set-array")) {
 		/* a 1 x 2 array for the input called NAME */
 		static const double two[2] = { 1, 2 };

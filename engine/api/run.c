@@ -127,6 +127,22 @@ void mhe_run_free(mhe_run *r)
 	free(r);
 }
 
+/* the run's own settings (set() reads them), then the layer's and its
+ * inputs' (settings.c) */
+static const mhe_setting run_settings[] = {
+	{ "max-memory", MHE_NUMBER_OR_WORD }, { "sequence", MHE_COUNT }, { "print", MHE_WORD },
+	{ "dtype", MHE_WORD },
+};
+
+size_t mhe_settings(mhe_setting *out, size_t cap)
+{
+	const size_t n = sizeof(run_settings) / sizeof(run_settings[0]);
+
+	for (size_t i = 0; i < n && i < cap; i++)
+		out[i] = run_settings[i];
+	return spec_settings_list(out, cap, n);
+}
+
 /* value, kept as long as the run (spec holds pointers to it) */
 static const char *keep_value(mhe_run *r, const char *value)
 {
@@ -242,7 +258,8 @@ static int array_refused(const char *name, const mhe_array *a)
 
 int mhe_run_set_array(mhe_run *r, const char *name, const mhe_array *a)
 {
-	const struct spec_file *f = name ? spec_file_named(!strcmp(name, "kt") ? "k" : name) : NULL;
+	const struct spec_file *f = name ? spec_file_named(!strcmp(name, "kt") ? "k"
+							   : spec_canonical(name)) : NULL;
 	char shown[80];
 
 	if (!r || !name || !a)

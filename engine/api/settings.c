@@ -45,6 +45,15 @@ static const char *const setting_names[N_SETTINGS] = {
 	[S_MLA_EPS] = "mla-eps",
 	[S_BIASES] = "biases",
 };
+/* and what each value is (mhe_settings) */
+static const enum mhe_kind setting_kinds[N_SETTINGS] = {
+	[S_HEADS] = MHE_COUNT, [S_KV_HEADS] = MHE_COUNT, [S_SCALE] = MHE_NUMBER_OR_WORD,
+	[S_CAUSAL] = MHE_FLAG_OR_WORD, [S_WINDOW] = MHE_NUMBER_OR_WORD, [S_SINKS] = MHE_ARRAY,
+	[S_ROPE] = MHE_WORD, [S_ROPE_THETA] = MHE_NUMBER, [S_ROPE_DIM] = MHE_COUNT,
+	[S_ROPE_SCALING] = MHE_WORD, [S_NORM] = MHE_WORD, [S_NORM_EPS] = MHE_NUMBER,
+	[S_NORM_OVER] = MHE_WORD, [S_SOFTCAP] = MHE_NUMBER, [S_QK_ROPE] = MHE_COUNT,
+	[S_MLA_EPS] = MHE_NUMBER, [S_BIASES] = MHE_WORD,
+};
 static enum setting setting_by_name(const char *name)
 {
 	if (!name)
@@ -223,9 +232,29 @@ static const struct {
 };
 #define N_WORDS (sizeof(word_inputs) / sizeof(word_inputs[0]))
 
+/* other names of inputs: DeepSeek's q_b_proj is W_Q after q_a_proj */
+static const struct {
+	const char *name, *is;
+} aliases[] = { { "q-b-proj", "wq" } };
+#define N_ALIASES (sizeof(aliases) / sizeof(aliases[0]))
+
+const char *spec_canonical(const char *name)
+{
+	for (size_t i = 0; name && i < N_ALIASES; i++)
+		if (!strcmp(name, aliases[i].name))
+			return aliases[i].is;
+	return name;
+}
+
 /* the other inputs: how to read them, how to compute (input()'s cases) */
-static const char *const others[] = { "kt", "mask-bool", "alibi", "absorb", "layout", "layer",
-				      "threads", "exact" };
+static const struct {
+	const char *name;
+	enum mhe_kind kind;
+} others[] = {
+	{ "kt", MHE_ARRAY }, { "mask-bool", MHE_WORD }, { "alibi", MHE_FLAG },
+	{ "absorb", MHE_FLAG }, { "layout", MHE_WORD }, { "layer", MHE_COUNT },
+	{ "threads", MHE_COUNT }, { "exact", MHE_FLAG },
+};
 #define N_OTHERS (sizeof(others) / sizeof(others[0]))
 
 const char *spec_closest(const char *name)
@@ -240,8 +269,28 @@ const char *spec_closest(const char *name)
 	for (size_t i = 0; i < N_WORDS && n < sizeof(all) / sizeof(all[0]); i++)
 		all[n++] = word_inputs[i].name;
 	for (size_t i = 0; i < N_OTHERS && n < sizeof(all) / sizeof(all[0]); i++)
-		all[n++] = others[i];
+		all[n++] = others[i].name;
 	return closest_name(name, all, n);
+}
+
+size_t spec_settings_list(mhe_setting *out, size_t cap, size_t at)
+{
+	size_t n = at;
+
+#define PUT(nm, kd) (n < cap ? (out[n] = (mhe_setting){ (nm), (kd) }, n++) : n++)
+	for (size_t i = 0; i < N_SETTINGS; i++)
+		PUT(setting_names[i], setting_kinds[i]);
+	for (size_t i = 0; i < n_spec_files; i++)
+		PUT(spec_files[i].name, !strcmp(spec_files[i].name, "config") ||
+			!strcmp(spec_files[i].name, "weights") ? MHE_PATH : MHE_ARRAY);
+	for (size_t i = 0; i < N_WORDS; i++)
+		PUT(word_inputs[i].name, MHE_WORD);
+	for (size_t i = 0; i < N_OTHERS; i++)
+		PUT(others[i].name, others[i].kind);
+	for (size_t i = 0; i < N_ALIASES; i++)
+		PUT(aliases[i].name, MHE_ARRAY);
+#undef PUT
+	return n;
 }
 
 /* where the input called name sits, when setting it is setting its path or
@@ -327,7 +376,7 @@ int spec_setting(const char *hint, const char *name, const char *arg, struct pro
 int spec_input(const char *hint, const char *name, const char *arg, struct problem_spec *s)
 {
 	const char *was = msg_key(name);
-	const int rc = input(hint, name, arg, s);
+	const int rc = input(hint, spec_canonical(name), arg, s);
 
 	msg_key(was);
 	return rc;

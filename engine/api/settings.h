@@ -7,6 +7,7 @@
 #define MHA_ENGINE_SETTINGS_H
 
 #include "load/spec.h"
+#include "mhe.h"
 
 /*
  * The settings of what one layer computes (heads, kv-heads, scale, causal,
@@ -30,5 +31,12 @@ int spec_input(const char *hint, const char *name, const char *arg, struct probl
 
 /* Of every name above, the one name is most likely a typo of, or NULL. */
 const char *spec_closest(const char *name);
+
+/* the input name stands for ("q-b-proj": "wq"), or name itself */
+const char *spec_canonical(const char *name);
+
+/* every name spec_setting and spec_input take, with its kind, into
+ * out[at..cap) (mhe_settings): the count up to the last, at included */
+size_t spec_settings_list(mhe_setting *out, size_t cap, size_t at);
 
 #endif

@@ -8,14 +8,16 @@ from Python.
     mha.testing.assert_attention_close({"scaled": mine, "output": out}, x=x, weights=w, heads=2)
 
 Every keyword is the mha command's option of the same name, '-' for '_'
-(kv_heads=2 is --kv-heads 2, causal=True is --causal).  forward, compare
-and testing.assert_attention_close run the mha engine in this process
-(backend() "library": arrays by pointer, float16 and bfloat16 widened
-exactly, mha's notes as MhaWarning); the rest, and everything where the
-engine cannot be loaded, run the mha command, arrays and torch tensors as
-.npy files, a dict of arrays as an .npz archive, paths as they are.
-mha.sdpa takes scaled_dot_product_attention's arguments.  help(mha.forward) ends with 'mha forward --help', the options'
-reference.  The command's refusal raises MhaError (a ValueError) with its
+(kv_heads=2 is --kv-heads 2, causal=True is --causal).  forward, backward,
+compare, testing.assert_attention_close and sdpa run the mha engine in this
+process (backend() "library": arrays by pointer, float16 and bfloat16
+widened exactly, results as arrays of the engine's, mha's notes as
+MhaWarning, Ctrl-C as KeyboardInterrupt); the rest, and everything where
+the engine cannot be loaded, run the mha command, arrays and torch tensors
+as .npy files, a dict of arrays as an .npz archive, paths as they are.
+mha.sdpa takes scaled_dot_product_attention's arguments.  The signatures
+and type hints are the engine's own list of settings; help(mha.forward)
+ends with it.  The command's refusal raises MhaError (a ValueError) with its
 message; a keyword that is no option raises TypeError before anything runs.
 """
 import json
@@ -47,10 +49,11 @@ def backend() -> str:
     """How the package runs: "library" (the mha engine, libmhe, loaded in
     this process: no program started, no file for an array) or "program"
     (the mha executable, when the library cannot be loaded: _lib.why_not()
-    says why).  Calls the engine does not take in process yet (forward,
-    load_layer today; forward with dtype="f32" or the options that shape what
-    it prints; compare with a path of theirs, digits=, sequence=, dtype=)
-    run the program either way."""
+    says why).  In process: forward, backward, compare,
+    testing.assert_attention_close and sdpa, with the settings the engine
+    lists (their signatures).  The program runs, either way, load_layer,
+    dtype="f32", the options that shape what is printed (digits=, format=,
+    ...) and compare with a path of theirs, sequence= or dtype=."""
     return "library" if _lib.loaded() else "program"
 
 
@@ -251,6 +254,51 @@ def load_layer(checkpoint: Union[str, "os.PathLike[str]"], layer: Optional[int] 
     return Layer(keywords, data["layers"][0], arrays)
 
 
+# each kind of the engine's settings (mhe_settings) as a keyword's type
+_HINTS = {"flag": bool, "flag-or-word": Union[bool, str, int], "count": Optional[int],
+          "number": Optional[float], "number-or-word": Optional[Union[float, str]],
+          "word": Optional[str], "array": Optional[Input], "path": Optional[Union[str, "os.PathLike[str]"]]}
+# the engine's settings that are no keyword of the function: steps= is
+# --print; dO is backward's and compare's, sequence compare's alone
+_NOT_KEYWORDS = {"forward": {"print", "grad-output", "sequence"},
+                 "backward": {"print", "sequence"}, "compare": {"print"}}
+
+
+def _signed(function, command):
+    """function's signature and type hints from the engine's own list of
+    settings (mhe_settings: names and kinds), its explicit parameters first,
+    every other setting a keyword-only parameter of the same name ('-' as
+    '_'), then **options for what only the program takes; its docstring
+    ends with the keywords and their kinds.  Without the library: the
+    program's --help, as before."""
+    import inspect
+    sig = inspect.signature(function)
+    params = [p for p in sig.parameters.values() if p.kind != p.VAR_KEYWORD]
+    taken = {p.name for p in params}
+    listed = []
+    for name, kind in _lib.settings():
+        key = name.replace("-", "_")
+        if name in _NOT_KEYWORDS[command]:
+            continue
+        listed.append((key, kind))
+        if key in taken:
+            continue
+        taken.add(key)
+        params.append(inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY,
+                                        default=False if kind == "flag" else None,
+                                        annotation=Optional[Weights] if key == "weights"
+                                        else _HINTS[kind]))
+    params.append(inspect.Parameter("options", inspect.Parameter.VAR_KEYWORD, annotation=Any))
+    function.__signature__ = sig.replace(parameters=params)
+    function.__annotations__ = dict(getattr(function, "__annotations__", {}),
+                                    **{p.name: p.annotation for p in params
+                                       if p.annotation is not inspect.Parameter.empty})
+    function.__doc__ = (function.__doc__ or "") + \
+        "\n    The engine's settings, each a keyword ('-' as '_'; 'mha %s --help' and\n" % command + \
+        "    man mha tell what each does):\n\n" + \
+        "".join("      %-20s %s\n" % (k, kind) for k, kind in listed)
+
+
 def _with_reference(function, command):
     """the function's docstring, then the command's own --help: every option's reference"""
     try:
@@ -262,8 +310,9 @@ def _with_reference(function, command):
         "".join("    " + line + "\n" for line in reference.rstrip("\n").split("\n"))
 
 
-for _f, _c in ((forward, "forward"), (backward, "backward"), (compare, "compare"), (load_layer, "model")):
-    _with_reference(_f, _c)
+for _f, _c in ((forward, "forward"), (backward, "backward"), (compare, "compare")):
+    _signed(_f, _c) if _lib.loaded() else _with_reference(_f, _c)
+_with_reference(load_layer, "model") if not _lib.loaded() else None
 
 from . import testing  # noqa: E402  (it uses compare)
 

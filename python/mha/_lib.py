@@ -52,6 +52,10 @@ class _Array(ctypes.Structure):
                 ("dim", ctypes.c_size_t * 4)]
 
 
+class _Setting(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("kind", ctypes.c_int)]
+
+
 class _Matrix(ctypes.Structure):
     _fields_ = [("v", ctypes.POINTER(ctypes.c_double)), ("planes", ctypes.c_size_t),
                 ("rows", ctypes.c_size_t), ("cols", ctypes.c_size_t)]
@@ -131,6 +135,8 @@ def _load():
         lib.mhe_run_meta.restype = ctypes.c_void_p
         lib.mhe_set_message_handler.argtypes = [_HANDLER, ctypes.c_void_p]
         lib.mhe_set_stop_handler.argtypes = [_STOP, ctypes.c_void_p]
+        lib.mhe_settings.argtypes = [ctypes.POINTER(_Setting), ctypes.c_size_t]
+        lib.mhe_settings.restype = ctypes.c_size_t
         return lib, path
     return None, "; ".join(why)
 
@@ -192,6 +198,21 @@ if _lib is not None:
 def loaded():
     """the engine's path, or None"""
     return _where_loaded if _lib is not None else None
+
+
+# mhe_settings' kinds (enum mhe_kind), in order
+KINDS = ("flag", "flag-or-word", "count", "number", "number-or-word", "word", "array", "path")
+
+
+def settings():
+    """every setting the engine takes, [(name, kind)], kind one of KINDS, in
+    the engine's order (its own list: mhe_settings); [] without the library"""
+    if _lib is None:
+        return []
+    n = _lib.mhe_settings(None, 0)
+    out = (_Setting * n)()
+    _lib.mhe_settings(out, n)
+    return [(s.name.decode(), KINDS[s.kind]) for s in out]
 
 
 def why_not():

@@ -365,3 +365,32 @@ def test_backward_errors_name_the_keyword(no_process):
         mha.backward(XB[0], W8, heads=2, steps="dXX")
     with pytest.raises(mha.MhaError, match=r"grad.output.*\(keyword grad_output=\)"):
         mha.backward(XB[0], W8, heads=2, grad_output=np.ones((4, 8)))
+
+
+def test_signatures_from_the_engines_own_list():
+    """forward, backward and compare carry a signature and type hints made
+    from the engine's list of settings (mhe_settings), at import, with no
+    program asked (the program named nowhere)"""
+    import inspect
+    import os
+    import sys
+    import typing
+    names = {n.replace("-", "_"): k for n, k in mha._lib.settings()}
+    assert names["heads"] == "count" and names["rope_theta"] == "number" and names["x"] == "array"
+    for f, skip in ((mha.forward, {"print", "grad_output", "sequence"}),
+                    (mha.backward, {"print", "sequence"}), (mha.compare, {"print"})):
+        params = inspect.signature(f).parameters
+        assert set(names) - skip <= set(params), set(names) - skip - set(params)
+        assert list(params)[-1] == "options"  # what only the program takes
+        hints = typing.get_type_hints(f)
+        assert hints["rope_theta"] == typing.Optional[float], f
+        assert hints["exact"] is bool and params["exact"].default is False
+    assert "grad_output" in inspect.signature(mha.backward).parameters
+    assert "grad_output" not in inspect.signature(mha.forward).parameters
+    code = ("import inspect, mha; assert mha.backend() == 'library'; "
+            "assert 'rope_theta' in inspect.signature(mha.forward).parameters; "
+            "assert not mha._run._asked, mha._run._asked")
+    env = dict(os.environ, MHA_EXECUTABLE="/nonexistent/mha",
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
