@@ -129,6 +129,40 @@ def _heads_last(t, name):
     return moved.reshape(*t.shape[:-3], s_, h * d), h, d
 
 
+# mha's names of SDPA's arguments, and the words that name them in a message
+_SDPA_NAMES = {"q": "query", "k": "key", "v": "value", "mask": "attn_mask", "scale": "scale",
+               "kv_heads": "enable_gqa"}
+
+
+def _sdpa_words(text, qkv):
+    """an error of mha's run of sdpa() in SDPA's words: its arguments'
+    names, and an element of query, key or value by its own index
+    [b, h, l, e] (mha saw the heads side by side, [b, l, h*e])"""
+    import re
+
+    def element(m):
+        name, what = m.group(1), m.group(3)
+        t, heads, dim = qkv[name]
+        shape = tuple(t.shape)
+        i = int(m.group(2))
+        lead, rows = shape[:-3], shape[-2]
+        b, rest = divmod(i, rows * heads * dim) if lead else (None, i)
+        row, rest = divmod(rest, heads * dim)
+        head, col = divmod(rest, dim)
+        at = ([b] if lead else []) + [head, row, col]
+        return "%s[%s] is %s" % (_SDPA_NAMES[name], ", ".join(map(str, at)), what)
+    text = re.sub(r"<(q|k|v)>: [QKV]: value (\d+) is (\S+)", element, text)
+    text = re.sub(r"mask from --mask <mask>", "attn_mask", text)
+    text = re.sub(r"<mask>: mask\[", "attn_mask[", text)
+    text = re.sub(r"<(q|k|v|mask)>(: [QKV])?", lambda m: _SDPA_NAMES[m.group(1)], text)
+    text = re.sub(r"--(scale|mask|causal|kv-heads)\b",
+                  lambda m: {"causal": "is_causal"}.get(m.group(1), _SDPA_NAMES.get(
+                      m.group(1).replace("-", "_"), m.group(1))), text)
+    text = re.sub(r"\(keyword (\w+)=\)",
+                  lambda m: "(argument %s=)" % _SDPA_NAMES.get(m.group(1), m.group(1)), text)
+    return text.replace("mha: mha: ", "mha: ")
+
+
 def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional[ArrayLike] = None,
          dropout_p: float = 0.0, is_causal: bool = False, scale: Optional[float] = None,
          enable_gqa: bool = False) -> np.ndarray:
@@ -160,7 +194,11 @@ def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional
                          "grouped-query attention" % (h, hk))
     options = dict(heads=h, kv_heads=hk if hk != h else None, causal=bool(is_causal),
                    scale=None if scale is None else repr(float(scale)), mask=attn_mask)
-    r = forward(None, None, q=q, k=k, v=v, steps=("output",), **options)
+    try:
+        r = forward(None, None, q=q, k=k, v=v, steps=("output",), **options)
+    except MhaError as err:
+        raise MhaError(_sdpa_words(str(err), {"q": (query, h, e), "k": (key, hk, e),
+                                              "v": (value, hv, ev)})) from None
     out = r.output  # [B, L, H*Ev]
     lead = out.shape[:-1]
     return np.moveaxis(out.reshape(*lead, h, ev), -2, -3)

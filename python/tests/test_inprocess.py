@@ -285,6 +285,25 @@ def test_sdpa_refusals():
         mha.sdpa(q, q, q, dropout_p=0.1)
     with pytest.raises(ValueError, match="together"):
         mha.sdpa(q, q, q, attn_mask=np.ones((3, 3), dtype=bool), is_causal=True)
+    # mha's refusals in SDPA's words: its arguments' names, an element of
+    # query, key or value by its own [b, h, l, e]
+    k = np.zeros((1, 4, 5, 8))
+    with pytest.raises(mha.MhaError, match=r"^mha: attn_mask is 3x4 but the scores are 3x5"):
+        mha.sdpa(q, k, k, attn_mask=np.zeros((3, 4)))
+    with pytest.raises(mha.MhaError, match=r"^mha: attn_mask\[0\]\[1\] is nan"):
+        m = np.zeros((3, 5))
+        m[0, 1] = np.nan
+        mha.sdpa(q, k, k, attn_mask=m)
+    bad = q.copy()
+    bad[0, 2, 1, 5] = np.inf
+    with pytest.raises(mha.MhaError, match=r"^mha: query\[0, 2, 1, 5\] is inf.*\(argument query=\)"):
+        mha.sdpa(bad, k, k)
+    bad = np.zeros((4, 5, 8))
+    bad[3, 4, 0] = np.nan
+    with pytest.raises(mha.MhaError, match=r"^mha: value\[3, 4, 0\] is nan"):
+        mha.sdpa(q[0], k[0], bad)
+    with pytest.raises(mha.MhaError, match=r"\(argument scale=\)"):
+        mha.sdpa(q, k, k, scale=float("nan"))
 
 
 def test_sdpa_bfloat16(no_process):
