@@ -211,6 +211,18 @@ MHE_API int mhe_run_forward(mhe_run *r);
  * writes it, a new string (mhe_free), or NULL (said).
  */
 MHE_API int mhe_run_backward(mhe_run *r);
+
+/*
+ * A checkpoint's layer (1.2.0), as mha model describes it: the run's
+ * checkpoint ("w") and its layer ("layer" or "prefix") and any setting
+ * over config.json resolved as a run resolves them (no x needed; a layer a
+ * run would refuse is refused here in the same words).  Its results are
+ * the tensors a run computes with, as 'mha model -o' names them (W_Q ...
+ * b_O as -w takes them, d_in x d_out; q_norm, k_norm, sinks, latent
+ * attention's); mhe_run_meta is the layer's object of 'mha model -f json'
+ * ("heads", "rope", "config_keys", ...).  MHE_OK, MHE_DATA or MHE_USAGE.
+ */
+MHE_API int mhe_run_model(mhe_run *r);
 typedef struct mhe_tensor {
 	const double *v;
 	size_t rank;

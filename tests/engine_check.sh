@@ -206,6 +206,30 @@ else
 	echo "skip arrays in memory (no NumPy)"
 fi
 
+# 4b. a checkpoint's layer (mhe_run_model): mha model's tensors (names,
+# shapes, sums) and its JSON description of the layer, exactly
+"$CLIENT" model "$CK" 1 > "$T/model.out" 2>&1 || bad "model: $(cat "$T/model.out")"
+"$MHA" model "$CK" --layer 1 -f json -o "$T/model.npz" > "$T/model.json"
+if "$PY" - "$T/model.out" "$T/model.npz" "$T/model.json" <<'PY'
+import json, sys
+import numpy as np
+text = open(sys.argv[1]).read()
+lines, meta = text.split("meta: ", 1)
+z = np.load(sys.argv[2])
+mine = [l.split() for l in lines.split("\n") if l]
+assert [m[0] for m in mine] == list(z.files), ([m[0] for m in mine], z.files)
+for m in mine:
+    assert tuple(int(v) for v in m[1:-1]) == z[m[0]].shape, m
+    assert float(m[-1]) == float(np.sum(z[m[0]].ravel())), m
+assert json.loads(meta) == json.load(open(sys.argv[3]))["layers"][0], "the description differs"
+PY
+then ok "model: mha model's tensors and description of layer 1"
+else bad "model: $(head -c 300 "$T/model.out")"; fi
+check_words "model of a layer past the last" model "$CK" 99
+"$MHA" model "$CK" --layer 99 2> "$T/model.err" >/dev/null
+[ "mha: $(cat "$T/c.text")" = "$(head -1 "$T/model.err")" ] && ok "model past the last: the program's words" ||
+	bad "model past the last: $(cat "$T/c.text") vs $(cat "$T/model.err")"
+
 # 5. the settings' list (mhe_settings): each name taken by mhe_run_set
 # (never "unknown setting"), and every option of mha forward and backward
 # either in it or the program's own (where its results go and how they

@@ -19,6 +19,8 @@
  *   engine_client results CHECKPOINT LAYER X PRINT   the forward's results with
  *                                    print=PRINT: each name and shape, a line,
  *                                    then the meta's JSON
+ *   engine_client model CHECKPOINT LAYER             the layer's tensors (as "results") and
+ *                                    its description (the meta line)
  *   engine_client settings                           every setting's name and kind (mhe_settings)
  *   engine_client set NAME VALUE                     the setting taken, or its message
  *   engine_client set-array NAME                     a 1 x 2 array for input NAME
@@ -220,6 +222,15 @@ int main(int argc, char **argv)
 			rc = mhe_run_set(r, "print", argv[5]);
 		if (!rc)
 			rc = mhe_run_forward(r);
+		if (!rc)
+			rc = print_results(r);
+	} else if (argc == 4 && !strcmp(argv[1], "model")) {
+		/* a checkpoint's layer described: its tensors and its object */
+		rc = mhe_run_set(r, "weights", argv[2]);
+		if (!rc)
+			rc = mhe_run_set(r, "layer", argv[3]);
+		if (!rc)
+			rc = mhe_run_model(r);
 		if (!rc)
 			rc = print_results(r);
 	} else if (argc == 2 && !strcmp(argv[1], "settings")) {

@@ -26,6 +26,7 @@
 #include "read/checkpoint.h"
 #include "write/archive.h"
 #include "write/emit.h"
+#include "run/layer.h"
 #include "run/meta.h"
 #include "write/write.h"
 
@@ -96,28 +97,10 @@ struct model_opts {
  */
 static int write_tensors(const char *path, const struct problem *p)
 {
-	static const char *const extra_names[] = { "sinks", "q_norm", "k_norm" };
-	const matrix *const extra[] = { &p->sinks, &p->q_norm, &p->k_norm };
-	const char *names[N_WEIGHTS + 3 + N_LATENT];
-	const matrix *m[N_WEIGHTS + 3 + N_LATENT];
-	size_t n = 0;
+	const char *names[LAYER_TENSORS];
+	const matrix *m[LAYER_TENSORS];
 
-	for (int i = 0; i < N_WEIGHTS; i++)
-		if (weights_has(&p->w, i)) {
-			names[n] = weight_names[i];
-			m[n++] = &p->w.m[i];
-		}
-	for (int i = 0; i < 3; i++)
-		if (extra[i]->rank) {
-			names[n] = extra_names[i];
-			m[n++] = extra[i];
-		}
-	for (int i = 0; i < N_LATENT; i++)
-		if (p->latent[i].rank) {
-			names[n] = latent_names[i];
-			m[n++] = &p->latent[i];
-		}
-	return emit_npz_named(path, names, m, n);
+	return emit_npz_named(path, names, m, layer_tensors(p, names, m));
 }
 
 /* one layer, read as a run reads it, described; 0, or -1 said */
@@ -126,11 +109,8 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 {
 	struct problem_spec s = *spec;
 	struct problem pb;
-	const mha_dims *d = &pb.d;
+	struct layer_facts f;
 	const mha_config *c = &pb.cfg;
-	size_t H, G, dk, dv, din, dout, R, n_stated;
-	const char *type, *stated[24];
-	double scale;
 	char num[40];
 	int rc = -1;
 
@@ -141,91 +121,10 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 	if (model_config(&s) || problem_load(&pb, &s))
 		goto done;
 	s = pb.spec;
-	/* config.json's own model_type, even one read as another family's */
-	type = s.type_said[0] ? s.type_said : s.mtype ? s.mtype->type : "";
-	n_stated = model_settings(&s, 1, stated, sizeof(stated) / sizeof(stated[0]));
-	H = d->heads;
-	G = d->kv_heads ? d->kv_heads : H;
-	dk = d->d_k;
-	dv = d->d_v;
-	din = d->d_q_in;
-	dout = weights_has(&pb.w, WO) ? d->d_out : H * dv;
-	R = c->mla.on ? c->mla.d_rope : c->rope.dim ? c->rope.dim : dk;
-	if (c->mla.on)
-		din = pb.latent[LAT_KV_A_PROJ].dim[0];
-	scale = c->scale_mode == MHA_SCALE_VALUE ? c->scale : c->scale_mode == MHA_SCALE_NONE ? 1
-		: 1 / sqrt((double)dk);
+	layer_facts(&pb, &f);
 	if (o->json) {
-		fputs(first ? "\n    {" : ",\n    {", fp);
-		if (s.has_layer)
-			fprintf(fp, "\"layer\": %zu, ", s.layer);
-		else
-			fputs("\"layer\": null, ", fp);
-		fputs("\"module\": ", fp);
-		text_put_json(fp, s.module);
-		fprintf(fp, ", \"family\": \"%s\", \"model_type\": ", model_family_name(s.family));
-		if (*type)
-			text_put_json(fp, type);
-		else
-			fputs("null", fp);
-		fputs(", \"stated\": [", fp);
-		for (size_t i = 0; i < n_stated; i++)
-			fprintf(fp, "%s\"%s\"", i ? ", " : "", stated[i]);
-		fputc(']', fp);
-		fprintf(fp, ", \"heads\": %zu, \"kv_heads\": %zu, \"d_model\": %zu, \"d_k\": %zu, "
-			"\"d_v\": %zu, \"d_out\": %zu, \"scale\": {\"value\": ", H, G, din, dk, dv, dout);
-		json_number(fp, scale, 0);
-		fprintf(fp, ", \"rule\": \"%s\"}, \"causal\": \"%s\", \"rope\": ",
-			meta_scale_rule(c->scale_mode), meta_causal_name(c->causal));
-		if (c->rope.mode) {
-			fprintf(fp, "{\"mode\": \"%s\", \"theta\": ",
-				c->rope.mode == MHA_ROPE_HALF ? "half" : "interleaved");
-			json_number(fp, c->rope.theta ? c->rope.theta : 10000, 0);
-			fprintf(fp, ", \"dim\": %zu, \"scaling\": ", R);
-			meta_rope_scaling(fp, &c->rope);
-			fputc('}', fp);
-		} else {
-			fputs("null", fp);
-		}
-		fputs(", \"window\": ", fp);
-		if (c->window.on)
-			fprintf(fp, "[%td, %td]", c->window.left, c->window.right);
-		else
-			fputs("null", fp);
-		fputs(", \"softcap\": ", fp);
-		if (c->softcap > 0)
-			json_number(fp, c->softcap, 0);
-		else
-			fputs("null", fp);
-		fputs(", \"norm\": ", fp);
-		meta_norm(fp, &c->norm, s.q_norm, s.k_norm);
-		fputs(", \"mla\": ", fp);
-		meta_mla(fp, c, d);
-		fputs(", \"sinks\": ", fp);
-		if (s.sinks)
-			text_put_json(fp, s.sinks);
-		else
-			fputs("null", fp);
-		fputs(", \"biases\": [", fp);
-		for (int i = BQ, n = 0; i <= BO; i++)
-			if (weights_has(&pb.w, i))
-				fprintf(fp, "%s\"%s\"", n++ ? ", " : "", weight_names[i]);
-		fputs("], \"config\": ", fp);
-		if (s.config_read[0])
-			text_put_json(fp, path_shown(s.config_read));
-		else
-			fputs("null", fp);
-		fputs(", \"config_keys\": [", fp);
-		for (size_t i = 0, n = 0; s.keys_used[i]; i += strlen(s.keys_used + i) + 1)
-			fprintf(fp, "%s\"%s\"", n++ ? ", " : "", s.keys_used + i);
-		/* the keys config.json left out, as their class's defaults filled them */
-		fputs("], \"config_defaults\": {", fp);
-		for (size_t i = 0, n = 0; s.keys_defaulted[i]; i += strlen(s.keys_defaulted + i) + 1) {
-			const char *e = s.keys_defaulted + i, *eq = strchr(e, '=');
-
-			fprintf(fp, "%s\"%.*s\": %s", n++ ? ", " : "", (int)(eq - e), e, eq + 1);
-		}
-		fputs("}}", fp);
+		fputs(first ? "\n    " : ",\n    ", fp);
+		layer_json(fp, &pb, &f);
 	} else {
 		fprintf(fp, "%s", first ? "" : "\n");
 		if (s.has_layer)
@@ -233,26 +132,26 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 		fputs("module ", fp);
 		text_put(fp, s.module);
 		fprintf(fp, " (%s", model_family_name(s.family));
-		if (*type) {
+		if (*f.type) {
 			fputs(", model_type ", fp);
-			text_put(fp, type);
+			text_put(fp, f.type);
 		}
 		if (s.type_said[0])
 			fprintf(fp, ", read as --layout %s", model_family_name(s.family));
 		fputs(")\n", fp);
 		fputs("  stated:", fp);
-		for (size_t i = 0; i < n_stated; i++)
-			fprintf(fp, "%s %s", i ? "," : "", stated[i]);
-		fputs(n_stated ? "\n" : " none (config.json's and the family's)\n", fp);
+		for (size_t i = 0; i < f.n_stated; i++)
+			fprintf(fp, "%s %s", i ? "," : "", f.stated[i]);
+		fputs(f.n_stated ? "\n" : " none (config.json's and the family's)\n", fp);
 		fprintf(fp, "  heads %zu, key/value heads %zu, d_model %zu, d_k %zu, d_v %zu, d_out %zu\n",
-			H, G, din, dk, dv, dout);
-		format_shortest(num, sizeof(num), scale);
+			f.H, f.G, f.din, f.dk, f.dv, f.dout);
+		format_shortest(num, sizeof(num), f.scale);
 		fprintf(fp, "  scale %s (%s), causal %s\n", num, meta_scale_rule(c->scale_mode),
 			meta_causal_name(c->causal));
 		if (c->rope.mode) {
 			format_shortest(num, sizeof(num), c->rope.theta ? c->rope.theta : 10000);
 			fprintf(fp, "  rope %s, theta %s, R = %zu of d_k %zu",
-				c->rope.mode == MHA_ROPE_HALF ? "half" : "interleaved", num, R, dk);
+				c->rope.mode == MHA_ROPE_HALF ? "half" : "interleaved", num, f.R, f.dk);
 			if (c->rope.scaling.type) {
 				format_shortest(num, sizeof(num), c->rope.scaling.factor);
 				fprintf(fp, ", scaling %s factor %s",
@@ -290,8 +189,8 @@ static int describe(FILE *fp, const struct model_opts *o, const struct problem_s
 			else
 				fputs("none (q_proj)", fp);
 			fprintf(fp, ", kv_lora_rank %zu, qk_nope_head_dim %zu, qk_rope_head_dim %zu, "
-				"v_head_dim %zu, eps %s\n", c->mla.kv_rank, dk - c->mla.d_rope,
-				c->mla.d_rope, dv, num);
+				"v_head_dim %zu, eps %s\n", c->mla.kv_rank, f.dk - c->mla.d_rope,
+				c->mla.d_rope, f.dv, num);
 		} else {
 			fputs("  latent attention none\n", fp);
 		}

@@ -19,6 +19,7 @@
 #include "read/memory.h"
 #include "run/backward.h"
 #include "run/forward.h"
+#include "run/layer.h"
 #include "run/meta.h"
 #include "util/budget.h"
 #include "util/msg.h"
@@ -470,6 +471,66 @@ int mhe_run_backward(mhe_run *r)
 		rc = MHE_DATA;
 	backward_steps_free(&br);
 	return problem_go(r, rc);
+}
+
+/* m, a copy of its own, as result name: 0, or -1 said */
+static int add_result(mhe_run *r, const char *name, const matrix *m)
+{
+	const size_t n = matrix_size(m);
+	struct result *more = realloc(r->results, (r->n_results + 1) * sizeof(*more)), *res;
+
+	if (!more)
+		return error("out of memory");
+	r->results = more;
+	res = &r->results[r->n_results];
+	memset(res, 0, sizeof(*res));
+	res->v = malloc((n ? n : 1) * sizeof(double));
+	if (!res->v)
+		return error("out of memory");
+	r->n_results++;
+	snprintf(res->name, sizeof(res->name), "%s", name);
+	res->owned = 1;
+	res->rank = m->rank;
+	for (size_t d = 0; d < m->rank && d < 4; d++)
+		res->dim[d] = m->dim[d];
+	for (size_t i = 0; i < n; i++)
+		res->v[i] = m->v ? m->v[i] : m->f[i];
+	return 0;
+}
+
+int mhe_run_model(mhe_run *r)
+{
+	const char *names[LAYER_TENSORS];
+	const matrix *m[LAYER_TENSORS];
+	struct layer_facts f;
+	char *text = NULL;
+	size_t size = 0, n;
+	FILE *fp;
+	int rc;
+
+	if (!r)
+		return usage_error(NULL, "mhe_run_model: no run");
+	/* the layer resolved as a run resolves it: one token of zeros for X */
+	r->spec.probe = 1;
+	rc = WITH_ARRAYS(r, load(r, 0));
+	r->spec.probe = 0;
+	if (rc)
+		return problem_go(r, rc);
+	n = layer_tensors(&r->pb, names, m);
+	for (size_t i = 0; i < n; i++)
+		if (add_result(r, names[i], m[i]))
+			return problem_go(r, MHE_DATA);
+	fp = open_memstream(&text, &size);
+	if (!fp)
+		return error("out of memory"), problem_go(r, MHE_DATA);
+	layer_facts(&r->pb, &f);
+	layer_json(fp, &r->pb, &f);
+	if (fclose(fp)) {
+		free(text);
+		return error("out of memory"), problem_go(r, MHE_DATA);
+	}
+	r->meta = text;
+	return problem_go(r, MHE_OK);
 }
 
 size_t mhe_run_results(const mhe_run *r)

@@ -9,8 +9,8 @@ from Python.
 
 Every keyword is the mha command's option of the same name, '-' for '_'
 (kv_heads=2 is --kv-heads 2, causal=True is --causal).  forward, backward,
-compare, testing.assert_attention_close and sdpa run the mha engine in this
-process (backend() "library": arrays by pointer, float16 and bfloat16
+compare, testing.assert_attention_close, sdpa and load_layer run the mha
+engine in this process (backend() "library": arrays by pointer, float16 and bfloat16
 widened exactly, results as arrays of the engine's, mha's notes as
 MhaWarning, Ctrl-C as KeyboardInterrupt); the rest, and everything where
 the engine cannot be loaded, run the mha command, arrays and torch tensors
@@ -50,8 +50,8 @@ def backend() -> str:
     this process: no program started, no file for an array) or "program"
     (the mha executable, when the library cannot be loaded: _lib.why_not()
     says why).  In process: forward, backward, compare,
-    testing.assert_attention_close and sdpa, with the settings the engine
-    lists (their signatures).  The program runs, either way, load_layer,
+    testing.assert_attention_close, sdpa and load_layer, with the settings
+    the engine lists (their signatures).  The program runs, either way,
     dtype="f32", the options that shape what is printed (digits=, format=,
     ...) and compare with a path of theirs, sequence= or dtype=."""
     return "library" if _lib.loaded() else "program"
@@ -275,10 +275,19 @@ def load_layer(checkpoint: Union[str, "os.PathLike[str]"], layer: Optional[int] 
     as a run computes with them ('mha model -o': W_Q ... as -w takes them,
     d_in x d_out, and q_norm, k_norm, sinks, latent attention's);
     mha.forward(x, **layer) and mha.backward(x, **layer) run it."""
-    _run.check_keywords("model", "load_layer", dict(options, layer=layer, prefix=prefix))
     path = os.path.abspath(os.fspath(checkpoint))
     if layer is None and prefix is None:
         raise TypeError("load_layer(): name the layer: layer=N (or prefix=P)")
+    keywords = {"weights": path}
+    keywords.update({k: v for k, v in dict(options, layer=layer, prefix=prefix).items()
+                     if v is not None and k != "max_memory"})
+    if _lib.loaded():
+        try:
+            data, arrays = _lib.model(MhaError, path, **dict(options, layer=layer, prefix=prefix))
+            return Layer(keywords, data, arrays)
+        except _lib.Unsupported:
+            pass
+    _run.check_keywords("model", "load_layer", dict(options, layer=layer, prefix=prefix))
     def one(work):
         args = _run.argv("model", dict(options, layer=layer, prefix=prefix), work)
         data = json.loads(_run.run(args[:1] + [path] + args[1:] + ["-f", "json", "-o", "tensors.npz"],
@@ -286,9 +295,6 @@ def load_layer(checkpoint: Union[str, "os.PathLike[str]"], layer: Optional[int] 
         with np.load(work.path("tensors.npz"), allow_pickle=False) as z:
             return data, {k: z[k] for k in z.files}
     data, arrays = _run.in_work(options.values(), one)
-    keywords = {"weights": path}
-    keywords.update({k: v for k, v in dict(options, layer=layer, prefix=prefix).items()
-                     if v is not None and k != "max_memory"})
     return Layer(keywords, data["layers"][0], arrays)
 
 

@@ -121,6 +121,7 @@ def _load():
         lib.mhe_run_set_theirs.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_Array)]
         lib.mhe_run_forward.argtypes = [ctypes.c_void_p]
         lib.mhe_run_backward.argtypes = [ctypes.c_void_p]
+        lib.mhe_run_model.argtypes = [ctypes.c_void_p]
         lib.mhe_run_step.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_Matrix)]
         lib.mhe_run_compare.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_double,
                                         ctypes.c_double, ctypes.POINTER(_Verdict)]
@@ -315,13 +316,13 @@ class Run:
                           -1.0 if atol is None else float(atol), ctypes.byref(v)))
         return v
 
-    def forward(self, backward=False):
+    def forward(self, backward=False, model=False):
         """the results: {name: a NumPy array}, and the meta, of the forward
         (or the backward).  The arrays are the run's own results, no copy:
         the run, which after either holds its results and nothing else, stays
         while any of them does (the arrays given, borrowed, may go)"""
-        self._check(_long(_lib.mhe_run_backward if backward else _lib.mhe_run_forward,
-                          self.r))
+        self._check(_long(_lib.mhe_run_model if model else
+                          _lib.mhe_run_backward if backward else _lib.mhe_run_forward, self.r))
         self.keep = []
         out = {}
         for i in range(_lib.mhe_run_results(self.r)):
@@ -435,6 +436,20 @@ def forward(error_type, steps, backward=False, **options):
     except BaseException:
         run.close()
         raise
+
+
+def model(error_type, checkpoint, **options):
+    """a checkpoint's layer from the engine: (its description, as 'mha model
+    -f json''s layer object, and its tensors by name), or Unsupported"""
+    if _lib is None:
+        raise Unsupported("library")
+    run = Run(error_type)
+    try:
+        _settings(run, dict(options, weights=checkpoint))
+        arrays, layer = run.forward(model=True)
+        return layer, {k: np.array(v) for k, v in arrays.items()}  # small: copies of their own
+    finally:
+        run.close()
 
 
 def _batch(options):

@@ -413,3 +413,31 @@ def test_signatures_from_the_engines_own_list():
                PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_load_layer_in_process_is_the_program(monkeypatch):
+    """mha.load_layer through the engine (mhe_run_model): mha model's
+    description and tensors exactly, a refusal in its words, no process"""
+    import os
+    ck = os.path.join(os.path.dirname(__file__), "..", "..", "samples", "tiny-llama", "model")
+    with monkeypatch.context() as m:
+        m.setattr(mha._lib, "_lib", None)
+        program = mha.load_layer(ck, layer=1)
+        with pytest.raises(mha.MhaError) as said:
+            mha.load_layer(ck, layer=9)
+
+    def refuse(*a, **k):
+        raise AssertionError("a process was started")
+    monkeypatch.setattr(subprocess, "run", refuse)
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    mine = mha.load_layer(ck, layer=1)
+    assert mine.settings == program.settings
+    assert list(mine.arrays) == list(program.arrays)
+    for k in program.arrays:
+        assert np.array_equal(mine.arrays[k], program.arrays[k]), k
+    assert set(mine) == set(program)  # the keywords forward(x, **layer) takes
+    x = np.random.default_rng(0).normal(size=(3, mine.arrays["W_Q"].shape[0]))
+    assert mha.forward(x, **mine).output.shape[0] == 3
+    with pytest.raises(mha.MhaError) as again:
+        mha.load_layer(ck, layer=9)
+    assert str(again.value).split(" (keyword")[0] == str(said.value)
