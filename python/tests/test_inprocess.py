@@ -135,29 +135,34 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", range(len(CASES)))
-def test_forward_in_process_is_the_program(case, monkeypatch):
-    options = dict(CASES[case])
-    steps = options.pop("steps")
+def same_as_program(call, monkeypatch, **options):
+    """call(**options) in process: the program's names, shapes, bits and
+    meta (but the inputs' names: the program's files, mask.npy, the
+    engine's arrays, <mask>), no process started; (mine, the program's)"""
     with monkeypatch.context() as m:
         m.setattr(mha._lib, "_lib", None)
-        program = mha.forward(steps=steps, **options)
+        program = call(**options)
 
     def refuse(*a, **k):
         raise AssertionError("a process was started")
     monkeypatch.setattr(subprocess, "run", refuse)
     monkeypatch.setattr(subprocess, "Popen", refuse)
-    mine = mha.forward(steps=steps, **options)
+    mine = call(**options)
     assert list(mine) == list(program)
     for k in program:
         assert mine[k].shape == program[k].shape, k
         assert np.array_equal(mine[k], program[k], equal_nan=True), k  # the same bits
-    # the meta but the inputs' names: the program's files (mask.npy), the
-    # engine's arrays (<mask>)
+
     def names(meta):
         return {k: (v.replace(".npy", "").strip("<>") if isinstance(v, str) else v)
                 for k, v in meta.items() if k not in ("inputs", "weights")}
     assert names(mine.meta) == names(program.meta)
+    return mine, program
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_forward_in_process_is_the_program(case, monkeypatch):
+    mine, program = same_as_program(mha.forward, monkeypatch, **CASES[case])
     assert len(mine.heads) == len(program.heads)
 
 
@@ -357,26 +362,9 @@ def test_backward_in_process_is_the_program(case, monkeypatch):
     """mha.backward through the engine: the program's names, shapes, bits
     and meta, no process started"""
     options = dict(BW_CASES[case])
-    steps = options.pop("steps", None)
-    if isinstance(steps, tuple):
-        steps = tuple(s.replace("heads.", "") for s in steps)
-    with monkeypatch.context() as m:
-        m.setattr(mha._lib, "_lib", None)
-        program = mha.backward(steps=steps, **options)
-
-    def refuse(*a, **k):
-        raise AssertionError("a process was started")
-    monkeypatch.setattr(subprocess, "run", refuse)
-    monkeypatch.setattr(subprocess, "Popen", refuse)
-    mine = mha.backward(steps=steps, **options)
-    assert list(mine) == list(program)
-    for k in program:
-        assert mine[k].shape == program[k].shape, k
-        assert np.array_equal(mine[k], program[k], equal_nan=True), k
-    def names(meta):
-        return {k: (v.replace(".npy", "").strip("<>") if isinstance(v, str) else v)
-                for k, v in meta.items() if k not in ("inputs", "weights")}
-    assert names(mine.meta) == names(program.meta)
+    if isinstance(options.get("steps"), tuple):
+        options["steps"] = tuple(s.replace("heads.", "") for s in options["steps"])
+    same_as_program(mha.backward, monkeypatch, **options)
 
 
 def test_backward_errors_name_the_keyword(no_process):

@@ -74,6 +74,28 @@ static void make_big(struct random_case *c, size_t n)
 	c->W[3] = rnd_matrix(64 * 64);
 }
 
+/* c's X and weights as floats, for the float32 functions (free_floats after) */
+static void make_floats(const struct random_case *c, size_t n, mha_inputs_f32 *x,
+			mha_weights_f32 *w, float *fw[4])
+{
+	float *fx = floats_of(c->xq, n * 64);
+
+	for (int i = 0; i < 4; i++)
+		fw[i] = floats_of(c->W[i], 64 * (i == 1 || i == 2 ? 32 : 64));
+	x->xq = x->xk = x->xv = fx;
+	w->W_Q = fw[0];
+	w->W_K = fw[1];
+	w->W_V = fw[2];
+	w->W_O = fw[3];
+}
+
+static void free_floats(mha_inputs_f32 *x, float *fw[4])
+{
+	free((float *)x->xq);
+	for (int i = 0; i < 4; i++)
+		free(fw[i]);
+}
+
 static void free_big(struct random_case *c)
 {
 	free((double *)c->xq);
@@ -170,17 +192,10 @@ START_TEST(test_progress_f32)
 				   .progress_ctx = &h };
 	mha_inputs_f32 x = { .size = sizeof(mha_inputs_f32) };
 	mha_weights_f32 w = MHA_INIT(mha_weights_f32);
-	float *fx, *fw[4];
+	float *fw[4];
 
 	make_big(&c, n);
-	fx = floats_of(c.xq, n * 64);
-	for (int i = 0; i < 4; i++)
-		fw[i] = floats_of(c.W[i], 64 * (i == 1 || i == 2 ? 32 : 64));
-	x.xq = x.xk = x.xv = fx;
-	w.W_Q = fw[0];
-	w.W_K = fw[1];
-	w.W_V = fw[2];
-	w.W_O = fw[3];
+	make_floats(&c, n, &x, &w, fw);
 	if (!back) {
 		float *out = malloc(n * 64 * sizeof(float)), *again = malloc(n * 64 * sizeof(float));
 
@@ -205,9 +220,7 @@ START_TEST(test_progress_f32)
 		free(g1);
 		free(g2);
 	}
-	free(fx);
-	for (int i = 0; i < 4; i++)
-		free(fw[i]);
+	free_floats(&x, fw);
 	free_big(&c);
 }
 END_TEST
@@ -282,7 +295,7 @@ START_TEST(test_stop)
 	struct heard h = { .caller = pthread_self() };
 	struct asked a = { .yes_at = yes ? 3 : (size_t)-1, .caller = pthread_self(), .h = &h };
 	double *out = malloc(n * 64 * sizeof(double)), *again = malloc(n * 64 * sizeof(double));
-	float *fx = NULL, *fo = malloc(n * 64 * sizeof(float)), *fo2 = malloc(n * 64 * sizeof(float));
+	float *fo = malloc(n * 64 * sizeof(float)), *fo2 = malloc(n * 64 * sizeof(float));
 	float *fw[4] = { NULL };
 	mha_inputs x = { .size = sizeof(mha_inputs) };
 	mha_inputs_f32 xf = { .size = sizeof(mha_inputs_f32) };
@@ -324,14 +337,7 @@ START_TEST(test_stop)
 			ck_assert(grads_same(&g1, &g2));
 		}
 	} else {
-		fx = floats_of(c.xq, n * 64);
-		for (int i = 0; i < 4; i++)
-			fw[i] = floats_of(c.W[i], 64 * (i == 1 || i == 2 ? 32 : 64));
-		xf.xq = xf.xk = xf.xv = fx;
-		wf.W_Q = fw[0];
-		wf.W_K = fw[1];
-		wf.W_V = fw[2];
-		wf.W_O = fw[3];
+		make_floats(&c, n, &xf, &wf, fw);
 		st = mha_forward_f32_observed(fo, &c.d, &xf, &wf, &c.cfg, &obs, NULL);
 		if (!yes) {
 			ck_assert_int_eq(mha_forward_f32(fo2, &c.d, &xf, &wf, &c.cfg, NULL), MHA_OK);
@@ -353,11 +359,10 @@ START_TEST(test_stop)
 	grads_free(&g2);
 	free(out);
 	free(again);
-	free(fx);
 	free(fo);
 	free(fo2);
-	for (int i = 0; i < 4; i++)
-		free(fw[i]);
+	if (which == 4)
+		free_floats(&xf, fw);
 	free_big(&c);
 }
 END_TEST
