@@ -76,9 +76,18 @@ static size_t attend_tasks(const struct mha_attend *a)
 	return mha_sat_mul(mha_sat_mul(a->B, a->H), (a->n_q + BQ - 1) / BQ);
 }
 
+/* Below this many multiply-adds the attention runs on the calling thread
+ * alone: waking the team and meeting at its barrier cost some microseconds,
+ * as much as a quarter of a million multiply-adds on one core (a tutorial's
+ * 8 tokens: 2 thousand).  Every task's numbers are the same either way. */
+#define ATTEND_ALONE 262144.0
+
 static int attend_threads(const struct mha_attend *a)
 {
-	return threads_for(a->threads, attend_tasks(a));
+	const double work = (double)a->B * (double)a->H * (double)a->n_q * (double)a->n_kv *
+			    (double)(a->dk + a->dv);
+
+	return work < ATTEND_ALONE ? 1 : threads_for(a->threads, attend_tasks(a));
 }
 
 /*

@@ -15,6 +15,7 @@ The library: $MHA_LIBRARY (libmhe.so's path), else the one make install put
 beside the package (_where.LIBRARY), else the tree's engine/libmhe.so beside
 python/ (with lib/libmha.so), else libmhe.so.1 on the loader's path.
 """
+import _signal  # signal's C half: the handlers as they are, no enum made (a call's few us)
 import ctypes
 import json
 import os
@@ -175,15 +176,15 @@ def _long(call, *args):
     at once: then KeyboardInterrupt, as Python raises it.  Only where Python's
     own SIGINT handler is in place (a program's own is left alone) and on
     the main thread (the only one Python tells of a signal)."""
-    if (threading.current_thread() is not threading.main_thread() or
-            signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+    if (threading.get_ident() != threading.main_thread().ident or
+            _signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
         return call(*args)
     del _interrupted[:]
-    signal.signal(signal.SIGINT, _on_interrupt)
+    _signal.signal(signal.SIGINT, _on_interrupt)
     try:
         rc = call(*args)
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _signal.signal(signal.SIGINT, signal.default_int_handler)
     if _interrupted:
         del _interrupted[:]
         del _said[:]  # "stopped on request": the interrupt says it
@@ -249,6 +250,17 @@ def _raise_said(error_type):
             # the steps returned are the package's steps=, the program's --print
             text = "%s (keyword %s=)" % (text, "steps" if key == "print" else key.replace("-", "_"))
         raise error_type("mha: " + text)
+
+
+class _Meta:
+    """a run's meta as the engine wrote it, read the first time it is
+    asked for (most calls never look): Result takes it as a callable"""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __call__(self):
+        return json.loads(self.text)
 
 
 class _Held:
@@ -334,7 +346,8 @@ class Run:
             _raise_said(self.error_type)
             raise self.error_type("mha: no meta")
         try:
-            meta = json.loads(ctypes.string_at(p).decode("utf-8", "replace"))
+            text = ctypes.string_at(p).decode("utf-8", "replace")
+            meta = _Meta(text) if not model else json.loads(text)
         finally:
             _lib.mhe_free(p)
         return out, meta
@@ -350,8 +363,16 @@ class Run:
             _lib.mhe_free(p)
 
 
+_DIMS = ctypes.c_size_t * 4
+
+
 def _as_engine_array(value, name):
     """(an _Array pointing at value's numbers, what must stay alive)"""
+    if (type(value) is np.ndarray and value.dtype in _TYPES and 1 <= value.ndim <= 4 and
+            value.flags.c_contiguous):
+        # the common case, a few microseconds sooner: as it lies
+        return (_Array(value.__array_interface__["data"][0], _TYPES[value.dtype], value.ndim,
+                       _DIMS(*value.shape)), value)
     dtype = None
     if not isinstance(value, np.ndarray) and type(value).__module__.startswith("torch"):
         t = value.detach()
@@ -377,7 +398,7 @@ def _as_engine_array(value, name):
     value = np.ascontiguousarray(value)
     if value.ndim < 1 or value.ndim > 4:
         raise ValueError("%s: an array of 1 to 4 dimensions, not %d" % (name, value.ndim))
-    a = _Array(value.ctypes.data, dtype, value.ndim, (ctypes.c_size_t * 4)(*value.shape, *[0] * (4 - value.ndim)))
+    a = _Array(value.ctypes.data, dtype, value.ndim, _DIMS(*value.shape))
     return a, value
 
 

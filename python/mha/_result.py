@@ -59,7 +59,14 @@ class Result(_Items):
 
     def __init__(self, arrays, meta):
         self._items = arrays
-        self.meta = meta
+        self._meta = meta  # or a callable that reads it, the first time it is asked for
+
+    @property
+    def meta(self):
+        """the run's settings, as the JSON output's "meta\""""
+        if callable(self._meta):
+            self._meta = self._meta()
+        return self._meta
 
     def __getattr__(self, name):
         return _attribute(self._items, name, "no step %%r in this run (it has %s; steps= asks for others)"
