@@ -634,6 +634,9 @@ int mhe_run_compare(mhe_run *r, const char *against, double rtol, double atol, m
 		return usage_error(NULL, "no results to compare: a path, or their arrays "
 				   "(mhe_run_set_theirs)");
 	memset(v, 0, sizeof(*v));
+	/* the path is named by the report, which outlives the call */
+	if (against && !(q.against = keep_value(r, against)))
+		return error("out of memory"), MHE_DATA;
 	q.rtol = rtol;
 	q.atol = atol;
 	q.sequence = r->sequence;

@@ -53,7 +53,7 @@ def backend() -> str:
     testing.assert_attention_close, sdpa and load_layer, with the settings
     the engine lists (their signatures).  The program runs, either way,
     dtype="f32", the options that shape what is printed (digits=, format=,
-    ...) and compare with a path of theirs, sequence= or dtype=."""
+    ...) and compare with sequence= or dtype=."""
     return "library" if _lib.loaded() else "program"
 
 

@@ -321,9 +321,10 @@ class Run:
         self._check(_lib.mhe_run_set_theirs(self.r, str(name).encode(),
                                             ctypes.byref(self._array(value, name))))
 
-    def compare(self, rtol=None, atol=None):
+    def compare(self, rtol=None, atol=None, against=None):
         v = _Verdict()
-        self._check(_long(_lib.mhe_run_compare, self.r, None,
+        self._check(_long(_lib.mhe_run_compare, self.r,
+                          None if against is None else os.fsencode(against),
                           -1.0 if rtol is None else float(rtol),
                           -1.0 if atol is None else float(atol), ctypes.byref(v)))
         return v
@@ -483,13 +484,19 @@ def _batch(options):
 
 
 def _one(steps, error_type, options, rtol, atol, sequence=None):
+    """one comparison: steps a dict of their arrays (a batch's sequence
+    taken from each), or the path of their file or folder"""
     with Run(error_type) as run:
         _settings(run, options)
         if sequence:
             run.set("sequence", sequence)
-        for name, value in steps.items():
-            run.set_theirs(name, value[sequence - 1] if sequence else value)
-        run.compare(rtol, atol)
+        path = None
+        if isinstance(steps, (str, os.PathLike)):
+            path = os.path.abspath(os.fspath(steps))
+        else:
+            for name, value in steps.items():
+                run.set_theirs(name, value[sequence - 1] if sequence else value)
+        run.compare(rtol, atol, path)
         return json.loads(run.report(True)), run.report(False).rstrip("\n")
 
 
@@ -498,10 +505,10 @@ def compare(steps, error_type, **options):
     batch (3-D x): each sequence compared in turn, their arrays' first axis
     the sequences, and the report the first sequence that differs (or the
     last one's, all agreeing), naming it"""
-    if _lib is None or not isinstance(steps, dict):
+    if _lib is None or not isinstance(steps, (dict, str, os.PathLike)):
         raise Unsupported("steps")
     rtol, atol = options.pop("rtol", None), options.pop("atol", None)
-    batch = _batch(options) if "sequence" not in options else 0
+    batch = _batch(options) if "sequence" not in options and isinstance(steps, dict) else 0
     if not batch:
         return _one(steps, error_type, options, rtol, atol)
     for name, value in steps.items():

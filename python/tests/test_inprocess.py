@@ -429,3 +429,25 @@ def test_load_layer_in_process_is_the_program(monkeypatch):
     with pytest.raises(mha.MhaError) as again:
         mha.load_layer(ck, layer=9)
     assert str(again.value).split(" (keyword")[0] == str(said.value)
+
+
+def test_compare_a_file_of_theirs_in_process(tmp_path, monkeypatch):
+    """compare with the path of their .npz: in process, the program's
+    report word for word (the path named as given)"""
+    r = mha.forward(XB[0], W8, heads=2, steps=("softmax", "output"))
+    path = tmp_path / "theirs.npz"
+    np.savez(path, attn_weights=r["heads.softmax"], output=r.output * 1.001)
+    with monkeypatch.context() as m:
+        m.setattr(mha._lib, "_lib", None)
+        program = mha.compare(str(path), x=XB[0], weights=W8, heads=2)
+        program_text = str(program)  # the program's words, made when asked
+
+    def refuse(*a, **k):
+        raise AssertionError("a process was started")
+    monkeypatch.setattr(subprocess, "run", refuse)
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    mine = mha.compare(path, x=XB[0], weights=W8, heads=2)
+    assert not mine.agree and mine.first_difference == "output"
+    assert mine.data == program.data
+    assert str(mine) == program_text
+    assert str(path) in str(mine).split("\n")[0]
