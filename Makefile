@@ -153,7 +153,7 @@ ENGINE_OBJ = $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC = $(wildcard tests/unit/*.c)
 TEST_OBJ = $(UNIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/ref.o $(BUILD)/engine/util/number.o
 
-.PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy test-engine \
+.PHONY: all demo check bench conformance deps install uninstall clean test-unit test-cli test-numpy test-engine test-lowp \
         test-formats test-npy test-npz test-checkpoint test-schema test-samples test-docs \
         test-install test-symbols check-browser test-backward test-compare bench-npz test-layers \
         test-signals test-abi arm64-deps check-arm64 check-clang FORCE
@@ -301,7 +301,8 @@ check: deps
 	$(MAKE) -j$(NPROC) STRICT=-Werror all tests/test_lib
 	$(MAKE) STRICT=-Werror test-unit test-cli test-numpy test-formats test-npy test-npz \
 		test-checkpoint test-schema test-samples test-docs test-install test-symbols test-backward \
-		test-compare test-layers test-options test-python test-signals test-abi test-engine
+		test-compare test-layers test-options test-python test-signals test-abi test-engine \
+		test-lowp
 	@echo "make check: all tests passed"
 
 # mha against ONNX Runtime, PyTorch and the machine's GEMM rate: not part of check
@@ -487,6 +488,12 @@ test-backward: mha tests/test_lib
 	@sh tests/ensure_debs.sh --optional python3-torch
 	$(PYTHON) tests/backward_check.py ./mha
 	$(PYTHON) tests/mla_check.py ./mha
+
+# the low-precision reference (mha forward --dtype bf16, fp16) against
+# PyTorch's eager attention in those types (tests/lowp_check.py)
+test-lowp: mha
+	@sh tests/ensure_debs.sh --optional python3-torch
+	$(PYTHON) tests/lowp_check.py ./mha
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \

@@ -144,7 +144,9 @@ typedef enum mha_status {
 			      weight that is not finite) */
 	MHA_ERR_MLA,       /* a latent attention setting or weight is out of
 			      range or missing (mha_mla) */
-	MHA_ERR_STOPPED    /* the observer's stop answered yes (0.9.0) */
+	MHA_ERR_STOPPED,   /* the observer's stop answered yes (0.9.0) */
+	MHA_ERR_PRECISION  /* a setting the low-precision reference does not
+			      compute, or a precision it does not know (0.9.0) */
 } mha_status;
 
 /* A short lowercase description of a status, never NULL. */
@@ -515,12 +517,32 @@ typedef struct mha_config {
 	mha_rope rope;      /* rotary embeddings; mode MHA_ROPE_NONE: none */
 	mha_qk_norm norm;   /* q/k normalisation; kind MHA_NORM_NONE: none */
 	mha_mla mla;        /* latent attention; on = 0: none */
+	size_t precision;   /* (0.9.0) an mha_precision: the low-precision
+			       reference (mha_lowp_round); 0, float64: none */
 #ifdef MHA_ABI_TEST_GROWN
 	/* the next version's field, in a test build only (make test-abi): a
 	 * program built without it must run against that library unchanged */
 	size_t abi_test_grown;
 #endif
 } mha_config;
+
+/*
+ * The low-precision reference (0.9.0): with mha_config.precision bfloat16
+ * or float16, mha_forward computes as Hugging Face's eager attention does
+ * in that type on PyTorch (X, weights and every step rounded to the type
+ * where PyTorch rounds them, each product summed in float32; lowp.c lists
+ * each rounding point), and every stage it hands over holds values of the
+ * type.  The plain path only (no threads); not with ALiBi, a q/k norm,
+ * latent attention or RoPE scaling (MHA_ERR_PRECISION), nor in float32 or
+ * the backward.  mha_lowp_round: v rounded to the type, ties to even,
+ * infinity past its largest value.
+ */
+typedef enum mha_precision {
+	MHA_PRECISION_F64 = 0,
+	MHA_PRECISION_BF16,
+	MHA_PRECISION_FP16
+} mha_precision;
+MHA_API double mha_lowp_round(double v, mha_precision p);
 
 /* ---- intermediates ----------------------------------------------------- */
 

@@ -118,6 +118,22 @@ static int check_options(struct attn_options *o)
 	if (s->kv_heads > s->heads || s->heads % s->kv_heads)
 		return usage_error(hint, "--kv-heads %zu does not divide --heads %zu",
 				   s->kv_heads, s->heads);
+	o->f32 = o->dtype == 1;
+	if (o->dtype >= 2) {
+		/* bf16, fp16: the low-precision reference, a forward of its own */
+		const char *t = o->dtype == 2 ? "bf16" : "fp16";
+
+		if (strcmp(hint, "forward"))
+			return usage_error(hint, "--dtype %s is mha forward's (the low-precision "
+					   "reference): mha %s takes f64 or f32", t, hint);
+		if (o->explain || s->cell)
+			return usage_error(hint, "--%s works float64's steps by hand: leave out "
+					   "--dtype %s", o->explain ? "explain" : "cell", t);
+		if (s->cfg.exact)
+			return usage_error(hint, "--exact is float64's plain path: --dtype %s has a "
+					   "path of its own", t);
+		s->cfg.precision = o->dtype == 2 ? MHA_PRECISION_BF16 : MHA_PRECISION_FP16;
+	}
 	return o->cmd->check(o);
 }
 

@@ -96,7 +96,8 @@ struct attn_options {
 	int format_given;
 	int print_given;
 	int f32;  /* --dtype f32 */
-	int dtype_given; /* --dtype given (f64 or f32) */
+	int dtype; /* --dtype: 0 f64, 1 f32, 2 bf16, 3 fp16 (the low-precision reference) */
+	int dtype_given; /* --dtype given */
 	size_t max_memory; /* bytes; SIZE_MAX: no limit */
 	int explain;    /* --explain */
 	int progress;   /* enum progress_mode: --progress, --quiet, or on a terminal */

@@ -34,7 +34,10 @@ static const char forward_usage[] =
 	ATTN_USAGE_SHARED
 	"Computation:\n"
 	"      --dtype T         f64 (default: exact tutorial numbers, every step can be\n"
-	"                        printed) or f32 (faster; prints x and output only)\n"
+	"                        printed), f32 (faster; prints x and output only), or\n"
+	"                        bf16 or fp16: every step as Hugging Face's eager\n"
+	"                        attention computes it in that type (the low-precision\n"
+	"                        reference: man mha, LOW PRECISION)\n"
 	ATTN_USAGE_RUN
 	"      --exact           the plain path even when no step is printed: the\n"
 	"                        output then has the very bits --print all shows (the\n"

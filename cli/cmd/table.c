@@ -204,8 +204,9 @@ const struct option_row attn_rows[] = {
 	  "      --biases LIST     the biases a checkpoint's attention adds, said: some\n"
 	  "                        of q,k,v,o, or none; its tensors must be those\n", NULL },
 	{ { "dtype", R, NULL, O_DTYPE }, OPT_DTYPE, NULL,
-	  CHOICE(f32, AT(dtype_given), 0, { "f64", 0, 0 }, { "f32", 1, 0 }, { "float64", 0, 1 },
-		 { "float32", 1, 1 }) },
+	  CHOICE(dtype, AT(dtype_given), 0, { "f64", 0, 0 }, { "f32", 1, 0 }, { "bf16", 2, 0 },
+		 { "fp16", 3, 0 }, { "float64", 0, 1 }, { "float32", 1, 1 }, { "bfloat16", 2, 1 },
+		 { "float16", 3, 1 }) },
 	{ { "threads", R, NULL, O_THREADS }, OPT_RUN, NULL, NULL },
 	{ { "exact", no_argument, NULL, O_EXACT }, OPT_EXACT, NULL, NULL },
 	{ { "max-memory", R, NULL, O_MAX_MEMORY }, OPT_RUN, NULL, NULL },

@@ -291,7 +291,8 @@ void meta_write_json(FILE *fp, const struct run_meta *m, int depth)
 	number(&mb, "softcap", cfg->softcap, !(cfg->softcap > 0));
 	string(&mb, "mask", f->mask_file ? path_shown(f->mask_file) : NULL);
 	string(&mb, "mask_bool", f->mask_bool); /* what the boolean mask's true meant */
-	string(&mb, "dtype", m->f32 ? "f32" : "f64");
+	string(&mb, "dtype", m->f32 ? "f32" : cfg->precision == MHA_PRECISION_BF16 ? "bf16"
+			     : cfg->precision == MHA_PRECISION_FP16 ? "fp16" : "f64");
 	string(&mb, "path", m->rep->fast_path ? "fast" : "plain");
 	fputc('\n', fp);
 	for (int i = 0; i < depth; i++)

@@ -256,6 +256,15 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 	}
 	if (st == MHA_ERR_OBSERVER)
 		return -1; /* the observer said why */
+	if (st == MHA_ERR_PRECISION) {
+		const mha_config *c = &p->cfg;
+
+		return error("--dtype %s: the low-precision reference does not compute %s yet; the "
+			     "float64 run does (leave out --dtype)",
+			     c->precision == MHA_PRECISION_FP16 ? "fp16" : "bf16",
+			     c->alibi.on ? "ALiBi" : c->norm.kind ? "a q/k norm" : c->mla.on
+			     ? "latent attention" : c->rope.scaling.type ? "RoPE scaling" : "this layer");
+	}
 	if (st == MHA_ERR_RANGE)
 		/* the type the run computes in: --dtype f32 overflows near 3.4e38 */
 		return error("the numbers overflow: Q, K, V, the scores or the output went past the "

@@ -50,6 +50,9 @@ const char *mha_strerror(mha_status status)
 	case MHA_ERR_TOOBIG: return "the sizes are too large to address";
 	case MHA_ERR_OBSERVER: return "stopped by the observer";
 	case MHA_ERR_STOPPED: return "stopped on request";
+	case MHA_ERR_PRECISION: return "the low-precision reference does not compute this "
+				       "(ALiBi, a q/k norm, latent attention, RoPE scaling, float32, "
+				       "the backward) or knows no such precision";
 	case MHA_ERR_KV_LEN: return "the key length (kv_len) is larger than the number of keys";
 	case MHA_ERR_WINDOW: return "a window side is below -1 (-1: unbounded; 0 and up: that many keys)";
 	case MHA_ERR_SINK: return "a sink logit is not a finite number";
@@ -101,7 +104,9 @@ mha_status mha_forward(double *out, const mha_dims *d, const mha_inputs *in,
 		return MHA_ERR_VERSION;
 	if (obs)
 		o_.stages = STAGES_OF(&o_);
-	if (cfg && cfg->mla.on) {
+	if (cfg && cfg->mla.on && cfg->precision) {
+		st = MHA_ERR_PRECISION; /* the low-precision reference has no latent attention */
+	} else if (cfg && cfg->mla.on) {
 		const struct mla_io io = MHA_MLA_IO(sizeof(double), in, w ? w : &no_weights);
 
 		st = mha_mla_forward(out, &io, d, cfg, obs, rep);
@@ -143,6 +148,8 @@ mha_status mha_forward_f32_observed(float *out, const mha_dims *d, const mha_inp
 		told.stop = obs->stop;
 		told.stop_ctx = obs->stop_ctx;
 	}
+	if (cfg && cfg->precision)
+		return MHA_ERR_PRECISION; /* the low-precision reference is float64's */
 	if (cfg && cfg->mla.on) {
 		const struct mla_io io = MHA_MLA_IO(sizeof(float), in, w ? w : &no_weights);
 
@@ -200,7 +207,9 @@ mha_status mha_backward(const mha_grads *g, const double *dout, const mha_dims *
 		return MHA_ERR_VERSION;
 	if (obs)
 		o_.stages = STAGES_OF(&o_);
-	if (cfg && cfg->mla.on) {
+	if (cfg && cfg->precision) {
+		st = MHA_ERR_PRECISION; /* the low-precision reference is a forward alone */
+	} else if (cfg && cfg->mla.on) {
 		const struct mla_io io = MHA_MLA_IO(sizeof(double), in, w ? w : &no_weights);
 		const struct mla_grads mg = MLA_GRADS(g);
 
@@ -240,6 +249,8 @@ mha_status mha_backward_f32_observed(const mha_grads_f32 *g, const float *dout,
 	    MHA_TAKE(cfg, c_) || MHA_TAKE(obs, o_) || MHA_TAKE(rep, r_))
 		return MHA_ERR_VERSION;
 	fast = cfg ? *cfg : defaults;
+	if (fast.precision)
+		return MHA_ERR_PRECISION; /* a forward alone */
 	/* the fast path whatever cfg->exact says, as mha_forward_f32 */
 	fast.exact = 0;
 	/* float32 keeps no intermediates: of obs, its progress alone */

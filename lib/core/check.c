@@ -189,6 +189,8 @@ static mha_status check_fault(const mha_dims *d, const mha_config *cfg, mha_faul
 		return MHA_ERR_TOOBIG;
 	if (!cfg)
 		return MHA_OK;
+	if (cfg->precision > MHA_PRECISION_FP16)
+		return MHA_ERR_PRECISION;
 	if (cfg->scale_mode == MHA_SCALE_VALUE && !isfinite(cfg->scale))
 		return MHA_ERR_SCALE;
 	if ((unsigned)cfg->scale_mode > MHA_SCALE_VALUE)

@@ -18,6 +18,7 @@
 #include "base/rules.h"
 #include "core/plain.h"
 #include "core/core.h"
+#include "core/lowp.h"
 
 #include <float.h>
 #include <math.h>
@@ -709,6 +710,13 @@ mha_status mha_core_forward(double *out, const mha_dims *d, const mha_inputs *in
 				   obs ? obs->stop : NULL, obs ? obs->stop_ctx : NULL,
 				   obs && mha_progress_listened(obs->progress, obs->stop) ?
 				   mha_progress_forward_work(d, cfg, W) : 0);
+		if (cfg->precision != MHA_PRECISION_F64) {
+			/* the low-precision reference: a path of its own */
+			st = mha_lowp_forward(out, d, in, w, cfg, obs, rep, &prog);
+			if (st == MHA_OK)
+				mha_progress_end(&prog);
+			return st;
+		}
 		if (!cfg->exact && !wants_per_head(obs)) {
 			const struct typed t = {
 				.esize = sizeof(double), .k = mha_pick_kernels(0),
