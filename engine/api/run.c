@@ -128,6 +128,17 @@ void mhe_run_free(mhe_run *r)
 	free(r);
 }
 
+/* dtype bf16 or fp16 where only a forward takes it: MHE_USAGE, said */
+static int lowp_refused(const char *what)
+{
+	const char *was = msg_key("dtype");
+
+	usage_error(NULL, "dtype bf16 and fp16 are the forward's low-precision reference: "
+		    "%s takes f64", what);
+	msg_key(was);
+	return MHE_USAGE;
+}
+
 /* the run's own settings (set() reads them), then the layer's and its
  * inputs' (settings.c) */
 static const mhe_setting run_settings[] = {
@@ -187,11 +198,23 @@ static int set(mhe_run *r, const char *name, const char *value)
 		return MHE_OK;
 	}
 	if (!strcmp(name, "dtype")) {
-		/* the engine's steps are float64's; float32 is the program's --dtype f32 */
-		if (v && (!strcmp(v, "f64") || !strcmp(v, "float64")))
-			return MHE_OK;
-		return usage_error(NULL, "dtype takes f64 (the engine computes every step in "
-				   "float64), not '%s'", v ? v : "");
+		/* the engine's steps are float64's, or the low-precision reference's
+		 * (mha forward --dtype bf16, fp16); float32 is the program's --dtype f32 */
+		static const struct {
+			const char *word;
+			mha_precision p;
+		} types[] = { { "f64", MHA_PRECISION_F64 }, { "float64", MHA_PRECISION_F64 },
+			      { "bf16", MHA_PRECISION_BF16 }, { "bfloat16", MHA_PRECISION_BF16 },
+			      { "fp16", MHA_PRECISION_FP16 }, { "float16", MHA_PRECISION_FP16 } };
+
+		for (size_t i = 0; v && i < sizeof(types) / sizeof(types[0]); i++)
+			if (!strcmp(v, types[i].word)) {
+				r->spec.cfg.precision = types[i].p;
+				return MHE_OK;
+			}
+		return usage_error(NULL, "dtype takes f64, bf16 or fp16 (the engine computes every "
+				   "step in float64, or as the low-precision reference), not '%s'",
+				   v ? v : "");
 	}
 	rc = spec_setting(NULL, name, v, &r->spec);
 	if (!rc)
@@ -455,6 +478,8 @@ int mhe_run_backward(mhe_run *r)
 
 	if (!r)
 		return usage_error(NULL, "mhe_run_backward: no run");
+	if (r->spec.cfg.precision)
+		return lowp_refused("a backward");
 	rc = WITH_ARRAYS(r, load(r, 0));
 	if (rc)
 		return rc;
@@ -630,6 +655,8 @@ int mhe_run_compare(mhe_run *r, const char *against, double rtol, double atol, m
 
 	if (!r || !v)
 		return usage_error(NULL, "mhe_run_compare: no run or verdict");
+	if (r->spec.cfg.precision)
+		return lowp_refused("a comparison");
 	if (!against && !r->n_theirs)
 		return usage_error(NULL, "no results to compare: a path, or their arrays "
 				   "(mhe_run_set_theirs)");

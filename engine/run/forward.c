@@ -11,6 +11,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* m's values rounded to type p, into to (doubles): 0, or -1 said */
+static int copy_rounded(matrix *to, const matrix *m, mha_precision p)
+{
+	const size_t n = matrix_size(m);
+
+	if (matrix_alloc_dims(to, m->rank, m->dim))
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		to->v[i] = mha_lowp_round(m->v ? m->v[i] : m->f[i], p);
+	return 0;
+}
+
 int forward_steps(struct forward_run *fr, const struct problem *pb, const struct forward_ask *ask)
 {
 	struct step_results *res;
@@ -70,10 +82,15 @@ int forward_steps(struct forward_run *fr, const struct problem *pb, const struct
 	    problem_forward(&fr->out, pb, &obs, ask->f32, &fr->rep))
 		return EXIT_DATA;
 	f->scale = fr->rep.scale;
+	if (pb->cfg.precision != MHA_PRECISION_F64) {
+		/* the low-precision reference computes with X rounded: X shown so */
+		if (copy_rounded(&fr->x_typed, &pb->x, pb->cfg.precision))
+			return EXIT_DATA;
+	}
 	for (size_t b = 0; b < B; b++) {
 		/* a batch: sequence b's plane of X and of the output, titled with
 		 * its own key length */
-		x[b] = step_plane(&pb->x, b);
+		x[b] = step_plane(fr->x_typed.rank ? &fr->x_typed : &pb->x, b);
 		outs[b] = step_plane(&fr->out, b);
 		cfgs[b] = pb->cfg;
 		if (pb->cfg.kv_lens) {
@@ -111,5 +128,6 @@ void forward_steps_free(struct forward_run *fr)
 	free(fr->fs);
 	free(fr->cfgs);
 	matrix_free(&fr->out);
+	matrix_free(&fr->x_typed);
 	memset(fr, 0, sizeof(*fr));
 }

@@ -39,6 +39,8 @@ struct forward_run {
 	struct step_facts *fs;      /* [B] each sequence's (its own key length) */
 	mha_config *cfgs;           /* [B] */
 	matrix out;
+	matrix x_typed;             /* X rounded to the low-precision reference's type,
+				       as it computes with it; empty in float64 */
 	mha_report rep;
 };
 

@@ -441,17 +441,20 @@ def _settings(run, options):
             run.set(setting, value)
 
 
-def forward(error_type, steps, backward=False, **options):
+def forward(error_type, steps, backward=False, model=False, **options):
     """forward's (backward's) results (arrays, meta) from the engine, or
     Unsupported"""
     if _lib is None:
         raise Unsupported("library")
-    if options.get("dtype") not in (None, "f64", "float64"):
-        raise Unsupported("dtype")
-    options.pop("dtype", None)
+    dtype = options.pop("dtype", None)
+    if dtype not in (None, "f64", "float64") and (backward or model or dtype not in
+                                                  ("bf16", "bfloat16", "fp16", "float16")):
+        raise Unsupported("dtype")  # float32's results are the program's floats
     run = Run(error_type)  # freed with the last of its results
     try:
         _settings(run, options)
+        if dtype not in (None, "f64", "float64"):
+            run.set("dtype", dtype)  # the low-precision reference
         if steps or not backward:
             run.set("print", steps or "output")
         return run.forward(backward)

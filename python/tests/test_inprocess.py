@@ -132,6 +132,10 @@ CASES = [
          mask=RNG.normal(size=(5, 5)), steps=("mask", "softmax", "concat", "output")),
     dict(x=XB, weights=W8, heads=2, causal=True, steps=("softmax", "output")),
     dict(x=XB[0], weights=W8, heads=2, alibi=True, softcap=5.0, steps=("softcapped", "output")),
+    # the low-precision reference (mha forward --dtype bf16, fp16)
+    dict(x=XB[0], weights=W8, heads=4, kv_heads=2, rope="half", causal=True, dtype="bf16",
+         weights_kv=True, steps="all"),
+    dict(x=XB, weights=W8, heads=2, dtype="fp16", steps=("softmax", "output")),
 ]
 
 
@@ -162,7 +166,19 @@ def same_as_program(call, monkeypatch, **options):
 
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_forward_in_process_is_the_program(case, monkeypatch):
-    mine, program = same_as_program(mha.forward, monkeypatch, **CASES[case])
+    options = dict(CASES[case])
+    if options.pop("weights_kv", False):
+        options["weights"] = dict(W8, W_K=W8["W_K"][:, :4], W_V=W8["W_V"][:, :4])
+    mine, program = same_as_program(mha.forward, monkeypatch, **options)
+    if options.get("dtype") in ("bf16", "fp16"):
+        # every value one of the type's
+        t = np.float16 if options["dtype"] == "fp16" else None
+        for k, v in mine.items():
+            if t is not None:
+                assert np.array_equal(v.astype(t).astype(np.float64), v), k
+            else:
+                u = v.astype(np.float32).view(np.uint32)
+                assert not np.any(u & 0xFFFF), k
     assert len(mine.heads) == len(program.heads)
 
 
