@@ -201,7 +201,7 @@ def main():
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
         for tname in TYPES:
-            for i in range(12):
+            for i in range(20):
                 case = random_case(rng)
                 if tname == "fp16" and case["sinks"]:
                     case["sinks"] = False  # gpt-oss runs in bf16
