@@ -103,8 +103,8 @@ const char *closest_name(const char *word, const char *const *names, size_t n)
 			best_d = d;
 			best = names[i];
 			ties = 0;
-		} else if (d == best_d) {
-			ties++;
+		} else if (d == best_d && best && strcmp(best, names[i])) {
+			ties++; /* another name as near (the same name twice is one) */
 		}
 	}
 	/* two names as near: no guess */
