@@ -150,6 +150,8 @@ size_t mhe_settings(mhe_setting *out, size_t cap)
 {
 	const size_t n = sizeof(run_settings) / sizeof(run_settings[0]);
 
+	if (!out)
+		cap = 0; /* the count alone */
 	for (size_t i = 0; i < n && i < cap; i++)
 		out[i] = run_settings[i];
 	return spec_settings_list(out, cap, n);

@@ -352,8 +352,10 @@ size_t mha_core_memory(const mha_dims *d, const mha_config *cfg, mha_stages want
 	hv = d->heads * d->d_v;
 	gk = G * d->d_k;
 	gv = G * d->d_v;
-	/* the plain path computes one sequence at a time, the fast path all at once */
-	plain = !f32 && (cfg->exact || wants_per_head_bits(wanted));
+	/* the plain path computes one sequence at a time, the fast path all at once;
+	 * the low-precision reference as the plain path */
+	plain = !f32 && (cfg->exact || wants_per_head_bits(wanted) ||
+			 cfg->precision != MHA_PRECISION_F64);
 	B = plain ? 1 : mha_rule_batch(d);
 	/* Q, K and V, held to the end; then the concatenation (without W_O the output) */
 	q = block_bytes(mha_sat_mul(B, d->n_q), hk, e);
@@ -377,6 +379,19 @@ size_t mha_core_memory(const mha_dims *d, const mha_config *cfg, mha_stages want
 				squares++;
 		held = mha_sat_add(held, block_bytes(d->n_kv, 1, e));
 		held = mha_sat_add(held, block_bytes(max_size(d->n_q, d->n_kv), max_size(d->d_k, d->d_v), e));
+		if (cfg->precision != MHA_PRECISION_F64) {
+			/* and its copies rounded to the type: a sequence's X, the
+			 * weights and biases, a second row (lowp.c) */
+			size_t copies = mha_sat_add(block_bytes(d->n_q, d->d_q_in, e),
+						    block_bytes(d->n_kv, mha_sat_add(d->d_k_in,
+										 d->d_v_in), e));
+
+			copies = mha_sat_add(copies, block_bytes(d->d_q_in + 1, hk, e));
+			copies = mha_sat_add(copies, block_bytes(d->d_k_in + 1, gk, e));
+			copies = mha_sat_add(copies, block_bytes(d->d_v_in + 1, gv, e));
+			copies = mha_sat_add(copies, block_bytes(hv + 1, d->d_out, e));
+			held = mha_sat_add(held, mha_sat_add(copies, block_bytes(d->n_kv, 1, e)));
+		}
 		return mha_sat_add(held, mha_sat_mul(squares, block_bytes(d->n_q, d->n_kv, e)));
 	} else {
 		/* the fast path: each product's and the attention's own blocks at their turn */
