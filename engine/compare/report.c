@@ -115,6 +115,15 @@ static void notes(FILE *fp, const struct report *r)
 
 		if (!st->given)
 			continue;
+		if (i == C_SOFTMAX_MEAN) {
+			/* their weights were one plane for every head: a mean */
+			fputs("your ", fp);
+			text_put(fp, g->src);
+			fprintf(fp, ": the softmax averaged over the %zu heads (nn.MultiheadAttention's "
+				"average_attn_weights=True), compared with the mean of mha's\n",
+				r->a->heads);
+			any = 1;
+		}
 		if (g->named_as >= 0) {
 			fputs("your ", fp);
 			text_put(fp, g->src);
