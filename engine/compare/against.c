@@ -31,6 +31,8 @@ struct raw {
 	matrix m;
 	int ids[8];             /* the steps its name may stand for (alias_steps) */
 	size_t n_ids;
+	int per_kv;             /* one plane per key/value head, repeated to each query
+				   head's (Hugging Face's key_states before repeat_kv) */
 };
 
 /*
@@ -453,6 +455,7 @@ static int store(struct against *a, const struct fit *f, struct raw *r, const ma
 	g->rank = r->m.rank;
 	memcpy(g->dim, r->m.dim, sizeof(g->dim));
 	g->f32 |= r->m.is_f32 || r->m.from_f32;
+	g->per_kv = r->per_kv;
 	if (f->planes == 0 || (f->exact && !g->m.rank)) {
 		/* as it is: mha's shape, or one mask for every head */
 		g->m = r->m;
@@ -518,6 +521,46 @@ static int is_weight_grad(int id)
 	       id == C_G(GS_DLATENT + LAT_KV_B_PROJ);
 }
 
+/*
+ * Hugging Face's key_states and value_states before repeat_kv: one plane
+ * per key/value head ([G, n, d], G below the query heads H), each repeated
+ * to the H/G query heads that read it (mha's heads.K, heads.V), as
+ * repeat_kv repeats them.  0, or -1 said (out of memory).
+ */
+static int per_kv_head(struct raw *r, const matrix *mine)
+{
+	size_t dims[4];
+
+	if (r->np.head || r->np.heads || squeezed(&r->m, dims) != 3)
+		return 0;
+	for (size_t k = 0; k < r->n_ids; k++) {
+		const int id = r->ids[k];
+		const matrix *m = &mine[id], *whole = &mine[id == C_HEAD_K ? C_K : C_V];
+		size_t P, R, C, G;
+		matrix e;
+
+		if ((id != C_HEAD_K && id != C_HEAD_V) || m->rank != 3 || whole->rank != 2)
+			continue;
+		P = m->dim[0];
+		R = m->dim[1];
+		C = m->dim[2];
+		G = whole->dim[1] / C;
+		if (!G || G >= P || P % G || dims[0] != G || dims[1] != R || dims[2] != C)
+			continue;
+		if (matrix_alloc(&e, 3, P, R, C))
+			return -1;
+		for (size_t h = 0; h < P; h++)
+			memcpy(e.v + h * R * C, r->m.v + h / (P / G) * R * C, R * C * sizeof(double));
+		e.is_f32 = r->m.is_f32;
+		e.from_f32 = r->m.from_f32;
+		matrix_free(&r->m);
+		r->m = e;
+		r->per_kv = 1;
+		return 0;
+	}
+	return 0;
+}
+
 /* One array: the step it is, by its name and shape. */
 static int resolve_one(struct against *a, struct raw *r, const matrix *mine)
 {
@@ -527,6 +570,8 @@ static int resolve_one(struct against *a, struct raw *r, const matrix *mine)
 
 	if (a->torch && r->n_ids && r->m.rank == 2 && is_weight_grad(r->ids[0]) &&
 	    matrix_transpose(&r->m))
+		return -1;
+	if (per_kv_head(r, mine))
 		return -1;
 	if (r->np.head > a->heads)
 		return error("'%s': %s: head %zu, but the run has %zu head%s (--heads)",

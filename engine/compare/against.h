@@ -33,6 +33,7 @@ struct given {
 				   to be this one (their "scores" that are mha's masked) */
 	size_t rank, dim[4];    /* their shape as read (of the last array, for a step
 				   given head by head) */
+	int per_kv;             /* given per key/value head, before repeat_kv */
 };
 struct against {
 	struct given g[C_COUNT];

@@ -115,6 +115,13 @@ static void notes(FILE *fp, const struct report *r)
 
 		if (!st->given)
 			continue;
+		if (g->per_kv) {
+			fputs("your ", fp);
+			text_put(fp, g->src);
+			fprintf(fp, ": one per key/value head (Hugging Face's before repeat_kv), "
+				"compared as each query head's\n");
+			any = 1;
+		}
 		if (i == C_SOFTMAX_MEAN) {
 			/* their weights were one plane for every head: a mean */
 			fputs("your ", fp);

@@ -467,3 +467,20 @@ def test_compare_a_file_of_theirs_in_process(tmp_path, monkeypatch):
     assert mine.data == program.data
     assert str(mine) == program_text
     assert str(path) in str(mine).split("\n")[0]
+
+
+def test_key_states_per_key_value_head(no_process):
+    """Hugging Face's key_states and value_states before repeat_kv ([B, G,
+    n, d], G key/value heads): compared as each query head's, and said"""
+    w = dict(W8, W_K=W8["W_K"][:, :4], W_V=W8["W_V"][:, :4])
+    r = mha.forward(XB, w, heads=4, kv_heads=2, rope="half", steps=("k_rot", "v"))
+    K = r.k_rot.reshape(2, 5, 2, 2).transpose(0, 2, 1, 3)
+    V = r.V.reshape(2, 5, 2, 2).transpose(0, 2, 1, 3)
+    rep = mha.compare({"key_states": K, "value_states": V}, x=XB, weights=w, heads=4, kv_heads=2,
+                      rope="half")
+    assert rep.agree, str(rep)
+    assert "one per key/value head (Hugging Face's before repeat_kv)" in str(rep)
+    wrong = K.copy()
+    wrong[:, 1] = K[:, 0]  # the second key/value head's keys are the first's
+    rep = mha.compare({"key_states": wrong}, x=XB, weights=w, heads=4, kv_heads=2, rope="half")
+    assert not rep.agree and rep.first_difference == "heads.K"
