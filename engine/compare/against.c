@@ -33,7 +33,11 @@ struct raw {
 	size_t n_ids;
 	int per_kv;             /* one plane per key/value head, repeated to each query
 				   head's (Hugging Face's key_states before repeat_kv) */
+	int packed;             /* nn.MultiheadAttention's in_proj_weight.grad or
+				   in_proj_bias.grad: q's, k's and v's, split when resolved */
 };
+
+
 
 /*
  * A new raw array named name (head: from a JSON "heads" list, 1-based, or
@@ -72,6 +76,10 @@ static struct raw *raw_add(struct against *a, const char *name, const char *show
 		else if (head)
 			r->np.base[0] = '\0'; /* a head's form inside a head's object: no step */
 		r->n_ids = alias_steps(r->np.base, r->ids, sizeof(r->ids) / sizeof(r->ids[0]));
+	}
+	if (!r->n_ids && alias_packed(r->np.base, NULL) && !r->np.head && !r->np.heads) {
+		r->packed = 1; /* three steps in one: split by against_resolve */
+		return r;
 	}
 	if (!r->n_ids) {
 		const char *near = r->np.base[0] ? alias_closest(r->np.base) : NULL;
@@ -135,7 +143,7 @@ static int read_json_object(struct against *a, named_set *set, const char *path)
 						continue;
 					snprintf(what, sizeof(what), "heads[%zu].%s", i - 1, m->string);
 					r = raw_add(a, m->string, what, i, list, sizeof(list), &unknown);
-					if (!r || (r->n_ids &&
+					if (!r || ((r->n_ids || r->packed) &&
 						   json_node_matrix(&r->m, &set->doc, m, NULL, r->shown, 1, 4,
 								    READ_FLAGS)))
 						return -1;
@@ -144,7 +152,7 @@ static int read_json_object(struct against *a, named_set *set, const char *path)
 			continue;
 		}
 		r = raw_add(a, key, key, 0, list, sizeof(list), &unknown);
-		if (!r || (r->n_ids &&
+		if (!r || ((r->n_ids || r->packed) &&
 			   named_read(set, &e, &r->m, &(read_spec){ r->shown, NULL, 1, 4, READ_FLAGS })))
 			return -1;
 	}
@@ -165,7 +173,7 @@ static int read_dir(struct against *a, named_set *set, const char *path)
 			continue;
 		snprintf(shown, sizeof(shown), "%s", e.file);
 		r = raw_add(a, e.name, shown, 0, list, sizeof(list), &unknown);
-		if (!r || (r->n_ids &&
+		if (!r || ((r->n_ids || r->packed) &&
 			   named_read(set, &e, &r->m, &(read_spec){ .what = r->shown, .min_rank = 1,
 								  .max_rank = 4, .flags = READ_FLAGS })))
 			return -1;
@@ -204,7 +212,7 @@ static int read_npz_members(struct against *a, named_set *set, const char *path)
 		if (!strcmp(e.name, "meta") || !strcmp(e.name, "tokens") || !strcmp(e.name, "kv_tokens"))
 			continue;
 		r = raw_add(a, e.name, e.name, 0, list, sizeof(list), &unknown);
-		if (!r || (r->n_ids &&
+		if (!r || ((r->n_ids || r->packed) &&
 			   named_read(set, &e, &r->m, &(read_spec){ .what = r->shown, .min_rank = 1,
 								  .max_rank = 4, .flags = READ_FLAGS })))
 			return -1;
@@ -276,7 +284,7 @@ int against_read_arrays(struct against *a, const char *const *names, const char 
 	for (size_t i = 0; i < n; i++) {
 		struct raw *r = raw_add(a, names[i], names[i], 0, list, sizeof(list), &unknown);
 
-		if (!r || (r->n_ids &&
+		if (!r || ((r->n_ids || r->packed) &&
 			   read_matrix(&r->m, paths[i], &(read_spec){ .what = r->shown, .min_rank = 1,
 								    .max_rank = 4, .flags = READ_FLAGS })))
 			return -1;
@@ -291,6 +299,9 @@ int against_read_arrays(struct against *a, const char *const *names, const char 
 
 int against_has_grads(const struct against *a)
 {
+	for (size_t i = 0; i < a->n_raw; i++)
+		if (a->raw[i].packed)
+			return 1; /* in_proj's gradients */
 	for (size_t i = 0; i < a->n_raw; i++)
 		for (size_t k = 0; k < a->raw[i].n_ids; k++)
 			if (cmp_at(a->raw[i].ids[k])->grad)
@@ -629,8 +640,58 @@ static int resolve_one(struct against *a, struct raw *r, const matrix *mine)
 	return store(a, &best, r, mine);
 }
 
+/*
+ * nn.MultiheadAttention's packed gradients split: in_proj_weight.grad
+ * ([3E, E], PyTorch's (out, in)) into dW_Q, dW_K and dW_V, in_proj_bias.grad
+ * ([3E]) into db_Q, db_K and db_V, each a raw array of its own.  0, or -1
+ * said (a shape that is not three blocks).
+ */
+static int split_packed(struct against *a, size_t i)
+{
+	const char *keys[3];
+	char list[8] = "", shown[320];
+	size_t unknown = 0, dims[4];
+	const int weight = alias_packed(a->raw[i].np.base, keys) == 1;
+	const size_t rank = squeezed(&a->raw[i].m, dims);
+
+	if (!weight && rank == 2 && dims[0] == 1) {
+		dims[0] = dims[1]; /* a vector, (3E) or (1, 3E) */
+		dims[1] = 1;
+	} else if (!weight) {
+		dims[0] = 1; /* not a vector: refused below */
+	}
+	if ((weight && rank != 2) || dims[0] % 3 || !dims[0])
+		return error("'%s': %s is %s: nn.MultiheadAttention's %s, [3E%s] (q's, k's "
+			     "and v's, one after another)", path_shown(a->path), a->raw[i].shown,
+			     "not that shape",
+			     weight ? "packed weights' gradient" : "packed biases' gradient",
+			     weight ? ", E" : "");
+	for (int k = 0; k < 3; k++) {
+		const size_t E = dims[0] / 3, cols = weight ? dims[1] : 1;
+		struct raw *r;
+		const double *from;
+
+		snprintf(shown, sizeof(shown), "%s (its %c block)", a->raw[i].shown, "qkv"[k]);
+		r = raw_add(a, keys[k], shown, 0, list, sizeof(list), &unknown);
+		if (!r)
+			return -1;
+		from = a->raw[i].m.v + (size_t)k * E * cols; /* raw_add may have moved raw */
+		if (weight ? matrix_alloc(&r->m, 2, E, cols, 1) : matrix_alloc(&r->m, 1, E, 1, 1))
+			return -1;
+		memcpy(r->m.v, from, E * cols * sizeof(double));
+		/* PyTorch's (out, in) as -w's (in, out), unless --layout torch
+		 * turns every weight's gradient so */
+		if (weight && !a->torch && matrix_transpose(&r->m))
+			return -1;
+	}
+	return 0;
+}
+
 int against_resolve(struct against *a, const matrix *mine)
 {
+	for (size_t i = 0, n = a->n_raw; i < n; i++)
+		if (a->raw[i].packed && split_packed(a, i))
+			return -1;
 	for (size_t i = 0; i < a->n_raw; i++)
 		if (a->raw[i].n_ids && resolve_one(a, &a->raw[i], mine))
 			return -1;

@@ -309,6 +309,26 @@ const char *alias_closest(const char *base)
 	return closest_name(base, names, n);
 }
 
+/* nn.MultiheadAttention's packed gradients: each name and its three keys */
+static const struct {
+	const char *name;
+	const char *keys[3];
+} packed[] = {
+	{ "in_proj_weight.grad", { "dW_Q", "dW_K", "dW_V" } },
+	{ "in_proj_bias.grad", { "db_Q", "db_K", "db_V" } },
+};
+
+int alias_packed(const char *base, const char *keys[3])
+{
+	for (int p = 0; p < 2; p++)
+		if (!strcmp(base, packed[p].name)) {
+			for (int k = 0; keys && k < 3; k++)
+				keys[k] = packed[p].keys[k];
+			return p + 1;
+		}
+	return 0;
+}
+
 void alias_print(FILE *fp)
 {
 	for (int i = 0; i < C_COUNT; i++) {
@@ -328,6 +348,13 @@ void alias_print(FILE *fp)
 				fprintf(fp, "%s %s", first ? "" : ",", aliases[a].name);
 				first = 0;
 			}
+		for (int p = 0; p < 2; p++)
+			for (int k = 0; k < 3; k++)
+				if (!strcmp(packed[p].keys[k], key)) {
+					fprintf(fp, "%s %s (its %c block)", first ? "" : ",",
+						packed[p].name, "qkv"[k]);
+					first = 0;
+				}
 		fputc('\n', fp);
 	}
 }

@@ -61,6 +61,12 @@ struct name_parse {
 	int heads;      /* "heads." or "heads_": every head, stacked */
 };
 
+/* A torch user's name of nn.MultiheadAttention's packed gradients: 1 for
+ * in_proj_weight.grad (keys: dW_Q, dW_K, dW_V, its three blocks), 2 for
+ * in_proj_bias.grad (db_Q, db_K, db_V); 0 for any other name.  keys may
+ * be NULL. */
+int alias_packed(const char *base, const char *keys[3]);
+
 /* name's head form taken apart (a name with none: base is name); 0, or -1
  * when the name is too long to be a step's. */
 int alias_parse(const char *name, struct name_parse *np);

@@ -484,3 +484,21 @@ def test_key_states_per_key_value_head(no_process):
     wrong[:, 1] = K[:, 0]  # the second key/value head's keys are the first's
     rep = mha.compare({"key_states": wrong}, x=XB, weights=w, heads=4, kv_heads=2, rope="half")
     assert not rep.agree and rep.first_difference == "heads.K"
+
+
+def test_in_proj_gradients_split(no_process):
+    """nn.MultiheadAttention's packed gradients as a torch user names them
+    (in_proj_weight.grad [3E, E] in PyTorch's (out, in), in_proj_bias.grad
+    [3E]): split into dW_Q, dW_K, dW_V and db_Q, db_K, db_V"""
+    w = dict(W8, b_Q=np.ones(8) * 0.1, b_K=np.ones(8) * 0.2, b_V=np.ones(8) * 0.3)
+    g = mha.backward(XB[0], w, heads=2, steps=("dW_Q", "dW_K", "dW_V", "db_Q", "db_K", "db_V"))
+    packed = {"in_proj_weight.grad": np.concatenate([g.dW_Q.T, g.dW_K.T, g.dW_V.T]),
+              "in_proj_bias.grad": np.concatenate([g.db_Q.ravel(), g.db_K.ravel(), g.db_V.ravel()])}
+    rep = mha.compare(packed, x=XB[0], weights=w, heads=2)
+    assert rep.agree, str(rep)
+    assert [s["step"] for s in rep.steps] == ["dW_Q", "dW_K", "dW_V", "db_Q", "db_K", "db_V"]
+    wrong = dict(packed, **{"in_proj_weight.grad": packed["in_proj_weight.grad"][[*range(8, 16), *range(8), *range(16, 24)]]})
+    rep = mha.compare(wrong, x=XB[0], weights=w, heads=2)  # q's and k's blocks swapped
+    assert not rep.agree and rep.first_difference == "dW_Q"
+    with pytest.raises(mha.MhaError, match=r"in_proj_weight.grad is not that shape: .*\[3E, E\]"):
+        mha.compare({"in_proj_weight.grad": np.zeros((7, 8))}, x=XB[0], weights=w, heads=2)
