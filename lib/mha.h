@@ -535,7 +535,7 @@ typedef struct mha_config {
  * type.  The plain path only (no threads); not with ALiBi, a q/k norm,
  * latent attention or RoPE scaling (MHA_ERR_PRECISION), nor in float32 or
  * the backward.  mha_lowp_round: v rounded to the type, ties to even,
- * infinity past its largest value.
+ * infinity past its largest value (v itself for float64 or an unknown p).
  */
 typedef enum mha_precision {
 	MHA_PRECISION_F64 = 0,

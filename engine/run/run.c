@@ -8,6 +8,7 @@
 #include "util/msg.h"
 #include "load/model.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,6 +273,20 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 			     f32 ? "float (about 3.4e38)" : "double (about 1.8e308)");
 	if (st != MHA_OK)
 		return error("%s", mha_strerror(st));
+	if (p->cfg.precision != MHA_PRECISION_F64 && out->v) {
+		/* the type's overflow is the reference's answer, as PyTorch's: said */
+		const size_t n = matrix_size(out);
+		size_t bad = 0;
+
+		for (size_t i = 0; i < n; i++)
+			bad += !isfinite(out->v[i]);
+		if (bad)
+			warning("--dtype %s: %zu output value%s not finite: a step passed the type's "
+				"largest value (%s) and became infinity, as PyTorch computes it in "
+				"that type (--print all shows where)", p->cfg.precision ==
+				MHA_PRECISION_FP16 ? "fp16" : "bf16", bad, bad == 1 ? " is" : "s are",
+				p->cfg.precision == MHA_PRECISION_FP16 ? "65504" : "about 3.39e38");
+	}
 	if (p->diag_blocked && !rep->blocked_rows)
 		warning("the boolean mask from %s blocks every query's own key; if true means "
 			"blocked there (PyTorch's nn.MultiheadAttention), add --mask-bool block",

@@ -44,8 +44,8 @@ double mha_lowp_round(double v, mha_precision p)
 	int e;
 	double q, r;
 
-	if (p == MHA_PRECISION_F64 || !isfinite(v) || v == 0)
-		return v;
+	if ((p != MHA_PRECISION_BF16 && p != MHA_PRECISION_FP16) || !isfinite(v) || v == 0)
+		return v; /* float64's, or a precision it does not know: as it is */
 	e = ilogb(v);
 	q = ldexp(1, (e < emin ? emin : e) - (bits - 1));
 	r = nearbyint(v / q) * q; /* v / q is exact: q a power of two */
