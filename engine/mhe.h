@@ -49,7 +49,7 @@ extern "C" {
 #endif
 
 #define MHE_VERSION_MAJOR 1
-#define MHE_VERSION_MINOR 2
+#define MHE_VERSION_MINOR 3
 #define MHE_VERSION_RELEASE 0
 #define MHE_VERSION_NUMBER (MHE_VERSION_MAJOR * 10000 + MHE_VERSION_MINOR * 100 + \
 			    MHE_VERSION_RELEASE)
@@ -156,9 +156,13 @@ MHE_API void mhe_run_free(mhe_run *r);
  *   settings: heads, kv-heads, scale, causal, window, sinks, alibi, rope,
  *             rope-theta, rope-dim, rope-scaling, softcap, norm, norm-eps,
  *             norm-over, biases, qk-rope-head-dim, mla-eps, absorb
- *   the run:  threads, max-memory, dtype (f64), exact, print (the steps a
- *             forward or a backward keeps as results, mhe_run_results), sequence (the
- *             batch's sequence a comparison takes, from 1)
+ *   the run:  threads, max-memory, dtype (f64; bf16 or fp16: a forward's
+ *             low-precision reference, and for a comparison (1.3.0) the type
+ *             their numbers were in), exact, print (the steps a forward or a
+ *             backward keeps as results, mhe_run_results), sequence (the
+ *             batch's sequence a comparison takes, from 1), factor (1.3.0:
+ *             how far their bfloat16 and float16 steps may err, in the
+ *             reference's errors, as mha compare --factor)
  * MHE_OK; MHE_USAGE for a name it does not take (said, with the nearest
  * name) or a value it refuses.  Files are read by mhe_run_forward, not here.
  */
@@ -251,7 +255,8 @@ MHE_API int mhe_run_step(const mhe_run *r, const char *step, mhe_matrix *out);
  * mhe_run_set_theirs) against this run's steps, as mha compare does (the
  * run's settings and inputs; the forward, and the backward when they give
  * gradients, computed again).  rtol and atol: the tolerances, or negative
- * for compare's own.  MHE_OK and *v filled in, whether they agree or not;
+ * for compare's own (bfloat16 and float16 arrays, by their type or the run's
+ * dtype, judged by their precision, 1.3.0).  MHE_OK and *v filled in, whether they agree or not;
  * MHE_DATA or MHE_USAGE (said) when the comparison cannot be made.  The
  * comparison stays with the run for mhe_run_report.
  */

@@ -110,9 +110,9 @@ extern "C" {
 #endif
 
 #define MHA_VERSION_MAJOR 0
-#define MHA_VERSION_MINOR 9
+#define MHA_VERSION_MINOR 10
 #define MHA_VERSION_PATCH 0
-#define MHA_VERSION_STRING "0.9.0"
+#define MHA_VERSION_STRING "0.10.0"
 #define MHA_VERSION_NUMBER (MHA_VERSION_MAJOR * 10000 + MHA_VERSION_MINOR * 100 + \
 			    MHA_VERSION_PATCH)
 
@@ -519,6 +519,10 @@ typedef struct mha_config {
 	mha_mla mla;        /* latent attention; on = 0: none */
 	size_t precision;   /* (0.9.0) an mha_precision: the low-precision
 			       reference (mha_lowp_round); 0, float64: none */
+	size_t lowp_scale;  /* (0.10.0) an mha_lowp_scale: how that reference
+			       applies the scale (ports differ; all correct) */
+	size_t lowp_sum;    /* (0.10.0) an mha_lowp_sum: where it sums each
+			       softmax row (the type's: a port's mistake) */
 #ifdef MHA_ABI_TEST_GROWN
 	/* the next version's field, in a test build only (make test-abi): a
 	 * program built without it must run against that library unchanged */
@@ -542,6 +546,26 @@ typedef enum mha_precision {
 	MHA_PRECISION_BF16,
 	MHA_PRECISION_FP16
 } mha_precision;
+/*
+ * (0.10.0) How a port in the type applies the scale s, each as correct as
+ * the others: PRODUCT, as PyTorch multiplies a tensor by a Python float
+ * (score·s in float32, rounded); ROUNDED, s rounded to the type first
+ * (a scale held in a tensor of the type); DIVIDED, the score divided by
+ * 1/s rounded to the type (score / √d_k with √d_k a tensor of the type).
+ * And where each softmax row's sum of exponentials is kept: FLOAT32, as
+ * PyTorch's softmax does, or TYPE, each addition rounded to the type (a
+ * port's mistake, computed so that it can be named).  Either set with
+ * precision float64 is MHA_ERR_PRECISION.
+ */
+typedef enum mha_lowp_scale {
+	MHA_LOWP_SCALE_PRODUCT = 0,
+	MHA_LOWP_SCALE_ROUNDED,
+	MHA_LOWP_SCALE_DIVIDED
+} mha_lowp_scale;
+typedef enum mha_lowp_sum {
+	MHA_LOWP_SUM_FLOAT32 = 0,
+	MHA_LOWP_SUM_TYPE
+} mha_lowp_sum;
 MHA_API double mha_lowp_round(double v, mha_precision p);
 
 /* ---- intermediates ----------------------------------------------------- */

@@ -123,9 +123,11 @@ static int check_options(struct attn_options *o)
 		/* bf16, fp16: the low-precision reference, a forward of its own */
 		const char *t = o->dtype == 2 ? "bf16" : "fp16";
 
+		if (!strcmp(hint, "compare"))
+			return o->cmd->check(o); /* their numbers' type: compare.c */
 		if (strcmp(hint, "forward"))
 			return usage_error(hint, "--dtype %s is mha forward's (the low-precision "
-					   "reference): mha %s takes f64 or f32", t, hint);
+					   "reference) and compare's: mha %s takes f64 or f32", t, hint);
 		if (o->explain || s->cell)
 			return usage_error(hint, "--%s works float64's steps by hand: leave out "
 					   "--dtype %s", o->explain ? "explain" : "cell", t);

@@ -21,6 +21,7 @@
 #include "load/problem.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,8 @@ static const char compare_usage[] =
 	"                        query_states, attn_weights, context, out, dX, ...;\n"
 	"                        a head's as heads.scores, head2_scores or scores_h2,\n"
 	"                        or under \"heads\"), a directory of files named so, a\n"
-	"                        .npz archive of members named so (np.savez), or one\n"
+	"                        .npz archive or a .safetensors file of arrays named\n"
+	"                        so (np.savez, safetensors' save_file), or one\n"
 	"                        matrix: the output.  Any subset of steps, heads and\n"
 	"                        (first) rows\n"
 	"      --aliases         print every step's names and stop\n"
@@ -53,13 +55,20 @@ static const char compare_usage[] =
 	"      --digits N        their numbers are given to N decimals (Ns: N\n"
 	"                        significant digits): agree within half the last\n"
 	"                        one (default: detected, step by step)\n"
+	"      --factor F        bfloat16 and float16 numbers: a step agrees when its\n"
+	"                        largest |diff| is at most F times that of mha's\n"
+	"                        reference in the type (Hugging Face's eager\n"
+	"                        attention), plus a unit in the last place of the\n"
+	"                        step's largest value (default 2)\n"
 	"\n"
 	ATTN_USAGE_SHARED
 	"Computation:\n"
-	"      --dtype T         f64 or f32: their numbers are float32's (f32); mha\n"
-	"                        still computes in float64, and the tolerances and\n"
-	"                        ULPs are float32's.  Default: float32 for an array\n"
-	"                        read as float32, float64 for the others\n"
+	"      --dtype T         the type their numbers were computed in: f64, f32\n"
+	"                        (float32's tolerances and ULPs), bf16 or fp16 (judged\n"
+	"                        by the precision of the type: --factor); mha still\n"
+	"                        computes in float64.  Default: each array's own type\n"
+	"                        (float32, float16 or bfloat16 in a .npy, a\n"
+	"                        .safetensors file or a tensor), else float64\n"
 	ATTN_USAGE_RUN
 	"      --sequence N      with a batch (3-D inputs): compare sequence N (from 1)\n"
 	"\n"
@@ -74,13 +83,14 @@ static const char compare_usage[] =
 
 /* ---- options ------------------------------------------------------------- */
 
-enum { O_AGAINST = ATTN_EXTRA_BASE, O_RTOL, O_ATOL, O_DIGITS, O_ALIASES };
+enum { O_AGAINST = ATTN_EXTRA_BASE, O_RTOL, O_ATOL, O_DIGITS, O_ALIASES, O_FACTOR };
 
 static const struct option compare_longopts[] = {
 	{ "against", required_argument, NULL, O_AGAINST },
 	{ "rtol", required_argument, NULL, O_RTOL },
 	{ "atol", required_argument, NULL, O_ATOL },
 	{ "digits", required_argument, NULL, O_DIGITS },
+	{ "factor", required_argument, NULL, O_FACTOR },
 	{ "aliases", no_argument, NULL, O_ALIASES }, /* alone: cmd_compare */
 	{ NULL, 0, NULL, 0 },
 };
@@ -111,6 +121,15 @@ static int compare_opt(struct attn_options *o, int c, const char *arg)
 		co->digits = (int)n;
 		co->digits_sig = *end == 's';
 		co->digits_given = 1;
+		return 0;
+	}
+	if (c == O_FACTOR) {
+		if (!opt_number(arg, &v) || !(v > 0) || !isfinite(v)) {
+			usage_error("compare", "--factor expects a number above 0, not '%s'", arg);
+			return -1;
+		}
+		co->factor = v;
+		co->factor_given = 1;
 		return 0;
 	}
 	if (!opt_number(arg, &v) || v < 0) {
@@ -181,12 +200,15 @@ static int compare_run(struct attn_options *o, struct problem *pb)
 		return error("out of memory"), EXIT_USAGE;
 	q->f32 = o->f32;
 	q->dtype_given = o->dtype_given;
+	q->precision = o->dtype == 2 ? MHA_PRECISION_BF16 : o->dtype == 3 ? MHA_PRECISION_FP16 : 0;
 	q->sequence = o->sequence;
 	rc = compare_problem(c, pb, q);
 	if (!rc) {
 		const struct report r = { .against = q->against, .a = &c->a, .mine = &c->mine,
 					  .st = c->st, .l = &pb->labels, .tol = &c->tol, .f32 = q->f32,
+					  .precision = q->precision,
 					  .sequence = o->sequence, .first = c->first, .dg = &c->dg,
+					  .looks_lowp = c->looks_lowp,
 					  .grads = c->grads,
 					  .dout_from = c->dout_from[0] ? c->dout_from : NULL };
 

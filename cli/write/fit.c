@@ -49,6 +49,7 @@ static int cut_matrix(matrix *out, const matrix *m, const size_t r[2], const siz
 	out->is_f32 = m->is_f32;
 	out->is_bool = m->is_bool;
 	out->from_f32 = m->from_f32;
+	out->from_type = m->from_type;
 	for (size_t p = 0; p < planes; p++)
 		for (size_t i = 0; i < nr; i++) {
 			const size_t from = (p * rows + r[0] + i) * cols + c[0], to = (p * nr + i) * nc;

@@ -25,6 +25,7 @@
 #include "util/msg.h"
 #include "util/opts.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@ struct mhe_run {
 	const char **their_names, **their_paths;
 	size_t n_theirs;
 	size_t sequence;          /* "sequence": a batch's sequence compared (from 1), or 0 */
+	double factor;            /* "factor": compare's --factor, or 0 */
 	/* "print": the steps a forward or a backward keeps as results, their
 	 * names read by the one that runs (steps_parse_print, backward's) */
 	const char *print;
@@ -143,7 +145,7 @@ static int lowp_refused(const char *what)
  * inputs' (settings.c) */
 static const mhe_setting run_settings[] = {
 	{ "max-memory", MHE_NUMBER_OR_WORD }, { "sequence", MHE_COUNT }, { "print", MHE_WORD },
-	{ "dtype", MHE_WORD },
+	{ "dtype", MHE_WORD }, { "factor", MHE_NUMBER },
 };
 
 size_t mhe_settings(mhe_setting *out, size_t cap)
@@ -192,6 +194,14 @@ static int set(mhe_run *r, const char *name, const char *value)
 		/* the batch's sequence a comparison takes, as mha compare --sequence */
 		return v && !opt_count(NULL, "sequence", v, SIZE_MAX / 2, &r->sequence) ? MHE_OK
 										  : MHE_USAGE;
+	}
+	if (!strcmp(name, "factor")) {
+		/* compare's --factor: their low-precision error against the reference's */
+		if (!v || !opt_number(v, &r->factor) || !(r->factor > 0) || !isfinite(r->factor)) {
+			r->factor = 0;
+			return usage_error(NULL, "factor takes a number above 0, not '%s'", v ? v : "");
+		}
+		return MHE_OK;
 	}
 	if (!strcmp(name, "print")) {
 		if (!v || !*v)
@@ -657,8 +667,6 @@ int mhe_run_compare(mhe_run *r, const char *against, double rtol, double atol, m
 
 	if (!r || !v)
 		return usage_error(NULL, "mhe_run_compare: no run or verdict");
-	if (r->spec.cfg.precision)
-		return lowp_refused("a comparison");
 	if (!against && !r->n_theirs)
 		return usage_error(NULL, "no results to compare: a path, or their arrays "
 				   "(mhe_run_set_theirs)");
@@ -671,7 +679,14 @@ int mhe_run_compare(mhe_run *r, const char *against, double rtol, double atol, m
 	q.sequence = r->sequence;
 	q.rtol_given = rtol >= 0;
 	q.atol_given = atol >= 0;
+	q.factor = r->factor;
+	q.factor_given = r->factor > 0;
+	/* dtype bf16 or fp16: their numbers' type; mha's steps stay float64's */
+	q.precision = (int)r->spec.cfg.precision;
+	q.dtype_given = q.precision != 0;
+	r->spec.cfg.precision = MHA_PRECISION_F64;
 	rc = WITH_ARRAYS(r, load(r, 0));
+	r->spec.cfg.precision = (size_t)q.precision;
 	if (rc)
 		return rc;
 	c = calloc(1, sizeof(*c));
@@ -720,7 +735,9 @@ char *mhe_run_report(const mhe_run *r, int json)
 		const struct report rp = { .against = r->req.against ? r->req.against : "their arrays",
 					   .a = &c->a, .mine = &c->mine, .st = c->st,
 					   .l = &r->pb.labels, .tol = &c->tol, .f32 = r->req.f32,
+					   .precision = r->req.precision,
 					   .sequence = r->req.sequence, .first = c->first, .dg = &c->dg,
+					   .looks_lowp = c->looks_lowp,
 					   .grads = c->grads,
 					   .dout_from = c->dout_from[0] ? c->dout_from : NULL };
 

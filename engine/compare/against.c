@@ -12,6 +12,7 @@
 #include "util/msg.h"
 #include "read/input.h"
 #include "read/named.h"
+#include "read/safetensors.h"
 #include "run/steps.h"
 #include "util/text.h"
 
@@ -220,6 +221,29 @@ static int read_npz_members(struct against *a, named_set *set, const char *path)
 	return unknown ? say_unknown(path, list, unknown) : 0;
 }
 
+/* a safetensors file of their steps (safetensors.torch.save_file), each
+ * tensor by its name, in the type it was saved in */
+static int read_safetensors(struct against *a, const char *path)
+{
+	st_file f;
+	char list[1200] = "";
+	size_t unknown = 0;
+	int rc = st_open(&f, path);
+
+	for (size_t i = 0; !rc && i < f.n; i++) {
+		const st_tensor *t = &f.t[i];
+		struct raw *r;
+
+		if (!strcmp(t->name, "tokens") || !strcmp(t->name, "kv_tokens"))
+			continue;
+		r = raw_add(a, t->name, t->name, 0, list, sizeof(list), &unknown);
+		if (!r || ((r->n_ids || r->packed) && st_read_array(&r->m, &f, t)))
+			rc = -1;
+	}
+	st_close(&f);
+	return rc ? -1 : unknown ? say_unknown(path, list, unknown) : 0;
+}
+
 int against_read(struct against *a, const char *path, size_t heads)
 {
 	named_set set;
@@ -230,6 +254,15 @@ int against_read(struct against *a, const char *path, size_t heads)
 	a->heads = heads;
 	for (int i = 0; i < C_COUNT; i++)
 		a->g[i].named_as = -1;
+	if (st_path(path) && !is_dir(path)) {
+		/* read by the safetensors reader: no named set */
+		a->kind = "safetensors";
+		rc = read_safetensors(a, path);
+		if (!rc && !a->n_raw)
+			rc = error("'%s': no tensor: give any of mha's steps (mha compare --aliases "
+				   "lists their names)", path_shown(path));
+		return rc;
+	}
 	if (is_dir(path)) {
 		a->kind = "dir";
 		if (named_dir(&set, path, NAMED_JOIN_ONCE))
@@ -466,6 +499,8 @@ static int store(struct against *a, const struct fit *f, struct raw *r, const ma
 	g->rank = r->m.rank;
 	memcpy(g->dim, r->m.dim, sizeof(g->dim));
 	g->f32 |= r->m.is_f32 || r->m.from_f32;
+	if (g->type == FROM_F64)
+		g->type = r->m.from_type;
 	g->per_kv = r->per_kv;
 	if (f->planes == 0 || (f->exact && !g->m.rank)) {
 		/* as it is: mha's shape, or one mask for every head */
@@ -564,6 +599,7 @@ static int per_kv_head(struct raw *r, const matrix *mine)
 			memcpy(e.v + h * R * C, r->m.v + h / (P / G) * R * C, R * C * sizeof(double));
 		e.is_f32 = r->m.is_f32;
 		e.from_f32 = r->m.from_f32;
+		e.from_type = r->m.from_type;
 		matrix_free(&r->m);
 		r->m = e;
 		r->per_kv = 1;
@@ -631,6 +667,7 @@ static int resolve_one(struct against *a, struct raw *r, const matrix *mine)
 				     cmp_name(present));
 		g->m = r->m;
 		g->f32 = r->m.is_f32 || r->m.from_f32;
+		g->type = r->m.from_type;
 		g->rank = r->m.rank;
 		memcpy(g->dim, r->m.dim, sizeof(g->dim));
 		memset(&r->m, 0, sizeof(r->m));
@@ -679,6 +716,9 @@ static int split_packed(struct against *a, size_t i)
 		if (weight ? matrix_alloc(&r->m, 2, E, cols, 1) : matrix_alloc(&r->m, 1, E, 1, 1))
 			return -1;
 		memcpy(r->m.v, from, E * cols * sizeof(double));
+		/* their type, as the packed array's */
+		r->m.from_f32 = a->raw[i].m.from_f32 || a->raw[i].m.is_f32;
+		r->m.from_type = a->raw[i].m.from_type;
 		/* PyTorch's (out, in) as -w's (in, out), unless --layout torch
 		 * turns every weight's gradient so */
 		if (weight && !a->torch && matrix_transpose(&r->m))

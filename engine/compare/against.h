@@ -29,6 +29,8 @@ struct given {
 	size_t rows;            /* the rows given (the first ones), 0: all */
 	int prec, digits;       /* PREC_*: given to that many decimals or significant digits */
 	int f32;                /* read as float32 (a .npy of <f4) */
+	int type;               /* the type their numbers were in (matrix.h's FROM_*), or
+				   with --dtype the type it says */
 	int named_as;           /* -1, or the step they named it as before it was found
 				   to be this one (their "scores" that are mha's masked) */
 	size_t rank, dim[4];    /* their shape as read (of the last array, for a step

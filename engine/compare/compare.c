@@ -79,10 +79,19 @@ static void read_as_asked(struct comparison *c, const struct compare_request *q)
 		if (!g->m.rank)
 			continue;
 		/* float32 numbers (a .npy of <f4) at float32's tolerances (step_tol),
-		 * unless --dtype says which */
-		if (q->dtype_given)
+		 * unless --dtype says which; bfloat16 and float16 ones by their
+		 * precision (precision.c), the type --dtype says or their data's */
+		if (q->dtype_given) {
 			g->f32 = 0;
-		if (q->digits_given) {
+			g->type = q->precision == MHA_PRECISION_BF16 ? FROM_BF16
+				  : q->precision == MHA_PRECISION_FP16 ? FROM_F16
+				  : q->f32 ? FROM_F32 : FROM_F64;
+		}
+		if (lowp_of(g->type)) {
+			g->f32 = 0;
+			g->prec = PREC_FULL; /* binary numbers: no digits to find */
+			c->lowp = 1;
+		} else if (q->digits_given) {
 			g->prec = q->digits_sig ? PREC_SIGNIFICANT : PREC_DECIMALS;
 			g->digits = q->digits;
 		} else if (c->mine.m[i].rank) {
@@ -139,7 +148,8 @@ int compare_problem(struct comparison *c, struct problem *pb, const struct compa
 
 	c->tol = (struct tol){ q->rtol_given ? q->rtol : f32 ? 1e-4 : 1e-9,
 			       q->atol_given ? q->atol : f32 ? 1e-5 : 1e-12, f32,
-			       q->rtol_given || q->atol_given };
+			       q->rtol_given || q->atol_given, q->factor_given ? q->factor : 2,
+			       &c->refs };
 	c->rep = (mha_report)MHA_INIT(mha_report);
 	c->first = -1;
 	x.tol = c->tol;
@@ -180,12 +190,23 @@ int compare_problem(struct comparison *c, struct problem *pb, const struct compa
 			c->a.g[C_MASK].m.v[i] = (c->a.g[C_MASK].m.v[i] != 0) !=
 						(pb->spec.mask_block != 0) ? 0 : -INFINITY;
 	read_as_asked(c, q);
-	return compare_steps(c, &x) ? EXIT_USAGE : 0;
+	if (q->factor_given && !c->lowp)
+		return usage_error("compare", "--factor judges bfloat16 and float16 numbers, and none "
+				   "of theirs is (--dtype bf16 or fp16 says they were)"), EXIT_USAGE;
+	if (c->lowp && !c->tol.fixed && lowp_references(&c->refs, &x, &c->a))
+		return EXIT_USAGE;
+	x.tol = c->tol;
+	if (compare_steps(c, &x))
+		return EXIT_USAGE;
+	if (c->first >= 0 && !c->dg.found && !q->dtype_given)
+		c->looks_lowp = lowp_looks(&c->a.g[c->first], &c->mine.m[c->first]);
+	return 0;
 }
 
 void comparison_free(struct comparison *c)
 {
 	set_free(&c->mine);
 	against_free(&c->a);
+	lowp_refs_free(&c->refs);
 	matrix_free(&c->dout);
 }

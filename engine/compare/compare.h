@@ -50,10 +50,21 @@ size_t set_bytes(const struct problem *p, int grads);
 
 /* ---- comparing one step (match.c) ------------------------------------------ */
 
+/* The low-precision references their bfloat16 or float16 steps are judged
+ * by (precision.c): for each type, each step's largest |reference -
+ * float64| row by row, the largest over the scale readings. */
+struct lowp_refs {
+	double *row[2][C_COUNT];  /* [type - 1][step]: (planes * rows), or NULL */
+	size_t readings[2];       /* the scale readings computed (mha_lowp_scale) */
+};
+
 struct tol {
 	double rtol, atol;
 	int f32;   /* ULPs of float */
-	int fixed; /* --rtol or --atol given: float32 numbers keep them */
+	int fixed; /* --rtol or --atol given: float32 numbers keep them, and
+		      bfloat16 and float16 ones are held to them */
+	double factor;                 /* --factor: their error against the reference's */
+	const struct lowp_refs *refs;  /* for their bfloat16 and float16 steps */
 };
 
 struct stat {
@@ -69,6 +80,12 @@ struct stat {
 	struct tol tol;     /* the tolerances this step was held to */
 	int prec, digits;   /* PREC_*: their numbers' precision, and the rounding allowed */
 	int rounded;        /* an entry agreed only to their precision */
+	/* judged by precision (their numbers bfloat16 or float16, precision.c) */
+	int lowp;           /* the mha_precision they were judged in, or 0 */
+	double ref_err;     /* the reference's largest |error| over the entries compared */
+	double floor;       /* a unit in the last place of the step's largest |value| */
+	double limit;       /* factor * ref_err + floor: the largest error that agrees */
+	double nmse, cosine; /* sum (theirs - mha)^2 / sum mha^2; their cosine with mha's */
 };
 
 /* (P, R, C): the last two dimensions, and the planes before them */
@@ -90,6 +107,31 @@ void detect_precision(struct given *g, const matrix *mine, int id);
 /* a step of theirs that differs but equals the step it is another name of
  * (their scores, mha's masked): moved there (name_as), st[] updated */
 void find_named(struct against *a, const struct set *mine, struct stat *st, const struct tol *t);
+
+/* ---- verdicts by precision (precision.c) ------------------------------------ */
+
+/* the mha_precision of their numbers' type (matrix.h's FROM_*): bfloat16 or
+ * float16, else 0 */
+int lowp_of(int from_type);
+/* a unit in the last place of |v| in the type p (bfloat16 or float16) */
+double lowp_ulp(double v, mha_precision p);
+/* The references for each low type among their steps given, into L; a
+ * step of theirs the reference has not (a gradient, or a setting it does
+ * not compute) refused by name.  0, or -1 said. */
+struct ctx;
+int lowp_references(struct lowp_refs *L, const struct ctx *x, const struct against *a);
+void lowp_refs_free(struct lowp_refs *L);
+/* the largest |error| of the reference over step id's entries of g that
+ * are compared (rows per plane of P * R), or -1 when there is none */
+double lowp_ref_err(const struct lowp_refs *L, mha_precision p, int id, const struct given *g,
+		    size_t P, size_t R);
+/* their float64 or float32 numbers g, every one a value of bfloat16 (or
+ * float16) where mha's are not: that type (computed in it and saved
+ * wider?), else 0 */
+int lowp_looks(const struct given *g, const matrix *mine);
+/* sum (t - m)^2 / sum m^2 and the cosine, over the finite entries compared:
+ * finished from the sums */
+void lowp_figures(struct stat *st, double tt, double mm, double tm, double dd);
 
 /* ---- the mistakes (diagnose.c) -------------------------------------------- */
 
@@ -143,6 +185,9 @@ struct compare_request {
 	int digits, digits_sig, digits_given; /* --digits N or Ns */
 	int f32;                /* --dtype f32 */
 	int dtype_given;        /* --dtype said which: their numbers' own type not looked at */
+	int precision;          /* --dtype bf16 or fp16: an mha_precision, else 0 */
+	double factor;          /* --factor F: 0 for the default, 2 */
+	int factor_given;
 	size_t sequence;        /* --sequence N (from 1), or 0 */
 };
 
@@ -153,11 +198,15 @@ struct comparison {
 	struct stat st[C_COUNT];
 	struct diagnosis dg;
 	struct tol tol;
+	struct lowp_refs refs;     /* for their bfloat16 and float16 steps */
+	int lowp;                  /* a step was judged by precision */
 	mha_report rep;
 	matrix dout;
 	char dout_from[PATH_TEXT]; /* "--grad-output FILE", "their dO", or "" (all ones) */
 	int first;                 /* the first differing step, or -1 */
 	int grads;                 /* backward's steps compared */
+	int looks_lowp;            /* their first differing step's numbers are all of this
+				      mha_precision's (lowp_looks), no --dtype given; or 0 */
 };
 
 /*

@@ -550,7 +550,7 @@ static int candidate(int k, const struct ctx *x, struct mistake *m, struct set *
 static int diagnose_with(struct diagnosis *dg, const struct ctx *x, int first,
 			 const struct tol *tol)
 {
-	const struct tol f32tol = { 1e-4, 1e-5, 1, 0 };
+	const struct tol f32tol = { 1e-4, 1e-5, 1, 0, tol->factor, tol->refs };
 	struct mistake best = { 0 };
 	int have = 0, best_later = 0, best_as = first;
 
@@ -632,7 +632,8 @@ static int diagnose_with(struct diagnosis *dg, const struct ctx *x, int first,
  * numbers that carry a mistake as well */
 int diagnose(struct diagnosis *dg, const struct ctx *x, int first)
 {
-	const struct tol f32tol = { fmax(1e-4, x->tol.rtol), fmax(1e-5, x->tol.atol), 1, 0 };
+	const struct tol f32tol = { fmax(1e-4, x->tol.rtol), fmax(1e-5, x->tol.atol), 1, 0,
+				     x->tol.factor, x->tol.refs };
 
 	int first32 = -1;
 

@@ -70,15 +70,43 @@ static double half_unit(double y, int prec, int digits)
 static struct tol step_tol(const struct tol *base, const struct given *g)
 {
 	if (g->f32 && !base->f32 && !base->fixed)
-		return (struct tol){ 1e-4, 1e-5, 1, 0 };
+		return (struct tol){ 1e-4, 1e-5, 1, 0, base->factor, base->refs };
 	return *base;
+}
+
+/*
+ * Bfloat16 or float16 numbers of theirs judged by their precision
+ * (precision.c): the largest error that agrees, factor times the
+ * reference's over the entries compared plus a unit in the last place of
+ * the step's largest |value| in the type; -1 when they are judged by the
+ * tolerances (float64 or float32 numbers, or --rtol and --atol given).
+ */
+static double lowp_limit(struct stat *st, int id, const struct given *g, const matrix *mine,
+			 const struct tol *t)
+{
+	const mha_precision p = (mha_precision)lowp_of(g->type);
+	double ref, top = 0;
+
+	if (!p || t->fixed || !t->refs ||
+	    (ref = lowp_ref_err(t->refs, p, id, g, st->P, st->R)) < 0)
+		return -1;
+	for (size_t i = 0; i < st->P * st->R * st->C; i++)
+		if (given_at(g, i / (st->R * st->C), i % (st->R * st->C) / st->C) &&
+		    isfinite(mine->v[i]) && fabs(mine->v[i]) > top)
+			top = fabs(mine->v[i]);
+	st->lowp = p;
+	st->ref_err = ref;
+	st->floor = lowp_ulp(top, p);
+	st->limit = t->factor * ref + st->floor;
+	return st->limit;
 }
 
 /*
  * theirs against mine; a 2-D mask of theirs stands for every head's.  Their
  * NaN where mha has one agrees, as does the same infinity.  Only the heads
  * and rows they gave are compared; numbers they gave to k decimals or
- * significant digits agree within half a unit of the last one.
+ * significant digits agree within half a unit of the last one; bfloat16
+ * and float16 numbers within their precision's limit (lowp_limit).
  */
 void compare_step(struct stat *st, int id, const struct given *g, const matrix *mine,
 		  const struct tol *base)
@@ -86,6 +114,7 @@ void compare_step(struct stat *st, int id, const struct given *g, const matrix *
 	const matrix *theirs = &g->m;
 	size_t tP, tR, tC;
 	const struct tol t = step_tol(base, g);
+	double limit, tt = 0, mm = 0, tm = 0, dd = 0;
 
 	memset(st, 0, sizeof(*st));
 	st->given = 1;
@@ -101,6 +130,7 @@ void compare_step(struct stat *st, int id, const struct given *g, const matrix *
 	for (size_t h = 0; h < st->P; h++)
 		st->heads_given += !g->heads || g->heads[h];
 	st->rows_given = g->rows ? g->rows : st->R;
+	limit = lowp_limit(st, id, g, mine, &t);
 	for (size_t i = 0; i < st->P * st->R * st->C; i++) {
 		const size_t h = i / (st->R * st->C), r = i % (st->R * st->C) / st->C;
 		const double m = mine->v[i];
@@ -116,7 +146,16 @@ void compare_step(struct stat *st, int id, const struct given *g, const matrix *
 		rel = ad == 0 ? 0 : m != 0 && isfinite(m) ? ad / fabs(m) : INFINITY;
 		u = same ? 0 : ulps(m, y, t.f32);
 		/* an infinity agrees only with itself: inf <= rtol*inf must not pass */
-		within = same || (isfinite(ad) && isfinite(m) && ad <= t.atol + t.rtol * fabs(m));
+		if (limit >= 0)
+			within = same || (isfinite(ad) && ad <= limit);
+		else
+			within = same || (isfinite(ad) && isfinite(m) && ad <= t.atol + t.rtol * fabs(m));
+		if (isfinite(m) && isfinite(y)) {
+			tt += y * y;
+			mm += m * m;
+			tm += y * m;
+			dd += (y - m) * (y - m);
+		}
 		if (!within && g->prec != PREC_FULL && isfinite(ad) && isfinite(m) &&
 		    ad <= half_unit(y, g->prec, g->digits) * (1 + 1e-9) + 1e-12 * fabs(m)) {
 			within = 1;
@@ -136,6 +175,7 @@ void compare_step(struct stat *st, int id, const struct given *g, const matrix *
 			st->max_ulp = u;
 	}
 	st->pass = !st->differing;
+	lowp_figures(st, tt, mm, tm, dd);
 }
 
 /* whether set c reproduces theirs at step id within t */

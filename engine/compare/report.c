@@ -169,6 +169,42 @@ static void notes(FILE *fp, const struct report *r)
 			fprintf(fp, "%s: float32 numbers: rtol %g, atol %g, ULPs of float32\n",
 				cmp_name(i), st->tol.rtol, st->tol.atol), any = 1;
 	}
+	{
+		/* their low-precision numbers held to tolerances they gave: said once */
+		size_t held = 0;
+		int type = 0;
+
+		for (int i = 0; i < C_COUNT; i++)
+			if (r->st[i].given && !r->st[i].lowp && lowp_of(r->a->g[i].type) &&
+			    r->st[i].tol.fixed) {
+				held++;
+				type = lowp_of(r->a->g[i].type);
+			}
+		if (held) {
+			fprintf(fp, "%s numbers (%zu step%s) held to --rtol and --atol, not to their "
+				"precision\n", type == MHA_PRECISION_FP16 ? "float16" : "bfloat16", held,
+				held == 1 ? "" : "s");
+			any = 1;
+		}
+	}
+	for (int p = MHA_PRECISION_BF16; p <= MHA_PRECISION_FP16; p++) {
+		const size_t n = r->tol->refs ? r->tol->refs->readings[p - 1] : 0;
+		int judged = 0;
+
+		for (int i = 0; i < C_COUNT; i++)
+			judged |= r->st[i].given && r->st[i].lowp == p;
+		if (!judged)
+			continue;
+		fprintf(fp, "the %s reference: mha forward --dtype %s's steps (Hugging Face's eager "
+			"attention in %s); its error, the largest %s\n",
+			p == MHA_PRECISION_FP16 ? "float16" : "bfloat16",
+			p == MHA_PRECISION_FP16 ? "fp16" : "bf16",
+			p == MHA_PRECISION_FP16 ? "float16" : "bfloat16",
+			n > 1 ? "of the scale applied as a float32 product, rounded to the type first, "
+				"or as a division by its rounded inverse"
+			      : "of its entries' (every way of applying this scale is the same)");
+		any = 1;
+	}
 	if (any)
 		fputc('\n', fp);
 }
@@ -181,10 +217,70 @@ static void put_json_shape(FILE *fp, const matrix *m)
 	fputc(']', fp);
 }
 
+/* a step judged by its precision: "bf16", else the tolerances' "f32" or "f64" */
+static const char *judged_as(const struct stat *st)
+{
+	return st->lowp == MHA_PRECISION_BF16 ? "bf16" : st->lowp == MHA_PRECISION_FP16 ? "fp16"
+	       : st->tol.f32 ? "f32" : "f64";
+}
+
+/* their error over the reference's, or NaN when the reference's is 0 */
+static double ratio_of(const struct stat *st)
+{
+	return st->ref_err > 0 ? st->max_abs / st->ref_err : NAN;
+}
+
+/* the steps judged by their precision, in the report's first line */
+static void head_precision(FILE *fp, const struct report *r)
+{
+	int seen[3] = { 0 }, others = 0;
+
+	for (int i = 0; i < C_COUNT; i++)
+		if (r->st[i].given) {
+			seen[r->st[i].lowp] = 1;
+			others += !r->st[i].lowp;
+		}
+	for (int p = MHA_PRECISION_BF16; p <= MHA_PRECISION_FP16; p++) {
+		const char *t = p == MHA_PRECISION_FP16 ? "float16" : "bfloat16";
+
+		if (!seen[p])
+			continue;
+		fprintf(fp, "; %s numbers against mha's %s reference: a step agrees within %g times "
+			"its error plus a unit in the last place of its largest value", t, t,
+			r->tol->factor);
+	}
+	if (others)
+		fprintf(fp, "; the others within rtol %g, atol %g", r->tol->rtol, r->tol->atol);
+}
+
+/* one step's row of the table by precision: its type, their error, the
+ * reference's, their ratio, the normalised mean squared error, the cosine */
+static void row_precision(FILE *fp, const struct stat *st, char *b[5], size_t size)
+{
+	const double q = ratio_of(st);
+
+	g3(b[0], size, st->max_abs);
+	if (st->lowp) {
+		g3(b[1], size, st->ref_err);
+		if (isnan(q))
+			snprintf(b[2], size, "-");
+		else
+			snprintf(b[2], size, "%.2f", q);
+	} else {
+		snprintf(b[1], size, "-");
+		snprintf(b[2], size, "-");
+	}
+	g3(b[3], size, st->nmse);
+	snprintf(b[4], size, "%.7f", st->cosine);
+	fprintf(fp, "%-4s  %10s  %9s  %6s  %8s  %9s  ", judged_as(st), b[0], b[1], b[2], b[3], b[4]);
+}
+
 void report_text(FILE *fp, const struct report *r)
 {
-	char shape[64], mshape[64], b1[32], b2[32], b3[32], name[96];
+	char shape[64], mshape[64], b1[32], b2[32], b3[32], b4[32], b5[32], name[96];
+	char *cols[5] = { b1, b2, b3, b4, b5 };
 	size_t given = 0, agree = 0, wshape = 5, wstep = 12;
+	int lowp = 0;
 
 	for (int i = 0; i < C_COUNT; i++)
 		if (r->st[i].given) {
@@ -195,15 +291,28 @@ void report_text(FILE *fp, const struct report *r)
 			wstep = k > wstep ? k : wstep;
 			given++;
 			agree += r->st[i].pass;
+			lowp |= r->st[i].lowp != 0;
 		}
 	fputs("mha compare: '", fp);
 	text_put(fp, path_shown(r->against));
-	fprintf(fp, "' against mha's float64 steps: rtol %g, atol %g%s\n\n", r->tol->rtol,
-		r->tol->atol, r->f32 ? " (float32's; ULPs of float32)" : "");
+	if (lowp) {
+		fputs("' against mha's float64 steps", fp);
+		head_precision(fp, r);
+		fputs("\n\n", fp);
+	} else {
+		fprintf(fp, "' against mha's float64 steps: rtol %g, atol %g%s\n\n", r->tol->rtol,
+			r->tol->atol, r->f32 ? " (float32's; ULPs of float32)" : "");
+	}
 	if (r->sequence)
 		fprintf(fp, "sequence %zu of the batch\n\n", r->sequence);
-	fprintf(fp, "  %-*s  %-7s  %-*s  %10s  %9s  %9s  %s\n", (int)wstep, "step", "result",
-		(int)wshape, "shape", "max |diff|", "max rel", "max ULP", "where (the largest |diff|)");
+	if (lowp)
+		fprintf(fp, "  %-*s  %-7s  %-*s  %-4s  %10s  %9s  %6s  %8s  %9s  %s\n", (int)wstep,
+			"step", "result", (int)wshape, "shape", "type", "max |diff|", "reference",
+			"ratio", "NMSE", "cosine", "where (the largest |diff|)");
+	else
+		fprintf(fp, "  %-*s  %-7s  %-*s  %10s  %9s  %9s  %s\n", (int)wstep, "step", "result",
+			(int)wshape, "shape", "max |diff|", "max rel", "max ULP",
+			"where (the largest |diff|)");
 	for (int i = 0; i < C_COUNT; i++) {
 		const struct stat *st = &r->st[i];
 		struct where w;
@@ -212,14 +321,22 @@ void report_text(FILE *fp, const struct report *r)
 			continue;
 		given_shape(shape, sizeof(shape), &r->a->g[i]);
 		if (!st->shape_ok) {
-			fprintf(fp, "  %-*s  %-7s  %-*s  %10s  %9s  %9s  mha's is %s\n", (int)wstep,
-				step_shown(name, sizeof(name), r, i), "SHAPE", (int)wshape, shape, "-", "-", "-",
-				matrix_shape(&r->mine->m[i], mshape, sizeof(mshape)));
+			fprintf(fp, "  %-*s  %-7s  %-*s  ", (int)wstep, step_shown(name, sizeof(name), r, i),
+				"SHAPE", (int)wshape, shape);
+			if (lowp)
+				fprintf(fp, "%-4s  %10s  %9s  %6s  %8s  %9s  ", "-", "-", "-", "-", "-", "-");
+			else
+				fprintf(fp, "%10s  %9s  %9s  ", "-", "-", "-");
+			fprintf(fp, "mha's is %s\n", matrix_shape(&r->mine->m[i], mshape, sizeof(mshape)));
 			continue;
 		}
-		fprintf(fp, "  %-*s  %-7s  %-*s  %10s  %9s  %9s  ", (int)wstep,
-			step_shown(name, sizeof(name), r, i), st->pass ? "ok" : "DIFFERS", (int)wshape, shape, g3(b1, sizeof(b1), st->max_abs),
-			g3(b2, sizeof(b2), st->max_rel), g3(b3, sizeof(b3), st->max_ulp));
+		fprintf(fp, "  %-*s  %-7s  %-*s  ", (int)wstep, step_shown(name, sizeof(name), r, i),
+			st->pass ? "ok" : "DIFFERS", (int)wshape, shape);
+		if (lowp)
+			row_precision(fp, st, cols, sizeof(b1));
+		else
+			fprintf(fp, "%10s  %9s  %9s  ", g3(b1, sizeof(b1), st->max_abs),
+				g3(b2, sizeof(b2), st->max_rel), g3(b3, sizeof(b3), st->max_ulp));
 		if (st->max_abs > 0 || !st->pass) {
 			locate(&w, i, st, r->l);
 			put_where(fp, &w);
@@ -257,6 +374,19 @@ void report_text(FILE *fp, const struct report *r)
 			fprintf(fp, " (%zu of %zu entries differ; the most at ", st->differing, st->entries);
 			put_where(fp, &w);
 			fprintf(fp, ": theirs %.17g, mha's %.17g)\n", st->worst_theirs, st->worst_mha);
+			if (st->lowp) {
+				char q[32];
+
+				if (isnan(ratio_of(st)))
+					snprintf(q, sizeof(q), "more than");
+				else
+					snprintf(q, sizeof(q), "%.3g times", ratio_of(st));
+				fprintf(fp, "                  their largest error, %.3g, is %s the %s "
+					"reference's (%.3g); one within %g times it plus a unit in the last "
+					"place (%.3g) agrees (--factor)\n", st->max_abs, q,
+					st->lowp == MHA_PRECISION_FP16 ? "float16" : "bfloat16", st->ref_err,
+					r->tol->factor, st->limit);
+			}
 		}
 	}
 	fputs("diagnosis: ", fp);
@@ -267,6 +397,13 @@ void report_text(FILE *fp, const struct report *r)
 	if (!r->dg->found) {
 		fprintf(fp, "none of the known mistakes reproduces %s (man mha lists them under "
 			"COMPARE)\n", cmp_name(r->first));
+		if (r->looks_lowp)
+			fprintf(fp, "           every number of theirs at %s is a %s value, and mha's "
+				"are not: if they were computed in %s, --dtype %s judges them by its "
+				"precision\n", cmp_name(r->first),
+				r->looks_lowp == MHA_PRECISION_FP16 ? "float16" : "bfloat16",
+				r->looks_lowp == MHA_PRECISION_FP16 ? "float16" : "bfloat16",
+				r->looks_lowp == MHA_PRECISION_FP16 ? "fp16" : "bf16");
 		return;
 	}
 	text_put(fp, r->dg->message);
@@ -321,10 +458,22 @@ void report_json(FILE *fp, const struct report *r)
 	fputs("{\n  \"against\": ", fp);
 	text_put_json(fp, path_shown(r->against));
 	fprintf(fp, ",\n  \"kind\": \"%s\",\n  \"dtype\": \"%s\",\n  \"rtol\": ", r->a->kind,
-		r->f32 ? "f32" : "f64");
+		r->precision == MHA_PRECISION_BF16 ? "bf16" : r->precision == MHA_PRECISION_FP16
+		? "fp16" : r->f32 ? "f32" : "f64");
 	json_number(fp, r->tol->rtol, 0);
 	fputs(",\n  \"atol\": ", fp);
 	json_number(fp, r->tol->atol, 0);
+	fputs(",\n  \"factor\": ", fp);
+	{
+		int lowp = 0;
+
+		for (int i = 0; i < C_COUNT; i++)
+			lowp |= r->st[i].given && r->st[i].lowp;
+		if (lowp)
+			json_number(fp, r->tol->factor, 0);
+		else
+			fputs("null", fp);
+	}
 	if (r->sequence)
 		fprintf(fp, ",\n  \"sequence\": %zu", r->sequence);
 	else
@@ -360,9 +509,11 @@ void report_json(FILE *fp, const struct report *r)
 		put_json_shape(fp, &r->mine->m[i]);
 		fprintf(fp, ", \"shape_agrees\": %s", st->shape_ok ? "true" : "false");
 		json_given(fp, r, i);
+		fprintf(fp, ", \"type\": \"%s\"", judged_as(st));
 		if (!st->shape_ok) {
-			fputs(", \"max_abs\": null, \"max_rel\": null, \"max_ulp\": null, \"differing\": "
-			      "null, \"entries\": null, \"where\": null}", fp);
+			fputs(", \"max_abs\": null, \"max_rel\": null, \"max_ulp\": null, "
+			      "\"reference_error\": null, \"ratio\": null, \"limit\": null, \"nmse\": null, "
+			      "\"cosine\": null, \"differing\": null, \"entries\": null, \"where\": null}", fp);
 			continue;
 		}
 		fputs(", \"max_abs\": ", fp);
@@ -371,6 +522,25 @@ void report_json(FILE *fp, const struct report *r)
 		json_number(fp, st->max_rel, 0);
 		fputs(", \"max_ulp\": ", fp);
 		json_number(fp, st->max_ulp, 0);
+		fputs(", \"reference_error\": ", fp);
+		if (st->lowp)
+			json_number(fp, st->ref_err, 0);
+		else
+			fputs("null", fp);
+		fputs(", \"ratio\": ", fp);
+		if (st->lowp && !isnan(ratio_of(st)))
+			json_number(fp, ratio_of(st), 0);
+		else
+			fputs("null", fp);
+		fputs(", \"limit\": ", fp);
+		if (st->lowp)
+			json_number(fp, st->limit, 0);
+		else
+			fputs("null", fp);
+		fputs(", \"nmse\": ", fp);
+		json_number(fp, st->nmse, 0);
+		fputs(", \"cosine\": ", fp);
+		json_number(fp, st->cosine, 0);
 		fprintf(fp, ", \"differing\": %zu, \"entries\": %zu, \"where\": ", st->differing, st->entries);
 		if (st->max_abs == 0) {
 			fputs("null}", fp); /* identical: no place stands out */
@@ -397,7 +567,12 @@ void report_json(FILE *fp, const struct report *r)
 		json_number(fp, st->worst_mha, 0);
 		fputs("}}", fp);
 	}
-	fputs("\n  ],\n  \"diagnosis\": ", fp);
+	fputs("\n  ],\n  \"dtype_hint\": ", fp);
+	if (r->looks_lowp)
+		fprintf(fp, "\"%s\"", r->looks_lowp == MHA_PRECISION_FP16 ? "fp16" : "bf16");
+	else
+		fputs("null", fp);
+	fputs(",\n  \"diagnosis\": ", fp);
 	if (r->first < 0 || !r->dg->found) {
 		fputs("null\n}\n", fp);
 		return;

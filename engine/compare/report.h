@@ -17,8 +17,10 @@ struct report {
 	const struct labels *l;
 	const struct tol *tol;
 	int f32;
+	int precision;          /* --dtype bf16 or fp16: an mha_precision, or 0 */
 	size_t sequence;        /* --sequence N, or 0 */
 	int first;              /* the first differing step, or -1 */
+	int looks_lowp;         /* comparison's looks_lowp: their numbers all of a low type */
 	const struct diagnosis *dg;
 	int grads;              /* backward's steps compared */
 	const char *dout_from;  /* where dO came from: "--grad-output FILE", their "dO",

@@ -49,15 +49,6 @@ static const char *const mask_keys[] = { "mask", NULL };
 
 
 /* A file larger than the run may use is refused before it is read. */
-/* --mask m.safetensors: read in place by the safetensors reader, by its name
- * as -w tells a checkpoint (a pipe cannot be read so) */
-static int is_safetensors(const char *path)
-{
-	char ext[16];
-
-	file_extension(path, ext, sizeof(ext));
-	return !strcmp(ext, "safetensors");
-}
 
 static int check_file_size(const char *path)
 {
@@ -304,7 +295,9 @@ static int read_inputs(const struct problem_spec *s, struct problem *p)
 			return -1;
 		memset(p->x.v, 0, in->dim[0] * sizeof(double));
 	}
-	if (s->mask && (is_safetensors(s->mask) ? st_read_mask(&p->mask, s->mask)
+	/* --mask m.safetensors: read in place by the safetensors reader, by its
+	 * name as -w tells a checkpoint (a pipe cannot be read so) */
+	if (s->mask && (st_path(s->mask) ? st_read_mask(&p->mask, s->mask)
 						  : read_matrix(&p->mask, s->mask, &ms)))
 		return -1;
 	if (s->rope_cos && (read_matrix(&p->rope_cos, s->rope_cos, &(read_spec){ "cos", NULL, 1, 2, 0 }) ||

@@ -73,6 +73,12 @@ static int all_finite(const struct memory_array *a, size_t n)
 	return !bad;
 }
 
+/* matrix.h's FROM_* of an array in memory */
+static int from_type(enum memory_type t)
+{
+	return t == MEM_F32 ? FROM_F32 : t == MEM_F16 ? FROM_F16 : t == MEM_BF16 ? FROM_BF16 : FROM_F64;
+}
+
 static int borrow(matrix *m, const struct memory_array *a, size_t n, const read_spec *spec,
 		  const char *name)
 {
@@ -93,6 +99,7 @@ static int borrow(matrix *m, const struct memory_array *a, size_t n, const read_
 		m->f = (float *)a->data;
 	m->borrowed = 1;
 	m->from_f32 = a->type == MEM_F32;
+	m->from_type = from_type(a->type);
 	m->is_f32 = a->type == MEM_F32;
 	return 0;
 }
@@ -148,6 +155,7 @@ int memory_read(matrix *m, const char *name, const read_spec *spec)
 	}
 	m->is_bool = a->type == MEM_BOOL;
 	m->from_f32 = a->type == MEM_F32 || a->type == MEM_F16;
+	m->from_type = from_type(a->type);
 	m->is_f32 = keep_floats;
 	return 0;
 }

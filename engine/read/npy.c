@@ -247,6 +247,14 @@ static int is_native(const npy_layout *L)
 }
 
 /* native float32 kept as floats (m->f), not widened */
+/* the type the file holds its numbers in (matrix.h's FROM_*) */
+static int npy_from_type(const npy_layout *L)
+{
+	if (L->t.kind != 'f')
+		return FROM_F64;
+	return L->t.size == 2 ? FROM_F16 : L->t.size == 4 ? FROM_F32 : FROM_F64;
+}
+
 static int keeps_floats(const npy_layout *L, const read_spec *spec)
 {
 	return is_native(L) && L->t.size == 4 && (spec->flags & READ_F32);
@@ -415,6 +423,7 @@ static int read_from(matrix *m, const input_file *f, const read_spec *spec, inpu
 		if (check_finite(m, f, spec, &L))
 			goto fail;
 		m->from_f32 = L.t.kind == 'f' && L.t.size <= 4;
+		m->from_type = npy_from_type(&L);
 		return 0;
 	}
 	if (alloc_for(m, &L, spec))
@@ -428,6 +437,7 @@ static int read_from(matrix *m, const input_file *f, const read_spec *spec, inpu
 	}
 	m->is_bool = L.t.kind == 'b';
 	m->from_f32 = L.t.kind == 'f' && L.t.size <= 4;
+	m->from_type = npy_from_type(&L);
 	return 0;
 fail:
 	matrix_free(m);
@@ -583,6 +593,7 @@ int read_npy_rest(matrix *m, input_file *f, const read_spec *spec)
 		if (check_finite(m, f, spec, &L))
 			goto fail;
 		m->from_f32 = L.t.kind == 'f' && L.t.size <= 4;
+		m->from_type = npy_from_type(&L);
 		return 0;
 	case 1:
 		break;
@@ -652,6 +663,7 @@ int read_npy_rest(matrix *m, input_file *f, const read_spec *spec)
 	if (check_finite(m, f, spec, &L))
 		goto fail;
 	m->from_f32 = L.t.kind == 'f' && L.t.size <= 4;
+	m->from_type = npy_from_type(&L);
 	return 0;
 fail:
 	matrix_free(m);

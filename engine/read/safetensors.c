@@ -4,6 +4,7 @@
  * tensor at a time with pread(), converted exactly to float64.
  */
 #include "read/safetensors.h"
+#include "read/file.h"
 #include "read/json.h"
 #include "read/half.h"
 #include "util/budget.h"
@@ -489,13 +490,19 @@ static const char *element(char *buf, size_t size, const st_tensor *t, size_t k)
 	return buf;
 }
 
+/* what a tensor is read as: a weight, a mask, or an array of theirs that
+ * mha compare holds against its steps */
+enum { AS_WEIGHT, AS_MASK, AS_ARRAY };
+
 /*
- * Tensor t as float64: a weight (mask 0: F64, F32, F16 or BF16, rank 1 to 3,
- * finite) or a mask (rank 1 to 4, any float, integer or BOOL dtype, -inf and
- * nan allowed).
+ * Tensor t as float64: a weight (AS_WEIGHT: F64, F32, F16 or BF16, rank 1
+ * to 3, finite), or a mask or an array compared (rank 1 to 4, any float,
+ * integer or BOOL dtype, -inf and nan allowed).  The type it was in is kept
+ * (from_type).
  */
-static int read_tensor(matrix *m, const st_file *f, const st_tensor *t, int mask)
+static int read_tensor(matrix *m, const st_file *f, const st_tensor *t, int as)
 {
+	const int mask = as != AS_WEIGHT;
 	enum { CHUNK = 1 << 16 };
 	const unsigned size = dtypes[t->dtype].size;
 	const size_t max_rank = mask ? 4 : 3;
@@ -512,8 +519,9 @@ static int read_tensor(matrix *m, const st_file *f, const st_tensor *t, int mask
 		return error("%s: tensor \"%s\" is %s: mha reads F64, F32, F16, BF16, F8_E4M3 and "
 			     "F8_E5M2 weights", f->path, t->name, dtypes[t->dtype].name);
 	if (mask && t->dtype > DT_BOOL)
-		return error("%s: tensor \"%s\" is %s: a mask is F64, F32, F16, BF16, an integer "
-			     "dtype or BOOL", f->path, t->name, dtypes[t->dtype].name);
+		return error("%s: tensor \"%s\" is %s: %s is F64, F32, F16, BF16, an integer "
+			     "dtype or BOOL", f->path, t->name, dtypes[t->dtype].name,
+			     as == AS_MASK ? "a mask" : "an array compared");
 	if (t->rank < 1 || t->rank > max_rank)
 		return error("%s: tensor \"%s\" is %s: expected 1 to %zu dimensions", f->path,
 			     t->name, st_shape(t, shape, sizeof(shape)), max_rank);
@@ -580,12 +588,28 @@ static int read_tensor(matrix *m, const st_file *f, const st_tensor *t, int mask
 		matrix_free(m);
 	else
 		m->is_bool = t->dtype == DT_BOOL;
+	if (!rc)
+		m->from_type = t->dtype == DT_F32 ? FROM_F32 : t->dtype == DT_F16 ? FROM_F16 :
+			       t->dtype == DT_BF16 ? FROM_BF16 : FROM_F64;
 	return rc;
 }
 
 int st_read(matrix *m, const st_file *f, const st_tensor *t)
 {
-	return read_tensor(m, f, t, 0);
+	return read_tensor(m, f, t, AS_WEIGHT);
+}
+
+int st_read_array(matrix *m, const st_file *f, const st_tensor *t)
+{
+	return read_tensor(m, f, t, AS_ARRAY);
+}
+
+int st_path(const char *path)
+{
+	char ext[16];
+
+	file_extension(path, ext, sizeof(ext));
+	return !strcmp(ext, "safetensors");
 }
 
 int st_read_mask(matrix *m, const char *path)
@@ -596,7 +620,7 @@ int st_read_mask(matrix *m, const char *path)
 	memset(m, 0, sizeof(*m));
 	if (st_open(&f, path) == 0) {
 		if (f.n == 1) {
-			rc = read_tensor(m, &f, &f.t[0], 1);
+			rc = read_tensor(m, &f, &f.t[0], AS_MASK);
 		} else if (f.n == 0) {
 			rc = error("%s: no tensor: expected the mask, one tensor", path);
 		} else {

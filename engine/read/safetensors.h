@@ -60,6 +60,12 @@ const char *st_shape(const st_tensor *t, char *buf, size_t size);
  * memory budget; errors said, -1.
  */
 int st_read(matrix *m, const st_file *f, const st_tensor *t);
+/* One array of someone's results (mha compare --against FILE.safetensors):
+ * rank 1 to 4, any float, integer or BOOL dtype, -inf and nan kept, and
+ * the type it was in (from_type); else as st_read. */
+int st_read_array(matrix *m, const st_file *f, const st_tensor *t);
+/* path names a safetensors file: its extension, as -w tells a checkpoint */
+int st_path(const char *path);
 /* dtype (st_tensor's) is F8_E4M3 or F8_E5M2: an FP8 weight, whose block scales are its
  * loader's to apply */
 int st_dtype_is_f8(int dtype);

@@ -115,6 +115,12 @@ int problem_check_memory(const struct problem *p, mha_stages wanted, int f32)
 	return run_check_memory(&n);
 }
 
+const char *run_lowp_lacks(const mha_config *c)
+{
+	return c->alibi.on ? "ALiBi" : c->norm.kind ? "a q/k norm" : c->mla.on ? "latent attention"
+	       : c->rope.scaling.type ? "RoPE scaling" : NULL;
+}
+
 /* ---- --dtype f32 ----------------------------------------------------------- */
 
 /* one array as floats: those read as floats as they are, the rest rounded into a copy */
@@ -259,12 +265,12 @@ int problem_forward(matrix *out, const struct problem *p, const mha_observer *ob
 		return -1; /* the observer said why */
 	if (st == MHA_ERR_PRECISION) {
 		const mha_config *c = &p->cfg;
+		const char *lacks = run_lowp_lacks(c);
 
 		return error("--dtype %s: the low-precision reference does not compute %s yet; the "
 			     "float64 run does (leave out --dtype)",
 			     c->precision == MHA_PRECISION_FP16 ? "fp16" : "bf16",
-			     c->alibi.on ? "ALiBi" : c->norm.kind ? "a q/k norm" : c->mla.on
-			     ? "latent attention" : c->rope.scaling.type ? "RoPE scaling" : "this layer");
+			     lacks ? lacks : "this layer");
 	}
 	if (st == MHA_ERR_RANGE)
 		/* the type the run computes in: --dtype f32 overflows near 3.4e38 */

@@ -33,6 +33,10 @@ int run_check_memory(const struct run_need *n);
 
 /* A forward run that would need more than the budget's limit, asking the
  * library for the stages wanted and printing their copies: said; -1.  Else 0. */
+/* What of c the low-precision reference (mha_config.precision) does not
+ * compute yet, in words ("ALiBi", "RoPE scaling"), or NULL: it does. */
+const char *run_lowp_lacks(const mha_config *c);
+
 int problem_check_memory(const struct problem *p, mha_stages wanted, int f32);
 
 /*

@@ -229,6 +229,7 @@ int matrix_transpose(matrix *m)
 				t.v[b * r * c + j * r + i] = m->v[b * r * c + i * c + j];
 	t.is_f32 = m->is_f32;
 	t.from_f32 = m->from_f32;
+	t.from_type = m->from_type;
 	matrix_free(m);
 	*m = t;
 	return 0;

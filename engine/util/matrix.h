@@ -21,6 +21,7 @@ typedef struct matrix {
 	int is_bool;   /* every entry was true or false (a boolean mask) */
 	int is_f32;    /* the values are floats (widened): written as floats */
 	int from_f32;  /* read from a file's float32 (or float16) values */
+	int from_type; /* the type the file (or array) held them in: FROM_* */
 	char **labels; /* a label (token) per row of a 2-D matrix, or NULL; owned */
 	size_t n_labels;
 	size_t held;   /* what v holds of the memory budget (budget.h) */
@@ -32,6 +33,10 @@ typedef struct matrix {
 			  memory and read with READ_MAP): never written, never freed */
 	size_t labels_held; /* and what the labels hold */
 } matrix;
+
+/* A matrix's numbers as its file held them: float64 (or numbers written
+ * as text), float32, float16 or bfloat16 (each widened exactly). */
+enum { FROM_F64 = 0, FROM_F32, FROM_F16, FROM_BF16 };
 
 /* number of values */
 size_t matrix_size(const matrix *m);

@@ -189,7 +189,9 @@ static mha_status check_fault(const mha_dims *d, const mha_config *cfg, mha_faul
 		return MHA_ERR_TOOBIG;
 	if (!cfg)
 		return MHA_OK;
-	if (cfg->precision > MHA_PRECISION_FP16)
+	if (cfg->precision > MHA_PRECISION_FP16 || cfg->lowp_scale > MHA_LOWP_SCALE_DIVIDED ||
+	    cfg->lowp_sum > MHA_LOWP_SUM_TYPE ||
+	    (cfg->precision == MHA_PRECISION_F64 && (cfg->lowp_scale || cfg->lowp_sum)))
 		return MHA_ERR_PRECISION;
 	if (cfg->scale_mode == MHA_SCALE_VALUE && !isfinite(cfg->scale))
 		return MHA_ERR_SCALE;

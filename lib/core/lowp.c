@@ -13,11 +13,14 @@
  *   RoPE: cos and sin made in float32 (θ^(−2t/R) by powf, times the
  *     position, cosf, sinf) and rounded; q·cos and rotate_half(q)·sin each
  *     rounded, and their sum rounded;
- *   scaled: the score times the scale made a float32, in float32, rounded;
+ *   scaled: the score times the scale made a float32, in float32, rounded
+ *     (mha_config.lowp_scale: the scale rounded to the type first, or the
+ *     score divided by 1/scale rounded to the type);
  *   softcapped: x/c, tanh and ·c each in float32 and rounded;
  *   masked: the score plus the rounded mask, in float32, rounded;
  *   softmax: from the masked row in float32 (its max, expf(x − max), their
- *     sum in key order, each over the sum), each weight rounded; with
+ *     sum in key order, each over the sum), each weight rounded (lowp_sum
+ *     TYPE: each exponential and each addition rounded to the type); with
  *     sinks, as gpt-oss's eager attention: the row and the head's sink less
  *     their max, rounded, then the softmax of that, the sink's column left
  *     out;
@@ -147,8 +150,9 @@ struct lowp {
 	const mha_observer *obs;
 	mha_precision p;
 	size_t H, G, dk, dv;
-	float scale;
-	double *Q, *K, *V, *concat, *row, *e;
+	float scale;            /* the multiplier, or with divide the divisor */
+	int divide, sum_in_type; /* mha_config's lowp_scale DIVIDED, lowp_sum TYPE */
+	double *Q, *K, *V, *concat, *row, *e, *block;
 	double *square[6];      /* (n_q, n_kv) each stage wanted, one head's */
 	size_t blocked;
 	int first_blocked_head;
@@ -167,6 +171,18 @@ static void keep(struct lowp *r, int which, size_t i, const double *x)
 		memcpy(r->square[which] + i * r->d->n_kv, x, r->d->n_kv * sizeof(double));
 }
 
+/* stage s, a column block (rows, width) of m (ld) from column col0,
+ * handed over when wanted: 0, or 1 the observer said stop */
+static int hand_block(struct lowp *r, mha_stage s, size_t h, const double *m, size_t rows,
+		      size_t ld, size_t col0, size_t width)
+{
+	if (!wants(r->obs, s))
+		return 0;
+	for (size_t i = 0; i < rows; i++)
+		memcpy(r->block + i * width, m + i * ld + col0, width * sizeof(double));
+	return r->obs->fn(r->obs->ctx, s, (int)h, r->block, rows, width) != 0;
+}
+
 /* head h of one sequence, row by row: its weights, then P·V into concat */
 static mha_status lowp_head(struct lowp *r, const struct mha_rule *rule, size_t h)
 {
@@ -175,6 +191,11 @@ static mha_status lowp_head(struct lowp *r, const struct mha_rule *rule, size_t 
 	const size_t g = mha_rule_kv_head(h, r->H, r->G), n_kv = d->n_kv;
 	const float c = (float)r->cfg->softcap;
 	double *x = r->row, *m = r->e;
+
+	if (hand_block(r, MHA_STAGE_HEAD_Q, h, r->Q, d->n_q, r->H * r->dk, h * r->dk, r->dk) ||
+	    hand_block(r, MHA_STAGE_HEAD_K, h, r->K, n_kv, r->G * r->dk, g * r->dk, r->dk) ||
+	    hand_block(r, MHA_STAGE_HEAD_V, h, r->V, n_kv, r->G * r->dv, g * r->dv, r->dv))
+		return MHA_ERR_OBSERVER;
 
 	for (size_t i = 0; i < d->n_q; i++) {
 		const double *q = r->Q + i * r->H * r->dk + h * r->dk;
@@ -191,7 +212,8 @@ static mha_status lowp_head(struct lowp *r, const struct mha_rule *rule, size_t 
 		}
 		keep(r, L_SCORES, i, x);
 		for (size_t j = 0; j < n_kv; j++)
-			x[j] = mha_lowp_round((float)x[j] * r->scale, p);
+			x[j] = mha_lowp_round(r->divide ? (float)x[j] / r->scale
+							: (float)x[j] * r->scale, p);
 		keep(r, L_SCALED, i, x);
 		if (c > 0) {
 			for (size_t j = 0; j < n_kv; j++) {
@@ -237,11 +259,16 @@ static mha_status lowp_head(struct lowp *r, const struct mha_rule *rule, size_t 
 			for (size_t j = 0; j < n_kv; j++) {
 				const float e = expf((float)x[j] - max);
 
-				m[j] = e;
-				sum += e;
+				/* summed in the type: each exponential and each
+				 * addition rounded (a port's mistake) */
+				m[j] = r->sum_in_type ? mha_lowp_round(e, p) : e;
+				sum = r->sum_in_type ? (float)mha_lowp_round(sum + (float)m[j], p)
+						     : sum + e;
 			}
 			if (rule->sinks)
-				sum += sink_e;
+				sum = r->sum_in_type ? (float)mha_lowp_round(
+							       sum + (float)mha_lowp_round(sink_e, p), p)
+						     : sum + sink_e;
 			for (size_t j = 0; j < n_kv; j++)
 				x[j] = mha_lowp_round((float)m[j] / sum, p);
 		}
@@ -258,6 +285,9 @@ static mha_status lowp_head(struct lowp *r, const struct mha_rule *rule, size_t 
 		if (r->square[s] && r->obs->fn(r->obs->ctx, lowp_stages[s], (int)h, r->square[s],
 						d->n_q, n_kv))
 			return MHA_ERR_OBSERVER;
+	if (hand_block(r, MHA_STAGE_HEAD_OUTPUT, h, r->concat, d->n_q, r->H * r->dv, h * r->dv,
+		       r->dv))
+		return MHA_ERR_OBSERVER;
 	return MHA_OK;
 }
 
@@ -388,7 +418,15 @@ mha_status mha_lowp_forward(double *out, const mha_dims *d, const mha_inputs *in
 	r.G = mha_rule_kv_heads(d);
 	r.dk = d->d_k;
 	r.dv = d->d_v;
-	r.scale = (float)mha_scale_of(d, cfg);
+	{
+		/* the scale as the port applies it (mha_lowp_scale) */
+		const double s = mha_scale_of(d, cfg);
+
+		r.divide = cfg->lowp_scale == MHA_LOWP_SCALE_DIVIDED;
+		r.scale = (float)(r.divide ? mha_lowp_round(1 / s, r.p)
+				  : cfg->lowp_scale == MHA_LOWP_SCALE_ROUNDED ? mha_lowp_round(s, r.p) : s);
+		r.sum_in_type = cfg->lowp_sum == MHA_LOWP_SUM_TYPE;
+	}
 	r.first_blocked_head = -1;
 	st = rounded_weights(w, &wr, own, d, r.G, r.p);
 	r.Q = doubles(d->n_q, r.H * r.dk);
@@ -397,7 +435,8 @@ mha_status mha_lowp_forward(double *out, const mha_dims *d, const mha_inputs *in
 	r.concat = doubles(d->n_q, r.H * r.dv);
 	r.row = doubles(d->n_kv, 1);
 	r.e = doubles(d->n_kv, 1);
-	if (st == MHA_OK && !(r.Q && r.K && r.V && r.concat && r.row && r.e))
+	r.block = doubles(d->n_q > d->n_kv ? d->n_q : d->n_kv, r.dk > r.dv ? r.dk : r.dv);
+	if (st == MHA_OK && !(r.Q && r.K && r.V && r.concat && r.row && r.e && r.block))
 		st = MHA_ERR_NOMEM;
 	for (int s = 0; s < 6 && st == MHA_OK; s++)
 		if (wants(obs, lowp_stages[s]) && (s != L_SOFTCAPPED || cfg->softcap > 0) &&
@@ -428,5 +467,6 @@ mha_status mha_lowp_forward(double *out, const mha_dims *d, const mha_inputs *in
 	free(r.concat);
 	free(r.row);
 	free(r.e);
+	free(r.block);
 	return st;
 }

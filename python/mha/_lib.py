@@ -489,8 +489,14 @@ def _batch(options):
 def _one(steps, error_type, options, rtol, atol, sequence=None):
     """one comparison: steps a dict of their arrays (a batch's sequence
     taken from each), or the path of their file or folder"""
+    options = dict(options)
+    dtype = options.pop("dtype", None)
+    if dtype not in (None, "f64", "float64", "bf16", "bfloat16", "fp16", "float16"):
+        raise Unsupported("dtype")  # float32's tolerances: the program's
     with Run(error_type) as run:
         _settings(run, options)
+        if dtype is not None:
+            run.set("dtype", dtype)  # the type their numbers were computed in
         if sequence:
             run.set("sequence", sequence)
         path = None

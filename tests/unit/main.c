@@ -37,6 +37,7 @@ static Suite *mha_suite(void)
 	unit_add_backward_fast(&u);
 	unit_add_backward_f32(&u);
 	unit_add_progress(&u);
+	unit_add_lowp(&u);
 	tcase_set_timeout(u.ref, 60);
 	/* test_shortest_text checks 300000 numbers: about a second on a quiet
 	 * machine, past Check's default 4 s on two busy cores */

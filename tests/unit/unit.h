@@ -52,6 +52,7 @@ void unit_add_backward(const struct unit_suite *u);
 void unit_add_backward_fast(const struct unit_suite *u);
 void unit_add_backward_f32(const struct unit_suite *u);
 void unit_add_progress(const struct unit_suite *u);
+void unit_add_lowp(const struct unit_suite *u);
 
 /* Every stage an observer saw: [stage][head + 1] (index 0: whole model). */
 typedef struct seen {
