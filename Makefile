@@ -490,10 +490,12 @@ test-backward: mha tests/test_lib
 	$(PYTHON) tests/mla_check.py ./mha
 
 # the low-precision reference (mha forward --dtype bf16, fp16) against
-# PyTorch's eager attention in those types (tests/lowp_check.py)
-test-lowp: mha
+# PyTorch's eager attention in those types (tests/lowp_check.py), and
+# compare judging bfloat16 and float16 ports by it (lowp_compare_check.py)
+test-lowp: mha $(LIBMHE_SO)
 	@sh tests/ensure_debs.sh --optional python3-torch
 	$(PYTHON) tests/lowp_check.py ./mha
+	MHA_EXECUTABLE=$(CURDIR)/mha $(PYTHON) tests/lowp_compare_check.py ./mha
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
