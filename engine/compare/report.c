@@ -195,14 +195,16 @@ static void notes(FILE *fp, const struct report *r)
 			judged |= r->st[i].given && r->st[i].lowp == p;
 		if (!judged)
 			continue;
-		fprintf(fp, "the %s reference: mha forward --dtype %s's steps (Hugging Face's eager "
-			"attention in %s); its error, the largest %s\n",
-			p == MHA_PRECISION_FP16 ? "float16" : "bfloat16",
+		fprintf(fp, "%s steps agree within %g times the reference's error plus a unit in "
+			"the last place of their largest value\n",
+			p == MHA_PRECISION_FP16 ? "float16" : "bfloat16", r->tol->factor);
+		fprintf(fp, "the %s reference: mha forward --dtype %s (Hugging Face's eager attention "
+			"in %s); %s\n", p == MHA_PRECISION_FP16 ? "float16" : "bfloat16",
 			p == MHA_PRECISION_FP16 ? "fp16" : "bf16",
 			p == MHA_PRECISION_FP16 ? "float16" : "bfloat16",
-			n > 1 ? "of the scale applied as a float32 product, rounded to the type first, "
-				"or as a division by its rounded inverse"
-			      : "of its entries' (every way of applying this scale is the same)");
+			n > 1 ? "its error, the largest over the ways of applying the scale (a float32 "
+				"product, the scale rounded first, a division by its rounded inverse)"
+			      : "the scale is a power of two, applied alike by every port");
 		any = 1;
 	}
 	if (any)
@@ -245,9 +247,7 @@ static void head_precision(FILE *fp, const struct report *r)
 
 		if (!seen[p])
 			continue;
-		fprintf(fp, "; %s numbers against mha's %s reference: a step agrees within %g times "
-			"its error plus a unit in the last place of its largest value", t, t,
-			r->tol->factor);
+		fprintf(fp, "; %s numbers by their precision (--factor %g)", t, r->tol->factor);
 	}
 	if (others)
 		fprintf(fp, "; the others within rtol %g, atol %g", r->tol->rtol, r->tol->atol);
