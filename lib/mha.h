@@ -536,9 +536,9 @@ typedef struct mha_config {
  * in that type on PyTorch (X, weights and every step rounded to the type
  * where PyTorch rounds them, each product summed in float32; lowp.c lists
  * each rounding point), and every stage it hands over holds values of the
- * type.  The plain path only (no threads); not with ALiBi, a q/k norm,
- * latent attention or RoPE scaling (MHA_ERR_PRECISION), nor in float32 or
- * the backward.  mha_lowp_round: v rounded to the type, ties to even,
+ * type.  The plain path only (no threads); not with ALiBi, a q/k norm or
+ * latent attention (MHA_ERR_PRECISION), nor in float32 or the backward
+ * (0.10.0: with RoPE scaling, the frequencies made floats).  mha_lowp_round: v rounded to the type, ties to even,
  * infinity past its largest value (v itself for float64 or an unknown p).
  */
 typedef enum mha_precision {

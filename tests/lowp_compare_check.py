@@ -50,7 +50,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # ---- the case ---------------------------------------------------------------
 
-def random_case(rng, big=False):
+def random_case(rng, big=False, yarn=False):
     G = int(rng.choice([1, 2]))
     H = G * int(rng.choice([1, 2, 4]))
     dk = int(rng.choice([8, 16]))
@@ -62,12 +62,12 @@ def random_case(rng, big=False):
             "R": dk if rng.integers(2) else dk // 2,
             "theta": float(rng.choice([10000.0, 500000.0])),
             "window": int(rng.integers(2, 6)) if rng.integers(3) == 0 else 0,
-            "bias": bool(rng.integers(2))}
+            "bias": bool(rng.integers(2)), "yarn": float(rng.choice([2.0, 4.0, 8.0])) if yarn else 0}
 
 
 def inputs(case, rng):
     d, H, G, dk = case["d"], case["H"], case["G"], case["dk"]
-    x = rng.normal(size=(case["n_kv"], d))
+    x = rng.normal(size=(case["n_kv"], d)) * case.get("x_scale", 1.0)
     w = {"W_Q": rng.normal(size=(d, H * dk)) / math.sqrt(d),
          "W_K": rng.normal(size=(d, G * dk)) / math.sqrt(d),
          "W_V": rng.normal(size=(d, G * dk)) / math.sqrt(d),
@@ -78,14 +78,18 @@ def inputs(case, rng):
     return x, w
 
 
-def allowed(case):
+def allowed(case, bug=None):
     """(n_q, n_kv): query i (at position n_kv - n_q + i) sees key j"""
     n_q, n_kv, W = case["n_q"], case["n_kv"], case["window"]
     p = np.arange(n_kv - n_q, n_kv)[:, None]
     j = np.arange(n_kv)[None, :]
     ok = j <= p
+    if bug in ("causal-inverted-nan", "causal-inverted-min"):
+        ok = j > p  # triu where tril is meant
     if W:
-        ok &= p - j < W  # Hugging Face's sliding_window counts the current token
+        # Hugging Face's sliding_window counts the current token; planted:
+        # FlashAttention's (W, 0), one key more
+        ok &= p - j < (W + 1 if bug == "window-off-by-one" else W)
     return ok
 
 
@@ -94,6 +98,9 @@ def mha_args(case):
     if case["rope"]:
         a += ["--rope", case["rope"], "--rope-theta", repr(case["theta"]), "--rope-dim",
               str(case["R"])]
+    if case.get("yarn"):
+        a += ["--rope-scaling", json.dumps({"rope_type": "yarn", "factor": case["yarn"],
+                                            "original_max_position_embeddings": 8})]
     if case["window"]:
         a += ["--window", "%d,0" % (case["window"] - 1)]
     return a
@@ -104,9 +111,28 @@ def inv_freq(R, theta):
     return (1.0 / (theta ** (np.arange(0, R, 2, dtype=np.int64).astype(np.float32) / R))).astype(np.float32)
 
 
+def yarn(R, theta, factor, original, beta_fast=32.0, beta_slow=1.0):
+    """YaRN's frequencies in float32 and its attention factor, as
+    transformers' _compute_yarn_parameters makes them (truncated bounds)"""
+    def dim_of(rotations):
+        return (R * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(theta))
+    low = max(math.floor(dim_of(beta_fast)), 0)
+    high = min(math.ceil(dim_of(beta_slow)), R - 1)
+    pos = theta ** (torch.arange(0, R, 2).float() / R)
+    extrapolation, interpolation = 1.0 / pos, 1.0 / (factor * pos)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(R // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    keep = 1 - ramp
+    inv = interpolation * (1 - keep) + extrapolation * keep
+    return inv.numpy().astype(np.float32), 0.1 * math.log(factor) + 1.0
+
+
 # ---- PyTorch's eager attention in the type ---------------------------------
 
-def torch_port(case, x, w, dtype, sum_in_type=False):
+def torch_port(case, x, w, dtype, sum_in_type=False, bug=None, sinks=None):
+    """Hugging Face's eager attention in dtype; bug: one of the porters'
+    mistakes planted (the names mha compare gives them)"""
     H, G, dk, R = case["H"], case["G"], case["dk"], case["R"]
     n_q, n_kv = case["n_q"], case["n_kv"]
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(dtype)  # noqa: E731
@@ -134,10 +160,18 @@ def torch_port(case, x, w, dtype, sum_in_type=False):
     v = v.view(n_kv, G, dk).transpose(0, 1)
     if case["rope"]:
         inv = torch.from_numpy(inv_freq(R, case["theta"]))
+        scaling = 1.0
+        if case.get("yarn"):
+            inv, scaling = yarn(R, case["theta"], case["yarn"], 8)
+            inv = torch.from_numpy(inv)
+            if bug == "yarn-attention-factor-missing":
+                scaling = 1.0
+        if bug == "rope-partial-denominator":  # head_dim where the rotated dims are meant
+            inv = torch.from_numpy((1.0 / (case["theta"] ** (np.arange(0, R, 2).astype(np.float32) / dk))).astype(np.float32))
         pos = torch.arange(n_kv).float()
         f = pos[:, None] * inv[None, :]                       # float32
         emb = torch.cat((f, f), dim=-1)
-        cos, sin = emb.cos().to(dtype), emb.sin().to(dtype)
+        cos, sin = (emb.cos() * scaling).to(dtype), (emb.sin() * scaling).to(dtype)
 
         def turn(z, c, s):
             zr, zp = z[..., :R], z[..., R:]
@@ -149,19 +183,37 @@ def torch_port(case, x, w, dtype, sum_in_type=False):
                 s = s[..., :R // 2].repeat_interleave(2, dim=-1)
             return torch.cat((zr * c + rot * s, zp), dim=-1)
 
-        q = turn(q, cos[n_kv - n_q:], sin[n_kv - n_q:])
+        at = 0 if bug == "rope-position-offset" else n_kv - n_q  # a decode step at 0
+        q = turn(q, cos[at:at + n_q], sin[at:at + n_q])
         k = turn(k, cos, sin)
         steps["q_rot"] = q.transpose(0, 1).reshape(n_q, H * dk)
         steps["k_rot"] = k.transpose(0, 1).reshape(n_kv, G * dk)
-    k = k.repeat_interleave(H // G, dim=0)
-    v = v.repeat_interleave(H // G, dim=0)
+    if bug == "gqa-repeat":
+        k, v = k.repeat(H // G, 1, 1), v.repeat(H // G, 1, 1)
+    else:
+        k, v = k.repeat_interleave(H // G, dim=0), v.repeat_interleave(H // G, dim=0)
     a = mm(q, k.transpose(-1, -2))
     steps["heads.scores"] = a
     a = a * (dk ** -0.5)
     steps["heads.scaled"] = a
-    m = torch.from_numpy(np.where(allowed(case), 0.0, torch.finfo(dtype).min)).to(dtype)
+    fill = -np.inf if bug == "causal-inverted-nan" else torch.finfo(dtype).min
+    m = torch.from_numpy(np.where(allowed(case, bug), 0.0, fill)).to(dtype)
     a = a + m
-    p = torch.softmax(a, dim=-1, dtype=torch.float32).to(dtype)
+    if sinks is not None and bug != "sinks-missing":
+        # gpt-oss: each head's sink a column of the softmax, left out after
+        s = torch.from_numpy(np.roll(sinks, -1) if bug == "sinks-wrong-head" else sinks).to(dtype)
+        cat = torch.cat([a, s.reshape(-1, 1, 1).expand(H, n_q, 1)], dim=-1)
+        cat = cat - cat.max(dim=-1, keepdim=True).values
+        p = torch.softmax(cat.float(), dim=-1).to(dtype)[..., :-1]  # in float32, as current torch
+    elif bug == "softmax-sum-low-precision":
+        # exponentials and their sum in the type, key by key
+        e = torch.exp((a - a.max(dim=-1, keepdim=True).values).float()).to(dtype)
+        total = torch.zeros(a.shape[:-1] + (1,), dtype=dtype)
+        for j in range(n_kv):
+            total = total + e[..., j:j + 1]
+        p = (e.float() / total.float()).to(dtype)
+    else:
+        p = torch.softmax(a, dim=-1, dtype=torch.float32).to(dtype)
     steps["heads.softmax"] = p
     o = mm(p, v).transpose(0, 1).reshape(n_q, H * dk)
     steps["concat"] = o
@@ -273,10 +325,13 @@ def main():
                 ("torch fp16 safetensors", torch.float16, "st", ()),
                 ("torch fp16 npy folder", torch.float16, "npy", ()),
                 ("torch bf16 as float32 --dtype bf16", torch.bfloat16, "f32", ("--dtype", "bf16")),
-                ("numpy fp16 npz", None, "npz", ())]
+                ("numpy fp16 npz", None, "npz", ()),
+                ("torch bf16 YaRN safetensors", torch.bfloat16, "st", ())]
         for label, dtype, form, extra in ways:
             for i in range(10):
-                case = random_case(rng)
+                case = random_case(rng, yarn="YaRN" in label)
+                if case["yarn"] and not case["rope"]:
+                    case["rope"] = "half"
                 x, w = inputs(case, rng)
                 write_inputs(tmp, case, x, w)
                 if dtype is None:
@@ -323,11 +378,82 @@ def main():
                 print("FAIL %s: --factor %g did not let it agree" % (what, ratio * 1.01))
                 continue
             print("ok %s: %s differs first, ratio %.1f" % (what, st[0]["step"], st[0]["ratio"]))
+        failed += planted(rng, tmp)
         failed += python_in_process(rng, tmp)
     for label, n in counts.items():
         print("ok %s: %d of 10 agree" % (label, n))
     print("lowp_compare_check: %s" % ("%d failed" % failed if failed else "all passed"))
     sys.exit(1 if failed else 0)
+
+
+# each mistake planted, and the case it needs (over a random one)
+PLANTED = {
+    "causal-inverted-nan": ("causal-inverted", dict(decode=False, window=0)),
+    "causal-inverted-min": ("causal-inverted", dict(decode=False, window=0)),
+    "gqa-repeat": ("gqa-repeat", dict(G=2, H=4)),
+    "window-off-by-one": ("window-off-by-one", dict(window=4, decode=False)),
+    "sinks-missing": ("sinks-missing", dict(window=0)),
+    "sinks-wrong-head": ("sinks-wrong-head", dict(window=0, G=2, H=4)),
+    "rope-partial-denominator": ("rope-partial-denominator", dict(rope="half", dk=16, R=8)),
+    "rope-position-offset": ("rope-position-offset", dict(rope="half", decode=True, n_q=1)),
+    # small scores: long rows of like weights, whose sum stalls in bfloat16
+    "softmax-sum-low-precision": ("softmax-sum-low-precision",
+                                  dict(n_kv=256, decode=False, window=0, x_scale=0.3)),
+    "yarn-attention-factor-missing": ("yarn-attention-factor-missing", dict(rope="half", yarn=4.0)),
+}
+
+
+def documented_mistakes():
+    """the porting mistakes docs/finding-the-bug.md's table lists"""
+    names, inside = [], False
+    with open(os.path.join(TOP, "docs", "finding-the-bug.md")) as f:
+        for line in f:
+            if line.startswith("| porting mistake |"):
+                inside = True
+            elif inside and line.startswith("| `"):
+                names += [n.strip().strip("`") for n in line.split("|")[1].split(",")]
+            elif inside and not line.startswith("|"):
+                break
+    return names
+
+
+def planted(rng, tmp):
+    """each porter's mistake planted in a bfloat16 port, and named; every
+    one the documentation lists is planted"""
+    bad = 0
+    listed = documented_mistakes()
+    missing = sorted(set(listed) - set(name for name, _ in PLANTED.values()))
+    if not listed or missing:
+        print("FAIL the documented porting mistakes not planted here: %s" % (missing or "none listed"))
+        bad += 1
+    for bug, (name, fix) in PLANTED.items():
+        # a float16 sum of 256 weights errs within float16's own limit (twice
+        # the reference's error plus a unit in the last place of 1): a
+        # mistake float16 hides at these lengths, named in bfloat16
+        for dtype in (torch.bfloat16,) if bug == "softmax-sum-low-precision" else \
+                (torch.bfloat16, torch.float16):
+            case = dict(random_case(rng), **fix)
+            if not case["decode"]:
+                case["n_q"] = case["n_kv"]
+            x, w = inputs(case, rng)
+            write_inputs(tmp, case, x, w)
+            sinks = None
+            extra = []
+            if bug.startswith("sinks"):
+                sinks = rng.normal(size=case["H"]) + 1.0
+                np.save(os.path.join(tmp, "sinks.npy"), sinks)
+                extra = ["--sinks", os.path.join(tmp, "sinks.npy")]
+            path = os.path.join(tmp, "planted.safetensors")
+            save_safetensors(path, torch_port(case, x, w, dtype, bug=bug, sinks=sinks))
+            report, rc = compare(tmp, case, path, extra)
+            what = "planted %s in %s, %s" % (bug, str(dtype)[6:], json.dumps(case, sort_keys=True))
+            got = report and report["diagnosis"] and report["diagnosis"]["mistake"]
+            if report is None or rc != 1 or got != name:
+                bad += 1
+                print("FAIL %s: %s" % (what, rc if report is None else "named %r (%s)" % (got, why(report))))
+            else:
+                print("ok %s: %s, at %s" % (what, got, report["diagnosis"]["step"]))
+    return bad
 
 
 def python_in_process(rng, tmp):

@@ -86,6 +86,7 @@ struct stat {
 	double floor;       /* a unit in the last place of the step's largest |value| */
 	double limit;       /* factor * ref_err + floor: the largest error that agrees */
 	double nmse, cosine; /* sum (theirs - mha)^2 / sum mha^2; their cosine with mha's */
+	int lowest;         /* a blocked key they wrote as their type's lowest value */
 };
 
 /* (P, R, C): the last two dimensions, and the planes before them */
@@ -108,30 +109,27 @@ void detect_precision(struct given *g, const matrix *mine, int id);
  * (their scores, mha's masked): moved there (name_as), st[] updated */
 void find_named(struct against *a, const struct set *mine, struct stat *st, const struct tol *t);
 
-/* ---- verdicts by precision (precision.c) ------------------------------------ */
+/* ---- verdicts by precision: the figures (match.c), the references (precision.c) */
 
 /* the mha_precision of their numbers' type (matrix.h's FROM_*): bfloat16 or
  * float16, else 0 */
 int lowp_of(int from_type);
 /* a unit in the last place of |v| in the type p (bfloat16 or float16) */
 double lowp_ulp(double v, mha_precision p);
+/* the largest |error| of the reference over step id's entries of g that
+ * are compared (rows per plane of P * R), or -1 when there is none */
+double lowp_ref_err(const struct lowp_refs *L, mha_precision p, int id, const struct given *g,
+		    size_t P, size_t R);
 /* The references for each low type among their steps given, into L; a
  * step of theirs the reference has not (a gradient, or a setting it does
  * not compute) refused by name.  0, or -1 said. */
 struct ctx;
 int lowp_references(struct lowp_refs *L, const struct ctx *x, const struct against *a);
 void lowp_refs_free(struct lowp_refs *L);
-/* the largest |error| of the reference over step id's entries of g that
- * are compared (rows per plane of P * R), or -1 when there is none */
-double lowp_ref_err(const struct lowp_refs *L, mha_precision p, int id, const struct given *g,
-		    size_t P, size_t R);
 /* their float64 or float32 numbers g, every one a value of bfloat16 (or
  * float16) where mha's are not: that type (computed in it and saved
  * wider?), else 0 */
 int lowp_looks(const struct given *g, const matrix *mine);
-/* sum (t - m)^2 / sum m^2 and the cosine, over the finite entries compared:
- * finished from the sums */
-void lowp_figures(struct stat *st, double tt, double mm, double tm, double dd);
 
 /* ---- the mistakes (diagnose.c) -------------------------------------------- */
 
@@ -169,6 +167,11 @@ struct diagnosis {
  * this run, -1 said. */
 int bw_mistake_count(void);
 int bw_candidate(int k, const struct ctx *x, struct mistake *m, struct set *c);
+
+/* The mistakes of porting today's models (mistakes_port.c): how many, and
+ * mistake k recomputed into c and described in m, as bw_candidate. */
+int port_mistake_count(void);
+int port_candidate(int k, const struct ctx *x, struct mistake *m, struct set *c);
 
 /* The mistake that explains their first differing step, if one does: 0, or -1 said. */
 int diagnose(struct diagnosis *dg, const struct ctx *x, int first);

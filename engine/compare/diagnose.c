@@ -339,6 +339,7 @@ static int candidate(int k, const struct ctx *x, struct mistake *m, struct set *
 	char ours[120], theirs[120];
 	double *tmp = NULL;
 	unsigned char *allow = NULL;
+	ptrdiff_t *pos = NULL;
 	int rc;
 
 	memset(m, 0, sizeof(*m));
@@ -478,6 +479,17 @@ static int candidate(int k, const struct ctx *x, struct mistake *m, struct set *
 	case M_NO_CAUSAL:
 		if (!cfg.causal)
 			return 1;
+		if (cfg.rope.mode && !cfg.rope.q_pos && mha_causal_offset(d, &cfg, 0)) {
+			/* the queries stay where they stand: the mask alone left out
+			 * (rope-position-offset is the queries turned elsewhere) */
+			const ptrdiff_t off = mha_causal_offset(d, &cfg, 0);
+
+			if (!(pos = charged_alloc(d->n_q * sizeof(*pos))))
+				return -1;
+			for (size_t i = 0; i < d->n_q; i++)
+				pos[i] = off + (ptrdiff_t)i;
+			cfg.rope.q_pos = pos;
+		}
 		cfg.causal = MHA_CAUSAL_NONE;
 		m->id = "causal-missing";
 		snprintf(m->with, sizeof(m->with), "no --causal");
@@ -539,6 +551,7 @@ static int candidate(int k, const struct ctx *x, struct mistake *m, struct set *
 	rc = run_set(c, x, &in, &w, &cfg, NULL, NULL);
 	charged_free(tmp);
 	charged_free(allow);
+	charged_free(pos);
 	return rc;
 }
 
@@ -553,9 +566,10 @@ static int diagnose_with(struct diagnosis *dg, const struct ctx *x, int first,
 	const struct tol f32tol = { 1e-4, 1e-5, 1, 0, tol->factor, tol->refs };
 	struct mistake best = { 0 };
 	int have = 0, best_later = 0, best_as = first;
+	const int n_port = port_mistake_count();
 
 	memset(dg, 0, sizeof(*dg));
-	for (int k = 0; k < M_COUNT + bw_mistake_count() && !(have && best_later); k++) {
+	for (int k = 0; k < M_COUNT + n_port + bw_mistake_count() && !(have && best_later); k++) {
 		struct set c = { 0 };
 		struct mistake m;
 		int ok = 1, later = 1, rc, as = first;
@@ -583,7 +597,8 @@ static int diagnose_with(struct diagnosis *dg, const struct ctx *x, int first,
 		}
 		/* the backward's mistakes explain a gradient alone */
 		rc = k < M_COUNT ? candidate(k, x, &m, &c) :
-		     first >= C_GRAD ? bw_candidate(k - M_COUNT, x, &m, &c) : 1;
+		     k < M_COUNT + n_port ? port_candidate(k - M_COUNT, x, &m, &c) :
+		     first >= C_GRAD ? bw_candidate(k - M_COUNT - n_port, x, &m, &c) : 1;
 		if (rc < 0) {
 			set_free(&c);
 			return -1;

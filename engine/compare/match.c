@@ -13,6 +13,49 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- bfloat16 and float16 numbers (precision.c computes the references) ---- */
+
+int lowp_of(int from_type)
+{
+	return from_type == FROM_BF16 ? MHA_PRECISION_BF16
+	       : from_type == FROM_F16 ? MHA_PRECISION_FP16 : 0;
+}
+
+double lowp_ulp(double v, mha_precision p)
+{
+	const int bits = p == MHA_PRECISION_FP16 ? 11 : 8;
+	const int emin = p == MHA_PRECISION_FP16 ? -14 : -126;
+	int e = v == 0 || !isfinite(v) ? emin : ilogb(v);
+
+	if (e < emin)
+		e = emin;
+	return ldexp(1, e - (bits - 1));
+}
+
+double lowp_ref_err(const struct lowp_refs *L, mha_precision p, int id, const struct given *g,
+		    size_t P, size_t R)
+{
+	const double *row = L && (p == MHA_PRECISION_BF16 || p == MHA_PRECISION_FP16)
+			    ? L->row[p - 1][id] : NULL;
+	double worst = 0;
+
+	if (!row)
+		return -1;
+	for (size_t h = 0; h < P; h++)
+		for (size_t r = 0; r < R; r++)
+			if (given_at(g, h, r) && row[h * R + r] > worst)
+				worst = row[h * R + r];
+	return worst;
+}
+
+/* sum (t - m)^2 / sum m^2 and the cosine, over the finite entries compared,
+ * finished from the sums */
+static void lowp_figures(struct stat *st, double tt, double mm, double tm, double dd)
+{
+	st->nmse = mm > 0 ? dd / mm : dd > 0 ? INFINITY : 0;
+	st->cosine = tt > 0 && mm > 0 ? tm / sqrt(tt * mm) : tt == mm ? 1 : 0;
+}
+
 /* (P, R, C): the last two dimensions, and the planes before them */
 void shape3(const matrix *m, size_t *P, size_t *R, size_t *C)
 {
@@ -72,6 +115,18 @@ static struct tol step_tol(const struct tol *base, const struct given *g)
 	if (g->f32 && !base->f32 && !base->fixed)
 		return (struct tol){ 1e-4, 1e-5, 1, 0, base->factor, base->refs };
 	return *base;
+}
+
+/*
+ * A blocked key (mha's -inf) of the mask or the masked scores that they
+ * wrote as their type's lowest value, as Hugging Face masks (finfo.min):
+ * bfloat16's, float32's or float64's (a score added to it is lost), or
+ * float16's -65504 with the score added and rounded (within 2048 of it).
+ */
+static int lowest_as_inf(int id, double m, double y)
+{
+	return (id == C_MASK || id == C_MASKED) && m == -INFINITY &&
+	       (y <= -1e37 || (y >= -65504.0 && y <= -65504.0 + 2048));
 }
 
 /*
@@ -142,6 +197,8 @@ void compare_step(struct stat *st, int id, const struct given *g, const matrix *
 			continue;
 		st->entries++;
 		same = m == y || (isnan(m) && isnan(y));
+		if (!same && lowest_as_inf(id, m, y))
+			same = st->lowest = 1;
 		ad = same ? 0 : isnan(m - y) ? INFINITY : fabs(m - y);
 		rel = ad == 0 ? 0 : m != 0 && isfinite(m) ? ad / fabs(m) : INFINITY;
 		u = same ? 0 : ulps(m, y, t.f32);

@@ -21,27 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-int lowp_of(int from_type)
-{
-	return from_type == FROM_BF16 ? MHA_PRECISION_BF16
-	       : from_type == FROM_F16 ? MHA_PRECISION_FP16 : 0;
-}
-
 /* the type's words in messages */
 static const char *type_name(mha_precision p)
 {
 	return p == MHA_PRECISION_FP16 ? "float16" : "bfloat16";
-}
-
-double lowp_ulp(double v, mha_precision p)
-{
-	const int bits = p == MHA_PRECISION_FP16 ? 11 : 8;
-	const int emin = p == MHA_PRECISION_FP16 ? -14 : -126;
-	int e = v == 0 || !isfinite(v) ? emin : ilogb(v);
-
-	if (e < emin)
-		e = emin;
-	return ldexp(1, e - (bits - 1));
 }
 
 /* the scale readings that differ from PyTorch's product for scale s in p:
@@ -163,28 +146,6 @@ void lowp_refs_free(struct lowp_refs *L)
 			free(L->row[k][i]);
 			L->row[k][i] = NULL;
 		}
-}
-
-double lowp_ref_err(const struct lowp_refs *L, mha_precision p, int id, const struct given *g,
-		    size_t P, size_t R)
-{
-	const double *row = L && (p == MHA_PRECISION_BF16 || p == MHA_PRECISION_FP16)
-			    ? L->row[p - 1][id] : NULL;
-	double worst = 0;
-
-	if (!row)
-		return -1;
-	for (size_t h = 0; h < P; h++)
-		for (size_t r = 0; r < R; r++)
-			if (given_at(g, h, r) && row[h * R + r] > worst)
-				worst = row[h * R + r];
-	return worst;
-}
-
-void lowp_figures(struct stat *st, double tt, double mm, double tm, double dd)
-{
-	st->nmse = mm > 0 ? dd / mm : dd > 0 ? INFINITY : 0;
-	st->cosine = tt > 0 && mm > 0 ? tm / sqrt(tt * mm) : tt == mm ? 1 : 0;
 }
 
 /* every finite value of m is one of type p's */

@@ -165,6 +165,11 @@ static void notes(FILE *fp, const struct report *r)
 				st->pass ? "agrees" : "differs beyond the digits you gave");
 			any = 1;
 		}
+		if (st->lowest) {
+			fprintf(fp, "%s: your blocked keys hold the type's lowest value (finfo.min, as "
+				"Hugging Face masks), read as -inf\n", cmp_name(i));
+			any = 1;
+		}
 		if (st->tol.f32 && !r->f32)
 			fprintf(fp, "%s: float32 numbers: rtol %g, atol %g, ULPs of float32\n",
 				cmp_name(i), st->tol.rtol, st->tol.atol), any = 1;

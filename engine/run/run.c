@@ -118,7 +118,7 @@ int problem_check_memory(const struct problem *p, mha_stages wanted, int f32)
 const char *run_lowp_lacks(const mha_config *c)
 {
 	return c->alibi.on ? "ALiBi" : c->norm.kind ? "a q/k norm" : c->mla.on ? "latent attention"
-	       : c->rope.scaling.type ? "RoPE scaling" : NULL;
+	       : NULL;
 }
 
 /* ---- --dtype f32 ----------------------------------------------------------- */

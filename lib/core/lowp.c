@@ -10,9 +10,10 @@
  *   X, the weights, the biases, the sinks, the mask's values: rounded;
  *   Q, K, V, each head's scores, P·V and the output: each entry a float32
  *     sum of products in ascending order (the bias added last), rounded;
- *   RoPE: cos and sin made in float32 (θ^(−2t/R) by powf, times the
- *     position, cosf, sinf) and rounded; q·cos and rotate_half(q)·sin each
- *     rounded, and their sum rounded;
+ *   RoPE: cos and sin made in float32 (θ^(−2t/R) by powf, or the scaled
+ *     frequency made a float, times the position, cosf, sinf, times YaRN's
+ *     or LongRoPE's attention factor) and rounded; q·cos and
+ *     rotate_half(q)·sin each rounded, and their sum rounded;
  *   scaled: the score times the scale made a float32, in float32, rounded
  *     (mha_config.lowp_scale: the scale rounded to the type first, or the
  *     score divided by 1/scale rounded to the type);
@@ -104,6 +105,10 @@ static void rope_turn(double *m, size_t rows, size_t heads, size_t d, const mha_
 {
 	const size_t R = r->dim ? r->dim : d;
 	const float base = (float)(r->theta == 0 ? 10000.0 : r->theta);
+	/* scaled frequencies (rope_scaling) as the library makes them, made
+	 * floats, and YaRN's or LongRoPE's factor on cos and sin */
+	const int scaled = r->scaling.type != MHA_ROPE_SCALING_NONE;
+	const float factor = scaled ? (float)mha_rope_attention_factor(r) : 1.0f;
 
 	for (size_t i = 0; i < rows; i++) {
 		const ptrdiff_t at = pos ? pos[i] : pos0 + (ptrdiff_t)i;
@@ -115,11 +120,12 @@ static void rope_turn(double *m, size_t rows, size_t heads, size_t d, const mha_
 				c = mha_lowp_round(r->cos[(size_t)at * (R / 2) + t], p);
 				s = mha_lowp_round(r->sin[(size_t)at * (R / 2) + t], p);
 			} else {
-				const float inv = 1.0f / powf(base, (float)(2 * t) / (float)R);
+				const float inv = scaled ? (float)mha_rope_frequency(r, R, t)
+							 : 1.0f / powf(base, (float)(2 * t) / (float)R);
 				const float angle = (float)at * inv;
 
-				c = mha_lowp_round(cosf(angle), p);
-				s = mha_lowp_round(sinf(angle), p);
+				c = mha_lowp_round(scaled ? cosf(angle) * factor : cosf(angle), p);
+				s = mha_lowp_round(scaled ? sinf(angle) * factor : sinf(angle), p);
 			}
 			for (size_t h = 0; h < heads; h++) {
 				double *row = m + i * heads * d + h * d;
@@ -406,8 +412,7 @@ mha_status mha_lowp_forward(double *out, const mha_dims *d, const mha_inputs *in
 	double *own[6];
 	mha_status st;
 
-	if (cfg->alibi.on || cfg->norm.kind != MHA_NORM_NONE || cfg->mla.on ||
-	    cfg->rope.scaling.type != MHA_ROPE_SCALING_NONE)
+	if (cfg->alibi.on || cfg->norm.kind != MHA_NORM_NONE || cfg->mla.on)
 		return MHA_ERR_PRECISION;
 	memset(&r, 0, sizeof(r));
 	r.d = d;
