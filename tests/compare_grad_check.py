@@ -171,6 +171,8 @@ def backward(p, f, mistake=None, dtype=np.float64):
             if k in g:
                 g[k] = g[k].T
     g["dS"], g["dP"], g["D"] = dS, dP, D
+    # each query head's own, before the group's sum (right even when the sum is not)
+    g["heads.dQ"], g["heads.dK"], g["heads.dV"] = dQh, dKx, dVx
     return g
 
 
@@ -432,6 +434,19 @@ def gradients():
         got = rep and rep["diagnosis"] and rep["diagnosis"]["mistake"]
         ok("%s named from dX and the weights' gradients alone: %s" % (mistake, want),
            rc == 1 and got == want, "%s %s" % (got, err + str(rep)[-400:]))
+    # the group's sum left out, with every gradient given: each query head's
+    # dK and dV (right) before the whole dK and dV (wrong)
+    for mistake in ("gqa-first", "gqa-last"):
+        p = Problem(rng, name="g-all-" + mistake, n=5, dm=8, H=4, G=2)
+        np.savetxt(p.path("dO.csv"), p.dO, delimiter=",")
+        f = forward(p)
+        wrong = backward(p, f, mistake)
+        save_grads(p.path("all.npz"), wrong, keys=tuple(wrong))
+        rc, rep, err = compare(p.args + ["--grad-output", p.path("dO.csv")], p.path("all.npz"))
+        got = rep and rep["diagnosis"] and rep["diagnosis"]["mistake"]
+        ok("%s named with every gradient given (heads.dK ... dW_V)" % mistake,
+           rc == 1 and got == "gqa-gradient-not-summed" and "heads.dK" in steps_of(rep),
+           "%s %s" % (got, err + str(rep)[-300:]))
     # dO among their arrays, under people's names, and the per-head steps
     p = Problem(rng, name="g-names")
     f = forward(p)

@@ -242,5 +242,20 @@ int bw_candidate(int k, const struct ctx *x, struct mistake *m, struct set *c)
 	default:
 		return 1;
 	}
-	return run_set(c, x, &p->in, &p->weights, &p->cfg, &edit, NULL);
+	{
+		const int rc = run_set(c, x, &p->in, &p->weights, &p->cfg, &edit, NULL);
+
+		if (rc || (k != B_GQA_FIRST && k != B_GQA_LAST))
+			return rc;
+		/* each query head's dK and dV are right; only their sum over the
+		 * group was not made: heads.dK and heads.dV stay mha's own */
+		for (int id = C_G(GS_DV_H); id <= C_G(GS_DK_H); id++)
+			if ((id == C_G(GS_DV_H) || id == C_G(GS_DK_H)) && c->m[id].rank &&
+			    x->mine->m[id].rank) {
+				matrix_free(&c->m[id]);
+				if (copy_matrix(&c->m[id], &x->mine->m[id]))
+					return -1;
+			}
+		return 0;
+	}
 }

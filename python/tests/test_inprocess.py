@@ -502,3 +502,28 @@ def test_in_proj_gradients_split(no_process):
     assert not rep.agree and rep.first_difference == "dW_Q"
     with pytest.raises(mha.MhaError, match=r"in_proj_weight.grad is not that shape: .*\[3E, E\]"):
         mha.compare({"in_proj_weight.grad": np.zeros((7, 8))}, x=XB[0], weights=w, heads=2)
+
+
+def test_bf16_tensors_judged_by_their_precision(no_process):
+    """bfloat16 tensors as a port gives them: judged by the bfloat16
+    reference (mha.forward(dtype="bf16") stands in for the port); the same
+    values widened to float32 need dtype="bf16", and a wrong output is
+    reported with its ratio; factor= loosens the verdict"""
+    t = _torch()
+    w = dict(W8)
+    ref = mha.forward(XB[0], w, heads=2, causal=True, dtype="bf16", steps=("q", "softmax", "output"))
+    theirs = {"q": t.from_numpy(np.array(ref.Q)).to(t.bfloat16),
+              "attn_weights": t.from_numpy(np.array(ref["heads.softmax"])).to(t.bfloat16),
+              "output": t.from_numpy(np.array(ref.output)).to(t.bfloat16)}
+    mha.testing.assert_attention_close(theirs, x=XB[0], weights=w, heads=2, causal=True)
+    rep = mha.compare(theirs, x=XB[0], weights=w, heads=2, causal=True)
+    assert rep.agree and all(s["type"] == "bf16" and s["ratio"] == 1 for s in rep.steps), str(rep)
+    wide = {k: v.float() for k, v in theirs.items()}
+    with pytest.raises(AssertionError, match="--dtype bf16 judges them"):
+        mha.testing.assert_attention_close(wide, x=XB[0], weights=w, heads=2, causal=True)
+    mha.testing.assert_attention_close(wide, x=XB[0], weights=w, heads=2, causal=True, dtype="bf16")
+    off = dict(theirs, output=theirs["output"] + 0.25)
+    rep = mha.compare(off, x=XB[0], weights=w, heads=2, causal=True)
+    bad = [s for s in rep.steps if s["step"] == "output"][0]
+    assert not rep.agree and bad["ratio"] > 2 and "times the bfloat16 reference's" in str(rep)
+    assert mha.compare(off, x=XB[0], weights=w, heads=2, causal=True, factor=bad["ratio"] * 2).agree

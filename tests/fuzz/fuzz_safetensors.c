@@ -2,7 +2,9 @@
  * fuzz_safetensors.c: libFuzzer target for the safetensors reader: st_open()
  * checking the header (its length against the file, the JSON, dtypes,
  * shapes, data_offsets in bounds, as long as dtype x shape, not overlapping)
- * and st_read() of every tensor it lists, converted to float64.
+ * and st_read() of every tensor it lists, converted to float64; and
+ * st_read_array() of each, as mha compare reads their results (rank 1 to
+ * 4, any dtype but FP8, non-finite kept, the type it was in).
  *
  * st_open() takes a path, so each input is written to a private file in
  * memory and read back through it (fuzz_file.h).
@@ -33,6 +35,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				for (size_t k = 0; k < matrix_size(&m); k++)
 					if (!isfinite(m.v[k]))
 						fuzz_fail("st_read: a non-finite weight");
+				matrix_free(&m);
+			}
+			if (st_read_array(&m, &f, t) == 0) {
+				if (m.rank != t->rank || m.rank > 4 || matrix_size(&m) == 0)
+					fuzz_fail("st_read_array: not the tensor's shape");
 				matrix_free(&m);
 			}
 		}
