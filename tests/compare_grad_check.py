@@ -480,6 +480,16 @@ def gradients():
     rc, rep, err = compare(targs, p.path("t.npz"))
     ok("--layout torch: q_proj.weight.grad as PyTorch's (out, in)", rc == 0 and "dW_Q" in steps_of(rep),
        err + str(rep)[:300])
+    # the same names with weights in mha's layout: PyTorch's (out, in), turned, and said
+    np.savez(p.path("t2.npz"), **{"q_proj.weight.grad": g["dW_Q"].T, "o_proj.weight.grad": g["dW_O"].T,
+                                  "dX": g["dX"]})
+    r = subprocess.run([MHA, "compare", "--against", p.path("t2.npz"), "--grad-output", p.path("dO.csv")] +
+                       p.args, capture_output=True, text=True)
+    ok("q_proj.weight.grad, o_proj.weight.grad in mha's layout: turned from (out, in), said",
+       r.returncode == 0 and "PyTorch's (out, in), compared turned" in r.stdout, r.stdout + r.stderr)
+    np.savez(p.path("t3.npz"), **{"q_proj.weight.grad": g["dW_Q"]})  # not turned: a mistake
+    rc, rep, err = compare(p.args + ["--grad-output", p.path("dO.csv")], p.path("t3.npz"))
+    ok("q_proj.weight.grad given (in, out): differs", rc == 1, err + str(rep)[-200:])
     if SMALL:
         print("skip  torch.autograd: --small")
     else:

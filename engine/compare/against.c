@@ -36,6 +36,8 @@ struct raw {
 				   head's (Hugging Face's key_states before repeat_kv) */
 	int packed;             /* nn.MultiheadAttention's in_proj_weight.grad or
 				   in_proj_bias.grad: q's, k's and v's, split when resolved */
+	int linear;             /* an nn.Linear weight's gradient by PyTorch's name
+				   (q_proj.weight.grad): (out, in), turned when resolved */
 };
 
 
@@ -77,6 +79,9 @@ static struct raw *raw_add(struct against *a, const char *name, const char *show
 		else if (head)
 			r->np.base[0] = '\0'; /* a head's form inside a head's object: no step */
 		r->n_ids = alias_steps(r->np.base, r->ids, sizeof(r->ids) / sizeof(r->ids[0]));
+		r->linear = r->n_ids && strlen(r->np.base) > strlen("_proj.weight.grad") &&
+			    !strcmp(r->np.base + strlen(r->np.base) - strlen("_proj.weight.grad"),
+				    "_proj.weight.grad");
 	}
 	if (!r->n_ids && alias_packed(r->np.base, NULL) && !r->np.head && !r->np.heads) {
 		r->packed = 1; /* three steps in one: split by against_resolve */
@@ -502,6 +507,7 @@ static int store(struct against *a, const struct fit *f, struct raw *r, const ma
 	if (g->type == FROM_F64)
 		g->type = r->m.from_type;
 	g->per_kv = r->per_kv;
+	g->turned = r->linear && !a->torch;
 	if (f->planes == 0 || (f->exact && !g->m.rank)) {
 		/* as it is: mha's shape, or one mask for every head */
 		g->m = r->m;
@@ -731,6 +737,13 @@ int against_resolve(struct against *a, const matrix *mine)
 {
 	for (size_t i = 0, n = a->n_raw; i < n; i++)
 		if (a->raw[i].packed && split_packed(a, i))
+			return -1;
+	/* PyTorch's names of nn.Linear's weights' gradients are (out, in):
+	 * turned to the run's (in, out), unless --layout torch compares every
+	 * weight's gradient so */
+	for (size_t i = 0; i < a->n_raw; i++)
+		if (a->raw[i].linear && !a->torch && a->raw[i].m.rank == 2 &&
+		    matrix_transpose(&a->raw[i].m))
 			return -1;
 	for (size_t i = 0; i < a->n_raw; i++)
 		if (a->raw[i].n_ids && resolve_one(a, &a->raw[i], mine))

@@ -36,6 +36,8 @@ struct given {
 	size_t rank, dim[4];    /* their shape as read (of the last array, for a step
 				   given head by head) */
 	int per_kv;             /* given per key/value head, before repeat_kv */
+	int turned;             /* PyTorch's (out, in) gradient of an nn.Linear weight,
+				   read turned to the run's (in, out) */
 };
 struct against {
 	struct given g[C_COUNT];

@@ -122,6 +122,13 @@ static void notes(FILE *fp, const struct report *r)
 				"compared as each query head's\n");
 			any = 1;
 		}
+		if (g->turned) {
+			fputs("your ", fp);
+			text_put(fp, g->src);
+			fprintf(fp, ": nn.Linear's weight's gradient, PyTorch's (out, in), compared "
+				"turned as this run's (in, out)\n");
+			any = 1;
+		}
 		if (i == C_SOFTMAX_MEAN) {
 			/* their weights were one plane for every head: a mean */
 			fputs("your ", fp);
