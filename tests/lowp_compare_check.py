@@ -175,7 +175,10 @@ def torch_port(case, x, w, dtype, sum_in_type=False, bug=None, sinks=None):
 
         def turn(z, c, s):
             zr, zp = z[..., :R], z[..., R:]
-            if case["rope"] == "half":
+            half = case["rope"] == "half"
+            if bug == "rope-pairs":  # the other pairing
+                half = not half
+            if half:
                 rot = torch.cat((-zr[..., R // 2:], zr[..., :R // 2]), dim=-1)
             else:
                 rot = torch.stack((-zr[..., 1::2], zr[..., 0::2]), dim=-1).flatten(-2)
@@ -396,6 +399,7 @@ PLANTED = {
     "sinks-wrong-head": ("sinks-wrong-head", dict(window=0, G=2, H=4)),
     "rope-partial-denominator": ("rope-partial-denominator", dict(rope="half", dk=16, R=8)),
     "rope-position-offset": ("rope-position-offset", dict(rope="half", decode=True, n_q=1)),
+    "rope-pairs": ("rope-pairs", dict(rope="interleaved", dk=16, R=8)),
     # small scores: long rows of like weights, whose sum stalls in bfloat16
     "softmax-sum-low-precision": ("softmax-sum-low-precision",
                                   dict(n_kv=256, decode=False, window=0, x_scale=0.3)),
