@@ -306,22 +306,9 @@ done:
 	return rc;
 }
 
-/* the causal rule inverted, as a boolean mask: query i sees exactly the keys it should not */
-static unsigned char *anti_causal(const struct problem *p)
-{
-	const mha_dims *d = &p->d;
-	const ptrdiff_t off = mha_causal_offset(d, &p->cfg, 0);
-	unsigned char *allow = charged_alloc(d->n_q * d->n_kv);
-
-	for (size_t i = 0; allow && i < d->n_q; i++)
-		for (size_t j = 0; j < d->n_kv; j++)
-			allow[i * d->n_kv + j] = (ptrdiff_t)j > (ptrdiff_t)i + off;
-	return allow;
-}
-
 enum {
 	M_F32, M_SCALE_DMODEL, M_SCALE_SEQLEN, M_SCALE_NONE, M_SCALE_DK, M_WQ_T, M_WK_T, M_WV_T, M_WO_T, M_KQ,
-	M_INTERLEAVED, M_MASK_INVERTED, M_CAUSAL_INVERTED, M_CAUSAL_ALIGN, M_NO_MASK, M_NO_CAUSAL,
+	M_INTERLEAVED, M_MASK_INVERTED, M_CAUSAL_ALIGN, M_NO_MASK, M_NO_CAUSAL,
 	M_NO_KV_LEN, M_SOFTMAX_QUERIES, M_NO_BQ, M_NO_BK, M_NO_BV, M_NO_BO, M_ROPE, M_COUNT
 };
 
@@ -430,21 +417,6 @@ static int candidate(int k, const struct ctx *x, struct mistake *m, struct set *
 			 p->spec.mask_block ? "blocked (PyTorch's attn_mask)" : "may attend (SDPA, ONNX)");
 		break;
 	}
-	case M_CAUSAL_INVERTED:
-		if (!cfg.causal || cfg.mask.allow || cfg.window.on || cfg.alibi.on || cfg.kv_lens)
-			return 1;
-		allow = anti_causal(p);
-		if (!allow)
-			return -1;
-		cfg.causal = MHA_CAUSAL_NONE;
-		cfg.mask.allow = allow;
-		cfg.mask.per_head = cfg.mask.per_batch = 0;
-		m->id = "causal-inverted";
-		snprintf(m->with, sizeof(m->with), "the causal mask inverted");
-		snprintf(m->why, sizeof(m->why), "your causal mask lets each query see the keys after "
-			 "it and blocks those up to it: true read as blocked where it meant may attend, "
-			 "or the reverse");
-		break;
 	case M_CAUSAL_ALIGN: {
 		const ptrdiff_t was = mha_causal_offset(d, &p->cfg, 0);
 

@@ -4,8 +4,10 @@
  * library with the configuration changed the way the mistake changes it,
  * and judged as the first differing step is (their bfloat16 or float16
  * numbers by their precision):
- *   causal-inverted as PyTorch gives it: the query left with no key a row
- *     of NaN (a mask of -inf) or of equal weights (the type's lowest);
+ *   causal-inverted: each query sees the keys after it, the query left with
+ *     no key a row of zeros (as mha and FlashAttention give it), or as
+ *     PyTorch gives it, of NaN (a mask of -inf) or of equal weights (the
+ *     type's lowest);
  *   gqa-repeat: torch's repeat where repeat_interleave is meant (query head
  *     h reads key/value head h mod G, not h / (H/G));
  *   window-off-by-one: the window one key wider or narrower (Hugging Face's
@@ -37,7 +39,7 @@
 #include <string.h>
 
 enum {
-	P_CAUSAL_NAN, P_CAUSAL_UNIFORM, P_GQA_REPEAT, P_WINDOW_WIDER, P_WINDOW_NARROWER,
+	P_CAUSAL_ZERO, P_CAUSAL_NAN, P_CAUSAL_UNIFORM, P_GQA_REPEAT, P_WINDOW_WIDER, P_WINDOW_NARROWER,
 	P_SINKS_MISSING, P_SINKS_KV_HEAD, P_SINKS_NEXT_HEAD, P_ROPE_DENOMINATOR, P_ROPE_FROM_ZERO,
 	P_ROPE_ONE_BEFORE, P_ROPE_ONE_AFTER, P_YARN_FACTOR, P_SOFTMAX_SUM, P_COUNT
 };
@@ -68,7 +70,7 @@ static double lowest(const struct ctx *x)
 	return x->f32 || x->tol.f32 ? -(double)3.4028234663852886e38 : -1.7976931348623157e308;
 }
 
-/* the causal rule inverted, as a boolean mask (diagnose.c's causal-inverted) */
+/* the causal rule inverted, as a boolean mask: query i sees exactly the keys it should not */
 static unsigned char *anti_causal(const struct problem *p)
 {
 	const mha_dims *d = &p->d;
@@ -246,6 +248,21 @@ int port_candidate(int k, const struct ctx *x, struct mistake *m, struct set *c)
 
 	memset(m, 0, sizeof(*m));
 	switch (k) {
+	case P_CAUSAL_ZERO:
+		if (!cfg.causal || cfg.mask.allow || cfg.window.on || cfg.alibi.on || cfg.kv_lens)
+			return 1;
+		if (!(own[0] = anti_causal(p)))
+			return error("out of memory");
+		cfg.causal = MHA_CAUSAL_NONE;
+		cfg.mask.allow = own[0];
+		cfg.mask.per_head = cfg.mask.per_batch = 0;
+		m->id = "causal-inverted";
+		snprintf(m->with, sizeof(m->with), "the causal mask inverted");
+		snprintf(m->why, sizeof(m->why), "your causal mask lets each query see the keys after "
+			 "it and blocks those up to it: true read as blocked where it meant may attend, "
+			 "or the reverse");
+		rc = run_set(c, x, &p->in, &p->weights, &cfg, NULL, NULL);
+		break;
 	case P_CAUSAL_NAN: case P_CAUSAL_UNIFORM: {
 		const int uniform = k == P_CAUSAL_UNIFORM;
 
