@@ -248,26 +248,13 @@ int port_candidate(int k, const struct ctx *x, struct mistake *m, struct set *c)
 
 	memset(m, 0, sizeof(*m));
 	switch (k) {
-	case P_CAUSAL_ZERO:
-		if (!cfg.causal || cfg.mask.allow || cfg.window.on || cfg.alibi.on || cfg.kv_lens)
-			return 1;
-		if (!(own[0] = anti_causal(p)))
-			return error("out of memory");
-		cfg.causal = MHA_CAUSAL_NONE;
-		cfg.mask.allow = own[0];
-		cfg.mask.per_head = cfg.mask.per_batch = 0;
-		m->id = "causal-inverted";
-		snprintf(m->with, sizeof(m->with), "the causal mask inverted");
-		snprintf(m->why, sizeof(m->why), "your causal mask lets each query see the keys after "
-			 "it and blocks those up to it: true read as blocked where it meant may attend, "
-			 "or the reverse");
-		rc = run_set(c, x, &p->in, &p->weights, &cfg, NULL, NULL);
-		break;
-	case P_CAUSAL_NAN: case P_CAUSAL_UNIFORM: {
-		const int uniform = k == P_CAUSAL_UNIFORM;
+	case P_CAUSAL_ZERO: case P_CAUSAL_NAN: case P_CAUSAL_UNIFORM: {
+		/* the rows left without a key: zeros (as mha gives them), or as
+		 * PyTorch fills them (its own mask alone: no other mask, no sinks) */
+		const int torch = k != P_CAUSAL_ZERO, uniform = k == P_CAUSAL_UNIFORM;
 
-		if (!cfg.causal || cfg.mask.allow || cfg.mask.bias || cfg.window.on ||
-		    cfg.alibi.on || cfg.kv_lens || cfg.sinks || p->direct)
+		if (!cfg.causal || cfg.mask.allow || cfg.window.on || cfg.alibi.on || cfg.kv_lens ||
+		    (torch && (cfg.mask.bias || cfg.sinks || p->direct)))
 			return 1;
 		if (!(own[0] = anti_causal(p)))
 			return error("out of memory");
@@ -275,16 +262,17 @@ int port_candidate(int k, const struct ctx *x, struct mistake *m, struct set *c)
 		cfg.mask.allow = own[0];
 		cfg.mask.per_head = cfg.mask.per_batch = 0;
 		m->id = "causal-inverted";
-		snprintf(m->with, sizeof(m->with), "the causal mask inverted, %s",
-			 uniform ? "blocked rows uniform" : "blocked rows NaN");
+		snprintf(m->with, sizeof(m->with), "the causal mask inverted%s", !torch ? ""
+			 : uniform ? ", blocked rows uniform" : ", blocked rows NaN");
 		snprintf(m->why, sizeof(m->why), "your causal mask lets each query see the keys after "
 			 "it and blocks those up to it (a boolean mask read the other way, or triu "
-			 "where tril is meant); the query left with no key gets %s",
-			 uniform ? "equal weights, as PyTorch gives for a mask of the type's lowest "
-				   "value (finfo.min)"
-				 : "a row of NaN, as PyTorch's softmax gives for a row of -inf");
+			 "where tril is meant)%s", !torch ? ""
+			 : uniform ? "; the query left with no key gets equal weights, as PyTorch gives "
+				     "for a mask of the type's lowest value (finfo.min)"
+				   : "; the query left with no key gets a row of NaN, as PyTorch's "
+				     "softmax gives for a row of -inf");
 		rc = run_set(c, x, &p->in, &p->weights, &cfg, NULL, NULL);
-		if (!rc)
+		if (!rc && torch)
 			torch_blocked_rows(c, p, uniform, lowest(x));
 		break;
 	}
