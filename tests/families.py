@@ -398,6 +398,30 @@ FAMILIES = [
              "vision_config": {"hidden_size": 8, "model_type": "pixtral"},
              "vision_feature_layer": -1},
          runs=[0]),
+    dict(name="Arcee AFM", type="arcee", dtype="BF16", D=16, H=4, G=2, hd=4, layers=2,
+         config=lambda f: cfg("ArceeForCausalLM", "arcee", 16, 4, 2, 2, f["dtype"],
+                              attention_bias=False, hidden_act="relu2", mlp_bias=False,
+                              rope_scaling=None, rope_theta=10000.0, head_dim=4),
+         runs=[1]),
+    dict(name="StarCoder2 (use_bias, a window on every layer)", type="starcoder2", dtype="BF16",
+         D=16, H=4, G=2, hd=4, layers=2, bias="qkvo",
+         config=lambda f: cfg("Starcoder2ForCausalLM", "starcoder2", 16, 4, 2, 2, f["dtype"],
+                              use_bias=True, sliding_window=3, norm_epsilon=1e-05,
+                              residual_dropout=0.0, embedding_dropout=0.0,
+                              hidden_act="gelu_pytorch_tanh", rope_theta=100000.0),
+         runs=[0, 1]),
+    dict(name="StarCoder2 without biases", type="starcoder2", dtype="BF16", D=16, H=4, G=4, hd=4,
+         layers=2,
+         config=lambda f: cfg("Starcoder2ForCausalLM", "starcoder2", 16, 4, 4, 2, f["dtype"],
+                              use_bias=False, sliding_window=None, norm_epsilon=1e-05,
+                              rope_theta=10000.0),
+         runs=[1]),
+    dict(name="ERNIE 4.5 (head_dim apart, interleaved pairs)", type="ernie4_5", dtype="BF16",
+         D=16, H=4, G=2, hd=6, layers=2,
+         config=lambda f: cfg("Ernie4_5ForCausalLM", "ernie4_5", 16, 4, 2, 2, f["dtype"],
+                              head_dim=6, use_bias=False, rope_theta=500000.0, rope_scaling=None,
+                              pad_token_id=0, tie_word_embeddings=True),
+         runs=[1]),
 ]
 
 
@@ -483,6 +507,17 @@ CLASS_DEFAULTS = {
                        global_attn_every_n_layers=3, attention_bias=False),
 }
 CLASS_DEFAULTS["glm4"] = CLASS_DEFAULTS["glm"]
+CLASS_DEFAULTS.update({
+    "arcee": dict(num_attention_heads=32, num_key_value_heads=None, hidden_size=2560,
+                  head_dim=None, rope_theta=10000.0, rope_scaling=None, attention_bias=False,
+                  max_position_embeddings=4096),
+    "starcoder2": dict(num_attention_heads=24, num_key_value_heads=2, hidden_size=3072,
+                       rope_theta=10000.0, rope_scaling=None, use_bias=True, sliding_window=None,
+                       max_position_embeddings=4096),
+    "ernie4_5": dict(num_attention_heads=16, num_key_value_heads=2, hidden_size=1024,
+                     head_dim=128, rope_theta=500000.0, rope_scaling=None, use_bias=False,
+                     max_position_embeddings=131072),
+})
 # the spellings transformers reads for one another
 ALIASES = {"rotary_pct": "partial_rotary_factor", "partial_rotary_factor": "rotary_pct",
            "rotary_emb_base": "rope_theta", "rope_theta": "rotary_emb_base",

@@ -4,7 +4,8 @@
 For each family (Llama 2, Llama with biases, Mistral, Mistral NeMo, Mixtral,
 Qwen2, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite, Cohere Command R
 and R+, SmolLM3, OLMo, OLMo 2, Phi-3, Phi-4-mini, Pythia, Falcon in its
-three layouts, StarCoder and GPT-BigCode, ModernBERT, GPT-2, BERT, RoBERTa,
+three layouts, StarCoder and GPT-BigCode, ModernBERT, Arcee, StarCoder2,
+ERNIE 4.5, GPT-2, BERT, RoBERTa,
 and the text models of LLaVA, Mistral 3 and Gemma 3) a tiny checkpoint is
 written as
 the family publishes it: its tensor names, the dtype it ships in, a
@@ -251,7 +252,7 @@ def family_cases(c, rng, torch):
 
 # keys whose value decides which tensors the module has: a default that
 # differs leaves the checkpoint's tensors unexplained, and mha refuses
-TENSOR_KEYS = ("attention_bias", "bias", "use_qk_norm")
+TENSOR_KEYS = ("attention_bias", "bias", "use_qk_norm", "use_bias")
 
 
 def default_cases(c):
@@ -642,7 +643,8 @@ def refusal_cases(c, rng):
             "gemma": "sliding_window", "gemma2": "no_rope_layers", "granite": "use_qk_norm",
             "cohere": "sliding_window", "smollm3": "attn_logit_softcapping",
             "olmo": "layer_types", "llava": "some_new_attention_key", "gpt_oss": "use_qk_norm",
-            "mistral3": "attention_multiplier"}
+            "mistral3": "attention_multiplier", "arcee": "sliding_window",
+            "starcoder2": "attention_bias", "ernie4_5": "sliding_window"}
     seen = set()
     for f in FAMILIES:
         if f["type"] in seen:

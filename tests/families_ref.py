@@ -89,8 +89,12 @@ def hf_settings(f, config, layer, n):
         # layer_types' default: sliding when (i + 1) % 2 (layers 0, 2, ...)
         if (layer + 1) % 2:
             s["window"] = c["sliding_window"]
-    if t in ("mistral", "mixtral"):
+    if t in ("mistral", "mixtral", "starcoder2"):
         s["window"] = c.get("sliding_window")
+    if t == "ernie4_5":
+        # Ernie4_5's apply_rotary_pos_emb: cos and sin repeat_interleave'd,
+        # pairs (2i, 2i + 1), as GLM's
+        s["rope"] = "interleaved"
     if t in ("qwen2", "qwen3", "qwen3_moe") and c.get("use_sliding_window") and \
             layer >= c["max_window_layers"]:
         s["window"] = c["sliding_window"]

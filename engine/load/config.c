@@ -303,8 +303,7 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 		    config_count(root, path, "num_key_value_heads", &kv) < 0 ||
 		    config_count2(root, path, "hidden_size", "n_embd", &hidden) < 0 ||
 		    config_count(root, path, "head_dim", &head_dim) < 0 ||
-		    config_bool(root, path, t->family == FAMILY_FALCON ? "bias" : "attention_bias",
-				&flag) < 0)
+		    config_bool(root, path, model_type_bias_key(t), &flag) < 0)
 			return -1;
 		s->config_bias = 1 + flag;
 		/* the shapes the model's modules take (model.c holds the weights to them):

@@ -266,6 +266,18 @@ static const struct config_key kimi_k2_keys[] = {
 	ROPE(NEED, NEED, NO, NEED), { "rope_interleave", NO, NULL }, { "qk_head_dim", NO, NULL },
 	{ "rms_norm_eps", NEED, NULL }, { "attention_bias", NEED, NULL },
 	{ "quantization_config", NO, NULL }, END };
+/* Arcee (AFM): Llama's attention, ArceeConfig's own defaults */
+static const struct config_key arcee_keys[] = {
+	HEADS("32", "null", "2560", "null"), ROPE("10000.0", "null", NO, "4096"),
+	{ "attention_bias", "false", NULL }, END };
+/* StarCoder2: use_bias on every projection, a window on every layer */
+static const struct config_key starcoder2_keys[] = {
+	HEADS("24", "2", "3072", NO), ROPE("10000.0", "null", NO, "4096"),
+	{ "use_bias", "true", NULL }, { "sliding_window", "null", NULL }, END };
+/* ERNIE 4.5: head_dim 128 apart from hidden_size, interleaved pairs, use_bias */
+static const struct config_key ernie4_5_keys[] = {
+	HEADS("16", "2", "1024", "128"), ROPE("500000.0", "null", NO, "131072"),
+	{ "use_bias", "false", NULL }, END };
 static const struct config_key gpt2_keys[] = {
 	{ "n_head", "12", NULL }, { "n_embd", "768", NULL }, { "scale_attn_weights", "true", NULL },
 	{ "scale_attn_by_inverse_layer_idx", "false", NULL }, END };
@@ -288,6 +300,9 @@ static const char *const gemma2_other[] = { "hidden_activation", "final_logit_so
 static const char *const granite_other[] = { "embedding_multiplier", "residual_multiplier",
 					     "logits_scaling", "mlp_bias", NULL };
 static const char *const cohere_other[] = { "logit_scale", NULL };
+static const char *const arcee_other[] = { "mlp_bias", NULL };
+static const char *const starcoder2_other[] = { "norm_epsilon", "residual_dropout",
+						"embedding_dropout", NULL };
 /* Phi-4-mini's full_attn_mod: kept by PretrainedConfig, read by no modeling code */
 static const char *const phi3_other[] = { "resid_pdrop", "embd_pdrop", "full_attn_mod", NULL };
 /* the encoder's own: its norms, MLP, classifier heads, flash-attention and
@@ -378,15 +393,18 @@ static const char *const image_text_other[] = {
 /* a row that reads the type's attention: family, biases, rotation, window,
  * keys read (with their defaults), keys known harmless */
 #define READS(fam, bias, rope, slide, keys, other) \
-	fam, bias, NULL, rope, slide, keys, other, NULL, 0, FUSED_NONE, { 0 }
+	fam, bias, NULL, rope, slide, keys, other, NULL, 0, FUSED_NONE, { 0 }, NULL
+/* and its biases switched by a key of its own (use_bias) */
+#define READS_BIAS(key, fam, bias, rope, slide, keys, other) \
+	fam, bias, NULL, rope, slide, keys, other, NULL, 0, FUSED_NONE, { 0 }, key
 /* and a q/k norm: its kind, over the whole row, eps's key, the key that
  * turns it on */
 #define READS_NORM(fam, bias, rope, slide, keys, other, kind, all, eps_key, flag) \
 	fam, bias, NULL, rope, slide, keys, other, NULL, 0, FUSED_NONE, \
-	{ kind, all, eps_key, flag }
+	{ kind, all, eps_key, flag }, NULL
 /* an image-text type: its text model's type when text_config gives none */
 #define TEXT_OF(type) FAMILY_NONE, BIAS_ANY, NULL, MHA_ROPE_NONE, SLIDE_NONE, NULL, \
-	image_text_other, type, 0, FUSED_NONE, { 0 }
+	image_text_other, type, 0, FUSED_NONE, { 0 }, NULL
 
 #define HALF MHA_ROPE_HALF
 #define PAIRS MHA_ROPE_INTERLEAVED
@@ -448,7 +466,7 @@ static const struct model_type types[] = {
 			   deepseek_other) },
 	/* sinks, every other layer sliding, YaRN; its MoE quantized, never its attention */
 	{ "gpt_oss", FAMILY_LLAMA, BIAS_FLAG, NULL, HALF, SLIDE_EVEN, gpt_oss_keys, gpt_oss_other,
-	  NULL, 1, FUSED_NONE, { 0 } },
+	  NULL, 1, FUSED_NONE, { 0 }, NULL },
 	/* Command R7B: rotation on its sliding layers alone */
 	{ "cohere2", READS(FAMILY_LLAMA, BIAS_FLAG, PAIRS, SLIDE_ROPE_LOCAL, cohere2_keys,
 			   cohere2_other) },
@@ -456,7 +474,20 @@ static const struct model_type types[] = {
 	 * partial_rotary_factor features turned */
 	{ "glm", READS(FAMILY_LLAMA, BIAS_FLAG_QKV, PAIRS, SLIDE_NONE, glm_keys, none) },
 	{ "glm4", READS(FAMILY_LLAMA, BIAS_FLAG_QKV, PAIRS, SLIDE_NONE, glm_keys, none) },
+	{ "arcee", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, arcee_keys, arcee_other) },
+	/* StarCoder2: q, k, v and o biases by use_bias (its MLP's too) */
+	{ "starcoder2", READS_BIAS("use_bias", FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_ALL,
+				   starcoder2_keys, starcoder2_other) },
+	/* ERNIE 4.5 (dense): pairs (2i, 2i + 1), as GLM turns them */
+	{ "ernie4_5", READS_BIAS("use_bias", FAMILY_LLAMA, BIAS_FLAG, PAIRS, SLIDE_NONE,
+				 ernie4_5_keys, none) },
 };
+
+const char *model_type_bias_key(const struct model_type *t)
+{
+	return t && t->bias_key ? t->bias_key : t && t->family == FAMILY_FALCON ? "bias"
+									     : "attention_bias";
+}
 
 const struct model_type *model_type_find(const char *type)
 {
@@ -472,11 +503,11 @@ static const struct config_key generic_keys[] = {
 	HEADS(NO, NO, NO, NO), { "n_head", NO, NULL }, { "n_embd", NO, NULL }, END };
 static const struct model_type generic = { "", FAMILY_NONE, BIAS_ANY, NULL, MHA_ROPE_NONE,
 					   SLIDE_NONE, generic_keys, none, NULL, 0, FUSED_NONE,
-					   { 0 } };
+					   { 0 }, NULL };
 /* --layout torch: nn.MultiheadAttention has no config.json of its own */
 static const struct model_type torch_row = { "", FAMILY_TORCH, BIAS_ANY, NULL, MHA_ROPE_NONE,
 					     SLIDE_NONE, generic_keys, none, NULL, 0, FUSED_NONE,
-					     { 0 } };
+					     { 0 }, NULL };
 
 const struct model_type *model_type_of_family(model_family f)
 {

@@ -138,12 +138,18 @@ struct model_type {
 		const char *eps_key; /* config.json's key for eps (its default: keys') */
 		const char *flag;  /* a key that turns it on (Cohere's use_qk_norm), or NULL */
 	} norm;
+	const char *bias_key;      /* BIAS_FLAG's key where it is not attention_bias
+				      (StarCoder2's and ERNIE 4.5's use_bias); NULL:
+				      attention_bias (Falcon's bias) */
 };
 
 /* what a module's tensor mha does not read does, where it is known: a
  * phrase for the message, or NULL */
 const char *family_tensor_unread(const char *suffix);
 
+/* the config.json key that switches a BIAS_FLAG type's biases:
+ * attention_bias, Falcon's bias, or the row's own (use_bias) */
+const char *model_type_bias_key(const struct model_type *t);
 /* config.json's model_type: its row, or NULL */
 const struct model_type *model_type_find(const char *type);
 /* the row a family reads with no model_type (--layout alone): "llama" for

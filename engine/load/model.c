@@ -410,8 +410,7 @@ static int check_biases(const struct ckpt *c, const struct problem_spec *s, cons
 {
 	const struct model_type *t = s->mtype;
 	const int flag = t && (t->bias == BIAS_FLAG || t->bias == BIAS_FLAG_QKV);
-	/* Falcon's switch is "bias", the others' "attention_bias" */
-	const char *key = t && t->family == FAMILY_FALCON ? "bias" : "attention_bias";
+	const char *key = model_type_bias_key(t);
 	char why[160], note[96];
 
 	if (s->given & GIVEN_BIASES) {
