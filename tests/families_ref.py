@@ -91,6 +91,22 @@ def hf_settings(f, config, layer, n):
             s["window"] = c["sliding_window"]
     if t in ("mistral", "mixtral", "starcoder2"):
         s["window"] = c.get("sliding_window")
+    if t == "exaone4":
+        # Exaone4Attention: Exaone4RMSNorm of q and k per head; the layers'
+        # kinds from layer_types, else (i + 1) % sliding_window_pattern; with
+        # sliding_window set, the sliding layers turn and slide, the full
+        # ones neither; with it null every layer turns and none slides
+        w = c.get("sliding_window", 4096)
+        every = c.get("sliding_window_pattern", 4) if w is not None else 0  # its class's
+        types = c.get("layer_types") or [                                   # 0: no model
+            "sliding_attention" if (i + 1) % every else "full_attention"
+            for i in range(layer + 1)]
+        local = types[layer] == "sliding_attention"
+        s["norm"] = ("rms", "head", c.get("rms_norm_eps", 1e-5))
+        if w is not None:
+            s["window"] = w if local else None
+            if not local:
+                s["rope"] = None
     if t == "ernie4_5":
         # Ernie4_5's apply_rotary_pos_emb: cos and sin repeat_interleave'd,
         # pairs (2i, 2i + 1), as GLM's

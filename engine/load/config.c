@@ -349,9 +349,11 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 	if ((t->slide == SLIDE_PATTERN || t->slide == SLIDE_EVERY_N) &&
 	    layers_local_global(s, root, path))
 		return -1;
-	if (t->slide == SLIDE_ROPE_LOCAL && layers_rope_local(s, root, path))
+	if ((t->slide == SLIDE_ROPE_LOCAL || t->slide == SLIDE_NOPE_GLOBAL) &&
+	    layers_rope_local(s, root, path))
 		return -1;
-	if (reads(t, "sliding_window") && t->slide != SLIDE_PATTERN && t->slide != SLIDE_ROPE_LOCAL) {
+	if (reads(t, "sliding_window") && t->slide != SLIDE_PATTERN && t->slide != SLIDE_ROPE_LOCAL &&
+	    t->slide != SLIDE_NOPE_GLOBAL) {
 		if ((rc = config_count(root, path, "sliding_window", &window)) < 0)
 			return -1;
 		if (rc && !(g & GIVEN_WINDOW)) {

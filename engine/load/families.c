@@ -274,6 +274,12 @@ static const struct config_key arcee_keys[] = {
 static const struct config_key starcoder2_keys[] = {
 	HEADS("24", "2", "3072", NO), ROPE("10000.0", "null", NO, "4096"),
 	{ "use_bias", "true", NULL }, { "sliding_window", "null", NULL }, END };
+/* EXAONE 4: q and k normalised per head; local layers slide and turn, the
+ * global ones neither (sliding_window_pattern 4: LLLG) */
+static const struct config_key exaone4_keys[] = {
+	HEADS("32", "32", "4096", NO), ROPE("10000.0", "null", NO, "2048"),
+	{ "sliding_window", "4096", NULL }, { "sliding_window_pattern", "4", NULL },
+	{ "layer_types", "null", NULL }, { "rms_norm_eps", "1e-05", NULL }, END };
 /* ERNIE 4.5: head_dim 128 apart from hidden_size, interleaved pairs, use_bias */
 static const struct config_key ernie4_5_keys[] = {
 	HEADS("16", "2", "1024", "128"), ROPE("500000.0", "null", NO, "131072"),
@@ -301,6 +307,8 @@ static const char *const granite_other[] = { "embedding_multiplier", "residual_m
 					     "logits_scaling", "mlp_bias", NULL };
 static const char *const cohere_other[] = { "logit_scale", NULL };
 static const char *const arcee_other[] = { "mlp_bias", NULL };
+/* set by Exaone4Config itself when a layer slides */
+static const char *const exaone4_other[] = { "cache_implementation", NULL };
 static const char *const starcoder2_other[] = { "norm_epsilon", "residual_dropout",
 						"embedding_dropout", NULL };
 /* Phi-4-mini's full_attn_mod: kept by PretrainedConfig, read by no modeling code */
@@ -478,6 +486,9 @@ static const struct model_type types[] = {
 	/* StarCoder2: q, k, v and o biases by use_bias (its MLP's too) */
 	{ "starcoder2", READS_BIAS("use_bias", FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_ALL,
 				   starcoder2_keys, starcoder2_other) },
+	/* EXAONE 4: RMS norms of q and k per head, global layers without rotation */
+	{ "exaone4", READS_NORM(FAMILY_LLAMA, BIAS_NONE, HALF, SLIDE_NOPE_GLOBAL, exaone4_keys,
+				exaone4_other, MHA_NORM_RMS, 0, "rms_norm_eps", NULL) },
 	/* ERNIE 4.5 (dense): pairs (2i, 2i + 1), as GLM turns them */
 	{ "ernie4_5", READS_BIAS("use_bias", FAMILY_LLAMA, BIAS_FLAG, PAIRS, SLIDE_NONE,
 				 ernie4_5_keys, none) },

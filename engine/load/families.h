@@ -83,9 +83,13 @@ enum slide_rule {
 	SLIDE_EVERY_N,   /* all but every global_attn_every_n_layers-th (3), from layer
 			    0: a window of local_attention/2 keys on each side,
 			    local_rope_theta; the others global_rope_theta (ModernBERT) */
-	SLIDE_ROPE_LOCAL /* layer_types, else all but every sliding_window_pattern-th
+	SLIDE_ROPE_LOCAL, /* layer_types, else all but every sliding_window_pattern-th
 			    (4): the local layers slide and turn, the global ones do
 			    neither (Cohere 2) */
+	SLIDE_NOPE_GLOBAL /* the same kinds of layer, the global ones without rotation
+			    while sliding_window is set; sliding_window null: every
+			    layer turns and none slides, as layer_types (which must
+			    be given) says (EXAONE 4) */
 };
 
 /* Which biases a model type's projections have. */

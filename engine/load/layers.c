@@ -165,9 +165,10 @@ int layers_local_global(struct problem_spec *s, const cJSON *root, const char *p
 }
 
 /*
- * Cohere 2: its local layers see sliding_window keys up to the query and
- * turn by position; its global ones do neither (nor any layer when
- * sliding_window is null, as its modeling code has it).  0, or -1 said.
+ * Cohere 2 and EXAONE 4: their local layers see sliding_window keys up to
+ * the query and turn by position; their global ones do neither.  With
+ * sliding_window null, Cohere 2 turns no layer, EXAONE 4 every one (as
+ * their modeling code has it).  0, or -1 said.
  */
 int layers_rope_local(struct problem_spec *s, const cJSON *root, const char *path)
 {
@@ -177,6 +178,17 @@ int layers_rope_local(struct problem_spec *s, const cJSON *root, const char *pat
 
 	if (local < 0 || (rc = config_count(root, path, "sliding_window", &window)) < 0)
 		return -1;
+	if (wk && cJSON_IsNull(wk) && s->mtype->slide == SLIDE_NOPE_GLOBAL) {
+		/* EXAONE 4 without a window: every layer turns; its class makes
+		 * the layers' kinds from a pattern of 0 then, which it cannot */
+		const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+
+		if (!lt || cJSON_IsNull(lt))
+			return error("%s: sliding_window null without layer_types: Exaone4Config "
+				     "makes the layers' kinds from sliding_window_pattern 0 then, "
+				     "which it cannot (give layer_types)", path);
+		return 0;
+	}
 	if (wk && cJSON_IsNull(wk))
 		local = 0;
 	else if (needed(rc, path, "sliding_window", s) < 0)
