@@ -91,6 +91,9 @@ def hf_settings(f, config, layer, n):
             s["window"] = c["sliding_window"]
     if t in ("mistral", "mixtral", "starcoder2"):
         s["window"] = c.get("sliding_window")
+    if t == "nemotron" and c.get("num_key_value_heads") is None:
+        # NemotronConfig keeps None, NemotronAttention divides by it
+        raise ValueError("NemotronAttention: num_key_value_heads None")
     if t == "exaone4":
         # Exaone4Attention: Exaone4RMSNorm of q and k per head; the layers'
         # kinds from layer_types, else (i + 1) % sliding_window_pattern; with

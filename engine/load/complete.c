@@ -60,6 +60,18 @@ cJSON *config_complete(struct problem_spec *s, const cJSON *attn, const cJSON *r
 		const char *alias = config_key_alias(k->name), *json = k->dflt;
 		cJSON *value;
 
+		if (json && !strcmp(json, "?")) {
+			/* the class keeps None, and its attention cannot run with it */
+			const cJSON *v = cJSON_GetObjectItemCaseSensitive(out, k->name);
+
+			if (v && !cJSON_IsNull(v))
+				continue;
+			cJSON_Delete(out);
+			error("%s: %s \"%s\": model_type \"%s\"'s configuration class keeps it "
+			      "null, and its attention cannot run so (transformers stops there): give "
+			      "\"%s\"", path, v ? "null" : "no", k->name, t->type, k->name);
+			return NULL;
+		}
 		if (!json || cJSON_GetObjectItemCaseSensitive(out, k->name) ||
 		    (alias && cJSON_GetObjectItemCaseSensitive(out, alias)))
 			continue; /* said, or the class has no default of its own */

@@ -274,6 +274,13 @@ static const struct config_key arcee_keys[] = {
 static const struct config_key starcoder2_keys[] = {
 	HEADS("24", "2", "3072", NO), ROPE("10000.0", "null", NO, "4096"),
 	{ "use_bias", "true", NULL }, { "sliding_window", "null", NULL }, END };
+/* Nemotron: half of each head turned; num_key_value_heads kept None by its
+ * class, which its attention cannot run with; no rope_scaling (its rotary
+ * embedding is the default one whatever the config says) */
+static const struct config_key nemotron_keys[] = {
+	HEADS("48", "?", "6144", "null"), { "rope_theta", "10000.0", NULL },
+	{ "partial_rotary_factor", "0.5", NULL }, { "max_position_embeddings", "4096", NULL },
+	{ "attention_bias", "false", NULL }, END };
 /* EXAONE 4: q and k normalised per head; local layers slide and turn, the
  * global ones neither (sliding_window_pattern 4: LLLG) */
 static const struct config_key exaone4_keys[] = {
@@ -307,6 +314,7 @@ static const char *const granite_other[] = { "embedding_multiplier", "residual_m
 					     "logits_scaling", "mlp_bias", NULL };
 static const char *const cohere_other[] = { "logit_scale", NULL };
 static const char *const arcee_other[] = { "mlp_bias", NULL };
+static const char *const nemotron_other[] = { "mlp_bias", "norm_eps", NULL };
 /* set by Exaone4Config itself when a layer slides */
 static const char *const exaone4_other[] = { "cache_implementation", NULL };
 static const char *const starcoder2_other[] = { "norm_epsilon", "residual_dropout",
@@ -486,6 +494,8 @@ static const struct model_type types[] = {
 	/* StarCoder2: q, k, v and o biases by use_bias (its MLP's too) */
 	{ "starcoder2", READS_BIAS("use_bias", FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_ALL,
 				   starcoder2_keys, starcoder2_other) },
+	{ "nemotron", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, nemotron_keys,
+			    nemotron_other) },
 	/* EXAONE 4: RMS norms of q and k per head, global layers without rotation */
 	{ "exaone4", READS_NORM(FAMILY_LLAMA, BIAS_NONE, HALF, SLIDE_NOPE_GLOBAL, exaone4_keys,
 				exaone4_other, MHA_NORM_RMS, 0, "rms_norm_eps", NULL) },

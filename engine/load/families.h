@@ -109,7 +109,9 @@ enum bias_rule {
  * leaves the key out takes, as transformers fills it (config_complete.c).
  * dflt NULL: the class does not define the key (the modeling code's
  * fallback, which is mha's, applies); "!": the class is not known (it ships
- * with the checkpoint), and a file that leaves the key out is refused.  v5:
+ * with the checkpoint), and a file that leaves the key out is refused; "?":
+ * the class keeps None and its attention cannot run with it (Nemotron's
+ * num_key_value_heads), and a file that leaves it out or null is refused.  v5:
  * transformers 5's default where it differs from transformers 4's, else
  * NULL.
  */
