@@ -281,6 +281,12 @@ static const struct config_key nemotron_keys[] = {
 	HEADS("48", "?", "6144", "null"), { "rope_theta", "10000.0", NULL },
 	{ "partial_rotary_factor", "0.5", NULL }, { "max_position_embeddings", "4096", NULL },
 	{ "attention_bias", "false", NULL }, END };
+/* GLM-4.5 (glm4_moe): half of each head turned, half-split (not GLM-4's
+ * pairs); q and k normalised per head with use_qk_norm */
+static const struct config_key glm4_moe_keys[] = {
+	HEADS("96", "8", "4096", NO), ROPE("10000.0", "null", "0.5", "131072"),
+	{ "attention_bias", "false", NULL }, { "use_qk_norm", "false", NULL },
+	{ "rms_norm_eps", "1e-05", NULL }, END };
 /* EXAONE 4: q and k normalised per head; local layers slide and turn, the
  * global ones neither (sliding_window_pattern 4: LLLG) */
 static const struct config_key exaone4_keys[] = {
@@ -315,6 +321,12 @@ static const char *const granite_other[] = { "embedding_multiplier", "residual_m
 static const char *const cohere_other[] = { "logit_scale", NULL };
 static const char *const arcee_other[] = { "mlp_bias", NULL };
 static const char *const nemotron_other[] = { "mlp_bias", "norm_eps", NULL };
+/* its mixture of experts, and the multi-token prediction layer its
+ * checkpoints keep beside the model (no attention of the layers read) */
+static const char *const glm4_moe_other[] = {
+	"moe_intermediate_size", "num_experts_per_tok", "n_shared_experts", "n_routed_experts",
+	"routed_scaling_factor", "n_group", "topk_group", "first_k_dense_replace",
+	"norm_topk_prob", "num_nextn_predict_layers", NULL };
 /* set by Exaone4Config itself when a layer slides */
 static const char *const exaone4_other[] = { "cache_implementation", NULL };
 static const char *const starcoder2_other[] = { "norm_epsilon", "residual_dropout",
@@ -496,6 +508,10 @@ static const struct model_type types[] = {
 				   starcoder2_keys, starcoder2_other) },
 	{ "nemotron", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, nemotron_keys,
 			    nemotron_other) },
+	/* GLM-4.5: q, k, v biases by attention_bias (never o); half of each head
+	 * turned, half-split; an RMS norm per head of q and k with use_qk_norm */
+	{ "glm4_moe", READS_NORM(FAMILY_LLAMA, BIAS_FLAG_QKV, HALF, SLIDE_NONE, glm4_moe_keys,
+				 glm4_moe_other, MHA_NORM_RMS, 0, "rms_norm_eps", "use_qk_norm") },
 	/* EXAONE 4: RMS norms of q and k per head, global layers without rotation */
 	{ "exaone4", READS_NORM(FAMILY_LLAMA, BIAS_NONE, HALF, SLIDE_NOPE_GLOBAL, exaone4_keys,
 				exaone4_other, MHA_NORM_RMS, 0, "rms_norm_eps", NULL) },
