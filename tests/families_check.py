@@ -137,6 +137,18 @@ def fused_checkpoint(rng, f):
     return t, params
 
 
+def attn_module(f, n):
+    """layer n's attention module, with its dot: model.layers.N.self_attn.,
+    or where the family keeps it (f["module"]: GPT-J's transformer.h.N.attn.)"""
+    return f.get("module", f.get("prefix", "model.") + "layers.%d.self_attn.") % n
+
+
+def proj(f, c):
+    """the projection c's name (q, k, v, o): q_proj ... o_proj, or the family's
+    (f["proj"]: Phi's dense, GPT-J's out_proj)"""
+    return f.get("proj", {}).get(c, c + "_proj")
+
+
 def decoder_checkpoint(rng, f):
     """the family's tensors: per layer its attention (weights and the biases
     f["bias"] names), norms and MLP (or experts), and the model's
@@ -154,19 +166,20 @@ def decoder_checkpoint(rng, f):
     t[head] = cf.Tensor(rng.standard_normal((11, D)), dt)
     for n in range(f["layers"]):
         a = "%slayers.%d." % (pre, n)
+        m = attn_module(f, n)
         p = {}
         for c, rows, cols in (("q", H * hd, D), ("k", G * hd, D), ("v", G * hd, D),
                               ("o", D, H * hd)):
             w = cf.Tensor(rng.standard_normal((rows, cols)) * sc, dt)
-            t[a + "self_attn.%s_proj.weight" % c] = w
+            t[m + proj(f, c) + ".weight"] = w
             p[c] = w.value
             if c in f.get("bias", ""):
                 b = cf.Tensor(rng.standard_normal(rows) * 0.3, dt)
-                t[a + "self_attn.%s_proj.bias" % c] = b
+                t[m + proj(f, c) + ".bias"] = b
                 p["b" + c] = b.value
         if f.get("sinks"):
             sk = cf.Tensor(rng.standard_normal(H), dt)
-            t[a + "self_attn.sinks"] = sk
+            t[m + "sinks"] = sk
             p["sinks"] = sk.value
         if f.get("qk_norm"):
             # Qwen3's (head_dim), OLMo 2's (heads*head_dim), Cohere's (heads, head_dim)
@@ -174,7 +187,7 @@ def decoder_checkpoint(rng, f):
             for side, heads in (("q", H), ("k", G)):
                 shape = (hd,) if lay == "head" else (heads * hd,) if lay == "all" else (heads, hd)
                 w = cf.Tensor(rng.standard_normal(shape) * 0.3 + 1, dt)
-                t[a + "self_attn.%s_norm.weight" % side] = w
+                t[m + "%s_norm.weight" % side] = w
                 p[side + "n"] = w.value
         t[a + "input_layernorm.weight"] = cf.Tensor(np.ones(D), dt)
         t[a + "post_attention_layernorm.weight"] = cf.Tensor(np.ones(D), dt)
@@ -660,8 +673,7 @@ def refusal_cases(c, rng):
                   ['unknown key "%s"' % keys[f["type"]], "config.json:"])
         # a tensor planted in the layer's attention module
         t = dict(f["tensors"])
-        pre = f.get("prefix", "model.")
-        name = "%slayers.%d.self_attn.gate.weight" % (pre, f["runs"][0])
+        name = attn_module(f, f["runs"][0]) + "gate.weight"
         if f.get("fused"):
             name = FUSED_NAMES[f["type"]][0] % f["runs"][0] + "gate.weight"
         t[name] = cf.Tensor(np.ones(4), "F32")
@@ -906,13 +918,12 @@ def refusal_cases(c, rng):
 
 def decoder_params(f, layer):
     """the float64 values of a layer's attention tensors, read back"""
-    pre = f.get("prefix", "model.")
-    a = "%slayers.%d.self_attn." % (pre, layer)
+    a = attn_module(f, layer)
     p = {}
     for c in "qkvo":
-        p[c] = f["tensors"][a + "%s_proj.weight" % c].value
-        if a + "%s_proj.bias" % c in f["tensors"]:
-            p["b" + c] = f["tensors"][a + "%s_proj.bias" % c].value
+        p[c] = f["tensors"][a + proj(f, c) + ".weight"].value
+        if a + proj(f, c) + ".bias" in f["tensors"]:
+            p["b" + c] = f["tensors"][a + proj(f, c) + ".bias"].value
     if a + "sinks" in f["tensors"]:
         p["sinks"] = f["tensors"][a + "sinks"].value
     for side in "qk":
