@@ -5,7 +5,7 @@ For each family (Llama 2, Llama with biases, Mistral, Mistral NeMo, Mixtral,
 Qwen2, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite, Cohere Command R
 and R+, SmolLM3, OLMo, OLMo 2, Phi-3, Phi-4-mini, Pythia, Falcon in its
 three layouts, StarCoder and GPT-BigCode, ModernBERT, Arcee, StarCoder2,
-GLM-4.5, Nemotron, EXAONE 4, ERNIE 4.5, GPT-2, BERT, RoBERTa,
+Phi-2, GPT-J, GLM-4.5, Nemotron, EXAONE 4, ERNIE 4.5, GPT-2, BERT, RoBERTa,
 and the text models of LLaVA, Mistral 3 and Gemma 3) a tiny checkpoint is
 written as
 the family publishes it: its tensor names, the dtype it ships in, a
@@ -659,7 +659,7 @@ def refusal_cases(c, rng):
             "mistral3": "attention_multiplier", "arcee": "sliding_window",
             "starcoder2": "attention_bias", "ernie4_5": "sliding_window",
             "exaone4": "attention_bias", "nemotron": "rope_scaling",
-            "glm4_moe": "sliding_window"}
+            "glm4_moe": "sliding_window", "phi": "sliding_window", "gptj": "rope_theta"}
     seen = set()
     for f in FAMILIES:
         if f["type"] in seen:
@@ -680,6 +680,15 @@ def refusal_cases(c, rng):
         c.refused("%s: a tensor planted in the attention module" % f["name"],
                   planted(c, f, "tensor", tensors=t),
                   ['"%s"' % name, "does not know"])
+    # settings of these families mha does not compute, or their code cannot run
+    for ftype, change, words in (
+            ("phi", {"qk_layernorm": True}, ["qk_layernorm", "LayerNorm that has a bias"]),
+            ("gptj", {"rotary_dim": None}, ["rotary_dim null"]),
+            ("gptj", {"rotary_dim": 3}, ["rotary_dim 3", "pairs"]),
+            ("gptj", {"rotary_dim": 10}, ["rotary_dim 10", "wider than a head's 8 features"])):
+        f = by_type(ftype)
+        c.refused("%s: config.json with %s" % (ftype, json.dumps(change)),
+                  planted(c, f, "setting", config=dict(f["cfg"], **change)), words)
     # the tensors some families have that mha does not read yet, by name
     f = by_type("llama")
     for suffix, words in (("q_norm.weight", "normalisation"), ("sinks", "attention sinks"),

@@ -82,6 +82,11 @@ def hf_settings(f, config, layer, n):
             s["G"], s["fused"] = H, "per_head"
         if not c.get("scale_attn_weights", True):
             s["scaling"] = 1.0
+    if t == "gptj":
+        # GPTJAttention: the first rotary_dim features, rotate_every_two, base
+        # 10000 whatever the config says
+        s["R"], s["rope"] = c.get("rotary_dim", 64), "interleaved"
+        c = dict(c, rope_theta=10000.0)
     s["inv"], s["af"] = rope_parameters(c, s["R"], n)
     if t == "gemma2":
         s["scaling"] = c["query_pre_attn_scalar"] ** -0.5

@@ -113,7 +113,7 @@ static int config_heads(struct problem_spec *s, const char *path, size_t heads, 
  * transformers' tables would not fit it.  0, or -1 said.
  */
 static int config_rotary_dim(struct problem_spec *s, const char *path, size_t hd, double partial,
-			     const char *key)
+			     const char *key, const char *width)
 {
 	char note[96];
 	/* Python's int() of the product, as a double: the same rounding */
@@ -121,9 +121,9 @@ static int config_rotary_dim(struct problem_spec *s, const char *path, size_t hd
 	const unsigned g = s->given;
 
 	if (R % 2)
-		return error("'%s': %s %g%s of head_dim %zu turns %zu feature%s, an odd number: a "
+		return error("'%s': %s %g%s of %s turns %zu feature%s, an odd number: a "
 			     "rotary embedding turns pairs", path, key, partial,
-			     config_default_note(s, key, note, sizeof(note)), hd, R,
+			     config_default_note(s, key, note, sizeof(note)), width, R,
 			     R == 1 ? "" : "s");
 	if (R) {
 		s->cfg.rope.dim = R;
@@ -131,12 +131,60 @@ static int config_rotary_dim(struct problem_spec *s, const char *path, size_t hd
 		return 0;
 	}
 	if ((g & (GIVEN_ROPE | GIVEN_ROPE_THETA)) || s->positions)
-		return error("'%s': %s %g%s of head_dim %zu turns no feature: leave out %s", path, key,
-			     partial, config_default_note(s, key, note, sizeof(note)), hd, g & GIVEN_ROPE ? "--rope" :
+		return error("'%s': %s %g%s of %s turns no feature: leave out %s", path, key,
+			     partial, config_default_note(s, key, note, sizeof(note)), width, g & GIVEN_ROPE ? "--rope" :
 			     g & GIVEN_ROPE_THETA ? "--rope-theta" : "--positions");
 	s->cfg.rope.mode = MHA_ROPE_NONE;
 	s->cfg.rope.theta = 0;
 	return 0;
+}
+
+/*
+ * GPT-J's rotary_dim: the first R features of each head turn (a count, not a
+ * share).  Null: its code sizes the rotation by the whole width, which no
+ * head fits; odd, or wider than a head: refused.  0, or -1 said.
+ */
+static int config_rotary_count(struct problem_spec *s, const cJSON *root, const char *path,
+			       size_t hd, const char *width)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "rotary_dim");
+	char note[96];
+	size_t R = 0;
+	int rc;
+
+	if (v && cJSON_IsNull(v))
+		return error("%s: rotary_dim null: GPT-J's code then turns the whole width (n_embd), "
+			     "which none of its heads fits", path);
+	if ((rc = config_count(root, path, "rotary_dim", &R)) <= 0)
+		return rc;
+	config_default_note(s, "rotary_dim", note, sizeof(note));
+	if (R % 2 || !R)
+		return error("%s: rotary_dim %zu%s: a rotary embedding turns pairs", path, R, note);
+	if (hd && R > hd)
+		return error("%s: rotary_dim %zu%s is wider than %s", path, R, note, width);
+	s->cfg.rope.dim = R;
+	s->given |= CONFIG_ROPE_DIM;
+	return 0;
+}
+
+/* a head's width in words, where it came from: "head_dim 128", or "a head's
+ * 1024 features (hidden_size 2048 (left out: ...) / num_attention_heads 2)" */
+static void head_width(const struct problem_spec *s, char *buf, size_t size, size_t heads,
+		       size_t hidden, size_t head_dim)
+{
+	char n1[96], n2[96];
+
+	if (head_dim)
+		snprintf(buf, size, "head_dim %zu%s", head_dim,
+			 config_default_note(s, "head_dim", n1, sizeof(n1)));
+	else if (heads && hidden)
+		snprintf(buf, size, "a head's %zu features (%s %zu%s / %s %zu%s)", hidden / heads,
+			 model_hidden_key(s), hidden,
+			 config_default_note(s, model_hidden_key(s), n1, sizeof(n1)),
+			 model_heads_key(s), heads,
+			 config_default_note(s, model_heads_key(s), n2, sizeof(n2)));
+	else
+		snprintf(buf, size, "a head");
 }
 
 /* key is one t's attention reads: model.c reads no other (and config.json
@@ -155,7 +203,7 @@ static int apply_rope(struct problem_spec *s, const cJSON *root, const char *pat
 	const cJSON *sc;
 	double theta = 0, partial = 0;
 	int rc, lg;
-	char hn[96], kn[96];
+	char hn[96], kn[96], width[320];
 
 	if (!(g & GIVEN_ROPE))
 		s->cfg.rope.mode = t->rope;
@@ -165,6 +213,11 @@ static int apply_rope(struct problem_spec *s, const cJSON *root, const char *pat
 		if (!rc)
 			s->cfg.rope.mode = MHA_ROPE_NONE;
 	}
+	head_width(s, width, sizeof(width), heads, hidden, head_dim);
+	if (root && reads(t, "rotary_dim") && s->cfg.rope.mode && !(g & GIVEN_ROPE_DIM) &&
+	    !s->rope_cos && config_rotary_count(s, root, path, head_dim ? head_dim : heads ?
+						hidden / heads : 0, width))
+		return -1;
 	if (!root || !reads(t, "rope_theta"))
 		return 0;
 	/* the base and rope_scaling by layer kind: apply_local_global */
@@ -203,7 +256,7 @@ static int apply_rope(struct problem_spec *s, const cJSON *root, const char *pat
 				     "num_attention_heads", path);
 		if (config_rotary_dim(s, path, hd, partial,
 				      cJSON_GetObjectItemCaseSensitive(root, "partial_rotary_factor") ?
-				      "partial_rotary_factor" : "rotary_pct"))
+				      "partial_rotary_factor" : "rotary_pct", width))
 			return -1;
 	}
 	return 0;
@@ -338,6 +391,9 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 		return -1;
 	if (t->family == FAMILY_DEEPSEEK && latent_apply_config(s, root, path))
 		return -1;
+	if (reads(t, "qk_layernorm") && config_bool(root, path, "qk_layernorm", &flag) > 0 && flag)
+		return error("%s: qk_layernorm: %s normalises q and k with a LayerNorm that has a "
+			     "bias, which mha does not compute yet", path, t->type);
 	if (reads(t, "clip_qkv") && cJSON_GetObjectItemCaseSensitive(root, "clip_qkv") &&
 	    !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "clip_qkv")))
 		return error("%s: clip_qkv: OLMo clamps Q, K and V to +-clip_qkv, which mha does not "

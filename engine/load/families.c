@@ -86,6 +86,19 @@ const struct family families[] = {
 		{ "kv_b_proj.weight", T_LATENT + LAT_KV_B_PROJ, 1, NULL },
 		{ "o_proj.weight", WO, 1, NULL },
 		{ "rotary_emb.inv_freq", T_INV_FREQ, 0, NULL } } },
+	/* Phi (phi-1, phi-1.5, phi-2): Llama's names, the output projection dense */
+	[FAMILY_PHI] = { "phi", "layers.%zu.self_attn", "dense.weight", LAYOUT_TORCH, {
+		{ "q_proj.weight", WQ, 1, NULL }, { "k_proj.weight", WK, 1, NULL },
+		{ "v_proj.weight", WV, 1, NULL }, { "dense.weight", WO, 1, NULL },
+		{ "q_proj.bias", BQ, 0, NULL }, { "k_proj.bias", BK, 0, NULL },
+		{ "v_proj.bias", BV, 0, NULL }, { "dense.bias", BO, 0, NULL } } },
+	/* GPT-J: transformer.h.N.attn, out_proj, no biases; older checkpoints keep
+	 * the causal mask's buffers */
+	[FAMILY_GPTJ] = { "gptj", "h.%zu.attn", "out_proj.weight", LAYOUT_TORCH, {
+		{ "q_proj.weight", WQ, 1, NULL }, { "k_proj.weight", WK, 1, NULL },
+		{ "v_proj.weight", WV, 1, NULL }, { "out_proj.weight", WO, 1, NULL },
+		{ "bias", T_IGNORED, 0, "the causal mask as a buffer, which config.json's family implies" },
+		{ "masked_bias", T_IGNORED, 0, "the masked scores' fill value, a buffer" } } },
 };
 const size_t n_families = sizeof(families) / sizeof(families[0]);
 
@@ -281,6 +294,16 @@ static const struct config_key nemotron_keys[] = {
 	HEADS("48", "?", "6144", "null"), { "rope_theta", "10000.0", NULL },
 	{ "partial_rotary_factor", "0.5", NULL }, { "max_position_embeddings", "4096", NULL },
 	{ "attention_bias", "false", NULL }, END };
+/* Phi (phi-2): every projection biased, partial_rotary_factor of each head
+ * turned; its q/k LayerNorm (qk_layernorm) is refused (config.c) */
+static const struct config_key phi_keys[] = {
+	HEADS("32", "null", "2048", NO), ROPE("10000.0", "null", "0.5", "2048"),
+	{ "qk_layernorm", "false", NULL }, END };
+/* GPT-J: rotary_dim features of each head turned in pairs (2i, 2i + 1), by
+ * 10000 always */
+static const struct config_key gptj_keys[] = {
+	{ "n_head", "16", NULL }, { "n_embd", "4096", NULL }, { "rotary_dim", "64", NULL },
+	END };
 /* GLM-4.5 (glm4_moe): half of each head turned, half-split (not GLM-4's
  * pairs); q and k normalised per head with use_qk_norm */
 static const struct config_key glm4_moe_keys[] = {
@@ -321,6 +344,10 @@ static const char *const granite_other[] = { "embedding_multiplier", "residual_m
 static const char *const cohere_other[] = { "logit_scale", NULL };
 static const char *const arcee_other[] = { "mlp_bias", NULL };
 static const char *const nemotron_other[] = { "mlp_bias", "norm_eps", NULL };
+static const char *const phi_other[] = { "resid_pdrop", "embd_pdrop", NULL };
+static const char *const gptj_other[] = { "n_layer", "n_positions", "n_inner",
+					  "activation_function", "resid_pdrop", "embd_pdrop",
+					  "attn_pdrop", NULL };
 /* its mixture of experts, and the multi-token prediction layer its
  * checkpoints keep beside the model (no attention of the layers read) */
 static const char *const glm4_moe_other[] = {
@@ -506,6 +533,8 @@ static const struct model_type types[] = {
 	/* StarCoder2: q, k, v and o biases by use_bias (its MLP's too) */
 	{ "starcoder2", READS_BIAS("use_bias", FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_ALL,
 				   starcoder2_keys, starcoder2_other) },
+	{ "phi", READS(FAMILY_PHI, BIAS_ALL, HALF, SLIDE_NONE, phi_keys, phi_other) },
+	{ "gptj", READS(FAMILY_GPTJ, BIAS_NONE, PAIRS, SLIDE_NONE, gptj_keys, gptj_other) },
 	{ "nemotron", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, nemotron_keys,
 			    nemotron_other) },
 	/* GLM-4.5: q, k, v biases by attention_bias (never o); half of each head

@@ -99,6 +99,7 @@ enum bias_rule {
 			    Falcon's key is bias) */
 	BIAS_QKV,        /* q, k and v, never o (Qwen2) */
 	BIAS_FLAG_QKV,   /* q, k and v when attention_bias is true, never o (GLM-4) */
+	BIAS_ALL,        /* q, k, v and o, always (Phi) */
 	BIAS_NONE        /* none (Mistral) */
 };
 

@@ -282,8 +282,7 @@ static int config_shapes(const weights *w, const struct problem_spec *s, size_t 
 {
 	const matrix *m = &w->m[WQ];
 	const size_t din = m->rank != 2 ? 0 : w->layout == LAYOUT_TORCH ? m->dim[1] : m->dim[0];
-	const char *hkey = s->family == FAMILY_GPT2 || s->family == FAMILY_BIGCODE ? "n_embd"
-										 : "hidden_size";
+	const char *hkey = model_hidden_key(s);
 	const size_t H = s->heads, hd = s->config_head_dim;
 	char note[96], note2[96];
 
@@ -442,7 +441,8 @@ static int check_biases(const struct ckpt *c, const struct problem_spec *s, cons
 		/* a fused projection's bias is Q's, K's and V's */
 		const int b = fam->t[k].what == T_FUSED_B ? BQ : fam->t[k].what;
 		const int adds = t->bias == BIAS_FLAG ? s->config_bias == 2 : t->bias == BIAS_QKV
-			? b != BO : t->bias == BIAS_FLAG_QKV ? s->config_bias == 2 && b != BO : 0;
+			? b != BO : t->bias == BIAS_FLAG_QKV ? s->config_bias == 2 && b != BO
+			: t->bias == BIAS_ALL;
 		char name[PATH_TEXT];
 		const int has = ckpt_find(c, tensor_name(name, sizeof(name), module,
 							 fam->t[k].suffix)) >= 0;

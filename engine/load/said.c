@@ -12,7 +12,16 @@ const char *model_heads_key(const struct problem_spec *s)
 {
 	const model_family f = s->mtype ? s->mtype->family : s->family;
 
-	return f == FAMILY_GPT2 || f == FAMILY_BIGCODE ? "n_head" : "num_attention_heads";
+	return f == FAMILY_GPT2 || f == FAMILY_BIGCODE || f == FAMILY_GPTJ ? "n_head"
+									   : "num_attention_heads";
+}
+
+const char *model_hidden_key(const struct problem_spec *s)
+{
+	const model_family f = s->mtype ? s->mtype->family : s->family;
+
+	return f == FAMILY_GPT2 || f == FAMILY_BIGCODE || f == FAMILY_GPTJ ? "n_embd"
+									   : "hidden_size";
 }
 
 const char *model_heads_said(const struct problem_spec *s, int kv, size_t n, char *buf,

@@ -24,6 +24,8 @@ const char *model_heads_said(const struct problem_spec *s, int kv, size_t n, cha
 /* The key the family's config.json gives its heads under ("n_head" for
  * GPT-2, else "num_attention_heads"), for messages. */
 const char *model_heads_key(const struct problem_spec *s);
+/* and its width's: n_embd (GPT-2, BigCode, GPT-J), else hidden_size */
+const char *model_hidden_key(const struct problem_spec *s);
 
 /* the turned features of multi-head latent attention: "--qk-rope-head-dim
  * 64", or "qk_rope_head_dim 64 of 'ck/config.json' (left out: ...)", into buf */
