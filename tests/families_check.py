@@ -5,7 +5,7 @@ For each family (Llama 2, Llama with biases, Mistral, Mistral NeMo, Mixtral,
 Qwen2, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite, Cohere Command R
 and R+, SmolLM3, OLMo, OLMo 2, Phi-3, Phi-4-mini, Pythia, Falcon in its
 three layouts, StarCoder and GPT-BigCode, ModernBERT, Arcee, StarCoder2,
-Phi-2, GPT-J, GLM-4.5, Nemotron, EXAONE 4, ERNIE 4.5, GPT-2, BERT, RoBERTa,
+Phi-2, GPT-J, OPT, GLM-4.5, Nemotron, EXAONE 4, ERNIE 4.5, GPT-2, BERT, RoBERTa,
 and the text models of LLaVA, Mistral 3 and Gemma 3) a tiny checkpoint is
 written as
 the family publishes it: its tensor names, the dtype it ships in, a
@@ -265,7 +265,7 @@ def family_cases(c, rng, torch):
 
 # keys whose value decides which tensors the module has: a default that
 # differs leaves the checkpoint's tensors unexplained, and mha refuses
-TENSOR_KEYS = ("attention_bias", "bias", "use_qk_norm", "use_bias")
+TENSOR_KEYS = ("attention_bias", "bias", "use_qk_norm", "use_bias", "enable_bias")
 
 
 def default_cases(c):
@@ -659,7 +659,8 @@ def refusal_cases(c, rng):
             "mistral3": "attention_multiplier", "arcee": "sliding_window",
             "starcoder2": "attention_bias", "ernie4_5": "sliding_window",
             "exaone4": "attention_bias", "nemotron": "rope_scaling",
-            "glm4_moe": "sliding_window", "phi": "sliding_window", "gptj": "rope_theta"}
+            "glm4_moe": "sliding_window", "phi": "sliding_window", "gptj": "rope_theta",
+            "opt": "rope_theta"}
     seen = set()
     for f in FAMILIES:
         if f["type"] in seen:

@@ -82,6 +82,9 @@ def hf_settings(f, config, layer, n):
             s["G"], s["fused"] = H, "per_head"
         if not c.get("scale_attn_weights", True):
             s["scaling"] = 1.0
+    if t == "opt":
+        # OPTAttention: q_proj(x) * head_dim**-0.5, bias first; no rotation
+        s["rope"] = None
     if t == "gptj":
         # GPTJAttention: the first rotary_dim features, rotate_every_two, base
         # 10000 whatever the config says

@@ -99,6 +99,13 @@ const struct family families[] = {
 		{ "v_proj.weight", WV, 1, NULL }, { "out_proj.weight", WO, 1, NULL },
 		{ "bias", T_IGNORED, 0, "the causal mask as a buffer, which config.json's family implies" },
 		{ "masked_bias", T_IGNORED, 0, "the masked scores' fill value, a buffer" } } },
+	/* OPT: model.decoder.layers.N.self_attn, out_proj (nn.MultiheadAttention's
+	 * name, but four tensors of their own) */
+	[FAMILY_OPT] = { "opt", "layers.%zu.self_attn", "out_proj.weight", LAYOUT_TORCH, {
+		{ "q_proj.weight", WQ, 1, NULL }, { "k_proj.weight", WK, 1, NULL },
+		{ "v_proj.weight", WV, 1, NULL }, { "out_proj.weight", WO, 1, NULL },
+		{ "q_proj.bias", BQ, 0, NULL }, { "k_proj.bias", BK, 0, NULL },
+		{ "v_proj.bias", BV, 0, NULL }, { "out_proj.bias", BO, 0, NULL } } },
 };
 const size_t n_families = sizeof(families) / sizeof(families[0]);
 
@@ -304,6 +311,12 @@ static const struct config_key phi_keys[] = {
 static const struct config_key gptj_keys[] = {
 	{ "n_head", "16", NULL }, { "n_embd", "4096", NULL }, { "rotary_dim", "64", NULL },
 	END };
+/* OPT: every head with a key/value head of its own, no rotation (learned
+ * positions), biases by enable_bias; q scaled after its bias, the same
+ * scores */
+static const struct config_key opt_keys[] = {
+	{ "num_attention_heads", "12", NULL }, { "hidden_size", "768", NULL },
+	{ "enable_bias", "true", NULL }, END };
 /* GLM-4.5 (glm4_moe): half of each head turned, half-split (not GLM-4's
  * pairs); q and k normalised per head with use_qk_norm */
 static const struct config_key glm4_moe_keys[] = {
@@ -345,6 +358,10 @@ static const char *const cohere_other[] = { "logit_scale", NULL };
 static const char *const arcee_other[] = { "mlp_bias", NULL };
 static const char *const nemotron_other[] = { "mlp_bias", "norm_eps", NULL };
 static const char *const phi_other[] = { "resid_pdrop", "embd_pdrop", NULL };
+static const char *const opt_other[] = { "ffn_dim", "do_layer_norm_before",
+					 "_remove_final_layer_norm", "word_embed_proj_dim", "dropout",
+					 "activation_function", "layerdrop", "init_std",
+					 "layer_norm_elementwise_affine", NULL };
 static const char *const gptj_other[] = { "n_layer", "n_positions", "n_inner",
 					  "activation_function", "resid_pdrop", "embd_pdrop",
 					  "attn_pdrop", NULL };
@@ -535,6 +552,8 @@ static const struct model_type types[] = {
 				   starcoder2_keys, starcoder2_other) },
 	{ "phi", READS(FAMILY_PHI, BIAS_ALL, HALF, SLIDE_NONE, phi_keys, phi_other) },
 	{ "gptj", READS(FAMILY_GPTJ, BIAS_NONE, PAIRS, SLIDE_NONE, gptj_keys, gptj_other) },
+	{ "opt", READS_BIAS("enable_bias", FAMILY_OPT, BIAS_FLAG, MHA_ROPE_NONE, SLIDE_NONE, opt_keys,
+			    opt_other) },
 	{ "nemotron", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, nemotron_keys,
 			    nemotron_other) },
 	/* GLM-4.5: q, k, v biases by attention_bias (never o); half of each head
