@@ -5,7 +5,7 @@ For each family (Llama 2, Llama with biases, Mistral, Mistral NeMo, Mixtral,
 Qwen2, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite, Cohere Command R
 and R+, SmolLM3, OLMo, OLMo 2, Phi-3, Phi-4-mini, Pythia, Falcon in its
 three layouts, StarCoder and GPT-BigCode, ModernBERT, Arcee, StarCoder2,
-Phi-2, GPT-J, OPT, GLM-4.5, Nemotron, EXAONE 4, ERNIE 4.5, GPT-2, BERT, RoBERTa,
+Phi-2, StableLM 2, GPT-J, OPT, GLM-4.5, Nemotron, EXAONE 4, ERNIE 4.5, GPT-2, BERT, RoBERTa,
 and the text models of LLaVA, Mistral 3 and Gemma 3) a tiny checkpoint is
 written as
 the family publishes it: its tensor names, the dtype it ships in, a
@@ -265,7 +265,8 @@ def family_cases(c, rng, torch):
 
 # keys whose value decides which tensors the module has: a default that
 # differs leaves the checkpoint's tensors unexplained, and mha refuses
-TENSOR_KEYS = ("attention_bias", "bias", "use_qk_norm", "use_bias", "enable_bias")
+TENSOR_KEYS = ("attention_bias", "bias", "use_qk_norm", "use_bias", "enable_bias",
+               "use_qkv_bias")
 
 
 def default_cases(c):
@@ -660,7 +661,7 @@ def refusal_cases(c, rng):
             "starcoder2": "attention_bias", "ernie4_5": "sliding_window",
             "exaone4": "attention_bias", "nemotron": "rope_scaling",
             "glm4_moe": "sliding_window", "phi": "sliding_window", "gptj": "rope_theta",
-            "opt": "rope_theta"}
+            "opt": "rope_theta", "stablelm": "head_dim"}
     seen = set()
     for f in FAMILIES:
         if f["type"] in seen:
@@ -684,6 +685,7 @@ def refusal_cases(c, rng):
     # settings of these families mha does not compute, or their code cannot run
     for ftype, change, words in (
             ("phi", {"qk_layernorm": True}, ["qk_layernorm", "LayerNorm that has a bias"]),
+            ("stablelm", {"qk_layernorm": True}, ["qk_layernorm", "q_layernorm.norms.N"]),
             ("gptj", {"rotary_dim": None}, ["rotary_dim null"]),
             ("gptj", {"rotary_dim": 3}, ["rotary_dim 3", "pairs"]),
             ("gptj", {"rotary_dim": 10}, ["rotary_dim 10", "wider than a head's 8 features"])):

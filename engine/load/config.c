@@ -392,8 +392,11 @@ static int apply(struct problem_spec *s, const cJSON *root, const char *path)
 	if (t->family == FAMILY_DEEPSEEK && latent_apply_config(s, root, path))
 		return -1;
 	if (reads(t, "qk_layernorm") && config_bool(root, path, "qk_layernorm", &flag) > 0 && flag)
-		return error("%s: qk_layernorm: %s normalises q and k with a LayerNorm that has a "
-			     "bias, which mha does not compute yet", path, t->type);
+		return error("%s: qk_layernorm: %s normalises q and k %s, which mha does not %s yet",
+			     path, t->type, t->family == FAMILY_PHI
+			     ? "with a LayerNorm that has a bias" : "head by head, each with a "
+			     "LayerNorm of its own (q_layernorm.norms.N)", t->family == FAMILY_PHI
+			     ? "compute" : "read");
 	if (reads(t, "clip_qkv") && cJSON_GetObjectItemCaseSensitive(root, "clip_qkv") &&
 	    !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "clip_qkv")))
 		return error("%s: clip_qkv: OLMo clamps Q, K and V to +-clip_qkv, which mha does not "

@@ -311,6 +311,12 @@ static const struct config_key phi_keys[] = {
 static const struct config_key gptj_keys[] = {
 	{ "n_head", "16", NULL }, { "n_embd", "4096", NULL }, { "rotary_dim", "64", NULL },
 	END };
+/* StableLM: a quarter of each head turned, q, k, v biases by use_qkv_bias
+ * (never o), head_dim always hidden_size / heads; qk_layernorm refused */
+static const struct config_key stablelm_keys[] = {
+	{ "num_attention_heads", "32", NULL }, { "num_key_value_heads", "32", NULL },
+	{ "hidden_size", "2560", NULL }, ROPE("10000", "null", "0.25", "4096"),
+	{ "use_qkv_bias", "false", NULL }, { "qk_layernorm", "false", NULL }, END };
 /* OPT: every head with a key/value head of its own, no rotation (learned
  * positions), biases by enable_bias; q scaled after its bias, the same
  * scores */
@@ -358,6 +364,7 @@ static const char *const cohere_other[] = { "logit_scale", NULL };
 static const char *const arcee_other[] = { "mlp_bias", NULL };
 static const char *const nemotron_other[] = { "mlp_bias", "norm_eps", NULL };
 static const char *const phi_other[] = { "resid_pdrop", "embd_pdrop", NULL };
+static const char *const stablelm_other[] = { "use_parallel_residual", "hidden_dropout", NULL };
 static const char *const opt_other[] = { "ffn_dim", "do_layer_norm_before",
 					 "_remove_final_layer_norm", "word_embed_proj_dim", "dropout",
 					 "activation_function", "layerdrop", "init_std",
@@ -551,6 +558,8 @@ static const struct model_type types[] = {
 	{ "starcoder2", READS_BIAS("use_bias", FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_ALL,
 				   starcoder2_keys, starcoder2_other) },
 	{ "phi", READS(FAMILY_PHI, BIAS_ALL, HALF, SLIDE_NONE, phi_keys, phi_other) },
+	{ "stablelm", READS_BIAS("use_qkv_bias", FAMILY_LLAMA, BIAS_FLAG_QKV, HALF, SLIDE_NONE,
+				 stablelm_keys, stablelm_other) },
 	{ "gptj", READS(FAMILY_GPTJ, BIAS_NONE, PAIRS, SLIDE_NONE, gptj_keys, gptj_other) },
 	{ "opt", READS_BIAS("enable_bias", FAMILY_OPT, BIAS_FLAG, MHA_ROPE_NONE, SLIDE_NONE, opt_keys,
 			    opt_other) },
