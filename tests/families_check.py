@@ -5,7 +5,7 @@ For each family (Llama 2, Llama with biases, Mistral, Mistral NeMo, Mixtral,
 Qwen2, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite, Cohere Command R
 and R+, SmolLM3, OLMo, OLMo 2, Phi-3, Phi-4-mini, Pythia, Falcon in its
 three layouts, StarCoder and GPT-BigCode, ModernBERT, Arcee, StarCoder2,
-Phi-2, StableLM 2, GPT-J, OPT, GLM-4.5, Nemotron, EXAONE 4, ERNIE 4.5, GPT-2, BERT, RoBERTa,
+Phi-2, StableLM 2, GPT-J, OPT, InternLM2, GLM-4.5, Nemotron, EXAONE 4, ERNIE 4.5, GPT-2, BERT, RoBERTa,
 and the text models of LLaVA, Mistral 3 and Gemma 3) a tiny checkpoint is
 written as
 the family publishes it: its tensor names, the dtype it ships in, a
@@ -92,6 +92,9 @@ FUSED_NAMES = {
                ("transformer.word_embeddings.weight", "transformer.ln_f.weight",
                 "lm_head.weight"),
                ("input_layernorm.weight", "mlp.dense_h_to_4h.weight", "mlp.dense_4h_to_h.weight")),
+    "internlm2": ("model.layers.%d.attention.", "wqkv", "wo",
+                  ("model.tok_embeddings.weight", "model.norm.weight", "output.weight"),
+                  ("attention_norm.weight", "feed_forward.w1.weight", "feed_forward.w2.weight")),
     "modernbert": ("model.layers.%d.attn.", "Wqkv", "Wo",
                    ("model.embeddings.tok_embeddings.weight", "model.embeddings.norm.weight",
                     "model.final_norm.weight"),
@@ -661,7 +664,7 @@ def refusal_cases(c, rng):
             "starcoder2": "attention_bias", "ernie4_5": "sliding_window",
             "exaone4": "attention_bias", "nemotron": "rope_scaling",
             "glm4_moe": "sliding_window", "phi": "sliding_window", "gptj": "rope_theta",
-            "opt": "rope_theta", "stablelm": "head_dim"}
+            "opt": "rope_theta", "stablelm": "head_dim", "internlm2": "head_dim"}
     seen = set()
     for f in FAMILIES:
         if f["type"] in seen:

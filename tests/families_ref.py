@@ -22,6 +22,12 @@ def hf_settings(f, config, layer, n):
     rotary embedding and the softcap."""
     t = f.get("text", f["type"])
     c = config.get("text_config", config)
+    if t == "internlm2":
+        # its class ships with the checkpoint: a key left out has no default here
+        for key in ("num_attention_heads", "num_key_value_heads", "hidden_size", "rope_theta",
+                    "rope_scaling", "bias"):
+            if key not in c:
+                raise ValueError("InternLM2: no %s" % key)
     H = c.get("num_attention_heads", c.get("n_head", 32))  # LlamaConfig's default
     hd = c.get("head_dim") or c.get("hidden_size", c.get("n_embd")) // H
     theta = c.get("rope_theta", c.get("rotary_emb_base", 10000.0))
@@ -82,6 +88,10 @@ def hf_settings(f, config, layer, n):
             s["G"], s["fused"] = H, "per_head"
         if not c.get("scale_attn_weights", True):
             s["scaling"] = 1.0
+    if t == "internlm2":
+        # InternLM2Attention: wqkv rearranged "(h gs d)", gs = H/G + 2: each
+        # group's query heads, then its key and its value
+        s["fused"] = "grouped"
     if t == "opt":
         # OPTAttention: q_proj(x) * head_dim**-0.5, bias first; no rotation
         s["rope"] = None

@@ -106,6 +106,11 @@ const struct family families[] = {
 		{ "v_proj.weight", WV, 1, NULL }, { "out_proj.weight", WO, 1, NULL },
 		{ "q_proj.bias", BQ, 0, NULL }, { "k_proj.bias", BK, 0, NULL },
 		{ "v_proj.bias", BV, 0, NULL }, { "out_proj.bias", BO, 0, NULL } } },
+	/* InternLM2: attention.wqkv group by group [H/G q heads | k | v], wo */
+	[FAMILY_INTERNLM2] = { "internlm2", "layers.%zu.attention", "wqkv.weight", LAYOUT_TORCH, {
+		{ "wqkv.weight", T_FUSED_W, 1, NULL }, { "wqkv.bias", T_FUSED_B, 0, NULL },
+		{ "wo.weight", WO, 1, NULL }, { "wo.bias", BO, 0, NULL } },
+		FUSED_GROUPED },
 };
 const size_t n_families = sizeof(families) / sizeof(families[0]);
 
@@ -339,6 +344,12 @@ static const struct config_key exaone4_keys[] = {
 static const struct config_key ernie4_5_keys[] = {
 	HEADS("16", "2", "1024", "128"), ROPE("500000.0", "null", NO, "131072"),
 	{ "use_bias", "false", NULL }, END };
+/* InternLM2's class ships with its checkpoint (remote code): each key its
+ * attention reads must be in the file */
+static const struct config_key internlm2_keys[] = {
+	{ "num_attention_heads", NEED, NULL }, { "num_key_value_heads", NEED, NULL },
+	{ "hidden_size", NEED, NULL }, { "rope_theta", NEED, NULL }, { "rope_scaling", NEED, NULL },
+	{ "bias", NEED, NULL }, END };
 static const struct config_key gpt2_keys[] = {
 	{ "n_head", "12", NULL }, { "n_embd", "768", NULL }, { "scale_attn_weights", "true", NULL },
 	{ "scale_attn_by_inverse_layer_idx", "false", NULL }, END };
@@ -365,6 +376,8 @@ static const char *const arcee_other[] = { "mlp_bias", NULL };
 static const char *const nemotron_other[] = { "mlp_bias", "norm_eps", NULL };
 static const char *const phi_other[] = { "resid_pdrop", "embd_pdrop", NULL };
 static const char *const stablelm_other[] = { "use_parallel_residual", "hidden_dropout", NULL };
+/* its remote code's switches that compute the same attention */
+static const char *const internlm2_other[] = { "attn_implementation", "pretraining_tp", NULL };
 static const char *const opt_other[] = { "ffn_dim", "do_layer_norm_before",
 					 "_remove_final_layer_norm", "word_embed_proj_dim", "dropout",
 					 "activation_function", "layerdrop", "init_std",
@@ -558,6 +571,9 @@ static const struct model_type types[] = {
 	{ "starcoder2", READS_BIAS("use_bias", FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_ALL,
 				   starcoder2_keys, starcoder2_other) },
 	{ "phi", READS(FAMILY_PHI, BIAS_ALL, HALF, SLIDE_NONE, phi_keys, phi_other) },
+	/* InternLM2 (remote code): wqkv grouped, biases on wqkv and wo by bias */
+	{ "internlm2", READS_BIAS("bias", FAMILY_INTERNLM2, BIAS_FLAG, HALF, SLIDE_NONE,
+				  internlm2_keys, internlm2_other) },
 	{ "stablelm", READS_BIAS("use_qkv_bias", FAMILY_LLAMA, BIAS_FLAG_QKV, HALF, SLIDE_NONE,
 				 stablelm_keys, stablelm_other) },
 	{ "gptj", READS(FAMILY_GPTJ, BIAS_NONE, PAIRS, SLIDE_NONE, gptj_keys, gptj_other) },

@@ -33,7 +33,7 @@ typedef enum { LAYOUT_MHA, LAYOUT_TORCH } weight_layout;
  * model_type names (families.c) */
 typedef enum { FAMILY_NONE, FAMILY_LLAMA, FAMILY_GPT2, FAMILY_BERT, FAMILY_TORCH, FAMILY_PHI3,
 	       FAMILY_NEOX, FAMILY_FALCON, FAMILY_BIGCODE, FAMILY_MODERNBERT,
-	       FAMILY_DEEPSEEK, FAMILY_PHI, FAMILY_GPTJ, FAMILY_OPT } model_family;
+	       FAMILY_DEEPSEEK, FAMILY_PHI, FAMILY_GPTJ, FAMILY_OPT, FAMILY_INTERNLM2 } model_family;
 
 typedef struct weights {
 	matrix m[N_WEIGHTS];       /* rank 0 where none was given */
