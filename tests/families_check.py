@@ -4,7 +4,7 @@
 For each family (Llama 2, Llama with biases, Mistral, Mistral NeMo, Mixtral,
 Qwen2, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite, Cohere Command R
 and R+, SmolLM3, OLMo, OLMo 2, Phi-3, Phi-4-mini, Pythia, Falcon in its
-three layouts, StarCoder and GPT-BigCode, ModernBERT, Arcee, StarCoder2,
+three layouts, StarCoder and GPT-BigCode, ModernBERT, Arcee, Apertus, StarCoder2,
 Phi-2, StableLM 2, GPT-J, OPT, InternLM2, GLM-4.5, Nemotron, EXAONE 4, ERNIE 4.5, GPT-2, BERT, RoBERTa,
 and the text models of LLaVA, Mistral 3 and Gemma 3) a tiny checkpoint is
 written as
@@ -506,10 +506,11 @@ def layout_cases(c):
     c.refused("Helium: --biases q with no q_proj.bias",
               full[:-1] + ["q"], ["q_proj.bias", "--biases"])
 
-    # Apertus-like: Llama's names with q_norm and k_norm (Qwen3's tensors)
+    # Apertus-like (a model_type of its own mha does not read; Apertus itself
+    # it does): Llama's names with q_norm and k_norm (Qwen3's tensors)
     q = by_type("qwen3")
     layer = q["runs"][0]
-    apertus = cfg("ApertusForCausalLM", "apertus", q["D"], q["H"], q["G"], q["layers"],
+    apertus = cfg("ApertusLikeForCausalLM", "apertus_like", q["D"], q["H"], q["G"], q["layers"],
                   q["dtype"], head_dim=q["hd"], rope_theta=q["cfg"]["rope_theta"],
                   rms_norm_eps=1e-06)
     args = planted(c, q, "", config=apertus) + ["--layout", "llama"]
@@ -664,7 +665,8 @@ def refusal_cases(c, rng):
             "starcoder2": "attention_bias", "ernie4_5": "sliding_window",
             "exaone4": "attention_bias", "nemotron": "rope_scaling",
             "glm4_moe": "sliding_window", "phi": "sliding_window", "gptj": "rope_theta",
-            "opt": "rope_theta", "stablelm": "head_dim", "internlm2": "head_dim"}
+            "opt": "rope_theta", "stablelm": "head_dim", "internlm2": "head_dim",
+            "apertus": "sliding_window"}
     seen = set()
     for f in FAMILIES:
         if f["type"] in seen:

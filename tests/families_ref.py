@@ -109,6 +109,9 @@ def hf_settings(f, config, layer, n):
             s["window"] = c["sliding_window"]
     if t in ("mistral", "mixtral", "starcoder2"):
         s["window"] = c.get("sliding_window")
+    if t == "apertus":
+        # ApertusAttention: ApertusRMSNorm(head_dim) of q and k, always
+        s["norm"] = ("rms", "head", c.get("rms_norm_eps", 1e-5))
     if t == "glm4_moe" and c.get("use_qk_norm"):
         # Glm4MoeAttention: Glm4MoeRMSNorm(head_dim) of q and k with use_qk_norm
         s["norm"] = ("rms", "head", c.get("rms_norm_eps", 1e-5))

@@ -295,6 +295,13 @@ static const struct config_key kimi_k2_keys[] = {
 static const struct config_key arcee_keys[] = {
 	HEADS("32", "null", "2560", "null"), ROPE("10000.0", "null", NO, "4096"),
 	{ "attention_bias", "false", NULL }, END };
+/* Apertus: q and k normalised per head; llama3's rope_scaling by default */
+static const struct config_key apertus_keys[] = {
+	HEADS("32", "null", "4096", NO),
+	ROPE("12000000.0", "{\"rope_type\": \"llama3\", \"factor\": 8.0, "
+	     "\"original_max_position_embeddings\": 8192, \"low_freq_factor\": 1.0, "
+	     "\"high_freq_factor\": 4.0}", NO, "65536"),
+	{ "attention_bias", "false", NULL }, { "rms_norm_eps", "1e-05", NULL }, END };
 /* StarCoder2: use_bias on every projection, a window on every layer */
 static const struct config_key starcoder2_keys[] = {
 	HEADS("24", "2", "3072", NO), ROPE("10000.0", "null", NO, "4096"),
@@ -567,6 +574,9 @@ static const struct model_type types[] = {
 	{ "glm", READS(FAMILY_LLAMA, BIAS_FLAG_QKV, PAIRS, SLIDE_NONE, glm_keys, none) },
 	{ "glm4", READS(FAMILY_LLAMA, BIAS_FLAG_QKV, PAIRS, SLIDE_NONE, glm_keys, none) },
 	{ "arcee", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, arcee_keys, arcee_other) },
+	/* Apertus: an RMS norm per head of q and k, always */
+	{ "apertus", READS_NORM(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, apertus_keys, none,
+				MHA_NORM_RMS, 0, "rms_norm_eps", NULL) },
 	/* StarCoder2: q, k, v and o biases by use_bias (its MLP's too) */
 	{ "starcoder2", READS_BIAS("use_bias", FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_ALL,
 				   starcoder2_keys, starcoder2_other) },
