@@ -850,6 +850,22 @@ def refusal_cases(c, rng):
         json.dump([0.0] * f["H"], fp)
     c.refused("gpt-oss's sinks and --sinks", planted(c, f, "sk", extra=["--sinks", sk]),
               ["leave out --sinks"])
+    # the model types whose attention mha does not compute yet: each refused
+    # saying what, with --layout too (what it needs is known, not guessed)
+    f = by_type("llama")
+    for mtype, words in (("llama4", "chunked local attention"),
+                         ("llama4_text", "temperature by position"),
+                         ("qwen3_next", "output gate"), ("dbrx", "attn_config"),
+                         ("t5", "relative position bias"), ("mt5", "buckets"),
+                         ("mpt", "ALiBi"), ("bloom", "ALiBi"), ("persimmon", "qk_layernorm"),
+                         ("whisper", "encoder-decoder"), ("mpnet", "relative attention bias")):
+        conf = dict(f["cfg"], model_type=mtype)
+        c.refused("model_type %s: what its attention has, named" % mtype,
+                  planted(c, f, "refusedtype", config=conf),
+                  ['model_type "%s": its attention has' % mtype, words])
+        c.refused("model_type %s under --layout llama: still refused" % mtype,
+                  planted(c, f, "refusedtype", config=conf, extra=["--layout", "llama"]),
+                  ['model_type "%s": its attention has' % mtype])
     # OLMo's clip_qkv and Cohere's use_qk_norm: what mha does not compute
     f = by_type("olmo")
     c.refused("olmo: clip_qkv 8", planted(c, f, "clip", config=dict(f["cfg"], clip_qkv=8.0)),

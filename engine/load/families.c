@@ -505,6 +505,11 @@ static const char *const image_text_other[] = {
 #define TEXT_OF(type) FAMILY_NONE, BIAS_ANY, NULL, MHA_ROPE_NONE, SLIDE_NONE, NULL, \
 	image_text_other, type, 0, FUSED_NONE, { 0 }, NULL
 
+/* a type whose attention needs what mha does not compute yet: refused,
+ * saying what (the message: "its attention has ...") */
+#define REFUSED(why) FAMILY_NONE, BIAS_ANY, why, MHA_ROPE_NONE, SLIDE_NONE, NULL, NULL, NULL, 0, \
+	FUSED_NONE, { 0 }, NULL
+
 #define HALF MHA_ROPE_HALF
 #define PAIRS MHA_ROPE_INTERLEAVED
 
@@ -587,6 +592,31 @@ static const struct model_type types[] = {
 	{ "stablelm", READS_BIAS("use_qkv_bias", FAMILY_LLAMA, BIAS_FLAG_QKV, HALF, SLIDE_NONE,
 				 stablelm_keys, stablelm_other) },
 	{ "gptj", READS(FAMILY_GPTJ, BIAS_NONE, PAIRS, SLIDE_NONE, gptj_keys, gptj_other) },
+	/* the types of the families' list whose attention mha does not compute yet */
+	{ "llama4", REFUSED("chunked local attention (attention_chunk_size) and, on its layers "
+			    "without rotation, a temperature by position (floor_scale, attn_scale), "
+			    "which mha does not compute yet") },
+	{ "llama4_text", REFUSED("chunked local attention (attention_chunk_size) and, on its "
+				 "layers without rotation, a temperature by position (floor_scale, "
+				 "attn_scale), which mha does not compute yet") },
+	{ "qwen3_next", REFUSED("an output gate (q_proj gives each head a gate: output times "
+				"sigmoid(gate)) on its full-attention layers and linear attention "
+				"(Gated DeltaNet) on the others, which mha does not compute yet") },
+	{ "dbrx", REFUSED("its settings under attn_config (kv_n_heads, rope_theta, clip_qkv: Q, K "
+			  "and V clamped), which mha does not read yet") },
+	{ "t5", REFUSED("a relative position bias by buckets (relative_attention_num_buckets) and "
+			"no scaling, which mha does not compute yet") },
+	{ "mt5", REFUSED("a relative position bias by buckets (relative_attention_num_buckets) and "
+			 "no scaling, which mha does not compute yet") },
+	{ "mpt", REFUSED("ALiBi (alibi_bias_max) with a fused Wqkv and clip_qkv under attn_config, "
+			 "which mha does not read yet") },
+	{ "bloom", REFUSED("ALiBi with query_key_value fused head by head, which mha does not read "
+			   "yet") },
+	{ "persimmon", REFUSED("a LayerNorm with a bias on q and k (qk_layernorm, on by default), "
+			       "which mha does not compute yet") },
+	{ "whisper", REFUSED("an encoder-decoder's attention (k_proj without a bias, "
+			     "cross-attention from the encoder), which mha does not read yet") },
+	{ "mpnet", REFUSED("a relative attention bias by buckets, which mha does not compute yet") },
 	{ "opt", READS_BIAS("enable_bias", FAMILY_OPT, BIAS_FLAG, MHA_ROPE_NONE, SLIDE_NONE, opt_keys,
 			    opt_other) },
 	{ "nemotron", READS(FAMILY_LLAMA, BIAS_FLAG, HALF, SLIDE_NONE, nemotron_keys,
