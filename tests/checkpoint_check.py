@@ -446,9 +446,12 @@ def damaged_cases(c, rng):
         d = folder(tmp, "cfg-" + key, t, cfg)
         c.refused("config %s of the wrong type" % key,
                   ["-x", xp, "-w", d, "--layer", "0"], ['"%s"' % key])
-    d = folder(tmp, "cfg-t5", t, {"model_type": "t5"})
+    d = folder(tmp, "cfg-unknown", t, {"model_type": "xlnet"})
     c.refused("config model_type unknown", ["-x", xp, "-w", d, "--layer", "0"],
-              ['"t5"', "--layout"])
+              ['"xlnet"', "--layout"])
+    d = folder(tmp, "cfg-t5", t, {"model_type": "t5"})
+    c.refused("config model_type t5: what mha does not compute, named",
+              ["-x", xp, "-w", d, "--layer", "0"], ['"t5"', "relative position bias"])
     d = folder(tmp, "cfg-scaling", t, {"model_type": "llama", "num_attention_heads": 2,
                                         "rope_scaling": {"rope_type": "llama3", "factor": 8}})
     c.refused("config rope_scaling llama3 without its keys refused",
