@@ -1,5 +1,6 @@
 /*
- * families.h: the model families mha reads, as one table (families.c).
+ * families.h: the model families mha reads, as one table (families.c: the
+ * model types; tensor_families.c: each tensor family's names and layout).
  *
  * Two levels.  A tensor family (model_family: llama, gpt2, bert, torch)
  * says what an attention module's tensors are called and how they are laid
