@@ -98,10 +98,20 @@ static const char *step_shown(char *buf, size_t size, const struct report *r, in
 	return buf;
 }
 
+/* "your SRC: what": a note of one array of theirs; 1 */
+static int yours(FILE *fp, const struct given *g, const char *what)
+{
+	fputs("your ", fp);
+	text_put(fp, g->src);
+	fprintf(fp, ": %s\n", what);
+	return 1;
+}
+
 /* the notes under the table: what dO was, steps they named otherwise, what
  * was compared of a step given in part, the precision their numbers had */
 static void notes(FILE *fp, const struct report *r)
 {
+	char line[320];
 	int any = 0;
 
 	if (r->grads) {
@@ -115,35 +125,23 @@ static void notes(FILE *fp, const struct report *r)
 
 		if (!st->given)
 			continue;
-		if (g->per_kv) {
-			fputs("your ", fp);
-			text_put(fp, g->src);
-			fprintf(fp, ": one per key/value head (Hugging Face's before repeat_kv), "
-				"compared as each query head's\n");
-			any = 1;
-		}
-		if (g->turned) {
-			fputs("your ", fp);
-			text_put(fp, g->src);
-			fprintf(fp, ": nn.Linear's weight's gradient, PyTorch's (out, in), compared "
-				"turned as this run's (in, out)\n");
-			any = 1;
-		}
+		if (g->per_kv)
+			any = yours(fp, g, "one per key/value head (Hugging Face's before repeat_kv), "
+				    "compared as each query head's");
+		if (g->turned)
+			any = yours(fp, g, "nn.Linear's weight's gradient, PyTorch's (out, in), "
+				    "compared turned as this run's (in, out)");
 		if (i == C_SOFTMAX_MEAN) {
 			/* their weights were one plane for every head: a mean */
-			fputs("your ", fp);
-			text_put(fp, g->src);
-			fprintf(fp, ": the softmax averaged over the %zu heads (nn.MultiheadAttention's "
-				"average_attn_weights=True), compared with the mean of mha's\n",
-				r->a->heads);
-			any = 1;
+			snprintf(line, sizeof(line), "the softmax averaged over the %zu heads "
+				 "(nn.MultiheadAttention's average_attn_weights=True), compared with "
+				 "the mean of mha's", r->a->heads);
+			any = yours(fp, g, line);
 		}
 		if (g->named_as >= 0) {
-			fputs("your ", fp);
-			text_put(fp, g->src);
-			fprintf(fp, ": mha's %s, not its %s (compared as %s; name it %s)\n",
-				cmp_name(i), cmp_name(g->named_as), cmp_name(i), cmp_name(i));
-			any = 1;
+			snprintf(line, sizeof(line), "mha's %s, not its %s (compared as %s; name it %s)",
+				 cmp_name(i), cmp_name(g->named_as), cmp_name(i), cmp_name(i));
+			any = yours(fp, g, line);
 		}
 		if (st->shape_ok && (st->heads_given < st->P || st->rows_given < st->R)) {
 			fprintf(fp, "%s: ", cmp_name(i));
