@@ -13,6 +13,7 @@
 #include "compare/compare.h"
 #include "run/run.h"
 #include "run/steps.h"
+#include "util/budget.h"
 #include "util/msg.h"
 
 #include "mha.h"
@@ -51,8 +52,19 @@ static int fold(struct lowp_refs *L, int k, const struct set *ref, const struct 
 		if (!a->rank || !b->rank || matrix_size(a) != matrix_size(b))
 			continue;
 		shape3(b, &P, &R, &C);
-		if (!L->row[k][i] && !(L->row[k][i] = calloc(P * R > 0 ? P * R : 1, sizeof(double))))
-			return error("out of memory");
+		if (!L->row[k][i]) {
+			/* charged to --max-memory, as every other allocation */
+			const size_t n = P * R > 0 ? P * R : 1;
+
+			if (!(L->row[k][i] = budget_malloc(n * sizeof(double)))) {
+				char lim[48];
+
+				return error("the reference's error, row by row, needs more than "
+					     "--max-memory (%s): raise --max-memory",
+					     show_bytes(lim, sizeof(lim), budget_limit()));
+			}
+			memset(L->row[k][i], 0, n * sizeof(double));
+		}
 		for (size_t r = 0; r < P * R; r++) {
 			double worst = L->row[k][i][r];
 
@@ -143,7 +155,7 @@ void lowp_refs_free(struct lowp_refs *L)
 {
 	for (int k = 0; k < 2; k++)
 		for (int i = 0; i < C_COUNT; i++) {
-			free(L->row[k][i]);
+			budget_free(L->row[k][i]);
 			L->row[k][i] = NULL;
 		}
 }
