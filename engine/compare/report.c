@@ -422,6 +422,16 @@ void report_text(FILE *fp, const struct report *r)
 		fputs("           the steps given after it still differ: more than one mistake?\n", fp);
 }
 
+/* ', "key": v' in a JSON object, or null when it has no value */
+static void json_field(FILE *fp, const char *key, int have, double v)
+{
+	fprintf(fp, ", \"%s\": ", key);
+	if (have)
+		json_number(fp, v, 0);
+	else
+		fputs("null", fp);
+}
+
 /* a step's "named_as", "heads", "rows", "precision", "rtol", "atol" */
 static void json_given(FILE *fp, const struct report *r, int i)
 {
@@ -526,31 +536,14 @@ void report_json(FILE *fp, const struct report *r)
 			      "\"cosine\": null, \"differing\": null, \"entries\": null, \"where\": null}", fp);
 			continue;
 		}
-		fputs(", \"max_abs\": ", fp);
-		json_number(fp, st->max_abs, 0);
-		fputs(", \"max_rel\": ", fp);
-		json_number(fp, st->max_rel, 0);
-		fputs(", \"max_ulp\": ", fp);
-		json_number(fp, st->max_ulp, 0);
-		fputs(", \"reference_error\": ", fp);
-		if (st->lowp)
-			json_number(fp, st->ref_err, 0);
-		else
-			fputs("null", fp);
-		fputs(", \"ratio\": ", fp);
-		if (st->lowp && !isnan(ratio_of(st)))
-			json_number(fp, ratio_of(st), 0);
-		else
-			fputs("null", fp);
-		fputs(", \"limit\": ", fp);
-		if (st->lowp)
-			json_number(fp, st->limit, 0);
-		else
-			fputs("null", fp);
-		fputs(", \"nmse\": ", fp);
-		json_number(fp, st->nmse, 0);
-		fputs(", \"cosine\": ", fp);
-		json_number(fp, st->cosine, 0);
+		json_field(fp, "max_abs", 1, st->max_abs);
+		json_field(fp, "max_rel", 1, st->max_rel);
+		json_field(fp, "max_ulp", 1, st->max_ulp);
+		json_field(fp, "reference_error", st->lowp, st->ref_err);
+		json_field(fp, "ratio", st->lowp && !isnan(ratio_of(st)), ratio_of(st));
+		json_field(fp, "limit", st->lowp, st->limit);
+		json_field(fp, "nmse", 1, st->nmse);
+		json_field(fp, "cosine", 1, st->cosine);
 		fprintf(fp, ", \"differing\": %zu, \"entries\": %zu, \"where\": ", st->differing, st->entries);
 		if (st->max_abs == 0) {
 			fputs("null}", fp); /* identical: no place stands out */
